@@ -1,0 +1,45 @@
+"""The provider-neutral core: artifacts, content blocks, messages, PromptStack, events, errors.
+
+Imports pydantic only (DESIGN.md layer rule).
+"""
+
+from .artifacts import (
+    ActionArtifact,
+    Artifact,
+    AudioArtifact,
+    BaseArtifact,
+    BlobArtifact,
+    ErrorArtifact,
+    GenericArtifact,
+    ImageArtifact,
+    InfoArtifact,
+    ListArtifact,
+    TextArtifact,
+)
+from .content import (
+    ActionCallBlock,
+    ActionResultBlock,
+    AudioBlock,
+    ContentBlock,
+    GenericBlock,
+    ImageBlock,
+    ReasoningBlock,
+    TextBlock,
+    parse_arguments,
+)
+from .errors import ConfigurationError, ProviderError
+from .events import (
+    DeltaMessage,
+    Event,
+    ModelCompleted,
+    ModelFailed,
+    ModelStarted,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
+from .messages import Message, StopKind, StopReason, Usage
+from .prompt_stack import PromptStack, ToolDefinition, to_blocks
+from .tool_action import ToolAction, ToolNameError, from_native_name, to_native_name
+
+__all__ = [name for name in dir() if not name.startswith("_")]

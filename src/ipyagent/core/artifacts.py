@@ -1,0 +1,131 @@
+"""Artifacts: what tools and tasks produce and consume (DESIGN.md, "core").
+
+Every artifact has a `type` tag and `to_text()`. They are pydantic models so
+they serialize to the run store and transcripts as they are.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field
+
+from .tool_action import ToolAction
+
+
+class BaseArtifact(BaseModel):
+    name: str | None = None
+
+    def to_text(self) -> str:  # pragma: no cover - every subclass overrides
+        raise NotImplementedError
+
+
+class TextArtifact(BaseArtifact):
+    type: Literal["text"] = "text"
+    value: str
+
+    def to_text(self) -> str:
+        return self.value
+
+
+class InfoArtifact(BaseArtifact):
+    """A note for the model, such as "the tool returned nothing"."""
+
+    type: Literal["info"] = "info"
+    value: str
+
+    def to_text(self) -> str:
+        return self.value
+
+
+class ErrorArtifact(BaseArtifact):
+    type: Literal["error"] = "error"
+    value: str
+    exception_type: str | None = None
+
+    def to_text(self) -> str:
+        return f"{self.exception_type}: {self.value}" if self.exception_type else self.value
+
+
+class BlobArtifact(BaseArtifact):
+    type: Literal["blob"] = "blob"
+    value: bytes
+    mime_type: str = "application/octet-stream"
+
+    def to_text(self) -> str:
+        return f"<{self.mime_type}, {len(self.value)} bytes>"
+
+
+class ImageArtifact(BaseArtifact):
+    """An image; `value` is the raw bytes (base64 in JSON)."""
+
+    type: Literal["image"] = "image"
+    value: bytes
+    mime_type: str = "image/png"
+
+    @property
+    def base64(self) -> str:
+        return base64.b64encode(self.value).decode()
+
+    def to_text(self) -> str:
+        return f"<image {self.mime_type}, {len(self.value)} bytes>"
+
+
+class AudioArtifact(BaseArtifact):
+    type: Literal["audio"] = "audio"
+    value: bytes
+    mime_type: str = "audio/wav"
+
+    def to_text(self) -> str:
+        return f"<audio {self.mime_type}, {len(self.value)} bytes>"
+
+
+class GenericArtifact(BaseArtifact):
+    """Provider-specific content passed through unchanged."""
+
+    type: Literal["generic"] = "generic"
+    value: Any
+
+    def to_text(self) -> str:
+        return json.dumps(self.value, default=str)
+
+
+class ActionArtifact(BaseArtifact):
+    """A tool call; with `value.output` set it stands for the call's result."""
+
+    type: Literal["action"] = "action"
+    value: ToolAction
+
+    def to_text(self) -> str:
+        text = json.dumps({"name": self.value.native_name, "input": self.value.input})
+        if self.value.output is not None:
+            out = self.value.output
+            text += " -> " + (out.to_text() if hasattr(out, "to_text") else str(out))
+        return text
+
+
+class ListArtifact(BaseArtifact):
+    type: Literal["list"] = "list"
+    value: list["Artifact"] = Field(default_factory=list)
+
+    def to_text(self) -> str:
+        return "\n\n".join(a.to_text() for a in self.value)
+
+
+Artifact = Annotated[
+    Union[
+        TextArtifact,
+        InfoArtifact,
+        ErrorArtifact,
+        BlobArtifact,
+        ImageArtifact,
+        AudioArtifact,
+        GenericArtifact,
+        ActionArtifact,
+        ListArtifact,
+    ],
+    Field(discriminator="type"),
+]
+ListArtifact.model_rebuild()

@@ -1,0 +1,89 @@
+"""Provider-neutral errors.
+
+`ProviderError` is what every prompt driver raises (or reports in a
+`model_failed` event) whatever the provider: a normalized `type`, the
+provider's own `code` and `message`, whether a retry may help, and the raw
+error body.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+ErrorType = Literal[
+    "authentication",
+    "permission",
+    "invalid_request",
+    "not_found",
+    "rate_limit",
+    "overloaded",
+    "server",
+    "timeout",
+    "connection",
+    "unsupported_capability",
+    "cancelled",
+    "invalid_response",
+    "configuration",
+]
+
+#: Error types that a retry may fix (DESIGN.md, "drivers": retries).
+RETRYABLE_TYPES: frozenset[str] = frozenset(
+    {"rate_limit", "overloaded", "server", "timeout", "connection"}
+)
+
+
+class ProviderError(Exception):
+    """A failure reported by, or on the way to, a model provider.
+
+    Attributes:
+        type: normalized error type (see `ErrorType`).
+        code: the provider's own error code, if any (``"model_not_found"``).
+        message: one human sentence, safe to show (never holds an API key).
+        retryable: whether the base driver may retry the request.
+        raw: the provider's error body as parsed JSON (or text), for debugging.
+        status: the HTTP status code, when there was one.
+        retry_after: seconds the provider asked us to wait (``Retry-After``).
+    """
+
+    def __init__(
+        self,
+        type: ErrorType,
+        message: str,
+        *,
+        code: str | int | None = None,
+        retryable: bool | None = None,
+        raw: Any = None,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.type = type
+        self.message = message
+        self.code = code
+        self.retryable = type in RETRYABLE_TYPES if retryable is None else retryable
+        self.raw = raw
+        self.status = status
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"ProviderError(type={self.type!r}, code={self.code!r}, message={self.message!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (for transcripts and the run store)."""
+        return {
+            "type": self.type,
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "status": self.status,
+        }
+
+
+class ConfigurationError(ProviderError):
+    """Bad set-up on our side (unknown provider, missing API key): never retried."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("configuration", message, retryable=False)

@@ -1,0 +1,85 @@
+"""Stream events: what `driver.stream()` yields (DESIGN.md, "drivers").
+
+Per-delta events are slotted dataclasses, built without validation: they are
+the hot path (one per provider chunk). `DeltaMessage` is their common base: a
+streamed fragment tagged with the index of the content block it belongs to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ProviderError
+from .messages import Message, StopReason, Usage
+from .tool_action import ToolAction
+
+
+@dataclass(slots=True)
+class ModelStarted:
+    provider: str
+    model: str
+    request_id: str | None = None
+    type: str = field(default="model_started", init=False)
+
+
+@dataclass(slots=True)
+class DeltaMessage:
+    """A streamed fragment of content block `index` of the reply."""
+
+    index: int
+
+
+@dataclass(slots=True)
+class TextDelta(DeltaMessage):
+    text: str
+    type: str = field(default="text_delta", init=False)
+
+
+@dataclass(slots=True)
+class ReasoningDelta(DeltaMessage):
+    text: str
+    signature: str | None = None
+    type: str = field(default="reasoning_delta", init=False)
+
+
+@dataclass(slots=True)
+class ToolCallDelta(DeltaMessage):
+    """A fragment of a tool call. `arguments` is partial JSON text, for display only."""
+
+    call_id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+    type: str = field(default="tool_call_delta", init=False)
+
+
+@dataclass(slots=True)
+class ModelCompleted:
+    """The whole reply. `metadata` holds latency and first-token times (seconds) and retries."""
+
+    message: Message
+    usage: Usage
+    stop_reason: StopReason
+    metadata: dict[str, Any] = field(default_factory=dict)
+    type: str = field(default="model_completed", init=False)
+
+    @property
+    def tool_calls(self) -> list[ToolAction]:
+        return self.message.tool_calls
+
+
+@dataclass(slots=True)
+class ModelFailed:
+    """The request failed; `partial` is the message built from what had arrived."""
+
+    error: ProviderError
+    partial: Message
+    metadata: dict[str, Any] = field(default_factory=dict)
+    type: str = field(default="model_failed", init=False)
+
+    @property
+    def partial_text(self) -> str:
+        return self.partial.text
+
+
+Event = ModelStarted | TextDelta | ReasoningDelta | ToolCallDelta | ModelCompleted | ModelFailed

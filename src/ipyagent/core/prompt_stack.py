@@ -1,0 +1,114 @@
+"""`PromptStack`: the provider-neutral request (DESIGN.md, "core")."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .artifacts import (
+    ActionArtifact,
+    AudioArtifact,
+    BaseArtifact,
+    GenericArtifact,
+    ImageArtifact,
+    ListArtifact,
+    TextArtifact,
+)
+from .content import (
+    ActionCallBlock,
+    ActionResultBlock,
+    AudioBlock,
+    ContentBlock,
+    GenericBlock,
+    ImageBlock,
+    TextBlock,
+    _Block,
+)
+from .messages import Message, Role
+
+
+class ToolDefinition(BaseModel):
+    """One function the model may call: native name, description, JSON Schema of its input."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+def to_blocks(value: Any) -> list[ContentBlock]:
+    """Reduce any artifact (or str, block, list of those) to content blocks.
+
+    A string or text artifact becomes text; image/audio/generic map to their
+    blocks; an action without output is a call, with output a result; a list
+    flattens recursively; anything else falls back to its text.
+    """
+    if isinstance(value, str):
+        return [TextBlock(text=value)]
+    if isinstance(value, _Block):
+        return [value]  # type: ignore[list-item]
+    if isinstance(value, (list, tuple)):
+        return [b for v in value for b in to_blocks(v)]
+    if isinstance(value, ListArtifact):
+        return to_blocks(value.value)
+    if isinstance(value, TextArtifact):
+        return [TextBlock(text=value.value)]
+    if isinstance(value, ImageArtifact):
+        return [ImageBlock(mime_type=value.mime_type, data=base64.b64encode(value.value).decode())]
+    if isinstance(value, AudioArtifact):
+        return [AudioBlock(mime_type=value.mime_type, data=base64.b64encode(value.value).decode())]
+    if isinstance(value, GenericArtifact):
+        return [GenericBlock(value=value.value)]
+    if isinstance(value, ActionArtifact):
+        action = value.value
+        if action.output is None:
+            return [ActionCallBlock(action=action)]
+        out = action.output
+        text = out.to_text() if hasattr(out, "to_text") else str(out)
+        return [ActionResultBlock(action=action, text=text, is_error=getattr(out, "type", None) == "error")]
+    if isinstance(value, BaseArtifact):
+        return [TextBlock(text=value.to_text())]
+    return [TextBlock(text=str(value))]
+
+
+class PromptStack(BaseModel):
+    """Messages + tools + an optional output schema: everything a prompt driver sends.
+
+    `output_schema` is a pydantic model class or a JSON Schema dict.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    messages: list[Message] = Field(default_factory=list)
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    output_schema: Any = None
+
+    def add_message(self, role: Role, value: Any) -> Message:
+        message = value if isinstance(value, Message) else Message(role=role, content=to_blocks(value))
+        self.messages.append(message)
+        return message
+
+    def add_system_message(self, value: Any) -> Message:
+        return self.add_message("system", value)
+
+    def add_user_message(self, value: Any) -> Message:
+        return self.add_message("user", value)
+
+    def add_assistant_message(self, value: Any) -> Message:
+        return self.add_message("assistant", value)
+
+    def to_output_json_schema(self) -> dict[str, Any] | None:
+        """The output schema as plain JSON Schema, or None when there is none.
+
+        Raises:
+            TypeError: `output_schema` is neither a pydantic model class nor a dict.
+        """
+        schema = self.output_schema
+        if schema is None:
+            return None
+        if isinstance(schema, dict):
+            return schema
+        if isinstance(schema, type) and issubclass(schema, BaseModel):
+            return schema.model_json_schema()
+        raise TypeError(f"output_schema must be a pydantic model class or a JSON Schema dict, not {type(schema).__name__}")

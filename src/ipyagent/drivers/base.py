@@ -1,0 +1,453 @@
+"""The prompt-driver template (DESIGN.md, "drivers").
+
+A concrete driver translates, nothing more:
+
+* `build_request(prompt_stack)` -> (path, JSON body) in the provider's format;
+* `parse_stream(response)` -> an async iterator of `TextDelta` /
+  `ReasoningDelta` / `ToolCallDelta` events and `StreamMeta` updates (usage,
+  stop reason, ids), raising `ProviderError` for an error inside the stream;
+* `parse_error_body(status, data)` -> (code, message, type or None) for an
+  HTTP error body.
+
+The base owns the rest: sending over httpx2, retries (tenacity), aggregation of
+deltas into the final `Message`, the `model_*` events, timing, redaction of
+API keys from error text, capability checks, and closing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, ClassVar
+
+import httpx2
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from ..core import (
+    ActionCallBlock,
+    DeltaMessage,
+    Event,
+    Message,
+    ModelCompleted,
+    ModelFailed,
+    ModelStarted,
+    PromptStack,
+    ProviderError,
+    ReasoningBlock,
+    ReasoningDelta,
+    StopKind,
+    StopReason,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+
+#: HTTP status -> normalized error type (DESIGN.md, "ProviderError").
+STATUS_TYPES: dict[int, str] = {
+    400: "invalid_request",
+    401: "authentication",
+    403: "permission",
+    404: "not_found",
+    408: "timeout",
+    409: "invalid_request",
+    413: "invalid_request",
+    422: "invalid_request",
+    429: "rate_limit",
+    529: "overloaded",
+}
+
+_SECRET_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{3,}|AIza[0-9A-Za-z_\-]{10,}|gsk_[A-Za-z0-9]{10,})")
+
+
+@dataclass(slots=True)
+class StreamMeta:
+    """A non-delta update from `parse_stream`: any field left None is unchanged."""
+
+    usage: Usage | None = None
+    stop_raw: str | None = None
+    stop_kind: StopKind | None = None
+    request_id: str | None = None
+    model: str | None = None
+
+
+class BlockIndex:
+    """Gives each content block of a reply a stable index in arrival order.
+
+    Drivers key blocks by whatever the wire uses (``"text"``, ``("tool", 1)``).
+    """
+
+    __slots__ = ("_map",)
+
+    def __init__(self) -> None:
+        self._map: dict[Any, int] = {}
+
+    def __call__(self, key: Any) -> int:
+        index = self._map.get(key)
+        if index is None:
+            index = self._map[key] = len(self._map)
+        return index
+
+
+class _Aggregator:
+    """Builds the final assistant `Message` from deltas, by content index."""
+
+    __slots__ = ("deltas",)
+
+    def __init__(self) -> None:
+        self.deltas: dict[int, list[DeltaMessage]] = {}
+
+    def add(self, delta: DeltaMessage) -> None:
+        bucket = self.deltas.get(delta.index)
+        if bucket is None:
+            self.deltas[delta.index] = [delta]
+        else:
+            bucket.append(delta)
+
+    def message(self, *, strict: bool) -> Message:
+        """The message so far. With `strict`, a tool call whose arguments are not
+        a JSON object raises ValueError; otherwise such a call is dropped (the
+        partial text of a failed stream is still worth keeping)."""
+        blocks: list[Any] = []
+        for index in sorted(self.deltas):
+            bucket = self.deltas[index]
+            first = bucket[0]
+            if isinstance(first, TextDelta):
+                blocks.append(TextBlock.from_deltas(bucket))
+            elif isinstance(first, ReasoningDelta):
+                block = ReasoningBlock.from_deltas(bucket)
+                block.signature = next((d.signature for d in reversed(bucket) if d.signature), None)
+                blocks.append(block)
+            elif isinstance(first, ToolCallDelta):
+                try:
+                    blocks.append(ActionCallBlock.from_deltas(bucket))
+                except ValueError:
+                    if strict:
+                        raise
+        return Message(role="assistant", content=blocks)
+
+
+def parse_retry_after(headers: httpx2.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` / ``Retry-After`` (seconds or an HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            value = float(ms) / 1000
+            if value > 0:
+                return value
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+class BasePromptDriver(ABC):
+    """Template for a prompt driver speaking one wire protocol.
+
+    Args:
+        model: the provider's model name (``gpt-4.1-mini``).
+        api_key: sent as the provider expects; never logged or shown.
+        base_url: the API root (``https://api.openai.com/v1``).
+        timeout: seconds to connect and between two received bytes.
+        max_attempts: tries per request, the first included (retries only
+            before the first delta; DESIGN.md "drivers").
+        max_retry_wait: the longest wait between tries, seconds.
+        transport: an httpx2 async transport (cassette record/replay, tests).
+        provider_options: provider-specific request fields; unknown keys are
+            rejected with a `ProviderError` of type ``invalid_request``.
+        provider: the id the driver was created under (``openai``, ``groq``).
+    """
+
+    #: The registry name of the wire protocol.
+    protocol: ClassVar[str]
+    #: Keys a user may pass in `provider_options`.
+    known_options: ClassVar[frozenset[str]] = frozenset()
+    supports_tools: ClassVar[bool] = True
+    default_base_url: ClassVar[str]
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_attempts: int = 3,
+        max_retry_wait: float = 30.0,
+        transport: httpx2.AsyncBaseTransport | None = None,
+        provider_options: dict[str, Any] | None = None,
+        provider: str | None = None,
+    ) -> None:
+        self.model = model
+        self.provider = provider or self.protocol
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self.timeout = timeout
+        self.max_attempts = max(1, max_attempts)
+        self.max_retry_wait = max_retry_wait
+        self.transport = transport
+        self.provider_options = dict(provider_options or {})
+        unknown = set(self.provider_options) - self.known_options
+        if unknown:
+            raise ProviderError(
+                "invalid_request",
+                f"unknown provider option(s) {sorted(unknown)} for {self.protocol}; known: {sorted(self.known_options)}",
+                retryable=False,
+            )
+        self._api_key = api_key
+        self._client: httpx2.AsyncClient | None = None
+
+    # -- translation: what a concrete driver implements ---------------------------------
+
+    @abstractmethod
+    def build_request(self, prompt_stack: PromptStack) -> tuple[str, dict[str, Any]]:
+        """(path relative to `base_url`, JSON body) for a streaming request."""
+
+    @abstractmethod
+    def headers(self) -> dict[str, str]:
+        """Request headers, authentication included."""
+
+    @abstractmethod
+    def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
+        """Turn a 2xx streaming response into deltas and `StreamMeta` updates."""
+
+    def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
+        """(code, message, error type or None) from an error body (parsed JSON, or text)."""
+        return None, data if isinstance(data, str) and data else None, None
+
+    # -- the template ------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """``provider:model``."""
+        return f"{self.provider}:{self.model}"
+
+    def redact(self, text: str) -> str:
+        """Remove this driver's API key, and anything shaped like a key, from `text`."""
+        if self._api_key and len(self._api_key) >= 4:
+            text = text.replace(self._api_key, "***")
+        return _SECRET_RE.sub("***", text)
+
+    def _client_for(self) -> httpx2.AsyncClient:
+        if self._client is None:
+            self._client = httpx2.AsyncClient(
+                transport=self.transport,
+                timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+                trust_env=False,
+            )
+        return self._client
+
+    def check_capabilities(self, prompt_stack: PromptStack) -> None:
+        """Fail before sending anything when the request needs what this driver lacks."""
+        if prompt_stack.tools and not self.supports_tools:
+            raise ProviderError(
+                "unsupported_capability",
+                f"{self.id} does not support tool calling; remove the tools or use a model that has it",
+                retryable=False,
+            )
+
+    def error_from_response(self, status: int, headers: httpx2.Headers, body: bytes) -> ProviderError:
+        """Map an HTTP error response to a `ProviderError`."""
+        text = body.decode("utf-8", "replace")
+        try:
+            data: Any = json.loads(text)
+        except ValueError:
+            data = text.strip()
+        code, message, etype = self.parse_error_body(status, data)
+        etype = etype or STATUS_TYPES.get(status) or ("server" if status >= 500 else "invalid_request")
+        message = self.redact(message or f"HTTP {status} from {self.base_url}")
+        return ProviderError(
+            etype,  # type: ignore[arg-type]
+            f"{self.provider} returned HTTP {status}: {message}",
+            code=code,
+            raw=data,
+            status=status,
+            retry_after=parse_retry_after(headers),
+        )
+
+    def _transport_error(self, exc: Exception, url: str) -> ProviderError:
+        if isinstance(exc, httpx2.TimeoutException):
+            return ProviderError("timeout", f"{self.provider} did not answer within {self.timeout:g} s ({url})")
+        if isinstance(exc, httpx2.ConnectError):
+            return ProviderError("connection", f"could not connect to {url}: {self.redact(str(exc)) or 'connection refused'}")
+        return ProviderError("connection", f"connection to {url} failed: {type(exc).__name__}: {self.redact(str(exc))}")
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        asked = getattr(exc, "retry_after", None)
+        if asked is not None:
+            return min(asked, self.max_retry_wait)
+        return min(wait_exponential_jitter(initial=0.5, max=8, jitter=0.5)(state), self.max_retry_wait)
+
+    async def _open(self, request: httpx2.Request) -> tuple[httpx2.Response, AsyncIterator[Any], list[Any]]:
+        """Send `request` and read until the first delta (or the end of the stream).
+
+        Everything up to here may be retried: nothing has been shown yet.
+        Returns the open response, the parse iterator and the items read.
+        """
+        client = self._client_for()
+        url = str(request.url)
+        try:
+            response = await client.send(request, stream=True)
+        except httpx2.TransportError as exc:
+            raise self._transport_error(exc, url) from None
+        try:
+            if response.status_code >= 400:
+                body = await response.aread()
+                raise self.error_from_response(response.status_code, response.headers, body)
+            items = self.parse_stream(response)
+            head: list[Any] = []
+            async for item in items:
+                head.append(item)
+                if isinstance(item, DeltaMessage):
+                    break
+            return response, items, head
+        except httpx2.TransportError as exc:
+            await response.aclose()
+            raise self._transport_error(exc, url) from None
+        except BaseException:
+            await response.aclose()
+            raise
+
+    async def stream(self, prompt_stack: PromptStack) -> AsyncIterator[Event]:
+        """Stream one model turn as events.
+
+        Yields `ModelStarted`, then `TextDelta` / `ReasoningDelta` /
+        `ToolCallDelta` as they arrive, then exactly one `ModelCompleted` or
+        `ModelFailed`. A capability or option problem raises `ProviderError`
+        before anything is sent. Cancelling the consumer closes the response.
+        """
+        self.check_capabilities(prompt_stack)
+        path, body = self.build_request(prompt_stack)
+        request = self._client_for().build_request(
+            "POST", f"{self.base_url}{path}", json=body, headers=self.headers()
+        )
+        metadata: dict[str, Any] = {"attempts": 0, "retry_waits": [], "replayed": bool(getattr(self.transport, "replays", False))}
+        started = time.monotonic()
+        yield ModelStarted(provider=self.provider, model=self.model)
+        agg = _Aggregator()
+        meta = StreamMeta()
+
+        def before_sleep(state: RetryCallState) -> None:
+            metadata["retry_waits"].append(round(state.upcoming_sleep, 3))
+            exc = state.outcome.exception() if state.outcome else None
+            metadata["last_error"] = str(exc)
+
+        def count(state: RetryCallState) -> None:
+            metadata["attempts"] = state.attempt_number
+
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_attempts),
+            wait=self._wait,
+            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
+            before=count,
+            before_sleep=before_sleep,
+            reraise=True,
+        )
+        response: httpx2.Response | None = None
+        try:
+            try:
+                response, items, head = await retrying(self._open, request)
+            except ProviderError as exc:
+                yield self._failed(exc, agg, metadata, started, strict=False)
+                return
+            metadata["request_id"] = response.headers.get("x-request-id")
+            try:
+                for item in head:
+                    if isinstance(item, DeltaMessage):
+                        metadata.setdefault("ttft_s", time.monotonic() - started)
+                        agg.add(item)
+                        yield item
+                    else:
+                        _merge(meta, item)
+                async for item in items:
+                    if isinstance(item, DeltaMessage):
+                        agg.add(item)
+                        yield item
+                    else:
+                        _merge(meta, item)
+            except ProviderError as exc:
+                yield self._failed(exc, agg, metadata, started, strict=False)
+                return
+            except httpx2.TransportError as exc:
+                yield self._failed(self._transport_error(exc, str(request.url)), agg, metadata, started, strict=False)
+                return
+            try:
+                message = agg.message(strict=True)
+            except ValueError as exc:
+                error = ProviderError("invalid_response", str(exc), retryable=False)
+                yield self._failed(error, agg, metadata, started, strict=False)
+                return
+            if metadata.get("ttft_s") is None:
+                metadata["ttft_s"] = None
+            metadata["latency_s"] = time.monotonic() - started
+            metadata["request_id"] = meta.request_id or metadata["request_id"]
+            metadata["provider"], metadata["model"] = self.provider, meta.model or self.model
+            usage = meta.usage or Usage()
+            message.usage, message.metadata = usage, metadata
+            yield ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
+        finally:
+            if response is not None:
+                await response.aclose()
+
+    def _failed(self, error: ProviderError, agg: _Aggregator, metadata: dict[str, Any], started: float, *, strict: bool) -> ModelFailed:
+        metadata["latency_s"] = time.monotonic() - started
+        metadata["provider"], metadata["model"] = self.provider, self.model
+        partial = agg.message(strict=strict)
+        partial.metadata = {**metadata, "partial": True, "error": error.to_dict()}
+        return ModelFailed(error=error, partial=partial, metadata=metadata)
+
+    @staticmethod
+    def _stop_reason(meta: StreamMeta, message: Message) -> StopReason:
+        if meta.stop_kind is not None:
+            kind = meta.stop_kind
+        else:
+            kind = StopKind.tool_use if message.tool_calls else StopKind.end_turn
+        return StopReason(kind=kind, raw=meta.stop_raw)
+
+    async def run(self, prompt_stack: PromptStack) -> ModelCompleted:
+        """Consume `stream()` and return its `ModelCompleted`.
+
+        Raises:
+            ProviderError: the request failed (after retries).
+        """
+        async for event in self.stream(prompt_stack):
+            if isinstance(event, ModelCompleted):
+                return event
+            if isinstance(event, ModelFailed):
+                raise event.error
+        raise ProviderError("invalid_response", "the stream ended without a result")  # pragma: no cover
+
+    async def close(self) -> None:
+        """Release the HTTP client. Safe to call more than once."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    async def __aenter__(self) -> "BasePromptDriver":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id} at {self.base_url}>"
+
+
+def _merge(meta: StreamMeta, update: StreamMeta) -> None:
+    for name in StreamMeta.__slots__:
+        value = getattr(update, name)
+        if value is not None:
+            setattr(meta, name, value)

@@ -1,0 +1,182 @@
+"""Record and replay raw HTTP exchanges (DESIGN.md, "Record and replay").
+
+A cassette is a JSON-lines file, one exchange a line::
+
+    {"provider": "openai", "model": "gpt-4.1-mini",
+     "request": {"method": "POST", "url": "https://.../chat/completions", "body": {...}},
+     "response": {"status": 200, "headers": {"content-type": "..."}, "body": "data: ...\\n\\n"}}
+
+No request header is stored, so no ``Authorization`` header and no key; the
+URL and body are passed through the driver's redaction as well. Replay serves
+the recorded bytes through an httpx2 transport, so the same driver code parses
+the same bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from ..core import ConfigurationError
+
+#: Response headers worth keeping: the ones that change how we parse or retry.
+KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id")
+
+
+def _canonical(body: bytes) -> str:
+    try:
+        return json.dumps(json.loads(body), sort_keys=True)
+    except ValueError:
+        return body.decode("utf-8", "replace")
+
+
+class _TeeStream(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream, done: Callable[[bytes], None]) -> None:
+        self._inner, self._done, self._parts = inner, done, []  # type: list[bytes]
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            self._parts.append(chunk)
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+        self._done(b"".join(self._parts))
+
+
+class RecordingTransport(httpx2.AsyncBaseTransport):
+    """Sends requests through `inner` and appends each exchange to `path`.
+
+    `redact` removes secrets from the stored URL, body and response text. An
+    exchange is written when its response is closed, with the bytes read.
+    """
+
+    replays = False
+
+    def __init__(self, path: str | Path, *, provider: str, model: str, redact: Callable[[str], str],
+                 inner: httpx2.AsyncBaseTransport | None = None) -> None:
+        self.path = Path(path)
+        self.provider, self.model, self._redact = provider, model, redact
+        self._inner = inner or httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread()
+        response = await self._inner.handle_async_request(request)
+
+        def write(content: bytes) -> None:
+            try:
+                request_body: Any = json.loads(self._redact(body.decode("utf-8", "replace")))
+            except ValueError:
+                request_body = self._redact(body.decode("utf-8", "replace"))
+            entry = {
+                "provider": self.provider,
+                "model": self.model,
+                "request": {"method": request.method, "url": self._redact(str(request.url)), "body": request_body},
+                "response": {
+                    "status": response.status_code,
+                    "headers": {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers},
+                    "body": self._redact(content.decode("utf-8", "replace")),
+                },
+            }
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(entry) + "\n")
+
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_TeeStream(response.stream, write),  # type: ignore[arg-type]
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def load_cassette(path: str | Path) -> list[dict[str, Any]]:
+    """The exchanges of a cassette file.
+
+    Raises:
+        ConfigurationError: the file is missing, empty or not a cassette.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigurationError(f"cassette {str(path)!r} not found; record one with %provider PROVIDER:MODEL --record {path}")
+    entries = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            entry["request"], entry["response"]  # noqa: B018 - shape check
+        except (ValueError, KeyError, TypeError):
+            raise ConfigurationError(f"{path}:{n} is not a cassette line (a JSON object with request and response)") from None
+        entries.append(entry)
+    if not entries:
+        raise ConfigurationError(f"cassette {str(path)!r} holds no exchanges")
+    return entries
+
+
+class _ReplayStream(httpx2.AsyncByteStream):
+    def __init__(self, body: bytes, delay: float) -> None:
+        self._body, self._delay = body, delay
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        if not self._delay:
+            yield self._body
+            return
+        for piece in self._body.split(b"\n\n"):
+            yield piece + b"\n\n"
+            await asyncio.sleep(self._delay)
+
+
+class ReplayTransport(httpx2.AsyncBaseTransport):
+    """Serves the exchanges of a cassette. A request matches an exchange with the
+    same method, URL path and JSON body; recorded exchanges are used in order,
+    and one already used may be served again.
+
+    Args:
+        path: the cassette file.
+        chunk_delay: seconds between SSE events served (0: all at once); a small
+            delay lets a replay show streaming as it looked live.
+
+    Raises (on a request): ConfigurationError naming the cassette when no
+    recorded exchange matches.
+    """
+
+    replays = True
+
+    def __init__(self, path: str | Path, *, chunk_delay: float = 0.0) -> None:
+        self.path = Path(path)
+        self.entries = load_cassette(path)
+        self.chunk_delay = chunk_delay
+        self._used: set[int] = set()
+
+    def _key(self, method: str, url: str, body: Any) -> tuple[str, str, str]:
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return method.upper(), httpx2.URL(url).path, _canonical(raw)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        key = self._key(request.method, str(request.url), await request.aread())
+        matches = [
+            i for i, e in enumerate(self.entries)
+            if self._key(e["request"]["method"], e["request"]["url"], e["request"]["body"]) == key
+        ]
+        if not matches:
+            raise ConfigurationError(
+                f"this request is not in the cassette {self.path.name} ({len(self.entries)} recorded exchanges): "
+                "the prompt, history or options differ from the recording. Record it again with --record."
+            )
+        index = next((i for i in matches if i not in self._used), matches[-1])
+        self._used.add(index)
+        recorded = self.entries[index]["response"]
+        return httpx2.Response(
+            recorded["status"],
+            headers=recorded.get("headers") or {},
+            stream=_ReplayStream(recorded["body"].encode("utf-8"), self.chunk_delay),
+        )

@@ -1,0 +1,237 @@
+"""OpenAI Chat Completions over SSE, for OpenAI and every OpenAI-compatible server.
+
+Follows the OpenAI API reference, "Chat Completions" (`POST /chat/completions`,
+`stream: true`, chunk object `chat.completion.chunk`) and the streaming guide.
+Compatible servers (Ollama `/v1`, vLLM, llama.cpp, Groq, Mistral, OpenRouter,
+DeepSeek, Azure AI) differ in details handled here: `reasoning_content` or
+`reasoning` deltas, usage on the finish chunk or in `x_groq`, a wrong
+`Content-Type` on the stream, `: comment` keep-alives, an `error` object inside
+a chunk or as an `event: error`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+
+from ..core import (
+    ActionCallBlock,
+    ActionResultBlock,
+    DeltaMessage,
+    ImageBlock,
+    Message,
+    PromptStack,
+    ProviderError,
+    ReasoningDelta,
+    StopKind,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, StreamMeta
+
+FINISH_REASONS: dict[str, StopKind] = {
+    "stop": StopKind.end_turn,
+    "length": StopKind.max_tokens,
+    "tool_calls": StopKind.tool_use,
+    "function_call": StopKind.tool_use,
+    "content_filter": StopKind.content_filter,
+}
+
+
+def usage_from_openai(raw: dict[str, Any]) -> Usage:
+    """Map an OpenAI-style usage object (tokens) to `Usage`."""
+    prompt_details = raw.get("prompt_tokens_details") or {}
+    completion_details = raw.get("completion_tokens_details") or {}
+    return Usage(
+        input=raw.get("prompt_tokens") or 0,
+        output=raw.get("completion_tokens") or 0,
+        total=raw.get("total_tokens") or 0,
+        cache_read=prompt_details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0,
+        reasoning=completion_details.get("reasoning_tokens") or 0,
+        raw=raw,
+    )
+
+
+def _error_from_object(error: Any) -> ProviderError:
+    """An `error` object found inside a stream (chunk field or `event: error`)."""
+    if not isinstance(error, dict):
+        return ProviderError("server", f"stream error: {error}", raw=error)
+    code = error.get("code")
+    status = error.get("status_code") or (code if isinstance(code, int) else None)
+    etype = STATUS_TYPES.get(status) if isinstance(status, int) else None
+    if etype is None:
+        etype = "server" if isinstance(status, int) and status >= 500 else _type_from_code(error.get("type"), code) or "server"
+    return ProviderError(etype, str(error.get("message") or error), code=code, raw=error, status=status)  # type: ignore[arg-type]
+
+
+def _type_from_code(err_type: Any, code: Any) -> str | None:
+    text = f"{err_type} {code}".lower()
+    if "rate" in text:
+        return "rate_limit"
+    if "overload" in text:
+        return "overloaded"
+    if "auth" in text or "api_key" in text:
+        return "authentication"
+    if "invalid_request" in text:
+        return "invalid_request"
+    return None
+
+
+class OpenAIChatPromptDriver(BasePromptDriver):
+    """Prompt driver for `POST {base_url}/chat/completions` with `stream: true`.
+
+    Args: see `BasePromptDriver`. `provider_options` keys go into the request
+    body as they are (``temperature``, ``max_completion_tokens``, ...).
+    """
+
+    protocol = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    known_options = frozenset(
+        {
+            "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop", "n",
+            "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
+            "reasoning_effort", "response_format", "parallel_tool_calls", "tool_choice", "service_tier",
+            "metadata", "store", "verbosity", "extra_body",
+        }
+    )
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    # -- request ------------------------------------------------------------------------
+
+    def build_request(self, prompt_stack: PromptStack) -> tuple[str, dict[str, Any]]:
+        options = dict(self.provider_options)
+        extra = options.pop("extra_body", None) or {}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m for message in prompt_stack.messages for m in self._messages(message)],
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if prompt_stack.tools:
+            body["tools"] = [
+                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in prompt_stack.tools
+            ]
+        schema = prompt_stack.to_output_json_schema()
+        if schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": _schema_name(schema), "schema": schema},
+            }
+        body.update(options)
+        body.update(extra)
+        return "/chat/completions", body
+
+    def _messages(self, message: Message) -> list[dict[str, Any]]:
+        results = [
+            {"role": "tool", "tool_call_id": b.action.tag, "content": b.text}
+            for b in message.content
+            if isinstance(b, ActionResultBlock)
+        ]
+        if message.role == "tool":
+            return results
+        parts: list[dict[str, Any]] = []
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                parts.append({"type": "text", "text": block.text})
+            elif isinstance(block, ImageBlock):
+                url = block.url or f"data:{block.mime_type};base64,{block.data}"
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+        out: dict[str, Any] = {"role": message.role}
+        if all(p["type"] == "text" for p in parts):
+            out["content"] = "".join(p["text"] for p in parts) if parts else None
+        else:
+            out["content"] = parts
+        calls = [b for b in message.content if isinstance(b, ActionCallBlock)]
+        if calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.action.tag,
+                    "type": "function",
+                    "function": {"name": c.action.native_name, "arguments": json.dumps(c.action.input)},
+                }
+                for c in calls
+            ]
+        elif out["content"] is None:
+            out["content"] = ""
+        return results + [out] if (parts or calls or not results) else results
+
+    # -- response -----------------------------------------------------------------------
+
+    async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
+        content_type = response.headers.get("content-type", "")
+        if not content_type.startswith("text/event-stream"):
+            # Some compatible servers stream SSE as application/json or text/plain.
+            response.headers["content-type"] = "text/event-stream"
+        index = BlockIndex()
+        async for sse in httpx2.EventSource(response):
+            data = sse.data
+            if data == "[DONE]":
+                break
+            if not data:
+                continue
+            try:
+                chunk = json.loads(data)
+            except ValueError:
+                raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not JSON: {data[:200]!r}") from None
+            if sse.event == "error":
+                raise _error_from_object(chunk.get("error", chunk) if isinstance(chunk, dict) else chunk)
+            if not isinstance(chunk, dict):
+                continue
+            if chunk.get("error"):
+                raise _error_from_object(chunk["error"])
+            usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+            if usage:
+                yield StreamMeta(usage=usage_from_openai(usage), request_id=chunk.get("id") or None, model=chunk.get("model") or None)
+            for choice in chunk.get("choices") or ():
+                if choice.get("index", 0) != 0:
+                    continue  # we never ask for n > 1; extra choices are not part of this reply
+                delta = choice.get("delta") or {}
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if reasoning:
+                    yield ReasoningDelta(index("reasoning"), reasoning)
+                text = delta.get("content")
+                if text:
+                    yield TextDelta(index("text"), text)
+                refusal = delta.get("refusal")
+                if refusal:
+                    yield TextDelta(index("text"), refusal)
+                for call in delta.get("tool_calls") or ():
+                    function = call.get("function") or {}
+                    yield ToolCallDelta(
+                        index(("tool", call.get("index", 0))),
+                        call.get("id") or None,
+                        function.get("name") or None,
+                        function.get("arguments") or "",
+                    )
+                finish = choice.get("finish_reason")
+                if finish:
+                    yield StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn))
+
+    def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
+        if isinstance(data, dict):
+            error = data.get("error")
+            if isinstance(error, dict):
+                etype = "overloaded" if "overload" in str(error.get("type", "")).lower() else None
+                return error.get("code") or error.get("type"), error.get("message"), etype
+            if isinstance(error, str):
+                return None, error, None
+            detail = data.get("detail") or data.get("message")
+            if detail:
+                return None, str(detail), None
+        return super().parse_error_body(status, data)
+
+
+def _schema_name(schema: dict[str, Any]) -> str:
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(schema.get("title") or "output"))
+    return name[:64] or "output"

@@ -1,0 +1,133 @@
+"""Provider ids -> prompt drivers (DESIGN.md, "drivers").
+
+Providers are addressed as ``provider:model``. The registry knows which driver
+speaks each provider's protocol, its default base URL and the environment
+variable holding its API key. Third-party drivers register through the
+``ipyagent.drivers`` entry-point group (``name = "package.module:DriverClass"``;
+the class may set `api_key_env` and `default_base_url`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from ..core import ConfigurationError
+from .base import BasePromptDriver
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """How to reach one provider: driver class path, key variable, base URL."""
+
+    name: str
+    driver: str
+    api_key_env: str | None
+    base_url: str | None = None
+    base_url_env: str | None = None
+    description: str = ""
+
+    def driver_class(self) -> type[BasePromptDriver]:
+        module, _, cls = self.driver.partition(":")
+        return getattr(importlib.import_module(module), cls)
+
+
+_OPENAI = "ipyagent.drivers.openai_chat:OpenAIChatPromptDriver"
+
+BUILTIN: dict[str, ProviderSpec] = {
+    s.name: s
+    for s in [
+        ProviderSpec("openai", _OPENAI, "OPENAI_API_KEY", None, "OPENAI_BASE_URL",
+                     "OpenAI Chat Completions, or any OpenAI-compatible server with --base-url"),
+        ProviderSpec("groq", _OPENAI, "GROQ_API_KEY", "https://api.groq.com/openai/v1", None, "Groq (OpenAI-compatible)"),
+        ProviderSpec("mistral", _OPENAI, "MISTRAL_API_KEY", "https://api.mistral.ai/v1", None, "Mistral (OpenAI-compatible)"),
+        ProviderSpec("openrouter", _OPENAI, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", None, "OpenRouter (OpenAI-compatible)"),
+        ProviderSpec("deepseek", _OPENAI, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", None, "DeepSeek (OpenAI-compatible)"),
+        ProviderSpec("ollama", _OPENAI, None, "http://localhost:11434/v1", "OLLAMA_BASE_URL",
+                     "a local Ollama through its OpenAI-compatible /v1 API; no key"),
+    ]
+}
+
+
+def providers() -> dict[str, ProviderSpec]:
+    """Built-in providers plus those registered by installed packages."""
+    found = dict(BUILTIN)
+    for ep in entry_points(group="ipyagent.drivers"):
+        if ep.name not in found:
+            found[ep.name] = ProviderSpec(ep.name, ep.value, None, None, None, f"from {ep.dist.name if ep.dist else 'a plugin'}")
+    return found
+
+
+def parse_provider_id(provider_id: str) -> tuple[str, str]:
+    """``"openai:gpt-4.1-mini"`` -> ``("openai", "gpt-4.1-mini")``; the model may hold ``:``.
+
+    Raises:
+        ConfigurationError: no ``provider:model`` shape, or an unknown provider
+            (the message lists the known ones).
+    """
+    name, sep, model = provider_id.strip().partition(":")
+    known = providers()
+    if name == "replay":
+        if not model:
+            raise ConfigurationError("replay needs a cassette file: replay:PATH")
+        return name, model
+    if not sep or not model:
+        raise ConfigurationError(f"expected PROVIDER:MODEL (e.g. openai:gpt-4.1-mini), got {provider_id!r}")
+    if name not in known:
+        raise ConfigurationError(f"unknown provider {name!r}; known providers: {', '.join(sorted(known))}, replay")
+    return name, model
+
+
+def create_driver(
+    provider_id: str,
+    *,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    record: str | Path | None = None,
+    **kwargs: Any,
+) -> BasePromptDriver:
+    """Build the prompt driver for ``provider:model`` (or ``replay:CASSETTE``).
+
+    The API key is read from the provider's environment variable (or
+    `api_key_env`). A custom `base_url` (a local server) makes the key optional.
+
+    Raises:
+        ConfigurationError: unknown provider, or the API key variable is unset.
+    """
+    name, model = parse_provider_id(provider_id)
+    if name == "replay":
+        return _replay_driver(model, **kwargs)
+    spec = providers()[name]
+    base_url = base_url or (os.environ.get(spec.base_url_env) if spec.base_url_env else None) or spec.base_url
+    cls = spec.driver_class()
+    env = api_key_env or spec.api_key_env or getattr(cls, "api_key_env", None)
+    api_key = os.environ.get(env) if env else None
+    if env and not api_key and (api_key_env or base_url in (None, spec.base_url)):
+        raise ConfigurationError(
+            f"{env} is not set: set it in the environment (os.environ[{env!r}] = ...) "
+            f"before %provider {name}:{model}, or pass --api-key-env NAME"
+        )
+    driver = cls(model, api_key=api_key, base_url=base_url, provider=name, **kwargs)
+    if record:
+        from .cassette import RecordingTransport
+
+        driver.transport = RecordingTransport(record, provider=name, model=model, redact=driver.redact, inner=driver.transport)
+    return driver
+
+
+def _replay_driver(path: str, **kwargs: Any) -> BasePromptDriver:
+    from .cassette import ReplayTransport
+
+    transport = ReplayTransport(path, chunk_delay=kwargs.pop("chunk_delay", 0.0))
+    first = transport.entries[0]
+    name = first.get("provider", "openai")
+    spec = providers().get(name)
+    if spec is None:
+        raise ConfigurationError(f"cassette {path!r} was recorded for provider {name!r}, which is not installed")
+    url = first["request"]["url"]
+    base = url.rsplit("/", 2)[0] if url.endswith("/chat/completions") else spec.base_url
+    return spec.driver_class()(first.get("model", "unknown"), base_url=base, provider=name, transport=transport, **kwargs)

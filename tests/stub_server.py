@@ -1,0 +1,126 @@
+"""A scripted HTTP server on 127.0.0.1 for tests: serves recorded bytes as a real server would.
+
+Each request takes the next `Reply` from the script (the last one repeats).
+Bodies go out with chunked transfer encoding, piece by piece, so a test can
+slow a stream down or cut it off mid-way, and the server notes when the client
+hung up.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "providers"
+
+
+@dataclass
+class Reply:
+    """One scripted response. `pieces` are written one by one, `delay` seconds apart;
+    `cut_after` closes the connection without finishing the body after that many pieces."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
+    pieces: list[bytes] = field(default_factory=list)
+    delay: float = 0.0
+    cut_after: int | None = None
+
+    @classmethod
+    def sse_file(cls, path: Path, **kw: Any) -> "Reply":
+        """A recorded raw SSE body, one event a piece."""
+        raw = path.read_bytes()
+        sep = b"\r\n\r\n" if b"\r\n\r\n" in raw else b"\n\n"
+        pieces = [p + sep for p in raw.split(sep) if p.strip()]
+        return cls(pieces=pieces, **kw)
+
+    @classmethod
+    def chunks_file(cls, path: Path, **kw: Any) -> "Reply":
+        """A `*.chunks.jsonl` recording wrapped as `data:` lines (SOURCES.md)."""
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+        return cls(pieces=[f"data: {line}\n\n".encode() for line in lines] + [b"data: [DONE]\n\n"], **kw)
+
+    @classmethod
+    def error_file(cls, body_path: Path, http_path: Path | None = None, status: int | None = None) -> "Reply":
+        """A recorded error body with the status and headers of its `.http.json` sidecar."""
+        headers = {"Content-Type": "application/json"}
+        if http_path and http_path.exists():
+            meta = json.loads(http_path.read_text())
+            status = status or meta["status"]
+            for key, value in meta.get("headers", {}).items():
+                if key.lower() in ("content-type", "retry-after", "retry-after-ms"):
+                    headers[key] = value[0] if isinstance(value, list) else value
+        return cls(status=status or 400, headers=headers, pieces=[body_path.read_bytes()])
+
+
+class StubServer:
+    """Run as a context manager; `url` is ``http://127.0.0.1:PORT``."""
+
+    def __init__(self, *replies: Reply) -> None:
+        self.replies = list(replies)
+        self.requests: list[dict[str, Any]] = []
+        self.request_times: list[float] = []
+        self.hangups: list[float] = []
+        self._served = 0
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length)
+                with server._lock:
+                    try:
+                        parsed: Any = json.loads(body)
+                    except ValueError:
+                        parsed = body.decode()
+                    server.requests.append({"path": self.path, "headers": dict(self.headers), "body": parsed})
+                    server.request_times.append(time.monotonic())
+                    reply = server.replies[min(server._served, len(server.replies) - 1)]
+                    server._served += 1
+                self.send_response(reply.status)
+                for key, value in reply.headers.items():
+                    self.send_header(key, value)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                try:
+                    for n, piece in enumerate(reply.pieces):
+                        if reply.cut_after is not None and n >= reply.cut_after:
+                            self.close_connection = True
+                            self.wfile.flush()
+                            self.connection.shutdown(2)
+                            return
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                        self.wfile.flush()
+                        if reply.delay:
+                            time.sleep(reply.delay)
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    server.hangups.append(time.monotonic())
+                    self.close_connection = True
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def __enter__(self) -> "StubServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
