@@ -1,0 +1,39 @@
+"""ipyagent: build, try and compare LLM agents in Jupyter.
+
+``%load_ext ipyagent`` registers the magics. From Python: ``ipyagent.Agent``.
+Heavy modules (drivers, widgets, Jinja, markdown) load on first use, so this
+import stays light.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .agent import Agent, AgentResult
+
+__all__ = ["Agent", "AgentResult", "load_ipython_extension", "unload_ipython_extension", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("Agent", "AgentResult"):
+        from . import agent
+
+        return getattr(agent, name)
+    raise AttributeError(f"module 'ipyagent' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext ipyagent``: register ``%provider`` and ``%%agent``."""
+    from .notebook.extension import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext ipyagent``: remove the magics and stop the background loop."""
+    from .notebook.extension import unload
+
+    unload(ipython)

@@ -1,0 +1,180 @@
+"""The IPython magics: ``%provider`` and ``%%agent``.
+
+They are thin: the work is done by `ipyagent.Agent`. Errors a user can fix
+(unknown provider, missing key, bad arguments) are shown as one short line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from ..agent import Agent, AgentResult, run_sync
+from ..core import ConfigurationError, Message
+from ..drivers import create_driver, parse_provider_id, providers
+from .template import TemplateError, render_cell
+from .view import make_view
+
+DEFAULT_PROVIDER = "openai:gpt-4.1-mini"
+#: Seconds between SSE events when replaying a cassette in a notebook, so it streams as it did live.
+REPLAY_DELAY = 0.01
+
+
+@magics_class
+class AgentMagics(Magics):
+    """Session state: the default provider, one conversation, the agents used so far."""
+
+    def __init__(self, shell: Any) -> None:
+        super().__init__(shell)
+        self.provider_id: str | None = None
+        self.provider_options: dict[str, Any] = {}
+        self.system: str | None = None
+        self.messages: list[Message] = []
+        self._agents: dict[tuple[str, tuple[tuple[str, Any], ...]], Agent] = {}
+        self.last_result: AgentResult | None = None
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _agent(self, provider_id: str | None) -> Agent:
+        """The agent for `provider_id` (default: the ``%provider`` one), sharing this session's conversation."""
+        if provider_id is None:
+            provider_id, options = self.provider_id or DEFAULT_PROVIDER, self.provider_options
+        else:
+            options = {}
+        key = (provider_id, tuple(sorted(options.items())))
+        agent = self._agents.get(key)
+        if agent is None:
+            extra = {"chunk_delay": REPLAY_DELAY} if provider_id.startswith("replay:") else {}
+            agent = self._agents[key] = Agent(create_driver(provider_id, **options, **extra))
+        agent.messages = self.messages
+        agent.system = self.system
+        return agent
+
+    def _widgets(self) -> bool:
+        if getattr(self.shell, "kernel", None) is None:
+            return False
+        try:
+            import ipywidgets  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    @staticmethod
+    def _error(message: str) -> None:
+        print(f"ipyagent: {message}", file=sys.stderr)
+
+    def close(self) -> None:
+        """Close every driver's HTTP client (``%unload_ext``)."""
+        for agent in self._agents.values():
+            try:
+                run_sync(agent.aclose())
+            except Exception:  # closing must not fail the unload
+                pass
+        self._agents.clear()
+
+    # -- %provider --------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("provider_id", nargs="?", help="PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:llama3.2) or replay:CASSETTE")
+    @argument("--base-url", help="API root of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    @argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
+    @argument("--record", metavar="FILE", help="append every HTTP exchange to this cassette (no keys stored)")
+    @argument("--list", action="store_true", help="list the known providers and which API-key variables are set")
+    @line_magic
+    def provider(self, line: str) -> None:
+        """Show or set the default provider of ``%%agent`` cells.
+
+        ``%provider`` shows it; ``%provider openai:gpt-4.1-mini`` sets it;
+        ``%provider --list`` lists the providers.
+        """
+        args = parse_argstring(self.provider, line)
+        if args.list:
+            self._list_providers()
+            return
+        if not args.provider_id:
+            if any((args.base_url, args.api_key_env, args.record)):
+                raise UsageError("give PROVIDER:MODEL with --base-url/--api-key-env/--record, e.g. %provider openai:gpt-4.1-mini --base-url URL")
+            current = self.provider_id or f"{DEFAULT_PROVIDER} (default)"
+            where = f" at {self.provider_options['base_url']}" if self.provider_options.get("base_url") else ""
+            print(f"provider: {current}{where}")
+            return
+        options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record)) if v}
+        try:
+            parse_provider_id(args.provider_id)
+            driver = create_driver(args.provider_id, **options)
+        except ConfigurationError as exc:
+            self._error(str(exc))
+            return
+        self.provider_id, self.provider_options = args.provider_id, options
+        note = " (replaying a cassette: no network, no key)" if args.provider_id.startswith("replay:") else ""
+        note += f", recording to {args.record}" if args.record else ""
+        print(f"provider: {driver.id} at {driver.base_url}{note}")
+
+    @staticmethod
+    def _list_providers() -> None:
+        rows = []
+        for name, spec in sorted(providers().items()):
+            env = spec.api_key_env
+            key = f"{env} {'set' if os.environ.get(env) else 'not set'}" if env else "no key needed"
+            rows.append((name, key, spec.description))
+        rows.append(("replay", "no key needed", "replay:CASSETTE serves a recorded cassette offline"))
+        width = max(len(r[0]) for r in rows)
+        kwidth = max(len(r[1]) for r in rows)
+        for name, key, description in rows:
+            print(f"{name:<{width}}  {key:<{kwidth}}  {description}")
+
+    # -- %%agent ----------------------------------------------------------------------
+
+    @magic_arguments()
+    @argument("-p", "--provider", help="PROVIDER:MODEL for this cell (default: the %%provider one)")
+    @argument("--system", help="system prompt for this conversation from now on")
+    @argument("-o", "--out", metavar="VAR", help="bind the result (.text, .message, .usage, .tool_calls, .stop_reason) to VAR")
+    @argument("--new", action="store_true", help="start a new conversation")
+    @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
+    @cell_magic
+    def agent(self, line: str, cell: str) -> AgentResult | None:
+        """Send the cell as a user message and stream the reply.
+
+        The cell is a Jinja2 template over your variables (``{{ df.shape }}``).
+        Successive cells continue one conversation; ``--new`` starts another.
+        """
+        args = parse_argstring(self.agent, line)
+        try:
+            prompt = cell if args.raw else render_cell(cell, self.shell.user_ns)
+        except TemplateError as exc:
+            raise UsageError(str(exc)) from None
+        if not prompt.strip():
+            raise UsageError("the cell is empty: write the prompt below the %%agent line")
+        if args.new:
+            self.messages = []
+        if args.system is not None:
+            self.system = args.system
+        try:
+            agent = self._agent(args.provider)
+        except ConfigurationError as exc:
+            self._error(str(exc))
+            return None
+        view = make_view(agent.provider, widgets=self._widgets())
+        if self._widgets():
+            from IPython.display import display
+
+            display(view)
+
+        async def run() -> AgentResult:
+            try:
+                return await agent.arun(prompt, on_event=view.feed)
+            except asyncio.CancelledError:
+                view.mark_interrupted()
+                raise
+
+        result = run_sync(run())
+        self.last_result = result
+        if args.out:
+            self.shell.user_ns[args.out] = result
+        return result

@@ -1,0 +1,45 @@
+"""Cell bodies are Jinja2 templates rendered with the user namespace.
+
+``{{ df.shape }}`` is replaced; text that is not Jinja syntax (code, JSON)
+passes through untouched: a body that does not parse as a template is sent
+as it is.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+
+class TemplateError(ValueError):
+    """A template that parses but cannot render (an undefined name, a failing expression)."""
+
+
+@lru_cache(maxsize=1)
+def _environment() -> Any:
+    import jinja2
+
+    return jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+
+
+def render_cell(body: str, namespace: dict[str, Any]) -> str:
+    """Render `body` with `namespace`.
+
+    Raises:
+        TemplateError: the template refers to an undefined name or its
+            expression fails; the message says which and how to send the text raw.
+    """
+    if "{{" not in body and "{%" not in body and "{#" not in body:
+        return body
+    import jinja2
+
+    try:
+        template = _environment().from_string(body)
+    except jinja2.TemplateSyntaxError:
+        return body
+    try:
+        return template.render(namespace)
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(f"cell template: {exc.message}; define it first, or use --raw to send the text as it is") from None
+    except Exception as exc:  # an expression in the template raised
+        raise TemplateError(f"cell template: {type(exc).__name__}: {exc}; use --raw to send the text as it is") from None
