@@ -49,8 +49,9 @@ def to_native_name(tool: str, activity: str) -> str:
 def from_native_name(native: str) -> tuple[str, str | None]:
     """``"Calculator_add_numbers"`` -> ``("Calculator", "add_numbers")``.
 
-    A name without ``_`` (a model calling a function we did not declare in our
-    form) maps to ``(native, None)``.
+    A name not in that form (no ``_``, or parts that `to_native_name` would
+    reject: a model calling a function we did not declare in our form) maps to
+    ``(native, None)``, so the mapping stays two-way.
 
     Raises:
         ToolNameError: the name is empty.
@@ -58,7 +59,11 @@ def from_native_name(native: str) -> tuple[str, str | None]:
     if not native:
         raise ToolNameError("empty tool name")
     tool, sep, activity = native.partition("_")
-    return (tool, activity) if sep and activity else (native, None)
+    # Split only when `to_native_name` gives the same name back; any other name
+    # (``_private``, ``web-search_query``) is a plain function name.
+    if sep and _TOOL_RE.match(tool) and _ACTIVITY_RE.match(activity) and len(native) <= MAX_NATIVE_NAME:
+        return tool, activity
+    return native, None
 
 
 class ToolAction(BaseModel):

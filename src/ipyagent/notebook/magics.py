@@ -146,7 +146,7 @@ class AgentMagics(Magics):
         """
         args = parse_argstring(self.agent, line)
         try:
-            prompt = cell if args.raw else render_cell(cell, self.shell.user_ns)
+            prompt = (cell if args.raw else render_cell(cell, self.shell.user_ns)).strip()
         except TemplateError as exc:
             raise UsageError(str(exc)) from None
         if not prompt.strip():

@@ -1,0 +1,353 @@
+"""Unit tests of the core IR: content blocks, Message, PromptStack, tool names, Usage, StopReason."""
+
+from __future__ import annotations
+
+import base64
+import json
+from types import SimpleNamespace
+
+import pydantic
+import pytest
+
+from ipyagent.core import (
+    ActionArtifact,
+    ActionCallBlock,
+    ActionResultBlock,
+    AudioArtifact,
+    AudioBlock,
+    BlobArtifact,
+    ErrorArtifact,
+    GenericArtifact,
+    GenericBlock,
+    ImageArtifact,
+    ImageBlock,
+    InfoArtifact,
+    ListArtifact,
+    Message,
+    PromptStack,
+    ReasoningBlock,
+    StopKind,
+    StopReason,
+    TextArtifact,
+    TextBlock,
+    ToolAction,
+    ToolCallDelta,
+    ToolNameError,
+    Usage,
+    from_native_name,
+    to_native_name,
+)
+from ipyagent.core.tool_action import MAX_NATIVE_NAME
+
+PNG = b"\x89PNG\r\n\x1a\nfake-image-bytes"
+
+
+# -- content blocks and Message ---------------------------------------------------------
+
+
+def _all_blocks():
+    call = ToolAction(tag="call_1", name="Calculator", path="add", input={"a": 1, "b": 2})
+    return [
+        TextBlock(text="hello"),
+        ReasoningBlock(text="thinking...", signature="sig-abc", redacted=False),
+        ImageBlock(mime_type="image/jpeg", data=base64.b64encode(PNG).decode()),
+        ImageBlock(url="https://example.com/cat.png"),
+        AudioBlock(mime_type="audio/mpeg", data="AAAA"),
+        GenericBlock(value={"provider_thing": [1, 2, {"x": None}]}),
+        ActionCallBlock(action=call, raw_arguments='{"a": 1, "b": 2}'),
+        ActionResultBlock(action=call.model_copy(update={"output": "3"}), text="3", is_error=False),
+    ]
+
+
+def test_message_round_trips_every_block_type_through_json():
+    blocks = _all_blocks()
+    msg = Message(role="assistant", content=blocks, usage=Usage(input=5, output=7), metadata={"latency_s": 0.5})
+    data = json.loads(msg.model_dump_json())
+    assert [b["type"] for b in data["content"]] == [
+        "text", "reasoning", "image", "image", "audio", "generic", "action_call", "action_result",
+    ]
+    back = Message.model_validate(data)
+    assert [type(b) for b in back.content] == [type(b) for b in blocks]
+    assert back == msg
+    assert Message.model_validate_json(msg.model_dump_json()) == msg
+
+
+def test_message_from_plain_dicts_dispatches_on_type():
+    msg = Message.model_validate(
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "reasoning", "text": "hmm"},
+                {"type": "text", "text": "Hi "},
+                {"type": "action_call", "action": {"tag": "t1", "name": "Search", "path": "web", "input": {"q": "x"}}},
+                {"type": "text", "text": "there"},
+            ],
+        }
+    )
+    assert isinstance(msg.content[0], ReasoningBlock)
+    assert isinstance(msg.content[2], ActionCallBlock)
+    assert msg.text == "Hi there"
+    assert msg.reasoning == "hmm"
+    assert msg.tool_calls == [ToolAction(tag="t1", name="Search", path="web", input={"q": "x"})]
+    assert msg.tool_results == []
+
+
+def test_unknown_block_type_is_rejected():
+    with pytest.raises(pydantic.ValidationError):
+        Message.model_validate({"role": "user", "content": [{"type": "video", "url": "x"}]})
+    with pytest.raises(pydantic.ValidationError):
+        Message.model_validate({"role": "robot", "content": []})
+
+
+# -- PromptStack reduction ------------------------------------------------------------
+
+
+def test_add_messages_str_and_text_artifact():
+    stack = PromptStack()
+    s = stack.add_system_message("be brief")
+    u = stack.add_user_message(TextArtifact(value="hi"))
+    a = stack.add_assistant_message("hello")
+    assert [m.role for m in stack.messages] == ["system", "user", "assistant"]
+    assert s.content == [TextBlock(text="be brief")]
+    assert u.content == [TextBlock(text="hi")]
+    assert a.content == [TextBlock(text="hello")]
+    assert stack.messages == [s, u, a]
+
+
+def test_image_artifact_becomes_image_block():
+    msg = PromptStack().add_user_message(ImageArtifact(value=PNG, mime_type="image/webp"))
+    (block,) = msg.content
+    assert isinstance(block, ImageBlock)
+    assert block.mime_type == "image/webp"
+    assert base64.b64decode(block.data) == PNG
+    assert block.url is None
+
+
+def test_audio_and_generic_artifacts_map_to_their_blocks():
+    msg = PromptStack().add_user_message([AudioArtifact(value=b"RIFF", mime_type="audio/wav"), GenericArtifact(value={"k": [1]})])
+    audio, generic = msg.content
+    assert isinstance(audio, AudioBlock) and base64.b64decode(audio.data) == b"RIFF"
+    assert isinstance(generic, GenericBlock) and generic.value == {"k": [1]}
+
+
+def test_action_artifact_without_output_is_a_call():
+    action = ToolAction(tag="c1", name="Calculator", path="add", input={"a": 1})
+    msg = PromptStack().add_assistant_message(ActionArtifact(value=action))
+    (block,) = msg.content
+    assert isinstance(block, ActionCallBlock)
+    assert block.action == action
+    assert msg.tool_calls == [action]
+
+
+def test_action_artifact_with_output_is_a_result():
+    action = ToolAction(tag="c1", name="Calculator", path="add", input={"a": 1}, output=TextArtifact(value="42"))
+    msg = PromptStack().add_user_message(ActionArtifact(value=action))
+    (block,) = msg.content
+    assert isinstance(block, ActionResultBlock)
+    assert block.text == "42"
+    assert block.is_error is False
+    assert block.action.tag == "c1"
+    assert msg.tool_results == [block]
+
+
+def test_action_artifact_with_error_output_is_an_error_result():
+    err = ErrorArtifact(value="division by zero", exception_type="ZeroDivisionError")
+    action = ToolAction(tag="c2", name="Calculator", path="divide", input={"a": 1, "b": 0}, output=err)
+    (block,) = PromptStack().add_user_message(ActionArtifact(value=action)).content
+    assert isinstance(block, ActionResultBlock)
+    assert block.is_error is True
+    assert block.text == err.to_text()
+    assert "ZeroDivisionError" in block.text and "division by zero" in block.text
+
+
+def test_list_artifact_flattens_recursively():
+    nested = ListArtifact(
+        value=[
+            TextArtifact(value="one"),
+            ListArtifact(value=[ImageArtifact(value=PNG), ListArtifact(value=[InfoArtifact(value="deep")])]),
+            TextArtifact(value="two"),
+        ]
+    )
+    msg = PromptStack().add_user_message(nested)
+    assert [type(b) for b in msg.content] == [TextBlock, ImageBlock, TextBlock, TextBlock]
+    assert [b.text for b in msg.content if isinstance(b, TextBlock)] == ["one", "deep", "two"]
+
+
+def test_other_artifacts_fall_back_to_text():
+    info = InfoArtifact(value="the tool returned nothing")
+    blob = BlobArtifact(value=b"\x00" * 10, mime_type="application/pdf")
+    err = ErrorArtifact(value="boom")
+    msg = PromptStack().add_user_message([info, blob, err])
+    assert msg.content == [TextBlock(text=info.to_text()), TextBlock(text=blob.to_text()), TextBlock(text="boom")]
+    assert "application/pdf" in msg.content[1].text and "10 bytes" in msg.content[1].text
+
+
+def test_add_message_passes_a_message_through():
+    stack = PromptStack()
+    m = Message(role="user", content=[TextBlock(text="x")])
+    assert stack.add_assistant_message(m) is m
+    assert stack.messages == [m]
+
+
+class Answer(pydantic.BaseModel):
+    city: str
+    temperature: float
+
+
+def test_output_json_schema_from_pydantic_model():
+    stack = PromptStack(output_schema=Answer)
+    schema = stack.to_output_json_schema()
+    assert schema == Answer.model_json_schema()
+    assert schema["type"] == "object"
+    assert set(schema["properties"]) == {"city", "temperature"}
+    assert set(schema["required"]) == {"city", "temperature"}
+    json.dumps(schema)  # plain JSON
+
+
+def test_output_json_schema_from_dict_and_none():
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    assert PromptStack(output_schema=schema).to_output_json_schema() == schema
+    assert PromptStack().to_output_json_schema() is None
+
+
+@pytest.mark.parametrize("bad", ["not a schema", 42, Answer(city="x", temperature=1.0), int])
+def test_output_json_schema_bad_type(bad):
+    with pytest.raises(TypeError, match="output_schema"):
+        PromptStack(output_schema=bad).to_output_json_schema()
+
+
+# -- native tool names ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "tool,activity",
+    [("Calculator", "add"), ("Calculator", "add_numbers"), ("Web2", "search_v2"), ("T", "_private"), ("A", "1")],
+)
+def test_native_name_round_trip(tool, activity):
+    native = to_native_name(tool, activity)
+    assert native == f"{tool}_{activity}"
+    assert from_native_name(native) == (tool, activity)
+    action = ToolAction.from_native("id", native, {})
+    assert (action.name, action.path) == (tool, activity)
+    assert action.native_name == native
+
+
+@pytest.mark.parametrize("tool", ["my_tool", "my-tool", "1Tool", "", "Tool!", "Tööl"])
+def test_bad_tool_name(tool):
+    with pytest.raises(ToolNameError, match="tool name"):
+        to_native_name(tool, "run")
+
+
+@pytest.mark.parametrize("activity", ["run-it", "run it", "", "run.it"])
+def test_bad_activity_name(activity):
+    with pytest.raises(ToolNameError, match="activity name"):
+        to_native_name("Tool", activity)
+
+
+def test_native_name_too_long():
+    tool = "T" * 30
+    ok = "a" * (MAX_NATIVE_NAME - len(tool) - 1)
+    assert len(to_native_name(tool, ok)) == MAX_NATIVE_NAME == 64
+    with pytest.raises(ToolNameError, match="65 characters"):
+        to_native_name(tool, ok + "a")
+
+
+def test_tool_name_error_is_a_value_error():
+    assert issubclass(ToolNameError, ValueError)
+    with pytest.raises(ToolNameError):
+        from_native_name("")
+
+
+def test_plain_function_name_maps_to_name_only():
+    assert from_native_name("search") == ("search", None)
+    assert from_native_name("search_") == ("search_", None)
+    action = ToolAction.from_native("id", "GetWeatherArgs", {})
+    assert action.path is None and action.native_name == "GetWeatherArgs"
+
+
+@pytest.mark.parametrize("native", ["_private", "web-search_query", "get_weather-now", "a.b_c", "__init__"])
+def test_names_outside_our_form_round_trip_unchanged(native):
+    """A model may call a function whose name is not ``Tool_activity`` (any declared
+    ToolDefinition name, e.g. an MCP tool). It must come back as the same wire name, or
+    the next request (which sends the call back in history) cannot be built."""
+    action = ToolAction.from_native("id", native, {})
+    assert action.native_name == native
+
+
+# -- from_deltas ----------------------------------------------------------------------
+
+
+def _d(call_id=None, name=None, arguments=""):
+    return ToolCallDelta(0, call_id, name, arguments)
+
+
+def test_action_call_from_deltas_joins_fragments():
+    block = ActionCallBlock.from_deltas(
+        [_d("call_1", "Calc_add", ""), _d(arguments='{"a": '), _d(arguments="1, "), _d(arguments='"b": 2}')]
+    )
+    assert block.action.tag == "call_1"
+    assert (block.action.name, block.action.path) == ("Calc", "add")
+    assert block.action.input == {"a": 1, "b": 2}
+    assert block.raw_arguments == '{"a": 1, "b": 2}'
+
+
+def test_action_call_from_deltas_last_non_empty_id_and_name_win():
+    block = ActionCallBlock.from_deltas(
+        [_d("first", "Old_name", '{"x"'), _d("", "", ": 1"), _d("second", None, "}"), _d(None, "New_name")]
+    )
+    assert block.action.tag == "second"
+    assert block.action.native_name == "New_name"
+    assert block.action.input == {"x": 1}
+
+
+@pytest.mark.parametrize("fragments", [[], [""], ["", ""], ["  "]])
+def test_action_call_from_deltas_empty_arguments_mean_empty_dict(fragments):
+    block = ActionCallBlock.from_deltas([_d("c", "lookup")] + [_d(arguments=f) for f in fragments])
+    assert block.action.input == {}
+
+
+@pytest.mark.parametrize("raw", ['{"a": 1', "not json", "[1, 2]", '"text"'])
+def test_action_call_from_deltas_invalid_json(raw):
+    half = len(raw) // 2
+    with pytest.raises(ValueError) as info:
+        ActionCallBlock.from_deltas([_d("c", "Calc_add", raw[:half]), _d(arguments=raw[half:])])
+    assert repr(raw) in str(info.value)
+    assert "Calc_add" in str(info.value)
+
+
+def test_text_and_reasoning_from_deltas():
+    parts = [SimpleNamespace(text="Hel"), SimpleNamespace(text="lo")]
+    assert TextBlock.from_deltas(parts) == TextBlock(text="Hello")
+    assert ReasoningBlock.from_deltas(parts).text == "Hello"
+
+
+@pytest.mark.parametrize("cls", [ImageBlock, AudioBlock, ActionResultBlock, GenericBlock])
+def test_unstreamable_blocks_refuse_from_deltas(cls):
+    with pytest.raises(TypeError, match=cls.__name__):
+        cls.from_deltas([SimpleNamespace(text="x")])
+
+
+# -- Usage and StopReason ---------------------------------------------------------------
+
+
+def test_usage_total_defaults_to_input_plus_output():
+    assert Usage(input=3, output=4).total == 7
+    assert Usage(input=3, output=4, total=10).total == 10  # the provider's figure wins
+    assert Usage().total == 0
+    u = Usage.model_validate_json(Usage(input=1, output=2, reasoning=1, raw={"x": 1}).model_dump_json())
+    assert (u.total, u.reasoning, u.raw) == (3, 1, {"x": 1})
+
+
+def test_stop_reason_compares_with_strings():
+    stop = StopReason(kind="tool_use", raw="tool_calls")
+    assert stop == "tool_use"
+    assert stop == StopKind.tool_use
+    assert stop != "end_turn"
+    assert not (stop == "tool_calls")  # the raw value is not the kind
+    assert str(stop) == "tool_use"
+    assert stop == StopReason(kind=StopKind.tool_use, raw="tool_calls")
+    assert stop != StopReason(kind="end_turn", raw="stop")
+    with pytest.raises(TypeError):
+        hash(stop)
+    with pytest.raises(pydantic.ValidationError):
+        StopReason(kind="finished")

@@ -1,0 +1,236 @@
+"""Wire tests: real recorded Chat Completions streams, served over HTTP, through the driver.
+
+Every expected value is read from the recording itself (tests/recordings.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ipyagent.core import (
+    ActionCallBlock,
+    ActionResultBlock,
+    ModelCompleted,
+    ModelFailed,
+    PromptStack,
+    ReasoningDelta,
+    TextArtifact,
+    TextDelta,
+    ToolAction,
+    ToolCallDelta,
+    ToolDefinition,
+    from_native_name,
+)
+from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+
+from .recordings import FIXTURES, check_shape, collect, expected_from, reply_for, stream_files, user_stack
+from .stub_server import Reply, StubServer
+
+MODEL = "test-model"
+FILES = stream_files()
+
+
+def test_fixture_set_is_present():
+    names = {p.name for p in FILES}
+    # The error recordings this suite promises to cover must exist, or the parametrization is silently thinner.
+    assert "groq-stream-error-event-tool-use-failed.sse" in names
+    assert "openrouter-stream-error-chunk-with-comments.sse" in names
+    assert len(FILES) >= 15
+
+
+def _run(path, **reply_kw):
+    with StubServer(reply_for(path, **reply_kw)) as server:
+        driver = OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test")
+        events = collect(driver, user_stack("Say something"))
+    return server, events
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_recorded_stream(path):
+    exp = expected_from(path)
+    server, events = _run(path)
+    terminal = check_shape(events)
+    deltas = events[1:-1]
+    assert all(isinstance(d, (TextDelta, ReasoningDelta, ToolCallDelta)) for d in deltas)
+
+    # what the server was asked
+    assert len(server.requests) == 1
+    req = server.requests[0]
+    assert req["path"] == "/chat/completions"
+    assert req["body"]["stream"] is True
+    assert req["body"]["stream_options"] == {"include_usage": True}
+    assert req["body"]["model"] == MODEL
+    assert req["body"]["messages"] == [{"role": "user", "content": "Say something"}]
+    headers = {k.lower(): v for k, v in req["headers"].items()}
+    assert headers["authorization"] == "Bearer sk-test"
+
+    streamed_text = "".join(d.text for d in deltas if isinstance(d, TextDelta))
+    streamed_reasoning = "".join(d.text for d in deltas if isinstance(d, ReasoningDelta))
+    assert streamed_text == exp.text
+    assert streamed_reasoning == exp.reasoning
+
+    if exp.error is not None:
+        assert isinstance(terminal, ModelFailed)
+        status = exp.error.get("status_code") or exp.error.get("code")
+        assert status == 400  # both recorded in-stream errors are 400s
+        assert terminal.error.type == "invalid_request"
+        assert exp.error["message"] in terminal.error.message
+        assert terminal.error.retryable is False
+        # what arrived before the error is kept
+        assert terminal.partial.text == exp.text
+        assert terminal.partial.reasoning == exp.reasoning
+        assert terminal.partial_text == exp.text
+        assert terminal.partial.metadata["partial"] is True
+        assert (exp.reasoning or exp.text), "an error recording should carry output before the error"
+        return
+
+    assert isinstance(terminal, ModelCompleted), getattr(terminal, "error", None)
+    msg = terminal.message
+    assert msg.role == "assistant"
+    assert msg.text == streamed_text == exp.text
+    assert msg.reasoning == exp.reasoning
+
+    # tool calls: ids, names, parsed arguments, and the name mapping both ways
+    calls = terminal.tool_calls
+    assert len(calls) == len(exp.tool_calls)
+    for got, want in zip(calls, exp.tool_calls):
+        assert got.tag == want["id"]
+        assert got.input == want["input"]
+        assert isinstance(got.input, dict)
+        assert (got.name, got.path) == from_native_name(want["name"])
+        assert got.native_name == want["name"]
+    call_blocks = [b for b in msg.content if isinstance(b, ActionCallBlock)]
+    assert [b.raw_arguments for b in call_blocks] == [w["raw"] for w in exp.tool_calls]
+    # the fragments shown while streaming add up to the same argument text, per call
+    by_index: dict[int, str] = {}
+    for d in deltas:
+        if isinstance(d, ToolCallDelta):
+            by_index[d.index] = by_index.get(d.index, "") + d.arguments
+    assert sorted(by_index.values()) == sorted(w["raw"] for w in exp.tool_calls)
+
+    # usage and stop reason
+    if exp.usage is None:
+        assert (terminal.usage.input, terminal.usage.output) == (0, 0)
+    else:
+        assert terminal.usage.input == exp.usage["prompt_tokens"]
+        assert terminal.usage.output == exp.usage["completion_tokens"]
+        assert terminal.usage.raw == exp.usage
+    assert msg.usage == terminal.usage
+    assert terminal.stop_reason == exp.stop_kind
+    assert terminal.stop_reason.raw == exp.finish_reason
+    assert terminal.metadata["attempts"] == 1
+    assert terminal.metadata["replayed"] is False
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["stream-text-include-usage.sse", "stream-tool-call-single-fragmented.sse"],
+)
+def test_wrong_content_type_still_parses(name):
+    path = FIXTURES / "openai-chat" / name
+    exp = expected_from(path)
+    server, events = _run(path, headers={"Content-Type": "application/json"})
+    terminal = check_shape(events)
+    assert isinstance(terminal, ModelCompleted), getattr(terminal, "error", None)
+    assert terminal.message.text == exp.text
+    assert [c.input for c in terminal.tool_calls] == [c["input"] for c in exp.tool_calls]
+    assert terminal.stop_reason == exp.stop_kind
+
+
+def test_block_order_follows_arrival():
+    """Text that arrives before a tool call comes first in the message."""
+    path = FIXTURES / "openai-compatible" / "anthropic-openai-compat-tool-call.sse"
+    exp = expected_from(path)
+    assert exp.text and exp.calls
+    _, events = _run(path)
+    terminal = events[-1]
+    assert isinstance(terminal, ModelCompleted)
+    assert [b.type for b in terminal.message.content] == ["text", "action_call"]
+
+
+def test_tools_and_tool_history_are_translated():
+    path = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+    stack = PromptStack()
+    stack.tools.append(
+        ToolDefinition(
+            name="Calculator_add",
+            description="Add two numbers",
+            parameters={"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]},
+        )
+    )
+    stack.add_system_message("be brief")
+    stack.add_user_message(TextArtifact(value="What is 2 + 3?"))
+    call = ToolAction(tag="call_1", name="Calculator", path="add", input={"a": 2, "b": 3})
+    stack.add_assistant_message([TextArtifact(value="Let me add."), ActionCallBlock(action=call)])
+    done = call.model_copy(update={"output": TextArtifact(value="5")})
+    stack.add_message("tool", ActionResultBlock(action=done, text="5"))
+
+    with StubServer(reply_for(path)) as server:
+        events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test"), stack)
+    assert isinstance(events[-1], ModelCompleted)
+    body = server.requests[0]["body"]
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "Calculator_add",
+                "description": "Add two numbers",
+                "parameters": stack.tools[0].parameters,
+            },
+        }
+    ]
+    messages = body["messages"]
+    assert messages[0] == {"role": "system", "content": "be brief"}
+    assert messages[1] == {"role": "user", "content": "What is 2 + 3?"}
+    assistant = messages[2]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"] == "Let me add."
+    assert len(assistant["tool_calls"]) == 1
+    tc = assistant["tool_calls"][0]
+    assert tc["id"] == "call_1" and tc["type"] == "function"
+    assert tc["function"]["name"] == "Calculator_add"
+    assert isinstance(tc["function"]["arguments"], str)
+    assert json.loads(tc["function"]["arguments"]) == {"a": 2, "b": 3}
+    assert messages[3] == {"role": "tool", "tool_call_id": "call_1", "content": "5"}
+    assert len(messages) == 4
+
+
+def test_assistant_tool_call_without_text_sends_null_content():
+    stack = PromptStack()
+    stack.add_user_message("hi")
+    stack.add_assistant_message(ActionCallBlock(action=ToolAction(tag="c9", name="lookup", input={})))
+    driver = OpenAIChatPromptDriver(MODEL, base_url="http://127.0.0.1:9", api_key="sk-test")
+    _, body = driver.build_request(stack)
+    assistant = body["messages"][1]
+    assert assistant["content"] is None
+    assert assistant["tool_calls"][0]["function"] == {"name": "lookup", "arguments": "{}"}
+
+
+def test_output_schema_becomes_response_format():
+    stack = user_stack()
+    stack.output_schema = {"title": "City Info", "type": "object", "properties": {"city": {"type": "string"}}}
+    driver = OpenAIChatPromptDriver(MODEL, api_key="sk-test", provider_options={"temperature": 0.2})
+    path, body = driver.build_request(stack)
+    assert path == "/chat/completions"
+    assert body["response_format"]["type"] == "json_schema"
+    assert body["response_format"]["json_schema"]["schema"] == stack.output_schema
+    assert body["response_format"]["json_schema"]["name"] == "City_Info"
+    assert body["temperature"] == 0.2
+
+
+def test_second_choice_is_ignored():
+    """n=3 recording: only choice 0 makes the reply; the other choices' text is not mixed in."""
+    path = FIXTURES / "openai-chat" / "stream-n3-interleaved-choices.sse"
+    exp = expected_from(path)
+    all_text = ""
+    from .recordings import recording_events
+
+    for _, data in recording_events(path):
+        if data != "[DONE]":
+            for ch in json.loads(data).get("choices") or []:
+                all_text += (ch.get("delta") or {}).get("content") or ""
+    assert len(all_text) > len(exp.text) > 0
+    _, events = _run(path)
+    assert events[-1].message.text == exp.text
