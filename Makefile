@@ -13,6 +13,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 .PHONY: test demo install clean
 
 $(VENV)/.installed-%: pyproject.toml
+	mkdir -p $(IPYTHONDIR) $(JUPYTER_CONFIG_DIR) $(JUPYTER_DATA_DIR) $(JUPYTER_RUNTIME_DIR)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q -e '.[$*]'
 	touch $@
