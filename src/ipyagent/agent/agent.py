@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import (
+    ActionArtifact,
     Event,
     Message,
     ModelCompleted,
@@ -21,12 +22,15 @@ from ..core import (
     PromptStack,
     ProviderError,
     StopReason,
+    StopKind,
     TextBlock,
     TextDelta,
     ToolAction,
+    ToolCallCompleted,
     Usage,
 )
 from ..drivers import BasePromptDriver, create_driver
+from ..tools import Toolbox
 from .loop_thread import background_loop, in_background_loop, run_sync
 
 
@@ -36,9 +40,10 @@ class AgentResult:
 
     Attributes:
         text: the assistant's text (partial if the run failed or was interrupted).
-        message: the assistant `Message` (content blocks, usage, metadata).
-        usage: tokens billed by the provider.
-        tool_calls: the tool calls the model made.
+        message: the last assistant `Message` (content blocks, usage, metadata).
+        usage: tokens billed by the provider, summed over the run's model turns.
+        tool_calls: the tool calls the model made, each with its `output`.
+        messages: every message the run added (user, assistant, tool results).
         stop_reason: why the model stopped; None when it failed.
         error: the `ProviderError` when the run failed, else None.
         interrupted: True when the run was cancelled (kernel interrupt).
@@ -52,6 +57,7 @@ class AgentResult:
     error: ProviderError | None = None
     interrupted: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
+    messages: list[Message] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -59,7 +65,8 @@ class AgentResult:
 
     @property
     def tool_calls(self) -> list[ToolAction]:
-        return self.message.tool_calls
+        """Every tool call of the run, across model turns, with its `output` once run."""
+        return [a for m in self.messages for a in m.tool_calls] or self.message.tool_calls
 
     @property
     def ok(self) -> bool:
@@ -82,6 +89,9 @@ class Agent:
         provider: ``provider:model`` (``openai:gpt-4.1-mini``), ``replay:CASSETTE``,
             or a ready prompt driver.
         system: the system prompt, sent first on every turn.
+        tools: `BaseTool` instances or functions the model may call.
+        max_steps: model turns per run at most; the run stops there, keeping
+            everything so far, with an error saying so.
         **driver_options: passed to `create_driver` (``base_url``, ``api_key_env``,
             ``record``, ``timeout``, ``max_attempts``, ``provider_options``).
 
@@ -89,9 +99,19 @@ class Agent:
         ConfigurationError: unknown provider or missing API key (at creation).
     """
 
-    def __init__(self, provider: str | BasePromptDriver, *, system: str | None = None, **driver_options: Any) -> None:
+    def __init__(
+        self,
+        provider: str | BasePromptDriver,
+        *,
+        system: str | None = None,
+        tools: list[Any] | None = None,
+        max_steps: int = 10,
+        **driver_options: Any,
+    ) -> None:
         self.driver = provider if isinstance(provider, BasePromptDriver) else create_driver(provider, **driver_options)
         self.system = system
+        self.toolbox = Toolbox(tools or [])
+        self.max_steps = max_steps
         self.messages: list[Message] = []
         self.results: list[AgentResult] = []
 
@@ -99,44 +119,82 @@ class Agent:
     def provider(self) -> str:
         return self.driver.id
 
-    def prompt_stack(self, prompt: str) -> PromptStack:
-        """The request for `prompt`: system prompt, the conversation so far, then `prompt`."""
-        stack = PromptStack()
+    def prompt_stack(self, prompt: str | None = None, pending: list[Message] | None = None) -> PromptStack:
+        """The request: system prompt, the conversation so far, `prompt`, then the run's `pending` messages."""
+        stack = PromptStack(tools=self.toolbox.definitions())
         if self.system:
             stack.add_system_message(self.system)
         stack.messages.extend(self.messages)
-        stack.add_user_message(prompt)
+        if prompt is not None:
+            stack.add_user_message(prompt)
+        stack.messages.extend(pending or [])
         return stack
 
     async def astream(self, prompt: str) -> AsyncIterator[Event]:
-        """Stream one turn's events (run on the caller's loop; prefer `arun`).
+        """Stream a run's events: model turn, tool calls, tool results, next turn, ...
 
-        A completed turn joins the conversation; a failed one does not, so the
-        next prompt is composed without the broken reply.
+        Runs on the caller's loop (prefer `arun`). Ends with the last turn's
+        `ModelCompleted` or a `ModelFailed`. A completed run joins the
+        conversation; a failed one does not, so the next prompt is composed
+        without the broken reply.
         """
-        stack = self.prompt_stack(prompt)
-        async for event in self.driver.stream(stack):
-            if isinstance(event, ModelCompleted):
-                self.messages.extend([stack.messages[-1], event.message])
-            yield event
+        pending: list[Message] = [self.prompt_stack(prompt).messages[-1]]
+        for step in range(self.max_steps):
+            completed: ModelCompleted | None = None
+            async for event in self.driver.stream(self.prompt_stack(None, pending)):
+                if isinstance(event, ModelCompleted):
+                    completed = event
+                    event.metadata["run_messages"] = pending + [event.message]
+                yield event
+            if completed is None:
+                return
+            pending.append(completed.message)
+            calls = completed.message.tool_calls
+            if not calls:
+                self.messages.extend(pending)
+                return
+            if completed.stop_reason.kind is StopKind.max_tokens:
+                yield ModelFailed(
+                    ProviderError("invalid_response", "the model ran out of output tokens while writing a tool call; "
+                                  "raise max_completion_tokens or ask for less", retryable=False),
+                    completed.message, {"run_messages": pending},
+                )
+                return
+            results = await self.toolbox.run_all(calls)
+            result_message = Message(role="tool")
+            for action, (artifact, seconds) in zip(calls, results):
+                action.output = artifact
+                yield ToolCallCompleted(action, artifact, seconds)
+                result_message.content.extend(PromptStack().add_message("tool", ActionArtifact(value=action)).content)
+            pending.append(result_message)
+        yield ModelFailed(
+            ProviderError("max_steps", f"stopped after {self.max_steps} model turns (max_steps); the tool results so far are kept",
+                          retryable=False),
+            pending[-2] if len(pending) > 1 else Message(role="assistant"), {"run_messages": pending},
+        )
 
     async def _arun(self, prompt: str, on_event: Callable[[Event], Any] | None) -> AgentResult:
         result: AgentResult | None = None
         partial: list[Event] = []
+        usage = Usage()
         try:
             async for event in self.astream(prompt):
                 if on_event is not None:
                     on_event(event)
                 partial.append(event)
                 if isinstance(event, ModelCompleted):
-                    result = AgentResult(self.provider, event.message, event.usage, event.stop_reason, metadata=event.metadata)
+                    usage = _add_usage(usage, event.usage)
+                    result = AgentResult(self.provider, event.message, usage, event.stop_reason, metadata=event.metadata,
+                                         messages=event.metadata.pop("run_messages"))
                 elif isinstance(event, ModelFailed):
-                    result = AgentResult(self.provider, event.partial, event.partial.usage or Usage(), None, event.error, metadata=event.metadata)
+                    usage = _add_usage(usage, event.partial.usage or Usage())
+                    result = AgentResult(self.provider, event.partial, usage, None, event.error, metadata=event.metadata,
+                                         messages=event.metadata.pop("run_messages", []))
         except asyncio.CancelledError:
-            result = AgentResult(self.provider, _partial_message(partial), interrupted=True)
+            result = AgentResult(self.provider, _partial_message(partial), usage, interrupted=True)
             self.results.append(result)
             raise
-        assert result is not None, "a driver stream ends with model_completed or model_failed"
+        assert result is not None, "a run ends with model_completed or model_failed"
         self.results.append(result)
         return result
 
@@ -159,6 +217,14 @@ class Agent:
 
     async def aclose(self) -> None:
         await self.driver.close()
+
+
+def _add_usage(a: Usage, b: Usage) -> Usage:
+    if a.total == 0 and a.raw is None:
+        return b
+    return Usage(input=a.input + b.input, output=a.output + b.output, total=a.total + b.total,
+                 cache_read=a.cache_read + b.cache_read, cache_write=a.cache_write + b.cache_write,
+                 reasoning=a.reasoning + b.reasoning)
 
 
 def _partial_message(events: list[Event]) -> Message:

@@ -36,6 +36,7 @@ from .events import (
     ModelStarted,
     ReasoningDelta,
     TextDelta,
+    ToolCallCompleted,
     ToolCallDelta,
 )
 from .messages import Message, StopKind, StopReason, Usage

@@ -24,6 +24,7 @@ ErrorType = Literal[
     "cancelled",
     "invalid_response",
     "configuration",
+    "max_steps",
 ]
 
 #: Error types that a retry may fix (DESIGN.md, "drivers": retries).

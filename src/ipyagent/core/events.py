@@ -82,4 +82,18 @@ class ModelFailed:
         return self.partial.text
 
 
-Event = ModelStarted | TextDelta | ReasoningDelta | ToolCallDelta | ModelCompleted | ModelFailed
+@dataclass(slots=True)
+class ToolCallCompleted:
+    """The agent ran one tool call: its result artifact and the seconds it took."""
+
+    action: ToolAction
+    result: Any
+    duration_s: float
+    type: str = field(default="tool_call_completed", init=False)
+
+    @property
+    def is_error(self) -> bool:
+        return getattr(self.result, "type", None) == "error"
+
+
+Event = ModelStarted | TextDelta | ReasoningDelta | ToolCallDelta | ModelCompleted | ModelFailed | ToolCallCompleted

@@ -1,0 +1,221 @@
+"""`BaseTool`: a class whose `@activity` methods a model may call; `FunctionTool` for one plain function.
+
+Running a call never raises: validation failures, unknown or denied
+activities and exceptions in the tool all become `ErrorArtifact`s that go
+back to the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Callable
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from ..core import (
+    BaseArtifact,
+    ErrorArtifact,
+    InfoArtifact,
+    TextArtifact,
+    ToolAction,
+    ToolDefinition,
+    ToolNameError,
+    to_native_name,
+)
+from .activity import ACTIVITY_ATTR, ActivityConfig, input_model, parse_docstring, schema_of
+
+_FUNCTION_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+def to_artifact(value: Any) -> BaseArtifact:
+    """A tool's return value as an artifact: artifacts pass; None -> info; an object
+    with `_repr_llm_()` uses it; str -> text; JSON-able values -> JSON text; else str()."""
+    if isinstance(value, BaseArtifact):
+        return value
+    if value is None:
+        return InfoArtifact(value="the tool ran and returned nothing")
+    if hasattr(value, "_repr_llm_"):
+        return TextArtifact(value=str(value._repr_llm_()))
+    if isinstance(value, str):
+        return TextArtifact(value=value)
+    if isinstance(value, BaseModel):
+        return TextArtifact(value=value.model_dump_json())
+    try:
+        return TextArtifact(value=json.dumps(value))
+    except (TypeError, ValueError):
+        return TextArtifact(value=str(value))
+
+
+class BaseTool:
+    """A tool: its `@activity` methods are what a model may call.
+
+    Args:
+        name: the tool's name (default: the class name); letters and digits.
+        allowlist: only these activities are offered and may run.
+        denylist: these activities are neither offered nor run.
+        off_prompt: send outputs to Task Memory instead of the prompt.
+        extra_schema_properties: {activity: {property: JSON Schema}} added to
+            that activity's input schema.
+
+    Raises:
+        ToolNameError: a tool or activity name cannot map to a native tool name.
+        ValueError: allowlist/denylist name an activity the tool does not have.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        allowlist: list[str] | None = None,
+        denylist: list[str] | None = None,
+        off_prompt: bool = False,
+        extra_schema_properties: dict[str, dict[str, Any]] | None = None,
+    ) -> None:
+        self.name = name or type(self).__name__
+        self.allowlist = list(allowlist) if allowlist is not None else None
+        self.denylist = list(denylist or [])
+        self.off_prompt = off_prompt
+        self.extra_schema_properties = dict(extra_schema_properties or {})
+        known = set(self._functions)
+        if not known:
+            raise ValueError(f"tool {self.name!r} has no @activity methods")
+        for label, names in (("allowlist", self.allowlist or []), ("denylist", self.denylist), ("extra_schema_properties", self.extra_schema_properties)):
+            unknown = set(names) - known
+            if unknown:
+                raise ValueError(f"{label} of tool {self.name!r} names unknown activities {sorted(unknown)}; it has {sorted(known)}")
+        for activity in known:
+            self.native_name(activity)  # fails now, when declared, not when the model calls
+
+    @cached_property
+    def _functions(self) -> dict[str, Callable[..., Any]]:
+        found: dict[str, Callable[..., Any]] = {}
+        for klass in reversed(type(self).__mro__):
+            for attr, value in vars(klass).items():
+                if callable(value) and hasattr(value, ACTIVITY_ATTR):
+                    found[attr] = getattr(self, attr)
+        return found
+
+    def _config(self, activity: str) -> ActivityConfig:
+        return getattr(self._functions[activity], ACTIVITY_ATTR)
+
+    def native_name(self, activity: str) -> str:
+        return to_native_name(self.name, activity)
+
+    def activities(self) -> list[str]:
+        """The activity names offered to the model, after allowlist and denylist."""
+        names = [n for n in self._functions if n not in self.denylist]
+        return [n for n in names if n in self.allowlist] if self.allowlist is not None else names
+
+    def is_off_prompt(self, activity: str) -> bool:
+        own = self._config(activity).off_prompt
+        return self.off_prompt if own is None else own
+
+    def input_model(self, activity: str) -> type[BaseModel]:
+        config = self._config(activity)
+        if config.schema is not None:
+            return config.schema
+        return input_model(self._functions[activity], f"{self.native_name(activity)}_input")
+
+    def description(self, activity: str) -> str:
+        """The activity's description, its Jinja template rendered with this tool."""
+        template = self._config(activity).description
+        if template is None:
+            return parse_docstring(self._functions[activity])[0]
+        if "{{" not in template and "{%" not in template:
+            return template
+        import jinja2
+
+        return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(template).render(tool=self, **vars(self))
+
+    def schema(self) -> dict[str, dict[str, Any]]:
+        """{activity: JSON Schema of its input} for every offered activity."""
+        schemas = {}
+        for activity in self.activities():
+            schema = schema_of(self.input_model(activity))
+            schema["properties"].update(self.extra_schema_properties.get(activity, {}))
+            schemas[activity] = schema
+        return schemas
+
+    def tool_definitions(self) -> list[ToolDefinition]:
+        return [
+            ToolDefinition(name=self.native_name(a), description=self.description(a), parameters=s)
+            for a, s in self.schema().items()
+        ]
+
+    async def run(self, activity: str, action: ToolAction) -> BaseArtifact:
+        """Validate `action.input`, call the activity, and return its result as an artifact.
+
+        Sync activities run in a worker thread; async ones are awaited. Never
+        raises (except for cancellation): every failure is an `ErrorArtifact`.
+        """
+        if activity not in self.activities():
+            available = ", ".join(self.native_name(a) for a in self.activities())
+            return ErrorArtifact(value=f"{action.native_name} is not an available activity; available: {available}")
+        model = self.input_model(activity)
+        try:
+            values = model.model_validate(action.input)
+        except ValidationError as exc:
+            return ErrorArtifact(value=f"invalid arguments for {action.native_name}: {exc}", exception_type="ValidationError")
+        fn = self._functions[activity]
+        params = [p for p in inspect.signature(fn).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if self._config(activity).schema is not None and len(params) == 1 and params[0].annotation in (model, model.__name__):
+            args: dict[str, Any] = {params[0].name: values}
+        else:
+            args = {name: getattr(values, name) for name in type(values).model_fields}
+            if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
+                extra = set(self.extra_schema_properties.get(activity, {})) & set(action.input)
+                args.update({k: action.input[k] for k in extra})
+        try:
+            if inspect.iscoroutinefunction(fn):
+                result = await fn(**args)
+            else:
+                result = await asyncio.to_thread(fn, **args)
+        except Exception as exc:
+            return ErrorArtifact(value=str(exc) or type(exc).__name__, exception_type=type(exc).__name__)
+        return to_artifact(result)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}: {', '.join(self.activities())}>"
+
+
+class FunctionTool(BaseTool):
+    """A one-activity tool made from a plain function; its native name is the function's name.
+
+    Raises:
+        ToolNameError: the function's name is not letters, digits and underscores (at most 64).
+    """
+
+    def __init__(self, fn: Callable[..., Any], **kwargs: Any) -> None:
+        if not hasattr(fn, ACTIVITY_ATTR):
+            setattr(fn, ACTIVITY_ATTR, ActivityConfig())
+        self.fn = fn
+        super().__init__(name=kwargs.pop("name", None) or fn.__name__, **kwargs)
+
+    @cached_property
+    def _functions(self) -> dict[str, Callable[..., Any]]:
+        return {self.fn.__name__: self.fn}
+
+    def native_name(self, activity: str) -> str:
+        if not _FUNCTION_NAME_RE.match(self.name):
+            raise ToolNameError(f"function {self.name!r} cannot be a tool name: use letters, digits and underscores, at most 64")
+        return self.name
+
+
+def as_tool(obj: Any) -> BaseTool:
+    """A `BaseTool` as it is; a function (marked with @activity or not) as a `FunctionTool`.
+
+    Raises:
+        TypeError: `obj` is neither.
+    """
+    if isinstance(obj, BaseTool):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, BaseTool):
+        return obj()
+    if callable(obj):
+        return FunctionTool(obj)
+    raise TypeError(f"{obj!r} is not a tool: use a BaseTool subclass instance or a function")

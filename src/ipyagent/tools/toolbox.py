@@ -1,0 +1,58 @@
+"""`Toolbox`: the tools of one run, their definitions, and concurrent dispatch of tool calls."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from ..core import BaseArtifact, ErrorArtifact, ToolAction, ToolDefinition
+from .base_tool import BaseTool, as_tool
+
+
+class Toolbox:
+    """Tools addressed by native name (``Tool_activity`` or a function's name).
+
+    Raises:
+        ValueError: two tools offer the same native name.
+    """
+
+    def __init__(self, tools: Iterable[Any] = ()) -> None:
+        self.tools = [as_tool(t) for t in tools]
+        self._routes: dict[str, tuple[BaseTool, str]] = {}
+        for tool in self.tools:
+            for activity in tool.activities():
+                native = tool.native_name(activity)
+                if native in self._routes:
+                    raise ValueError(f"two tools offer {native!r}; rename one (BaseTool(name=...))")
+                self._routes[native] = (tool, activity)
+
+    def __bool__(self) -> bool:
+        return bool(self._routes)
+
+    def names(self) -> list[str]:
+        return list(self._routes)
+
+    def definitions(self) -> list[ToolDefinition]:
+        return [d for tool in self.tools for d in tool.tool_definitions()]
+
+    def route(self, action: ToolAction) -> tuple[BaseTool, str] | None:
+        return self._routes.get(action.native_name)
+
+    async def run_one(self, action: ToolAction) -> tuple[BaseArtifact, float]:
+        """(result artifact, seconds taken). An unknown tool gets an error naming the available ones."""
+        started = time.monotonic()
+        route = self.route(action)
+        if route is None:
+            result: BaseArtifact = ErrorArtifact(
+                value=f"there is no tool {action.native_name!r}; available: {', '.join(self._routes) or 'none'}"
+            )
+        else:
+            tool, activity = route
+            result = await tool.run(activity, action)
+        return result, time.monotonic() - started
+
+    async def run_all(self, actions: list[ToolAction]) -> list[tuple[BaseArtifact, float]]:
+        """Run the calls of one model turn concurrently; results come back in call order."""
+        return list(await asyncio.gather(*(self.run_one(a) for a in actions)))
