@@ -25,7 +25,7 @@ from ipyagent.core import (
 )
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
 
-from .recordings import FIXTURES, check_shape, collect, expected_from, reply_for, stream_files, user_stack
+from .recordings import FINISH_TO_KIND, FIXTURES, check_shape, collect, expected_from, recording_events, reply_for, stream_files, user_stack
 from .stub_server import Reply, StubServer
 
 MODEL = "test-model"
@@ -225,8 +225,6 @@ def test_second_choice_is_ignored():
     path = FIXTURES / "openai-chat" / "stream-n3-interleaved-choices.sse"
     exp = expected_from(path)
     all_text = ""
-    from .recordings import recording_events
-
     for _, data in recording_events(path):
         if data != "[DONE]":
             for ch in json.loads(data).get("choices") or []:
@@ -234,3 +232,80 @@ def test_second_choice_is_ignored():
     assert len(all_text) > len(exp.text) > 0
     _, events = _run(path)
     assert events[-1].message.text == exp.text
+
+
+def test_tool_calls_without_finish_reason_stop_as_tool_use():
+    """Some servers end a tool-call stream without a finish_reason: the stop kind is
+    still tool_use. The recording is altered in memory only (finish_reason removed)."""
+    path = FIXTURES / "openai-chat" / "stream-tool-call-single-fragmented.sse"
+    exp = expected_from(path)
+    assert exp.finish_reason == "tool_calls" and exp.calls
+
+    def no_finish(chunk):
+        for ch in chunk.get("choices") or []:
+            ch["finish_reason"] = None
+        return chunk
+
+    with StubServer(_altered(path, no_finish)) as server:
+        events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test"))
+    terminal = check_shape(events)
+    assert isinstance(terminal, ModelCompleted)
+    assert terminal.stop_reason == "tool_use"
+    assert terminal.stop_reason.raw is None
+    assert [c.input for c in terminal.tool_calls] == [c["input"] for c in exp.tool_calls]
+
+
+@pytest.mark.parametrize("native", ["web-search_query", "_private", "get_weather-now"])
+def test_received_tool_call_name_goes_back_unchanged(native):
+    """A call the model made to any declared function name is sent back in history
+    under that same name (the next turn of an agent loop)."""
+    stack = user_stack()
+    stack.add_assistant_message(ActionCallBlock(action=ToolAction.from_native("call_7", native, {"q": "x"})))
+    _, body = OpenAIChatPromptDriver(MODEL, api_key="sk-test").build_request(stack)
+    assert body["messages"][1]["tool_calls"][0]["function"]["name"] == native
+
+
+def _altered(path, change):
+    """The recording's data payloads as SSE pieces, each chunk passed through `change`
+    (in memory only; the fixture files are never modified or copied)."""
+    pieces = []
+    for _, data in recording_events(path):
+        if data != "[DONE]":
+            data = json.dumps(change(json.loads(data)))
+        pieces.append(f"data: {data}\n\n".encode())
+    return Reply(pieces=pieces)
+
+
+def test_groq_usage_only_under_x_groq():
+    path = FIXTURES / "openai-compatible" / "groq-stream-tool-call.chunks.jsonl"
+    exp = expected_from(path)
+    assert exp.usage
+
+    def drop_top_level_usage(chunk):
+        chunk.pop("usage", None)
+        return chunk
+
+    with StubServer(_altered(path, drop_top_level_usage)) as server:
+        events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test"))
+    assert isinstance(events[-1], ModelCompleted)
+    assert events[-1].usage.input == exp.usage["prompt_tokens"]
+    assert events[-1].usage.output == exp.usage["completion_tokens"]
+
+
+@pytest.mark.parametrize("finish", ["stop", "length", "content_filter"])
+def test_finish_reason_mapping(finish):
+    path = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+    assert expected_from(path).finish_reason == "stop"
+
+    def set_finish(chunk):
+        for ch in chunk.get("choices") or []:
+            if ch.get("finish_reason"):
+                ch["finish_reason"] = finish
+        return chunk
+
+    with StubServer(_altered(path, set_finish)) as server:
+        events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test"))
+    terminal = events[-1]
+    assert isinstance(terminal, ModelCompleted)
+    assert terminal.stop_reason == FINISH_TO_KIND[finish]
+    assert terminal.stop_reason.raw == finish

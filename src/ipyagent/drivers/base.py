@@ -278,6 +278,7 @@ class BasePromptDriver(ABC):
         )
 
     def _transport_error(self, exc: Exception, url: str) -> ProviderError:
+        url = self.redact(url)  # a key may sit in the URL (user-info, a query parameter)
         if isinstance(exc, httpx2.TimeoutException):
             return ProviderError("timeout", f"{self.provider} did not answer within {self.timeout:g} s ({url})")
         if isinstance(exc, httpx2.ConnectError):
@@ -289,7 +290,7 @@ class BasePromptDriver(ABC):
         asked = getattr(exc, "retry_after", None)
         if asked is not None:
             return min(asked, self.max_retry_wait)
-        return min(wait_exponential_jitter(initial=0.5, max=8, jitter=0.5)(state), self.max_retry_wait)
+        return min(wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5)(state), self.max_retry_wait)
 
     async def _open(self, request: httpx2.Request) -> tuple[httpx2.Response, AsyncIterator[Any], list[Any]]:
         """Send `request` and read until the first delta (or the end of the stream).
@@ -405,6 +406,8 @@ class BasePromptDriver(ABC):
     def _failed(self, error: ProviderError, agg: _Aggregator, metadata: dict[str, Any], started: float, *, strict: bool) -> ModelFailed:
         metadata["latency_s"] = time.monotonic() - started
         metadata["provider"], metadata["model"] = self.provider, self.model
+        if metadata.get("attempts", 0) > 1 and error.retryable:
+            error.message = f"{error.message} (gave up after {metadata['attempts']} attempts)"
         partial = agg.message(strict=strict)
         partial.metadata = {**metadata, "partial": True, "error": error.to_dict()}
         return ModelFailed(error=error, partial=partial, metadata=metadata)

@@ -1,0 +1,214 @@
+"""The provider registry (ids, API keys) and cassette record/replay."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from ipyagent.core import ConfigurationError, ModelCompleted, ModelFailed, ProviderError
+from ipyagent.drivers import BUILTIN, create_driver, parse_provider_id
+from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+
+from .recordings import FIXTURES, check_shape, collect, expected_from, reply_for, user_stack
+from .stub_server import StubServer
+
+TEXT_STREAM = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+TOOL_STREAM = FIXTURES / "openai-chat" / "stream-tool-calls-parallel-two.sse"
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for spec in BUILTIN.values():
+        for var in (spec.api_key_env, spec.base_url_env):
+            if var:
+                monkeypatch.delenv(var, raising=False)
+    return monkeypatch
+
+
+# -- parse_provider_id ------------------------------------------------------------------
+
+
+def test_parse_provider_id():
+    assert parse_provider_id("openai:gpt-4.1-mini") == ("openai", "gpt-4.1-mini")
+    assert parse_provider_id("  groq:llama-3.3-70b-versatile ") == ("groq", "llama-3.3-70b-versatile")
+
+
+def test_parse_provider_id_keeps_colons_in_the_model():
+    assert parse_provider_id("ollama:llama3.2:1b") == ("ollama", "llama3.2:1b")
+    assert parse_provider_id("openrouter:google/gemini-2.0-flash-exp:free") == ("openrouter", "google/gemini-2.0-flash-exp:free")
+
+
+def test_unknown_provider_lists_the_known_ones():
+    with pytest.raises(ConfigurationError) as info:
+        parse_provider_id("nosuchprovider:model-x")
+    msg = info.value.message
+    assert "nosuchprovider" in msg
+    for name in BUILTIN:
+        assert name in msg
+    assert info.value.type == "configuration"
+    assert info.value.retryable is False
+    assert isinstance(info.value, ProviderError)
+
+
+@pytest.mark.parametrize("bad", ["gpt-4.1-mini", "openai:", "openai", ""])
+def test_missing_colon_or_model(bad):
+    with pytest.raises(ConfigurationError, match="PROVIDER:MODEL"):
+        parse_provider_id(bad)
+
+
+def test_replay_needs_a_path():
+    with pytest.raises(ConfigurationError, match="cassette"):
+        parse_provider_id("replay:")
+
+
+# -- create_driver ----------------------------------------------------------------------
+
+
+def test_missing_api_key_names_the_variable(clean_env):
+    with pytest.raises(ConfigurationError) as info:
+        create_driver("openai:gpt-4.1-mini")
+    assert "OPENAI_API_KEY" in info.value.message
+    with pytest.raises(ConfigurationError, match="GROQ_API_KEY"):
+        create_driver("groq:llama-3.3-70b-versatile")
+
+
+def test_api_key_from_environment(clean_env):
+    clean_env.setenv("OPENAI_API_KEY", "sk-from-env-123")
+    driver = create_driver("openai:gpt-4.1-mini")
+    assert isinstance(driver, OpenAIChatPromptDriver)
+    assert driver.id == "openai:gpt-4.1-mini"
+    assert driver.base_url == "https://api.openai.com/v1"
+    assert driver.headers()["Authorization"] == "Bearer sk-from-env-123"
+    assert "sk-from-env-123" not in repr(driver)
+
+
+def test_custom_base_url_needs_no_key(clean_env):
+    with StubServer(reply_for(TEXT_STREAM)) as server:
+        driver = create_driver("openai:local-model", base_url=server.url)
+        assert driver.base_url == server.url
+        assert "Authorization" not in driver.headers()
+        events = collect(driver)
+    assert isinstance(events[-1], ModelCompleted)
+    headers = {k.lower() for k in server.requests[0]["headers"]}
+    assert "authorization" not in headers
+    assert server.requests[0]["body"]["model"] == "local-model"
+
+
+def test_ollama_needs_no_key_and_uses_its_default_url(clean_env):
+    driver = create_driver("ollama:llama3.2:1b")
+    assert driver.model == "llama3.2:1b"
+    assert driver.provider == "ollama"
+    assert driver.base_url == BUILTIN["ollama"].base_url
+
+
+def test_create_driver_passes_options_through(clean_env):
+    clean_env.setenv("OPENAI_API_KEY", "sk-x")
+    driver = create_driver("openai:m", provider_options={"temperature": 0}, max_attempts=5)
+    assert driver.max_attempts == 5
+    assert driver.build_request(user_stack())[1]["temperature"] == 0
+    with pytest.raises(ProviderError, match="bogus"):
+        create_driver("openai:m", provider_options={"bogus": 1})
+
+
+# -- cassettes --------------------------------------------------------------------------
+
+SECRET = "sk-cassette-secret-0123456789"
+
+
+def _record(tmp_path, monkeypatch, path=TEXT_STREAM, prompt="What's the weather?"):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    cassette = tmp_path / "c.jsonl"
+    with StubServer(reply_for(path)) as server:
+        driver = create_driver("openai:m", base_url=server.url, record=cassette)
+        events = collect(driver, user_stack(prompt))
+    # the key really went out on the wire, so its absence from the cassette means something
+    assert server.requests[0]["headers"]["Authorization"] == f"Bearer {SECRET}"
+    return cassette, events
+
+
+def test_record_then_replay(tmp_path, clean_env):
+    exp = expected_from(TEXT_STREAM)
+    cassette, live = _record(tmp_path, clean_env)
+    assert isinstance(live[-1], ModelCompleted)
+    assert live[-1].message.text == exp.text
+
+    text = cassette.read_text()
+    assert SECRET not in text
+    assert "authorization" not in text.lower()
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1
+    entry = lines[0]
+    assert entry["provider"] == "openai" and entry["model"] == "m"
+    assert entry["request"]["body"]["messages"] == [{"role": "user", "content": "What's the weather?"}]
+    assert entry["response"]["status"] == 200
+    assert entry["response"]["body"] == TEXT_STREAM.read_text()  # the bytes as received
+
+    # replay: no server is running any more
+    clean_env.delenv("OPENAI_API_KEY")
+    replay = create_driver(f"replay:{cassette}")
+    events = collect(replay, user_stack("What's the weather?"))
+    terminal = check_shape(events)
+    assert isinstance(terminal, ModelCompleted), getattr(terminal, "error", None)
+    assert terminal.message.text == live[-1].message.text == exp.text
+    assert terminal.usage.input == live[-1].usage.input
+    assert terminal.metadata["replayed"] is True
+    assert live[-1].metadata["replayed"] is False
+    assert replay.model == "m"
+
+
+def test_replay_of_tool_calls(tmp_path, clean_env):
+    exp = expected_from(TOOL_STREAM)
+    cassette, live = _record(tmp_path, clean_env, path=TOOL_STREAM, prompt="weather and stocks")
+    events = collect(create_driver(f"replay:{cassette}"), user_stack("weather and stocks"))
+    assert isinstance(events[-1], ModelCompleted)
+    assert [c.input for c in events[-1].tool_calls] == [c["input"] for c in exp.tool_calls]
+    assert events[-1].tool_calls == live[-1].tool_calls
+
+
+def test_replay_of_a_different_prompt_fails(tmp_path, clean_env):
+    cassette, _ = _record(tmp_path, clean_env)
+    events = collect(create_driver(f"replay:{cassette}"), user_stack("Something else entirely"))
+    terminal = check_shape(events)
+    assert isinstance(terminal, ModelFailed)
+    assert terminal.error.type == "configuration"
+    assert "not in the cassette" in terminal.error.message
+    assert cassette.name in terminal.error.message
+
+
+def test_replay_with_chunk_delay_streams_the_same_text(tmp_path, clean_env):
+    cassette, live = _record(tmp_path, clean_env)
+    events = collect(create_driver(f"replay:{cassette}", chunk_delay=0.001), user_stack("What's the weather?"))
+    deltas = [e for e in events if e.type == "text_delta"]
+    assert len(deltas) > 1
+    assert events[-1].message.text == live[-1].message.text
+
+
+def test_replay_of_missing_or_bad_cassette(tmp_path):
+    with pytest.raises(ConfigurationError, match="not found"):
+        create_driver(f"replay:{tmp_path / 'nope.jsonl'}")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("this is not json\n")
+    with pytest.raises(ConfigurationError, match="not a cassette line"):
+        create_driver(f"replay:{bad}")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(ConfigurationError, match="no exchanges"):
+        create_driver(f"replay:{empty}")
+
+
+def test_recorded_error_is_replayed(tmp_path, clean_env):
+    body = FIXTURES / "openai-chat" / "error-404-model-not-found.json"
+    from .stub_server import Reply
+
+    clean_env.setenv("OPENAI_API_KEY", SECRET)
+    cassette = tmp_path / "err.jsonl"
+    with StubServer(Reply.error_file(body, body.with_name("error-404-model-not-found.http.json"))) as server:
+        live = collect(create_driver("openai:m", base_url=server.url, record=cassette))
+    replayed = collect(create_driver(f"replay:{cassette}"))
+    for events in (live, replayed):
+        assert isinstance(events[-1], ModelFailed)
+        assert events[-1].error.type == "not_found"
+        assert json.loads(body.read_text())["error"]["message"] in events[-1].error.message
+    assert SECRET not in cassette.read_text()
