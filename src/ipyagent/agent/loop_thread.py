@@ -9,7 +9,6 @@ without that the stream would go on after the cell failed (TOOLCHAIN.md §3c).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -54,15 +53,24 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     if in_background_loop():
         coro.close()
         raise RuntimeError("run_sync() called from ipyagent's own loop; use await instead")
-    future = asyncio.run_coroutine_threadsafe(coro, background_loop())
+    # Cancelling the concurrent future marks it cancelled at once, before the task on the
+    # loop has even seen the CancelledError; `done` lets us wait for its cleanup instead.
+    started, done = threading.Event(), threading.Event()
+
+    async def tracked() -> T:
+        started.set()
+        try:
+            return await coro
+        finally:
+            done.set()
+
+    future = asyncio.run_coroutine_threadsafe(tracked(), background_loop())
     try:
         return future.result()
     except KeyboardInterrupt:
         future.cancel()
-        try:
-            future.result(timeout=2.0)
-        except (concurrent.futures.CancelledError, concurrent.futures.TimeoutError, Exception):
-            pass
+        if started.is_set():
+            done.wait(timeout=2.0)
         raise
 
 

@@ -26,6 +26,23 @@ DEFAULT_PROVIDER = "openai:gpt-4.1-mini"
 REPLAY_DELAY = 0.01
 
 
+def _parse(magic: Any, line: str) -> Any:
+    """`parse_argstring`, with the magic's usage line added to a bad-arguments error.
+
+    IPython splits magic lines without removing quotes, so ``--system "Be brief."``
+    would arrive as ``"Be brief."``; one pair of surrounding quotes is removed.
+    """
+    try:
+        args = parse_argstring(magic, line)
+    except UsageError as exc:
+        usage = " ".join(magic.parser.format_usage().replace("::", "", 1).split())
+        raise UsageError(f"{exc}\nusage: {usage}") from None
+    for key, value in vars(args).items():
+        if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            setattr(args, key, value[1:-1])
+    return args
+
+
 @magics_class
 class AgentMagics(Magics):
     """Session state: the default provider, one conversation, the agents used so far."""
@@ -93,7 +110,7 @@ class AgentMagics(Magics):
         ``%provider`` shows it; ``%provider openai:gpt-4.1-mini`` sets it;
         ``%provider --list`` lists the providers.
         """
-        args = parse_argstring(self.provider, line)
+        args = _parse(self.provider, line)
         if args.list:
             self._list_providers()
             return
@@ -144,7 +161,7 @@ class AgentMagics(Magics):
         The cell is a Jinja2 template over your variables (``{{ df.shape }}``).
         Successive cells continue one conversation; ``--new`` starts another.
         """
-        args = parse_argstring(self.agent, line)
+        args = _parse(self.agent, line)
         try:
             prompt = (cell if args.raw else render_cell(cell, self.shell.user_ns)).strip()
         except TemplateError as exc:

@@ -24,11 +24,13 @@ ALLOWED_ATTRIBUTES = {
     "span": {"class"},
     "div": {"class"},
     "details": {"open", "class"},
-    "td": {"align"},
-    "th": {"align"},
+    # markdown-it writes table column alignment as style="text-align:..."; only that property is kept.
+    "td": {"align", "style"},
+    "th": {"align", "style"},
     "ol": {"start"},
 }
 URL_SCHEMES = {"http", "https", "mailto"}
+STYLE_PROPERTIES = {"text-align"}
 
 
 @lru_cache(maxsize=1)
@@ -48,6 +50,7 @@ def sanitize(fragment: str) -> str:
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes=URL_SCHEMES,
+        filter_style_properties=STYLE_PROPERTIES,
         link_rel="noopener noreferrer",
     )
 

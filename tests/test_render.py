@@ -1,0 +1,231 @@
+"""Model text is untrusted: Markdown -> sanitized HTML, in `markdown_to_html` and in the widget view.
+
+Outputs are parsed with the stdlib HTML parser, so the checks are about the tags and
+attributes a browser would build, not only about substrings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from ipyagent.core import Message, ModelCompleted, ModelFailed, ProviderError, StopReason, TextBlock, TextDelta, ToolCallDelta, Usage
+from ipyagent.notebook.render import ALLOWED_TAGS, markdown_to_html, sanitize
+from ipyagent.notebook.view import STYLE, WidgetView
+
+HOSTILE = {
+    "script": "<script>alert(1)</script>",
+    "img_onerror": '<img src=x onerror="alert(1)">',
+    "md_js_link": "[x](javascript:alert(1))",
+    "md_js_link_mixed_case": "[x](JaVaScRiPt:alert(1))",
+    "md_js_image": "![x](javascript:alert(1))",
+    "raw_js_anchor": '<a href="javascript:alert(1)">click</a>',
+    "iframe": '<iframe src="https://evil.example/"></iframe>',
+    "div_onclick": '<div onclick="alert(1)">click me</div>',
+    "data_image": "![pic](data:image/png;base64,iVBORw0KGgo=)",
+    "data_html_link": "[y](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "svg_onload": '<svg onload="alert(1)"><circle r="1"/></svg>',
+    "style_tag": "<style>body{display:none}</style>",
+}
+ALL_HOSTILE = "\n\n".join(HOSTILE.values())
+
+#: Tags that must never come out of the renderer, whatever the input.
+FORBIDDEN_TAGS = {"script", "iframe", "object", "embed", "svg", "style", "form", "input", "link", "meta", "base"}
+
+
+class Collector(HTMLParser):
+    """Every start tag with its attributes, and the decoded text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.data: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+    handle_startendtag = handle_starttag
+
+    def handle_data(self, data: str) -> None:
+        self.data.append(data)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.data)
+
+
+def parse(html: str) -> Collector:
+    c = Collector()
+    c.feed(html)
+    c.close()
+    return c
+
+
+def assert_safe(html: str, *, allowed_tags: set[str] = ALLOWED_TAGS) -> Collector:
+    """No script-capable tag, no event handler, no non-http(s)/mailto URL anywhere."""
+    lowered = html.lower()
+    assert "<script" not in lowered
+    assert "<iframe" not in lowered
+    doc = parse(html)
+    for tag, attrs in doc.tags:
+        assert tag not in FORBIDDEN_TAGS, (tag, html)
+        assert tag in allowed_tags, (tag, html)
+        for name, value in attrs.items():
+            assert not name.startswith("on"), (tag, name, html)
+            if name == "style":  # only table column alignment survives
+                assert tag in ("td", "th") and re.fullmatch(r"text-align:\s*(left|right|center)", value or ""), (tag, value)
+            if name in ("href", "src", "action", "formaction", "xlink:href"):
+                url = (value or "").strip().lower()
+                assert "javascript:" not in url, (tag, name, value)
+                assert not url.startswith(("data:", "vbscript:")), (tag, name, value)
+                assert url.startswith(("http://", "https://", "mailto:")), (tag, name, value)
+    return doc
+
+
+# -- markdown_to_html ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_each_hostile_snippet_is_neutralized(text: str) -> None:
+    assert_safe(markdown_to_html(text))
+
+
+def test_all_hostile_snippets_together() -> None:
+    html = markdown_to_html(ALL_HOSTILE)
+    doc = assert_safe(html)
+    # Raw HTML is escaped, so the would-be tags are shown as text rather than dropped silently.
+    assert "<script>alert(1)</script>" in doc.text
+    assert '<div onclick="alert(1)">click me</div>' in doc.text
+    # The data: image keeps its alt text but loses its source.
+    imgs = [attrs for tag, attrs in doc.tags if tag == "img"]
+    assert imgs and all("src" not in attrs for attrs in imgs)
+    assert any(attrs.get("alt") == "pic" for attrs in imgs)
+    # No link survived at all: none of them pointed anywhere safe.
+    assert not [attrs for tag, attrs in doc.tags if tag == "a" and "href" in attrs]
+
+
+def test_sanitize_cleans_raw_html_too() -> None:
+    """The nh3 pass is a second wall: even HTML that reached it directly comes out clean."""
+    raw = (
+        '<p onclick="x()">hi<script>alert(1)</script></p>'
+        '<a href="javascript:alert(1)">a</a><a href="https://ok.example/">b</a>'
+        '<img src="data:image/png;base64,AAAA" onerror="alert(1)" alt="i">'
+        '<iframe src="https://evil.example/"></iframe><div onmouseover="x()" class="c">d</div>'
+        '<table><tr><td style="text-align:center; background:url(javascript:alert(1)); position:fixed">t</td></tr></table>'
+        '<p style="position:fixed;top:0">p</p>'
+    )
+    html = sanitize(raw)
+    doc = assert_safe(html)
+    assert [attrs.get("href") for tag, attrs in doc.tags if tag == "a"] == [None, "https://ok.example/"]
+    assert ("div", {"class": "c"}) in doc.tags
+    assert ("td", {"style": "text-align:center"}) in doc.tags
+    assert ("p", {}) in doc.tags
+    assert "alert(1)" not in doc.text  # script content is dropped, not shown
+
+
+def test_benign_markdown_renders_to_expected_tags() -> None:
+    text = (
+        "# Title\n\n## Sub\n\nSome **bold**, *em* and `code` and ~~gone~~.\n\n"
+        "```python\nprint('<b>not markup</b>')\n```\n\n"
+        "| a | b |\n|:--|--:|\n| 1 | 2 |\n\n"
+        "- one\n- two\n\n3. three\n4. four\n\n"
+        "> quoted\n\n"
+        "[docs](https://example.com/docs?q=1&r=2) and [mail](mailto:a@example.com)\n\n"
+        "![logo](https://example.com/logo.png)\n"
+    )
+    html = markdown_to_html(text)
+    doc = assert_safe(html)
+    tags = [t for t, _ in doc.tags]
+    for expected in ("h1", "h2", "strong", "em", "code", "s", "pre", "table", "thead", "tbody", "tr", "th", "td", "ul", "ol", "li", "blockquote", "a", "img"):
+        assert expected in tags, (expected, html)
+    attrs = {t: a for t, a in doc.tags if t in ("a", "img", "ol")}
+    links = [a for t, a in doc.tags if t == "a"]
+    assert links[0]["href"] == "https://example.com/docs?q=1&r=2"
+    assert links[1]["href"] == "mailto:a@example.com"
+    assert all(a.get("rel") == "noopener noreferrer" for a in links)
+    assert attrs["img"] == {"src": "https://example.com/logo.png", "alt": "logo"}
+    assert attrs["ol"] == {"start": "3"}
+    assert ("code", {"class": "language-python"}) in doc.tags
+    # Column alignment survives sanitizing (markdown-it writes it as a style).
+    assert [a.get("style") for t, a in doc.tags if t in ("th", "td")] == ["text-align:left", "text-align:right"] * 2
+    # Code in a fence is shown as text, not interpreted.
+    assert "print('<b>not markup</b>')" in doc.text
+    assert "b" not in tags
+    assert "Title" in doc.text and "quoted" in doc.text
+
+
+# -- the widget view ------------------------------------------------------------------------
+
+
+def _run_view(events: list) -> tuple[WidgetView, list[str]]:
+    """Feed `events` into a WidgetView on a loop; return it and every body value it ever showed."""
+    shown: list[str] = []
+
+    async def main() -> WidgetView:
+        view = WidgetView("openai:m")
+        view.body.observe(lambda change: shown.append(change["new"]), names="value")
+        for n, event in enumerate(events):
+            view.feed(event)
+            if n % 5 == 4:
+                await asyncio.sleep(0.035)  # let coalesced frames go out mid-stream
+        await asyncio.sleep(0.05)
+        return view
+
+    return asyncio.run(main()), shown
+
+
+def _completed(text: str) -> ModelCompleted:
+    return ModelCompleted(
+        message=Message(role="assistant", content=[TextBlock(text=text)] if text else []),
+        usage=Usage(input=3, output=4),
+        stop_reason=StopReason(kind="end_turn", raw="stop"),
+        metadata={"latency_s": 0.1, "ttft_s": 0.01},
+    )
+
+
+def test_widget_view_sanitizes_streamed_text() -> None:
+    # Split into small deltas so tags are cut across events, as a real stream would.
+    pieces = [ALL_HOSTILE[i : i + 7] for i in range(0, len(ALL_HOSTILE), 7)]
+    view, shown = _run_view([TextDelta(0, p) for p in pieces] + [_completed(ALL_HOSTILE)])
+    assert len(shown) >= 3  # intermediate frames and the final one
+    for value in shown:
+        assert_safe(value)
+    final = view.body.value
+    assert final == markdown_to_html(ALL_HOSTILE)
+    assert "<script>alert(1)</script>" in parse(final).text
+    assert_safe(view.footer.value)
+
+
+def test_widget_view_escapes_tool_calls_and_errors() -> None:
+    name = '<script>alert("n")</script>'
+    call_id = '<img src=x onerror="alert(2)">'
+    args = ['{"q": "<iframe src=https://evil.example/>', '</iframe>", "u": "javascript:alert(3)"}']
+    message = '<img src=x onerror="alert(4)"> failed <a href="javascript:alert(5)">retry</a>'
+    events = [
+        TextDelta(0, "partial **answer**"),
+        ToolCallDelta(1, call_id=call_id, name=name, arguments=args[0]),
+        ToolCallDelta(1, arguments=args[1]),
+        ModelFailed(error=ProviderError("server", message, status=500), partial=Message(role="assistant")),
+    ]
+    view, shown = _run_view(events)
+    for value in shown:
+        # The view's own markup adds a <b> for the tool name; everything hostile is text.
+        assert_safe(value, allowed_tags=ALLOWED_TAGS | {"b"})
+    doc = parse(view.body.value)
+    # Escaped, so shown verbatim as text.
+    assert name in doc.text
+    assert call_id in doc.text
+    assert "".join(args) in doc.text
+    assert message in doc.text
+    assert ("strong", {}) in doc.tags  # the model's Markdown still renders
+    assert "failed" in view.footer.value
+
+
+def test_style_block_is_only_css() -> None:
+    """The view's one unsanitized HTML widget is our constant stylesheet."""
+    doc = parse(STYLE)
+    assert [t for t, _ in doc.tags] == ["style"]
+    assert "<" not in STYLE.removeprefix("<style>").removesuffix("</style>")
