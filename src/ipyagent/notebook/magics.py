@@ -18,6 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..agent import Agent, AgentResult, run_sync
 from ..core import ConfigurationError, Message
 from ..drivers import create_driver, parse_provider_id, providers
+from ..tools import Toolbox
 from .template import TemplateError, render_cell
 from .view import make_view
 
@@ -72,6 +73,17 @@ class AgentMagics(Magics):
         agent.messages = self.messages
         agent.system = self.system
         return agent
+
+    def _toolbox(self, names: str | None) -> Toolbox:
+        """The tools named in ``--tools``, looked up in the user namespace."""
+        if not names:
+            return Toolbox()
+        tools = []
+        for name in (n.strip() for n in names.split(",")):
+            if name not in self.shell.user_ns:
+                raise UsageError(f"--tools: {name!r} is not defined; define the function or tool in a cell first")
+            tools.append(self.shell.user_ns[name])
+        return Toolbox(tools)
 
     def _widgets(self) -> bool:
         if getattr(self.shell, "kernel", None) is None:
@@ -154,6 +166,8 @@ class AgentMagics(Magics):
     @argument("-o", "--out", metavar="VAR", help="bind the result (.text, .message, .usage, .tool_calls, .stop_reason) to VAR")
     @argument("--new", action="store_true", help="start a new conversation")
     @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
+    @argument("--tools", metavar="NAME[,NAME]", help="tools the model may call: names of functions or BaseTool objects in your namespace")
+    @argument("--max-steps", type=int, default=10, help="model turns per cell at most (default 10)")
     @cell_magic
     def agent(self, line: str, cell: str) -> AgentResult | None:
         """Send the cell as a user message and stream the reply.
@@ -174,9 +188,13 @@ class AgentMagics(Magics):
             self.system = args.system
         try:
             agent = self._agent(args.provider)
+            agent.toolbox = self._toolbox(args.tools)
         except ConfigurationError as exc:
             self._error(str(exc))
             return None
+        except (ValueError, TypeError) as exc:  # a tool that cannot be declared (bad name, bad config)
+            raise UsageError(f"--tools: {exc}") from None
+        agent.max_steps = args.max_steps
         view = make_view(agent.provider, widgets=self._widgets())
         if self._widgets():
             from IPython.display import display

@@ -20,6 +20,7 @@ from ..core import (
     ProviderError,
     ReasoningDelta,
     TextDelta,
+    ToolCallCompleted,
     ToolCallDelta,
 )
 from .render import escape, markdown_to_html
@@ -31,45 +32,87 @@ STYLE = """<style>
 .ipyagent-view{font-size:var(--jp-content-font-size1,14px)}
 .ipyagent-tool{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;margin:4px 0;padding:2px 8px}
 .ipyagent-tool pre{margin:2px 0;white-space:pre-wrap;word-break:break-all}
+.ipyagent-tool-error{border-color:var(--jp-error-color1,#b00)}
 .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}
 .ipyagent-status{color:var(--jp-warn-color1,#a60)}
 .ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}
 </style>"""
 
 
+class Segment:
+    """One block of the transcript: text, reasoning, or a tool call (with its result once run)."""
+
+    __slots__ = ("kind", "parts", "call_id", "name", "result", "is_error", "duration")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.parts: list[str] = []
+        self.call_id = self.name = ""
+        self.result: str | None = None
+        self.is_error = False
+        self.duration: float | None = None
+
+
 class RunState:
-    """What a view shows, built from events: text, reasoning, tool calls, footer figures."""
+    """What a view shows, built from events: the run's segments in order, and the footer figures.
+
+    A run may take several model turns (tool calls in between); segments are
+    keyed by (turn, content index) so each turn's blocks stay in place.
+    """
 
     def __init__(self, provider: str) -> None:
         self.provider = provider
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.tools: dict[int, list[str]] = {}  # content index -> [call id, name, arguments...]
+        self.segments: dict[tuple[int, int], Segment] = {}
+        self.turn = 0
         self.done: ModelCompleted | None = None
+        self.input_tokens = self.output_tokens = 0
         self.error: ProviderError | None = None
         self.interrupted = False
         self.started = time.monotonic()
         self.first_token: float | None = None
 
+    def _segment(self, index: int, kind: str) -> Segment:
+        segment = self.segments.get((self.turn, index))
+        if segment is None:
+            segment = self.segments[(self.turn, index)] = Segment(kind)
+        return segment
+
+    @property
+    def text(self) -> str:
+        return "".join(p for s in self.segments.values() if s.kind == "text" for p in s.parts)
+
     def add(self, event: Event) -> bool:
         """Take one event; True when it changes what is shown."""
         if isinstance(event, TextDelta):
-            self.text.append(event.text)
+            self._segment(event.index, "text").parts.append(event.text)
         elif isinstance(event, ReasoningDelta):
-            self.reasoning.append(event.text)
+            self._segment(event.index, "reasoning").parts.append(event.text)
         elif isinstance(event, ToolCallDelta):
-            call = self.tools.setdefault(event.index, ["", ""])
-            call[0] = event.call_id or call[0]
-            call[1] = event.name or call[1]
-            call.append(event.arguments)
+            call = self._segment(event.index, "tool")
+            call.call_id = event.call_id or call.call_id
+            call.name = event.name or call.name
+            call.parts.append(event.arguments)
+        elif isinstance(event, ToolCallCompleted):
+            for segment in self.segments.values():
+                if segment.kind == "tool" and segment.call_id == event.action.tag:
+                    segment.result = event.result.to_text()
+                    segment.is_error, segment.duration = event.is_error, event.duration_s
+            return True
         elif isinstance(event, ModelCompleted):
-            self.done = event
+            self.input_tokens += event.usage.input
+            self.output_tokens += event.usage.output
+            if self.turn == 1 and event.metadata.get("ttft_s") is not None:
+                self.first_token = event.metadata["ttft_s"]  # the driver's figure, from the request sent
+            if not event.message.tool_calls:
+                self.done = event
             return True
         elif isinstance(event, ModelFailed):
             self.error = event.error
             return True
         elif isinstance(event, ModelStarted):
-            self.started = time.monotonic()
+            self.turn += 1
+            if self.turn == 1:
+                self.started = time.monotonic()
             return False
         else:
             return False
@@ -83,12 +126,16 @@ class RunState:
 
     def footer_figures(self) -> list[str]:
         figures = [self.provider]
+        if self.input_tokens or self.output_tokens or self.done is not None:
+            figures.append(f"{self.input_tokens} in / {self.output_tokens} out tokens")
+        if self.first_token is not None:
+            figures.append(f"first token {self.first_token:.2f} s")
+        elapsed = time.monotonic() - self.started
         if self.done is not None:
-            usage, meta = self.done.usage, self.done.metadata
-            figures.append(f"{usage.input} in / {usage.output} out tokens")
-            if meta.get("ttft_s") is not None:
-                figures.append(f"first token {meta['ttft_s']:.2f} s")
-            figures.append(f"total {meta.get('latency_s', 0):.2f} s")
+            meta = self.done.metadata
+            figures.append(f"total {meta.get('latency_s', elapsed) if self.turn == 1 else elapsed:.2f} s")
+            if self.turn > 1:
+                figures.append(f"{self.turn} model turns")
             if self.done.stop_reason.kind.value != "end_turn":
                 figures.append(f"stop: {self.done.stop_reason}")
             if meta.get("attempts", 1) > 1:
@@ -96,9 +143,7 @@ class RunState:
             if meta.get("replayed"):
                 figures.append("replayed from cassette")
         else:
-            if self.first_token is not None:
-                figures.append(f"first token {self.first_token:.2f} s")
-            figures.append(f"{time.monotonic() - self.started:.2f} s")
+            figures.append(f"{elapsed:.2f} s")
             if self.interrupted:
                 figures.append("interrupted")
             elif self.error is not None:
@@ -162,15 +207,13 @@ class WidgetView:
     def _body_html(self) -> str:
         s = self.state
         parts = []
-        if s.reasoning:
-            parts.append(f"<details><summary>reasoning</summary>{markdown_to_html(''.join(s.reasoning))}</details>")
-        if s.text:
-            parts.append(markdown_to_html("".join(s.text)))
-        for call_id, name, *args in s.tools.values():
-            parts.append(
-                f'<div class="ipyagent-tool"><b>{escape(name or "tool call")}</b> '
-                f'<span class="ipyagent-footer">{escape(call_id)}</span><pre>{escape("".join(args))}</pre></div>'
-            )
+        for segment in s.segments.values():
+            if segment.kind == "reasoning":
+                parts.append(f"<details><summary>reasoning</summary>{markdown_to_html(''.join(segment.parts))}</details>")
+            elif segment.kind == "text":
+                parts.append(markdown_to_html("".join(segment.parts)))
+            else:
+                parts.append(_tool_card(segment))
         if s.error is not None:
             parts.append(f'<div class="ipyagent-error">⚠ {escape(s.error.message)}</div>')
         if s.interrupted:
@@ -199,6 +242,10 @@ class TextView:
                 self._tool_index = event.index
                 out.write(f"\n[tool call {event.name or ''}] ")
             out.write(event.arguments)
+        elif isinstance(event, ToolCallCompleted):
+            self._tool_index = None
+            label = "error" if event.is_error else "result"
+            out.write(f"\n[{label} {event.action.native_name}, {event.duration_s:.2f} s] {event.result.to_text()}\n")
         elif isinstance(event, ModelFailed):
             out.write(f"\n[error] {event.error.message}")
         if self.state.finished:
@@ -214,6 +261,22 @@ class TextView:
     def finish(self) -> None:
         self.stream.write("\n[" + " · ".join(self.state.footer_figures()) + "]\n")
         self.stream.flush()
+
+
+def _tool_card(segment: Segment) -> str:
+    """A tool call as a collapsible card: name and arguments, then its result once run."""
+    if segment.result is None:
+        status = "running…" if segment.duration is None else ""
+        result = ""
+    else:
+        status = f"{'error' if segment.is_error else 'done'} in {segment.duration or 0:.2f} s"
+        result = f'<div class="ipyagent-footer">result</div><pre>{escape(segment.result)}</pre>'
+    css = "ipyagent-tool ipyagent-tool-error" if segment.is_error else "ipyagent-tool"
+    return (
+        f'<details class="{css}" open><summary><b>{escape(segment.name or "tool call")}</b> '
+        f'<span class="ipyagent-footer">{escape(segment.call_id)} · {escape(status)}</span></summary>'
+        f'<pre>{escape("".join(segment.parts))}</pre>{result}</details>'
+    )
 
 
 def make_view(provider: str, *, widgets: bool) -> Any:
