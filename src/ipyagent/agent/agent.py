@@ -177,6 +177,7 @@ class Agent:
         result: AgentResult | None = None
         partial: list[Event] = []
         usage = Usage()
+        billed: list[Message] = []  # messages whose usage is already in `usage`
         try:
             async for event in self.astream(prompt):
                 if on_event is not None:
@@ -184,10 +185,14 @@ class Agent:
                 partial.append(event)
                 if isinstance(event, ModelCompleted):
                     usage = _add_usage(usage, event.usage)
+                    billed.append(event.message)
                     result = AgentResult(self.provider, event.message, usage, event.stop_reason, metadata=event.metadata,
                                          messages=event.metadata.pop("run_messages"))
                 elif isinstance(event, ModelFailed):
-                    usage = _add_usage(usage, event.partial.usage or Usage())
+                    # The loop's own failures (max_steps, a tool call cut by max_tokens) carry a
+                    # message that its ModelCompleted already billed: count it once.
+                    if not any(event.partial is m for m in billed):
+                        usage = _add_usage(usage, event.partial.usage or Usage())
                     result = AgentResult(self.provider, event.partial, usage, None, event.error, metadata=event.metadata,
                                          messages=event.metadata.pop("run_messages", []))
         except asyncio.CancelledError:

@@ -130,7 +130,7 @@ class BaseTool:
             return template
         import jinja2
 
-        return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(template).render(tool=self, **vars(self))
+        return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(template).render({**vars(self), "tool": self})
 
     def schema(self) -> dict[str, dict[str, Any]]:
         """{activity: JSON Schema of its input} for every offered activity."""
