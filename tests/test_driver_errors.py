@@ -330,9 +330,10 @@ def test_unknown_provider_option_fails_before_any_request():
 
 def test_tools_on_a_driver_without_tool_support_fail_before_sending():
     from ipyagent.core import ToolDefinition
+    from ipyagent.drivers import Capabilities
 
     class NoTools(OpenAIChatPromptDriver):
-        supports_tools = False
+        capabilities = Capabilities(tools=False)
 
     stack = user_stack()
     stack.tools.append(ToolDefinition(name="Calc_add"))

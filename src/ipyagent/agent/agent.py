@@ -150,10 +150,11 @@ class Agent:
                 return
             pending.append(completed.message)
             calls = completed.message.tool_calls
-            if not calls:
+            cut_off = completed.stop_reason.kind is StopKind.max_tokens and (calls or completed.metadata.get("partial_tool_calls"))
+            if not calls and not cut_off:
                 self.messages.extend(pending)
                 return
-            if completed.stop_reason.kind is StopKind.max_tokens:
+            if cut_off:
                 yield ModelFailed(
                     ProviderError("invalid_response", "the model ran out of output tokens while writing a tool call; "
                                   "raise max_completion_tokens or ask for less", retryable=False),

@@ -29,6 +29,7 @@ from .content import (
 )
 from .errors import ConfigurationError, ProviderError
 from .events import (
+    BlockDelta,
     DeltaMessage,
     Event,
     ModelCompleted,

@@ -67,11 +67,13 @@ class GenericBlock(_Block):
 
 
 class ActionCallBlock(_Block):
-    """A tool call made by the model. `raw_arguments` keeps the text as sent."""
+    """A tool call made by the model. `raw_arguments` keeps the text as sent;
+    `signature` an opaque provider token to send back unchanged (Gemini's thoughtSignature)."""
 
     type: Literal["action_call"] = "action_call"
     action: ToolAction
     raw_arguments: str | None = None
+    signature: str | None = None
 
     @classmethod
     def from_deltas(cls, deltas: list[Any]) -> "ActionCallBlock":
@@ -89,7 +91,8 @@ class ActionCallBlock(_Block):
             call_id = d.call_id or call_id
             name = d.name or name
         raw = "".join(d.arguments for d in deltas if d.arguments)
-        return cls(action=ToolAction.from_native(call_id, name, parse_arguments(raw, name)), raw_arguments=raw)
+        signature = next((s for d in reversed(deltas) if (s := getattr(d, "signature", None))), None)
+        return cls(action=ToolAction.from_native(call_id, name, parse_arguments(raw, name)), raw_arguments=raw, signature=signature)
 
 
 class ActionResultBlock(_Block):

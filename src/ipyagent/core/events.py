@@ -50,7 +50,17 @@ class ToolCallDelta(DeltaMessage):
     call_id: str | None = None
     name: str | None = None
     arguments: str = ""
+    signature: str | None = None
     type: str = field(default="tool_call_delta", init=False)
+
+
+@dataclass(slots=True)
+class BlockDelta(DeltaMessage):
+    """A whole content block that arrives at once and is not streamed (Anthropic
+    redacted thinking, a server tool's result): kept as it is in the final message."""
+
+    block: Any
+    type: str = field(default="block_delta", init=False)
 
 
 @dataclass(slots=True)
@@ -96,4 +106,4 @@ class ToolCallCompleted:
         return getattr(self.result, "type", None) == "error"
 
 
-Event = ModelStarted | TextDelta | ReasoningDelta | ToolCallDelta | ModelCompleted | ModelFailed | ToolCallCompleted
+Event = ModelStarted | TextDelta | ReasoningDelta | ToolCallDelta | BlockDelta | ModelCompleted | ModelFailed | ToolCallCompleted

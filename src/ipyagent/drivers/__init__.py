@@ -1,6 +1,6 @@
 """Prompt drivers: one module per wire protocol, the base template and the registry."""
 
-from .base import BasePromptDriver, BlockIndex, StreamMeta
+from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 from .registry import BUILTIN, ProviderSpec, create_driver, parse_provider_id, providers
 
-__all__ = ["BasePromptDriver", "BlockIndex", "StreamMeta", "BUILTIN", "ProviderSpec", "create_driver", "parse_provider_id", "providers"]
+__all__ = ["Capabilities", "BasePromptDriver", "BlockIndex", "StreamMeta", "BUILTIN", "ProviderSpec", "create_driver", "parse_provider_id", "providers"]

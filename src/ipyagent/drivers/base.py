@@ -30,6 +30,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from ..core import (
     ActionCallBlock,
+    BlockDelta,
+    ImageBlock,
     DeltaMessage,
     Event,
     Message,
@@ -63,6 +65,18 @@ STATUS_TYPES: dict[int, str] = {
 }
 
 _SECRET_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{3,}|AIza[0-9A-Za-z_\-]{10,}|gsk_[A-Za-z0-9]{10,})")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a driver (and model) can do. A request needing a missing one fails before sending."""
+
+    streaming: bool = True
+    tools: bool = True
+    parallel_tools: bool = True
+    vision: bool = False
+    structured_output_native: bool = False
+    reasoning: bool = False
 
 
 @dataclass(slots=True)
@@ -109,10 +123,11 @@ class _Aggregator:
         else:
             bucket.append(delta)
 
-    def message(self, *, strict: bool) -> Message:
+    def message(self, *, strict: bool, dropped: list[dict[str, Any]] | None = None) -> Message:
         """The message so far. With `strict`, a tool call whose arguments are not
         a JSON object raises ValueError; otherwise such a call is dropped (the
-        partial text of a failed stream is still worth keeping)."""
+        partial text of a failed stream is still worth keeping) and described in
+        `dropped` ({"id", "name", "raw_arguments"})."""
         blocks: list[Any] = []
         for index in sorted(self.deltas):
             bucket = self.deltas[index]
@@ -129,6 +144,14 @@ class _Aggregator:
                 except ValueError:
                     if strict:
                         raise
+                    if dropped is not None:
+                        dropped.append({
+                            "id": next((d.call_id for d in reversed(bucket) if d.call_id), None),
+                            "name": next((d.name for d in reversed(bucket) if d.name), None),
+                            "raw_arguments": "".join(d.arguments for d in bucket if d.arguments),
+                        })
+            elif isinstance(first, BlockDelta):
+                blocks.append(first.block)
         return Message(role="assistant", content=blocks)
 
 
@@ -175,7 +198,8 @@ class BasePromptDriver(ABC):
     protocol: ClassVar[str]
     #: Keys a user may pass in `provider_options`.
     known_options: ClassVar[frozenset[str]] = frozenset()
-    supports_tools: ClassVar[bool] = True
+    #: What the protocol can do; `capabilities_for(model)` may narrow it per model.
+    capabilities: ClassVar[Capabilities] = Capabilities()
     default_base_url: ClassVar[str]
 
     def __init__(
@@ -249,12 +273,32 @@ class BasePromptDriver(ABC):
             )
         return self._client
 
+    @property
+    def supports_tools(self) -> bool:
+        return self.capabilities_for(self.model).tools
+
+    def capabilities_for(self, model: str) -> Capabilities:
+        """The capabilities for `model` (default: the protocol's)."""
+        return self.capabilities
+
     def check_capabilities(self, prompt_stack: PromptStack) -> None:
-        """Fail before sending anything when the request needs what this driver lacks."""
-        if prompt_stack.tools and not self.supports_tools:
+        """Fail before sending anything when the request needs what this driver or model lacks.
+
+        Raises:
+            ProviderError: type ``unsupported_capability``, naming provider, model and capability.
+        """
+        caps = self.capabilities_for(self.model)
+        needed = []
+        if prompt_stack.tools and not caps.tools:
+            needed.append("tools")
+        if not caps.vision and any(isinstance(b, ImageBlock) for m in prompt_stack.messages for b in m.content):
+            needed.append("vision")
+        for capability in needed:
             raise ProviderError(
                 "unsupported_capability",
-                f"{self.id} does not support tool calling; remove the tools or use a model that has it",
+                f"{self.provider} model {self.model} does not support {capability}; "
+                f"remove it from the request or choose a model that has it",
+                code=capability,
                 retryable=False,
             )
 
@@ -388,9 +432,13 @@ class BasePromptDriver(ABC):
             try:
                 message = agg.message(strict=True)
             except ValueError as exc:
-                error = ProviderError("invalid_response", str(exc), retryable=False)
-                yield self._failed(error, agg, metadata, started, strict=False)
-                return
+                if meta.stop_kind is not StopKind.max_tokens:
+                    error = ProviderError("invalid_response", str(exc), retryable=False)
+                    yield self._failed(error, agg, metadata, started, strict=False)
+                    return
+                # Cut off by max_tokens inside a tool call: report the partial call, not a broken one.
+                metadata["partial_tool_calls"] = partial_calls = []
+                message = agg.message(strict=False, dropped=partial_calls)
             if metadata.get("ttft_s") is None:
                 metadata["ttft_s"] = None
             metadata["latency_s"] = time.monotonic() - started

@@ -32,7 +32,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
-from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, StreamMeta
+from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 
 FINISH_REASONS: dict[str, StopKind] = {
     "stop": StopKind.end_turn,
@@ -91,6 +91,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
 
     protocol = "openai"
     default_base_url = "https://api.openai.com/v1"
+    capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True)
     known_options = frozenset(
         {
             "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop", "n",
