@@ -125,3 +125,20 @@ class StubServer:
     def __exit__(self, *exc: object) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+def openai_text_reply(text: str, *, piece: int = 8, **kw: Any) -> Reply:
+    """An OpenAI Chat text stream saying `text`, in the shape of the recorded
+    ``openai-chat/stream-text-include-usage.sse`` (its first chunk is the template)."""
+    recorded = (FIXTURES / "openai-chat" / "stream-text-include-usage.sse").read_text()
+    first = json.loads(next(line[6:] for line in recorded.splitlines() if line.startswith("data: {")))
+    base = {k: v for k, v in first.items() if k not in ("choices", "usage")}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, Any] | None = None) -> bytes:
+        choices = [] if usage else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+        return b"data: " + json.dumps({**base, "choices": choices, "usage": usage}).encode() + b"\n\n"
+
+    pieces = [chunk({"role": "assistant", "content": ""})]
+    pieces += [chunk({"content": text[i:i + piece]}) for i in range(0, len(text), piece)]
+    pieces += [chunk({}, "stop"), chunk({}, usage={"prompt_tokens": 10, "completion_tokens": len(pieces), "total_tokens": 10 + len(pieces)})]
+    return Reply(pieces=pieces + [b"data: [DONE]\n\n"], **kw)

@@ -46,8 +46,7 @@ def _view_html(nb, cell) -> tuple[str, str]:
     (view_id,) = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for o in cell.outputs
                   if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
     children = [c.removeprefix("IPY_MODEL_") for c in states[view_id]["children"]]
-    _style, body, footer = (states[c]["value"] for c in children)
-    return body, footer
+    return states[children[1]]["value"], states[children[-1]]["value"]
 
 
 def test_quickstart_streams_into_saved_widgets(tmp_path, monkeypatch):

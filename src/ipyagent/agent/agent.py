@@ -9,12 +9,15 @@ its HTTP client always live on one loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import (
     ActionArtifact,
+    BaseArtifact,
+    ErrorArtifact,
     Event,
     Message,
     ModelCompleted,
@@ -31,6 +34,7 @@ from ..core import (
 )
 from ..drivers import BasePromptDriver, create_driver
 from ..tools import Toolbox
+from . import react
 from .loop_thread import background_loop, in_background_loop, run_sync
 
 
@@ -92,6 +96,10 @@ class Agent:
         tools: `BaseTool` instances or functions the model may call.
         max_steps: model turns per run at most; the run stops there, keeping
             everything so far, with an error saying so.
+        react: use the ReAct text protocol for tools (None: only when the
+            driver has no native tool calling).
+        approve: called with each tool call whose activity `requires_approval`;
+            returns (or resolves to) True to run it. Without it such calls are not run.
         **driver_options: passed to `create_driver` (``base_url``, ``api_key_env``,
             ``record``, ``timeout``, ``max_attempts``, ``provider_options``).
 
@@ -106,12 +114,16 @@ class Agent:
         system: str | None = None,
         tools: list[Any] | None = None,
         max_steps: int = 10,
+        react: bool | None = None,
+        approve: Callable[[ToolAction], bool | Awaitable[bool]] | None = None,
         **driver_options: Any,
     ) -> None:
         self.driver = provider if isinstance(provider, BasePromptDriver) else create_driver(provider, **driver_options)
         self.system = system
         self.toolbox = Toolbox(tools or [])
         self.max_steps = max_steps
+        self.react = react
+        self.approve = approve
         self.messages: list[Message] = []
         self.results: list[AgentResult] = []
 
@@ -119,11 +131,19 @@ class Agent:
     def provider(self) -> str:
         return self.driver.id
 
+    @property
+    def uses_react(self) -> bool:
+        """True when tools go through the ReAct text protocol instead of native tool calls."""
+        return self.react if self.react is not None else not self.driver.supports_tools
+
     def prompt_stack(self, prompt: str | None = None, pending: list[Message] | None = None) -> PromptStack:
         """The request: system prompt, the conversation so far, `prompt`, then the run's `pending` messages."""
-        stack = PromptStack(tools=self.toolbox.definitions())
-        if self.system:
-            stack.add_system_message(self.system)
+        definitions = self.toolbox.definitions()
+        react_mode = bool(definitions) and self.uses_react
+        stack = PromptStack(tools=[] if react_mode else definitions)
+        system = "\n\n".join(p for p in (self.system, react.system_prompt(definitions) if react_mode else None) if p)
+        if system:
+            stack.add_system_message(system)
         stack.messages.extend(self.messages)
         if prompt is not None:
             stack.add_user_message(prompt)
@@ -139,7 +159,8 @@ class Agent:
         without the broken reply.
         """
         pending: list[Message] = [self.prompt_stack(prompt).messages[-1]]
-        for step in range(self.max_steps):
+        react_mode = bool(self.toolbox) and self.uses_react
+        for _ in range(self.max_steps):
             completed: ModelCompleted | None = None
             async for event in self.driver.stream(self.prompt_stack(None, pending)):
                 if isinstance(event, ModelCompleted):
@@ -149,9 +170,13 @@ class Agent:
             if completed is None:
                 return
             pending.append(completed.message)
-            calls = completed.message.tool_calls
+            if react_mode:
+                parsed = react.parse_calls(completed.message.text)
+                calls = [c.action for c in parsed if c.action is not None]
+            else:
+                parsed, calls = [], completed.message.tool_calls
             cut_off = completed.stop_reason.kind is StopKind.max_tokens and (calls or completed.metadata.get("partial_tool_calls"))
-            if not calls and not cut_off:
+            if not calls and not parsed and not cut_off:
                 self.messages.extend(pending)
                 return
             if cut_off:
@@ -161,9 +186,20 @@ class Agent:
                     completed.message, {"run_messages": pending},
                 )
                 return
-            results = await self.toolbox.run_all(calls)
+            outcomes = dict(zip((a.tag for a in calls), await self._run_calls(calls)))
+            if react_mode:
+                blocks = []
+                for call in parsed:
+                    action = call.action or ToolAction(tag=call.tag, name="invalid_tool_call")
+                    artifact, seconds = outcomes.get(call.tag, (ErrorArtifact(value=call.error or "not run"), 0.0))
+                    action.output = artifact
+                    yield ToolCallCompleted(action, artifact, seconds)
+                    blocks.append(react.result_block(call.tag, artifact.to_text(), is_error=artifact.type == "error"))
+                pending.append(Message(role="user", content=[TextBlock(text="\n\n".join(blocks))]))
+                continue
             result_message = Message(role="tool")
-            for action, (artifact, seconds) in zip(calls, results):
+            for action in calls:
+                artifact, seconds = outcomes[action.tag]
                 action.output = artifact
                 yield ToolCallCompleted(action, artifact, seconds)
                 result_message.content.extend(PromptStack().add_message("tool", ActionArtifact(value=action)).content)
@@ -173,6 +209,23 @@ class Agent:
                           retryable=False),
             pending[-2] if len(pending) > 1 else Message(role="assistant"), {"run_messages": pending},
         )
+
+    async def _run_calls(self, calls: list[ToolAction]) -> list[tuple[BaseArtifact, float]]:
+        """Run one turn's calls concurrently, asking `approve` first for those that need it."""
+
+        async def one(action: ToolAction) -> tuple[BaseArtifact, float]:
+            route = self.toolbox.route(action)
+            if route is not None and route[0].needs_approval(route[1]):
+                if self.approve is None:
+                    return ErrorArtifact(value="this tool needs approval and no one can approve it here; it was not run"), 0.0
+                verdict = self.approve(action)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+                if not verdict:
+                    return ErrorArtifact(value="denied by the user; the tool was not run"), 0.0
+            return await self.toolbox.run_one(action)
+
+        return list(await asyncio.gather(*(one(a) for a in calls)))
 
     async def _arun(self, prompt: str, on_event: Callable[[Event], Any] | None) -> AgentResult:
         result: AgentResult | None = None

@@ -9,8 +9,9 @@ without that the stream would go on after the cell failed (TOOLCHAIN.md §3c).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -39,12 +40,16 @@ def in_background_loop() -> bool:
         return False
 
 
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+def run_sync(coro: Coroutine[Any, Any, T], *, idle: Callable[[], Any] | None = None) -> T:
     """Run `coro` on the background loop and wait for its result.
 
     Works whether or not the calling thread has a running event loop (a
     notebook cell does). A KeyboardInterrupt while waiting cancels the
     coroutine, waits briefly for it to finish cleaning up, and re-raises.
+
+    `idle`, if given, is called about every 50 ms while waiting (the notebook
+    layer uses it to process widget events, such as an Approve click, while
+    the cell blocks).
 
     Raises:
         RuntimeError: called from the background loop itself (await instead).
@@ -66,7 +71,13 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
     future = asyncio.run_coroutine_threadsafe(tracked(), background_loop())
     try:
-        return future.result()
+        if idle is None:
+            return future.result()
+        while True:
+            try:
+                return future.result(timeout=0.05)
+            except concurrent.futures.TimeoutError:
+                idle()
     except KeyboardInterrupt:
         future.cancel()
         if started.is_set():

@@ -18,7 +18,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..agent import Agent, AgentResult, run_sync
 from ..core import ConfigurationError, Message
 from ..drivers import create_driver, parse_provider_id, providers
-from ..tools import Toolbox
+from ..tools import BaseTool, FunctionTool, Toolbox
+from ..tools.activity import ACTIVITY_ATTR
 from .template import TemplateError, render_cell
 from .view import make_view
 
@@ -74,10 +75,25 @@ class AgentMagics(Magics):
         agent.system = self.system
         return agent
 
+    def _namespace_tools(self) -> dict[str, Any]:
+        """Tools visible in the user namespace: BaseTool instances and subclasses, @activity functions."""
+        found = {}
+        for name, value in self.shell.user_ns.items():
+            if name.startswith("_"):
+                continue
+            if isinstance(value, BaseTool) or (isinstance(value, type) and issubclass(value, BaseTool) and value is not BaseTool
+                                               and value is not FunctionTool and value.__module__ == "__main__"):
+                found[name] = value
+            elif callable(value) and hasattr(value, ACTIVITY_ATTR) and not isinstance(value, type):
+                found[name] = value
+        return found
+
     def _toolbox(self, names: str | None) -> Toolbox:
-        """The tools named in ``--tools``, looked up in the user namespace."""
+        """The tools named in ``--tools`` (``*``: every tool in the namespace), looked up in the user namespace."""
         if not names:
             return Toolbox()
+        if names.strip().strip("'\"") == "*":
+            return Toolbox(self._namespace_tools().values())
         tools = []
         for name in (n.strip() for n in names.split(",")):
             if name not in self.shell.user_ns:
@@ -158,6 +174,28 @@ class AgentMagics(Magics):
         for name, key, description in rows:
             print(f"{name:<{width}}  {key:<{kwidth}}  {description}")
 
+    # -- %tools -----------------------------------------------------------------------
+
+    @line_magic
+    def tools(self, line: str) -> None:
+        """List the tools in your namespace with their activities and JSON Schemas (use with ``%%agent --tools``)."""
+        import json
+
+        found = self._namespace_tools()
+        if not found:
+            print("no tools in the namespace: define a function with @activity or a BaseTool subclass")
+            return
+        for name, value in found.items():
+            try:
+                tool = Toolbox([value]).tools[0]
+            except (TypeError, ValueError) as exc:
+                print(f"{name}: cannot be used as a tool: {exc}")
+                continue
+            print(f"{name}  ({type(tool).__name__})")
+            for definition in tool.tool_definitions():
+                print(f"  {definition.name}: {definition.description}")
+                print("    " + json.dumps(definition.parameters))
+
     # -- %%agent ----------------------------------------------------------------------
 
     @magic_arguments()
@@ -168,6 +206,7 @@ class AgentMagics(Magics):
     @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
     @argument("--tools", metavar="NAME[,NAME]", help="tools the model may call: names of functions or BaseTool objects in your namespace")
     @argument("--max-steps", type=int, default=10, help="model turns per cell at most (default 10)")
+    @argument("--react", action="store_true", help="describe tools in the prompt and parse calls from text (models without native tool calling)")
     @cell_magic
     def agent(self, line: str, cell: str) -> AgentResult | None:
         """Send the cell as a user message and stream the reply.
@@ -195,6 +234,7 @@ class AgentMagics(Magics):
         except (ValueError, TypeError) as exc:  # a tool that cannot be declared (bad name, bad config)
             raise UsageError(f"--tools: {exc}") from None
         agent.max_steps = args.max_steps
+        agent.react = True if args.react else None
         view = make_view(agent.provider, widgets=self._widgets())
         if self._widgets():
             from IPython.display import display
@@ -208,7 +248,16 @@ class AgentMagics(Magics):
                 view.mark_interrupted()
                 raise
 
-        result = run_sync(run())
+        agent.approve = view.request_approval
+        needs_approval = any(t.needs_approval(a) for t in agent.toolbox.tools for a in t.activities())
+        if needs_approval and self._widgets():
+            # A blocking cell does not see widget events; jupyter-ui-poll lets Approve/Deny clicks through.
+            from jupyter_ui_poll import ui_events
+
+            with ui_events() as poll:
+                result = run_sync(run(), idle=lambda: poll(20))
+        else:
+            result = run_sync(run())
         self.last_result = result
         if args.out:
             self.shell.user_ns[args.out] = result

@@ -8,6 +8,7 @@ background loop. The widget view coalesces updates: at most one frame every
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 import time
 from typing import Any, TextIO
@@ -20,6 +21,7 @@ from ..core import (
     ProviderError,
     ReasoningDelta,
     TextDelta,
+    ToolAction,
     ToolCallCompleted,
     ToolCallDelta,
 )
@@ -77,6 +79,16 @@ class RunState:
             segment = self.segments[(self.turn, index)] = Segment(kind)
         return segment
 
+    def tool_segment(self, action: ToolAction) -> Segment:
+        """The card of `action`; calls that never streamed (ReAct) get one now."""
+        for segment in self.segments.values():
+            if segment.kind == "tool" and segment.call_id == action.tag:
+                return segment
+        segment = self.segments[(self.turn, 10_000 + len(self.segments))] = Segment("tool")
+        segment.call_id, segment.name = action.tag, action.native_name if action.name else "tool call"
+        segment.parts.append(json.dumps(action.input))
+        return segment
+
     @property
     def text(self) -> str:
         return "".join(p for s in self.segments.values() if s.kind == "text" for p in s.parts)
@@ -93,10 +105,9 @@ class RunState:
             call.name = event.name or call.name
             call.parts.append(event.arguments)
         elif isinstance(event, ToolCallCompleted):
-            for segment in self.segments.values():
-                if segment.kind == "tool" and segment.call_id == event.action.tag:
-                    segment.result = event.result.to_text()
-                    segment.is_error, segment.duration = event.is_error, event.duration_s
+            segment = self.tool_segment(event.action)
+            segment.result = event.result.to_text()
+            segment.is_error, segment.duration = event.is_error, event.duration_s
             return True
         elif isinstance(event, ModelCompleted):
             self.input_tokens += event.usage.input
@@ -161,8 +172,9 @@ class WidgetView:
 
         self.state = RunState(provider)
         self.body = widgets.HTML(value="")
+        self.approvals = widgets.VBox([])
         self.footer = widgets.HTML(value=self._footer_html())
-        self.widget = widgets.VBox([widgets.HTML(STYLE), self.body, self.footer])
+        self.widget = widgets.VBox([widgets.HTML(STYLE), self.body, self.approvals, self.footer])
         self.widget.add_class("ipyagent-view")
         self.frames = 0
         self._last_frame = 0.0
@@ -190,6 +202,35 @@ class WidgetView:
     def mark_interrupted(self) -> None:
         self.state.interrupted = True
         self.finish()
+
+    async def request_approval(self, action: ToolAction) -> bool:
+        """Show Approve / Deny for `action` and wait for a click (an `Agent.approve` callback).
+
+        Clicks arrive on the kernel's thread; the answer is handed to this loop.
+        """
+        import ipywidgets as widgets
+
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[bool] = loop.create_future()
+        label = widgets.HTML(f"<b>{escape(action.native_name)}</b> wants to run with <code>{escape(json.dumps(action.input))}</code>")
+        approve = widgets.Button(description="Approve", button_style="success", icon="check")
+        deny = widgets.Button(description="Deny", button_style="danger", icon="times")
+        row = widgets.HBox([label, approve, deny])
+        row.add_class("ipyagent-approval")
+
+        def decide(value: bool) -> None:
+            if not answer.done():
+                answer.set_result(value)
+
+        approve.on_click(lambda _: loop.call_soon_threadsafe(decide, True))
+        deny.on_click(lambda _: loop.call_soon_threadsafe(decide, False))
+        self.approvals.children = (*self.approvals.children, row)
+        try:
+            verdict = await answer
+        finally:
+            approve.disabled = deny.disabled = True
+        label.value += " · " + ("approved" if verdict else "denied")
+        return verdict
 
     def finish(self) -> None:
         """The exact final frame."""
@@ -258,6 +299,12 @@ class TextView:
         self.stream.write("\n[interrupted]")
         self.finish()
 
+    async def request_approval(self, action: ToolAction) -> bool:
+        """Ask on the terminal whether to run `action`."""
+        question = f"\nRun {action.native_name}({json.dumps(action.input)})? [y/N] "
+        answer = await asyncio.to_thread(input, question)
+        return answer.strip().lower() in ("y", "yes")
+
     def finish(self) -> None:
         self.stream.write("\n[" + " · ".join(self.state.footer_figures()) + "]\n")
         self.stream.flush()
@@ -270,7 +317,8 @@ def _tool_card(segment: Segment) -> str:
         result = ""
     else:
         status = f"{'error' if segment.is_error else 'done'} in {segment.duration or 0:.2f} s"
-        result = f'<div class="ipyagent-footer">result</div><pre>{escape(segment.result)}</pre>'
+        label = "error" if segment.is_error else "result"
+        result = f'<details class="ipyagent-result"><summary>{label}</summary><pre>{escape(segment.result)}</pre></details>'
     css = "ipyagent-tool ipyagent-tool-error" if segment.is_error else "ipyagent-tool"
     return (
         f'<details class="{css}" open><summary><b>{escape(segment.name or "tool call")}</b> '

@@ -26,11 +26,13 @@ class ActivityConfig:
             and its attributes; defaults to the docstring's description.
         schema: a pydantic model class for the input, or None to derive it.
         off_prompt: None to follow the tool, or True/False for this activity.
+        requires_approval: None to follow the tool, or True/False for this activity.
     """
 
     description: str | None = None
     schema: type[BaseModel] | None = None
     off_prompt: bool | None = None
+    requires_approval: bool | None = None
 
 
 def activity(fn: Callable[..., Any] | None = None, *, config: dict[str, Any] | None = None) -> Any:
@@ -41,15 +43,17 @@ def activity(fn: Callable[..., Any] | None = None, *, config: dict[str, Any] | N
         TypeError: the config has unknown keys or a schema that is not a pydantic model.
     """
     config = dict(config or {})
-    unknown = set(config) - {"description", "schema", "off_prompt"}
+    known = {"description", "schema", "off_prompt", "requires_approval"}
+    unknown = set(config) - known
     if unknown:
-        raise TypeError(f"unknown @activity config keys {sorted(unknown)}; known: description, schema, off_prompt")
+        raise TypeError(f"unknown @activity config keys {sorted(unknown)}; known: {', '.join(sorted(known))}")
     schema = config.get("schema")
     if schema is not None and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         raise TypeError("@activity schema must be a pydantic model class (or left out to derive it from type hints)")
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
-        setattr(f, ACTIVITY_ATTR, ActivityConfig(config.get("description"), schema, config.get("off_prompt")))
+        setattr(f, ACTIVITY_ATTR, ActivityConfig(config.get("description"), schema, config.get("off_prompt"),
+                                                 config.get("requires_approval")))
         return f
 
     return mark(fn) if fn is not None else mark

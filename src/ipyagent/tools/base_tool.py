@@ -59,6 +59,8 @@ class BaseTool:
         allowlist: only these activities are offered and may run.
         denylist: these activities are neither offered nor run.
         off_prompt: send outputs to Task Memory instead of the prompt.
+        requires_approval: every call waits for the user's approval (per activity:
+            ``@activity(config={"requires_approval": True})``).
         extra_schema_properties: {activity: {property: JSON Schema}} added to
             that activity's input schema.
 
@@ -74,12 +76,14 @@ class BaseTool:
         allowlist: list[str] | None = None,
         denylist: list[str] | None = None,
         off_prompt: bool = False,
+        requires_approval: bool = False,
         extra_schema_properties: dict[str, dict[str, Any]] | None = None,
     ) -> None:
         self.name = name or type(self).__name__
         self.allowlist = list(allowlist) if allowlist is not None else None
         self.denylist = list(denylist or [])
         self.off_prompt = off_prompt
+        self.requires_approval = requires_approval
         self.extra_schema_properties = dict(extra_schema_properties or {})
         known = set(self._functions)
         if not known:
@@ -114,6 +118,10 @@ class BaseTool:
     def is_off_prompt(self, activity: str) -> bool:
         own = self._config(activity).off_prompt
         return self.off_prompt if own is None else own
+
+    def needs_approval(self, activity: str) -> bool:
+        own = self._config(activity).requires_approval
+        return self.requires_approval if own is None else own
 
     def input_model(self, activity: str) -> type[BaseModel]:
         config = self._config(activity)

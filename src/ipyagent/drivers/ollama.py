@@ -1,0 +1,272 @@
+"""Ollama's native chat API over NDJSON, for a local server or ollama.com.
+
+Follows the Ollama API documentation, "Generate a chat completion"
+(`POST /api/chat`, `stream: true`) and "Errors" (docs/api.md, docs/api/errors.mdx):
+
+* the stream is newline-delimited JSON, one object per line, not SSE; the
+  Content-Type is ``application/x-ndjson`` from a local server and
+  ``application/json`` from ollama.com, so it is not checked;
+* each object carries ``message.content`` / ``message.thinking`` pieces;
+  ``message.tool_calls`` arrive whole, with ``arguments`` as a JSON object
+  (ids only from Ollama 0.12.10 on);
+* the last object has ``done: true``, ``done_reason`` (``stop`` even when the
+  model called tools, ``length``) and the metrics ``prompt_eval_count`` /
+  ``eval_count`` and ``*_duration`` (nanoseconds);
+* an error after the stream started is a ``{"error": "..."}`` line (status
+  stays 200); before that, an HTTP error with the same body.
+
+`/api/generate` objects (``response`` instead of ``message.content``) parse
+with the same code, so a recorded generate stream replays too.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+
+from ..core import (
+    ActionCallBlock,
+    ActionResultBlock,
+    AudioBlock,
+    DeltaMessage,
+    ImageBlock,
+    Message,
+    PromptStack,
+    ProviderError,
+    ReasoningBlock,
+    ReasoningDelta,
+    StopKind,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+
+DONE_REASONS: dict[str, StopKind] = {
+    "stop": StopKind.end_turn,
+    "length": StopKind.max_tokens,
+}
+
+_UNSUPPORTED_RE = re.compile(r"does not support (\w+)")
+_NOT_FOUND_RE = re.compile(r"\bmodel\b.*\bnot found\b", re.IGNORECASE)
+_DATA_URL_RE = re.compile(r"^data:[^;,]*;base64,(.*)$", re.DOTALL)
+
+
+def usage_from_ollama(final: dict[str, Any]) -> Usage:
+    """Map the metrics of the final (``done: true``) object to `Usage`.
+
+    `raw` keeps every count and duration (``total_duration``, ``load_duration``,
+    ``prompt_eval_duration``, ``eval_duration``: nanoseconds).
+    """
+    raw = {k: v for k, v in final.items() if k.endswith("_count") or k.endswith("_duration")}
+    return Usage(input=final.get("prompt_eval_count") or 0, output=final.get("eval_count") or 0, raw=raw)
+
+
+def classify_error(message: str) -> tuple[str | None, str | None]:
+    """(code, error type) from an Ollama error text, or (None, None) when nothing is recognized.
+
+    ``"... does not support tools"`` -> (``"tools"``, ``unsupported_capability``);
+    ``"model 'x' not found"`` -> (None, ``not_found``).
+    """
+    match = _UNSUPPORTED_RE.search(message)
+    if match:
+        return match.group(1), "unsupported_capability"
+    if _NOT_FOUND_RE.search(message):
+        return None, "not_found"
+    return None, None
+
+
+def _stream_error(error: Any) -> ProviderError:
+    """An ``{"error": ...}`` line inside a stream."""
+    message = error.get("message") if isinstance(error, dict) else error
+    message = str(message or error)
+    code, etype = classify_error(message)
+    return ProviderError(etype or "server", f"ollama stream error: {message}", code=code, raw=error)  # type: ignore[arg-type]
+
+
+class OllamaPromptDriver(BasePromptDriver):
+    """Prompt driver for `POST {base_url}/api/chat` with `stream: true`.
+
+    Args: see `BasePromptDriver`. No API key is needed for a local server; when
+    one is given (ollama.com) it is sent as ``Authorization: Bearer``.
+    `provider_options`: ``options`` (the model options object: ``temperature``,
+    ``num_ctx``, ``num_predict``, ...), ``keep_alive``, ``think``, ``format``.
+    """
+
+    protocol = "ollama"
+    default_base_url = "http://localhost:11434"
+    capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True)
+    known_options = frozenset({"options", "keep_alive", "think", "format"})
+
+    def __init__(self, model: str, **kw: Any) -> None:
+        super().__init__(model, **kw)
+        # Ollama before 0.12.10 sends tool calls without ids: number ours per driver,
+        # so two turns of one conversation never share an id.
+        self._call_ids = itertools.count()
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/x-ndjson"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    # -- request ------------------------------------------------------------------------
+
+    def build_request(self, prompt_stack: PromptStack) -> tuple[str, dict[str, Any]]:
+        options = dict(self.provider_options)
+        if "options" in options and not isinstance(options["options"], dict):
+            raise ProviderError("invalid_request", "ollama provider option 'options' must be an object (temperature, num_ctx, ...)", retryable=False)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [m for message in prompt_stack.messages for m in self._messages(message)],
+            "stream": True,
+        }
+        if prompt_stack.tools:
+            body["tools"] = [
+                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                for t in prompt_stack.tools
+            ]
+        schema = prompt_stack.to_output_json_schema()
+        if schema is not None:
+            if "format" in options and options["format"] != schema:
+                raise ProviderError(
+                    "invalid_request",
+                    "ollama: both an output schema and provider option 'format' were given; use one",
+                    retryable=False,
+                )
+            body["format"] = schema
+        body.update(options)
+        return "/api/chat", body
+
+    def _messages(self, message: Message) -> list[dict[str, Any]]:
+        results = [
+            {
+                "role": "tool",
+                "content": f"Error: {b.text}" if b.is_error else b.text,
+                "tool_name": b.action.native_name,
+                "tool_call_id": b.action.tag,
+            }
+            for b in message.content
+            if isinstance(b, ActionResultBlock)
+        ]
+        if message.role == "tool":
+            return results
+        text: list[str] = []
+        thinking: list[str] = []
+        images: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                text.append(block.text)
+            elif isinstance(block, ReasoningBlock):
+                if block.text:
+                    thinking.append(block.text)
+            elif isinstance(block, ImageBlock):
+                images.append(self._image(block))
+            elif isinstance(block, ActionCallBlock):
+                calls.append({"id": block.action.tag, "function": {"name": block.action.native_name, "arguments": block.action.input}})
+            elif isinstance(block, AudioBlock):
+                raise ProviderError(
+                    "unsupported_capability",
+                    f"{self.provider} does not take audio input; remove the audio from the request",
+                    code="audio",
+                    retryable=False,
+                )
+        if results and not (text or thinking or images or calls):
+            return results
+        out: dict[str, Any] = {"role": message.role, "content": "".join(text)}
+        if thinking:
+            out["thinking"] = "".join(thinking)
+        if images:
+            out["images"] = images
+        if calls:
+            out["tool_calls"] = calls
+        return results + [out]
+
+    def _image(self, block: ImageBlock) -> str:
+        """The base64 text of an image; Ollama takes no image URLs."""
+        if block.data:
+            return block.data
+        match = _DATA_URL_RE.match(block.url or "")
+        if match:
+            return match.group(1)
+        raise ProviderError(
+            "unsupported_capability",
+            f"{self.provider} takes images only as base64 data, not as a URL ({(block.url or '')[:80]}); "
+            "download the image and send its bytes",
+            code="image_url",
+            retryable=False,
+        )
+
+    # -- response -----------------------------------------------------------------------
+
+    async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
+        index = BlockIndex()
+        calls = 0
+        async for line in response.aiter_lines():
+            if not line.strip():
+                continue
+            try:
+                chunk = json.loads(line)
+            except ValueError:
+                raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not JSON: {line[:200]!r}") from None
+            if not isinstance(chunk, dict):
+                continue
+            error = chunk.get("error")
+            if error:
+                raise _stream_error(error)
+            message = chunk.get("message")
+            if message:
+                thinking = message.get("thinking")
+                if thinking:
+                    yield ReasoningDelta(index("reasoning"), thinking)
+                text = message.get("content")
+                if text:
+                    yield TextDelta(index("text"), text)
+                for call in message.get("tool_calls") or ():
+                    function = call.get("function") or {}
+                    arguments = function.get("arguments")
+                    if arguments is None:
+                        arguments = {}
+                    yield ToolCallDelta(
+                        index(("tool", calls)),
+                        call.get("id") or f"call_{next(self._call_ids)}",
+                        function.get("name") or None,
+                        arguments if isinstance(arguments, str) else json.dumps(arguments),
+                    )
+                    calls += 1
+            else:  # /api/generate shape
+                thinking = chunk.get("thinking")
+                if thinking:
+                    yield ReasoningDelta(index("reasoning"), thinking)
+                text = chunk.get("response")
+                if text:
+                    yield TextDelta(index("text"), text)
+            if chunk.get("done"):
+                reason = chunk.get("done_reason") or None
+                if calls and reason in (None, "stop"):
+                    kind = StopKind.tool_use  # Ollama says "stop" after tool calls too
+                else:
+                    kind = DONE_REASONS.get(reason or "stop", StopKind.end_turn)
+                yield StreamMeta(usage=usage_from_ollama(chunk), stop_raw=reason, stop_kind=kind, model=chunk.get("model") or None)
+                return
+        raise ProviderError("invalid_response", f"{self.provider} stream ended before its final object (done: true)", retryable=False)
+
+    def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
+        if isinstance(data, dict):
+            error = data.get("error")
+            if isinstance(error, dict):
+                error = error.get("message") or json.dumps(error)
+            if isinstance(error, str) and error:
+                code, etype = classify_error(error)
+                return code, error, etype
+        if isinstance(data, str) and data:
+            code, etype = classify_error(data)
+            return code, data, etype
+        return super().parse_error_body(status, data)
