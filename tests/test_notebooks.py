@@ -7,7 +7,6 @@ cassette (real OpenAI streaming format) or a slow recorded stream.
 from __future__ import annotations
 
 import json
-import queue
 import time
 from pathlib import Path
 
@@ -15,6 +14,8 @@ import pytest
 
 from ipyagent.notebook.render import markdown_to_html
 
+from .kernels import view_html as _view_html
+from .kernels import wait_reply as _wait_reply
 from .stub_server import FIXTURES, Reply, StubServer
 
 pytestmark = pytest.mark.notebook
@@ -33,20 +34,6 @@ def _sse_text_and_usage(body: str) -> tuple[str, dict]:
             for choice in chunk.get("choices", []):
                 text.append(choice["delta"].get("content") or "")
     return "".join(text), usage
-
-
-def _widget_values(nb) -> dict[str, dict]:
-    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
-    return {model_id: model["state"] for model_id, model in state.items()}
-
-
-def _view_html(nb, cell) -> tuple[str, str]:
-    """(body HTML, footer HTML) of the agent view displayed by `cell`."""
-    states = _widget_values(nb)
-    (view_id,) = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for o in cell.outputs
-                  if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    children = [c.removeprefix("IPY_MODEL_") for c in states[view_id]["children"]]
-    return states[children[1]]["value"], states[children[-1]]["value"]
 
 
 def test_quickstart_streams_into_saved_widgets(tmp_path, monkeypatch):
@@ -81,7 +68,19 @@ def test_quickstart_streams_into_saved_widgets(tmp_path, monkeypatch):
     assert last.outputs[0]["text"].startswith("end_turn")
 
 
-def test_kernel_interrupt_cancels_the_stream(monkeypatch):
+# An %%agent cell awaits in the kernel (ipykernel cancels it: CancelledError); Agent.run() blocks
+# in run_sync, whose KeyboardInterrupt handler must cancel the run (TOOLCHAIN.md §3c).
+@pytest.mark.parametrize(
+    "cell, ename",
+    [
+        ("%%agent\nWhat is the weather in San Francisco?", "CancelledError"),
+        ("from ipyagent.notebook.view import TextView\nfrom ipyagent import Agent\n"
+         "a = Agent('openai:gpt-4.1-mini', base_url=URL)\nv = TextView('x')\n"
+         "try:\n    a.run('What is the weather?', on_event=v.feed)\nfinally:\n    body = v.state.text", "KeyboardInterrupt"),
+    ],
+    ids=["magic-awaits", "agent-run-blocks"],
+)
+def test_kernel_interrupt_cancels_the_stream(monkeypatch, cell, ename):
     from jupyter_client.manager import start_new_kernel
 
     path = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
@@ -95,10 +94,10 @@ def test_kernel_interrupt_cancels_the_stream(monkeypatch):
                 msg_id = kc.execute(code)
                 return _wait_reply(kc, msg_id, timeout)
 
-            reply, _ = run(f"%load_ext ipyagent\n%provider openai:gpt-4.1-mini --base-url {server.url}/v1")
+            reply, _ = run(f"%load_ext ipyagent\n%provider openai:gpt-4.1-mini --base-url {server.url}/v1\nURL = '{server.url}/v1'")
             assert reply["content"]["status"] == "ok"
 
-            msg_id = kc.execute("%%agent\nWhat is the weather in San Francisco?")
+            msg_id = kc.execute(cell)
             deadline = time.monotonic() + 10
             while not server.requests and time.monotonic() < deadline:
                 time.sleep(0.05)
@@ -107,7 +106,7 @@ def test_kernel_interrupt_cancels_the_stream(monkeypatch):
             km.interrupt_kernel()
             reply, iopub = _wait_reply(kc, msg_id, 20)
             assert reply["content"]["status"] == "error"
-            assert reply["content"]["ename"] == "KeyboardInterrupt"
+            assert reply["content"]["ename"] == ename
 
             deadline = time.monotonic() + 3
             while not server.hangups and time.monotonic() < deadline:
@@ -115,11 +114,16 @@ def test_kernel_interrupt_cancels_the_stream(monkeypatch):
             assert server.hangups, "the server never saw the connection closed"
             assert server.hangups[0] - interrupted_at < 2.0
 
-            bodies = [m["content"]["data"]["state"]["value"] for m in iopub
-                      if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})]
-            final = [b for b in bodies if "ipyagent-status" in b]
-            assert final, "the view was not marked interrupted"
-            assert "unable" in final[-1]  # the partial text stays visible ("I'm unable to provide...")
+            if cell.startswith("%%agent"):
+                bodies = [m["content"]["data"]["state"]["value"] for m in iopub
+                          if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})]
+                final = [b for b in bodies if "ipyagent-status" in b]
+                assert final, "the view was not marked interrupted"
+                assert "unable" in final[-1]  # the partial text stays visible ("I'm unable to provide...")
+            else:
+                reply, iopub = run("print(body[:20])")
+                out = "".join(m["content"].get("text", "") for m in iopub if m["msg_type"] == "stream")
+                assert out.strip() and "I'm unable to provide".startswith(out.strip()[:20])
 
             reply, _ = run("%%agent\nAnd tomorrow?")
             assert reply["content"]["status"] == "ok"
@@ -129,31 +133,3 @@ def test_kernel_interrupt_cancels_the_stream(monkeypatch):
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
-
-
-def _wait_reply(kc, msg_id: str, timeout: float) -> tuple[dict, list[dict]]:
-    """The shell reply to `msg_id` and the iopub messages it caused (until idle)."""
-    deadline = time.monotonic() + timeout
-    iopub: list[dict] = []
-    reply = None
-    idle = False
-    while time.monotonic() < deadline and not (reply and idle):
-        if reply is None:
-            try:
-                msg = kc.get_shell_msg(timeout=0.05)
-                if msg["parent_header"].get("msg_id") == msg_id:
-                    reply = msg
-            except queue.Empty:
-                pass
-        try:
-            while True:
-                msg = kc.get_iopub_msg(timeout=0.05)
-                if msg["parent_header"].get("msg_id") == msg_id or msg["msg_type"] == "comm_msg":
-                    iopub.append(msg)
-                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle" \
-                        and msg["parent_header"].get("msg_id") == msg_id:
-                    idle = True
-        except queue.Empty:
-            pass
-    assert reply is not None, f"no reply within {timeout} s"
-    return reply, iopub

@@ -100,7 +100,9 @@ def test_ollama_needs_no_key_and_uses_its_default_url(clean_env):
     driver = create_driver("ollama:llama3.2:1b")
     assert driver.model == "llama3.2:1b"
     assert driver.provider == "ollama"
-    assert driver.base_url == BUILTIN["ollama"].base_url
+    from ipyagent.drivers.ollama import OllamaPromptDriver
+
+    assert driver.base_url == OllamaPromptDriver.default_base_url
 
 
 def test_create_driver_passes_options_through(clean_env):

@@ -35,7 +35,7 @@ from ..core import (
 from ..drivers import BasePromptDriver, create_driver
 from ..tools import Toolbox
 from . import react
-from .loop_thread import background_loop, in_background_loop, run_sync
+from .loop_thread import run_in_background, run_sync
 
 
 @dataclass
@@ -261,10 +261,7 @@ class Agent:
         """Run one turn and return its result; `on_event` sees every event as it arrives
         (called on ipyagent's background loop thread). Failures are in `result.error`,
         not raised."""
-        if in_background_loop():
-            return await self._arun(prompt, on_event)
-        future = asyncio.run_coroutine_threadsafe(self._arun(prompt, on_event), background_loop())
-        return await asyncio.wrap_future(future)
+        return await run_in_background(self._arun(prompt, on_event))
 
     def run(self, prompt: str, *, on_event: Callable[[Event], Any] | None = None) -> AgentResult:
         """Blocking `arun`; works inside a running event loop (a notebook cell)."""

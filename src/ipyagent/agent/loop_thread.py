@@ -9,9 +9,8 @@ without that the stream would go on after the cell failed (TOOLCHAIN.md §3c).
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -40,16 +39,37 @@ def in_background_loop() -> bool:
         return False
 
 
-def run_sync(coro: Coroutine[Any, Any, T], *, idle: Callable[[], Any] | None = None) -> T:
-    """Run `coro` on the background loop and wait for its result.
+class _Tracked:
+    """Runs a coroutine on the background loop and notes when it has really finished.
+
+    Cancelling a concurrent future marks it cancelled at once, before the task on
+    the loop has even seen the CancelledError; `done` lets a waiter wait for the
+    task's cleanup (the view marked interrupted, the HTTP response closed).
+    """
+
+    def __init__(self, coro: Coroutine[Any, Any, T]) -> None:
+        self.started, self.done = threading.Event(), threading.Event()
+        self.future = asyncio.run_coroutine_threadsafe(self._run(coro), background_loop())
+
+    async def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        self.started.set()
+        try:
+            return await coro
+        finally:
+            self.done.set()
+
+    def cancel_and_wait(self, timeout: float = 2.0) -> None:
+        self.future.cancel()
+        if self.started.is_set():
+            self.done.wait(timeout=timeout)
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on the background loop and block until its result.
 
     Works whether or not the calling thread has a running event loop (a
     notebook cell does). A KeyboardInterrupt while waiting cancels the
-    coroutine, waits briefly for it to finish cleaning up, and re-raises.
-
-    `idle`, if given, is called about every 50 ms while waiting (the notebook
-    layer uses it to process widget events, such as an Approve click, while
-    the cell blocks).
+    coroutine, waits up to 2 s for it to finish cleaning up, and re-raises.
 
     Raises:
         RuntimeError: called from the background loop itself (await instead).
@@ -58,30 +78,33 @@ def run_sync(coro: Coroutine[Any, Any, T], *, idle: Callable[[], Any] | None = N
     if in_background_loop():
         coro.close()
         raise RuntimeError("run_sync() called from ipyagent's own loop; use await instead")
-    # Cancelling the concurrent future marks it cancelled at once, before the task on the
-    # loop has even seen the CancelledError; `done` lets us wait for its cleanup instead.
-    started, done = threading.Event(), threading.Event()
-
-    async def tracked() -> T:
-        started.set()
-        try:
-            return await coro
-        finally:
-            done.set()
-
-    future = asyncio.run_coroutine_threadsafe(tracked(), background_loop())
+    tracked = _Tracked(coro)
     try:
-        if idle is None:
-            return future.result()
-        while True:
-            try:
-                return future.result(timeout=0.05)
-            except concurrent.futures.TimeoutError:
-                idle()
+        return tracked.future.result()
     except KeyboardInterrupt:
-        future.cancel()
-        if started.is_set():
-            done.wait(timeout=2.0)
+        tracked.cancel_and_wait()
+        raise
+
+
+async def run_in_background(coro: Coroutine[Any, Any, T]) -> T:
+    """Await `coro` run on the background loop, from any other loop (a notebook cell's).
+
+    While this waits, the caller's loop stays free: ipykernel keeps handling
+    widget events (an Approve click). Cancelling the caller (a kernel interrupt
+    of an awaiting cell) cancels `coro` and waits up to 2 s for its cleanup.
+    """
+    if in_background_loop():
+        return await coro
+    tracked = _Tracked(coro)
+    future = asyncio.wrap_future(tracked.future)
+    try:
+        # Wake the caller's loop now and then: ipykernel turns SIGINT into a callback
+        # on that loop, which a loop asleep on one future would only run at the end.
+        while not future.done():
+            await asyncio.wait([future], timeout=0.1)
+        return future.result()
+    except asyncio.CancelledError:
+        await asyncio.get_running_loop().run_in_executor(None, tracked.cancel_and_wait)
         raise
 
 

@@ -2,7 +2,7 @@
 
 A cassette is a JSON-lines file, one exchange a line::
 
-    {"provider": "openai", "model": "gpt-4.1-mini",
+    {"provider": "openai", "model": "gpt-4.1-mini", "base_url": "https://api.openai.com/v1",
      "request": {"method": "POST", "url": "https://.../chat/completions", "body": {...}},
      "response": {"status": 200, "headers": {"content-type": "..."}, "body": "data: ...\\n\\n"}}
 
@@ -59,9 +59,10 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
     replays = False
 
     def __init__(self, path: str | Path, *, provider: str, model: str, redact: Callable[[str], str],
-                 inner: httpx2.AsyncBaseTransport | None = None) -> None:
+                 inner: httpx2.AsyncBaseTransport | None = None, base_url: str | None = None) -> None:
         self.path = Path(path)
         self.provider, self.model, self._redact = provider, model, redact
+        self.base_url = redact(base_url) if base_url else None
         self._inner = inner or httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -76,6 +77,7 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
             entry = {
                 "provider": self.provider,
                 "model": self.model,
+                "base_url": self.base_url,
                 "request": {"method": request.method, "url": self._redact(str(request.url)), "body": request_body},
                 "response": {
                     "status": response.status_code,

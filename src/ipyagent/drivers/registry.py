@@ -43,14 +43,23 @@ BUILTIN: dict[str, ProviderSpec] = {
     for s in [
         ProviderSpec("openai", _OPENAI, "OPENAI_API_KEY", None, "OPENAI_BASE_URL",
                      "OpenAI Chat Completions, or any OpenAI-compatible server with --base-url"),
+        ProviderSpec("openai-responses", "ipyagent.drivers.openai_responses:OpenAIResponsesPromptDriver",
+                     "OPENAI_API_KEY", None, "OPENAI_BASE_URL", "OpenAI Responses API"),
+        ProviderSpec("anthropic", "ipyagent.drivers.anthropic:AnthropicPromptDriver", "ANTHROPIC_API_KEY", None,
+                     "ANTHROPIC_BASE_URL", "Anthropic Messages API"),
+        ProviderSpec("gemini", "ipyagent.drivers.gemini:GeminiPromptDriver", "GEMINI_API_KEY", None, "GEMINI_BASE_URL",
+                     "Google Gemini API (GEMINI_API_KEY, or GOOGLE_API_KEY)"),
+        ProviderSpec("ollama", "ipyagent.drivers.ollama:OllamaPromptDriver", None, None, None,
+                     "a local Ollama through its native /api/chat (--base-url for another host); no key"),
         ProviderSpec("groq", _OPENAI, "GROQ_API_KEY", "https://api.groq.com/openai/v1", None, "Groq (OpenAI-compatible)"),
         ProviderSpec("mistral", _OPENAI, "MISTRAL_API_KEY", "https://api.mistral.ai/v1", None, "Mistral (OpenAI-compatible)"),
         ProviderSpec("openrouter", _OPENAI, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", None, "OpenRouter (OpenAI-compatible)"),
         ProviderSpec("deepseek", _OPENAI, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", None, "DeepSeek (OpenAI-compatible)"),
-        ProviderSpec("ollama", _OPENAI, None, "http://localhost:11434/v1", "OLLAMA_BASE_URL",
-                     "a local Ollama through its OpenAI-compatible /v1 API; no key"),
     ]
 }
+
+#: A second variable accepted for a provider's key (Google documents both).
+KEY_FALLBACKS = {"GEMINI_API_KEY": "GOOGLE_API_KEY"}
 
 
 def providers() -> dict[str, ProviderSpec]:
@@ -105,7 +114,7 @@ def create_driver(
     base_url = base_url or (os.environ.get(spec.base_url_env) if spec.base_url_env else None) or spec.base_url
     cls = spec.driver_class()
     env = api_key_env or spec.api_key_env or getattr(cls, "api_key_env", None)
-    api_key = os.environ.get(env) if env else None
+    api_key = (os.environ.get(env) or os.environ.get(KEY_FALLBACKS.get(env, ""))) if env else None
     if env and not api_key and (api_key_env or base_url in (None, spec.base_url)):
         raise ConfigurationError(
             f"{env} is not set: set it in the environment (os.environ[{env!r}] = ...) "
@@ -115,7 +124,8 @@ def create_driver(
     if record:
         from .cassette import RecordingTransport
 
-        driver.transport = RecordingTransport(record, provider=name, model=model, redact=driver.redact, inner=driver.transport)
+        driver.transport = RecordingTransport(record, provider=name, model=model, redact=driver.redact,
+                                              inner=driver.transport, base_url=driver.base_url)
     return driver
 
 
@@ -128,6 +138,5 @@ def _replay_driver(path: str, **kwargs: Any) -> BasePromptDriver:
     spec = providers().get(name)
     if spec is None:
         raise ConfigurationError(f"cassette {path!r} was recorded for provider {name!r}, which is not installed")
-    url = first["request"]["url"]
-    base = url.rsplit("/", 2)[0] if url.endswith("/chat/completions") else spec.base_url
-    return spec.driver_class()(first.get("model", "unknown"), base_url=base, provider=name, transport=transport, **kwargs)
+    return spec.driver_class()(first.get("model", "unknown"), base_url=first.get("base_url"), provider=name,
+                               transport=transport, **kwargs)

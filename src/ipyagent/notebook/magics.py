@@ -6,6 +6,7 @@ They are thin: the work is done by `ipyagent.Agent`. Errors a user can fix
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import sys
@@ -15,7 +16,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..agent import Agent, AgentResult, run_sync
+from ..agent import Agent, AgentResult, run_in_background, run_sync
 from ..core import ConfigurationError, Message
 from ..drivers import create_driver, parse_provider_id, providers
 from ..tools import BaseTool, FunctionTool, Toolbox
@@ -206,6 +207,7 @@ class AgentMagics(Magics):
     @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
     @argument("--tools", metavar="NAME[,NAME]", help="tools the model may call: names of functions or BaseTool objects in your namespace")
     @argument("--max-steps", type=int, default=10, help="model turns per cell at most (default 10)")
+    @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
     @argument("--react", action="store_true", help="describe tools in the prompt and parse calls from text (models without native tool calling)")
     @cell_magic
     def agent(self, line: str, cell: str) -> AgentResult | None:
@@ -249,16 +251,18 @@ class AgentMagics(Magics):
                 raise
 
         agent.approve = view.request_approval
-        needs_approval = any(t.needs_approval(a) for t in agent.toolbox.tools for a in t.activities())
-        if needs_approval and self._widgets():
-            # A blocking cell does not see widget events; jupyter-ui-poll lets Approve/Deny clicks through.
-            from jupyter_ui_poll import ui_events
 
-            with ui_events() as poll:
-                result = run_sync(run(), idle=lambda: poll(20))
-        else:
-            result = run_sync(run())
-        self.last_result = result
-        if args.out:
-            self.shell.user_ns[args.out] = result
-        return result
+        def done(result: AgentResult) -> AgentResult:
+            self.last_result = result
+            if args.out:
+                self.shell.user_ns[args.out] = result
+            return result
+
+        if args.await_in_kernel:
+            # The cell awaits (see extension.await_agent_cells): the kernel stays free for
+            # widget events such as Approve / Deny, and an interrupt cancels the run.
+            async def awaited() -> AgentResult:
+                return done(await run_in_background(run()))
+
+            return awaited()  # type: ignore[return-value]
+        return done(run_sync(run()))

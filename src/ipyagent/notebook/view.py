@@ -81,8 +81,9 @@ class RunState:
 
     def tool_segment(self, action: ToolAction) -> Segment:
         """The card of `action`; calls that never streamed (ReAct) get one now."""
-        for segment in self.segments.values():
-            if segment.kind == "tool" and segment.call_id == action.tag:
+        for (turn, _), segment in self.segments.items():
+            # Results come right after the turn that made the calls; ids may repeat across turns.
+            if turn == self.turn and segment.kind == "tool" and segment.call_id == action.tag:
                 return segment
         segment = self.segments[(self.turn, 10_000 + len(self.segments))] = Segment("tool")
         segment.call_id, segment.name = action.tag, action.native_name if action.name else "tool call"
@@ -204,33 +205,10 @@ class WidgetView:
         self.finish()
 
     async def request_approval(self, action: ToolAction) -> bool:
-        """Show Approve / Deny for `action` and wait for a click (an `Agent.approve` callback).
+        """Approve / Deny buttons under the transcript (an `Agent.approve` callback)."""
+        from .approval import ApprovalButtons
 
-        Clicks arrive on the kernel's thread; the answer is handed to this loop.
-        """
-        import ipywidgets as widgets
-
-        loop = asyncio.get_running_loop()
-        answer: asyncio.Future[bool] = loop.create_future()
-        label = widgets.HTML(f"<b>{escape(action.native_name)}</b> wants to run with <code>{escape(json.dumps(action.input))}</code>")
-        approve = widgets.Button(description="Approve", button_style="success", icon="check")
-        deny = widgets.Button(description="Deny", button_style="danger", icon="times")
-        row = widgets.HBox([label, approve, deny])
-        row.add_class("ipyagent-approval")
-
-        def decide(value: bool) -> None:
-            if not answer.done():
-                answer.set_result(value)
-
-        approve.on_click(lambda _: loop.call_soon_threadsafe(decide, True))
-        deny.on_click(lambda _: loop.call_soon_threadsafe(decide, False))
-        self.approvals.children = (*self.approvals.children, row)
-        try:
-            verdict = await answer
-        finally:
-            approve.disabled = deny.disabled = True
-        label.value += " · " + ("approved" if verdict else "denied")
-        return verdict
+        return await ApprovalButtons(self.approvals)(action)
 
     def finish(self) -> None:
         """The exact final frame."""

@@ -1,0 +1,410 @@
+"""Anthropic Messages over SSE.
+
+Follows the Anthropic API reference, "Messages" (`POST /v1/messages`,
+`anthropic-version: 2023-06-01`), its "Streaming Messages" guide (the
+`message_start` / `content_block_start` / `content_block_delta` /
+`content_block_stop` / `message_delta` / `message_stop` event flow, `ping`,
+`event: error`), "Errors" (the `{"type": "error", "error": {...}}` envelope and
+its error types), "Tool use" (`tool_use` / `tool_result` blocks), "Extended
+thinking" (`thinking` blocks with a `signature`, `redacted_thinking` blocks,
+sent back unchanged) and "Handling stop reasons".
+
+What differs from the Chat Completions shape, and is handled here:
+
+* the system prompt is the top-level `system` field, not a message;
+* roles must alternate: tool results travel as `tool_result` blocks in a user
+  message, and adjacent messages of the same role are merged;
+* `max_tokens` is required (4096 unless `provider_options` gives it);
+* every content block has its own wire `index`; tool input arrives as
+  `input_json_delta` fragments (the first one often ``""``), thinking as
+  `thinking_delta` then one `signature_delta`; `redacted_thinking` and server
+  tool results arrive whole in `content_block_start`;
+* usage comes in two parts: input (and cache) counts in `message_start`,
+  cumulative counts in `message_delta`, which overwrite what they repeat;
+* structured output has no native mode here: the ``tool`` strategy is used, a
+  synthetic tool named `STRUCTURED_OUTPUT_TOOL` that the model is made to call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+
+from ..core import (
+    ActionCallBlock,
+    ActionResultBlock,
+    AudioBlock,
+    BlockDelta,
+    DeltaMessage,
+    GenericBlock,
+    ImageBlock,
+    Message,
+    PromptStack,
+    ProviderError,
+    ReasoningBlock,
+    ReasoningDelta,
+    StopKind,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+
+#: The `anthropic-version` header this driver speaks.
+API_VERSION = "2023-06-01"
+#: `max_tokens` is required by the API; used unless `provider_options` sets it.
+DEFAULT_MAX_TOKENS = 4096
+#: Name of the synthetic tool that carries structured output (the "tool" strategy).
+STRUCTURED_OUTPUT_TOOL = "final_result"
+
+#: stop_reason -> StopKind ("Handling stop reasons"). `pause_turn` (a server tool
+#: paused a long turn) ends this turn; the raw value is kept so a caller can resume.
+STOP_REASONS: dict[str, StopKind] = {
+    "end_turn": StopKind.end_turn,
+    "tool_use": StopKind.tool_use,
+    "max_tokens": StopKind.max_tokens,
+    "model_context_window_exceeded": StopKind.max_tokens,
+    "stop_sequence": StopKind.stop_sequence,
+    "refusal": StopKind.content_filter,
+    "pause_turn": StopKind.end_turn,
+}
+
+#: error.type of the error envelope -> ProviderError.type ("Errors").
+ERROR_TYPES: dict[str, str] = {
+    "invalid_request_error": "invalid_request",
+    "request_too_large": "invalid_request",
+    "authentication_error": "authentication",
+    "permission_error": "permission",
+    "billing_error": "permission",
+    "not_found_error": "not_found",
+    "rate_limit_error": "rate_limit",
+    "api_error": "server",
+    "overloaded_error": "overloaded",
+    "timeout_error": "timeout",
+}
+
+#: Content block types this driver maps to core blocks; any other type passes through as `GenericBlock`.
+_KNOWN_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+
+
+def usage_from_anthropic(raw: dict[str, Any]) -> Usage:
+    """Map an Anthropic usage object to `Usage`.
+
+    Anthropic's `input_tokens` counts only the uncached part of the prompt;
+    `input` here is the whole prompt (input + cache read + cache write), so that,
+    as for every other driver, `cache_read` and `cache_write` are parts of `input`.
+    """
+    cache_read = raw.get("cache_read_input_tokens") or 0
+    cache_write = raw.get("cache_creation_input_tokens") or 0
+    details = raw.get("output_tokens_details") or {}
+    return Usage(
+        input=(raw.get("input_tokens") or 0) + cache_read + cache_write,
+        output=raw.get("output_tokens") or 0,
+        cache_read=cache_read,
+        cache_write=cache_write,
+        reasoning=details.get("thinking_tokens") or 0,
+        raw=raw,
+    )
+
+
+def stop_kind(stop_reason: str) -> StopKind:
+    """The normalized kind of an Anthropic `stop_reason` (unknown values end the turn)."""
+    return STOP_REASONS.get(stop_reason, StopKind.end_turn)
+
+
+def block_deltas(index: int, block: dict[str, Any]) -> list[DeltaMessage]:
+    """The deltas that stand for one whole content block, as it appears in
+    `content_block_start` or in a non-streaming message's `content`.
+
+    Text and thinking give their text (nothing when empty, as at the start of a
+    stream); `tool_use` gives its id and name and its input as JSON text (none
+    for ``{}``, the streaming start); `redacted_thinking` becomes a redacted
+    `ReasoningBlock` whose signature is the opaque `data`; any other block (server
+    tool use and results, ...) passes through whole as a `GenericBlock`.
+    """
+    kind = block.get("type")
+    if kind == "text":
+        text = block.get("text") or ""
+        return [TextDelta(index, text)] if text else []
+    if kind == "thinking":
+        text, signature = block.get("thinking") or "", block.get("signature") or None
+        return [ReasoningDelta(index, text, signature=signature)] if (text or signature) else []
+    if kind == "redacted_thinking":
+        return [BlockDelta(index, ReasoningBlock(text="", redacted=True, signature=block.get("data")))]
+    if kind == "tool_use":
+        arguments = block.get("input") or {}
+        return [ToolCallDelta(index, block.get("id") or None, block.get("name") or None, json.dumps(arguments) if arguments else "")]
+    return [BlockDelta(index, GenericBlock(value=block))]
+
+
+def error_from_object(error: Any, provider: str = "anthropic") -> ProviderError:
+    """A `ProviderError` for the `error` object of an `event: error` in the stream."""
+    if not isinstance(error, dict):
+        return ProviderError("server", f"{provider} stream error: {error}", raw=error)
+    raw_type = str(error.get("type") or "")
+    etype = ERROR_TYPES.get(raw_type, "server")
+    message = error.get("message") or raw_type or "unknown error"
+    return ProviderError(etype, f"{provider} stream error ({raw_type or 'error'}): {message}", code=raw_type or None, raw=error)  # type: ignore[arg-type]
+
+
+class AnthropicPromptDriver(BasePromptDriver):
+    """Prompt driver for `POST {base_url}/messages` with `stream: true`.
+
+    Args: see `BasePromptDriver`. `provider_options` keys (`known_options`) go
+    into the request body as they are; `max_tokens` defaults to 4096.
+    """
+
+    protocol = "anthropic"
+    default_base_url = "https://api.anthropic.com/v1"
+    api_key_env = "ANTHROPIC_API_KEY"
+    capabilities = Capabilities(vision=True, structured_output_native=False, reasoning=True)
+    known_options = frozenset(
+        {"max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "thinking", "tool_choice", "metadata", "service_tier"}
+    )
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream", "anthropic-version": API_VERSION}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
+
+    # -- request ------------------------------------------------------------------------
+
+    def build_request(self, prompt_stack: PromptStack) -> tuple[str, dict[str, Any]]:
+        """The Messages request body.
+
+        Raises:
+            ProviderError: ``unsupported_capability`` for content or a schema the
+                API cannot take (audio, a non-object output schema, extended
+                thinking together with a forced tool choice); ``invalid_request``
+                for a `tool_choice` option that contradicts the output schema.
+        """
+        options = dict(self.provider_options)
+        body: dict[str, Any] = {"model": self.model, "max_tokens": options.pop("max_tokens", DEFAULT_MAX_TOKENS)}
+        system = [m.text for m in prompt_stack.messages if m.role == "system"]
+        system = [s for s in system if s]
+        if system:
+            body["system"] = "\n\n".join(system)
+        body["messages"] = self._messages(prompt_stack.messages)
+        tools = [
+            {"name": t.name, **({"description": t.description} if t.description else {}), "input_schema": t.parameters}
+            for t in prompt_stack.tools
+        ]
+        schema = prompt_stack.to_output_json_schema()
+        if schema is not None:
+            self._add_output_tool(schema, tools, options)
+        if tools:
+            body["tools"] = tools
+        thinking = options.get("thinking")
+        choice = options.get("tool_choice")
+        forced = isinstance(choice, dict) and choice.get("type") in ("any", "tool")
+        if forced and isinstance(thinking, dict) and thinking.get("type") == "enabled":
+            what = "structured output (a forced tool call)" if schema is not None else "a forced tool_choice"
+            raise ProviderError(
+                "unsupported_capability",
+                f"{self.provider} model {self.model} cannot use extended thinking with {what}: "
+                "the API only allows tool_choice auto or none while thinking is enabled",
+                code="thinking_with_forced_tool",
+                retryable=False,
+            )
+        body.update(options)
+        body["stream"] = True
+        return "/messages", body
+
+    def _add_output_tool(self, schema: dict[str, Any], tools: list[dict[str, Any]], options: dict[str, Any]) -> None:
+        """The "tool" strategy: a synthetic tool whose input is the output, and a forced call to it."""
+        if schema.get("type", "object") != "object":
+            raise ProviderError(
+                "unsupported_capability",
+                f"{self.provider} takes structured output as a tool input, which must be a JSON object; "
+                f"got a schema of type {schema.get('type')!r}: wrap it in an object",
+                code="structured_output",
+                retryable=False,
+            )
+        if any(t["name"] == STRUCTURED_OUTPUT_TOOL for t in tools):
+            raise ProviderError("invalid_request", f"a tool may not be named {STRUCTURED_OUTPUT_TOOL!r} when an output schema is set", retryable=False)
+        choice = {"type": "tool", "name": STRUCTURED_OUTPUT_TOOL}
+        if options.get("tool_choice") not in (None, choice):
+            raise ProviderError(
+                "invalid_request",
+                f"provider option tool_choice={options['tool_choice']!r} contradicts the output schema, which needs {choice}",
+                retryable=False,
+            )
+        tools.append({
+            "name": STRUCTURED_OUTPUT_TOOL,
+            "description": str(schema.get("description") or "Give the final result, in exactly this structure."),
+            "input_schema": schema,
+        })
+        options["tool_choice"] = choice
+
+    def _messages(self, messages: list[Message]) -> list[dict[str, Any]]:
+        turns: list[dict[str, Any]] = []
+
+        def add(role: str, content: list[dict[str, Any]]) -> None:
+            if not content:
+                return
+            if turns and turns[-1]["role"] == role:
+                turns[-1]["content"].extend(content)  # roles must alternate: merge
+            else:
+                turns.append({"role": role, "content": list(content)})
+
+        for message in messages:
+            if message.role == "system":
+                continue
+            results = [self._tool_result(b) for b in message.content if isinstance(b, ActionResultBlock)]
+            add("user", results)
+            role = "assistant" if message.role == "assistant" else "user"
+            add(role, [p for b in message.content if not isinstance(b, ActionResultBlock) for p in self._part(b, role)])
+        for turn in turns:
+            if turn["role"] == "user":
+                # A user turn answering tool calls must start with its tool_result blocks.
+                turn["content"].sort(key=lambda p: p["type"] != "tool_result")
+        return turns
+
+    @staticmethod
+    def _tool_result(block: ActionResultBlock) -> dict[str, Any]:
+        return {"type": "tool_result", "tool_use_id": block.action.tag, "content": block.text, "is_error": block.is_error}
+
+    def _part(self, block: Any, role: str) -> list[dict[str, Any]]:
+        if isinstance(block, TextBlock):
+            return [{"type": "text", "text": block.text}] if block.text else []  # the API rejects empty text blocks
+        if isinstance(block, ImageBlock):
+            if block.url and not block.data:
+                source = {"type": "url", "url": block.url}
+            else:
+                source = {"type": "base64", "media_type": block.mime_type, "data": block.data}
+            return [{"type": "image", "source": source}]
+        if isinstance(block, ActionCallBlock):
+            action = block.action
+            return [{"type": "tool_use", "id": action.tag, "name": action.native_name, "input": action.input}]
+        if isinstance(block, ReasoningBlock):
+            if role != "assistant" or not block.signature:
+                return []  # thinking without a signature (another provider's) cannot be sent back
+            if block.redacted:
+                return [{"type": "redacted_thinking", "data": block.signature}]
+            return [{"type": "thinking", "thinking": block.text, "signature": block.signature}]
+        if isinstance(block, GenericBlock):
+            value = block.value
+            if isinstance(value, dict) and value.get("type"):
+                return [value]  # a block we received (server tool use / result): back unchanged
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            return [{"type": "text", "text": text}] if text else []
+        if isinstance(block, AudioBlock):
+            raise ProviderError(
+                "unsupported_capability",
+                f"{self.provider} model {self.model} does not support audio input; remove it from the request",
+                code="audio",
+                retryable=False,
+            )
+        return []
+
+    # -- response -----------------------------------------------------------------------
+
+    async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
+        if not response.headers.get("content-type", "").startswith("text/event-stream"):
+            response.headers["content-type"] = "text/event-stream"  # a proxy that labels the stream wrongly
+        index = BlockIndex()
+        usage: dict[str, Any] = {}
+        pending: dict[int, tuple[dict[str, Any], list[str]]] = {}  # passthrough blocks whose input is still streaming
+        async for sse in httpx2.EventSource(response):
+            data = sse.data
+            if not data:
+                continue
+            try:
+                event = json.loads(data)
+            except ValueError:
+                raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not JSON: {data[:200]!r}") from None
+            if not isinstance(event, dict):
+                continue
+            kind = event.get("type") or sse.event
+            if kind == "content_block_delta":
+                wire = event.get("index", 0)
+                delta = event.get("delta") or {}
+                dkind = delta.get("type")
+                if dkind == "text_delta":
+                    if delta.get("text"):
+                        yield TextDelta(index(wire), delta["text"])
+                elif dkind == "input_json_delta":
+                    fragment = delta.get("partial_json") or ""
+                    if wire in pending:
+                        pending[wire][1].append(fragment)
+                    elif fragment:
+                        yield ToolCallDelta(index(wire), None, None, fragment)
+                elif dkind == "thinking_delta":
+                    if delta.get("thinking"):
+                        yield ReasoningDelta(index(wire), delta["thinking"])
+                elif dkind == "signature_delta":
+                    if delta.get("signature"):
+                        yield ReasoningDelta(index(wire), "", signature=delta["signature"])
+                # citations_delta and unknown delta types carry nothing we keep
+            elif kind == "content_block_start":
+                wire = event.get("index", 0)
+                block = event.get("content_block") or {}
+                position = index(wire)  # the arrival order fixes the position, even for a block emitted at its stop
+                if block.get("type") in _KNOWN_BLOCKS:
+                    for item in block_deltas(position, block):
+                        yield item
+                else:
+                    pending[wire] = (dict(block), [])
+            elif kind == "content_block_stop":
+                wire = event.get("index", 0)
+                if wire in pending:
+                    yield self._finish_block(index(wire), *pending.pop(wire))
+            elif kind == "message_start":
+                message = event.get("message") or {}
+                usage = dict(message.get("usage") or {})
+                yield StreamMeta(usage=usage_from_anthropic(usage), request_id=message.get("id") or None, model=message.get("model") or None)
+            elif kind == "message_delta":
+                delta = event.get("delta") or {}
+                reason = delta.get("stop_reason")
+                if reason:
+                    yield StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason))
+                counts = event.get("usage")
+                if counts:
+                    # Cumulative counts: they overwrite; fields not repeated keep their message_start value.
+                    usage.update({k: v for k, v in counts.items() if v is not None})
+                    yield StreamMeta(usage=usage_from_anthropic(usage))
+            elif kind == "error" or sse.event == "error":
+                raise self._stream_error(event.get("error", event))
+            # ping, message_stop and unknown event types carry nothing we keep
+        # A passthrough block left open (the stream stopped inside it) is kept only if its input is whole.
+        for wire, (block, fragments) in pending.items():
+            raw = "".join(fragments)
+            if not raw.strip() or _json_or_none(raw) is not None:
+                yield self._finish_block(index(wire), block, fragments)
+
+    def _finish_block(self, position: int, block: dict[str, Any], fragments: list[str]) -> BlockDelta:
+        raw = "".join(fragments)
+        if raw.strip():
+            value = _json_or_none(raw)
+            if value is None:
+                raise ProviderError("invalid_response", f"{self.provider} sent a {block.get('type')} block whose input is not JSON: {raw[:200]!r}")
+            block["input"] = value
+        return BlockDelta(position, GenericBlock(value=block))
+
+    def _stream_error(self, error: Any) -> ProviderError:
+        exc = error_from_object(error, self.provider)
+        exc.message = self.redact(exc.message)
+        exc.args = (exc.message,)
+        return exc
+
+    def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
+        if isinstance(data, dict):
+            error = data.get("error")
+            if isinstance(error, dict):
+                raw_type = error.get("type")
+                return raw_type, error.get("message"), ERROR_TYPES.get(str(raw_type))
+            if isinstance(error, str):
+                return None, error, None
+        return super().parse_error_body(status, data)
+
+
+def _json_or_none(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None

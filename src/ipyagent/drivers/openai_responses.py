@@ -1,0 +1,546 @@
+"""OpenAI Responses API over SSE (`POST /responses` with `stream: true`).
+
+Follows the OpenAI API reference, "Responses" (create a model response: `input`
+items, `instructions`, flat function `tools`, `text.format`) and "Streaming
+events" (typed `event:` names, no ``[DONE]``):
+
+* ``response.created`` names the response id and model;
+* ``response.output_item.added`` opens each output item in order; a
+  ``function_call`` item gives its ``call_id`` and ``name`` there, at its
+  ``output_index``;
+* ``response.output_text.delta`` / ``response.refusal.delta`` carry text of
+  content part ``content_index`` of a message item;
+  ``response.function_call_arguments.delta`` the arguments of a call;
+  ``response.reasoning_summary_text.delta`` and ``response.reasoning_text.delta``
+  the reasoning of a reasoning item;
+* ``response.output_item.done`` repeats the finished item: it fills in what no
+  delta carried (a call's arguments, a message's text) and gives a reasoning
+  item's ``encrypted_content``;
+* ``response.completed`` / ``response.incomplete`` (with
+  ``incomplete_details.reason``) carry the status and usage;
+  ``response.failed`` (``response.error``) and an ``error`` event are errors.
+
+Each output item becomes content blocks in arrival order (`BlockIndex` keyed by
+output index and content index). A reasoning item is one `ReasoningBlock`:
+its summary parts (and any ``reasoning_text`` parts) joined by a blank line,
+and its `signature` a JSON object holding what the API needs to take the item
+back (``{"type": "reasoning", "id", "summary", "encrypted_content"?, "content"?}``).
+A call's `signature` is ``{"id": "fc_..."}``, its output item id. Reasoning goes
+back in the next request only where the API can pair it (see
+`OpenAIResponsesPromptDriver._assistant_items`).
+
+A 200 answer with a JSON body (a gateway that ignored ``stream``) is read as
+one whole Response object through the same item handling.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import httpx2
+
+from ..core import (
+    ActionCallBlock,
+    ActionResultBlock,
+    DeltaMessage,
+    ImageBlock,
+    Message,
+    PromptStack,
+    ProviderError,
+    ReasoningBlock,
+    ReasoningDelta,
+    StopKind,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+
+#: incomplete_details.reason -> StopKind.
+INCOMPLETE_REASONS: dict[str, StopKind] = {
+    "max_output_tokens": StopKind.max_tokens,
+    "content_filter": StopKind.content_filter,
+}
+
+#: Error codes of `response.failed`, `error` events and HTTP bodies -> ProviderError type.
+ERROR_CODE_TYPES: dict[str, str] = {
+    "server_error": "server",
+    "rate_limit_exceeded": "rate_limit",
+    "insufficient_quota": "rate_limit",
+    "vector_store_timeout": "timeout",
+    "invalid_api_key": "authentication",
+    "model_not_found": "not_found",
+    "context_length_exceeded": "invalid_request",
+    "invalid_prompt": "invalid_request",
+}
+
+#: Codes that no retry can fix, whatever their type says (a quota is a billing matter).
+NOT_RETRYABLE_CODES: frozenset[str] = frozenset({"insufficient_quota"})
+
+#: One SSE event may be large: `response.completed` repeats the whole output
+#: (and the echoed instructions and tools). httpx2's default limit is 1 MiB.
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+
+#: Models whose Responses capabilities are narrower than the protocol's.
+_MODEL_LIMITS: dict[str, Capabilities] = {
+    "o1-mini": Capabilities(tools=False, parallel_tools=False, vision=False, reasoning=True),
+    "o1-preview": Capabilities(tools=False, parallel_tools=False, vision=False, reasoning=True),
+    "o3-mini": Capabilities(vision=False, structured_output_native=True, reasoning=True),
+}
+
+
+def usage_from_responses(raw: dict[str, Any]) -> Usage:
+    """Map a Responses usage object (tokens) to `Usage`."""
+    input_details = raw.get("input_tokens_details") or {}
+    output_details = raw.get("output_tokens_details") or {}
+    return Usage(
+        input=raw.get("input_tokens") or 0,
+        output=raw.get("output_tokens") or 0,
+        total=raw.get("total_tokens") or 0,
+        cache_read=input_details.get("cached_tokens") or 0,
+        cache_write=input_details.get("cache_write_tokens") or 0,
+        reasoning=output_details.get("reasoning_tokens") or 0,
+        raw=raw,
+    )
+
+
+def error_type_for(code: Any, err_type: Any = None) -> str:
+    """The ProviderError type for a Responses error code (and error `type`)."""
+    for key in (code, err_type):
+        if isinstance(key, str) and key in ERROR_CODE_TYPES:
+            return ERROR_CODE_TYPES[key]
+    text = f"{err_type} {code}".lower()
+    if "rate_limit" in text or "quota" in text:
+        return "rate_limit"
+    if "overload" in text:
+        return "overloaded"
+    if "auth" in text or "api_key" in text:
+        return "authentication"
+    if "invalid" in text or "image" in text or "unsupported" in text:
+        return "invalid_request"
+    return "server"
+
+
+def error_from_object(error: Any) -> ProviderError:
+    """A `ProviderError` from an error object found in the stream (`error` event, `response.error`)."""
+    if not isinstance(error, dict):
+        return ProviderError("server", f"stream error: {error}", raw=error)
+    code = error.get("code")
+    etype = error_type_for(code, error.get("type"))
+    retryable = False if code in NOT_RETRYABLE_CODES else None
+    message = str(error.get("message") or code or error)
+    return ProviderError(etype, message, code=code, raw=error, retryable=retryable)  # type: ignore[arg-type]
+
+
+def reasoning_signature(item: dict[str, Any]) -> str | None:
+    """What a finished reasoning item needs to be sent back, as JSON (None without an id)."""
+    if not item.get("id"):
+        return None
+    kept: dict[str, Any] = {"type": "reasoning", "id": item["id"], "summary": item.get("summary") or []}
+    if item.get("encrypted_content"):
+        kept["encrypted_content"] = item["encrypted_content"]
+    if item.get("content"):
+        kept["content"] = item["content"]
+    return json.dumps(kept, separators=(",", ":"))
+
+
+def _loads_object(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class ResponsesStreamState:
+    """Turns Responses stream events (parsed JSON) into deltas and `StreamMeta`.
+
+    `handle(event)` returns the items for one event; it raises `ProviderError`
+    for ``response.failed`` and ``error`` events.
+    """
+
+    __slots__ = ("index", "_text_seen", "_reasoning_part", "_calls", "_args_seen", "has_calls")
+
+    def __init__(self) -> None:
+        self.index = BlockIndex()
+        self._text_seen: set[tuple[int, int]] = set()
+        self._reasoning_part: dict[int, Any] = {}  # output index -> last part key
+        self._calls: dict[int, dict[str, Any]] = {}  # output index -> the item as added
+        self._args_seen: set[int] = set()
+        self.has_calls = False
+
+    def handle(self, event: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
+        etype = event.get("type")
+        if etype == "response.output_text.delta" or etype == "response.refusal.delta":
+            delta = event.get("delta")
+            if not delta:
+                return []
+            key = (event.get("output_index", 0), event.get("content_index", 0))
+            self._text_seen.add(key)
+            return [TextDelta(self.index(key), delta)]
+        if etype == "response.function_call_arguments.delta":
+            delta = event.get("delta")
+            if not delta:
+                return []
+            oi = event.get("output_index", 0)
+            self._args_seen.add(oi)
+            self.has_calls = True
+            return [ToolCallDelta(self.index((oi, "call")), None, None, delta)]
+        if etype == "response.reasoning_summary_text.delta":
+            return self._reasoning(event, ("summary", event.get("summary_index", 0)))
+        if etype == "response.reasoning_text.delta":
+            return self._reasoning(event, ("content", event.get("content_index", 0)))
+        if etype == "response.output_item.added":
+            return self._item_added(event.get("output_index", 0), event.get("item") or {})
+        if etype == "response.content_part.added":
+            self.index((event.get("output_index", 0), event.get("content_index", 0)))  # keep arrival order
+            return []
+        if etype == "response.function_call_arguments.done":
+            oi = event.get("output_index", 0)
+            arguments = event.get("arguments")
+            if oi in self._args_seen or not arguments:
+                return []
+            self._args_seen.add(oi)
+            self.has_calls = True
+            return [ToolCallDelta(self.index((oi, "call")), None, None, arguments)]
+        if etype == "response.output_item.done":
+            return self.item_done(event.get("output_index", 0), event.get("item") or {})
+        if etype == "response.created" or etype == "response.in_progress":
+            response = event.get("response") or {}
+            return [StreamMeta(request_id=response.get("id") or None, model=response.get("model") or None)]
+        if etype == "response.completed":
+            return [self._finished(event.get("response") or {}, "completed")]
+        if etype == "response.incomplete":
+            return [self._finished(event.get("response") or {}, "incomplete")]
+        if etype == "response.failed":
+            response = event.get("response") or {}
+            raise error_from_object(response.get("error") or {"message": "the response failed", "code": None})
+        if etype == "error":
+            error = event.get("error")
+            raise error_from_object(error if isinstance(error, dict) else event)
+        return []
+
+    # -- items --------------------------------------------------------------------------
+
+    def _reasoning(self, event: dict[str, Any], part: Any) -> list[DeltaMessage | StreamMeta]:
+        delta = event.get("delta")
+        if not delta:
+            return []
+        oi = event.get("output_index", 0)
+        last = self._reasoning_part.get(oi)
+        self._reasoning_part[oi] = part
+        if last is not None and last != part:
+            delta = "\n\n" + delta  # a new summary part: keep the parts apart
+        return [ReasoningDelta(self.index((oi, "reasoning")), delta)]
+
+    def _item_added(self, oi: int, item: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
+        kind = item.get("type")
+        if kind == "function_call":
+            self._calls[oi] = item
+            self.has_calls = True
+            arguments = item.get("arguments") or ""
+            if arguments:
+                self._args_seen.add(oi)
+            signature = json.dumps({"id": item["id"]}, separators=(",", ":")) if item.get("id") else None
+            return [ToolCallDelta(self.index((oi, "call")), item.get("call_id") or None, item.get("name") or None, arguments, signature)]
+        if kind == "reasoning":
+            self.index((oi, "reasoning"))  # keep arrival order even if no summary streams
+        return []
+
+    def item_done(self, oi: int, item: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
+        """A finished output item: fill in what no delta carried; a reasoning item's signature."""
+        kind = item.get("type")
+        if kind == "message":
+            out: list[DeltaMessage | StreamMeta] = []
+            for ci, part in enumerate(item.get("content") or ()):
+                if (oi, ci) in self._text_seen:
+                    continue
+                text = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
+                if text:
+                    self._text_seen.add((oi, ci))
+                    out.append(TextDelta(self.index((oi, ci)), text))
+            return out
+        if kind == "function_call":
+            self.has_calls = True
+            added = self._calls.get(oi)
+            arguments = "" if oi in self._args_seen else (item.get("arguments") or "")
+            self._args_seen.add(oi)
+            if added is not None and added.get("call_id") and added.get("name") and not arguments:
+                return []
+            signature = json.dumps({"id": item["id"]}, separators=(",", ":")) if item.get("id") else None
+            return [ToolCallDelta(self.index((oi, "call")), item.get("call_id") or None, item.get("name") or None, arguments, signature)]
+        if kind == "reasoning":
+            text = ""
+            if oi not in self._reasoning_part:
+                parts = [p.get("text") or "" for p in item.get("content") or () if p.get("type") == "reasoning_text"]
+                parts += [p.get("text") or "" for p in item.get("summary") or ()]
+                text = "\n\n".join(p for p in parts if p)
+                self._reasoning_part[oi] = "done"
+            signature = reasoning_signature(item)
+            if not text and signature is None:
+                return []
+            return [ReasoningDelta(self.index((oi, "reasoning")), text, signature)]
+        return []  # built-in tool items (web search, ...) are not part of our content model
+
+    def _finished(self, response: dict[str, Any], status: str) -> StreamMeta:
+        usage = response.get("usage")
+        meta = StreamMeta(
+            usage=usage_from_responses(usage) if usage else None,
+            request_id=response.get("id") or None,
+            model=response.get("model") or None,
+        )
+        if status == "incomplete":
+            reason = (response.get("incomplete_details") or {}).get("reason")
+            meta.stop_raw = reason or "incomplete"
+            meta.stop_kind = INCOMPLETE_REASONS.get(reason or "", StopKind.end_turn)
+        else:
+            meta.stop_raw = response.get("status") or status
+            meta.stop_kind = StopKind.tool_use if self.has_calls else StopKind.end_turn
+        return meta
+
+
+def response_object_events(response: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The stream events equivalent to one whole (non-streamed) Response object."""
+    yield {"type": "response.created", "response": response}
+    for oi, item in enumerate(response.get("output") or ()):
+        yield {"type": "response.output_item.done", "output_index": oi, "item": item}
+    status = response.get("status") or "completed"
+    if status == "failed":
+        yield {"type": "response.failed", "response": response}
+    elif status == "incomplete":
+        yield {"type": "response.incomplete", "response": response}
+    elif status == "completed":
+        yield {"type": "response.completed", "response": response}
+    else:
+        raise ProviderError(
+            "invalid_response", f"the response is still {status!r}; a streamed request should not get an unfinished response", raw=response
+        )
+
+
+class OpenAIResponsesPromptDriver(BasePromptDriver):
+    """Prompt driver for `POST {base_url}/responses` with `stream: true`.
+
+    Args: see `BasePromptDriver`. `provider_options` keys go into the request
+    body as they are (``reasoning={"effort": "low", "summary": "auto"}``,
+    ``store=False``, ``include=["reasoning.encrypted_content"]``, ...);
+    ``text`` is merged with the ``text.format`` an output schema sets.
+    """
+
+    protocol = "openai-responses"
+    default_base_url = "https://api.openai.com/v1"
+    capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True)
+    known_options = frozenset(
+        {
+            "temperature", "top_p", "max_output_tokens", "reasoning", "parallel_tool_calls", "tool_choice",
+            "store", "previous_response_id", "truncation", "metadata", "user", "service_tier", "include", "text",
+        }
+    )
+
+    def capabilities_for(self, model: str) -> Capabilities:
+        for name, caps in _MODEL_LIMITS.items():
+            if model == name or model.startswith(name + "-"):
+                return caps
+        return self.capabilities
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept": "text/event-stream"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    # -- request ------------------------------------------------------------------------
+
+    def build_request(self, prompt_stack: PromptStack) -> tuple[str, dict[str, Any]]:
+        options = dict(self.provider_options)
+        body: dict[str, Any] = {"model": self.model}
+        instructions = [
+            "".join(b.text for b in m.content if isinstance(b, TextBlock)) for m in prompt_stack.messages if m.role == "system"
+        ]
+        if any(instructions):
+            body["instructions"] = "\n\n".join(t for t in instructions if t)
+        body["input"] = [item for m in prompt_stack.messages if m.role != "system" for item in self._items(m)]
+        if prompt_stack.tools:
+            # `strict` must be sent: the API takes a missing value as true, and strict mode
+            # rejects ordinary schemas (optional properties, no additionalProperties: false).
+            body["tools"] = [
+                {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
+                for t in prompt_stack.tools
+            ]
+        text = dict(options.pop("text", None) or {})
+        schema = prompt_stack.to_output_json_schema()
+        if schema is not None:
+            text.setdefault("format", {"type": "json_schema", "name": _schema_name(schema), "schema": schema})
+        if text:
+            body["text"] = text
+        body["stream"] = True
+        body.update(options)
+        return "/responses", body
+
+    def _items(self, message: Message) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = [
+            {"type": "function_call_output", "call_id": b.action.tag, "output": f"Error: {b.text}" if b.is_error else b.text}
+            for b in message.content
+            if isinstance(b, ActionResultBlock)
+        ]
+        if message.role == "assistant":
+            return items + self._assistant_items(message)
+        if message.role == "tool":
+            return items
+        parts: list[dict[str, Any]] = []
+        for block in message.content:
+            if isinstance(block, TextBlock):
+                parts.append({"type": "input_text", "text": block.text})
+            elif isinstance(block, ImageBlock) and (block.url or block.data):
+                url = block.url or f"data:{block.mime_type};base64,{block.data}"
+                parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
+        if parts or not items:
+            items.append({"role": message.role, "content": parts})
+        return items
+
+    def _assistant_items(self, message: Message) -> list[dict[str, Any]]:
+        """An assistant turn as output items, in block order.
+
+        The API pairs a reasoning item with the item that followed it, by that
+        item's id; a call sent with its id needs its reasoning item before it.
+        Only call ids are kept (not message ids), so a reasoning block goes back
+        only when a call with its id follows it directly, and a call carries its
+        id only after such a reasoning item. With ``store: false`` the API cannot
+        look items up, so reasoning without ``encrypted_content`` stays out.
+        Reasoning the API cannot take is dropped: the model does not need it.
+        """
+        blocks = [b for b in message.content if not isinstance(b, ActionResultBlock)]
+        items: list[dict[str, Any]] = []
+        texts: list[dict[str, Any]] = []
+        paired = False  # the calls now being sent follow a reasoning item that went back
+
+        def flush() -> None:
+            if texts:
+                items.append({"role": "assistant", "content": list(texts)})
+                texts.clear()
+
+        for n, block in enumerate(blocks):
+            if isinstance(block, TextBlock):
+                if block.text:
+                    texts.append({"type": "output_text", "text": block.text})
+                    paired = False
+            elif isinstance(block, ReasoningBlock):
+                item = self._reasoning_item(block)
+                following = blocks[n + 1] if n + 1 < len(blocks) else None
+                paired = bool(item) and isinstance(following, ActionCallBlock) and _call_item_id(following) is not None
+                if paired:
+                    flush()
+                    items.append(item)  # type: ignore[arg-type]
+            elif isinstance(block, ActionCallBlock):
+                flush()
+                call: dict[str, Any] = {
+                    "type": "function_call",
+                    "call_id": block.action.tag,
+                    "name": block.action.native_name,
+                    "arguments": json.dumps(block.action.input),
+                }
+                item_id = _call_item_id(block)
+                if paired and item_id:
+                    call["id"] = item_id
+                else:
+                    paired = False
+                items.append(call)
+        flush()
+        return items
+
+    def _reasoning_item(self, block: ReasoningBlock) -> dict[str, Any] | None:
+        kept = _loads_object(block.signature)
+        if kept is None or kept.get("type") != "reasoning" or not kept.get("id"):
+            return None  # no signature of ours (another provider's reasoning, or none)
+        if self.provider_options.get("store") is False and not kept.get("encrypted_content"):
+            return None
+        return kept
+
+    # -- response -----------------------------------------------------------------------
+
+    async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
+        state = ResponsesStreamState()
+        content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type == "application/json":
+            async for item in self._parse_whole(response, state):
+                yield item
+            return
+        if content_type != "text/event-stream":
+            response.headers["content-type"] = "text/event-stream"  # some gateways label SSE text/plain
+        async for sse in httpx2.EventSource(response, max_event_size=MAX_EVENT_BYTES):
+            data = sse.data
+            if not data:
+                continue
+            if data == "[DONE]":
+                break  # OpenAI sends none; some compatible servers do
+            try:
+                event = json.loads(data)
+            except ValueError:
+                raise ProviderError("invalid_response", f"{self.provider} sent a stream event that is not JSON: {data[:200]!r}") from None
+            if not isinstance(event, dict):
+                continue
+            if "type" not in event and sse.event:
+                event["type"] = sse.event
+            for item in state.handle(event):
+                yield item
+
+    async def _parse_whole(self, response: httpx2.Response, state: ResponsesStreamState) -> AsyncIterator[DeltaMessage | StreamMeta]:
+        body = await response.aread()
+        try:
+            data = json.loads(body)
+        except ValueError:
+            raise ProviderError("invalid_response", f"{self.provider} sent a body that is not JSON: {body[:200]!r}") from None
+        if not isinstance(data, dict):
+            raise ProviderError("invalid_response", f"{self.provider} sent an unexpected body: {body[:200]!r}")
+        if isinstance(data.get("error"), dict) and data.get("object") != "response":
+            raise error_from_object(data["error"])
+        for event in response_object_events(data):
+            for item in state.handle(event):
+                yield item
+
+    def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
+        if isinstance(data, dict):
+            error = data.get("error")
+            if isinstance(error, dict):
+                code = error.get("code") or error.get("type")
+                etype = "overloaded" if "overload" in str(error.get("type", "")).lower() else None
+                return code, error.get("message"), etype
+            if isinstance(error, str):
+                return None, error, None
+            detail = data.get("detail") or data.get("message")
+            if detail:
+                return None, str(detail), None
+        return super().parse_error_body(status, data)
+
+    def error_from_response(self, status: int, headers: httpx2.Headers, body: bytes) -> ProviderError:
+        # Workaround: `parse_error_body` cannot mark an error as final, and a 429
+        # for an exhausted quota would otherwise be retried to no use.
+        error = super().error_from_response(status, headers, body)
+        if error.code in NOT_RETRYABLE_CODES:
+            error.retryable = False
+        return error
+
+
+def _call_item_id(block: ActionCallBlock) -> str | None:
+    kept = _loads_object(block.signature)
+    item_id = kept.get("id") if kept else None
+    return item_id if isinstance(item_id, str) and item_id else None
+
+
+def _schema_name(schema: dict[str, Any]) -> str:
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(schema.get("title") or "output"))
+    return name[:64] or "output"
+
+
+__all__ = [
+    "OpenAIResponsesPromptDriver",
+    "ResponsesStreamState",
+    "error_from_object",
+    "reasoning_signature",
+    "response_object_events",
+    "usage_from_responses",
+]

@@ -1,0 +1,63 @@
+"""Approve / Deny buttons for tool calls that need approval: an `Agent.approve` callback for notebooks.
+
+Use it from Python in a cell with top-level await (ipykernel processes widget
+events while such a cell awaits)::
+
+    agent = Agent("openai:gpt-4.1-mini", tools=[delete_file], approve=ApprovalButtons())
+    result = await agent.arun("Clean up the temp files")
+
+``%%agent`` cells use it too; as they block, the magic lets clicks through
+with jupyter-ui-poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from ..core import ToolAction
+from .render import escape
+
+
+class ApprovalButtons:
+    """Shows one row per call (what would run, Approve, Deny) and waits for a click.
+
+    Args:
+        container: an ipywidgets Box to add the rows to; by default a VBox
+            displayed in the current cell when the first approval is asked.
+    """
+
+    def __init__(self, container: Any = None) -> None:
+        self.container = container
+
+    async def __call__(self, action: ToolAction) -> bool:
+        import ipywidgets as widgets
+
+        if self.container is None:
+            from IPython.display import display
+
+            self.container = widgets.VBox([])
+            display(self.container)
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[bool] = loop.create_future()
+        label = widgets.HTML(f"<b>{escape(action.native_name)}</b> wants to run with <code>{escape(json.dumps(action.input))}</code>")
+        approve = widgets.Button(description="Approve", button_style="success", icon="check")
+        deny = widgets.Button(description="Deny", button_style="danger", icon="times")
+        row = widgets.HBox([label, approve, deny])
+        row.add_class("ipyagent-approval")
+
+        def decide(value: bool) -> None:
+            if not answer.done():
+                answer.set_result(value)
+
+        # Clicks arrive on the kernel's thread; the answer is handed to this loop.
+        approve.on_click(lambda _: loop.call_soon_threadsafe(decide, True))
+        deny.on_click(lambda _: loop.call_soon_threadsafe(decide, False))
+        self.container.children = (*self.container.children, row)
+        try:
+            verdict = await answer
+        finally:
+            approve.disabled = deny.disabled = True
+        label.value += " · " + ("approved" if verdict else "denied")
+        return verdict
