@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Callable
 from functools import cached_property
-from typing import Any
+from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ValidationError
 
@@ -49,6 +49,21 @@ def to_artifact(value: Any) -> BaseArtifact:
         return TextArtifact(value=json.dumps(value))
     except (TypeError, ValueError):
         return TextArtifact(value=str(value))
+
+
+def _single_model_parameter(fn: Callable[..., Any]) -> tuple[str, type[BaseModel]] | None:
+    """(name, model) when `fn` takes exactly one parameter and it is annotated with a pydantic model."""
+    params = [p for p in inspect.signature(fn).parameters.values()
+              if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if len(params) != 1:
+        return None
+    try:
+        annotation = get_type_hints(fn).get(params[0].name, params[0].annotation)
+    except Exception:
+        annotation = params[0].annotation
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return params[0].name, annotation
+    return None
 
 
 class BaseTool:
@@ -124,10 +139,17 @@ class BaseTool:
         return self.requires_approval if own is None else own
 
     def input_model(self, activity: str) -> type[BaseModel]:
+        """The pydantic model the activity's input is validated against: the config's
+        schema; else the model of a single pydantic-model parameter (the model sees its
+        fields, not a wrapper); else one derived from the parameters."""
         config = self._config(activity)
         if config.schema is not None:
             return config.schema
-        return input_model(self._functions[activity], f"{self.native_name(activity)}_input")
+        fn = self._functions[activity]
+        single = _single_model_parameter(fn)
+        if single is not None:
+            return single[1]
+        return input_model(fn, f"{self.native_name(activity)}_input")
 
     def description(self, activity: str) -> str:
         """The activity's description, its Jinja template rendered with this tool."""
@@ -170,9 +192,9 @@ class BaseTool:
         except ValidationError as exc:
             return ErrorArtifact(value=f"invalid arguments for {action.native_name}: {exc}", exception_type="ValidationError")
         fn = self._functions[activity]
-        params = [p for p in inspect.signature(fn).parameters.values() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-        if self._config(activity).schema is not None and len(params) == 1 and params[0].annotation in (model, model.__name__):
-            args: dict[str, Any] = {params[0].name: values}
+        single = _single_model_parameter(fn)
+        if single is not None and single[1] is model:
+            args: dict[str, Any] = {single[0]: values}
         else:
             args = {name: getattr(values, name) for name in type(values).model_fields}
             if any(p.kind == p.VAR_KEYWORD for p in inspect.signature(fn).parameters.values()):
