@@ -1,9 +1,11 @@
 """Writes the cassettes the example notebooks replay when no API key is set.
 
-The replies are written by us (not recorded from OpenAI) in the real Chat
-Completions streaming format: a role chunk, content (or tool-call argument)
-chunks of a few characters, a finish chunk, a usage chunk with empty choices,
-``[DONE]``. They go through the real driver, agent loop and tools with a
+The replies are written by us (not recorded from the providers) in their real
+streaming formats. Chat Completions: a role chunk, content (or tool-call
+argument) chunks of a few characters, a finish chunk, a usage chunk with empty
+choices, ``[DONE]``. Anthropic Messages and Gemini (the compare notebook), OpenAI
+Responses and Ollama NDJSON (the providers notebook): the event shapes of the
+recordings in ``shared/fixtures/providers``. They go through the real driver, agent loop and tools with a
 recording transport, so each cassette holds exactly the requests its notebook
 sends. The prompts and tools here must match the notebooks' cells.
 
@@ -21,8 +23,12 @@ from typing import Any
 import httpx2
 
 from ipyagent import Agent
+from ipyagent.drivers.anthropic import AnthropicPromptDriver
+from ipyagent.drivers.base import BasePromptDriver
 from ipyagent.drivers.cassette import RecordingTransport
+from ipyagent.drivers.gemini import GeminiPromptDriver
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.registry import BUILTIN
 from ipyagent.tools import activity
 from ipyagent.tools.builtin import Calculator, Clock
 
@@ -52,6 +58,25 @@ TOOLS = [
         [("Calculator_evaluate", {"expression": "358 * 24"})],
         "From 2026-01-01 to 2026-12-25 there are **358 days**, which is **8,592 hours** (358 × 24).\n\n"
         "The sentence *the quick brown fox jumps over the lazy dog* has **9 words**."]),
+]
+
+
+#: notebooks/compare.ipynb: one prompt, three providers, each answering in its own words and pace.
+#: (provider, model, seconds between replayed events, reply).
+COMPARE_PROMPT = "In two sentences, what is a Jupyter kernel?"
+COMPARE = [
+    ("openai", "gpt-4.1-mini", 0.01,
+     "A Jupyter kernel is the process that runs the code of a notebook: the front end sends it each cell "
+     "and displays what it sends back. It keeps your variables in memory between cells, and each kernel "
+     "speaks one language, such as Python with **ipykernel**."),
+    ("anthropic", "claude-sonnet-4-5", 0.015,
+     "A Jupyter kernel is a separate process that executes the code you write in a notebook and returns "
+     "outputs, errors and rich displays to the interface over a messaging protocol. Because it holds the "
+     "session's state, variables defined in one cell remain available to every later cell until the kernel "
+     "is restarted."),
+    ("gemini", "gemini-2.5-flash", 0.04,
+     "A Jupyter kernel is the computational engine behind a notebook: it runs your code and sends the "
+     "results back. There are kernels for many languages, not just Python."),
 ]
 
 
@@ -95,31 +120,168 @@ def sse_body(reply: str | list[tuple[str, dict[str, Any]]], n: int, prompt_token
     return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
 
 
-async def record(path: Path, runs: list[tuple[str, list[Any]]], tools: list[Any] | None = None) -> None:
+def _tokens(text: str) -> int:
+    """A plausible output token count for `text` (about four characters a token)."""
+    return max(1, round(len(text) / 4))
+
+
+def _text_pieces(text: str) -> list[str]:
+    return re.findall(r"\s*\S{1,6}|\s+", text)
+
+
+def anthropic_sse_body(reply: str, n: int, input_tokens: int, model: str) -> bytes:
+    """A Messages stream saying `reply`, in the shape of the recorded ``anthropic/stream-text.sse``."""
+    pieces = _text_pieces(reply)
+    events = [
+        ("message_start", {"type": "message_start", "message": {
+            "id": f"msg_ipyagent{n}", "type": "message", "role": "assistant", "model": f"{model}-20250929", "content": [],
+            "stop_reason": None, "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                      "output_tokens": 1, "service_tier": "standard"}}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ("ping", {"type": "ping"}),
+        *(("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}})
+          for p in pieces),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                           "usage": {"output_tokens": _tokens(reply)}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]
+    return b"".join(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events)
+
+
+def gemini_sse_body(reply: str, n: int, prompt_tokens: int, model: str) -> bytes:
+    """A streamGenerateContent stream saying `reply`, in the shape of the recorded ``gemini/stream-text.sse``
+    (usage on every chunk, the output count and ``finishReason`` on the last)."""
+    pieces = re.findall(r"(?:\s*\S+){1,4}\s*", reply)
+    chunks = []
+    for i, piece in enumerate(pieces):
+        last = i == len(pieces) - 1
+        candidate: dict[str, Any] = {"content": {"parts": [{"text": piece}], "role": "model"}, "index": 0}
+        usage: dict[str, Any] = {"promptTokenCount": prompt_tokens, "totalTokenCount": prompt_tokens}
+        if last:
+            candidate["finishReason"] = "STOP"
+            usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": _tokens(reply),
+                     "totalTokenCount": prompt_tokens + _tokens(reply)}
+        chunks.append({"candidates": [candidate], "usageMetadata": usage, "modelVersion": model,
+                       "responseId": f"ipyagent{n}"})
+    return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks)
+
+
+def responses_sse_body(reply: str, n: int, input_tokens: int, model: str) -> bytes:
+    """A Responses stream saying `reply`, in the shape of the recorded ``openai-responses/stream-text.sse``
+    (typed events, no ``[DONE]``, usage in ``response.completed``)."""
+    resp_id, item_id, model = f"resp_ipyagent{n}", f"msg_ipyagent{n}", f"{model}-2025-04-14"
+    response = {"id": resp_id, "object": "response", "created_at": 1764480000 + n, "status": "in_progress", "error": None,
+                "incomplete_details": None, "model": model, "output": [], "usage": None}
+    part = {"type": "output_text", "text": reply, "annotations": []}
+    item = {"type": "message", "id": item_id, "status": "completed", "role": "assistant", "content": [part]}
+    usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": _tokens(reply),
+             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input_tokens + _tokens(reply)}
+    where = {"item_id": item_id, "output_index": 0, "content_index": 0}
+    events = [
+        {"type": "response.created", "response": response},
+        {"type": "response.in_progress", "response": response},
+        {"type": "response.output_item.added", "output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
+        {"type": "response.content_part.added", **where, "part": {**part, "text": ""}},
+        *({"type": "response.output_text.delta", **where, "delta": p} for p in _text_pieces(reply)),
+        {"type": "response.output_text.done", **where, "text": reply},
+        {"type": "response.content_part.done", **where, "part": part},
+        {"type": "response.output_item.done", "output_index": 0, "item": item},
+        {"type": "response.completed", "response": {**response, "status": "completed", "output": [item], "usage": usage}},
+    ]
+    return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+def ollama_ndjson_body(reply: str, n: int, prompt_tokens: int, model: str) -> bytes:
+    """An /api/chat NDJSON stream saying `reply`, in the shape of the recorded ``ollama/chat-stream-text.ndjson``."""
+    stamp = f"2025-12-01T00:00:{n:02d}.000000Z"
+    lines = [{"model": model, "created_at": stamp, "message": {"role": "assistant", "content": p}, "done": False}
+             for p in _text_pieces(reply)]
+    lines.append({"model": model, "created_at": stamp, "message": {"role": "assistant", "content": ""}, "done_reason": "stop",
+                  "done": True, "total_duration": 171946792, "load_duration": 38473250, "prompt_eval_count": prompt_tokens,
+                  "prompt_eval_duration": 27608250, "eval_count": _tokens(reply), "eval_duration": 105611917})
+    return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
+
+
+#: protocol -> (stream writer, Content-Type) for the drivers other than OpenAI Chat.
+WRITERS = {
+    "anthropic": (anthropic_sse_body, "text/event-stream; charset=utf-8"),
+    "gemini": (gemini_sse_body, "text/event-stream; charset=utf-8"),
+    "openai-responses": (responses_sse_body, "text/event-stream; charset=utf-8"),
+    "ollama": (ollama_ndjson_body, "application/x-ndjson"),
+}
+
+#: notebooks/providers.ipynb: the same cell against each provider (the notebook renders {{ QUESTION }} to this).
+PROVIDERS_PROMPT = "In one sentence, what is a Jupyter kernel?"
+PROVIDERS = [
+    ("openai", "gpt-4.1-mini",
+     "A Jupyter kernel is the process that runs a notebook's code and sends the results back to the page."),
+    ("openai-responses", "gpt-4.1-mini",
+     "A Jupyter kernel is the separate process that executes your notebook cells and keeps their variables in memory."),
+    ("anthropic", "claude-sonnet-4-5",
+     "A Jupyter kernel is the language-specific process that executes the code from your notebook cells and "
+     "returns outputs, errors and rich displays over Jupyter's messaging protocol."),
+    ("gemini", "gemini-2.5-flash",
+     "A Jupyter kernel is the computational engine that runs the code in a notebook and returns its results."),
+    ("ollama", "llama3.2",
+     "A Jupyter kernel is a program that runs your notebook's code, such as **ipykernel** for Python."),
+]
+
+
+async def record(path: Path, runs: list[tuple[str, list[Any]]], tools: list[Any] | None = None, *,
+                 driver: BasePromptDriver | None = None, chunk_delay: float | None = None) -> None:
+    """Run `runs` through `driver` (default: OpenAI Chat) against a mock server and write the cassette;
+    `chunk_delay` (seconds between events when replayed) is written on every line."""
     path.unlink(missing_ok=True)
     replies = iter([r for _, turn_replies in runs for r in turn_replies])
     counter = iter(range(1000))
+    driver = driver or OpenAIChatPromptDriver(MODEL, api_key="sk-not-a-real-key")
 
     def handler(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
-        prompt_tokens = 9 + len(json.dumps(body["messages"])) // 4 + len(json.dumps(body.get("tools", []))) // 4
-        return httpx2.Response(200, headers={"content-type": "text/event-stream; charset=utf-8"},
-                               content=sse_body(next(replies), next(counter), prompt_tokens))
+        if isinstance(driver, OpenAIChatPromptDriver):
+            prompt_tokens = 9 + len(json.dumps(body["messages"])) // 4 + len(json.dumps(body.get("tools", []))) // 4
+            content = sse_body(next(replies), next(counter), prompt_tokens)
+        else:
+            writer, content_type = WRITERS[driver.protocol]
+            content = writer(next(replies), next(counter), 9 + len(json.dumps(body)) // 5, driver.model)
+            return httpx2.Response(200, headers={"content-type": content_type}, content=content)
+        return httpx2.Response(200, headers={"content-type": "text/event-stream; charset=utf-8"}, content=content)
 
-    driver = OpenAIChatPromptDriver(MODEL, api_key="sk-not-a-real-key")
-    driver.transport = RecordingTransport(path, provider="openai", model=MODEL, redact=driver.redact,
+    driver.transport = RecordingTransport(path, provider=driver.provider, model=driver.model, redact=driver.redact,
                                           inner=httpx2.MockTransport(handler), base_url=driver.base_url)
     agent = Agent(driver, tools=tools)
     for prompt, _ in runs:
         result = await agent.arun(prompt)
         assert result.ok, result.error
     await agent.aclose()
+    if chunk_delay is not None:
+        lines = [{**json.loads(line), "chunk_delay": chunk_delay} for line in path.read_text().splitlines() if line.strip()]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     print(f"wrote {path}")
+
+
+def create_driver_class(provider: str) -> type[BasePromptDriver]:
+    """The driver class the registry uses for `provider`."""
+    return BUILTIN[provider].driver_class()
+
+
+def compare_driver(provider: str, model: str) -> BasePromptDriver:
+    cls = {"openai": OpenAIChatPromptDriver, "anthropic": AnthropicPromptDriver, "gemini": GeminiPromptDriver}[provider]
+    return cls(model, api_key="not-a-real-key", provider=provider)
 
 
 async def main() -> None:
     await record(HERE / "quickstart.cassette.jsonl", QUICKSTART)
     await record(HERE / "tools.cassette.jsonl", TOOLS, tools=[Calculator(), Clock(), word_count])
+    for provider, model, delay, reply in COMPARE:
+        await record(HERE / f"compare-{provider}.cassette.jsonl", [(COMPARE_PROMPT, [reply])],
+                     driver=compare_driver(provider, model), chunk_delay=delay)
+    for provider, model, reply in PROVIDERS:
+        cls = create_driver_class(provider)
+        await record(HERE / f"providers-{provider}.cassette.jsonl", [(PROVIDERS_PROMPT, [reply])],
+                     driver=cls(model, api_key=None if provider == "ollama" else "not-a-real-key", provider=provider))
 
 
 if __name__ == "__main__":

@@ -15,8 +15,11 @@ def widget_values(nb) -> dict[str, dict]:
 def view_html(nb, cell) -> tuple[str, str]:
     """(body HTML, footer HTML) of the agent view displayed by `cell`."""
     states = widget_values(nb)
-    (view_id,) = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for o in cell.outputs
-                  if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    # When the run ended, the live view's output was replaced by the transcript, which names the view's model.
+    (view_id,) = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] if "data" in o
+                  and "application/vnd.jupyter.widget-view+json" in o["data"] else o["metadata"]["ipyagent"]["view_model_id"]
+                  for o in cell.outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+                  or "view_model_id" in o.get("metadata", {}).get("ipyagent", {})]
     children = [c.removeprefix("IPY_MODEL_") for c in states[view_id]["children"]]
     return states[children[1]]["value"], states[children[-1]]["value"]
 

@@ -114,6 +114,13 @@ class StubServer:
         # A short poll interval: shutdown() waits for it, and the default (0.5 s) made every test half a second slower.
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
+    def script(self, *replies: Reply) -> None:
+        """Serve `replies` from now on, starting from the first (one long-lived server, many tests)."""
+        with self._lock:
+            self.replies, self._served = list(replies), 0
+            self.requests.clear()
+            self.hangups.clear()
+
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"

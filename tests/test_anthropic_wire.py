@@ -639,6 +639,11 @@ def test_structured_output_rides_on_a_forced_tool():
     body = server.requests[0]["body"]
     assert body["tools"][0]["name"] == "Weather_current"
     assert body["tools"][1] == {"name": "final_result", "description": "A city and its country.", "input_schema": City.model_json_schema()}
+    # With other tools the model may call them first: any tool, the output one in the end.
+    assert body["tool_choice"] == {"type": "any"}
+    alone = user_stack("Capital of France?")
+    alone.output_schema = City
+    _, body = AnthropicPromptDriver(MODEL, api_key=KEY).build_request(alone)
     assert body["tool_choice"] == {"type": "tool", "name": "final_result"}
 
 

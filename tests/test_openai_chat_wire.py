@@ -215,7 +215,9 @@ def test_output_schema_becomes_response_format():
     path, body = driver.build_request(stack)
     assert path == "/chat/completions"
     assert body["response_format"]["type"] == "json_schema"
-    assert body["response_format"]["json_schema"]["schema"] == stack.output_schema
+    # Sent strict: the same schema with every property required and no extra ones.
+    assert body["response_format"]["json_schema"]["schema"] == {**stack.output_schema, "required": ["city"], "additionalProperties": False}
+    assert body["response_format"]["json_schema"]["strict"] is True
     assert body["response_format"]["json_schema"]["name"] == "City_Info"
     assert body["temperature"] == 0.2
 

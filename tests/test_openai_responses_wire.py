@@ -640,7 +640,8 @@ def test_output_schema_becomes_text_format_and_text_options_merge():
     })
     path, body = driver.build_request(stack)
     assert path == "/responses"
-    assert body["text"] == {"verbosity": "low", "format": {"type": "json_schema", "name": "City_Info", "schema": stack.output_schema}}
+    strict = {**stack.output_schema, "required": ["city"], "additionalProperties": False}
+    assert body["text"] == {"verbosity": "low", "format": {"type": "json_schema", "name": "City_Info", "schema": strict, "strict": True}}
     assert body["reasoning"] == {"effort": "low", "summary": "auto"}
     assert body["max_output_tokens"] == 50
     assert "instructions" not in body and "tools" not in body

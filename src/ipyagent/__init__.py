@@ -13,8 +13,9 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .agent import Agent, AgentResult
+    from .agent.compare import Comparison, acompare, compare
 
-__all__ = ["Agent", "AgentResult", "load_ipython_extension", "unload_ipython_extension", "__version__"]
+__all__ = ["Agent", "AgentResult", "compare", "acompare", "Comparison", "load_ipython_extension", "unload_ipython_extension", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -22,6 +23,14 @@ def __getattr__(name: str) -> Any:
         from . import agent
 
         return getattr(agent, name)
+    if name in ("compare", "acompare", "Comparison"):
+        from .agent import compare as comparison
+
+        return getattr(comparison, name)
+    if name == "memory":  # ipyagent.memory["NAMESPACE"]: the session's Task Memory
+        import importlib
+
+        return importlib.import_module(".memory", __name__)
     raise AttributeError(f"module 'ipyagent' has no attribute {name!r}")
 
 

@@ -16,9 +16,11 @@ from typing import Any
 
 from ..core import (
     ActionArtifact,
+    ArtifactStored,
     BaseArtifact,
     ErrorArtifact,
     Event,
+    InfoArtifact,
     Message,
     ModelCompleted,
     ModelFailed,
@@ -33,8 +35,13 @@ from ..core import (
     Usage,
 )
 from ..drivers import BasePromptDriver, create_driver
+from ..drivers.pricing import Cost, total_cost
+from ..memory import TaskMemory, current_memory
 from ..tools import Toolbox
-from . import react
+from ..tools.builtin.task_memory import with_task_memory
+from ..tools.off_prompt import store_output
+from . import react, structured
+from .images import image_blocks
 from .loop_thread import run_in_background, run_sync
 
 
@@ -52,6 +59,10 @@ class AgentResult:
         error: the `ProviderError` when the run failed, else None.
         interrupted: True when the run was cancelled (kernel interrupt).
         metadata: latency_s, ttft_s (seconds), attempts, replayed, provider, model.
+        output: with an output schema, the validated reply (an instance of the
+            pydantic model; the parsed JSON for a JSON Schema dict); else None.
+        cost: the run's price from genai-prices, summed over model turns: a `Cost`, a
+            float in USD with `input_usd` / `output_usd` parts; None when unknown.
     """
 
     provider: str
@@ -62,6 +73,8 @@ class AgentResult:
     interrupted: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     messages: list[Message] = field(default_factory=list)
+    output: Any = None
+    cost: Cost | None = None
 
     @property
     def text(self) -> str:
@@ -100,6 +113,9 @@ class Agent:
             driver has no native tool calling).
         approve: called with each tool call whose activity `requires_approval`;
             returns (or resolves to) True to run it. Without it such calls are not run.
+        memory: the `TaskMemory` off-prompt tools store their outputs in (default: the
+            session's, `ipyagent.memory`); a ``TaskMemory`` tool to read it is added to
+            any run with an off-prompt tool.
         **driver_options: passed to `create_driver` (``base_url``, ``api_key_env``,
             ``record``, ``timeout``, ``max_attempts``, ``provider_options``).
 
@@ -116,6 +132,7 @@ class Agent:
         max_steps: int = 10,
         react: bool | None = None,
         approve: Callable[[ToolAction], bool | Awaitable[bool]] | None = None,
+        memory: TaskMemory | None = None,
         **driver_options: Any,
     ) -> None:
         self.driver = provider if isinstance(provider, BasePromptDriver) else create_driver(provider, **driver_options)
@@ -124,6 +141,8 @@ class Agent:
         self.max_steps = max_steps
         self.react = react
         self.approve = approve
+        self.memory = memory  # Task Memory for off-prompt outputs (None: the session's, ipyagent.memory)
+        self._stored: list[ArtifactStored] = []
         self.messages: list[Message] = []
         self.results: list[AgentResult] = []
 
@@ -150,26 +169,47 @@ class Agent:
         stack.messages.extend(pending or [])
         return stack
 
-    async def astream(self, prompt: str) -> AsyncIterator[Event]:
+    async def astream(self, prompt: str, *, output_schema: Any = None, output_strategy: str | None = None,
+                      images: Any = None) -> AsyncIterator[Event]:
         """Stream a run's events: model turn, tool calls, tool results, next turn, ...
 
         Runs on the caller's loop (prefer `arun`). Ends with the last turn's
         `ModelCompleted` or a `ModelFailed`. A completed run joins the
         conversation; a failed one does not, so the next prompt is composed
-        without the broken reply.
+        without the broken reply. See `arun` for the keyword arguments.
         """
+        self.toolbox = with_task_memory(self.toolbox, current_memory() if self.memory is None else self.memory, self.driver)
         pending: list[Message] = [self.prompt_stack(prompt).messages[-1]]
+        pending[0].content.extend(image_blocks(images))
         react_mode = bool(self.toolbox) and self.uses_react
+        retries = 1  # an output that fails validation is asked for once more
         for _ in range(self.max_steps):
             completed: ModelCompleted | None = None
-            async for event in self.driver.stream(self.prompt_stack(None, pending)):
-                if isinstance(event, ModelCompleted):
-                    completed = event
-                    event.metadata["run_messages"] = pending + [event.message]
-                yield event
+            stack = self.prompt_stack(None, pending)
+            stack.output_schema, stack.output_strategy = output_schema, output_strategy  # type: ignore[assignment]
+            try:
+                async for event in self.driver.stream(stack):
+                    if isinstance(event, ModelCompleted):
+                        completed = event  # yielded below, once a structured output is checked
+                        event.metadata["run_messages"] = pending + [event.message]
+                        continue
+                    yield event
+            except ProviderError as exc:  # refused before sending: a missing capability, a bad option
+                yield ModelFailed(exc, Message(role="assistant"), {"run_messages": pending})
+                return
             if completed is None:
                 return
             pending.append(completed.message)
+            answered = structured.output_call(completed.message) is not None or not (
+                completed.message.tool_calls or (react_mode and react.parse_calls(completed.message.text)))
+            if output_schema is not None and answered:
+                async for event in self._structured_output(completed, output_schema, pending, retries):
+                    yield event
+                if completed.metadata.get("structured") == "invalid" and retries:
+                    retries -= 1
+                    continue
+                return
+            yield completed
             if react_mode:
                 parsed = react.parse_calls(completed.message.text)
                 calls = [c.action for c in parsed if c.action is not None]
@@ -187,6 +227,8 @@ class Agent:
                 )
                 return
             outcomes = dict(zip((a.tag for a in calls), await self._run_calls(calls)))
+            while self._stored:  # off-prompt outputs that went to Task Memory
+                yield self._stored.pop(0)
             if react_mode:
                 blocks = []
                 for call in parsed:
@@ -210,6 +252,38 @@ class Agent:
             pending[-2] if len(pending) > 1 else Message(role="assistant"), {"run_messages": pending},
         )
 
+    async def _structured_output(self, completed: ModelCompleted, schema: Any, pending: list[Message],
+                                 retries: int) -> AsyncIterator[Event]:
+        """Check the answer of a run with an output schema, then yield its `ModelCompleted`
+        (``metadata["structured"]``: ``valid`` with ``metadata["output"]``, or ``invalid``).
+
+        Valid: the run joins the conversation. Invalid with `retries` left: the
+        correction goes into `pending` for one more turn. Otherwise a `ModelFailed`
+        of type ``invalid_output`` follows.
+        """
+        message = completed.message
+        output, error = structured.read_output(message, schema)
+        call = structured.output_call(message)
+        if call is not None:  # the output tool is never run: its input is the answer
+            call.output = InfoArtifact(value="accepted as the final result") if error is None else ErrorArtifact(value=error)
+            yield ToolCallCompleted(call, call.output, 0.0)
+        completed.metadata["structured"] = "valid" if error is None else "invalid"
+        if error is None:
+            completed.metadata["output"] = output
+            yield completed
+            self.messages.extend(structured.for_conversation(pending))
+            return
+        completed.metadata["output_error"] = error
+        yield completed
+        if retries:
+            pending.append(structured.correction(message, error))
+            return
+        yield ModelFailed(
+            ProviderError("invalid_output", f"the reply did not match {structured.schema_name(schema)}, even when asked again: {error}",
+                          retryable=False, raw={"text": message.text, "tool_input": call.input if call else None}),
+            message, {"run_messages": pending},
+        )
+
     async def _run_calls(self, calls: list[ToolAction]) -> list[tuple[BaseArtifact, float]]:
         """Run one turn's calls concurrently, asking `approve` first for those that need it."""
 
@@ -225,30 +299,39 @@ class Agent:
                     return ErrorArtifact(value="denied by the user; the tool was not run"), 0.0
             return await self.toolbox.run_one(action)
 
-        return list(await asyncio.gather(*(one(a) for a in calls)))
+        outcomes = list(await asyncio.gather(*(one(a) for a in calls)))
+        memory = current_memory() if self.memory is None else self.memory
+        for n, (action, (artifact, seconds)) in enumerate(zip(calls, outcomes)):  # in call order: stable namespaces
+            artifact, stored = store_output(self.toolbox, action, artifact, memory)  # off-prompt -> Task Memory
+            outcomes[n] = (artifact, seconds)
+            self._stored += stored
+        return outcomes
 
-    async def _arun(self, prompt: str, on_event: Callable[[Event], Any] | None) -> AgentResult:
+    async def _arun(self, prompt: str, on_event: Callable[[Event], Any] | None, **options: Any) -> AgentResult:
         result: AgentResult | None = None
         partial: list[Event] = []
         usage = Usage()
         billed: list[Message] = []  # messages whose usage is already in `usage`
+        costs: list[dict[str, Any] | None] = []  # each completed turn's price (None: unknown)
         try:
-            async for event in self.astream(prompt):
+            async for event in self.astream(prompt, **options):
                 if on_event is not None:
                     on_event(event)
                 partial.append(event)
                 if isinstance(event, ModelCompleted):
                     usage = _add_usage(usage, event.usage)
                     billed.append(event.message)
+                    costs.append(event.metadata.get("cost"))
                     result = AgentResult(self.provider, event.message, usage, event.stop_reason, metadata=event.metadata,
-                                         messages=event.metadata.pop("run_messages"))
+                                         messages=event.metadata.pop("run_messages"), output=event.metadata.pop("output", None),
+                                         cost=total_cost(costs))
                 elif isinstance(event, ModelFailed):
                     # The loop's own failures (max_steps, a tool call cut by max_tokens) carry a
                     # message that its ModelCompleted already billed: count it once.
                     if not any(event.partial is m for m in billed):
                         usage = _add_usage(usage, event.partial.usage or Usage())
                     result = AgentResult(self.provider, event.partial, usage, None, event.error, metadata=event.metadata,
-                                         messages=event.metadata.pop("run_messages", []))
+                                         messages=event.metadata.pop("run_messages", []), cost=total_cost(costs))
         except asyncio.CancelledError:
             result = AgentResult(self.provider, _partial_message(partial), usage, interrupted=True)
             self.results.append(result)
@@ -257,15 +340,35 @@ class Agent:
         self.results.append(result)
         return result
 
-    async def arun(self, prompt: str, *, on_event: Callable[[Event], Any] | None = None) -> AgentResult:
+    async def arun(self, prompt: str, *, on_event: Callable[[Event], Any] | None = None, output_schema: Any = None,
+                   output_strategy: str | None = None, images: Any = None) -> AgentResult:
         """Run one turn and return its result; `on_event` sees every event as it arrives
         (called on ipyagent's background loop thread). Failures are in `result.error`,
-        not raised."""
-        return await run_in_background(self._arun(prompt, on_event))
+        not raised.
 
-    def run(self, prompt: str, *, on_event: Callable[[Event], Any] | None = None) -> AgentResult:
-        """Blocking `arun`; works inside a running event loop (a notebook cell)."""
-        return run_sync(self._arun(prompt, on_event))
+        Args:
+            output_schema: a pydantic model class (or a JSON Schema dict): the reply is
+                validated into `result.output`. An invalid reply is sent back once with
+                the validation error; if the second one fails too, `result.error` has
+                type ``invalid_output``.
+            output_strategy: ``native`` (the provider's JSON-schema mode), ``tool`` (a
+                forced ``final_result`` tool call) or ``rule`` (the schema as a system
+                instruction); None: the driver's default (`default_output_strategy`).
+            images: images added to the user message: file paths, URLs, bytes, PIL
+                images, matplotlib figures (see `images.image_block`). A model without
+                vision fails before anything is sent (``unsupported_capability``).
+
+        Raises:
+            FileNotFoundError, ValueError, TypeError: an image that cannot be read.
+        """
+        options = {"output_schema": output_schema, "output_strategy": output_strategy, "images": image_blocks(images)}
+        return await run_in_background(self._arun(prompt, on_event, **options))
+
+    def run(self, prompt: str, *, on_event: Callable[[Event], Any] | None = None, output_schema: Any = None,
+            output_strategy: str | None = None, images: Any = None) -> AgentResult:
+        """Blocking `arun` (same arguments); works inside a running event loop (a notebook cell)."""
+        options = {"output_schema": output_schema, "output_strategy": output_strategy, "images": image_blocks(images)}
+        return run_sync(self._arun(prompt, on_event, **options))
 
     def reset(self) -> None:
         """Forget the conversation (the system prompt stays)."""

@@ -13,7 +13,9 @@ from .artifacts import (
     GenericArtifact,
     ImageArtifact,
     InfoArtifact,
+    JsonArtifact,
     ListArtifact,
+    TableArtifact,
     TextArtifact,
 )
 from .content import (
@@ -29,9 +31,11 @@ from .content import (
 )
 from .errors import ConfigurationError, ProviderError
 from .events import (
+    ArtifactStored,
     BlockDelta,
     DeltaMessage,
     Event,
+    HistoryTrimmed,
     ModelCompleted,
     ModelFailed,
     ModelStarted,
@@ -41,7 +45,7 @@ from .events import (
     ToolCallDelta,
 )
 from .messages import Message, StopKind, StopReason, Usage
-from .prompt_stack import PromptStack, ToolDefinition, to_blocks
+from .prompt_stack import OutputStrategy, PromptStack, ToolDefinition, to_blocks
 from .tool_action import ToolAction, ToolNameError, from_native_name, to_native_name
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -10,12 +10,15 @@ import base64
 import json
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from .tool_action import ToolAction
 
 
 class BaseArtifact(BaseModel):
+    # Bytes (blob, image, audio) travel as base64 in JSON, so any artifact can be stored.
+    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+
     name: str | None = None
 
     def to_text(self) -> str:  # pragma: no cover - every subclass overrides
@@ -92,6 +95,30 @@ class GenericArtifact(BaseArtifact):
         return json.dumps(self.value, default=str)
 
 
+class JsonArtifact(BaseArtifact):
+    """A JSON value (object, array, number, ...), kept as parsed Python data."""
+
+    type: Literal["json"] = "json"
+    value: Any
+
+    def to_text(self) -> str:
+        return json.dumps(self.value, ensure_ascii=False, default=str)
+
+
+class TableArtifact(BaseArtifact):
+    """Rows of a table, each a dict keyed by `columns` (a DataFrame, a list of dicts).
+
+    `to_text()` is the rows as a JSON array of objects.
+    """
+
+    type: Literal["table"] = "table"
+    columns: list[str] = Field(default_factory=list)
+    value: list[dict[str, Any]] = Field(default_factory=list)
+
+    def to_text(self) -> str:
+        return json.dumps(self.value, ensure_ascii=False, default=str)
+
+
 class ActionArtifact(BaseArtifact):
     """A tool call; with `value.output` set it stands for the call's result."""
 
@@ -123,6 +150,8 @@ Artifact = Annotated[
         ImageArtifact,
         AudioArtifact,
         GenericArtifact,
+        JsonArtifact,
+        TableArtifact,
         ActionArtifact,
         ListArtifact,
     ],

@@ -25,6 +25,7 @@ ErrorType = Literal[
     "invalid_response",
     "configuration",
     "max_steps",
+    "invalid_output",
 ]
 
 #: Error types that a retry may fix (DESIGN.md, "drivers": retries).

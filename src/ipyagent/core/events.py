@@ -17,9 +17,12 @@ from .tool_action import ToolAction
 
 @dataclass(slots=True)
 class ModelStarted:
+    """A model turn begins. `request` is what is sent: {"url", "body"} (no headers, no key)."""
+
     provider: str
     model: str
     request_id: str | None = None
+    request: dict[str, Any] | None = None
     type: str = field(default="model_started", init=False)
 
 
@@ -106,4 +109,44 @@ class ToolCallCompleted:
         return getattr(self.result, "type", None) == "error"
 
 
-Event = ModelStarted | TextDelta | ReasoningDelta | ToolCallDelta | BlockDelta | ModelCompleted | ModelFailed | ToolCallCompleted
+@dataclass(slots=True)
+class ArtifactStored:
+    """An off-prompt tool output went to Task Memory instead of the prompt.
+
+    `artifact` is what was stored (text, json, table, blob, image, list);
+    `size` is {"chars": n} / {"rows": n, "columns": n} / {"bytes": n} / {"items": n};
+    the model was given a reference to `memory` / `namespace` instead.
+    """
+
+    call_id: str
+    tool: str
+    activity: str | None
+    memory: str
+    namespace: str
+    artifact: Any
+    size: dict[str, int]
+    type: str = field(default="artifact_stored", init=False)
+
+    @property
+    def kind(self) -> str:
+        return getattr(self.artifact, "type", "unknown")
+
+
+@dataclass(slots=True)
+class HistoryTrimmed:
+    """The oldest turns of a conversation thread were left out of the request, whole.
+
+    `reason` is ``max_history`` (turn limit) or ``context_window`` (token budget);
+    `estimated_tokens` is our own estimate of the history sent, not the provider's count.
+    """
+
+    thread: str
+    dropped_turns: int
+    kept_turns: int
+    estimated_tokens: int
+    budget_tokens: int | None
+    reason: str
+    type: str = field(default="history_trimmed", init=False)
+
+
+Event = ModelStarted | TextDelta | ReasoningDelta | ToolCallDelta | BlockDelta | ModelCompleted | ModelFailed | ToolCallCompleted | ArtifactStored | HistoryTrimmed

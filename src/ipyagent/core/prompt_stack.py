@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -72,10 +72,18 @@ def to_blocks(value: Any) -> list[ContentBlock]:
     return [TextBlock(text=str(value))]
 
 
+#: How a driver asks for structured output (DESIGN.md, "drivers"): the provider's own
+#: JSON-schema mode, a synthetic tool the model must call, or the schema as a system instruction.
+OutputStrategy = Literal["native", "tool", "rule"]
+
+
 class PromptStack(BaseModel):
     """Messages + tools + an optional output schema: everything a prompt driver sends.
 
     `output_schema` is a pydantic model class or a JSON Schema dict.
+    `output_strategy` says how the driver asks for it; None lets the driver
+    choose (`BasePromptDriver.default_output_strategy`). It lives here, not on
+    the agent, because it changes the request a driver builds.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -83,6 +91,7 @@ class PromptStack(BaseModel):
     messages: list[Message] = Field(default_factory=list)
     tools: list[ToolDefinition] = Field(default_factory=list)
     output_schema: Any = None
+    output_strategy: OutputStrategy | None = None
 
     def add_message(self, role: Role, value: Any) -> Message:
         message = value if isinstance(value, Message) else Message(role=role, content=to_blocks(value))

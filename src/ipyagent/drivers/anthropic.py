@@ -53,13 +53,14 @@ from ..core import (
     Usage,
 )
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .structured import OUTPUT_TOOL
 
 #: The `anthropic-version` header this driver speaks.
 API_VERSION = "2023-06-01"
 #: `max_tokens` is required by the API; used unless `provider_options` sets it.
 DEFAULT_MAX_TOKENS = 4096
 #: Name of the synthetic tool that carries structured output (the "tool" strategy).
-STRUCTURED_OUTPUT_TOOL = "final_result"
+STRUCTURED_OUTPUT_TOOL = OUTPUT_TOOL
 
 #: stop_reason -> StopKind ("Handling stop reasons"). `pause_turn` (a server tool
 #: paused a long turn) ends this turn; the raw value is kept so a caller can resume.
@@ -195,8 +196,8 @@ class AnthropicPromptDriver(BasePromptDriver):
             for t in prompt_stack.tools
         ]
         schema = prompt_stack.to_output_json_schema()
-        if schema is not None:
-            self._add_output_tool(schema, tools, options)
+        if self.output_strategy(prompt_stack) == "tool":
+            self._add_output_tool(schema, tools, options)  # type: ignore[arg-type]
         if tools:
             body["tools"] = tools
         thinking = options.get("thinking")
@@ -227,7 +228,8 @@ class AnthropicPromptDriver(BasePromptDriver):
             )
         if any(t["name"] == STRUCTURED_OUTPUT_TOOL for t in tools):
             raise ProviderError("invalid_request", f"a tool may not be named {STRUCTURED_OUTPUT_TOOL!r} when an output schema is set", retryable=False)
-        choice = {"type": "tool", "name": STRUCTURED_OUTPUT_TOOL}
+        # Only the output tool: call it. Other tools too: call any tool, the output one in the end.
+        choice = {"type": "any"} if tools else {"type": "tool", "name": STRUCTURED_OUTPUT_TOOL}
         if options.get("tool_choice") not in (None, choice):
             raise ProviderError(
                 "invalid_request",

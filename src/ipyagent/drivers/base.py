@@ -16,6 +16,7 @@ API keys from error text, capability checks, and closing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -23,6 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import httpx2
@@ -49,6 +51,9 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
+from . import pricing
+from .pricing import Cost
+from .structured import STRATEGIES, with_rule_instruction
 
 #: HTTP status -> normalized error type (DESIGN.md, "ProviderError").
 STATUS_TYPES: dict[int, str] = {
@@ -153,6 +158,13 @@ class _Aggregator:
             elif isinstance(first, BlockDelta):
                 blocks.append(first.block)
         return Message(role="assistant", content=blocks)
+
+
+@lru_cache(maxsize=1)
+def _tls_context() -> Any:
+    """One TLS context for every driver's client: building one (the CA bundle loaded) takes
+    about 20 ms, which several drivers created at once (``%%compare``) would pay in turn."""
+    return httpx2.create_ssl_context()
 
 
 def parse_retry_after(headers: httpx2.Headers) -> float | None:
@@ -270,12 +282,37 @@ class BasePromptDriver(ABC):
                 transport=self.transport,
                 timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
                 trust_env=False,
+                verify=_tls_context(),
             )
         return self._client
 
     @property
     def supports_tools(self) -> bool:
         return self.capabilities_for(self.model).tools
+
+    def default_output_strategy(self) -> str:
+        """How this driver asks for structured output unless told: ``native`` when the
+        model has a JSON-schema mode, else ``tool`` when it takes tools, else ``rule``."""
+        caps = self.capabilities_for(self.model)
+        return "native" if caps.structured_output_native else "tool" if caps.tools else "rule"
+
+    def output_strategy(self, prompt_stack: PromptStack) -> str | None:
+        """The structured-output strategy of this request (None without an output schema).
+
+        Raises:
+            ProviderError: ``invalid_request`` for a strategy other than native, tool, rule.
+        """
+        if prompt_stack.output_schema is None:
+            return None
+        strategy = prompt_stack.output_strategy or self.default_output_strategy()
+        if strategy not in STRATEGIES:
+            raise ProviderError("invalid_request", f"output strategy {strategy!r} is not one of {', '.join(STRATEGIES)}",
+                                retryable=False)
+        return strategy
+
+    def price(self, usage: Usage, model: str | None = None) -> Cost | None:
+        """The price of one turn's `usage` (genai-prices), or None when unknown."""
+        return pricing.price(self.provider, model or self.model, usage, price_provider=getattr(self, "price_provider", None))
 
     def capabilities_for(self, model: str) -> Capabilities:
         """The capabilities for `model` (default: the protocol's)."""
@@ -293,6 +330,15 @@ class BasePromptDriver(ABC):
             needed.append("tools")
         if not caps.vision and any(isinstance(b, ImageBlock) for m in prompt_stack.messages for b in m.content):
             needed.append("vision")
+        strategy = self.output_strategy(prompt_stack)
+        if (strategy == "native" and not caps.structured_output_native) or (strategy == "tool" and not caps.tools):
+            raise ProviderError(
+                "unsupported_capability",
+                f"{self.provider} model {self.model} does not support structured output with the {strategy} strategy; "
+                f"use output_strategy={'rule' if strategy == 'tool' or not caps.tools else 'tool'!r} or another model",
+                code="structured_output",
+                retryable=False,
+            )
         for capability in needed:
             raise ProviderError(
                 "unsupported_capability",
@@ -375,13 +421,16 @@ class BasePromptDriver(ABC):
         before anything is sent. Cancelling the consumer closes the response.
         """
         self.check_capabilities(prompt_stack)
+        if self.output_strategy(prompt_stack) == "rule":
+            prompt_stack = with_rule_instruction(prompt_stack)
         path, body = self.build_request(prompt_stack)
         request = self._client_for().build_request(
             "POST", f"{self.base_url}{path}", json=body, headers=self.headers()
         )
         metadata: dict[str, Any] = {"attempts": 0, "retry_waits": [], "replayed": bool(getattr(self.transport, "replays", False))}
         started = time.monotonic()
-        yield ModelStarted(provider=self.provider, model=self.model)
+        yield ModelStarted(provider=self.provider, model=self.model,
+                           request={"url": self.redact(str(request.url)), "body": body})  # no headers: no key
         agg = _Aggregator()
         meta = StreamMeta()
 
@@ -445,6 +494,9 @@ class BasePromptDriver(ABC):
             metadata["request_id"] = meta.request_id or metadata["request_id"]
             metadata["provider"], metadata["model"] = self.provider, meta.model or self.model
             usage = meta.usage or Usage()
+            # Off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams.
+            cost = await asyncio.to_thread(self.price, usage, metadata["model"])
+            metadata["cost"] = cost.to_dict() if cost is not None else None
             message.usage, message.metadata = usage, metadata
             yield ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
         finally:

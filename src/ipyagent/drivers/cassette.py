@@ -132,8 +132,10 @@ class _ReplayStream(httpx2.AsyncByteStream):
         if not self._delay:
             yield self._body
             return
-        for piece in self._body.split(b"\n\n"):
-            yield piece + b"\n\n"
+        # SSE events end with a blank line; NDJSON (Ollama) has one object a line.
+        sep = b"\n\n" if b"\n\n" in self._body else b"\n"
+        for piece in self._body.split(sep):
+            yield piece + sep
             await asyncio.sleep(self._delay)
 
 
@@ -145,7 +147,9 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
     Args:
         path: the cassette file.
         chunk_delay: seconds between SSE events served (0: all at once); a small
-            delay lets a replay show streaming as it looked live.
+            delay lets a replay show streaming as it looked live. An exchange
+            may set its own pace (``"chunk_delay"`` on its line), used instead
+            whenever this is not 0.
 
     Raises (on a request): ConfigurationError naming the cassette when no
     recorded exchange matches.
@@ -177,8 +181,9 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
         index = next((i for i in matches if i not in self._used), matches[-1])
         self._used.add(index)
         recorded = self.entries[index]["response"]
+        delay = (self.entries[index].get("chunk_delay") or self.chunk_delay) if self.chunk_delay else 0.0
         return httpx2.Response(
             recorded["status"],
             headers=recorded.get("headers") or {},
-            stream=_ReplayStream(recorded["body"].encode("utf-8"), self.chunk_delay),
+            stream=_ReplayStream(recorded["body"].encode("utf-8"), delay),
         )

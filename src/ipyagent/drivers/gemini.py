@@ -61,6 +61,7 @@ from ..core import (
     Usage,
 )
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .structured import OUTPUT_TOOL, output_tool
 
 #: `Candidate.finishReason` -> StopKind. STOP with function calls is tool_use.
 FINISH_REASONS: dict[str, StopKind] = {
@@ -635,9 +636,12 @@ class GeminiPromptDriver(BasePromptDriver):
         body: dict[str, Any] = {"contents": contents}
         if system:
             body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
-        if prompt_stack.tools:
+        strategy = self.output_strategy(prompt_stack)
+        schema = prompt_stack.to_output_json_schema()
+        tools = list(prompt_stack.tools) + ([output_tool(schema)] if strategy == "tool" else [])  # type: ignore[arg-type]
+        if tools:
             declarations = []
-            for tool in prompt_stack.tools:
+            for tool in tools:
                 declaration: dict[str, Any] = {"name": tool.name}
                 if tool.description:
                     declaration["description"] = tool.description
@@ -647,8 +651,7 @@ class GeminiPromptDriver(BasePromptDriver):
                 declarations.append(declaration)
             body["tools"] = [{"functionDeclarations": declarations}]
         generation = {k: v for k, v in self.provider_options.items() if k in _GENERATION_OPTIONS}
-        schema = prompt_stack.to_output_json_schema()
-        if schema is not None:
+        if strategy == "native":
             if not self.capabilities_for(self.model).structured_output_native:
                 raise ProviderError(
                     "unsupported_capability",
@@ -664,6 +667,15 @@ class GeminiPromptDriver(BasePromptDriver):
         for key in ("safetySettings", "toolConfig"):
             if key in self.provider_options:
                 body[key] = self.provider_options[key]
+        if strategy == "tool":
+            if "toolConfig" in self.provider_options:
+                raise ProviderError("invalid_request", "provider option toolConfig contradicts the tool output strategy, "
+                                    "which forces a call to its output tool; drop one of them", retryable=False)
+            # Mode ANY: some function must be called; with only the output tool, that one.
+            config: dict[str, Any] = {"mode": "ANY"}
+            if not prompt_stack.tools:
+                config["allowedFunctionNames"] = [OUTPUT_TOOL]
+            body["toolConfig"] = {"functionCallingConfig": config}
         return f"{self._model_path()}:streamGenerateContent?alt=sse", body
 
     @staticmethod

@@ -47,6 +47,7 @@ from ..core import (
     Usage,
 )
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .structured import output_tool
 
 DONE_REASONS: dict[str, StopKind] = {
     "stop": StopKind.end_turn,
@@ -127,13 +128,16 @@ class OllamaPromptDriver(BasePromptDriver):
             "messages": [m for message in prompt_stack.messages for m in self._messages(message)],
             "stream": True,
         }
-        if prompt_stack.tools:
+        schema = prompt_stack.to_output_json_schema()
+        strategy = self.output_strategy(prompt_stack)
+        # Ollama has no tool_choice: with the tool strategy the output tool is offered, not forced.
+        tools = list(prompt_stack.tools) + ([output_tool(schema)] if strategy == "tool" else [])  # type: ignore[arg-type]
+        if tools:
             body["tools"] = [
                 {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-                for t in prompt_stack.tools
+                for t in tools
             ]
-        schema = prompt_stack.to_output_json_schema()
-        if schema is not None:
+        if strategy == "native":
             if "format" in options and options["format"] != schema:
                 raise ProviderError(
                     "invalid_request",

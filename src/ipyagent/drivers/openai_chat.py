@@ -33,6 +33,7 @@ from ..core import (
     Usage,
 )
 from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .structured import OUTPUT_TOOL, output_tool, strict_or_none
 
 FINISH_REASONS: dict[str, StopKind] = {
     "stop": StopKind.end_turn,
@@ -118,17 +119,31 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        if prompt_stack.tools:
-            body["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-                for t in prompt_stack.tools
-            ]
+        tools = [
+            {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+            for t in prompt_stack.tools
+        ]
         schema = prompt_stack.to_output_json_schema()
-        if schema is not None:
+        strategy = self.output_strategy(prompt_stack)
+        if strategy == "native":
+            # Strict mode when the schema allows it (all properties required, no extra ones).
+            strict = strict_or_none(schema)  # type: ignore[arg-type]
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": _schema_name(schema), "schema": schema},
+                "json_schema": {"name": _schema_name(schema), "schema": strict or schema, "strict": strict is not None},  # type: ignore[arg-type]
             }
+        elif strategy == "tool":
+            if "tool_choice" in options:
+                raise ProviderError("invalid_request", "provider option tool_choice contradicts the tool output strategy, "
+                                    "which forces a call to its output tool; drop one of them", retryable=False)
+            strict = strict_or_none(schema)  # type: ignore[arg-type]
+            tool = output_tool(schema, strict)  # type: ignore[arg-type]
+            tools.append({"type": "function", "function": {"name": tool.name, "description": tool.description,
+                                                           "parameters": tool.parameters, "strict": strict is not None}})
+            # Only the output tool: call it. Other tools too: call some tool, the output one in the end.
+            body["tool_choice"] = "required" if prompt_stack.tools else {"type": "function", "function": {"name": OUTPUT_TOOL}}
+        if tools:
+            body["tools"] = tools
         body.update(options)
         body.update(extra)
         return "/chat/completions", body

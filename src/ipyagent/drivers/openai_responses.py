@@ -58,6 +58,7 @@ from ..core import (
     Usage,
 )
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .structured import OUTPUT_TOOL, output_tool, strict_or_none
 
 #: incomplete_details.reason -> StopKind.
 INCOMPLETE_REASONS: dict[str, StopKind] = {
@@ -364,17 +365,30 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         if any(instructions):
             body["instructions"] = "\n\n".join(t for t in instructions if t)
         body["input"] = [item for m in prompt_stack.messages if m.role != "system" for item in self._items(m)]
-        if prompt_stack.tools:
-            # `strict` must be sent: the API takes a missing value as true, and strict mode
-            # rejects ordinary schemas (optional properties, no additionalProperties: false).
-            body["tools"] = [
-                {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
-                for t in prompt_stack.tools
-            ]
+        # `strict` must be sent: the API takes a missing value as true, and strict mode
+        # rejects ordinary schemas (optional properties, no additionalProperties: false).
+        tools = [
+            {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
+            for t in prompt_stack.tools
+        ]
         text = dict(options.pop("text", None) or {})
         schema = prompt_stack.to_output_json_schema()
-        if schema is not None:
-            text.setdefault("format", {"type": "json_schema", "name": _schema_name(schema), "schema": schema})
+        strategy = self.output_strategy(prompt_stack)
+        if strategy == "native":
+            strict = strict_or_none(schema)  # type: ignore[arg-type]
+            text.setdefault("format", {"type": "json_schema", "name": _schema_name(schema), "schema": strict or schema,  # type: ignore[arg-type]
+                                       "strict": strict is not None})
+        elif strategy == "tool":
+            if "tool_choice" in options:
+                raise ProviderError("invalid_request", "provider option tool_choice contradicts the tool output strategy, "
+                                    "which forces a call to its output tool; drop one of them", retryable=False)
+            strict = strict_or_none(schema)  # type: ignore[arg-type]
+            tool = output_tool(schema, strict)  # type: ignore[arg-type]
+            tools.append({"type": "function", "name": tool.name, "description": tool.description, "parameters": tool.parameters,
+                          "strict": strict is not None})
+            body["tool_choice"] = "required" if prompt_stack.tools else {"type": "function", "name": OUTPUT_TOOL}
+        if tools:
+            body["tools"] = tools
         if text:
             body["text"] = text
         body["stream"] = True

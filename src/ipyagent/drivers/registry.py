@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -30,6 +31,8 @@ class ProviderSpec:
     base_url: str | None = None
     base_url_env: str | None = None
     description: str = ""
+    #: True when a base URL from the environment does not make the key optional (Azure).
+    key_required: bool = False
 
     def driver_class(self) -> type[BasePromptDriver]:
         module, _, cls = self.driver.partition(":")
@@ -49,8 +52,12 @@ BUILTIN: dict[str, ProviderSpec] = {
                      "ANTHROPIC_BASE_URL", "Anthropic Messages API"),
         ProviderSpec("gemini", "ipyagent.drivers.gemini:GeminiPromptDriver", "GEMINI_API_KEY", None, "GEMINI_BASE_URL",
                      "Google Gemini API (GEMINI_API_KEY, or GOOGLE_API_KEY)"),
-        ProviderSpec("ollama", "ipyagent.drivers.ollama:OllamaPromptDriver", None, None, None,
-                     "a local Ollama through its native /api/chat (--base-url for another host); no key"),
+        ProviderSpec("ollama", "ipyagent.drivers.ollama:OllamaPromptDriver", None, None, "OLLAMA_BASE_URL",
+                     "a local Ollama through its native /api/chat (OLLAMA_BASE_URL or --base-url for another host); no key"),
+        ProviderSpec("azure-openai", "ipyagent.drivers.azure_openai:AzureOpenAIChatPromptDriver", "AZURE_OPENAI_API_KEY",
+                     None, "AZURE_OPENAI_ENDPOINT",
+                     "Azure OpenAI: azure-openai:DEPLOYMENT, endpoint in AZURE_OPENAI_ENDPOINT (api version: AZURE_OPENAI_API_VERSION)",
+                     key_required=True),
         ProviderSpec("groq", _OPENAI, "GROQ_API_KEY", "https://api.groq.com/openai/v1", None, "Groq (OpenAI-compatible)"),
         ProviderSpec("mistral", _OPENAI, "MISTRAL_API_KEY", "https://api.mistral.ai/v1", None, "Mistral (OpenAI-compatible)"),
         ProviderSpec("openrouter", _OPENAI, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", None, "OpenRouter (OpenAI-compatible)"),
@@ -60,6 +67,30 @@ BUILTIN: dict[str, ProviderSpec] = {
 
 #: A second variable accepted for a provider's key (Google documents both).
 KEY_FALLBACKS = {"GEMINI_API_KEY": "GOOGLE_API_KEY"}
+
+#: Short names for provider ids (``%provider --alias fast openai:gpt-4.1-mini``): name -> ``provider:model``.
+ALIASES: dict[str, str] = {}
+_ALIAS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
+
+
+def set_alias(name: str, provider_id: str) -> str:
+    """Make `name` stand for `provider_id` wherever a provider id is taken; returns the id.
+
+    Raises:
+        ConfigurationError: `name` is not letters, digits, ``-``, ``_``, ``.`` (starting
+            with a letter), or `provider_id` is not a known ``provider:model``.
+    """
+    if not _ALIAS_RE.match(name):
+        raise ConfigurationError(f"alias {name!r}: use letters, digits, '-', '_' and '.', starting with a letter (no ':')")
+    target = resolve_alias(provider_id.strip())
+    parse_provider_id(target)
+    ALIASES[name] = target
+    return target
+
+
+def resolve_alias(provider_id: str) -> str:
+    """The ``provider:model`` an alias stands for; any other id unchanged."""
+    return ALIASES.get(provider_id.strip(), provider_id)
 
 
 def providers() -> dict[str, ProviderSpec]:
@@ -73,19 +104,21 @@ def providers() -> dict[str, ProviderSpec]:
 
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
     """``"openai:gpt-4.1-mini"`` -> ``("openai", "gpt-4.1-mini")``; the model may hold ``:``.
+    An alias (`set_alias`) is replaced by the id it stands for.
 
     Raises:
         ConfigurationError: no ``provider:model`` shape, or an unknown provider
             (the message lists the known ones).
     """
-    name, sep, model = provider_id.strip().partition(":")
+    name, sep, model = resolve_alias(provider_id).strip().partition(":")
     known = providers()
     if name == "replay":
         if not model:
             raise ConfigurationError("replay needs a cassette file: replay:PATH")
         return name, model
     if not sep or not model:
-        raise ConfigurationError(f"expected PROVIDER:MODEL (e.g. openai:gpt-4.1-mini), got {provider_id!r}")
+        raise ConfigurationError(f"expected PROVIDER:MODEL (e.g. openai:gpt-4.1-mini) or an alias "
+                                 f"(%provider --alias NAME PROVIDER:MODEL), got {provider_id!r}")
     if name not in known:
         raise ConfigurationError(f"unknown provider {name!r}; known providers: {', '.join(sorted(known))}, replay")
     return name, model
@@ -115,7 +148,7 @@ def create_driver(
     cls = spec.driver_class()
     env = api_key_env or spec.api_key_env or getattr(cls, "api_key_env", None)
     api_key = (os.environ.get(env) or os.environ.get(KEY_FALLBACKS.get(env, ""))) if env else None
-    if env and not api_key and (api_key_env or base_url in (None, spec.base_url)):
+    if env and not api_key and (api_key_env or spec.key_required or base_url in (None, spec.base_url)):
         raise ConfigurationError(
             f"{env} is not set: set it in the environment (os.environ[{env!r}] = ...) "
             f"before %provider {name}:{model}, or pass --api-key-env NAME"

@@ -6,7 +6,8 @@ from typing import Any
 
 _registered: dict[int, Any] = {}
 
-_AGENT_CELL = "get_ipython().run_cell_magic('agent', "
+#: Cell magics whose cells await in a kernel (each takes the hidden ``--await-in-kernel`` flag).
+_AWAITED_CELLS = tuple(f"get_ipython().run_cell_magic('{name}', " for name in ("agent", "compare"))
 
 
 def await_agent_cells(lines: list[str]) -> list[str]:
@@ -17,31 +18,88 @@ def await_agent_cells(lines: list[str]) -> list[str]:
     kernel awaits. While it awaits, ipykernel handles widget messages (Approve / Deny
     buttons work) and a kernel interrupt cancels the run cleanly (TOOLCHAIN.md §3c, §3d).
     """
-    if lines and lines[0].startswith(_AGENT_CELL):
-        lines = [f"await {_AGENT_CELL}'--await-in-kernel ' + {lines[0][len(_AGENT_CELL):]}", *lines[1:]]
+    for prefix in _AWAITED_CELLS:  # %%agent and %%compare
+        if lines and lines[0].startswith(prefix):
+            return [f"await {prefix}'--await-in-kernel ' + {lines[0][len(prefix):]}", *lines[1:]]
     return lines
 
 
+#: Every magic of the extension. ``%load_ext`` only declares them; the package behind them
+#: (pydantic, httpx2, ...) is imported on first use, so loading costs almost nothing
+#: (benchmarks/import_load.py). A magic missing here is found only after another one was
+#: used: tests/test_compare.py::test_load_declares_every_magic checks the list.
+MAGICS = (("line", "provider"), ("line", "tools"), ("line", "agent"), ("cell", "agent"), ("cell", "compare"))
+_declared: set[int] = set()
+
+
+class _FirstUse:
+    """Stands in for one magic until it is first used: loads the extension for real, then calls it."""
+
+    def __init__(self, shell: Any, kind: str, name: str) -> None:
+        self.shell, self.kind, self.name = shell, kind, name
+
+    def _real(self) -> Any:
+        _load_now(self.shell)
+        real = self.shell.magics_manager.magics[self.kind].get(self.name)
+        if real is None or isinstance(real, _FirstUse):
+            raise RuntimeError(f"ipyagent has no {self.kind} magic {self.name!r}")
+        return real
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._real()(*args, **kwargs)
+
+    @property  # type: ignore[misc]
+    def __doc__(self) -> str | None:  # `%%agent?` shows the real help
+        return self._real().__doc__
+
+
 def load(ipython: Any) -> None:
+    """Declare the magics (`MAGICS`); the real ones are loaded when one is first used."""
+    if id(ipython) in _registered or id(ipython) in _declared:
+        return
+    _declared.add(id(ipython))
+    for kind, name in MAGICS:
+        ipython.magics_manager.magics[kind][name] = _FirstUse(ipython, kind, name)
+    if getattr(ipython, "kernel", None) is not None and await_agent_cells not in ipython.input_transformers_post:
+        ipython.input_transformers_post.append(await_agent_cells)
+
+
+def _load_now(ipython: Any) -> None:
     from .magics import AgentMagics
 
     if id(ipython) in _registered:
         return
     magics = AgentMagics(ipython)
     ipython.register_magics(magics)
-    if getattr(ipython, "kernel", None) is not None:
+    from .compare_magics import CompareMagics
+
+    ipython.register_magics(CompareMagics(ipython, magics))
+    from .session_magics import SessionMagics  # %agent threads/history/memory/inspect/replay
+
+    ipython.register_magics(SessionMagics(ipython, magics))
+    if getattr(ipython, "kernel", None) is not None and await_agent_cells not in ipython.input_transformers_post:
         ipython.input_transformers_post.append(await_agent_cells)
     _registered[id(ipython)] = magics
 
 
 def unload(ipython: Any) -> None:
-    from ..agent.loop_thread import stop_background_loop
-
+    _declared.discard(id(ipython))
+    for kind, name in MAGICS:  # magics never used are still placeholders
+        if isinstance(ipython.magics_manager.magics[kind].get(name), _FirstUse):
+            del ipython.magics_manager.magics[kind][name]
+    if await_agent_cells in ipython.input_transformers_post:
+        ipython.input_transformers_post.remove(await_agent_cells)
     magics = _registered.pop(id(ipython), None)
     if magics is None:
         return
+    from ..agent.loop_thread import stop_background_loop
+
     magics.close()
-    for kind, names in magics.magics.items():
+    compare = ipython.magics_manager.registry.pop("CompareMagics", None)
+    session = ipython.magics_manager.registry.pop("SessionMagics", None)
+    magics.session.close()
+    for kind, names in [*magics.magics.items(), *(compare.magics.items() if compare else ()),
+                        *(session.magics.items() if session else ())]:
         for name in names:
             ipython.magics_manager.magics[kind].pop(name, None)
     if await_agent_cells in ipython.input_transformers_post:

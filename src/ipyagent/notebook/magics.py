@@ -18,10 +18,14 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..agent import Agent, AgentResult, run_in_background, run_sync
 from ..core import ConfigurationError, Message
-from ..drivers import create_driver, parse_provider_id, providers
+from ..drivers import create_driver, parse_provider_id, providers, set_alias
+from ..drivers.registry import ALIASES, resolve_alias
 from ..tools import BaseTool, FunctionTool, Toolbox
 from ..tools.activity import ACTIVITY_ATTR
+from ..memory.conversation import Turn
+from .session import Session
 from .template import TemplateError, render_cell
+from .transcript_output import LiveTranscript
 from .view import make_view
 
 DEFAULT_PROVIDER = "openai:gpt-4.1-mini"
@@ -54,10 +58,30 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.provider_id: str | None = None
         self.provider_options: dict[str, Any] = {}
-        self.system: str | None = None
-        self.messages: list[Message] = []
+        self.session = Session()  # threads, Task Memory, run store (shared with %agent: session_magics.py)
         self._agents: dict[tuple[str, tuple[tuple[str, Any], ...]], Agent] = {}
         self.last_result: AgentResult | None = None
+
+    @property
+    def messages(self) -> list[Message]:
+        """The default thread's history as the next request would carry it."""
+        return self.session.threads.get().compose().messages
+
+    @messages.setter
+    def messages(self, value: list[Message]) -> None:
+        thread = self.session.threads.get()
+        thread.reset()
+        if value:
+            thread.add(Turn(list(value)))
+
+    @property
+    def system(self) -> str | None:
+        """The default thread's system prompt."""
+        return self.session.threads.get().system
+
+    @system.setter
+    def system(self, value: str | None) -> None:
+        self.session.threads.get().system = value
 
     # -- helpers ----------------------------------------------------------------------
 
@@ -66,7 +90,7 @@ class AgentMagics(Magics):
         if provider_id is None:
             provider_id, options = self.provider_id or DEFAULT_PROVIDER, self.provider_options
         else:
-            options = {}
+            provider_id, options = resolve_alias(provider_id), {}
         key = (provider_id, tuple(sorted(options.items())))
         agent = self._agents.get(key)
         if agent is None:
@@ -102,6 +126,29 @@ class AgentMagics(Magics):
             tools.append(self.shell.user_ns[name])
         return Toolbox(tools)
 
+    def _run_options(self, args: Any) -> dict[str, Any]:
+        """`Agent.arun` options from ``--schema``, ``--strategy`` and ``--image``, looked up in the user namespace."""
+        from pydantic import BaseModel
+
+        from ..agent.images import image_blocks
+
+        schema = None
+        if args.schema:
+            schema = self.shell.user_ns.get(args.schema)
+            if not (isinstance(schema, dict) or (isinstance(schema, type) and issubclass(schema, BaseModel))):
+                what = "not defined" if args.schema not in self.shell.user_ns else f"a {type(schema).__name__}"
+                raise UsageError(f"--schema: {args.schema!r} is {what}; define a pydantic model class "
+                                 f"(class {args.schema}(BaseModel): ...) in a cell first")
+        elif args.strategy:
+            raise UsageError("--strategy goes with --schema MODEL")
+        images = []
+        for item in args.image or ():
+            try:
+                images += image_blocks(self.shell.user_ns[item] if item in self.shell.user_ns else item)
+            except (OSError, ValueError, TypeError) as exc:
+                raise UsageError(f"--image {item}: {exc}") from None
+        return {"output_schema": schema, "output_strategy": args.strategy, "images": images}
+
     def _widgets(self) -> bool:
         if getattr(self.shell, "kernel", None) is None:
             return False
@@ -132,16 +179,28 @@ class AgentMagics(Magics):
     @argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     @argument("--record", metavar="FILE", help="append every HTTP exchange to this cassette (no keys stored)")
     @argument("--list", action="store_true", help="list the known providers and which API-key variables are set")
+    @argument("--alias", metavar="NAME", help="make NAME a short name for PROVIDER:MODEL (usable in %%provider NAME and %%agent -p NAME)")
     @line_magic
     def provider(self, line: str) -> None:
         """Show or set the default provider of ``%%agent`` cells.
 
         ``%provider`` shows it; ``%provider openai:gpt-4.1-mini`` sets it;
+        ``%provider --alias fast openai:gpt-4.1-mini`` names it;
         ``%provider --list`` lists the providers.
         """
         args = _parse(self.provider, line)
         if args.list:
             self._list_providers()
+            return
+        if args.alias:
+            if not args.provider_id:
+                raise UsageError("--alias NAME needs the id it stands for: %provider --alias fast openai:gpt-4.1-mini")
+            try:
+                target = set_alias(args.alias, args.provider_id)
+            except ConfigurationError as exc:
+                self._error(str(exc))
+                return
+            print(f"alias: {args.alias} = {target}")
             return
         if not args.provider_id:
             if any((args.base_url, args.api_key_env, args.record)):
@@ -157,7 +216,7 @@ class AgentMagics(Magics):
         except ConfigurationError as exc:
             self._error(str(exc))
             return
-        self.provider_id, self.provider_options = args.provider_id, options
+        self.provider_id, self.provider_options = resolve_alias(args.provider_id), options
         note = " (replaying a cassette: no network, no key)" if args.provider_id.startswith("replay:") else ""
         note += f", recording to {args.record}" if args.record else ""
         print(f"provider: {driver.id} at {driver.base_url}{note}")
@@ -170,6 +229,7 @@ class AgentMagics(Magics):
             key = f"{env} {'set' if os.environ.get(env) else 'not set'}" if env else "no key needed"
             rows.append((name, key, spec.description))
         rows.append(("replay", "no key needed", "replay:CASSETTE serves a recorded cassette offline"))
+        rows += [(name, "alias", f"= {target}") for name, target in sorted(ALIASES.items())]
         width = max(len(r[0]) for r in rows)
         kwidth = max(len(r[1]) for r in rows)
         for name, key, description in rows:
@@ -202,13 +262,21 @@ class AgentMagics(Magics):
     @magic_arguments()
     @argument("-p", "--provider", help="PROVIDER:MODEL for this cell (default: the %%provider one)")
     @argument("--system", help="system prompt for this conversation from now on")
-    @argument("-o", "--out", metavar="VAR", help="bind the result (.text, .message, .usage, .tool_calls, .stop_reason) to VAR")
-    @argument("--new", action="store_true", help="start a new conversation")
+    @argument("-o", "--out", metavar="VAR", help="bind the result (.text, .output, .message, .usage, .cost, .tool_calls, .stop_reason) to VAR")
+    @argument("--new", action="store_true", help="start the thread's conversation afresh")
+    @argument("--thread", metavar="NAME", help="the conversation thread to continue (default: the default thread)")
+    @argument("--max-history", type=int, metavar="N", help="send at most the last N turns of the thread")
+    @argument("--context-window", type=int, metavar="TOKENS", help="the model's context window, when ipyagent does not know it; the oldest turns are left out to fit")
+    @argument("--no-store", action="store_true", help="do not record this run in the run store")
     @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
     @argument("--tools", metavar="NAME[,NAME]", help="tools the model may call: names of functions or BaseTool objects in your namespace")
     @argument("--max-steps", type=int, default=10, help="model turns per cell at most (default 10)")
     @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
     @argument("--react", action="store_true", help="describe tools in the prompt and parse calls from text (models without native tool calling)")
+    @argument("--compare", metavar="ID,ID", help="send the cell to these providers at once, side by side (as %%%%compare)")
+    @argument("--schema", metavar="MODEL", help="a pydantic model class in your namespace: the reply is validated into an instance (VAR.output with -o)")
+    @argument("--strategy", choices=("native", "tool", "rule"), help="how --schema is asked for (default: the provider's best)")
+    @argument("--image", metavar="PATH_OR_VAR", action="append", help="add an image: a file path, URL, or a variable holding bytes, a PIL image or a matplotlib figure (repeatable)")
     @cell_magic
     def agent(self, line: str, cell: str) -> AgentResult | None:
         """Send the cell as a user message and stream the reply.
@@ -217,16 +285,21 @@ class AgentMagics(Magics):
         Successive cells continue one conversation; ``--new`` starts another.
         """
         args = _parse(self.agent, line)
+        if args.compare:  # an alias of %%compare (compare_magics.py)
+            return self.shell.magics_manager.registry["CompareMagics"].run(
+                [args.compare], cell, tools=args.tools, system=args.system, out=args.out, raw=args.raw,
+                max_steps=args.max_steps, react=args.react, await_in_kernel=args.await_in_kernel)
         try:
             prompt = (cell if args.raw else render_cell(cell, self.shell.user_ns)).strip()
         except TemplateError as exc:
             raise UsageError(str(exc)) from None
         if not prompt.strip():
             raise UsageError("the cell is empty: write the prompt below the %%agent line")
+        run_options = self._run_options(args)
         if args.new:
-            self.messages = []
+            self.session.threads.get(args.thread).reset()
         if args.system is not None:
-            self.system = args.system
+            self.session.threads.get(args.thread).system = args.system
         try:
             agent = self._agent(args.provider)
             agent.toolbox = self._toolbox(args.tools)
@@ -237,22 +310,30 @@ class AgentMagics(Magics):
             raise UsageError(f"--tools: {exc}") from None
         agent.max_steps = args.max_steps
         agent.react = True if args.react else None
+        active = self.session.begin(agent, prompt, thread=args.thread, max_history=args.max_history, window=args.context_window,
+                                    record=not args.no_store, metadata={"tools": agent.toolbox.names(), "max_steps": args.max_steps})
         view = make_view(agent.provider, widgets=self._widgets())
-        if self._widgets():
-            from IPython.display import display
-
-            display(view)
+        # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
+        live = LiveTranscript(view, provider=agent.provider, prompt=prompt) if self._widgets() else None
 
         async def run() -> AgentResult:
             try:
-                return await agent.arun(prompt, on_event=view.feed)
+                on_event = active.wrap(live.feed if live is not None else view.feed)  # thread + run store, then the view
+                active.announce(on_event)
+                return await agent.arun(prompt, on_event=on_event, **run_options)
             except asyncio.CancelledError:
+                active.interrupted()
                 view.mark_interrupted()
+                if live is not None:
+                    live.finish(None)  # the partial run, marked interrupted
                 raise
 
         agent.approve = view.request_approval
 
         def done(result: AgentResult) -> AgentResult:
+            active.finish(result)
+            if live is not None:
+                live.finish(result)
             self.last_result = result
             if args.out:
                 self.shell.user_ns[args.out] = result

@@ -14,7 +14,9 @@ import time
 from typing import Any, TextIO
 
 from ..core import (
+    ArtifactStored,
     Event,
+    HistoryTrimmed,
     ModelCompleted,
     ModelFailed,
     ModelStarted,
@@ -25,6 +27,7 @@ from ..core import (
     ToolCallCompleted,
     ToolCallDelta,
 )
+from ..drivers.pricing import total_cost
 from .render import escape, markdown_to_html
 
 #: Seconds between two frames sent to the front end (~33 frames per second).
@@ -38,13 +41,16 @@ STYLE = """<style>
 .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}
 .ipyagent-status{color:var(--jp-warn-color1,#a60)}
 .ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}
+.ipyagent-artifact{border:1px dashed var(--jp-border-color1,#bbb);border-radius:4px;margin:4px 0;padding:2px 8px}
+.ipyagent-artifact td,.ipyagent-artifact th{border:1px solid var(--jp-border-color2,#ddd);padding:1px 4px}
+.ipyagent-json ul{list-style:none;margin:0;padding-left:1.2em}
 </style>"""
 
 
 class Segment:
     """One block of the transcript: text, reasoning, or a tool call (with its result once run)."""
 
-    __slots__ = ("kind", "parts", "call_id", "name", "result", "is_error", "duration")
+    __slots__ = ("kind", "parts", "call_id", "name", "result", "is_error", "duration", "data")
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -53,6 +59,7 @@ class Segment:
         self.result: str | None = None
         self.is_error = False
         self.duration: float | None = None
+        self.data: Any = None  # an "artifact" segment's ArtifactStored event
 
 
 class RunState:
@@ -72,6 +79,8 @@ class RunState:
         self.interrupted = False
         self.started = time.monotonic()
         self.first_token: float | None = None
+        self.notices: list[str] = []  # thread history trimmed, shown above the transcript
+        self.costs: list[dict[str, Any] | None] = []  # each model turn's price (None: unknown)
 
     def _segment(self, index: int, kind: str) -> Segment:
         segment = self.segments.get((self.turn, index))
@@ -113,13 +122,27 @@ class RunState:
         elif isinstance(event, ModelCompleted):
             self.input_tokens += event.usage.input
             self.output_tokens += event.usage.output
+            if "cost" in event.metadata:  # set by every driver (BasePromptDriver.stream)
+                self.costs.append(event.metadata["cost"])
             if self.turn == 1 and event.metadata.get("ttft_s") is not None:
                 self.first_token = event.metadata["ttft_s"]  # the driver's figure, from the request sent
-            if not event.message.tool_calls:
+            # The run goes on after tool calls and after an output that failed validation;
+            # an accepted structured output ends it even when it came as a (final_result) call.
+            structured = event.metadata.get("structured")
+            if structured == "valid" or (not event.message.tool_calls and structured != "invalid"):
                 self.done = event
             return True
         elif isinstance(event, ModelFailed):
             self.error = event.error
+            return True
+        elif isinstance(event, ArtifactStored):  # an off-prompt output, shown as a collapsed entry
+            self.segments[(self.turn, 20_000 + len(self.segments))] = segment = Segment("artifact")
+            segment.data = event
+            return True
+        elif isinstance(event, HistoryTrimmed):
+            from .memory_html import trimmed_text
+
+            self.notices.append(trimmed_text(event))
             return True
         elif isinstance(event, ModelStarted):
             self.turn += 1
@@ -162,6 +185,9 @@ class RunState:
                 figures.append("failed")
             else:
                 figures.append("streaming…")
+        if self.costs:
+            cost = total_cost(self.costs)
+            figures.append(str(cost) if cost is not None else "unknown price")
         return figures
 
 
@@ -225,14 +251,14 @@ class WidgetView:
 
     def _body_html(self) -> str:
         s = self.state
-        parts = []
+        parts = [f'<div class="ipyagent-status">{escape(n)}</div>' for n in s.notices]
         for segment in s.segments.values():
             if segment.kind == "reasoning":
                 parts.append(f"<details><summary>reasoning</summary>{markdown_to_html(''.join(segment.parts))}</details>")
             elif segment.kind == "text":
                 parts.append(markdown_to_html("".join(segment.parts)))
             else:
-                parts.append(_tool_card(segment))
+                parts.append(_tool_card(segment) if segment.kind != "artifact" else _artifact_entry(segment.data))
         if s.error is not None:
             parts.append(f'<div class="ipyagent-error">⚠ {escape(s.error.message)}</div>')
         if s.interrupted:
@@ -267,6 +293,12 @@ class TextView:
             out.write(f"\n[{label} {event.action.native_name}, {event.duration_s:.2f} s] {event.result.to_text()}\n")
         elif isinstance(event, ModelFailed):
             out.write(f"\n[error] {event.error.message}")
+        elif isinstance(event, ArtifactStored):
+            from ..memory.artifacts import describe_size
+
+            out.write(f"[stored off-prompt: ipyagent.memory[{event.namespace!r}], {event.kind}, {describe_size(event.size)}]\n")
+        elif isinstance(event, HistoryTrimmed):
+            out.write(f"[{self.state.notices[-1]}]\n")
         if self.state.finished:
             self.finish()
         else:
@@ -303,6 +335,12 @@ def _tool_card(segment: Segment) -> str:
         f'<span class="ipyagent-footer">{escape(segment.call_id)} · {escape(status)}</span></summary>'
         f'<pre>{escape("".join(segment.parts))}</pre>{result}</details>'
     )
+
+
+def _artifact_entry(event: ArtifactStored) -> str:
+    from .memory_html import stored_event_html
+
+    return stored_event_html(event)
 
 
 def make_view(provider: str, *, widgets: bool) -> Any:

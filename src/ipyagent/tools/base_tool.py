@@ -74,6 +74,8 @@ class BaseTool:
         allowlist: only these activities are offered and may run.
         denylist: these activities are neither offered nor run.
         off_prompt: send outputs to Task Memory instead of the prompt.
+        output_memory: {activity: [TaskMemory, ...]}: that activity's outputs go off-prompt
+            to these memories (instead of the run's own Task Memory).
         requires_approval: every call waits for the user's approval (per activity:
             ``@activity(config={"requires_approval": True})``).
         extra_schema_properties: {activity: {property: JSON Schema}} added to
@@ -93,6 +95,7 @@ class BaseTool:
         off_prompt: bool = False,
         requires_approval: bool = False,
         extra_schema_properties: dict[str, dict[str, Any]] | None = None,
+        output_memory: dict[str, list[Any]] | None = None,
     ) -> None:
         self.name = name or type(self).__name__
         self.allowlist = list(allowlist) if allowlist is not None else None
@@ -100,10 +103,12 @@ class BaseTool:
         self.off_prompt = off_prompt
         self.requires_approval = requires_approval
         self.extra_schema_properties = dict(extra_schema_properties or {})
+        self.output_memory = {k: list(v) for k, v in (output_memory or {}).items()}
         known = set(self._functions)
         if not known:
             raise ValueError(f"tool {self.name!r} has no @activity methods")
-        for label, names in (("allowlist", self.allowlist or []), ("denylist", self.denylist), ("extra_schema_properties", self.extra_schema_properties)):
+        for label, names in (("allowlist", self.allowlist or []), ("denylist", self.denylist), ("extra_schema_properties", self.extra_schema_properties),
+                             ("output_memory", self.output_memory)):
             unknown = set(names) - known
             if unknown:
                 raise ValueError(f"{label} of tool {self.name!r} names unknown activities {sorted(unknown)}; it has {sorted(known)}")
@@ -131,6 +136,8 @@ class BaseTool:
         return [n for n in names if n in self.allowlist] if self.allowlist is not None else names
 
     def is_off_prompt(self, activity: str) -> bool:
+        if self.output_memory.get(activity):
+            return True
         own = self._config(activity).off_prompt
         return self.off_prompt if own is None else own
 
@@ -207,6 +214,10 @@ class BaseTool:
                 result = await asyncio.to_thread(fn, **args)
         except Exception as exc:
             return ErrorArtifact(value=str(exc) or type(exc).__name__, exception_type=type(exc).__name__)
+        if self.is_off_prompt(activity):  # kept in its own shape (a table, bytes) for Task Memory
+            from ..memory.artifacts import to_memory_artifact
+
+            return to_memory_artifact(result)
         return to_artifact(result)
 
     def __repr__(self) -> str:

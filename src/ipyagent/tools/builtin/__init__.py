@@ -1,6 +1,8 @@
-"""Built-in tools: `Calculator` (safe arithmetic) and `Clock` (date and time)."""
+"""Built-in tools: `Calculator` (safe arithmetic), `Clock` (date and time) and
+`TaskMemoryTool` (reads what off-prompt tools stored)."""
 
 from .calculator import Calculator
 from .clock import Clock
+from .task_memory import TaskMemoryTool
 
-__all__ = ["Calculator", "Clock"]
+__all__ = ["Calculator", "Clock", "TaskMemoryTool"]

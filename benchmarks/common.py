@@ -1,0 +1,160 @@
+"""Shared by the benchmark scripts: options, medians, the printed table, the JSON file,
+and a byte server on 127.0.0.1 in its own process.
+
+Benchmarks are not tests: each prints a table and writes ``build/bench/NAME.json``.
+Every figure that is compared is measured in the same run, on the same machine,
+and reported as a ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "providers"
+OUT = ROOT / "build" / "bench"
+
+
+def options(description: str, runs: int = 7) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes and few runs: checks the script works, measures nothing")
+    parser.add_argument("--runs", type=int, default=runs, help=f"timed runs per case (default {runs}); the median is reported")
+    parser.add_argument("--out", type=Path, default=OUT, help="folder of the JSON results (default build/bench)")
+    args = parser.parse_args()
+    if args.quick:
+        args.runs = min(args.runs, 2)
+    return args
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[str(h) for h in header]] + [[fmt(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    print(f"\n{title}")
+    for n, row in enumerate(cells):
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))).rstrip())
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
+def versions(*packages: str) -> dict[str, str | None]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str | None] = {}
+    for name in packages:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def write_json(args: argparse.Namespace, name: str, data: dict[str, Any]) -> Path:
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{name}{'-quick' if args.quick else ''}.json"
+    path.write_text(json.dumps({"benchmark": name, "quick": args.quick, "runs": args.runs, "machine": machine(), **data},
+                               indent=2, default=str) + "\n")
+    print(f"\nwrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
+    return path
+
+
+class ByteServer:
+    """An HTTP server in another process serving prepared bodies as fast as it can.
+
+    ``POST /NAME/anything`` (or any path, with ``"model": "NAME"`` in the JSON request)
+    answers with the file ``NAME`` of `folder` in one write
+    (``Content-Length``, ``text/event-stream``), keeping the connection alive. Its own
+    process, so that serving does not take the measured client's interpreter time.
+    A file ``NAME.delay`` (seconds) makes it a slow provider instead: the events of
+    ``NAME`` go out one by one, that long apart.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._proc: subprocess.Popen[str] | None = None
+        self.url = ""
+
+    def __enter__(self) -> "ByteServer":
+        self._proc = subprocess.Popen([sys.executable, __file__, "--serve", str(self.folder)], stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        self.url = f"http://127.0.0.1:{int(self._proc.stdout.readline())}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(timeout=5)
+
+
+def _serve(folder: Path) -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    bodies = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.suffix != ".delay"}
+    delays = {p.stem: float(p.read_text()) for p in folder.glob("*.delay")}
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            request = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            name = self.path.strip("/").split("/")[0]
+            if name not in bodies:  # then the model named in the request picks the body
+                try:
+                    name = json.loads(request).get("model", "")
+                except (ValueError, AttributeError):
+                    pass
+            body = bodies.get(name)
+            if body is None:
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if name not in delays:
+                self.wfile.write(body)
+                return
+            for event in body.split(b"\n\n")[:-1]:
+                time.sleep(delays[name])
+                self.wfile.write(event + b"\n\n")
+                self.wfile.flush()
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print(server.server_address[1], flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--serve"]:
+    _serve(Path(sys.argv[2]))

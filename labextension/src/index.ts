@@ -1,0 +1,75 @@
+/**
+ * JupyterLab MIME renderer for ipyagent run transcripts.
+ *
+ * When an ipyagent run ends, its cell output carries
+ * `application/vnd.ipyagent.transcript+json` (see
+ * src/ipyagent/core/transcript.py and transcript.schema.json). This renderer
+ * draws it the way the live widget looked, so a saved or reopened notebook
+ * shows every run without a kernel.
+ *
+ * Model text is untrusted: Markdown is rendered by markdown-it with raw HTML
+ * disabled (as the Python side does), then passed through JupyterLab's own
+ * sanitizer; every other string is set as text, never as HTML.
+ */
+
+import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
+import { Widget } from '@lumino/widgets';
+import MarkdownIt from 'markdown-it';
+
+import { renderTranscript } from './transcript';
+
+/** The MIME type of a transcript. */
+export const MIME_TYPE = 'application/vnd.ipyagent.transcript+json';
+
+/** Same engine and options as the Python side (markdown-it-py, render.py): raw HTML is escaped. */
+const markdown = new MarkdownIt('commonmark', {
+  html: false,
+  linkify: false,
+  breaks: false
+}).enable(['table', 'strikethrough']);
+
+/** A widget that renders one transcript. */
+export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer {
+  constructor(options: IRenderMime.IRendererOptions) {
+    super();
+    this._sanitizer = options.sanitizer;
+    this._mimeType = options.mimeType;
+    this.addClass('ipyagent-transcript');
+    this.addClass('jp-ipyagent-renderer');
+  }
+
+  renderModel(model: IRenderMime.IMimeModel): Promise<void> {
+    let data: unknown = model.data[this._mimeType];
+    if (typeof data === 'string') {
+      try {
+        data = JSON.parse(data);
+      } catch {
+        data = null;
+      }
+    }
+    const toHtml = (text: string): string =>
+      this._sanitizer.sanitize(markdown.render(text));
+    this.node.replaceChildren(...renderTranscript(data, toHtml));
+    return Promise.resolve();
+  }
+
+  private _sanitizer: IRenderMime.ISanitizer;
+  private _mimeType: string;
+}
+
+/** The renderer factory: safe (it sanitizes everything itself), so untrusted notebooks use it too. */
+export const rendererFactory: IRenderMime.IRendererFactory = {
+  safe: true,
+  mimeTypes: [MIME_TYPE],
+  createRenderer: options => new TranscriptRenderer(options)
+};
+
+const extension: IRenderMime.IExtension = {
+  id: 'ipyagent:transcript',
+  rendererFactory,
+  // Lower ranks win: ahead of text/html (50) and text/markdown (60), the fallbacks beside it.
+  rank: 40,
+  dataType: 'json'
+};
+
+export default extension;

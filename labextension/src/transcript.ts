@@ -1,0 +1,216 @@
+/**
+ * Transcript document -> DOM, mirroring the live view (notebook/view.py) and
+ * the HTML fallback (notebook/transcript_render.py).
+ *
+ * The document is read defensively: a missing or malformed field is skipped,
+ * never thrown on, and a newer version is shown as far as it is understood.
+ */
+
+/** The transcript format version this renderer was written for. */
+export const VERSION = 1;
+
+type Json = { [key: string]: unknown };
+
+function isObject(value: unknown): value is Json {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function str(value: unknown): string {
+  return typeof value === 'string' ? value : '';
+}
+
+function num(value: unknown): number | null {
+  return typeof value === 'number' && isFinite(value) ? value : null;
+}
+
+function list(value: unknown): unknown[] {
+  return Array.isArray(value) ? value : [];
+}
+
+/** An element with classes and text (text, never HTML). */
+function el(tag: string, className = '', text?: string): HTMLElement {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+function seconds(value: number): string {
+  return `${value.toFixed(2)} s`;
+}
+
+function usd(amount: number): string {
+  if (amount <= 0) {
+    return '$0';
+  }
+  if (amount >= 1) {
+    return `$${amount.toFixed(2)}`;
+  }
+  return '$' + amount.toFixed(6).replace(/0+$/, '').replace(/\.$/, '');
+}
+
+/** `done in 0.01 s` / `error in 0.01 s` / `not run` (transcript_render.tool_status). */
+export function toolStatus(call: Json): string {
+  const status = str(call.status);
+  if (status !== 'ok' && status !== 'error') {
+    return 'not run';
+  }
+  const word = status === 'error' ? 'error' : 'done';
+  const duration = num(call.duration_s);
+  return duration === null ? word : `${word} in ${seconds(duration)}`;
+}
+
+/** The footer figures, as the live view shows them (transcript_render.footer_figures). */
+export function footerFigures(t: Json): string[] {
+  const figures = [str(t.provider) || 'unknown'];
+  const usage = isObject(t.usage) ? t.usage : {};
+  const timings = isObject(t.timings) ? t.timings : {};
+  const status = str(t.status) || 'completed';
+  const input = num(usage.input) ?? 0;
+  const output = num(usage.output) ?? 0;
+  if (input || output || status === 'completed') {
+    figures.push(`${input} in / ${output} out tokens`);
+  }
+  const first = num(timings.first_token_s);
+  if (first !== null) {
+    figures.push(`first token ${seconds(first)}`);
+  }
+  const total = num(timings.total_s);
+  if (total !== null) {
+    figures.push(`total ${seconds(total)}`);
+  }
+  const turns = num(timings.turns) ?? 0;
+  if (turns > 1) {
+    figures.push(`${turns} model turns`);
+  }
+  const cost = isObject(t.cost) ? num(t.cost.total_usd) : null;
+  if (cost !== null) {
+    figures.push(usd(cost));
+  }
+  const stop = str(t.stop_reason);
+  if (status === 'completed' && stop && stop !== 'end_turn') {
+    figures.push(`stop: ${stop}`);
+  }
+  const attempts = num(t.attempts) ?? 0;
+  if (attempts > 1) {
+    figures.push(`${attempts - 1} retries`);
+  }
+  if (t.replayed === true) {
+    figures.push('replayed from cassette');
+  }
+  if (status !== 'completed') {
+    figures.push(status);
+  }
+  return figures;
+}
+
+function sizeText(size: unknown): string {
+  if (!isObject(size)) {
+    return '';
+  }
+  const rows = num(size.rows);
+  if (rows !== null) {
+    return `${rows.toLocaleString('en-US')} rows × ${(num(size.columns) ?? 0).toLocaleString('en-US')} columns`;
+  }
+  for (const unit of ['bytes', 'items', 'chars']) {
+    const n = num(size[unit]);
+    if (n !== null) {
+      return `${n.toLocaleString('en-US')} ${unit}`;
+    }
+  }
+  return '';
+}
+
+function toolCard(call: Json): HTMLElement {
+  const error = call.status === 'error';
+  const card = el('details', error ? 'ipyagent-tool ipyagent-tool-error' : 'ipyagent-tool');
+  const summary = el('summary');
+  summary.append(
+    el('b', 'ipyagent-tool-name', str(call.name) || 'tool call'),
+    ' ',
+    el('span', 'ipyagent-meta', `${str(call.id)} · ${toolStatus(call)}`)
+  );
+  card.append(summary, el('div', 'ipyagent-meta', 'arguments'));
+  const args = isObject(call.arguments) ? call.arguments : {};
+  card.append(el('pre', 'ipyagent-args', Object.keys(args).length ? JSON.stringify(args, null, 1) : '{}'));
+  if (typeof call.result === 'string') {
+    card.append(
+      el('div', 'ipyagent-meta', error ? 'error' : 'result'),
+      el('pre', 'ipyagent-result', call.result)
+    );
+  }
+  return card;
+}
+
+function markdownBlock(className: string, text: string, toHtml: (md: string) => string): HTMLElement {
+  const node = el('div', `${className} jp-RenderedHTMLCommon`);
+  node.innerHTML = toHtml(text); // markdown-it (raw HTML escaped) + JupyterLab's sanitizer
+  return node;
+}
+
+/**
+ * The nodes of a transcript.
+ *
+ * @param data - the transcript document (any JSON: bad input gives an error line).
+ * @param toHtml - Markdown to *sanitized* HTML.
+ */
+export function renderTranscript(data: unknown, toHtml: (md: string) => string): HTMLElement[] {
+  if (!isObject(data) || data.format !== 'ipyagent.transcript') {
+    return [el('div', 'ipyagent-error', '⚠ this output is not an ipyagent transcript')];
+  }
+  const nodes: HTMLElement[] = [];
+  const version = num(data.version);
+  if (version !== null && version > VERSION) {
+    nodes.push(
+      el('div', 'ipyagent-status', `transcript version ${version} is newer than this extension (${VERSION}); upgrade ipyagent to see all of it`)
+    );
+  }
+  for (const message of list(data.messages)) {
+    if (!isObject(message) || message.role !== 'assistant') {
+      continue; // the prompt is the cell above; tool results sit in their calls
+    }
+    for (const part of list(message.parts)) {
+      if (!isObject(part)) {
+        continue;
+      }
+      if (part.type === 'text') {
+        nodes.push(markdownBlock('ipyagent-text', str(part.text), toHtml));
+      } else if (part.type === 'reasoning') {
+        const details = el('details', 'ipyagent-reasoning');
+        details.append(el('summary', '', 'reasoning'));
+        if (part.redacted === true && !str(part.text)) {
+          details.append(el('p', '', '(redacted by the provider)'));
+        } else {
+          details.append(markdownBlock('ipyagent-reasoning-text', str(part.text), toHtml));
+        }
+        nodes.push(details);
+      } else if (part.type === 'tool_call') {
+        nodes.push(toolCard(part));
+      } else if (part.type === 'other') {
+        nodes.push(el('p', 'ipyagent-meta', str(part.summary)));
+      }
+    }
+  }
+  for (const artifact of list(data.artifacts)) {
+    if (!isObject(artifact)) {
+      continue;
+    }
+    const bits = [str(artifact.kind) || 'unknown', sizeText(artifact.size)].filter(b => b);
+    const title = `${str(artifact.namespace) || 'artifact'}: ${bits.join(', ')}` + (str(artifact.tool) ? `, from ${str(artifact.tool)}` : '');
+    const details = el('details', 'ipyagent-artifact');
+    details.append(el('summary', '', title), el('pre', '', str(artifact.preview)));
+    nodes.push(details);
+  }
+  if (isObject(data.error)) {
+    nodes.push(el('div', 'ipyagent-error', `⚠ ${str(data.error.message)}`));
+  }
+  if (data.status === 'interrupted') {
+    nodes.push(el('div', 'ipyagent-status', '⏹ interrupted; the text above is partial'));
+  }
+  nodes.push(el('div', 'ipyagent-footer', footerFigures(data).join(' · ')));
+  return nodes;
+}

@@ -1,0 +1,304 @@
+"""Run one prompt against several agents at once and measure each run.
+
+Provider-neutral: an entry is an `Agent` or a ``provider:model`` id turned into
+one by a factory. All agents run concurrently on ipyagent's background loop,
+so a comparison takes as long as its slowest provider, not the sum. The runs of
+one provider (``runs=N``) follow each other, each from the same starting
+conversation. A provider that fails (bad key, 429, timeout, even a
+configuration error when its agent is built) gets an error figure; the others
+go on.
+
+    >>> cmp = ipyagent.compare(["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-5"], "Say hi", runs=3)
+    >>> cmp.summary()            # one dict per provider: median, min, max of each figure
+    >>> cmp.to_dataframe()       # one row per run (needs pandas)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from ..core import DeltaMessage, Event, ProviderError
+from .agent import Agent, AgentResult
+from .loop_thread import run_in_background, run_sync
+
+#: (field of `RunFigures`, column title) in the order a table shows them.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("provider", "provider:model"),
+    ("ttft_s", "first token (s)"),
+    ("total_s", "total (s)"),
+    ("input_tokens", "in tokens"),
+    ("output_tokens", "out tokens"),
+    ("tokens_per_s", "out tokens/s"),
+    ("cost", "cost"),
+    ("stop_reason", "stop"),
+    ("error", "error"),
+)
+#: The columns summarized as median / min / max.
+NUMERIC = ("ttft_s", "total_s", "input_tokens", "output_tokens", "tokens_per_s", "cost")
+
+
+@dataclass
+class RunFigures:
+    """What one run of one provider measured.
+
+    Attributes:
+        provider: the agent's ``provider:model`` (or the id it was asked for).
+        index: the provider's position in the comparison.
+        run: 0-based run number of this provider.
+        ttft_s: seconds from the start of the run to its first streamed delta
+            (text, reasoning or tool call); None when nothing streamed.
+        total_s: seconds from the start to the end of the run (tool turns included).
+        input_tokens, output_tokens: billed by the provider, summed over the run's model turns.
+        tokens_per_s: output tokens per second of streaming, i.e.
+            ``output_tokens / (total_s - ttft_s)``; None when that is undefined.
+        cost: the run's cost (USD) when the result knows it (`AgentResult.cost`), else None.
+        stop_reason: why the model stopped (``end_turn``, ``max_tokens``, ...); None on failure.
+        error_type: `ProviderError.type` (``authentication``, ``rate_limit``, ...), or the
+            exception's class name for any other failure; None when the run succeeded.
+        error: the error message (safe to show: drivers redact keys), None on success.
+        result: the `AgentResult`, None when the agent could not even be built.
+    """
+
+    provider: str
+    index: int
+    run: int
+    ttft_s: float | None = None
+    total_s: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tokens_per_s: float | None = None
+    cost: float | None = None
+    stop_reason: str | None = None
+    error_type: str | None = None
+    error: str | None = None
+    result: AgentResult | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_type is None
+
+    def as_row(self) -> dict[str, Any]:
+        """The figures as a flat dict (no result object), for tables and data frames."""
+        return {"provider": self.provider, "run": self.run, **{k: getattr(self, k) for k, _ in COLUMNS[1:-1]},
+                "error_type": self.error_type, "error": self.error}
+
+
+class Stat(NamedTuple):
+    """Median, minimum and maximum of one figure over a provider's successful runs."""
+
+    median: float
+    min: float
+    max: float
+
+
+@dataclass
+class Comparison:
+    """The outcome of `compare`: every run's figures, in the order the runs finished.
+
+    Attributes:
+        providers: the entries' ids, in the order given.
+        runs: runs per provider.
+        figures: one `RunFigures` per run.
+        wall_s: seconds the whole comparison took (about the slowest provider's time).
+    """
+
+    providers: list[str]
+    runs: int
+    figures: list[RunFigures] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def results(self) -> dict[str, list[AgentResult | None]]:
+        """Each provider's results, in run order (None: its agent could not be built).
+        A provider named twice is keyed ``id #2``."""
+        out: dict[str, list[AgentResult | None]] = {}
+        for index, key in enumerate(_keys(self.providers)):
+            runs = sorted((f for f in self.figures if f.index == index), key=lambda f: f.run)
+            out[key] = [f.result for f in runs]
+        return out
+
+    def __getitem__(self, provider: str) -> list[AgentResult | None]:
+        return self.results[provider]
+
+    def summary(self) -> list[dict[str, Any]]:
+        """One dict per provider: ``provider``, ``runs`` (finished), ``ok`` (succeeded),
+        a `Stat` (or None) for each numeric figure over the successful runs,
+        ``stop_reason`` (the distinct values, comma-separated), ``errors`` (error types
+        of the failed runs, in run order) and ``error`` (the last failure's message)."""
+        return summarize(self.providers, self.figures)
+
+    def to_dataframe(self) -> Any:
+        """One row per run (`RunFigures.as_row`).
+
+        Raises:
+            ImportError: pandas is not installed (``pip install pandas``).
+        """
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("to_dataframe() needs pandas: pip install pandas") from None
+        rows = sorted((f for f in self.figures), key=lambda f: (f.index, f.run))
+        return pd.DataFrame([f.as_row() for f in rows])
+
+    def __repr__(self) -> str:
+        failed = sum(not f.ok for f in self.figures)
+        return (f"<Comparison {len(self.providers)} providers x {self.runs} run{'s' if self.runs > 1 else ''}: "
+                f"{len(self.figures) - failed} ok, {failed} failed, wall {self.wall_s:.2f} s>")
+
+
+def _keys(providers: Sequence[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    keys = []
+    for p in providers:
+        seen[p] = seen.get(p, 0) + 1
+        keys.append(p if seen[p] == 1 else f"{p} #{seen[p]}")
+    return keys
+
+
+def summarize(providers: Sequence[str], figures: Sequence[RunFigures]) -> list[dict[str, Any]]:
+    """`Comparison.summary` over any list of figures (a table that fills in as runs finish)."""
+    rows = []
+    for index, provider in enumerate(providers):
+        mine = sorted((f for f in figures if f.index == index), key=lambda f: f.run)
+        ok = [f for f in mine if f.ok]
+        row: dict[str, Any] = {"provider": mine[-1].provider if mine else provider, "runs": len(mine), "ok": len(ok)}
+        for name in NUMERIC:
+            values = [getattr(f, name) for f in ok if getattr(f, name) is not None]
+            row[name] = Stat(statistics.median(values), min(values), max(values)) if values else None
+        row["stop_reason"] = ", ".join(dict.fromkeys(f.stop_reason for f in ok if f.stop_reason))
+        failed = [f for f in mine if not f.ok]
+        row["errors"] = [f.error_type for f in failed]
+        row["error"] = failed[-1].error if failed else None
+        rows.append(row)
+    return rows
+
+
+def _figures(provider: str, index: int, run: int, started: float, first: float | None,
+             result: AgentResult | None, exc: BaseException | None) -> RunFigures:
+    ended = time.monotonic()
+    fig = RunFigures(provider, index, run, total_s=ended - started, result=result)
+    if first is not None:
+        fig.ttft_s = first - started
+    if result is not None:
+        fig.provider = result.provider
+        fig.input_tokens, fig.output_tokens = result.usage.input, result.usage.output
+        fig.cost = getattr(result, "cost", None)
+        fig.stop_reason = str(result.stop_reason) if result.stop_reason is not None else None
+        if result.error is not None:
+            fig.error_type, fig.error = result.error.type, result.error.message
+        elif result.interrupted:
+            fig.error_type, fig.error = "cancelled", "interrupted"
+    if exc is not None:
+        fig.error_type = exc.type if isinstance(exc, ProviderError) else type(exc).__name__
+        fig.error = str(exc) or type(exc).__name__
+    if fig.ok and fig.ttft_s is not None and fig.total_s > fig.ttft_s and fig.output_tokens:
+        fig.tokens_per_s = fig.output_tokens / (fig.total_s - fig.ttft_s)
+    return fig
+
+
+async def _compare(
+    entries: Sequence[Agent | str],
+    prompt: str,
+    runs: int,
+    factory: Callable[[str], Agent],
+    on_start: Callable[[int, int], Any] | None,
+    on_event: Callable[[int, int, Event], Any] | None,
+    on_finish: Callable[[RunFigures], Any] | None,
+) -> Comparison:
+    ids = [e if isinstance(e, str) else e.provider for e in entries]
+    comparison = Comparison(ids, runs)
+    started = time.monotonic()
+
+    def record(fig: RunFigures) -> None:
+        comparison.figures.append(fig)
+        if on_finish is not None:
+            on_finish(fig)
+
+    async def one_provider(index: int, entry: Agent | str) -> None:
+        try:
+            agent = factory(entry) if isinstance(entry, str) else entry
+        except Exception as exc:  # a missing key, an unknown provider: this provider only
+            for run in range(runs):
+                if on_start is not None:
+                    on_start(index, run)
+                record(_figures(ids[index], index, run, time.monotonic(), None, None, exc))
+            return
+        history = list(agent.messages)
+        try:
+            for run in range(runs):
+                agent.messages = list(history)  # every run starts from the same conversation
+                if on_start is not None:
+                    on_start(index, run)
+                t0 = time.monotonic()
+                first: list[float] = []
+
+                def seen(event: Event, run: int = run) -> None:
+                    if not first and isinstance(event, DeltaMessage):
+                        first.append(time.monotonic())
+                    if on_event is not None:
+                        on_event(index, run, event)
+
+                result, error = None, None
+                try:
+                    result = await agent.arun(prompt, on_event=seen)
+                except Exception as exc:  # e.g. a capability check failing before sending
+                    error = exc
+                record(_figures(agent.provider, index, run, t0, first[0] if first else None, result, error))
+        finally:
+            agent.messages = history
+
+    try:
+        await asyncio.gather(*(one_provider(i, e) for i, e in enumerate(entries)))
+    finally:
+        comparison.wall_s = time.monotonic() - started
+    return comparison
+
+
+async def acompare(
+    entries: Sequence[Agent | str],
+    prompt: str,
+    *,
+    runs: int = 1,
+    factory: Callable[[str], Agent] | None = None,
+    on_start: Callable[[int, int], Any] | None = None,
+    on_event: Callable[[int, int, Event], Any] | None = None,
+    on_finish: Callable[[RunFigures], Any] | None = None,
+    **agent_options: Any,
+) -> Comparison:
+    """Send `prompt` to every entry concurrently, `runs` times each, and measure each run.
+
+    Args:
+        entries: `Agent` objects, or ``provider:model`` ids built with `factory`.
+        prompt: the user message, the same for all.
+        runs: runs per provider (>= 1), one after the other, each from the agent's
+            conversation as it was before (the conversation is left unchanged).
+        factory: builds an agent from an id (default: ``Agent(id, **agent_options)``,
+            e.g. ``system=``, ``tools=``, ``max_steps=``). A factory error fails that
+            provider only.
+        on_start(index, run), on_event(index, run, event), on_finish(figures): called on
+            ipyagent's background loop when a run starts, for each of its events, and
+            when it ends (``index``: the entry's position).
+
+    Returns:
+        `Comparison`. Failures never raise; they are in the figures.
+
+    Raises:
+        ValueError: no entries, or `runs` < 1.
+        asyncio.CancelledError: the caller was cancelled (every run is cancelled).
+    """
+    if not entries:
+        raise ValueError("compare needs at least one provider")
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1, got {runs}")
+    make = factory or (lambda provider: Agent(provider, **agent_options))
+    return await run_in_background(_compare(list(entries), prompt, runs, make, on_start, on_event, on_finish))
+
+
+def compare(entries: Sequence[Agent | str], prompt: str, **options: Any) -> Comparison:
+    """Blocking `acompare` (works inside a running notebook loop too); same arguments."""
+    return run_sync(acompare(entries, prompt, **options))

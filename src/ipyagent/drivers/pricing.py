@@ -1,0 +1,119 @@
+"""The price of a model turn, from genai-prices (imported on first use).
+
+Prices depend on the provider, so they are worked out here, in the drivers
+layer: the base driver puts ``metadata["cost"]`` (`Cost.to_dict()`, or None when
+the price is unknown) on every `ModelCompleted`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..core import Usage
+
+#: Our provider ids -> genai-prices provider ids. Others (ollama, plug-ins) have no known price.
+PRICE_PROVIDERS: dict[str, str] = {
+    "openai": "openai",
+    "openai-responses": "openai",
+    "azure-openai": "azure",
+    "anthropic": "anthropic",
+    "gemini": "google",
+    "groq": "groq",
+    "mistral": "mistral",
+    "openrouter": "openrouter",
+    "deepseek": "deepseek",
+}
+
+#: Providers whose `Usage.output` leaves out the reasoning tokens they bill as output (Gemini's thoughts).
+REASONING_OUTSIDE_OUTPUT = frozenset({"gemini"})
+
+
+class Cost(float):
+    """A price in US dollars. The float value is the total, so a `Cost` sorts, sums and
+    formats like a number; `input_usd` (cache reads and writes included) and
+    `output_usd` are its parts."""
+
+    input_usd: float
+    output_usd: float
+
+    def __new__(cls, input_usd: float, output_usd: float, total_usd: float | None = None) -> "Cost":
+        self = super().__new__(cls, input_usd + output_usd if total_usd is None else total_usd)
+        self.input_usd, self.output_usd = float(input_usd), float(output_usd)
+        return self
+
+    @property
+    def total_usd(self) -> float:
+        return float(self)
+
+    def __add__(self, other: Any) -> Any:
+        if isinstance(other, Cost):
+            return Cost(self.input_usd + other.input_usd, self.output_usd + other.output_usd, float(self) + float(other))
+        return float(self) + other
+
+    def __str__(self) -> str:
+        return format_usd(float(self))
+
+    def __repr__(self) -> str:
+        return f"Cost(total_usd={float(self)!r}, input_usd={self.input_usd!r}, output_usd={self.output_usd!r})"
+
+    def __reduce__(self) -> Any:
+        return (Cost, (self.input_usd, self.output_usd, float(self)))
+
+    def to_dict(self) -> dict[str, float]:
+        return {"input_usd": self.input_usd, "output_usd": self.output_usd, "total_usd": float(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Cost":
+        return cls(float(data["input_usd"]), float(data["output_usd"]), float(data["total_usd"]))
+
+
+def format_usd(amount: float) -> str:
+    """``0.00117`` -> ``"$0.00117"``: cents for a dollar or more, else three significant digits."""
+    if amount <= 0:
+        return "$0"
+    if amount >= 1:
+        return f"${amount:,.2f}"
+    decimals = 2 - math.floor(math.log10(amount))
+    text = f"{amount:.{decimals}f}".rstrip("0").rstrip(".")
+    return f"${text}"
+
+
+def price(provider: str, model: str, usage: Usage, *, price_provider: str | None = None) -> Cost | None:
+    """The price of one model turn, or None when genai-prices does not know the provider or model.
+
+    Args:
+        provider: our provider id (``openai``, ``gemini``...).
+        model: the model as the provider reported it (``gpt-4.1-mini-2025-04-14``).
+        usage: the turn's billed tokens (`Usage.input` includes cache reads and writes).
+        price_provider: a genai-prices provider id overriding `PRICE_PROVIDERS` (plug-in drivers).
+    """
+    provider_id = price_provider or PRICE_PROVIDERS.get(provider)
+    if provider_id is None or not model:
+        return None
+    try:
+        from genai_prices import Usage as PriceUsage
+        from genai_prices import calc_price
+    except ImportError:  # pragma: no cover - a declared dependency
+        return None
+    output = usage.output + (usage.reasoning if provider in REASONING_OUTSIDE_OUTPUT else 0)
+    tokens = {"input_tokens": usage.input, "output_tokens": output}
+    if usage.cache_read:
+        tokens["cache_read_tokens"] = usage.cache_read
+    if usage.cache_write:
+        tokens["cache_write_tokens"] = usage.cache_write
+    try:
+        calc = calc_price(PriceUsage(**tokens), model, provider_id=provider_id)
+    except Exception:  # an unknown model (LookupError) or odd usage: the price is unknown, the run is fine
+        return None
+    return Cost(float(calc.input_price), float(calc.output_price), float(calc.total_price))
+
+
+def total_cost(costs: list[dict[str, Any] | None]) -> Cost | None:
+    """The sum of per-turn ``metadata["cost"]`` values; None when any turn's price is unknown."""
+    if not costs or any(c is None for c in costs):
+        return None
+    total = Cost.from_dict(costs[0])  # type: ignore[arg-type]
+    for c in costs[1:]:
+        total = total + Cost.from_dict(c)  # type: ignore[arg-type]
+    return total

@@ -1,0 +1,69 @@
+"""The memory layer (DESIGN.md, "memory"): Task Memory, conversation threads, the run store.
+
+Sits above core/drivers and below tools/agent; never imports the notebook layer.
+
+The module itself is subscriptable: ``ipyagent.memory["fetch_page-1"]`` is the
+artifact stored under that namespace in the current session's Task Memory
+(`current_memory()`), ``list(ipyagent.memory)`` its namespaces.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .task_memory import TaskMemory
+
+__all__ = ["TaskMemory", "current_memory", "set_current_memory"]
+
+_lock = threading.Lock()
+_current: "TaskMemory | None" = None
+
+
+def current_memory() -> "TaskMemory":
+    """The session's Task Memory (created on first use); agents use it unless given their own."""
+    global _current
+    with _lock:
+        if _current is None:
+            from .task_memory import TaskMemory
+
+            _current = TaskMemory()
+        return _current
+
+
+def set_current_memory(memory: "TaskMemory") -> None:
+    """Make `memory` the one `ipyagent.memory[...]` and new agents use."""
+    global _current
+    with _lock:
+        _current = memory
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TaskMemory":
+        from .task_memory import TaskMemory
+
+        return TaskMemory
+    raise AttributeError(f"module 'ipyagent.memory' has no attribute {name!r}")
+
+
+class _MemoryModule(types.ModuleType):
+    """``ipyagent.memory[namespace]`` reads the current Task Memory."""
+
+    def __getitem__(self, namespace: str) -> Any:
+        return current_memory()[namespace]
+
+    def __contains__(self, namespace: object) -> bool:
+        return namespace in current_memory()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(current_memory())
+
+    def __len__(self) -> int:
+        return len(current_memory())
+
+
+sys.modules[__name__].__class__ = _MemoryModule

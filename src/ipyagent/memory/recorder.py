@@ -1,0 +1,317 @@
+"""`RunRecorder`: writes one run's events to the run store as they happen, and
+`replay_events` reads them back as events a view can draw again.
+
+The assistant message of a model turn is a node from the moment the turn
+starts, marked ``partial``; its text so far is saved at most every
+`FLUSH_INTERVAL` seconds while it streams, and it is completed (``partial``
+cleared) when the turn completes. A turn that fails or is interrupted keeps
+``partial`` and gets ``failed``; a process killed mid-turn leaves ``partial``,
+which the next store on the host marks ``failed`` (`RunStore.mark_abandoned`).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections import defaultdict
+from typing import Any
+
+from ..core import (
+    ActionCallBlock,
+    Artifact,
+    ArtifactStored,
+    Event,
+    HistoryTrimmed,
+    Message,
+    ModelCompleted,
+    ModelFailed,
+    ModelStarted,
+    ProviderError,
+    ReasoningBlock,
+    ReasoningDelta,
+    StopReason,
+    TextBlock,
+    TextDelta,
+    ToolAction,
+    ToolCallCompleted,
+    ToolCallDelta,
+    Usage,
+)
+from .store import RunStore
+
+#: Seconds between two saves of a streaming message's partial text.
+FLUSH_INTERVAL = 0.5
+
+_ARTIFACT = None
+
+
+def _artifact_adapter() -> Any:
+    global _ARTIFACT
+    if _ARTIFACT is None:
+        from pydantic import TypeAdapter
+
+        _ARTIFACT = TypeAdapter(Artifact)
+    return _ARTIFACT
+
+
+def artifact_json(artifact: Any) -> Any:
+    """An artifact as JSON data (bytes as base64)."""
+    if hasattr(artifact, "model_dump_json"):
+        return json.loads(artifact.model_dump_json())
+    return {"type": "text", "value": str(artifact)}
+
+
+def artifact_from_json(data: Any) -> Any:
+    return _artifact_adapter().validate_json(json.dumps(data))
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """A message as JSON data, without `run_messages` and the tool outputs held by calls
+    (a result's text is in its own block; outputs are stored as tool_result nodes)."""
+    data = json.loads(message.model_dump_json(exclude={"metadata": {"run_messages"}}))
+    for block in data.get("content", []):
+        if isinstance(block.get("action"), dict):
+            block["action"]["output"] = None
+    return data
+
+
+def _response_meta(metadata: dict[str, Any]) -> dict[str, Any]:
+    """What the driver and loop said about a response (request id, latency, attempts, retry
+    waits, cost, structured-output state), JSON-ready."""
+    meta = {k: v for k, v in metadata.items() if k not in ("run_messages", "partial", "error", "output")}
+    output = metadata.get("output")
+    if output is not None:
+        meta["output"] = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
+    return meta
+
+
+class RunRecorder:
+    """Feeds one run's events into `store`. Never raises: a write that fails (disk full,
+    a locked file past the timeout) turns recording off for this run and keeps the
+    reason in `error`.
+
+    Args:
+        store: the run store.
+        thread: the conversation thread's name.
+        provider: ``provider:model``.
+        prompt: the user prompt message.
+        session: the writing session's id.
+        metadata: anything else about the run (tools, options).
+    """
+
+    def __init__(self, store: RunStore, *, thread: str | None, provider: str, prompt: Message,
+                 session: str | None = None, metadata: dict[str, Any] | None = None) -> None:
+        self.store = store
+        self.error: str | None = None
+        self.turn = 0
+        self._message_node: int | None = None
+        self._deltas: dict[int, list[Any]] = defaultdict(list)
+        self._last_flush = 0.0
+        self._started = time.monotonic()
+        self._ended = False
+        name, _, model = provider.partition(":")
+        self.provider, self.model = name, model
+        self.run_id = ""
+        self._safe(lambda: self._start(thread, provider, prompt, session, metadata))
+
+    def _start(self, thread: str | None, provider: str, prompt: Message, session: str | None, metadata: dict[str, Any] | None) -> None:
+        self.run_id = self.store.start_run(thread=thread, provider=self.provider, model=self.model, prompt=prompt.text,
+                                           session=session, metadata=metadata)
+        self.store.add_node(self.run_id, "message", role="user", data=message_json(prompt))
+
+    @property
+    def active(self) -> bool:
+        return self.error is None and bool(self.run_id)
+
+    def _safe(self, write: Any) -> None:
+        if self.error is not None:
+            return
+        try:
+            write()
+        except (sqlite3.Error, OSError) as exc:
+            self.error = f"the run store stopped recording this run: {exc}"
+
+    def feed(self, event: Event) -> None:
+        """Record one event (call for every event of the run, in order)."""
+        if self.active:
+            self._safe(lambda: self._feed(event))
+
+    def _feed(self, event: Event) -> None:
+        store, run = self.store, self.run_id
+        if isinstance(event, (TextDelta, ReasoningDelta, ToolCallDelta)):
+            self._deltas[event.index].append(event)
+            now = time.monotonic()
+            if self._message_node is not None and now - self._last_flush >= FLUSH_INTERVAL:
+                self._last_flush = now
+                store.update_node(self._message_node, data=message_json(self._partial()))
+        elif isinstance(event, ModelStarted):
+            self.turn += 1
+            self._deltas.clear()
+            store.add_node(run, "request", turn=self.turn, provider=event.provider, model=event.model,
+                           data=event.request or {})
+            self._message_node = store.add_node(run, "message", turn=self.turn, role="assistant", partial=True,
+                                                provider=event.provider, model=event.model,
+                                                data=message_json(Message(role="assistant")))
+            self._last_flush = time.monotonic()
+        elif isinstance(event, ModelCompleted):
+            meta = event.metadata
+            data = message_json(event.message)
+            data["stop_reason"] = {"kind": event.stop_reason.kind.value, "raw": event.stop_reason.raw}
+            data["response"] = _response_meta(meta)
+            fields = dict(partial=False, usage=event.usage.model_dump(), latency_s=meta.get("latency_s"),
+                          ttft_s=meta.get("ttft_s"), attempts=meta.get("attempts"),
+                          retry={"waits": meta.get("retry_waits"), "last_error": meta.get("last_error")}, data=data)
+            if self._message_node is not None:
+                store.update_node(self._message_node, **fields)
+            else:
+                self._message_node = store.add_node(run, "message", turn=self.turn, role="assistant", **fields)
+            for call in event.message.tool_calls:
+                store.add_node(run, "tool_call", turn=self.turn,
+                               data={**call.model_dump(mode="json", exclude={"output"}), "native_name": call.native_name})
+            self._message_node = None
+            self._deltas.clear()
+        elif isinstance(event, ToolCallCompleted):
+            action = event.action
+            store.add_node(run, "tool_result", turn=self.turn, failed=event.is_error, latency_s=event.duration_s, data={
+                "action": action.model_dump(mode="json", exclude={"output"}),
+                "result": artifact_json(event.result), "is_error": event.is_error})
+        elif isinstance(event, ArtifactStored):
+            store.add_node(run, "artifact", turn=self.turn, data={
+                "call_id": event.call_id, "tool": event.tool, "activity": event.activity, "memory": event.memory,
+                "namespace": event.namespace, "kind": event.kind, "size": event.size,
+                "artifact": artifact_json(event.artifact)})
+        elif isinstance(event, HistoryTrimmed):
+            store.add_node(run, "notice", turn=self.turn, data={
+                "type": event.type, "thread": event.thread, "dropped_turns": event.dropped_turns,
+                "kept_turns": event.kept_turns, "estimated_tokens": event.estimated_tokens,
+                "budget_tokens": event.budget_tokens, "reason": event.reason})
+        elif isinstance(event, ModelFailed):
+            meta = event.metadata
+            if self._message_node is not None:
+                partial = message_json(event.partial)
+                partial["response"] = _response_meta(meta)
+                store.update_node(self._message_node, partial=True, failed=True, usage=(event.partial.usage or Usage()).model_dump(),
+                                  latency_s=meta.get("latency_s"), attempts=meta.get("attempts"),
+                                  retry={"waits": meta.get("retry_waits"), "last_error": meta.get("last_error")}, data=partial)
+                self._message_node = None
+            store.add_node(run, "failure", turn=self.turn, failed=True, data={"error": event.error.to_dict(),
+                                                                              "response": _response_meta(meta)})
+
+    def _partial(self) -> Message:
+        blocks: list[Any] = []
+        calls = []
+        for index in sorted(self._deltas):
+            bucket = self._deltas[index]
+            if isinstance(bucket[0], TextDelta):
+                blocks.append(TextBlock.from_deltas(bucket))
+            elif isinstance(bucket[0], ReasoningDelta):
+                blocks.append(ReasoningBlock.from_deltas(bucket))
+            else:
+                calls.append({"id": next((d.call_id for d in bucket if d.call_id), None),
+                              "name": next((d.name for d in bucket if d.name), None),
+                              "raw_arguments": "".join(d.arguments for d in bucket)})
+        metadata: dict[str, Any] = {"partial": True}
+        if calls:
+            metadata["partial_tool_calls"] = calls
+        return Message(role="assistant", content=blocks, metadata=metadata)
+
+    def interrupted(self) -> None:
+        """The run was cancelled (kernel interrupt): its streaming message is saved as it
+        stood, marked partial and failed, and the run ``interrupted``."""
+        if not self.active or self._ended:
+            return
+
+        def write() -> None:
+            if self._message_node is not None:
+                data = message_json(self._partial())
+                data["metadata"]["interrupted"] = True
+                self.store.update_node(self._message_node, partial=True, failed=True, data=data)
+                self._message_node = None
+            self.store.add_node(self.run_id, "failure", turn=self.turn, failed=True,
+                                data={"error": {"type": "cancelled", "message": "interrupted by the user"}})
+            self.store.finish_run(self.run_id, "interrupted", duration_s=time.monotonic() - self._started,
+                                  error={"type": "cancelled", "message": "interrupted by the user"})
+
+        self._ended = True
+        self._safe(write)
+
+    def finish(self, result: Any) -> None:
+        """The run ended with `result` (an `AgentResult`): status, usage, cost, error."""
+        if not self.active or self._ended:
+            return
+        self._ended = True
+        if result.interrupted:
+            self._ended = False
+            self.interrupted()
+            return
+        status = "ok" if result.error is None else "failed"
+        meta = {k: v for k, v in (result.metadata or {}).items() if k in ("latency_s", "ttft_s", "attempts", "replayed")}
+        self._safe(lambda: self.store.finish_run(
+            self.run_id, status, duration_s=time.monotonic() - self._started, usage=result.usage.model_dump(),
+            cost=_cost(result), error=result.error.to_dict() if result.error is not None else None, metadata=meta or None))
+
+
+def _cost(result: Any) -> float | None:
+    """`AgentResult.cost` when there is one (a number, or an object with a total)."""
+    cost = getattr(result, "cost", None)
+    if cost is None:
+        return None
+    if isinstance(cost, (int, float)):
+        return float(cost)
+    for name in ("total", "total_usd", "usd", "amount"):
+        value = getattr(cost, name, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    return None
+
+
+def replay_events(nodes: list[dict[str, Any]]) -> list[Any]:
+    """The events of a stored run, rebuilt from its nodes in order, for a view to draw
+    again: ModelStarted, the message's blocks as whole deltas, ModelCompleted or
+    ModelFailed, ArtifactStored, ToolCallCompleted, HistoryTrimmed. A cancelled run
+    ends with the string ``"interrupted"`` (views have `mark_interrupted`)."""
+    events: list[Any] = []
+    partial: Message | None = None
+    for node in nodes:
+        kind, data = node["kind"], node.get("data") or {}
+        if kind == "request":
+            events.append(ModelStarted(provider=node.get("provider") or "", model=node.get("model") or ""))
+        elif kind == "message" and node.get("role") == "assistant":
+            message = Message.model_validate({k: v for k, v in data.items() if k in ("role", "content", "usage", "metadata")})
+            for index, block in enumerate(message.content):
+                if isinstance(block, TextBlock):
+                    events.append(TextDelta(index, block.text))
+                elif isinstance(block, ReasoningBlock):
+                    events.append(ReasoningDelta(index, block.text))
+                elif isinstance(block, ActionCallBlock):
+                    raw = block.raw_arguments if block.raw_arguments is not None else json.dumps(block.action.input)
+                    events.append(ToolCallDelta(index, block.action.tag, block.action.native_name, raw))
+            if node.get("partial"):
+                partial = message
+                continue
+            usage = Usage.model_validate(node.get("usage") or {})
+            stop = data.get("stop_reason") or {"kind": "end_turn"}
+            metadata = dict(data.get("response") or {})
+            events.append(ModelCompleted(message, usage, StopReason(kind=stop["kind"], raw=stop.get("raw")), metadata))
+        elif kind == "artifact":
+            events.append(ArtifactStored(data["call_id"], data["tool"], data.get("activity"), data["memory"],
+                                         data["namespace"], artifact_from_json(data["artifact"]), data.get("size") or {}))
+        elif kind == "tool_result":
+            action = ToolAction.model_validate(data["action"])
+            result = artifact_from_json(data["result"])
+            action.output = result
+            events.append(ToolCallCompleted(action, result, node.get("latency_s") or 0.0))
+        elif kind == "notice" and data.get("type") == "history_trimmed":
+            events.append(HistoryTrimmed(data["thread"], data["dropped_turns"], data["kept_turns"], data["estimated_tokens"],
+                                         data.get("budget_tokens"), data["reason"]))
+        elif kind == "failure":
+            error = data.get("error") or {}
+            if error.get("type") == "cancelled":
+                events.append("interrupted")
+            else:
+                events.append(ModelFailed(ProviderError(error.get("type", "server"), error.get("message", "failed"),
+                                                        code=error.get("code"), retryable=error.get("retryable")),
+                                          partial or Message(role="assistant"), dict(data.get("response") or {})))
+            partial = None
+    return events

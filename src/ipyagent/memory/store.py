@@ -1,0 +1,294 @@
+"""The run store: every run, request, message, tool call, tool result, off-prompt
+artifact and failure as a row in SQLite (stdlib `sqlite3`, WAL mode).
+
+Two tables. ``runs``: one row per run (thread, provider, model, status
+``running | ok | failed | interrupted``, usage, cost, timings, error, and the
+pid and host of the process writing it). ``nodes``: the run's pieces in order
+(``seq``), each with a ``kind`` (``request``, ``message``, ``tool_call``,
+``tool_result``, ``artifact``, ``failure``, ``notice``), ``partial`` and
+``failed`` flags, provider, model, usage, timings, retry metadata and a JSON
+``data`` payload. Nothing secret is stored: no request headers, and any
+string shaped like an API key is replaced by ``***``.
+
+Each write is its own short transaction, so several kernels can write one
+file at once (WAL lets readers go on while one writer holds the lock; others
+wait up to `timeout` seconds). A run whose process died mid-way stays
+``running`` until a later `RunStore` on the same host sees the pid gone and
+marks it ``interrupted`` (`mark_abandoned`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sqlite3
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+#: The default location, relative to the notebook's folder.
+DEFAULT_PATH = Path(".ipyagent") / "runs.sqlite"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    thread TEXT,
+    session TEXT,
+    provider TEXT,
+    model TEXT,
+    status TEXT NOT NULL DEFAULT 'running',
+    prompt TEXT,
+    started_at REAL NOT NULL,
+    ended_at REAL,
+    duration_s REAL,
+    usage TEXT,
+    cost REAL,
+    error TEXT,
+    metadata TEXT,
+    pid INTEGER,
+    host TEXT
+);
+CREATE TABLE IF NOT EXISTS nodes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL REFERENCES runs(id),
+    seq INTEGER NOT NULL,
+    turn INTEGER,
+    kind TEXT NOT NULL,
+    role TEXT,
+    partial INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    provider TEXT,
+    model TEXT,
+    usage TEXT,
+    latency_s REAL,
+    ttft_s REAL,
+    attempts INTEGER,
+    retry TEXT,
+    data TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL
+);
+CREATE INDEX IF NOT EXISTS nodes_by_run ON nodes(run_id, seq);
+CREATE INDEX IF NOT EXISTS runs_by_thread ON runs(thread, started_at);
+"""
+
+_NODE_FIELDS = ("turn", "role", "partial", "failed", "provider", "model", "usage", "latency_s", "ttft_s",
+                "attempts", "retry", "data")
+_RUN_FIELDS = ("status", "ended_at", "duration_s", "usage", "cost", "error", "metadata", "provider", "model")
+_JSON_FIELDS = ("usage", "retry", "data", "error", "metadata")
+
+_SECRET_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{10,}|gsk_[A-Za-z0-9]{10,}|xai-[A-Za-z0-9]{10,})")
+_SECRET_KEYS = {"authorization", "api_key", "api-key", "x-api-key", "x-goog-api-key", "key"}
+
+
+def scrub(value: Any) -> Any:
+    """`value` with API-key-shaped strings replaced by ``***`` and secret-named keys dropped."""
+    if isinstance(value, str):
+        return _SECRET_RE.sub("***", value)
+    if isinstance(value, dict):
+        return {k: scrub(v) for k, v in value.items() if str(k).lower() not in _SECRET_KEYS}
+    if isinstance(value, (list, tuple)):
+        return [scrub(v) for v in value]
+    return value
+
+
+def _dumps(value: Any) -> str | None:
+    return None if value is None else json.dumps(scrub(value), ensure_ascii=False, default=str)
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+class StoreError(RuntimeError):
+    """The run store cannot be opened or read (a bad path, a file that is not a run store)."""
+
+
+class RunStore:
+    """A run store at `path` (created with its folder when missing).
+
+    Args:
+        path: the SQLite file.
+        timeout: seconds a write waits for another process's lock.
+
+    Raises:
+        StoreError: the file cannot be opened or is not a run store.
+    """
+
+    def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False, isolation_level=None)
+            self._conn.row_factory = sqlite3.Row
+            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._set_up(time.monotonic() + timeout)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(f"cannot open the run store {str(self.path)!r}: {exc}") from None
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+
+    def _set_up(self, deadline: float) -> None:
+        """WAL mode and the tables. Switching to WAL takes a lock for which SQLite does not
+        always wait (two processes opening a new file at once), so "locked" is retried here."""
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                with self._transaction() as conn:
+                    for statement in filter(str.strip, _SCHEMA.split(";")):
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    # -- writing -----------------------------------------------------------------------
+
+    def _transaction(self) -> Any:
+        store = self
+
+        class _Tx:
+            def __enter__(self) -> sqlite3.Connection:
+                store._conn.execute("BEGIN IMMEDIATE")
+                return store._conn
+
+            def __exit__(self, exc_type: Any, *rest: Any) -> None:
+                store._conn.execute("ROLLBACK" if exc_type else "COMMIT")
+
+        return _Tx()
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+        with self._lock, self._transaction() as conn:
+            return conn.execute(sql, params).lastrowid or 0
+
+    def start_run(self, *, thread: str | None, provider: str | None, model: str | None, prompt: str | None,
+                  session: str | None = None, metadata: dict[str, Any] | None = None, run_id: str | None = None) -> str:
+        """Insert a ``running`` run and return its id."""
+        run_id = run_id or new_run_id()
+        self._write(
+            "INSERT INTO runs (id, thread, session, provider, model, status, prompt, started_at, metadata, pid, host) "
+            "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+            (run_id, thread, session, provider, model, scrub(prompt), time.time(), _dumps(metadata), self.pid, self.host),
+        )
+        return run_id
+
+    def add_node(self, run_id: str, kind: str, **fields: Any) -> int:
+        """Append a node to run `run_id` (next `seq`) and return its row id.
+
+        `fields`: turn, role, partial, failed, provider, model, usage, latency_s, ttft_s,
+        attempts, retry, data (usage, retry and data are JSON-encoded here)."""
+        unknown = set(fields) - set(_NODE_FIELDS)
+        if unknown:
+            raise TypeError(f"unknown node fields {sorted(unknown)}")
+        values = {k: (_dumps(v) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v) for k, v in fields.items()}
+        columns = ", ".join(values)
+        marks = ", ".join("?" for _ in values)
+        sql = (f"INSERT INTO nodes (run_id, seq, kind, created_at{', ' + columns if values else ''}) "
+               f"VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM nodes WHERE run_id = ?), ?, ?{', ' + marks if values else ''})")
+        return self._write(sql, (run_id, run_id, kind, time.time(), *values.values()))
+
+    def update_node(self, node_id: int, **fields: Any) -> None:
+        unknown = set(fields) - set(_NODE_FIELDS)
+        if unknown:
+            raise TypeError(f"unknown node fields {sorted(unknown)}")
+        values = {k: (_dumps(v) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v) for k, v in fields.items()}
+        sets = ", ".join(f"{k} = ?" for k in values)
+        self._write(f"UPDATE nodes SET {sets}, updated_at = ? WHERE id = ?", (*values.values(), time.time(), node_id))
+
+    def finish_run(self, run_id: str, status: str, **fields: Any) -> None:
+        """Set the run's final `status` (``ok``, ``failed``, ``interrupted``) and figures
+        (usage, cost, error, metadata, duration_s)."""
+        unknown = set(fields) - set(_RUN_FIELDS)
+        if unknown:
+            raise TypeError(f"unknown run fields {sorted(unknown)}")
+        values = {k: (_dumps(v) if k in _JSON_FIELDS else v) for k, v in fields.items()}
+        values.setdefault("ended_at", time.time())
+        sets = ", ".join(f"{k} = ?" for k in values)
+        self._write(f"UPDATE runs SET status = ?, {sets} WHERE id = ?", (status, *values.values(), run_id))
+
+    def mark_abandoned(self) -> list[str]:
+        """Runs left ``running`` by a process of this host that no longer exists: marked
+        ``interrupted`` with their partial nodes ``failed``. Returns their ids."""
+        rows = self._conn.execute("SELECT id, pid FROM runs WHERE status = 'running' AND host = ?", (self.host,)).fetchall()
+        gone = [r["id"] for r in rows if r["pid"] != self.pid and not _pid_alive(r["pid"])]
+        if gone:
+            with self._lock, self._transaction() as conn:
+                error = json.dumps({"type": "cancelled", "message": "the process stopped mid-run (kernel killed or restarted)"})
+                for run_id in gone:
+                    conn.execute("UPDATE runs SET status = 'interrupted', error = ? WHERE id = ? AND status = 'running'", (error, run_id))
+                    conn.execute("UPDATE nodes SET failed = 1 WHERE run_id = ? AND partial = 1", (run_id,))
+        return gone
+
+    # -- reading -----------------------------------------------------------------------
+
+    @staticmethod
+    def _row(row: sqlite3.Row) -> dict[str, Any]:
+        out = dict(row)
+        for key in _JSON_FIELDS:
+            if out.get(key) is not None:
+                out[key] = json.loads(out[key])
+        return out
+
+    def runs(self, *, thread: str | None = None, session: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """The latest runs, newest first, optionally of one thread or session."""
+        where, params = [], []
+        if thread is not None:
+            where.append("thread = ?")
+            params.append(thread)
+        if session is not None:
+            where.append("session = ?")
+            params.append(session)
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at DESC, rowid DESC LIMIT ?"
+        return [self._row(r) for r in self._conn.execute(sql, (*params, limit)).fetchall()]
+
+    def run(self, run_id: str) -> dict[str, Any]:
+        """The run whose id is (or starts with) `run_id`.
+
+        Raises:
+            KeyError: no such run, or a prefix that names several.
+        """
+        rows = self._conn.execute("SELECT * FROM runs WHERE id LIKE ? ORDER BY started_at", (run_id.strip() + "%",)).fetchall()
+        if not rows:
+            raise KeyError(f"no run {run_id!r} in {self.path}")
+        if len(rows) > 1 and rows[0]["id"] != run_id:
+            raise KeyError(f"{run_id!r} names {len(rows)} runs; give more of the id")
+        return self._row(rows[0])
+
+    def nodes(self, run_id: str) -> list[dict[str, Any]]:
+        return [self._row(r) for r in self._conn.execute("SELECT * FROM nodes WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()]
+
+    def count(self, table: str = "nodes") -> int:
+        if table not in ("runs", "nodes"):
+            raise ValueError("table is runs or nodes")
+        return self._conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self._conn.close()
+            except sqlite3.Error:
+                pass
+
+    def __repr__(self) -> str:
+        return f"<RunStore {self.path}>"

@@ -1,0 +1,171 @@
+"""``%%compare``: the same prompt to several providers at once, side by side.
+
+The work is done by `ipyagent.agent.compare`; this module parses the line,
+renders the cell (Jinja, as ``%%agent`` does), builds one agent per provider
+and draws the panes and the table (`compare_view`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+
+from ..agent import Agent, run_in_background, run_sync
+from ..agent.compare import Comparison, acompare
+from ..core import ToolAction
+from ..drivers import create_driver
+from ..drivers.registry import resolve_alias
+from .compare_view import CompareTextView, CompareWidgetView
+from .magics import REPLAY_DELAY, AgentMagics, _parse
+from .template import TemplateError, render_cell
+
+
+@magics_class
+class CompareMagics(Magics):
+    """``%%compare``; shares provider settings, tools lookup and widget detection with `AgentMagics`."""
+
+    def __init__(self, shell: Any, agent_magics: AgentMagics) -> None:
+        super().__init__(shell)
+        self.agent_magics = agent_magics
+        self.last_comparison: Comparison | None = None
+
+    def _driver_options(self, provider_id: str) -> tuple[str, dict[str, Any]]:
+        """(provider id, options) for `provider_id`, a ``%provider --alias`` name resolved; with
+        the session provider's options (``--base-url``, ...) when it is that provider."""
+        provider_id = resolve_alias(provider_id)
+        if provider_id == self.agent_magics.provider_id:
+            return provider_id, dict(self.agent_magics.provider_options)
+        return provider_id, {}
+
+    def _schema(self, name: str | None) -> Any:
+        if not name:
+            return None
+        value = self.shell.user_ns.get(name)
+        if value is None:
+            raise UsageError(f"--schema: {name!r} is not defined; define a pydantic model (or a JSON Schema dict) first")
+        from pydantic import BaseModel
+
+        if not (isinstance(value, dict) or (isinstance(value, type) and issubclass(value, BaseModel))):
+            raise UsageError(f"--schema: {name!r} is a {type(value).__name__}; give a pydantic model class or a JSON Schema dict")
+        return value
+
+    def _build(self, requested: str, *, system: str | None, toolbox: Any, schema: Any, max_steps: int, react: bool) -> Agent:
+        provider_id, options = self._driver_options(requested)
+        if provider_id.startswith("replay:"):
+            options.setdefault("chunk_delay", REPLAY_DELAY)
+        agent = Agent(create_driver(provider_id, **options), system=system, max_steps=max_steps, react=True if react else None)
+        agent.toolbox = toolbox
+        if schema is not None:
+            agent.schema = schema
+        return agent
+
+    @magic_arguments()
+    @argument("providers", nargs="+", metavar="ID", help="PROVIDER:MODEL ids (or %%provider aliases) to compare")
+    @argument("--runs", type=int, default=1, help="runs per provider; the table shows median (min–max) (default 1)")
+    @argument("--schema", metavar="MODEL", help="structured output: a pydantic model (or JSON Schema dict) in your namespace")
+    @argument("--tools", metavar="NAME[,NAME]", help="tools the models may call: names of functions or BaseTool objects in your namespace")
+    @argument("--system", help="system prompt for every provider")
+    @argument("-o", "--out", metavar="VAR", help="bind the comparison (.results, .figures, .summary(), .to_dataframe()) to VAR")
+    @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
+    @argument("--max-steps", type=int, default=10, help="model turns per run at most (default 10)")
+    @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
+    @cell_magic
+    def compare(self, line: str, cell: str) -> Comparison | None:
+        """Send the cell to every provider at once and show the replies side by side.
+
+        Each provider streams into its own pane; the table under them fills in as
+        runs finish (first token, total time, tokens, tokens/s, cost, stop reason,
+        error). A failing provider shows its error and never stops the others.
+        Each run is a fresh conversation: the ``%%agent`` conversation is not used
+        or changed. The cell is a Jinja2 template over your variables.
+        """
+        args = _parse(self.compare, line)
+        return self.run(args.providers, cell, runs=args.runs, schema=args.schema, tools=args.tools, system=args.system,
+                        out=args.out, raw=args.raw, max_steps=args.max_steps, await_in_kernel=args.await_in_kernel)
+
+    def run(self, providers: list[str], cell: str, *, runs: int = 1, schema: str | None = None, tools: str | None = None,
+            system: str | None = None, out: str | None = None, raw: bool = False, max_steps: int = 10,
+            react: bool = False, await_in_kernel: bool = False) -> Comparison | None:
+        """The body of ``%%compare`` (also behind ``%%agent --compare``); arguments as the magic's options."""
+        providers = [p for item in providers for p in item.split(",") if p.strip()]
+        if not providers:
+            raise UsageError("give the providers to compare: %%compare openai:gpt-4.1-mini anthropic:claude-sonnet-4-5")
+        if runs < 1:
+            raise UsageError(f"--runs must be at least 1, got {runs}")
+        try:
+            prompt = (cell if raw else render_cell(cell, self.shell.user_ns)).strip()
+        except TemplateError as exc:
+            raise UsageError(str(exc)) from None
+        if not prompt:
+            raise UsageError("the cell is empty: write the prompt below the %%compare line")
+        output_schema = self._schema(schema)
+        try:
+            toolbox = self.agent_magics._toolbox(tools)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(f"--tools: {exc}") from None
+
+        views: list[Any] = []  # the view, once made: approval buttons go to its pane
+        built: list[Agent] = []
+        failures: dict[str, Exception] = {}
+        entries: list[Agent | str] = []
+        for index, requested in enumerate(providers):
+            try:
+                agent = self._build(requested, system=system, toolbox=toolbox, schema=output_schema,
+                                    max_steps=max_steps, react=react)
+            except Exception as exc:  # noqa: BLE001 - a missing key, an unknown provider: shown in its pane and row
+                failures[requested] = exc
+                entries.append(requested)
+                continue
+
+            def approve(action: ToolAction, index: int = index) -> Any:
+                return views[0].request_approval(index, action)
+
+            agent.approve = approve
+            built.append(agent)
+            entries.append(agent)
+
+        names = [e if isinstance(e, str) else e.provider for e in entries]
+        widgets = self.agent_magics._widgets()
+        view: CompareWidgetView | CompareTextView = (CompareWidgetView if widgets else CompareTextView)(names, runs)
+        views.append(view)
+        if widgets:
+            from IPython.display import display
+
+            display(view)
+
+        def failed(provider_id: str) -> Agent:
+            raise failures[provider_id]
+
+        async def compared() -> Comparison:
+            try:
+                return await acompare(entries, prompt, runs=runs, factory=failed,
+                                      on_start=view.start, on_event=view.feed, on_finish=view.finish)
+            except asyncio.CancelledError:
+                view.mark_interrupted()
+                raise
+            finally:
+                for agent in built:
+                    try:
+                        await agent.aclose()
+                    except Exception:  # noqa: BLE001 - closing must not hide the results
+                        pass
+
+        def done(comparison: Comparison) -> Comparison:
+            if isinstance(view, CompareTextView):
+                view.show_table()
+            self.last_comparison = comparison
+            if out:
+                self.shell.user_ns[out] = comparison
+            return comparison
+
+        if await_in_kernel:
+            async def awaited() -> Comparison:
+                return done(await run_in_background(compared()))
+
+            return awaited()  # type: ignore[return-value]
+        return done(run_sync(compared()))

@@ -1,0 +1,179 @@
+"""The notebook session's shared state: conversation threads, Task Memory and the run store.
+
+``%%agent`` (magics.py) and the ``%agent`` subcommands (session_magics.py)
+share one `Session`. A cell's run goes through `Session.begin`, which
+composes the thread's history for the request (trimmed to ``--max-history``
+and to the model's context window) and returns an `ActiveRun` that records
+the run's events in the thread and the run store as they come.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ..core import Event, PromptStack
+from ..memory import current_memory
+from ..memory.conversation import DEFAULT_THREAD, Composition, Thread, ThreadStore, Turn, TurnBuilder, result_turn
+from ..memory.recorder import RunRecorder
+from ..memory.store import DEFAULT_PATH, RunStore, StoreError
+from ..memory.tokens import context_window, estimate_text, output_reserve
+
+#: Environment variable: the run store's path, or ``off`` to keep no store.
+STORE_ENV = "IPYAGENT_RUN_STORE"
+
+
+def default_store_path() -> Path | None:
+    """``$IPYAGENT_RUN_STORE`` (``off``: None), else ``.ipyagent/runs.sqlite`` beside the
+    notebook (Jupyter's ``JPY_SESSION_NAME`` says where it is), else in the working folder."""
+    configured = os.environ.get(STORE_ENV)
+    if configured:
+        return None if configured.strip().lower() in ("off", "none", "0", "false") else Path(configured).expanduser()
+    notebook = os.environ.get("JPY_SESSION_NAME")
+    if notebook and notebook.endswith(".ipynb") and Path(notebook).parent.is_dir():
+        return Path(notebook).parent / DEFAULT_PATH
+    return Path.cwd() / DEFAULT_PATH
+
+
+class Session:
+    """Threads, Task Memory and the run store of one kernel (or IPython shell)."""
+
+    def __init__(self) -> None:
+        self.id = uuid.uuid4().hex[:12]
+        self.threads = ThreadStore()
+        self.memory = current_memory()
+        self.store_path: Path | None = default_store_path()
+        self._store: RunStore | None = None
+        self.store_error: str | None = None
+        self.run_ids: list[str] = []
+
+    # -- the run store -----------------------------------------------------------------
+
+    @property
+    def store(self) -> RunStore | None:
+        """The open run store, opened on first use; None when off or when it cannot be
+        opened (the reason is printed once and kept in `store_error`)."""
+        if self._store is None and self.store_path is not None and self.store_error is None:
+            try:
+                self._store = RunStore(self.store_path)
+                self._store.mark_abandoned()
+            except StoreError as exc:
+                self.store_error = str(exc)
+                print(f"ipyagent: {exc}; runs are not recorded (%agent store PATH to choose another file)", file=sys.stderr)
+        return self._store
+
+    def set_store(self, path: str | Path | None) -> None:
+        """Use the store at `path` from now on (None: keep no store)."""
+        self.close()
+        self.store_path = Path(path).expanduser() if path is not None else None
+        self.store_error = None
+
+    # -- runs --------------------------------------------------------------------------
+
+    def begin(self, agent: Any, prompt: str, *, thread: str | None = None, max_history: int | None = None,
+              window: int | None = None, record: bool = True, metadata: dict[str, Any] | None = None) -> "ActiveRun":
+        """Prepare `agent` for one run of `prompt` in `thread`: its history is the thread's
+        completed turns, the oldest dropped whole to fit `max_history` turns and the
+        context `window` (tokens; default the model's). Returns the run's recorder."""
+        chosen = self.threads.get(thread)
+        agent.system = chosen.system
+        driver = agent.driver
+        window = window or context_window(driver.model, getattr(driver, "provider", None))
+        fixed = estimate_text((chosen.system or "") + prompt)
+        fixed += estimate_text(json.dumps([d.model_dump() for d in agent.toolbox.definitions()]))
+        budget = max(0, window - output_reserve(window) - fixed)
+        composition = chosen.compose(max_turns=max_history, budget_tokens=budget)
+        agent.messages = list(composition.messages)
+        store = self.store if record else None
+        return ActiveRun(self, agent, chosen, prompt, composition, store, metadata)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+class ActiveRun:
+    """One run in progress: feeds its events to the thread's turn builder and the run
+    store, then adds the turn to the thread when the run ends."""
+
+    def __init__(self, session: Session, agent: Any, thread: Thread, prompt: str, composition: Composition,
+                 store: RunStore | None, metadata: dict[str, Any] | None) -> None:
+        self.session, self.agent, self.thread, self.composition = session, agent, thread, composition
+        self._history = agent.messages
+        self._base = len(agent.messages)
+        user = PromptStack().add_user_message(prompt)
+        self.builder = TurnBuilder(user)
+        self.recorder: RunRecorder | None = None
+        if store is not None:
+            self.recorder = RunRecorder(store, thread=thread.name, provider=agent.provider, prompt=user,
+                                        session=session.id, metadata=metadata)
+            if not self.recorder.active:
+                self._warn(self.recorder.error)
+                self.recorder = None
+        self.run_id = self.recorder.run_id if self.recorder is not None else None
+        if self.run_id:
+            session.run_ids.append(self.run_id)
+        self._ended = False
+
+    @staticmethod
+    def _warn(message: str | None) -> None:
+        if message:
+            print(f"ipyagent: {message}", file=sys.stderr)
+
+    def feed(self, event: Event) -> None:
+        self.builder.feed(event)
+        if self.recorder is not None:
+            self.recorder.feed(event)
+
+    def wrap(self, on_event: Any) -> Any:
+        """`on_event` that also records each event here first."""
+
+        def both(event: Event) -> None:
+            self.feed(event)
+            on_event(event)
+
+        return both
+
+    def announce(self, on_event: Any) -> None:
+        """Tell `on_event` (the view) that old turns were left out, when they were."""
+        notice = self.composition.notice(self.thread.name)
+        if notice is not None:
+            self.feed(notice)
+            on_event(notice)
+
+    def finish(self, result: Any) -> Any:
+        """The run ended: its turn joins the thread (completed: what the agent added to the
+        conversation; failed: what was seen, marked), and the store gets the outcome."""
+        if self._ended:
+            return result
+        self._ended = True
+        added = self.agent.messages[self._base:] if self.agent.messages is self._history else []
+        if result.ok and added:
+            turn = Turn(list(added), "ok", self.run_id, result.provider)
+        else:
+            turn = result_turn(result, self.builder, run_id=self.run_id)
+        self.thread.add(turn)
+        if self.recorder is not None:
+            self.recorder.finish(result)
+            self._warn(self.recorder.error)
+        if self.run_id and isinstance(getattr(result, "metadata", None), dict):
+            result.metadata["run_id"] = self.run_id
+        return result
+
+    def interrupted(self) -> None:
+        """The run was cancelled: the partial turn joins the thread marked, and the store
+        marks its streaming message partial and failed."""
+        if self._ended:
+            return
+        self._ended = True
+        self.thread.add(Turn(self.builder.interrupted(), "interrupted", self.run_id, self.agent.provider, "interrupted"))
+        if self.recorder is not None:
+            self.recorder.interrupted()
+
+
+__all__ = ["ActiveRun", "DEFAULT_THREAD", "STORE_ENV", "Session", "default_store_path"]

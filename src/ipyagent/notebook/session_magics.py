@@ -1,0 +1,321 @@
+"""``%agent SUBCOMMAND``: the line magic beside the ``%%agent`` cell magic.
+
+    %agent threads                 the conversation threads, with their turns
+    %agent history [NAME]          a thread's messages, tool calls and results included
+    %agent reset [NAME]            forget a thread (default: the default thread)
+    %agent memory                  the artifacts stored off-prompt (ipyagent.memory["NAMESPACE"])
+    %agent runs [THREAD]           the latest runs in the run store
+    %agent inspect [RUN_ID]        a stored run node by node: raw request, response metadata
+    %agent replay [RUN_ID]         draw a stored run's view again, without calling the model
+    %agent store [PATH|off]        show or choose the run store
+
+RUN_ID may be the first characters of the id; without one, the session's last run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shlex
+import time
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from ..core import (
+    ActionCallBlock,
+    ActionResultBlock,
+    AudioBlock,
+    ImageBlock,
+    Message,
+    ModelStarted,
+    ReasoningBlock,
+    TextBlock,
+)
+from ..memory.artifacts import describe_size
+from ..memory.conversation import DEFAULT_THREAD
+from ..memory.recorder import replay_events
+from ..memory.store import RunStore, scrub
+from .memory_html import STYLE, artifact_entry_html
+from .render import escape
+from .session import Session
+from .view import make_view
+
+SUBCOMMANDS = ("threads", "history", "reset", "memory", "runs", "inspect", "replay", "store")
+#: Characters of one message block shown by history and inspect.
+SHOWN_CHARS = 600
+
+
+def _short(text: str, limit: int = SHOWN_CHARS) -> str:
+    text = text.replace("\r", "")
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more chars)"
+
+
+def message_lines(message: Message) -> list[str]:
+    """A message as readable lines: text, reasoning, tool calls and results, flags."""
+    flags = []
+    if message.metadata.get("partial"):
+        flags.append("partial")
+    if message.metadata.get("failed") or message.metadata.get("error"):
+        flags.append("failed")
+    if message.metadata.get("interrupted"):
+        flags.append("interrupted")
+    tag = f" [{', '.join(flags)}]" if flags else ""
+    lines = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            lines.append(f"{message.role}{tag}: {_short(block.text)}")
+        elif isinstance(block, ReasoningBlock):
+            lines.append(f"{message.role}{tag} (reasoning): {_short(block.text)}")
+        elif isinstance(block, ActionCallBlock):
+            lines.append(f"{message.role}{tag} → {block.action.native_name}({_short(json.dumps(block.action.input), 300)})  [{block.action.tag}]")
+        elif isinstance(block, ActionResultBlock):
+            label = "error" if block.is_error else "result"
+            lines.append(f"tool ← {label} of {block.action.native_name} [{block.action.tag}]: {_short(block.text, 300)}")
+        elif isinstance(block, (ImageBlock, AudioBlock)):
+            lines.append(f"{message.role}{tag}: [{block.type} {block.mime_type}]")
+        else:
+            lines.append(f"{message.role}{tag}: [{block.type}]")
+    if not message.content:
+        lines.append(f"{message.role}{tag}: (nothing had arrived)")
+    for call in message.metadata.get("partial_tool_calls") or []:
+        lines.append(f"{message.role}{tag} → {call.get('name')}({_short(call.get('raw_arguments') or '', 300)}  (cut off)")
+    if message.metadata.get("error"):
+        error = message.metadata["error"]
+        lines.append(f"  error: {error.get('type')}: {error.get('message')}" if isinstance(error, dict) else f"  error: {error}")
+    return lines
+
+
+def _when(timestamp: float | None) -> str:
+    if not timestamp:
+        return "?"
+    return datetime.datetime.fromtimestamp(timestamp).strftime("%Y-%m-%d %H:%M:%S")
+
+
+@magics_class
+class SessionMagics(Magics):
+    """``%agent``; shares the `Session` (threads, memory, run store) with `AgentMagics`."""
+
+    def __init__(self, shell: Any, agent_magics: Any) -> None:
+        super().__init__(shell)
+        self.agent_magics = agent_magics
+
+    @property
+    def session(self) -> Session:
+        return self.agent_magics.session
+
+    @line_magic("agent")
+    def agent_line(self, line: str) -> Any:
+        """``%agent threads | history [NAME] | reset [NAME] | memory | runs [THREAD] |
+        inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off]`` (``%%agent`` is the cell magic)."""
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%agent: {exc}") from None
+        if not words or words[0] not in SUBCOMMANDS:
+            given = f"unknown subcommand {words[0]!r}; " if words else ""
+            raise UsageError(f"%agent: {given}use one of: {', '.join(SUBCOMMANDS)} (the prompt goes in a %%agent cell)")
+        sub, rest = words[0], words[1:]
+        if len(rest) > 1:
+            raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
+        arg = rest[0] if rest else None
+        return getattr(self, f"_{sub}")(arg)
+
+    # -- threads -----------------------------------------------------------------------
+
+    def _threads(self, _: str | None) -> None:
+        names = self.session.threads.names()
+        if not names:
+            print("no threads yet: a %%agent cell starts the default one (--thread NAME for others)")
+            return
+        for name in names:
+            thread = self.session.threads.get(name)
+            ok = sum(t.ok for t in thread.turns)
+            failed = len(thread.turns) - ok
+            tokens = sum(t.tokens for t in thread.turns if t.ok)
+            extra = f", {failed} failed or interrupted (kept, not sent)" if failed else ""
+            system = f", system: {_short(thread.system, 60)!r}" if thread.system else ""
+            print(f"{name}: {ok} turns{extra}, ≈{tokens:,} tokens of history (estimate){system}")
+
+    def _history(self, name: str | None) -> None:
+        name = name or DEFAULT_THREAD
+        if name not in self.session.threads:
+            raise UsageError(f"%agent history: no thread {name!r}; threads: {', '.join(self.session.threads.names()) or 'none yet'}")
+        thread = self.session.threads.get(name)
+        print(f"thread {name!r}: {len(thread.turns)} turns" + (f"; system: {_short(thread.system, 200)}" if thread.system else ""))
+        for n, turn in enumerate(thread.turns, 1):
+            state = turn.status if turn.ok else f"{turn.status}: {turn.error} (kept for the record, skipped in the next prompt)"
+            run = f" · run {turn.run_id}" if turn.run_id else ""
+            print(f"── turn {n}{run} · {turn.provider or '?'} · {state}")
+            for message in turn.messages:
+                for text in message_lines(message):
+                    print("  " + text)
+
+    def _reset(self, name: str | None) -> None:
+        name = name or DEFAULT_THREAD
+        if self.session.threads.remove(name):
+            print(f"thread {name!r} reset")
+        else:
+            print(f"no thread {name!r}; threads: {', '.join(self.session.threads.names()) or 'none yet'}")
+
+    # -- memory ------------------------------------------------------------------------
+
+    def _memory(self, _: str | None) -> None:
+        from IPython.display import display
+
+        entries = self.session.memory.entries()
+        if not entries:
+            print("Task Memory is empty: outputs of off-prompt tools are stored here (BaseTool(off_prompt=True))")
+            return
+        lines = [f"{len(entries)} artifacts in {self.session.memory.name} (ipyagent.memory[NAMESPACE] returns one):"]
+        for e in entries:
+            s = e.summary()
+            lines.append(f"  {e.namespace}  {e.kind}  {describe_size(e.size)}  from {s['tool']}  call {e.call_id or '-'}")
+        html = STYLE + "".join(artifact_entry_html(e.namespace, e.artifact, tool=e.tool, activity=e.activity, size=e.size)
+                               for e in entries)
+        display({"text/plain": "\n".join(lines), "text/html": html}, raw=True)
+
+    # -- the run store -----------------------------------------------------------------
+
+    def _store_or_fail(self) -> RunStore:
+        store = self.session.store
+        if store is None:
+            why = self.session.store_error or "the run store is off (%agent store PATH turns it on)"
+            raise UsageError(f"%agent: no run store: {why}")
+        return store
+
+    def _run_id(self, given: str | None) -> str:
+        if given:
+            return given
+        if not self.session.run_ids:
+            raise UsageError("%agent: no run in this session yet; give a RUN_ID (%agent runs lists them)")
+        return self.session.run_ids[-1]
+
+    def _store(self, path: str | None) -> None:
+        if path is not None:
+            self.session.set_store(None if path.lower() in ("off", "none") else path)
+        where = self.session.store_path
+        print(f"run store: {where}" if where is not None else "run store: off")
+
+    def _runs(self, thread: str | None) -> None:
+        store = self._store_or_fail()
+        rows = store.runs(thread=thread, limit=20)
+        if not rows:
+            print(f"no runs stored in {store.path}" + (f" for thread {thread!r}" if thread else ""))
+            return
+        for r in rows:
+            usage = r.get("usage") or {}
+            tokens = f"{usage.get('input', 0)} in / {usage.get('output', 0)} out" if usage else "-"
+            print(f"{r['id']}  {_when(r['started_at'])}  {r['status']:<11}  {r['thread'] or '-':<12}  "
+                  f"{r['provider']}:{r['model']}  {tokens}  {_short(r['prompt'] or '', 60)!r}")
+
+    def _inspect(self, run_id: str | None) -> None:
+        store = self._store_or_fail()
+        try:
+            run = store.run(self._run_id(run_id))
+        except KeyError as exc:
+            raise UsageError(f"%agent inspect: {exc.args[0]}") from None
+        usage = run.get("usage") or {}
+        figures = [f"thread {run['thread']!r}", run["status"], f"{run['provider']}:{run['model']}", f"started {_when(run['started_at'])}"]
+        if run.get("duration_s") is not None:
+            figures.append(f"{run['duration_s']:.2f} s")
+        if usage:
+            figures.append(f"{usage.get('input', 0)} in / {usage.get('output', 0)} out tokens (provider usage)")
+        if run.get("cost") is not None:
+            figures.append(f"${run['cost']:.6f}")
+        print(f"run {run['id']} · " + " · ".join(figures))
+        if run.get("error"):
+            print(f"  error: {run['error'].get('type')}: {run['error'].get('message')}")
+        for node in store.nodes(run["id"]):
+            self._print_node(node)
+
+    @staticmethod
+    def _print_node(node: dict[str, Any]) -> None:
+        flags = [f for f in ("partial", "failed") if node.get(f)]
+        head = f"#{node['seq']} {node['kind']}" + (f" {node['role']}" if node.get("role") else "")
+        head += f" (turn {node['turn']})" if node.get("turn") else ""
+        head += f" [{', '.join(flags)}]" if flags else ""
+        data = scrub(node.get("data") or {})
+        print(head)
+        kind = node["kind"]
+        if kind == "request":
+            print(f"  POST {data.get('url', '?')}  ({node.get('provider')}:{node.get('model')})")
+            print("  body: " + _short(json.dumps(data.get("body"), ensure_ascii=False), 4000))
+        elif kind == "message":
+            message = Message.model_validate({k: v for k, v in data.items() if k in ("role", "content", "metadata")})
+            for text in message_lines(message):
+                print("  " + text)
+            if node.get("role") == "assistant":
+                timing = [f"{k} {node[k]:.3f} s" for k in ("latency_s", "ttft_s") if node.get(k) is not None]
+                if node.get("attempts") is not None:
+                    timing.append(f"attempts {node['attempts']}")
+                retry = node.get("retry") or {}
+                if retry.get("waits"):
+                    timing.append(f"retry waits {retry['waits']} s")
+                if retry.get("last_error"):
+                    timing.append(f"last error {retry['last_error']}")
+                if node.get("usage"):
+                    u = node["usage"]
+                    timing.append(f"usage {u.get('input', 0)} in / {u.get('output', 0)} out")
+                if timing:
+                    print("  " + " · ".join(timing))
+                if data.get("stop_reason"):
+                    print(f"  stop: {data['stop_reason'].get('kind')} (raw {data['stop_reason'].get('raw')!r})")
+                if data.get("response"):
+                    print("  response metadata: " + _short(json.dumps(data["response"], ensure_ascii=False, default=str), 2000))
+        elif kind == "tool_call":
+            print(f"  {data.get('native_name') or data.get('name')}({_short(json.dumps(data.get('input')), 300)})  [{data.get('tag')}]")
+        elif kind == "tool_result":
+            result = data.get("result") or {}
+            text = result.get("value") if isinstance(result.get("value"), str) else json.dumps(result.get("value"), default=str)
+            label = "error" if data.get("is_error") else result.get("type", "result")
+            print(f"  {label} [{(data.get('action') or {}).get('tag')}] in {node.get('latency_s') or 0:.3f} s: {_short(text or '', 300)}")
+        elif kind == "artifact":
+            print(f"  {data.get('namespace')}: {data.get('kind')}, {describe_size(data.get('size') or {})}, from {data.get('tool')}"
+                  f" (off-prompt, in {data.get('memory')})")
+        elif kind == "failure":
+            error = data.get("error") or {}
+            print(f"  {error.get('type')}: {error.get('message')}")
+            if data.get("response"):
+                print("  response metadata: " + _short(json.dumps(data["response"], ensure_ascii=False, default=str), 2000))
+        elif kind == "notice":
+            print("  " + _short(json.dumps(data, ensure_ascii=False), 300))
+
+    def _replay(self, run_id: str | None) -> None:
+        store = self._store_or_fail()
+        try:
+            run = store.run(self._run_id(run_id))
+        except KeyError as exc:
+            raise UsageError(f"%agent replay: {exc.args[0]}") from None
+        events = replay_events(store.nodes(run["id"]))
+        widgets = self.agent_magics._widgets()
+        view = make_view(f"{run['provider']}:{run['model']}", widgets=widgets)
+        header = f"replay of run {run['id']} from the run store · thread {run['thread']!r} · {_when(run['started_at'])} · {run['status']}"
+        if widgets:
+            from IPython.display import HTML, display
+
+            display(HTML(f'<div class="ipyagent-footer">{escape(header)}</div>'))
+            display(view)
+            feed = view.state.add  # no frame timers: one exact frame at the end
+        else:
+            print(f"[{header}]")
+            feed = view.feed
+        duration = run.get("duration_s")
+        for event in events:
+            if event == "interrupted":
+                if widgets:
+                    view.state.interrupted = True
+                else:
+                    view.mark_interrupted()
+                continue
+            feed(event)
+            if duration is not None and isinstance(event, ModelStarted) and view.state.turn == 1:
+                view.state.started = time.monotonic() - duration  # the footer shows the recorded time
+        if not view.state.finished:  # a process that died mid-run
+            if widgets:
+                view.state.interrupted = True
+            else:
+                view.mark_interrupted()
+        if widgets:
+            view.finish()

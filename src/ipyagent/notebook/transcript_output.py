@@ -1,0 +1,128 @@
+"""A run's cell output: the live widget while it runs, the static transcript once it ends.
+
+How the display is chosen (and why):
+
+* While a run streams, the cell shows the live ipywidgets view, displayed
+  under a fresh ``display_id``.
+* When the run ends (completed, failed or interrupted), that display is
+  *updated* in place with a bundle holding no widget: the transcript
+  (``application/vnd.ipyagent.transcript+json``), sanitized ``text/html``,
+  ``text/markdown`` and ``text/plain``; the transcript also goes into the
+  output's metadata (``metadata["ipyagent"]["transcript"]``).
+
+Keeping the widget reference in the saved output would make every front end
+without the widget's state (a reopened notebook, JupyterLab without the
+kernel's environment, VS Code, nbviewer without JavaScript) choose the widget
+first and show "model not found" (ipywidgets #3773, #1664). Without it, each
+front end takes the best static type it renders: JupyterLab and Notebook 7
+with ipyagent installed use the extension's renderer for the transcript; without
+it, and nbconvert's HTML export, use ``text/html``; a terminal ``text/plain``.
+The final frame looks like the live view, so the swap is not noticed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import uuid
+from typing import Any
+
+from ..core.transcript import MIME_TYPE, Transcript
+from .transcript_render import to_html, to_markdown, to_text
+
+#: Environment variables whose values never appear in a published transcript.
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$", re.I)
+
+
+def _secret_values() -> list[str]:
+    return sorted({v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8}, key=len, reverse=True)
+
+
+def redact(data: Any, secrets: list[str] | None = None) -> Any:
+    """`data` (JSON: dicts, lists, strings) with the values of secret-looking
+    environment variables (``*_API_KEY``, ``*_TOKEN``, ...) replaced by ``[redacted]``."""
+    secrets = _secret_values() if secrets is None else secrets
+    if not secrets:
+        return data
+    if isinstance(data, str):
+        for secret in secrets:
+            data = data.replace(secret, "[redacted]")
+        return data
+    if isinstance(data, dict):
+        return {k: redact(v, secrets) for k, v in data.items()}
+    if isinstance(data, list):
+        return [redact(v, secrets) for v in data]
+    return data
+
+
+def bundle(transcript: Transcript, *, view_model_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, metadata) of a transcript's display: the transcript JSON and its
+    HTML / Markdown / plain-text fallbacks; metadata ``{"ipyagent": {"transcript": ...}}``,
+    plus ``view_model_id``, the widget model that showed the run live, when given."""
+    secrets = _secret_values()
+    doc = redact(transcript.to_json(), secrets)
+    clean = Transcript.model_validate(doc) if secrets else transcript
+    data = {
+        MIME_TYPE: doc,
+        "text/html": to_html(clean),
+        "text/markdown": to_markdown(clean),
+        "text/plain": to_text(clean),
+    }
+    metadata: dict[str, Any] = {"transcript": doc}
+    if view_model_id:
+        metadata["view_model_id"] = view_model_id
+    return data, {"ipyagent": metadata}
+
+
+class LiveTranscript:
+    """The output of one run in a notebook.
+
+    Displays `view` (its ``widget``) under a new display id, records the
+    events it forwards to ``view.feed``, and on `finish` replaces the view with
+    the transcript bundle. `feed` and `finish` may be called from ipyagent's
+    background loop thread.
+
+    Args:
+        view: a live view (``feed(event)``; ``widget`` is what is displayed).
+        provider: ``provider:model`` of the run.
+        prompt: the user's prompt (kept in the transcript of an interrupted run).
+        show: display the view now (False: the caller displays it and passes `display_id`).
+    """
+
+    def __init__(self, view: Any, *, provider: str, prompt: str | None = None, show: bool = True,
+                 display_id: str | None = None) -> None:
+        self.view = view
+        self.provider = provider
+        self.prompt = prompt
+        self.events: list[Any] = []
+        self.display_id = display_id or f"ipyagent-{uuid.uuid4().hex}"
+        self.transcript: Transcript | None = None
+        self._first_request: float | None = None
+        self._lock = threading.Lock()
+        if show:
+            from IPython.display import display
+
+            display(getattr(view, "widget", view), display_id=self.display_id)
+
+    def feed(self, event: Any) -> None:
+        if self._first_request is None and getattr(event, "type", None) == "model_started":
+            self._first_request = time.monotonic()
+        self.events.append(event)
+        self.view.feed(event)
+
+    def finish(self, result: Any = None) -> Transcript | None:
+        """Replace the live view with the transcript of `result` (None: the run was
+        interrupted before it produced one). Only the first call counts."""
+        with self._lock:
+            if self.transcript is not None:
+                return self.transcript
+            elapsed = time.monotonic() - self._first_request if self._first_request is not None else None
+            self.transcript = Transcript.from_result(result, events=self.events, prompt=self.prompt,
+                                                     elapsed_s=elapsed, provider=self.provider)
+        from IPython.display import update_display
+
+        data, metadata = bundle(self.transcript, view_model_id=getattr(getattr(self.view, "widget", None), "model_id", None))
+        update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
+        return self.transcript

@@ -1,0 +1,254 @@
+"""A `Transcript` as the fallbacks that travel beside it: sanitized HTML, Markdown, plain text.
+
+Front ends without the ipyagent JupyterLab extension pick the best of these
+(nbconvert's HTML export and Notebook/Lab without the extension: HTML; a
+terminal: plain text). All three show what the live view shows: the answer,
+reasoning (collapsed), tool calls with arguments, status, duration and result,
+off-prompt artifacts, errors, and the footer figures.
+
+Model text is untrusted. In HTML it goes through `render.markdown_to_html`
+(raw HTML escaped, then nh3), and the whole body through nh3 once more. In
+Markdown, raw HTML is escaped and links to anything but http(s)/mailto are
+left as text, so a renderer that trusts Markdown still runs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from ..core.transcript import ArtifactSummary, OtherPart, ReasoningPart, TextPart, ToolCallPart, Transcript
+from .render import escape, markdown_to_html, sanitize
+
+#: Scoped CSS of the HTML fallback; JupyterLab theme variables with plain fallbacks.
+STYLE = """<style>
+.ipyagent-transcript{font-size:var(--jp-content-font-size1,14px);color:var(--jp-content-font-color1,inherit)}
+.ipyagent-transcript details.ipyagent-tool,.ipyagent-transcript details.ipyagent-artifact{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;margin:4px 0;padding:2px 8px}
+.ipyagent-transcript .ipyagent-tool-error{border-color:var(--jp-error-color1,#b00)}
+.ipyagent-transcript pre{margin:2px 0;white-space:pre-wrap;word-break:break-all}
+.ipyagent-transcript .ipyagent-reasoning{color:var(--jp-ui-font-color2,#666)}
+.ipyagent-transcript .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}
+.ipyagent-transcript .ipyagent-status{color:var(--jp-warn-color1,#a60)}
+.ipyagent-transcript .ipyagent-meta,.ipyagent-transcript .ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}
+</style>"""
+
+
+def _seconds(value: float | None) -> str:
+    return f"{value:.2f} s" if value is not None else ""
+
+
+def footer_figures(t: Transcript) -> list[str]:
+    """The footer of the live view, from a transcript: provider, tokens, times, state."""
+    figures = [t.provider]
+    u = t.usage
+    if u.input or u.output or t.status == "completed":
+        figures.append(f"{u.input} in / {u.output} out tokens")
+    if t.timings.first_token_s is not None:
+        figures.append(f"first token {t.timings.first_token_s:.2f} s")
+    if t.timings.total_s is not None:
+        figures.append(f"total {t.timings.total_s:.2f} s")
+    if t.timings.turns > 1:
+        figures.append(f"{t.timings.turns} model turns")
+    if t.cost is not None:
+        figures.append(_usd(t.cost.total_usd))
+    if t.status == "completed" and t.stop_reason not in (None, "end_turn"):
+        figures.append(f"stop: {t.stop_reason}")
+    if t.attempts and t.attempts > 1:
+        figures.append(f"{t.attempts - 1} retries")
+    if t.replayed:
+        figures.append("replayed from cassette")
+    if t.status != "completed":
+        figures.append(t.status)
+    return figures
+
+
+def _usd(amount: float) -> str:
+    if amount <= 0:
+        return "$0"
+    return f"${amount:,.2f}" if amount >= 1 else "$" + f"{amount:.6f}".rstrip("0").rstrip(".")
+
+
+def tool_status(call: ToolCallPart) -> str:
+    """``done in 0.01 s`` / ``error in 0.01 s`` / ``not run``."""
+    if call.status == "pending":
+        return "not run"
+    word = "error" if call.status == "error" else "done"
+    return f"{word} in {call.duration_s:.2f} s" if call.duration_s is not None else word
+
+
+def _size(size: dict[str, int]) -> str:
+    if "rows" in size:
+        return f"{size['rows']:,} rows × {size.get('columns', 0):,} columns"
+    for unit in ("bytes", "items", "chars"):
+        if unit in size:
+            return f"{size[unit]:,} {unit}"
+    return ""
+
+
+def artifact_title(a: ArtifactSummary) -> str:
+    """``web_search-1: text, 12,000 chars, from WebSearch``."""
+    bits = [a.kind, _size(a.size)]
+    where = a.namespace or "artifact"
+    return f"{where}: {', '.join(b for b in bits if b)}" + (f", from {a.tool}" if a.tool else "")
+
+
+def _arguments(call: ToolCallPart) -> str:
+    return json.dumps(call.arguments, ensure_ascii=False, indent=1) if call.arguments else "{}"
+
+
+# -- HTML ------------------------------------------------------------------------------
+
+
+def to_html(t: Transcript) -> str:
+    """Sanitized HTML, styled like the live view (tool cards and reasoning collapsed)."""
+    parts: list[str] = []
+    for message in t.messages:
+        if message.role != "assistant":
+            continue  # the prompt is the cell above; tool results sit in their calls
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                parts.append(f'<div class="ipyagent-text">{markdown_to_html(part.text)}</div>')
+            elif isinstance(part, ReasoningPart):
+                body = "<p>(redacted by the provider)</p>" if part.redacted and not part.text else markdown_to_html(part.text)
+                parts.append(f'<details class="ipyagent-reasoning"><summary>reasoning</summary>{body}</details>')
+            elif isinstance(part, ToolCallPart):
+                css = "ipyagent-tool ipyagent-tool-error" if part.status == "error" else "ipyagent-tool"
+                result = ""
+                if part.result is not None:
+                    label = "error" if part.status == "error" else "result"
+                    result = f'<div class="ipyagent-meta">{label}</div><pre class="ipyagent-result">{escape(part.result)}</pre>'
+                parts.append(
+                    f'<details class="{css}"><summary><b>{escape(part.name)}</b> '
+                    f'<span class="ipyagent-meta">{escape(part.id)} · {escape(tool_status(part))}</span></summary>'
+                    f'<div class="ipyagent-meta">arguments</div><pre class="ipyagent-args">{escape(_arguments(part))}</pre>{result}</details>'
+                )
+            elif isinstance(part, OtherPart):
+                parts.append(f'<p class="ipyagent-meta">{escape(part.summary)}</p>')
+    for artifact in t.artifacts:
+        parts.append(f'<details class="ipyagent-artifact"><summary>{escape(artifact_title(artifact))}</summary>'
+                     f'<pre>{escape(artifact.preview)}</pre></details>')
+    if t.error is not None:
+        parts.append(f'<div class="ipyagent-error">⚠ {escape(t.error.message)}</div>')
+    if t.status == "interrupted":
+        parts.append('<div class="ipyagent-status">⏹ interrupted; the text above is partial</div>')
+    parts.append('<div class="ipyagent-footer">' + " · ".join(escape(f) for f in footer_figures(t)) + "</div>")
+    return f'<div class="ipyagent-transcript">{STYLE}{sanitize("".join(parts))}</div>'
+
+
+# -- Markdown --------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+_SAFE_DEST = r"\s*<?\s*(?:https?:|mailto:|#)"
+_INLINE_LINK = re.compile(r"\]\((?!" + _SAFE_DEST + ")")
+_REF_DEF = re.compile(r"^( {0,3})\[([^\]]*)\]:(?!" + _SAFE_DEST + ")", re.M)
+
+
+def _defuse_inline(text: str) -> str:
+    """Outside code spans: raw HTML escaped, links to unsafe destinations broken."""
+    out, last = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out.append(_defuse_prose(text[last:m.start()]))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(_defuse_prose(text[last:]))
+    return "".join(out)
+
+
+def _defuse_prose(text: str) -> str:
+    text = text.replace("<", "&lt;")
+    text = _INLINE_LINK.sub(r"]\\(", text)
+    return _REF_DEF.sub(r"\1\\[\2]:", text)
+
+
+def safe_markdown(text: str) -> str:
+    """Model Markdown made inert: no raw HTML, no ``javascript:`` (or other non-web) links.
+
+    Fenced code blocks and code spans are kept as they are (they are shown as text anyway).
+    """
+    lines, out, fence = text.split("\n"), [], None
+    chunk: list[str] = []
+    for line in lines:
+        m = _FENCE.match(line)
+        if fence is None and m:
+            if chunk:
+                out.append(_defuse_inline("\n".join(chunk)))
+            chunk, fence = [], m.group(1)
+            out.append(line)
+        elif fence is not None:
+            out.append(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip()[len(m.group(1)):].strip():
+                fence = None
+        else:
+            chunk.append(line)
+    if chunk:
+        out.append(_defuse_inline("\n".join(chunk)))
+    return "\n".join(out)
+
+
+def _fenced(text: str, info: str = "") -> str:
+    run = max((len(r) for r in re.findall(r"`{3,}", text)), default=2)
+    fence = "`" * (run + 1)
+    return f"{fence}{info}\n{text}\n{fence}"
+
+
+def _md_escape(text: str) -> str:
+    return re.sub(r"([\\`*_{}\[\]<>()#+!|~])", r"\\\1", text)
+
+
+def to_markdown(t: Transcript) -> str:
+    """Markdown: the answer as the model wrote it (made inert), tool calls as quoted code blocks."""
+    blocks: list[str] = []
+    for message in t.messages:
+        if message.role != "assistant":
+            continue
+        for part in message.parts:
+            if isinstance(part, TextPart) and part.text.strip():
+                blocks.append(safe_markdown(part.text))
+            elif isinstance(part, ReasoningPart) and part.text.strip():
+                blocks.append("> *reasoning*\n>\n" + "\n".join("> " + line for line in safe_markdown(part.text).split("\n")))
+            elif isinstance(part, ToolCallPart):
+                lines = [f"**tool call `{part.name}`** · {_md_escape(part.id)} · {tool_status(part)}", "", _fenced(_arguments(part), "json")]
+                if part.result is not None:
+                    lines += ["", "error:" if part.status == "error" else "result:", "", _fenced(part.result)]
+                blocks.append("\n".join("> " + line if line else ">" for line in "\n".join(lines).split("\n")))
+            elif isinstance(part, OtherPart):
+                blocks.append(f"*{_md_escape(part.summary)}*")
+    for artifact in t.artifacts:
+        blocks.append(f"**artifact** {_md_escape(artifact_title(artifact))}\n\n{_fenced(artifact.preview)}")
+    if t.error is not None:
+        blocks.append(f"**⚠ {_md_escape(t.error.message)}**")
+    if t.status == "interrupted":
+        blocks.append("*⏹ interrupted; the text above is partial*")
+    blocks.append("*" + _md_escape(" · ".join(footer_figures(t))) + "*")
+    return "\n\n".join(blocks) + "\n"
+
+
+# -- plain text ------------------------------------------------------------------------
+
+
+def to_text(t: Transcript) -> str:
+    """Plain text for terminals: the answer, one bracketed line per tool call, the footer."""
+    lines: list[str] = []
+    for message in t.messages:
+        if message.role != "assistant":
+            continue
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                lines.append(part.text)
+            elif isinstance(part, ReasoningPart):
+                lines.append(f"[reasoning: {len(part.text)} chars]")
+            elif isinstance(part, ToolCallPart):
+                args = json.dumps(part.arguments, ensure_ascii=False)
+                result = f" -> {part.result}" if part.result is not None else ""
+                lines.append(f"[tool {part.name}({args}){result} · {tool_status(part)}]")
+            elif isinstance(part, OtherPart):
+                lines.append(f"[{part.summary}]")
+    for artifact in t.artifacts:
+        lines.append(f"[artifact {artifact_title(artifact)}]")
+    if t.error is not None:
+        lines.append(f"[error] {t.error.message}")
+    if t.status == "interrupted":
+        lines.append("[interrupted; the text above is partial]")
+    lines.append("[" + " · ".join(footer_figures(t)) + "]")
+    return "\n".join(lines)

@@ -1,0 +1,335 @@
+"""`ipyagent.compare` and `%%compare` without a kernel: concurrency, failures that stay
+in their row, runs and their summary, the table, the magic in terminal IPython."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import re
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.terminal.interactiveshell import TerminalInteractiveShell
+from IPython.testing.globalipapp import start_ipython
+
+from ipyagent import Agent, Comparison, acompare, compare
+from ipyagent.agent.compare import RunFigures, Stat
+from ipyagent.core import ModelStarted, TextDelta
+from ipyagent.drivers.registry import BUILTIN
+from ipyagent.notebook.compare_view import CompareWidgetView, table_html, table_text
+from ipyagent.notebook.extension import await_agent_cells
+
+from .recordings import expected_from, status_type
+from .stub_server import FIXTURES, Reply, StubServer
+
+TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+ANTHROPIC_TEXT = FIXTURES / "anthropic" / "stream-text.sse"
+AUTH_401 = FIXTURES / "anthropic" / "error-401-authentication.json"
+RATE_429 = FIXTURES / "openai-compatible" / "openrouter-error-429.json"
+KEY_VARS = sorted({spec.api_key_env for spec in BUILTIN.values() if spec.api_key_env})
+
+
+def _anthropic_expected() -> tuple[str, int, int]:
+    """(text, input tokens, output tokens) of the recorded Anthropic stream, read with json.loads."""
+    text, usage = "", {}
+    for line in ANTHROPIC_TEXT.read_text().splitlines():
+        if line.startswith("data: "):
+            event = json.loads(line[6:])
+            if event["type"] == "content_block_delta":
+                text += event["delta"].get("text", "")
+            usage = {**usage, **(event.get("usage") or event.get("message", {}).get("usage") or {})}
+    return text, usage["input_tokens"], usage["output_tokens"]
+
+
+def _error(path, status=None) -> Reply:
+    return Reply.error_file(path, path.with_name(path.name.replace(".json", ".http.json")), status=status)
+
+
+@pytest.fixture(autouse=True)
+def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in KEY_VARS + ["OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "GEMINI_BASE_URL"]:
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_wall_time_is_the_slowest_not_the_sum() -> None:
+    delays = [0.004, 0.008, 0.012]  # seconds between SSE events: three different speeds
+    servers = [StubServer(Reply.sse_file(TEXT, delay=d)) for d in delays]
+    with servers[0], servers[1], servers[2]:
+        agents = [Agent("openai:m", base_url=s.url) for s in servers]
+        alone = []
+        for agent in agents:
+            t0 = time.monotonic()
+            assert agent.run("hi").ok
+            alone.append(time.monotonic() - t0)
+        result = compare(agents, "hi")
+    exp = expected_from(TEXT)
+    assert [f.output_tokens for f in sorted(result.figures, key=lambda f: f.index)] == [exp.usage["completion_tokens"]] * 3
+    assert all(f.ok and f.stop_reason == "end_turn" for f in result.figures)
+    assert result.wall_s < sum(alone)
+    assert result.wall_s < max(alone) + 0.5 * (sum(alone) - max(alone))
+    # The providers finish in the order of their speed.
+    assert [f.index for f in result.figures] == [0, 1, 2]
+
+
+def test_a_failing_provider_never_stops_the_others(monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-compare-secret-1234")
+    text, tokens_in, tokens_out = _anthropic_expected()
+    with StubServer(Reply.sse_file(TEXT, delay=0.005)) as ok_openai, StubServer(Reply.sse_file(ANTHROPIC_TEXT)) as ok_anthropic, \
+            StubServer(_error(AUTH_401)) as unauthorized, StubServer(_error(RATE_429)) as limited:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-compare")
+        entries = [
+            Agent("openai:m", base_url=ok_openai.url),
+            Agent("anthropic:claude-x", base_url=ok_anthropic.url),
+            Agent("anthropic:claude-y", base_url=unauthorized.url),
+            Agent("openai:limited", base_url=limited.url, max_attempts=1),
+            "groq:llama",  # GROQ_API_KEY unset: the agent cannot even be built
+        ]
+        result = compare(entries, "hi")
+    by = {f.provider: f for f in result.figures}
+    assert by["openai:m"].ok and by["openai:m"].output_tokens == expected_from(TEXT).usage["completion_tokens"]
+    assert by["anthropic:claude-x"].result.text == text
+    assert (by["anthropic:claude-x"].input_tokens, by["anthropic:claude-x"].output_tokens) == (tokens_in, tokens_out)
+    assert by["anthropic:claude-y"].error_type == status_type(401)
+    assert by["openai:limited"].error_type == status_type(429)
+    assert by["groq:llama"].error_type == "configuration" and "GROQ_API_KEY" in by["groq:llama"].error
+    assert by["groq:llama"].result is None
+    assert sum(f.ok for f in result.figures) == 2
+    assert "sk-compare-secret-1234" not in repr(result.summary())
+    # Results keyed by provider, in the order given.
+    assert list(result.results) == ["openai:m", "anthropic:claude-x", "anthropic:claude-y", "openai:limited", "groq:llama"]
+
+
+def test_runs_start_from_the_same_conversation_and_are_summarized() -> None:
+    with StubServer(Reply.sse_file(TEXT, delay=0.002)) as server:
+        agent = Agent("openai:m", base_url=server.url, system="Be brief.")
+        result = asyncio.run(acompare([agent], "hello", runs=3))
+    assert [len(r["body"]["messages"]) for r in server.requests] == [2, 2, 2]
+    assert agent.messages == []  # the conversation is left as it was
+    runs = sorted(result.figures, key=lambda f: f.run)
+    assert [f.run for f in runs] == [0, 1, 2]
+    (row,) = result.summary()
+    totals = [f.total_s for f in runs]
+    assert row["total_s"] == Stat(statistics.median(totals), min(totals), max(totals))
+    assert row["runs"] == row["ok"] == 3 and row["errors"] == []
+    assert all(f.ttft_s is not None and 0 < f.ttft_s < f.total_s for f in runs)
+    assert all(f.tokens_per_s == pytest.approx(f.output_tokens / (f.total_s - f.ttft_s)) for f in runs)
+    assert len(result.results["openai:m"]) == 3
+
+
+def test_cost_comes_from_the_result_when_it_has_one() -> None:
+    class Costly:
+        provider = "fake:m"
+        messages: list = []
+
+        async def arun(self, prompt, on_event=None):
+            from ipyagent.agent import AgentResult
+            from ipyagent.core import Message, StopReason, TextBlock, Usage
+
+            on_event(ModelStarted(provider="fake", model="m"))
+            on_event(TextDelta(0, "hi"))
+            result = AgentResult("fake:m", Message(role="assistant", content=[TextBlock(text="hi")]), Usage(input=3, output=4),
+                                 StopReason(kind="end_turn"))
+            result.cost = 0.0125
+            return result
+
+    result = compare([Costly()], "x", runs=2)  # type: ignore[list-item]
+    assert [f.cost for f in result.figures] == [0.0125, 0.0125]
+    assert result.summary()[0]["cost"].median == 0.0125
+    assert "$0.0125" in table_html(result.providers, result.figures, 2)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="at least one provider"):
+        compare([], "x")
+    with pytest.raises(ValueError, match="runs must be at least 1"):
+        compare(["openai:m"], "x", runs=0)
+
+
+def test_to_dataframe_without_pandas_says_what_to_install(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        Comparison(["a:b"], 1).to_dataframe()
+
+
+def test_to_dataframe_gives_one_row_per_run(monkeypatch) -> None:
+    class FakePandas:
+        @staticmethod
+        def DataFrame(rows):  # noqa: N802 - pandas' name
+            return rows
+
+    monkeypatch.setitem(sys.modules, "pandas", FakePandas)
+    cmp = Comparison(["a:b", "c:d"], 2, [RunFigures("c:d", 1, 0, error_type="timeout", error="slow"),
+                                        RunFigures("a:b", 0, 1, 0.1, 0.5, 3, 4), RunFigures("a:b", 0, 0, 0.2, 0.6, 3, 5)])
+    rows = cmp.to_dataframe()
+    assert [(r["provider"], r["run"]) for r in rows] == [("a:b", 0), ("a:b", 1), ("c:d", 0)]
+    assert rows[0]["output_tokens"] == 5 and rows[2]["error_type"] == "timeout"
+    assert "result" not in rows[0]
+
+
+def test_table_shows_median_and_range_and_escapes() -> None:
+    figures = [RunFigures("a:b", 0, r, 0.1 * (r + 1), 1.0 + r, 10, 20 + r, stop_reason="end_turn") for r in range(3)]
+    figures += [RunFigures("x:<script>", 1, 0, error_type="rate_limit", error="slow <b>down</b>")]
+    html = table_html(["a:b", "x:<script>"], figures, 3)
+    assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;down" in html
+    assert "2.00 (1.00–3.00)" in html  # total: median (min–max)
+    assert "0.20 (0.10–0.30)" in html
+    assert "1 of 1 failed: rate_limit: slow" in html  # only one of its three runs has finished
+    assert "(1/3 runs)" in html and "(3 runs)" in html
+    text = table_text(["a:b", "x:<script>"], figures, 3)
+    assert text.splitlines()[0].startswith("provider:model") and "rate_limit" in text.splitlines()[2]
+
+
+def test_widget_view_fills_the_table_and_marks_interrupted() -> None:
+    with StubServer(Reply.sse_file(TEXT), Reply.sse_file(TEXT, delay=0.2)) as server:
+        quick = Agent("openai:quick", base_url=server.url)
+        slow = Agent("openai:slow", base_url=server.url)
+
+        async def main() -> CompareWidgetView:
+            view = CompareWidgetView(["openai:quick", "openai:slow"], 1)
+            await asyncio.sleep(0)
+            task = asyncio.ensure_future(acompare([quick, slow], "hi", on_start=view.start, on_event=view.feed,
+                                                  on_finish=view.finish))
+            deadline = time.monotonic() + 5
+            while not view.figures and time.monotonic() < deadline:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.3)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                view.mark_interrupted()
+            return view
+
+        view = asyncio.run(main())
+    exp = expected_from(TEXT)
+    assert view.views[0].state.text == exp.text and view.views[0].state.done is not None
+    assert view.views[1].state.interrupted and 0 < len(view.views[1].state.text) < len(exp.text)
+    rows = re.findall(r"<tr><td>(.*?)</td>.*?</tr>", view.table.value)
+    assert rows == ["openai:quick", "openai:slow"]
+    assert f"<td>{exp.usage['completion_tokens']}</td>" in view.table.value
+
+
+# -- the magic in terminal IPython ---------------------------------------------------------------
+
+
+@pytest.fixture
+def ip() -> Iterator[object]:
+    shell = start_ipython() or TerminalInteractiveShell.instance()
+    shell.run_line_magic("load_ext", "ipyagent")
+    yield shell
+    shell.run_line_magic("unload_ext", "ipyagent")
+    for name in ("cmp", "topic"):
+        shell.user_ns.pop(name, None)
+
+
+def test_compare_magic_prints_each_reply_then_the_table(ip, monkeypatch, capsys) -> None:
+    text, tokens_in, tokens_out = _anthropic_expected()
+    with StubServer(Reply.sse_file(TEXT)) as openai_server, StubServer(Reply.sse_file(ANTHROPIC_TEXT)) as anthropic_server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-compare")
+        monkeypatch.setenv("OPENAI_BASE_URL", openai_server.url)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic_server.url)
+        ip.user_ns["topic"] = "kernels"
+        returned = ip.run_cell_magic("compare", "openai:m anthropic:claude-x -o cmp --system 'Be brief.'", "About {{ topic }}?")
+    assert returned is ip.user_ns["cmp"] and isinstance(returned, Comparison)
+    assert openai_server.requests[0]["body"]["messages"] == [{"role": "system", "content": "Be brief."},
+                                                             {"role": "user", "content": "About kernels?"}]
+    assert anthropic_server.requests[0]["body"]["system"] in ("Be brief.", [{"type": "text", "text": "Be brief."}])
+    out = capsys.readouterr().out
+    assert f"── anthropic:claude-x ──\n{text}\n" in out
+    table = out[out.index("provider:model"):].splitlines()
+    anthropic_row = next(line for line in table if line.startswith("anthropic:claude-x"))
+    assert re.search(rf"\s{tokens_in}\s+{tokens_out}\s", anthropic_row)
+
+
+def test_agent_compare_is_an_alias(ip, monkeypatch, capsys) -> None:
+    with StubServer(Reply.sse_file(TEXT)) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        returned = ip.run_cell_magic("agent", "--compare openai:a,openai:b -o cmp", "hi")
+    assert isinstance(returned, Comparison) and list(returned.results) == ["openai:a", "openai:b"]
+    assert sorted(r["body"]["model"] for r in server.requests) == ["a", "b"]
+    assert "provider:model" in capsys.readouterr().out
+
+
+def test_compare_uses_the_session_provider_options(ip, monkeypatch) -> None:
+    with StubServer(Reply.sse_file(TEXT)) as session_server, StubServer(_error(AUTH_401)) as env_server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
+        monkeypatch.setenv("OPENAI_BASE_URL", env_server.url)
+        ip.run_line_magic("provider", f"openai:here --base-url {session_server.url}")
+        cmp = ip.run_cell_magic("compare", "openai:here openai:elsewhere", "hi")
+    by = {f.provider: f for f in cmp.figures}
+    assert by["openai:here"].ok and by["openai:elsewhere"].error_type == status_type(401)
+    assert [r["body"]["model"] for r in session_server.requests] == ["here"]
+    assert [r["body"]["model"] for r in env_server.requests] == ["elsewhere"]
+
+
+@pytest.mark.parametrize("line, body, message", [
+    ("openai:m", "   \n", "empty"),
+    ("openai:m --runs 0", "hi", "at least 1"),
+    ("openai:m --schema Nope", "hi", "'Nope' is not defined"),
+    ("openai:m --tools nope", "hi", "'nope' is not defined"),
+    ("", "hi", "usage:"),
+    ("openai:m", "{{ undefined_name }}", "undefined_name"),
+])
+def test_compare_magic_usage_errors(ip, line, body, message) -> None:
+    with pytest.raises(UsageError, match=message):
+        ip.run_cell_magic("compare", line, body)
+
+
+def test_compare_cells_await_in_kernels() -> None:
+    cell = ["get_ipython().run_cell_magic('compare', 'openai:a openai:b', 'hi\\n')\n"]
+    assert await_agent_cells(cell) == ["await get_ipython().run_cell_magic('compare', '--await-in-kernel ' + 'openai:a openai:b', 'hi\\n')\n"]
+    other = ["get_ipython().run_cell_magic('capture', '', 'x\\n')\n"]
+    assert await_agent_cells(other) == other
+
+
+def test_text_view_table_is_written_to_its_stream() -> None:
+    from ipyagent.notebook.compare_view import CompareTextView
+
+    stream = io.StringIO()
+    view = CompareTextView(["a:b"], 1, stream)
+    view.start(0, 0)
+    view.feed(0, 0, TextDelta(0, "hello"))
+    view.finish(RunFigures("a:b", 0, 0, 0.1, 0.2, 1, 2, stop_reason="end_turn"))
+    view.show_table()
+    assert stream.getvalue().startswith("── a:b ──\nhello\n") and "end_turn" in stream.getvalue()
+
+
+def test_load_declares_every_magic() -> None:
+    """`%load_ext` declares `MAGICS` without importing the package; every real magic is declared."""
+    import subprocess
+
+    code = ("import sys\nfrom IPython.terminal.interactiveshell import TerminalInteractiveShell\n"
+            "shell = TerminalInteractiveShell.instance()\nshell.run_line_magic('load_ext', 'ipyagent')\n"
+            "print(sorted(m for m in ('pydantic', 'httpx2', 'ipyagent.core', 'ipyagent.notebook.magics') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+    from ipyagent.notebook import extension
+
+    shell = start_ipython() or TerminalInteractiveShell.instance()
+    shell.run_line_magic("load_ext", "ipyagent")
+    try:
+        extension._load_now(shell)
+        ours = {(kind, name) for kind, table in shell.magics_manager.magics.items() for name, fn in table.items()
+                if type(getattr(fn, "__self__", None)).__module__.startswith("ipyagent.")}
+        assert ours == set(extension.MAGICS)
+    finally:
+        shell.run_line_magic("unload_ext", "ipyagent")
+    assert all(shell.magics_manager.magics[kind].get(name) is None for kind, name in extension.MAGICS)
+
+
+def test_help_of_a_magic_not_yet_used_is_the_real_one() -> None:
+    shell = start_ipython() or TerminalInteractiveShell.instance()
+    shell.run_line_magic("load_ext", "ipyagent")
+    try:
+        placeholder = shell.magics_manager.magics["cell"]["compare"]
+        assert "side by side" in placeholder.__doc__
+    finally:
+        shell.run_line_magic("unload_ext", "ipyagent")

@@ -1,0 +1,131 @@
+"""notebooks/compare.ipynb under nbclient: three providers on local servers with different
+speeds, one of them failing; the panes stream, the others complete, the tables hold the
+right tokens and the failure's error type."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ipyagent.notebook.render import markdown_to_html
+
+from .kernels import widget_values
+from .recordings import status_type
+from .stub_server import FIXTURES, Reply, StubServer
+
+pytestmark = pytest.mark.notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOK = ROOT / "notebooks" / "compare.ipynb"
+AUTH_401 = FIXTURES / "anthropic" / "error-401-authentication.json"
+
+
+def _cassette_body(provider: str) -> str:
+    (entry,) = [json.loads(line) for line in (NOTEBOOK.parent / f"compare-{provider}.cassette.jsonl").read_text().splitlines()]
+    return entry["response"]["body"]
+
+
+def _expected(provider: str) -> tuple[str, int, int]:
+    """(text, input tokens, output tokens) of a cassette reply, read with json.loads."""
+    text, tokens = [], (0, 0)
+    for line in _cassette_body(provider).splitlines():
+        if not line.startswith("data: {"):
+            continue
+        chunk = json.loads(line[6:])
+        if provider == "openai":
+            text += [c["delta"].get("content") or "" for c in chunk["choices"]]
+            if chunk.get("usage"):
+                tokens = (chunk["usage"]["prompt_tokens"], chunk["usage"]["completion_tokens"])
+        else:
+            text += [p["text"] for c in chunk["candidates"] for p in c["content"]["parts"]]
+            usage = chunk["usageMetadata"]
+            tokens = (usage["promptTokenCount"], usage.get("candidatesTokenCount", 0))
+    return "".join(text), *tokens
+
+
+def _reply(provider: str, delay: float) -> Reply:
+    return Reply(pieces=[p.encode() + b"\n\n" for p in _cassette_body(provider).split("\n\n") if p], delay=delay)
+
+
+def _compare_view(nb, cell) -> tuple[list[tuple[str, str, str]], str]:
+    """([(pane title, body HTML, footer HTML) per pane], table HTML) of the comparison shown by `cell`."""
+    states = widget_values(nb)
+    (root,) = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for o in cell.outputs
+               if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+
+    def children(model_id: str) -> list[str]:
+        return [c.removeprefix("IPY_MODEL_") for c in states[model_id]["children"]]
+
+    grid, table = children(root)
+    panes = []
+    for pane in children(grid):
+        title, view = children(pane)
+        parts = children(view)
+        panes.append((states[title]["value"], states[parts[1]]["value"], states[parts[-1]]["value"]))
+    return panes, states[table]["value"]
+
+
+def _rows(table: str) -> dict[str, list[str]]:
+    rows = {}
+    for tr in re.findall(r"<tr>(<td>.*?)</tr>", table, re.S):
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
+        rows[cells[0].split(" (")[0]] = cells
+    return rows
+
+
+def test_compare_notebook_with_a_failing_provider(monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    with StubServer(_reply("openai", 0.004)) as openai_server, StubServer(Reply.error_file(
+            AUTH_401, AUTH_401.with_name("error-401-authentication.http.json"))) as anthropic_server, \
+            StubServer(_reply("gemini", 0.03)) as gemini_server:
+        for var, value in [("OPENAI_API_KEY", "sk-test-compare"), ("ANTHROPIC_API_KEY", "sk-ant-test-compare"),
+                           ("GEMINI_API_KEY", "gm-test-compare"), ("OPENAI_BASE_URL", f"{openai_server.url}/v1"),
+                           ("ANTHROPIC_BASE_URL", anthropic_server.url), ("GEMINI_BASE_URL", gemini_server.url)]:
+            monkeypatch.setenv(var, value)
+        nb = nbformat.read(NOTEBOOK, as_version=4)
+        NotebookClient(nb, timeout=60, kernel_name="python3", store_widget_state=True,
+                       resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+
+    # One request for the first cell and three for --runs 3, to each provider; a 401 is not retried.
+    assert [len(s.requests) for s in (openai_server, anthropic_server, gemini_server)] == [4, 4, 4]
+    assert openai_server.requests[0]["body"]["messages"][-1]["content"] == "In two sentences, what is a Jupyter kernel?"
+    assert all(len(r["body"]["messages"]) == 1 for r in openai_server.requests)  # every run a fresh conversation
+
+    error_message = json.loads(AUTH_401.read_text())["error"]["message"]
+    ids = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-sonnet-4-5", "gemini": "gemini:gemini-2.5-flash"}
+    first, runs3 = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%compare")]
+
+    panes, table = _compare_view(nb, first)
+    assert [re.sub(r"<[^>]+>", "", title) for title, _, _ in panes] == list(ids.values())
+    rows = _rows(table)
+    for n, provider in enumerate(ids):
+        title, body, footer = panes[n]
+        if provider == "anthropic":
+            assert "ipyagent-error" in body and error_message in body and "failed" in footer
+            assert rows[ids[provider]][-1].startswith(f"{status_type(401)}: ")
+            assert rows[ids[provider]][3:5] == ["—", "—"]
+            continue
+        text, tokens_in, tokens_out = _expected(provider)
+        assert body == markdown_to_html(text)
+        assert f"{tokens_in} in / {tokens_out} out tokens" in footer
+        assert rows[ids[provider]][3:5] == [str(tokens_in), str(tokens_out)]
+        assert rows[ids[provider]][7:] == ["end_turn", ""]
+
+    printed = "".join(o.get("text", "") for o in nb.cells[nb.cells.index(first) + 2].outputs)
+    assert re.search(rf"anthropic:claude-sonnet-4-5 +0 tokens out +{status_type(401)}", printed)
+    assert re.search(rf"gemini:gemini-2.5-flash +{_expected('gemini')[2]} tokens out +ok", printed)
+
+    panes, table = _compare_view(nb, runs3)
+    rows = _rows(table)
+    assert all(re.sub(r"<[^>]+>", "", title).endswith("run 3 of 3") for title, _, _ in panes)
+    assert rows["anthropic:claude-sonnet-4-5"][0].endswith("(3 runs)")
+    assert rows["anthropic:claude-sonnet-4-5"][-1].startswith(f"3 of 3 failed: {status_type(401)}: ")
+    for provider in ("openai", "gemini"):
+        _, tokens_in, tokens_out = _expected(provider)
+        assert rows[ids[provider]][3:5] == [str(tokens_in), str(tokens_out)]  # the same every run: no range
+        assert re.fullmatch(r"\d+\.\d\d( \(\d+\.\d\d–\d+\.\d\d\))?", rows[ids[provider]][2])

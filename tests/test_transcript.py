@@ -1,0 +1,315 @@
+"""The run transcript: built from real runs against recorded streams, its schema file,
+its fallbacks (sanitized HTML, inert Markdown, plain text), and what a saved notebook holds."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from ipyagent import Agent
+from ipyagent.core import ArtifactStored, TextArtifact
+from ipyagent.core.transcript import MIME_TYPE, VERSION, Transcript, json_schema
+from ipyagent.notebook.render import markdown_to_html
+from ipyagent.notebook.transcript_output import bundle, redact
+from ipyagent.notebook.transcript_render import footer_figures, safe_markdown, to_html, to_markdown, to_text
+from ipyagent.tools import activity
+
+from .recordings import expected_from
+from .stub_server import FIXTURES, Reply, StubServer, openai_text_reply
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA_FILE = ROOT / "src" / "ipyagent" / "core" / "transcript.schema.json"
+TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+TOOL_CALL = FIXTURES / "openai-chat" / "stream-tool-call-single-fragmented.sse"  # get_weather(city, state)
+
+HOSTILE = ('Hi <img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> '
+           '[click](javascript:window.__pwned=3) <a href="javascript:window.__pwned=4">a</a> '
+           '[ref][r]\n\n[r]: javascript:window.__pwned=5\n')
+
+
+def _run(replies, tools=None, events=None):
+    with StubServer(*replies) as server:
+        agent = Agent("openai:gpt-4.1-mini", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR", tools=tools or [])
+        seen = [] if events is None else events
+        result = agent.run("Weather in San Francisco?", on_event=seen.append)
+    return result, seen
+
+
+@pytest.fixture(autouse=True)
+def _no_key(monkeypatch):
+    monkeypatch.setenv("NO_SUCH_KEY_VAR", "sk-test-transcript-key")
+
+
+def test_text_run_from_a_recorded_stream():
+    expected = expected_from(TEXT)
+    result, events = _run([Reply.sse_file(TEXT)])
+    t = Transcript.from_result(result, events=events)
+    assert t.status == "completed" and t.error is None
+    assert t.text == expected.text
+    assert t.provider == "openai:gpt-4.1-mini"
+    assert t.usage.input == expected.usage["prompt_tokens"] and t.usage.output == expected.usage["completion_tokens"]
+    assert t.stop_reason == expected.stop_kind
+    assert [m.role for m in t.messages] == ["user", "assistant"]
+    assert t.messages[0].parts[0].text == "Weather in San Francisco?"
+    assert t.timings.turns == 1 and t.timings.total_s == pytest.approx(result.metadata["latency_s"], abs=1e-3)
+    assert t.timings.first_token_s == pytest.approx(result.metadata["ttft_s"], abs=1e-3)
+    # The document survives JSON and validates against the published schema's model.
+    again = Transcript.from_json(json.dumps(t.to_json()))
+    assert again == t
+
+
+def test_model_is_the_one_that_answered():
+    recorded_model = next(json.loads(line[6:])["model"] for line in TEXT.read_text().splitlines() if line.startswith("data: {"))
+    result, events = _run([Reply.sse_file(TEXT)])
+    assert Transcript.from_result(result, events=events).model == recorded_model
+
+
+def test_tool_run_has_cards_with_arguments_results_and_durations():
+    call = expected_from(TOOL_CALL).tool_calls[0]
+    final = expected_from(TEXT)
+
+    @activity
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        return f"61 F in {city}"
+
+    result, events = _run([Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)], tools=[get_weather])
+    t = Transcript.from_result(result, events=events)
+    (card,) = t.tool_calls
+    assert (card.id, card.name, card.arguments) == (call["id"], call["name"], call["input"])
+    assert card.status == "ok" and card.result == f"61 F in {call['input']['city']}"
+    ran = [e for e in events if e.type == "tool_call_completed"][0]
+    assert card.duration_s == pytest.approx(ran.duration_s, abs=1e-3)
+    assert t.text == final.text and t.timings.turns == 2
+    assert [m.role for m in t.messages] == ["user", "assistant", "assistant"]  # the tool message sits in its call
+    # Without events there is no duration, but the card and its result are still there.
+    bare = Transcript.from_result(result)
+    assert bare.tool_calls[0].result == card.result and bare.tool_calls[0].duration_s is None
+
+
+def test_interrupted_run_keeps_partial_text_and_earlier_cards():
+    """An interrupt leaves no result messages: the transcript is rebuilt from the events."""
+    text = expected_from(TEXT).text
+
+    @activity
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        return "61 F"
+
+    events: list = []
+
+    async def main():
+        with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT, delay=0.2)) as server:
+            agent = Agent("openai:gpt-4.1-mini", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR", tools=[get_weather])
+            task = asyncio.ensure_future(agent._arun("Weather?", events.append))
+            while sum(1 for e in events if e.type == "text_delta") < 2:
+                await asyncio.sleep(0.02)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return agent.results[-1]
+
+    result = asyncio.run(main())
+    assert result.interrupted
+    t = Transcript.from_result(result, events=events, prompt="Weather?", elapsed_s=1.5)
+    assert t.status == "interrupted" and t.timings.total_s == 1.5
+    assert [c.name for c in t.tool_calls] == ["get_weather"] and t.tool_calls[0].result == "61 F"
+    streamed = "".join(e.text for e in events if e.type == "text_delta")
+    assert t.text == streamed and text.startswith(streamed) and len(streamed) < len(text)
+    assert t.messages[0].role == "user" and t.messages[0].parts[0].text == "Weather?"
+    assert "interrupted" in footer_figures(t)
+    # With no result at all (cancelled before the run made one), the events are enough.
+    assert Transcript.from_result(None, events=events, provider="openai:gpt-4.1-mini").text == streamed
+
+
+def test_failed_run_reports_the_error():
+    body = FIXTURES / "openai-chat" / "error-404-model-not-found.json"
+    result, events = _run([Reply.error_file(body, body.with_suffix(".http.json"))])
+    t = Transcript.from_result(result, events=events)
+    assert t.status == "failed" and t.error.type == "not_found"
+    assert t.error.message == result.error.message
+    assert "failed" in footer_figures(t)
+
+
+def test_artifact_events_become_summaries():
+    long = "row\n" * 500
+    stored = ArtifactStored("call_1", "WebSearch", "search", "TaskMemory", "search-1", TextArtifact(value=long), {"chars": len(long)})
+    result, events = _run([Reply.sse_file(TEXT)])
+    t = Transcript.from_result(result, events=[*events, stored])
+    (a,) = t.artifacts
+    assert (a.namespace, a.tool, a.kind, a.size) == ("search-1", "WebSearch", "text", {"chars": len(long)})
+    assert a.preview.startswith("row\nrow") and len(a.preview) <= 401
+    # A differently shaped record (a dict) is read too, missing fields and all.
+    t2 = Transcript.from_result(result, events=[type("E", (), {"type": "artifact_stored", "namespace": "x-2"})()])
+    assert t2.artifacts[0].namespace == "x-2" and t2.artifacts[0].kind == "unknown"
+
+
+def test_cost_in_any_shape():
+    result, events = _run([Reply.sse_file(TEXT)])
+
+    class Cost:
+        def to_dict(self):
+            return {"input_usd": 0.001, "output_usd": 0.002, "total_usd": 0.003}
+
+    for value, total in ((0.5, 0.5), ({"total_usd": 0.25}, 0.25), (Cost(), 0.003)):
+        result.cost = value
+        assert Transcript.from_result(result, events=events).cost.total_usd == total
+    result.cost = "not a cost"
+    assert Transcript.from_result(result, events=[]).cost is None
+
+
+def test_published_schema_file_is_current():
+    assert json.loads(SCHEMA_FILE.read_text()) == json_schema(), (
+        "regenerate it: python -m ipyagent.core.transcript > src/ipyagent/core/transcript.schema.json")
+    assert json_schema()["properties"]["version"]["const"] == VERSION
+
+
+def test_reading_a_foreign_or_newer_document_fails_clearly():
+    with pytest.raises(ValueError, match="not an ipyagent transcript"):
+        Transcript.from_json({"hello": 1})
+    with pytest.raises(ValueError, match="version 99 is not supported"):
+        Transcript.from_json({"format": "ipyagent.transcript", "version": 99, "provider": "x"})
+
+
+class _Visible(HTMLParser):
+    """Text and tags of an HTML document, outside script and style."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.tags: list[tuple[str, dict]] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._skip += tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self._skip -= tag in ("script", "style") and self._skip > 0
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def _inert(fragment: str) -> list[str]:
+    """What in `fragment` could run script: tags, handlers, URLs."""
+    p = _Visible()
+    p.feed(fragment)
+    bad = [t for t, _ in p.tags if t in ("script", "iframe", "object", "embed", "svg")]
+    for tag, attrs in p.tags:
+        bad += [f"{tag} {k}" for k in attrs if k.lower().startswith("on")]
+        bad += [f"{tag} {k}={v}" for k, v in attrs.items() if k in ("href", "src") and v and
+                re.match(r"\s*(javascript|vbscript|data):", html.unescape(v), re.I)]
+    return bad
+
+
+def _hostile_transcript() -> Transcript:
+    @activity
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        return HOSTILE
+
+    result, events = _run([Reply.sse_file(TOOL_CALL), openai_text_reply(HOSTILE)], tools=[get_weather])
+    return Transcript.from_result(result, events=events)
+
+
+def test_fallbacks_of_hostile_output_run_nothing():
+    from markdown_it import MarkdownIt
+
+    t = _hostile_transcript()
+    assert HOSTILE in t.text and t.tool_calls[0].result == HOSTILE
+    page = to_html(t)
+    body = page.split("</style>", 1)[1]
+    assert _inert(body) == []
+    assert "&lt;script&gt;" in body  # shown as text, not dropped silently
+    # Markdown: even a renderer that passes raw HTML through (html=True) gets nothing that runs.
+    md = to_markdown(t)
+    assert _inert(MarkdownIt("commonmark", {"html": True}).render(md)) == []
+    assert "window.__pwned" in md  # still readable
+    assert HOSTILE in to_text(t)
+
+
+def test_safe_markdown_keeps_code_and_web_links():
+    text = "See [docs](https://example.com) and `a < b` and\n\n```html\n<b>x</b>\n```\n<b>y</b>"
+    out = safe_markdown(text)
+    assert "[docs](https://example.com)" in out and "`a < b`" in out and "```html\n<b>x</b>\n```" in out
+    assert "&lt;b>y" in out
+
+
+def test_html_fallback_looks_like_the_live_view():
+    expected = expected_from(TEXT)
+    result, events = _run([Reply.sse_file(TEXT)])
+    t = Transcript.from_result(result, events=events)
+    page = to_html(t)
+    assert markdown_to_html(expected.text) in page
+    assert f"{expected.usage['prompt_tokens']} in / {expected.usage['completion_tokens']} out tokens" in page
+    assert "first token" in page and "total" in page
+
+
+def test_bundle_redacts_secret_env_values(monkeypatch):
+    monkeypatch.setenv("SOME_SERVICE_API_KEY", "sk-live-abcdef123456")
+
+    @activity
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        return "your key is sk-live-abcdef123456"
+
+    result, events = _run([Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)], tools=[get_weather])
+    data, metadata = bundle(Transcript.from_result(result, events=events))
+    dumped = json.dumps([data, metadata])
+    assert "sk-live-abcdef123456" not in dumped and "[redacted]" in dumped
+    assert set(data) == {MIME_TYPE, "text/html", "text/markdown", "text/plain"}
+    assert metadata["ipyagent"]["transcript"] == data[MIME_TYPE]
+    assert redact({"a": ["x sk-live-abcdef123456"]}) == {"a": ["x [redacted]"]}
+
+
+@pytest.mark.notebook
+def test_executed_quickstart_saves_transcripts_and_exports_the_answers(monkeypatch):
+    """nbclient runs the quickstart (as `make demo`, widget state stored); every %%agent output is
+    the transcript with its fallbacks, and nbconvert's HTML export shows the answers as text."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    notebook = ROOT / "notebooks" / "quickstart.ipynb"
+    cassette = ROOT / "notebooks" / "quickstart.cassette.jsonl"
+    exchanges = [json.loads(line) for line in cassette.read_text().splitlines() if line.strip()]
+    answers = []
+    for e in exchanges:
+        body = e["response"]["body"]
+        answers.append("".join(c["delta"].get("content") or "" for line in body.splitlines()
+                               if line.startswith("data: {") for c in json.loads(line[6:]).get("choices", [])))
+    replies = [Reply(pieces=[p.encode() + b"\n\n" for p in e["response"]["body"].split("\n\n") if p]) for e in exchanges]
+    with StubServer(*replies) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-transcript")
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        nb = nbformat.read(notebook, as_version=4)
+        NotebookClient(nb, timeout=60, kernel_name="python3", store_widget_state=True,
+                       resources={"metadata": {"path": str(notebook.parent)}}).execute()
+
+    agent_cells = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%agent")]
+    assert len(agent_cells) == len(answers)
+    for cell, answer in zip(agent_cells, answers):
+        (out,) = [o for o in cell.outputs if o.output_type == "display_data"]
+        assert "application/vnd.jupyter.widget-view+json" not in out.data  # replaced when the run ended
+        doc = out.data[MIME_TYPE]
+        assert Transcript.from_json(doc).text == answer
+        assert out.metadata["ipyagent"]["transcript"] == doc
+        assert answer in out.data["text/plain"]
+        assert "sk-test-transcript" not in json.dumps(out)
+
+    page, _ = HTMLExporter().from_notebook_node(nb)
+    visible = _Visible()
+    visible.feed(page)
+    shown = " ".join("".join(visible.text).split())
+    for answer in answers:
+        rendered = _Visible()
+        rendered.feed(markdown_to_html(answer))
+        assert " ".join("".join(rendered.text).split()) in shown
