@@ -9,24 +9,52 @@ export JUPYTER_RUNTIME_DIR := $(CURDIR)/$(BUILD)/.jhome/runtime
 export IPYTHONDIR          := $(CURDIR)/$(BUILD)/.jhome/ipython
 export JUPYTER_PLATFORM_DIRS := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# npm builds the JupyterLab extension (labextension/) during the install; its cache lives in the build tree too.
+export npm_config_cache := $(CURDIR)/$(BUILD)/.npm
+export npm_config_update_notifier := false
+export npm_config_fund := false
+export npm_config_audit := false
+LABEXT_OUT := src/ipyagent/labextension
+LABEXT_SRC := labextension/package.json labextension/package-lock.json labextension/tsconfig.json $(wildcard labextension/src/*.ts labextension/style/*)
 
-.PHONY: test demo install clean
+.PHONY: test test-browser browser-deps demo bench install clean
 
-$(VENV)/.installed-%: pyproject.toml
+# The install runs the build hook (pyproject.toml), which builds the labextension with npm when its
+# output is missing and copies it where JupyterLab finds it, editable install included. An output
+# older than its sources is removed first, so it is rebuilt.
+$(VENV)/.installed-%: pyproject.toml $(LABEXT_SRC)
 	mkdir -p $(IPYTHONDIR) $(JUPYTER_CONFIG_DIR) $(JUPYTER_DATA_DIR) $(JUPYTER_RUNTIME_DIR)
 	test -x $(PY) || python3 -m venv $(VENV)
+	if [ -f $(LABEXT_OUT)/package.json ] && [ -n "$$(find $(LABEXT_SRC) -newer $(LABEXT_OUT)/package.json)" ]; then rm -rf $(LABEXT_OUT); fi
 	$(PY) -m pip install -q -e '.[$*]'
 	touch $@
 
 install: $(VENV)/.installed-test
 
-## make test: set up .venv with the test extras and run every test
-test: $(VENV)/.installed-test
-	$(PY) -m pytest -q
+## make test: set up .venv (test extras, labextension) and Chromium, then run the unit/notebook suite and
+## the browser suite, each its own pytest process (TOOLCHAIN.md §8, failure 7); fails if either fails
+test: $(VENV)/.installed-test browser-deps
+	$(PY) -m pytest -q; unit=$$?; \
+	$(PY) -m pytest -q -m browser tests/browser; browser=$$?; \
+	exit $$(( unit || browser ))
+
+## make test-browser: only the browser suite (JupyterLab in headless Chromium); screenshots in build/screenshots/
+test-browser: $(VENV)/.installed-test browser-deps
+	$(PY) -m pytest -q -m browser tests/browser
+
+# Debian's Chromium, driven by Playwright (no browser download). Installed when missing (needs root, as in CI).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" != 0 ]; then echo "make: Chromium is missing: install it as root (apt-get install chromium)" >&2; exit 1; fi; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
 ## make demo: set up .venv and execute notebooks/quickstart.ipynb headless into build/
 demo: $(VENV)/.installed-demo
 	$(PY) notebooks/execute.py notebooks/quickstart.ipynb --out $(BUILD)
+
+## make bench: set up .venv with the bench extras (the peers) and run benchmarks/: a table each, JSON in build/bench/
+bench: $(VENV)/.installed-bench
+	for b in stream_decode render_path import_load compare_wall; do $(PY) benchmarks/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(BUILD) $(VENV)

@@ -272,6 +272,44 @@ def compare_driver(provider: str, model: str) -> BasePromptDriver:
     return cls(model, api_key="not-a-real-key", provider=provider)
 
 
+def memory_runs() -> tuple[list[tuple[str, list[Any]]], list[Any]]:
+    """notebooks/memory.ipynb: (runs, tools). Its tools cell is executed here, so the tools'
+    outputs (and so the references and slices sent) match the notebook's byte for byte; its
+    prompts are its ``%%agent`` cells. The model asks for all three outputs, searches the report,
+    asks a question over the table (a sub-prompt, answered by the third reply), then answers."""
+    cells = ["".join(c["source"]) for c in json.loads((HERE / "memory.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    scope: dict[str, Any] = {}
+    exec(next(c for c in cells if c.startswith("# The tools")), scope)  # noqa: S102 - our own notebook
+    prompts = [c.split("\n", 1)[1].strip() for c in cells if c.startswith("%%agent")]
+    rows = scope["sales"].table(2025)
+    totals = {r: sum(x["units"] for x in rows if x["region"] == r) for r in scope["REGIONS"]}
+    top = max(totals, key=totals.get)
+    others = ", ".join(f"{r} {totals[r]:,}" for r in sorted(totals, key=totals.get, reverse=True) if r != top)
+    url = re.search(r"https://\S+", prompts[0]).group(0)
+    runs = [
+        (prompts[0], [
+            [("Docs_fetch_page", {"url": url}), ("Sales_table", {"year": 2025}), ("Sales_chart", {"year": 2025})],
+            [("TaskMemory_search", {"query": "main risk next year", "namespace": "fetch_page-1", "limit": 1}),
+             ("TaskMemory_query", {"namespace": "table-2", "question": "What are the total units sold per region?"})],
+            "Total units sold in 2025: " + ", ".join(f"{r} {t:,}" for r, t in totals.items()) + f". {top} sold the most.",
+            f"**Main risk:** the {top} region's supply contracts expire in March, and renewing them may raise costs "
+            f"by 12 percent (the report's *Outlook and risks* section).\n\n**Top region:** {top}, with "
+            f"{totals[top]:,} units in 2025 (then {others}).\n\nThe report, the table and the chart stay in Task Memory: "
+            "open them below."]),
+        (prompts[1], [f"Start renegotiating the {top} region's supply contracts now, before they expire in March, "
+                      "to avoid the 12 percent cost increase."]),
+    ]
+    return runs, [scope["docs"], scope["sales"]]
+
+
+async def memory_cassette() -> None:
+    from ipyagent.memory import task_memory
+
+    task_memory._counter = __import__("itertools").count(1)  # namespaces as in a fresh kernel: fetch_page-1, ...
+    runs, tools = memory_runs()
+    await record(HERE / "memory.cassette.jsonl", runs, tools=tools)
+
+
 async def main() -> None:
     await record(HERE / "quickstart.cassette.jsonl", QUICKSTART)
     await record(HERE / "tools.cassette.jsonl", TOOLS, tools=[Calculator(), Clock(), word_count])
@@ -282,6 +320,7 @@ async def main() -> None:
         cls = create_driver_class(provider)
         await record(HERE / f"providers-{provider}.cassette.jsonl", [(PROVIDERS_PROMPT, [reply])],
                      driver=cls(model, api_key=None if provider == "ollama" else "not-a-real-key", provider=provider))
+    await memory_cassette()
 
 
 if __name__ == "__main__":

@@ -273,6 +273,7 @@ def test_compare_uses_the_session_provider_options(ip, monkeypatch) -> None:
     ("openai:m", "   \n", "empty"),
     ("openai:m --runs 0", "hi", "at least 1"),
     ("openai:m --schema Nope", "hi", "'Nope' is not defined"),
+    ("openai:m --strategy tool", "hi", "--strategy goes with --schema"),
     ("openai:m --tools nope", "hi", "'nope' is not defined"),
     ("", "hi", "usage:"),
     ("openai:m", "{{ undefined_name }}", "undefined_name"),
@@ -333,3 +334,33 @@ def test_help_of_a_magic_not_yet_used_is_the_real_one() -> None:
         assert "side by side" in placeholder.__doc__
     finally:
         shell.run_line_magic("unload_ext", "ipyagent")
+
+
+def test_compare_schema_goes_to_every_provider(ip, monkeypatch) -> None:
+    from pydantic import BaseModel
+
+    class City(BaseModel):
+        name: str
+
+    ip.user_ns["City"] = City
+    try:
+        with StubServer(Reply.sse_file(TEXT)) as server:  # a text reply: not a City
+            monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
+            monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+            cmp = ip.run_cell_magic("compare", "openai:a openai:b --schema City", "The capital of Peru?")
+    finally:
+        ip.user_ns.pop("City")
+    first = {r["body"]["model"]: r["body"] for r in reversed(server.requests)}
+    assert set(first) == {"a", "b"}
+    assert all(body["response_format"]["json_schema"]["name"] == "City" for body in first.values())
+    assert {f.error_type for f in cmp.figures} == {"invalid_output"}
+
+
+def test_provider_aliases_work_in_compare(ip, monkeypatch, capsys) -> None:
+    with StubServer(Reply.sse_file(TEXT)) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        ip.run_line_magic("provider", "--alias fast openai:small")
+        cmp = ip.run_cell_magic("compare", "fast openai:big", "hi")
+    assert list(cmp.results) == ["openai:small", "openai:big"]
+    assert sorted(r["body"]["model"] for r in server.requests) == ["big", "small"]

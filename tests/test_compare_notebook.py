@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -53,8 +54,9 @@ def _reply(provider: str, delay: float) -> Reply:
 def _compare_view(nb, cell) -> tuple[list[tuple[str, str, str]], str]:
     """([(pane title, body HTML, footer HTML) per pane], table HTML) of the comparison shown by `cell`."""
     states = widget_values(nb)
-    (root,) = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for o in cell.outputs
-               if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    # The live view's output is replaced by the saved comparison when it ends; its metadata names the view.
+    (root,) = [o["metadata"]["ipyagent"]["view_model_id"] for o in cell.outputs
+               if "view_model_id" in o.get("metadata", {}).get("ipyagent", {})]
 
     def children(model_id: str) -> list[str]:
         return [c.removeprefix("IPY_MODEL_") for c in states[model_id]["children"]]
@@ -129,3 +131,37 @@ def test_compare_notebook_with_a_failing_provider(monkeypatch):
         _, tokens_in, tokens_out = _expected(provider)
         assert rows[ids[provider]][3:5] == [str(tokens_in), str(tokens_out)]  # the same every run: no range
         assert re.fullmatch(r"\d+\.\d\d( \(\d+\.\d\d–\d+\.\d\d\))?", rows[ids[provider]][2])
+
+
+def test_kernel_interrupt_stops_every_provider(monkeypatch):
+    """A %%compare cell awaits in the kernel: an interrupt cancels every stream and closes every connection."""
+    from jupyter_client.manager import start_new_kernel
+
+    from .kernels import wait_reply
+
+    path = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+    with StubServer(Reply.sse_file(path, delay=0.2)) as slow_a, StubServer(Reply.sse_file(path, delay=0.3)) as slow_b:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-interrupt")
+        km, kc = start_new_kernel(kernel_name="python3")
+        try:
+            reply, _ = wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:a --base-url {slow_a.url}/v1\n"
+                                                 f"import os; os.environ['OPENAI_BASE_URL'] = '{slow_b.url}/v1'"), 30)
+            assert reply["content"]["status"] == "ok", reply["content"]
+            msg_id = kc.execute("%%compare openai:a openai:b -o cmp\nWhat is the weather?")
+            deadline = time.monotonic() + 15
+            while not (slow_a.requests and slow_b.requests) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.8)  # a few slow pieces have gone out to both panes
+            km.interrupt_kernel()
+            reply, iopub = wait_reply(kc, msg_id, 20)
+            assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "CancelledError"
+            deadline = time.monotonic() + 3
+            while not (slow_a.hangups and slow_b.hangups) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert slow_a.hangups and slow_b.hangups, "a provider's connection stayed open"
+            bodies = [m["content"]["data"]["state"]["value"] for m in iopub
+                      if m["msg_type"] == "comm_msg" and "value" in m["content"]["data"].get("state", {})]
+            assert sum("ipyagent-status" in b for b in bodies) >= 2, "the panes were not marked interrupted"
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)

@@ -324,6 +324,23 @@ def test_tool_strategy_takes_the_call_as_the_answer_and_keeps_a_valid_history():
     assert "tools" not in server.requests[1]["body"]
 
 
+def test_the_view_ends_on_an_accepted_output_call_and_not_on_an_invalid_reply():
+    import io
+
+    from ipyagent.notebook.view import TextView
+
+    out = io.StringIO()
+    view = TextView("anthropic:claude-sonnet-4-5", stream=out)
+    with StubServer(as_output_tool(Reply.sse_file(ANTHROPIC_NO_ARGS), "best_language_to_learn"),
+                    as_output_tool(Reply.sse_file(ANTHROPIC_CALL), "get_weather")) as server:
+        result = Agent(_drivers(server.url)["anthropic"]).run("Where?", output_schema=Location, on_event=view.feed)
+    assert result.ok and view.state.done is not None and view.state.turn == 2
+    text = out.getvalue()
+    assert text.count("[error final_result") == 1 and text.count("[result final_result, 0.00 s] accepted as the final result") == 1
+    footer = text.rstrip().rsplit("\n", 1)[-1]
+    assert "2 model turns" in footer and "streaming" not in footer and "failed" not in footer
+
+
 def test_openai_and_gemini_tool_strategy_over_http():
     for provider, path, name, expected in [
         ("openai", OPENAI_CALL, "get_weather", expected_from(OPENAI_CALL).tool_calls[0]["input"]),
@@ -425,3 +442,25 @@ def test_agent_magic_schema_must_be_a_model(ip):
         ip.run_cell_magic("agent", "--schema Missing", "hi")
     with pytest.raises(UsageError, match="goes with --schema"):
         ip.run_cell_magic("agent", "--strategy tool", "hi")
+
+
+def test_history_keeps_real_tool_pairs_and_turns_output_calls_into_text():
+    from ipyagent.agent import structured
+    from ipyagent.core import ActionCallBlock, ActionResultBlock, Message, TextBlock, ToolAction
+
+    real = ToolAction.from_native("c1", "Clock_now", {})
+    sibling = ToolAction.from_native("c2", "Clock_now", {})
+    out1 = ToolAction.from_native("c3", "final_result", {"location": 5})
+    out2 = ToolAction.from_native("c4", "final_result", {"location": "Paris"})
+    turn1 = Message(role="assistant", content=[ActionCallBlock(action=real)])
+    result1 = Message(role="tool", content=[ActionResultBlock(action=real, text="12:00")])
+    turn2 = Message(role="assistant", content=[ActionCallBlock(action=sibling), ActionCallBlock(action=out1)])
+    fix = structured.correction(turn2, "location: Input should be a valid string")
+    turn3 = Message(role="assistant", content=[ActionCallBlock(action=out2)])
+    assert [(b.action.tag, b.is_error) for b in fix.tool_results] == [("c2", True), ("c3", True)]  # every call answered
+    history = structured.for_conversation([turn1, result1, turn2, fix, turn3])
+    assert history[:2] == [turn1, result1]  # a real call and its result stay a pair
+    assert history[2].content == [TextBlock(text='{"location": 5}')]  # the sibling call (never run) is gone
+    assert history[3].role == "user" and "valid string" in history[3].text
+    assert history[4].content == [TextBlock(text='{"location": "Paris"}')]
+    assert not any(m.tool_calls or m.tool_results for m in history[2:])

@@ -225,3 +225,43 @@ def test_memory_listing_and_accessor(ip, capsys) -> None:
     assert stored.value.startswith("61 F and foggy in San Francisco") and len(stored.value) == ref["size"]["chars"]
     assert namespace in list(ipyagent.memory)
     assert res.ok
+
+
+def test_runs_inspect_replay_and_store_in_the_terminal(ip, capsys, tmp_path) -> None:
+    text = expected_from(TEXT).text
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT), Reply.sse_file(TEXT, cut_after=4)) as server:
+        connect(ip, server)
+        ip.run_cell(WEATHER_TOOL.replace("SIZE", "3"))
+        capsys.readouterr()
+        ok = ip.run_cell_magic("agent", "--tools get_weather", "Weather in SF?")
+        original = capsys.readouterr().out
+        failed = ip.run_cell_magic("agent", "", "this one breaks")
+        ip.run_cell_magic("agent", "--no-store", "not recorded")
+    capsys.readouterr()
+    ip.run_line_magic("agent", "runs")
+    runs = capsys.readouterr().out.strip().splitlines()
+    assert len(runs) == 2 and runs[0].startswith(failed.metadata["run_id"]) and runs[1].startswith(ok.metadata["run_id"])
+    assert " failed " in runs[0] and " ok " in runs[1]
+
+    ip.run_line_magic("agent", f"inspect {failed.metadata['run_id'][:8]}")
+    inspect = capsys.readouterr().out
+    assert inspect.startswith(f"run {failed.metadata['run_id']} · thread 'default' · failed")
+    assert "[partial, failed]" in inspect and f"assistant [partial, failed]: {failed.text}" in inspect
+    assert f"POST {server.url}/v1/chat/completions" in inspect and '"this one breaks"' in inspect
+    assert "response metadata:" in inspect and SECRET not in inspect
+
+    ip.run_line_magic("agent", "replay " + ok.metadata["run_id"])
+    replayed = capsys.readouterr().out
+    header, *rest = replayed.splitlines()
+    assert header.startswith(f"[replay of run {ok.metadata['run_id']} from the run store")
+    body = lambda out: [line for line in out.splitlines() if not line.startswith("[openai:")]  # noqa: E731 - footers hold timings
+    assert body("\n".join(rest)) == body(original) and text in replayed
+    assert original.splitlines()[-1].split(" · ")[:2] == replayed.splitlines()[-1].split(" · ")[:2]  # provider, tokens
+
+    ip.run_line_magic("agent", "store off")
+    assert capsys.readouterr().out.strip() == "run store: off"
+    with pytest.raises(UsageError, match="no run store"):
+        ip.run_line_magic("agent", "runs")
+    ip.run_line_magic("agent", f"store {tmp_path / 'elsewhere.sqlite'}")
+    ip.run_line_magic("agent", "runs")
+    assert "no runs stored in" in capsys.readouterr().out

@@ -77,21 +77,28 @@ def get_weather(city: str, state: str = "") -> str:
 
 
 def _click_when_shown(kc, label: str, timeout: float = 20) -> str:
-    """Wait for the button `label` to be shown, click it through a comm message, return its comm id."""
+    """Wait until the approval row holding button `label` is shown, click the button through
+    a comm message (as the front end does), and return its comm id.
+
+    The row is shown (its ``ipyagent-approval`` class set) after the click handlers are
+    attached, as a person would see it; clicking on the button's creation could race them.
+    """
     deadline = time.monotonic() + timeout
+    comm_id = None
     while time.monotonic() < deadline:
         try:
             msg = kc.get_iopub_msg(timeout=0.1)
         except queue.Empty:
             continue
-        if msg["msg_type"] == "comm_open":
-            state = msg["content"]["data"].get("state", {})
-            if state.get("_model_name") == "ButtonModel" and state.get("description") == label:
-                comm_id = msg["content"]["comm_id"]
-                click = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}})
-                kc.shell_channel.send(click)
-                return comm_id
-    raise AssertionError(f"no {label} button within {timeout} s")
+        data = msg["content"].get("data", {}) if msg["msg_type"] in ("comm_open", "comm_msg") else {}
+        state = data.get("state", {})
+        if msg["msg_type"] == "comm_open" and state.get("_model_name") == "ButtonModel" and state.get("description") == label:
+            comm_id = msg["content"]["comm_id"]
+        elif comm_id and "ipyagent-approval" in state.get("_dom_classes", []):
+            click = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}})
+            kc.shell_channel.send(click)
+            return comm_id
+    raise AssertionError(f"no {label} button shown within {timeout} s")
 
 
 @pytest.mark.parametrize("label, runs", [("Approve", True), ("Deny", False)])

@@ -167,7 +167,7 @@ def test_cost_in_any_shape():
 def test_published_schema_file_is_current():
     assert json.loads(SCHEMA_FILE.read_text()) == json_schema(), (
         "regenerate it: python -m ipyagent.core.transcript > src/ipyagent/core/transcript.schema.json")
-    assert json_schema()["properties"]["version"]["const"] == VERSION
+    assert json_schema()["$defs"]["Transcript"]["properties"]["version"]["const"] == VERSION
 
 
 def test_reading_a_foreign_or_newer_document_fails_clearly():
@@ -313,3 +313,28 @@ def test_executed_quickstart_saves_transcripts_and_exports_the_answers(monkeypat
         rendered = _Visible()
         rendered.feed(markdown_to_html(answer))
         assert " ".join("".join(rendered.text).split()) in shown
+
+
+def test_comparison_record_from_a_real_comparison():
+    """Two providers answer the same prompt (recorded streams); one cannot even be built."""
+    from ipyagent import compare
+    from ipyagent.core.transcript import COMPARISON_MIME_TYPE, ComparisonRecord
+    from ipyagent.notebook.transcript_output import comparison_bundle
+
+    text = expected_from(TEXT).text
+    with StubServer(Reply.sse_file(TEXT)) as a, StubServer(openai_text_reply(HOSTILE)) as b:
+        agents = [Agent("openai:gpt-4.1-mini", base_url=s.url, api_key_env="NO_SUCH_KEY_VAR") for s in (a, b)]
+
+        def factory(provider_id):
+            raise ValueError("no such provider here")
+
+        comparison = compare([*agents, "nowhere:model"], "Weather?", factory=factory)
+    record = ComparisonRecord.from_comparison(comparison, prompt="Weather?")
+    assert [e.index for e in record.entries] == [0, 1, 2]
+    assert record.entries[0].transcript.text == text and record.entries[1].transcript.text == HOSTILE
+    failed = record.entries[2].transcript
+    assert failed.status == "failed" and "no such provider here" in failed.error.message
+    data, metadata = comparison_bundle(record)
+    assert data[COMPARISON_MIME_TYPE] == metadata["ipyagent"]["comparison"] == record.to_json()
+    assert _inert(data["text/html"].split("</style>", 1)[1]) == []
+    assert markdown_to_html(text) in data["text/html"] and text in data["text/plain"]

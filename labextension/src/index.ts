@@ -16,10 +16,12 @@ import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 import MarkdownIt from 'markdown-it';
 
-import { renderTranscript } from './transcript';
+import { renderComparison, renderTranscript } from './transcript';
 
 /** The MIME type of a transcript. */
 export const MIME_TYPE = 'application/vnd.ipyagent.transcript+json';
+/** The MIME type of a comparison (%%compare): one transcript per run, side by side. */
+export const COMPARISON_MIME_TYPE = 'application/vnd.ipyagent.comparison+json';
 
 /** Same engine and options as the Python side (markdown-it-py, render.py): raw HTML is escaped. */
 const markdown = new MarkdownIt('commonmark', {
@@ -49,7 +51,8 @@ export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer 
     }
     const toHtml = (text: string): string =>
       this._sanitizer.sanitize(markdown.render(text));
-    this.node.replaceChildren(...renderTranscript(data, toHtml));
+    const render = this._mimeType === COMPARISON_MIME_TYPE ? renderComparison : renderTranscript;
+    this.node.replaceChildren(...render(data, toHtml));
     return Promise.resolve();
   }
 
@@ -60,7 +63,7 @@ export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer 
 /** The renderer factory: safe (it sanitizes everything itself), so untrusted notebooks use it too. */
 export const rendererFactory: IRenderMime.IRendererFactory = {
   safe: true,
-  mimeTypes: [MIME_TYPE],
+  mimeTypes: [MIME_TYPE, COMPARISON_MIME_TYPE],
   createRenderer: options => new TranscriptRenderer(options)
 };
 

@@ -209,8 +209,41 @@ export function renderTranscript(data: unknown, toHtml: (md: string) => string):
     nodes.push(el('div', 'ipyagent-error', `⚠ ${str(data.error.message)}`));
   }
   if (data.status === 'interrupted') {
-    nodes.push(el('div', 'ipyagent-status', '⏹ interrupted; the text above is partial'));
+    nodes.push(el('div', 'ipyagent-status', '■ interrupted; the text above is partial'));
   }
   nodes.push(el('div', 'ipyagent-footer', footerFigures(data).join(' · ')));
+  return nodes;
+}
+
+/**
+ * The nodes of a comparison (%%compare): one column per provider, at most three a row,
+ * each with its runs' transcripts stacked under a title.
+ */
+export function renderComparison(data: unknown, toHtml: (md: string) => string): HTMLElement[] {
+  if (!isObject(data) || data.format !== 'ipyagent.comparison') {
+    return [el('div', 'ipyagent-error', '⚠ this output is not an ipyagent comparison')];
+  }
+  const providers = list(data.providers).map(str);
+  const runs = num(data.runs) ?? 1;
+  const grid = el('div', 'ipyagent-grid');
+  grid.style.gridTemplateColumns = `repeat(${Math.min(Math.max(providers.length, 1), 3)}, minmax(0, 1fr))`;
+  providers.forEach((provider, index) => {
+    const pane = el('div', 'ipyagent-pane');
+    for (const entry of list(data.entries)) {
+      if (!isObject(entry) || entry.index !== index) {
+        continue;
+      }
+      const title = el('div', 'ipyagent-pane-title');
+      const run = num(entry.run) ?? 0;
+      title.append(el('b', '', provider), runs > 1 ? ` · run ${run + 1} of ${runs}` : '');
+      pane.append(title, ...renderTranscript(entry.transcript, toHtml));
+    }
+    grid.append(pane);
+  });
+  const nodes = [grid];
+  const wall = num(data.wall_s);
+  if (wall !== null) {
+    nodes.push(el('div', 'ipyagent-footer', `compared in ${seconds(wall)}`));
+  }
   return nodes;
 }

@@ -51,7 +51,8 @@ def pytest_collection_modifyitems(config, items):
     if not os.access(CHROMIUM, os.X_OK):
         skip = pytest.mark.skip(reason=f"no Chromium at {CHROMIUM}: apt-get install chromium (make test-browser does)")
         for item in items:
-            item.add_marker(skip)
+            if item.get_closest_marker("browser"):
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
@@ -166,9 +167,14 @@ class Lab:
         page.on("pageerror", lambda e: self.errors.append(str(e)))
 
     def open(self, name: str, *, wait_kernel: bool = True) -> None:
-        self.page.goto(f"{self.url}/lab/tree/{name}?token={TOKEN}")
-        self.page.wait_for_function("window.jupyterapp !== undefined && window.jupyterapp.shell.currentWidget", timeout=60000)
-        self.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
+        # ?reset: a fresh workspace, so notebooks of earlier tests are not reopened beside this one.
+        self.page.goto(f"{self.url}/lab/tree/{name}?reset&token={TOKEN}")
+        self.page.wait_for_function(
+            "(name) => window.jupyterapp !== undefined && window.jupyterapp.shell.currentWidget"
+            " && window.jupyterapp.shell.currentWidget.context && window.jupyterapp.shell.currentWidget.context.path === name",
+            arg=name, timeout=60000)
+        self.panel = "#" + self.page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+        self.page.locator(f"{self.panel} .jp-Notebook .jp-Cell").first.wait_for(timeout=60000)
         if wait_kernel:
             assert self.page.evaluate(WAIT_KERNEL_JS), "the kernel did not become idle"
 
@@ -177,7 +183,7 @@ class Lab:
         self.page.evaluate(f"() => {{ window.jupyterapp.commands.execute({json.dumps(name)}); }}")
 
     def cell(self, index: int):
-        return self.page.locator(".jp-Notebook .jp-Cell").nth(index)
+        return self.page.locator(f"{self.panel} .jp-Notebook .jp-Cell").nth(index)
 
     def save_and_shutdown(self, name: str) -> None:
         """Save the notebook, wait until it is on disk, and shut its kernel down."""

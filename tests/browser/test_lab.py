@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import time
+from html.parser import HTMLParser
 
 import nbformat
 import pytest
+
+from ipyagent.notebook.render import markdown_to_html
 
 from ..recordings import expected_from
 from ..stub_server import FIXTURES, Reply, openai_text_reply
@@ -34,9 +37,9 @@ ANSWER_LENGTH_JS = """(cell) => {
   return {len: parts.map(n => n.textContent).join('').length, final: false};
 }"""
 
-SAMPLE_JS = """([index, measure]) => {
+SAMPLE_JS = """([panel, index, measure]) => {
   const fn = eval(measure);
-  const cell = document.querySelectorAll('.jp-Notebook .jp-Cell')[index];
+  const cell = document.querySelectorAll(panel + ' .jp-Notebook .jp-Cell')[index];
   window.__samples = [];
   window.__sampler = setInterval(() => {
     const s = fn(cell);
@@ -64,6 +67,19 @@ def _sse_answer(exchange: dict) -> tuple[str, dict]:
     return "".join(text), usage
 
 
+def _shown(markdown: str) -> str:
+    """The words a person sees of rendered `markdown` (the live view's own rendering of it)."""
+    parser = HTMLParser()
+    words: list[str] = []
+    parser.handle_data = words.append  # type: ignore[method-assign]
+    parser.feed(markdown_to_html(markdown))
+    return _words("".join(words))
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _agent_cell_index(nb_path, nth: int = 0) -> int:
     nb = nbformat.read(nb_path, as_version=4)
     return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.startswith("%%agent")][nth]
@@ -89,7 +105,7 @@ def test_quickstart_streams_visibly_then_shows_the_transcript(lab, model_server)
     lab.open("quickstart.ipynb")
     index = _agent_cell_index(lab.root / "quickstart.ipynb")
     cell = lab.cell(index)
-    lab.page.evaluate(SAMPLE_JS, [index, ANSWER_LENGTH_JS])
+    lab.page.evaluate(SAMPLE_JS, [lab.panel, index, ANSWER_LENGTH_JS])
     lab.command("notebook:run-all-cells")
 
     lab.page.wait_for_function("window.__samples.filter(s => !s.final && s.len > 0).length >= 3", timeout=60000)
@@ -107,8 +123,7 @@ def test_quickstart_streams_visibly_then_shows_the_transcript(lab, model_server)
     final_len = [s["len"] for s in samples if s["final"]][-1]
     assert final_len >= streamed[-1] and final_len > 0
 
-    rendered_text = " ".join(_rendered(cell).locator(".ipyagent-text").inner_text().split())
-    assert rendered_text == " ".join(answer.replace("**", "").split())
+    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(answer)
     footer = _rendered(cell).locator(".ipyagent-footer").inner_text()
     assert f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out tokens" in footer
     assert "first token" in footer and "total" in footer
@@ -128,9 +143,9 @@ def test_saved_notebook_reopens_with_the_transcript_and_tool_cards(lab, model_se
     # (state "attached": JupyterLab skips the layout of cells out of view, which Playwright calls hidden)
     cell.locator(".ipyagent-view details.ipyagent-tool").nth(2).wait_for(state="attached", timeout=60000)
     lab.page.wait_for_function(
-        "(i) => { const c = document.querySelectorAll('.jp-Notebook .jp-Cell')[i];"
+        "([panel, i]) => { const c = document.querySelectorAll(panel + ' .jp-Notebook .jp-Cell')[i];"
         " return c.querySelector('.ipyagent-view .widget-html-content p') !== null"
-        " || c.querySelector('.jp-ipyagent-renderer') !== null; }", arg=index)
+        " || c.querySelector('.jp-ipyagent-renderer') !== null; }", arg=[lab.panel, index])
     lab.screenshot(cell, "live-tools.png")
 
     _rendered(cell).wait_for(state="attached", timeout=60000)
@@ -139,7 +154,7 @@ def test_saved_notebook_reopens_with_the_transcript_and_tool_cards(lab, model_se
     live_tools = _rendered(cell).locator(".ipyagent-tool-name").all_inner_texts()
     results = {m["tool_call_id"]: m["content"] for r in model_server.requests for m in r["body"]["messages"] if m["role"] == "tool"}
     assert len(live_tools) == len(results) == 3
-    assert " ".join(live_text.split()) == " ".join(answer.replace("**", "").split())
+    assert _words(live_text) == _shown(answer)
 
     lab.save_and_shutdown("tools.ipynb")
     saved = nbformat.read(lab.root / "tools.ipynb", as_version=4)
@@ -220,7 +235,7 @@ def test_stop_button_interrupts_and_keeps_the_partial_text(lab, model_server):
     model_server.script(Reply.sse_file(TEXT, delay=0.4), Reply.sse_file(TEXT))
     lab.open("interrupt.ipynb")
     cell = lab.cell(1)
-    lab.page.evaluate(SAMPLE_JS, [1, ANSWER_LENGTH_JS])
+    lab.page.evaluate(SAMPLE_JS, [lab.panel, 1, ANSWER_LENGTH_JS])
     lab.command("notebook:run-all-cells")
     lab.page.wait_for_function("window.__samples.some(s => !s.final && s.len > 0)", timeout=60000)
 
@@ -240,3 +255,72 @@ def test_stop_button_interrupts_and_keeps_the_partial_text(lab, model_server):
         time.sleep(0.05)
     assert model_server.hangups
     lab.screenshot(cell, "interrupted.png")
+
+
+def test_compare_cell_is_saved_side_by_side(lab, model_server):
+    first, second = expected_from(TEXT).text, "The second model says hello."
+    _write_notebook(lab.root / "compare.ipynb", "%load_ext ipyagent",
+                    "%%compare openai:gpt-4.1-mini openai:gpt-4.1-nano\nWhat is the weather in San Francisco?")
+    model_server.script(Reply.sse_file(TEXT), openai_text_reply(second))
+    lab.open("compare.ipynb")
+    cell = lab.cell(1)
+    lab.command("notebook:run-all-cells")
+    panes = _rendered(cell).locator(".ipyagent-pane")
+    panes.nth(1).wait_for(state="attached", timeout=60000)
+    texts = sorted(_words(t) for t in panes.locator(".ipyagent-text").all_text_contents())
+    assert texts == sorted([_words(first), _words(second)])
+
+    lab.save_and_shutdown("compare.ipynb")
+    lab.page.reload()
+    lab.open("compare.ipynb", wait_kernel=False)
+    cell = lab.cell(1)
+    panes = _rendered(cell).locator(".ipyagent-pane")
+    panes.nth(1).wait_for(state="attached", timeout=60000)
+    assert sorted(_words(t) for t in panes.locator(".ipyagent-text").all_text_contents()) == texts
+    assert [t.split(" ·")[0] for t in panes.locator(".ipyagent-pane-title").all_text_contents()] == [
+        "openai:gpt-4.1-mini", "openai:gpt-4.1-nano"]
+    lab.screenshot(cell, "reloaded-compare.png")
+
+
+def test_notebook7_renders_a_saved_transcript(lab, model_server, monkeypatch):
+    """Notebook 7 loads the same extension: a saved transcript renders there, with no kernel involved."""
+    from ipyagent import Agent
+    from ipyagent.core.transcript import Transcript
+    from ipyagent.notebook.transcript_output import bundle
+    from ipyagent.tools import activity
+
+    @activity
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        return f"61 F in {city}"
+
+    model_server.script(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT))
+    monkeypatch.setenv("IPYAGENT_BROWSER_TEST_KEY", "sk-test-notebook7")
+    events: list = []
+    result = Agent("openai:gpt-4.1-mini", base_url=model_server.url, api_key_env="IPYAGENT_BROWSER_TEST_KEY",
+                   tools=[get_weather]).run("Weather in San Francisco?", on_event=events.append)
+    data, metadata = bundle(Transcript.from_result(result, events=events))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%%agent --tools get_weather\nWeather in San Francisco?", outputs=[
+        nbformat.v4.new_output("display_data", data=data, metadata=metadata)])]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lab.root / "saved7.ipynb")
+
+    lab.page.goto(f"{lab.url}/notebooks/saved7.ipynb?token=browser-test")
+    rendered = lab.page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-ipyagent-renderer")
+    rendered.wait_for(state="attached", timeout=60000)
+    rendered.scroll_into_view_if_needed()
+    assert _words(rendered.locator(".ipyagent-text").inner_text()) == _shown(expected_from(TEXT).text)
+    card = rendered.locator("details.ipyagent-tool")
+    card.locator("summary").click()
+    assert card.locator(".ipyagent-result").inner_text() == "61 F in San Francisco"
+    lab.screenshot(rendered, "notebook7-transcript.png")
+
+
+def test_labextension_is_listed_enabled():
+    import subprocess
+    import sys
+
+    listing = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True, timeout=120)
+    line = next((l for l in (listing.stdout + listing.stderr).splitlines() if l.strip().startswith("ipyagent ")), "")
+    assert "enabled" in line and "OK" in line, listing.stdout + listing.stderr

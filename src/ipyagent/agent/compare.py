@@ -209,6 +209,7 @@ async def _compare(
     on_start: Callable[[int, int], Any] | None,
     on_event: Callable[[int, int, Event], Any] | None,
     on_finish: Callable[[RunFigures], Any] | None,
+    run_options: dict[str, Any],
 ) -> Comparison:
     ids = [e if isinstance(e, str) else e.provider for e in entries]
     comparison = Comparison(ids, runs)
@@ -245,7 +246,7 @@ async def _compare(
 
                 result, error = None, None
                 try:
-                    result = await agent.arun(prompt, on_event=seen)
+                    result = await agent.arun(prompt, on_event=seen, **run_options)
                 except Exception as exc:  # e.g. a capability check failing before sending
                     error = exc
                 record(_figures(agent.provider, index, run, t0, first[0] if first else None, result, error))
@@ -268,6 +269,9 @@ async def acompare(
     on_start: Callable[[int, int], Any] | None = None,
     on_event: Callable[[int, int, Event], Any] | None = None,
     on_finish: Callable[[RunFigures], Any] | None = None,
+    output_schema: Any = None,
+    output_strategy: str | None = None,
+    images: Any = None,
     **agent_options: Any,
 ) -> Comparison:
     """Send `prompt` to every entry concurrently, `runs` times each, and measure each run.
@@ -283,6 +287,7 @@ async def acompare(
         on_start(index, run), on_event(index, run, event), on_finish(figures): called on
             ipyagent's background loop when a run starts, for each of its events, and
             when it ends (``index``: the entry's position).
+        output_schema, output_strategy, images: as for `Agent.arun`, the same for every run.
 
     Returns:
         `Comparison`. Failures never raise; they are in the figures.
@@ -296,7 +301,8 @@ async def acompare(
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
     make = factory or (lambda provider: Agent(provider, **agent_options))
-    return await run_in_background(_compare(list(entries), prompt, runs, make, on_start, on_event, on_finish))
+    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images)) if v}
+    return await run_in_background(_compare(list(entries), prompt, runs, make, on_start, on_event, on_finish, options))
 
 
 def compare(entries: Sequence[Agent | str], prompt: str, **options: Any) -> Comparison:

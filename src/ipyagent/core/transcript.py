@@ -12,7 +12,9 @@ reads an `AgentResult` by duck typing for the same reason.
 
 No secrets: usage and errors leave out the provider's raw objects (which are
 not needed to show a run), and nothing from request headers is ever read.
-The JSON Schema is published beside this module as ``transcript.schema.json``
+A ``%%compare`` cell saves a `ComparisonRecord` (one transcript per run) the
+same way, as ``application/vnd.ipyagent.comparison+json``. The JSON Schema of
+both is published beside this module as ``transcript.schema.json``
 (``python -m ipyagent.core.transcript`` prints it).
 """
 
@@ -24,7 +26,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 #: The MIME type of a transcript in a cell output.
 MIME_TYPE = "application/vnd.ipyagent.transcript+json"
@@ -256,6 +258,54 @@ class Transcript(_Model):
         )
 
 
+#: The MIME type of a comparison (``%%compare``): one transcript per run, side by side.
+COMPARISON_MIME_TYPE = "application/vnd.ipyagent.comparison+json"
+
+
+class ComparisonEntry(_Model):
+    """One run of a comparison: the provider's position (`index`, 0-based), the run number
+    (`run`, 0-based) and its transcript."""
+
+    index: int
+    run: int = 0
+    transcript: Transcript
+
+
+class ComparisonRecord(_Model):
+    """The same prompt sent to several providers (``%%compare``), as saved in a notebook.
+
+    `entries` are in provider order, then run order; `wall_s` is the whole comparison's
+    time in seconds.
+    """
+
+    format: Literal["ipyagent.comparison"] = "ipyagent.comparison"
+    version: Literal[1] = VERSION
+    providers: list[str] = Field(default_factory=list)
+    runs: int = 1
+    wall_s: float | None = None
+    entries: list[ComparisonEntry] = Field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_comparison(cls, comparison: Any, *, prompt: str | None = None) -> "ComparisonRecord":
+        """Build from an `agent.compare.Comparison` (read by attribute: ``providers``, ``runs``,
+        ``wall_s``, ``figures`` with ``index``, ``run``, ``provider``, ``result``, ``error_type``,
+        ``error``). A run whose agent could not be built becomes a failed transcript."""
+        entries = []
+        for fig in sorted(getattr(comparison, "figures", []), key=lambda f: (f.index, f.run)):
+            result = getattr(fig, "result", None)
+            if result is not None:
+                transcript = Transcript.from_result(result, prompt=prompt)
+            else:
+                transcript = Transcript(provider=str(fig.provider), status="failed", error=TranscriptError(
+                    type=str(getattr(fig, "error_type", None) or "error"), message=str(getattr(fig, "error", None) or "the run failed")))
+            entries.append(ComparisonEntry(index=fig.index, run=fig.run, transcript=transcript))
+        return cls(providers=[str(p) for p in getattr(comparison, "providers", [])], runs=int(getattr(comparison, "runs", 1) or 1),
+                   wall_s=_round(getattr(comparison, "wall_s", None)), entries=entries)
+
+
 # -- building helpers ------------------------------------------------------------------
 
 
@@ -428,9 +478,10 @@ def _artifacts(result: Any, events: list[Any]) -> list[ArtifactSummary]:
 
 
 def json_schema() -> dict[str, Any]:
-    """The JSON Schema of the transcript document (draft 2020-12)."""
-    schema = Transcript.model_json_schema()
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+    """The JSON Schema (draft 2020-12) of both documents: a transcript (`MIME_TYPE`) or a
+    comparison (`COMPARISON_MIME_TYPE`), told apart by ``format``."""
+    schema = TypeAdapter(Union[Transcript, ComparisonRecord]).json_schema()
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "ipyagent transcript", **schema}
 
 
 if __name__ == "__main__":  # python -m ipyagent.core.transcript > src/ipyagent/core/transcript.schema.json

@@ -24,6 +24,17 @@ PASSAGE_CHARS = 400
 PASSAGE_TARGET = 600
 
 
+def unit_of(artifact: Any) -> str:
+    """What `read_slice` counts for `artifact`: ``rows``, ``items``, ``bytes`` or ``chars``."""
+    if isinstance(artifact, TableArtifact):
+        return "rows"
+    if isinstance(artifact, ListArtifact) or (isinstance(artifact, JsonArtifact) and isinstance(artifact.value, list)):
+        return "items"
+    if isinstance(artifact, (BlobArtifact, ImageArtifact)):
+        return "bytes"
+    return "chars"
+
+
 def read_slice(entry: MemoryEntry, offset: int = 0, length: int = 2000) -> dict[str, Any]:
     """A slice of the artifact: ``{"namespace", "type", "unit", "offset", "end", "total",
     "next_offset", "content"}``; `next_offset` is None at the end.

@@ -23,6 +23,7 @@ from ..drivers.registry import resolve_alias
 from .compare_view import CompareTextView, CompareWidgetView
 from .magics import REPLAY_DELAY, AgentMagics, _parse
 from .template import TemplateError, render_cell
+from .transcript_output import finish_comparison, show_live
 
 
 @magics_class
@@ -42,32 +43,20 @@ class CompareMagics(Magics):
             return provider_id, dict(self.agent_magics.provider_options)
         return provider_id, {}
 
-    def _schema(self, name: str | None) -> Any:
-        if not name:
-            return None
-        value = self.shell.user_ns.get(name)
-        if value is None:
-            raise UsageError(f"--schema: {name!r} is not defined; define a pydantic model (or a JSON Schema dict) first")
-        from pydantic import BaseModel
-
-        if not (isinstance(value, dict) or (isinstance(value, type) and issubclass(value, BaseModel))):
-            raise UsageError(f"--schema: {name!r} is a {type(value).__name__}; give a pydantic model class or a JSON Schema dict")
-        return value
-
-    def _build(self, requested: str, *, system: str | None, toolbox: Any, schema: Any, max_steps: int, react: bool) -> Agent:
+    def _build(self, requested: str, *, system: str | None, toolbox: Any, max_steps: int, react: bool) -> Agent:
         provider_id, options = self._driver_options(requested)
         if provider_id.startswith("replay:"):
             options.setdefault("chunk_delay", REPLAY_DELAY)
         agent = Agent(create_driver(provider_id, **options), system=system, max_steps=max_steps, react=True if react else None)
         agent.toolbox = toolbox
-        if schema is not None:
-            agent.schema = schema
         return agent
 
     @magic_arguments()
     @argument("providers", nargs="+", metavar="ID", help="PROVIDER:MODEL ids (or %%provider aliases) to compare")
     @argument("--runs", type=int, default=1, help="runs per provider; the table shows median (min–max) (default 1)")
     @argument("--schema", metavar="MODEL", help="structured output: a pydantic model (or JSON Schema dict) in your namespace")
+    @argument("--strategy", choices=("native", "tool", "rule"), help="how to ask for --schema (default: the provider's best)")
+    @argument("--image", action="append", metavar="PATH_OR_VAR", help="add an image to the prompt (repeatable)")
     @argument("--tools", metavar="NAME[,NAME]", help="tools the models may call: names of functions or BaseTool objects in your namespace")
     @argument("--system", help="system prompt for every provider")
     @argument("-o", "--out", metavar="VAR", help="bind the comparison (.results, .figures, .summary(), .to_dataframe()) to VAR")
@@ -85,13 +74,15 @@ class CompareMagics(Magics):
         or changed. The cell is a Jinja2 template over your variables.
         """
         args = _parse(self.compare, line)
-        return self.run(args.providers, cell, runs=args.runs, schema=args.schema, tools=args.tools, system=args.system,
-                        out=args.out, raw=args.raw, max_steps=args.max_steps, await_in_kernel=args.await_in_kernel)
+        return self.run(args.providers, cell, runs=args.runs, tools=args.tools, system=args.system, out=args.out,
+                        raw=args.raw, max_steps=args.max_steps, await_in_kernel=args.await_in_kernel,
+                        run_options=self.agent_magics._run_options(args))
 
-    def run(self, providers: list[str], cell: str, *, runs: int = 1, schema: str | None = None, tools: str | None = None,
-            system: str | None = None, out: str | None = None, raw: bool = False, max_steps: int = 10,
-            react: bool = False, await_in_kernel: bool = False) -> Comparison | None:
-        """The body of ``%%compare`` (also behind ``%%agent --compare``); arguments as the magic's options."""
+    def run(self, providers: list[str], cell: str, *, runs: int = 1, tools: str | None = None, system: str | None = None,
+            out: str | None = None, raw: bool = False, max_steps: int = 10, react: bool = False,
+            await_in_kernel: bool = False, run_options: dict[str, Any] | None = None) -> Comparison | None:
+        """The body of ``%%compare`` (also behind ``%%agent --compare``); arguments as the magic's options,
+        `run_options` those of `Agent.arun` (``output_schema``, ``output_strategy``, ``images``)."""
         providers = [p for item in providers for p in item.split(",") if p.strip()]
         if not providers:
             raise UsageError("give the providers to compare: %%compare openai:gpt-4.1-mini anthropic:claude-sonnet-4-5")
@@ -103,7 +94,6 @@ class CompareMagics(Magics):
             raise UsageError(str(exc)) from None
         if not prompt:
             raise UsageError("the cell is empty: write the prompt below the %%compare line")
-        output_schema = self._schema(schema)
         try:
             toolbox = self.agent_magics._toolbox(tools)
         except (ValueError, TypeError) as exc:
@@ -115,8 +105,7 @@ class CompareMagics(Magics):
         entries: list[Agent | str] = []
         for index, requested in enumerate(providers):
             try:
-                agent = self._build(requested, system=system, toolbox=toolbox, schema=output_schema,
-                                    max_steps=max_steps, react=react)
+                agent = self._build(requested, system=system, toolbox=toolbox, max_steps=max_steps, react=react)
             except Exception as exc:  # noqa: BLE001 - a missing key, an unknown provider: shown in its pane and row
                 failures[requested] = exc
                 entries.append(requested)
@@ -133,18 +122,16 @@ class CompareMagics(Magics):
         widgets = self.agent_magics._widgets()
         view: CompareWidgetView | CompareTextView = (CompareWidgetView if widgets else CompareTextView)(names, runs)
         views.append(view)
-        if widgets:
-            from IPython.display import display
-
-            display(view)
+        # Live panes while it runs; when it ends, the saved comparison replaces them (transcript_output.py).
+        display_id = show_live(view) if widgets else None
 
         def failed(provider_id: str) -> Agent:
             raise failures[provider_id]
 
         async def compared() -> Comparison:
             try:
-                return await acompare(entries, prompt, runs=runs, factory=failed,
-                                      on_start=view.start, on_event=view.feed, on_finish=view.finish)
+                return await acompare(entries, prompt, runs=runs, factory=failed, on_start=view.start,
+                                      on_event=view.feed, on_finish=view.finish, **(run_options or {}))
             except asyncio.CancelledError:
                 view.mark_interrupted()
                 raise
@@ -156,6 +143,8 @@ class CompareMagics(Magics):
                         pass
 
         def done(comparison: Comparison) -> Comparison:
+            if display_id is not None:
+                finish_comparison(display_id, comparison, prompt=prompt, view=view)
             if isinstance(view, CompareTextView):
                 view.show_table()
             self.last_comparison = comparison

@@ -288,7 +288,8 @@ class AgentMagics(Magics):
         if args.compare:  # an alias of %%compare (compare_magics.py)
             return self.shell.magics_manager.registry["CompareMagics"].run(
                 [args.compare], cell, tools=args.tools, system=args.system, out=args.out, raw=args.raw,
-                max_steps=args.max_steps, react=args.react, await_in_kernel=args.await_in_kernel)
+                max_steps=args.max_steps, react=args.react, await_in_kernel=args.await_in_kernel,
+                run_options=self._run_options(args))
         try:
             prompt = (cell if args.raw else render_cell(cell, self.shell.user_ns)).strip()
         except TemplateError as exc:

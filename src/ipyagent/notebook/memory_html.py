@@ -39,6 +39,7 @@ IMAGE_TYPES = {"image/png", "image/jpeg", "image/gif", "image/webp"}
 
 STYLE = """<style>
 .ipyagent-artifact{border:1px dashed var(--jp-border-color1,#bbb);border-radius:4px;margin:4px 0;padding:2px 8px}
+.ipyagent-artifact-body{max-height:24em;overflow:auto}
 .ipyagent-artifact table{border-collapse:collapse;font-size:var(--jp-ui-font-size0,11px)}
 .ipyagent-artifact td,.ipyagent-artifact th{border:1px solid var(--jp-border-color2,#ddd);padding:1px 4px}
 .ipyagent-json ul{list-style:none;margin:0;padding-left:1.2em}
@@ -122,10 +123,11 @@ def artifact_entry_html(namespace: str, artifact: Any, *, tool: str, activity: s
     kind = getattr(artifact, "type", "artifact")
     producer = f"{tool}.{activity}" if activity and activity != tool else tool
     size_text = describe_size(size or size_of(artifact))
-    summary = (f'<summary>📦 <b>{escape(namespace)}</b> <span class="ipyagent-footer">{escape(kind)} · '
+    summary = (f'<summary><b>{escape(namespace)}</b> <span class="ipyagent-footer">{escape(kind)} · '
                f'{escape(size_text)} · from {escape(producer)} · off-prompt</span></summary>')
     body, image = _content_html(artifact, where)
-    return f'<details class="ipyagent-artifact">{sanitize(summary + body)}{image}</details>'
+    body = sanitize(f'{summary}<div class="ipyagent-artifact-body">{body}')
+    return f'<details class="ipyagent-artifact">{body.removesuffix("</div>")}{image}</div></details>'
 
 
 def stored_event_html(event: Any) -> str:

@@ -125,7 +125,8 @@ class SessionMagics(Magics):
     # -- threads -----------------------------------------------------------------------
 
     def _threads(self, _: str | None) -> None:
-        names = self.session.threads.names()
+        names = [n for n in self.session.threads.names()
+                 if self.session.threads.get(n).turns or self.session.threads.get(n).system]
         if not names:
             print("no threads yet: a %%agent cell starts the default one (--thread NAME for others)")
             return

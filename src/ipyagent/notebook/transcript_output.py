@@ -29,8 +29,15 @@ import time
 import uuid
 from typing import Any
 
-from ..core.transcript import MIME_TYPE, Transcript
-from .transcript_render import to_html, to_markdown, to_text
+from ..core.transcript import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript
+from .transcript_render import (
+    comparison_to_html,
+    comparison_to_markdown,
+    comparison_to_text,
+    to_html,
+    to_markdown,
+    to_text,
+)
 
 #: Environment variables whose values never appear in a published transcript.
 _SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$", re.I)
@@ -126,3 +133,40 @@ class LiveTranscript:
         data, metadata = bundle(self.transcript, view_model_id=getattr(getattr(self.view, "widget", None), "model_id", None))
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
         return self.transcript
+
+
+def comparison_bundle(record: ComparisonRecord, *, view_model_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, metadata) of a ``%%compare`` output: the comparison JSON and its fallbacks;
+    metadata ``{"ipyagent": {"comparison": ...}}`` (plus ``view_model_id``, as `bundle`)."""
+    secrets = _secret_values()
+    doc = redact(record.to_json(), secrets)
+    clean = ComparisonRecord.model_validate(doc) if secrets else record
+    data = {
+        COMPARISON_MIME_TYPE: doc,
+        "text/html": comparison_to_html(clean),
+        "text/markdown": comparison_to_markdown(clean),
+        "text/plain": comparison_to_text(clean),
+    }
+    metadata: dict[str, Any] = {"comparison": doc}
+    if view_model_id:
+        metadata["view_model_id"] = view_model_id
+    return data, {"ipyagent": metadata}
+
+
+def show_live(view: Any) -> str:
+    """Display a live view (its ``widget``) under a new display id, and return the id."""
+    from IPython.display import display
+
+    display_id = f"ipyagent-{uuid.uuid4().hex}"
+    display(getattr(view, "widget", view), display_id=display_id)
+    return display_id
+
+
+def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = None, view: Any = None) -> ComparisonRecord:
+    """Replace the live comparison `view` shown under `display_id` with its saved record (see the module doc)."""
+    from IPython.display import update_display
+
+    record = ComparisonRecord.from_comparison(comparison, prompt=prompt)
+    data, metadata = comparison_bundle(record, view_model_id=getattr(getattr(view, "widget", None), "model_id", None))
+    update_display(data, raw=True, metadata=metadata, display_id=display_id)
+    return record

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..core.transcript import ArtifactSummary, OtherPart, ReasoningPart, TextPart, ToolCallPart, Transcript
+from ..core.transcript import ArtifactSummary, ComparisonRecord, OtherPart, ReasoningPart, TextPart, ToolCallPart, Transcript
 from .render import escape, markdown_to_html, sanitize
 
 #: Scoped CSS of the HTML fallback; JupyterLab theme variables with plain fallbacks.
@@ -30,6 +30,11 @@ STYLE = """<style>
 .ipyagent-transcript .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}
 .ipyagent-transcript .ipyagent-status{color:var(--jp-warn-color1,#a60)}
 .ipyagent-transcript .ipyagent-meta,.ipyagent-transcript .ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}
+.ipyagent-comparison .ipyagent-grid{display:grid;gap:6px 12px}
+.ipyagent-comparison .ipyagent-cols-1{grid-template-columns:minmax(0,1fr)}
+.ipyagent-comparison .ipyagent-cols-2{grid-template-columns:repeat(2,minmax(0,1fr))}
+.ipyagent-comparison .ipyagent-cols-3{grid-template-columns:repeat(3,minmax(0,1fr))}
+.ipyagent-comparison .ipyagent-pane-title{border-bottom:1px solid var(--jp-border-color2,#ddd);margin:4px 0}
 </style>"""
 
 
@@ -101,6 +106,36 @@ def _arguments(call: ToolCallPart) -> str:
 
 def to_html(t: Transcript) -> str:
     """Sanitized HTML, styled like the live view (tool cards and reasoning collapsed)."""
+    return f'<div class="ipyagent-transcript">{STYLE}{sanitize(_html_body(t))}</div>'
+
+
+def comparison_to_html(record: ComparisonRecord) -> str:
+    """Sanitized HTML of a comparison: one column per provider (at most three a row), its runs stacked."""
+    columns = min(max(len(record.providers), 1), 3)
+    panes = []
+    for index, provider in enumerate(record.providers):
+        runs = [e for e in record.entries if e.index == index]
+        body = []
+        for entry in runs:
+            label = f" · run {entry.run + 1} of {record.runs}" if record.runs > 1 else ""
+            body.append(f'<div class="ipyagent-pane-title"><b>{escape(provider)}</b>{escape(label)}</div>{_html_body(entry.transcript)}')
+        panes.append(f'<div class="ipyagent-pane">{"".join(body)}</div>')
+    wall = f'<div class="ipyagent-footer">compared in {record.wall_s:.2f} s</div>' if record.wall_s is not None else ""
+    grid = sanitize(f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{wall}')
+    return f'<div class="ipyagent-transcript ipyagent-comparison">{STYLE}{grid}</div>'
+
+
+def comparison_to_markdown(record: ComparisonRecord) -> str:
+    return "\n\n".join(f"### {_md_escape(record.providers[e.index] if e.index < len(record.providers) else e.transcript.provider)}"
+                       f"{f' · run {e.run + 1}' if record.runs > 1 else ''}\n\n{to_markdown(e.transcript)}" for e in record.entries)
+
+
+def comparison_to_text(record: ComparisonRecord) -> str:
+    return "\n\n".join(f"== {e.transcript.provider}{f' (run {e.run + 1})' if record.runs > 1 else ''} ==\n{to_text(e.transcript)}"
+                         for e in record.entries)
+
+
+def _html_body(t: Transcript) -> str:
     parts: list[str] = []
     for message in t.messages:
         if message.role != "assistant":
@@ -130,9 +165,9 @@ def to_html(t: Transcript) -> str:
     if t.error is not None:
         parts.append(f'<div class="ipyagent-error">⚠ {escape(t.error.message)}</div>')
     if t.status == "interrupted":
-        parts.append('<div class="ipyagent-status">⏹ interrupted; the text above is partial</div>')
+        parts.append('<div class="ipyagent-status">■ interrupted; the text above is partial</div>')
     parts.append('<div class="ipyagent-footer">' + " · ".join(escape(f) for f in footer_figures(t)) + "</div>")
-    return f'<div class="ipyagent-transcript">{STYLE}{sanitize("".join(parts))}</div>'
+    return "".join(parts)
 
 
 # -- Markdown --------------------------------------------------------------------------
@@ -219,7 +254,7 @@ def to_markdown(t: Transcript) -> str:
     if t.error is not None:
         blocks.append(f"**⚠ {_md_escape(t.error.message)}**")
     if t.status == "interrupted":
-        blocks.append("*⏹ interrupted; the text above is partial*")
+        blocks.append("*■ interrupted; the text above is partial*")
     blocks.append("*" + _md_escape(" · ".join(footer_figures(t))) + "*")
     return "\n\n".join(blocks) + "\n"
 

@@ -42,7 +42,8 @@ STYLE = """<style>
 .ipyagent-status{color:var(--jp-warn-color1,#a60)}
 .ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}
 .ipyagent-artifact{border:1px dashed var(--jp-border-color1,#bbb);border-radius:4px;margin:4px 0;padding:2px 8px}
-.ipyagent-artifact td,.ipyagent-artifact th{border:1px solid var(--jp-border-color2,#ddd);padding:1px 4px}
+.ipyagent-artifact-body{max-height:24em;overflow:auto}
+.ipyagent-artifact table{border-collapse:collapse}.ipyagent-artifact td,.ipyagent-artifact th{border:1px solid var(--jp-border-color2,#ddd);padding:1px 4px}
 .ipyagent-json ul{list-style:none;margin:0;padding-left:1.2em}
 </style>"""
 

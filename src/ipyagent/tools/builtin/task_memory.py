@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...memory import query as memory_query
-from ...memory.reading import read_slice, search
+from ...memory.reading import read_slice, search, unit_of
 from ...memory.task_memory import MemoryEntry, TaskMemory
 from ..activity import activity
 from ..base_tool import BaseTool
@@ -64,7 +64,7 @@ class TaskMemoryTool(BaseTool):
             length: how many characters / rows / items / bytes to read (default 2000 characters, 20 rows).
         """
         entry = self._entry(namespace)
-        unit = read_slice(entry, 0, 1)["unit"]
+        unit = unit_of(entry.artifact)
         cap = self.max_rows if unit in ("rows", "items") else self.max_chars
         wanted = DEFAULT_LENGTH[unit] if length is None else length
         out = read_slice(entry, offset, min(wanted, cap))

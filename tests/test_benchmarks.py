@@ -1,0 +1,41 @@
+"""The benchmarks are not tests, but each must keep running: every script, in its tiny
+``--quick`` mode, prints its table and writes its JSON (peers not installed are skipped)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = {
+    "stream_decode": "Stream decode",
+    "render_path": "Render path",
+    "import_load": "Import and load",
+    "compare_wall": "Compare",
+}
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_benchmark_runs_in_quick_mode(name, tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), "--quick", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=110, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"\n{SCRIPTS[name]}" in done.stdout
+    data = json.loads((tmp_path / f"{name}-quick.json").read_text())
+    assert data["benchmark"] == name and data["quick"] is True
+    if name == "stream_decode":
+        results = data["results"]
+        assert set(results) == {"openai-text-50", "openai-text-200", "openai-tool-40", "anthropic-text-50"}
+        for by_client in results.values():  # the floor and our driver always run, and agree on the message
+            assert by_client["floor (httpx2 EventSource + json.loads)"]["ratio"] == 1.0
+            assert by_client["ipyagent driver run()"]["median_s"] > 0
+    elif name == "render_path":
+        assert data["summary"]["view"]["exact"] is True
+    elif name == "import_load":
+        assert data["results"]["import ipyagent"]["median_s"] > 0
+    else:
+        assert data["median"]["compare_s"] < data["median"]["sum_s"]
