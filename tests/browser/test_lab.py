@@ -181,6 +181,20 @@ def test_saved_notebook_reopens_with_the_transcript_and_tool_cards(lab, model_se
     lab.screenshot(cell, "reloaded-transcript.png")
     assert not lab.dialogs
 
+    # The renderer follows the theme: JupyterLab Dark changes its colours (then back to light for the others).
+    def colours() -> list[str]:
+        return lab.page.evaluate("(sel) => { const n = document.querySelector(sel);"
+                                 " const s = getComputedStyle(n); return [s.color, s.backgroundColor]; }",
+                                 f"{lab.panel} .jp-ipyagent-renderer pre.ipyagent-result")
+    light = colours()
+    for theme, flag in (("JupyterLab Dark", "false"), ("JupyterLab Light", "true")):
+        lab.page.evaluate(f"() => {{ window.jupyterapp.commands.execute('apputils:change-theme', {{theme: {json.dumps(theme)}}}); }}")
+        lab.page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{flag}'", timeout=30000)
+        lab.page.wait_for_timeout(500)
+        if flag == "false":
+            assert colours() != light
+            lab.screenshot(cell, "reloaded-transcript-dark.png")
+
 
 HOSTILE = ('Look: <img src=x onerror="window.__pwned=1;alert(1)"> <script>window.__pwned=2;alert(2)</script> '
            '[click me](javascript:window.__pwned=3) <a href="javascript:window.__pwned=4">or me</a>')
