@@ -39,7 +39,7 @@ from ipyagent.core import (
     from_native_name,
 )
 from ipyagent.drivers.anthropic import AnthropicPromptDriver, block_deltas, stop_kind, usage_from_anthropic
-from ipyagent.drivers.base import _Aggregator
+from ipyagent.drivers.aggregate import Aggregator as _Aggregator
 
 from .recordings import check_shape, collect, sse_events, user_stack
 from .stub_server import FIXTURES, Reply, StubServer

@@ -34,7 +34,7 @@ from ipyagent.core import (
     ToolCallDelta,
     ToolDefinition,
 )
-from ipyagent.drivers.base import _Aggregator
+from ipyagent.drivers.aggregate import Aggregator as _Aggregator
 from ipyagent.drivers.gemini import GeminiPromptDriver, parse_response, to_gemini_schema
 
 from .recordings import check_shape, collect, sse_events, user_stack

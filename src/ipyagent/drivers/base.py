@@ -31,8 +31,6 @@ import httpx2
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from ..core import (
-    ActionCallBlock,
-    BlockDelta,
     ImageBlock,
     DeltaMessage,
     Event,
@@ -42,16 +40,12 @@ from ..core import (
     ModelStarted,
     PromptStack,
     ProviderError,
-    ReasoningBlock,
-    ReasoningDelta,
     StopKind,
     StopReason,
-    TextBlock,
-    TextDelta,
-    ToolCallDelta,
     Usage,
 )
 from . import pricing
+from .aggregate import Aggregator, BlockIndex, StreamMeta, merge_meta  # noqa: F401 - BlockIndex, StreamMeta: for drivers
 from .pricing import Cost
 from .structured import STRATEGIES, with_rule_instruction
 
@@ -82,82 +76,6 @@ class Capabilities:
     vision: bool = False
     structured_output_native: bool = False
     reasoning: bool = False
-
-
-@dataclass(slots=True)
-class StreamMeta:
-    """A non-delta update from `parse_stream`: any field left None is unchanged."""
-
-    usage: Usage | None = None
-    stop_raw: str | None = None
-    stop_kind: StopKind | None = None
-    request_id: str | None = None
-    model: str | None = None
-
-
-class BlockIndex:
-    """Gives each content block of a reply a stable index in arrival order.
-
-    Drivers key blocks by whatever the wire uses (``"text"``, ``("tool", 1)``).
-    """
-
-    __slots__ = ("_map",)
-
-    def __init__(self) -> None:
-        self._map: dict[Any, int] = {}
-
-    def __call__(self, key: Any) -> int:
-        index = self._map.get(key)
-        if index is None:
-            index = self._map[key] = len(self._map)
-        return index
-
-
-class _Aggregator:
-    """Builds the final assistant `Message` from deltas, by content index."""
-
-    __slots__ = ("deltas",)
-
-    def __init__(self) -> None:
-        self.deltas: dict[int, list[DeltaMessage]] = {}
-
-    def add(self, delta: DeltaMessage) -> None:
-        bucket = self.deltas.get(delta.index)
-        if bucket is None:
-            self.deltas[delta.index] = [delta]
-        else:
-            bucket.append(delta)
-
-    def message(self, *, strict: bool, dropped: list[dict[str, Any]] | None = None) -> Message:
-        """The message so far. With `strict`, a tool call whose arguments are not
-        a JSON object raises ValueError; otherwise such a call is dropped (the
-        partial text of a failed stream is still worth keeping) and described in
-        `dropped` ({"id", "name", "raw_arguments"})."""
-        blocks: list[Any] = []
-        for index in sorted(self.deltas):
-            bucket = self.deltas[index]
-            first = bucket[0]
-            if isinstance(first, TextDelta):
-                blocks.append(TextBlock.from_deltas(bucket))
-            elif isinstance(first, ReasoningDelta):
-                block = ReasoningBlock.from_deltas(bucket)
-                block.signature = next((d.signature for d in reversed(bucket) if d.signature), None)
-                blocks.append(block)
-            elif isinstance(first, ToolCallDelta):
-                try:
-                    blocks.append(ActionCallBlock.from_deltas(bucket))
-                except ValueError:
-                    if strict:
-                        raise
-                    if dropped is not None:
-                        dropped.append({
-                            "id": next((d.call_id for d in reversed(bucket) if d.call_id), None),
-                            "name": next((d.name for d in reversed(bucket) if d.name), None),
-                            "raw_arguments": "".join(d.arguments for d in bucket if d.arguments),
-                        })
-            elif isinstance(first, BlockDelta):
-                blocks.append(first.block)
-        return Message(role="assistant", content=blocks)
 
 
 @lru_cache(maxsize=1)
@@ -431,7 +349,7 @@ class BasePromptDriver(ABC):
         started = time.monotonic()
         yield ModelStarted(provider=self.provider, model=self.model,
                            request={"url": self.redact(str(request.url)), "body": body})  # no headers: no key
-        agg = _Aggregator()
+        agg = Aggregator()
         meta = StreamMeta()
 
         def before_sleep(state: RetryCallState) -> None:
@@ -465,13 +383,13 @@ class BasePromptDriver(ABC):
                         agg.add(item)
                         yield item
                     else:
-                        _merge(meta, item)
+                        merge_meta(meta, item)
                 async for item in items:
                     if isinstance(item, DeltaMessage):
                         agg.add(item)
                         yield item
                     else:
-                        _merge(meta, item)
+                        merge_meta(meta, item)
             except ProviderError as exc:
                 yield self._failed(exc, agg, metadata, started, strict=False)
                 return
@@ -503,7 +421,7 @@ class BasePromptDriver(ABC):
             if response is not None:
                 await response.aclose()
 
-    def _failed(self, error: ProviderError, agg: _Aggregator, metadata: dict[str, Any], started: float, *, strict: bool) -> ModelFailed:
+    def _failed(self, error: ProviderError, agg: Aggregator, metadata: dict[str, Any], started: float, *, strict: bool) -> ModelFailed:
         metadata["latency_s"] = time.monotonic() - started
         metadata["provider"], metadata["model"] = self.provider, self.model
         if metadata.get("attempts", 0) > 1 and error.retryable:
@@ -547,10 +465,3 @@ class BasePromptDriver(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} at {self.base_url}>"
-
-
-def _merge(meta: StreamMeta, update: StreamMeta) -> None:
-    for name in StreamMeta.__slots__:
-        value = getattr(update, name)
-        if value is not None:
-            setattr(meta, name, value)

@@ -1,0 +1,110 @@
+"""Stream aggregation: deltas, by content index, into the final assistant `Message`.
+
+Lives once, here, for every prompt driver (DESIGN.md, "drivers"): text blocks
+concatenate; a tool call keeps the last non-empty id and name and concatenates
+its argument fragments (empty arguments mean ``{}``); a whole block arriving at
+once (`BlockDelta`) is kept as it is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import (
+    ActionCallBlock,
+    BlockDelta,
+    DeltaMessage,
+    Message,
+    ReasoningBlock,
+    ReasoningDelta,
+    StopKind,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
+
+
+@dataclass(slots=True)
+class StreamMeta:
+    """A non-delta update from `parse_stream`: any field left None is unchanged."""
+
+    usage: Usage | None = None
+    stop_raw: str | None = None
+    stop_kind: StopKind | None = None
+    request_id: str | None = None
+    model: str | None = None
+
+
+class BlockIndex:
+    """Gives each content block of a reply a stable index in arrival order.
+
+    Drivers key blocks by whatever the wire uses (``"text"``, ``("tool", 1)``).
+    """
+
+    __slots__ = ("_map",)
+
+    def __init__(self) -> None:
+        self._map: dict[Any, int] = {}
+
+    def __call__(self, key: Any) -> int:
+        index = self._map.get(key)
+        if index is None:
+            index = self._map[key] = len(self._map)
+        return index
+
+
+class Aggregator:
+    """Builds the final assistant `Message` from deltas, by content index."""
+
+    __slots__ = ("deltas",)
+
+    def __init__(self) -> None:
+        self.deltas: dict[int, list[DeltaMessage]] = {}
+
+    def add(self, delta: DeltaMessage) -> None:
+        bucket = self.deltas.get(delta.index)
+        if bucket is None:
+            self.deltas[delta.index] = [delta]
+        else:
+            bucket.append(delta)
+
+    def message(self, *, strict: bool, dropped: list[dict[str, Any]] | None = None) -> Message:
+        """The message so far. With `strict`, a tool call whose arguments are not
+        a JSON object raises ValueError; otherwise such a call is dropped (the
+        partial text of a failed stream is still worth keeping) and described in
+        `dropped` ({"id", "name", "raw_arguments"})."""
+        blocks: list[Any] = []
+        for index in sorted(self.deltas):
+            bucket = self.deltas[index]
+            first = bucket[0]
+            if isinstance(first, TextDelta):
+                blocks.append(TextBlock.from_deltas(bucket))
+            elif isinstance(first, ReasoningDelta):
+                block = ReasoningBlock.from_deltas(bucket)
+                block.signature = next((d.signature for d in reversed(bucket) if d.signature), None)
+                blocks.append(block)
+            elif isinstance(first, ToolCallDelta):
+                try:
+                    blocks.append(ActionCallBlock.from_deltas(bucket))
+                except ValueError:
+                    if strict:
+                        raise
+                    if dropped is not None:
+                        dropped.append({
+                            "id": next((d.call_id for d in reversed(bucket) if d.call_id), None),
+                            "name": next((d.name for d in reversed(bucket) if d.name), None),
+                            "raw_arguments": "".join(d.arguments for d in bucket if d.arguments),
+                        })
+            elif isinstance(first, BlockDelta):
+                blocks.append(first.block)
+        return Message(role="assistant", content=blocks)
+
+
+def merge_meta(meta: StreamMeta, update: StreamMeta) -> None:
+    """Copy the fields `update` sets (not None) onto `meta`."""
+    for name in StreamMeta.__slots__:
+        value = getattr(update, name)
+        if value is not None:
+            setattr(meta, name, value)
