@@ -84,6 +84,22 @@ def test_api_key_from_environment(clean_env):
     assert "sk-from-env-123" not in repr(driver)
 
 
+def test_a_named_server_gets_no_key_unless_asked(clean_env):
+    """The provider's key is not sent to another host: only with --api-key-env (api_key_env=)."""
+    clean_env.setenv("OPENAI_API_KEY", "sk-not-for-strangers-123")
+    with StubServer(reply_for(TEXT_STREAM), reply_for(TEXT_STREAM)) as server:
+        collect(create_driver("openai:local-model", base_url=server.url))
+        collect(create_driver("openai:local-model", base_url=server.url, api_key_env="OPENAI_API_KEY"))
+    assert "authorization" not in {k.lower() for k in server.requests[0]["headers"]}
+    assert server.requests[1]["headers"]["Authorization"] == "Bearer sk-not-for-strangers-123"
+
+
+def test_base_url_from_the_providers_own_variable_gets_the_key(clean_env):
+    clean_env.setenv("OPENAI_API_KEY", "sk-configured-456")
+    clean_env.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    assert create_driver("openai:m").headers()["Authorization"] == "Bearer sk-configured-456"
+
+
 def test_custom_base_url_needs_no_key(clean_env):
     with StubServer(reply_for(TEXT_STREAM)) as server:
         driver = create_driver("openai:local-model", base_url=server.url)
@@ -123,7 +139,7 @@ def _record(tmp_path, monkeypatch, path=TEXT_STREAM, prompt="What's the weather?
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     cassette = tmp_path / "c.jsonl"
     with StubServer(reply_for(path)) as server:
-        driver = create_driver("openai:m", base_url=server.url, record=cassette)
+        driver = create_driver("openai:m", base_url=server.url, api_key_env="OPENAI_API_KEY", record=cassette)
         events = collect(driver, user_stack(prompt))
     # the key really went out on the wire, so its absence from the cassette means something
     assert server.requests[0]["headers"]["Authorization"] == f"Bearer {SECRET}"

@@ -21,7 +21,7 @@ from ipyagent.drivers.azure_openai import DEFAULT_API_VERSION
 from ipyagent.drivers.registry import ALIASES
 
 from .recordings import expected_from
-from .stub_server import FIXTURES, Reply, StubServer
+from .stub_server import FIXTURES, Reply, StubServer, openai_text_reply
 
 OPENAI_TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
 AZURE_TEXT = FIXTURES / "openai-chat" / "azure-stream-content-filter-reasoning-usage.chunks.jsonl"
@@ -121,6 +121,20 @@ def test_aliases_in_provider_and_agent_magics(ip, monkeypatch, capsys):
     assert Agent("fast").provider == "openai:gpt-4.1-mini"  # from Python too
 
 
+def test_aliases_and_p_keep_their_server_options(ip, monkeypatch):
+    """-p with the %provider id, and an alias declared with --base-url, go to that server, not api.openai.com."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-travel")
+    with StubServer(openai_text_reply("ok")) as server:
+        ip.run_line_magic("provider", f"openai:llama-3-70b --base-url {server.url}/v1")
+        ip.run_cell_magic("agent", "-p openai:llama-3-70b", "hi")
+        ip.run_line_magic("provider", f"--alias local openai:qwen --base-url {server.url}/v1")
+        ip.run_cell_magic("agent", "-p local", "hi again")
+        ip.run_line_magic("provider", "local")
+        ip.run_cell_magic("agent", "", "and again")
+    assert [r["body"]["model"] for r in server.requests] == ["llama-3-70b", "qwen", "qwen"]
+    assert all("authorization" not in {k.lower() for k in r["headers"]} for r in server.requests)
+
+
 def test_bad_aliases_are_one_short_line(ip, capsys):
     ip.run_line_magic("provider", "--alias no:colons openai:gpt-4.1-mini")
     ip.run_line_magic("provider", "--alias fine nope:model")
@@ -183,7 +197,7 @@ def test_a_driver_from_an_entry_point_is_found_and_runs(tiny_plugin, monkeypatch
     monkeypatch.setenv("TINY_API_KEY", "tiny-secret")
     lines = [b"Hello from", b"a plugin."]
     with StubServer(Reply(headers={"Content-Type": "text/plain"}, pieces=[line + b"\n" for line in lines])) as server:
-        result = Agent("tiny:echo-1", base_url=server.url).run("Say hello")
+        result = Agent("tiny:echo-1", base_url=server.url, api_key_env="TINY_API_KEY").run("Say hello")
     assert result.ok and result.text == "".join(line.decode() + "\n" for line in lines)
     assert server.requests[0]["path"] == "/echo" and server.requests[0]["body"] == {"model": "echo-1", "prompt": "Say hello"}
     assert {k.lower(): v for k, v in server.requests[0]["headers"].items()}["x-tiny-key"] == "tiny-secret"

@@ -73,6 +73,7 @@ class AgentResult:
     interrupted: bool = False
     metadata: dict[str, Any] = field(default_factory=dict)
     messages: list[Message] = field(default_factory=list)
+    actions: list[ToolAction] = field(default_factory=list)
     output: Any = None
     cost: Cost | None = None
 
@@ -83,6 +84,8 @@ class AgentResult:
     @property
     def tool_calls(self) -> list[ToolAction]:
         """Every tool call of the run, across model turns, with its `output` once run."""
+        if self.actions:  # every call that ran, ReAct ones included
+            return list(self.actions)
         return [a for m in self.messages for a in m.tool_calls] or self.message.tool_calls
 
     @property
@@ -209,13 +212,14 @@ class Agent:
                     retries -= 1
                     continue
                 return
-            yield completed
             if react_mode:
                 parsed = react.parse_calls(completed.message.text)
                 calls = [c.action for c in parsed if c.action is not None]
             else:
                 parsed, calls = [], completed.message.tool_calls
             cut_off = completed.stop_reason.kind is StopKind.max_tokens and (calls or completed.metadata.get("partial_tool_calls"))
+            completed.metadata["run_continues"] = bool(calls or parsed) and not cut_off  # views: more turns follow
+            yield completed
             if not calls and not parsed and not cut_off:
                 self.messages.extend(pending)
                 return
@@ -268,6 +272,7 @@ class Agent:
             call.output = InfoArtifact(value="accepted as the final result") if error is None else ErrorArtifact(value=error)
             yield ToolCallCompleted(call, call.output, 0.0)
         completed.metadata["structured"] = "valid" if error is None else "invalid"
+        completed.metadata["run_continues"] = error is not None and bool(retries)
         if error is None:
             completed.metadata["output"] = output
             yield completed
@@ -333,10 +338,12 @@ class Agent:
                     result = AgentResult(self.provider, event.partial, usage, None, event.error, metadata=event.metadata,
                                          messages=event.metadata.pop("run_messages", []), cost=total_cost(costs))
         except asyncio.CancelledError:
-            result = AgentResult(self.provider, _partial_message(partial), usage, interrupted=True)
+            result = AgentResult(self.provider, _partial_message(partial), usage, interrupted=True,
+                                 actions=[e.action for e in partial if isinstance(e, ToolCallCompleted)])
             self.results.append(result)
             raise
         assert result is not None, "a run ends with model_completed or model_failed"
+        result.actions = [e.action for e in partial if isinstance(e, ToolCallCompleted)]
         self.results.append(result)
         return result
 

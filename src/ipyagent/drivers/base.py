@@ -276,6 +276,8 @@ class BasePromptDriver(ABC):
         code, message, etype = self.parse_error_body(status, data)
         etype = etype or STATUS_TYPES.get(status) or ("server" if status >= 500 else "invalid_request")
         message = self.redact(message or f"HTTP {status} from {self.base_url}")
+        if status in (401, 403) and not self._api_key:
+            message += f" (no API key was sent to {self.redact(self.base_url)}; name the variable holding one: --api-key-env VAR, or api_key_env= in Python)"
         return ProviderError(
             etype,  # type: ignore[arg-type]
             f"{self.provider} returned HTTP {status}: {message}",

@@ -135,7 +135,10 @@ def create_driver(
     """Build the prompt driver for ``provider:model`` (or ``replay:CASSETTE``).
 
     The API key is read from the provider's environment variable (or
-    `api_key_env`). A custom `base_url` (a local server) makes the key optional.
+    `api_key_env`). A `base_url` given here (a local or third-party server)
+    gets no key unless `api_key_env` names one: a provider's key is not sent
+    to another host by default. A base URL from the provider's own variable
+    (``OPENAI_BASE_URL``) is the user's configuration, and gets the key.
 
     Raises:
         ConfigurationError: unknown provider, or the API key variable is unset.
@@ -144,14 +147,15 @@ def create_driver(
     if name == "replay":
         return _replay_driver(model, **kwargs)
     spec = providers()[name]
+    other_host = base_url is not None and base_url.rstrip("/") != (spec.base_url or "").rstrip("/")
     base_url = base_url or (os.environ.get(spec.base_url_env) if spec.base_url_env else None) or spec.base_url
     cls = spec.driver_class()
-    env = api_key_env or spec.api_key_env or getattr(cls, "api_key_env", None)
+    env = api_key_env or (None if other_host else spec.api_key_env or getattr(cls, "api_key_env", None))
     api_key = (os.environ.get(env) or os.environ.get(KEY_FALLBACKS.get(env, ""))) if env else None
     if env and not api_key and (api_key_env or spec.key_required or base_url in (None, spec.base_url)):
         raise ConfigurationError(
-            f"{env} is not set: set it in the environment (os.environ[{env!r}] = ...) "
-            f"before %provider {name}:{model}, or pass --api-key-env NAME"
+            f"{env} is not set: set it in the environment (os.environ[{env!r}] = ...) before "
+            f"%provider {name}:{model}, or name another variable (--api-key-env VAR; api_key_env= in Python)"
         )
     driver = cls(model, api_key=api_key, base_url=base_url, provider=name, **kwargs)
     if record:

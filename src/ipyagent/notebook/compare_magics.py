@@ -19,7 +19,6 @@ from ..agent import Agent, run_in_background, run_sync
 from ..agent.compare import Comparison, acompare
 from ..core import ToolAction
 from ..drivers import create_driver
-from ..drivers.registry import resolve_alias
 from .compare_view import CompareTextView, CompareWidgetView
 from .magics import REPLAY_DELAY, AgentMagics, _parse
 from .template import TemplateError, render_cell
@@ -38,10 +37,7 @@ class CompareMagics(Magics):
     def _driver_options(self, provider_id: str) -> tuple[str, dict[str, Any]]:
         """(provider id, options) for `provider_id`, a ``%provider --alias`` name resolved; with
         the session provider's options (``--base-url``, ...) when it is that provider."""
-        provider_id = resolve_alias(provider_id)
-        if provider_id == self.agent_magics.provider_id:
-            return provider_id, dict(self.agent_magics.provider_options)
-        return provider_id, {}
+        return self.agent_magics.driver_options(provider_id)
 
     def _build(self, requested: str, *, system: str | None, toolbox: Any, max_steps: int, react: bool) -> Agent:
         provider_id, options = self._driver_options(requested)

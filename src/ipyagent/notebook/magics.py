@@ -19,7 +19,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..agent import Agent, AgentResult, run_in_background, run_sync
 from ..core import ConfigurationError, Message
 from ..drivers import create_driver, parse_provider_id, providers, set_alias
-from ..drivers.registry import ALIASES, resolve_alias
+from ..drivers.registry import ALIASES, KEY_FALLBACKS, resolve_alias
 from ..tools import BaseTool, FunctionTool, Toolbox
 from ..tools.activity import ACTIVITY_ATTR
 from ..memory.conversation import Turn
@@ -58,6 +58,7 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self.provider_id: str | None = None
         self.provider_options: dict[str, Any] = {}
+        self.alias_options: dict[str, dict[str, Any]] = {}  # alias -> the options it was declared with
         self.session = Session()  # threads, Task Memory, run store (shared with %agent: session_magics.py)
         self._agents: dict[tuple[str, tuple[tuple[str, Any], ...]], Agent] = {}
         self.last_result: AgentResult | None = None
@@ -85,12 +86,24 @@ class AgentMagics(Magics):
 
     # -- helpers ----------------------------------------------------------------------
 
+    def driver_options(self, provider_id: str | None) -> tuple[str, dict[str, Any]]:
+        """(``provider:model``, driver options) for an id, an alias or None (the ``%provider`` one).
+
+        An alias brings the options it was declared with (``--base-url``, ...); the
+        ``%provider`` id brings that provider's options, whether named or implied.
+        """
+        if provider_id is None:
+            return self.provider_id or DEFAULT_PROVIDER, dict(self.provider_options)
+        if provider_id in self.alias_options:
+            return resolve_alias(provider_id), dict(self.alias_options[provider_id])
+        resolved = resolve_alias(provider_id)
+        if resolved == self.provider_id:
+            return resolved, dict(self.provider_options)
+        return resolved, {}
+
     def _agent(self, provider_id: str | None) -> Agent:
         """The agent for `provider_id` (default: the ``%provider`` one), sharing this session's conversation."""
-        if provider_id is None:
-            provider_id, options = self.provider_id or DEFAULT_PROVIDER, self.provider_options
-        else:
-            provider_id, options = resolve_alias(provider_id), {}
+        provider_id, options = self.driver_options(provider_id)
         key = (provider_id, tuple(sorted(options.items())))
         agent = self._agents.get(key)
         if agent is None:
@@ -195,12 +208,15 @@ class AgentMagics(Magics):
         if args.alias:
             if not args.provider_id:
                 raise UsageError("--alias NAME needs the id it stands for: %provider --alias fast openai:gpt-4.1-mini")
+            options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record)) if v}
             try:
                 target = set_alias(args.alias, args.provider_id)
             except ConfigurationError as exc:
                 self._error(str(exc))
                 return
-            print(f"alias: {args.alias} = {target}")
+            self.alias_options[args.alias] = options
+            where = f" at {options['base_url']}" if options.get("base_url") else ""
+            print(f"alias: {args.alias} = {target}{where}")
             return
         if not args.provider_id:
             if any((args.base_url, args.api_key_env, args.record)):
@@ -210,6 +226,8 @@ class AgentMagics(Magics):
             print(f"provider: {current}{where}")
             return
         options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record)) if v}
+        if not options and args.provider_id in self.alias_options:
+            options = dict(self.alias_options[args.provider_id])
         try:
             parse_provider_id(args.provider_id)
             driver = create_driver(args.provider_id, **options)
@@ -226,7 +244,15 @@ class AgentMagics(Magics):
         rows = []
         for name, spec in sorted(providers().items()):
             env = spec.api_key_env
-            key = f"{env} {'set' if os.environ.get(env) else 'not set'}" if env else "no key needed"
+            fallback = KEY_FALLBACKS.get(env or "")
+            if not env:
+                key = "no key needed"
+            elif os.environ.get(env):
+                key = f"{env} set"
+            elif fallback and os.environ.get(fallback):
+                key = f"{fallback} set"
+            else:
+                key = f"{env} not set"
             rows.append((name, key, spec.description))
         rows.append(("replay", "no key needed", "replay:CASSETTE serves a recorded cassette offline"))
         rows += [(name, "alias", f"= {target}") for name, target in sorted(ALIASES.items())]

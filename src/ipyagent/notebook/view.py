@@ -129,8 +129,7 @@ class RunState:
                 self.first_token = event.metadata["ttft_s"]  # the driver's figure, from the request sent
             # The run goes on after tool calls and after an output that failed validation;
             # an accepted structured output ends it even when it came as a (final_result) call.
-            structured = event.metadata.get("structured")
-            if structured == "valid" or (not event.message.tool_calls and structured != "invalid"):
+            if not event.metadata.get("run_continues"):  # set by the agent loop
                 self.done = event
             return True
         elif isinstance(event, ModelFailed):
