@@ -118,6 +118,13 @@ def test_compare_notebook_with_a_failing_provider(monkeypatch):
         assert rows[ids[provider]][3:5] == [str(tokens_in), str(tokens_out)]
         assert rows[ids[provider]][7:] == ["end_turn", ""]
 
+    # The saved output (what any front end without the kernel shows) keeps the same table.
+    (saved,) = [o for o in first.outputs if "application/vnd.ipyagent.comparison+json" in o.get("data", {})]
+    record = saved["data"]["application/vnd.ipyagent.comparison+json"]
+    assert {row[0]: row for row in record["table"]["rows"]} == rows
+    assert "<table" in saved["data"]["text/html"] and error_message.split()[0] in saved["data"]["text/html"]
+    assert saved["data"]["text/markdown"].startswith("| provider:model | first token")
+
     printed = "".join(o.get("text", "") for o in nb.cells[nb.cells.index(first) + 2].outputs)
     assert re.search(rf"anthropic:claude-sonnet-4-5 +0 tokens out +{status_type(401)}", printed)
     assert re.search(rf"gemini:gemini-2.5-flash +{_expected('gemini')[2]} tokens out +ok", printed)

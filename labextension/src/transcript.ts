@@ -241,9 +241,34 @@ export function renderComparison(data: unknown, toHtml: (md: string) => string):
     grid.append(pane);
   });
   const nodes = [grid];
+  const table = renderFiguresTable(data.table);
+  if (table) {
+    nodes.push(table);
+  }
   const wall = num(data.wall_s);
   if (wall !== null) {
     nodes.push(el('div', 'ipyagent-footer', `compared in ${seconds(wall)}`));
   }
   return nodes;
+}
+
+/** The comparison's figures table (column titles, one row of cell texts per provider), as text nodes. */
+function renderFiguresTable(table: unknown): HTMLElement | null {
+  if (!isObject(table)) {
+    return null;
+  }
+  const node = el('table', 'ipyagent-compare-table');
+  const head = el('tr');
+  for (const title of list(table.columns)) {
+    head.append(el('th', '', str(title)));
+  }
+  node.append(el('thead'), el('tbody'));
+  node.querySelector('thead')!.append(head);
+  for (const row of list(table.rows)) {
+    const tr = el('tr');
+    const cells = list(row).map(str);
+    cells.forEach((cell, i) => tr.append(el('td', i === cells.length - 1 && cell ? 'ipyagent-error' : '', cell)));
+    node.querySelector('tbody')!.append(tr);
+  }
+  return node;
 }

@@ -293,6 +293,8 @@ def test_compare_cell_is_saved_side_by_side(lab, model_server):
     assert sorted(_words(t) for t in panes.locator(".ipyagent-text").all_text_contents()) == texts
     assert [t.split(" ·")[0] for t in panes.locator(".ipyagent-pane-title").all_text_contents()] == [
         "openai:gpt-4.1-mini", "openai:gpt-4.1-nano"]
+    rows = _rendered(cell).locator(".ipyagent-compare-table tbody tr")
+    assert [r.split("\t")[0] for r in rows.all_inner_texts()] == ["openai:gpt-4.1-mini", "openai:gpt-4.1-nano"]
     lab.screenshot(cell, "reloaded-compare.png")
 
 

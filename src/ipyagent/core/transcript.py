@@ -271,6 +271,13 @@ class ComparisonEntry(_Model):
     transcript: Transcript
 
 
+class ComparisonTable(_Model):
+    """The figures table of a comparison as shown: column titles and one row of cell texts per provider."""
+
+    columns: list[str] = Field(default_factory=list)
+    rows: list[list[str]] = Field(default_factory=list)
+
+
 class ComparisonRecord(_Model):
     """The same prompt sent to several providers (``%%compare``), as saved in a notebook.
 
@@ -284,12 +291,14 @@ class ComparisonRecord(_Model):
     runs: int = 1
     wall_s: float | None = None
     entries: list[ComparisonEntry] = Field(default_factory=list)
+    table: ComparisonTable | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
     @classmethod
-    def from_comparison(cls, comparison: Any, *, prompt: str | None = None) -> "ComparisonRecord":
+    def from_comparison(cls, comparison: Any, *, prompt: str | None = None,
+                        table: ComparisonTable | None = None) -> "ComparisonRecord":
         """Build from an `agent.compare.Comparison` (read by attribute: ``providers``, ``runs``,
         ``wall_s``, ``figures`` with ``index``, ``run``, ``provider``, ``result``, ``error_type``,
         ``error``). A run whose agent could not be built becomes a failed transcript."""
@@ -303,7 +312,7 @@ class ComparisonRecord(_Model):
                     type=str(getattr(fig, "error_type", None) or "error"), message=str(getattr(fig, "error", None) or "the run failed")))
             entries.append(ComparisonEntry(index=fig.index, run=fig.run, transcript=transcript))
         return cls(providers=[str(p) for p in getattr(comparison, "providers", [])], runs=int(getattr(comparison, "runs", 1) or 1),
-                   wall_s=_round(getattr(comparison, "wall_s", None)), entries=entries)
+                   wall_s=_round(getattr(comparison, "wall_s", None)), entries=entries, table=table)
 
 
 # -- building helpers ------------------------------------------------------------------

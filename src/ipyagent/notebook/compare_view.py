@@ -65,16 +65,25 @@ def table_rows(providers: list[str], figures: list[RunFigures], runs: int) -> li
     return rows
 
 
+def table_columns(runs: int) -> list[str]:
+    """The summary table's column titles."""
+    return [title + (" median (min–max)" if runs > 1 and name in _DECIMALS else "") for name, title in COLUMNS]
+
+
+def cells_to_html(columns: list[str], rows: list[list[str]]) -> str:
+    """A figures table as HTML, every cell escaped; the last column (the error) marked."""
+    head = "".join(f"<th>{escape(title)}</th>" for title in columns)
+    body = []
+    for cells in rows:
+        tds = [f"<td>{escape(c)}</td>" for c in cells[:-1]]
+        tds.append(f'<td class="ipyagent-error">{escape(cells[-1])}</td>' if cells and cells[-1] else "<td></td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return f'<table class="ipyagent-compare-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
 def table_html(providers: list[str], figures: list[RunFigures], runs: int) -> str:
     """The summary table as HTML (every cell escaped)."""
-    head = "".join(f"<th>{escape(title + (' median (min–max)' if runs > 1 and name in _DECIMALS else ''))}</th>"
-                   for name, title in COLUMNS)
-    body = []
-    for cells in table_rows(providers, figures, runs):
-        tds = [f"<td>{escape(c)}</td>" for c in cells[:-1]]
-        tds.append(f'<td class="ipyagent-error">{escape(cells[-1])}</td>' if cells[-1] else "<td></td>")
-        body.append("<tr>" + "".join(tds) + "</tr>")
-    return f'{TABLE_STYLE}<table class="ipyagent-compare-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    return TABLE_STYLE + cells_to_html(table_columns(runs), table_rows(providers, figures, runs))
 
 
 def table_text(providers: list[str], figures: list[RunFigures], runs: int) -> str:

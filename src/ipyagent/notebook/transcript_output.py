@@ -166,7 +166,13 @@ def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = 
     """Replace the live comparison `view` shown under `display_id` with its saved record (see the module doc)."""
     from IPython.display import update_display
 
-    record = ComparisonRecord.from_comparison(comparison, prompt=prompt)
+    from ..core.transcript import ComparisonTable
+    from .compare_view import table_columns, table_rows
+
+    runs = int(getattr(comparison, "runs", 1) or 1)
+    table = ComparisonTable(columns=table_columns(runs),
+                            rows=table_rows(list(comparison.providers), list(comparison.figures), runs))
+    record = ComparisonRecord.from_comparison(comparison, prompt=prompt, table=table)
     data, metadata = comparison_bundle(record, view_model_id=getattr(getattr(view, "widget", None), "model_id", None))
     update_display(data, raw=True, metadata=metadata, display_id=display_id)
     return record

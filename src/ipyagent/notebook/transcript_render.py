@@ -18,6 +18,7 @@ import json
 import re
 
 from ..core.transcript import ArtifactSummary, ComparisonRecord, OtherPart, ReasoningPart, TextPart, ToolCallPart, Transcript
+from .compare_view import cells_to_html
 from .render import escape, markdown_to_html, sanitize
 
 #: Scoped CSS of the HTML fallback; JupyterLab theme variables with plain fallbacks.
@@ -121,17 +122,33 @@ def comparison_to_html(record: ComparisonRecord) -> str:
             body.append(f'<div class="ipyagent-pane-title"><b>{escape(provider)}</b>{escape(label)}</div>{_html_body(entry.transcript)}')
         panes.append(f'<div class="ipyagent-pane">{"".join(body)}</div>')
     wall = f'<div class="ipyagent-footer">compared in {record.wall_s:.2f} s</div>' if record.wall_s is not None else ""
-    grid = sanitize(f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{wall}')
+    table = cells_to_html(record.table.columns, record.table.rows) if record.table else ""
+    grid = sanitize(f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{table}{wall}')
     return f'<div class="ipyagent-transcript ipyagent-comparison">{STYLE}{grid}</div>'
 
 
+def _table_markdown(record: ComparisonRecord) -> str:
+    if not record.table:
+        return ""
+    cell = lambda text: _md_escape(text).replace("|", "\\|")  # noqa: E731
+    lines = ["| " + " | ".join(cell(c) for c in record.table.columns) + " |",
+             "|" + "---|" * len(record.table.columns)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in record.table.rows]
+    return "\n\n" + "\n".join(lines)
+
+
 def comparison_to_markdown(record: ComparisonRecord) -> str:
-    return "\n\n".join(f"### {_md_escape(record.providers[e.index] if e.index < len(record.providers) else e.transcript.provider)}"
+    return _table_markdown(record).lstrip("\n") + "\n\n" + "\n\n".join(f"### {_md_escape(record.providers[e.index] if e.index < len(record.providers) else e.transcript.provider)}"
                        f"{f' · run {e.run + 1}' if record.runs > 1 else ''}\n\n{to_markdown(e.transcript)}" for e in record.entries)
 
 
 def comparison_to_text(record: ComparisonRecord) -> str:
-    return "\n\n".join(f"== {e.transcript.provider}{f' (run {e.run + 1})' if record.runs > 1 else ''} ==\n{to_text(e.transcript)}"
+    table = ""
+    if record.table:
+        rows = [record.table.columns, *record.table.rows]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(record.table.columns))]
+        table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n\n"
+    return table + "\n\n".join(f"== {e.transcript.provider}{f' (run {e.run + 1})' if record.runs > 1 else ''} ==\n{to_text(e.transcript)}"
                          for e in record.entries)
 
 
