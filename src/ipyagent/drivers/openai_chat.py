@@ -239,7 +239,11 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             error = data.get("error")
             if isinstance(error, dict):
                 etype = "overloaded" if "overload" in str(error.get("type", "")).lower() else None
-                return error.get("code") or error.get("type"), error.get("message"), etype
+                message = error.get("message")
+                upstream = (error.get("metadata") or {}).get("raw") if isinstance(error.get("metadata"), dict) else None
+                if upstream and isinstance(upstream, str) and upstream not in str(message):
+                    message = f"{message}: {upstream[:300]}"  # OpenRouter: the routed provider's own words
+                return error.get("code") or error.get("type"), message, etype
             if isinstance(error, str):
                 return None, error, None
             detail = data.get("detail") or data.get("message")

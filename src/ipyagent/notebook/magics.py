@@ -114,17 +114,21 @@ class AgentMagics(Magics):
         return agent
 
     def _namespace_tools(self) -> dict[str, Any]:
-        """Tools visible in the user namespace: BaseTool instances and subclasses, @activity functions."""
-        found = {}
+        """Tools visible in the user namespace: BaseTool instances, BaseTool subclasses defined in
+        the notebook (unless an instance is there too), and @activity functions."""
+        found: dict[str, Any] = {}
         for name, value in self.shell.user_ns.items():
             if name.startswith("_"):
                 continue
-            if isinstance(value, BaseTool) or (isinstance(value, type) and issubclass(value, BaseTool) and value is not BaseTool
-                                               and value is not FunctionTool and value.__module__ == "__main__"):
+            if isinstance(value, BaseTool):
                 found[name] = value
-            elif callable(value) and hasattr(value, ACTIVITY_ATTR) and not isinstance(value, type):
+            elif isinstance(value, type):
+                if issubclass(value, BaseTool) and value not in (BaseTool, FunctionTool) and value.__module__ == "__main__":
+                    found[name] = value
+            elif callable(value) and hasattr(value, ACTIVITY_ATTR):
                 found[name] = value
-        return found
+        instances = {type(v) for v in found.values() if isinstance(v, BaseTool)}
+        return {n: v for n, v in found.items() if not (isinstance(v, type) and v in instances)}
 
     def _toolbox(self, names: str | None) -> Toolbox:
         """The tools named in ``--tools`` (``*``: every tool in the namespace), looked up in the user namespace."""
@@ -136,7 +140,11 @@ class AgentMagics(Magics):
         for name in (n.strip() for n in names.split(",")):
             if name not in self.shell.user_ns:
                 raise UsageError(f"--tools: {name!r} is not defined; define the function or tool in a cell first")
-            tools.append(self.shell.user_ns[name])
+            value = self.shell.user_ns[name]
+            if not (isinstance(value, BaseTool) or (isinstance(value, type) and issubclass(value, BaseTool)) or callable(value)):
+                raise UsageError(f"--tools: {name!r} is a {type(value).__name__}, not a tool: "
+                                 "use a function (optionally @activity) or a BaseTool")
+            tools.append(value)
         return Toolbox(tools)
 
     def _run_options(self, args: Any) -> dict[str, Any]:

@@ -137,14 +137,14 @@ class SessionMagics(Magics):
             tokens = sum(t.tokens for t in thread.turns if t.ok)
             extra = f", {failed} failed or interrupted (kept, not sent)" if failed else ""
             system = f", system: {_short(thread.system, 60)!r}" if thread.system else ""
-            print(f"{name}: {ok} turns{extra}, ≈{tokens:,} tokens of history (estimate){system}")
+            print(f"{name}: {ok} turn{'s' if ok != 1 else ''}{extra}, ≈{tokens:,} tokens of history (estimate){system}")
 
     def _history(self, name: str | None) -> None:
         name = name or DEFAULT_THREAD
         if name not in self.session.threads:
             raise UsageError(f"%agent history: no thread {name!r}; threads: {', '.join(self.session.threads.names()) or 'none yet'}")
         thread = self.session.threads.get(name)
-        print(f"thread {name!r}: {len(thread.turns)} turns" + (f"; system: {_short(thread.system, 200)}" if thread.system else ""))
+        print(f"thread {name!r}: {len(thread.turns)} turn{'s' if len(thread.turns) != 1 else ''}" + (f"; system: {_short(thread.system, 200)}" if thread.system else ""))
         for n, turn in enumerate(thread.turns, 1):
             state = turn.status if turn.ok else f"{turn.status}: {turn.error} (kept for the record, skipped in the next prompt)"
             run = f" · run {turn.run_id}" if turn.run_id else ""
