@@ -253,8 +253,25 @@ def test_tool_calls_without_finish_reason_stop_as_tool_use():
     terminal = check_shape(events)
     assert isinstance(terminal, ModelCompleted)
     assert terminal.stop_reason == "tool_use"
-    assert terminal.stop_reason.raw is None
+    assert terminal.stop_reason.raw == "[DONE]"  # the only end signal that arrived
     assert [c.input for c in terminal.tool_calls] == [c["input"] for c in exp.tool_calls]
+
+
+def test_a_stream_cut_before_any_end_signal_is_not_passed_off_as_done():
+    """No finish_reason and no [DONE]: the connection closed early (or a proxy answered):
+    a failure with the partial text kept, not a successful short answer."""
+    path = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+    exp = expected_from(path)
+    pieces = [p for p in _altered(path, lambda c: c).pieces[:6]]
+    with StubServer(Reply(pieces=pieces)) as server:
+        events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test"))
+    terminal = check_shape(events)
+    assert isinstance(terminal, ModelFailed) and terminal.error.type == "invalid_response"
+    sent = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert sent and exp.text.startswith(sent) and terminal.partial.text == sent
+    with StubServer(Reply(headers={"Content-Type": "text/html"}, pieces=[b"<html><body>502 Bad Gateway</body></html>"])) as server:
+        events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test"))
+    assert isinstance(events[-1], ModelFailed) and events[-1].error.type == "invalid_response"
 
 
 @pytest.mark.parametrize("native", ["web-search_query", "_private", "get_weather-now"])

@@ -281,3 +281,21 @@ def test_query_errors_reach_the_model(stored: dict[str, str], memory: TaskMemory
     assert isinstance(no_driver, ErrorArtifact) and "no model" in no_driver.value
     binary = call(TaskMemoryTool(memory, driver=object()), "query", namespace=stored["blob"], question="why?")
     assert isinstance(binary, ErrorArtifact) and "binary" in binary.value
+
+
+def test_a_catastrophic_regex_from_the_model_is_stopped_not_run_forever():
+    """`(a|aa)*b` over a run of a's backtracks exponentially; the model chose it, so it must stop."""
+    import time
+
+    from ipyagent.memory import reading
+
+    memory = TaskMemory()
+    memory.store(TextArtifact(value="a" * 40), tool="T", activity="fetch")
+    for pattern in ("(a|aa)*b", "(a*)*b", "(a+a+)+b"):  # each froze stdlib `re` for seconds (40 a's: ~38 s)
+        started = time.monotonic()
+        try:
+            assert reading.search(memory.entries(), pattern, regex=True) == []
+        except ValueError as exc:  # stopped at REGEX_TIMEOUT is fine too: the point is it ends
+            assert "took longer than" in str(exc)
+        assert time.monotonic() - started < reading.REGEX_TIMEOUT + 1
+    assert reading.search(memory.entries(), "a{3}", regex=True)  # an ordinary pattern still works

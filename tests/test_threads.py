@@ -83,7 +83,7 @@ def test_threads_are_separate_conversations(ip, capsys) -> None:
     ip.run_line_magic("agent", "threads")
     listing = {line.split(":")[0]: line for line in capsys.readouterr().out.splitlines()}
     assert set(listing) == {"a", "b", "default"}
-    assert listing["a"].startswith("a: 2 turns") and listing["b"].startswith("b: 1 turns")
+    assert listing["a"].startswith("a: 2 turns") and listing["b"].startswith("b: 1 turn,")
 
     ip.run_line_magic("agent", "reset a")
     assert "thread 'a' reset" in capsys.readouterr().out

@@ -230,14 +230,15 @@ class Agent:
                     completed.message, {"run_messages": pending},
                 )
                 return
-            outcomes = dict(zip((a.tag for a in calls), await self._run_calls(calls)))
+            results = await self._run_calls(calls)  # in call order: ids may repeat (ReAct models copy "c1")
+            outcomes = {id(a): r for a, r in zip(calls, results)}
             while self._stored:  # off-prompt outputs that went to Task Memory
                 yield self._stored.pop(0)
             if react_mode:
                 blocks = []
                 for call in parsed:
                     action = call.action or ToolAction(tag=call.tag, name="invalid_tool_call")
-                    artifact, seconds = outcomes.get(call.tag, (ErrorArtifact(value=call.error or "not run"), 0.0))
+                    artifact, seconds = outcomes.get(id(call.action), (ErrorArtifact(value=call.error or "not run"), 0.0))
                     action.output = artifact
                     yield ToolCallCompleted(action, artifact, seconds)
                     blocks.append(react.result_block(call.tag, artifact.to_text(), is_error=artifact.type == "error"))
@@ -245,7 +246,7 @@ class Agent:
                 continue
             result_message = Message(role="tool")
             for action in calls:
-                artifact, seconds = outcomes[action.tag]
+                artifact, seconds = outcomes[id(action)]
                 action.output = artifact
                 yield ToolCallCompleted(action, artifact, seconds)
                 result_message.content.extend(PromptStack().add_message("tool", ActionArtifact(value=action)).content)

@@ -8,6 +8,7 @@ stream rebuild themselves from their deltas with `from_deltas`; the others
 from __future__ import annotations
 
 import json
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field
@@ -27,8 +28,9 @@ class TextBlock(_Block):
 
     @classmethod
     def from_deltas(cls, deltas: list[Any]) -> "TextBlock":
-        """Concatenate the `text` of `TextDelta`-like objects."""
-        return cls(text="".join(d.text for d in deltas))
+        """Concatenate the `text` of `TextDelta`-like objects (surrogate halves split across
+        chunks are joined; a lone half becomes U+FFFD)."""
+        return cls(text=join_text(d.text for d in deltas))
 
 
 class ReasoningBlock(_Block):
@@ -41,7 +43,7 @@ class ReasoningBlock(_Block):
 
     @classmethod
     def from_deltas(cls, deltas: list[Any]) -> "ReasoningBlock":
-        return cls(text="".join(d.text for d in deltas))
+        return cls(text=join_text(d.text for d in deltas))
 
 
 class ImageBlock(_Block):
@@ -108,6 +110,19 @@ ContentBlock = Annotated[
     Union[TextBlock, ReasoningBlock, ImageBlock, AudioBlock, GenericBlock, ActionCallBlock, ActionResultBlock],
     Field(discriminator="type"),
 ]
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def join_text(pieces: Any) -> str:
+    """Join streamed text. A JSON stream may split an emoji's UTF-16 surrogate pair over two
+    chunks (``"\\ud83d"`` then ``"\\ude00"``): join such halves; a lone half becomes U+FFFD,
+    so the text always encodes (to the run store, to the next request)."""
+    text = "".join(pieces)
+    if _SURROGATE.search(text):
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
 
 
 def parse_arguments(raw: str, name: str = "") -> dict[str, Any]:

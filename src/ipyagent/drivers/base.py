@@ -63,6 +63,7 @@ STATUS_TYPES: dict[int, str] = {
     529: "overloaded",
 }
 
+_URL_CREDENTIALS_RE = re.compile(r"(\w+://)[^/@\s]+@")
 _SECRET_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{3,}|AIza[0-9A-Za-z_\-]{10,}|gsk_[A-Za-z0-9]{10,})")
 
 
@@ -83,6 +84,14 @@ def _tls_context() -> Any:
     """One TLS context for every driver's client: building one (the CA bundle loaded) takes
     about 20 ms, which several drivers created at once (``%%compare``) would pay in turn."""
     return httpx2.create_ssl_context()
+
+
+@lru_cache(maxsize=1)
+def _pricing_executor() -> Any:
+    """One thread for genai-prices lookups, apart from asyncio's default pool (which hung tools may fill)."""
+    import concurrent.futures
+
+    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipyagent-price")
 
 
 def parse_retry_after(headers: httpx2.Headers) -> float | None:
@@ -160,7 +169,8 @@ class BasePromptDriver(ABC):
                 f"unknown provider option(s) {sorted(unknown)} for {self.protocol}; known: {sorted(self.known_options)}",
                 retryable=False,
             )
-        self._api_key = api_key
+        # Keys read from files often end in a newline, which no header may carry.
+        self._api_key = api_key.strip() if api_key else api_key
         self._client: httpx2.AsyncClient | None = None
 
     # -- translation: what a concrete driver implements ---------------------------------
@@ -189,9 +199,14 @@ class BasePromptDriver(ABC):
         return f"{self.provider}:{self.model}"
 
     def redact(self, text: str) -> str:
-        """Remove this driver's API key, and anything shaped like a key, from `text`."""
-        if self._api_key and len(self._api_key) >= 4:
-            text = text.replace(self._api_key, "***")
+        """Remove this driver's API key (as it is, and escaped as in a repr or JSON), anything
+        shaped like a key, and passwords in URLs (``https://user:PASSWORD@host``) from `text`."""
+        key = self._api_key
+        if key and len(key) >= 4:
+            for form in {key, key.strip(), repr(key)[1:-1], json.dumps(key)[1:-1]}:
+                if len(form) >= 4:
+                    text = text.replace(form, "***")
+        text = _URL_CREDENTIALS_RE.sub(r"\1***@", text)
         return _SECRET_RE.sub("***", text)
 
     def _client_for(self) -> httpx2.AsyncClient:
@@ -295,6 +310,10 @@ class BasePromptDriver(ABC):
             return ProviderError("connection", f"could not connect to {url}: {self.redact(str(exc)) or 'connection refused'}")
         return ProviderError("connection", f"connection to {url} failed: {type(exc).__name__}: {self.redact(str(exc))}")
 
+    def _unreadable(self, exc: Exception) -> ProviderError:
+        detail = self.redact(f"{type(exc).__name__}: {exc}")[:300]
+        return ProviderError("invalid_response", f"{self.provider} sent a reply ipyagent could not read ({detail})", retryable=False)
+
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         asked = getattr(exc, "retry_after", None)
@@ -328,6 +347,12 @@ class BasePromptDriver(ABC):
         except httpx2.TransportError as exc:
             await response.aclose()
             raise self._transport_error(exc, url) from None
+        except ProviderError:
+            await response.aclose()
+            raise
+        except Exception as exc:  # JSON of the wrong shape: a translation that cannot read it
+            await response.aclose()
+            raise self._unreadable(exc) from None
         except BaseException:
             await response.aclose()
             raise
@@ -365,7 +390,9 @@ class BasePromptDriver(ABC):
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.max_attempts),
             wait=self._wait,
-            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable),
+            # A provider asking for a longer wait than max_retry_wait: report it now rather than sleep.
+            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable
+                                     and (e.retry_after is None or e.retry_after <= self.max_retry_wait)),
             before=count,
             before_sleep=before_sleep,
             reraise=True,
@@ -398,10 +425,20 @@ class BasePromptDriver(ABC):
             except httpx2.TransportError as exc:
                 yield self._failed(self._transport_error(exc, str(request.url)), agg, metadata, started, strict=False)
                 return
+            except Exception as exc:  # JSON of the wrong shape: a translation that cannot read it
+                yield self._failed(self._unreadable(exc), agg, metadata, started, strict=False)
+                return
+            if meta.stop_kind is None and meta.stop_raw is None:
+                # Every protocol ends a reply with a stop signal; without one the stream was cut
+                # short (a closed connection, a proxy's error page): keep the text, do not pass it off as done.
+                error = ProviderError("invalid_response", f"the {self.provider} stream ended before the model finished "
+                                      "(no stop reason arrived); the text so far is kept", retryable=False)
+                yield self._failed(error, agg, metadata, started, strict=False)
+                return
             try:
                 message = agg.message(strict=True)
-            except ValueError as exc:
-                if meta.stop_kind is not StopKind.max_tokens:
+            except Exception as exc:
+                if not isinstance(exc, ValueError) or meta.stop_kind is not StopKind.max_tokens:
                     error = ProviderError("invalid_response", str(exc), retryable=False)
                     yield self._failed(error, agg, metadata, started, strict=False)
                     return
@@ -415,7 +452,7 @@ class BasePromptDriver(ABC):
             metadata["provider"], metadata["model"] = self.provider, meta.model or self.model
             usage = meta.usage or Usage()
             # Off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams.
-            cost = await asyncio.to_thread(self.price, usage, metadata["model"])
+            cost = await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, metadata["model"])
             metadata["cost"] = cost.to_dict() if cost is not None else None
             message.usage, message.metadata = usage, metadata
             yield ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
@@ -428,7 +465,16 @@ class BasePromptDriver(ABC):
         metadata["provider"], metadata["model"] = self.provider, self.model
         if metadata.get("attempts", 0) > 1 and error.retryable:
             error.message = f"{error.message} (gave up after {metadata['attempts']} attempts)"
-        partial = agg.message(strict=strict)
+        error.message = self.redact(error.message)  # a provider may echo the key back in an error
+        if error.raw is not None:
+            try:
+                error.raw = json.loads(self.redact(json.dumps(error.raw, default=str)))
+            except ValueError:
+                error.raw = None
+        try:
+            partial = agg.message(strict=strict)
+        except Exception:  # deltas that cannot form a message: keep what reads, the error says the rest
+            partial = Message(role="assistant")
         partial.metadata = {**metadata, "partial": True, "error": error.to_dict()}
         return ModelFailed(error=error, partial=partial, metadata=metadata)
 

@@ -190,9 +190,14 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             # Some compatible servers stream SSE as application/json or text/plain.
             response.headers["content-type"] = "text/event-stream"
         index = BlockIndex()
+        finished = False
+        call_ids: dict[int, str] = {}  # tool_calls[].index -> the id of the call there
+        generation: dict[int, int] = {}  # how many calls have used that index
         async for sse in httpx2.EventSource(response):
             data = sse.data
             if data == "[DONE]":
+                if not finished:  # a server that never sends finish_reason still ends with [DONE]
+                    yield StreamMeta(stop_raw="[DONE]")
                 break
             if not data:
                 continue
@@ -224,14 +229,22 @@ class OpenAIChatPromptDriver(BasePromptDriver):
                     yield TextDelta(index("text"), refusal)
                 for call in delta.get("tool_calls") or ():
                     function = call.get("function") or {}
+                    slot = call.get("index", 0)
+                    call_id = call.get("id")
+                    if call_id and call_ids.setdefault(slot, call_id) != call_id:
+                        # A new id at the same index is a new call (servers that send parallel
+                        # calls without distinct indexes, e.g. Gemini's OpenAI-compatible API).
+                        call_ids[slot] = call_id
+                        generation[slot] = generation.get(slot, 0) + 1
                     yield ToolCallDelta(
-                        index(("tool", call.get("index", 0))),
+                        index(("tool", slot, generation.get(slot, 0))),
                         call.get("id") or None,
                         function.get("name") or None,
                         function.get("arguments") or "",
                     )
                 finish = choice.get("finish_reason")
                 if finish:
+                    finished = True
                     yield StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn))
 
     def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:

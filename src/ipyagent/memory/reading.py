@@ -142,6 +142,10 @@ def _hit(p: Passage, score: float | None = None, span: tuple[int, int] | None = 
     return hit
 
 
+#: Seconds a model-supplied regex may run over the stored text.
+REGEX_TIMEOUT = 1.0
+
+
 def search(entries: list[MemoryEntry], query: str, *, regex: bool = False, limit: int = 5) -> list[dict[str, Any]]:
     """Matching passages across `entries`, best first (BM25), or in order (``regex=True``).
 
@@ -157,18 +161,25 @@ def search(entries: list[MemoryEntry], query: str, *, regex: bool = False, limit
     if limit < 1:
         raise ValueError(f"limit must be 1 or more, not {limit}")
     if regex:
+        # The pattern comes from the model (and so, possibly, from text it read): the `regex`
+        # module can stop a catastrophic backtrack, which stdlib `re` cannot (it holds the GIL).
+        import regex as regex_module
+
         pool = [p for e in entries for p in _regex_units(e)]
         try:
-            pattern = re.compile(query, re.IGNORECASE | re.MULTILINE)
-        except re.error as exc:
+            pattern = regex_module.compile(query, regex_module.IGNORECASE | regex_module.MULTILINE)
+        except regex_module.error as exc:
             raise ValueError(f"the regex {query!r} does not compile: {exc}") from None
         hits = []
-        for p in pool:
-            for m in pattern.finditer(p.text):
-                if m.end() > m.start():
-                    hits.append(_hit(p, span=m.span(), exact=True))
-                    if len(hits) >= limit:
-                        return hits
+        try:
+            for p in pool:
+                for m in pattern.finditer(p.text, timeout=REGEX_TIMEOUT):
+                    if m.end() > m.start():
+                        hits.append(_hit(p, span=m.span(), exact=True))
+                        if len(hits) >= limit:
+                            return hits
+        except TimeoutError:
+            raise ValueError(f"the regex {query!r} took longer than {REGEX_TIMEOUT:g} s; use a simpler pattern or regex=false") from None
         return hits
     return _bm25([p for e in entries for p in passages(e)], query, limit)
 

@@ -12,7 +12,6 @@ which the next store on the host marks ``failed`` (`RunStore.mark_abandoned`).
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from collections import defaultdict
 from typing import Any
@@ -129,8 +128,8 @@ class RunRecorder:
             return
         try:
             write()
-        except (sqlite3.Error, OSError) as exc:
-            self.error = f"the run store stopped recording this run: {exc}"
+        except Exception as exc:  # the store records the run; it must never break it (sqlite, I/O, unserializable values)
+            self.error = f"the run store stopped recording this run: {type(exc).__name__}: {exc}"
 
     def feed(self, event: Event) -> None:
         """Record one event (call for every event of the run, in order)."""

@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from ..core.content import join_text
 from ..core import (
     ArtifactStored,
     Event,
@@ -254,9 +255,9 @@ class WidgetView:
         parts = [f'<div class="ipyagent-status">{escape(n)}</div>' for n in s.notices]
         for segment in s.segments.values():
             if segment.kind == "reasoning":
-                parts.append(f"<details><summary>reasoning</summary>{markdown_to_html(''.join(segment.parts))}</details>")
+                parts.append(f"<details><summary>reasoning</summary>{markdown_to_html(join_text(segment.parts))}</details>")
             elif segment.kind == "text":
-                parts.append(markdown_to_html("".join(segment.parts)))
+                parts.append(markdown_to_html(join_text(segment.parts)))
             else:
                 parts.append(_tool_card(segment) if segment.kind != "artifact" else _artifact_entry(segment.data))
         if s.error is not None:

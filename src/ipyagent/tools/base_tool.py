@@ -8,6 +8,8 @@ back to the model.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import inspect
 import json
 import re
@@ -49,6 +51,20 @@ def to_artifact(value: Any) -> BaseArtifact:
         return TextArtifact(value=json.dumps(value))
     except (TypeError, ValueError):
         return TextArtifact(value=str(value))
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        return str(exc) or type(exc).__name__
+    except Exception:  # an exception whose __str__ raises
+        return type(exc).__name__
+
+
+@functools.lru_cache(maxsize=1)
+def _tool_executor() -> concurrent.futures.ThreadPoolExecutor:
+    """Threads for sync tools, apart from asyncio's default pool: tools left hanging by an
+    interrupt must not starve the rest of ipyagent (pricing, terminal prompts)."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=32, thread_name_prefix="ipyagent-tool")
 
 
 def _single_model_parameter(fn: Callable[..., Any]) -> tuple[str, type[BaseModel]] | None:
@@ -211,14 +227,14 @@ class BaseTool:
             if inspect.iscoroutinefunction(fn):
                 result = await fn(**args)
             else:
-                result = await asyncio.to_thread(fn, **args)
-        except Exception as exc:
-            return ErrorArtifact(value=str(exc) or type(exc).__name__, exception_type=type(exc).__name__)
-        if self.is_off_prompt(activity):  # kept in its own shape (a table, bytes) for Task Memory
-            from ..memory.artifacts import to_memory_artifact
+                result = await asyncio.get_running_loop().run_in_executor(_tool_executor(), functools.partial(fn, **args))
+            if self.is_off_prompt(activity):  # kept in its own shape (a table, bytes) for Task Memory
+                from ..memory.artifacts import to_memory_artifact
 
-            return to_memory_artifact(result)
-        return to_artifact(result)
+                return to_memory_artifact(result)
+            return to_artifact(result)
+        except (Exception, SystemExit) as exc:  # a tool calling sys.exit() (argparse) is a failed tool, not a dead loop
+            return ErrorArtifact(value=_describe(exc), exception_type=type(exc).__name__)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}: {', '.join(self.activities())}>"
