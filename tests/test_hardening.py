@@ -109,3 +109,30 @@ def test_parallel_calls_sent_without_distinct_indexes_stay_apart():
     assert isinstance(done, ModelCompleted)
     assert [c.native_name for c in done.tool_calls] == ["GetWeatherArgs", "get_stock_price"]
     assert done.tool_calls[1].input == {"ticker": "AAPL", "exchange": "NASDAQ"}
+
+
+@pytest.mark.parametrize("text", [
+    "`<img src=x onerror=alert(1)>``",                      # a code span closed by a longer run
+    "```x`\n<img src=x onerror=alert(1)>\n```",              # not a fence in CommonMark
+    "> [a]: javascript:alert(1)\n\n[a]",                      # a reference definition in a quote
+    "[click](JavaScript:alert(1)) <script>alert(1)</script>",
+])
+def test_the_markdown_fallback_is_inert_whatever_the_renderer(text):
+    """Rendered by a Markdown renderer that lets raw HTML through, nothing may run."""
+    from markdown_it import MarkdownIt
+
+    from ipyagent.core.transcript import Transcript
+    from ipyagent.notebook.transcript_render import inert, to_markdown
+
+    transcript = Transcript.model_validate({"provider": "openai:m", "messages": [
+        {"role": "assistant", "parts": [{"type": "text", "text": text}]}]})
+    html = MarkdownIt("commonmark", {"html": True}).render(inert(to_markdown(transcript)))
+    lowered = html.lower()
+    assert "<img" not in lowered and "<script" not in lowered and 'href="javascript:' not in lowered
+
+
+def test_a_huge_tool_result_is_not_saved_whole_in_the_notebook():
+    from ipyagent.core.transcript import RESULT_CHARS, ToolCallPart
+
+    part = ToolCallPart(id="c", name="fetch", result="x" * (5 * RESULT_CHARS))
+    assert len(part.result) < RESULT_CHARS + 100 and part.result.endswith("more characters not saved)")

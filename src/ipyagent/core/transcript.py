@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
 #: The MIME type of a transcript in a cell output.
 MIME_TYPE = "application/vnd.ipyagent.transcript+json"
@@ -34,6 +34,8 @@ MIME_TYPE = "application/vnd.ipyagent.transcript+json"
 VERSION = 1
 #: Artifact previews are cut to this many characters.
 PREVIEW_CHARS = 400
+#: Characters of a tool result kept in a saved transcript (the model saw the whole result).
+RESULT_CHARS = 20_000
 
 
 class _Model(BaseModel):
@@ -68,6 +70,14 @@ class ToolCallPart(_Model):
     status: Literal["ok", "error", "pending"] = "pending"
     result: str | None = None
     duration_s: float | None = None
+
+    @field_validator("result")
+    @classmethod
+    def _cap(cls, value: str | None) -> str | None:
+        """A saved notebook keeps the head of a huge result: it is stored in every fallback."""
+        if value is not None and len(value) > RESULT_CHARS:
+            return f"{value[:RESULT_CHARS]}\n… ({len(value) - RESULT_CHARS:,} more characters not saved)"
+        return value
 
 
 class OtherPart(_Model):

@@ -34,6 +34,7 @@ from .transcript_render import (
     comparison_to_html,
     comparison_to_markdown,
     comparison_to_text,
+    inert,
     to_html,
     to_markdown,
     to_text,
@@ -74,7 +75,7 @@ def bundle(transcript: Transcript, *, view_model_id: str | None = None) -> tuple
     data = {
         MIME_TYPE: doc,
         "text/html": to_html(clean),
-        "text/markdown": to_markdown(clean),
+        "text/markdown": inert(to_markdown(clean)),
         "text/plain": to_text(clean),
     }
     metadata: dict[str, Any] = {"transcript": doc}
@@ -144,7 +145,7 @@ def comparison_bundle(record: ComparisonRecord, *, view_model_id: str | None = N
     data = {
         COMPARISON_MIME_TYPE: doc,
         "text/html": comparison_to_html(clean),
-        "text/markdown": comparison_to_markdown(clean),
+        "text/markdown": inert(comparison_to_markdown(clean)),
         "text/plain": comparison_to_text(clean),
     }
     metadata: dict[str, Any] = {"comparison": doc}

@@ -238,6 +238,18 @@ def safe_markdown(text: str) -> str:
     return "\n".join(out)
 
 
+_SCHEME = re.compile(r"(?i)\b(javascript|vbscript|data|file)(\s*):(?=\S)")
+
+
+def inert(markdown: str) -> str:
+    """The last wall for a Markdown fallback, whatever a renderer makes of code spans and
+    fences: no ``<`` survives to start a tag, and no script-capable scheme stays a scheme.
+
+    Inside code a ``<`` then shows as ``&lt;``: an ugly but safe fallback of a fallback.
+    """
+    return _SCHEME.sub(r"\1\2&#58;", markdown.replace("<", "&lt;"))
+
+
 def _fenced(text: str, info: str = "") -> str:
     run = max((len(r) for r in re.findall(r"`{3,}", text)), default=2)
     fence = "`" * (run + 1)
