@@ -136,3 +136,42 @@ def test_a_huge_tool_result_is_not_saved_whole_in_the_notebook():
 
     part = ToolCallPart(id="c", name="fetch", result="x" * (5 * RESULT_CHARS))
     assert len(part.result) < RESULT_CHARS + 100 and part.result.endswith("more characters not saved)")
+
+
+def test_the_run_store_masks_secrets_but_keeps_ordinary_data(monkeypatch):
+    from ipyagent.memory.store import scrub
+
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok_0123456789abcdef")
+    row = {"key": "user-42", "note": "sk-learn-pipeline-v2", "api_key": "anything",
+           "text": "the token is tok_0123456789abcdef", "nested": [{"authorization": "Bearer x"}]}
+    assert scrub(row) == {"key": "user-42", "note": "sk-learn-pipeline-v2", "api_key": "***",
+                          "text": "the token is ***", "nested": [{"authorization": "***"}]}
+
+
+def test_bad_input_gets_a_short_clear_error(monkeypatch):
+    from ipyagent.core import ConfigurationError
+    from ipyagent.drivers import create_driver
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = Agent("openai:m", base_url="http://127.0.0.1:9/v1")
+    for prompt in (None, "", "   "):
+        with pytest.raises(ValueError, match="non-empty text"):
+            agent.run(prompt)
+    with pytest.raises(ConfigurationError, match="must start with http"):
+        create_driver("openai:m", base_url="localhost:8000/v1")
+
+
+def test_runs_of_one_agent_from_two_threads_take_turns(monkeypatch):
+    """Both runs share the conversation: the second one's request carries the first one's turn."""
+    import threading
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with StubServer(openai_text_reply("one", delay=0.05)) as server:
+        agent = Agent("openai:m", base_url=server.url)
+        threads = [threading.Thread(target=agent.run, args=(p,)) for p in ("first?", "second?")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert sorted(len(r["body"]["messages"]) for r in server.requests) == [1, 3]
+    assert len(agent.messages) == 4

@@ -144,6 +144,7 @@ class Agent:
         self.max_steps = max_steps
         self.react = react
         self.approve = approve
+        self._lock: asyncio.Lock | None = None
         self.memory = memory  # Task Memory for off-prompt outputs (None: the session's, ipyagent.memory)
         self._stored: list[ArtifactStored] = []
         self.messages: list[Message] = []
@@ -298,9 +299,12 @@ class Agent:
             if route is not None and route[0].needs_approval(route[1]):
                 if self.approve is None:
                     return ErrorArtifact(value="this tool needs approval and no one can approve it here; it was not run"), 0.0
-                verdict = self.approve(action)
-                if inspect.isawaitable(verdict):
-                    verdict = await verdict
+                if inspect.iscoroutinefunction(self.approve) or inspect.iscoroutinefunction(getattr(self.approve, "__call__", None)):
+                    verdict = await self.approve(action)
+                else:  # a blocking callback (input(), a dialog) must not stall the shared loop
+                    verdict = await asyncio.get_running_loop().run_in_executor(None, self.approve, action)
+                    if inspect.isawaitable(verdict):
+                        verdict = await verdict
                 if not verdict:
                     return ErrorArtifact(value="denied by the user; the tool was not run"), 0.0
             return await self.toolbox.run_one(action)
@@ -367,16 +371,30 @@ class Agent:
                 vision fails before anything is sent (``unsupported_capability``).
 
         Raises:
+            ValueError: `prompt` is not text, or is empty.
             FileNotFoundError, ValueError, TypeError: an image that cannot be read.
         """
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f"the prompt must be non-empty text, not {prompt!r}")
         options = {"output_schema": output_schema, "output_strategy": output_strategy, "images": image_blocks(images)}
-        return await run_in_background(self._arun(prompt, on_event, **options))
+        return await run_in_background(self._locked(self._arun(prompt, on_event, **options)))
+
+    async def _locked(self, run: Any) -> AgentResult:
+        """One run of this agent at a time (runs share its conversation), in the order they came."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()  # created on the background loop, where every run executes
+        async with self._lock:
+            return await run
 
     def run(self, prompt: str, *, on_event: Callable[[Event], Any] | None = None, output_schema: Any = None,
             output_strategy: str | None = None, images: Any = None) -> AgentResult:
         """Blocking `arun` (same arguments); works inside a running event loop (a notebook cell)."""
-        options = {"output_schema": output_schema, "output_strategy": output_strategy, "images": image_blocks(images)}
-        return run_sync(self._arun(prompt, on_event, **options))
+        return run_sync(self.arun(prompt, on_event=on_event, output_schema=output_schema,
+                                  output_strategy=output_strategy, images=images))
+
+    def __repr__(self) -> str:
+        tools = f", tools={self.toolbox.names()}" if self.toolbox else ""
+        return f"<Agent {self.provider}: {len(self.messages)} messages{tools}>"
 
     def reset(self) -> None:
         """Forget the conversation (the system prompt stays)."""

@@ -147,6 +147,8 @@ def create_driver(
     if name == "replay":
         return _replay_driver(model, **kwargs)
     spec = providers()[name]
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"--base-url must start with http:// or https://, e.g. http://localhost:8000/v1 (got {base_url!r})")
     other_host = base_url is not None and base_url.rstrip("/") != (spec.base_url or "").rstrip("/")
     base_url = base_url or (os.environ.get(spec.base_url_env) if spec.base_url_env else None) or spec.base_url
     cls = spec.driver_class()

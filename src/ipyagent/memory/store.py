@@ -82,18 +82,31 @@ _NODE_FIELDS = ("turn", "role", "partial", "failed", "provider", "model", "usage
 _RUN_FIELDS = ("status", "ended_at", "duration_s", "usage", "cost", "error", "metadata", "provider", "model")
 _JSON_FIELDS = ("usage", "retry", "data", "error", "metadata")
 
-_SECRET_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{8,}|AIza[0-9A-Za-z_\-]{10,}|gsk_[A-Za-z0-9]{10,}|xai-[A-Za-z0-9]{10,})")
-_SECRET_KEYS = {"authorization", "api_key", "api-key", "x-api-key", "x-goog-api-key", "key"}
+_SECRET_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{20,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})")
+_SECRET_KEYS = {"authorization", "api_key", "api-key", "x-api-key", "x-goog-api-key"}
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)$", re.I)
 
 
-def scrub(value: Any) -> Any:
-    """`value` with API-key-shaped strings replaced by ``***`` and secret-named keys dropped."""
+def _env_secrets() -> list[str]:
+    """Values of the environment's key-like variables: whatever shape a key has, it is not stored."""
+    return sorted({v.strip() for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v.strip()) >= 8}, key=len, reverse=True)
+
+
+def scrub(value: Any, _secrets: list[str] | None = None) -> Any:
+    """`value` with the environment's key values and API-key-shaped strings replaced by ``***``,
+    and the values of credential fields (``authorization``, ``api_key``, ...) masked.
+
+    Ordinary data keeps its shape: a tool argument named ``key`` is data, not a secret.
+    """
+    secrets = _env_secrets() if _secrets is None else _secrets
     if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, "***")
         return _SECRET_RE.sub("***", value)
     if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items() if str(k).lower() not in _SECRET_KEYS}
+        return {k: "***" if str(k).lower() in _SECRET_KEYS else scrub(v, secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [scrub(v) for v in value]
+        return [scrub(v, secrets) for v in value]
     return value
 
 

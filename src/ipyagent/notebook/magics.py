@@ -319,6 +319,12 @@ class AgentMagics(Magics):
         Successive cells continue one conversation; ``--new`` starts another.
         """
         args = _parse(self.agent, line)
+        for name in ("max_steps", "max_history", "context_window"):
+            value = getattr(args, name, None)
+            if value is not None and value < (0 if name == "max_history" else 1):
+                raise UsageError(f"--{name.replace('_', '-')} must be {'0 or more' if name == 'max_history' else '1 or more'}, not {value}")
+        if args.out is not None and not args.out.isidentifier():
+            raise UsageError(f"-o/--out needs a variable name, not {args.out!r}")
         if args.compare:  # an alias of %%compare (compare_magics.py)
             return self.shell.magics_manager.registry["CompareMagics"].run(
                 [args.compare], cell, tools=args.tools, system=args.system, out=args.out, raw=args.raw,
