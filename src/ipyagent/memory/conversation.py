@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..core import (
@@ -24,14 +24,13 @@ from ..core import (
     ModelCompleted,
     ModelFailed,
     ModelStarted,
-    ReasoningBlock,
     ReasoningDelta,
-    TextBlock,
     TextDelta,
     ToolCallCompleted,
     ToolCallDelta,
     to_blocks,
 )
+from .partial import partial_message
 from .tokens import estimate_tokens
 
 DEFAULT_THREAD = "default"
@@ -209,24 +208,7 @@ class TurnBuilder:
 
     def partial_message(self) -> Message | None:
         """The reply being streamed when the run stopped (text and reasoning so far), or None."""
-        blocks: list[Any] = []
-        raw_calls = []
-        for index in sorted(self._deltas):
-            bucket = self._deltas[index]
-            if isinstance(bucket[0], TextDelta):
-                blocks.append(TextBlock.from_deltas(bucket))
-            elif isinstance(bucket[0], ReasoningDelta):
-                blocks.append(ReasoningBlock.from_deltas(bucket))
-            else:
-                raw_calls.append({"id": next((d.call_id for d in bucket if d.call_id), None),
-                                  "name": next((d.name for d in bucket if d.name), None),
-                                  "raw_arguments": "".join(d.arguments for d in bucket)})
-        if not blocks and not raw_calls:
-            return None
-        metadata: dict[str, Any] = {"partial": True, "failed": True}
-        if raw_calls:
-            metadata["partial_tool_calls"] = raw_calls
-        return Message(role="assistant", content=blocks, metadata=metadata)
+        return partial_message(self._deltas, failed=True)
 
     def interrupted(self) -> list[Message]:
         """The messages of a run cancelled mid-way (kernel interrupt)."""

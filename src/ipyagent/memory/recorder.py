@@ -37,6 +37,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
+from .partial import partial_message
 from .store import RunStore
 
 #: Seconds between two saves of a streaming message's partial text.
@@ -198,22 +199,7 @@ class RunRecorder:
                                                                               "response": _response_meta(meta)})
 
     def _partial(self) -> Message:
-        blocks: list[Any] = []
-        calls = []
-        for index in sorted(self._deltas):
-            bucket = self._deltas[index]
-            if isinstance(bucket[0], TextDelta):
-                blocks.append(TextBlock.from_deltas(bucket))
-            elif isinstance(bucket[0], ReasoningDelta):
-                blocks.append(ReasoningBlock.from_deltas(bucket))
-            else:
-                calls.append({"id": next((d.call_id for d in bucket if d.call_id), None),
-                              "name": next((d.name for d in bucket if d.name), None),
-                              "raw_arguments": "".join(d.arguments for d in bucket)})
-        metadata: dict[str, Any] = {"partial": True}
-        if calls:
-            metadata["partial_tool_calls"] = calls
-        return Message(role="assistant", content=blocks, metadata=metadata)
+        return partial_message(self._deltas) or Message(role="assistant", metadata={"partial": True})
 
     def interrupted(self) -> None:
         """The run was cancelled (kernel interrupt): its streaming message is saved as it
