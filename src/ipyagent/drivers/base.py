@@ -187,6 +187,10 @@ class BasePromptDriver(ABC):
     def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
         """Turn a 2xx streaming response into deltas and `StreamMeta` updates."""
 
+    def bearer_headers(self, accept: str) -> dict[str, str]:
+        """``Accept`` plus ``Authorization: Bearer KEY`` when there is a key (the common case)."""
+        return {"Accept": accept, "Authorization": f"Bearer {self._api_key}"} if self._api_key else {"Accept": accept}
+
     def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
         """(code, message, error type or None) from an error body (parsed JSON, or text)."""
         return None, data if isinstance(data, str) and data else None, None

@@ -112,10 +112,7 @@ class OllamaPromptDriver(BasePromptDriver):
         self._call_ids = itertools.count()
 
     def headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/x-ndjson"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
+        return self.bearer_headers("application/x-ndjson")
 
     # -- request ------------------------------------------------------------------------
 

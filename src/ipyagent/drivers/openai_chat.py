@@ -103,10 +103,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
     )
 
     def headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
+        return self.bearer_headers("text/event-stream")
 
     # -- request ------------------------------------------------------------------------
 

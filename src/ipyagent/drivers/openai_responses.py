@@ -349,10 +349,7 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         return self.capabilities
 
     def headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
+        return self.bearer_headers("text/event-stream")
 
     # -- request ------------------------------------------------------------------------
 
