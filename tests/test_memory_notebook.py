@@ -104,9 +104,11 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
 
     # %agent replay draws the first run again, from the store, as it was
     replay = next(c for c in code if "%agent replay" in c.source)
-    [replay_view] = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for o in replay.outputs
-                     if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    assert _view_body(states, replay_view) == body
+    # ... and, as a live run, leaves a static transcript in the saved notebook, not a widget
+    [saved] = [o for o in replay.outputs if "application/vnd.ipyagent.transcript+json" in o.get("data", {})]
+    assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in replay.outputs)
+    assert _view_body(states, saved["metadata"]["ipyagent"]["view_model_id"]) == body
+    assert saved["data"]["application/vnd.ipyagent.transcript+json"]["status"] == "completed"
     header = next(o["data"]["text/html"] for o in replay.outputs if "text/html" in o.get("data", {}))
     assert "replay of run" in header and "research" in header
 

@@ -18,6 +18,7 @@ import datetime
 import json
 import shlex
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -29,10 +30,12 @@ from ..core import (
     AudioBlock,
     ImageBlock,
     Message,
+    ModelCompleted,
     ModelStarted,
     ReasoningBlock,
     TextBlock,
 )
+from ..core.transcript import Transcript
 from ..memory.artifacts import describe_size
 from ..memory.conversation import DEFAULT_THREAD
 from ..memory.recorder import replay_events
@@ -40,6 +43,7 @@ from ..memory.store import RunStore, scrub
 from .memory_html import STYLE, artifact_entry_html
 from .render import escape
 from .session import Session
+from .transcript_output import bundle, show_live
 from .view import make_view
 
 SUBCOMMANDS = ("threads", "history", "reset", "memory", "runs", "inspect", "replay", "store")
@@ -294,10 +298,10 @@ class SessionMagics(Magics):
         view = make_view(f"{run['provider']}:{run['model']}", widgets=widgets)
         header = f"replay of run {run['id']} from the run store · thread {run['thread']!r} · {_when(run['started_at'])} · {run['status']}"
         if widgets:
-            from IPython.display import HTML, display
+            from IPython.display import HTML, display, update_display
 
             display(HTML(f'<div class="ipyagent-footer">{escape(header)}</div>'))
-            display(view)
+            display_id = show_live(view)
             feed = view.state.add  # no frame timers: one exact frame at the end
         else:
             print(f"[{header}]")
@@ -320,3 +324,15 @@ class SessionMagics(Magics):
                 view.mark_interrupted()
         if widgets:
             view.finish()
+            # As for a live run: the saved notebook keeps a static transcript, not a widget
+            # that front ends without its state cannot draw.
+            runs = [e for e in events if e != "interrupted"]
+            completed = [e for e in runs if isinstance(e, ModelCompleted)]
+            last = completed[-1] if completed else None
+            result = SimpleNamespace(
+                provider=f"{run['provider']}:{run['model']}", message=last.message if last else None, messages=[],
+                usage=last.usage if last else None, stop_reason=last.stop_reason if last else None, error=None,
+                interrupted=view.state.interrupted, metadata=dict(last.metadata) if last else {})
+            transcript = Transcript.from_result(result, events=runs, provider=result.provider, elapsed_s=duration)
+            data, metadata = bundle(transcript, view_model_id=view.widget.model_id)
+            update_display(data, raw=True, metadata=metadata, display_id=display_id)
