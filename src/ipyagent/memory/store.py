@@ -30,6 +30,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..core.secrets import env_secret_values, replace_secrets
+
 SCHEMA_VERSION = 1
 #: The default location, relative to the notebook's folder.
 DEFAULT_PATH = Path(".ipyagent") / "runs.sqlite"
@@ -84,25 +86,15 @@ _JSON_FIELDS = ("usage", "retry", "data", "error", "metadata")
 
 _SECRET_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{20,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})")
 _SECRET_KEYS = {"authorization", "api_key", "api-key", "x-api-key", "x-goog-api-key"}
-_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)$", re.I)
-
-
-def _env_secrets() -> list[str]:
-    """Values of the environment's key-like variables: whatever shape a key has, it is not stored."""
-    return sorted({v.strip() for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v.strip()) >= 8}, key=len, reverse=True)
-
-
 def scrub(value: Any, _secrets: list[str] | None = None) -> Any:
     """`value` with the environment's key values and API-key-shaped strings replaced by ``***``,
     and the values of credential fields (``authorization``, ``api_key``, ...) masked.
 
     Ordinary data keeps its shape: a tool argument named ``key`` is data, not a secret.
     """
-    secrets = _env_secrets() if _secrets is None else _secrets
+    secrets = env_secret_values() if _secrets is None else _secrets
     if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, "***")
-        return _SECRET_RE.sub("***", value)
+        return _SECRET_RE.sub("***", replace_secrets(value, secrets, "***"))
     if isinstance(value, dict):
         return {k: "***" if str(k).lower() in _SECRET_KEYS else scrub(v, secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -22,13 +22,12 @@ The final frame looks like the live view, so the swap is not noticed.
 
 from __future__ import annotations
 
-import os
-import re
 import threading
 import time
 import uuid
 from typing import Any
 
+from ..core.secrets import env_secret_values, replace_secrets
 from ..core.transcript import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript
 from .transcript_render import (
     comparison_to_html,
@@ -40,24 +39,14 @@ from .transcript_render import (
     to_text,
 )
 
-#: Environment variables whose values never appear in a published transcript.
-_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)$", re.I)
-
-
-def _secret_values() -> list[str]:
-    return sorted({v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8}, key=len, reverse=True)
-
-
 def redact(data: Any, secrets: list[str] | None = None) -> Any:
     """`data` (JSON: dicts, lists, strings) with the values of secret-looking
     environment variables (``*_API_KEY``, ``*_TOKEN``, ...) replaced by ``[redacted]``."""
-    secrets = _secret_values() if secrets is None else secrets
+    secrets = env_secret_values() if secrets is None else secrets
     if not secrets:
         return data
     if isinstance(data, str):
-        for secret in secrets:
-            data = data.replace(secret, "[redacted]")
-        return data
+        return replace_secrets(data, secrets, "[redacted]")
     if isinstance(data, dict):
         return {k: redact(v, secrets) for k, v in data.items()}
     if isinstance(data, list):
@@ -65,23 +54,26 @@ def redact(data: Any, secrets: list[str] | None = None) -> Any:
     return data
 
 
+def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any, Any],
+            view_model_id: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, metadata) of a saved record: its JSON (secrets redacted) under `mime_type`, the
+    HTML / Markdown / plain-text fallbacks, and ``{"ipyagent": {key: json, "view_model_id": ...}}``."""
+    secrets = env_secret_values()
+    doc = redact(record.to_json(), secrets)
+    clean = type(record).model_validate(doc) if secrets else record
+    html, markdown, text = renderers
+    data = {mime_type: doc, "text/html": html(clean), "text/markdown": inert(markdown(clean)), "text/plain": text(clean)}
+    metadata: dict[str, Any] = {key: doc}
+    if view_model_id:
+        metadata["view_model_id"] = view_model_id
+    return data, {"ipyagent": metadata}
+
+
 def bundle(transcript: Transcript, *, view_model_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a transcript's display: the transcript JSON and its
     HTML / Markdown / plain-text fallbacks; metadata ``{"ipyagent": {"transcript": ...}}``,
     plus ``view_model_id``, the widget model that showed the run live, when given."""
-    secrets = _secret_values()
-    doc = redact(transcript.to_json(), secrets)
-    clean = Transcript.model_validate(doc) if secrets else transcript
-    data = {
-        MIME_TYPE: doc,
-        "text/html": to_html(clean),
-        "text/markdown": inert(to_markdown(clean)),
-        "text/plain": to_text(clean),
-    }
-    metadata: dict[str, Any] = {"transcript": doc}
-    if view_model_id:
-        metadata["view_model_id"] = view_model_id
-    return data, {"ipyagent": metadata}
+    return _bundle(transcript, MIME_TYPE, "transcript", (to_html, to_markdown, to_text), view_model_id)
 
 
 class LiveTranscript:
@@ -139,19 +131,8 @@ class LiveTranscript:
 def comparison_bundle(record: ComparisonRecord, *, view_model_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a ``%%compare`` output: the comparison JSON and its fallbacks;
     metadata ``{"ipyagent": {"comparison": ...}}`` (plus ``view_model_id``, as `bundle`)."""
-    secrets = _secret_values()
-    doc = redact(record.to_json(), secrets)
-    clean = ComparisonRecord.model_validate(doc) if secrets else record
-    data = {
-        COMPARISON_MIME_TYPE: doc,
-        "text/html": comparison_to_html(clean),
-        "text/markdown": inert(comparison_to_markdown(clean)),
-        "text/plain": comparison_to_text(clean),
-    }
-    metadata: dict[str, Any] = {"comparison": doc}
-    if view_model_id:
-        metadata["view_model_id"] = view_model_id
-    return data, {"ipyagent": metadata}
+    return _bundle(record, COMPARISON_MIME_TYPE, "comparison",
+                   (comparison_to_html, comparison_to_markdown, comparison_to_text), view_model_id)
 
 
 def show_live(view: Any) -> str:
