@@ -29,6 +29,7 @@ class Reply:
     pieces: list[bytes] = field(default_factory=list)
     delay: float = 0.0
     cut_after: int | None = None
+    wait: float = 0.0  # seconds before the status line (a server thinking)
 
     @classmethod
     def sse_file(cls, path: Path, **kw: Any) -> "Reply":
@@ -60,8 +61,10 @@ class Reply:
 class StubServer:
     """Run as a context manager; `url` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self, *replies: Reply) -> None:
+    def __init__(self, *replies: Reply, responder: Any = None) -> None:
+        """`responder(body) -> Reply`, when given, answers each request from its parsed JSON body."""
         self.replies = list(replies)
+        self.responder = responder
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
         self.hangups: list[float] = []
@@ -85,8 +88,12 @@ class StubServer:
                         parsed = body.decode()
                     server.requests.append({"path": self.path, "headers": dict(self.headers), "body": parsed})
                     server.request_times.append(time.monotonic())
-                    reply = server.replies[min(server._served, len(server.replies) - 1)]
+                    reply = None if server.responder else server.replies[min(server._served, len(server.replies) - 1)]
                     server._served += 1
+                if reply is None:
+                    reply = server.responder(parsed)
+                if reply.wait:
+                    time.sleep(reply.wait)
                 self.send_response(reply.status)
                 for key, value in reply.headers.items():
                     self.send_header(key, value)

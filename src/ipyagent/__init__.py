@@ -14,8 +14,9 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .agent import Agent, AgentResult
     from .agent.compare import Comparison, acompare, compare
+    from .agent.evaluate import Evaluation, aevaluate, evaluate
 
-__all__ = ["Agent", "AgentResult", "compare", "acompare", "Comparison", "load_ipython_extension", "unload_ipython_extension", "__version__"]
+__all__ = ["Agent", "AgentResult", "compare", "acompare", "Comparison", "evaluate", "aevaluate", "Evaluation", "load_ipython_extension", "unload_ipython_extension", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -27,6 +28,10 @@ def __getattr__(name: str) -> Any:
         from .agent import compare as comparison
 
         return getattr(comparison, name)
+    if name in ("evaluate", "aevaluate", "Evaluation"):
+        from .agent import evaluate as evaluation
+
+        return getattr(evaluation, name)
     if name == "memory":  # ipyagent.memory["NAMESPACE"]: the session's Task Memory
         import importlib
 

@@ -117,7 +117,7 @@ class Comparison:
         """Each provider's results, in run order (None: its agent could not be built).
         A provider named twice is keyed ``id #2``."""
         out: dict[str, list[AgentResult | None]] = {}
-        for index, key in enumerate(_keys(self.providers)):
+        for index, key in enumerate(provider_keys(self.providers)):
             runs = sorted((f for f in self.figures if f.index == index), key=lambda f: f.run)
             out[key] = [f.result for f in runs]
         return out
@@ -138,12 +138,8 @@ class Comparison:
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
-        try:
-            import pandas as pd
-        except ImportError:
-            raise ImportError("to_dataframe() needs pandas: pip install pandas") from None
         rows = sorted((f for f in self.figures), key=lambda f: (f.index, f.run))
-        return pd.DataFrame([f.as_row() for f in rows])
+        return dataframe([f.as_row() for f in rows])
 
     def __repr__(self) -> str:
         failed = sum(not f.ok for f in self.figures)
@@ -151,7 +147,21 @@ class Comparison:
                 f"{len(self.figures) - failed} ok, {failed} failed, wall {self.wall_s:.2f} s>")
 
 
-def _keys(providers: Sequence[str]) -> list[str]:
+def dataframe(records: list[dict[str, Any]]) -> Any:
+    """`records` as a pandas DataFrame.
+
+    Raises:
+        ImportError: pandas is not installed (``pip install pandas``).
+    """
+    try:
+        import pandas as pd
+    except ImportError:
+        raise ImportError("to_dataframe() needs pandas: pip install pandas") from None
+    return pd.DataFrame(records)
+
+
+def provider_keys(providers: Sequence[str]) -> list[str]:
+    """Each provider's key: its id, ``id #2`` when named again."""
     seen: dict[str, int] = {}
     keys = []
     for p in providers:

@@ -140,6 +140,8 @@ class BasePromptDriver(ABC):
     #: What the protocol can do; `capabilities_for(model)` may narrow it per model.
     capabilities: ClassVar[Capabilities] = Capabilities()
     default_base_url: ClassVar[str]
+    #: A lane's shared 429 back-off (`RateGate`), set by a scheduler; None: each request alone.
+    rate_gate: Any = None
 
     def __init__(
         self,
@@ -333,6 +335,9 @@ class BasePromptDriver(ABC):
         """
         client = self._client_for()
         url = str(request.url)
+        gate = self.rate_gate
+        if gate is not None:
+            await gate.wait()
         try:
             response = await client.send(request, stream=True)
         except httpx2.TransportError as exc:
@@ -340,7 +345,10 @@ class BasePromptDriver(ABC):
         try:
             if response.status_code >= 400:
                 body = await response.aread()
-                raise self.error_from_response(response.status_code, response.headers, body)
+                error = self.error_from_response(response.status_code, response.headers, body)
+                if gate is not None and error.type == "rate_limit":
+                    gate.hold(error.retry_after)  # the whole lane waits, not only this request
+                raise error
             items = self.parse_stream(response)
             head: list[Any] = []
             async for item in items:

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..core.secrets import env_secret_values, replace_secrets
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: runs.cache_key (evaluation runs served from the cache)
 #: The default location, relative to the notebook's folder.
 DEFAULT_PATH = Path(".ipyagent") / "runs.sqlite"
 
@@ -78,10 +78,14 @@ CREATE TABLE IF NOT EXISTS nodes (
 CREATE INDEX IF NOT EXISTS nodes_by_run ON nodes(run_id, seq);
 CREATE INDEX IF NOT EXISTS runs_by_thread ON runs(thread, started_at);
 """
+# Added in schema 2; a store made by schema 1 gains it when opened.
+_CACHE_COLUMN = "ALTER TABLE runs ADD COLUMN cache_key TEXT"
+_CACHE_INDEX = "CREATE INDEX IF NOT EXISTS runs_by_cache_key ON runs(cache_key, status)"
+
 
 _NODE_FIELDS = ("turn", "role", "partial", "failed", "provider", "model", "usage", "latency_s", "ttft_s",
                 "attempts", "retry", "data")
-_RUN_FIELDS = ("status", "ended_at", "duration_s", "usage", "cost", "error", "metadata", "provider", "model")
+_RUN_FIELDS = ("status", "ended_at", "duration_s", "usage", "cost", "error", "metadata", "provider", "model", "cache_key")
 _JSON_FIELDS = ("usage", "retry", "data", "error", "metadata")
 
 _SECRET_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{20,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})")
@@ -104,6 +108,22 @@ def scrub(value: Any, _secrets: list[str] | None = None) -> Any:
 
 def _dumps(value: Any) -> str | None:
     return None if value is None else json.dumps(scrub(value), ensure_ascii=False, default=str)
+
+
+#: Environment variable: the run store's path, or ``off`` to keep no store.
+STORE_ENV = "IPYAGENT_RUN_STORE"
+
+
+def default_store_path() -> Path | None:
+    """``$IPYAGENT_RUN_STORE`` (``off``: None), else ``.ipyagent/runs.sqlite`` beside the
+    notebook (Jupyter's ``JPY_SESSION_NAME`` says where it is), else in the working folder."""
+    configured = os.environ.get(STORE_ENV)
+    if configured:
+        return None if configured.strip().lower() in ("off", "none", "0", "false") else Path(configured).expanduser()
+    notebook = os.environ.get("JPY_SESSION_NAME")
+    if notebook and notebook.endswith(".ipynb") and Path(notebook).parent.is_dir():
+        return Path(notebook).parent / DEFAULT_PATH
+    return Path.cwd() / DEFAULT_PATH
 
 
 def new_run_id() -> str:
@@ -161,6 +181,9 @@ class RunStore:
                 with self._transaction() as conn:
                     for statement in filter(str.strip, _SCHEMA.split(";")):
                         conn.execute(statement)
+                    if "cache_key" not in {r[1] for r in conn.execute("PRAGMA table_info(runs)")}:
+                        conn.execute(_CACHE_COLUMN)
+                    conn.execute(_CACHE_INDEX)
                     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
                 return
             except sqlite3.OperationalError as exc:
@@ -231,6 +254,48 @@ class RunStore:
         values.setdefault("ended_at", time.time())
         sets = ", ".join(f"{k} = ?" for k in values)
         self._write(f"UPDATE runs SET status = ?, {sets} WHERE id = ?", (status, *values.values(), run_id))
+
+    def add_finished_runs(self, records: list[dict[str, Any]]) -> list[str]:
+        """Write whole finished runs in one transaction (an evaluation's runs, written in batches).
+
+        Each record: ``run`` (a dict of `runs` columns: provider, model, status, prompt,
+        thread, session, usage, cost, error, metadata, duration_s, cache_key; ``id`` optional)
+        and ``nodes`` (a list of dicts: ``kind`` plus node fields). Returns the run ids.
+        """
+        ids: list[str] = []
+        now = time.time()
+        secrets = env_secret_values()
+        with self._lock, self._transaction() as conn:
+            for record in records:
+                run = dict(record["run"])
+                run_id = run.pop("id", None) or new_run_id()
+                ids.append(run_id)
+                values = {k: (_dumps(v) if k in _JSON_FIELDS else scrub(v, secrets) if k == "prompt" else v)
+                          for k, v in run.items()}
+                values.setdefault("started_at", now - (run.get("duration_s") or 0.0))
+                values.setdefault("ended_at", now)
+                values.update(id=run_id, pid=self.pid, host=self.host)
+                conn.execute(f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
+                             tuple(values.values()))
+                for seq, node in enumerate(record.get("nodes") or (), 1):
+                    fields = {k: (_dumps(v) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v)
+                              for k, v in node.items() if k != "kind"}
+                    conn.execute(f"INSERT INTO nodes (run_id, seq, kind, created_at{''.join(', ' + k for k in fields)}) "
+                                 f"VALUES (?, ?, ?, ?{', ?' * len(fields)})", (run_id, seq, node["kind"], now, *fields.values()))
+        return ids
+
+    def cached_runs(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The newest successful run for each cache key that has one: key -> run (as `run` returns)."""
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(k for k in keys if k))
+        for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
+            chunk = unique[start:start + 500]
+            rows = self._conn.execute(
+                f"SELECT * FROM runs WHERE status = 'ok' AND cache_key IN ({', '.join('?' for _ in chunk)}) "
+                "ORDER BY started_at", chunk).fetchall()
+            for row in rows:  # newest last, so it wins
+                found[row["cache_key"]] = self._row(row)
+        return found
 
     def mark_abandoned(self) -> list[str]:
         """Runs left ``running`` by a process of this host that no longer exists: marked

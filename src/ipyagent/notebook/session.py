@@ -10,7 +10,6 @@ the run's events in the thread and the run store as they come.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -20,24 +19,8 @@ from ..core import Event, PromptStack
 from ..memory import current_memory
 from ..memory.conversation import DEFAULT_THREAD, Composition, Thread, ThreadStore, Turn, TurnBuilder, result_turn
 from ..memory.recorder import RunRecorder
-from ..memory.store import DEFAULT_PATH, RunStore, StoreError
+from ..memory.store import STORE_ENV, RunStore, StoreError, default_store_path
 from ..memory.tokens import context_window, estimate_text, output_reserve
-
-#: Environment variable: the run store's path, or ``off`` to keep no store.
-STORE_ENV = "IPYAGENT_RUN_STORE"
-
-
-def default_store_path() -> Path | None:
-    """``$IPYAGENT_RUN_STORE`` (``off``: None), else ``.ipyagent/runs.sqlite`` beside the
-    notebook (Jupyter's ``JPY_SESSION_NAME`` says where it is), else in the working folder."""
-    configured = os.environ.get(STORE_ENV)
-    if configured:
-        return None if configured.strip().lower() in ("off", "none", "0", "false") else Path(configured).expanduser()
-    notebook = os.environ.get("JPY_SESSION_NAME")
-    if notebook and notebook.endswith(".ipynb") and Path(notebook).parent.is_dir():
-        return Path(notebook).parent / DEFAULT_PATH
-    return Path.cwd() / DEFAULT_PATH
-
 
 class Session:
     """Threads, Task Memory and the run store of one kernel (or IPython shell)."""

@@ -1,0 +1,780 @@
+"""Evaluation: a prompt template over rows × providers, each cell a fresh run, with assertions.
+
+    >>> ev = ipyagent.evaluate(["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-5"],
+    ...                        "Capital of {{ row.country }}? One word.", rows,
+    ...                        assertions=["icontains:{{ row.capital }}"], concurrency=8)
+    >>> ev.summary()          # one dict per provider: pass rate, p50/p90 times, tokens, cost
+    >>> ev.to_dataframe()     # one row per row × provider
+
+Every cell of the matrix is its own conversation (nothing is shared between
+rows). The scheduler (`scheduler`) gives each provider a lane with its own
+concurrency and 429 back-off, under one budget. Each run is keyed by its exact
+request (`eval_cache`): a finished run is served again from the run store
+without a request (``cached``), unless ``cache=False``. Failures never raise:
+they are cells with an error. Results keep the answer's text, not the run's
+messages (those are in the run store, under the cell's ``run_id``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..core import DeltaMessage, Event, ProviderError, Usage
+from ..memory.store import RunStore, StoreError, default_store_path
+from ..memory.tokens import estimate_text
+from .agent import Agent, AgentResult
+from .assertions import Assertion, JudgeAssertion, Outcome, parse_assertion
+from .compare import dataframe, provider_keys
+from .eval_cache import CacheWriter, json_output, request_key
+from .loop_thread import run_in_background, run_sync
+from .scheduler import Budget, Lane, Scheduler
+
+#: Output tokens assumed for a run's cost estimate until the lane has finished runs to go by.
+DEFAULT_OUTPUT_TOKENS = 256
+
+
+class TemplateError(ValueError):
+    """The prompt template cannot be rendered for a row (an undefined field, a failing expression)."""
+
+
+@lru_cache(maxsize=32)
+def _compiled(template: str) -> Any:
+    import jinja2
+
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    return environment.from_string(template)
+
+
+def render_template(template: str, row: Any, namespace: dict[str, Any] | None = None) -> str:
+    """`template` (Jinja2) rendered with `row` as ``row`` (and `namespace`'s names).
+
+    Raises:
+        TemplateError: a syntax error, an undefined name or field, or a failing expression.
+    """
+    import jinja2
+
+    try:
+        compiled = _compiled(template)
+        return compiled.render({**(namespace or {}), "row": row})
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"the template does not parse: {exc.message} (line {exc.lineno})") from None
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(f"the template: {exc.message}") from None
+    except Exception as exc:  # an expression in the template raised
+        raise TemplateError(f"the template: {type(exc).__name__}: {exc}") from None
+
+
+def normalize_rows(rows: Any) -> list[Any]:
+    """The rows as a list: a pandas or polars DataFrame gives one dict per row; a list (or
+    any iterable that is not text) of dicts or strings is kept as it is.
+
+    Raises:
+        TypeError: text, a mapping, or something that is not a sequence of rows.
+    """
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns") and hasattr(rows, "iloc"):  # pandas
+        return rows.to_dict("records")
+    if hasattr(rows, "to_dicts") and hasattr(rows, "columns"):  # polars
+        return rows.to_dicts()
+    if isinstance(rows, (str, bytes, dict)) or not hasattr(rows, "__iter__"):
+        raise TypeError(f"--over needs a DataFrame, a list of dicts or a list of strings, not {type(rows).__name__}")
+    return list(rows)
+
+
+def row_fields(row: Any) -> dict[str, Any]:
+    """A row's fields as columns: a dict's items, else ``{"value": row}``."""
+    return dict(row) if isinstance(row, dict) else {"value": row}
+
+
+def _tokens(usage: Any) -> tuple[int, int]:
+    """(input, output) tokens of a `Usage`, whichever field names it has."""
+    if usage is None:
+        return 0, 0
+    get = usage.get if isinstance(usage, dict) else lambda k, d=None: getattr(usage, k, d)
+    return int(get("input_tokens", None) or get("input", 0) or 0), int(get("output_tokens", None) or get("output", 0) or 0)
+
+
+def _usage(input_tokens: int, output_tokens: int) -> Usage:
+    names = Usage.model_fields
+    return Usage(**{("input_tokens" if "input_tokens" in names else "input"): input_tokens,
+                    ("output_tokens" if "output_tokens" in names else "output"): output_tokens})
+
+
+@dataclass(slots=True)
+class EvalResult:
+    """One cell of the matrix: one row run on one provider.
+
+    Attributes:
+        row: the row's position (0-based).
+        provider: the provider's key (``provider:model``; ``... #2`` when named twice).
+        prompt: the rendered prompt sent.
+        fields: the row's fields (a dict row's items; ``{"value": row}`` otherwise).
+        text: the answer's text ("" when the run failed before any).
+        output: the structured output (an instance of the schema's model), or None.
+        passed: the run succeeded and every assertion passed; None when skipped.
+        outcomes: one `Outcome` per assertion, in order.
+        status: ``ok``, ``failed`` (the run failed), or ``skipped`` (not run: the budget).
+        error_type, error: `ProviderError.type` (``rate_limit``, ...; ``budget`` when skipped)
+            and its message; None when the run succeeded.
+        input_tokens, output_tokens: billed by the provider, over the run's model turns.
+        cost: the run's price in USD (None: unknown); a cached run reports its original price.
+        judge_cost: the judges' price in USD for this cell (None: no judge, or unknown).
+        ttft_s: seconds from the start to the first streamed delta; total_s: to the end.
+        cached: served from the run store without a request.
+        run_id: the run's id in the run store (the full transcript: ``%agent inspect RUN``).
+        tool_calls: the tools called, ``[{"name", "input", "output"}]`` (output text, shortened).
+    """
+
+    row: int
+    provider: str
+    prompt: str
+    fields: dict[str, Any]
+    text: str = ""
+    output: Any = None
+    passed: bool | None = None
+    outcomes: list[Outcome] = field(default_factory=list)
+    status: str = "ok"
+    error_type: str | None = None
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float | None = None
+    judge_cost: float | None = None
+    ttft_s: float | None = None
+    total_s: float | None = None
+    cached: bool = False
+    run_id: str | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def first_line(self) -> str:
+        """The answer's first non-empty line (the error's, for a failed run)."""
+        text = self.text if self.ok or self.text else (self.error or "")
+        return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+    def failures(self) -> list[str]:
+        """Why the cell did not pass: the error, or each failed assertion with its reason."""
+        if not self.ok:
+            return [f"{self.error_type}: {self.error}"]
+        return [f"{o.name}: {o.reason or 'failed'}" for o in self.outcomes if not o.passed]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: every attribute, the structured output as JSON, outcomes as dicts."""
+        out = {name: getattr(self, name) for name in self.__slots__ if name not in ("outcomes", "output")}  # type: ignore[attr-defined]
+        out["output"] = json_output(self.output)
+        out["outcomes"] = [o.to_dict() for o in self.outcomes]
+        return out
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+@dataclass
+class Evaluation:
+    """The outcome of `evaluate`: one `EvalResult` per finished cell.
+
+    Attributes:
+        providers: the providers' keys, in the order given.
+        rows: the rows as given (dicts or strings).
+        assertions: the assertions' names, in order.
+        results: finished (and skipped) cells, in the order they ended.
+        wall_s: seconds the evaluation took.
+        interrupted: True when it was stopped (kernel interrupt) before every cell ran.
+        budget: the limit in USD (None: none); budget_stopped: True when it stopped scheduling.
+        notes: things worth knowing (an unknown price under a budget, a store that failed).
+    """
+
+    providers: list[str]
+    rows: list[Any]
+    assertions: list[str] = field(default_factory=list)
+    results: list[EvalResult] = field(default_factory=list)
+    wall_s: float = 0.0
+    interrupted: bool = False
+    budget: float | None = None
+    budget_stopped: bool = False
+    notes: list[str] = field(default_factory=list)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def total(self) -> int:
+        return len(self.rows) * len(self.providers)
+
+    def cell(self, row: int, provider: str) -> EvalResult | None:
+        """The result of `row` on `provider` (None: not finished)."""
+        return next((r for r in self.results if r.row == row and r.provider == provider), None)
+
+    def ordered(self) -> list[EvalResult]:
+        """Results by row, then by provider in the order given."""
+        order = {p: i for i, p in enumerate(self.providers)}
+        return sorted(self.results, key=lambda r: (r.row, order.get(r.provider, 0)))
+
+    # -- figures -----------------------------------------------------------------------
+
+    def summary(self) -> list[dict[str, Any]]:
+        """One dict per provider: ``provider``, ``runs`` (finished, skipped excluded), ``passed``,
+        ``failed`` (an assertion failed), ``errors`` (the run failed), ``skipped``, ``cached``,
+        ``pass_rate`` (passed / runs, None without runs), ``ttft_p50_s``, ``ttft_p90_s``,
+        ``total_p50_s``, ``total_p90_s`` (seconds, over successful runs), ``input_tokens``,
+        ``output_tokens`` (sums), ``cost`` and ``judge_cost`` (USD sums; None when unknown)."""
+        rows = []
+        for provider in self.providers:
+            mine = [r for r in self.results if r.provider == provider]
+            ran = [r for r in mine if r.status != "skipped"]
+            ok = [r for r in ran if r.ok]
+            ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
+            total = [r.total_s for r in ok if r.total_s is not None]
+            costs = [r.cost for r in ran if r.cost is not None]
+            judges = [r.judge_cost for r in ran if r.judge_cost is not None]
+            rows.append({
+                "provider": provider, "runs": len(ran), "passed": sum(bool(r.passed) for r in ran),
+                "failed": sum(r.ok and not r.passed for r in ran), "errors": len(ran) - len(ok),
+                "skipped": len(mine) - len(ran), "cached": sum(r.cached for r in ran),
+                "pass_rate": (sum(bool(r.passed) for r in ran) / len(ran)) if ran else None,
+                "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p90_s": _percentile(ttft, 0.9),
+                "total_p50_s": _percentile(total, 0.5), "total_p90_s": _percentile(total, 0.9),
+                "input_tokens": sum(r.input_tokens for r in ran), "output_tokens": sum(r.output_tokens for r in ran),
+                "cost": sum(costs) if costs else None, "judge_cost": sum(judges) if judges else None,
+            })
+        return rows
+
+    def progress(self) -> list[dict[str, Any]]:
+        """One dict per provider while it runs: ``done`` of ``total``, ``failed`` (errors and
+        failed assertions), ``cost`` so far (USD, new requests only), ``elapsed_s`` and
+        ``eta_s`` (seconds left at the pace so far; None before the first result)."""
+        per = len(self.rows)
+        elapsed = time.monotonic() - self.started
+        out = []
+        for provider in self.providers:
+            mine = [r for r in self.results if r.provider == provider]
+            done = len(mine)
+            rate = done / elapsed if done and elapsed > 0 else 0.0
+            out.append({"provider": provider, "done": done, "total": per,
+                        "failed": sum(not r.passed for r in mine if r.status != "skipped"),
+                        "skipped": sum(r.status == "skipped" for r in mine),
+                        "cost": sum((r.cost or 0.0) + (r.judge_cost or 0.0) for r in mine if not r.cached),
+                        "elapsed_s": elapsed, "eta_s": (per - done) / rate if rate else None})
+        return out
+
+    # -- data --------------------------------------------------------------------------
+
+    def records(self) -> list[dict[str, Any]]:
+        """One flat dict per cell (by row, then provider): ``row``, the row's fields (a field
+        named like a column below becomes ``row.NAME``), ``provider``, ``prompt``, ``output``
+        (the answer's text), ``structured`` (the structured output), ``passed``, one column per
+        assertion (True / False), ``failures`` (reasons, ``; ``-joined), ``status``,
+        ``error_type``, ``error``, ``input_tokens``, ``output_tokens``, ``cost``, ``judge_cost``,
+        ``ttft_s``, ``total_s``, ``cached``, ``run_id``."""
+        out = []
+        for r in self.ordered():
+            rec: dict[str, Any] = {"row": r.row}
+            tail: dict[str, Any] = {"provider": r.provider, "prompt": r.prompt, "output": r.text, "structured": r.output,
+                                    "passed": r.passed}
+            outcomes = {o.name: o.passed for o in r.outcomes}
+            for name in self.assertions:
+                tail[name] = outcomes.get(name) if r.ok else (False if r.status == "failed" else None)
+            tail.update(failures="; ".join(r.failures()), status=r.status, error_type=r.error_type, error=r.error,
+                        input_tokens=r.input_tokens, output_tokens=r.output_tokens, cost=r.cost, judge_cost=r.judge_cost,
+                        ttft_s=r.ttft_s, total_s=r.total_s, cached=r.cached, run_id=r.run_id)
+            for key, value in r.fields.items():
+                rec[f"row.{key}" if key in tail or key == "row" else key] = value
+            rec.update(tail)
+            out.append(rec)
+        return out
+
+    def to_dataframe(self) -> Any:
+        """`records` as a pandas DataFrame.
+
+        Raises:
+            ImportError: pandas is not installed (``pip install pandas``).
+        """
+        return dataframe(self.records())
+
+    def to_csv(self, path: str | Path) -> Path:
+        """Write `records` as CSV (UTF-8; a structured output as JSON text). Returns the path."""
+        records = self.records()
+        columns = list(dict.fromkeys(k for rec in records for k in rec)) or ["row", "provider"]
+        path = Path(path)
+        with path.open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=columns)
+            writer.writeheader()
+            for rec in records:
+                writer.writerow({k: json.dumps(json_output(v), default=str) if k == "structured" and v is not None else v
+                                 for k, v in rec.items()})
+        return path
+
+    def to_json(self, path: str | Path | None = None) -> Any:
+        """The evaluation as JSON data (``providers``, ``assertions``, ``summary``, ``results``:
+        each cell's `EvalResult.to_dict`, with its row's fields); written to `path` when given
+        (then the path is returned)."""
+        doc = {"id": self.id, "providers": self.providers, "assertions": self.assertions, "total": self.total,
+               "wall_s": self.wall_s, "interrupted": self.interrupted, "budget": self.budget,
+               "budget_stopped": self.budget_stopped, "notes": self.notes, "summary": self.summary(),
+               "results": [r.to_dict() for r in self.ordered()]}
+        if path is None:
+            return doc
+        path = Path(path)
+        path.write_text(json.dumps(doc, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+        return path
+
+    def __repr__(self) -> str:
+        state = " (interrupted)" if self.interrupted else " (budget reached)" if self.budget_stopped else ""
+        passed = sum(bool(r.passed) for r in self.results)
+        return (f"<Evaluation {len(self.rows)} rows x {len(self.providers)} providers: {len(self.results)} of {self.total} "
+                f"done, {passed} passed, wall {self.wall_s:.2f} s{state}>")
+
+
+# -- running ---------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Cell:
+    lane: "_Lane"
+    result: EvalResult
+    row: Any
+    key: str | None = None
+    hit: dict[str, Any] | None = None
+
+
+@dataclass(eq=False)
+class _Lane(Lane):
+    prototype: Agent | None = None
+    error: BaseException | None = None
+    rates: tuple[float, float] | None = None  # USD per input token, per output token
+    outputs: list[int] = field(default_factory=list)
+    costs: list[float] = field(default_factory=list)
+
+
+class _Run:
+    """One evaluation in progress (the body of `aevaluate`)."""
+
+    def __init__(self, evaluation: Evaluation, *, template: str, assertions: list[Assertion], concurrency: int,
+                 budget: float | None, cache: bool, store: RunStore | None, factory: Callable[[str], Agent],
+                 run_options: dict[str, Any], namespace: dict[str, Any] | None, raw: bool,
+                 on_start: Callable[[EvalResult], Any] | None, on_result: Callable[[EvalResult], Any] | None) -> None:
+        self.ev, self.template, self.assertions = evaluation, template, assertions
+        self.concurrency, self.cache, self.store, self.factory = concurrency, cache, store, factory
+        self.run_options, self.namespace, self.raw = run_options, namespace, raw
+        self.on_start, self.on_result = on_start, on_result
+        self.budget = Budget(budget)
+        self.writer = CacheWriter(store, session=evaluation.id)
+        self.owned: list[Agent] = []  # agents built here: their drivers are closed at the end
+        self.judge_lanes: dict[str, tuple[Agent | None, BaseException | None, asyncio.Semaphore]] = {}
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def _lane(self, key: str, entry: Agent | str) -> _Lane:
+        lane = _Lane(key, self.concurrency)
+        try:
+            lane.prototype = self.factory(entry) if isinstance(entry, str) else entry
+        except Exception as exc:  # noqa: BLE001 - a missing key, an unknown provider: this lane only
+            lane.error = exc
+            return lane
+        if isinstance(entry, str):
+            self.owned.append(lane.prototype)
+        return lane
+
+    def _fresh(self, prototype: Agent) -> Agent:
+        """A new conversation on the prototype's driver, system prompt and tools."""
+        agent = Agent(prototype.driver, system=prototype.system, max_steps=prototype.max_steps, react=prototype.react,
+                      approve=prototype.approve, memory=prototype.memory)
+        agent.toolbox = prototype.toolbox
+        return agent
+
+    def _key(self, prototype: Agent, prompt: str) -> str | None:
+        stack = prototype.prompt_stack(prompt)
+        images = self.run_options.get("images")
+        if images:
+            stack.messages[-1].content.extend(images)
+        stack.output_schema = self.run_options.get("output_schema")  # type: ignore[assignment]
+        stack.output_strategy = self.run_options.get("output_strategy")  # type: ignore[assignment]
+        return request_key(prototype.driver, stack, {"max_steps": prototype.max_steps, "react": prototype.uses_react})
+
+    def _judge(self, provider: str) -> tuple[Agent | None, BaseException | None, asyncio.Semaphore]:
+        if provider not in self.judge_lanes:
+            try:
+                agent, error = self.factory(provider), None
+                agent.driver.rate_gate = Lane(f"judge {provider}", self.concurrency).gate
+                self.owned.append(agent)
+            except Exception as exc:  # noqa: BLE001 - reported in every judge outcome
+                agent, error = None, exc
+            self.judge_lanes[provider] = (agent, error, asyncio.Semaphore(self.concurrency))
+        return self.judge_lanes[provider]
+
+    # -- one run -----------------------------------------------------------------------
+
+    async def _agent_run(self, agent: Agent, prompt: str, options: dict[str, Any]) -> tuple[AgentResult | None, BaseException | None, float, float | None]:
+        """(result, exception, seconds, seconds to the first delta) of one fresh run."""
+        first: list[float] = []
+
+        def seen(event: Event) -> None:
+            if not first and isinstance(event, DeltaMessage):
+                first.append(time.monotonic())
+
+        started = time.monotonic()
+        result: AgentResult | None = None
+        error: BaseException | None = None
+        try:
+            result = await agent.arun(prompt, on_event=seen, **options)
+        except (ProviderError, ValueError, TypeError, OSError) as exc:  # refused before sending
+            error = exc
+        return result, error, time.monotonic() - started, (first[0] - started) if first else None
+
+    def _record(self, key: str | None, provider: str, prompt: str, cell: EvalResult | None, result: AgentResult | None,
+                metadata: dict[str, Any], *, text: str, output: Any, ok: bool, cost: float | None, seconds: float,
+                ttft: float | None, error: dict[str, Any] | None, usage: Any) -> None:
+        self.writer.add(key=key, provider=provider, prompt=prompt, status="ok" if ok else "failed", result=result,
+                        figures={"duration_s": seconds, "usage": usage, "cost": cost, "error": error},
+                        metadata={**metadata, "text": text, "output": json_output(output), "ttft_s": ttft,
+                                  "tool_calls": cell.tool_calls if cell is not None else []})
+
+    async def _judge_run(self, judge: JudgeAssertion, prompt: str) -> tuple[str, float | None, str | None]:
+        """One judge run: (reply text, USD or None, error or None); cached by request like any run."""
+        agent, error, limit = self._judge(judge.provider)
+        if agent is None:
+            return "", None, str(error)
+        key = self._key(agent, prompt) if self.store is not None else None
+        if key is not None and self.cache:
+            self.writer.flush()  # the same judgement may be waiting in the buffer
+            hit = self.store.cached_runs([key]).get(key) if self.store is not None else None
+            if hit is not None:
+                return (hit.get("metadata") or {}).get("text") or "", None, None
+        async with limit:
+            result, exc, seconds, ttft = await self._agent_run(self._fresh(agent), prompt, {})
+        if result is None or not result.ok:
+            message = str(exc) if result is None else (result.error.message if result.error else "interrupted")
+            return "", _cost(result), message
+        cost = _cost(result)
+        self._record(key, agent.provider, prompt, None, result, {"evaluation": self.ev.id, "judge": True}, text=result.text,
+                     output=None, ok=True, cost=cost, seconds=seconds, ttft=ttft, error=None, usage=result.usage.model_dump())
+        self.budget.add(cost)
+        return result.text, cost, None
+
+    async def _check(self, cell: EvalResult, row: Any) -> None:
+        if cell.ok:
+            cell.outcomes = [await a.check(cell, row) for a in self.assertions]
+            judged = [o.cost for o in cell.outcomes if o.cost is not None]
+            cell.judge_cost = sum(judged) if judged else None
+            cell.passed = all(o.passed for o in cell.outcomes)
+        else:
+            cell.outcomes = [Outcome(a.name, False, reason="not checked: the run failed") for a in self.assertions]
+            cell.passed = False
+
+    def _finish(self, cell: EvalResult) -> None:
+        self.ev.results.append(cell)
+        if self.on_result is not None:
+            self.on_result(cell)
+
+    async def run_cell(self, job: _Cell) -> float | None:
+        """Run (or serve from the cache) one cell, check it, record it; returns the USD spent."""
+        cell, lane = job.result, job.lane
+        spent: float | None = 0.0
+        if job.hit is not None:
+            _from_cache(cell, job.hit, self.run_options.get("output_schema"))
+        else:
+            if self.on_start is not None:
+                self.on_start(cell)
+            assert lane.prototype is not None
+            result, exc, seconds, ttft = await self._agent_run(self._fresh(lane.prototype), cell.prompt, self.run_options)
+            _fill(cell, result, exc, seconds, ttft)
+            spent = cell.cost
+            lane.outputs.append(cell.output_tokens)
+            if cell.cost is not None:
+                lane.costs.append(cell.cost)
+            self._record(job.key, lane.prototype.provider, cell.prompt, cell, result,
+                         {"evaluation": self.ev.id, "row": cell.row, "provider_key": cell.provider},
+                         text=cell.text, output=cell.output, ok=cell.ok, cost=cell.cost, seconds=seconds, ttft=ttft,
+                         error={"type": cell.error_type, "message": cell.error} if not cell.ok else None,
+                         usage=result.usage.model_dump() if result is not None else None)
+        await self._check(cell, job.row)
+        self._finish(cell)
+        return spent
+
+    def estimate(self, job: _Cell) -> float:
+        """USD a cell's run may cost: the mean cost of the lane's finished runs; before there is one,
+        the prompt's estimated tokens in and `DEFAULT_OUTPUT_TOKENS` out at the model's price."""
+        lane = job.lane
+        if job.hit is not None or self.budget.limit is None or lane.prototype is None:
+            return 0.0
+        if lane.costs:
+            return statistics.fmean(lane.costs)
+        if lane.rates is None:
+            lane.rates = _rates(lane.prototype)
+        if lane.rates == (0.0, 0.0):
+            return 0.0
+        out = statistics.fmean(lane.outputs) if lane.outputs else DEFAULT_OUTPUT_TOKENS
+        tokens_in = estimate_text((lane.prototype.system or "") + job.result.prompt)
+        return tokens_in * lane.rates[0] + out * lane.rates[1]
+
+    def skip(self, job: _Cell, reason: str) -> None:
+        cell = job.result
+        cell.status, cell.error_type, cell.passed = "skipped", reason, None
+        cell.error = (f"not run: it would take the spending past the budget of ${self.budget.limit:g}"
+                      if reason == "budget" else f"not run: {reason}")
+        self.ev.budget_stopped = self.ev.budget_stopped or reason == "budget"
+        self._finish(cell)
+
+    # -- the whole matrix ----------------------------------------------------------------
+
+    async def run(self, entries: list[Agent | str], rows: list[Any]) -> Evaluation:
+        ev = self.ev
+        if self.raw:
+            prompts = [self.template.strip()] * len(rows)
+        else:
+            prompts = []
+            for n, row in enumerate(rows):
+                try:
+                    prompts.append(render_template(self.template, row, self.namespace).strip())
+                except TemplateError as exc:
+                    raise TemplateError(f"row {n}: {exc}") from None
+            empty = next((n for n, p in enumerate(prompts) if not p), None)
+            if empty is not None:
+                raise TemplateError(f"row {empty}: the prompt is empty once rendered")
+        for assertion in self.assertions:
+            if isinstance(assertion, JudgeAssertion):
+                assertion.run = lambda prompt, judge=assertion: self._judge_run(judge, prompt)
+        lanes = [self._lane(key, entry) for key, entry in zip(ev.providers, entries)]
+        cells: list[_Cell] = []
+        for lane in lanes:
+            for n, (row, prompt) in enumerate(zip(rows, prompts)):
+                cell = EvalResult(n, lane.name, prompt, row_fields(row))
+                if lane.error is not None:
+                    _fill(cell, None, lane.error, 0.0, None)
+                    await self._check(cell, row)
+                    self._finish(cell)
+                    continue
+                job = _Cell(lane, cell, row)
+                if self.store is not None:
+                    job.key = self._key(lane.prototype, prompt)  # type: ignore[arg-type]
+                cells.append(job)
+                lane.jobs.append(job)
+        if self.cache and self.store is not None:
+            hits = self.store.cached_runs([c.key for c in cells if c.key])
+            for job in cells:
+                job.hit = hits.get(job.key) if job.key else None
+        previous = {id(lane): lane.prototype.driver.rate_gate for lane in lanes if lane.prototype is not None}
+        for lane in lanes:
+            if lane.prototype is not None:
+                lane.prototype.driver.rate_gate = lane.gate
+        if self.budget.limit is not None:
+            unknown = [lane.name for lane in lanes if lane.prototype is not None and _rates(lane.prototype) == (0.0, 0.0)]
+            if unknown:
+                ev.notes.append(f"budget: no known price for {', '.join(unknown)}; their runs count only when they report a cost")
+        scheduler = Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip)
+        try:
+            await scheduler.run()
+        finally:
+            for lane in lanes:
+                if lane.prototype is not None:
+                    lane.prototype.driver.rate_gate = previous.get(id(lane))
+            self.writer.flush()
+            if self.writer.error:
+                ev.notes.append(self.writer.error)
+        return ev
+
+    async def close(self) -> None:
+        for agent in self.owned:
+            try:
+                await agent.aclose()
+            except Exception:  # noqa: BLE001 - closing must not hide the results
+                pass
+
+
+def _cost(result: AgentResult | None) -> float | None:
+    cost = getattr(result, "cost", None)
+    return float(cost) if cost is not None else None
+
+
+def _fill(cell: EvalResult, result: AgentResult | None, exc: BaseException | None, seconds: float, ttft: float | None) -> None:
+    """Copy what a run gave into its cell (text, output, tokens, cost, times, error)."""
+    cell.total_s, cell.ttft_s = seconds, ttft
+    if result is not None:
+        cell.text, cell.output = result.text, result.output
+        cell.input_tokens, cell.output_tokens = _tokens(result.usage)
+        cell.cost = _cost(result)
+        cell.tool_calls = [{"name": a.native_name, "input": a.input,
+                            "output": a.output.to_text()[:500] if a.output is not None else None} for a in result.tool_calls]
+        if result.error is not None:
+            cell.status, cell.error_type, cell.error = "failed", result.error.type, result.error.message
+        elif result.interrupted:
+            cell.status, cell.error_type, cell.error = "failed", "cancelled", "interrupted"
+    if exc is not None:
+        cell.status = "failed"
+        cell.error_type = exc.type if isinstance(exc, ProviderError) else type(exc).__name__
+        cell.error = str(exc) or type(exc).__name__
+
+
+def _from_cache(cell: EvalResult, run: dict[str, Any], schema: Any) -> None:
+    meta = run.get("metadata") or {}
+    cell.cached, cell.run_id = True, run["id"]
+    cell.text = meta.get("text") or ""
+    output = meta.get("output")
+    if output is not None and isinstance(schema, type) and hasattr(schema, "model_validate"):
+        try:
+            output = schema.model_validate(output)
+        except Exception:  # noqa: BLE001 - the schema changed shape: keep the stored JSON
+            pass
+    cell.output = output
+    cell.input_tokens, cell.output_tokens = _tokens(run.get("usage"))
+    cell.cost, cell.total_s, cell.ttft_s = run.get("cost"), run.get("duration_s"), meta.get("ttft_s")
+    cell.tool_calls = meta.get("tool_calls") or []
+
+
+def _rates(agent: Agent) -> tuple[float, float]:
+    """(USD per input token, USD per output token) of the agent's model; zeros when unknown."""
+    million = 1_000_000
+    try:
+        per_in = agent.driver.price(_usage(million, 0))
+        per_out = agent.driver.price(_usage(0, million))
+    except Exception:  # noqa: BLE001 - an unknown price is not an error
+        return 0.0, 0.0
+    if per_in is None or per_out is None:
+        return 0.0, 0.0
+    return float(per_in) / million, float(per_out) / million
+
+
+def _open_store(store: RunStore | str | Path | None, cache: bool) -> tuple[RunStore | None, bool, str | None]:
+    """(store, whether we opened it, a note when it cannot be used)."""
+    if isinstance(store, RunStore):
+        return store, False, None
+    path = Path(store).expanduser() if store is not None else default_store_path()
+    if path is None:
+        return None, False, ("caching is off: no run store ($IPYAGENT_RUN_STORE is off)" if cache else None)
+    try:
+        return RunStore(path), True, None
+    except StoreError as exc:
+        return None, False, f"{exc}; runs are neither cached nor recorded"
+
+
+async def aevaluate(
+    providers: Sequence[Agent | str],
+    template: str,
+    rows: Any,
+    *,
+    assertions: Sequence[Any] = (),
+    rubric: str | None = None,
+    concurrency: int = 4,
+    budget: float | None = None,
+    cache: bool = True,
+    store: RunStore | str | Path | None = None,
+    system: str | None = None,
+    tools: list[Any] | None = None,
+    max_steps: int = 10,
+    output_schema: Any = None,
+    output_strategy: str | None = None,
+    images: Any = None,
+    namespace: dict[str, Any] | None = None,
+    raw: bool = False,
+    factory: Callable[[str], Agent] | None = None,
+    on_start: Callable[[EvalResult], Any] | None = None,
+    on_result: Callable[[EvalResult], Any] | None = None,
+    evaluation: Evaluation | None = None,
+    **driver_options: Any,
+) -> Evaluation:
+    """Run `template` over `rows` on every provider: each cell a fresh run, checked by `assertions`.
+
+    Args:
+        providers: ``provider:model`` ids (built with `factory`) or `Agent` objects (their
+            driver, system prompt and tools; never their conversation).
+        template: the prompt, a Jinja2 template with the row as ``row`` (``{{ row.question }}``;
+            ``{{ row }}`` for a string row) and `namespace`'s names.
+        rows: a pandas or polars DataFrame, a list of dicts, or a list of strings.
+        assertions: spec strings (`assertions` module: ``contains:TEXT``, ``regex:P``,
+            ``equals:{{ row.answer }}``, ``json``, ``schema``, ``python:NAME``,
+            ``judge:PROVIDER:MODEL``), callables ``(result, row) -> bool | score``, or `Assertion`s.
+        rubric: what ``judge:`` assertions grade against.
+        concurrency: runs in flight per provider (>= 1).
+        budget: USD; no run starts whose estimated cost would take spending past it.
+        cache: serve runs whose exact request already ran from the run store (False: run all anew;
+            new runs are stored either way).
+        store: the run store (a `RunStore` or a path); default ``$IPYAGENT_RUN_STORE`` or
+            ``.ipyagent/runs.sqlite``.
+        system, tools, max_steps, **driver_options: for agents built from ids (as `Agent`).
+        output_schema, output_strategy, images: as `Agent.arun`, for every run.
+        factory: builds an agent from an id (default ``Agent(id, system=..., tools=..., ...)``).
+        on_start(result), on_result(result): called on ipyagent's loop when a cell's request
+            starts and when a cell ends (finished, failed or skipped).
+        evaluation: an `Evaluation` to fill (so a caller keeps what finished if this is cancelled).
+
+    Returns:
+        `Evaluation`. Provider failures never raise; they are cells with an error.
+
+    Raises:
+        ValueError: no providers, concurrency < 1, a negative budget, a bad assertion spec.
+        TypeError: rows of the wrong type.
+        TemplateError: the template cannot be rendered for a row (which one is said).
+        asyncio.CancelledError: cancelled (interrupt); `evaluation` keeps what finished.
+    """
+    if not providers:
+        raise ValueError("evaluate needs at least one provider")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
+    if budget is not None and budget < 0:
+        raise ValueError(f"the budget must be 0 or more USD, not {budget}")
+    rows = normalize_rows(rows)
+    checks = [parse_assertion(a, namespace=namespace, rubric=rubric, has_schema=output_schema is not None) for a in assertions]
+    make = factory or (lambda provider: Agent(provider, system=system, tools=tools, max_steps=max_steps, **driver_options))
+    ids = [e if isinstance(e, str) else e.provider for e in providers]
+    ev = evaluation or Evaluation(provider_keys(ids), rows)
+    ev.providers, ev.rows, ev.assertions, ev.budget = provider_keys(ids), rows, [a.name for a in checks], budget
+    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images)) if v}
+    if "images" in options:
+        from .images import image_blocks
+
+        options["images"] = image_blocks(images)
+
+    async def body() -> Evaluation:
+        opened, owned, note = _open_store(store, cache)
+        if note:
+            ev.notes.append(note)
+        run = _Run(ev, template=template, assertions=checks, concurrency=concurrency, budget=budget, cache=cache,
+                   store=opened, factory=make, run_options=options, namespace=namespace, raw=raw,
+                   on_start=on_start, on_result=on_result)
+        ev.started = time.monotonic()
+        try:
+            return await run.run(list(providers), rows)
+        except asyncio.CancelledError:
+            ev.interrupted = True
+            raise
+        finally:
+            ev.wall_s = time.monotonic() - ev.started
+            await run.close()
+            if owned and opened is not None:
+                opened.close()
+
+    return await run_in_background(body())
+
+
+def evaluate(providers: Sequence[Agent | str], template: str, rows: Any, **options: Any) -> Evaluation:
+    """Blocking `aevaluate` (works inside a running notebook loop too); same arguments.
+
+    An interrupt (Ctrl-C, the kernel's stop button) stops every run at once and returns
+    the `Evaluation` of what finished, marked ``interrupted``, with a line on stderr.
+    """
+    ev = options.pop("evaluation", None) or Evaluation([], [])
+    try:
+        return run_sync(aevaluate(providers, template, rows, evaluation=ev, **options))
+    except KeyboardInterrupt:
+        ev.interrupted = True
+        print(f"ipyagent: evaluation interrupted: {len(ev.results)} of {ev.total} runs finished; "
+              "the returned Evaluation holds them", file=sys.stderr)
+        return ev
