@@ -104,7 +104,7 @@ async def stream(view: Any, pieces: list[str]) -> float:
             await asyncio.sleep(ahead)
         view.feed(TextDelta(0, piece))
     text = "".join(pieces)
-    view.feed(ModelCompleted(message=Message(role="assistant", content=[TextBlock(text=text)]), usage=Usage(input=1, output=len(pieces)),
+    view.feed(ModelCompleted(message=Message(role="assistant", content=[TextBlock(text=text)]), usage=Usage(input_tokens=1, output_tokens=len(pieces)),
                              stop_reason=StopReason(kind="end_turn"), metadata={"ttft_s": 0.0, "latency_s": time.monotonic() - start}))
     return time.monotonic() - start
 

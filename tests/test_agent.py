@@ -49,8 +49,8 @@ def check_ok(result: AgentResult) -> None:
     assert isinstance(result, AgentResult)
     assert result.ok and result.error is None
     assert result.text == exp.text
-    assert result.usage.input == exp.usage["prompt_tokens"]
-    assert result.usage.output == exp.usage["completion_tokens"]
+    assert result.usage.input_tokens == exp.usage["prompt_tokens"]
+    assert result.usage.output_tokens == exp.usage["completion_tokens"]
     assert result.stop_reason == "end_turn"
     assert result.provider == "openai:m"
 

@@ -84,9 +84,9 @@ def roles(messages: list[Any]) -> list[str]:
 
 def check_usage(result: AgentResult, *recorded: Expected) -> None:
     """`result.usage` is the sum of the recordings' own usage objects."""
-    assert result.usage.input == sum(e.usage["prompt_tokens"] for e in recorded)
-    assert result.usage.output == sum(e.usage["completion_tokens"] for e in recorded)
-    assert result.usage.total == sum(e.usage["total_tokens"] for e in recorded)
+    assert result.usage.input_tokens == sum(e.usage["prompt_tokens"] for e in recorded)
+    assert result.usage.output_tokens == sum(e.usage["completion_tokens"] for e in recorded)
+    assert result.usage.total_tokens == sum(e.usage["total_tokens"] for e in recorded)
 
 
 # -- one tool call, then text --------------------------------------------------------------------

@@ -36,7 +36,6 @@ from ipyagent.core import (
     ToolAction,
     ToolCallDelta,
     ToolDefinition,
-    from_native_name,
 )
 from ipyagent.drivers.anthropic import AnthropicPromptDriver, block_deltas, stop_kind, usage_from_anthropic
 from ipyagent.drivers.aggregate import Aggregator as _Aggregator
@@ -273,18 +272,18 @@ def test_recorded_stream(path):
     calls = terminal.tool_calls
     assert [(c.tag, c.native_name, c.input) for c in calls] == [(w["id"], w["name"], w["input"]) for w in exp.tool_calls]
     for call, want_call in zip(calls, exp.tool_calls):
-        assert (call.name, call.path) == from_native_name(want_call["name"])
+        assert (call.name, call.path) == (want_call["name"], None)
     # server tool blocks pass through whole, their streamed input parsed
     generic = [b.value for b in msg.content if isinstance(b, GenericBlock)]
     assert generic == [exp.passthrough(b) for b in exp.of_type(*_other_types(exp))]
 
     # usage (message_start, then message_delta's cumulative counts), stop reason, ids
     usage = terminal.usage
-    assert usage.output == exp.usage["output_tokens"]
-    assert usage.cache_read == exp.usage.get("cache_read_input_tokens", 0)
-    assert usage.cache_write == exp.usage.get("cache_creation_input_tokens", 0)
-    assert usage.input == exp.usage["input_tokens"] + usage.cache_read + usage.cache_write
-    assert usage.total == usage.input + usage.output
+    assert usage.output_tokens == exp.usage["output_tokens"]
+    assert usage.cache_read_tokens == exp.usage.get("cache_read_input_tokens", 0)
+    assert usage.cache_write_tokens == exp.usage.get("cache_creation_input_tokens", 0)
+    assert usage.input_tokens == exp.usage["input_tokens"] + usage.cache_read_tokens + usage.cache_write_tokens
+    assert usage.total_tokens == usage.input_tokens + usage.output_tokens
     assert usage.raw == exp.usage
     assert msg.usage == usage
     assert terminal.stop_reason == DOC_STOP[exp.stop_reason]
@@ -388,10 +387,10 @@ def test_cache_usage_from_message_start_survives_message_delta():
     exp = expected_from(events)
     _, got = run_stream(Reply(pieces=pieces))
     usage = got[-1].usage
-    assert (usage.cache_read, usage.cache_write) == (1200, 340)
-    assert usage.input == exp.usage["input_tokens"] + 1200 + 340  # input is the whole prompt
-    assert usage.output == exp.usage["output_tokens"]
-    assert usage.total == usage.input + usage.output
+    assert (usage.cache_read_tokens, usage.cache_write_tokens) == (1200, 340)
+    assert usage.input_tokens == exp.usage["input_tokens"] + 1200 + 340  # input is the whole prompt
+    assert usage.output_tokens == exp.usage["output_tokens"]
+    assert usage.total_tokens == usage.input_tokens + usage.output_tokens
 
 
 @pytest.mark.parametrize("stop_reason", sorted(DOC_STOP))
@@ -479,15 +478,15 @@ def test_nonstream_body_maps_through_stream_helpers(path):
     assert len(msg.content) == len(content)
     usage = usage_from_anthropic(body["usage"])
     raw = body["usage"]
-    assert (usage.input, usage.output) == (raw["input_tokens"] + raw["cache_read_input_tokens"] + raw["cache_creation_input_tokens"], raw["output_tokens"])
-    assert usage.reasoning == (raw.get("output_tokens_details") or {}).get("thinking_tokens", 0)
+    assert (usage.input_tokens, usage.output_tokens) == (raw["input_tokens"] + raw["cache_read_input_tokens"] + raw["cache_creation_input_tokens"], raw["output_tokens"])
+    assert usage.reasoning_tokens == (raw.get("output_tokens_details") or {}).get("thinking_tokens", 0)
     assert stop_kind(body["stop_reason"]) == DOC_STOP[body["stop_reason"]]
 
 
 def test_nonstream_thinking_reports_thinking_tokens():
     body = json.loads((DIR / "nonstream-thinking.json").read_text())
     tokens = body["usage"]["output_tokens_details"]["thinking_tokens"]
-    assert tokens > 0 and usage_from_anthropic(body["usage"]).reasoning == tokens
+    assert tokens > 0 and usage_from_anthropic(body["usage"]).reasoning_tokens == tokens
 
 
 # -- the request --------------------------------------------------------------------------
@@ -729,7 +728,7 @@ def test_same_result_as_the_official_sdk(path):
     assert [b.value for b in ours.message.content if isinstance(b, GenericBlock)] == other
     sdk_usage = final.usage
     cached = (sdk_usage.cache_read_input_tokens or 0) + (sdk_usage.cache_creation_input_tokens or 0)
-    assert (ours.usage.input, ours.usage.output) == (sdk_usage.input_tokens + cached, sdk_usage.output_tokens)
+    assert (ours.usage.input_tokens, ours.usage.output_tokens) == (sdk_usage.input_tokens + cached, sdk_usage.output_tokens)
     assert ours.stop_reason.raw == final.stop_reason
     assert ours.stop_reason == DOC_STOP[final.stop_reason]
     assert ours.metadata["request_id"] == final.id

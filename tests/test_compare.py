@@ -132,7 +132,7 @@ def test_cost_comes_from_the_result_when_it_has_one() -> None:
 
             on_event(ModelStarted(provider="fake", model="m"))
             on_event(TextDelta(0, "hi"))
-            result = AgentResult("fake:m", Message(role="assistant", content=[TextBlock(text="hi")]), Usage(input=3, output=4),
+            result = AgentResult("fake:m", Message(role="assistant", content=[TextBlock(text="hi")]), Usage(input_tokens=3, output_tokens=4),
                                  StopReason(kind="end_turn"))
             result.cost = 0.0125
             return result

@@ -61,7 +61,7 @@ def _all_blocks():
 
 def test_message_round_trips_every_block_type_through_json():
     blocks = _all_blocks()
-    msg = Message(role="assistant", content=blocks, usage=Usage(input=5, output=7), metadata={"latency_s": 0.5})
+    msg = Message(role="assistant", content=blocks, usage=Usage(input_tokens=5, output_tokens=7), metadata={"latency_s": 0.5})
     data = json.loads(msg.model_dump_json())
     assert [b["type"] for b in data["content"]] == [
         "text", "reasoning", "image", "image", "audio", "generic", "action_call", "action_result",
@@ -227,9 +227,10 @@ def test_native_name_round_trip(tool, activity):
     native = to_native_name(tool, activity)
     assert native == f"{tool}_{activity}"
     assert from_native_name(native) == (tool, activity)
+    assert ToolAction(tag="id", name=tool, path=activity).native_name == native
+    # Off the wire the name stays whole: only the toolbox knows it is a BaseTool method.
     action = ToolAction.from_native("id", native, {})
-    assert (action.name, action.path) == (tool, activity)
-    assert action.native_name == native
+    assert (action.name, action.path, action.native_name) == (native, None, native)
 
 
 @pytest.mark.parametrize("tool", ["my_tool", "my-tool", "1Tool", "", "Tool!", "Tööl"])
@@ -265,6 +266,14 @@ def test_plain_function_name_maps_to_name_only():
     assert action.path is None and action.native_name == "GetWeatherArgs"
 
 
+def test_a_function_tool_keeps_its_own_name():
+    """``word_count`` is the function ``word_count``, not tool ``word`` activity ``count``."""
+    action = ToolAction.from_native("id", "word_count", {"text": "a b"})
+    assert (action.name, action.path) == ("word_count", None)
+    with pytest.raises(ToolNameError):
+        ToolAction.from_native("id", "", {})
+
+
 @pytest.mark.parametrize("native", ["_private", "web-search_query", "get_weather-now", "a.b_c", "__init__"])
 def test_names_outside_our_form_round_trip_unchanged(native):
     """A model may call a function whose name is not ``Tool_activity`` (any declared
@@ -286,7 +295,7 @@ def test_action_call_from_deltas_joins_fragments():
         [_d("call_1", "Calc_add", ""), _d(arguments='{"a": '), _d(arguments="1, "), _d(arguments='"b": 2}')]
     )
     assert block.action.tag == "call_1"
-    assert (block.action.name, block.action.path) == ("Calc", "add")
+    assert (block.action.name, block.action.path) == ("Calc_add", None)  # resolved by the toolbox, not here
     assert block.action.input == {"a": 1, "b": 2}
     assert block.raw_arguments == '{"a": 1, "b": 2}'
 
@@ -331,11 +340,34 @@ def test_unstreamable_blocks_refuse_from_deltas(cls):
 
 
 def test_usage_total_defaults_to_input_plus_output():
-    assert Usage(input=3, output=4).total == 7
-    assert Usage(input=3, output=4, total=10).total == 10  # the provider's figure wins
-    assert Usage().total == 0
-    u = Usage.model_validate_json(Usage(input=1, output=2, reasoning=1, raw={"x": 1}).model_dump_json())
-    assert (u.total, u.reasoning, u.raw) == (3, 1, {"x": 1})
+    assert Usage(input_tokens=3, output_tokens=4).total_tokens == 7
+    assert Usage(input_tokens=3, output_tokens=4, total_tokens=10).total_tokens == 10  # the provider's figure wins
+    assert Usage().total_tokens == 0
+    u = Usage.model_validate_json(Usage(input_tokens=1, output_tokens=2, reasoning_tokens=1, raw={"x": 1}).model_dump_json())
+    assert (u.total_tokens, u.reasoning_tokens, u.raw) == (3, 1, {"x": 1})
+
+
+def test_usages_add_field_by_field_and_drop_raw():
+    a = Usage(input_tokens=10, output_tokens=2, total_tokens=13, cache_read_tokens=4, cache_write_tokens=1, reasoning_tokens=1, raw={"a": 1})
+    b = Usage(input_tokens=5, output_tokens=3, cache_read_tokens=2, cache_write_tokens=6, reasoning_tokens=2, raw={"b": 2})
+    total = a + b
+    assert (total.input_tokens, total.output_tokens, total.total_tokens) == (15, 5, 21)  # 13 (provider's) + 8 (computed)
+    assert (total.cache_read_tokens, total.cache_write_tokens, total.reasoning_tokens) == (6, 7, 3)
+    assert total.raw is None  # two providers' raw objects do not add
+    assert (Usage() + b).model_dump(exclude={"raw"}) == b.model_dump(exclude={"raw"})
+    assert sum([a, b], Usage()).input_tokens == 15
+    with pytest.raises(TypeError):
+        a + 1  # noqa: B018
+
+
+def test_usage_saved_with_the_old_names_still_loads():
+    old = {"input": 12, "output": 3, "total": 15, "cache_read": 8, "cache_write": 2, "reasoning": 1, "raw": {"x": 1}}
+    u = Usage.model_validate(old)
+    assert (u.input_tokens, u.output_tokens, u.total_tokens) == (12, 3, 15)
+    assert (u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens, u.raw) == (8, 2, 1, {"x": 1})
+    assert Usage.model_validate({"input": 1, "input_tokens": 7}).input_tokens == 7  # the new name wins
+    assert set(Usage().model_dump()) == {"input_tokens", "output_tokens", "total_tokens", "cache_read_tokens",
+                                         "cache_write_tokens", "reasoning_tokens", "raw"}
 
 
 def test_stop_reason_compares_with_strings():

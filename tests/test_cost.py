@@ -75,18 +75,18 @@ def test_unknown_price_is_none_and_said_so():
         result, footer = run_with_view(OllamaPromptDriver("llama3.2", base_url=server.url))
     assert result.ok and result.cost is None
     assert footer.endswith(" · unknown price]")
-    assert price("openai", "no-such-model-xyz", Usage(input=10, output=10)) is None
-    assert price("some-plugin", "gpt-4.1-mini", Usage(input=10, output=10)) is None
+    assert price("openai", "no-such-model-xyz", Usage(input_tokens=10, output_tokens=10)) is None
+    assert price("some-plugin", "gpt-4.1-mini", Usage(input_tokens=10, output_tokens=10)) is None
 
 
 def test_cache_tokens_are_priced_as_genai_prices_does():
-    usage = Usage(input=12_000, output=800, cache_read=9_000, cache_write=1_000)
+    usage = Usage(input_tokens=12_000, output_tokens=800, cache_read_tokens=9_000, cache_write_tokens=1_000)
     for provider, gp_provider, model in [("openai", "openai", "gpt-4.1-mini"), ("anthropic", "anthropic", "claude-sonnet-4-5")]:
         expected = calc_price(PriceUsage(input_tokens=12_000, output_tokens=800, cache_read_tokens=9_000, cache_write_tokens=1_000),
                               model, provider_id=gp_provider)
         got = price(provider, model, usage)
         assert got is not None and got.total_usd == float(expected.total_price)
-    no_cache = price("openai", "gpt-4.1-mini", Usage(input=12_000, output=800))
+    no_cache = price("openai", "gpt-4.1-mini", Usage(input_tokens=12_000, output_tokens=800))
     assert no_cache.input_usd > price("openai", "gpt-4.1-mini", usage).input_usd  # cached reads are cheaper
 
 

@@ -282,13 +282,13 @@ def test_recorded_stream(path):
 
     # usage: the last usageMetadata
     if exp.usage is None:
-        assert (terminal.usage.input, terminal.usage.output) == (0, 0)
+        assert (terminal.usage.input_tokens, terminal.usage.output_tokens) == (0, 0)
     else:
-        assert terminal.usage.input == exp.usage.get("promptTokenCount", 0)
-        assert terminal.usage.output == exp.usage.get("candidatesTokenCount", 0)
-        assert terminal.usage.total == exp.usage["totalTokenCount"]
-        assert terminal.usage.reasoning == exp.usage.get("thoughtsTokenCount", 0)
-        assert terminal.usage.cache_read == exp.usage.get("cachedContentTokenCount", 0)
+        assert terminal.usage.input_tokens == exp.usage.get("promptTokenCount", 0)
+        assert terminal.usage.output_tokens == exp.usage.get("candidatesTokenCount", 0)
+        assert terminal.usage.total_tokens == exp.usage["totalTokenCount"]
+        assert terminal.usage.reasoning_tokens == exp.usage.get("thoughtsTokenCount", 0)
+        assert terminal.usage.cache_read_tokens == exp.usage.get("cachedContentTokenCount", 0)
         assert terminal.usage.raw == exp.usage
     assert msg.usage == terminal.usage
 
@@ -408,7 +408,7 @@ def test_nonstream_body_through_the_stream_parser(path):
     assert [d.signature for d in call_deltas] == [c["signature"] for c in calls]
     assert len({d.call_id for d in call_deltas}) == len(calls)
     if exp.usage:
-        assert (meta.usage.input, meta.usage.output, meta.usage.total, meta.usage.reasoning) == (
+        assert (meta.usage.input_tokens, meta.usage.output_tokens, meta.usage.total_tokens, meta.usage.reasoning_tokens) == (
             exp.usage["promptTokenCount"], exp.usage["candidatesTokenCount"], exp.usage["totalTokenCount"],
             exp.usage.get("thoughtsTokenCount", 0),
         )

@@ -115,7 +115,7 @@ def test_agent_cell_renders_template_and_binds_result(connected, server, capsys)
     res = ip.user_ns["res"]
     assert returned is res and isinstance(res, AgentResult)
     assert res.text == exp.text
-    assert res.usage.input == exp.usage["prompt_tokens"] and res.usage.output == exp.usage["completion_tokens"]
+    assert res.usage.input_tokens == exp.usage["prompt_tokens"] and res.usage.output_tokens == exp.usage["completion_tokens"]
     assert res.stop_reason == "end_turn"
     assert res.error is None and not res.interrupted
     # No kernel: the reply is printed as text, then the footer.

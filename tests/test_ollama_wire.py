@@ -32,7 +32,6 @@ from ipyagent.core import (
     ToolAction,
     ToolCallDelta,
     ToolDefinition,
-    from_native_name,
 )
 from ipyagent.drivers.ollama import OllamaPromptDriver
 
@@ -184,16 +183,16 @@ def test_recorded_response(path):
         assert got.tag == delta.call_id == (want["id"] or f"call_{n}")
         assert got.input == want["input"] and isinstance(got.input, dict)
         assert json.loads(delta.arguments) == want["input"]
-        assert (got.name, got.path) == from_native_name(want["name"])
+        assert (got.name, got.path) == (want["name"], None)
         assert got.native_name == want["name"]
     assert len({c.tag for c in terminal.tool_calls}) == len(exp.calls)
 
     # usage from the final object, timing fields kept raw
     final = exp.final
     assert final is not None
-    assert terminal.usage.input == final["prompt_eval_count"]
-    assert terminal.usage.output == final["eval_count"]
-    assert terminal.usage.total == final["prompt_eval_count"] + final["eval_count"]
+    assert terminal.usage.input_tokens == final["prompt_eval_count"]
+    assert terminal.usage.output_tokens == final["eval_count"]
+    assert terminal.usage.total_tokens == final["prompt_eval_count"] + final["eval_count"]
     assert terminal.usage.raw == {k: v for k, v in final.items() if k.endswith(("_count", "_duration"))}
     assert terminal.usage.raw["total_duration"] == final["total_duration"]
     assert msg.usage == terminal.usage
@@ -259,7 +258,7 @@ def test_lines_split_across_http_chunks_and_blank_lines():
     terminal = check_shape(events)
     assert isinstance(terminal, ModelCompleted), getattr(terminal, "error", None)
     assert terminal.message.text == exp.text
-    assert terminal.usage.output == exp.final["eval_count"]
+    assert terminal.usage.output_tokens == exp.final["eval_count"]
 
 
 @pytest.mark.parametrize("content_type", ["application/x-ndjson", "application/json", "text/plain"])

@@ -107,9 +107,9 @@ def test_responses_stream_matches_the_sdk(path):
     assert [k["summary"] for k in kept] == [[s.model_dump() for s in r.summary] for r in sdk_reasoning]
 
     u = final.usage
-    assert (terminal.usage.input, terminal.usage.output, terminal.usage.total) == (u.input_tokens, u.output_tokens, u.total_tokens)
-    assert terminal.usage.cache_read == u.input_tokens_details.cached_tokens
-    assert terminal.usage.reasoning == u.output_tokens_details.reasoning_tokens
+    assert (terminal.usage.input_tokens, terminal.usage.output_tokens, terminal.usage.total_tokens) == (u.input_tokens, u.output_tokens, u.total_tokens)
+    assert terminal.usage.cache_read_tokens == u.input_tokens_details.cached_tokens
+    assert terminal.usage.reasoning_tokens == u.output_tokens_details.reasoning_tokens
 
     assert terminal.stop_reason.raw == final.status
     assert terminal.stop_reason == ("tool_use" if sdk_calls else "end_turn")
@@ -147,9 +147,9 @@ def test_chat_stream_matches_the_sdk(path):
         for t in choice.message.tool_calls or []
     ]
     if completion.usage is None:
-        assert (terminal.usage.input, terminal.usage.output) == (0, 0)
+        assert (terminal.usage.input_tokens, terminal.usage.output_tokens) == (0, 0)
     else:
         u = completion.usage
-        assert (terminal.usage.input, terminal.usage.output, terminal.usage.total) == (u.prompt_tokens, u.completion_tokens, u.total_tokens)
+        assert (terminal.usage.input_tokens, terminal.usage.output_tokens, terminal.usage.total_tokens) == (u.prompt_tokens, u.completion_tokens, u.total_tokens)
     assert terminal.stop_reason.raw == choice.finish_reason
     assert terminal.stop_reason == FINISH_TO_KIND[choice.finish_reason]

@@ -24,7 +24,7 @@ def test_fenced_json_several_calls_and_missing_ids():
     text = '<tool_call>\n```json\n{"name": "add", "input": {"a": 1}}\n```\n</tool_call> and <tool_call id=c9>{"name": "Clock_now", "input": {}}</tool_call>'
     first, second = react.parse_calls(text)
     assert first.tag == "react-1" and first.action.input == {"a": 1}
-    assert second.tag == "c9" and (second.action.name, second.action.path) == ("Clock", "now")
+    assert second.tag == "c9" and second.action.native_name == "Clock_now"
 
 
 @pytest.mark.parametrize(

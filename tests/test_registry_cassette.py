@@ -170,7 +170,7 @@ def test_record_then_replay(tmp_path, clean_env):
     terminal = check_shape(events)
     assert isinstance(terminal, ModelCompleted), getattr(terminal, "error", None)
     assert terminal.message.text == live[-1].message.text == exp.text
-    assert terminal.usage.input == live[-1].usage.input
+    assert terminal.usage.input_tokens == live[-1].usage.input_tokens
     assert terminal.metadata["replayed"] is True
     assert live[-1].metadata["replayed"] is False
     assert replay.model == "m"

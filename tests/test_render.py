@@ -180,7 +180,7 @@ def _run_view(events: list) -> tuple[WidgetView, list[str]]:
 def _completed(text: str) -> ModelCompleted:
     return ModelCompleted(
         message=Message(role="assistant", content=[TextBlock(text=text)] if text else []),
-        usage=Usage(input=3, output=4),
+        usage=Usage(input_tokens=3, output_tokens=4),
         stop_reason=StopReason(kind="end_turn", raw="stop"),
         metadata={"latency_s": 0.1, "ttft_s": 0.01},
     )

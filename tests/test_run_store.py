@@ -94,7 +94,7 @@ def test_every_piece_of_a_run_is_a_row(store: RunStore) -> None:
     assert store.path.exists() and store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     run = store.run(recorder.run_id[:6])  # a prefix is enough
     assert (run["status"], run["thread"], run["provider"], run["model"]) == ("ok", "t", "openai", "gpt-4.1-mini")
-    assert run["usage"]["input"] == result.usage.input and run["usage"]["output"] == result.usage.output
+    assert run["usage"]["input_tokens"] == result.usage.input_tokens and run["usage"]["output_tokens"] == result.usage.output_tokens
     assert run["duration_s"] > 0 and run["prompt"] == "Weather in SF?"
     if result.cost is not None:
         assert run["cost"] == pytest.approx(float(result.cost))
@@ -110,7 +110,7 @@ def test_every_piece_of_a_run_is_a_row(store: RunStore) -> None:
     assert not first["partial"] and not first["failed"] and first["data"]["stop_reason"]["kind"] == "tool_use"
     assert first["attempts"] == 1 and first["latency_s"] > 0 and first["retry"]["waits"] == []
     assert last["data"]["content"] == [{"type": "text", "text": text_exp.text}]
-    assert last["usage"]["input"] == text_exp.usage["prompt_tokens"]
+    assert last["usage"]["input_tokens"] == text_exp.usage["prompt_tokens"]
     tool_call = next(n for n in nodes if n["kind"] == "tool_call")["data"]
     assert (tool_call["tag"], tool_call["native_name"], tool_call["input"]) == (call["id"], call["name"], call["input"])
     artifact = next(n for n in nodes if n["kind"] == "artifact")["data"]
@@ -172,11 +172,11 @@ WRITER = textwrap.dedent('''
         for piece in ("a", "b", "c"):
             rec.feed(TextDelta(0, piece))
         message = Message(role="assistant", content=[TextBlock(text="abc")])
-        rec.feed(ModelCompleted(message, Usage(input=1, output=3), StopReason(kind="end_turn")))
+        rec.feed(ModelCompleted(message, Usage(input_tokens=1, output_tokens=3), StopReason(kind="end_turn")))
         action = ToolAction(tag=f"{name}-{n}", name="t")
         rec.feed(ToolCallCompleted(action, TextArtifact(value="r"), 0.0))
         assert rec.error is None, rec.error
-        rec.finish(type("R", (), {"interrupted": False, "error": None, "usage": Usage(input=1, output=3), "metadata": {}})())
+        rec.finish(type("R", (), {"interrupted": False, "error": None, "usage": Usage(input_tokens=1, output_tokens=3), "metadata": {}})())
     print(name, "done")
 ''')
 

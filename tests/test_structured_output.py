@@ -379,7 +379,7 @@ def test_invalid_text_is_sent_back_once_with_the_error_then_accepted():
     assert second[-2] == {"role": "assistant", "content": expected_from(OPENAI_TEXT).text}
     assert second[-1]["role"] == "user" and "not JSON" in second[-1]["content"]
     usage = [expected_from(p).usage for p in (OPENAI_TEXT, OPENAI_JSON)]
-    assert result.usage.input == sum(u["prompt_tokens"] for u in usage)  # both turns billed
+    assert result.usage.input_tokens == sum(u["prompt_tokens"] for u in usage)  # both turns billed
 
 
 def test_invalid_tool_input_gets_an_error_result_then_a_new_call():

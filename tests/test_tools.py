@@ -465,6 +465,22 @@ def test_toolbox_duplicate_native_names() -> None:
     assert Toolbox([Calc(allowlist=["add"]), Calc(name="Other", denylist=["add"])]).names() == ["Calc_add", "Other_sub", "Other_mul"]
 
 
+def test_toolbox_resolves_base_tool_methods_and_leaves_function_names_whole() -> None:
+    """DESIGN.md: ``Tool_activity`` is for BaseTool methods only; a function keeps its own name."""
+
+    def word_count(text: str) -> int:
+        return len(text.split())
+
+    box = Toolbox([Calc(), word_count])
+    method = box.resolve(ToolAction.from_native("c1", "Calc_add", {"a": 1, "b": 2}))
+    assert (method.name, method.path, method.native_name) == ("Calc", "add", "Calc_add")
+    function = box.resolve(ToolAction.from_native("c2", "word_count", {"text": "a b c"}))
+    assert (function.name, function.path, function.native_name) == ("word_count", None, "word_count")
+    unknown = box.resolve(ToolAction.from_native("c3", "Nope_run", {}))
+    assert (unknown.name, unknown.path) == ("Nope_run", None)
+    assert run_calls(box, ("c4", "word_count", {"text": "a b c"}))[0].to_text() == "3"
+
+
 # -- running calls ---------------------------------------------------------------------------------
 
 

@@ -53,7 +53,7 @@ def test_text_run_from_a_recorded_stream():
     assert t.status == "completed" and t.error is None
     assert t.text == expected.text
     assert t.provider == "openai:gpt-4.1-mini"
-    assert t.usage.input == expected.usage["prompt_tokens"] and t.usage.output == expected.usage["completion_tokens"]
+    assert t.usage.input_tokens == expected.usage["prompt_tokens"] and t.usage.output_tokens == expected.usage["completion_tokens"]
     assert t.stop_reason == expected.stop_kind
     assert [m.role for m in t.messages] == ["user", "assistant"]
     assert t.messages[0].parts[0].text == "Weather in San Francisco?"
@@ -62,6 +62,16 @@ def test_text_run_from_a_recorded_stream():
     # The document survives JSON and validates against the published schema's model.
     again = Transcript.from_json(json.dumps(t.to_json()))
     assert again == t
+
+
+def test_transcript_saved_with_the_old_usage_names_still_loads():
+    """Notebooks saved before issue 12 carry usage as input / output / cache_read ..."""
+    doc = {"format": "ipyagent.transcript", "version": 1, "provider": "openai:gpt-4.1-mini",
+           "usage": {"input": 21, "output": 4, "total": 25, "cache_read": 16, "cache_write": 0, "reasoning": 2}}
+    t = Transcript.from_json(json.dumps(doc))
+    assert (t.usage.input_tokens, t.usage.output_tokens, t.usage.total_tokens) == (21, 4, 25)
+    assert (t.usage.cache_read_tokens, t.usage.reasoning_tokens) == (16, 2)
+    assert t.to_json()["usage"]["input_tokens"] == 21 and "input" not in t.to_json()["usage"]
 
 
 def test_model_is_the_one_that_answered():

@@ -70,8 +70,9 @@ export function footerFigures(t: Json): string[] {
   const usage = isObject(t.usage) ? t.usage : {};
   const timings = isObject(t.timings) ? t.timings : {};
   const status = str(t.status) || 'completed';
-  const input = num(usage.input) ?? 0;
-  const output = num(usage.output) ?? 0;
+  // `input` / `output`: the names before input_tokens / output_tokens (older saved notebooks)
+  const input = num(usage.input_tokens) ?? num(usage.input) ?? 0;
+  const output = num(usage.output_tokens) ?? num(usage.output) ?? 0;
   if (input || output || status === 'completed') {
     figures.push(`${input} in / ${output} out tokens`);
   }

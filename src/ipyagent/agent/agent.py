@@ -98,7 +98,7 @@ class AgentResult:
         elif self.error is not None:
             state = f"failed: {self.error.type}"
         else:
-            state = f"{self.stop_reason}, {self.usage.input} in / {self.usage.output} out tokens"
+            state = f"{self.stop_reason}, {self.usage.input_tokens} in / {self.usage.output_tokens} out tokens"
         return f"<AgentResult {self.provider}: {len(self.text)} chars, {state}>"
 
 
@@ -218,6 +218,8 @@ class Agent:
                 calls = [c.action for c in parsed if c.action is not None]
             else:
                 parsed, calls = [], completed.message.tool_calls
+            for action in calls:
+                self.toolbox.resolve(action)
             cut_off = completed.stop_reason.kind is StopKind.max_tokens and (calls or completed.metadata.get("partial_tool_calls"))
             completed.metadata["run_continues"] = bool(calls or parsed) and not cut_off  # views: more turns follow
             yield completed
@@ -329,7 +331,7 @@ class Agent:
                     on_event(event)
                 partial.append(event)
                 if isinstance(event, ModelCompleted):
-                    usage = _add_usage(usage, event.usage)
+                    usage = usage + event.usage
                     billed.append(event.message)
                     costs.append(event.metadata.get("cost"))
                     result = AgentResult(self.provider, event.message, usage, event.stop_reason, metadata=event.metadata,
@@ -339,7 +341,7 @@ class Agent:
                     # The loop's own failures (max_steps, a tool call cut by max_tokens) carry a
                     # message that its ModelCompleted already billed: count it once.
                     if not any(event.partial is m for m in billed):
-                        usage = _add_usage(usage, event.partial.usage or Usage())
+                        usage = usage + (event.partial.usage or Usage())
                     result = AgentResult(self.provider, event.partial, usage, None, event.error, metadata=event.metadata,
                                          messages=event.metadata.pop("run_messages", []), cost=total_cost(costs))
         except asyncio.CancelledError:
@@ -402,14 +404,6 @@ class Agent:
 
     async def aclose(self) -> None:
         await self.driver.close()
-
-
-def _add_usage(a: Usage, b: Usage) -> Usage:
-    if a.total == 0 and a.raw is None:
-        return b
-    return Usage(input=a.input + b.input, output=a.output + b.output, total=a.total + b.total,
-                 cache_read=a.cache_read + b.cache_read, cache_write=a.cache_write + b.cache_write,
-                 reasoning=a.reasoning + b.reasoning)
 
 
 def _partial_message(events: list[Event]) -> Message:

@@ -196,7 +196,7 @@ def _figures(provider: str, index: int, run: int, started: float, first: float |
         fig.ttft_s = first - started
     if result is not None:
         fig.provider = result.provider
-        fig.input_tokens, fig.output_tokens = result.usage.input, result.usage.output
+        fig.input_tokens, fig.output_tokens = result.usage.input_tokens, result.usage.output_tokens
         fig.cost = getattr(result, "cost", None)
         fig.stop_reason = str(result.stop_reason) if result.stop_reason is not None else None
         if result.error is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from .content import ActionCallBlock, ActionResultBlock, ContentBlock, ReasoningBlock, TextBlock
 from .tool_action import ToolAction
@@ -13,23 +13,63 @@ from .tool_action import ToolAction
 Role = Literal["system", "user", "assistant", "tool"]
 
 
-class Usage(BaseModel):
-    """Token counts as billed by the provider (tokens). `raw` is the provider's own object.
+#: Field names before issue 12 (``input``, ``cache_read``, ...): saved transcripts and run stores still load.
+LEGACY_USAGE_NAMES = {
+    "input": "input_tokens",
+    "output": "output_tokens",
+    "total": "total_tokens",
+    "cache_read": "cache_read_tokens",
+    "cache_write": "cache_write_tokens",
+    "reasoning": "reasoning_tokens",
+}
 
-    `total` is the provider's figure when it gives one, else input + output.
+
+def upgrade_usage_names(data: Any) -> Any:
+    """A usage dict with the old field names (``input``, ``output``, ...) renamed; anything else as it is."""
+    if not isinstance(data, dict) or not any(k in data for k in LEGACY_USAGE_NAMES):
+        return data
+    upgraded = {LEGACY_USAGE_NAMES.get(k, k): v for k, v in data.items() if k in LEGACY_USAGE_NAMES}
+    return upgraded | {k: v for k, v in data.items() if k not in LEGACY_USAGE_NAMES}  # a new name wins
+
+
+class TokenCounts(BaseModel):
+    """The token counts of `Usage` (all in tokens), without the provider's raw object.
+
+    `cache_read_tokens` and `cache_write_tokens` are parts of `input_tokens`;
+    `total_tokens` is the provider's figure when it gives one, else input + output.
+    Dicts with the old names (``input``, ``output``, ``total``, ``cache_read``, ...)
+    validate too.
     """
 
-    input: int = 0
-    output: int = 0
-    total: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    reasoning: int = 0
-    raw: dict[str, Any] | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_legacy_names(cls, data: Any) -> Any:
+        return upgrade_usage_names(data)
 
     def model_post_init(self, __context: Any) -> None:
-        if not self.total:
-            self.total = self.input + self.output
+        if not self.total_tokens:
+            self.total_tokens = self.input_tokens + self.output_tokens
+
+
+class Usage(TokenCounts):
+    """Token counts as billed by the provider (see `TokenCounts`); `raw` is the provider's own usage object.
+
+    Usages add with ``+``: counts are summed, `raw` is dropped.
+    """
+
+    raw: dict[str, Any] | None = None
+
+    def __add__(self, other: "Usage") -> "Usage":
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in TokenCounts.model_fields})
 
 
 class StopKind(str, Enum):

@@ -1,9 +1,12 @@
-"""Tool calls (`ToolAction`) and the two-way native tool-name mapping.
+"""Tool calls (`ToolAction`) and the two-way native tool-name mapping of `BaseTool` methods.
 
-A tool call names a tool (``Calculator``) and one of its activities
-(``add_numbers``). On the wire it travels as one native name,
+A `BaseTool` method's call names a tool (``Calculator``) and one of its
+activities (``add_numbers``). On the wire it travels as one native name,
 ``Calculator_add_numbers``: the tool part is letters and digits, the activity
-part letters, digits and underscores, so the first ``_`` splits them.
+part letters, digits and underscores, so the first ``_`` splits them. A plain
+function tool keeps its own name (``word_count`` is ``word_count``, no path):
+a name read off the wire stays whole until the toolbox, which knows which
+names are `BaseTool` methods, resolves it (`Toolbox.resolve`).
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ def to_native_name(tool: str, activity: str) -> str:
 
 
 def from_native_name(native: str) -> tuple[str, str | None]:
-    """``"Calculator_add_numbers"`` -> ``("Calculator", "add_numbers")``.
+    """``"Calculator_add_numbers"`` -> ``("Calculator", "add_numbers")``: the inverse of
+    `to_native_name`, for a name known to be a `BaseTool` method's.
 
     A name not in that form (no ``_``, or parts that `to_native_name` would
     reject: a model calling a function we did not declare in our form) maps to
@@ -91,5 +95,8 @@ class ToolAction(BaseModel):
 
     @classmethod
     def from_native(cls, tag: str, native_name: str, input: dict[str, Any]) -> "ToolAction":
-        name, path = from_native_name(native_name)
-        return cls(tag=tag, name=name, path=path, input=input)
+        """A call as read off the wire: the whole native name, no path (a plain function's
+        name, ``word_count``, must not become tool ``word`` activity ``count``)."""
+        if not native_name:
+            raise ToolNameError("empty tool name")
+        return cls(tag=tag, name=native_name, input=input)

@@ -28,6 +28,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from .messages import TokenCounts
+
 #: The MIME type of a transcript in a cell output.
 MIME_TYPE = "application/vnd.ipyagent.transcript+json"
 #: The version of the document format; bumped on any incompatible change.
@@ -115,15 +117,13 @@ class ArtifactSummary(_Model):
     preview: str = ""
 
 
-class TranscriptUsage(_Model):
-    """Tokens billed by the provider, summed over the run's model turns."""
+class TranscriptUsage(TokenCounts):
+    """Tokens billed by the provider, summed over the run's model turns (`Usage` without `raw`).
 
-    input: int = 0
-    output: int = 0
-    total: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    reasoning: int = 0
+    A transcript saved with the old names (``input``, ``output``, ``cache_read``...) still loads.
+    """
+
+    model_config = ConfigDict(extra="ignore")
 
 
 class TranscriptCost(_Model):
@@ -438,7 +438,7 @@ def _native_name(action: Any) -> str:
 
 
 def _usage(usage: Any, completed: list[Any]) -> TranscriptUsage:
-    fields = ("input", "output", "total", "cache_read", "cache_write", "reasoning")
+    fields = tuple(TranscriptUsage.model_fields)
     if usage is None:  # no result: the completed turns' usage, summed
         return TranscriptUsage(**{f: sum(int(getattr(e.usage, f, 0) or 0) for e in completed) for f in fields})
     return TranscriptUsage(**{f: int(getattr(usage, f, 0) or 0) for f in fields})

@@ -96,18 +96,18 @@ def usage_from_anthropic(raw: dict[str, Any]) -> Usage:
     """Map an Anthropic usage object to `Usage`.
 
     Anthropic's `input_tokens` counts only the uncached part of the prompt;
-    `input` here is the whole prompt (input + cache read + cache write), so that,
-    as for every other driver, `cache_read` and `cache_write` are parts of `input`.
+    `input_tokens` here is the whole prompt (input + cache read + cache write), so
+    that, as for every other driver, the cache counts are parts of `input_tokens`.
     """
     cache_read = raw.get("cache_read_input_tokens") or 0
     cache_write = raw.get("cache_creation_input_tokens") or 0
     details = raw.get("output_tokens_details") or {}
     return Usage(
-        input=(raw.get("input_tokens") or 0) + cache_read + cache_write,
-        output=raw.get("output_tokens") or 0,
-        cache_read=cache_read,
-        cache_write=cache_write,
-        reasoning=details.get("thinking_tokens") or 0,
+        input_tokens=(raw.get("input_tokens") or 0) + cache_read + cache_write,
+        output_tokens=raw.get("output_tokens") or 0,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        reasoning_tokens=details.get("thinking_tokens") or 0,
         raw=raw,
     )
 

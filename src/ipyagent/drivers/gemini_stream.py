@@ -81,13 +81,13 @@ _PATH_RE = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\[(?:'((?:[^'\\]|\\.)*)'|\"((?:[
 
 
 def usage_from_gemini(raw: dict[str, Any]) -> Usage:
-    """Map `usageMetadata` (tokens) to `Usage`. Thought tokens are `reasoning`, not `output`."""
+    """Map `usageMetadata` (tokens) to `Usage`. Thought tokens are `reasoning_tokens`, not `output_tokens`."""
     return Usage(
-        input=raw.get("promptTokenCount") or 0,
-        output=raw.get("candidatesTokenCount") or 0,
-        total=raw.get("totalTokenCount") or 0,
-        cache_read=raw.get("cachedContentTokenCount") or 0,
-        reasoning=raw.get("thoughtsTokenCount") or 0,
+        input_tokens=raw.get("promptTokenCount") or 0,
+        output_tokens=raw.get("candidatesTokenCount") or 0,
+        total_tokens=raw.get("totalTokenCount") or 0,
+        cache_read_tokens=raw.get("cachedContentTokenCount") or 0,
+        reasoning_tokens=raw.get("thoughtsTokenCount") or 0,
         raw=raw,
     )
 

@@ -66,7 +66,7 @@ def usage_from_ollama(final: dict[str, Any]) -> Usage:
     ``prompt_eval_duration``, ``eval_duration``: nanoseconds).
     """
     raw = {k: v for k, v in final.items() if k.endswith("_count") or k.endswith("_duration")}
-    return Usage(input=final.get("prompt_eval_count") or 0, output=final.get("eval_count") or 0, raw=raw)
+    return Usage(input_tokens=final.get("prompt_eval_count") or 0, output_tokens=final.get("eval_count") or 0, raw=raw)
 
 
 def classify_error(message: str) -> tuple[str | None, str | None]:

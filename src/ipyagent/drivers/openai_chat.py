@@ -49,11 +49,11 @@ def usage_from_openai(raw: dict[str, Any]) -> Usage:
     prompt_details = raw.get("prompt_tokens_details") or {}
     completion_details = raw.get("completion_tokens_details") or {}
     return Usage(
-        input=raw.get("prompt_tokens") or 0,
-        output=raw.get("completion_tokens") or 0,
-        total=raw.get("total_tokens") or 0,
-        cache_read=prompt_details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0,
-        reasoning=completion_details.get("reasoning_tokens") or 0,
+        input_tokens=raw.get("prompt_tokens") or 0,
+        output_tokens=raw.get("completion_tokens") or 0,
+        total_tokens=raw.get("total_tokens") or 0,
+        cache_read_tokens=prompt_details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0,
+        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
         raw=raw,
     )
 

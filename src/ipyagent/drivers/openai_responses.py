@@ -98,12 +98,12 @@ def usage_from_responses(raw: dict[str, Any]) -> Usage:
     input_details = raw.get("input_tokens_details") or {}
     output_details = raw.get("output_tokens_details") or {}
     return Usage(
-        input=raw.get("input_tokens") or 0,
-        output=raw.get("output_tokens") or 0,
-        total=raw.get("total_tokens") or 0,
-        cache_read=input_details.get("cached_tokens") or 0,
-        cache_write=input_details.get("cache_write_tokens") or 0,
-        reasoning=output_details.get("reasoning_tokens") or 0,
+        input_tokens=raw.get("input_tokens") or 0,
+        output_tokens=raw.get("output_tokens") or 0,
+        total_tokens=raw.get("total_tokens") or 0,
+        cache_read_tokens=input_details.get("cached_tokens") or 0,
+        cache_write_tokens=input_details.get("cache_write_tokens") or 0,
+        reasoning_tokens=output_details.get("reasoning_tokens") or 0,
         raw=raw,
     )
 

@@ -25,7 +25,7 @@ PRICE_PROVIDERS: dict[str, str] = {
     "deepseek": "deepseek",
 }
 
-#: Providers whose `Usage.output` leaves out the reasoning tokens they bill as output (Gemini's thoughts).
+#: Providers whose `Usage.output_tokens` leaves out the reasoning tokens they bill as output (Gemini's thoughts).
 REASONING_OUTSIDE_OUTPUT = frozenset({"gemini"})
 
 
@@ -85,7 +85,7 @@ def price(provider: str, model: str, usage: Usage, *, price_provider: str | None
     Args:
         provider: our provider id (``openai``, ``gemini``...).
         model: the model as the provider reported it (``gpt-4.1-mini-2025-04-14``).
-        usage: the turn's billed tokens (`Usage.input` includes cache reads and writes).
+        usage: the turn's billed tokens (`Usage.input_tokens` includes cache reads and writes).
         price_provider: a genai-prices provider id overriding `PRICE_PROVIDERS` (plug-in drivers).
     """
     provider_id = price_provider or PRICE_PROVIDERS.get(provider)
@@ -96,12 +96,12 @@ def price(provider: str, model: str, usage: Usage, *, price_provider: str | None
         from genai_prices import calc_price
     except ImportError:  # pragma: no cover - a declared dependency
         return None
-    output = usage.output + (usage.reasoning if provider in REASONING_OUTSIDE_OUTPUT else 0)
-    tokens = {"input_tokens": usage.input, "output_tokens": output}
-    if usage.cache_read:
-        tokens["cache_read_tokens"] = usage.cache_read
-    if usage.cache_write:
-        tokens["cache_write_tokens"] = usage.cache_write
+    output = usage.output_tokens + (usage.reasoning_tokens if provider in REASONING_OUTSIDE_OUTPUT else 0)
+    tokens = {"input_tokens": usage.input_tokens, "output_tokens": output}
+    if usage.cache_read_tokens:
+        tokens["cache_read_tokens"] = usage.cache_read_tokens
+    if usage.cache_write_tokens:
+        tokens["cache_write_tokens"] = usage.cache_write_tokens
     try:
         calc = calc_price(PriceUsage(**tokens), model, provider_id=provider_id)
     except Exception:  # an unknown model (LookupError) or odd usage: the price is unknown, the run is fine

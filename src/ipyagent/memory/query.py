@@ -84,7 +84,7 @@ class _Asker:
         completed = await self.driver.run(stack)
         self.requests += 1
         u = completed.usage
-        self.usage = Usage(input=self.usage.input + u.input, output=self.usage.output + u.output)
+        self.usage = self.usage + u
         return completed.message.text.strip()
 
 

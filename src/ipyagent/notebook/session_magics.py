@@ -34,6 +34,7 @@ from ..core import (
     ModelStarted,
     ReasoningBlock,
     TextBlock,
+    Usage,
 )
 from ..core.transcript import Transcript
 from ..memory.artifacts import describe_size
@@ -89,6 +90,12 @@ def message_lines(message: Message) -> list[str]:
         error = message.metadata["error"]
         lines.append(f"  error: {error.get('type')}: {error.get('message')}" if isinstance(error, dict) else f"  error: {error}")
     return lines
+
+
+def _tokens(usage: dict[str, Any]) -> str:
+    """``"12 in / 3 out"`` from a stored usage dict (old field names too)."""
+    u = Usage.model_validate(usage)
+    return f"{u.input_tokens} in / {u.output_tokens} out"
 
 
 def _when(timestamp: float | None) -> str:
@@ -211,7 +218,7 @@ class SessionMagics(Magics):
             return
         for r in rows:
             usage = r.get("usage") or {}
-            tokens = f"{usage.get('input', 0)} in / {usage.get('output', 0)} out" if usage else "-"
+            tokens = _tokens(usage) if usage else "-"
             print(f"{r['id']}  {_when(r['started_at'])}  {r['status']:<11}  {r['thread'] or '-':<12}  "
                   f"{r['provider']}:{r['model']}  {tokens}  {_short(r['prompt'] or '', 60)!r}")
 
@@ -226,7 +233,7 @@ class SessionMagics(Magics):
         if run.get("duration_s") is not None:
             figures.append(f"{run['duration_s']:.2f} s")
         if usage:
-            figures.append(f"{usage.get('input', 0)} in / {usage.get('output', 0)} out tokens (provider usage)")
+            figures.append(f"{_tokens(usage)} tokens (provider usage)")
         if run.get("cost") is not None:
             figures.append(f"${run['cost']:.6f}")
         print(f"run {run['id']} · " + " · ".join(figures))
@@ -261,8 +268,7 @@ class SessionMagics(Magics):
                 if retry.get("last_error"):
                     timing.append(f"last error {retry['last_error']}")
                 if node.get("usage"):
-                    u = node["usage"]
-                    timing.append(f"usage {u.get('input', 0)} in / {u.get('output', 0)} out")
+                    timing.append(f"usage {_tokens(node['usage'])}")
                 if timing:
                     print("  " + " · ".join(timing))
                 if data.get("stop_reason"):

@@ -47,8 +47,8 @@ def footer_figures(t: Transcript) -> list[str]:
     """The footer of the live view, from a transcript: provider, tokens, times, state."""
     figures = [t.provider]
     u = t.usage
-    if u.input or u.output or t.status == "completed":
-        figures.append(f"{u.input} in / {u.output} out tokens")
+    if u.input_tokens or u.output_tokens or t.status == "completed":
+        figures.append(f"{u.input_tokens} in / {u.output_tokens} out tokens")
     if t.timings.first_token_s is not None:
         figures.append(f"first token {t.timings.first_token_s:.2f} s")
     if t.timings.total_s is not None:

@@ -122,8 +122,8 @@ class RunState:
             segment.is_error, segment.duration = event.is_error, event.duration_s
             return True
         elif isinstance(event, ModelCompleted):
-            self.input_tokens += event.usage.input
-            self.output_tokens += event.usage.output
+            self.input_tokens += event.usage.input_tokens
+            self.output_tokens += event.usage.output_tokens
             if "cost" in event.metadata:  # set by every driver (BasePromptDriver.stream)
                 self.costs.append(event.metadata["cost"])
             if self.turn == 1 and event.metadata.get("ttft_s") is not None:

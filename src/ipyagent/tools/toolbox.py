@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core import BaseArtifact, ErrorArtifact, ToolAction, ToolDefinition
-from .base_tool import BaseTool, as_tool
+from .base_tool import BaseTool, FunctionTool, as_tool
 
 
 class Toolbox:
@@ -39,6 +39,15 @@ class Toolbox:
 
     def route(self, action: ToolAction) -> tuple[BaseTool, str] | None:
         return self._routes.get(action.native_name)
+
+    def resolve(self, action: ToolAction) -> ToolAction:
+        """`action` (changed in place) with `name` and `path` set to the `BaseTool` method it
+        calls (``Calculator_add`` -> ``Calculator`` / ``add``); a function tool's or an
+        unknown name stays whole."""
+        route = self.route(action)
+        if route is not None and not isinstance(route[0], FunctionTool):
+            action.name, action.path = route[0].name, route[1]
+        return action
 
     async def run_one(self, action: ToolAction) -> tuple[BaseArtifact, float]:
         """(result artifact, seconds taken). An unknown tool gets an error naming the available ones."""
