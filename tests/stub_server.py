@@ -61,10 +61,12 @@ class Reply:
 class StubServer:
     """Run as a context manager; `url` is ``http://127.0.0.1:PORT``."""
 
-    def __init__(self, *replies: Reply, responder: Any = None) -> None:
-        """`responder(body) -> Reply`, when given, answers each request from its parsed JSON body."""
+    def __init__(self, *replies: Reply, responder: Any = None, respond: Any = None) -> None:
+        """`responder(body) -> Reply`, when given, answers each request from its parsed JSON body;
+        `respond(request) -> Reply` from the whole request (a dict: path, headers, body)."""
         self.replies = list(replies)
         self.responder = responder
+        self.respond = respond
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
         self.hangups: list[float] = []
@@ -86,12 +88,14 @@ class StubServer:
                         parsed: Any = json.loads(body)
                     except ValueError:
                         parsed = body.decode()
-                    server.requests.append({"path": self.path, "headers": dict(self.headers), "body": parsed})
+                    request = {"path": self.path, "headers": dict(self.headers), "body": parsed}
+                    server.requests.append(request)
                     server.request_times.append(time.monotonic())
-                    reply = None if server.responder else server.replies[min(server._served, len(server.replies) - 1)]
+                    scripted = not (server.responder or server.respond)
+                    reply = server.replies[min(server._served, len(server.replies) - 1)] if scripted else None
                     server._served += 1
                 if reply is None:
-                    reply = server.responder(parsed)
+                    reply = server.respond(request) if server.respond else server.responder(parsed)
                 if reply.wait:
                     time.sleep(reply.wait)
                 self.send_response(reply.status)

@@ -76,8 +76,11 @@ def test_an_error_object_inside_the_stream_is_redacted():
 
 
 def test_a_password_in_the_base_url_is_redacted(monkeypatch):
+    from ipyagent.core.redact import redact
+
     driver = OpenAIChatPromptDriver("m", base_url="http://admin:hunter2-pass@127.0.0.1:9/v1", api_key="k-1234")
-    assert "hunter2" not in driver.redact(f"could not connect to {driver.base_url}/chat/completions")
+    assert "hunter2" not in redact(f"could not connect to {driver.base_url}/chat/completions")
+    assert "hunter2" not in repr(driver) and "hunter2" not in redact("pass: hunter2-pass")
 
 
 def test_repeated_call_ids_each_get_their_own_result(monkeypatch):
@@ -139,13 +142,13 @@ def test_a_huge_tool_result_is_not_saved_whole_in_the_notebook():
 
 
 def test_the_run_store_masks_secrets_but_keeps_ordinary_data(monkeypatch):
-    from ipyagent.memory.store import scrub
+    from ipyagent.core.redact import redact_data as scrub
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "tok_0123456789abcdef")
     row = {"key": "user-42", "note": "sk-learn-pipeline-v2", "api_key": "anything",
            "text": "the token is tok_0123456789abcdef", "nested": [{"authorization": "Bearer x"}]}
-    assert scrub(row) == {"key": "user-42", "note": "sk-learn-pipeline-v2", "api_key": "***",
-                          "text": "the token is ***", "nested": [{"authorization": "***"}]}
+    assert scrub(row) == {"key": "user-42", "note": "sk-learn-pipeline-v2", "api_key": "[redacted]",
+                          "text": "the token is [redacted]", "nested": [{"authorization": "[redacted]"}]}
 
 
 def test_bad_input_gets_a_short_clear_error(monkeypatch):

@@ -16,7 +16,8 @@ from ipyagent import Agent
 from ipyagent.core import ArtifactStored, TextArtifact
 from ipyagent.core.transcript import MIME_TYPE, VERSION, Transcript, json_schema
 from ipyagent.notebook.render import markdown_to_html
-from ipyagent.notebook.transcript_output import bundle, redact
+from ipyagent.core.redact import redact_data as redact
+from ipyagent.notebook.transcript_output import bundle
 from ipyagent.notebook.transcript_render import footer_figures, safe_markdown, to_html, to_markdown, to_text
 from ipyagent.tools import activity
 

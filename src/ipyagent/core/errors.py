@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from .redact import redact
+
 ErrorType = Literal[
     "authentication",
     "permission",
@@ -40,7 +42,7 @@ class ProviderError(Exception):
     Attributes:
         type: normalized error type (see `ErrorType`).
         code: the provider's own error code, if any (``"model_not_found"``).
-        message: one human sentence, safe to show (never holds an API key).
+        message: one human sentence, safe to show: set through the one redactor (`core.redact`).
         retryable: whether the base driver may retry the request.
         raw: the provider's error body as parsed JSON (or text), for debugging.
         status: the HTTP status code, when there was one.
@@ -58,7 +60,6 @@ class ProviderError(Exception):
         status: int | None = None,
         retry_after: float | None = None,
     ) -> None:
-        super().__init__(message)
         self.type = type
         self.message = message
         self.code = code
@@ -66,6 +67,15 @@ class ProviderError(Exception):
         self.raw = raw
         self.status = status
         self.retry_after = retry_after
+
+    @property
+    def message(self) -> str:
+        return self._message
+
+    @message.setter
+    def message(self, value: str) -> None:
+        self._message = redact(value)
+        self.args = (self._message,)
 
     def __str__(self) -> str:
         return self.message

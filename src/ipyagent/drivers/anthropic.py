@@ -52,6 +52,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
+from ..core.redact import redact
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 from .structured import OUTPUT_TOOL
 
@@ -390,7 +391,7 @@ class AnthropicPromptDriver(BasePromptDriver):
 
     def _stream_error(self, error: Any) -> ProviderError:
         exc = error_from_object(error, self.provider)
-        exc.message = self.redact(exc.message)
+        exc.message = redact(exc.message)
         exc.args = (exc.message,)
         return exc
 

@@ -11,14 +11,13 @@ A concrete driver translates, nothing more:
 
 The base owns the rest: sending over httpx2, retries (tenacity), aggregation of
 deltas into the final `Message`, the `model_*` events, timing, redaction of
-API keys from error text, capability checks, and closing.
+secrets from error text (`core.redact`), capability checks, and closing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
@@ -30,6 +29,7 @@ from typing import Any, ClassVar
 import httpx2
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from ..core.redact import add_secret, add_url, redact, redact_data
 from ..core import (
     ImageBlock,
     DeltaMessage,
@@ -63,8 +63,6 @@ STATUS_TYPES: dict[int, str] = {
     529: "overloaded",
 }
 
-_URL_CREDENTIALS_RE = re.compile(r"(\w+://)[^/@\s]+@")
-_SECRET_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-*]{3,}|AIza[0-9A-Za-z_\-]{10,}|gsk_[A-Za-z0-9]{10,})")
 
 
 @dataclass(frozen=True)
@@ -173,6 +171,8 @@ class BasePromptDriver(ABC):
             )
         # Keys read from files often end in a newline, which no header may carry.
         self._api_key = api_key.strip() if api_key else api_key
+        add_secret(self._api_key)  # the one redactor knows this key whatever its variable is called
+        add_url(self.base_url)
         self._client: httpx2.AsyncClient | None = None
 
     # -- translation: what a concrete driver implements ---------------------------------
@@ -203,17 +203,6 @@ class BasePromptDriver(ABC):
     def id(self) -> str:
         """``provider:model``."""
         return f"{self.provider}:{self.model}"
-
-    def redact(self, text: str) -> str:
-        """Remove this driver's API key (as it is, and escaped as in a repr or JSON), anything
-        shaped like a key, and passwords in URLs (``https://user:PASSWORD@host``) from `text`."""
-        key = self._api_key
-        if key and len(key) >= 4:
-            for form in {key, key.strip(), repr(key)[1:-1], json.dumps(key)[1:-1]}:
-                if len(form) >= 4:
-                    text = text.replace(form, "***")
-        text = _URL_CREDENTIALS_RE.sub(r"\1***@", text)
-        return _SECRET_RE.sub("***", text)
 
     def _client_for(self) -> httpx2.AsyncClient:
         if self._client is None:
@@ -296,9 +285,9 @@ class BasePromptDriver(ABC):
             data = text.strip()
         code, message, etype = self.parse_error_body(status, data)
         etype = etype or STATUS_TYPES.get(status) or ("server" if status >= 500 else "invalid_request")
-        message = self.redact(message or f"HTTP {status} from {self.base_url}")
+        message = redact(message or f"HTTP {status} from {self.base_url}")
         if status in (401, 403) and not self._api_key:
-            message += f" (no API key was sent to {self.redact(self.base_url)}; name the variable holding one: --api-key-env VAR, or api_key_env= in Python)"
+            message += f" (no API key was sent to {redact(self.base_url)}; name the variable holding one: --api-key-env VAR, or api_key_env= in Python)"
         return ProviderError(
             etype,  # type: ignore[arg-type]
             f"{self.provider} returned HTTP {status}: {message}",
@@ -309,15 +298,15 @@ class BasePromptDriver(ABC):
         )
 
     def _transport_error(self, exc: Exception, url: str) -> ProviderError:
-        url = self.redact(url)  # a key may sit in the URL (user-info, a query parameter)
+        url = redact(url)  # a key may sit in the URL (user-info, a query parameter)
         if isinstance(exc, httpx2.TimeoutException):
             return ProviderError("timeout", f"{self.provider} did not answer within {self.timeout:g} s ({url})")
         if isinstance(exc, httpx2.ConnectError):
-            return ProviderError("connection", f"could not connect to {url}: {self.redact(str(exc)) or 'connection refused'}")
-        return ProviderError("connection", f"connection to {url} failed: {type(exc).__name__}: {self.redact(str(exc))}")
+            return ProviderError("connection", f"could not connect to {url}: {redact(str(exc)) or 'connection refused'}")
+        return ProviderError("connection", f"connection to {url} failed: {type(exc).__name__}: {redact(str(exc))}")
 
     def _unreadable(self, exc: Exception) -> ProviderError:
-        detail = self.redact(f"{type(exc).__name__}: {exc}")[:300]
+        detail = redact(f"{type(exc).__name__}: {exc}")[:300]
         return ProviderError("invalid_response", f"{self.provider} sent a reply ipyagent could not read ({detail})", retryable=False)
 
     def _wait(self, state: RetryCallState) -> float:
@@ -387,7 +376,7 @@ class BasePromptDriver(ABC):
         metadata: dict[str, Any] = {"attempts": 0, "retry_waits": [], "replayed": bool(getattr(self.transport, "replays", False))}
         started = time.monotonic()
         yield ModelStarted(provider=self.provider, model=self.model,
-                           request={"url": self.redact(str(request.url)), "body": body})  # no headers: no key
+                           request={"url": redact(str(request.url)), "body": body})  # no headers: no key
         agg = Aggregator()
         meta = StreamMeta()
 
@@ -477,12 +466,9 @@ class BasePromptDriver(ABC):
         metadata["provider"], metadata["model"] = self.provider, self.model
         if metadata.get("attempts", 0) > 1 and error.retryable:
             error.message = f"{error.message} (gave up after {metadata['attempts']} attempts)"
-        error.message = self.redact(error.message)  # a provider may echo the key back in an error
+        error.message = redact(error.message)  # a provider may echo the key back in an error
         if error.raw is not None:
-            try:
-                error.raw = json.loads(self.redact(json.dumps(error.raw, default=str)))
-            except ValueError:
-                error.raw = None
+            error.raw = redact_data(error.raw)
         try:
             partial = agg.message(strict=strict)
         except Exception:  # deltas that cannot form a message: keep what reads, the error says the rest
@@ -524,4 +510,4 @@ class BasePromptDriver(ABC):
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.id} at {self.base_url}>"
+        return f"<{type(self).__name__} {self.id} at {redact(self.base_url)}>"

@@ -7,7 +7,7 @@ A cassette is a JSON-lines file, one exchange a line::
      "response": {"status": 200, "headers": {"content-type": "..."}, "body": "data: ...\\n\\n"}}
 
 No request header is stored, so no ``Authorization`` header and no key; the
-URL and body are passed through the driver's redaction as well. Replay serves
+URL, bodies and the base URL pass through the one redactor (`core.redact`). Replay serves
 the recorded bytes through an httpx2 transport, so the same driver code parses
 the same bytes.
 """
@@ -23,6 +23,7 @@ from typing import Any
 import httpx2
 
 from ..core import ConfigurationError
+from ..core.redact import redact
 
 #: Response headers worth keeping: the ones that change how we parse or retry.
 KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id")
@@ -52,16 +53,16 @@ class _TeeStream(httpx2.AsyncByteStream):
 class RecordingTransport(httpx2.AsyncBaseTransport):
     """Sends requests through `inner` and appends each exchange to `path`.
 
-    `redact` removes secrets from the stored URL, body and response text. An
+    Secrets are redacted from the stored URL, bodies and base URL. An
     exchange is written when its response is closed, with the bytes read.
     """
 
     replays = False
 
-    def __init__(self, path: str | Path, *, provider: str, model: str, redact: Callable[[str], str],
+    def __init__(self, path: str | Path, *, provider: str, model: str,
                  inner: httpx2.AsyncBaseTransport | None = None, base_url: str | None = None) -> None:
         self.path = Path(path)
-        self.provider, self.model, self._redact = provider, model, redact
+        self.provider, self.model = provider, model
         self.base_url = redact(base_url) if base_url else None
         self._inner = inner or httpx2.AsyncHTTPTransport()
 
@@ -71,18 +72,18 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
 
         def write(content: bytes) -> None:
             try:
-                request_body: Any = json.loads(self._redact(body.decode("utf-8", "replace")))
+                request_body: Any = json.loads(redact(body.decode("utf-8", "replace")))
             except ValueError:
-                request_body = self._redact(body.decode("utf-8", "replace"))
+                request_body = redact(body.decode("utf-8", "replace"))
             entry = {
                 "provider": self.provider,
                 "model": self.model,
                 "base_url": self.base_url,
-                "request": {"method": request.method, "url": self._redact(str(request.url)), "body": request_body},
+                "request": {"method": request.method, "url": redact(str(request.url)), "body": request_body},
                 "response": {
                     "status": response.status_code,
                     "headers": {k: response.headers[k] for k in KEPT_HEADERS if k in response.headers},
-                    "body": self._redact(content.decode("utf-8", "replace")),
+                    "body": redact(content.decode("utf-8", "replace")),
                 },
             }
             self.path.parent.mkdir(parents=True, exist_ok=True)

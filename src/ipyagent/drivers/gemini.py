@@ -53,6 +53,7 @@ from ..core import (
     ReasoningBlock,
     TextBlock,
 )
+from ..core.redact import redact
 from .base import BasePromptDriver, Capabilities, StreamMeta
 from .gemini_schema import to_gemini_schema
 from .gemini_stream import (
@@ -268,7 +269,7 @@ class GeminiPromptDriver(BasePromptDriver):
         if bare:
             text = "\n".join(bare).strip()
             raise ProviderError(
-                "invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON: {self.redact(text[:200])!r}"
+                "invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON: {redact(text[:200])!r}"
             )
         for item in parser.finish():
             yield item
@@ -292,7 +293,7 @@ class GeminiPromptDriver(BasePromptDriver):
                     return None
                 bare.clear()
                 if isinstance(value, dict) and "error" in value:
-                    raise stream_error(value["error"], self.redact)
+                    raise stream_error(value["error"])
                 return value
         # ":" comments, event:, id:, retry: carry nothing Gemini uses
         return None
@@ -302,10 +303,10 @@ class GeminiPromptDriver(BasePromptDriver):
             chunk = json.loads(payload)
         except ValueError:
             raise ProviderError(
-                "invalid_response", f"{self.provider} sent a stream event that is not JSON: {self.redact(payload[:200])!r}"
+                "invalid_response", f"{self.provider} sent a stream event that is not JSON: {redact(payload[:200])!r}"
             ) from None
         if isinstance(chunk, dict) and chunk.get("error"):
-            raise stream_error(chunk["error"], self.redact)
+            raise stream_error(chunk["error"])
         return chunk
 
     def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:

@@ -28,6 +28,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
+from ..core.redact import redact
 from .base import BlockIndex, StreamMeta
 
 #: `Candidate.finishReason` -> StopKind. STOP with function calls is tool_use.
@@ -355,13 +356,12 @@ class GeminiResponseParser:
         return items
 
 
-def stream_error(error: Any, redact: Any = None) -> ProviderError:
+def stream_error(error: Any) -> ProviderError:
     """A `ProviderError` for an ``error`` object (`google.rpc.Status`) found in a stream."""
     if not isinstance(error, dict):
         return ProviderError("server", f"gemini stream error: {error}", raw=error)
     message = str(error.get("message") or error.get("status") or error)
-    if redact is not None:
-        message = redact(message)
+    message = redact(message)
     code = error.get("code")
     status = code if isinstance(code, int) else None
     etype = error_type(error) or ("server" if status is None or status >= 500 else "invalid_request")

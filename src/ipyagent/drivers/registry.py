@@ -163,8 +163,7 @@ def create_driver(
     if record:
         from .cassette import RecordingTransport
 
-        driver.transport = RecordingTransport(record, provider=name, model=model, redact=driver.redact,
-                                              inner=driver.transport, base_url=driver.base_url)
+        driver.transport = RecordingTransport(record, provider=name, model=model, inner=driver.transport, base_url=driver.base_url)
     return driver
 
 

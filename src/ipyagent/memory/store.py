@@ -8,7 +8,7 @@ pid and host of the process writing it). ``nodes``: the run's pieces in order
 ``tool_result``, ``artifact``, ``failure``, ``notice``), ``partial`` and
 ``failed`` flags, provider, model, usage, timings, retry metadata and a JSON
 ``data`` payload. Nothing secret is stored: no request headers, and any
-string shaped like an API key is replaced by ``***``.
+secret passes the one redactor (`core.redact`).
 
 Each write is its own short transaction, so several kernels can write one
 file at once (WAL lets readers go on while one writer holds the lock; others
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import socket
 import sqlite3
 import threading
@@ -30,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..core.secrets import env_secret_values, replace_secrets
+from ..core.redact import redact, redact_data
 
 SCHEMA_VERSION = 2  # 2: runs.cache_key (evaluation runs served from the cache)
 #: The default location, relative to the notebook's folder.
@@ -88,26 +87,8 @@ _NODE_FIELDS = ("turn", "role", "partial", "failed", "provider", "model", "usage
 _RUN_FIELDS = ("status", "ended_at", "duration_s", "usage", "cost", "error", "metadata", "provider", "model", "cache_key")
 _JSON_FIELDS = ("usage", "retry", "data", "error", "metadata")
 
-_SECRET_RE = re.compile(r"\b(sk-[A-Za-z0-9_\-]{20,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})")
-_SECRET_KEYS = {"authorization", "api_key", "api-key", "x-api-key", "x-goog-api-key"}
-def scrub(value: Any, _secrets: list[str] | None = None) -> Any:
-    """`value` with the environment's key values and API-key-shaped strings replaced by ``***``,
-    and the values of credential fields (``authorization``, ``api_key``, ...) masked.
-
-    Ordinary data keeps its shape: a tool argument named ``key`` is data, not a secret.
-    """
-    secrets = env_secret_values() if _secrets is None else _secrets
-    if isinstance(value, str):
-        return _SECRET_RE.sub("***", replace_secrets(value, secrets, "***"))
-    if isinstance(value, dict):
-        return {k: "***" if str(k).lower() in _SECRET_KEYS else scrub(v, secrets) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [scrub(v, secrets) for v in value]
-    return value
-
-
 def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(scrub(value), ensure_ascii=False, default=str)
+    return None if value is None else json.dumps(redact_data(value), ensure_ascii=False, default=str)
 
 
 #: Environment variable: the run store's path, or ``off`` to keep no store.
@@ -217,7 +198,7 @@ class RunStore:
         self._write(
             "INSERT INTO runs (id, thread, session, provider, model, status, prompt, started_at, metadata, pid, host) "
             "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-            (run_id, thread, session, provider, model, scrub(prompt), time.time(), _dumps(metadata), self.pid, self.host),
+            (run_id, thread, session, provider, model, redact(prompt) if prompt else prompt, time.time(), _dumps(metadata), self.pid, self.host),
         )
         return run_id
 
@@ -264,13 +245,12 @@ class RunStore:
         """
         ids: list[str] = []
         now = time.time()
-        secrets = env_secret_values()
         with self._lock, self._transaction() as conn:
             for record in records:
                 run = dict(record["run"])
                 run_id = run.pop("id", None) or new_run_id()
                 ids.append(run_id)
-                values = {k: (_dumps(v) if k in _JSON_FIELDS else scrub(v, secrets) if k == "prompt" else v)
+                values = {k: (_dumps(v) if k in _JSON_FIELDS else (redact(v) if v else v) if k == "prompt" else v)
                           for k, v in run.items()}
                 values.setdefault("started_at", now - (run.get("duration_s") or 0.0))
                 values.setdefault("ended_at", now)

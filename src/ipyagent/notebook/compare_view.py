@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 from ..agent.compare import COLUMNS, RunFigures, Stat, summarize
 from ..core import Event, Message, ModelFailed, ProviderError, ToolAction
+from ..core.redact import redact
 from .render import escape
 from .view import RunState, TextView, WidgetView
 
@@ -143,7 +144,7 @@ class CompareWidgetView:
     def finish(self, fig: RunFigures) -> None:
         _fail(self.views[fig.index], fig)
         self.figures.append(fig)
-        self.table.value = table_html(self.providers, self.figures, self.runs)
+        self.table.value = redact(table_html(self.providers, self.figures, self.runs))
 
     def mark_interrupted(self) -> None:
         for view in self.views:
@@ -174,12 +175,12 @@ class CompareTextView:
         run = f" · run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
         state = self.states[fig.index]
         body = state.text if fig.ok else f"[error] {fig.error_type}: {fig.error}"
-        self.stream.write(f"── {fig.provider}{run} ──\n{body}\n")
+        self.stream.write(redact(f"── {fig.provider}{run} ──\n{body}\n"))
         self.stream.flush()
 
     def mark_interrupted(self) -> None:
         self.stream.write("[interrupted]\n")
 
     def show_table(self) -> None:
-        self.stream.write(table_text(self.providers, self.figures, self.runs) + "\n")
+        self.stream.write(redact(table_text(self.providers, self.figures, self.runs)) + "\n")
         self.stream.flush()

@@ -25,6 +25,8 @@ from ..tools.activity import ACTIVITY_ATTR
 from ..memory.conversation import Turn
 from .session import Session
 from .template import TemplateError, render_cell
+from ..core.redact import redact
+from .redacted_io import redacted_output
 from .transcript_output import LiveTranscript
 from .view import make_view
 
@@ -181,7 +183,7 @@ class AgentMagics(Magics):
 
     @staticmethod
     def _error(message: str) -> None:
-        print(f"ipyagent: {message}", file=sys.stderr)
+        print(f"ipyagent: {redact(message)}", file=sys.stderr)
 
     def close(self) -> None:
         """Close every driver's HTTP client (``%unload_ext``)."""
@@ -202,6 +204,7 @@ class AgentMagics(Magics):
     @argument("--list", action="store_true", help="list the known providers and which API-key variables are set")
     @argument("--alias", metavar="NAME", help="make NAME a short name for PROVIDER:MODEL (usable in %%provider NAME and %%agent -p NAME)")
     @line_magic
+    @redacted_output
     def provider(self, line: str) -> None:
         """Show or set the default provider of ``%%agent`` cells.
 
@@ -272,6 +275,7 @@ class AgentMagics(Magics):
     # -- %tools -----------------------------------------------------------------------
 
     @line_magic
+    @redacted_output
     def tools(self, line: str) -> None:
         """List the tools in your namespace with their activities and JSON Schemas (use with ``%%agent --tools``)."""
         import json

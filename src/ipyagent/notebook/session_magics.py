@@ -40,7 +40,9 @@ from ..core.transcript import Transcript
 from ..memory.artifacts import describe_size
 from ..memory.conversation import DEFAULT_THREAD
 from ..memory.recorder import replay_events
-from ..memory.store import RunStore, scrub
+from ..core.redact import redact, redact_data
+from ..memory.store import RunStore
+from .redacted_io import redacted_output
 from .memory_html import STYLE, artifact_entry_html
 from .render import escape
 from .session import Session
@@ -117,6 +119,7 @@ class SessionMagics(Magics):
         return self.agent_magics.session
 
     @line_magic("agent")
+    @redacted_output
     def agent_line(self, line: str) -> Any:
         """``%agent threads | history [NAME] | reset [NAME] | memory | runs [THREAD] |
         inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off]`` (``%%agent`` is the cell magic)."""
@@ -186,7 +189,7 @@ class SessionMagics(Magics):
             lines.append(f"  {e.namespace}  {e.kind}  {describe_size(e.size)}  from {s['tool']}  call {e.call_id or '-'}")
         html = STYLE + "".join(artifact_entry_html(e.namespace, e.artifact, tool=e.tool, activity=e.activity, size=e.size)
                                for e in entries)
-        display({"text/plain": "\n".join(lines), "text/html": html}, raw=True)
+        display({"text/plain": redact("\n".join(lines)), "text/html": redact(html)}, raw=True)
 
     # -- the run store -----------------------------------------------------------------
 
@@ -248,7 +251,7 @@ class SessionMagics(Magics):
         head = f"#{node['seq']} {node['kind']}" + (f" {node['role']}" if node.get("role") else "")
         head += f" (turn {node['turn']})" if node.get("turn") else ""
         head += f" [{', '.join(flags)}]" if flags else ""
-        data = scrub(node.get("data") or {})
+        data = redact_data(node.get("data") or {})
         print(head)
         kind = node["kind"]
         if kind == "request":

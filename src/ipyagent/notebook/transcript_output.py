@@ -27,7 +27,7 @@ import time
 import uuid
 from typing import Any
 
-from ..core.secrets import env_secret_values, replace_secrets
+from ..core.redact import redact, redact_data
 from ..core.transcript import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript
 from .transcript_render import (
     comparison_to_html,
@@ -39,30 +39,15 @@ from .transcript_render import (
     to_text,
 )
 
-def redact(data: Any, secrets: list[str] | None = None) -> Any:
-    """`data` (JSON: dicts, lists, strings) with the values of secret-looking
-    environment variables (``*_API_KEY``, ``*_TOKEN``, ...) replaced by ``[redacted]``."""
-    secrets = env_secret_values() if secrets is None else secrets
-    if not secrets:
-        return data
-    if isinstance(data, str):
-        return replace_secrets(data, secrets, "[redacted]")
-    if isinstance(data, dict):
-        return {k: redact(v, secrets) for k, v in data.items()}
-    if isinstance(data, list):
-        return [redact(v, secrets) for v in data]
-    return data
-
-
 def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any, Any],
             view_model_id: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a saved record: its JSON (secrets redacted) under `mime_type`, the
     HTML / Markdown / plain-text fallbacks, and ``{"ipyagent": {key: json, "view_model_id": ...}}``."""
-    secrets = env_secret_values()
-    doc = redact(record.to_json(), secrets)
-    clean = type(record).model_validate(doc) if secrets else record
+    doc = redact_data(record.to_json())
+    clean = type(record).model_validate(doc)
     html, markdown, text = renderers
-    data = {mime_type: doc, "text/html": html(clean), "text/markdown": inert(markdown(clean)), "text/plain": text(clean)}
+    data = {mime_type: doc, "text/html": redact(html(clean)), "text/markdown": redact(inert(markdown(clean))),
+            "text/plain": redact(text(clean))}
     metadata: dict[str, Any] = {key: doc}
     if view_model_id:
         metadata["view_model_id"] = view_model_id

@@ -14,6 +14,7 @@ import time
 from typing import Any, TextIO
 
 from ..core.content import join_text
+from ..core.redact import StreamRedactor, redact
 from ..core import (
     ArtifactStored,
     Event,
@@ -247,8 +248,9 @@ class WidgetView:
         self._pending = None
         self._last_frame = time.monotonic()
         self.frames += 1
-        self.body.value = self._body_html()
-        self.footer.value = self._footer_html()
+        # Every frame passes the one redactor, so the saved widget state holds no secret either.
+        self.body.value = redact(self._body_html())
+        self.footer.value = redact(self._footer_html())
 
     def _body_html(self) -> str:
         s = self.state
@@ -270,12 +272,29 @@ class WidgetView:
         return '<div class="ipyagent-footer">' + " · ".join(escape(f) for f in self.state.footer_figures()) + "</div>"
 
 
+class _RedactedStream:
+    """A text stream whose writes pass a `StreamRedactor`; `finish` releases the held-back word."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner, self._redactor = inner, StreamRedactor()
+
+    def write(self, text: str) -> None:
+        self.inner.write(self._redactor.feed(text))
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def finish(self) -> None:
+        self.inner.write(self._redactor.flush())
+        self.inner.flush()
+
+
 class TextView:
     """Terminal view: prints text deltas to `stream` as they arrive, then a footer line."""
 
     def __init__(self, provider: str, stream: TextIO | None = None) -> None:
         self.state = RunState(provider)
-        self.stream = stream or sys.stdout
+        self.stream = _RedactedStream(stream or sys.stdout)
         self._tool_index: int | None = None
 
     def feed(self, event: Event) -> None:
@@ -318,7 +337,7 @@ class TextView:
 
     def finish(self) -> None:
         self.stream.write("\n[" + " · ".join(self.state.footer_figures()) + "]\n")
-        self.stream.flush()
+        self.stream.finish()
 
 
 def _tool_card(segment: Segment) -> str:

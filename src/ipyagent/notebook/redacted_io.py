@@ -1,0 +1,39 @@
+"""What a line magic prints passes the one redactor (`core.redact`) on its way to the cell."""
+
+from __future__ import annotations
+
+import functools
+import io
+import sys
+from collections.abc import Callable
+from contextlib import redirect_stderr, redirect_stdout
+from typing import Any, TypeVar
+
+from ..core.redact import redact
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def redacted_output(fn: F) -> F:
+    """Wrap a magic so that its stdout, stderr and `UsageError` messages are redacted.
+
+    The output is short (listings, one-line answers), so it is collected and written once.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from IPython.core.error import UsageError
+
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            with redirect_stdout(out), redirect_stderr(err):
+                return fn(*args, **kwargs)
+        except UsageError as exc:
+            raise UsageError(redact(str(exc))) from None
+        finally:
+            if out.getvalue():
+                sys.stdout.write(redact(out.getvalue()))
+            if err.getvalue():
+                sys.stderr.write(redact(err.getvalue()))
+
+    return wrapper  # type: ignore[return-value]

@@ -1,0 +1,98 @@
+"""The one redactor (`ipyagent.core.redact`): which secrets it knows and which forms it finds."""
+
+from __future__ import annotations
+
+import base64
+import json
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from ipyagent.core import ProviderError
+from ipyagent.core.redact import MASK, StreamRedactor, add_secret, add_url, redact, redact_data, secret_forms
+from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+
+KEY = 'Kq7+z/=w"x\\y-registered-0042'
+
+
+@pytest.fixture(autouse=True)
+def _key():
+    add_secret(KEY)
+
+
+@pytest.mark.parametrize("form", [
+    KEY, quote(KEY, safe=""), quote_plus(KEY), json.dumps(KEY)[1:-1], json.dumps(json.dumps(KEY)[1:-1])[1:-1], repr(KEY)[1:-1],
+])
+def test_each_textual_form_is_masked(form):
+    assert redact(f"before {form} after") == f"before {MASK} after"
+
+
+@pytest.mark.parametrize("prefix", ["", "B", "Be", "Bearer ", "x:"])
+def test_base64_is_masked_at_any_offset_and_in_both_alphabets(prefix):
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        encoded = encode((prefix + KEY + " tail").encode()).decode()
+        out = redact(encoded)
+        assert MASK in out and encoded not in out
+        # What is left cannot be decoded back to the key.
+        assert KEY not in encoded.replace(out, "")
+
+
+def test_a_key_given_to_a_driver_is_a_secret_whatever_its_variable(monkeypatch):
+    monkeypatch.setenv("CORP_LLM", "plain-looking-value-123")  # a name that does not look secret
+    assert redact("plain-looking-value-123") == "plain-looking-value-123"
+    OpenAIChatPromptDriver("m", api_key=" plain-looking-value-123\n", base_url="http://127.0.0.1:9/v1")
+    assert redact("x plain-looking-value-123") == f"x {MASK}"
+
+
+def test_secret_named_environment_values_are_masked_and_others_kept(monkeypatch):
+    monkeypatch.setenv("SOME_SERVICE_API_KEY", "env-secret-value-77")
+    monkeypatch.setenv("SOME_SERVICE_URL", "http://example.org/not-a-secret")
+    assert redact("env-secret-value-77 http://example.org/not-a-secret") == f"{MASK} http://example.org/not-a-secret"
+
+
+def test_short_values_are_not_secrets():
+    add_secret("ollama")  # a placeholder key: masking it would mask every mention of the provider
+    assert redact("ollama:llama3.2") == "ollama:llama3.2"
+    assert all(len(form) >= 8 for form in secret_forms("abcdefgh"))
+
+
+def test_url_credentials_are_masked_without_registration():
+    text = "see http://bob:p4ss@h:1/v1?key=abc&x=1&access_token=t0k&monkey=2 and https://h/x?sig=s1#f"
+    assert redact(text) == (f"see http://{MASK}@h:1/v1?key={MASK}&x=1&access_token={MASK}&monkey=2 "
+                            f"and https://h/x?sig={MASK}#f")
+
+
+def test_a_registered_url_makes_its_credentials_secrets_everywhere():
+    add_url("http://carol:Hunter2-Secret@h/v1?token=query-token-999")
+    basic = base64.b64encode(b"carol:Hunter2-Secret").decode()
+    out = redact(f"Hunter2-Secret / Basic {basic} / query-token-999 / {base64.b64encode(('Basic ' + basic).encode()).decode()}")
+    assert "Hunter2" not in out and basic not in out and "query-token" not in out and out.count(MASK) == 4
+
+
+def test_key_shaped_strings_are_masked_but_lookalikes_kept():
+    assert redact("sk-proj-abcdefghijklmnopqrstuvwx and sk-learn-pipeline-v2") == f"{MASK} and sk-learn-pipeline-v2"
+
+
+def test_structured_data_keeps_its_shape_and_masks_credential_fields():
+    data = {"key": "user-42", "Authorization": "Bearer x", "nested": [{"api_key": "k", "text": KEY}], "n": 3, "t": (1, KEY)}
+    assert redact_data(data) == {"key": "user-42", "Authorization": MASK, "nested": [{"api_key": MASK, "text": MASK}],
+                                 "n": 3, "t": [1, MASK]}
+
+
+def test_a_secret_split_across_stream_pieces_is_masked():
+    text = f"the key is {KEY} ok\n" * 2
+    redactor = StreamRedactor()
+    out = "".join(redactor.feed(text[i:i + 3]) for i in range(0, len(text), 3)) + redactor.flush()
+    assert out == f"the key is {MASK} ok\n" * 2
+
+
+def test_a_stream_without_whitespace_is_still_released():
+    redactor = StreamRedactor(max_word=100)
+    out = redactor.feed("x" * 1000)
+    assert 900 <= len(out) < 1000 and len(out + redactor.flush()) == 1000
+
+
+def test_error_messages_are_redacted_whenever_set():
+    error = ProviderError("server", f"echo {KEY}")
+    error.message = f"again {KEY}"
+    assert KEY not in str(error) and KEY not in repr(error) and KEY not in json.dumps(error.to_dict()) and KEY not in error.args[0]
