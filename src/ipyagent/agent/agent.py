@@ -174,7 +174,7 @@ class Agent:
         return stack
 
     async def astream(self, prompt: str, *, output_schema: Any = None, output_strategy: str | None = None,
-                      images: Any = None) -> AsyncIterator[Event]:
+                      images: Any = None, context: Any = None) -> AsyncIterator[Event]:
         """Stream a run's events: model turn, tool calls, tool results, next turn, ...
 
         Runs on the caller's loop (prefer `arun`). Ends with the last turn's
@@ -185,6 +185,7 @@ class Agent:
         self.toolbox = with_task_memory(self.toolbox, current_memory() if self.memory is None else self.memory, self.driver)
         pending: list[Message] = [self.prompt_stack(prompt).messages[-1]]
         pending[0].content.extend(image_blocks(images))
+        pending[0].content[:0] = [TextBlock(text=block.to_text()) for block in context or ()]  # ahead of the question
         react_mode = bool(self.toolbox) and self.uses_react
         retries = 1  # an output that fails validation is asked for once more
         for _ in range(self.max_steps):
@@ -355,7 +356,7 @@ class Agent:
         return result
 
     async def arun(self, prompt: str, *, on_event: Callable[[Event], Any] | None = None, output_schema: Any = None,
-                   output_strategy: str | None = None, images: Any = None) -> AgentResult:
+                   output_strategy: str | None = None, images: Any = None, context: Any = None) -> AgentResult:
         """Run one turn and return its result; `on_event` sees every event as it arrives
         (called on ipyagent's background loop thread). Failures are in `result.error`,
         not raised.
@@ -371,6 +372,8 @@ class Agent:
             images: images added to the user message: file paths, URLs, bytes, PIL
                 images, matplotlib figures (see `images.image_block`). A model without
                 vision fails before anything is sent (``unsupported_capability``).
+            context: `memory.context.ContextBlock` objects (variables, the last error, other
+                cells), sent as text blocks at the head of the user message, before `prompt`.
 
         Raises:
             ValueError: `prompt` is not text, or is empty.
@@ -378,7 +381,8 @@ class Agent:
         """
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError(f"the prompt must be non-empty text, not {prompt!r}")
-        options = {"output_schema": output_schema, "output_strategy": output_strategy, "images": image_blocks(images)}
+        options = {"output_schema": output_schema, "output_strategy": output_strategy, "images": image_blocks(images),
+                   "context": list(context or ())}
         return await run_in_background(self._locked(self._arun(prompt, on_event, **options)))
 
     async def _locked(self, run: Any) -> AgentResult:
@@ -389,10 +393,10 @@ class Agent:
             return await run
 
     def run(self, prompt: str, *, on_event: Callable[[Event], Any] | None = None, output_schema: Any = None,
-            output_strategy: str | None = None, images: Any = None) -> AgentResult:
+            output_strategy: str | None = None, images: Any = None, context: Any = None) -> AgentResult:
         """Blocking `arun` (same arguments); works inside a running event loop (a notebook cell)."""
         return run_sync(self.arun(prompt, on_event=on_event, output_schema=output_schema,
-                                  output_strategy=output_strategy, images=images))
+                                  output_strategy=output_strategy, images=images, context=context))
 
     def __repr__(self) -> str:
         tools = f", tools={self.toolbox.names()}" if self.toolbox else ""

@@ -150,6 +150,15 @@ class Timings(_Model):
     turn_latencies_s: list[float] = Field(default_factory=list)
 
 
+class NextCell(_Model):
+    """Code from the answer offered as a new cell (``--code``): `language` is the fence label
+    asked for (``python``, ``sql``, ``all``); `source` the code. Renderers show it with an
+    insert button and a copy button, for front ends that ignore ``set_next_input``."""
+
+    language: str = "python"
+    source: str
+
+
 class Transcript(_Model):
     """One run, as saved in a notebook (format ``ipyagent.transcript``, `VERSION` 1).
 
@@ -173,6 +182,7 @@ class Transcript(_Model):
     error: TranscriptError | None = None
     attempts: int | None = None
     replayed: bool = False
+    next_cell: NextCell | None = None
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property

@@ -110,6 +110,7 @@ class RunRecorder:
         self._last_flush = 0.0
         self._started = time.monotonic()
         self._ended = False
+        self._metadata = dict(metadata or {})
         name, _, model = provider.partition(":")
         self.provider, self.model = name, model
         self.run_id = ""
@@ -232,6 +233,7 @@ class RunRecorder:
             return
         status = "ok" if result.error is None else "failed"
         meta = {k: v for k, v in (result.metadata or {}).items() if k in ("latency_s", "ttft_s", "attempts", "replayed")}
+        meta = {**self._metadata, **meta}  # what the run started with (tools, context) stays
         self._safe(lambda: self.store.finish_run(
             self.run_id, status, duration_s=time.monotonic() - self._started, usage=result.usage.model_dump(),
             cost=_cost(result), error=result.error.to_dict() if result.error is not None else None, metadata=meta or None))

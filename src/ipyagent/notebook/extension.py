@@ -58,6 +58,9 @@ def load(ipython: Any) -> None:
     if id(ipython) in _registered or id(ipython) in _declared:
         return
     _declared.add(id(ipython))
+    from . import cell_log  # stdlib only: what cells print and raise, for %agent fix and --cells
+
+    cell_log.install(ipython)
     for kind, name in MAGICS:
         ipython.magics_manager.magics[kind][name] = _FirstUse(ipython, kind, name)
     if getattr(ipython, "kernel", None) is not None and await_agent_cells not in ipython.input_transformers_post:
@@ -83,6 +86,9 @@ def _load_now(ipython: Any) -> None:
 
 
 def unload(ipython: Any) -> None:
+    from . import cell_log
+
+    cell_log.uninstall(ipython)
     _declared.discard(id(ipython))
     for kind, name in MAGICS:  # magics never used are still placeholders
         if isinstance(ipython.magics_manager.magics[kind].get(name), _FirstUse):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from typing import Any
 
@@ -23,6 +24,11 @@ from ..drivers.registry import ALIASES, KEY_FALLBACKS, resolve_alias
 from ..tools import BaseTool, FunctionTool, Toolbox
 from ..tools.activity import ACTIVITY_ATTR
 from ..memory.conversation import Turn
+from ..core.transcript import NextCell
+from ..memory.context import ContextBlock, variable_block
+from ..memory.summarize import DEFAULT_BUDGET
+from .code_blocks import next_cell, pick_code
+from .notebook_context import FIX_INSTRUCTION, cell_blocks, error_block, template_namespace
 from .session import Session
 from .template import TemplateError, render_cell
 from ..core.redact import redact
@@ -194,6 +200,39 @@ class AgentMagics(Magics):
                 pass
         self._agents.clear()
 
+    def _context(self, args: Any) -> list[ContextBlock]:
+        """The context blocks of ``--error``, ``--with`` and ``--cells``, in that order.
+
+        Raises:
+            TemplateError: no exception yet (``--error``).
+            UsageError: a ``--with`` name that is not defined.
+        """
+        budget = args.context_budget or DEFAULT_BUDGET
+        blocks = [error_block(self.shell, budget)] if args.error else []
+        for name in (n.strip() for group in args.with_ or () for n in group.split(",")):
+            if not name:
+                continue
+            if name not in self.shell.user_ns:
+                raise UsageError(f"--with: {name!r} is not defined; define it in a cell first (or check the spelling)")
+            blocks.append(variable_block(name, self.shell.user_ns[name], budget))
+        if args.cells:
+            blocks += cell_blocks(self.shell, args.cells, budget)
+        return blocks
+
+    def _next_cell(self, result: AgentResult, language: str | None) -> NextCell | None:
+        """``--code``: the answer's code into a new cell below (``set_next_input``); None when
+        not asked for or when the answer has no such block (said in one line)."""
+        if not language:
+            return None
+        language = re.sub(r"[^A-Za-z0-9+#._-]", "", language) or "python"
+        code = pick_code(result.text, language)
+        if code is None:
+            what = "code block" if language == "all" else f"{language} code block"
+            self._error(f"--code: the answer has no {what}; nothing was put in a new cell")
+            return None
+        next_cell(self.shell, code)
+        return NextCell(language=language, source=code)
+
     # -- %provider --------------------------------------------------------------------
 
     @magic_arguments()
@@ -315,6 +354,11 @@ class AgentMagics(Magics):
     @argument("--schema", metavar="MODEL", help="a pydantic model class in your namespace: the reply is validated into an instance (VAR.output with -o)")
     @argument("--strategy", choices=("native", "tool", "rule"), help="how --schema is asked for (default: the provider's best)")
     @argument("--image", metavar="PATH_OR_VAR", action="append", help="add an image: a file path, URL, or a variable holding bytes, a PIL image or a matplotlib figure (repeatable)")
+    @argument("--error", action="store_true", help="send the last exception (traceback, failing cell) and ask to explain and fix it (as %%agent fix)")
+    @argument("--with", dest="with_", metavar="NAME[,NAME]", action="append", help="attach variables summarized for the model (DataFrame schema and head, array shape, ...)")
+    @argument("--cells", type=int, metavar="N", help="attach the N previous cells' sources and text outputs")
+    @argument("--context-budget", type=int, metavar="TOKENS", help=f"tokens each attached summary may take at most (default {DEFAULT_BUDGET})")
+    @argument("--code", nargs="?", const="python", metavar="LANG", help="put the answer's first Python code block (LANG: another language; all: every block) into a new cell below, not run")
     @cell_magic
     def agent(self, line: str, cell: str) -> AgentResult | None:
         """Send the cell as a user message and stream the reply.
@@ -323,24 +367,30 @@ class AgentMagics(Magics):
         Successive cells continue one conversation; ``--new`` starts another.
         """
         args = _parse(self.agent, line)
-        for name in ("max_steps", "max_history", "context_window"):
+        for name in ("max_steps", "max_history", "context_window", "cells", "context_budget"):
             value = getattr(args, name, None)
             if value is not None and value < (0 if name == "max_history" else 1):
                 raise UsageError(f"--{name.replace('_', '-')} must be {'0 or more' if name == 'max_history' else '1 or more'}, not {value}")
         if args.out is not None and not args.out.isidentifier():
             raise UsageError(f"-o/--out needs a variable name, not {args.out!r}")
+        if args.compare and (args.error or args.with_ or args.cells or args.code):
+            raise UsageError("--error, --with, --cells and --code are not available with --compare; use %%agent without it")
         if args.compare:  # an alias of %%compare (compare_magics.py)
             return self.shell.magics_manager.registry["CompareMagics"].run(
                 [args.compare], cell, tools=args.tools, system=args.system, out=args.out, raw=args.raw,
                 max_steps=args.max_steps, react=args.react, await_in_kernel=args.await_in_kernel,
                 run_options=self._run_options(args))
         try:
-            prompt = (cell if args.raw else render_cell(cell, self.shell.user_ns)).strip()
+            prompt = (cell if args.raw else render_cell(cell, template_namespace(self.shell))).strip()
+            context = self._context(args)
         except TemplateError as exc:
             raise UsageError(str(exc)) from None
+        if args.error:
+            prompt = f"{FIX_INSTRUCTION}\n\n{prompt}".strip()
         if not prompt.strip():
             raise UsageError("the cell is empty: write the prompt below the %%agent line")
-        run_options = self._run_options(args)
+        run_options = {**self._run_options(args), "context": context}
+        self.session.last_context = [b.describe() for b in context]
         if args.new:
             self.session.threads.get(args.thread).reset()
         if args.system is not None:
@@ -356,7 +406,8 @@ class AgentMagics(Magics):
         agent.max_steps = args.max_steps
         agent.react = True if args.react else None
         active = self.session.begin(agent, prompt, thread=args.thread, max_history=args.max_history, window=args.context_window,
-                                    record=not args.no_store, metadata={"tools": agent.toolbox.names(), "max_steps": args.max_steps})
+                                    record=not args.no_store, metadata={"tools": agent.toolbox.names(), "max_steps": args.max_steps,
+                                                                                  "context": self.session.last_context})
         view = make_view(agent.provider, widgets=self._widgets())
         # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
         live = LiveTranscript(view, provider=agent.provider, prompt=prompt) if self._widgets() else None
@@ -377,8 +428,9 @@ class AgentMagics(Magics):
 
         def done(result: AgentResult) -> AgentResult:
             active.finish(result)
+            code = self._next_cell(result, args.code)
             if live is not None:
-                live.finish(result)
+                live.finish(result, next_cell=code)
             self.last_result = result
             if args.out:
                 self.shell.user_ns[args.out] = result

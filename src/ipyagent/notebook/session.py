@@ -33,6 +33,7 @@ class Session:
         self._store: RunStore | None = None
         self.store_error: str | None = None
         self.run_ids: list[str] = []
+        self.last_context: list[dict[str, Any]] = []  # the context blocks of the last run (%agent inspect)
 
     # -- the run store -----------------------------------------------------------------
 

@@ -8,6 +8,7 @@
     %agent inspect [RUN_ID]        a stored run node by node: raw request, response metadata
     %agent replay [RUN_ID]         draw a stored run's view again, without calling the model
     %agent store [PATH|off]        show or choose the run store
+    %agent fix [OPTIONS] [QUESTION]  explain and fix the last exception (%%agent options: --code, -p, --with, ...)
 
 RUN_ID may be the first characters of the id; without one, the session's last run.
 """
@@ -45,11 +46,12 @@ from ..memory.store import RunStore
 from .redacted_io import redacted_output
 from .memory_html import STYLE, artifact_entry_html
 from .render import escape
+from .code_blocks import KNOWN_LANGUAGES
 from .session import Session
 from .transcript_output import bundle, show_live
 from .view import make_view
 
-SUBCOMMANDS = ("threads", "history", "reset", "memory", "runs", "inspect", "replay", "store")
+SUBCOMMANDS = ("threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix")
 #: Characters of one message block shown by history and inspect.
 SHOWN_CHARS = 600
 
@@ -121,8 +123,8 @@ class SessionMagics(Magics):
     @line_magic("agent")
     @redacted_output
     def agent_line(self, line: str) -> Any:
-        """``%agent threads | history [NAME] | reset [NAME] | memory | runs [THREAD] |
-        inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off]`` (``%%agent`` is the cell magic)."""
+        """``%agent fix [OPTIONS] [QUESTION] | threads | history [NAME] | reset [NAME] | memory |
+        runs [THREAD] | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off]`` (``%%agent`` is the cell magic)."""
         try:
             words = shlex.split(line)
         except ValueError as exc:
@@ -131,10 +133,38 @@ class SessionMagics(Magics):
             given = f"unknown subcommand {words[0]!r}; " if words else ""
             raise UsageError(f"%agent: {given}use one of: {', '.join(SUBCOMMANDS)} (the prompt goes in a %%agent cell)")
         sub, rest = words[0], words[1:]
+        if sub == "fix":
+            return self._fix(rest)
         if len(rest) > 1:
             raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
         arg = rest[0] if rest else None
         return getattr(self, f"_{sub}")(arg)
+
+    # -- fix ---------------------------------------------------------------------------------
+
+    def _fix(self, words: list[str]) -> None:
+        """``%agent fix [OPTIONS] [QUESTION]``: ``%%agent --error`` with the question as the cell.
+
+        OPTIONS are ``%%agent``'s (``--code [LANG]``, ``-p``, ``--with``, ``--cells``, ...), before
+        the question; ``--code`` takes the next word as its language only when it names one.
+        The result is bound by ``-o VAR``, not echoed.
+        """
+        parser = self.agent_magics.agent.parser
+        options: list[str] = []
+        n = 0
+        while n < len(words) and words[n].startswith("-") and words[n] != "--":
+            word = words[n].split("=", 1)[0]
+            action = parser._option_string_actions.get(word)
+            if action is None:
+                raise UsageError(f"%agent fix: unknown option {word!r}; the options are %%agent's (--code, -p, --with, --cells, ...)")
+            options.append(words[n])
+            takes = action.nargs is None or (action.nargs == "?" and n + 1 < len(words) and words[n + 1].lower() in KNOWN_LANGUAGES)
+            if "=" not in words[n] and takes and n + 1 < len(words):
+                options.append(words[n + 1])
+                n += 1
+            n += 1
+        question = " ".join(words[n + 1:] if n < len(words) and words[n] == "--" else words[n:])
+        self.agent_magics.agent(" ".join(shlex.quote(o) for o in [*options, "--error"]), question)
 
     # -- threads -----------------------------------------------------------------------
 
@@ -225,7 +255,25 @@ class SessionMagics(Magics):
             print(f"{r['id']}  {_when(r['started_at'])}  {r['status']:<11}  {r['thread'] or '-':<12}  "
                   f"{r['provider']}:{r['model']}  {tokens}  {_short(r['prompt'] or '', 60)!r}")
 
+    @staticmethod
+    def _print_context(blocks: list[dict[str, Any]]) -> None:
+        """The context blocks a run carried, with our token estimate of each."""
+        if not blocks:
+            print("context: none (--with NAME, --cells N, --error or %agent fix attach some)")
+            return
+        total = sum(b.get("tokens", 0) for b in blocks)
+        print(f"context: {len(blocks)} block{'s' if len(blocks) != 1 else ''}, ≈{total:,} tokens (our estimate)")
+        for b in blocks:
+            cut = ", truncated to the budget" if b.get("truncated") else ""
+            print(f"  {b.get('source')} {b.get('name')} ({b.get('kind')}): ≈{b.get('tokens', 0):,} tokens{cut}")
+            for line in _short(b.get("text") or "", 300).splitlines()[:6]:
+                print("    " + line)
+
     def _inspect(self, run_id: str | None) -> None:
+        if self.session.store is None and run_id is None and self.session.last_context:
+            print("run store off: the last run's context only (%agent store PATH records whole runs)")
+            self._print_context(self.session.last_context)
+            return
         store = self._store_or_fail()
         try:
             run = store.run(self._run_id(run_id))
@@ -242,6 +290,7 @@ class SessionMagics(Magics):
         print(f"run {run['id']} · " + " · ".join(figures))
         if run.get("error"):
             print(f"  error: {run['error'].get('type')}: {run['error'].get('message')}")
+        self._print_context((run.get("metadata") or {}).get("context") or [])
         for node in store.nodes(run["id"]):
             self._print_node(node)
 

@@ -12,14 +12,24 @@ from typing import Any
 
 
 class TemplateError(ValueError):
-    """A template that parses but cannot render (an undefined name, a failing expression)."""
+    """A template that parses but cannot render (an undefined name, a failing expression, a missing ``Out[n]``)."""
 
 
 @lru_cache(maxsize=1)
 def _environment() -> Any:
     import jinja2
 
-    return jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env.filters["context"] = context_filter
+    return env
+
+
+def context_filter(value: Any, budget: int | None = None) -> str:
+    """``{{ df | context }}`` / ``{{ df | context(500) }}``: `value` summarized for a model
+    (memory/summarize.py) within `budget` tokens (default `summarize.DEFAULT_BUDGET`)."""
+    from ..memory.summarize import DEFAULT_BUDGET, summarize
+
+    return summarize(value, budget_tokens=budget or DEFAULT_BUDGET).text
 
 
 def render_cell(body: str, namespace: dict[str, Any]) -> str:
@@ -39,6 +49,8 @@ def render_cell(body: str, namespace: dict[str, Any]) -> str:
         return body
     try:
         return template.render(namespace)
+    except TemplateError:  # a clear message already (notebook_context: no error yet, a missing Out[n])
+        raise
     except jinja2.UndefinedError as exc:
         raise TemplateError(f"cell template: {exc.message}; define it first, or use --raw to send the text as it is") from None
     except Exception as exc:  # an expression in the template raised

@@ -97,15 +97,17 @@ class LiveTranscript:
         self.events.append(event)
         self.view.feed(event)
 
-    def finish(self, result: Any = None) -> Transcript | None:
+    def finish(self, result: Any = None, *, next_cell: Any = None) -> Transcript | None:
         """Replace the live view with the transcript of `result` (None: the run was
-        interrupted before it produced one). Only the first call counts."""
+        interrupted before it produced one), with `next_cell` (a `NextCell`: code offered
+        as a new cell) when given. Only the first call counts."""
         with self._lock:
             if self.transcript is not None:
                 return self.transcript
             elapsed = time.monotonic() - self._first_request if self._first_request is not None else None
             self.transcript = Transcript.from_result(result, events=self.events, prompt=self.prompt,
                                                      elapsed_s=elapsed, provider=self.provider)
+            self.transcript.next_cell = next_cell
         from IPython.display import update_display
 
         data, metadata = bundle(self.transcript, view_model_id=getattr(getattr(self.view, "widget", None), "model_id", None))

@@ -106,8 +106,31 @@ def _arguments(call: ToolCallPart) -> str:
 
 
 def to_html(t: Transcript) -> str:
-    """Sanitized HTML, styled like the live view (tool cards and reasoning collapsed)."""
-    return f'<div class="ipyagent-transcript">{STYLE}{sanitize(_html_body(t))}</div>'
+    """Sanitized HTML, styled like the live view (tool cards and reasoning collapsed); with
+    the code offered as a new cell (`next_cell_html`) after the sanitized part."""
+    return f'<div class="ipyagent-transcript">{STYLE}{sanitize(_html_body(t))}{next_cell_html(t)}</div>'
+
+
+#: Inline handlers of the next-cell buttons (fixed strings; the code is read from the escaped <code>).
+_CODE_OF = "this.closest('.ipyagent-next-cell').querySelector('code').textContent"
+_COPY_JS = f"navigator.clipboard&&navigator.clipboard.writeText({_CODE_OF});this.textContent='copied'"
+_INSERT_JS = (f"var c={_CODE_OF};if(window.Jupyter&&Jupyter.notebook&&Jupyter.notebook.insert_cell_below)"
+              "{Jupyter.notebook.insert_cell_below('code').set_text(c);this.textContent='inserted'}"
+              "else{navigator.clipboard&&navigator.clipboard.writeText(c);this.textContent='copied: paste it into a new cell'}")
+
+
+def next_cell_html(t: Transcript) -> str:
+    """The code offered as a new cell, with an insert and a copy button, for front ends that
+    ignore ``set_next_input`` and run an output's script (VS Code, Colab, classic Notebook).
+    Where scripts are stripped (JupyterLab's sanitizer) the code stays readable and selectable."""
+    cell = t.next_cell
+    if cell is None:
+        return ""
+    return (f'<div class="ipyagent-next-cell" data-language="{escape(cell.language)}">'
+            f'<div class="ipyagent-meta">code for a new cell below ({escape(cell.language)})'
+            f' <button class="ipyagent-insert" title="insert as a new cell" onclick="{escape(_INSERT_JS)}">insert</button>'
+            f' <button class="ipyagent-copy" title="copy the code" onclick="{escape(_COPY_JS)}">copy</button></div>'
+            f'<pre><code>{escape(cell.source)}</code></pre></div>')
 
 
 def comparison_to_html(record: ComparisonRecord) -> str:
@@ -284,6 +307,8 @@ def to_markdown(t: Transcript) -> str:
         blocks.append(f"**⚠ {_md_escape(t.error.message)}**")
     if t.status == "interrupted":
         blocks.append("*■ interrupted; the text above is partial*")
+    if t.next_cell is not None:
+        blocks.append(f"**code for a new cell below** ({_md_escape(t.next_cell.language)})\n\n{_fenced(t.next_cell.source, t.next_cell.language)}")
     blocks.append("*" + _md_escape(" · ".join(footer_figures(t))) + "*")
     return "\n\n".join(blocks) + "\n"
 
@@ -314,5 +339,7 @@ def to_text(t: Transcript) -> str:
         lines.append(f"[error] {t.error.message}")
     if t.status == "interrupted":
         lines.append("[interrupted; the text above is partial]")
+    if t.next_cell is not None:
+        lines.append(f"[code for a new cell below: {t.next_cell.source.count(chr(10)) + 1} lines of {t.next_cell.language}]")
     lines.append("[" + " · ".join(footer_figures(t)) + "]")
     return "\n".join(lines)
