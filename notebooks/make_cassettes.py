@@ -310,6 +310,74 @@ async def memory_cassette() -> None:
     await record(HERE / "memory.cassette.jsonl", runs, tools=tools)
 
 
+#: The replies of notebooks/context.ipynb: %agent fix --code, --with df, --cells 2 (in that order).
+CONTEXT = [
+    "The loop divides each price by its count, and `counts[1]` is `0`, so `15.5 / 0` raises `ZeroDivisionError` "
+    "(\"float division by zero\"). A product with no units sold has no unit price: record it as missing instead of dividing.\n\n"
+    "```python\nprices = [12.0, 15.5, 9.25]\ncounts = [3, 0, 4]\nper_unit = []\nfor p, c in zip(prices, counts):\n"
+    "    per_unit.append(p / c if c else float(\"nan\"))\n```\n",
+    "Only `price` has missing values: 40 of the 1,000 rows. `region` is categorical, `units` integer and `returned` boolean, "
+    "so revenue per region is:\n\n```python\nkept = df[~df[\"returned\"]]\n"
+    "revenue = (kept[\"units\"] * kept[\"price\"]).groupby(kept[\"region\"], observed=True).sum()\nrevenue\n```\n\n"
+    "`sum` skips the missing prices, so those rows add no revenue; drop them first (`kept.dropna(subset=[\"price\"])`) to make that explicit.",
+    "The first cell stores the units sold per month and prints the best month, March (143 units).\n"
+    "The second computes the average per month: 358 / 3 ≈ 119.3 units.",
+]
+
+
+def context_cassette() -> None:
+    """Execute notebooks/context.ipynb against a local server that answers with `CONTEXT`, and
+    write the requests the kernel sent (context blocks included) with those answers."""
+    import os
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    exchanges: list[dict[str, Any]] = []
+    replies = iter(CONTEXT)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            n = len(exchanges)
+            content = sse_body(next(replies), n, 9 + len(json.dumps(body["messages"])) // 4)
+            headers = {"content-type": "text/event-stream; charset=utf-8"}
+            exchanges.append({"provider": "openai", "model": MODEL, "base_url": "https://api.openai.com/v1",
+                              "request": {"method": "POST", "url": "https://api.openai.com/v1/chat/completions", "body": body},
+                              "response": {"status": 200, "headers": headers, "body": content.decode()}})
+            self.send_response(200)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(content)))
+            self.end_headers()
+            self.wfile.write(content)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    saved = {k: os.environ.get(k) for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "IPYAGENT_RUN_STORE")}
+    os.environ.update(OPENAI_API_KEY="sk-not-a-real-key", OPENAI_BASE_URL=f"http://127.0.0.1:{server.server_address[1]}/v1",
+                      IPYAGENT_RUN_STORE="off")
+    try:
+        nb = nbformat.read(HERE / "context.ipynb", as_version=4)
+        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
+    finally:
+        server.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    assert len(exchanges) == len(CONTEXT), f"{len(exchanges)} requests for {len(CONTEXT)} replies"
+    path = HERE / "context.cassette.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in exchanges))
+    print(f"wrote {path}")
+
+
 async def main() -> None:
     await record(HERE / "quickstart.cassette.jsonl", QUICKSTART)
     await record(HERE / "tools.cassette.jsonl", TOOLS, tools=[Calculator(), Clock(), word_count])
@@ -321,6 +389,7 @@ async def main() -> None:
         await record(HERE / f"providers-{provider}.cassette.jsonl", [(PROVIDERS_PROMPT, [reply])],
                      driver=cls(model, api_key=None if provider == "ollama" else "not-a-real-key", provider=provider))
     await memory_cassette()
+    context_cassette()
 
 
 if __name__ == "__main__":
