@@ -262,6 +262,15 @@ def test_cells_sends_the_previous_sources_and_their_text_outputs(ip, server) -> 
     assert blocks[2] == "What do these do?"
 
 
+def test_context_blocks_never_carry_a_key(ip, server) -> None:
+    ip.user_ns["settings"] = {"model": "m", "token": "sk-context-test"}
+    run(ip, "import os\nprint(os.environ['OPENAI_API_KEY'])")
+    run(ip, "%%agent --with settings --cells 1\nhi")
+    text = user_text(server)
+    assert "sk-context-test" not in text
+    assert text.count("[redacted]") == 2 and "\"token\": \"[redacted]\"" in text
+
+
 def test_in_and_out_in_templates_name_a_missing_cell(ip, server) -> None:
     quiet = run(ip, "x = 1")
     loud = run(ip, "41 + 1")

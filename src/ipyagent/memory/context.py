@@ -2,7 +2,7 @@
 
 A `ContextBlock` is sent as one text block at the head of the user message,
 wrapped in a ``<context>`` element naming what it is, so the model can tell
-the attached material from the question. `%agent inspect` lists the blocks a
+the attached material from the question; secrets in play are masked first. `%agent inspect` lists the blocks a
 run carried with our token estimate of each.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..core.redact import redact
 from .summarize import DEFAULT_BUDGET, summarize
 from .tokens import estimate_text
 
@@ -39,13 +40,14 @@ class ContextBlock:
         return estimate_text(self.to_text())
 
     def to_text(self) -> str:
-        """The block as sent: a ``<context>`` element, followed by a blank line."""
+        """The block as sent: a ``<context>`` element, followed by a blank line. Secrets in
+        play (an API key a cell set, a key in a config dict) are masked (`core.redact`)."""
         cut = ' truncated="true"' if self.truncated else ""
-        return f'<context source="{self.source}" name="{_attr(self.name)}" type="{_attr(self.kind)}"{cut}>\n{self.text}\n</context>\n\n'
+        return redact(f'<context source="{self.source}" name="{_attr(self.name)}" type="{_attr(self.kind)}"{cut}>\n{self.text}\n</context>\n\n')
 
     def describe(self) -> dict[str, Any]:
-        """A JSON record of the block with its token estimate (run store metadata, `%agent inspect`)."""
-        return {**asdict(self), "tokens": self.tokens}
+        """A JSON record of the block with its token estimate (run store metadata, `%agent inspect`), secrets masked."""
+        return {**asdict(self), "text": redact(self.text), "tokens": self.tokens}
 
 
 def _attr(text: str) -> str:
