@@ -106,7 +106,24 @@ export function footerFigures(t: Json): string[] {
   if (status !== 'completed') {
     figures.push(status);
   }
+  const settings = settingsText(t.settings);
+  if (settings) {
+    figures.push(settings);
+  }
   return figures;
+}
+
+/** The run's generation settings in one line (ModelSettings.describe): `temperature 0 · max_output_tokens 64`. */
+export function settingsText(settings: unknown): string {
+  if (!isObject(settings)) {
+    return '';
+  }
+  return Object.entries(settings)
+    .filter(([, value]) => value !== null && value !== undefined)
+    .map(([name, value]) =>
+      `${name} ${Array.isArray(value) ? value.map(v => `'${String(v)}'`).join(', ') : String(value)}`
+    )
+    .join(' · ');
 }
 
 function sizeText(size: unknown): string {

@@ -14,9 +14,12 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .agent import Agent, AgentResult
     from .agent.compare import Comparison, acompare, compare
+    from .agent.defaults import set_default, using
     from .agent.evaluate import Evaluation, aevaluate, evaluate
+    from .core import ModelSettings
 
-__all__ = ["Agent", "AgentResult", "compare", "acompare", "Comparison", "evaluate", "aevaluate", "Evaluation", "load_ipython_extension", "unload_ipython_extension", "__version__"]
+__all__ = ["Agent", "AgentResult", "ModelSettings", "using", "set_default", "compare", "acompare", "Comparison", "evaluate",
+           "aevaluate", "Evaluation", "load_ipython_extension", "unload_ipython_extension", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -24,6 +27,14 @@ def __getattr__(name: str) -> Any:
         from . import agent
 
         return getattr(agent, name)
+    if name in ("using", "set_default"):  # the default configuration, switchable for a block
+        from .agent import defaults
+
+        return getattr(defaults, name)
+    if name == "ModelSettings":
+        from .core import ModelSettings
+
+        return ModelSettings
     if name in ("compare", "acompare", "Comparison"):
         from .agent import compare as comparison
 

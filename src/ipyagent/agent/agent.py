@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core import (
+    coerce_settings,
     ActionArtifact,
     ArtifactStored,
     BaseArtifact,
@@ -24,6 +25,7 @@ from ..core import (
     Message,
     ModelCompleted,
     ModelFailed,
+    ModelSettings,
     PromptStack,
     ProviderError,
     StopReason,
@@ -40,7 +42,7 @@ from ..memory import TaskMemory, current_memory
 from ..tools import Toolbox
 from ..tools.builtin.task_memory import with_task_memory
 from ..tools.off_prompt import store_output
-from . import react, structured
+from . import defaults, react, structured
 from .images import image_blocks
 from .loop_thread import run_in_background, run_sync
 
@@ -107,7 +109,10 @@ class Agent:
 
     Args:
         provider: ``provider:model`` (``openai:gpt-4.1-mini``), ``replay:CASSETTE``,
-            or a ready prompt driver.
+            or a ready prompt driver; None: the default's (``%provider``, or the
+            innermost ``with ipyagent.using(...)`` block), with its driver options.
+        settings: `ModelSettings` (or a dict of its fields) for every run, over the
+            default's settings; a run's own `settings` go over these.
         system: the system prompt, sent first on every turn.
         tools: `BaseTool` instances or functions the model may call.
         max_steps: model turns per run at most; the run stops there, keeping
@@ -128,8 +133,9 @@ class Agent:
 
     def __init__(
         self,
-        provider: str | BasePromptDriver,
+        provider: str | BasePromptDriver | None = None,
         *,
+        settings: ModelSettings | dict[str, Any] | None = None,
         system: str | None = None,
         tools: list[Any] | None = None,
         max_steps: int = 10,
@@ -138,7 +144,11 @@ class Agent:
         memory: TaskMemory | None = None,
         **driver_options: Any,
     ) -> None:
-        self.driver = provider if isinstance(provider, BasePromptDriver) else create_driver(provider, **driver_options)
+        if isinstance(provider, BasePromptDriver):
+            self.driver, self.settings = provider, defaults.current().settings.merged(coerce_settings(settings))
+        else:
+            provider_id, self.settings, options = defaults.resolve(provider, settings, driver_options)
+            self.driver = create_driver(provider_id, **options)
         self.system = system
         self.toolbox = Toolbox(tools or [])
         self.max_steps = max_steps
@@ -159,11 +169,13 @@ class Agent:
         """True when tools go through the ReAct text protocol instead of native tool calls."""
         return self.react if self.react is not None else not self.driver.supports_tools
 
-    def prompt_stack(self, prompt: str | None = None, pending: list[Message] | None = None) -> PromptStack:
-        """The request: system prompt, the conversation so far, `prompt`, then the run's `pending` messages."""
+    def prompt_stack(self, prompt: str | None = None, pending: list[Message] | None = None,
+                     settings: ModelSettings | None = None) -> PromptStack:
+        """The request: system prompt, the conversation so far, `prompt`, then the run's `pending`
+        messages; the agent's settings with the run's `settings` over them."""
         definitions = self.toolbox.definitions()
         react_mode = bool(definitions) and self.uses_react
-        stack = PromptStack(tools=[] if react_mode else definitions)
+        stack = PromptStack(tools=[] if react_mode else definitions, settings=self.settings.merged(settings))
         system = "\n\n".join(p for p in (self.system, react.system_prompt(definitions) if react_mode else None) if p)
         if system:
             stack.add_system_message(system)
@@ -174,7 +186,8 @@ class Agent:
         return stack
 
     async def astream(self, prompt: str, *, output_schema: Any = None, output_strategy: str | None = None,
-                      images: Any = None, context: Any = None) -> AsyncIterator[Event]:
+                      images: Any = None, context: Any = None,
+                      settings: ModelSettings | dict[str, Any] | None = None) -> AsyncIterator[Event]:
         """Stream a run's events: model turn, tool calls, tool results, next turn, ...
 
         Runs on the caller's loop (prefer `arun`). Ends with the last turn's
@@ -187,10 +200,11 @@ class Agent:
         pending[0].content.extend(image_blocks(images))
         pending[0].content[:0] = [TextBlock(text=block.to_text()) for block in context or ()]  # ahead of the question
         react_mode = bool(self.toolbox) and self.uses_react
+        run_settings = coerce_settings(settings)
         retries = 1  # an output that fails validation is asked for once more
         for _ in range(self.max_steps):
             completed: ModelCompleted | None = None
-            stack = self.prompt_stack(None, pending)
+            stack = self.prompt_stack(None, pending, run_settings)
             stack.output_schema, stack.output_strategy = output_schema, output_strategy  # type: ignore[assignment]
             try:
                 async for event in self.driver.stream(stack):
@@ -356,7 +370,8 @@ class Agent:
         return result
 
     async def arun(self, prompt: str, *, on_event: Callable[[Event], Any] | None = None, output_schema: Any = None,
-                   output_strategy: str | None = None, images: Any = None, context: Any = None) -> AgentResult:
+                   output_strategy: str | None = None, images: Any = None, context: Any = None,
+                   settings: ModelSettings | dict[str, Any] | None = None) -> AgentResult:
         """Run one turn and return its result; `on_event` sees every event as it arrives
         (called on ipyagent's background loop thread). Failures are in `result.error`,
         not raised.
@@ -382,7 +397,7 @@ class Agent:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError(f"the prompt must be non-empty text, not {prompt!r}")
         options = {"output_schema": output_schema, "output_strategy": output_strategy, "images": image_blocks(images),
-                   "context": list(context or ())}
+                   "context": list(context or ()), "settings": coerce_settings(settings)}
         return await run_in_background(self._locked(self._arun(prompt, on_event, **options)))
 
     async def _locked(self, run: Any) -> AgentResult:
@@ -393,10 +408,11 @@ class Agent:
             return await run
 
     def run(self, prompt: str, *, on_event: Callable[[Event], Any] | None = None, output_schema: Any = None,
-            output_strategy: str | None = None, images: Any = None, context: Any = None) -> AgentResult:
+            output_strategy: str | None = None, images: Any = None, context: Any = None,
+            settings: ModelSettings | dict[str, Any] | None = None) -> AgentResult:
         """Blocking `arun` (same arguments); works inside a running event loop (a notebook cell)."""
         return run_sync(self.arun(prompt, on_event=on_event, output_schema=output_schema,
-                                  output_strategy=output_strategy, images=images, context=context))
+                                  output_strategy=output_strategy, images=images, context=context, settings=settings))
 
     def __repr__(self) -> str:
         tools = f", tools={self.toolbox.names()}" if self.toolbox else ""

@@ -282,6 +282,7 @@ async def acompare(
     output_schema: Any = None,
     output_strategy: str | None = None,
     images: Any = None,
+    settings: Any = None,
     **agent_options: Any,
 ) -> Comparison:
     """Send `prompt` to every entry concurrently, `runs` times each, and measure each run.
@@ -297,7 +298,8 @@ async def acompare(
         on_start(index, run), on_event(index, run, event), on_finish(figures): called on
             ipyagent's background loop when a run starts, for each of its events, and
             when it ends (``index``: the entry's position).
-        output_schema, output_strategy, images: as for `Agent.arun`, the same for every run.
+        output_schema, output_strategy, images, settings: as for `Agent.arun`, the same for
+            every run (`ModelSettings`: each provider gets them under its own wire names).
 
     Returns:
         `Comparison`. Failures never raise; they are in the figures.
@@ -311,7 +313,8 @@ async def acompare(
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
     make = factory or (lambda provider: Agent(provider, **agent_options))
-    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images)) if v}
+    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images),
+                                 ("settings", settings)) if v}
     return await run_in_background(_compare(list(entries), prompt, runs, make, on_start, on_event, on_finish, options))
 
 

@@ -27,6 +27,7 @@ from .content import (
     _Block,
 )
 from .messages import Message, Role
+from .settings import ModelSettings
 
 
 class ToolDefinition(BaseModel):
@@ -84,6 +85,8 @@ class PromptStack(BaseModel):
     `output_strategy` says how the driver asks for it; None lets the driver
     choose (`BasePromptDriver.default_output_strategy`). It lives here, not on
     the agent, because it changes the request a driver builds.
+    `settings` are the provider-neutral generation settings each driver
+    translates to its wire names (`ModelSettings`).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -92,6 +95,7 @@ class PromptStack(BaseModel):
     tools: list[ToolDefinition] = Field(default_factory=list)
     output_schema: Any = None
     output_strategy: OutputStrategy | None = None
+    settings: ModelSettings = Field(default_factory=ModelSettings)
 
     def add_message(self, role: Role, value: Any) -> Message:
         message = value if isinstance(value, Message) else Message(role=role, content=to_blocks(value))

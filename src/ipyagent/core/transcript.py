@@ -183,6 +183,8 @@ class Transcript(_Model):
     attempts: int | None = None
     replayed: bool = False
     next_cell: NextCell | None = None
+    #: The generation settings the run used (`ModelSettings.as_dict`), empty when none was set.
+    settings: dict[str, Any] = Field(default_factory=dict)
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -275,6 +277,7 @@ class Transcript(_Model):
             error=TranscriptError(type=str(error.type), message=str(error.message), code=error.code) if error is not None else None,
             attempts=attempts,
             replayed=bool(meta.get("replayed") or any(m.get("replayed") for m in turn_meta)),
+            settings=meta.get("settings") or next((m["settings"] for m in turn_meta if m.get("settings")), {}),
         )
 
 

@@ -54,6 +54,7 @@ from ..core import (
 )
 from ..core.redact import redact
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .model_rules import EFFORT_BUDGETS
 from .structured import OUTPUT_TOOL
 
 #: The `anthropic-version` header this driver speaks.
@@ -88,6 +89,13 @@ ERROR_TYPES: dict[str, str] = {
     "overloaded_error": "overloaded",
     "timeout_error": "timeout",
 }
+
+#: The smallest thinking budget the API takes ("Extended thinking": budget_tokens >= 1024).
+MIN_THINKING_BUDGET = 1024
+#: `ModelSettings.tool_choice` -> the API's tool_choice type ("Tool use": auto, any, tool, none).
+TOOL_CHOICE_TYPES = {"auto": "auto", "required": "any", "none": "none"}
+#: Prompt-caching breakpoint ("Prompt caching": cache_control on a block caches the prefix up to it).
+CACHE_CONTROL = {"type": "ephemeral"}
 
 #: Content block types this driver maps to core blocks; any other type passes through as `GenericBlock`.
 _KNOWN_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
@@ -158,6 +166,17 @@ class AnthropicPromptDriver(BasePromptDriver):
 
     Args: see `BasePromptDriver`. `provider_options` keys (`known_options`) go
     into the request body as they are; `max_tokens` defaults to 4096.
+
+    `ModelSettings` (Anthropic API reference, "Messages"; "Extended thinking";
+    "Tool use"; "Prompt caching"): ``max_tokens``, ``temperature``, ``top_p``,
+    ``stop_sequences``; ``reasoning`` as ``thinking: {"type": "enabled",
+    "budget_tokens": N}`` (an effort becomes `EFFORT_BUDGETS`; at least 1024;
+    ``max_tokens`` then defaults to the budget + 4096); ``tool_choice`` as
+    ``{"type": "auto" | "any" | "none" | "tool"}``, ``parallel_tool_calls=False``
+    as its ``disable_parallel_tool_use``; ``cache=True`` as ``cache_control`` on
+    the last tool, the system prompt and the last message block (the stable
+    prefix, read back on the next turn). There is no ``seed``; thinking takes no
+    ``temperature`` and ``top_p`` only from 0.95 to 1.
     """
 
     protocol = "anthropic"
@@ -167,6 +186,66 @@ class AnthropicPromptDriver(BasePromptDriver):
     known_options = frozenset(
         {"max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "thinking", "tool_choice", "metadata", "service_tier"}
     )
+
+    def capabilities_for(self, model: str) -> Capabilities:
+        """Claude 3 models before 3.7 (and Claude 2) have no extended thinking."""
+        name = model.lower()
+        if name.startswith(("claude-2", "claude-instant")) or (name.startswith("claude-3-") and not name.startswith("claude-3-7")):
+            return Capabilities(vision=not name.startswith(("claude-2", "claude-instant")), structured_output_native=False, reasoning=False)
+        return self.capabilities
+
+    def settings_fields(self, prompt_stack: PromptStack, options: dict[str, Any]) -> dict[str, Any]:
+        """The request fields for `prompt_stack.settings` (``max_tokens`` always).
+
+        Raises:
+            ProviderError: ``unsupported_capability`` for a setting the API or model cannot take,
+                or a combination extended thinking does not allow.
+        """
+        settings = prompt_stack.settings
+        if settings.seed is not None:
+            raise self.unsupported("seed", "the Messages API has no seed")
+        fields: dict[str, Any] = {}
+        budget = EFFORT_BUDGETS[settings.effort] if settings.effort else settings.budget
+        if budget:
+            if budget < MIN_THINKING_BUDGET:
+                raise self.unsupported("reasoning", f"a thinking budget is at least {MIN_THINKING_BUDGET} tokens, not {budget}")
+            if settings.temperature is not None:
+                raise self.unsupported("temperature", "extended thinking takes no temperature")
+            if settings.top_p is not None and settings.top_p < 0.95:
+                raise self.unsupported("top_p", "with extended thinking top_p must be 0.95 to 1")
+            fields["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        max_tokens = settings.max_output_tokens or options.get("max_tokens") or (budget + DEFAULT_MAX_TOKENS if budget else DEFAULT_MAX_TOKENS)
+        if budget and max_tokens <= budget:
+            raise self.unsupported("max_output_tokens", f"it must exceed the thinking budget ({budget} tokens)")
+        fields["max_tokens"] = max_tokens
+        for name, wire in (("temperature", "temperature"), ("top_p", "top_p")):
+            if getattr(settings, name) is not None:
+                fields[wire] = getattr(settings, name)
+        if settings.stop is not None:
+            fields["stop_sequences"] = list(settings.stop)
+        if prompt_stack.tools and (settings.tool_choice is not None or settings.parallel_tool_calls is False):
+            kind = TOOL_CHOICE_TYPES.get(settings.tool_choice or "auto", "tool")
+            choice: dict[str, Any] = {"type": kind, **({"name": settings.tool_name} if kind == "tool" else {})}
+            if settings.parallel_tool_calls is False and kind != "none":
+                choice["disable_parallel_tool_use"] = True
+            fields["tool_choice"] = choice
+        return fields
+
+    @staticmethod
+    def add_cache_breakpoints(body: dict[str, Any]) -> None:
+        """``cache_control`` on the last tool, the last system block and the last message block."""
+        if body.get("tools"):
+            body["tools"][-1] = {**body["tools"][-1], "cache_control": CACHE_CONTROL}
+        if isinstance(body.get("system"), str):
+            body["system"] = [{"type": "text", "text": body["system"]}]
+        if body.get("system"):
+            body["system"][-1] = {**body["system"][-1], "cache_control": CACHE_CONTROL}
+        for message in reversed(body["messages"]):
+            cacheable = [n for n, part in enumerate(message["content"]) if part.get("type") not in ("thinking", "redacted_thinking")]
+            if cacheable:
+                n = cacheable[-1]
+                message["content"][n] = {**message["content"][n], "cache_control": CACHE_CONTROL}
+                break
 
     def headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream", "anthropic-version": API_VERSION}
@@ -186,7 +265,9 @@ class AnthropicPromptDriver(BasePromptDriver):
                 for a `tool_choice` option that contradicts the output schema.
         """
         options = dict(self.provider_options)
-        body: dict[str, Any] = {"model": self.model, "max_tokens": options.pop("max_tokens", DEFAULT_MAX_TOKENS)}
+        fields = self.settings_fields(prompt_stack, options)
+        body: dict[str, Any] = {"model": self.model}
+        self.put_settings(body, fields, options)
         system = [m.text for m in prompt_stack.messages if m.role == "system"]
         system = [s for s in system if s]
         if system:
@@ -201,8 +282,8 @@ class AnthropicPromptDriver(BasePromptDriver):
             self._add_output_tool(schema, tools, options)  # type: ignore[arg-type]
         if tools:
             body["tools"] = tools
-        thinking = options.get("thinking")
-        choice = options.get("tool_choice")
+        thinking = options.get("thinking", body.get("thinking"))
+        choice = options.get("tool_choice", body.get("tool_choice"))
         forced = isinstance(choice, dict) and choice.get("type") in ("any", "tool")
         if forced and isinstance(thinking, dict) and thinking.get("type") == "enabled":
             what = "structured output (a forced tool call)" if schema is not None else "a forced tool_choice"
@@ -214,6 +295,8 @@ class AnthropicPromptDriver(BasePromptDriver):
                 retryable=False,
             )
         body.update(options)
+        if prompt_stack.settings.cache:
+            self.add_cache_breakpoints(body)
         body["stream"] = True
         return "/messages", body
 

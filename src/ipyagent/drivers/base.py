@@ -43,6 +43,7 @@ from ..core import (
     StopKind,
     StopReason,
     Usage,
+    unsupported_setting,
 )
 from . import pricing
 from .aggregate import Aggregator, BlockIndex, StreamMeta, merge_meta  # noqa: F401 - BlockIndex, StreamMeta: for drivers
@@ -267,6 +268,7 @@ class BasePromptDriver(ABC):
                 code="structured_output",
                 retryable=False,
             )
+        self.check_settings(prompt_stack)
         for capability in needed:
             raise ProviderError(
                 "unsupported_capability",
@@ -275,6 +277,52 @@ class BasePromptDriver(ABC):
                 code=capability,
                 retryable=False,
             )
+
+    # -- settings (ModelSettings): checks shared by every driver's translation -----------
+
+    def unsupported(self, setting: str, why: str = "") -> ProviderError:
+        """The ``unsupported_capability`` error for `setting` on this provider and model."""
+        return unsupported_setting(self.provider, self.model, setting, why)
+
+    def check_settings(self, prompt_stack: PromptStack) -> None:
+        """Checks every protocol shares, before the driver translates the settings.
+
+        Raises:
+            ProviderError: ``unsupported_capability`` for reasoning on a model without it;
+                ``invalid_request`` for a `tool_choice` that needs tools the request lacks,
+                names a tool it does not offer, or contradicts the ``tool`` output strategy.
+        """
+        settings = prompt_stack.settings
+        if settings.reasoning not in (None, 0) and not self.capabilities_for(self.model).reasoning:
+            raise self.unsupported("reasoning", "it is not a reasoning model")
+        choice = settings.tool_choice
+        if choice is None:
+            return
+        names = {t.name for t in prompt_stack.tools}
+        if choice in ("required",) or settings.tool_name:
+            if not names:
+                raise ProviderError("invalid_request", f"tool_choice={choice!r} needs tools, and this request offers none "
+                                    "(--tools NAME, or tools= in Python)", retryable=False)
+            if settings.tool_name and settings.tool_name not in names:
+                raise ProviderError("invalid_request", f"tool_choice={choice!r} is not one of the request's tools: "
+                                    f"{', '.join(sorted(names))}", retryable=False)
+        if self.output_strategy(prompt_stack) == "tool":
+            raise ProviderError("invalid_request", f"tool_choice={choice!r} contradicts the tool output strategy, which forces "
+                                "a call to its output tool; drop one of them", retryable=False)
+
+    def put_settings(self, target: dict[str, Any], fields: dict[str, Any], options: dict[str, Any] | None = None) -> None:
+        """Put translated settings into `target` (a body or a nested object). A field that
+        `options` (default: `provider_options`) also gives with another value is a conflict.
+
+        Raises:
+            ProviderError: ``invalid_request`` naming the field set both ways.
+        """
+        options = self.provider_options if options is None else options
+        for key, value in fields.items():
+            if key in options and options[key] != value:
+                raise ProviderError("invalid_request", f"{key} is set both by a setting ({value!r}) and by provider_options "
+                                    f"({options[key]!r}); keep one", retryable=False)
+            target[key] = value
 
     def error_from_response(self, status: int, headers: httpx2.Headers, body: bytes) -> ProviderError:
         """Map an HTTP error response to a `ProviderError`."""
@@ -374,6 +422,8 @@ class BasePromptDriver(ABC):
             "POST", f"{self.base_url}{path}", json=body, headers=self.headers()
         )
         metadata: dict[str, Any] = {"attempts": 0, "retry_waits": [], "replayed": bool(getattr(self.transport, "replays", False))}
+        if prompt_stack.settings:
+            metadata["settings"] = prompt_stack.settings.as_dict()  # shown in footers and transcripts
         started = time.monotonic()
         yield ModelStarted(provider=self.provider, model=self.model,
                            request={"url": redact(str(request.url)), "body": body})  # no headers: no key

@@ -56,6 +56,7 @@ from ..core import (
 from ..core.redact import redact
 from .base import BasePromptDriver, Capabilities, StreamMeta
 from .gemini_schema import to_gemini_schema
+from .model_rules import EFFORT_BUDGETS
 from .gemini_stream import (
     GeminiResponseParser,
     error_type,
@@ -77,6 +78,9 @@ _GENERATION_OPTIONS = frozenset(
     }
 )
 
+#: `ModelSettings.tool_choice` -> `functionCallingConfig.mode` ("Function calling": AUTO, ANY, NONE).
+TOOL_MODES = {"auto": "AUTO", "required": "ANY", "none": "NONE"}
+
 #: Fields of Gemini's `Part`: a `GenericBlock` holding only these is sent back as a part.
 PART_KEYS = frozenset(
     {
@@ -95,6 +99,16 @@ class GeminiPromptDriver(BasePromptDriver):
     ``responseMimeType``, ``seed``, ``presencePenalty``, ``frequencyPenalty``)
     and the top-level ``safetySettings`` and ``toolConfig``, in the API's own
     camelCase form.
+
+    `ModelSettings` (Gemini API reference, "GenerationConfig", "ThinkingConfig",
+    "ToolConfig"): ``generationConfig.temperature`` / ``topP`` /
+    ``maxOutputTokens`` / ``stopSequences`` / ``seed``; ``reasoning`` as
+    ``thinkingConfig.thinkingLevel`` on Gemini 3 models (an effort) or
+    ``thinkingBudget`` (a budget in tokens; on Gemini 2.5 an effort becomes
+    `EFFORT_BUDGETS`); ``tool_choice`` as ``toolConfig.functionCallingConfig``
+    (``mode`` AUTO / ANY / NONE, ``allowedFunctionNames`` for one tool).
+    Implicit prompt caching is automatic; Gemini has no switch for parallel
+    function calls, so ``parallel_tool_calls=False`` and ``cache=False`` fail.
     """
 
     protocol = "gemini"
@@ -112,7 +126,40 @@ class GeminiPromptDriver(BasePromptDriver):
             )
         if "-tts" in name or "image-generation" in name or "-image" in name:
             return Capabilities(tools=False, parallel_tools=False, vision=True, structured_output_native=False, reasoning=False)
+        if name.startswith(("gemini-1", "gemini-2.0")):  # thinking came with Gemini 2.5
+            return Capabilities(vision=True, structured_output_native=True, reasoning=False)
         return self.capabilities
+
+    def settings_fields(self, prompt_stack: PromptStack) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """(`generationConfig` fields, `functionCallingConfig` or None) for `prompt_stack.settings`.
+
+        Raises:
+            ProviderError: ``unsupported_capability`` for a setting the API or model cannot take.
+        """
+        settings = prompt_stack.settings
+        if settings.parallel_tool_calls is False:
+            raise self.unsupported("parallel_tool_calls", "Gemini has no switch for parallel function calls")
+        if settings.cache is False:
+            raise self.unsupported("cache", "implicit prompt caching is automatic and cannot be turned off")
+        generation: dict[str, Any] = {}
+        for name, wire in (("temperature", "temperature"), ("top_p", "topP"), ("max_output_tokens", "maxOutputTokens"), ("seed", "seed")):
+            if getattr(settings, name) is not None:
+                generation[wire] = getattr(settings, name)
+        if settings.stop is not None:
+            generation["stopSequences"] = list(settings.stop)
+        if settings.reasoning is not None:
+            thinking = dict(self.provider_options.get("thinkingConfig") or {})
+            if settings.effort and "gemini-3" in self.model.lower():
+                thinking["thinkingLevel"] = settings.effort
+            else:
+                thinking["thinkingBudget"] = EFFORT_BUDGETS[settings.effort] if settings.effort else settings.budget
+            generation["thinkingConfig"] = thinking
+        calling = None
+        if prompt_stack.tools and settings.tool_choice is not None:
+            calling = {"mode": TOOL_MODES.get(settings.tool_choice, "ANY")}
+            if settings.tool_name:
+                calling["allowedFunctionNames"] = [settings.tool_name]
+        return generation, calling
 
     def headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream"}
@@ -159,6 +206,8 @@ class GeminiPromptDriver(BasePromptDriver):
                 declarations.append(declaration)
             body["tools"] = [{"functionDeclarations": declarations}]
         generation = {k: v for k, v in self.provider_options.items() if k in _GENERATION_OPTIONS}
+        from_settings, calling = self.settings_fields(prompt_stack)
+        self.put_settings(generation, from_settings, {k: v for k, v in generation.items() if k != "thinkingConfig"})
         if strategy == "native":
             if not self.capabilities_for(self.model).structured_output_native:
                 raise ProviderError(
@@ -175,6 +224,11 @@ class GeminiPromptDriver(BasePromptDriver):
         for key in ("safetySettings", "toolConfig"):
             if key in self.provider_options:
                 body[key] = self.provider_options[key]
+        if calling is not None:
+            if "toolConfig" in self.provider_options:
+                raise ProviderError("invalid_request", "tool_choice is set both by a setting and by the provider option "
+                                    "toolConfig; keep one", retryable=False)
+            body["toolConfig"] = {"functionCallingConfig": calling}
         if strategy == "tool":
             if "toolConfig" in self.provider_options:
                 raise ProviderError("invalid_request", "provider option toolConfig contradicts the tool output strategy, "

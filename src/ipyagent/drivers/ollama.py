@@ -98,6 +98,13 @@ class OllamaPromptDriver(BasePromptDriver):
     one is given (ollama.com) it is sent as ``Authorization: Bearer``.
     `provider_options`: ``options`` (the model options object: ``temperature``,
     ``num_ctx``, ``num_predict``, ...), ``keep_alive``, ``think``, ``format``.
+
+    `ModelSettings` (Ollama API, "Generate a chat completion" and "Thinking"):
+    ``options.temperature`` / ``top_p`` / ``num_predict`` / ``stop`` / ``seed``;
+    ``reasoning`` as ``think``: an effort as ``"low" | "medium" | "high"``, a
+    budget of 0 as ``false`` (Ollama takes no budget in tokens). Ollama has no
+    tool choice and no switch for parallel calls: only ``tool_choice="auto"``
+    passes. The prompt prefix is cached automatically (``cache=False`` fails).
     """
 
     protocol = "ollama"
@@ -113,6 +120,31 @@ class OllamaPromptDriver(BasePromptDriver):
 
     def headers(self) -> dict[str, str]:
         return self.bearer_headers("application/x-ndjson")
+
+    def settings_fields(self, prompt_stack: PromptStack) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(model ``options`` fields, top-level fields) for `prompt_stack.settings`.
+
+        Raises:
+            ProviderError: ``unsupported_capability`` for a setting Ollama cannot take.
+        """
+        settings = prompt_stack.settings
+        if settings.tool_choice not in (None, "auto"):
+            raise self.unsupported("tool_choice", "Ollama has no tool choice (only auto)")
+        if settings.parallel_tool_calls is False:
+            raise self.unsupported("parallel_tool_calls", "Ollama has no switch for parallel tool calls")
+        if settings.cache is False:
+            raise self.unsupported("cache", "Ollama reuses the cached prompt prefix automatically")
+        if settings.budget:
+            raise self.unsupported("reasoning", "Ollama's think takes an effort (low, medium, high) or off, not a budget in tokens")
+        model_options = {wire: getattr(settings, name) for name, wire in (
+            ("temperature", "temperature"), ("top_p", "top_p"), ("max_output_tokens", "num_predict"), ("seed", "seed"))
+            if getattr(settings, name) is not None}
+        if settings.stop is not None:
+            model_options["stop"] = list(settings.stop)
+        top: dict[str, Any] = {}
+        if settings.reasoning is not None:
+            top["think"] = settings.effort or False
+        return model_options, top
 
     # -- request ------------------------------------------------------------------------
 
@@ -134,6 +166,12 @@ class OllamaPromptDriver(BasePromptDriver):
                 {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
                 for t in tools
             ]
+        model_options, top = self.settings_fields(prompt_stack)
+        if model_options:
+            merged = dict(options.get("options") or {})
+            self.put_settings(merged, model_options, merged)
+            options["options"] = merged
+        self.put_settings(body, top, options)
         if strategy == "native":
             if "format" in options and options["format"] != schema:
                 raise ProviderError(

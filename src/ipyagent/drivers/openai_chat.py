@@ -33,6 +33,7 @@ from ..core import (
     Usage,
 )
 from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .structured import OUTPUT_TOOL, output_tool, strict_or_none
 
 FINISH_REASONS: dict[str, StopKind] = {
@@ -83,11 +84,39 @@ def _type_from_code(err_type: Any, code: Any) -> str | None:
     return None
 
 
+#: Compatible providers whose API names a setting differently from OpenAI's (their API
+#: references: Mistral "Chat Completion" takes ``max_tokens`` and ``random_seed``;
+#: DeepSeek and OpenRouter document ``max_tokens``).
+WIRE_NAMES: dict[str, dict[str, str]] = {
+    "mistral": {"max_output_tokens": "max_tokens", "seed": "random_seed"},
+    "deepseek": {"max_output_tokens": "max_tokens"},
+    "openrouter": {"max_output_tokens": "max_tokens"},
+}
+#: OpenAI's limit on stop sequences (API reference, Chat Completions: "Up to 4 sequences").
+MAX_STOP = 4
+
+
+def openai_tool_choice(choice: str, name: str | None, *, flat: bool = False) -> Any:
+    """`ModelSettings.tool_choice` in OpenAI's form; `flat` for the Responses API's
+    ``{"type": "function", "name": ...}`` instead of Chat's nested ``function`` object."""
+    if name is None:
+        return choice
+    return {"type": "function", "name": name} if flat else {"type": "function", "function": {"name": name}}
+
+
 class OpenAIChatPromptDriver(BasePromptDriver):
     """Prompt driver for `POST {base_url}/chat/completions` with `stream: true`.
 
     Args: see `BasePromptDriver`. `provider_options` keys go into the request
     body as they are (``temperature``, ``max_completion_tokens``, ...).
+
+    `ModelSettings` (OpenAI API reference, "Create chat completion"):
+    ``temperature``, ``top_p``, ``max_completion_tokens``, ``stop`` (at most 4),
+    ``seed``, ``reasoning_effort``, ``tool_choice`` (a string, or
+    ``{"type": "function", "function": {"name": ...}}``), ``parallel_tool_calls``
+    (both only with tools). Prompt caching is automatic (``cache=False`` cannot be
+    honoured); a thinking budget in tokens has no Chat Completions field.
+    OpenAI's reasoning models take no ``temperature``, ``top_p`` or ``stop``.
     """
 
     protocol = "openai"
@@ -102,10 +131,50 @@ class OpenAIChatPromptDriver(BasePromptDriver):
         }
     )
 
+    def capabilities_for(self, model: str) -> Capabilities:
+        if openai_non_reasoning_model(model):
+            return Capabilities(vision=True, structured_output_native=True, reasoning=False)
+        return self.capabilities
+
     def headers(self) -> dict[str, str]:
         return self.bearer_headers("text/event-stream")
 
     # -- request ------------------------------------------------------------------------
+
+    def settings_fields(self, prompt_stack: PromptStack) -> dict[str, Any]:
+        """The request fields for `prompt_stack.settings`.
+
+        Raises:
+            ProviderError: ``unsupported_capability`` for a setting this provider or model cannot take.
+        """
+        settings = prompt_stack.settings
+        names = WIRE_NAMES.get(self.provider, {})
+        fields: dict[str, Any] = {}
+        if openai_reasoning_model(self.model):
+            for name in ("temperature", "top_p", "stop"):
+                if getattr(settings, name) is not None:
+                    raise self.unsupported(name, "OpenAI reasoning models take no sampling settings")
+        for name, wire in (("temperature", "temperature"), ("top_p", "top_p"), ("max_output_tokens", "max_completion_tokens"),
+                           ("seed", "seed")):
+            value = getattr(settings, name)
+            if value is not None:
+                fields[names.get(name, wire)] = value
+        if settings.stop is not None:
+            if len(settings.stop) > MAX_STOP and self.provider in ("openai", "azure-openai"):
+                raise self.unsupported("stop", f"at most {MAX_STOP} stop sequences")
+            fields["stop"] = list(settings.stop)
+        if settings.budget is not None and not (settings.budget == 0 and not self.capabilities_for(self.model).reasoning):
+            raise self.unsupported("reasoning", "Chat Completions takes an effort (low, medium, high), not a budget in tokens")
+        if settings.effort:
+            fields["reasoning_effort"] = settings.effort
+        if settings.cache is False:
+            raise self.unsupported("cache", "prompt caching is automatic and cannot be turned off")
+        if prompt_stack.tools:
+            if settings.tool_choice is not None:
+                fields["tool_choice"] = openai_tool_choice(settings.tool_choice, settings.tool_name)
+            if settings.parallel_tool_calls is not None:
+                fields["parallel_tool_calls"] = settings.parallel_tool_calls
+        return fields
 
     def build_request(self, prompt_stack: PromptStack) -> tuple[str, dict[str, Any]]:
         options = dict(self.provider_options)
@@ -141,6 +210,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             body["tool_choice"] = "required" if prompt_stack.tools else {"type": "function", "function": {"name": OUTPUT_TOOL}}
         if tools:
             body["tools"] = tools
+        self.put_settings(body, self.settings_fields(prompt_stack), {**options, **extra})
         body.update(options)
         body.update(extra)
         return "/chat/completions", body

@@ -58,6 +58,8 @@ from ..core import (
     Usage,
 )
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .model_rules import openai_non_reasoning_model, openai_reasoning_model
+from .openai_chat import openai_tool_choice
 from .structured import OUTPUT_TOOL, output_tool, strict_or_none
 
 #: incomplete_details.reason -> StopKind.
@@ -330,6 +332,14 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
     body as they are (``reasoning={"effort": "low", "summary": "auto"}``,
     ``store=False``, ``include=["reasoning.encrypted_content"]``, ...);
     ``text`` is merged with the ``text.format`` an output schema sets.
+
+    `ModelSettings` (OpenAI API reference, "Create a model response"):
+    ``temperature``, ``top_p``, ``max_output_tokens``, ``reasoning.effort``
+    (merged with a ``reasoning`` provider option such as ``summary``),
+    ``tool_choice`` (a string, or ``{"type": "function", "name": ...}``) and
+    ``parallel_tool_calls`` (both only with tools). The Responses API has no
+    ``stop`` and no ``seed``, and no thinking budget in tokens: those fail as
+    ``unsupported_capability``. Prompt caching is automatic.
     """
 
     protocol = "openai-responses"
@@ -346,7 +356,42 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         for name, caps in _MODEL_LIMITS.items():
             if model == name or model.startswith(name + "-"):
                 return caps
+        if openai_non_reasoning_model(model):
+            return Capabilities(vision=True, structured_output_native=True, reasoning=False)
         return self.capabilities
+
+    def settings_fields(self, prompt_stack: PromptStack) -> dict[str, Any]:
+        """The request fields for `prompt_stack.settings` (``reasoning`` merged with the option).
+
+        Raises:
+            ProviderError: ``unsupported_capability`` for a setting this API or model cannot take.
+        """
+        settings = prompt_stack.settings
+        for name, why in (("stop", "the Responses API has no stop sequences"), ("seed", "the Responses API has no seed")):
+            if getattr(settings, name) is not None:
+                raise self.unsupported(name, why)
+        if openai_reasoning_model(self.model):
+            for name in ("temperature", "top_p"):
+                if getattr(settings, name) is not None:
+                    raise self.unsupported(name, "OpenAI reasoning models take no sampling settings")
+        fields = {name: getattr(settings, name) for name in ("temperature", "top_p", "max_output_tokens")
+                  if getattr(settings, name) is not None}
+        if settings.budget is not None and not (settings.budget == 0 and not self.capabilities_for(self.model).reasoning):
+            raise self.unsupported("reasoning", "the Responses API takes an effort (low, medium, high), not a budget in tokens")
+        if settings.effort:
+            reasoning = dict(self.provider_options.get("reasoning") or {})
+            if reasoning.get("effort") not in (None, settings.effort):
+                raise ProviderError("invalid_request", f"reasoning effort is set both by a setting ({settings.effort!r}) and by "
+                                    f"provider_options ({reasoning['effort']!r}); keep one", retryable=False)
+            fields["reasoning"] = {**reasoning, "effort": settings.effort}
+        if settings.cache is False:
+            raise self.unsupported("cache", "prompt caching is automatic and cannot be turned off")
+        if prompt_stack.tools:
+            if settings.tool_choice is not None:
+                fields["tool_choice"] = openai_tool_choice(settings.tool_choice, settings.tool_name, flat=True)
+            if settings.parallel_tool_calls is not None:
+                fields["parallel_tool_calls"] = settings.parallel_tool_calls
+        return fields
 
     def headers(self) -> dict[str, str]:
         return self.bearer_headers("text/event-stream")
@@ -389,6 +434,10 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         if text:
             body["text"] = text
         body["stream"] = True
+        fields = self.settings_fields(prompt_stack)
+        if "reasoning" in fields:
+            options.pop("reasoning", None)  # merged into the setting's object
+        self.put_settings(body, fields, options)
         body.update(options)
         return "/responses", body
 

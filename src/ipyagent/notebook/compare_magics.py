@@ -15,12 +15,13 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ..agent import Agent, run_in_background, run_sync
+from ..agent import Agent, defaults, run_in_background, run_sync
 from ..agent.compare import Comparison, acompare
 from ..core import ToolAction
 from ..drivers import create_driver
 from .compare_view import CompareTextView, CompareWidgetView
 from .magics import REPLAY_DELAY, AgentMagics, _parse
+from .settings_args import settings_arguments
 from .template import TemplateError, render_cell
 from .transcript_output import finish_comparison, show_live
 
@@ -43,7 +44,9 @@ class CompareMagics(Magics):
         provider_id, options = self._driver_options(requested)
         if provider_id.startswith("replay:"):
             options.setdefault("chunk_delay", REPLAY_DELAY)
-        agent = Agent(create_driver(provider_id, **options), system=system, max_steps=max_steps, react=True if react else None)
+        # The session's settings are the base of every provider's; the cell's own go over them (run options).
+        agent = Agent(create_driver(provider_id, **options), settings=defaults.current().settings, system=system,
+                      max_steps=max_steps, react=True if react else None)
         agent.toolbox = toolbox
         return agent
 
@@ -59,6 +62,7 @@ class CompareMagics(Magics):
     @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
     @argument("--max-steps", type=int, default=10, help="model turns per run at most (default 10)")
     @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
+    @settings_arguments
     @cell_magic
     def compare(self, line: str, cell: str) -> Comparison | None:
         """Send the cell to every provider at once and show the replies side by side.
@@ -78,7 +82,8 @@ class CompareMagics(Magics):
             out: str | None = None, raw: bool = False, max_steps: int = 10, react: bool = False,
             await_in_kernel: bool = False, run_options: dict[str, Any] | None = None) -> Comparison | None:
         """The body of ``%%compare`` (also behind ``%%agent --compare``); arguments as the magic's options,
-        `run_options` those of `Agent.arun` (``output_schema``, ``output_strategy``, ``images``)."""
+        `run_options` those of `Agent.arun` (``output_schema``, ``output_strategy``, ``images``, ``settings``:
+        the same `ModelSettings` for every provider, each sent under its own wire names)."""
         providers = [p for item in providers for p in item.split(",") if p.strip()]
         if not providers:
             raise UsageError("give the providers to compare: %%compare openai:gpt-4.1-mini anthropic:claude-sonnet-4-5")

@@ -98,9 +98,11 @@ def unload(ipython: Any) -> None:
     magics = _registered.pop(id(ipython), None)
     if magics is None:
         return
+    from ..agent.defaults import reset_default
     from ..agent.loop_thread import stop_background_loop
 
     magics.close()
+    reset_default()  # the %provider default goes with the extension
     compare = ipython.magics_manager.registry.pop("CompareMagics", None)
     session = ipython.magics_manager.registry.pop("SessionMagics", None)
     magics.session.close()

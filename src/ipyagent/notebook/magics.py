@@ -18,6 +18,8 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..agent import Agent, AgentResult, run_in_background, run_sync
+from ..agent import defaults
+from ..agent.defaults import DEFAULT_PROVIDER
 from ..core import ConfigurationError, Message
 from ..drivers import create_driver, parse_provider_id, providers, set_alias
 from ..drivers.registry import ALIASES, KEY_FALLBACKS, resolve_alias
@@ -30,13 +32,13 @@ from ..memory.summarize import DEFAULT_BUDGET
 from .code_blocks import next_cell, pick_code
 from .notebook_context import FIX_INSTRUCTION, cell_blocks, error_block, template_namespace
 from .session import Session
+from .settings_args import settings_arguments, settings_from_args
 from .template import TemplateError, render_cell
 from ..core.redact import redact
 from .redacted_io import redacted_output
 from .transcript_output import LiveTranscript
 from .view import make_view
 
-DEFAULT_PROVIDER = "openai:gpt-4.1-mini"
 #: Seconds between SSE events when replaying a cassette in a notebook, so it streams as it did live.
 REPLAY_DELAY = 0.01
 
@@ -64,12 +66,23 @@ class AgentMagics(Magics):
 
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
-        self.provider_id: str | None = None
-        self.provider_options: dict[str, Any] = {}
+        self._provider_set = False  # %provider named one (else the built-in default is in force)
         self.alias_options: dict[str, dict[str, Any]] = {}  # alias -> the options it was declared with
         self.session = Session()  # threads, Task Memory, run store (shared with %agent: session_magics.py)
         self._agents: dict[tuple[str, tuple[tuple[str, Any], ...]], Agent] = {}
         self.last_result: AgentResult | None = None
+
+    @property
+    def provider_id(self) -> str | None:
+        """The ``%provider`` id (the session's default, shared with Python: `ipyagent.set_default`),
+        or None while no provider was set and the built-in default is in force."""
+        current = defaults.session_default().provider
+        return current if self._provider_set or current != DEFAULT_PROVIDER else None
+
+    @property
+    def provider_options(self) -> dict[str, Any]:
+        """The session default's driver options (``base_url``, ``api_key_env``, ``record``)."""
+        return dict(defaults.session_default().driver_options)
 
     @property
     def messages(self) -> list[Message]:
@@ -98,16 +111,16 @@ class AgentMagics(Magics):
         """(``provider:model``, driver options) for an id, an alias or None (the ``%provider`` one).
 
         An alias brings the options it was declared with (``--base-url``, ...); the
-        ``%provider`` id brings that provider's options, whether named or implied.
+        ``%provider`` id brings that provider's options, whether named or implied; another
+        model of the same provider keeps its base URL and key variable.
         """
+        current = defaults.current()
         if provider_id is None:
-            return self.provider_id or DEFAULT_PROVIDER, dict(self.provider_options)
+            return current.provider, dict(current.driver_options)
         if provider_id in self.alias_options:
             return resolve_alias(provider_id), dict(self.alias_options[provider_id])
         resolved = resolve_alias(provider_id)
-        if resolved == self.provider_id:
-            return resolved, dict(self.provider_options)
-        return resolved, {}
+        return resolved, current.options_for(resolved)
 
     def _agent(self, provider_id: str | None) -> Agent:
         """The agent for `provider_id` (default: the ``%provider`` one), sharing this session's conversation."""
@@ -117,6 +130,7 @@ class AgentMagics(Magics):
         if agent is None:
             extra = {"chunk_delay": REPLAY_DELAY} if provider_id.startswith("replay:") else {}
             agent = self._agents[key] = Agent(create_driver(provider_id, **options, **extra))
+        agent.settings = defaults.current().settings  # the session's, as they are now
         agent.messages = self.messages
         agent.system = self.system
         return agent
@@ -176,7 +190,8 @@ class AgentMagics(Magics):
                 images += image_blocks(self.shell.user_ns[item] if item in self.shell.user_ns else item)
             except (OSError, ValueError, TypeError) as exc:
                 raise UsageError(f"--image {item}: {exc}") from None
-        return {"output_schema": schema, "output_strategy": args.strategy, "images": images}
+        return {"output_schema": schema, "output_strategy": args.strategy, "images": images,
+                "settings": settings_from_args(args)}
 
     def _widgets(self) -> bool:
         if getattr(self.shell, "kernel", None) is None:
@@ -242,16 +257,22 @@ class AgentMagics(Magics):
     @argument("--record", metavar="FILE", help="append every HTTP exchange to this cassette (no keys stored)")
     @argument("--list", action="store_true", help="list the known providers and which API-key variables are set")
     @argument("--alias", metavar="NAME", help="make NAME a short name for PROVIDER:MODEL (usable in %%provider NAME and %%agent -p NAME)")
+    @settings_arguments
+    @argument("--clear-settings", action="store_true", help="forget the session's generation settings")
     @line_magic
     @redacted_output
     def provider(self, line: str) -> None:
-        """Show or set the default provider of ``%%agent`` cells.
+        """Show or set the default provider of ``%%agent`` cells, and the session's settings.
 
         ``%provider`` shows it; ``%provider openai:gpt-4.1-mini`` sets it;
+        ``%provider --temperature 0 --max-tokens 256`` sets session defaults for
+        every cell and comparison (a cell's own options go over them);
         ``%provider --alias fast openai:gpt-4.1-mini`` names it;
-        ``%provider --list`` lists the providers.
+        ``%provider --list`` lists the providers. Python shares this default:
+        ``ipyagent.Agent()`` uses it, ``with ipyagent.using(...)`` switches it for a block.
         """
         args = _parse(self.provider, line)
+        settings = settings_from_args(args)
         if args.list:
             self._list_providers()
             return
@@ -271,23 +292,36 @@ class AgentMagics(Magics):
         if not args.provider_id:
             if any((args.base_url, args.api_key_env, args.record)):
                 raise UsageError("give PROVIDER:MODEL with --base-url/--api-key-env/--record, e.g. %provider openai:gpt-4.1-mini --base-url URL")
-            current = self.provider_id or f"{DEFAULT_PROVIDER} (default)"
-            where = f" at {self.provider_options['base_url']}" if self.provider_options.get("base_url") else ""
-            print(f"provider: {current}{where}")
+            if settings or args.clear_settings:
+                defaults.set_default(settings=settings, replace_settings=args.clear_settings)
+            self._show_provider()
             return
         options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record)) if v}
         if not options and args.provider_id in self.alias_options:
             options = dict(self.alias_options[args.provider_id])
+        resolved = resolve_alias(args.provider_id)
+        options = {**defaults.session_default().options_for(resolved), **options}
         try:
             parse_provider_id(args.provider_id)
             driver = create_driver(args.provider_id, **options)
         except ConfigurationError as exc:
             self._error(str(exc))
             return
-        self.provider_id, self.provider_options = resolve_alias(args.provider_id), options
+        defaults.set_default(resolved, settings=settings, replace_settings=args.clear_settings, **options)
+        self._provider_set = True
         note = " (replaying a cassette: no network, no key)" if args.provider_id.startswith("replay:") else ""
         note += f", recording to {args.record}" if args.record else ""
         print(f"provider: {driver.id} at {driver.base_url}{note}")
+        if defaults.session_default().settings:
+            print(f"settings: {defaults.session_default().settings.describe()}")
+
+    def _show_provider(self) -> None:
+        """``%provider`` alone: the session's provider, where it is, and its settings."""
+        current = self.provider_id or f"{DEFAULT_PROVIDER} (default)"
+        where = f" at {self.provider_options['base_url']}" if self.provider_options.get("base_url") else ""
+        print(f"provider: {current}{where}")
+        settings = defaults.session_default().settings
+        print(f"settings: {settings.describe()}" if settings else "settings: the provider's defaults")
 
     @staticmethod
     def _list_providers() -> None:
@@ -359,6 +393,7 @@ class AgentMagics(Magics):
     @argument("--cells", type=int, metavar="N", help="attach the N previous cells' sources and text outputs")
     @argument("--context-budget", type=int, metavar="TOKENS", help=f"tokens each attached summary may take at most (default {DEFAULT_BUDGET})")
     @argument("--code", nargs="?", const="python", metavar="LANG", help="put the answer's first Python code block (LANG: another language; all: every block) into a new cell below, not run")
+    @settings_arguments
     @cell_magic
     def agent(self, line: str, cell: str) -> AgentResult | None:
         """Send the cell as a user message and stream the reply.

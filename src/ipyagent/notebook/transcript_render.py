@@ -65,6 +65,13 @@ def footer_figures(t: Transcript) -> list[str]:
         figures.append("replayed from cassette")
     if t.status != "completed":
         figures.append(t.status)
+    if t.settings:
+        from ..core import ModelSettings
+
+        try:
+            figures.append(ModelSettings(**t.settings).describe())
+        except ValueError:  # a transcript from a newer ipyagent: show what it says
+            figures.append(" · ".join(f"{k} {v}" for k, v in t.settings.items()))
     return figures
 
 

@@ -21,6 +21,7 @@ from ..core import (
     HistoryTrimmed,
     ModelCompleted,
     ModelFailed,
+    ModelSettings,
     ModelStarted,
     ProviderError,
     ReasoningDelta,
@@ -84,6 +85,7 @@ class RunState:
         self.first_token: float | None = None
         self.notices: list[str] = []  # thread history trimmed, shown above the transcript
         self.costs: list[dict[str, Any] | None] = []  # each model turn's price (None: unknown)
+        self.settings: dict[str, Any] = {}  # the generation settings the run used (ModelSettings.as_dict)
 
     def _segment(self, index: int, kind: str) -> Segment:
         segment = self.segments.get((self.turn, index))
@@ -123,6 +125,7 @@ class RunState:
             segment.is_error, segment.duration = event.is_error, event.duration_s
             return True
         elif isinstance(event, ModelCompleted):
+            self.settings = event.metadata.get("settings") or self.settings
             self.input_tokens += event.usage.input_tokens
             self.output_tokens += event.usage.output_tokens
             if "cost" in event.metadata:  # set by every driver (BasePromptDriver.stream)
@@ -136,6 +139,7 @@ class RunState:
             return True
         elif isinstance(event, ModelFailed):
             self.error = event.error
+            self.settings = (event.metadata or {}).get("settings") or self.settings
             return True
         elif isinstance(event, ArtifactStored):  # an off-prompt output, shown as a collapsed entry
             self.segments[(self.turn, 20_000 + len(self.segments))] = segment = Segment("artifact")
@@ -190,6 +194,8 @@ class RunState:
         if self.costs:
             cost = total_cost(self.costs)
             figures.append(str(cost) if cost is not None else "unknown price")
+        if self.settings:
+            figures.append(ModelSettings(**self.settings).describe())
         return figures
 
 

@@ -1,0 +1,159 @@
+"""The default configuration: the provider, settings and driver options an `Agent`
+made without a provider uses (DESIGN.md, "Defaults").
+
+``%provider`` and Python share it. `set_default` changes it for the session;
+``with ipyagent.using(...)`` changes it inside the block only. The block's value
+lives in a `ContextVar`, so two threads, or two asyncio tasks, in different
+``using`` blocks each see their own, and the previous default is back after the
+block. A `Defaults` is immutable and every `Agent` builds its own driver from it:
+nothing one agent does (Griptape #1440/#1490: ``stream=True`` on one agent
+changed the shared default driver) reaches another.
+
+The session default is a plain module value, not the `ContextVar`'s: a kernel runs
+each cell in its own context, so a `ContextVar` set by ``%provider`` in one cell
+would be gone in the next.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from ..core import ModelSettings, coerce_settings
+
+#: The provider used when nothing else says which.
+DEFAULT_PROVIDER = "openai:gpt-4.1-mini"
+#: Driver options a provider's own session settings carry to another model of that provider.
+PROVIDER_SCOPED = ("base_url", "api_key_env")
+
+
+@dataclass(frozen=True)
+class Defaults:
+    """One default configuration.
+
+    Attributes:
+        provider: ``provider:model`` (or an alias).
+        settings: generation settings every agent starts from.
+        driver_options: `create_driver` options for `provider` (``base_url``, ``api_key_env``, ``record``...).
+    """
+
+    provider: str = DEFAULT_PROVIDER
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    driver_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "driver_options", MappingProxyType(dict(self.driver_options)))
+
+    def options_for(self, provider_id: str) -> dict[str, Any]:
+        """The driver options another id gets from this default: all of them for the same
+        id, the provider-scoped ones (base URL, key variable) for another model of the
+        same provider, none for another provider."""
+        if provider_id == self.provider:
+            return dict(self.driver_options)
+        if _provider_name(provider_id) == _provider_name(self.provider):
+            return {k: v for k, v in self.driver_options.items() if k in PROVIDER_SCOPED}
+        return {}
+
+
+def _provider_name(provider_id: str) -> str:
+    from ..drivers.registry import resolve_alias
+
+    return resolve_alias(provider_id).partition(":")[0]
+
+
+_lock = threading.Lock()
+_session = Defaults()
+_block: ContextVar[Defaults | None] = ContextVar("ipyagent_defaults", default=None)
+
+
+def current() -> Defaults:
+    """The default in force here: the innermost ``using`` block's, else the session's."""
+    return _block.get() or _session
+
+
+def session_default() -> Defaults:
+    """The session's default, whatever block this code is in."""
+    return _session
+
+
+def _changed(base: Defaults, provider: str | None, settings: Any, fields: dict[str, Any],
+             driver_options: dict[str, Any] | None) -> Defaults:
+    new_settings = base.settings.merged(coerce_settings(settings), fields or None)
+    kept = dict(base.driver_options) if provider is None else base.options_for(provider)
+    return Defaults(provider or base.provider, new_settings, {**kept, **(driver_options or {})})
+
+
+def split_settings(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(`ModelSettings` fields, the rest: driver options) of keyword arguments."""
+    names = set(ModelSettings.model_fields)
+    return {k: v for k, v in kwargs.items() if k in names}, {k: v for k, v in kwargs.items() if k not in names}
+
+
+def set_default(provider: str | None = None, *, settings: ModelSettings | dict[str, Any] | None = None,
+                replace_settings: bool = False, **kwargs: Any) -> Defaults:
+    """Change the session's default (what ``%provider`` does) and return it.
+
+    Args:
+        provider: the new ``provider:model``; None keeps the current one. Another model
+            of the same provider keeps its base URL and key variable.
+        settings: settings merged over the current ones (all of them when `replace_settings`).
+        **kwargs: `ModelSettings` fields (``temperature=0``) and driver options (``base_url=...``).
+
+    Raises:
+        pydantic.ValidationError: a bad setting.
+    """
+    global _session
+    fields, options = split_settings(kwargs)
+    with _lock:
+        base = replace(_session, settings=ModelSettings()) if replace_settings else _session
+        _session = _changed(base, provider, settings, fields, options)
+        return _session
+
+
+def reset_default() -> None:
+    """Back to the built-in default (tests, ``%unload_ext``)."""
+    global _session
+    with _lock:
+        _session = Defaults()
+
+
+@contextmanager
+def using(provider: str | None = None, /, *, settings: ModelSettings | dict[str, Any] | None = None,
+          **kwargs: Any) -> Iterator[Defaults]:
+    """Switch the default inside a ``with`` block only (this thread or asyncio task).
+
+        with ipyagent.using("anthropic:claude-sonnet-4-5", temperature=0):
+            ipyagent.Agent().run("...")       # Anthropic, at temperature 0
+
+    Args:
+        provider: ``provider:model`` for the block; None keeps the current one.
+        settings: settings merged over the current default's.
+        **kwargs: `ModelSettings` fields and driver options (``base_url``, ``api_key_env``...).
+
+    Yields:
+        The `Defaults` in force inside the block.
+
+    Raises:
+        pydantic.ValidationError: a bad setting.
+    """
+    fields, options = split_settings(kwargs)
+    token = _block.set(_changed(current(), provider, settings, fields, options))
+    try:
+        yield _block.get()  # type: ignore[misc]
+    finally:
+        _block.reset(token)
+
+
+def resolve(provider: str | None, settings: ModelSettings | dict[str, Any] | None = None,
+            driver_options: dict[str, Any] | None = None) -> tuple[str, ModelSettings, dict[str, Any]]:
+    """(``provider:model``, settings, driver options) for an agent: the default's provider
+    when `provider` is None, the default's settings under `settings`, and the default's
+    driver options that apply to that provider under `driver_options`."""
+    base = current()
+    chosen = provider or base.provider
+    return chosen, base.settings.merged(coerce_settings(settings)), {**base.options_for(chosen), **(driver_options or {})}
