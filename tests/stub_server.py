@@ -70,6 +70,8 @@ class StubServer:
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
         self.hangups: list[float] = []
+        self.connections = 0  # connections accepted
+        self.closed_connections = 0  # connections the client (or we) closed
         self._served = 0
         self._lock = threading.Lock()
         server = self
@@ -80,15 +82,29 @@ class StubServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def handle(self) -> None:
+                with server._lock:
+                    server.connections += 1
+                try:
+                    super().handle()  # request after request until the connection closes
+                finally:
+                    with server._lock:
+                        server.closed_connections += 1
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
+                self._serve(self.rfile.read(length))
+
+            def do_GET(self) -> None:  # model lists (GET /models, /api/tags)
+                self._serve(None)
+
+            def _serve(self, body: bytes | None) -> None:
                 with server._lock:
                     try:
-                        parsed: Any = json.loads(body)
+                        parsed: Any = json.loads(body) if body is not None else None
                     except ValueError:
-                        parsed = body.decode()
-                    request = {"path": self.path, "headers": dict(self.headers), "body": parsed}
+                        parsed = body.decode()  # type: ignore[union-attr]
+                    request = {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": parsed}
                     server.requests.append(request)
                     server.request_times.append(time.monotonic())
                     scripted = not (server.responder or server.respond)

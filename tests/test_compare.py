@@ -258,15 +258,19 @@ def test_agent_compare_is_an_alias(ip, monkeypatch, capsys) -> None:
 
 
 def test_compare_uses_the_session_provider_options(ip, monkeypatch) -> None:
+    # Another model of the %provider's provider keeps its base URL (issue 13, item 9);
+    # another provider does not get it (its own variable says where it is).
     with StubServer(Reply.sse_file(TEXT)) as session_server, StubServer(_error(AUTH_401)) as env_server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
         monkeypatch.setenv("OPENAI_BASE_URL", env_server.url)
+        monkeypatch.setenv("GROQ_API_KEY", "gsk-compare")
         ip.run_line_magic("provider", f"openai:here --base-url {session_server.url}")
-        cmp = ip.run_cell_magic("compare", "openai:here openai:elsewhere", "hi")
+        cmp = ip.run_cell_magic("compare", "openai:here openai:elsewhere openai-responses:other", "hi")
     by = {f.provider: f for f in cmp.figures}
-    assert by["openai:here"].ok and by["openai:elsewhere"].error_type == status_type(401)
-    assert [r["body"]["model"] for r in session_server.requests] == ["here"]
-    assert [r["body"]["model"] for r in env_server.requests] == ["elsewhere"]
+    assert by["openai:here"].ok and by["openai:elsewhere"].ok
+    assert by["openai-responses:other"].error_type == status_type(401)
+    assert sorted(r["body"]["model"] for r in session_server.requests) == ["elsewhere", "here"]
+    assert [r["body"]["model"] for r in env_server.requests] == ["other"]
 
 
 @pytest.mark.parametrize("line, body, message", [

@@ -152,9 +152,9 @@ def test_kernel_interrupt_stops_every_provider(monkeypatch):
         km, kc = start_new_kernel(kernel_name="python3")
         try:
             reply, _ = wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:a --base-url {slow_a.url}/v1\n"
-                                                 f"import os; os.environ['OPENAI_BASE_URL'] = '{slow_b.url}/v1'"), 30)
+                                                 f"%provider --alias b openai:b --base-url {slow_b.url}/v1"), 30)
             assert reply["content"]["status"] == "ok", reply["content"]
-            msg_id = kc.execute("%%compare openai:a openai:b -o cmp\nWhat is the weather?")
+            msg_id = kc.execute("%%compare openai:a b -o cmp\nWhat is the weather?")
             deadline = time.monotonic() + 15
             while not (slow_a.requests and slow_b.requests) and time.monotonic() < deadline:
                 time.sleep(0.05)

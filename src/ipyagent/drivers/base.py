@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -91,6 +92,27 @@ def _pricing_executor() -> Any:
     import concurrent.futures
 
     return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipyagent-price")
+
+
+#: Drivers whose HTTP client is open (`close_all_drivers` closes them at kernel shutdown).
+_OPEN: "weakref.WeakSet[BasePromptDriver]" = weakref.WeakSet()
+
+
+async def close_all_drivers() -> int:
+    """Close every driver whose HTTP client is open; returns how many were closed.
+
+    A driver whose client cannot close here (made on another, finished loop) is
+    forgotten: its sockets go with its loop. Safe to call more than once.
+    """
+    closed = 0
+    for driver in list(_OPEN):
+        try:
+            await driver.close()
+            closed += 1
+        except Exception:  # noqa: BLE001 - closing one must not stop closing the others
+            driver._client = None
+            _OPEN.discard(driver)
+    return closed
 
 
 def parse_retry_after(headers: httpx2.Headers) -> float | None:
@@ -213,6 +235,7 @@ class BasePromptDriver(ABC):
                 trust_env=False,
                 verify=_tls_context(),
             )
+            _OPEN.add(self)
         return self._client
 
     @property
@@ -550,6 +573,7 @@ class BasePromptDriver(ABC):
     async def close(self) -> None:
         """Release the HTTP client. Safe to call more than once."""
         client, self._client = self._client, None
+        _OPEN.discard(self)
         if client is not None:
             await client.aclose()
 

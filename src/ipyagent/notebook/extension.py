@@ -1,7 +1,8 @@
-"""``%load_ext ipyagent`` / ``%unload_ext ipyagent``."""
+"""``%load_ext ipyagent`` / ``%unload_ext ipyagent``, and closing at kernel shutdown."""
 
 from __future__ import annotations
 
+import atexit
 from typing import Any
 
 _registered: dict[int, Any] = {}
@@ -53,8 +54,40 @@ class _FirstUse:
         return self._real().__doc__
 
 
+def close_drivers() -> int:
+    """Close every open driver's HTTP client on the background loop (kernel shutdown,
+    ``%unload_ext``); returns how many were closed. Idempotent; never raises."""
+    from ..agent import loop_thread
+
+    if loop_thread._loop is None or loop_thread._loop.is_closed() or not loop_thread._loop.is_running():
+        return 0
+    from ..drivers.base import close_all_drivers
+
+    try:
+        return loop_thread.run_sync(close_all_drivers())
+    except Exception:  # noqa: BLE001 - shutting down: nothing to report to
+        return 0
+
+
+def _at_exit() -> None:
+    """The process is ending (a kernel shut down, IPython exited): close what is open, then the loop."""
+    from ..agent.loop_thread import stop_background_loop
+
+    close_drivers()
+    stop_background_loop()
+
+
+_exit_registered = False
+
+
 def load(ipython: Any) -> None:
-    """Declare the magics (`MAGICS`); the real ones are loaded when one is first used."""
+    """Declare the magics (`MAGICS`); the real ones are loaded when one is first used.
+    Every open driver is closed when the process ends (`_at_exit`)."""
+    global _exit_registered
+    if not _exit_registered:
+        # atexit runs before the interpreter stops the daemon loop thread: the clients can close there.
+        atexit.register(_at_exit)
+        _exit_registered = True
     if id(ipython) in _registered or id(ipython) in _declared:
         return
     _declared.add(id(ipython))
@@ -95,6 +128,7 @@ def unload(ipython: Any) -> None:
             del ipython.magics_manager.magics[kind][name]
     if await_agent_cells in ipython.input_transformers_post:
         ipython.input_transformers_post.remove(await_agent_cells)
+    close_drivers()  # Python agents' too: the loop they live on stops below
     magics = _registered.pop(id(ipython), None)
     if magics is None:
         return

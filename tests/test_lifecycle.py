@@ -1,0 +1,73 @@
+"""Drivers are closed when the kernel shuts down (and on ``%unload_ext``): the local
+server sees every connection close. Closing stays idempotent."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import ipyagent
+from ipyagent.drivers.base import _OPEN
+from ipyagent.notebook import extension
+
+from .stub_server import FIXTURES, Reply, StubServer
+from .test_magics import ip  # noqa: F401 - the in-process IPython fixture
+
+# Anthropic's stream is read to its end, so its connection goes back to the pool and stays open
+# (an OpenAI stream stops reading at [DONE], and whether its connection survives depends on timing).
+TEXT = FIXTURES / "anthropic" / "stream-text.sse"
+
+
+def _wait_closed(server: StubServer, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while server.closed_connections < server.connections and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_the_exit_hook_closes_every_open_driver_once(ip) -> None:
+    with StubServer(Reply.sse_file(TEXT)) as server:
+        ip.run_line_magic("provider", f"anthropic:m --base-url {server.url}")
+        ip.run_cell_magic("agent", "", "from a cell")
+        python_agent = ipyagent.Agent("anthropic:other", base_url=server.url)
+        assert python_agent.run("from Python").ok
+        assert server.connections == 2 and server.closed_connections == 0  # kept alive for the next request
+        assert extension._exit_registered  # atexit runs it when the kernel process ends
+        assert extension.close_drivers() >= 2  # (and any other test's still open)
+        _wait_closed(server)
+        assert server.closed_connections == 2
+        assert extension.close_drivers() == 0 and not list(_OPEN)  # twice is fine
+        assert python_agent.run("again").ok  # a closed driver opens a new client when used again
+
+
+def test_unload_closes_python_agents_too(ip) -> None:
+    with StubServer(Reply.sse_file(TEXT)) as server:
+        agent = ipyagent.Agent("anthropic:m", base_url=server.url)
+        assert agent.run("hi").ok
+        ip.run_line_magic("unload_ext", "ipyagent")
+        _wait_closed(server)
+        assert server.connections == 1 and server.closed_connections == 1
+        ip.run_line_magic("load_ext", "ipyagent")  # the fixture unloads it again
+
+
+@pytest.mark.timeout(90)
+def test_kernel_shutdown_closes_every_connection(monkeypatch) -> None:
+    from jupyter_client.manager import start_new_kernel
+
+    from .kernels import wait_reply
+
+    with StubServer(Reply.sse_file(TEXT)) as server:
+        km, kc = start_new_kernel(kernel_name="python3")
+        try:
+            code = (f"%load_ext ipyagent\n%provider anthropic:m --base-url {server.url}\n"
+                    f"import ipyagent\nagent = ipyagent.Agent('anthropic:py', base_url='{server.url}')\nok = agent.run('hi').ok")
+            reply, _ = wait_reply(kc, kc.execute(code), 60)
+            assert reply["content"]["status"] == "ok", reply["content"]
+            reply, _ = wait_reply(kc, kc.execute("%%agent\nfrom a cell"), 60)
+            assert reply["content"]["status"] == "ok", reply["content"]
+            assert server.connections == 2 and server.closed_connections == 0
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=False)  # a shutdown request, as a front end sends
+        _wait_closed(server, 15)
+        assert server.closed_connections == server.connections == 2
