@@ -395,8 +395,8 @@ class _Run:
 
     def _fresh(self, prototype: Agent) -> Agent:
         """A new conversation on the prototype's driver, system prompt and tools."""
-        agent = Agent(prototype.driver, system=prototype.system, max_steps=prototype.max_steps, react=prototype.react,
-                      approve=prototype.approve, memory=prototype.memory)
+        agent = Agent(prototype.driver, settings=prototype.settings, system=prototype.system, max_steps=prototype.max_steps,
+                      react=prototype.react, approve=prototype.approve, memory=prototype.memory)
         agent.toolbox = prototype.toolbox
         return agent
 
