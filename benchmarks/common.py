@@ -92,7 +92,10 @@ class ByteServer:
     (``Content-Length``, ``text/event-stream``), keeping the connection alive. Its own
     process, so that serving does not take the measured client's interpreter time.
     A file ``NAME.delay`` (seconds) makes it a slow provider instead: the events of
-    ``NAME`` go out one by one, that long apart.
+    ``NAME`` go out one by one, that long apart. ``NAME.wait`` (seconds): the answer
+    starts that long after the request. ``NAME.limit`` (requests per second): beyond
+    that rate, ``429`` with ``Retry-After: 1``. ``GET /stats`` gives the requests and
+    429s per name so far (JSON).
     """
 
     def __init__(self, folder: Path) -> None:
@@ -115,14 +118,48 @@ class ByteServer:
 def _serve(folder: Path) -> None:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-    bodies = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.suffix != ".delay"}
+    import threading
+    from collections import Counter, deque
+
+    settings = (".delay", ".wait", ".limit")
+    bodies = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.suffix not in settings}
     delays = {p.stem: float(p.read_text()) for p in folder.glob("*.delay")}
+    waits = {p.stem: float(p.read_text()) for p in folder.glob("*.wait")}
+    limits = {p.stem: float(p.read_text()) for p in folder.glob("*.limit")}
+    served: Counter[str] = Counter()
+    limited: Counter[str] = Counter()
+    recent: dict[str, deque[float]] = {name: deque() for name in limits}
+    lock = threading.Lock()
+
+    def over_limit(name: str) -> bool:
+        """A sliding one-second window of accepted requests per limited name."""
+        if name not in limits:
+            return False
+        now = time.monotonic()
+        with lock:
+            window = recent[name]
+            while window and window[0] <= now - 1.0:
+                window.popleft()
+            if len(window) >= limits[name]:
+                limited[name] += 1
+                return True
+            window.append(now)
+            return False
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, *args: Any) -> None:
             pass
+
+        def do_GET(self) -> None:
+            with lock:
+                body = json.dumps({"served": dict(served), "limited": dict(limited)}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
         def do_POST(self) -> None:
             request = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -138,6 +175,19 @@ def _serve(folder: Path) -> None:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return
+            with lock:
+                served[name] += 1
+            if over_limit(name):
+                error = b'{"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}'
+                self.send_response(429)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Retry-After", "1")
+                self.send_header("Content-Length", str(len(error)))
+                self.end_headers()
+                self.wfile.write(error)
+                return
+            if name in waits:
+                time.sleep(waits[name])
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
             self.send_header("Content-Length", str(len(body)))
@@ -150,8 +200,11 @@ def _serve(folder: Path) -> None:
                 self.wfile.write(event + b"\n\n")
                 self.wfile.flush()
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+        request_queue_size = 256  # many clients connect at once (an evaluation's lanes)
+
+    server = Server(("127.0.0.1", 0), Handler)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

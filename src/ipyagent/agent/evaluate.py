@@ -201,6 +201,7 @@ class Evaluation:
         interrupted: True when it was stopped (kernel interrupt) before every cell ran.
         budget: the limit in USD (None: none); budget_stopped: True when it stopped scheduling.
         notes: things worth knowing (an unknown price under a budget, a store that failed).
+        finished_s: per provider, seconds from the start to its last cell's end.
     """
 
     providers: list[str]
@@ -212,6 +213,7 @@ class Evaluation:
     budget: float | None = None
     budget_stopped: bool = False
     notes: list[str] = field(default_factory=list)
+    finished_s: dict[str, float] = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     started: float = field(default_factory=time.monotonic)
 
@@ -481,6 +483,7 @@ class _Run:
 
     def _finish(self, cell: EvalResult) -> None:
         self.ev.results.append(cell)
+        self.ev.finished_s[cell.provider] = time.monotonic() - self.ev.started
         if self.on_result is not None:
             self.on_result(cell)
 
