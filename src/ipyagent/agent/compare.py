@@ -82,10 +82,13 @@ class RunFigures:
     def ok(self) -> bool:
         return self.error_type is None
 
-    def as_row(self) -> dict[str, Any]:
-        """The figures as a flat dict (no result object), for tables and data frames."""
-        return {"provider": self.provider, "run": self.run, **{k: getattr(self, k) for k, _ in COLUMNS[1:-1]},
-                "error_type": self.error_type, "error": self.error}
+    def as_row(self, prompt: str | None = None) -> dict[str, Any]:
+        """The figures as a flat dict (no result object), for tables and data frames: ``provider``,
+        ``run``, ``prompt``, ``output`` (the answer's text; None without a result), the figures,
+        ``error_type``, ``error``."""
+        return {"provider": self.provider, "run": self.run, "prompt": prompt,
+                "output": self.result.text if self.result is not None else None,
+                **{k: getattr(self, k) for k, _ in COLUMNS[1:-1]}, "error_type": self.error_type, "error": self.error}
 
 
 class Stat(NamedTuple):
@@ -104,6 +107,7 @@ class Comparison:
         providers: the entries' ids, in the order given.
         runs: runs per provider.
         figures: one `RunFigures` per run.
+        prompt: the prompt sent to every provider.
         wall_s: seconds the whole comparison took (about the slowest provider's time).
     """
 
@@ -111,6 +115,7 @@ class Comparison:
     runs: int
     figures: list[RunFigures] = field(default_factory=list)
     wall_s: float = 0.0
+    prompt: str | None = None
 
     @property
     def results(self) -> dict[str, list[AgentResult | None]]:
@@ -133,13 +138,13 @@ class Comparison:
         return summarize(self.providers, self.figures)
 
     def to_dataframe(self) -> Any:
-        """One row per run (`RunFigures.as_row`).
+        """One row per run (`RunFigures.as_row`, with the prompt and the answer's text).
 
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
         rows = sorted((f for f in self.figures), key=lambda f: (f.index, f.run))
-        return dataframe([f.as_row() for f in rows])
+        return dataframe([f.as_row(self.prompt) for f in rows])
 
     def __repr__(self) -> str:
         failed = sum(not f.ok for f in self.figures)
@@ -222,7 +227,7 @@ async def _compare(
     run_options: dict[str, Any],
 ) -> Comparison:
     ids = [e if isinstance(e, str) else e.provider for e in entries]
-    comparison = Comparison(ids, runs)
+    comparison = Comparison(ids, runs, prompt=prompt)
     started = time.monotonic()
 
     def record(fig: RunFigures) -> None:

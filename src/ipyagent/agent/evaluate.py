@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import DeltaMessage, Event, ProviderError, Usage
+from ..drivers.registry import resolve_alias
 from ..memory.store import RunStore, StoreError, default_store_path
 from ..memory.tokens import estimate_text
 from .agent import Agent, AgentResult
@@ -655,10 +656,12 @@ def _rates(agent: Agent) -> tuple[float, float]:
     return float(per_in) / million, float(per_out) / million
 
 
-def _open_store(store: RunStore | str | Path | None, cache: bool) -> tuple[RunStore | None, bool, str | None]:
+def _open_store(store: RunStore | str | Path | bool | None, cache: bool) -> tuple[RunStore | None, bool, str | None]:
     """(store, whether we opened it, a note when it cannot be used)."""
     if isinstance(store, RunStore):
         return store, False, None
+    if store is False:
+        return None, False, ("caching is off: there is no run store" if cache else None)
     path = Path(store).expanduser() if store is not None else default_store_path()
     if path is None:
         return None, False, ("caching is off: no run store ($IPYAGENT_RUN_STORE is off)" if cache else None)
@@ -678,7 +681,7 @@ async def aevaluate(
     concurrency: int = 4,
     budget: float | None = None,
     cache: bool = True,
-    store: RunStore | str | Path | None = None,
+    store: RunStore | str | Path | bool | None = None,
     system: str | None = None,
     tools: list[Any] | None = None,
     max_steps: int = 10,
@@ -709,8 +712,8 @@ async def aevaluate(
         budget: USD; no run starts whose estimated cost would take spending past it.
         cache: serve runs whose exact request already ran from the run store (False: run all anew;
             new runs are stored either way).
-        store: the run store (a `RunStore` or a path); default ``$IPYAGENT_RUN_STORE`` or
-            ``.ipyagent/runs.sqlite``.
+        store: the run store (a `RunStore` or a path; False: none, so no cache); default
+            ``$IPYAGENT_RUN_STORE`` or ``.ipyagent/runs.sqlite``.
         system, tools, max_steps, **driver_options: for agents built from ids (as `Agent`).
         output_schema, output_strategy, images: as `Agent.arun`, for every run.
         factory: builds an agent from an id (default ``Agent(id, system=..., tools=..., ...)``).
@@ -736,7 +739,7 @@ async def aevaluate(
     rows = normalize_rows(rows)
     checks = [parse_assertion(a, namespace=namespace, rubric=rubric, has_schema=output_schema is not None) for a in assertions]
     make = factory or (lambda provider: Agent(provider, system=system, tools=tools, max_steps=max_steps, **driver_options))
-    ids = [e if isinstance(e, str) else e.provider for e in providers]
+    ids = [resolve_alias(e) if isinstance(e, str) else e.provider for e in providers]
     ev = evaluation or Evaluation(provider_keys(ids), rows)
     ev.providers, ev.rows, ev.assertions, ev.budget = provider_keys(ids), rows, [a.name for a in checks], budget
     options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images)) if v}

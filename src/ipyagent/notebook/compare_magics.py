@@ -12,7 +12,7 @@ import asyncio
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..agent import Agent, defaults, run_in_background, run_sync
@@ -61,8 +61,18 @@ class CompareMagics(Magics):
     @argument("-o", "--out", metavar="VAR", help="bind the comparison (.results, .figures, .summary(), .to_dataframe()) to VAR")
     @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
     @argument("--max-steps", type=int, default=10, help="model turns per run at most (default 10)")
+    @argument("--over", metavar="VAR", help="evaluate over the rows of VAR (a DataFrame, a list of dicts or of strings): "
+              "the cell is a template with the row as {{ row }}; one fresh run per row and provider")
+    @argument("--assert", dest="asserts", action="append", metavar="SPEC",
+              help="with --over, check each answer (repeatable): contains:TEXT, icontains:TEXT, regex:PATTERN, "
+                   "equals:TEXT, json, schema, python:NAME, judge:PROVIDER:MODEL")
+    @argument("--rubric", help="with --over, what judge: assertions grade against")
+    @argument("--concurrency", type=int, default=4, metavar="N", help="with --over, runs in flight per provider (default 4)")
+    @argument("--budget", type=float, metavar="USD", help="with --over, start no run whose estimated cost would pass USD in total")
+    @argument("--no-cache", action="store_true", help="with --over, run every request anew (finished runs are served from the run store otherwise)")
     @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
     @settings_arguments
+    @no_var_expand  # --assert 'equals:{{ row.answer }}' reaches the magic as written
     @cell_magic
     def compare(self, line: str, cell: str) -> Comparison | None:
         """Send the cell to every provider at once and show the replies side by side.
@@ -74,6 +84,16 @@ class CompareMagics(Magics):
         or changed. The cell is a Jinja2 template over your variables.
         """
         args = _parse(self.compare, line)
+        if args.out is not None and not args.out.isidentifier():
+            raise UsageError(f"-o/--out needs a variable name, not {args.out!r}")
+        if args.over is not None:
+            from .evaluation_magic import run_evaluation
+
+            return run_evaluation(self, args, cell)
+        used = [name for name, value in (("--assert", args.asserts), ("--rubric", args.rubric), ("--budget", args.budget),
+                                         ("--no-cache", args.no_cache)) if value]
+        if used:
+            raise UsageError(f"{', '.join(used)} go{'es' if len(used) == 1 else ''} with --over VAR (an evaluation over rows)")
         return self.run(args.providers, cell, runs=args.runs, tools=args.tools, system=args.system, out=args.out,
                         raw=args.raw, max_steps=args.max_steps, await_in_kernel=args.await_in_kernel,
                         run_options=self.agent_magics._run_options(args))

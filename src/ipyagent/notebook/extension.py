@@ -31,6 +31,8 @@ def await_agent_cells(lines: list[str]) -> list[str]:
 #: used: tests/test_compare.py::test_load_declares_every_magic checks the list.
 MAGICS = (("line", "provider"), ("line", "tools"), ("line", "agent"), ("cell", "agent"), ("cell", "compare"))
 _declared: set[int] = set()
+#: Magics whose line IPython must not expand (``{{ row.x }}`` in ``%%compare --assert`` is Jinja).
+_NO_VAR_EXPAND = {("cell", "compare")}
 
 
 class _FirstUse:
@@ -38,6 +40,10 @@ class _FirstUse:
 
     def __init__(self, shell: Any, kind: str, name: str) -> None:
         self.shell, self.kind, self.name = shell, kind, name
+        if (kind, name) in _NO_VAR_EXPAND:  # as the real magic: IPython checks the function it finds
+            from IPython.core.magic import MAGIC_NO_VAR_EXPAND_ATTR
+
+            setattr(self, MAGIC_NO_VAR_EXPAND_ATTR, True)
 
     def _real(self) -> Any:
         _load_now(self.shell)

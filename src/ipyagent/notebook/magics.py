@@ -54,9 +54,13 @@ def _parse(magic: Any, line: str) -> Any:
     except UsageError as exc:
         usage = " ".join(magic.parser.format_usage().replace("::", "", 1).split())
         raise UsageError(f"{exc}\nusage: {usage}") from None
-    for key, value in vars(args).items():
+    def unquote(value: Any) -> Any:
         if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-            setattr(args, key, value[1:-1])
+            return value[1:-1]
+        return value
+
+    for key, value in vars(args).items():  # repeatable options (--assert, --image) are lists
+        setattr(args, key, [unquote(v) for v in value] if isinstance(value, list) else unquote(value))
     return args
 
 
