@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -24,6 +25,29 @@ from .magics import REPLAY_DELAY, AgentMagics, _parse
 from .settings_args import settings_arguments
 from .template import TemplateError, render_cell
 from .transcript_output import finish_comparison, show_live
+
+
+_JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
+
+
+def expand_line(line: str, namespace: dict[str, Any]) -> str:
+    """`line` with ``{expr}`` and ``$name`` expanded from `namespace`, as IPython expands magic
+    lines, except inside Jinja's ``{{ ... }}`` and ``{% ... %}`` (an assertion's row template),
+    which stay as written. A line that does not expand is kept as it is (IPython's rule)."""
+    from IPython.utils.text import DollarFormatter
+
+    kept: list[str] = []
+
+    def hide(match: re.Match[str]) -> str:
+        kept.append(match.group(0))
+        return f"\x00{len(kept) - 1}\x00"
+
+    masked = _JINJA.sub(hide, line)
+    try:
+        masked = DollarFormatter().vformat(masked, args=[], kwargs=namespace)
+    except Exception:  # noqa: BLE001 - IPython keeps a line it cannot expand
+        pass
+    return re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], masked)
 
 
 @magics_class
@@ -72,7 +96,7 @@ class CompareMagics(Magics):
     @argument("--no-cache", action="store_true", help="with --over, run every request anew (finished runs are served from the run store otherwise)")
     @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
     @settings_arguments
-    @no_var_expand  # --assert 'equals:{{ row.answer }}' reaches the magic as written
+    @no_var_expand  # expand_line: {var} and $var as IPython does, but --assert 'equals:{{ row.answer }}' as written
     @cell_magic
     def compare(self, line: str, cell: str) -> Comparison | None:
         """Send the cell to every provider at once and show the replies side by side.
@@ -83,7 +107,7 @@ class CompareMagics(Magics):
         Each run is a fresh conversation: the ``%%agent`` conversation is not used
         or changed. The cell is a Jinja2 template over your variables.
         """
-        args = _parse(self.compare, line)
+        args = _parse(self.compare, expand_line(line, self.shell.user_ns))
         if args.out is not None and not args.out.isidentifier():
             raise UsageError(f"-o/--out needs a variable name, not {args.out!r}")
         if args.over is not None:
