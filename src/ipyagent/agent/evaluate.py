@@ -98,17 +98,12 @@ def row_fields(row: Any) -> dict[str, Any]:
 
 
 def _tokens(usage: Any) -> tuple[int, int]:
-    """(input, output) tokens of a `Usage`, whichever field names it has."""
+    """(input, output) tokens of a `Usage` or its stored dict (older stores: ``input`` / ``output``)."""
     if usage is None:
         return 0, 0
-    get = usage.get if isinstance(usage, dict) else lambda k, d=None: getattr(usage, k, d)
-    return int(get("input_tokens", None) or get("input", 0) or 0), int(get("output_tokens", None) or get("output", 0) or 0)
-
-
-def _usage(input_tokens: int, output_tokens: int) -> Usage:
-    names = Usage.model_fields
-    return Usage(**{("input_tokens" if "input_tokens" in names else "input"): input_tokens,
-                    ("output_tokens" if "output_tokens" in names else "output"): output_tokens})
+    if isinstance(usage, dict):
+        return int(usage.get("input_tokens", usage.get("input")) or 0), int(usage.get("output_tokens", usage.get("output")) or 0)
+    return usage.input_tokens, usage.output_tokens
 
 
 @dataclass(slots=True)
@@ -647,8 +642,8 @@ def _rates(agent: Agent) -> tuple[float, float]:
     """(USD per input token, USD per output token) of the agent's model; zeros when unknown."""
     million = 1_000_000
     try:
-        per_in = agent.driver.price(_usage(million, 0))
-        per_out = agent.driver.price(_usage(0, million))
+        per_in = agent.driver.price(Usage(input_tokens=million))
+        per_out = agent.driver.price(Usage(output_tokens=million))
     except Exception:  # noqa: BLE001 - an unknown price is not an error
         return 0.0, 0.0
     if per_in is None or per_out is None:

@@ -26,9 +26,9 @@ FRAME_S = 0.1
 
 def bundle(ev: Evaluation) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a finished evaluation's display: its JSON (secrets redacted) and fallbacks."""
-    from .transcript_output import redact
+    from ..core.redact import redact_data
 
-    doc = redact(ev.to_json())
+    doc = redact_data(ev.to_json())
     data = {MIME_TYPE: doc, "text/html": evaluation_html(doc), "text/markdown": evaluation_markdown(doc),
             "text/plain": evaluation_text(doc)}
     return data, {"ipyagent": {"evaluation": {"id": doc["id"]}}}
