@@ -356,3 +356,13 @@ def test_a_store_made_before_the_cache_gains_its_column(tmp_path) -> None:
         assert reopened.cached_runs(["k", "missing"])["k"]["metadata"] == {"text": "t"}
     finally:
         reopened.close()
+
+
+def test_settings_go_into_every_request_and_into_the_cache_key(store) -> None:
+    with StubServer(responder=answering(capital_of)) as server:
+        run = lambda t: evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", CAPITALS[:2],
+                                 settings={"temperature": t}, store=store)
+        run(0.1)
+        assert [r["body"]["temperature"] for r in server.requests] == [0.1, 0.1]
+        assert all(r.cached for r in run(0.1).results) and len(server.requests) == 2
+        assert not any(r.cached for r in run(0.7).results) and len(server.requests) == 4

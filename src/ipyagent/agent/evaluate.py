@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..core import DeltaMessage, Event, ProviderError, Usage
+from ..core import DeltaMessage, Event, ProviderError, Usage, coerce_settings
 from ..drivers.registry import resolve_alias
 from ..memory.store import RunStore, StoreError, default_store_path
 from ..memory.tokens import estimate_text
@@ -399,7 +399,7 @@ class _Run:
         return agent
 
     def _key(self, prototype: Agent, prompt: str) -> str | None:
-        stack = prototype.prompt_stack(prompt)
+        stack = prototype.prompt_stack(prompt, None, self.run_options.get("settings"))
         images = self.run_options.get("images")
         if images:
             stack.messages[-1].content.extend(images)
@@ -683,6 +683,7 @@ async def aevaluate(
     output_schema: Any = None,
     output_strategy: str | None = None,
     images: Any = None,
+    settings: Any = None,
     namespace: dict[str, Any] | None = None,
     raw: bool = False,
     factory: Callable[[str], Agent] | None = None,
@@ -710,7 +711,9 @@ async def aevaluate(
         store: the run store (a `RunStore` or a path; False: none, so no cache); default
             ``$IPYAGENT_RUN_STORE`` or ``.ipyagent/runs.sqlite``.
         system, tools, max_steps, **driver_options: for agents built from ids (as `Agent`).
-        output_schema, output_strategy, images: as `Agent.arun`, for every run.
+        output_schema, output_strategy, images, settings: as `Agent.arun`, for every run (the
+            settings, a `ModelSettings` or a dict, go over each agent's own; they are part of the
+            cache key, as everything sent is).
         factory: builds an agent from an id (default ``Agent(id, system=..., tools=..., ...)``).
         on_start(result), on_result(result): called on ipyagent's loop when a cell's request
             starts and when a cell ends (finished, failed or skipped).
@@ -737,7 +740,8 @@ async def aevaluate(
     ids = [resolve_alias(e) if isinstance(e, str) else e.provider for e in providers]
     ev = evaluation or Evaluation(provider_keys(ids), rows)
     ev.providers, ev.rows, ev.assertions, ev.budget = provider_keys(ids), rows, [a.name for a in checks], budget
-    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images)) if v}
+    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images),
+                                 ("settings", coerce_settings(settings) if settings else None)) if v}
     if "images" in options:
         from .images import image_blocks
 
