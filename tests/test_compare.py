@@ -185,9 +185,10 @@ def test_table_shows_median_and_range_and_escapes() -> None:
 
 
 def test_widget_view_fills_the_table_and_marks_interrupted() -> None:
-    with StubServer(Reply.sse_file(TEXT), Reply.sse_file(TEXT, delay=0.2)) as server:
-        quick = Agent("openai:quick", base_url=server.url)
-        slow = Agent("openai:slow", base_url=server.url)
+    # One server each: with one server for both, which agent got the slow reply was a race.
+    with StubServer(Reply.sse_file(TEXT)) as server, StubServer(Reply.sse_file(TEXT, delay=0.2)) as slow_server:
+        quick = Agent("openai:quick", base_url=server.url, price_as="openai:gpt-4o-mini")
+        slow = Agent("openai:slow", base_url=slow_server.url)
 
         async def main() -> CompareWidgetView:
             view = CompareWidgetView(["openai:quick", "openai:slow"], 1)

@@ -133,7 +133,8 @@ def test_a_judge_grades_each_answer_and_its_cost_is_counted_apart(store) -> None
 
     with StubServer(responder=answering(lambda q: "Paris" if "France" in q else "Osaka")) as model, \
             StubServer(responder=answering(verdict)) as judge:
-        factory = lambda pid: Agent(pid, base_url=model.url if "gpt-4.1-mini" in pid else judge.url)
+        # Local servers have an unknown price unless price_as names it (issue 13, item 6).
+        factory = lambda pid: Agent(pid, base_url=model.url if "gpt-4.1-mini" in pid else judge.url, price_as=pid)
         ev = evaluate(["openai:gpt-4.1-mini"], "Capital of {{ row.country }}?", CAPITALS[:2],
                       assertions=["judge:openai:gpt-4.1-nano"], rubric="Names the capital of the country.",
                       factory=factory, store=store)
@@ -221,11 +222,12 @@ def test_budget_stops_scheduling_before_the_estimate_would_pass_it(store) -> Non
     assert budget.spent == pytest.approx(0.2) and budget.reserved == 0
 
     rows = [f"question {n}" for n in range(12)]
-    with StubServer(responder=answering(lambda q: "word " * 50)) as server:
-        probe = evaluate([Agent("openai:gpt-4.1-mini", base_url=server.url)], "{{ row }}", rows[:1], store=store, cache=False)
+    # Long enough that a run costs more than the first estimate (256 output tokens at the same price).
+    with StubServer(responder=answering(lambda q: "word " * 100)) as server:
+        probe = evaluate([Agent("openai:gpt-4.1-mini", base_url=server.url, price_as="openai:gpt-4.1-mini")], "{{ row }}", rows[:1], store=store, cache=False)
         one = probe.results[0].cost
         assert one and one > 0
-        ev = evaluate([Agent("openai:gpt-4.1-mini", base_url=server.url)], "{{ row }}", rows, budget=one * 4.5,
+        ev = evaluate([Agent("openai:gpt-4.1-mini", base_url=server.url, price_as="openai:gpt-4.1-mini")], "{{ row }}", rows, budget=one * 4.5,
                       concurrency=1, store=store, cache=False)
     ran = [r for r in ev.results if r.status != "skipped"]
     skipped = [r for r in ev.results if r.status == "skipped"]

@@ -37,7 +37,7 @@ from ..core import (
     Usage,
 )
 from ..drivers import BasePromptDriver, create_driver
-from ..drivers.pricing import Cost, total_cost
+from ..drivers.pricing import LEDGER, Cost, total_cost
 from ..memory import TaskMemory, current_memory
 from ..tools import Toolbox
 from ..tools.builtin.task_memory import with_task_memory
@@ -202,6 +202,11 @@ class Agent:
         react_mode = bool(self.toolbox) and self.uses_react
         run_settings = coerce_settings(settings)
         retries = 1  # an output that fails validation is asked for once more
+        try:
+            LEDGER.check_budget()  # %provider --budget: no new run once the session has spent it
+        except ProviderError as exc:
+            yield ModelFailed(exc, Message(role="assistant"), {"run_messages": pending})
+            return
         for _ in range(self.max_steps):
             completed: ModelCompleted | None = None
             stack = self.prompt_stack(None, pending, run_settings)

@@ -28,6 +28,7 @@ ErrorType = Literal[
     "configuration",
     "max_steps",
     "invalid_output",
+    "budget",
 ]
 
 #: Error types that a retry may fix (DESIGN.md, "drivers": retries).

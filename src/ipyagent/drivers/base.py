@@ -152,6 +152,10 @@ class BasePromptDriver(ABC):
         provider_options: provider-specific request fields; unknown keys are
             rejected with a `ProviderError` of type ``invalid_request``.
         provider: the id the driver was created under (``openai``, ``groq``).
+        price_as: ``provider:model`` whose genai-prices price this driver's turns are
+            given (a model behind your own base URL billed at a known rate).
+        price_known: False when the driver talks to a host other than its provider's own
+            (a user-named base URL): its turns have an unknown price unless `price_as` says.
     """
 
     #: The registry name of the wire protocol.
@@ -176,7 +180,13 @@ class BasePromptDriver(ABC):
         transport: httpx2.AsyncBaseTransport | None = None,
         provider_options: dict[str, Any] | None = None,
         provider: str | None = None,
+        price_as: str | None = None,
+        price_known: bool = True,
     ) -> None:
+        if price_as is not None and ":" not in price_as:
+            raise ProviderError("invalid_request", f"price_as takes PROVIDER:MODEL (openai:gpt-4.1-mini), not {price_as!r}",
+                                retryable=False)
+        self.price_as, self.price_known = price_as, price_known
         self.model = model
         self.provider = provider or self.protocol
         self.base_url = (base_url or self.default_base_url).rstrip("/")
@@ -263,7 +273,13 @@ class BasePromptDriver(ABC):
         return strategy
 
     def price(self, usage: Usage, model: str | None = None) -> Cost | None:
-        """The price of one turn's `usage` (genai-prices), or None when unknown."""
+        """The price of one turn's `usage` (genai-prices), or None when unknown: always for a
+        host other than the provider's own, unless `price_as` names the price that applies."""
+        if self.price_as is not None:
+            provider, _, priced_model = self.price_as.partition(":")
+            return pricing.price(provider, priced_model, usage)
+        if not self.price_known:
+            return None
         return pricing.price(self.provider, model or self.model, usage, price_provider=getattr(self, "price_provider", None))
 
     def capabilities_for(self, model: str) -> Capabilities:
@@ -528,6 +544,8 @@ class BasePromptDriver(ABC):
             # Off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams.
             cost = await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, metadata["model"])
             metadata["cost"] = cost.to_dict() if cost is not None else None
+            if not metadata["replayed"]:
+                pricing.LEDGER.record(self.provider, metadata["model"], cost, usage)
             message.usage, message.metadata = usage, metadata
             yield ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
         finally:

@@ -117,3 +117,63 @@ def total_cost(costs: list[dict[str, Any] | None]) -> Cost | None:
     for c in costs[1:]:
         total = total + Cost.from_dict(c)  # type: ignore[arg-type]
     return total
+
+
+class Ledger:
+    """What this session spent, turn by turn: every driver records each completed model
+    turn here (replays excepted), whatever started it (a cell, a comparison, Python).
+
+    `budget` (USD, None: none) is what ``%provider --budget`` sets; `check_budget`
+    refuses new runs once the known total has reached it.
+    """
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self.turns: list[tuple[str, str, float | None, int, int]] = []  # provider, model, USD or None, in, out tokens
+        self.budget: float | None = None
+
+    def record(self, provider: str, model: str, cost: float | None, usage: Usage) -> None:
+        with self._lock:
+            self.turns.append((provider, model, None if cost is None else float(cost), usage.input_tokens, usage.output_tokens))
+
+    @property
+    def total(self) -> float:
+        """USD spent on turns whose price is known."""
+        with self._lock:
+            return sum(c for _, _, c, _, _ in self.turns if c is not None)
+
+    def by_provider(self) -> dict[str, dict[str, Any]]:
+        """provider -> ``{"turns", "input_tokens", "output_tokens", "usd" (known part), "unknown" (turns without a price)}``."""
+        rows: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for provider, _, cost, tokens_in, tokens_out in self.turns:
+                row = rows.setdefault(provider, {"turns": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0.0, "unknown": 0})
+                row["turns"] += 1
+                row["input_tokens"] += tokens_in
+                row["output_tokens"] += tokens_out
+                if cost is None:
+                    row["unknown"] += 1
+                else:
+                    row["usd"] += cost
+        return rows
+
+    def check_budget(self) -> None:
+        """Raises:
+            ProviderError: type ``budget`` once the known total has reached `budget`."""
+        if self.budget is not None and self.total >= self.budget:
+            from ..core import ProviderError
+
+            raise ProviderError("budget", f"this session has spent {format_usd(self.total)} of its {format_usd(self.budget)} budget; "
+                                "no new run starts (%provider --budget USD raises it; %agent cost shows the spending)",
+                                retryable=False)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.turns.clear()
+            self.budget = None
+
+
+#: The session's spending (one per process: one kernel, one session).
+LEDGER = Ledger()

@@ -134,6 +134,9 @@ def create_driver(
 ) -> BasePromptDriver:
     """Build the prompt driver for ``provider:model`` (or ``replay:CASSETTE``).
 
+    A `base_url` other than the provider's own makes the driver's turns "unknown price"
+    unless ``price_as="PROVIDER:MODEL"`` names the price that applies.
+
     The API key is read from the provider's environment variable (or
     `api_key_env`). A `base_url` given here (a local or third-party server)
     gets no key unless `api_key_env` names one: a provider's key is not sent
@@ -159,6 +162,9 @@ def create_driver(
             f"{env} is not set: set it in the environment (os.environ[{env!r}] = ...) before "
             f"%provider {name}:{model}, or name another variable (--api-key-env VAR; api_key_env= in Python)"
         )
+    # A host named here (a local server, a proxy) is not billed at the provider's rates; the
+    # provider's own variable (OPENAI_BASE_URL) stands for the provider, as it does for the key.
+    kwargs.setdefault("price_known", not other_host)
     driver = cls(model, api_key=api_key, base_url=base_url, provider=name, **kwargs)
     if record:
         from .cassette import RecordingTransport
@@ -176,5 +182,8 @@ def _replay_driver(path: str, **kwargs: Any) -> BasePromptDriver:
     spec = providers().get(name)
     if spec is None:
         raise ConfigurationError(f"cassette {path!r} was recorded for provider {name!r}, which is not installed")
-    return spec.driver_class()(first.get("model", "unknown"), base_url=first.get("base_url"), provider=name,
-                               transport=transport, **kwargs)
+    cls = spec.driver_class()
+    own = (spec.base_url or getattr(cls, "default_base_url", "") or "").rstrip("/")
+    recorded = first.get("base_url")
+    kwargs.setdefault("price_known", spec.key_required or not recorded or recorded.rstrip("/") == own)
+    return cls(first.get("model", "unknown"), base_url=recorded, provider=name, transport=transport, **kwargs)

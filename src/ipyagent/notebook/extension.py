@@ -142,7 +142,10 @@ def unload(ipython: Any) -> None:
     from ..agent.loop_thread import stop_background_loop
 
     magics.close()
-    reset_default()  # the %provider default goes with the extension
+    reset_default()
+    from ..drivers.pricing import LEDGER
+
+    LEDGER.reset()  # the session's spending and budget  # the %provider default goes with the extension
     compare = ipython.magics_manager.registry.pop("CompareMagics", None)
     session = ipython.magics_manager.registry.pop("SessionMagics", None)
     magics.session.close()

@@ -259,6 +259,8 @@ class AgentMagics(Magics):
     @argument("--base-url", help="API root of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
     @argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     @argument("--record", metavar="FILE", help="append every HTTP exchange to this cassette (no keys stored)")
+    @argument("--price-as", metavar="PROVIDER:MODEL", help="price this model's turns as another's (a model behind your own --base-url has an unknown price otherwise)")
+    @argument("--budget", type=float, metavar="USD", help="refuse new runs once the session has spent this much (%%agent cost shows the spending)")
     @argument("--list", action="store_true", help="list the known providers and which API-key variables are set")
     @argument("--alias", metavar="NAME", help="make NAME a short name for PROVIDER:MODEL (usable in %%provider NAME and %%agent -p NAME)")
     @settings_arguments
@@ -277,13 +279,18 @@ class AgentMagics(Magics):
         """
         args = _parse(self.provider, line)
         settings = settings_from_args(args)
+        if args.budget is not None:
+            self._set_budget(args.budget)
+            if not (args.provider_id or settings or args.clear_settings or args.list or args.alias):
+                return
         if args.list:
             self._list_providers()
             return
         if args.alias:
             if not args.provider_id:
                 raise UsageError("--alias NAME needs the id it stands for: %provider --alias fast openai:gpt-4.1-mini")
-            options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record)) if v}
+            options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record),
+                                                     ("price_as", args.price_as)) if v}
             try:
                 target = set_alias(args.alias, args.provider_id)
             except ConfigurationError as exc:
@@ -294,13 +301,15 @@ class AgentMagics(Magics):
             print(f"alias: {args.alias} = {target}{where}")
             return
         if not args.provider_id:
-            if any((args.base_url, args.api_key_env, args.record)):
-                raise UsageError("give PROVIDER:MODEL with --base-url/--api-key-env/--record, e.g. %provider openai:gpt-4.1-mini --base-url URL")
+            if any((args.base_url, args.api_key_env, args.record, args.price_as)):
+                raise UsageError("give PROVIDER:MODEL with --base-url/--api-key-env/--record/--price-as, "
+                                 "e.g. %provider openai:gpt-4.1-mini --base-url URL")
             if settings or args.clear_settings:
                 defaults.set_default(settings=settings, replace_settings=args.clear_settings)
             self._show_provider()
             return
-        options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record)) if v}
+        options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record),
+                                                     ("price_as", args.price_as)) if v}
         if not options and args.provider_id in self.alias_options:
             options = dict(self.alias_options[args.provider_id])
         resolved = resolve_alias(args.provider_id)
@@ -318,6 +327,16 @@ class AgentMagics(Magics):
         print(f"provider: {driver.id} at {driver.base_url}{note}")
         if defaults.session_default().settings:
             print(f"settings: {defaults.session_default().settings.describe()}")
+
+    @staticmethod
+    def _set_budget(usd: float) -> None:
+        from ..drivers.pricing import LEDGER, format_usd
+
+        if usd < 0:
+            raise UsageError(f"--budget is in USD, 0 or more, not {usd:g}")
+        LEDGER.budget = usd
+        print(f"budget: {format_usd(usd) if usd else '$0'} for this session; spent so far {format_usd(LEDGER.total)} "
+              "(known prices; %agent cost shows it by provider)")
 
     def _show_provider(self) -> None:
         """``%provider`` alone: the session's provider, where it is, and its settings."""

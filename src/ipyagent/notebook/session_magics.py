@@ -8,6 +8,7 @@
     %agent inspect [RUN_ID]        a stored run node by node: raw request, response metadata
     %agent replay [RUN_ID]         draw a stored run's view again, without calling the model
     %agent store [PATH|off]        show or choose the run store
+    %agent cost                    what this session spent, by provider (known prices), and the budget
     %agent fix [OPTIONS] [QUESTION]  explain and fix the last exception (%%agent options: --code, -p, --with, ...)
 
 RUN_ID may be the first characters of the id; without one, the session's last run.
@@ -51,7 +52,7 @@ from .session import Session
 from .transcript_output import bundle, show_live
 from .view import make_view
 
-SUBCOMMANDS = ("threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix")
+SUBCOMMANDS = ("threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix", "cost")
 #: Characters of one message block shown by history and inspect.
 SHOWN_CHARS = 600
 
@@ -236,6 +237,24 @@ class SessionMagics(Magics):
         if not self.session.run_ids:
             raise UsageError("%agent: no run in this session yet; give a RUN_ID (%agent runs lists them)")
         return self.session.run_ids[-1]
+
+    def _cost(self, _: str | None) -> None:
+        """The session's spending by provider: turns, tokens, USD at known prices, turns without one."""
+        from ..drivers.pricing import LEDGER, format_usd
+
+        rows = LEDGER.by_provider()
+        if not rows:
+            print("nothing spent yet in this session (replayed runs cost nothing)")
+        else:
+            width = max(len(p) for p in rows)
+            for provider, row in sorted(rows.items()):
+                unknown = f" + {row['unknown']} turn{'s' if row['unknown'] != 1 else ''} at an unknown price" if row["unknown"] else ""
+                print(f"{provider:<{width}}  {row['turns']} turn{'s' if row['turns'] != 1 else ''}  "
+                      f"{row['input_tokens']:,} in / {row['output_tokens']:,} out tokens  {format_usd(row['usd'])}{unknown}")
+            print(f"total: {format_usd(LEDGER.total)}" + (" (known prices only)" if any(r["unknown"] for r in rows.values()) else ""))
+        if LEDGER.budget is not None:
+            left = max(0.0, LEDGER.budget - LEDGER.total)
+            print(f"budget: {format_usd(LEDGER.budget)}, {format_usd(left)} left" + ("; new runs are refused" if not left else ""))
 
     def _store(self, path: str | None) -> None:
         if path is not None:
