@@ -125,6 +125,15 @@ def test_python_assertions_return_bools_or_scores_and_failures_are_reasons() -> 
     assert named.name == "python:same"
 
 
+def shout(text: str) -> str:
+    """Say it louder.
+
+    Args:
+        text: what to say.
+    """
+    return text.upper()
+
+
 def test_a_judge_grades_each_answer_and_its_cost_is_counted_apart(store) -> None:
     def verdict(prompt: str) -> str:
         answer = prompt.split("Answer:\n", 1)[1]
@@ -133,13 +142,15 @@ def test_a_judge_grades_each_answer_and_its_cost_is_counted_apart(store) -> None
 
     with StubServer(responder=answering(lambda q: "Paris" if "France" in q else "Osaka")) as model, \
             StubServer(responder=answering(verdict)) as judge:
-        # Local servers have an unknown price unless price_as names it (issue 13, item 6).
-        factory = lambda pid: Agent(pid, base_url=model.url if "gpt-4.1-mini" in pid else judge.url, price_as=pid)
+        # Local servers have an unknown price unless price_as names it.
         ev = evaluate(["openai:gpt-4.1-mini"], "Capital of {{ row.country }}?", CAPITALS[:2],
                       assertions=["judge:openai:gpt-4.1-nano"], rubric="Names the capital of the country.",
-                      factory=factory, store=store)
+                      factory=lambda pid: Agent(pid, base_url=model.url, system="Be brief.", tools=[shout], price_as=pid),
+                      judge_factory=lambda pid: Agent(pid, base_url=judge.url, price_as=pid), store=store)
     assert len(judge.requests) == 2
     assert "Names the capital of the country." in last_user_text(judge.requests[0]["body"])
+    # The judge gets neither the runs' system prompt nor their tools.
+    assert all(len(r["body"]["messages"]) == 1 and "tools" not in r["body"] for r in judge.requests)
     first, second = ev.ordered()
     assert first.passed and first.outcomes[0].reason == "names the capital"
     assert not second.passed and second.outcomes[0].reason == "wrong city"

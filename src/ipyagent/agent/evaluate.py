@@ -367,10 +367,11 @@ class _Run:
 
     def __init__(self, evaluation: Evaluation, *, template: str, assertions: list[Assertion], concurrency: int,
                  budget: float | None, cache: bool, store: RunStore | None, factory: Callable[[str], Agent],
-                 run_options: dict[str, Any], namespace: dict[str, Any] | None, raw: bool,
+                 judge_factory: Callable[[str], Agent], run_options: dict[str, Any], namespace: dict[str, Any] | None, raw: bool,
                  on_start: Callable[[EvalResult], Any] | None, on_result: Callable[[EvalResult], Any] | None) -> None:
         self.ev, self.template, self.assertions = evaluation, template, assertions
         self.concurrency, self.cache, self.store, self.factory = concurrency, cache, store, factory
+        self.judge_factory = judge_factory
         self.run_options, self.namespace, self.raw = run_options, namespace, raw
         self.on_start, self.on_result = on_start, on_result
         self.budget = Budget(budget)
@@ -410,7 +411,7 @@ class _Run:
     def _judge(self, provider: str) -> tuple[Agent | None, BaseException | None, asyncio.Semaphore]:
         if provider not in self.judge_lanes:
             try:
-                agent, error = self.factory(provider), None
+                agent, error = self.judge_factory(provider), None
                 agent.driver.rate_gate = Lane(f"judge {provider}", self.concurrency).gate
                 self.owned.append(agent)
             except Exception as exc:  # noqa: BLE001 - reported in every judge outcome
@@ -687,6 +688,7 @@ async def aevaluate(
     namespace: dict[str, Any] | None = None,
     raw: bool = False,
     factory: Callable[[str], Agent] | None = None,
+    judge_factory: Callable[[str], Agent] | None = None,
     on_start: Callable[[EvalResult], Any] | None = None,
     on_result: Callable[[EvalResult], Any] | None = None,
     evaluation: Evaluation | None = None,
@@ -715,6 +717,8 @@ async def aevaluate(
             settings, a `ModelSettings` or a dict, go over each agent's own; they are part of the
             cache key, as everything sent is).
         factory: builds an agent from an id (default ``Agent(id, system=..., tools=..., ...)``).
+        judge_factory: builds a judge's agent from its id (default ``Agent(id, **driver_options)``:
+            no system prompt, no tools).
         on_start(result), on_result(result): called on ipyagent's loop when a cell's request
             starts and when a cell ends (finished, failed or skipped).
         evaluation: an `Evaluation` to fill (so a caller keeps what finished if this is cancelled).
@@ -752,7 +756,8 @@ async def aevaluate(
         if note:
             ev.notes.append(note)
         run = _Run(ev, template=template, assertions=checks, concurrency=concurrency, budget=budget, cache=cache,
-                   store=opened, factory=make, run_options=options, namespace=namespace, raw=raw,
+                   store=opened, factory=make, judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
+                   run_options=options, namespace=namespace, raw=raw,
                    on_start=on_start, on_result=on_result)
         ev.started = time.monotonic()
         try:

@@ -78,6 +78,11 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     def factory(provider_id: str) -> Any:
         return magics._build(provider_id, system=args.system, toolbox=toolbox, max_steps=args.max_steps, react=False)
 
+    def judge_factory(provider_id: str) -> Any:  # a judge gets neither the cell's system prompt nor its tools
+        from ..tools import Toolbox
+
+        return magics._build(provider_id, system=None, toolbox=Toolbox(), max_steps=1, react=False)
+
     ev = Evaluation(provider_keys([resolve_alias(p) for p in providers]), rows)
     view = EvaluationView(ev, widgets=agent_magics._widgets())
     session = agent_magics.session
@@ -87,7 +92,7 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
         try:
             return await aevaluate(providers, template, rows, assertions=checks, rubric=args.rubric,
                                    concurrency=args.concurrency, budget=args.budget, cache=not args.no_cache,
-                                   store=store, namespace=shell.user_ns, raw=args.raw, factory=factory, on_result=view.update,
+                                   store=store, namespace=shell.user_ns, raw=args.raw, factory=factory, judge_factory=judge_factory, on_result=view.update,
                                    evaluation=ev, **{k: v for k, v in run_options.items() if v})
         except asyncio.CancelledError:
             done(ev)
