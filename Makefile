@@ -54,7 +54,7 @@ demo: $(VENV)/.installed-demo
 
 ## make bench: set up .venv with the bench extras (the peers) and run benchmarks/: a table each, JSON in build/bench/
 bench: $(VENV)/.installed-bench
-	for b in stream_decode render_path import_load compare_wall summarize_context; do $(PY) benchmarks/$$b.py || exit 1; done
+	for b in stream_decode render_path import_load compare_wall summarize_context evaluate_matrix; do $(PY) benchmarks/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(BUILD) $(VENV)

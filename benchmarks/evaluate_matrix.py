@@ -52,7 +52,7 @@ def main() -> int:
     rows_n = 48 if args.quick else 1000
     wait = 0.05 if args.quick else WAIT_S
     concurrency = 8 if args.quick else CONCURRENCY
-    limit = 20 if not args.quick else 40
+    limit = 20 if not args.quick else 5
     import ipyagent
 
     payload = openai_text(12)

@@ -17,6 +17,7 @@ SCRIPTS = {
     "import_load": "Import and load",
     "compare_wall": "Compare",
     "summarize_context": "Summaries for a model",
+    "evaluate_matrix": "Evaluate",
 }
 
 
@@ -40,5 +41,9 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
         assert data["results"]["import ipyagent"]["median_s"] > 0
     elif name == "summarize_context":  # quick mode measures nothing; the summary fits its budget and names every column
         assert data["summary"]["frame_tokens"] <= data["summary"]["budget"]
+    elif name == "evaluate_matrix":
+        results = data["results"]
+        assert results["cached_requests"] == 0 and results["cached_s"] < results["first_s"]
+        assert results["first_vs_ideal"] > 0 and results["others_under_429"] > 0 and results["limited_lane_429s"] > 0
     else:
         assert data["median"]["compare_s"] < data["median"]["sum_s"]

@@ -10,7 +10,7 @@ A spec string (``%%compare --assert SPEC``, or an item of ``evaluate(assertions=
 ``json``                  the answer is a JSON value (a fenced ```json block counts)
 ``schema``                the structured output validated against the run's output schema
 ``python:NAME``           a function called with ``(result, row)``
-``judge:PROVIDER:MODEL``  an LLM judge grades the answer against the rubric
+``judge:PROVIDER:MODEL``  an LLM judge grades the answer against the rubric (an alias works too)
 ========================  ==============================================================
 
 TEXT and PATTERN are Jinja templates over the row (``equals:{{ row.answer }}``). A
@@ -221,8 +221,10 @@ class JudgeAssertion(Assertion):
     needs_model = True
 
     def __init__(self, provider: str, rubric: str | None = None) -> None:
-        if ":" not in provider:
-            raise ValueError(f"judge:{provider}: give the judge as judge:PROVIDER:MODEL, e.g. judge:openai:gpt-4.1-mini")
+        from ..drivers.registry import resolve_alias
+
+        if ":" not in resolve_alias(provider):
+            raise ValueError(f"judge:{provider}: give the judge as judge:PROVIDER:MODEL (or an alias), e.g. judge:openai:gpt-4.1-mini")
         self.provider, self.rubric = provider, rubric or DEFAULT_RUBRIC
         self.name = f"judge:{provider}"
         self.run: Callable[[str], Any] | None = None  # async (prompt) -> (text, cost, error); set by the evaluation

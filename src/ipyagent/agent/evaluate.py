@@ -511,7 +511,8 @@ class _Run:
 
     def estimate(self, job: _Cell) -> float:
         """USD a cell's run may cost: the mean cost of the lane's finished runs; before there is one,
-        the prompt's estimated tokens in and `DEFAULT_OUTPUT_TOKENS` out at the model's price."""
+        the prompt's estimated tokens in and `DEFAULT_OUTPUT_TOKENS` (at most ``max_output_tokens``)
+        out at the model's price."""
         lane = job.lane
         if job.hit is not None or self.budget.limit is None or lane.prototype is None:
             return 0.0
@@ -522,6 +523,9 @@ class _Run:
         if lane.rates == (0.0, 0.0):
             return 0.0
         out = statistics.fmean(lane.outputs) if lane.outputs else DEFAULT_OUTPUT_TOKENS
+        settings = lane.prototype.settings.merged(self.run_options.get("settings"))
+        if settings.max_output_tokens:  # the reply can be no longer
+            out = min(out, settings.max_output_tokens)
         tokens_in = estimate_text((lane.prototype.system or "") + job.result.prompt)
         return tokens_in * lane.rates[0] + out * lane.rates[1]
 
@@ -553,6 +557,10 @@ class _Run:
             if isinstance(assertion, JudgeAssertion):
                 assertion.run = lambda prompt, judge=assertion: self._judge_run(judge, prompt)
         lanes = [self._lane(key, entry) for key, entry in zip(ev.providers, entries)]
+        # Named by what was built (a replayed cassette by its recorded provider:model), before any result.
+        ev.providers = provider_keys([lane.prototype.provider if lane.prototype is not None else lane.name for lane in lanes])
+        for lane, key in zip(lanes, ev.providers):
+            lane.name = key
         cells: list[_Cell] = []
         for lane in lanes:
             for n, (row, prompt) in enumerate(zip(rows, prompts)):
