@@ -195,18 +195,24 @@ def test_a_failed_run_is_not_served_from_the_cache(store) -> None:
         assert len(server.requests) == 2
 
 
-def test_a_429_holds_its_whole_lane_for_retry_after_while_others_go_on(store) -> None:
-    limited_once = threading.Event()
+def limited_once(answer, **reply: Any):
+    """A responder: the first request gets ``429, Retry-After: 1``, every later one `answering(answer)`."""
+    limited = threading.Event()
+    answered = answering(answer, **reply)
 
-    def limited(body: dict[str, Any]) -> Reply:
-        if not limited_once.is_set():
-            limited_once.set()
+    def respond(body: dict[str, Any]) -> Reply:
+        if not limited.is_set():
+            limited.set()
             return Reply(status=429, headers={"Content-Type": "application/json", "Retry-After": "1"},
                          pieces=[b'{"error": {"message": "slow down", "type": "rate_limit_error"}}'])
-        return openai_text_reply("ok", wait=0.05)
+        return answered(body)
 
+    return respond
+
+
+def test_a_429_holds_its_whole_lane_for_retry_after_while_others_go_on(store) -> None:
     rows = [f"q{n}" for n in range(8)]
-    with StubServer(responder=limited) as slow, StubServer(responder=answering(lambda q: "ok", wait=0.05)) as fast:
+    with StubServer(responder=limited_once(lambda q: "ok", wait=0.05)) as slow, StubServer(responder=answering(lambda q: "ok", wait=0.05)) as fast:
         ev = evaluate([Agent("openai:limited", base_url=slow.url), Agent("openai:free", base_url=fast.url)], "{{ row }}", rows,
                       concurrency=2, store=store)
     assert all(r.ok for r in ev.results), [r.error for r in ev.results if not r.ok]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from ipyagent.notebook.evaluation_render import MIME_TYPE
 
 from .kernels import wait_reply, widget_values
 from .stub_server import Reply, StubServer, openai_text_reply
-from .test_evaluate import CAPITALS, answering, capital_of, last_user_text
+from .test_evaluate import CAPITALS, answering, capital_of, last_user_text, limited_once
 
 pytestmark = pytest.mark.notebook
 
@@ -54,21 +53,12 @@ def verdict(prompt: str) -> str:
 
 
 def test_over_rows_in_a_kernel_every_assertion_cache_429_and_budget(tmp_path, monkeypatch) -> None:
-    limited_once = threading.Event()
-
-    def limited(body: dict[str, Any]) -> Reply:
-        if not limited_once.is_set():
-            limited_once.set()
-            return Reply(status=429, headers={"Content-Type": "application/json", "Retry-After": "1"},
-                         pieces=[b'{"error": {"message": "slow down", "type": "rate_limit_error"}}'])
-        return openai_text_reply(capital_of(last_user_text(body)))
-
     def structured(body: dict[str, Any]) -> Reply:
         country = next(c for c in CAPITALS if c["country"] in last_user_text(body))
         return openai_text_reply(json.dumps({"name": country["capital"], "country": country["country"]}))
 
     with StubServer(responder=answering(capital_of)) as good, StubServer(responder=answering(lambda q: "Somewhere nice.")) as bad, \
-            StubServer(responder=answering(verdict)) as judge, StubServer(responder=limited) as slow, \
+            StubServer(responder=answering(verdict)) as judge, StubServer(responder=limited_once(capital_of)) as slow, \
             StubServer(responder=structured) as shaped:
         over = "%%compare good bad --over rows -o {out} {extra}\nCapital of {{{{ row.country }}}}? One sentence."
         asserts = ("--assert 'contains:{{ row.capital }}' --assert 'icontains:{{ row.capital | lower }}' "
