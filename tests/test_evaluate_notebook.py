@@ -66,7 +66,7 @@ def test_over_rows_in_a_kernel_every_assertion_cache_429_and_budget(tmp_path, mo
                    "--assert python:short --assert judge:grader --rubric 'Names the capital.'")
         cells = [
             "%load_ext ipyagent\n"
-            f"%provider --alias good openai:gpt-4.1-mini --base-url {good.url}\n"
+            f"%provider --alias good openai:gpt-4.1-mini --base-url {good.url} --price-as openai:gpt-4.1-mini\n"
             f"%provider --alias bad openai:gpt-4.1-nano --base-url {bad.url}\n"
             f"%provider --alias grader openai:gpt-4.1-nano --base-url {judge.url}\n"
             f"%provider --alias slow openai:gpt-4.1-mini --base-url {slow.url}\n"
@@ -80,7 +80,7 @@ def test_over_rows_in_a_kernel_every_assertion_cache_429_and_budget(tmp_path, mo
             "%%compare slow good --over rows --concurrency 2 -o lane\n{{ row.country }}?",
             "%%compare shaped --over rows --schema City --strategy rule --assert schema --assert json -o shaped_ev\n"
             "Capital of {{ row.country }} as JSON.",
-            "%%compare good --over rows --concurrency 1 --no-cache --max-tokens 10 --budget 0.00012 -o capped\nCapital of {{ row.country }}?",
+            "%%compare good --over rows --concurrency 1 --no-cache --max-tokens 10 --budget 0.0000195 -o capped\nCapital of {{ row.country }}?",
             "import json\nprint(json.dumps({name: [[r.row, r.provider, r.passed, r.cached, r.status, r.error_type,"
             " [(o.name, o.passed, o.reason) for o in r.outcomes]] for r in v.ordered()] for name, v in "
             "[('ev', ev), ('again', again), ('fresh', fresh), ('lane', lane), ('shaped', shaped_ev), ('capped', capped)]}))",
