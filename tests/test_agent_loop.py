@@ -310,3 +310,87 @@ def test_tool_call_cut_by_length_is_not_run(agents: list[ipyagent.Agent], rec: R
     assert result.tool_calls[0].output is None
     check_usage(result, exp)  # one model turn, billed once
     assert agent.messages == []
+
+
+# -- per-run options (RunOptions) --------------------------------------------------------------------
+
+
+def test_run_options_apply_to_one_run_and_leave_the_agent_alone(agents: list[ipyagent.Agent], rec: Recorder) -> None:
+    """Tools, system prompt, max_steps and history are passed in, never patched onto the agent."""
+    from ipyagent import RunOptions
+    from ipyagent.core import Message, TextBlock
+
+    history = [Message(role="user", content=[TextBlock(text="Earlier question")]),
+               Message(role="assistant", content=[TextBlock(text="Earlier answer")])]
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT), Reply.sse_file(TEXT)) as server:
+        agent = make_agent(agents, server, [], system="Agent default.")
+        options = RunOptions(tools=[weather_tool(rec)], system="Run system.", history=history, max_steps=3)
+        result = run_sync(agent.arun("Weather?", options))
+        plain = run_agent(agent, "Plain?")
+
+    assert result.ok and rec.calls and len(server.requests) == 3
+    first = server.requests[0]["body"]
+    assert [t["function"]["name"] for t in first["tools"]] == ["get_weather"]
+    assert first["messages"][0] == {"role": "system", "content": "Run system."}
+    assert [m["content"] for m in first["messages"][1:4]] == ["Earlier question", "Earlier answer", "Weather?"]
+    # the agent's own settings are untouched: the next plain run has no tools, its own system, no history
+    third = server.requests[2]["body"]
+    assert "tools" not in third and third["messages"][0] == {"role": "system", "content": "Agent default."}
+    assert roles(third["messages"]) == ["system", "user"]
+    assert agent.toolbox.names() == [] and agent.system == "Agent default." and agent.max_steps == 10
+    # a run given a history leaves the agent's conversation alone; it says what it adds
+    assert roles(result.new_messages) == ["user", "assistant", "tool", "assistant"]
+    assert roles(agent.messages) == ["user", "assistant"] and agent.messages == plain.new_messages
+
+
+def test_run_options_max_steps_and_keyword_shortcuts() -> None:
+    from ipyagent import RunOptions
+
+    with pytest.raises(ValueError, match="max_steps"):
+        RunOptions(max_steps=0)
+    options = RunOptions(system="s").merged(output_schema=dict, output_strategy=None)
+    assert options.system == "s" and options.output_schema is dict and options.output_strategy is None
+    assert RunOptions().merged() == RunOptions()
+
+
+def test_more_turns_marks_every_model_turn_but_the_last(agents: list[ipyagent.Agent], rec: Recorder) -> None:
+    events: list[Any] = []
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
+        agent = make_agent(agents, server, [weather_tool(rec)])
+        result = run_agent(agent, "Weather?", events)
+    completed = [e for e in events if isinstance(e, ModelCompleted)]
+    assert [e.more_turns for e in completed] == [True, False]
+    # no side channels: the event's metadata is the driver's figures, plain JSON, and not the message's own dict
+    for event in completed:
+        assert "run_messages" not in event.metadata and "run_continues" not in event.metadata
+        assert event.metadata is not event.message.metadata
+        json.dumps(event.metadata)
+    assert result.metadata is not completed[-1].metadata
+
+
+def test_a_function_tool_keeps_its_name_and_a_method_gets_tool_and_activity(agents: list[ipyagent.Agent]) -> None:
+    from ipyagent.tools import BaseTool, activity
+
+    class Weather(BaseTool):
+        @activity
+        def now(self, city: str, state: str) -> str:
+            """Weather now."""
+            return "61 F"
+
+    def get_weather(city: str, state: str) -> str:
+        """Weather now."""
+        return "61 F"
+
+    events: list[Any] = []
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
+        run_agent(make_agent(agents, server, [get_weather]), "Weather?", events)
+    [done] = [e for e in events if isinstance(e, ToolCallCompleted)]
+    assert (done.action.name, done.action.path) == ("get_weather", None)
+
+    body = TOOL_CALL.read_text().replace('"get_weather"', '"Weather_now"')
+    events = []
+    with StubServer(Reply(pieces=[body.encode()]), Reply.sse_file(TEXT)) as server:
+        run_agent(make_agent(agents, server, [Weather()]), "Weather?", events)
+    [done] = [e for e in events if isinstance(e, ToolCallCompleted)]
+    assert (done.action.name, done.action.path, done.action.native_name) == ("Weather", "now", "Weather_now")
+    assert done.result == TextArtifact(value="61 F")

@@ -126,7 +126,7 @@ def test_cost_comes_from_the_result_when_it_has_one() -> None:
         provider = "fake:m"
         messages: list = []
 
-        async def arun(self, prompt, on_event=None):
+        async def arun(self, prompt, options=None, on_event=None):
             from ipyagent.agent import AgentResult
             from ipyagent.core import Message, StopReason, TextBlock, Usage
 

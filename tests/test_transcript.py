@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ipyagent import Agent
+from ipyagent.agent import RunOptions
 from ipyagent.core import ArtifactStored, TextArtifact
 from ipyagent.core.transcript import MIME_TYPE, VERSION, Transcript, json_schema
 from ipyagent.notebook.render import markdown_to_html
@@ -118,7 +119,7 @@ def test_interrupted_run_keeps_partial_text_and_earlier_cards():
     async def main():
         with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT, delay=0.2)) as server:
             agent = Agent("openai:gpt-4.1-mini", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR", tools=[get_weather])
-            task = asyncio.ensure_future(agent._arun("Weather?", events.append))
+            task = asyncio.ensure_future(agent._arun("Weather?", RunOptions(), events.append))
             while sum(1 for e in events if e.type == "text_delta") < 2:
                 await asyncio.sleep(0.02)
             task.cancel()

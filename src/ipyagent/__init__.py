@@ -12,18 +12,18 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .agent import Agent, AgentResult
+    from .agent import Agent, AgentResult, RunOptions
     from .agent.compare import Comparison, acompare, compare
     from .agent.defaults import set_default, using
     from .agent.evaluate import Evaluation, aevaluate, evaluate
     from .core import ModelSettings
 
-__all__ = ["Agent", "AgentResult", "ModelSettings", "using", "set_default", "compare", "acompare", "Comparison", "evaluate",
-           "aevaluate", "Evaluation", "load_ipython_extension", "unload_ipython_extension", "__version__"]
+__all__ = ["Agent", "AgentResult", "RunOptions", "ModelSettings", "using", "set_default", "compare", "acompare", "Comparison",
+           "evaluate", "aevaluate", "Evaluation", "load_ipython_extension", "unload_ipython_extension", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Agent", "AgentResult"):
+    if name in ("Agent", "AgentResult", "RunOptions"):
         from . import agent
 
         return getattr(agent, name)

@@ -19,12 +19,14 @@ import asyncio
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from ..core import DeltaMessage, Event, ProviderError
 from .agent import Agent, AgentResult
+from .images import image_blocks
 from .loop_thread import run_in_background, run_sync
+from .options import RunOptions
 
 #: (field of `RunFigures`, column title) in the order a table shows them.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -224,7 +226,7 @@ async def _compare(
     on_start: Callable[[int, int], Any] | None,
     on_event: Callable[[int, int, Event], Any] | None,
     on_finish: Callable[[RunFigures], Any] | None,
-    run_options: dict[str, Any],
+    run_options: RunOptions,
 ) -> Comparison:
     ids = [e if isinstance(e, str) else e.provider for e in entries]
     comparison = Comparison(ids, runs, prompt=prompt)
@@ -244,29 +246,25 @@ async def _compare(
                     on_start(index, run)
                 record(_figures(ids[index], index, run, time.monotonic(), None, None, exc))
             return
-        history = list(agent.messages)
-        try:
-            for run in range(runs):
-                agent.messages = list(history)  # every run starts from the same conversation
-                if on_start is not None:
-                    on_start(index, run)
-                t0 = time.monotonic()
-                first: list[float] = []
+        options = run_options if run_options.history is not None else replace(run_options, history=list(agent.messages))
+        for run in range(runs):
+            if on_start is not None:
+                on_start(index, run)
+            t0 = time.monotonic()
+            first: list[float] = []
 
-                def seen(event: Event, run: int = run) -> None:
-                    if not first and isinstance(event, DeltaMessage):
-                        first.append(time.monotonic())
-                    if on_event is not None:
-                        on_event(index, run, event)
+            def seen(event: Event, run: int = run) -> None:
+                if not first and isinstance(event, DeltaMessage):
+                    first.append(time.monotonic())
+                if on_event is not None:
+                    on_event(index, run, event)
 
-                result, error = None, None
-                try:
-                    result = await agent.arun(prompt, on_event=seen, **run_options)
-                except Exception as exc:  # e.g. a capability check failing before sending
-                    error = exc
-                record(_figures(agent.provider, index, run, t0, first[0] if first else None, result, error))
-        finally:
-            agent.messages = history
+            result, error = None, None
+            try:
+                result = await agent.arun(prompt, options, on_event=seen)
+            except Exception as exc:  # e.g. a capability check failing before sending
+                error = exc
+            record(_figures(agent.provider, index, run, t0, first[0] if first else None, result, error))
 
     try:
         await asyncio.gather(*(one_provider(i, e) for i, e in enumerate(entries)))
@@ -284,6 +282,7 @@ async def acompare(
     on_start: Callable[[int, int], Any] | None = None,
     on_event: Callable[[int, int, Event], Any] | None = None,
     on_finish: Callable[[RunFigures], Any] | None = None,
+    options: RunOptions | None = None,
     output_schema: Any = None,
     output_strategy: str | None = None,
     images: Any = None,
@@ -296,13 +295,15 @@ async def acompare(
         entries: `Agent` objects, or ``provider:model`` ids built with `factory`.
         prompt: the user message, the same for all.
         runs: runs per provider (>= 1), one after the other, each from the agent's
-            conversation as it was before (the conversation is left unchanged).
+            conversation as it was before (given as the run's `history`: the
+            conversation is left unchanged).
         factory: builds an agent from an id (default: ``Agent(id, **agent_options)``,
             e.g. ``system=``, ``tools=``, ``max_steps=``). A factory error fails that
             provider only.
         on_start(index, run), on_event(index, run, event), on_finish(figures): called on
             ipyagent's background loop when a run starts, for each of its events, and
             when it ends (``index``: the entry's position).
+        options: the `RunOptions` of every run (its `history` is each agent's conversation).
         output_schema, output_strategy, images, settings: as for `Agent.arun`, the same for
             every run (`ModelSettings`: each provider gets them under its own wire names).
 
@@ -318,8 +319,9 @@ async def acompare(
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
     make = factory or (lambda provider: Agent(provider, **agent_options))
-    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images),
-                                 ("settings", settings)) if v}
+    blocks = image_blocks(images) if images is not None else None
+    options = (options or RunOptions()).merged(output_schema=output_schema, output_strategy=output_strategy, images=blocks,
+                                                settings=settings)
     return await run_in_background(_compare(list(entries), prompt, runs, make, on_start, on_event, on_finish, options))
 
 

@@ -68,12 +68,18 @@ class BlockDelta(DeltaMessage):
 
 @dataclass(slots=True)
 class ModelCompleted:
-    """The whole reply. `metadata` holds latency and first-token times (seconds) and retries."""
+    """The whole reply. `metadata` holds latency and first-token times (seconds) and retries.
+
+    `more_turns` is set by the agent loop: True when another model turn follows in
+    the same run (after tool calls, or to correct an invalid structured output);
+    a driver's own stream leaves it False.
+    """
 
     message: Message
     usage: Usage
     stop_reason: StopReason
     metadata: dict[str, Any] = field(default_factory=dict)
+    more_turns: bool = False
     type: str = field(default="model_completed", init=False)
 
     @property

@@ -546,7 +546,7 @@ class BasePromptDriver(ABC):
             metadata["cost"] = cost.to_dict() if cost is not None else None
             if not metadata["replayed"]:
                 pricing.LEDGER.record(self.provider, metadata["model"], cost, usage)
-            message.usage, message.metadata = usage, metadata
+            message.usage, message.metadata = usage, dict(metadata)  # the message's own copy: no dict shared with the event
             yield ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
         finally:
             if response is not None:

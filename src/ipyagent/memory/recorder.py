@@ -67,9 +67,9 @@ def artifact_from_json(data: Any) -> Any:
 
 
 def message_json(message: Message) -> dict[str, Any]:
-    """A message as JSON data, without `run_messages` and the tool outputs held by calls
-    (a result's text is in its own block; outputs are stored as tool_result nodes)."""
-    data = json.loads(message.model_dump_json(exclude={"metadata": {"run_messages"}}))
+    """A message as JSON data, without the tool outputs held by calls (a result's text is
+    in its own block; outputs are stored as tool_result nodes)."""
+    data = json.loads(message.model_dump_json())
     for block in data.get("content", []):
         if isinstance(block.get("action"), dict):
             block["action"]["output"] = None
@@ -77,13 +77,9 @@ def message_json(message: Message) -> dict[str, Any]:
 
 
 def _response_meta(metadata: dict[str, Any]) -> dict[str, Any]:
-    """What the driver and loop said about a response (request id, latency, attempts, retry
-    waits, cost, structured-output state), JSON-ready."""
-    meta = {k: v for k, v in metadata.items() if k not in ("run_messages", "partial", "error", "output")}
-    output = metadata.get("output")
-    if output is not None:
-        meta["output"] = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
-    return meta
+    """What the driver said about a response (request id, latency, attempts, retry waits,
+    cost), JSON-ready."""
+    return {k: v for k, v in metadata.items() if k not in ("partial", "error")}
 
 
 class RunRecorder:
@@ -160,6 +156,7 @@ class RunRecorder:
             data = message_json(event.message)
             data["stop_reason"] = {"kind": event.stop_reason.kind.value, "raw": event.stop_reason.raw}
             data["response"] = _response_meta(meta)
+            data["more_turns"] = event.more_turns
             fields = dict(partial=False, usage=event.usage.model_dump(), latency_s=meta.get("latency_s"),
                           ttft_s=meta.get("ttft_s"), attempts=meta.get("attempts"),
                           retry={"waits": meta.get("retry_waits"), "last_error": meta.get("last_error")}, data=data)
@@ -234,6 +231,9 @@ class RunRecorder:
         status = "ok" if result.error is None else "failed"
         meta = {k: v for k, v in (result.metadata or {}).items() if k in ("latency_s", "ttft_s", "attempts", "replayed")}
         meta = {**self._metadata, **meta}  # what the run started with (tools, context) stays
+        output = getattr(result, "output", None)
+        if output is not None:  # the validated structured output
+            meta["output"] = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
         self._safe(lambda: self.store.finish_run(
             self.run_id, status, duration_s=time.monotonic() - self._started, usage=result.usage.model_dump(),
             cost=_cost(result), error=result.error.to_dict() if result.error is not None else None, metadata=meta or None))
@@ -280,7 +280,8 @@ def replay_events(nodes: list[dict[str, Any]]) -> list[Any]:
             usage = Usage.model_validate(node.get("usage") or {})
             stop = data.get("stop_reason") or {"kind": "end_turn"}
             metadata = dict(data.get("response") or {})
-            events.append(ModelCompleted(message, usage, StopReason(kind=stop["kind"], raw=stop.get("raw")), metadata))
+            more = bool(data.get("more_turns", metadata.pop("run_continues", False)))  # run_continues: stores before issue 12
+            events.append(ModelCompleted(message, usage, StopReason(kind=stop["kind"], raw=stop.get("raw")), metadata, more))
         elif kind == "artifact":
             events.append(ArtifactStored(data["call_id"], data["tool"], data.get("activity"), data["memory"],
                                          data["namespace"], artifact_from_json(data["artifact"]), data.get("size") or {}))

@@ -16,7 +16,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ..agent import Agent, defaults, run_in_background, run_sync
+from ..agent import Agent, RunOptions, run_in_background, run_sync
 from ..agent.compare import Comparison, acompare
 from ..core import ToolAction
 from ..drivers import create_driver
@@ -64,15 +64,13 @@ class CompareMagics(Magics):
         the session provider's options (``--base-url``, ...) when it is that provider."""
         return self.agent_magics.driver_options(provider_id)
 
-    def _build(self, requested: str, *, system: str | None, toolbox: Any, max_steps: int, react: bool) -> Agent:
+    def _build(self, requested: str, *, system: str | None, approve: Any = None, tools: Any = None, max_steps: int = 10) -> Agent:
+        """An agent for one provider of the cell (the session's settings under it); a cell's other
+        options travel in each run's `RunOptions`, an evaluation's (which copies agents) here."""
         provider_id, options = self._driver_options(requested)
         if provider_id.startswith("replay:"):
             options.setdefault("chunk_delay", REPLAY_DELAY)
-        # The session's settings are the base of every provider's; the cell's own go over them (run options).
-        agent = Agent(create_driver(provider_id, **options), settings=defaults.current().settings, system=system,
-                      max_steps=max_steps, react=True if react else None)
-        agent.toolbox = toolbox
-        return agent
+        return Agent(create_driver(provider_id, **options), system=system, approve=approve, tools=tools, max_steps=max_steps)
 
     @magic_arguments()
     @argument("providers", nargs="+", metavar="ID", help="PROVIDER:MODEL ids (or %%provider aliases) to compare")
@@ -118,16 +116,14 @@ class CompareMagics(Magics):
                                          ("--no-cache", args.no_cache)) if value]
         if used:
             raise UsageError(f"{', '.join(used)} go{'es' if len(used) == 1 else ''} with --over VAR (an evaluation over rows)")
-        return self.run(args.providers, cell, runs=args.runs, tools=args.tools, system=args.system, out=args.out,
-                        raw=args.raw, max_steps=args.max_steps, await_in_kernel=args.await_in_kernel,
-                        run_options=self.agent_magics._run_options(args))
+        return self.run(args.providers, cell, runs=args.runs, system=args.system, out=args.out, raw=args.raw,
+                        await_in_kernel=args.await_in_kernel, run_options=self.agent_magics._run_options(args))
 
-    def run(self, providers: list[str], cell: str, *, runs: int = 1, tools: str | None = None, system: str | None = None,
-            out: str | None = None, raw: bool = False, max_steps: int = 10, react: bool = False,
-            await_in_kernel: bool = False, run_options: dict[str, Any] | None = None) -> Comparison | None:
+    def run(self, providers: list[str], cell: str, *, runs: int = 1, system: str | None = None, out: str | None = None,
+            raw: bool = False, await_in_kernel: bool = False, run_options: RunOptions | None = None) -> Comparison | None:
         """The body of ``%%compare`` (also behind ``%%agent --compare``); arguments as the magic's options,
-        `run_options` those of `Agent.arun` (``output_schema``, ``output_strategy``, ``images``, ``settings``:
-        the same `ModelSettings` for every provider, each sent under its own wire names)."""
+        `run_options` every run's (tools, max_steps, react, output schema, images, `ModelSettings`:
+        the same for every provider, each sent under its own wire names)."""
         providers = [p for item in providers for p in item.split(",") if p.strip()]
         if not providers:
             raise UsageError("give the providers to compare: %%compare openai:gpt-4.1-mini anthropic:claude-sonnet-4-5")
@@ -139,27 +135,20 @@ class CompareMagics(Magics):
             raise UsageError(str(exc)) from None
         if not prompt:
             raise UsageError("the cell is empty: write the prompt below the %%compare line")
-        try:
-            toolbox = self.agent_magics._toolbox(tools)
-        except (ValueError, TypeError) as exc:
-            raise UsageError(f"--tools: {exc}") from None
-
         views: list[Any] = []  # the view, once made: approval buttons go to its pane
         built: list[Agent] = []
         failures: dict[str, Exception] = {}
         entries: list[Agent | str] = []
         for index, requested in enumerate(providers):
+            def approve(action: ToolAction, index: int = index) -> Any:
+                return views[0].request_approval(index, action)
+
             try:
-                agent = self._build(requested, system=system, toolbox=toolbox, max_steps=max_steps, react=react)
+                agent = self._build(requested, system=system, approve=approve)
             except Exception as exc:  # noqa: BLE001 - a missing key, an unknown provider: shown in its pane and row
                 failures[requested] = exc
                 entries.append(requested)
                 continue
-
-            def approve(action: ToolAction, index: int = index) -> Any:
-                return views[0].request_approval(index, action)
-
-            agent.approve = approve
             built.append(agent)
             entries.append(agent)
 
@@ -176,7 +165,7 @@ class CompareMagics(Magics):
         async def compared() -> Comparison:
             try:
                 return await acompare(entries, prompt, runs=runs, factory=failed, on_start=view.start,
-                                      on_event=view.feed, on_finish=view.finish, **(run_options or {}))
+                                      on_event=view.feed, on_finish=view.finish, options=run_options)
             except asyncio.CancelledError:
                 view.mark_interrupted()
                 raise

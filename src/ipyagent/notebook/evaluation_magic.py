@@ -62,26 +62,20 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
                 render_template(template, row, shell.user_ns)
             except TemplateError as exc:
                 raise UsageError(f"row {n}: {exc}; fields are {{{{ row.NAME }}}}, or use --raw") from None
-    try:
-        toolbox = agent_magics._toolbox(args.tools)
-    except (ValueError, TypeError) as exc:
-        raise UsageError(f"--tools: {exc}") from None
-    run_options = agent_magics._run_options(args)
+    run_options = agent_magics._run_options(args)  # --tools, --schema, --image, settings
     try:
         checks = [parse_assertion(spec, namespace=shell.user_ns, rubric=args.rubric,
-                                  has_schema=run_options.get("output_schema") is not None) for spec in args.asserts or ()]
+                                  has_schema=run_options.output_schema is not None) for spec in args.asserts or ()]
     except ValueError as exc:
         raise UsageError(f"--assert: {exc}") from None
     if args.rubric and not any(c.name.startswith("judge:") for c in checks):
         raise UsageError("--rubric goes with a judge: --assert judge:PROVIDER:MODEL")
 
     def factory(provider_id: str) -> Any:
-        return magics._build(provider_id, system=args.system, toolbox=toolbox, max_steps=args.max_steps, react=False)
+        return magics._build(provider_id, system=args.system, tools=run_options.tools, max_steps=args.max_steps)
 
     def judge_factory(provider_id: str) -> Any:  # a judge gets neither the cell's system prompt nor its tools
-        from ..tools import Toolbox
-
-        return magics._build(provider_id, system=None, toolbox=Toolbox(), max_steps=1, react=False)
+        return magics._build(provider_id, system=None, max_steps=1)
 
     ev = Evaluation(provider_keys([resolve_alias(p) for p in providers]), rows)
     view = EvaluationView(ev, widgets=agent_magics._widgets())
@@ -93,7 +87,9 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
             return await aevaluate(providers, template, rows, assertions=checks, rubric=args.rubric,
                                    concurrency=args.concurrency, budget=args.budget, cache=not args.no_cache,
                                    store=store, namespace=shell.user_ns, raw=args.raw, factory=factory, judge_factory=judge_factory, on_result=view.update,
-                                   evaluation=ev, **{k: v for k, v in run_options.items() if v})
+                                   evaluation=ev, output_schema=run_options.output_schema,
+                                   output_strategy=run_options.output_strategy, images=list(run_options.images) or None,
+                                   settings=run_options.settings)
         except asyncio.CancelledError:
             done(ev)
             raise

@@ -11,17 +11,18 @@ import asyncio
 import os
 import re
 import sys
+from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..agent import Agent, AgentResult, run_in_background, run_sync
+from ..agent import Agent, AgentResult, RunOptions, run_in_background, run_sync
 from ..agent import defaults
 from ..agent.defaults import DEFAULT_PROVIDER
 from ..core import ConfigurationError, Message
-from ..drivers import create_driver, parse_provider_id, providers, set_alias
+from ..drivers import BasePromptDriver, create_driver, parse_provider_id, providers, set_alias
 from ..drivers.registry import ALIASES, KEY_FALLBACKS, resolve_alias
 from ..tools import BaseTool, FunctionTool, Toolbox
 from ..tools.activity import ACTIVITY_ATTR
@@ -73,7 +74,7 @@ class AgentMagics(Magics):
         self._provider_set = False  # %provider named one (else the built-in default is in force)
         self.alias_options: dict[str, dict[str, Any]] = {}  # alias -> the options it was declared with
         self.session = Session()  # threads, Task Memory, run store (shared with %agent: session_magics.py)
-        self._agents: dict[tuple[str, tuple[tuple[str, Any], ...]], Agent] = {}
+        self._drivers: dict[tuple[str, tuple[tuple[str, Any], ...]], BasePromptDriver] = {}  # one HTTP client each
         self.last_result: AgentResult | None = None
 
     @property
@@ -127,17 +128,16 @@ class AgentMagics(Magics):
         return resolved, current.options_for(resolved)
 
     def _agent(self, provider_id: str | None) -> Agent:
-        """The agent for `provider_id` (default: the ``%provider`` one), sharing this session's conversation."""
+        """A cell's agent for `provider_id` (default: the ``%provider`` one), on a driver kept for the
+        session, with the session's settings as they are now. What the cell asks for (thread history,
+        tools, ...) goes into the run's `RunOptions`, never onto the agent."""
         provider_id, options = self.driver_options(provider_id)
         key = (provider_id, tuple(sorted(options.items())))
-        agent = self._agents.get(key)
-        if agent is None:
+        driver = self._drivers.get(key)
+        if driver is None:
             extra = {"chunk_delay": REPLAY_DELAY} if provider_id.startswith("replay:") else {}
-            agent = self._agents[key] = Agent(create_driver(provider_id, **options, **extra))
-        agent.settings = defaults.current().settings  # the session's, as they are now
-        agent.messages = self.messages
-        agent.system = self.system
-        return agent
+            driver = self._drivers[key] = create_driver(provider_id, **options, **extra)
+        return Agent(driver)
 
     def _namespace_tools(self) -> dict[str, Any]:
         """Tools visible in the user namespace: BaseTool instances, BaseTool subclasses defined in
@@ -173,8 +173,13 @@ class AgentMagics(Magics):
             tools.append(value)
         return Toolbox(tools)
 
-    def _run_options(self, args: Any) -> dict[str, Any]:
-        """`Agent.arun` options from ``--schema``, ``--strategy`` and ``--image``, looked up in the user namespace."""
+    def _run_options(self, args: Any) -> RunOptions:
+        """The `RunOptions` of ``--tools``, ``--max-steps``, ``--react``, ``--schema``, ``--strategy`` and
+        ``--image``, looked up in the user namespace.
+
+        Raises:
+            UsageError: a name that is not defined or not of the right kind.
+        """
         from pydantic import BaseModel
 
         from ..agent.images import image_blocks
@@ -194,8 +199,13 @@ class AgentMagics(Magics):
                 images += image_blocks(self.shell.user_ns[item] if item in self.shell.user_ns else item)
             except (OSError, ValueError, TypeError) as exc:
                 raise UsageError(f"--image {item}: {exc}") from None
-        return {"output_schema": schema, "output_strategy": args.strategy, "images": images,
-                "settings": settings_from_args(args)}
+        try:
+            toolbox = self._toolbox(getattr(args, "tools", None))
+        except (ValueError, TypeError) as exc:  # a tool that cannot be declared (bad name, bad config)
+            raise UsageError(f"--tools: {exc}") from None
+        return RunOptions(tools=toolbox, max_steps=args.max_steps, react=True if getattr(args, "react", False) else None,
+                          output_schema=schema, output_strategy=args.strategy, images=tuple(images),
+                          settings=settings_from_args(args))
 
     def _widgets(self) -> bool:
         if getattr(self.shell, "kernel", None) is None:
@@ -212,12 +222,12 @@ class AgentMagics(Magics):
 
     def close(self) -> None:
         """Close every driver's HTTP client (``%unload_ext``)."""
-        for agent in self._agents.values():
+        for driver in self._drivers.values():
             try:
-                run_sync(agent.aclose())
+                run_sync(driver.close())
             except Exception:  # closing must not fail the unload
                 pass
-        self._agents.clear()
+        self._drivers.clear()
 
     def _context(self, args: Any) -> list[ContextBlock]:
         """The context blocks of ``--error``, ``--with`` and ``--cells``, in that order.
@@ -435,9 +445,8 @@ class AgentMagics(Magics):
             raise UsageError("--error, --with, --cells and --code are not available with --compare; use %%agent without it")
         if args.compare:  # an alias of %%compare (compare_magics.py)
             return self.shell.magics_manager.registry["CompareMagics"].run(
-                [args.compare], cell, tools=args.tools, system=args.system, out=args.out, raw=args.raw,
-                max_steps=args.max_steps, react=args.react, await_in_kernel=args.await_in_kernel,
-                run_options=self._run_options(args))
+                [args.compare], cell, system=args.system, out=args.out, raw=args.raw,
+                await_in_kernel=args.await_in_kernel, run_options=self._run_options(args))
         try:
             prompt = (cell if args.raw else render_cell(cell, template_namespace(self.shell))).strip()
             context = self._context(args)
@@ -447,7 +456,7 @@ class AgentMagics(Magics):
             prompt = f"{FIX_INSTRUCTION}\n\n{prompt}".strip()
         if not prompt.strip():
             raise UsageError("the cell is empty: write the prompt below the %%agent line")
-        run_options = {**self._run_options(args), "context": context}
+        run_options = replace(self._run_options(args), context=tuple(context))
         self.session.last_context = [b.describe() for b in context]
         if args.new:
             self.session.threads.get(args.thread).reset()
@@ -455,18 +464,15 @@ class AgentMagics(Magics):
             self.session.threads.get(args.thread).system = args.system
         try:
             agent = self._agent(args.provider)
-            agent.toolbox = self._toolbox(args.tools)
         except ConfigurationError as exc:
             self._error(str(exc))
             return None
-        except (ValueError, TypeError) as exc:  # a tool that cannot be declared (bad name, bad config)
-            raise UsageError(f"--tools: {exc}") from None
-        agent.max_steps = args.max_steps
-        agent.react = True if args.react else None
-        active = self.session.begin(agent, prompt, thread=args.thread, max_history=args.max_history, window=args.context_window,
-                                    record=not args.no_store, metadata={"tools": agent.toolbox.names(), "max_steps": args.max_steps,
-                                                                                  "context": self.session.last_context})
+        active = self.session.begin(agent, prompt, run_options, thread=args.thread, max_history=args.max_history,
+                                    window=args.context_window, record=not args.no_store,
+                                    metadata={"tools": run_options.tools.names(), "max_steps": args.max_steps,
+                                              "context": self.session.last_context})
         view = make_view(agent.provider, widgets=self._widgets())
+        options = replace(active.options, approve=view.request_approval)  # the thread's system prompt and history
         # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
         live = LiveTranscript(view, provider=agent.provider, prompt=prompt) if self._widgets() else None
 
@@ -474,15 +480,13 @@ class AgentMagics(Magics):
             try:
                 on_event = active.wrap(live.feed if live is not None else view.feed)  # thread + run store, then the view
                 active.announce(on_event)
-                return await agent.arun(prompt, on_event=on_event, **run_options)
+                return await agent.arun(prompt, options, on_event=on_event)
             except asyncio.CancelledError:
                 active.interrupted()
                 view.mark_interrupted()
                 if live is not None:
                     live.finish(None)  # the partial run, marked interrupted
                 raise
-
-        agent.approve = view.request_approval
 
         def done(result: AgentResult) -> AgentResult:
             active.finish(result)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from ..agent import RunOptions
 from ..core import Event, PromptStack
 from ..memory import current_memory
 from ..memory.conversation import DEFAULT_THREAD, Composition, Thread, ThreadStore, Turn, TurnBuilder, result_turn
@@ -58,22 +60,22 @@ class Session:
 
     # -- runs --------------------------------------------------------------------------
 
-    def begin(self, agent: Any, prompt: str, *, thread: str | None = None, max_history: int | None = None,
+    def begin(self, agent: Any, prompt: str, options: RunOptions, *, thread: str | None = None, max_history: int | None = None,
               window: int | None = None, record: bool = True, metadata: dict[str, Any] | None = None) -> "ActiveRun":
-        """Prepare `agent` for one run of `prompt` in `thread`: its history is the thread's
-        completed turns, the oldest dropped whole to fit `max_history` turns and the
-        context `window` (tokens; default the model's). Returns the run's recorder."""
+        """Prepare one run of `prompt` by `agent` in `thread`. Returns the run's recorder, whose
+        `options` are `options` with the thread's system prompt and history: its completed
+        turns, the oldest dropped whole to fit `max_history` turns and the context `window`
+        (tokens; default the model's). `options.tools` is a `Toolbox`."""
         chosen = self.threads.get(thread)
-        agent.system = chosen.system
         driver = agent.driver
         window = window or context_window(driver.model, getattr(driver, "provider", None))
         fixed = estimate_text((chosen.system or "") + prompt)
-        fixed += estimate_text(json.dumps([d.model_dump() for d in agent.toolbox.definitions()]))
+        fixed += estimate_text(json.dumps([d.model_dump() for d in options.tools.definitions()]))
         budget = max(0, window - output_reserve(window) - fixed)
         composition = chosen.compose(max_turns=max_history, budget_tokens=budget)
-        agent.messages = list(composition.messages)
+        options = replace(options, system=chosen.system, history=list(composition.messages))
         store = self.store if record else None
-        return ActiveRun(self, agent, chosen, prompt, composition, store, metadata)
+        return ActiveRun(self, agent, chosen, prompt, composition, store, metadata, options)
 
     def close(self) -> None:
         if self._store is not None:
@@ -86,10 +88,9 @@ class ActiveRun:
     store, then adds the turn to the thread when the run ends."""
 
     def __init__(self, session: Session, agent: Any, thread: Thread, prompt: str, composition: Composition,
-                 store: RunStore | None, metadata: dict[str, Any] | None) -> None:
+                 store: RunStore | None, metadata: dict[str, Any] | None, options: RunOptions) -> None:
         self.session, self.agent, self.thread, self.composition = session, agent, thread, composition
-        self._history = agent.messages
-        self._base = len(agent.messages)
+        self.options = options  # what the run is given: the thread's system prompt and history
         user = PromptStack().add_user_message(prompt)
         self.builder = TurnBuilder(user)
         self.recorder: RunRecorder | None = None
@@ -131,14 +132,13 @@ class ActiveRun:
             on_event(notice)
 
     def finish(self, result: Any) -> Any:
-        """The run ended: its turn joins the thread (completed: what the agent added to the
+        """The run ended: its turn joins the thread (completed: what the run adds to the
         conversation; failed: what was seen, marked), and the store gets the outcome."""
         if self._ended:
             return result
         self._ended = True
-        added = self.agent.messages[self._base:] if self.agent.messages is self._history else []
-        if result.ok and added:
-            turn = Turn(list(added), "ok", self.run_id, result.provider)
+        if result.ok and result.new_messages:
+            turn = Turn(list(result.new_messages), "ok", self.run_id, result.provider)
         else:
             turn = result_turn(result, self.builder, run_id=self.run_id)
         self.thread.add(turn)

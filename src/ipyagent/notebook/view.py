@@ -134,7 +134,7 @@ class RunState:
                 self.first_token = event.metadata["ttft_s"]  # the driver's figure, from the request sent
             # The run goes on after tool calls and after an output that failed validation;
             # an accepted structured output ends it even when it came as a (final_result) call.
-            if not event.metadata.get("run_continues"):  # set by the agent loop
+            if not event.more_turns:
                 self.done = event
             return True
         elif isinstance(event, ModelFailed):

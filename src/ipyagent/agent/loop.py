@@ -1,0 +1,295 @@
+"""The agent loop as typed steps (DESIGN.md, "agent and evaluation").
+
+    compose the prompt stack -> model turn -> structured output -> tool calls -> next turn
+
+Each step is a method of `AgentRun` that returns a value: `compose` a
+`PromptStack`, `model_turn` the turn's `ModelCompleted` or `ModelFailed`,
+`structured_output` an `Output`, `tool_calls` the message carrying the results.
+Events go to `emit` as they happen; what outlives a step (the messages the run
+has added, usage, costs, the calls run) lives on the run, never in event
+metadata. `run()` chains the steps and returns the `AgentResult`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from contextlib import aclosing
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..core import (
+    ActionArtifact,
+    BaseArtifact,
+    DeltaMessage,
+    ErrorArtifact,
+    Event,
+    InfoArtifact,
+    Message,
+    ModelCompleted,
+    ModelFailed,
+    ModelStarted,
+    PromptStack,
+    ProviderError,
+    StopKind,
+    TextBlock,
+    ToolAction,
+    ToolCallCompleted,
+    Usage,
+)
+from ..drivers import LEDGER, Aggregator, BasePromptDriver, total_cost
+from ..memory import TaskMemory
+from ..tools import Toolbox
+from ..tools.off_prompt import store_output
+from . import react, structured
+from .options import RunOptions
+from .result import AgentResult
+
+#: An output that fails validation is asked for this many more times.
+OUTPUT_RETRIES = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """A reply checked against the output schema: the validated `value`, or the `error`."""
+
+    value: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Calls:
+    """The tool calls of one reply: `actions` to run; with ReAct also every parsed block
+    (`parsed`, some with only an error) whose results go back as text."""
+
+    actions: list[ToolAction]
+    parsed: list[react.ReactCall]
+
+    def __bool__(self) -> bool:
+        return bool(self.actions or self.parsed)
+
+
+class AgentRun:
+    """One run of the agent loop over `driver`.
+
+    Args:
+        driver: the prompt driver of every model turn.
+        prompt: the user message (images included); None composes without one.
+        options: the run's options, every field resolved (`Agent` fills them in);
+            `tools` a `Toolbox`.
+        memory: the Task Memory off-prompt outputs go to.
+        emit: called with each event as it happens (on the loop's thread).
+    """
+
+    def __init__(self, driver: BasePromptDriver, prompt: Message | None, options: RunOptions, memory: TaskMemory,
+                 emit: Callable[[Event], Any]) -> None:
+        self.driver, self.options, self.memory, self.emit = driver, options, memory, emit
+        self.toolbox: Toolbox = options.tools
+        react_wanted = options.react if options.react is not None else not driver.supports_tools
+        self.react_mode = bool(self.toolbox) and react_wanted
+        self.pending: list[Message] = [prompt] if prompt is not None else []  # what this run has added, in order
+        self.usage = Usage()
+        self.costs: list[dict[str, Any] | None] = []  # each completed turn's price (None: unknown)
+        self.actions: list[ToolAction] = []  # every call run, ReAct ones included
+        self.streaming: Aggregator | None = None  # the turn being streamed, for an interrupted run
+
+    # -- the steps ---------------------------------------------------------------------
+
+    def compose(self) -> PromptStack:
+        """The next request: the system prompt (and the ReAct protocol), the history, this
+        run's messages, the tools and the output schema."""
+        definitions = self.toolbox.definitions()
+        stack = PromptStack(tools=[] if self.react_mode else definitions, settings=self.options.settings)
+        protocol = react.system_prompt(definitions) if self.react_mode else None
+        system = "\n\n".join(p for p in (self.options.system, protocol) if p)
+        if system:
+            stack.add_system_message(system)
+        stack.messages.extend(self.options.history or ())
+        stack.messages.extend(self.pending)
+        stack.output_schema = self.options.output_schema
+        stack.output_strategy = self.options.output_strategy  # type: ignore[assignment]
+        return stack
+
+    async def model_turn(self, stack: PromptStack) -> ModelCompleted | ModelFailed:
+        """Stream one reply: every event but the last goes to `emit`; the last is returned.
+        A request refused before sending (a missing capability) is a `ModelFailed` too."""
+        self.streaming = Aggregator()
+        try:
+            async with aclosing(self.driver.stream(stack)) as events:
+                async for event in events:
+                    if isinstance(event, (ModelCompleted, ModelFailed)):
+                        self.streaming = None
+                        return event
+                    if isinstance(event, DeltaMessage):
+                        self.streaming.add(event)
+                    elif isinstance(event, ModelStarted):
+                        self.streaming = Aggregator()
+                    self.emit(event)
+        except ProviderError as exc:
+            self.streaming = None
+            return ModelFailed(exc, Message(role="assistant"))
+        raise ProviderError("invalid_response", "the driver's stream ended without a result")  # pragma: no cover
+
+    def structured_output(self, message: Message) -> Output:
+        """`message` read against the output schema; the output tool's call (never run:
+        its input is the answer) gets its verdict as a `ToolCallCompleted`."""
+        value, error = structured.read_output(message, self.options.output_schema)
+        call = structured.output_call(message)
+        if call is not None:
+            call.output = InfoArtifact(value="accepted as the final result") if error is None else ErrorArtifact(value=error)
+            self.emit(ToolCallCompleted(call, call.output, 0.0))
+        return Output(value, error)
+
+    async def tool_calls(self, calls: Calls) -> Message:
+        """Run one reply's calls (concurrently, approval first where needed), emit their
+        stored artifacts and results, and return the message that carries the results."""
+        results = await self._execute(calls.actions)
+        if self.react_mode:
+            outcomes = {id(a): r for a, r in zip(calls.actions, results)}
+            blocks = []
+            for call in calls.parsed:
+                action = call.action or ToolAction(tag=call.tag, name="invalid_tool_call")
+                artifact, seconds = outcomes.get(id(call.action), (ErrorArtifact(value=call.error or "not run"), 0.0))
+                self._completed_call(action, artifact, seconds)
+                blocks.append(react.result_block(call.tag, artifact.to_text(), is_error=artifact.type == "error"))
+            return Message(role="user", content=[TextBlock(text="\n\n".join(blocks))])
+        message = Message(role="tool")
+        for action, (artifact, seconds) in zip(calls.actions, results):
+            self._completed_call(action, artifact, seconds)
+            message.content.extend(PromptStack().add_message("tool", ActionArtifact(value=action)).content)
+        return message
+
+    # -- the loop ----------------------------------------------------------------------
+
+    async def run(self) -> AgentResult:
+        """Model turns and tool calls until the model answers, fails, or `max_steps` turns."""
+        try:
+            LEDGER.check_budget()  # %provider --budget: no new run once the session has spent it
+        except ProviderError as exc:
+            return self._fail(Message(role="assistant"), exc)
+        retries = OUTPUT_RETRIES
+        for _ in range(self.options.max_steps or 1):
+            turn = await self.model_turn(self.compose())
+            if isinstance(turn, ModelFailed):
+                self.usage += turn.partial.usage or Usage()
+                self.emit(turn)
+                return self._result(turn.partial, error=turn.error, metadata=turn.metadata)
+            self.usage += turn.usage
+            self.costs.append(turn.metadata.get("cost"))
+            self.pending.append(turn.message)
+            calls = self._calls_in(turn.message)
+            if self.options.output_schema is not None and (structured.output_call(turn.message) is not None or not calls):
+                output = self.structured_output(turn.message)
+                again = output.error is not None and retries > 0
+                self.emit(replace(turn, more_turns=again))
+                if output.error is None:
+                    return self._result(turn.message, turn=turn, output=output.value)
+                if not again:
+                    return self._fail(turn.message, _invalid_output(self.options.output_schema, turn.message, output.error))
+                retries -= 1
+                self.pending.append(structured.correction(turn.message, output.error))
+                continue
+            cut_off = turn.stop_reason.kind is StopKind.max_tokens and bool(calls.actions or turn.metadata.get("partial_tool_calls"))
+            self.emit(replace(turn, more_turns=bool(calls) and not cut_off))
+            if cut_off:
+                return self._fail(turn.message, _cut_off_error())
+            if not calls:
+                return self._result(turn.message, turn=turn)
+            self.pending.append(await self.tool_calls(calls))
+        last = self.pending[-2] if len(self.pending) > 1 else Message(role="assistant")
+        return self._fail(last, ProviderError(
+            "max_steps", f"stopped after {self.options.max_steps} model turns (max_steps); the tool results so far are kept",
+            retryable=False))
+
+    def interrupted(self) -> AgentResult:
+        """The result of a run cancelled now: the reply being streamed as it stood
+        (text, reasoning and tool calls), else the last reply."""
+        if self.streaming is not None and self.streaming.deltas:
+            message = self.streaming.message(strict=False)
+            self.pending.append(message)
+        else:
+            message = next((m for m in reversed(self.pending) if m.role == "assistant"), Message(role="assistant"))
+        message.metadata = {**message.metadata, "partial": True, "interrupted": True}
+        return self._result(message, interrupted=True)
+
+    # -- helpers -----------------------------------------------------------------------
+
+    def _calls_in(self, message: Message) -> Calls:
+        if self.react_mode:
+            parsed = react.parse_calls(message.text)
+            actions = [c.action for c in parsed if c.action is not None]
+        else:
+            parsed, actions = [], message.tool_calls
+        for action in actions:
+            self.toolbox.resolve(action)
+        return Calls(actions, parsed)
+
+    def _completed_call(self, action: ToolAction, artifact: BaseArtifact, seconds: float) -> None:
+        action.output = artifact
+        self.actions.append(action)
+        self.emit(ToolCallCompleted(action, artifact, seconds))
+
+    async def _execute(self, actions: list[ToolAction]) -> list[tuple[BaseArtifact, float]]:
+        """(result, seconds) per call, in call order (ids may repeat: ReAct models copy
+        "c1"); off-prompt outputs go to Task Memory, their `ArtifactStored` emitted here."""
+        outcomes = list(await asyncio.gather(*(self._run_one(a) for a in actions)))
+        for n, (action, (artifact, seconds)) in enumerate(zip(actions, outcomes)):  # in call order: stable namespaces
+            artifact, stored = store_output(self.toolbox, action, artifact, self.memory)
+            outcomes[n] = (artifact, seconds)
+            for event in stored:
+                self.emit(event)
+        return outcomes
+
+    async def _run_one(self, action: ToolAction) -> tuple[BaseArtifact, float]:
+        refusal = await self._refusal(action)
+        if refusal is not None:
+            return refusal, 0.0
+        return await self.toolbox.run_one(action)
+
+    async def _refusal(self, action: ToolAction) -> ErrorArtifact | None:
+        """None when `action` may run; else why not (no one to approve it, or denied)."""
+        route = self.toolbox.route(action)
+        if route is None or not route[0].needs_approval(route[1]):
+            return None
+        approve = self.options.approve
+        if approve is None:
+            return ErrorArtifact(value="this tool needs approval and no one can approve it here; it was not run")
+        if inspect.iscoroutinefunction(approve) or inspect.iscoroutinefunction(getattr(approve, "__call__", None)):
+            verdict = await approve(action)
+        else:  # a blocking callback (input(), a dialog) must not stall the shared loop
+            verdict = await asyncio.get_running_loop().run_in_executor(None, approve, action)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+        return None if verdict else ErrorArtifact(value="denied by the user; the tool was not run")
+
+    def _fail(self, message: Message, error: ProviderError) -> AgentResult:
+        """The loop's own failure after `message` (already billed): emitted and returned."""
+        self.emit(ModelFailed(error, message))
+        return self._result(message, error=error)
+
+    def _result(self, message: Message, *, turn: ModelCompleted | None = None, error: ProviderError | None = None,
+                metadata: dict[str, Any] | None = None, output: Any = None, interrupted: bool = False) -> AgentResult:
+        completed = turn is not None
+        new_messages: list[Message] = []
+        if completed:
+            new_messages = structured.for_conversation(self.pending) if self.options.output_schema is not None else list(self.pending)
+        return AgentResult(
+            self.driver.id, message, self.usage, turn.stop_reason if completed else None, error, interrupted,
+            metadata=dict(turn.metadata) if completed else dict(metadata or {}), messages=list(self.pending),
+            new_messages=new_messages, actions=list(self.actions), output=output, cost=total_cost(self.costs),
+        )
+
+
+def _cut_off_error() -> ProviderError:
+    return ProviderError("invalid_response", "the model ran out of output tokens while writing a tool call; "
+                         "raise max_completion_tokens or ask for less", retryable=False)
+
+
+def _invalid_output(schema: Any, message: Message, error: str) -> ProviderError:
+    call = structured.output_call(message)
+    return ProviderError("invalid_output", f"the reply did not match {structured.schema_name(schema)}, even when asked again: {error}",
+                         retryable=False, raw={"text": message.text, "tool_input": call.input if call else None})
+
+
+__all__ = ["AgentRun", "Calls", "OUTPUT_RETRIES", "Output"]

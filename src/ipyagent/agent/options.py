@@ -1,0 +1,71 @@
+"""`RunOptions`: what one run is given besides its prompt (DESIGN.md, "agent and evaluation").
+
+A run's options are passed in (``agent.arun(prompt, RunOptions(...))``), never
+patched onto an `Agent`: one agent can serve runs with different tools,
+histories or output schemas, one after another or (on different agents
+sharing a driver) at once. A field left None takes the agent's own setting.
+
+To add an option: add a field here (with a default that keeps today's
+behaviour and a line in the docstring), read it in `loop.AgentRun`, and, for
+the magics, set it in `AgentMagics._run_options`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..core import Message, ModelSettings, ToolAction
+
+#: ``approve(action)``: True (or an awaitable of True) to run a call that needs approval.
+Approve = Callable[[ToolAction], "bool | Awaitable[bool]"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """Options of one run. None (or empty) means: the `Agent`'s own setting.
+
+    Attributes:
+        system: the system prompt of this run.
+        history: the conversation before the prompt. Given, the run starts from it and
+            leaves the agent's own conversation alone (the caller keeps the history:
+            notebook threads, comparisons, evaluations); None: the agent's conversation,
+            which a completed run then joins.
+        tools: the tools the model may call: `BaseTool` objects, functions, or a `Toolbox`.
+        max_steps: model turns at most (>= 1); past it the run ends with a ``max_steps`` error.
+        react: True: tools through the ReAct text protocol; False: native tool calls.
+        approve: asked before each call whose activity `requires_approval`; without it
+            such calls are not run.
+        output_schema: a pydantic model class or a JSON Schema dict: the reply is validated
+            into `AgentResult.output` (asked again once when invalid).
+        output_strategy: ``native``, ``tool`` or ``rule`` (None: the driver's default).
+        images: image content blocks added to the user message (see `images.image_blocks`).
+        context: `memory.context.ContextBlock` objects (variables, the last error, other
+            cells), sent as text blocks at the head of the user message, before the prompt.
+        settings: `ModelSettings` (or a dict of its fields) for this run, over the agent's.
+    """
+
+    system: str | None = None
+    history: Sequence[Message] | None = None
+    tools: Any = None
+    max_steps: int | None = None
+    react: bool | None = None
+    approve: Approve | None = None
+    output_schema: Any = None
+    output_strategy: str | None = None
+    images: Sequence[Any] = field(default_factory=tuple)
+    context: Sequence[Any] = field(default_factory=tuple)
+    settings: ModelSettings | dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ValueError(f"max_steps must be 1 or more, not {self.max_steps}")
+
+    def merged(self, **changes: Any) -> "RunOptions":
+        """A copy with the `changes` that are not None (keyword shortcuts of `Agent.arun`)."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        return replace(self, **given) if given else self
+
+
+__all__ = ["Approve", "RunOptions"]

@@ -1,0 +1,70 @@
+"""`AgentResult`: the outcome of one agent run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core import Message, ProviderError, StopReason, ToolAction, Usage
+from ..drivers import Cost
+
+
+@dataclass
+class AgentResult:
+    """The outcome of one `%%agent` cell or `Agent.run` call.
+
+    Attributes:
+        text: the assistant's text (partial if the run failed or was interrupted).
+        message: the last assistant `Message` (content blocks, usage, metadata).
+        usage: tokens billed by the provider, summed over the run's model turns.
+        tool_calls: the tool calls the model made, each with its `output`.
+        messages: every message the run added (user, assistant, tool results), as sent.
+        new_messages: what the run adds to its conversation: `messages` as a later request
+            must carry them (a structured output's tool call as its JSON text); empty
+            unless the run completed.
+        stop_reason: why the model stopped; None when it failed.
+        error: the `ProviderError` when the run failed, else None.
+        interrupted: True when the run was cancelled (kernel interrupt).
+        metadata: latency_s, ttft_s (seconds), attempts, replayed, provider, model.
+        output: with an output schema, the validated reply (an instance of the
+            pydantic model; the parsed JSON for a JSON Schema dict); else None.
+        cost: the run's price from genai-prices, summed over model turns: a `Cost`, a
+            float in USD with `input_usd` / `output_usd` parts; None when unknown.
+    """
+
+    provider: str
+    message: Message
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: StopReason | None = None
+    error: ProviderError | None = None
+    interrupted: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    messages: list[Message] = field(default_factory=list)
+    new_messages: list[Message] = field(default_factory=list)
+    actions: list[ToolAction] = field(default_factory=list)
+    output: Any = None
+    cost: Cost | None = None
+
+    @property
+    def text(self) -> str:
+        return self.message.text
+
+    @property
+    def tool_calls(self) -> list[ToolAction]:
+        """Every tool call of the run, across model turns, with its `output` once run."""
+        if self.actions:  # every call that ran, ReAct ones included
+            return list(self.actions)
+        return [a for m in self.messages for a in m.tool_calls] or self.message.tool_calls
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.interrupted
+
+    def __repr__(self) -> str:
+        if self.interrupted:
+            state = "interrupted"
+        elif self.error is not None:
+            state = f"failed: {self.error.type}"
+        else:
+            state = f"{self.stop_reason}, {self.usage.input_tokens} in / {self.usage.output_tokens} out tokens"
+        return f"<AgentResult {self.provider}: {len(self.text)} chars, {state}>"
