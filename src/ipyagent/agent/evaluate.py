@@ -35,6 +35,7 @@ from ..drivers.registry import resolve_alias
 from ..memory.store import RunStore, StoreError, default_store_path
 from ..memory.tokens import estimate_text
 from .agent import Agent, AgentResult
+from .options import RunOptions
 from .assertions import Assertion, JudgeAssertion, Outcome, parse_assertion
 from .compare import dataframe, provider_keys
 from .eval_cache import CacheWriter, json_output, request_key
@@ -400,12 +401,12 @@ class _Run:
         return agent
 
     def _key(self, prototype: Agent, prompt: str) -> str | None:
-        stack = prototype.prompt_stack(prompt, None, self.run_options.get("settings"))
-        images = self.run_options.get("images")
+        get = self.run_options.get
+        options = RunOptions(settings=get("settings"), output_schema=get("output_schema"), output_strategy=get("output_strategy"))
+        stack = prototype.prompt_stack(prompt, options)
+        images = get("images")
         if images:
             stack.messages[-1].content.extend(images)
-        stack.output_schema = self.run_options.get("output_schema")  # type: ignore[assignment]
-        stack.output_strategy = self.run_options.get("output_strategy")  # type: ignore[assignment]
         return request_key(prototype.driver, stack, {"max_steps": prototype.max_steps, "react": prototype.uses_react})
 
     def _judge(self, provider: str) -> tuple[Agent | None, BaseException | None, asyncio.Semaphore]:
