@@ -25,10 +25,10 @@ FIRST_LINE = 80
 
 STYLE = """<style>
 .ipyagent-evaluation{font-size:var(--jp-content-font-size1,14px);color:var(--jp-content-font-color1,inherit)}
-.ipyagent-evaluation table{border-collapse:collapse;margin:4px 0;table-layout:fixed}
-.ipyagent-evaluation th,.ipyagent-evaluation td{border:1px solid var(--jp-border-color2,#ddd);padding:2px 6px;text-align:left;vertical-align:top}
-.ipyagent-evaluation .ipyagent-eval-summary td{text-align:right}
-.ipyagent-evaluation .ipyagent-eval-summary td:first-child{text-align:left}
+div.ipyagent-evaluation table{border-collapse:collapse;margin:4px 0}
+div.ipyagent-evaluation table tr th,div.ipyagent-evaluation table tr td{border:1px solid var(--jp-border-color2,#ddd);padding:2px 6px;text-align:left !important;vertical-align:top}
+div.ipyagent-evaluation .ipyagent-eval-summary table tr td{text-align:right !important}
+div.ipyagent-evaluation .ipyagent-eval-summary table tr td:first-child{text-align:left !important}
 .ipyagent-evaluation .ipyagent-eval-cell{padding:1px 4px;border-radius:3px;max-width:28em;overflow:hidden}
 .ipyagent-evaluation .ipyagent-eval-pass{background:rgba(40,160,70,.16)}
 .ipyagent-evaluation .ipyagent-eval-fail{background:rgba(220,60,40,.18)}
