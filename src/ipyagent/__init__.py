@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from .agent.compare import Comparison, acompare, compare
     from .agent.defaults import set_default, using
     from .agent.evaluate import Evaluation, aevaluate, evaluate
-    from .core import ModelSettings
+    from .core import ModelSettings, SystemBlock
 
-__all__ = ["Agent", "AgentResult", "RunOptions", "ModelSettings", "using", "set_default", "compare", "acompare", "Comparison",
-           "evaluate", "aevaluate", "Evaluation", "load_ipython_extension", "unload_ipython_extension", "__version__"]
+__all__ = ["Agent", "AgentResult", "RunOptions", "ModelSettings", "SystemBlock", "using", "set_default", "compare", "acompare",
+           "Comparison", "evaluate", "aevaluate", "Evaluation", "load_ipython_extension", "unload_ipython_extension", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -31,10 +31,10 @@ def __getattr__(name: str) -> Any:
         from .agent import defaults
 
         return getattr(defaults, name)
-    if name == "ModelSettings":
-        from .core import ModelSettings
+    if name in ("ModelSettings", "SystemBlock"):
+        from . import core
 
-        return ModelSettings
+        return getattr(core, name)
     if name in ("compare", "acompare", "Comparison"):
         from .agent import compare as comparison
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..core import Event, Message, ModelSettings, PromptStack, TextBlock, coerce_settings
+from ..core import Event, Message, ModelSettings, PromptStack, SystemBlock, TextBlock, coerce_settings
 from ..drivers import BasePromptDriver, create_driver
 from ..memory import TaskMemory, current_memory
 from ..tools import Toolbox
@@ -38,7 +38,10 @@ class Agent:
             innermost ``with ipyagent.using(...)`` block), with its driver options.
         settings: `ModelSettings` (or a dict of its fields) for every run, over the
             default's settings; a run's own `settings` go over these.
-        system: the system prompt, sent first on every turn.
+        system: the system prompt, sent first on every turn: text, or a list of
+            `SystemBlock` (and text): static blocks are always sent, dynamic ones are
+            dropped lowest priority first to fit `system_budget`.
+        system_budget: tokens (our estimate) the system blocks may take; None: no limit.
         tools: `BaseTool` instances or functions the model may call (or a `Toolbox`).
         max_steps: model turns per run at most; the run stops there, keeping
             everything so far, with an error saying so.
@@ -61,7 +64,8 @@ class Agent:
         provider: str | BasePromptDriver | None = None,
         *,
         settings: ModelSettings | dict[str, Any] | None = None,
-        system: str | None = None,
+        system: str | SystemBlock | list[str | SystemBlock] | None = None,
+        system_budget: int | None = None,
         tools: Any = None,
         max_steps: int = 10,
         react: bool | None = None,
@@ -75,6 +79,7 @@ class Agent:
             provider_id, self.settings, options = defaults.resolve(provider, settings, driver_options)
             self.driver = create_driver(provider_id, **options)
         self.system = system
+        self.system_budget = system_budget
         self.toolbox = _toolbox(tools)
         self.max_steps = max_steps
         self.react = react
@@ -102,6 +107,7 @@ class Agent:
         given = (options or RunOptions()).merged(**changes)
         return RunOptions(
             system=given.system if given.system is not None else self.system,
+            system_budget=given.system_budget if given.system_budget is not None else self.system_budget,
             history=list(given.history) if given.history is not None else list(self.messages),
             tools=_toolbox(given.tools) if given.tools is not None else self.toolbox,
             max_steps=given.max_steps or self.max_steps,

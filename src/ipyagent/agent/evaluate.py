@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from ..core import DeltaMessage, Event, ProviderError, Usage, coerce_settings
+from ..core import DeltaMessage, Event, ProviderError, Usage, coerce_settings, system_text
 from ..drivers.registry import resolve_alias
 from ..memory.store import RunStore, StoreError, default_store_path
 from ..memory.tokens import estimate_text
@@ -527,7 +527,7 @@ class _Run:
         settings = lane.prototype.settings.merged(self.run_options.get("settings"))
         if settings.max_output_tokens:  # the reply can be no longer
             out = min(out, settings.max_output_tokens)
-        tokens_in = estimate_text((lane.prototype.system or "") + job.result.prompt)
+        tokens_in = estimate_text(system_text(lane.prototype.system) + job.result.prompt)
         return tokens_in * lane.rates[0] + out * lane.rates[1]
 
     def skip(self, job: _Cell, reason: str) -> None:

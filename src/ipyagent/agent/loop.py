@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core import (
+    fit_system_blocks,
+    system_blocks,
     ActionArtifact,
     BaseArtifact,
     DeltaMessage,
@@ -102,9 +104,13 @@ class AgentRun:
         definitions = self.toolbox.definitions()
         stack = PromptStack(tools=[] if self.react_mode else definitions, settings=self.options.settings)
         protocol = react.system_prompt(definitions) if self.react_mode else None
-        system = "\n\n".join(p for p in (self.options.system, protocol) if p)
-        if system:
-            stack.add_system_message(system)
+        if isinstance(self.options.system, (str, type(None))):
+            system = "\n\n".join(p for p in (self.options.system, protocol) if p)
+            if system:
+                stack.add_system_message(system)
+        else:  # blocks: fitted to the budget; each driver maps them to its own system field
+            blocks = system_blocks(self.options.system) + system_blocks(protocol, source="react")
+            stack.system_blocks, stack.system_dropped = fit_system_blocks(blocks, self.options.system_budget)
         stack.messages.extend(self.options.history or ())
         stack.messages.extend(self.pending)
         stack.output_schema = self.options.output_schema

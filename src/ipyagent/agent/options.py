@@ -27,7 +27,9 @@ class RunOptions:
     """Options of one run. None (or empty) means: the `Agent`'s own setting.
 
     Attributes:
-        system: the system prompt of this run.
+        system: the system prompt of this run: text, or `SystemBlock` objects (and text).
+        system_budget: tokens (our estimate) the system blocks may take: dynamic blocks are
+            dropped, lowest priority first, to fit; None: no limit.
         history: the conversation before the prompt. Given, the run starts from it and
             leaves the agent's own conversation alone (the caller keeps the history:
             notebook threads, comparisons, evaluations); None: the agent's conversation,
@@ -46,7 +48,8 @@ class RunOptions:
         settings: `ModelSettings` (or a dict of its fields) for this run, over the agent's.
     """
 
-    system: str | None = None
+    system: Any = None
+    system_budget: int | None = None
     history: Sequence[Message] | None = None
     tools: Any = None
     max_steps: int | None = None

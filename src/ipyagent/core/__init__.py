@@ -45,6 +45,7 @@ from .events import (
     ToolCallDelta,
 )
 from .messages import Message, StopKind, StopReason, Usage
+from .system import SystemBlock, fit_system_blocks, system_blocks, system_text
 from .settings import ModelSettings, coerce_settings, unsupported_setting
 from .prompt_stack import OutputStrategy, PromptStack, ToolDefinition, to_blocks
 from .tool_action import ToolAction, ToolNameError, from_native_name, to_native_name

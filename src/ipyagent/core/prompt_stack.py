@@ -28,6 +28,7 @@ from .content import (
 )
 from .messages import Message, Role
 from .settings import ModelSettings
+from .system import SystemBlock
 
 
 class ToolDefinition(BaseModel):
@@ -96,6 +97,10 @@ class PromptStack(BaseModel):
     output_schema: Any = None
     output_strategy: OutputStrategy | None = None
     settings: ModelSettings = Field(default_factory=ModelSettings)
+    #: The system prompt as blocks (already fitted to the budget); sent before any system message.
+    system_blocks: list[SystemBlock] = Field(default_factory=list)
+    #: Dynamic blocks left out to fit the budget (reported, never sent).
+    system_dropped: list[SystemBlock] = Field(default_factory=list)
 
     def add_message(self, role: Role, value: Any) -> Message:
         message = value if isinstance(value, Message) else Message(role=role, content=to_blocks(value))
@@ -110,6 +115,12 @@ class PromptStack(BaseModel):
 
     def add_assistant_message(self, value: Any) -> Message:
         return self.add_message("assistant", value)
+
+    def system_texts(self) -> list[str]:
+        """The system prompt's parts in order: each block's text, then each system message's text."""
+        texts = [b.text for b in self.system_blocks if b.text]
+        texts += [m.text for m in self.messages if m.role == "system" and m.text]
+        return texts
 
     def to_output_json_schema(self) -> dict[str, Any] | None:
         """The output schema as plain JSON Schema, or None when there is none.

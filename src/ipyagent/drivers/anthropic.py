@@ -268,9 +268,10 @@ class AnthropicPromptDriver(BasePromptDriver):
         fields = self.settings_fields(prompt_stack, options)
         body: dict[str, Any] = {"model": self.model}
         self.put_settings(body, fields, options)
-        system = [m.text for m in prompt_stack.messages if m.role == "system"]
-        system = [s for s in system if s]
-        if system:
+        system = prompt_stack.system_texts()
+        if prompt_stack.system_blocks:  # blocks: a list of text blocks, one each ("Messages": system)
+            body["system"] = [{"type": "text", "text": text} for text in system]
+        elif system:
             body["system"] = "\n\n".join(system)
         body["messages"] = self._messages(prompt_stack.messages)
         tools = [

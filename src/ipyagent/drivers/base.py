@@ -463,6 +463,9 @@ class BasePromptDriver(ABC):
         metadata: dict[str, Any] = {"attempts": 0, "retry_waits": [], "replayed": bool(getattr(self.transport, "replays", False))}
         if prompt_stack.settings:
             metadata["settings"] = prompt_stack.settings.as_dict()  # shown in footers and transcripts
+        if prompt_stack.system_blocks or prompt_stack.system_dropped:  # what %agent inspect shows
+            metadata["system_blocks"] = [b.summary(True) for b in prompt_stack.system_blocks] + \
+                [b.summary(False) for b in prompt_stack.system_dropped]
         started = time.monotonic()
         yield ModelStarted(provider=self.provider, model=self.model,
                            request={"url": redact(str(request.url)), "body": body})  # no headers: no key

@@ -189,7 +189,10 @@ class GeminiPromptDriver(BasePromptDriver):
             if parts:
                 _append(contents, role, parts)
         body: dict[str, Any] = {"contents": contents}
-        if system:
+        blocks = [b.text for b in prompt_stack.system_blocks if b.text]
+        if blocks:  # one part per block ("Content": systemInstruction parts), then the system messages
+            body["systemInstruction"] = {"parts": [{"text": text} for text in blocks] + ([{"text": "\n\n".join(system)}] if system else [])}
+        elif system:
             body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
         strategy = self.output_strategy(prompt_stack)
         schema = prompt_stack.to_output_json_schema()

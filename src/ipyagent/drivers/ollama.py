@@ -47,6 +47,7 @@ from ..core import (
     Usage,
 )
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .openai_chat import system_message
 from .structured import output_tool
 
 DONE_REASONS: dict[str, StopKind] = {
@@ -154,7 +155,7 @@ class OllamaPromptDriver(BasePromptDriver):
             raise ProviderError("invalid_request", "ollama provider option 'options' must be an object (temperature, num_ctx, ...)", retryable=False)
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [m for message in prompt_stack.messages for m in self._messages(message)],
+            "messages": system_message(prompt_stack) + [m for message in prompt_stack.messages for m in self._messages(message)],
             "stream": True,
         }
         schema = prompt_stack.to_output_json_schema()

@@ -96,6 +96,12 @@ WIRE_NAMES: dict[str, dict[str, str]] = {
 MAX_STOP = 4
 
 
+def system_message(prompt_stack: PromptStack) -> list[dict[str, Any]]:
+    """The system blocks as one ``system`` message (Chat Completions, Ollama), or none."""
+    texts = [b.text for b in prompt_stack.system_blocks if b.text]
+    return [{"role": "system", "content": "\n\n".join(texts)}] if texts else []
+
+
 def openai_tool_choice(choice: str, name: str | None, *, flat: bool = False) -> Any:
     """`ModelSettings.tool_choice` in OpenAI's form; `flat` for the Responses API's
     ``{"type": "function", "name": ...}`` instead of Chat's nested ``function`` object."""
@@ -181,7 +187,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
         extra = options.pop("extra_body", None) or {}
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [m for message in prompt_stack.messages for m in self._messages(message)],
+            "messages": system_message(prompt_stack) + [m for message in prompt_stack.messages for m in self._messages(message)],
             "stream": True,
             "stream_options": {"include_usage": True},
         }

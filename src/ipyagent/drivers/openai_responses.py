@@ -401,11 +401,9 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
     def build_request(self, prompt_stack: PromptStack) -> tuple[str, dict[str, Any]]:
         options = dict(self.provider_options)
         body: dict[str, Any] = {"model": self.model}
-        instructions = [
-            "".join(b.text for b in m.content if isinstance(b, TextBlock)) for m in prompt_stack.messages if m.role == "system"
-        ]
-        if any(instructions):
-            body["instructions"] = "\n\n".join(t for t in instructions if t)
+        instructions = prompt_stack.system_texts()  # system blocks, then system messages
+        if instructions:
+            body["instructions"] = "\n\n".join(instructions)
         body["input"] = [item for m in prompt_stack.messages if m.role != "system" for item in self._items(m)]
         # `strict` must be sent: the API takes a missing value as true, and strict mode
         # rejects ordinary schemas (optional properties, no additionalProperties: false).

@@ -205,7 +205,18 @@ class AgentMagics(Magics):
             raise UsageError(f"--tools: {exc}") from None
         return RunOptions(tools=toolbox, max_steps=args.max_steps, react=True if getattr(args, "react", False) else None,
                           output_schema=schema, output_strategy=args.strategy, images=tuple(images),
-                          settings=settings_from_args(args))
+                          settings=settings_from_args(args), system_budget=getattr(args, "system_budget", None))
+
+    def _system_value(self, value: str) -> Any:
+        """``--system``: a variable holding a `SystemBlock` (or a list of them and text) when it
+        names one, else the text itself."""
+        from ..core import SystemBlock
+
+        found = self.shell.user_ns.get(value) if value.isidentifier() else None
+        if isinstance(found, SystemBlock) or (isinstance(found, (list, tuple)) and found
+                                              and all(isinstance(b, (SystemBlock, str)) for b in found)):
+            return list(found) if isinstance(found, (list, tuple)) else [found]
+        return value
 
     def _widgets(self) -> bool:
         if getattr(self.shell, "kernel", None) is None:
@@ -405,7 +416,8 @@ class AgentMagics(Magics):
 
     @magic_arguments()
     @argument("-p", "--provider", help="PROVIDER:MODEL for this cell (default: the %%provider one)")
-    @argument("--system", help="system prompt for this conversation from now on")
+    @argument("--system", help="system prompt for this conversation from now on: text, or a variable holding SystemBlock objects")
+    @argument("--system-budget", type=int, metavar="TOKENS", help="tokens the system blocks may take: dynamic blocks are dropped, lowest priority first, to fit")
     @argument("-o", "--out", metavar="VAR", help="bind the result (.text, .output, .message, .usage, .cost, .tool_calls, .stop_reason) to VAR")
     @argument("--new", action="store_true", help="start the thread's conversation afresh")
     @argument("--thread", metavar="NAME", help="the conversation thread to continue (default: the default thread)")
@@ -435,10 +447,11 @@ class AgentMagics(Magics):
         Successive cells continue one conversation; ``--new`` starts another.
         """
         args = _parse(self.agent, line)
-        for name in ("max_steps", "max_history", "context_window", "cells", "context_budget"):
+        for name in ("max_steps", "max_history", "context_window", "cells", "context_budget", "system_budget"):
             value = getattr(args, name, None)
-            if value is not None and value < (0 if name == "max_history" else 1):
-                raise UsageError(f"--{name.replace('_', '-')} must be {'0 or more' if name == 'max_history' else '1 or more'}, not {value}")
+            least = 0 if name in ("max_history", "system_budget") else 1
+            if value is not None and value < least:
+                raise UsageError(f"--{name.replace('_', '-')} must be {least} or more, not {value}")
         if args.out is not None and not args.out.isidentifier():
             raise UsageError(f"-o/--out needs a variable name, not {args.out!r}")
         if args.compare and (args.error or args.with_ or args.cells or args.code):
@@ -461,7 +474,7 @@ class AgentMagics(Magics):
         if args.new:
             self.session.threads.get(args.thread).reset()
         if args.system is not None:
-            self.session.threads.get(args.thread).system = args.system
+            self.session.threads.get(args.thread).system = self._system_value(args.system)
         try:
             agent = self._agent(args.provider)
         except ConfigurationError as exc:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import RunOptions
-from ..core import Event, PromptStack
+from ..core import Event, PromptStack, system_text
 from ..memory import current_memory
 from ..memory.conversation import DEFAULT_THREAD, Composition, Thread, ThreadStore, Turn, TurnBuilder, result_turn
 from ..memory.recorder import RunRecorder
@@ -69,7 +69,7 @@ class Session:
         chosen = self.threads.get(thread)
         driver = agent.driver
         window = window or context_window(driver.model, getattr(driver, "provider", None))
-        fixed = estimate_text((chosen.system or "") + prompt)
+        fixed = estimate_text(system_text(chosen.system) + prompt)
         fixed += estimate_text(json.dumps([d.model_dump() for d in options.tools.definitions()]))
         budget = max(0, window - output_reserve(window) - fixed)
         composition = chosen.compose(max_turns=max_history, budget_tokens=budget)

@@ -103,6 +103,20 @@ def _tokens(usage: dict[str, Any]) -> str:
     return f"{u.input_tokens} in / {u.output_tokens} out"
 
 
+def system_block_lines(blocks: list[dict[str, Any]]) -> list[str]:
+    """``%agent inspect``: which system blocks went into a request, and which were dropped to fit."""
+    if not blocks:
+        return []
+    sent = [b for b in blocks if b.get("kept")]
+    lines = [f"system blocks: {len(sent)} sent, ≈{sum(b.get('token_count', 0) for b in sent):,} tokens (estimate)"
+             + (f"; {len(blocks) - len(sent)} dropped to fit the budget" if len(sent) < len(blocks) else "")]
+    for b in blocks:
+        kind = "dynamic" if b.get("dynamic") else "static"
+        lines.append(f"  {'sent   ' if b.get('kept') else 'dropped'}  {b.get('source')}  priority {b.get('priority')}  {kind}  "
+                     f"≈{b.get('token_count', 0):,} tokens")
+    return lines
+
+
 def _when(timestamp: float | None) -> str:
     if not timestamp:
         return "?"
@@ -344,6 +358,8 @@ class SessionMagics(Magics):
                     print("  " + " · ".join(timing))
                 if data.get("stop_reason"):
                     print(f"  stop: {data['stop_reason'].get('kind')} (raw {data['stop_reason'].get('raw')!r})")
+                for line in system_block_lines((data.get("response") or {}).get("system_blocks") or []):
+                    print("  " + line)
                 if data.get("response"):
                     print("  response metadata: " + _short(json.dumps(data["response"], ensure_ascii=False, default=str), 2000))
         elif kind == "tool_call":
