@@ -53,6 +53,7 @@ from ..core import (
     Usage,
 )
 from ..core.redact import redact
+from .models import parse_anthropic
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 from .model_rules import EFFORT_BUDGETS
 from .structured import OUTPUT_TOOL
@@ -246,6 +247,12 @@ class AnthropicPromptDriver(BasePromptDriver):
                 n = cacheable[-1]
                 message["content"][n] = {**message["content"][n], "cache_control": CACHE_CONTROL}
                 break
+
+    models_params = {"limit": 1000}
+
+    def parse_models(self, data: dict[str, Any]) -> tuple[list[Any], dict[str, Any] | None]:
+        """Anthropic's list, paged by ``after_id`` (API reference, "Models: List Models")."""
+        return parse_anthropic(data)
 
     def headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream", "anthropic-version": API_VERSION}

@@ -48,6 +48,7 @@ from ..core import (
 )
 from . import pricing
 from .aggregate import Aggregator, BlockIndex, StreamMeta, merge_meta  # noqa: F401 - BlockIndex, StreamMeta: for drivers
+from .models import ModelListing, parse_openai, with_known_facts
 from .pricing import Cost
 from .structured import STRATEGIES, with_rule_instruction
 
@@ -165,6 +166,9 @@ class BasePromptDriver(ABC):
     #: What the protocol can do; `capabilities_for(model)` may narrow it per model.
     capabilities: ClassVar[Capabilities] = Capabilities()
     default_base_url: ClassVar[str]
+    #: The model-list endpoint (relative to `base_url`) and its first page's query (`list_models`).
+    models_path: ClassVar[str] = "/models"
+    models_params: ClassVar[dict[str, Any]] = {}
     #: A lane's shared 429 back-off (`RateGate`), set by a scheduler; None: each request alone.
     rate_gate: Any = None
 
@@ -362,6 +366,48 @@ class BasePromptDriver(ABC):
                 raise ProviderError("invalid_request", f"{key} is set both by a setting ({value!r}) and by provider_options "
                                     f"({options[key]!r}); keep one", retryable=False)
             target[key] = value
+
+    # -- model lists ------------------------------------------------------------------
+
+    def parse_models(self, data: dict[str, Any]) -> tuple[list[ModelListing], dict[str, Any] | None]:
+        """(models on one page of the list, the query for the next page or None); OpenAI's shape."""
+        return parse_openai(data)
+
+    async def list_models(self, *, max_pages: int = 20) -> list[ModelListing]:
+        """The models this provider offers (`models_path`, every page), with context window and
+        price from genai-prices where known (prices only for the provider's own host).
+
+        Raises:
+            ProviderError: ``not_found`` when the server has no model list (404/405), else as
+                for any request (``authentication``, ``connection``...), or ``invalid_response``.
+        """
+        client, url = self._client_for(), f"{self.base_url}{self.models_path}"
+        params, rows = dict(self.models_params), []
+        for _ in range(max_pages):
+            try:
+                response = await client.get(url, params=params, headers={**self.headers(), "Accept": "application/json"})
+            except httpx2.TransportError as exc:
+                raise self._transport_error(exc, url) from None
+            if response.status_code in (404, 405):
+                raise ProviderError("not_found", f"{self.provider} at {redact(self.base_url)} has no model list "
+                                    f"(GET {self.models_path} answered HTTP {response.status_code}); name the model yourself",
+                                    status=response.status_code, retryable=False)
+            if response.status_code >= 400:
+                raise self.error_from_response(response.status_code, response.headers, response.content)
+            try:
+                data = response.json()
+            except ValueError:
+                data = None
+            if not isinstance(data, dict):
+                raise ProviderError("invalid_response", f"{self.provider}'s model list at {redact(url)} is not a JSON object",
+                                    retryable=False)
+            page, following = self.parse_models(data)
+            rows += page
+            if not following:
+                break
+            params = {**self.models_params, **following}
+        provider = getattr(self, "price_provider", None) or pricing.PRICE_PROVIDERS.get(self.provider)
+        return with_known_facts(rows, provider if self.price_known else None)
 
     def error_from_response(self, status: int, headers: httpx2.Headers, body: bytes) -> ProviderError:
         """Map an HTTP error response to a `ProviderError`."""

@@ -54,6 +54,7 @@ from ..core import (
     TextBlock,
 )
 from ..core.redact import redact
+from .models import parse_gemini
 from .base import BasePromptDriver, Capabilities, StreamMeta
 from .gemini_schema import to_gemini_schema
 from .model_rules import EFFORT_BUDGETS
@@ -160,6 +161,12 @@ class GeminiPromptDriver(BasePromptDriver):
             if settings.tool_name:
                 calling["allowedFunctionNames"] = [settings.tool_name]
         return generation, calling
+
+    models_params = {"pageSize": 1000}
+
+    def parse_models(self, data: dict[str, Any]) -> tuple[list[Any], dict[str, Any] | None]:
+        """Gemini's ``models.list``, paged by ``pageToken``; content-generating models only."""
+        return parse_gemini(data)
 
     def headers(self) -> dict[str, str]:
         headers = {"Accept": "text/event-stream"}

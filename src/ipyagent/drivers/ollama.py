@@ -46,6 +46,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
+from .models import parse_ollama
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 from .openai_chat import system_message
 from .structured import output_tool
@@ -118,6 +119,12 @@ class OllamaPromptDriver(BasePromptDriver):
         # Ollama before 0.12.10 sends tool calls without ids: number ours per driver,
         # so two turns of one conversation never share an id.
         self._call_ids = itertools.count()
+
+    models_path = "/api/tags"
+
+    def parse_models(self, data: dict[str, Any]) -> tuple[list[Any], dict[str, Any] | None]:
+        """The local models (Ollama API, "List Local Models": ``GET /api/tags``)."""
+        return parse_ollama(data)
 
     def headers(self) -> dict[str, str]:
         return self.bearer_headers("application/x-ndjson")

@@ -72,6 +72,7 @@ class AgentMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
         self._provider_set = False  # %provider named one (else the built-in default is in force)
+        self._model_lists: dict[tuple[str, str], list[Any]] = {}  # (provider, base URL) -> its models, per session
         self.alias_options: dict[str, dict[str, Any]] = {}  # alias -> the options it was declared with
         self.session = Session()  # threads, Task Memory, run store (shared with %agent: session_magics.py)
         self._drivers: dict[tuple[str, tuple[tuple[str, Any], ...]], BasePromptDriver] = {}  # one HTTP client each
@@ -283,6 +284,7 @@ class AgentMagics(Magics):
     @argument("--price-as", metavar="PROVIDER:MODEL", help="price this model's turns as another's (a model behind your own --base-url has an unknown price otherwise)")
     @argument("--budget", type=float, metavar="USD", help="refuse new runs once the session has spent this much (%%agent cost shows the spending)")
     @argument("--list", action="store_true", help="list the known providers and which API-key variables are set")
+    @argument("--models", action="store_true", help="list the models a provider offers (PROVIDER, or the session's), with context window and price where known")
     @argument("--alias", metavar="NAME", help="make NAME a short name for PROVIDER:MODEL (usable in %%provider NAME and %%agent -p NAME)")
     @settings_arguments
     @argument("--clear-settings", action="store_true", help="forget the session's generation settings")
@@ -306,6 +308,10 @@ class AgentMagics(Magics):
                 return
         if args.list:
             self._list_providers()
+            return
+        if args.models:
+            given = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env)) if v}
+            self._list_models(args.provider_id, given)
             return
         if args.alias:
             if not args.provider_id:
@@ -348,6 +354,43 @@ class AgentMagics(Magics):
         print(f"provider: {driver.id} at {driver.base_url}{note}")
         if defaults.session_default().settings:
             print(f"settings: {defaults.session_default().settings.describe()}")
+
+    def _list_models(self, target: str | None, given: dict[str, Any] | None = None) -> None:
+        """``%provider --models [PROVIDER]``: the provider's models, fetched once per session."""
+        from ..core import ProviderError
+        from .model_table import model_table
+
+        if target is None:
+            provider_id, options = self.driver_options(None)
+        elif ":" in target or target in self.alias_options or target in ALIASES:
+            provider_id, options = self.driver_options(target)
+        else:  # a bare provider name: its models, at the session's base URL for it
+            provider_id, options = self.driver_options(f"{target}:*")
+        options = {**{k: v for k, v in options.items() if k in ("base_url", "api_key_env")}, **(given or {})}
+        try:
+            driver = create_driver(provider_id, **options)
+        except ConfigurationError as exc:
+            self._error(str(exc))
+            return
+        key = (driver.provider, driver.base_url)
+        cached = key in self._model_lists
+        if not cached:
+            async def fetch() -> list[Any]:
+                try:
+                    return await driver.list_models()
+                finally:
+                    await driver.close()
+
+            try:
+                self._model_lists[key] = run_sync(fetch())
+            except ProviderError as exc:
+                self._error(f"could not list the models of {driver.provider}: {exc.message}")
+                return
+        rows = self._model_lists[key]
+        print(f"{len(rows)} model{'s' if len(rows) != 1 else ''} from {driver.provider} at {redact(driver.base_url)}"
+              + (" (listed earlier this session)" if cached else "") + f"; use one as %provider {driver.provider}:MODEL")
+        if rows:
+            print(model_table(rows))
 
     @staticmethod
     def _set_budget(usd: float) -> None:

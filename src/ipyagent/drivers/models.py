@@ -1,0 +1,117 @@
+"""Model lists: what a provider offers, with context window and price where known.
+
+Each protocol's list endpoint (`BasePromptDriver.list_models`):
+
+* OpenAI and every compatible server: ``GET {base}/models`` -> ``{"object": "list",
+  "data": [{"id", "object": "model", "created", "owned_by"}]}`` (OpenAI API
+  reference, "Models: List models");
+* Anthropic: ``GET {base}/models?limit=1000`` -> ``{"data": [{"type": "model", "id",
+  "display_name", "created_at"}], "has_more", "first_id", "last_id"}``, paged with
+  ``after_id`` (Anthropic API reference, "Models: List Models");
+* Gemini: ``GET {base}/models?pageSize=1000`` -> ``{"models": [{"name": "models/ID",
+  "displayName", "inputTokenLimit", "outputTokenLimit", "supportedGenerationMethods"}],
+  "nextPageToken"}``, paged with ``pageToken`` (Gemini API reference, "models.list");
+* Ollama: ``GET {base}/api/tags`` -> ``{"models": [{"name", "model", "modified_at", "size",
+  "details": {"family", "parameter_size", "quantization_level"}}]}`` (Ollama API,
+  "List Local Models").
+
+Context windows and prices come from genai-prices where the provider reports none.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class ModelListing:
+    """One model a provider offers.
+
+    Attributes:
+        id: the id to use after ``provider:`` (``gpt-4.1-mini``).
+        name: a display name, when the provider gives one.
+        context_window: input tokens the model takes, when known.
+        input_usd_per_mtok, output_usd_per_mtok: USD per million tokens (genai-prices), when known.
+        details: anything else the provider said (created, owner, size, family...).
+    """
+
+    id: str
+    name: str | None = None
+    context_window: int | None = None
+    input_usd_per_mtok: float | None = None
+    output_usd_per_mtok: float | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_openai(data: Any) -> tuple[list[ModelListing], dict[str, Any] | None]:
+    """An OpenAI-style list (``data[].id``); no paging."""
+    rows = [ModelListing(m["id"], details={k: m[k] for k in ("created", "owned_by") if m.get(k) is not None})
+            for m in (data.get("data") or []) if isinstance(m, dict) and m.get("id")]
+    return rows, None
+
+
+def parse_anthropic(data: Any) -> tuple[list[ModelListing], dict[str, Any] | None]:
+    rows = [ModelListing(m["id"], m.get("display_name"), details={"created_at": m.get("created_at")})
+            for m in (data.get("data") or []) if isinstance(m, dict) and m.get("id")]
+    return rows, ({"after_id": data["last_id"]} if data.get("has_more") and data.get("last_id") else None)
+
+
+def parse_gemini(data: Any) -> tuple[list[ModelListing], dict[str, Any] | None]:
+    """Gemini's list, keeping the models that generate content (not embedding-only ones)."""
+    rows = []
+    for m in data.get("models") or []:
+        methods = m.get("supportedGenerationMethods") or []
+        if not isinstance(m, dict) or not m.get("name") or (methods and "generateContent" not in methods):
+            continue
+        rows.append(ModelListing(m["name"].removeprefix("models/"), m.get("displayName"), m.get("inputTokenLimit"),
+                                 details={k: m[k] for k in ("outputTokenLimit", "version") if m.get(k) is not None}))
+    return rows, ({"pageToken": data["nextPageToken"]} if data.get("nextPageToken") else None)
+
+
+def parse_ollama(data: Any) -> tuple[list[ModelListing], dict[str, Any] | None]:
+    rows = []
+    for m in data.get("models") or []:
+        if isinstance(m, dict) and (m.get("model") or m.get("name")):
+            details = dict(m.get("details") or {})
+            details.update({k: m[k] for k in ("size", "modified_at") if m.get(k) is not None})
+            rows.append(ModelListing(m.get("model") or m["name"], details=details))
+    return rows, None
+
+
+def with_known_facts(rows: list[ModelListing], price_provider: str | None) -> list[ModelListing]:
+    """Fill context windows and prices from genai-prices (`price_provider`: its provider id, None: none)."""
+    if price_provider is None:
+        return rows
+    try:
+        from genai_prices.data_snapshot import find_provider_by_id, get_snapshot
+
+        provider = find_provider_by_id(get_snapshot().providers, price_provider)
+    except Exception:  # noqa: BLE001 - prices are extra; the list stands without them
+        return rows
+    if provider is None:
+        return rows
+    for row in rows:
+        try:
+            info = provider.find_model(row.id)
+        except Exception:  # noqa: BLE001
+            info = None
+        if info is None:
+            continue
+        row.context_window = row.context_window or getattr(info, "context_window", None)
+        prices = getattr(info, "prices", None)
+        row.input_usd_per_mtok = _number(getattr(prices, "input_mtok", None))
+        row.output_usd_per_mtok = _number(getattr(prices, "output_mtok", None))
+        row.name = row.name or getattr(info, "name", None)
+    return rows
+
+
+def _number(value: Any) -> float | None:
+    """A flat price as a float; tiered prices (an object with tiers) give their base rate."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        base = getattr(value, "base", None)
+        return float(base) if base is not None else None
