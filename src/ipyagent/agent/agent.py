@@ -22,7 +22,7 @@ from ..tools.builtin.task_memory import with_task_memory
 from . import defaults
 from .images import image_blocks
 from .loop import AgentRun
-from .loop_thread import run_in_background, run_sync
+from .loop_thread import RUNNING_AGENTS, run_in_background, run_sync
 from .options import Approve, RunOptions
 from .result import AgentResult
 
@@ -52,11 +52,16 @@ class Agent:
         memory: the `TaskMemory` off-prompt tools store their outputs in (default: the
             session's, `ipyagent.memory`); a ``TaskMemory`` tool to read it is added to
             any run with an off-prompt tool.
+        timeout: a run's deadline, seconds, every model turn and tool included (None:
+            the default's, `defaults.DEFAULT_TIMEOUT` = 600 s unless ``%provider --timeout``
+            or ``ipyagent.using(timeout=...)`` says otherwise).
         **driver_options: passed to `create_driver` (``base_url``, ``api_key_env``,
-            ``record``, ``timeout``, ``max_attempts``, ``provider_options``).
+            ``record``, ``max_attempts``, ``provider_options``; ``read_timeout``: seconds
+            between two received bytes; ``response_timeout``: seconds for one whole response).
 
     Raises:
         ConfigurationError: unknown provider or missing API key (at creation).
+        ValueError: a timeout that is not a positive number.
     """
 
     def __init__(
@@ -71,6 +76,7 @@ class Agent:
         react: bool | None = None,
         approve: Approve | None = None,
         memory: TaskMemory | None = None,
+        timeout: float | None = None,
         **driver_options: Any,
     ) -> None:
         if isinstance(provider, BasePromptDriver):
@@ -88,6 +94,16 @@ class Agent:
         self._lock: asyncio.Lock | None = None
         self.messages: list[Message] = []
         self.results: list[AgentResult] = []
+        self._timeout = None if timeout is None else defaults.check_timeout(timeout)
+
+    @property
+    def timeout(self) -> float:
+        """A run's deadline, seconds: the one given, else the default's in force (`defaults.DEFAULT_TIMEOUT`)."""
+        return defaults.current().timeout if self._timeout is None else self._timeout
+
+    @timeout.setter
+    def timeout(self, value: float | None) -> None:
+        self._timeout = None if value is None else defaults.check_timeout(value)
 
     @property
     def provider(self) -> str:
@@ -118,6 +134,7 @@ class Agent:
             images=tuple(given.images),
             context=tuple(given.context),
             settings=self.settings.merged(coerce_settings(given.settings)),
+            timeout=given.timeout or self.timeout,
         )
 
     def prompt_stack(self, prompt: str | None = None, options: RunOptions | None = None) -> PromptStack:
@@ -132,8 +149,14 @@ class Agent:
         user.content[:0] = [TextBlock(text=block.to_text()) for block in resolved.context]  # ahead of the question
         user.content.extend(resolved.images)
         run = AgentRun(self.driver, user, resolved, memory, on_event or _ignore)
+        deadline = asyncio.timeout(resolved.timeout)
         try:
-            result = await run.run()
+            async with deadline:  # every model turn and tool
+                result = await run.run()
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            result = run.timed_out(resolved.timeout)  # type: ignore[arg-type]
         except asyncio.CancelledError:
             self.results.append(run.interrupted())
             raise
@@ -144,7 +167,8 @@ class Agent:
 
     async def arun(self, prompt: str, options: RunOptions | None = None, *, on_event: Callable[[Event], Any] | None = None,
                    output_schema: Any = None, output_strategy: str | None = None, images: Any = None,
-                   context: Any = None, settings: ModelSettings | dict[str, Any] | None = None) -> AgentResult:
+                   context: Any = None, settings: ModelSettings | dict[str, Any] | None = None,
+                   timeout: float | None = None) -> AgentResult:
         """Run `prompt` (model turns and tool calls until the model answers) and return the result.
 
         `on_event` sees every event as it arrives (called on ipyagent's background loop
@@ -163,32 +187,56 @@ class Agent:
             context: `memory.context.ContextBlock` objects (variables, the last error, other
                 cells), sent as text blocks at the head of the user message, before `prompt`.
             settings: `ModelSettings` (or a dict) for this run, over the agent's.
+            timeout: this run's deadline, seconds (the `RunOptions` field): past it the run
+                ends with a ``timeout`` error, its text so far kept.
 
         Raises:
-            ValueError: `prompt` is not text, or is empty; `max_steps` below 1.
+            ValueError: `prompt` is not text, or is empty; `max_steps` below 1; a timeout
+                that is not a positive number.
             FileNotFoundError, ValueError, TypeError: an image that cannot be read.
+            RuntimeError: a tool of this agent's own run calls it (`Agent.run` or ``%%agent``):
+                that run would wait for itself. A tool may run another `Agent`.
         """
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError(f"the prompt must be non-empty text, not {prompt!r}")
         blocks = image_blocks(images) if images is not None else None
         options = (options or RunOptions()).merged(output_schema=output_schema, output_strategy=output_strategy, images=blocks,
                                                     context=tuple(context) if context is not None else None,
-                                                    settings=settings)
+                                                    settings=settings, timeout=timeout)
+        self._check_not_nested()
         return await run_in_background(self._locked(self._arun(prompt, options, on_event)))
 
+    def _check_not_nested(self) -> None:
+        if id(self) in RUNNING_AGENTS.get():
+            raise RuntimeError(f"{self!r} is running the tool that tried to run it again; that run would wait for "
+                               "itself. A tool can run another Agent (Agent(...).run(...)), not the one calling it")
+
     async def _locked(self, run: Any) -> AgentResult:
-        """One run of this agent at a time (runs share its conversation), in the order they came."""
+        """One run of this agent at a time (runs share its conversation), in the order they came;
+        its tools see this agent in `RUNNING_AGENTS` while it runs."""
         if self._lock is None:
             self._lock = asyncio.Lock()  # created on the background loop, where every run executes
-        async with self._lock:
-            return await run
+        try:
+            self._check_not_nested()
+        except RuntimeError:
+            run.close()
+            raise
+        token = RUNNING_AGENTS.set(RUNNING_AGENTS.get() | {id(self)})  # seen by this run's tools only
+        try:
+            async with self._lock:
+                return await run
+        finally:
+            RUNNING_AGENTS.reset(token)
 
     def run(self, prompt: str, options: RunOptions | None = None, *, on_event: Callable[[Event], Any] | None = None,
             output_schema: Any = None, output_strategy: str | None = None, images: Any = None,
-            context: Any = None, settings: ModelSettings | dict[str, Any] | None = None) -> AgentResult:
+            context: Any = None, settings: ModelSettings | dict[str, Any] | None = None,
+            timeout: float | None = None) -> AgentResult:
         """Blocking `arun` (same arguments); works inside a running event loop (a notebook cell)."""
+        self._check_not_nested()
         return run_sync(self.arun(prompt, options, on_event=on_event, output_schema=output_schema,
-                                  output_strategy=output_strategy, images=images, context=context, settings=settings))
+                                  output_strategy=output_strategy, images=images, context=context, settings=settings,
+                                  timeout=timeout))
 
     def _memory(self) -> TaskMemory:
         return current_memory() if self.memory is None else self.memory

@@ -287,6 +287,7 @@ async def acompare(
     output_strategy: str | None = None,
     images: Any = None,
     settings: Any = None,
+    timeout: float | None = None,
     **agent_options: Any,
 ) -> Comparison:
     """Send `prompt` to every entry concurrently, `runs` times each, and measure each run.
@@ -306,6 +307,8 @@ async def acompare(
         options: the `RunOptions` of every run (its `history` is each agent's conversation).
         output_schema, output_strategy, images, settings: as for `Agent.arun`, the same for
             every run (`ModelSettings`: each provider gets them under its own wire names).
+        timeout: each run's deadline, seconds (as for `Agent.arun`): a provider past it ends
+            as ``timeout`` with its text so far while the others go on.
 
     Returns:
         `Comparison`. Failures never raise; they are in the figures.
@@ -321,7 +324,7 @@ async def acompare(
     make = factory or (lambda provider: Agent(provider, **agent_options))
     blocks = image_blocks(images) if images is not None else None
     options = (options or RunOptions()).merged(output_schema=output_schema, output_strategy=output_strategy, images=blocks,
-                                                settings=settings)
+                                                settings=settings, timeout=timeout)
     return await run_in_background(_compare(list(entries), prompt, runs, make, on_start, on_event, on_finish, options))
 
 

@@ -28,6 +28,9 @@ from ..core import ModelSettings, coerce_settings
 
 #: The provider used when nothing else says which.
 DEFAULT_PROVIDER = "openai:gpt-4.1-mini"
+#: Seconds a run may take, every model turn and tool included, unless told otherwise: a stream
+#: that never ends, or a tool that never returns, ends as ``timeout`` after ten minutes.
+DEFAULT_TIMEOUT = 600.0
 #: Driver options a provider's own session settings carry to another model of that provider.
 PROVIDER_SCOPED = ("base_url", "api_key_env")
 
@@ -40,11 +43,13 @@ class Defaults:
         provider: ``provider:model`` (or an alias).
         settings: generation settings every agent starts from.
         driver_options: `create_driver` options for `provider` (``base_url``, ``api_key_env``, ``record``...).
+        timeout: the deadline of a run, seconds (every model turn and tool; `DEFAULT_TIMEOUT`).
     """
 
     provider: str = DEFAULT_PROVIDER
     settings: ModelSettings = field(default_factory=ModelSettings)
     driver_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    timeout: float = DEFAULT_TIMEOUT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "driver_options", MappingProxyType(dict(self.driver_options)))
@@ -82,10 +87,22 @@ def session_default() -> Defaults:
 
 
 def _changed(base: Defaults, provider: str | None, settings: Any, fields: dict[str, Any],
-             driver_options: dict[str, Any] | None) -> Defaults:
+             driver_options: dict[str, Any] | None, timeout: float | None = None) -> Defaults:
     new_settings = base.settings.merged(coerce_settings(settings), fields or None)
     kept = dict(base.driver_options) if provider is None else base.options_for(provider)
-    return Defaults(provider or base.provider, new_settings, {**kept, **(driver_options or {})})
+    return Defaults(provider or base.provider, new_settings, {**kept, **(driver_options or {})},
+                    base.timeout if timeout is None else check_timeout(timeout))
+
+
+def check_timeout(timeout: float) -> float:
+    """`timeout` (seconds) if it is a positive number.
+
+    Raises:
+        ValueError: zero, negative or not a number.
+    """
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return float(timeout)
 
 
 def split_settings(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -95,23 +112,25 @@ def split_settings(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 
 
 def set_default(provider: str | None = None, *, settings: ModelSettings | dict[str, Any] | None = None,
-                replace_settings: bool = False, **kwargs: Any) -> Defaults:
+                replace_settings: bool = False, timeout: float | None = None, **kwargs: Any) -> Defaults:
     """Change the session's default (what ``%provider`` does) and return it.
 
     Args:
         provider: the new ``provider:model``; None keeps the current one. Another model
             of the same provider keeps its base URL and key variable.
         settings: settings merged over the current ones (all of them when `replace_settings`).
+        timeout: the deadline of every run from now on, seconds (None: unchanged).
         **kwargs: `ModelSettings` fields (``temperature=0``) and driver options (``base_url=...``).
 
     Raises:
         pydantic.ValidationError: a bad setting.
+        ValueError: a timeout that is not a positive number.
     """
     global _session
     fields, options = split_settings(kwargs)
     with _lock:
         base = replace(_session, settings=ModelSettings()) if replace_settings else _session
-        _session = _changed(base, provider, settings, fields, options)
+        _session = _changed(base, provider, settings, fields, options, timeout)
         return _session
 
 
@@ -124,7 +143,7 @@ def reset_default() -> None:
 
 @contextmanager
 def using(provider: str | None = None, /, *, settings: ModelSettings | dict[str, Any] | None = None,
-          **kwargs: Any) -> Iterator[Defaults]:
+          timeout: float | None = None, **kwargs: Any) -> Iterator[Defaults]:
     """Switch the default inside a ``with`` block only (this thread or asyncio task).
 
         with ipyagent.using("anthropic:claude-sonnet-4-5", temperature=0):
@@ -133,6 +152,7 @@ def using(provider: str | None = None, /, *, settings: ModelSettings | dict[str,
     Args:
         provider: ``provider:model`` for the block; None keeps the current one.
         settings: settings merged over the current default's.
+        timeout: the deadline of every run in the block, seconds (None: unchanged).
         **kwargs: `ModelSettings` fields and driver options (``base_url``, ``api_key_env``...).
 
     Yields:
@@ -142,7 +162,7 @@ def using(provider: str | None = None, /, *, settings: ModelSettings | dict[str,
         pydantic.ValidationError: a bad setting.
     """
     fields, options = split_settings(kwargs)
-    token = _block.set(_changed(current(), provider, settings, fields, options))
+    token = _block.set(_changed(current(), provider, settings, fields, options, timeout))
     try:
         yield _block.get()  # type: ignore[misc]
     finally:

@@ -211,13 +211,25 @@ class AgentRun:
     def interrupted(self) -> AgentResult:
         """The result of a run cancelled now: the reply being streamed as it stood
         (text, reasoning and tool calls), else the last reply."""
+        message = self._partial_reply()
+        message.metadata = {**message.metadata, "partial": True, "interrupted": True}
+        return self._result(message, interrupted=True)
+
+    def timed_out(self, timeout: float) -> AgentResult:
+        """The result of a run stopped by its deadline: the reply as it stood (as `interrupted`)
+        with a ``timeout`` error, emitted so the view and the run store show it."""
+        message = self._partial_reply()
+        message.metadata = {**message.metadata, "partial": True}
+        return self._fail(message, ProviderError(
+            "timeout", f"the run did not finish within {timeout:g} s (timeout); the text so far is kept; "
+            "give it longer with --timeout SECONDS (timeout= in Python)", retryable=False))
+
+    def _partial_reply(self) -> Message:
         if self.streaming is not None and self.streaming.deltas:
             message = self.streaming.message(strict=False)
             self.pending.append(message)
-        else:
-            message = next((m for m in reversed(self.pending) if m.role == "assistant"), Message(role="assistant"))
-        message.metadata = {**message.metadata, "partial": True, "interrupted": True}
-        return self._result(message, interrupted=True)
+            return message
+        return next((m for m in reversed(self.pending) if m.role == "assistant"), Message(role="assistant"))
 
     # -- helpers -----------------------------------------------------------------------
 

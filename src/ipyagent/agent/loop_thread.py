@@ -11,9 +11,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+#: Ids of the agents whose run this code is part of (their tools included, in threads too):
+#: an agent asked to run from inside its own run refuses at once rather than wait for itself.
+RUNNING_AGENTS: ContextVar[frozenset[int]] = ContextVar("ipyagent_running_agents", default=frozenset())
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
@@ -49,9 +54,11 @@ class _Tracked:
 
     def __init__(self, coro: Coroutine[Any, Any, T]) -> None:
         self.started, self.done = threading.Event(), threading.Event()
-        self.future = asyncio.run_coroutine_threadsafe(self._run(coro), background_loop())
+        running = RUNNING_AGENTS.get()  # the caller's (a tool's thread): the task starts from the loop's own context
+        self.future = asyncio.run_coroutine_threadsafe(self._run(coro, running), background_loop())
 
-    async def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+    async def _run(self, coro: Coroutine[Any, Any, T], running: frozenset[int]) -> T:
+        RUNNING_AGENTS.set(running)
         self.started.set()
         try:
             return await coro

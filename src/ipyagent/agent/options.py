@@ -46,6 +46,9 @@ class RunOptions:
         context: `memory.context.ContextBlock` objects (variables, the last error, other
             cells), sent as text blocks at the head of the user message, before the prompt.
         settings: `ModelSettings` (or a dict of its fields) for this run, over the agent's.
+        timeout: the run's deadline, seconds, every model turn and tool included; past it
+            the run ends with a ``timeout`` error, its text so far kept (None: the agent's,
+            by default `defaults.DEFAULT_TIMEOUT`).
     """
 
     system: Any = None
@@ -60,10 +63,15 @@ class RunOptions:
     images: Sequence[Any] = field(default_factory=tuple)
     context: Sequence[Any] = field(default_factory=tuple)
     settings: ModelSettings | dict[str, Any] | None = None
+    timeout: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be 1 or more, not {self.max_steps}")
+        if self.timeout is not None:
+            from .defaults import check_timeout
+
+            object.__setattr__(self, "timeout", check_timeout(self.timeout))
 
     def merged(self, **changes: Any) -> "RunOptions":
         """A copy with the `changes` that are not None (keyword shortcuts of `Agent.arun`)."""

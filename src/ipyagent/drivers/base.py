@@ -68,6 +68,16 @@ STATUS_TYPES: dict[int, str] = {
 
 
 
+#: Seconds one response may take, first to last byte (`BasePromptDriver` ``response_timeout``).
+RESPONSE_TIMEOUT = 300.0
+
+
+async def _next(items: AsyncIterator[Any], deadline: float) -> Any:
+    """The next parsed item, or `TimeoutError` once the loop's clock passes `deadline`."""
+    async with asyncio.timeout_at(deadline):
+        return await anext(items)
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a driver (and model) can do. A request needing a missing one fails before sending."""
@@ -145,7 +155,11 @@ class BasePromptDriver(ABC):
         model: the provider's model name (``gpt-4.1-mini``).
         api_key: sent as the provider expects; never logged or shown.
         base_url: the API root (``https://api.openai.com/v1``).
-        timeout: seconds to connect and between two received bytes.
+        read_timeout: seconds to connect and between two received bytes.
+        response_timeout: seconds one whole response may take, from sending the request to
+            its last byte (default `RESPONSE_TIMEOUT`), so a server that trickles bytes or
+            streams forever is cut off; past it the turn fails as ``timeout`` (not retried),
+            its partial text kept.
         max_attempts: tries per request, the first included (retries only
             before the first delta; DESIGN.md "drivers").
         max_retry_wait: the longest wait between tries, seconds.
@@ -178,7 +192,8 @@ class BasePromptDriver(ABC):
         *,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 60.0,
+        read_timeout: float = 60.0,
+        response_timeout: float = RESPONSE_TIMEOUT,
         max_attempts: int = 3,
         max_retry_wait: float = 30.0,
         transport: httpx2.AsyncBaseTransport | None = None,
@@ -194,7 +209,8 @@ class BasePromptDriver(ABC):
         self.model = model
         self.provider = provider or self.protocol
         self.base_url = (base_url or self.default_base_url).rstrip("/")
-        self.timeout = timeout
+        self.read_timeout = read_timeout
+        self.response_timeout = response_timeout
         self.max_attempts = max(1, max_attempts)
         self.max_retry_wait = max_retry_wait
         self.transport = transport
@@ -245,7 +261,7 @@ class BasePromptDriver(ABC):
         if self._client is None:
             self._client = httpx2.AsyncClient(
                 transport=self.transport,
-                timeout=httpx2.Timeout(self.timeout, connect=min(self.timeout, 10.0)),
+                timeout=httpx2.Timeout(self.read_timeout, connect=min(self.read_timeout, 10.0)),
                 trust_env=False,
                 verify=_tls_context(),
             )
@@ -433,7 +449,7 @@ class BasePromptDriver(ABC):
     def _transport_error(self, exc: Exception, url: str) -> ProviderError:
         url = redact(url)  # a key may sit in the URL (user-info, a query parameter)
         if isinstance(exc, httpx2.TimeoutException):
-            return ProviderError("timeout", f"{self.provider} did not answer within {self.timeout:g} s ({url})")
+            return ProviderError("timeout", f"{self.provider} did not answer within {self.read_timeout:g} s ({url})")
         if isinstance(exc, httpx2.ConnectError):
             return ProviderError("connection", f"could not connect to {url}: {redact(str(exc)) or 'connection refused'}")
         return ProviderError("connection", f"connection to {url} failed: {type(exc).__name__}: {redact(str(exc))}")
@@ -449,35 +465,51 @@ class BasePromptDriver(ABC):
             return min(asked, self.max_retry_wait)
         return min(wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5)(state), self.max_retry_wait)
 
-    async def _open(self, request: httpx2.Request) -> tuple[httpx2.Response, AsyncIterator[Any], list[Any]]:
+    def _too_slow(self) -> ProviderError:
+        return ProviderError("timeout", f"{self.provider} did not finish its response within {self.response_timeout:g} s "
+                             "(response_timeout); the text so far is kept", retryable=False)
+
+    async def _open(self, request: httpx2.Request) -> tuple[httpx2.Response, AsyncIterator[Any], list[Any], float]:
         """Send `request` and read until the first delta (or the end of the stream).
 
         Everything up to here may be retried: nothing has been shown yet.
-        Returns the open response, the parse iterator and the items read.
+        Returns the open response, the parse iterator, the items read and the response's deadline.
         """
         client = self._client_for()
         url = str(request.url)
         gate = self.rate_gate
         if gate is not None:
             await gate.wait()
+        deadline = asyncio.get_running_loop().time() + self.response_timeout
         try:
-            response = await client.send(request, stream=True)
+            async with asyncio.timeout_at(deadline):
+                response = await client.send(request, stream=True)
         except httpx2.TransportError as exc:
             raise self._transport_error(exc, url) from None
+        except TimeoutError:
+            raise self._too_slow() from None
         try:
             if response.status_code >= 400:
-                body = await response.aread()
+                async with asyncio.timeout_at(deadline):
+                    body = await response.aread()
                 error = self.error_from_response(response.status_code, response.headers, body)
                 if gate is not None and error.type == "rate_limit":
                     gate.hold(error.retry_after)  # the whole lane waits, not only this request
                 raise error
             items = self.parse_stream(response)
             head: list[Any] = []
-            async for item in items:
+            while True:
+                try:
+                    item = await _next(items, deadline)
+                except StopAsyncIteration:
+                    break
                 head.append(item)
                 if isinstance(item, DeltaMessage):
                     break
-            return response, items, head
+            return response, items, head, deadline
+        except TimeoutError:
+            await response.aclose()
+            raise self._too_slow() from None
         except httpx2.TransportError as exc:
             await response.aclose()
             raise self._transport_error(exc, url) from None
@@ -539,7 +571,7 @@ class BasePromptDriver(ABC):
         response: httpx2.Response | None = None
         try:
             try:
-                response, items, head = await retrying(self._open, request)
+                response, items, head, deadline = await retrying(self._open, request)
             except ProviderError as exc:
                 yield self._failed(exc, agg, metadata, started, strict=False)
                 return
@@ -552,12 +584,19 @@ class BasePromptDriver(ABC):
                         yield item
                     else:
                         merge_meta(meta, item)
-                async for item in items:
+                while True:
+                    try:
+                        item = await _next(items, deadline)
+                    except StopAsyncIteration:
+                        break
                     if isinstance(item, DeltaMessage):
                         agg.add(item)
                         yield item
                     else:
                         merge_meta(meta, item)
+            except TimeoutError:
+                yield self._failed(self._too_slow(), agg, metadata, started, strict=False)
+                return
             except ProviderError as exc:
                 yield self._failed(exc, agg, metadata, started, strict=False)
                 return

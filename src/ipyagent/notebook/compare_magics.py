@@ -22,7 +22,7 @@ from ..core import ToolAction
 from ..drivers import create_driver
 from .compare_view import CompareTextView, CompareWidgetView
 from .magics import REPLAY_DELAY, AgentMagics, _parse
-from .settings_args import settings_arguments
+from .settings_args import settings_arguments, timeout_argument
 from .template import TemplateError, render_cell
 from .transcript_output import finish_comparison, show_live
 
@@ -94,6 +94,7 @@ class CompareMagics(Magics):
     @argument("--no-cache", action="store_true", help="with --over, run every request anew (finished runs are served from the run store otherwise)")
     @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
     @settings_arguments
+    @timeout_argument
     @no_var_expand  # expand_line: {var} and $var as IPython does, but --assert 'equals:{{ row.answer }}' as written
     @cell_magic
     def compare(self, line: str, cell: str) -> Comparison | None:

@@ -33,8 +33,8 @@ from ..memory.summarize import DEFAULT_BUDGET
 from .code_blocks import next_cell, pick_code
 from .notebook_context import FIX_INSTRUCTION, cell_blocks, error_block, template_namespace
 from .session import Session
-from .settings_args import settings_arguments, settings_from_args
-from .template import TemplateError, render_cell
+from .settings_args import settings_arguments, settings_from_args, timeout_argument, timeout_from_args
+from .template import TemplateError, interruptible, render_cell
 from ..core.redact import redact
 from .redacted_io import redacted_output
 from .transcript_output import LiveTranscript
@@ -206,7 +206,8 @@ class AgentMagics(Magics):
             raise UsageError(f"--tools: {exc}") from None
         return RunOptions(tools=toolbox, max_steps=args.max_steps, react=True if getattr(args, "react", False) else None,
                           output_schema=schema, output_strategy=args.strategy, images=tuple(images),
-                          settings=settings_from_args(args), system_budget=getattr(args, "system_budget", None))
+                          settings=settings_from_args(args), system_budget=getattr(args, "system_budget", None),
+                          timeout=timeout_from_args(args))
 
     def _system_value(self, value: str) -> Any:
         """``--system``: a variable holding a `SystemBlock` (or a list of them and text) when it
@@ -287,6 +288,7 @@ class AgentMagics(Magics):
     @argument("--models", action="store_true", help="list the models a provider offers (PROVIDER, or the session's), with context window and price where known")
     @argument("--alias", metavar="NAME", help="make NAME a short name for PROVIDER:MODEL (usable in %%provider NAME and %%agent -p NAME)")
     @settings_arguments
+    @timeout_argument
     @argument("--clear-settings", action="store_true", help="forget the session's generation settings")
     @line_magic
     @redacted_output
@@ -302,9 +304,10 @@ class AgentMagics(Magics):
         """
         args = _parse(self.provider, line)
         settings = settings_from_args(args)
+        timeout_from_args(args)
         if args.budget is not None:
             self._set_budget(args.budget)
-            if not (args.provider_id or settings or args.clear_settings or args.list or args.alias):
+            if not (args.provider_id or settings or args.clear_settings or args.list or args.alias or args.timeout is not None):
                 return
         if args.list:
             self._list_providers()
@@ -331,8 +334,8 @@ class AgentMagics(Magics):
             if any((args.base_url, args.api_key_env, args.record, args.price_as)):
                 raise UsageError("give PROVIDER:MODEL with --base-url/--api-key-env/--record/--price-as, "
                                  "e.g. %provider openai:gpt-4.1-mini --base-url URL")
-            if settings or args.clear_settings:
-                defaults.set_default(settings=settings, replace_settings=args.clear_settings)
+            if settings or args.clear_settings or args.timeout is not None:
+                defaults.set_default(settings=settings, replace_settings=args.clear_settings, timeout=args.timeout)
             self._show_provider()
             return
         options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record),
@@ -347,7 +350,7 @@ class AgentMagics(Magics):
         except ConfigurationError as exc:
             self._error(str(exc))
             return
-        defaults.set_default(resolved, settings=settings, replace_settings=args.clear_settings, **options)
+        defaults.set_default(resolved, settings=settings, replace_settings=args.clear_settings, timeout=args.timeout, **options)
         self._provider_set = True
         note = " (replaying a cassette: no network, no key)" if args.provider_id.startswith("replay:") else ""
         note += f", recording to {args.record}" if args.record else ""
@@ -409,6 +412,7 @@ class AgentMagics(Magics):
         print(f"provider: {current}{where}")
         settings = defaults.session_default().settings
         print(f"settings: {settings.describe()}" if settings else "settings: the provider's defaults")
+        print(f"timeout: {defaults.session_default().timeout:g} s per run")
 
     @staticmethod
     def _list_providers() -> None:
@@ -482,6 +486,7 @@ class AgentMagics(Magics):
     @argument("--context-budget", type=int, metavar="TOKENS", help=f"tokens each attached summary may take at most (default {DEFAULT_BUDGET})")
     @argument("--code", nargs="?", const="python", metavar="LANG", help="put the answer's first Python code block (LANG: another language; all: every block) into a new cell below, not run")
     @settings_arguments
+    @timeout_argument
     @cell_magic
     def agent(self, line: str, cell: str) -> AgentResult | None:
         """Send the cell as a user message and stream the reply.
@@ -505,9 +510,12 @@ class AgentMagics(Magics):
                 await_in_kernel=args.await_in_kernel, run_options=self._run_options(args))
         try:
             prompt = (cell if args.raw else render_cell(cell, template_namespace(self.shell))).strip()
-            context = self._context(args)
+            with interruptible():  # summaries call the user's objects (a slow __repr__)
+                context = self._context(args)
         except TemplateError as exc:
             raise UsageError(str(exc)) from None
+        except KeyboardInterrupt:
+            raise UsageError("interrupted while summarizing the cell's context; nothing was sent") from None
         if args.error:
             prompt = f"{FIX_INSTRUCTION}\n\n{prompt}".strip()
         if not prompt.strip():

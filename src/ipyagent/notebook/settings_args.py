@@ -66,3 +66,21 @@ def settings_from_args(args: Any) -> ModelSettings:
 
 def _unquote(value: str) -> str:
     return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'" else value
+
+
+#: ``--timeout SECONDS``: the deadline of a run (every model turn and tool), on the same three magics.
+timeout_argument = argument(
+    "--timeout", type=float, metavar="SECONDS",
+    help="end the run after this many seconds, every model turn and tool included, keeping the text so far "
+         "(%%provider: the session's default; otherwise 600)")
+
+
+def timeout_from_args(args: Any) -> float | None:
+    """The ``--timeout`` given (None when not given).
+
+    Raises:
+        UsageError: zero or negative.
+    """
+    if args.timeout is not None and not args.timeout > 0:
+        raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
+    return args.timeout

@@ -7,6 +7,10 @@ as it is.
 
 from __future__ import annotations
 
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +36,25 @@ def context_filter(value: Any, budget: int | None = None) -> str:
     return summarize(value, budget_tokens=budget or DEFAULT_BUDGET).text
 
 
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Let a kernel interrupt raise `KeyboardInterrupt` here, in the main thread.
+
+    An ``%%agent`` cell awaits in the kernel, and while a cell awaits ipykernel turns
+    SIGINT into a callback on its event loop, which a long synchronous render (a
+    ``{% for %}`` over a huge range, a slow ``__str__``) would never let run. Python's
+    own handler raises at the next bytecode instead.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def render_cell(body: str, namespace: dict[str, Any]) -> str:
     """Render `body` with `namespace`.
 
@@ -48,7 +71,10 @@ def render_cell(body: str, namespace: dict[str, Any]) -> str:
     except jinja2.TemplateSyntaxError:
         return body
     try:
-        return template.render(namespace)
+        with interruptible():
+            return template.render(namespace)
+    except KeyboardInterrupt:
+        raise TemplateError("cell template: interrupted while rendering; nothing was sent") from None
     except TemplateError:  # a clear message already (notebook_context: no error yet, a missing Out[n])
         raise
     except jinja2.UndefinedError as exc:

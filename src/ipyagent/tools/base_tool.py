@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import functools
 import inspect
 import json
@@ -58,6 +59,22 @@ def _describe(exc: BaseException) -> str:
         return str(exc) or type(exc).__name__
     except Exception:  # an exception whose __str__ raises
         return type(exc).__name__
+
+
+class _Raised:
+    """What a sync tool raised, carried out of its thread as a value."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _catching(call: Callable[[], Any]) -> Any:
+    try:
+        return call()
+    except BaseException as exc:  # noqa: BLE001 - every failure is the tool's result
+        return _Raised(exc)
 
 
 @functools.lru_cache(maxsize=1)
@@ -227,13 +244,21 @@ class BaseTool:
             if inspect.iscoroutinefunction(fn):
                 result = await fn(**args)
             else:
-                result = await asyncio.get_running_loop().run_in_executor(_tool_executor(), functools.partial(fn, **args))
+                # In the caller's context (which agents are running: a nested run fails at once), and
+                # whatever it raises comes back as a value: a KeyboardInterrupt or SystemExit raised
+                # through the loop would stop the loop itself.
+                call = functools.partial(contextvars.copy_context().run, _catching, functools.partial(fn, **args))
+                result = await asyncio.get_running_loop().run_in_executor(_tool_executor(), call)
+                if isinstance(result, _Raised):
+                    raise result.exc
             if self.is_off_prompt(activity):  # kept in its own shape (a table, bytes) for Task Memory
                 from ..memory.artifacts import to_memory_artifact
 
                 return to_memory_artifact(result)
             return to_artifact(result)
-        except (Exception, SystemExit) as exc:  # a tool calling sys.exit() (argparse) is a failed tool, not a dead loop
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # sys.exit() (argparse), KeyboardInterrupt...: a failed tool, not a dead loop
             return ErrorArtifact(value=_describe(exc), exception_type=type(exc).__name__)
 
     def __repr__(self) -> str:

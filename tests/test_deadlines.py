@@ -1,0 +1,210 @@
+"""Nothing runs forever (issue 11): a run's deadline over every turn and tool, a total limit per
+response, tools that raise KeyboardInterrupt / SystemExit / BaseException, nested runs, and an
+interruptible cell template."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from IPython.core.error import UsageError
+
+from ipyagent import Agent
+from ipyagent.agent import defaults
+from ipyagent.agent.compare import compare
+from ipyagent.core import ModelFailed, TextDelta
+from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+
+from .stub_server import FIXTURES, Reply, StubServer, openai_text_reply
+from .test_magics import ip  # noqa: F401 - the in-process shell fixture
+
+TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+TOOL_CALL = FIXTURES / "openai-chat" / "stream-tool-call-single-fragmented.sse"  # get_weather(city, state)
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+
+
+def _forever() -> Reply:
+    """A stream that never ends: a text piece every 50 ms, for an hour."""
+    return openai_text_reply("tick " * 72_000, piece=5, delay=0.05)
+
+
+def _trickle() -> Reply:
+    """One byte at a time, 0.2 s apart (the between-bytes timeout never trips)."""
+    body = b"".join(openai_text_reply("slow words " * 200, piece=11).pieces)
+    return Reply(pieces=[body[i:i + 1] for i in range(len(body))], delay=0.2)
+
+
+def _hang() -> Reply:
+    """The first text, then silence."""
+    reply = openai_text_reply("first words then nothing", piece=12)
+    return Reply(pieces=[b"".join(reply.pieces[:2]), b": keep-alive\n\n"], delay=120)
+
+
+@pytest.mark.parametrize("reply, partial", [(_forever, "tick"), (_trickle, ""), (_hang, "first words")],
+                         ids=["forever", "trickle", "hang"])
+def test_a_run_ends_at_its_deadline_keeping_its_text(reply, partial):
+    with StubServer(reply()) as server:
+        agent = Agent("openai:m", base_url=server.url, timeout=2)
+        events = []
+        started = time.monotonic()
+        result = agent.run("hi", on_event=events.append)
+        elapsed = time.monotonic() - started
+    assert 2 <= elapsed < 3
+    assert result.error is not None and result.error.type == "timeout" and "within 2 s" in result.error.message
+    assert result.text.startswith(partial) and result.text == "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert isinstance(events[-1], ModelFailed) and events[-1].error is result.error  # the view and run store see it
+    assert agent.messages == []  # a failed run does not join the conversation
+
+
+def test_the_response_limit_cuts_a_trickling_server_without_retrying():
+    with StubServer(_trickle()) as server:
+        driver = OpenAIChatPromptDriver("m", base_url=server.url, api_key="k", read_timeout=5, response_timeout=1.5)
+
+        async def collect():
+            return [e async for e in driver.stream(Agent(driver).prompt_stack("hi"))]
+
+        started = time.monotonic()
+        events = asyncio.run(collect())
+        elapsed = time.monotonic() - started
+    failed = events[-1]
+    assert isinstance(failed, ModelFailed) and failed.error.type == "timeout" and "response_timeout" in failed.error.message
+    assert 1.5 <= elapsed < 2.5 and len(server.requests) == 1
+
+
+def test_the_default_deadline_is_documented_and_switchable():
+    assert defaults.DEFAULT_TIMEOUT == 600 and Agent("openai:m").timeout == 600
+    with defaults.using(timeout=5):
+        agent = Agent("openai:m")
+        assert agent.timeout == 5
+    assert agent.timeout == 600  # follows the default in force when it runs
+    assert Agent("openai:m", timeout=7).timeout == 7
+    for bad in (0, -1, "5", True):
+        with pytest.raises(ValueError, match="positive number of seconds"):
+            Agent("openai:m", timeout=bad)
+
+
+def test_compare_ends_a_hanging_provider_at_its_deadline_while_the_others_finish():
+    with StubServer(Reply.sse_file(TEXT)) as quick, StubServer(_hang()) as slow:
+        started = time.monotonic()
+        result = compare([Agent("openai:quick", base_url=quick.url), Agent("openai:slow", base_url=slow.url)], "hi", timeout=2)
+        elapsed = time.monotonic() - started
+    figures = {f.provider: f for f in result.figures}
+    assert figures["openai:quick"].ok and figures["openai:quick"].error is None
+    assert figures["openai:slow"].error_type == "timeout"
+    assert 2 <= elapsed < 3
+
+
+def test_magics_take_a_timeout_and_provider_sets_the_session_default(ip, capsys):  # noqa: F811
+    with StubServer(_forever()) as server:
+        ip.run_line_magic("provider", f"openai:m --base-url {server.url}/v1 --timeout 2")
+        assert defaults.session_default().timeout == 2
+        capsys.readouterr()
+        ip.run_line_magic("provider", "")
+        assert "timeout: 2 s per run" in capsys.readouterr().out
+        started = time.monotonic()
+        ip.run_cell_magic("agent", "-o res", "hi")
+        assert time.monotonic() - started < 3
+        assert ip.user_ns["res"].error.type == "timeout" and ip.user_ns["res"].text.startswith("tick")
+        started = time.monotonic()
+        ip.run_cell_magic("agent", "--timeout 1 -o res", "hi")
+        assert 1 <= time.monotonic() - started < 2 and "within 1 s" in ip.user_ns["res"].error.message
+        started = time.monotonic()
+        ip.run_cell_magic("compare", "openai:m openai:m2 --timeout 1 -o cmp", "hi")
+        assert time.monotonic() - started < 2
+    for magic, line in (("provider", "--timeout 0"), ("agent", "--timeout -1")):
+        with pytest.raises(UsageError, match="--timeout must be a positive number"):
+            (ip.run_line_magic(magic, line) if magic == "provider" else ip.run_cell_magic(magic, line, "hi"))
+    ip.user_ns.pop("cmp", None)
+
+
+class Fatal(BaseException):
+    """An exception outside the Exception tree."""
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt("stop"), SystemExit(3), Fatal("fatal")], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_tool_raising_outside_exception_is_an_error_result(exc, kind):
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        raise exc
+
+    async def aget_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        raise exc
+
+    tool = get_weather if kind == "sync" else aget_weather
+    tool.__name__ = "get_weather"
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
+        result = Agent("openai:m", base_url=server.url, tools=[tool], timeout=10).run("weather?")
+        second = server.requests[1]["body"]["messages"][-1]
+    assert result.error is None and result.text  # the run went on to its answer
+    [action] = result.actions
+    assert action.output.type == "error" and action.output.exception_type == type(exc).__name__
+    assert second["role"] == "tool" and (str(exc) or type(exc).__name__) in json.dumps(second)
+
+
+def test_a_tool_running_its_own_agent_fails_at_once_and_another_agent_works():
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT), Reply.sse_file(TEXT)) as server:
+        agents: dict[str, Agent] = {}
+
+        def get_weather(city: str, state: str = "") -> str:
+            """Weather now."""
+            try:
+                agents["outer"].run("again")
+            except RuntimeError as exc:
+                nested = str(exc)
+            return nested + " | " + Agent("openai:other", base_url=server.url).run(f"weather in {city}").text
+
+        agents["outer"] = Agent("openai:m", base_url=server.url, tools=[get_weather], timeout=10)
+        started = time.monotonic()
+        result = agents["outer"].run("weather?")
+    assert time.monotonic() - started < 5 and result.error is None
+    output = result.actions[0].output.to_text()
+    assert "is running the tool that tried to run it again" in output and "I'm unable to" in output
+
+
+@pytest.mark.notebook
+def test_a_kernel_interrupt_stops_a_runaway_template_and_a_tool_interrupt_is_a_result():
+    """In a real kernel (where %%agent cells await): an interrupt stops ``{% for %}`` over a
+    huge range with one line and nothing sent; a tool raising KeyboardInterrupt ends as an
+    error result; after each, the kernel answers the next cell within 2 s."""
+    from jupyter_client.manager import start_new_kernel
+
+    from .kernels import wait_reply
+
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
+        km, kc = start_new_kernel(kernel_name="python3")
+        try:
+            def run(code: str, timeout: float = 30) -> tuple[dict, list[dict]]:
+                return wait_reply(kc, kc.execute(code), timeout)
+
+            setup = (f"%load_ext ipyagent\n%provider openai:gpt-4.1-mini --base-url {server.url}/v1\n"
+                     "def get_weather(city: str, state: str = '') -> str:\n    '''Weather now.'''\n    raise KeyboardInterrupt('tool stop')")
+            assert run(setup)[0]["content"]["status"] == "ok"
+
+            msg_id = kc.execute("%%agent\n{% for i in range(10**10) %}x{% endfor %}")
+            time.sleep(1.5)  # rendering by now
+            km.interrupt_kernel()
+            reply, iopub = wait_reply(kc, msg_id, 10)
+            assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "UsageError"
+            assert "interrupted while rendering" in reply["content"]["evalue"] and not server.requests
+            started = time.monotonic()
+            assert run("1 + 1", timeout=2)[0]["content"]["status"] == "ok"
+            assert time.monotonic() - started < 2
+
+            reply, _ = run("%%agent --tools get_weather -o res\nWeather?", timeout=30)
+            assert reply["content"]["status"] == "ok"
+            started = time.monotonic()
+            reply, iopub = run("print(res.error, res.actions[0].output.exception_type, res.actions[0].output.value)", timeout=2)
+            assert time.monotonic() - started < 2
+            out = "".join(m["content"].get("text", "") for m in iopub if m["msg_type"] == "stream")
+            assert out.strip() == "None KeyboardInterrupt tool stop"
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
