@@ -208,3 +208,16 @@ def test_a_kernel_interrupt_stops_a_runaway_template_and_a_tool_interrupt_is_a_r
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
+
+
+def test_runs_one_after_another_in_one_task_are_not_nested():
+    with StubServer(Reply.sse_file(TEXT)) as server:
+        agent = Agent("openai:m", base_url=server.url)
+
+        async def twice():
+            return [await agent.arun("one"), await agent.arun("two")]
+
+        from ipyagent.agent.loop_thread import run_sync
+
+        results = run_sync(twice())  # on ipyagent's loop: both runs in one task, as a comparison's are
+    assert [r.error for r in results] == [None, None] and len(server.requests) == 2
