@@ -18,6 +18,7 @@ import { Widget } from '@lumino/widgets';
 import MarkdownIt from 'markdown-it';
 
 import { inertMarkdown } from './inert';
+import { renderNextCell } from './next_cell';
 import { renderComparison, renderTranscript } from './transcript';
 
 /** The MIME type of a transcript. */
@@ -57,6 +58,10 @@ export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer 
       this._sanitizer.sanitize(markdown.render(text));
     const render = this._mimeType === COMPARISON_MIME_TYPE ? renderComparison : renderTranscript;
     this.node.replaceChildren(...render(data, toHtml));
+    const nextCell = this._mimeType === MIME_TYPE ? renderNextCell((data as { next_cell?: unknown } | null)?.next_cell, this) : null;
+    if (nextCell) {
+      this.node.appendChild(nextCell);
+    }
     return Promise.resolve();
   }
 
