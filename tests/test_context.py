@@ -222,6 +222,16 @@ def test_our_own_frames_are_dropped_from_the_traceback(ip, server) -> None:
     assert "summarize.py" not in tb and "site-packages/ipyagent" not in tb
 
 
+def test_a_syntax_error_is_the_cell_and_the_caret_without_ipythons_frames(ip, server) -> None:
+    bad = run(ip, "x = (1,\ny = 2")
+    assert isinstance(bad.error_before_exec, SyntaxError)
+    run(ip, "%agent fix")
+    text = user_text(server)
+    assert f"raised by cell In[{bad.execution_count}]:\n```python\nx = (1,\ny = 2\n```" in text
+    assert text.split("traceback:\n")[1].startswith(f"  Cell In[{bad.execution_count}], line 1\n    x = (1,\n        ^\nSyntaxError: '(' was never closed")
+    assert "interactiveshell.py" not in text and "compilerop.py" not in text
+
+
 def test_error_in_a_template_is_the_same_context_as_text(ip, server) -> None:
     run(ip, "1 / 0")
     run(ip, "%%agent\nExplain: {{ error }}")
@@ -269,6 +279,16 @@ def test_context_blocks_never_carry_a_key(ip, server) -> None:
     text = user_text(server)
     assert "sk-context-test" not in text
     assert text.count("[redacted]") == 2 and "\"token\": \"[redacted]\"" in text
+
+
+def test_attached_context_counts_when_old_turns_are_fitted_to_the_window(ip, server) -> None:
+    run(ip, "%%agent\n" + "old words " * 400)  # a turn of about 1,000 tokens
+    ip.user_ns["big"] = "z" * 20_000
+    run(ip, "%%agent --context-window 3000 --context-budget 1000\nshort")
+    assert len(server.requests[-1]["body"]["messages"]) == 3  # without context the old turn fits
+    run(ip, "%%agent --with big --context-window 3000 --context-budget 2000\nshort")
+    messages = server.requests[-1]["body"]["messages"]
+    assert not any("old words" in m["content"] for m in messages)  # with ~2,000 tokens attached it does not
 
 
 def test_in_and_out_in_templates_name_a_missing_cell(ip, server) -> None:

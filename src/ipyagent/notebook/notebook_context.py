@@ -26,6 +26,11 @@ from .template import TemplateError
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
 _PACKAGE = str(Path(__file__).resolve().parents[1])
 
+
+def _ipython_dir() -> str | None:
+    module = sys.modules.get("IPython")
+    return str(Path(module.__file__).resolve().parent) if module is not None and module.__file__ else None
+
 #: The instruction sent with the last error (``%agent fix``, ``%%agent --error``).
 FIX_INSTRUCTION = (
     "The cell below raised an exception in my Jupyter notebook. Explain the cause briefly, then give the "
@@ -88,13 +93,14 @@ def _input(shell: Any, count: int) -> str | None:
 
 
 def _own_frames_dropped(tb: types.TracebackType | None) -> types.TracebackType | None:
-    """`tb` without ipyagent's frames, and without the frames before the first notebook
-    cell (IPython's own ``run_code``), when there is one."""
+    """`tb` without ipyagent's and IPython's own frames (``run_cell``, the parser of a cell
+    with a syntax error), and without anything before the first notebook cell."""
     frames = []
     while tb is not None:
         frames.append(tb)
         tb = tb.tb_next
-    kept = [t for t in frames if not t.tb_frame.f_code.co_filename.startswith(_PACKAGE)]
+    own = tuple(p for p in (_PACKAGE, _ipython_dir()) if p)
+    kept = [t for t in frames if not t.tb_frame.f_code.co_filename.startswith(own)]
     cells = [n for n, t in enumerate(kept) if _is_cell(t.tb_frame.f_code.co_filename)]
     if cells:
         kept = kept[cells[0]:]

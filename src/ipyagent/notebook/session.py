@@ -65,11 +65,12 @@ class Session:
         """Prepare one run of `prompt` by `agent` in `thread`. Returns the run's recorder, whose
         `options` are `options` with the thread's system prompt and history: its completed
         turns, the oldest dropped whole to fit `max_history` turns and the context `window`
-        (tokens; default the model's). `options.tools` is a `Toolbox`."""
+        (tokens; default the model's) after the prompt and its attached context blocks
+        (`options.context`, our estimate). `options.tools` is a `Toolbox`."""
         chosen = self.threads.get(thread)
         driver = agent.driver
         window = window or context_window(driver.model, getattr(driver, "provider", None))
-        fixed = estimate_text(system_text(chosen.system) + prompt)
+        fixed = estimate_text(system_text(chosen.system) + prompt) + sum(block.tokens for block in options.context)
         fixed += estimate_text(json.dumps([d.model_dump() for d in options.tools.definitions()]))
         budget = max(0, window - output_reserve(window) - fixed)
         composition = chosen.compose(max_turns=max_history, budget_tokens=budget)
