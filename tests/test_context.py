@@ -256,6 +256,10 @@ def test_with_attaches_summaries_within_the_budget(ip, server) -> None:
     assert question == "Which month sold most?"
     result = run(ip, "%%agent --with nope\nx")
     assert "--with: 'nope' is not defined" in str(result.error_in_exec)
+    run(ip, "%%agent --with df.columns\nx")
+    assert user_text(server).startswith('<context source="variable" name="df.columns" type="pandas.Index">')
+    result = run(ip, "%%agent --with df.nothing_here\nx")
+    assert "--with: 'df.nothing_here': DataFrame has no attribute 'nothing_here'" in str(result.error_in_exec)
     run(ip, "%%agent\n{{ monthly | context(50) }} / {{ monthly }}")
     assert user_text(server) == "dict with 2 keys:\n{\n  \"Jan\": 120,\n  \"Feb\": 95\n} / {'Jan': 120, 'Feb': 95}"
 

@@ -254,12 +254,26 @@ class AgentMagics(Magics):
         for name in (n.strip() for group in args.with_ or () for n in group.split(",")):
             if not name:
                 continue
-            if name not in self.shell.user_ns:
-                raise UsageError(f"--with: {name!r} is not defined; define it in a cell first (or check the spelling)")
-            blocks.append(variable_block(name, self.shell.user_ns[name], budget))
+            blocks.append(variable_block(name, self._lookup(name), budget))
         if args.cells:
             blocks += cell_blocks(self.shell, args.cells, budget)
         return blocks
+
+    def _lookup(self, name: str) -> Any:
+        """A ``--with`` name: a variable, or an attribute path on one (``df.columns``); nothing is evaluated.
+
+        Raises:
+            UsageError: the variable or an attribute is missing.
+        """
+        base, *attributes = name.split(".")
+        if base not in self.shell.user_ns:
+            raise UsageError(f"--with: {base!r} is not defined; define it in a cell first (or check the spelling)")
+        value = self.shell.user_ns[base]
+        for attribute in attributes:
+            if attribute.startswith("_") or not hasattr(value, attribute):
+                raise UsageError(f"--with: {name!r}: {type(value).__name__} has no attribute {attribute!r}")
+            value = getattr(value, attribute)
+        return value
 
     def _next_cell(self, result: AgentResult, language: str | None) -> NextCell | None:
         """``--code``: the answer's code into a new cell below (``set_next_input``); None when
@@ -481,7 +495,7 @@ class AgentMagics(Magics):
     @argument("--strategy", choices=("native", "tool", "rule"), help="how --schema is asked for (default: the provider's best)")
     @argument("--image", metavar="PATH_OR_VAR", action="append", help="add an image: a file path, URL, or a variable holding bytes, a PIL image or a matplotlib figure (repeatable)")
     @argument("--error", action="store_true", help="send the last exception (traceback, failing cell) and ask to explain and fix it (as %%agent fix)")
-    @argument("--with", dest="with_", metavar="NAME[,NAME]", action="append", help="attach variables summarized for the model (DataFrame schema and head, array shape, ...)")
+    @argument("--with", dest="with_", metavar="NAME[,NAME]", action="append", help="attach variables (or attribute paths: df.dtypes) summarized for the model (DataFrame schema and head, array shape, ...)")
     @argument("--cells", type=int, metavar="N", help="attach the N previous cells' sources and text outputs")
     @argument("--context-budget", type=int, metavar="TOKENS", help=f"tokens each attached summary may take at most (default {DEFAULT_BUDGET})")
     @argument("--code", nargs="?", const="python", metavar="LANG", help="put the answer's first Python code block (LANG: another language; all: every block) into a new cell below, not run")
