@@ -45,15 +45,16 @@ class ApprovalButtons:
         approve = widgets.Button(description="Approve", button_style="success", icon="check")
         deny = widgets.Button(description="Deny", button_style="danger", icon="times")
         row = widgets.HBox([label, approve, deny])
-        row.add_class("ipyagent-approval")
 
         def decide(value: bool) -> None:
             if not answer.done():
                 answer.set_result(value)
 
-        # Clicks arrive on the kernel's thread; the answer is handed to this loop.
+        # Clicks arrive on the kernel's thread; the answer is handed to this loop. The row is
+        # marked shown only once the handlers are attached, so no click can come before them.
         approve.on_click(lambda _: loop.call_soon_threadsafe(decide, True))
         deny.on_click(lambda _: loop.call_soon_threadsafe(decide, False))
+        row.add_class("ipyagent-approval")
         self.container.children = (*self.container.children, row)
         try:
             verdict = await answer
