@@ -21,6 +21,7 @@ import json
 import time
 import weakref
 from abc import ABC, abstractmethod
+from contextlib import aclosing
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -47,7 +48,8 @@ from ..core import (
     unsupported_setting,
 )
 from . import pricing
-from .aggregate import Aggregator, BlockIndex, StreamMeta, merge_meta  # noqa: F401 - BlockIndex, StreamMeta: for drivers
+from ._turn import Opened, Turn
+from .aggregate import BlockIndex, StreamMeta, merge_meta  # noqa: F401 - BlockIndex, StreamMeta: for drivers
 from .models import ModelListing, parse_openai, with_known_facts
 from .pricing import Cost
 from .structured import STRATEGIES, with_rule_instruction
@@ -458,7 +460,19 @@ class BasePromptDriver(ABC):
         detail = redact(f"{type(exc).__name__}: {exc}")[:300]
         return ProviderError("invalid_response", f"{self.provider} sent a reply ipyagent could not read ({detail})", retryable=False)
 
+    def _as_provider_error(self, exc: Exception, url: str) -> ProviderError:
+        """Any failure while sending or reading, as the `ProviderError` it means."""
+        if isinstance(exc, ProviderError):
+            return exc
+        if isinstance(exc, TimeoutError):  # the response's own deadline (`_next`), not a network timeout
+            return self._too_slow()
+        if isinstance(exc, httpx2.TransportError):
+            return self._transport_error(exc, url)
+        return self._unreadable(exc)  # JSON of the wrong shape: a translation that cannot read it
+
     def _wait(self, state: RetryCallState) -> float:
+        """Seconds before the next try: the provider's ``Retry-After`` when it gave one, else
+        exponential backoff with jitter (0.5 s doubling, at most 8 s); never over `max_retry_wait`."""
         exc = state.outcome.exception() if state.outcome else None
         asked = getattr(exc, "retry_after", None)
         if asked is not None:
@@ -469,25 +483,26 @@ class BasePromptDriver(ABC):
         return ProviderError("timeout", f"{self.provider} did not finish its response within {self.response_timeout:g} s "
                              "(response_timeout); the text so far is kept", retryable=False)
 
-    async def _open(self, request: httpx2.Request) -> tuple[httpx2.Response, AsyncIterator[Any], list[Any], float]:
-        """Send `request` and read until the first delta (or the end of the stream).
+    def _retryable(self, exc: BaseException) -> bool:
+        """Retry a retryable `ProviderError`, unless the provider asks for a longer wait than
+        `max_retry_wait`: that is reported at once rather than slept through (DESIGN.md)."""
+        return isinstance(exc, ProviderError) and exc.retryable and (exc.retry_after is None or exc.retry_after <= self.max_retry_wait)
 
-        Everything up to here may be retried: nothing has been shown yet.
-        Returns the open response, the parse iterator, the items read and the response's deadline.
+    async def _open(self, request: httpx2.Request) -> Opened:
+        """One try: send `request` and read until the first delta (or the end of the stream).
+
+        Everything up to here may be retried: nothing has been shown yet. A failed try
+        closes its response and raises `ProviderError`.
         """
-        client = self._client_for()
-        url = str(request.url)
         gate = self.rate_gate
         if gate is not None:
             await gate.wait()
         deadline = asyncio.get_running_loop().time() + self.response_timeout
         try:
             async with asyncio.timeout_at(deadline):
-                response = await client.send(request, stream=True)
-        except httpx2.TransportError as exc:
-            raise self._transport_error(exc, url) from None
-        except TimeoutError:
-            raise self._too_slow() from None
+                response = await self._client_for().send(request, stream=True)
+        except (httpx2.TransportError, TimeoutError) as exc:
+            raise self._as_provider_error(exc, str(request.url)) from None
         try:
             if response.status_code >= 400:
                 async with asyncio.timeout_at(deadline):
@@ -506,152 +521,137 @@ class BasePromptDriver(ABC):
                 head.append(item)
                 if isinstance(item, DeltaMessage):
                     break
-            return response, items, head, deadline
-        except TimeoutError:
+            return Opened(response, items, head, deadline)
+        except BaseException as exc:
             await response.aclose()
-            raise self._too_slow() from None
-        except httpx2.TransportError as exc:
-            await response.aclose()
-            raise self._transport_error(exc, url) from None
-        except ProviderError:
-            await response.aclose()
-            raise
-        except Exception as exc:  # JSON of the wrong shape: a translation that cannot read it
-            await response.aclose()
-            raise self._unreadable(exc) from None
-        except BaseException:
-            await response.aclose()
+            if isinstance(exc, Exception):
+                raise self._as_provider_error(exc, str(request.url)) from None
             raise
 
+    async def _send(self, request: httpx2.Request, turn: Turn) -> Opened:
+        """Step 1, send with retries: timeouts, connection errors, 429, 5xx and overloaded
+        are tried again (`max_attempts` in all, `_wait` between), the rest raise at once.
+
+        Raises:
+            ProviderError: the last try's error.
+        """
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait,
+                                 retry=retry_if_exception(self._retryable), before=turn.attempt,
+                                 before_sleep=turn.waiting, reraise=True)
+        opened = await retrying(self._open, request)
+        turn.request_id = opened.response.headers.get("x-request-id")
+        return opened
+
+    async def _relay(self, opened: Opened, turn: Turn, url: str) -> AsyncIterator[DeltaMessage]:
+        """Step 2, relay: every delta as it arrives (the head read by `_open` first), kept for
+        the final message; the rest (usage, stop reason, ids) merged into `turn.meta`.
+
+        Raises:
+            ProviderError: an error inside the stream, a broken connection, an unreadable chunk,
+                the response past its deadline (``timeout``, not retried).
+        """
+        add, meta = turn.agg.add, turn.meta
+        try:
+            for item in opened.head:
+                if isinstance(item, DeltaMessage):
+                    turn.ttft_s = time.monotonic() - turn.started
+                    add(item)
+                    yield item
+                else:
+                    merge_meta(meta, item)
+            items, deadline = opened.items, opened.deadline
+            while True:
+                try:
+                    item = await _next(items, deadline)
+                except StopAsyncIteration:
+                    break
+                if isinstance(item, DeltaMessage):
+                    add(item)
+                    yield item
+                else:
+                    merge_meta(meta, item)
+        except Exception as exc:
+            raise self._as_provider_error(exc, url) from None
+
+    async def _complete(self, turn: Turn) -> ModelCompleted:
+        """Step 3, complete: the final message from the deltas, its usage, stop reason and price.
+
+        Raises:
+            ProviderError: ``invalid_response`` when the stream ended without a stop reason
+                (cut short) or the deltas do not form a message.
+        """
+        meta = turn.meta
+        if meta.stop_kind is None and meta.stop_raw is None:
+            # Every protocol ends a reply with a stop signal; without one the stream was cut
+            # short (a closed connection, a proxy's error page): keep the text, do not pass it off as done.
+            raise ProviderError("invalid_response", f"the {self.provider} stream ended before the model finished "
+                                "(no stop reason arrived); the text so far is kept", retryable=False)
+        try:
+            message = turn.agg.message(strict=True)
+        except ValueError as exc:
+            if meta.stop_kind is not StopKind.max_tokens:
+                raise ProviderError("invalid_response", str(exc), retryable=False) from None
+            # Cut off by max_tokens inside a tool call: report the partial call, not a broken one.
+            turn.partial_tool_calls = []
+            message = turn.agg.message(strict=False, dropped=turn.partial_tool_calls)
+        except Exception as exc:
+            raise ProviderError("invalid_response", str(exc), retryable=False) from None
+        model = meta.model or self.model
+        usage = meta.usage or Usage()
+        # Off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams.
+        cost = await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, model)
+        if not turn.replayed:
+            pricing.LEDGER.record(self.provider, model, cost, usage)
+        metadata = turn.metadata(self.provider, model, cost=cost.to_dict() if cost is not None else None)
+        message.usage, message.metadata = usage, dict(metadata)  # the message's own copy: no dict shared with the event
+        return ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
+
     async def stream(self, prompt_stack: PromptStack) -> AsyncIterator[Event]:
-        """Stream one model turn as events.
+        """Stream one model turn as events: send (with retries) -> relay -> complete.
 
         Yields `ModelStarted`, then `TextDelta` / `ReasoningDelta` /
         `ToolCallDelta` as they arrive, then exactly one `ModelCompleted` or
         `ModelFailed`. A capability or option problem raises `ProviderError`
-        before anything is sent. Cancelling the consumer closes the response.
+        before anything is sent. The response is closed in one place, however
+        the turn ends (cancelling the consumer included).
         """
         self.check_capabilities(prompt_stack)
         if self.output_strategy(prompt_stack) == "rule":
             prompt_stack = with_rule_instruction(prompt_stack)
         path, body = self.build_request(prompt_stack)
-        request = self._client_for().build_request(
-            "POST", f"{self.base_url}{path}", json=body, headers=self.headers()
-        )
-        metadata: dict[str, Any] = {"attempts": 0, "retry_waits": [], "replayed": bool(getattr(self.transport, "replays", False))}
-        if prompt_stack.settings:
-            metadata["settings"] = prompt_stack.settings.as_dict()  # shown in footers and transcripts
-        if prompt_stack.system_blocks or prompt_stack.system_dropped:  # what %agent inspect shows
-            metadata["system_blocks"] = [b.summary(True) for b in prompt_stack.system_blocks] + \
-                [b.summary(False) for b in prompt_stack.system_dropped]
-        started = time.monotonic()
+        request = self._client_for().build_request("POST", f"{self.base_url}{path}", json=body, headers=self.headers())
+        turn = Turn(time.monotonic(), bool(getattr(self.transport, "replays", False)),
+                    prompt_stack.settings.as_dict() if prompt_stack.settings else None)
         yield ModelStarted(provider=self.provider, model=self.model,
                            request={"url": redact(str(request.url)), "body": body})  # no headers: no key
-        agg = Aggregator()
-        meta = StreamMeta()
-
-        def before_sleep(state: RetryCallState) -> None:
-            metadata["retry_waits"].append(round(state.upcoming_sleep, 3))
-            exc = state.outcome.exception() if state.outcome else None
-            metadata["last_error"] = str(exc)
-
-        def count(state: RetryCallState) -> None:
-            metadata["attempts"] = state.attempt_number
-
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.max_attempts),
-            wait=self._wait,
-            # A provider asking for a longer wait than max_retry_wait: report it now rather than sleep.
-            retry=retry_if_exception(lambda e: isinstance(e, ProviderError) and e.retryable
-                                     and (e.retry_after is None or e.retry_after <= self.max_retry_wait)),
-            before=count,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-        response: httpx2.Response | None = None
+        opened: Opened | None = None
         try:
-            try:
-                response, items, head, deadline = await retrying(self._open, request)
-            except ProviderError as exc:
-                yield self._failed(exc, agg, metadata, started, strict=False)
-                return
-            metadata["request_id"] = response.headers.get("x-request-id")
-            try:
-                for item in head:
-                    if isinstance(item, DeltaMessage):
-                        metadata.setdefault("ttft_s", time.monotonic() - started)
-                        agg.add(item)
-                        yield item
-                    else:
-                        merge_meta(meta, item)
-                while True:
-                    try:
-                        item = await _next(items, deadline)
-                    except StopAsyncIteration:
-                        break
-                    if isinstance(item, DeltaMessage):
-                        agg.add(item)
-                        yield item
-                    else:
-                        merge_meta(meta, item)
-            except TimeoutError:
-                yield self._failed(self._too_slow(), agg, metadata, started, strict=False)
-                return
-            except ProviderError as exc:
-                yield self._failed(exc, agg, metadata, started, strict=False)
-                return
-            except httpx2.TransportError as exc:
-                yield self._failed(self._transport_error(exc, str(request.url)), agg, metadata, started, strict=False)
-                return
-            except Exception as exc:  # JSON of the wrong shape: a translation that cannot read it
-                yield self._failed(self._unreadable(exc), agg, metadata, started, strict=False)
-                return
-            if meta.stop_kind is None and meta.stop_raw is None:
-                # Every protocol ends a reply with a stop signal; without one the stream was cut
-                # short (a closed connection, a proxy's error page): keep the text, do not pass it off as done.
-                error = ProviderError("invalid_response", f"the {self.provider} stream ended before the model finished "
-                                      "(no stop reason arrived); the text so far is kept", retryable=False)
-                yield self._failed(error, agg, metadata, started, strict=False)
-                return
-            try:
-                message = agg.message(strict=True)
-            except Exception as exc:
-                if not isinstance(exc, ValueError) or meta.stop_kind is not StopKind.max_tokens:
-                    error = ProviderError("invalid_response", str(exc), retryable=False)
-                    yield self._failed(error, agg, metadata, started, strict=False)
-                    return
-                # Cut off by max_tokens inside a tool call: report the partial call, not a broken one.
-                metadata["partial_tool_calls"] = partial_calls = []
-                message = agg.message(strict=False, dropped=partial_calls)
-            if metadata.get("ttft_s") is None:
-                metadata["ttft_s"] = None
-            metadata["latency_s"] = time.monotonic() - started
-            metadata["request_id"] = meta.request_id or metadata["request_id"]
-            metadata["provider"], metadata["model"] = self.provider, meta.model or self.model
-            usage = meta.usage or Usage()
-            # Off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams.
-            cost = await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, metadata["model"])
-            metadata["cost"] = cost.to_dict() if cost is not None else None
-            if not metadata["replayed"]:
-                pricing.LEDGER.record(self.provider, metadata["model"], cost, usage)
-            message.usage, message.metadata = usage, dict(metadata)  # the message's own copy: no dict shared with the event
-            yield ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
+            opened = await self._send(request, turn)
+            async with aclosing(self._relay(opened, turn, str(request.url))) as deltas:
+                async for delta in deltas:
+                    yield delta
+            completed = await self._complete(turn)
+        except ProviderError as exc:
+            yield self._failed(exc, turn)
+        else:
+            yield completed
         finally:
-            if response is not None:
-                await response.aclose()
+            if opened is not None:
+                await opened.response.aclose()
 
-    def _failed(self, error: ProviderError, agg: Aggregator, metadata: dict[str, Any], started: float, *, strict: bool) -> ModelFailed:
-        metadata["latency_s"] = time.monotonic() - started
-        metadata["provider"], metadata["model"] = self.provider, self.model
-        if metadata.get("attempts", 0) > 1 and error.retryable:
-            error.message = f"{error.message} (gave up after {metadata['attempts']} attempts)"
+    def _failed(self, error: ProviderError, turn: Turn) -> ModelFailed:
+        """The turn failed: `error` (redacted, with the attempts when retries gave up) and the
+        partial message of what arrived (tool calls that cannot be read left out)."""
+        if turn.attempts > 1 and error.retryable:
+            error.message = f"{error.message} (gave up after {turn.attempts} attempts)"
         error.message = redact(error.message)  # a provider may echo the key back in an error
         if error.raw is not None:
             error.raw = redact_data(error.raw)
         try:
-            partial = agg.message(strict=strict)
+            partial = turn.agg.message(strict=False)
         except Exception:  # deltas that cannot form a message: keep what reads, the error says the rest
             partial = Message(role="assistant")
+        metadata = turn.metadata(self.provider, self.model)
         partial.metadata = {**metadata, "partial": True, "error": error.to_dict()}
         return ModelFailed(error=error, partial=partial, metadata=metadata)
 
