@@ -622,6 +622,9 @@ class BasePromptDriver(ABC):
         request = self._client_for().build_request("POST", f"{self.base_url}{path}", json=body, headers=self.headers())
         turn = Turn(time.monotonic(), bool(getattr(self.transport, "replays", False)),
                     prompt_stack.settings.as_dict() if prompt_stack.settings else None)
+        if prompt_stack.system_blocks or prompt_stack.system_dropped:  # what %agent inspect shows
+            turn.system_blocks = [b.summary(True) for b in prompt_stack.system_blocks] + \
+                [b.summary(False) for b in prompt_stack.system_dropped]
         yield ModelStarted(provider=self.provider, model=self.model,
                            request={"url": redact(str(request.url)), "body": body})  # no headers: no key
         opened: Opened | None = None
