@@ -15,6 +15,7 @@ export npm_config_update_notifier := false
 export npm_config_fund := false
 export npm_config_audit := false
 LABEXT_OUT := src/ipyagent/labextension
+LIVE_OUT   := src/ipyagent/notebook/static
 LABEXT_SRC := labextension/package.json labextension/package-lock.json labextension/tsconfig.json $(wildcard labextension/src/*.ts labextension/style/*)
 
 .PHONY: test test-browser browser-deps demo bench install clean
@@ -25,7 +26,7 @@ LABEXT_SRC := labextension/package.json labextension/package-lock.json labextens
 $(VENV)/.installed-%: pyproject.toml $(LABEXT_SRC)
 	mkdir -p $(IPYTHONDIR) $(JUPYTER_CONFIG_DIR) $(JUPYTER_DATA_DIR) $(JUPYTER_RUNTIME_DIR)
 	test -x $(PY) || python3 -m venv $(VENV)
-	if [ -f $(LABEXT_OUT)/package.json ] && [ -n "$$(find $(LABEXT_SRC) -newer $(LABEXT_OUT)/package.json)" ]; then rm -rf $(LABEXT_OUT); fi
+	if [ -f $(LABEXT_OUT)/package.json ] && [ -n "$$(find $(LABEXT_SRC) -newer $(LABEXT_OUT)/package.json)" ]; then rm -rf $(LABEXT_OUT) $(LIVE_OUT); fi
 	$(PY) -m pip install -q -e '.[$*]'
 	touch $@
 

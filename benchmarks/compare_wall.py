@@ -47,7 +47,8 @@ def main() -> int:
             def cell(providers: list[str]) -> float:
                 with contextlib.redirect_stdout(io.StringIO()):
                     t0 = time.perf_counter()
-                    comparison = shell.run_cell_magic("compare", " ".join(providers), "Say something.")
+                    shell.run_cell_magic("compare", " ".join(providers) + " -o cmp", "Say something.")
+                    comparison = shell.user_ns["cmp"]
                     wall = time.perf_counter() - t0
                 assert all(f.ok for f in comparison.figures), [f.error for f in comparison.figures]
                 assert all(f.result.text == payload.text for f in comparison.figures)

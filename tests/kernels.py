@@ -12,16 +12,22 @@ def widget_values(nb) -> dict[str, dict]:
     return {model_id: model["state"] for model_id, model in state.items()}
 
 
+def transcript_of(cell) -> dict:
+    """The saved transcript (its JSON) of the run shown by `cell`."""
+    (doc,) = [o["data"]["application/vnd.ipyagent.transcript+json"] for o in cell.outputs
+              if "application/vnd.ipyagent.transcript+json" in o.get("data", {})]
+    return doc
+
+
 def view_html(nb, cell) -> tuple[str, str]:
-    """(body HTML, footer HTML) of the agent view displayed by `cell`."""
-    states = widget_values(nb)
-    # When the run ended, the live view's output was replaced by the transcript, which names the view's model.
-    (view_id,) = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] if "data" in o
-                  and "application/vnd.jupyter.widget-view+json" in o["data"] else o["metadata"]["ipyagent"]["view_model_id"]
-                  for o in cell.outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
-                  or "view_model_id" in o.get("metadata", {}).get("ipyagent", {})]
-    children = [c.removeprefix("IPY_MODEL_") for c in states[view_id]["children"]]
-    return states[children[1]]["value"], states[children[-1]]["value"]
+    """(body HTML, footer text) of the run shown by `cell`, as saved: the answer rendered as
+    the view renders it, and the footer figures."""
+    from ipyagent.core.transcript import Transcript
+    from ipyagent.notebook.render import markdown_to_html
+    from ipyagent.notebook.transcript_render import footer_figures
+
+    transcript = Transcript.from_json(transcript_of(cell))
+    return markdown_to_html(transcript.text), " · ".join(footer_figures(transcript))
 
 
 def wait_reply(kc, msg_id: str, timeout: float) -> tuple[dict, list[dict]]:
@@ -50,3 +56,24 @@ def wait_reply(kc, msg_id: str, timeout: float) -> tuple[dict, list[dict]]:
             pass
     assert reply is not None, f"no reply within {timeout} s"
     return reply, iopub
+
+
+def lab_like_client(nb, **kwargs):
+    """An nbclient `NotebookClient` that drops the state of closed widgets, as JupyterLab's
+    widget manager does (nbclient keeps every widget it ever saw, closed or not)."""
+    from nbclient import NotebookClient
+
+    class LabLikeClient(NotebookClient):
+        def handle_comm_msg(self, outs, msg, cell_index):
+            super().handle_comm_msg(outs, msg, cell_index)
+            if msg["msg_type"] == "comm_close":
+                self.widget_state.pop(msg["content"]["comm_id"], None)
+                self.widget_buffers.pop(msg["content"]["comm_id"], None)
+
+    return LabLikeClient(nb, **kwargs)
+
+
+def widget_state_left(nb) -> list[str]:
+    """The model names of the widgets whose state a saved notebook keeps."""
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    return [m["model_name"] for m in state.values()]

@@ -36,7 +36,13 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
             assert by_client["floor (httpx2 EventSource + json.loads)"]["ratio"] == 1.0
             assert by_client["ipyagent driver run()"]["median_s"] > 0
     elif name == "render_path":
-        assert data["summary"]["view"]["exact"] is True
+        verdict = data["verdict"]
+        assert verdict["exact"] is True  # the front end rebuilds the answer exactly
+        assert verdict["max_frames_per_s"] <= verdict["target_frames_per_s"]  # coalesced, whatever the rate
+        summary = data["summary"]
+        # Each frame carries what changed: no bigger for a 10x longer answer (the baseline's grows with it).
+        assert summary["view-20000"]["max_bytes_per_frame"] < 2 * summary["view-2000"]["max_bytes_per_frame"] + 200
+        assert summary["baseline-20000"]["max_bytes_per_frame"] > 5 * summary["baseline-2000"]["max_bytes_per_frame"]
     elif name == "import_load":
         assert data["results"]["import ipyagent"]["median_s"] > 0
     elif name == "summarize_context":  # quick mode measures nothing; the summary fits its budget and names every column

@@ -237,7 +237,7 @@ def test_compare_magic_prints_each_reply_then_the_table(ip, monkeypatch, capsys)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic_server.url)
         ip.user_ns["topic"] = "kernels"
         returned = ip.run_cell_magic("compare", "openai:m anthropic:claude-x -o cmp --system 'Be brief.'", "About {{ topic }}?")
-    assert returned is ip.user_ns["cmp"] and isinstance(returned, Comparison)
+    assert returned is None and isinstance(ip.user_ns["cmp"], Comparison)  # no Out[n] echo
     assert openai_server.requests[0]["body"]["messages"] == [{"role": "system", "content": "Be brief."},
                                                              {"role": "user", "content": "About kernels?"}]
     assert anthropic_server.requests[0]["body"]["system"] in ("Be brief.", [{"type": "text", "text": "Be brief."}])
@@ -253,6 +253,7 @@ def test_agent_compare_is_an_alias(ip, monkeypatch, capsys) -> None:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         returned = ip.run_cell_magic("agent", "--compare openai:a,openai:b -o cmp", "hi")
+    returned = ip.user_ns["cmp"]
     assert isinstance(returned, Comparison) and list(returned.results) == ["openai:a", "openai:b"]
     assert sorted(r["body"]["model"] for r in server.requests) == ["a", "b"]
     assert "provider:model" in capsys.readouterr().out
@@ -266,7 +267,8 @@ def test_compare_uses_the_session_provider_options(ip, monkeypatch) -> None:
         monkeypatch.setenv("OPENAI_BASE_URL", env_server.url)
         monkeypatch.setenv("GROQ_API_KEY", "gsk-compare")
         ip.run_line_magic("provider", f"openai:here --base-url {session_server.url}")
-        cmp = ip.run_cell_magic("compare", "openai:here openai:elsewhere openai-responses:other", "hi")
+        ip.run_cell_magic("compare", "openai:here openai:elsewhere openai-responses:other -o cmp", "hi")
+        cmp = ip.user_ns["cmp"]
     by = {f.provider: f for f in cmp.figures}
     assert by["openai:here"].ok and by["openai:elsewhere"].ok
     assert by["openai-responses:other"].error_type == status_type(401)
@@ -352,7 +354,8 @@ def test_compare_schema_goes_to_every_provider(ip, monkeypatch) -> None:
         with StubServer(Reply.sse_file(TEXT)) as server:  # a text reply: not a City
             monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
             monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-            cmp = ip.run_cell_magic("compare", "openai:a openai:b --schema City", "The capital of Peru?")
+            ip.run_cell_magic("compare", "openai:a openai:b --schema City -o cmp", "The capital of Peru?")
+            cmp = ip.user_ns["cmp"]
     finally:
         ip.user_ns.pop("City")
     first = {r["body"]["model"]: r["body"] for r in reversed(server.requests)}
@@ -366,6 +369,7 @@ def test_provider_aliases_work_in_compare(ip, monkeypatch, capsys) -> None:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         ip.run_line_magic("provider", "--alias fast openai:small")
-        cmp = ip.run_cell_magic("compare", "fast openai:big", "hi")
+        ip.run_cell_magic("compare", "fast openai:big -o cmp", "hi")
+        cmp = ip.user_ns["cmp"]
     assert list(cmp.results) == ["openai:small", "openai:big"]
     assert sorted(r["body"]["model"] for r in server.requests) == ["big", "small"]

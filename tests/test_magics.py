@@ -113,7 +113,8 @@ def test_agent_cell_renders_template_and_binds_result(connected, server, capsys)
     returned = ip.run_cell_magic("agent", "-o res", 'Weather in {{ city }}? {"keep": "braces"}\n')
     assert sent_messages(server) == [{"role": "user", "content": 'Weather in Paris? {"keep": "braces"}'}]
     res = ip.user_ns["res"]
-    assert returned is res and isinstance(res, AgentResult)
+    assert returned is None  # no Out[n] echo: -o binds it, and %agent last / ipyagent.last_result() keep it
+    assert isinstance(res, AgentResult) and ip.run_line_magic("agent", "last") is res
     assert res.text == exp.text
     assert res.usage.input_tokens == exp.usage["prompt_tokens"] and res.usage.output_tokens == exp.usage["completion_tokens"]
     assert res.stop_reason == "end_turn"
@@ -186,7 +187,7 @@ def test_agent_connection_error_is_one_line(ip, monkeypatch, capsys) -> None:
     capsys.readouterr()
     result = ip.run_cell_magic("agent", "-o res", "hello?")  # no exception
     res = ip.user_ns["res"]
-    assert result is res
+    assert result is None
     assert res.error is not None and res.error.type == "connection"
     assert res.text == "" and res.stop_reason is None and not res.ok
     captured = capsys.readouterr()

@@ -14,7 +14,6 @@ import pytest
 
 from ipyagent.memory.store import RunStore
 
-from .kernels import widget_values
 from .stub_server import Reply, StubServer
 
 pytestmark = pytest.mark.notebook
@@ -29,11 +28,6 @@ def _tools_cell(nb: Any) -> dict[str, Any]:
     scope: dict[str, Any] = {}
     exec(next(c.source for c in nb.cells if c.cell_type == "code" and c.source.startswith("# The tools")), scope)  # noqa: S102
     return scope
-
-
-def _view_body(states: dict[str, dict], view_id: str) -> str:
-    children = [c.removeprefix("IPY_MODEL_") for c in states[view_id]["children"]]
-    return states[children[1]]["value"]
 
 
 def _text(cell: Any) -> str:
@@ -69,10 +63,11 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     code = [c for c in nb.cells if c.cell_type == "code"]
     agent_cells = [c for c in code if c.source.startswith("%%agent")]
     first = agent_cells[0]
-    [transcript_output] = [o for o in first.outputs if "ipyagent" in o.get("metadata", {})]
-    view_id = transcript_output["metadata"]["ipyagent"]["view_model_id"]
-    states = widget_values(nb)
-    body = _view_body(states, view_id)
+    [transcript_output] = [o for o in first.outputs if "application/vnd.ipyagent.transcript+json" in o.get("data", {})]
+    # As the live view and the labextension draw them (the saved HTML fallback holds the same entries).
+    body = transcript_output["data"]["text/html"]
+    drawn = [a["html"] for a in transcript_output["data"]["application/vnd.ipyagent.transcript+json"]["artifacts"]]
+    assert all(html in body for html in drawn)
 
     # Three collapsed artifact entries: name, type, size, producing tool; content by type.
     entries = re.findall(r'<details class="ipyagent-artifact"><summary><b>([^<]+)</b> <span class="ipyagent-footer">([^<]+)</span></summary>', body)
@@ -107,7 +102,7 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     # ... and, as a live run, leaves a static transcript in the saved notebook, not a widget
     [saved] = [o for o in replay.outputs if "application/vnd.ipyagent.transcript+json" in o.get("data", {})]
     assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in replay.outputs)
-    assert _view_body(states, saved["metadata"]["ipyagent"]["view_model_id"]) == body
+    assert [a["html"] for a in saved["data"]["application/vnd.ipyagent.transcript+json"]["artifacts"]] == drawn
     assert saved["data"]["application/vnd.ipyagent.transcript+json"]["status"] == "completed"
     header = next(o["data"]["text/html"] for o in replay.outputs if "text/html" in o.get("data", {}))
     assert "replay of run" in header and "research" in header

@@ -107,6 +107,6 @@ def test_providers_notebook_shows_the_same_view_for_each_provider(monkeypatch):
         assert "replayed" not in footer
         if PRICED_AS[provider]:
             expected = calc_price(PriceUsage(input_tokens=tokens_in, output_tokens=tokens_out), model, provider_id=PRICED_AS[provider])
-            assert footer.endswith(f" · {format_usd(float(expected.total_price))}</div>"), footer
+            assert footer.endswith(f" · {format_usd(float(expected.total_price))}"), footer
         else:
-            assert footer.endswith(" · unknown price</div>"), footer
+            assert footer.endswith(" · unknown price"), footer

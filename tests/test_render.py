@@ -6,15 +6,12 @@ attributes a browser would build, not only about substrings.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from html.parser import HTMLParser
 
 import pytest
 
-from ipyagent.core import Message, ModelCompleted, ModelFailed, ProviderError, StopReason, TextBlock, TextDelta, ToolCallDelta, Usage
 from ipyagent.notebook.render import ALLOWED_TAGS, markdown_to_html, sanitize
-from ipyagent.notebook.view import STYLE, WidgetView
 
 HOSTILE = {
     "script": "<script>alert(1)</script>",
@@ -156,80 +153,6 @@ def test_benign_markdown_renders_to_expected_tags() -> None:
     assert "print('<b>not markup</b>')" in doc.text
     assert "b" not in tags
     assert "Title" in doc.text and "quoted" in doc.text
-
-
-# -- the widget view ------------------------------------------------------------------------
-
-
-def _run_view(events: list) -> tuple[WidgetView, list[str]]:
-    """Feed `events` into a WidgetView on a loop; return it and every body value it ever showed."""
-    shown: list[str] = []
-
-    async def main() -> WidgetView:
-        view = WidgetView("openai:m")
-        view.body.observe(lambda change: shown.append(change["new"]), names="value")
-        for n, event in enumerate(events):
-            view.feed(event)
-            if n % 5 == 4:
-                await asyncio.sleep(0.035)  # let coalesced frames go out mid-stream
-        await asyncio.sleep(0.05)
-        return view
-
-    return asyncio.run(main()), shown
-
-
-def _completed(text: str) -> ModelCompleted:
-    return ModelCompleted(
-        message=Message(role="assistant", content=[TextBlock(text=text)] if text else []),
-        usage=Usage(input_tokens=3, output_tokens=4),
-        stop_reason=StopReason(kind="end_turn", raw="stop"),
-        metadata={"latency_s": 0.1, "ttft_s": 0.01},
-    )
-
-
-def test_widget_view_sanitizes_streamed_text() -> None:
-    # Split into small deltas so tags are cut across events, as a real stream would.
-    pieces = [ALL_HOSTILE[i : i + 7] for i in range(0, len(ALL_HOSTILE), 7)]
-    view, shown = _run_view([TextDelta(0, p) for p in pieces] + [_completed(ALL_HOSTILE)])
-    assert len(shown) >= 3  # intermediate frames and the final one
-    for value in shown:
-        assert_safe(value)
-    final = view.body.value
-    assert final == markdown_to_html(ALL_HOSTILE)
-    assert "<script>alert(1)</script>" in parse(final).text
-    assert_safe(view.footer.value)
-
-
-def test_widget_view_escapes_tool_calls_and_errors() -> None:
-    name = '<script>alert("n")</script>'
-    call_id = '<img src=x onerror="alert(2)">'
-    args = ['{"q": "<iframe src=https://evil.example/>', '</iframe>", "u": "javascript:alert(3)"}']
-    message = '<img src=x onerror="alert(4)"> failed <a href="javascript:alert(5)">retry</a>'
-    events = [
-        TextDelta(0, "partial **answer**"),
-        ToolCallDelta(1, call_id=call_id, name=name, arguments=args[0]),
-        ToolCallDelta(1, arguments=args[1]),
-        ModelFailed(error=ProviderError("server", message, status=500), partial=Message(role="assistant")),
-    ]
-    view, shown = _run_view(events)
-    for value in shown:
-        # The view's own markup adds a <b> for the tool name; everything hostile is text.
-        assert_safe(value, allowed_tags=ALLOWED_TAGS | {"b"})
-    doc = parse(view.body.value)
-    # Escaped, so shown verbatim as text.
-    assert name in doc.text
-    assert call_id in doc.text
-    assert "".join(args) in doc.text
-    assert message in doc.text
-    assert ("strong", {}) in doc.tags  # the model's Markdown still renders
-    assert "failed" in view.footer.value
-
-
-def test_style_block_is_only_css() -> None:
-    """The view's one unsanitized HTML widget is our constant stylesheet."""
-    doc = parse(STYLE)
-    assert [t for t, _ in doc.tags] == ["style"]
-    assert "<" not in STYLE.removeprefix("<style>").removesuffix("</style>")
 
 
 # -- inert output: rendering never loads anything (issue 11) --------------------------------------

@@ -117,7 +117,7 @@ def test_history_keeps_tool_calls_and_the_next_prompt_sends_them(ip, capsys) -> 
     assert f"assistant: {text}" in out and "user: Thanks!" in out
     with pytest.raises(UsageError, match="no thread 'nope'"):
         ip.run_line_magic("agent", "history nope")
-    with pytest.raises(UsageError, match="use one of: threads, history"):
+    with pytest.raises(UsageError, match="use one of: last, threads, history"):
         ip.run_line_magic("agent", "bogus")
 
 
@@ -164,7 +164,8 @@ def test_failed_run_never_poisons_the_next_turn(ip, capsys) -> None:
     with StubServer(Reply.sse_file(TEXT), cut, Reply.sse_file(TEXT)) as server:
         connect(ip, server)
         ip.run_cell_magic("agent", "", "first")
-        failed = ip.run_cell_magic("agent", "", "this one breaks")
+        ip.run_cell_magic("agent", "-o failed", "this one breaks")
+        failed = ip.user_ns["failed"]
         assert failed.error is not None and failed.text and failed.text != exp.text
         ip.run_cell_magic("agent", "", "third")
     assert messages(server) == [{"role": "user", "content": "first"}, {"role": "assistant", "content": exp.text},
@@ -185,8 +186,9 @@ def test_structured_answer_in_a_thread_replays(ip, capsys) -> None:
     final_call = tool_call_reply([("call_final_1", "final_result", answer)])
     with StubServer(Reply.sse_file(STRUCTURED), final_call, Reply.sse_file(TEXT)) as server:
         connect(ip, server)
-        native = ip.run_cell_magic("agent", "--thread s --schema Weather", "Weather in SF as JSON")
-        tool = ip.run_cell_magic("agent", "--thread s --schema Weather --strategy tool", "Again, as a tool call")
+        ip.run_cell_magic("agent", "--thread s --schema Weather -o native", "Weather in SF as JSON")
+        ip.run_cell_magic("agent", "--thread s --schema Weather --strategy tool -o tool", "Again, as a tool call")
+        native, tool = ip.user_ns["native"], ip.user_ns["tool"]
         ip.run_cell_magic("agent", "--thread s", "Thanks")
     assert native.output.model_dump() == answer and tool.output.model_dump() == answer
     sent = messages(server)
@@ -212,7 +214,8 @@ def test_memory_listing_and_accessor(ip, capsys) -> None:
     ip.run_cell(WEATHER_TOOL + "from ipyagent.tools import FunctionTool\nbig_weather = FunctionTool(get_weather, off_prompt=True)\n")
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
         connect(ip, server)
-        res = ip.run_cell_magic("agent", "--tools big_weather", "Weather?")
+        ip.run_cell_magic("agent", "--tools big_weather -o res", "Weather?")
+        res = ip.user_ns["res"]
     ref = json.loads(messages(server)[-1]["content"])
     assert "xxxxxxxxxx" not in json.dumps(messages(server))
     namespace = ref["namespace"]
@@ -233,9 +236,11 @@ def test_runs_inspect_replay_and_store_in_the_terminal(ip, capsys, tmp_path) -> 
         connect(ip, server)
         ip.run_cell(WEATHER_TOOL.replace("SIZE", "3"))
         capsys.readouterr()
-        ok = ip.run_cell_magic("agent", "--tools get_weather", "Weather in SF?")
+        ip.run_cell_magic("agent", "--tools get_weather -o ok", "Weather in SF?")
+        ok = ip.user_ns["ok"]
         original = capsys.readouterr().out
-        failed = ip.run_cell_magic("agent", "", "this one breaks")
+        ip.run_cell_magic("agent", "-o failed", "this one breaks")
+        failed = ip.user_ns["failed"]
         ip.run_cell_magic("agent", "--no-store", "not recorded")
     capsys.readouterr()
     ip.run_line_magic("agent", "runs")

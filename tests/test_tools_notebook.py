@@ -13,7 +13,7 @@ import pytest
 from ipyagent import Agent
 from ipyagent.tools import activity
 
-from .kernels import view_html, wait_reply
+from .kernels import transcript_of, view_html, wait_reply
 from .stub_server import FIXTURES, Reply, StubServer
 
 pytestmark = pytest.mark.notebook
@@ -55,10 +55,9 @@ def test_tools_notebook_shows_tool_cards_with_results(monkeypatch):
 
     (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%agent")]
     body, footer = view_html(nb, cell)
-    cards = re.findall(r'<details class="ipyagent-tool[^"]*" open><summary><b>([^<]+)</b>.*?</details></details>', body, re.S)
-    assert cards == ["Clock_days_between", "word_count", "Calculator_evaluate"]
-    for result in ("358", "9", "8592"):
-        assert f"<summary>result</summary><pre>{result}</pre>" in body
+    calls = [p for m in transcript_of(cell)["messages"] for p in m["parts"] if p["type"] == "tool_call"]
+    assert [c["name"] for c in calls] == ["Clock_days_between", "word_count", "Calculator_evaluate"]
+    assert [(c["status"], c["result"]) for c in calls] == [("ok", "358"), ("ok", "9"), ("ok", "8592")]
     assert "3 model turns" in footer and "replayed" not in footer
     listing = [c for c in nb.cells if c.source == "%tools"][0].outputs[0]["text"]
     assert "Calculator_evaluate" in listing and "word_count" in listing and '"expression"' in listing

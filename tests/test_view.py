@@ -19,8 +19,9 @@ from ipyagent.core import (
     ToolCallDelta,
     Usage,
 )
-from ipyagent.notebook.render import markdown_to_html
 from ipyagent.notebook.view import FRAME_INTERVAL, TextView, WidgetView
+
+from .live_front import FrontEnd
 
 
 def completed(text: str, *, input: int = 14, output: int = 30, ttft: float = 0.05, latency: float = 1.25, kind: str = "end_turn") -> ModelCompleted:
@@ -47,93 +48,162 @@ def deltas_for(n: int) -> list[str]:
     return out
 
 
-def test_widget_view_coalesces_a_fast_stream_and_ends_exact() -> None:
-    pieces = deltas_for(2000)
+async def _stream(view: WidgetView, pieces: list[str], rate: float) -> float:
+    start = time.monotonic()
+    view.feed(ModelStarted(provider="openai", model="m"))
+    for i, piece in enumerate(pieces):
+        ahead = start + i / rate - time.monotonic()
+        if ahead > 0.001:
+            await asyncio.sleep(ahead)
+        view.feed(TextDelta(0, piece))
+    return time.monotonic() - start
+
+
+def test_widget_view_coalesces_a_fast_stream_sends_only_what_changed_and_ends_exact() -> None:
+    pieces = deltas_for(1_500)
     full = "".join(pieces)
 
-    async def main() -> tuple[WidgetView, float, int, list[float]]:
+    async def main() -> tuple[WidgetView, FrontEnd, float]:
         view = WidgetView("openai:m")
-        frame_times: list[float] = []
-        # When each frame that changed the body began (the view stamps it before rendering).
-        view.body.observe(lambda change: frame_times.append(view._last_frame), names="value")
-        view.feed(ModelStarted(provider="openai", model="m"))
-        start = time.monotonic()
-        for n, piece in enumerate(pieces, 1):
-            view.feed(TextDelta(0, piece))
-            if n % 20 == 0:
-                await asyncio.sleep(0.01)  # ~2,000 deltas per second
-        streaming_frames = view.frames
+        front = FrontEnd(view)
+        front.hello()
+        elapsed = await _stream(view, pieces, rate=5_000)
         view.feed(completed(full))
-        elapsed = time.monotonic() - start
-        await asyncio.sleep(0.05)  # nothing further may arrive after the final frame
-        return view, elapsed, streaming_frames, frame_times
+        return view, front, elapsed
 
-    view, elapsed, streaming_frames, frame_times = asyncio.run(main())
-    assert elapsed >= 1.0
-    assert view.frames <= elapsed * 34 + 2, (view.frames, elapsed)
-    assert streaming_frames >= 5, streaming_frames
-    assert view.frames == streaming_frames + 1  # the final frame, and nothing after it
-    # Every frame but possibly the final one (same text as the last timed frame) changed the body.
-    assert view.frames - 1 <= len(frame_times) <= view.frames
-    # Streaming frames are at least the interval apart; only the final frame may come sooner.
-    gaps = [b - a for a, b in zip(frame_times[:-1], frame_times[1:-1])]
-    assert min(gaps) >= FRAME_INTERVAL - 0.001, min(gaps)
-    assert view.body.value == markdown_to_html(full)
-    footer = view.footer.value
-    assert "openai:m" in footer
-    assert "14 in / 30 out tokens" in footer
-    assert "first token 0.05 s" in footer
-    assert "total 1.25 s" in footer
-    assert "streaming" not in footer
+    view, front, elapsed = asyncio.run(main())
+    assert front.text == full  # exact
+    frames = front.frames
+    # Coalesced: far fewer frames than deltas, at most one per FRAME_INTERVAL (plus the final one).
+    assert 3 <= len(frames) <= elapsed / FRAME_INTERVAL + 2, (len(frames), elapsed)
+    gaps = [b - a for a, b in zip(front.times, front.times[1:])]
+    assert min(gaps[1:-1]) >= FRAME_INTERVAL - 0.002
+    # Each frame carries only the text that arrived since the last: the answer is sent once in all.
+    sent = sum(len(op[2]) for m in frames for op in m["ops"] if op[0] == "text")
+    assert sent == len(full)
+    assert front.status["ticking"] is None
+    footer = " · ".join(front.status["figures"])
+    assert footer == "openai:m · 14 in / 30 out tokens · first token 0.05 s · total 1.25 s"
 
 
-def test_trailing_frame_is_sent_when_deltas_stop() -> None:
-    async def main() -> tuple[WidgetView, str, str]:
+def test_nothing_is_sent_before_a_front_end_says_hello_then_it_catches_up() -> None:
+    async def main() -> tuple[WidgetView, FrontEnd, int]:
         view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        view.feed(ModelStarted(provider="openai", model="m"))
+        for piece in ("# Title\n\n", "alpha ", "beta "):
+            view.feed(TextDelta(0, piece))
+        await asyncio.sleep(0.05)
+        before = len(front.messages)
+        front.hello()  # a page opened (or reopened) mid-run
+        view.feed(TextDelta(0, "gamma"))
+        await asyncio.sleep(0.05)
+        view.feed(completed("# Title\n\nalpha beta gamma"))
+        return view, front, before
+
+    view, front, before = asyncio.run(main())
+    assert before == 0  # headless runs cost no messages
+    assert front.messages[0]["type"] == "snapshot"
+    assert front.messages[0]["doc"]["ops"][1] == ["text", 0, "# Title\n\nalpha beta "]
+    assert front.text == "# Title\n\nalpha beta gamma"
+
+
+def test_trailing_frame_is_sent_when_deltas_stop_and_the_clock_waits_for_the_first_token() -> None:
+    async def main() -> tuple[FrontEnd, str | None, list[str]]:
+        view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        view.feed(ModelStarted(provider="openai", model="m"))
+        front.hello()
+        waiting = front.status["ticking"]
         for piece in ("alpha ", "beta ", "gamma"):
             view.feed(TextDelta(0, piece))
-        right_after = view.body.value
+        right_after = [front.text]
         await asyncio.sleep(0.1)
-        return view, right_after, view.body.value
+        return front, waiting, right_after
 
-    view, right_after, later = asyncio.run(main())
-    # The first delta is drawn at once; the other two wait for the coalescing timer.
-    assert right_after == markdown_to_html("alpha ")
-    assert later == markdown_to_html("alpha beta gamma")
-    assert view.frames == 2
-    assert "streaming" in view.footer.value and "first token" in view.footer.value
+    front, waiting, right_after = asyncio.run(main())
+    assert waiting == "waiting"  # "waiting for the first token · 2.1 s", ticking in the browser
+    # The first delta is sent at once; the other two wait for the coalescing timer.
+    assert right_after == ["alpha "]
+    assert front.text == "alpha beta gamma"
+    assert len(front.frames) == 2
+    assert front.status["ticking"] == "streaming" and any("first token" in f for f in front.status["figures"])
 
 
 def test_mark_interrupted_keeps_partial_text() -> None:
-    async def main() -> tuple[WidgetView, int]:
+    async def main() -> tuple[WidgetView, FrontEnd, int]:
         view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        front.hello()
         for piece in ("The answer ", "is **forty", "-two"):
             view.feed(TextDelta(0, piece))
         view.mark_interrupted()  # a pending coalesced frame is replaced by the final one
         frames = view.frames
         await asyncio.sleep(0.08)
-        return view, frames
+        return view, front, frames
 
-    view, frames = asyncio.run(main())
+    view, front, frames = asyncio.run(main())
     assert view.frames == frames  # the cancelled timer did not fire afterwards
-    body = view.body.value
-    assert body.startswith(markdown_to_html("The answer is **forty-two"))
-    assert "interrupted" in body and "partial" in body
-    assert "interrupted" in view.footer.value
-    assert "streaming" not in view.footer.value
+    assert front.text == "The answer is **forty-two"
+    assert front.interrupted
+    assert front.status["ticking"] is None and front.status["figures"][-1] == "interrupted"
 
 
 def test_widget_view_failure_shows_partial_text_and_error() -> None:
-    async def main() -> WidgetView:
+    async def main() -> FrontEnd:
         view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        front.hello()
         view.feed(TextDelta(0, "Half an"))
         view.feed(ModelFailed(error=ProviderError("connection", "connection reset by peer"), partial=Message(role="assistant")))
-        return view
+        return front
 
-    view = asyncio.run(main())
-    assert markdown_to_html("Half an") in view.body.value
-    assert "connection reset by peer" in view.body.value
-    assert "failed" in view.footer.value
+    front = asyncio.run(main())
+    assert front.text == "Half an"
+    assert front.error == "connection reset by peer"
+    assert front.status["figures"][-1] == "failed"
+
+
+def test_tool_call_fragments_stream_then_the_card_gets_its_result() -> None:
+    from ipyagent.core import InfoArtifact, ToolAction, ToolCallCompleted
+
+    async def main() -> FrontEnd:
+        view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        front.hello()
+        view.feed(ModelStarted(provider="openai", model="m"))
+        view.feed(ToolCallDelta(0, call_id="call_1", name="get_weather", arguments='{"city":'))
+        view.feed(ToolCallDelta(0, arguments=' "Paris"}'))
+        await asyncio.sleep(0.05)
+        action = ToolAction(tag="call_1", name="get_weather", input={"city": "Paris"})
+        view.feed(ToolCallCompleted(action, InfoArtifact(value="sunny"), 0.25))
+        await asyncio.sleep(0.05)
+        return front
+
+    front = asyncio.run(main())
+    (card,) = front.segments.values()
+    assert card["kind"] == "tool" and card["text"] == '{"city": "Paris"}'
+    assert card["call"] == {"id": "call_1", "name": "get_weather", "status": "ok", "result": "sunny",
+                            "duration_s": 0.25, "arguments": {"city": "Paris"}}
+
+
+def test_end_sends_the_transcript_once_then_close_leaves_no_widget() -> None:
+    from ipywidgets.widgets.widget import _instances
+
+    async def main() -> tuple[WidgetView, FrontEnd]:
+        view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        front.hello()
+        view.feed(TextDelta(0, "done"))
+        view.feed(completed("done"))
+        return view, front
+
+    view, front = asyncio.run(main())
+    ids = {w.model_id for w in (view.live, view.widget, view.approvals, view.widget.layout, view.approvals.layout)}
+    view.end({"format": "ipyagent.transcript", "status": "completed"})
+    view.close()
+    assert front.final == {"format": "ipyagent.transcript", "status": "completed"}
+    assert not ids & set(_instances)  # nothing left for the notebook's widget state
 
 
 def test_text_view_prints_deltas_in_order_then_footer() -> None:

@@ -8,16 +8,14 @@
  * shows every run without a kernel.
  *
  * Model text is untrusted: Markdown is rendered by markdown-it with raw HTML
- * disabled (as the Python side does), then passed through JupyterLab's own
- * sanitizer; every other string is set as text, never as HTML. Nothing
- * rendered loads anything from outside (inert.ts).
+ * disabled (as the Python side does), then sanitized by DOMPurify on render.py's
+ * rules (sanitize.ts), exactly as the live view does, and made inert (inert.ts:
+ * nothing rendered loads anything from outside); every other string is set as
+ * text, never as HTML.
  */
 
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
-import MarkdownIt from 'markdown-it';
-
-import { inertMarkdown } from './inert';
 import { renderNextCell } from './next_cell';
 import { renderComparison, renderTranscript } from './transcript';
 
@@ -26,20 +24,10 @@ export const MIME_TYPE = 'application/vnd.ipyagent.transcript+json';
 /** The MIME type of a comparison (%%compare): one transcript per run, side by side. */
 export const COMPARISON_MIME_TYPE = 'application/vnd.ipyagent.comparison+json';
 
-/** Same engine and options as the Python side (markdown-it-py, render.py): raw HTML is escaped. */
-const markdown = inertMarkdown(
-  new MarkdownIt('commonmark', {
-    html: false,
-    linkify: false,
-    breaks: false
-  }).enable(['table', 'strikethrough'])
-);
-
 /** A widget that renders one transcript. */
 export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer {
   constructor(options: IRenderMime.IRendererOptions) {
     super();
-    this._sanitizer = options.sanitizer;
     this._mimeType = options.mimeType;
     this.addClass('ipyagent-transcript');
     this.addClass('jp-ipyagent-renderer');
@@ -54,10 +42,8 @@ export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer 
         data = null;
       }
     }
-    const toHtml = (text: string): string =>
-      this._sanitizer.sanitize(markdown.render(text));
     const render = this._mimeType === COMPARISON_MIME_TYPE ? renderComparison : renderTranscript;
-    this.node.replaceChildren(...render(data, toHtml));
+    this.node.replaceChildren(...render(data));
     const nextCell = this._mimeType === MIME_TYPE ? renderNextCell((data as { next_cell?: unknown } | null)?.next_cell, this) : null;
     if (nextCell) {
       this.node.appendChild(nextCell);
@@ -65,7 +51,6 @@ export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer 
     return Promise.resolve();
   }
 
-  private _sanitizer: IRenderMime.ISanitizer;
   private _mimeType: string;
 }
 

@@ -1,12 +1,14 @@
 /**
- * Transcript document -> DOM, mirroring the live view (notebook/view.py) and
- * the HTML fallback (notebook/transcript_render.py).
+ * Transcript document -> DOM: the one renderer of a run, used by the saved
+ * transcript (index.ts) and, part by part, by the live view (live.ts), so both
+ * look the same; the HTML fallback (notebook/transcript_render.py) mirrors it.
  *
  * The document is read defensively: a missing or malformed field is skipped,
  * never thrown on, and a newer version is shown as far as it is understood.
  */
 
-import { inertFragment } from './inert';
+import { copyButton, renderMarkdown } from './markdown';
+import { sanitizeToFragment } from './sanitize';
 
 /** The transcript format version this renderer was written for. */
 export const VERSION = 1;
@@ -30,7 +32,7 @@ function list(value: unknown): unknown[] {
 }
 
 /** An element with classes and text (text, never HTML). */
-function el(tag: string, className = '', text?: string): HTMLElement {
+export function el(tag: string, className = '', text?: string): HTMLElement {
   const node = document.createElement(tag);
   if (className) {
     node.className = className;
@@ -45,14 +47,16 @@ function seconds(value: number): string {
   return `${value.toFixed(2)} s`;
 }
 
+/** drivers/pricing.format_usd: cents for a dollar or more, else three significant digits. */
 function usd(amount: number): string {
   if (amount <= 0) {
     return '$0';
   }
   if (amount >= 1) {
-    return `$${amount.toFixed(2)}`;
+    return '$' + amount.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
   }
-  return '$' + amount.toFixed(6).replace(/0+$/, '').replace(/\.$/, '');
+  const decimals = 2 - Math.floor(Math.log10(amount));
+  return '$' + amount.toFixed(decimals).replace(/0+$/, '').replace(/\.$/, '');
 }
 
 /** `done in 0.01 s` / `error in 0.01 s` / `not run` (transcript_render.tool_status). */
@@ -90,10 +94,6 @@ export function footerFigures(t: Json): string[] {
   if (turns > 1) {
     figures.push(`${turns} model turns`);
   }
-  const cost = isObject(t.cost) ? num(t.cost.total_usd) : null;
-  if (cost !== null) {
-    figures.push(usd(cost));
-  }
   const stop = str(t.stop_reason);
   if (status === 'completed' && stop && stop !== 'end_turn') {
     figures.push(`stop: ${stop}`);
@@ -104,6 +104,12 @@ export function footerFigures(t: Json): string[] {
   }
   if (t.replayed === true) {
     figures.push('replayed from cassette');
+  }
+  const cost = isObject(t.cost) ? num(t.cost.total_usd) : null;
+  if (cost !== null) {
+    figures.push(usd(cost));
+  } else if (t.price_unknown === true) {
+    figures.push('unknown price');
   }
   if (status !== 'completed') {
     figures.push(status);
@@ -145,7 +151,8 @@ function sizeText(size: unknown): string {
   return '';
 }
 
-function toolCard(call: Json): HTMLElement {
+/** A tool call's card; `partial_arguments`: the arguments' JSON text while it streams. */
+export function toolCard(call: Json): HTMLElement {
   const error = call.status === 'error';
   const card = el('details', error ? 'ipyagent-tool ipyagent-tool-error' : 'ipyagent-tool');
   const summary = el('summary');
@@ -156,7 +163,8 @@ function toolCard(call: Json): HTMLElement {
   );
   card.append(summary, el('div', 'ipyagent-meta', 'arguments'));
   const args = isObject(call.arguments) ? call.arguments : {};
-  card.append(el('pre', 'ipyagent-args', Object.keys(args).length ? JSON.stringify(args, null, 1) : '{}'));
+  const text = typeof call.partial_arguments === 'string' ? call.partial_arguments : Object.keys(args).length ? JSON.stringify(args, null, 1) : '{}';
+  card.append(el('pre', 'ipyagent-args', text));
   if (typeof call.result === 'string') {
     card.append(
       el('div', 'ipyagent-meta', error ? 'error' : 'result'),
@@ -166,20 +174,43 @@ function toolCard(call: Json): HTMLElement {
   return card;
 }
 
-function markdownBlock(className: string, text: string, toHtml: (md: string) => string): HTMLElement {
+function markdownBlock(className: string, text: string): HTMLElement {
   const node = el('div', `${className} jp-RenderedHTMLCommon`);
-  // markdown-it (raw HTML escaped) + JupyterLab's sanitizer, made inert before it reaches the page
-  node.replaceChildren(inertFragment(toHtml(text)));
+  node.append(...renderMarkdown(text)); // markdown-it (raw HTML escaped) + DOMPurify
   return node;
+}
+
+/** An off-prompt artifact: its title, and its preview when opened. */
+export function artifactNode(artifact: Json): HTMLElement {
+  if (str(artifact.html)) {
+    // As `%agent memory` draws it (Markdown, a table with "show N more rows", an image), sanitized again.
+    const holder = el('div');
+    holder.append(sanitizeToFragment(str(artifact.html)));
+    const details = holder.querySelector('details.ipyagent-artifact');
+    if (details instanceof HTMLElement) {
+      return details;
+    }
+  }
+  const bits = [str(artifact.kind) || 'unknown', sizeText(artifact.size)].filter(b => b);
+  const title = `${str(artifact.namespace) || 'artifact'}: ${bits.join(', ')}` + (str(artifact.tool) ? `, from ${str(artifact.tool)}` : '');
+  const details = el('details', 'ipyagent-artifact');
+  details.append(el('summary', '', title), el('pre', '', str(artifact.preview)));
+  return details;
+}
+
+/** The footer line: the figures, and a button that copies the answer. */
+export function footerNode(text: string, answer: () => string): HTMLElement {
+  const footer = el('div', 'ipyagent-footer');
+  footer.append(el('span', 'ipyagent-footer-text', text), copyButton(answer, 'copy the answer (Markdown)'));
+  return footer;
 }
 
 /**
  * The nodes of a transcript.
  *
  * @param data - the transcript document (any JSON: bad input gives an error line).
- * @param toHtml - Markdown to *sanitized* HTML.
  */
-export function renderTranscript(data: unknown, toHtml: (md: string) => string): HTMLElement[] {
+export function renderTranscript(data: unknown): HTMLElement[] {
   if (!isObject(data) || data.format !== 'ipyagent.transcript') {
     return [el('div', 'ipyagent-error', '⚠ this output is not an ipyagent transcript')];
   }
@@ -199,14 +230,14 @@ export function renderTranscript(data: unknown, toHtml: (md: string) => string):
         continue;
       }
       if (part.type === 'text') {
-        nodes.push(markdownBlock('ipyagent-text', str(part.text), toHtml));
+        nodes.push(markdownBlock('ipyagent-text', str(part.text)));
       } else if (part.type === 'reasoning') {
         const details = el('details', 'ipyagent-reasoning');
         details.append(el('summary', '', 'reasoning'));
         if (part.redacted === true && !str(part.text)) {
           details.append(el('p', '', '(redacted by the provider)'));
         } else {
-          details.append(markdownBlock('ipyagent-reasoning-text', str(part.text), toHtml));
+          details.append(markdownBlock('ipyagent-reasoning-text', str(part.text)));
         }
         nodes.push(details);
       } else if (part.type === 'tool_call') {
@@ -220,11 +251,7 @@ export function renderTranscript(data: unknown, toHtml: (md: string) => string):
     if (!isObject(artifact)) {
       continue;
     }
-    const bits = [str(artifact.kind) || 'unknown', sizeText(artifact.size)].filter(b => b);
-    const title = `${str(artifact.namespace) || 'artifact'}: ${bits.join(', ')}` + (str(artifact.tool) ? `, from ${str(artifact.tool)}` : '');
-    const details = el('details', 'ipyagent-artifact');
-    details.append(el('summary', '', title), el('pre', '', str(artifact.preview)));
-    nodes.push(details);
+    nodes.push(artifactNode(artifact));
   }
   if (isObject(data.error)) {
     nodes.push(el('div', 'ipyagent-error', `⚠ ${str(data.error.message)}`));
@@ -232,7 +259,13 @@ export function renderTranscript(data: unknown, toHtml: (md: string) => string):
   if (data.status === 'interrupted') {
     nodes.push(el('div', 'ipyagent-status', '■ interrupted; the text above is partial'));
   }
-  nodes.push(el('div', 'ipyagent-footer', footerFigures(data).join(' · ')));
+  const answer = list(data.messages)
+    .filter(m => isObject(m) && m.role === 'assistant')
+    .flatMap(m => list((m as Json).parts))
+    .filter(p => isObject(p) && p.type === 'text')
+    .map(p => str((p as Json).text))
+    .join('');
+  nodes.push(footerNode(footerFigures(data).join(' · '), () => answer));
   return nodes;
 }
 
@@ -240,7 +273,7 @@ export function renderTranscript(data: unknown, toHtml: (md: string) => string):
  * The nodes of a comparison (%%compare): one column per provider, at most three a row,
  * each with its runs' transcripts stacked under a title.
  */
-export function renderComparison(data: unknown, toHtml: (md: string) => string): HTMLElement[] {
+export function renderComparison(data: unknown): HTMLElement[] {
   if (!isObject(data) || data.format !== 'ipyagent.comparison') {
     return [el('div', 'ipyagent-error', '⚠ this output is not an ipyagent comparison')];
   }
@@ -257,7 +290,7 @@ export function renderComparison(data: unknown, toHtml: (md: string) => string):
       const title = el('div', 'ipyagent-pane-title');
       const run = num(entry.run) ?? 0;
       title.append(el('b', '', provider), runs > 1 ? ` · run ${run + 1} of ${runs}` : '');
-      pane.append(title, ...renderTranscript(entry.transcript, toHtml));
+      pane.append(title, ...renderTranscript(entry.transcript));
     }
     grid.append(pane);
   });

@@ -18,8 +18,9 @@ if TYPE_CHECKING:
     from .agent.evaluate import Evaluation, aevaluate, evaluate
     from .core import ModelSettings, SystemBlock
 
-__all__ = ["Agent", "AgentResult", "RunOptions", "ModelSettings", "SystemBlock", "using", "set_default", "compare", "acompare",
-           "Comparison", "evaluate", "aevaluate", "Evaluation", "load_ipython_extension", "unload_ipython_extension", "__version__"]
+__all__ = ["Agent", "AgentResult", "RunOptions", "last_result", "ModelSettings", "SystemBlock", "using", "set_default", "compare",
+           "acompare", "Comparison", "evaluate", "aevaluate", "Evaluation", "load_ipython_extension", "unload_ipython_extension",
+           "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -48,6 +49,18 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module(".memory", __name__)
     raise AttributeError(f"module 'ipyagent' has no attribute {name!r}")
+
+
+def last_result() -> Any:
+    """The `AgentResult` of the last ``%%agent`` cell in this IPython session (None: none yet).
+
+    ``%%agent`` cells print no ``Out[n]``; ``-o VAR`` binds a cell's result to VAR."""
+    from IPython import get_ipython
+
+    from .notebook.extension import _registered
+
+    magics = _registered.get(id(get_ipython()))
+    return magics.last_result if magics is not None else None
 
 
 def load_ipython_extension(ipython: Any) -> None:

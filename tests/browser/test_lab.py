@@ -32,8 +32,7 @@ ANSWER_LENGTH_JS = """(cell) => {
   if (rendered.length) return {len: [...rendered].map(n => n.textContent).join('').length, final: true};
   const view = out.querySelector('.ipyagent-view');
   if (!view) return null;
-  const parts = [...view.querySelectorAll('.widget-html-content')]
-    .filter(n => !n.querySelector('.ipyagent-footer') && !n.querySelector('style'));
+  const parts = [...view.querySelectorAll('.ipyagent-text')];
   return {len: parts.map(n => n.textContent).join('').length, final: false};
 }"""
 
@@ -144,7 +143,7 @@ def test_saved_notebook_reopens_with_the_transcript_and_tool_cards(lab, model_se
     cell.locator(".ipyagent-view details.ipyagent-tool").nth(2).wait_for(state="attached", timeout=60000)
     lab.page.wait_for_function(
         "([panel, i]) => { const c = document.querySelectorAll(panel + ' .jp-Notebook .jp-Cell')[i];"
-        " return c.querySelector('.ipyagent-view .widget-html-content p') !== null"
+        " return c.querySelector('.ipyagent-view .ipyagent-text p') !== null"
         " || c.querySelector('.jp-ipyagent-renderer') !== null; }", arg=[lab.panel, index])
     lab.screenshot(cell, "live-tools.png")
 

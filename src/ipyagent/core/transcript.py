@@ -115,6 +115,9 @@ class ArtifactSummary(_Model):
     kind: str = "unknown"
     size: dict[str, int] = Field(default_factory=dict)
     preview: str = ""
+    #: The entry as ``%agent memory`` draws it (Markdown, a table, an image), as sanitized HTML:
+    #: set by the notebook layer; renderers sanitize it again (the labextension with DOMPurify).
+    html: str | None = None
 
 
 class TranscriptUsage(TokenCounts):
@@ -178,6 +181,8 @@ class Transcript(_Model):
     artifacts: list[ArtifactSummary] = Field(default_factory=list)
     usage: TranscriptUsage = Field(default_factory=TranscriptUsage)
     cost: TranscriptCost | None = None
+    #: True when the run was priced but genai-prices did not know the model (the footer says "unknown price").
+    price_unknown: bool = False
     timings: Timings = Field(default_factory=Timings)
     error: TranscriptError | None = None
     attempts: int | None = None
@@ -272,7 +277,8 @@ class Transcript(_Model):
             messages=parts_messages,
             artifacts=_artifacts(result, events),
             usage=_usage(getattr(result, "usage", None), completed),
-            cost=_cost(getattr(result, "cost", None), completed),
+            cost=(cost := _cost(getattr(result, "cost", None), completed)),
+            price_unknown=cost is None and any("cost" in (e.metadata or {}) for e in completed),
             timings=Timings(total_s=_round(elapsed_s), first_token_s=_round(ttft), turns=turns, turn_latencies_s=latencies),
             error=TranscriptError(type=str(error.type), message=str(error.message), code=error.code) if error is not None else None,
             attempts=attempts,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import re
 from typing import Any
 
@@ -16,12 +17,13 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ..agent import Agent, RunOptions, run_in_background, run_sync
+from ..agent import Agent, RunOptions
 from ..agent.compare import Comparison, acompare
 from ..core import ToolAction
 from ..drivers import create_driver
 from .compare_view import CompareTextView, CompareWidgetView
 from .magics import REPLAY_DELAY, AgentMagics, _parse
+from .outcomes import resolved, run_cell
 from .settings_args import settings_arguments, timeout_argument
 from .template import TemplateError, render_cell
 from .transcript_output import finish_comparison, show_live
@@ -97,7 +99,7 @@ class CompareMagics(Magics):
     @timeout_argument
     @no_var_expand  # expand_line: {var} and $var as IPython does, but --assert 'equals:{{ row.answer }}' as written
     @cell_magic
-    def compare(self, line: str, cell: str) -> Comparison | None:
+    def compare(self, line: str, cell: str) -> Any:
         """Send the cell to every provider at once and show the replies side by side.
 
         Each provider streams into its own pane; the table under them fills in as
@@ -112,13 +114,17 @@ class CompareMagics(Magics):
         if args.over is not None:
             from .evaluation_magic import run_evaluation
 
-            return run_evaluation(self, args, cell)
+            outcome = run_evaluation(self, args, cell)
+            return resolved(outcome) if args.await_in_kernel and not inspect.isawaitable(outcome) else outcome
         used = [name for name, value in (("--assert", args.asserts), ("--rubric", args.rubric), ("--budget", args.budget),
                                          ("--no-cache", args.no_cache)) if value]
         if used:
             raise UsageError(f"{', '.join(used)} go{'es' if len(used) == 1 else ''} with --over VAR (an evaluation over rows)")
-        return self.run(args.providers, cell, runs=args.runs, system=args.system, out=args.out, raw=args.raw,
-                        await_in_kernel=args.await_in_kernel, run_options=self.agent_magics._run_options(args))
+        outcome = self.run(args.providers, cell, runs=args.runs, system=args.system, out=args.out, raw=args.raw,
+                           await_in_kernel=args.await_in_kernel, run_options=self.agent_magics._run_options(args))
+        if args.await_in_kernel and not inspect.isawaitable(outcome):
+            return resolved(outcome)  # the kernel awaits whatever the cell returns
+        return outcome
 
     def run(self, providers: list[str], cell: str, *, runs: int = 1, system: str | None = None, out: str | None = None,
             raw: bool = False, await_in_kernel: bool = False, run_options: RunOptions | None = None) -> Comparison | None:
@@ -177,19 +183,14 @@ class CompareMagics(Magics):
                     except Exception:  # noqa: BLE001 - closing must not hide the results
                         pass
 
-        def done(comparison: Comparison) -> Comparison:
+        def done(comparison: Comparison) -> None:
             if display_id is not None:
                 finish_comparison(display_id, comparison, prompt=prompt, view=view)
+                view.close()  # no widget state is left for a finished comparison
             if isinstance(view, CompareTextView):
                 view.show_table()
             self.last_comparison = comparison
             if out:
                 self.shell.user_ns[out] = comparison
-            return comparison
 
-        if await_in_kernel:
-            async def awaited() -> Comparison:
-                return done(await run_in_background(compared()))
-
-            return awaited()  # type: ignore[return-value]
-        return done(run_sync(compared()))
+        return run_cell(compared(), done, await_in_kernel=await_in_kernel)

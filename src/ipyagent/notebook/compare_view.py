@@ -131,6 +131,7 @@ class CompareWidgetView:
 
     def start(self, index: int, run: int) -> None:
         if run > 0:  # a fresh pane for each run; the table keeps the earlier runs' figures
+            self.views[index].close()
             view = self.views[index] = WidgetView(self.providers[index])
             self.panes[index].children = (self.titles[index], view.widget)
         self.titles[index].value = self._title(index, run)
@@ -150,6 +151,14 @@ class CompareWidgetView:
         for view in self.views:
             if not view.state.finished:
                 view.mark_interrupted()
+
+    def close(self) -> None:
+        """Close every widget of the comparison (its saved record has replaced it)."""
+        from .live_widget import close_widgets
+
+        for view in self.views:
+            view.close()
+        close_widgets(self.widget)
 
 
 class CompareTextView:

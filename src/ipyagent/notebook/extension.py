@@ -121,6 +121,9 @@ def _load_now(ipython: Any) -> None:
     ipython.register_magics(SessionMagics(ipython, magics))
     if getattr(ipython, "kernel", None) is not None and await_agent_cells not in ipython.input_transformers_post:
         ipython.input_transformers_post.append(await_agent_cells)
+    from .outcomes import install
+
+    install(ipython)  # an interrupted run ends its cell without a traceback
     _registered[id(ipython)] = magics
 
 
@@ -140,7 +143,9 @@ def unload(ipython: Any) -> None:
         return
     from ..agent.defaults import reset_default
     from ..agent.loop_thread import stop_background_loop
+    from .outcomes import uninstall
 
+    uninstall(ipython)
     magics.close()
     reset_default()
     from ..drivers.pricing import LEDGER

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import os
 import re
 import sys
@@ -18,7 +19,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..agent import Agent, AgentResult, RunOptions, run_in_background, run_sync
+from ..agent import Agent, AgentResult, RunOptions, run_sync
 from ..agent import defaults
 from ..agent.defaults import DEFAULT_PROVIDER
 from ..core import ConfigurationError, Message
@@ -32,6 +33,7 @@ from ..memory.context import ContextBlock, variable_block
 from ..memory.summarize import DEFAULT_BUDGET
 from .code_blocks import next_cell, pick_code
 from .notebook_context import FIX_INSTRUCTION, cell_blocks, error_block, template_namespace
+from .outcomes import resolved, run_cell
 from .session import Session
 from .settings_args import settings_arguments, settings_from_args, timeout_argument, timeout_from_args
 from .template import TemplateError, interruptible, render_cell
@@ -502,13 +504,21 @@ class AgentMagics(Magics):
     @settings_arguments
     @timeout_argument
     @cell_magic
-    def agent(self, line: str, cell: str) -> AgentResult | None:
+    def agent(self, line: str, cell: str) -> Any:
         """Send the cell as a user message and stream the reply.
 
         The cell is a Jinja2 template over your variables (``{{ df.shape }}``).
         Successive cells continue one conversation; ``--new`` starts another.
+        The cell shows no ``Out[n]``: ``-o VAR`` binds the `AgentResult`, and the
+        last one is always ``%agent last`` (or ``ipyagent.last_result()``).
         """
         args = _parse(self.agent, line)
+        outcome = self._agent_cell(args, cell)
+        if args.await_in_kernel and not inspect.isawaitable(outcome):
+            return resolved(outcome)  # the kernel awaits whatever the cell returns
+        return outcome
+
+    def _agent_cell(self, args: Any, cell: str) -> Any:
         for name in ("max_steps", "max_history", "context_window", "cells", "context_budget", "system_budget"):
             value = getattr(args, name, None)
             least = 0 if name in ("max_history", "system_budget") else 1
@@ -566,7 +576,7 @@ class AgentMagics(Magics):
                     live.finish(None)  # the partial run, marked interrupted
                 raise
 
-        def done(result: AgentResult) -> AgentResult:
+        def done(result: AgentResult) -> None:
             active.finish(result)
             code = self._next_cell(result, args.code)
             if live is not None:
@@ -574,13 +584,7 @@ class AgentMagics(Magics):
             self.last_result = result
             if args.out:
                 self.shell.user_ns[args.out] = result
-            return result
 
-        if args.await_in_kernel:
-            # The cell awaits (see extension.await_agent_cells): the kernel stays free for
-            # widget events such as Approve / Deny, and an interrupt cancels the run.
-            async def awaited() -> AgentResult:
-                return done(await run_in_background(run()))
-
-            return awaited()  # type: ignore[return-value]
-        return done(run_sync(run()))
+        # In a kernel the cell awaits (see extension.await_agent_cells): the kernel stays free
+        # for widget events such as Approve / Deny, and an interrupt cancels the run.
+        return run_cell(run(), done, await_in_kernel=args.await_in_kernel)

@@ -49,10 +49,10 @@ from .memory_html import STYLE, artifact_entry_html
 from .render import escape
 from .code_blocks import KNOWN_LANGUAGES
 from .session import Session
-from .transcript_output import bundle, show_live
+from .transcript_output import bundle, draw_artifacts
 from .view import make_view
 
-SUBCOMMANDS = ("threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix", "cost")
+SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix", "cost")
 #: Characters of one message block shown by history and inspect.
 SHOWN_CHARS = 600
 
@@ -138,7 +138,7 @@ class SessionMagics(Magics):
     @line_magic("agent")
     @redacted_output
     def agent_line(self, line: str) -> Any:
-        """``%agent fix [OPTIONS] [QUESTION] | threads | history [NAME] | reset [NAME] | memory |
+        """``%agent last | fix [OPTIONS] [QUESTION] | threads | history [NAME] | reset [NAME] | memory |
         runs [THREAD] | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off]`` (``%%agent`` is the cell magic)."""
         try:
             words = shlex.split(line)
@@ -180,6 +180,14 @@ class SessionMagics(Magics):
             n += 1
         question = " ".join(words[n + 1:] if n < len(words) and words[n] == "--" else words[n:])
         self.agent_magics.agent(" ".join(shlex.quote(o) for o in [*options, "--error"]), question)
+
+    # -- last --------------------------------------------------------------------------
+
+    def _last(self, _: str | None) -> Any:
+        """The last ``%%agent`` cell's `AgentResult` (cells print none: ``-o VAR`` binds it too)."""
+        if self.agent_magics.last_result is None:
+            raise UsageError("%agent last: no %%agent cell has finished yet")
+        return self.agent_magics.last_result
 
     # -- threads -----------------------------------------------------------------------
 
@@ -391,11 +399,10 @@ class SessionMagics(Magics):
         view = make_view(f"{run['provider']}:{run['model']}", widgets=widgets)
         header = f"replay of run {run['id']} from the run store · thread {run['thread']!r} · {_when(run['started_at'])} · {run['status']}"
         if widgets:
-            from IPython.display import HTML, display, update_display
+            from IPython.display import HTML, display
 
             display(HTML(f'<div class="ipyagent-footer">{escape(header)}</div>'))
-            display_id = show_live(view)
-            feed = view.state.add  # no frame timers: one exact frame at the end
+            feed = view.state.add  # no live frames: the transcript is shown once, at the end
         else:
             print(f"[{header}]")
             feed = view.feed
@@ -416,7 +423,7 @@ class SessionMagics(Magics):
             else:
                 view.mark_interrupted()
         if widgets:
-            view.finish()
+            view.close()
             # As for a live run: the saved notebook keeps a static transcript, not a widget
             # that front ends without its state cannot draw.
             runs = [e for e in events if e != "interrupted"]
@@ -427,5 +434,6 @@ class SessionMagics(Magics):
                 usage=last.usage if last else None, stop_reason=last.stop_reason if last else None, error=None,
                 interrupted=view.state.interrupted, metadata=dict(last.metadata) if last else {})
             transcript = Transcript.from_result(result, events=runs, provider=result.provider, elapsed_s=duration)
-            data, metadata = bundle(transcript, view_model_id=view.widget.model_id)
-            update_display(data, raw=True, metadata=metadata, display_id=display_id)
+            draw_artifacts(transcript, runs)
+            data, metadata = bundle(transcript)
+            display(data, raw=True, metadata=metadata)

@@ -108,11 +108,26 @@ class LiveTranscript:
             self.transcript = Transcript.from_result(result, events=self.events, prompt=self.prompt,
                                                      elapsed_s=elapsed, provider=self.provider)
             self.transcript.next_cell = next_cell
+            draw_artifacts(self.transcript, self.events)
         from IPython.display import update_display
 
         data, metadata = bundle(self.transcript, view_model_id=getattr(getattr(self.view, "widget", None), "model_id", None))
+        if hasattr(self.view, "end"):  # a page reopened mid-run has no display id: the widget draws the end itself
+            self.view.end(data[MIME_TYPE])
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
+        if hasattr(self.view, "close"):
+            self.view.close()
         return self.transcript
+
+
+def draw_artifacts(transcript: Transcript, events: list[Any]) -> None:
+    """Give `transcript`'s artifacts the HTML ``%agent memory`` draws for them (from the
+    ``artifact_stored`` events, in order), so the saved run shows them as the live one did."""
+    from .memory_html import stored_event_html
+
+    stored = [e for e in events if getattr(e, "type", None) == "artifact_stored"]
+    for summary, event in zip(transcript.artifacts, stored):
+        summary.html = stored_event_html(event)
 
 
 def comparison_bundle(record: ComparisonRecord, *, view_model_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -55,14 +55,16 @@ def footer_figures(t: Transcript) -> list[str]:
         figures.append(f"total {t.timings.total_s:.2f} s")
     if t.timings.turns > 1:
         figures.append(f"{t.timings.turns} model turns")
-    if t.cost is not None:
-        figures.append(_usd(t.cost.total_usd))
     if t.status == "completed" and t.stop_reason not in (None, "end_turn"):
         figures.append(f"stop: {t.stop_reason}")
     if t.attempts and t.attempts > 1:
         figures.append(f"{t.attempts - 1} retries")
     if t.replayed:
         figures.append("replayed from cassette")
+    if t.cost is not None:
+        figures.append(_usd(t.cost.total_usd))
+    elif t.price_unknown:
+        figures.append("unknown price")
     if t.status != "completed":
         figures.append(t.status)
     if t.settings:
@@ -76,9 +78,9 @@ def footer_figures(t: Transcript) -> list[str]:
 
 
 def _usd(amount: float) -> str:
-    if amount <= 0:
-        return "$0"
-    return f"${amount:,.2f}" if amount >= 1 else "$" + f"{amount:.6f}".rstrip("0").rstrip(".")
+    from ..drivers.pricing import format_usd  # the live footer's format
+
+    return format_usd(amount)
 
 
 def tool_status(call: ToolCallPart) -> str:
@@ -115,7 +117,7 @@ def _arguments(call: ToolCallPart) -> str:
 def to_html(t: Transcript) -> str:
     """Sanitized HTML, styled like the live view (tool cards and reasoning collapsed); with
     the code offered as a new cell (`next_cell_html`) after the sanitized part."""
-    return f'<div class="ipyagent-transcript">{STYLE}{sanitize(_html_body(t))}{next_cell_html(t)}</div>'
+    return f'<div class="ipyagent-transcript">{STYLE}{_html_body(t)}{next_cell_html(t)}</div>'
 
 
 #: Inline handlers of the next-cell buttons (fixed strings; the code is read from the escaped <code>).
@@ -152,8 +154,9 @@ def comparison_to_html(record: ComparisonRecord) -> str:
             body.append(f'<div class="ipyagent-pane-title"><b>{escape(provider)}</b>{escape(label)}</div>{_html_body(entry.transcript)}')
         panes.append(f'<div class="ipyagent-pane">{"".join(body)}</div>')
     wall = f'<div class="ipyagent-footer">compared in {record.wall_s:.2f} s</div>' if record.wall_s is not None else ""
-    table = cells_to_html(record.table.columns, record.table.rows) if record.table else ""
-    grid = sanitize(f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{table}{wall}')
+    table = sanitize(cells_to_html(record.table.columns, record.table.rows)) if record.table else ""
+    # Each pane's body is sanitized by _html_body; the rest is our own markup over escaped text.
+    grid = f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{table}{wall}'
     return f'<div class="ipyagent-transcript ipyagent-comparison">{STYLE}{grid}</div>'
 
 
@@ -183,6 +186,8 @@ def comparison_to_text(record: ComparisonRecord) -> str:
 
 
 def _html_body(t: Transcript) -> str:
+    """The body's HTML, sanitized: model and tool text through nh3, artifacts as memory_html drew
+    (and sanitized) them, with their data: images."""
     parts: list[str] = []
     for message in t.messages:
         if message.role != "assistant":
@@ -206,15 +211,20 @@ def _html_body(t: Transcript) -> str:
                 )
             elif isinstance(part, OtherPart):
                 parts.append(f'<p class="ipyagent-meta">{escape(part.summary)}</p>')
+    body = [sanitize("".join(parts))]
     for artifact in t.artifacts:
-        parts.append(f'<details class="ipyagent-artifact"><summary>{escape(artifact_title(artifact))}</summary>'
-                     f'<pre>{escape(artifact.preview)}</pre></details>')
+        if artifact.html:  # drawn and sanitized by memory_html (its data: image is added after nh3)
+            body.append(artifact.html)
+        else:
+            body.append(sanitize(f'<details class="ipyagent-artifact"><summary>{escape(artifact_title(artifact))}</summary>'
+                                 f'<pre>{escape(artifact.preview)}</pre></details>'))
+    parts = []
     if t.error is not None:
         parts.append(f'<div class="ipyagent-error">⚠ {escape(t.error.message)}</div>')
     if t.status == "interrupted":
         parts.append('<div class="ipyagent-status">■ interrupted; the text above is partial</div>')
     parts.append('<div class="ipyagent-footer">' + " · ".join(escape(f) for f in footer_figures(t)) + "</div>")
-    return "".join(parts)
+    return "".join(body) + sanitize("".join(parts))
 
 
 # -- Markdown --------------------------------------------------------------------------

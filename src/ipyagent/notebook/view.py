@@ -1,8 +1,11 @@
-"""Live views of a run: an ipywidgets view for Jupyter, a text view for terminal IPython.
+"""Live views of a run: a widget view for Jupyter, a text view for terminal IPython.
 
 Both take the driver's events through `feed(event)`, called on ipyagent's
-background loop. The widget view coalesces updates: at most one frame every
-`FRAME_INTERVAL` seconds whatever the token rate, plus one exact final frame.
+background loop. The widget view sends the front end what changed (text
+appended, tool-call fragments, status), coalesced: at most one message every
+`FRAME_INTERVAL` seconds whatever the token rate, each as large as what changed
+since the last one, never the whole answer (live_widget.py has the protocol).
+`feed` itself only appends to lists, so reading the stream never waits on it.
 """
 
 from __future__ import annotations
@@ -13,8 +16,7 @@ import sys
 import time
 from typing import Any, TextIO
 
-from ..core.content import join_text
-from ..core.redact import StreamRedactor, redact
+from ..core.redact import StreamRedactor, redact, redact_data
 from ..core import (
     ArtifactStored,
     Event,
@@ -31,32 +33,19 @@ from ..core import (
     ToolCallDelta,
 )
 from ..drivers.pricing import total_cost
-from .render import escape, markdown_to_html
 
-#: Seconds between two frames sent to the front end (~33 frames per second).
-FRAME_INTERVAL = 0.03
+#: Seconds between two frames sent to the front end: at most 33 in any second.
+FRAME_INTERVAL = 1 / 32
 
-STYLE = """<style>
-.ipyagent-view{font-size:var(--jp-content-font-size1,14px)}
-.ipyagent-tool{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;margin:4px 0;padding:2px 8px}
-.ipyagent-tool pre{margin:2px 0;white-space:pre-wrap;word-break:break-all}
-.ipyagent-tool-error{border-color:var(--jp-error-color1,#b00)}
-.ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}
-.ipyagent-status{color:var(--jp-warn-color1,#a60)}
-.ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}
-.ipyagent-artifact{border:1px dashed var(--jp-border-color1,#bbb);border-radius:4px;margin:4px 0;padding:2px 8px}
-.ipyagent-artifact-body{max-height:24em;overflow:auto}
-.ipyagent-artifact table{border-collapse:collapse}.ipyagent-artifact td,.ipyagent-artifact th{border:1px solid var(--jp-border-color2,#ddd);padding:1px 4px}
-.ipyagent-json ul{list-style:none;margin:0;padding-left:1.2em}
-</style>"""
 
 
 class Segment:
     """One block of the transcript: text, reasoning, or a tool call (with its result once run)."""
 
-    __slots__ = ("kind", "parts", "call_id", "name", "result", "is_error", "duration", "data")
+    __slots__ = ("sid", "kind", "parts", "call_id", "name", "result", "is_error", "duration", "data")
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, sid: int = 0) -> None:
+        self.sid = sid  # position in the run (the live front end's key)
         self.kind = kind
         self.parts: list[str] = []
         self.call_id = self.name = ""
@@ -86,11 +75,19 @@ class RunState:
         self.notices: list[str] = []  # thread history trimmed, shown above the transcript
         self.costs: list[dict[str, Any] | None] = []  # each model turn's price (None: unknown)
         self.settings: dict[str, Any] = {}  # the generation settings the run used (ModelSettings.as_dict)
+        self.created: list[Segment] = []  # segments made since a view last took them (WidgetView)
+        self.touched: Segment | None = None  # the segment the last event went to
+
+    def _new(self, key: tuple[int, int], kind: str) -> Segment:
+        segment = self.segments[key] = Segment(kind, len(self.segments))
+        self.created.append(segment)
+        return segment
 
     def _segment(self, index: int, kind: str) -> Segment:
         segment = self.segments.get((self.turn, index))
         if segment is None:
-            segment = self.segments[(self.turn, index)] = Segment(kind)
+            segment = self._new((self.turn, index), kind)
+        self.touched = segment
         return segment
 
     def tool_segment(self, action: ToolAction) -> Segment:
@@ -98,8 +95,9 @@ class RunState:
         for (turn, _), segment in self.segments.items():
             # Results come right after the turn that made the calls; ids may repeat across turns.
             if turn == self.turn and segment.kind == "tool" and segment.call_id == action.tag:
+                self.touched = segment
                 return segment
-        segment = self.segments[(self.turn, 10_000 + len(self.segments))] = Segment("tool")
+        segment = self.touched = self._new((self.turn, 10_000 + len(self.segments)), "tool")
         segment.call_id, segment.name = action.tag, action.native_name if action.name else "tool call"
         segment.parts.append(json.dumps(action.input))
         return segment
@@ -142,7 +140,7 @@ class RunState:
             self.settings = (event.metadata or {}).get("settings") or self.settings
             return True
         elif isinstance(event, ArtifactStored):  # an off-prompt output, shown as a collapsed entry
-            self.segments[(self.turn, 20_000 + len(self.segments))] = segment = Segment("artifact")
+            segment = self.touched = self._new((self.turn, 20_000 + len(self.segments)), "artifact")
             segment.data = event
             return True
         elif isinstance(event, HistoryTrimmed):
@@ -164,6 +162,23 @@ class RunState:
     @property
     def finished(self) -> bool:
         return self.done is not None or self.error is not None or self.interrupted
+
+    def live_status(self) -> dict[str, Any]:
+        """The live footer: the fixed figures, and what the front end's clock shows
+        (``waiting`` before the first token, ``streaming`` after, None once finished)
+        from `elapsed` seconds on."""
+        if self.finished:
+            return {"figures": self.footer_figures(), "ticking": None, "elapsed": 0}
+        figures = [self.provider]
+        if self.input_tokens or self.output_tokens:
+            figures.append(f"{self.input_tokens} in / {self.output_tokens} out tokens")
+        if self.first_token is not None:
+            figures.append(f"first token {self.first_token:.2f} s")
+        if self.costs:
+            cost = total_cost(self.costs)
+            figures.append(str(cost) if cost is not None else "unknown price")
+        return {"figures": figures, "ticking": "waiting" if self.first_token is None else "streaming",
+                "elapsed": round(time.monotonic() - self.started, 2)}
 
     def footer_figures(self) -> list[str]:
         figures = [self.provider]
@@ -200,33 +215,122 @@ class RunState:
 
 
 class WidgetView:
-    """ipywidgets view: one HTML widget for the body, one for the footer."""
+    """The live view in Jupyter: a `live_widget` (its front end draws with the transcript
+    renderer) and a box for Approve / Deny rows under it.
+
+    `feed` turns each event into small changes ("ops") and appends them; a frame
+    sends what is pending, at most one frame every `FRAME_INTERVAL` seconds.
+    Nothing is sent before a front end has said hello (then it gets a snapshot),
+    so a cell run headless costs no messages.
+    """
 
     def __init__(self, provider: str) -> None:
         import ipywidgets as widgets
 
+        from .live_widget import live_widget
+
         self.state = RunState(provider)
-        self.body = widgets.HTML(value="")
+        self.live = live_widget()
+        self.live.on_msg(self._on_msg)
         self.approvals = widgets.VBox([])
-        self.footer = widgets.HTML(value=self._footer_html())
-        self.widget = widgets.VBox([widgets.HTML(STYLE), self.body, self.approvals, self.footer])
+        self.approvals.add_class("ipyagent-approvals")
+        self.widget = widgets.VBox([self.live, self.approvals])
         self.widget.add_class("ipyagent-view")
         self.frames = 0
+        self.bytes_sent = 0
+        self._seq = 0
+        self._ops: list[list[Any]] = []
+        self._synced = False
+        self._status: dict[str, Any] | None = None
         self._last_frame = 0.0
         self._pending: asyncio.TimerHandle | None = None
+        self._ended = False
+        # Every frame passes the one redactor; streamed text per segment, a word held back
+        # until it ends, so a secret split across deltas is still caught.
+        self._redactors: dict[int, StreamRedactor] = {}
+        self._final = False
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
         display(self.widget)
 
+    # -- events -> ops (on the background loop) ------------------------------------------
+
     def feed(self, event: Event) -> None:
         if not self.state.add(event):
             return
+        if self._synced:
+            self._record(event)
         if self.state.finished:
             self.finish()
             return
-        if self._pending is not None:
+        self._schedule()
+
+    def _record(self, event: Event) -> None:
+        ops = self._ops
+        for segment in self.state.created:
+            ops.append(["seg", segment.sid, segment.kind, {"id": segment.call_id, "name": segment.name}])
+            if segment.kind == "artifact":
+                ops.append(["artifact", segment.sid, _artifact_json(segment.data)])
+        self.state.created.clear()
+        touched = self.state.touched
+        if isinstance(event, (TextDelta, ReasoningDelta, ToolCallDelta)) and touched is not None:
+            text = event.arguments if isinstance(event, ToolCallDelta) else event.text
+            if isinstance(event, ToolCallDelta) and (event.name or event.call_id):
+                ops.append(["tool", touched.sid, {"id": touched.call_id, "name": touched.name}])
+            last = ops[-1] if ops else None
+            if last is not None and last[0] == "text" and last[1] == touched.sid:
+                last[2].append(text)  # joined when sent
+            else:
+                ops.append(["text", touched.sid, [text]])
+        elif isinstance(event, ToolCallCompleted) and touched is not None:
+            ops.append(["tool", touched.sid, _call_json(touched, event)])
+        elif isinstance(event, HistoryTrimmed):
+            ops.append(["notice", self.state.notices[-1]])
+        elif isinstance(event, ModelFailed):
+            ops.append(["error", event.error.message])
+
+    def _snapshot(self) -> list[list[Any]]:
+        """Everything shown so far, as ops (a front end that said hello starts from these)."""
+        s = self.state
+        ops: list[list[Any]] = [["notice", n] for n in s.notices]
+        for segment in s.segments.values():
+            ops.append(["seg", segment.sid, segment.kind, {"id": segment.call_id, "name": segment.name}])
+            if segment.kind == "artifact":
+                ops.append(["artifact", segment.sid, _artifact_json(segment.data)])
+                continue
+            redactor = self._redactors[segment.sid] = StreamRedactor()
+            ops.append(["text", segment.sid, redactor.feed("".join(segment.parts))])
+            if segment.kind == "tool" and segment.result is not None:
+                ops.append(["tool", segment.sid, _call_json(segment, None)])
+        if s.error is not None:
+            ops.append(["error", s.error.message])
+        if s.interrupted:
+            ops.append(["interrupted"])
+        ops.append(["status", s.live_status()])
+        s.created.clear()
+        return [op if op[0] == "text" else redact_data(op) for op in ops]
+
+    def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        """A front end said hello (on the kernel's thread): answer on the loop with a snapshot."""
+        if isinstance(content, dict) and content.get("type") == "hello":
+            from ..agent.loop_thread import background_loop
+
+            background_loop().call_soon_threadsafe(self._hello)
+
+    def _hello(self) -> None:
+        if self._ended:
+            return
+        self._synced = True
+        self._ops.clear()
+        self._seq += 1
+        self._send({"type": "snapshot", "seq": self._seq, "doc": {"ops": self._snapshot()}})
+
+    # -- frames ------------------------------------------------------------------------
+
+    def _schedule(self) -> None:
+        if self._pending is not None or not self._synced:
             return
         wait = self._last_frame + FRAME_INTERVAL - time.monotonic()
         if wait <= 0:
@@ -234,8 +338,37 @@ class WidgetView:
         else:
             self._pending = asyncio.get_running_loop().call_later(wait, self._frame)
 
+    def _frame(self) -> None:
+        self._pending = None
+        self._last_frame = time.monotonic()
+        status = self.state.live_status()
+        if self._status is None or (status["figures"], status["ticking"]) != (self._status["figures"], self._status["ticking"]):
+            self._ops.append(["status", status])
+        if not self._ops:
+            return
+        self._status = status
+        ops = [self._text_op(op) if op[0] == "text" else redact_data(op) for op in self._ops]
+        self._ops = []
+        self._seq += 1
+        self.frames += 1
+        self._send({"type": "ops", "seq": self._seq, "ops": ops})
+
+    def _text_op(self, op: list[Any]) -> list[Any]:
+        """A text op of pending pieces, joined and redacted; the run's end releases every held word."""
+        redactor = self._redactors.setdefault(op[1], StreamRedactor())
+        text = redactor.feed("".join(op[2]))
+        if self._final:
+            text += redactor.flush()
+        return ["text", op[1], text]
+
+    def _send(self, content: dict[str, Any]) -> None:
+        self.bytes_sent += len(json.dumps(content, ensure_ascii=False))
+        self.live.send(content)
+
     def mark_interrupted(self) -> None:
         self.state.interrupted = True
+        if self._synced:
+            self._ops.append(["interrupted"])
         self.finish()
 
     async def request_approval(self, action: ToolAction) -> bool:
@@ -245,37 +378,61 @@ class WidgetView:
         return await ApprovalButtons(self.approvals)(action)
 
     def finish(self) -> None:
-        """The exact final frame."""
+        """The last frame of changes (the exact figures; held-back words released)."""
         if self._pending is not None:
             self._pending.cancel()
-        self._frame()
+        if self._synced:
+            self._final = True  # text ops release their held-back words
+            pending = {op[1] for op in self._ops if op[0] == "text"}
+            self._ops += [["text", sid, []] for sid in self._redactors if sid not in pending]
+            self._frame()
 
-    def _frame(self) -> None:
-        self._pending = None
-        self._last_frame = time.monotonic()
-        self.frames += 1
-        # Every frame passes the one redactor, so the saved widget state holds no secret either.
-        self.body.value = redact(self._body_html())
-        self.footer.value = redact(self._footer_html())
+    def end(self, transcript: dict[str, Any]) -> None:
+        """The run is over: send the whole transcript once (a page reopened mid-run shows it)."""
+        if self._ended:
+            return
+        self.finish()
+        self._ended = True
+        self._send({"type": "end", "doc": transcript})
 
-    def _body_html(self) -> str:
-        s = self.state
-        parts = [f'<div class="ipyagent-status">{escape(n)}</div>' for n in s.notices]
-        for segment in s.segments.values():
-            if segment.kind == "reasoning":
-                parts.append(f"<details><summary>reasoning</summary>{markdown_to_html(join_text(segment.parts))}</details>")
-            elif segment.kind == "text":
-                parts.append(markdown_to_html(join_text(segment.parts)))
-            else:
-                parts.append(_tool_card(segment) if segment.kind != "artifact" else _artifact_entry(segment.data))
-        if s.error is not None:
-            parts.append(f'<div class="ipyagent-error">⚠ {escape(s.error.message)}</div>')
-        if s.interrupted:
-            parts.append('<div class="ipyagent-status">⏹ interrupted; the text above is partial</div>')
-        return "".join(parts)
+    def close(self) -> None:
+        """Close the widgets, so no widget state is left in the notebook for a finished run."""
+        self._ended = True
+        if self._pending is not None:
+            self._pending.cancel()
+        from .live_widget import close_widgets
 
-    def _footer_html(self) -> str:
-        return '<div class="ipyagent-footer">' + " · ".join(escape(f) for f in self.state.footer_figures()) + "</div>"
+        close_widgets(self.widget)
+
+
+def _call_json(segment: Segment, event: ToolCallCompleted | None) -> dict[str, Any]:
+    """A finished tool call's card, as the transcript has it (transcript.ToolCallPart)."""
+    from ..core.transcript import RESULT_CHARS
+
+    result = segment.result or ""
+    if len(result) > RESULT_CHARS:
+        result = f"{result[:RESULT_CHARS]}\n… ({len(result) - RESULT_CHARS:,} more characters not shown)"
+    arguments = event.action.input if event is not None else None
+    if arguments is None:
+        try:
+            arguments = json.loads("".join(segment.parts) or "{}")
+        except ValueError:
+            arguments = None
+    call = {"id": segment.call_id, "name": segment.name or "tool call", "status": "error" if segment.is_error else "ok",
+            "result": result, "duration_s": segment.duration}
+    if isinstance(arguments, dict):
+        call["arguments"] = arguments
+    return call
+
+
+def _artifact_json(event: ArtifactStored) -> dict[str, Any]:
+    """An off-prompt artifact as the transcript has it, drawn as ``%agent memory`` draws it."""
+    from ..core.transcript import _artifacts
+    from .memory_html import stored_event_html
+
+    summary = _artifacts(None, [event])[0]
+    summary.html = stored_event_html(event)
+    return summary.model_dump(mode="json")
 
 
 class _RedactedStream:
@@ -344,29 +501,6 @@ class TextView:
     def finish(self) -> None:
         self.stream.write("\n[" + " · ".join(self.state.footer_figures()) + "]\n")
         self.stream.finish()
-
-
-def _tool_card(segment: Segment) -> str:
-    """A tool call as a collapsible card: name and arguments, then its result once run."""
-    if segment.result is None:
-        status = "running…" if segment.duration is None else ""
-        result = ""
-    else:
-        status = f"{'error' if segment.is_error else 'done'} in {segment.duration or 0:.2f} s"
-        label = "error" if segment.is_error else "result"
-        result = f'<details class="ipyagent-result"><summary>{label}</summary><pre>{escape(segment.result)}</pre></details>'
-    css = "ipyagent-tool ipyagent-tool-error" if segment.is_error else "ipyagent-tool"
-    return (
-        f'<details class="{css}" open><summary><b>{escape(segment.name or "tool call")}</b> '
-        f'<span class="ipyagent-footer">{escape(segment.call_id)} · {escape(status)}</span></summary>'
-        f'<pre>{escape("".join(segment.parts))}</pre>{result}</details>'
-    )
-
-
-def _artifact_entry(event: ArtifactStored) -> str:
-    from .memory_html import stored_event_html
-
-    return stored_event_html(event)
 
 
 def make_view(provider: str, *, widgets: bool) -> Any:

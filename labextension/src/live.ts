@@ -1,0 +1,313 @@
+/**
+ * The live view of a run: the front end of ipyagent's anywidget
+ * (src/ipyagent/notebook/live_widget.py), built into an ES module by esbuild.
+ *
+ * It draws with the transcript renderer's own parts (transcript.ts,
+ * markdown.ts), so a run looks the same streaming and saved.
+ *
+ * Protocol (custom widget messages, kernel -> browser):
+ *   {type: "snapshot", seq, doc}  the run so far (the answer to our "hello")
+ *   {type: "ops", seq, ops}        what changed since seq - 1 (coalesced, <= ~33/s)
+ *   {type: "end", doc}             the whole transcript, once, when the run ends
+ * and browser -> kernel: {type: "hello"} when a model is created (a cell run
+ * live, or a page reopened mid-run), so that it catches up from the state.
+ *
+ * Messages only change the document; views redraw at most once per animation
+ * frame, and a frame re-renders only the Markdown tail that changed.
+ */
+
+import { MarkdownStream } from './markdown';
+import { artifactNode, el, footerNode, renderTranscript, toolCard } from './transcript';
+
+type Json = { [key: string]: any };
+
+interface AnyModel {
+  on(name: string, callback: (...args: any[]) => void): void;
+  off(name: string, callback: (...args: any[]) => void): void;
+  send(content: Json): void;
+}
+
+interface Segment {
+  sid: number;
+  kind: 'text' | 'reasoning' | 'tool' | 'artifact';
+  text: string;
+  rev: number;
+  call: Json;
+  artifact: Json;
+}
+
+interface Status {
+  figures: string[];
+  ticking: string | null;
+  elapsed: number;
+  at: number;
+}
+
+/** The run as far as the browser knows it, shared by every view of one widget model. */
+export class LiveDoc {
+  seq = -1;
+  resets = 0;
+  segments = new Map<number, Segment>();
+  order: number[] = [];
+  notices: string[] = [];
+  error: string | null = null;
+  interrupted = false;
+  status: Status = { figures: [], ticking: 'waiting', elapsed: 0, at: performance.now() };
+  final: Json | null = null;
+  listeners = new Set<() => void>();
+
+  receive(msg: Json): void {
+    if (!msg || typeof msg !== 'object') {
+      return;
+    }
+    if (msg.type === 'snapshot') {
+      this.load(msg.doc || {});
+      this.seq = msg.seq;
+      this.resets++;
+    } else if (msg.type === 'ops') {
+      if (this.seq < 0 || msg.seq <= this.seq) {
+        return; // before our snapshot: already in it
+      }
+      this.seq = msg.seq;
+      for (const op of msg.ops || []) {
+        this.apply(op);
+      }
+    } else if (msg.type === 'end') {
+      this.final = msg.doc;
+    } else {
+      return;
+    }
+    this.listeners.forEach(listener => listener());
+  }
+
+  private load(doc: Json): void {
+    this.segments.clear();
+    this.order = [];
+    this.notices = [];
+    this.error = null;
+    this.interrupted = false;
+    for (const op of doc.ops || []) {
+      this.apply(op);
+    }
+  }
+
+  private segment(sid: number): Segment | undefined {
+    return this.segments.get(sid);
+  }
+
+  /** One change: ["seg", sid, kind, call], ["text", sid, text], ["tool", sid, call],
+   * ["artifact", sid, summary], ["notice", text], ["error", text], ["interrupted"], ["status", status]. */
+  apply(op: any[]): void {
+    const [name, a, b, c] = op;
+    if (name === 'seg' && !this.segments.has(a)) {
+      this.segments.set(a, { sid: a, kind: b, text: '', rev: 0, call: c || {}, artifact: {} });
+      this.order.push(a);
+    } else if (name === 'text') {
+      const segment = this.segment(a);
+      if (segment) {
+        segment.text += b;
+        segment.rev++;
+      }
+    } else if (name === 'tool') {
+      const segment = this.segment(a);
+      if (segment) {
+        segment.call = { ...segment.call, ...b };
+        segment.rev++;
+      }
+    } else if (name === 'artifact') {
+      const segment = this.segment(a);
+      if (segment) {
+        segment.artifact = b;
+        segment.rev++;
+      }
+    } else if (name === 'notice') {
+      this.notices.push(String(a));
+    } else if (name === 'error') {
+      this.error = String(a);
+    } else if (name === 'interrupted') {
+      this.interrupted = true;
+    } else if (name === 'status') {
+      this.status = { figures: a.figures || [], ticking: a.ticking ?? null, elapsed: a.elapsed || 0, at: performance.now() };
+    }
+    void c;
+  }
+
+  /** The answer's text so far (the "copy" button of the footer). */
+  get answer(): string {
+    return this.order.map(sid => this.segments.get(sid)!).filter(s => s.kind === 'text').map(s => s.text).join('');
+  }
+}
+
+interface Drawn {
+  node: HTMLElement;
+  rev: number;
+  stream?: MarkdownStream;
+  consumed: number;
+}
+
+/** One view (one output) of a live run. */
+export class LiveView {
+  readonly el: HTMLElement;
+  private doc: LiveDoc;
+  private drawn = new Map<number, Drawn>();
+  private trailing: HTMLElement[] = [];
+  private leading: HTMLElement[] = [];
+  private resets = -1;
+  private pending = 0;
+  private ticker = 0;
+  private footer: HTMLElement | null = null;
+  private ended = false;
+  /** Animation frames that changed the DOM (tests read this as data-frames). */
+  frames = 0;
+
+  constructor(el: HTMLElement, doc: LiveDoc) {
+    this.el = el;
+    this.doc = doc;
+    el.classList.add('ipyagent-transcript', 'ipyagent-live');
+    this.schedule = this.schedule.bind(this);
+    doc.listeners.add(this.schedule);
+    this.ticker = window.setInterval(() => this.tick(), 200);
+    this.schedule();
+  }
+
+  dispose(): void {
+    this.doc.listeners.delete(this.schedule);
+    window.clearInterval(this.ticker);
+    if (this.pending) {
+      cancelAnimationFrame(this.pending);
+    }
+  }
+
+  schedule(): void {
+    if (!this.pending) {
+      this.pending = requestAnimationFrame(() => {
+        this.pending = 0;
+        this.draw();
+      });
+    }
+  }
+
+  private draw(): void {
+    if (this.ended) {
+      return;
+    }
+    const doc = this.doc;
+    this.frames++;
+    this.el.dataset.frames = String(this.frames);
+    if (doc.final) {
+      this.ended = true;
+      this.el.dataset.liveHeight = String(this.el.getBoundingClientRect().height);
+      this.el.classList.remove('ipyagent-live');
+      this.el.replaceChildren(...renderTranscript(doc.final));
+      window.clearInterval(this.ticker);
+      return;
+    }
+    if (doc.resets !== this.resets) {
+      this.resets = doc.resets;
+      this.el.replaceChildren();
+      this.drawn.clear();
+      this.trailing = [];
+      this.leading = [];
+    }
+    if (this.leading.length !== doc.notices.length) {
+      this.leading.forEach(n => n.remove());
+      this.leading = doc.notices.map(text => el('div', 'ipyagent-status', text));
+      this.el.prepend(...this.leading);
+    }
+    const anchor = this.trailing[0] || null;
+    for (const sid of doc.order) {
+      const segment = doc.segments.get(sid)!;
+      let drawn = this.drawn.get(sid);
+      if (!drawn) {
+        drawn = this.create(segment);
+        this.drawn.set(sid, drawn);
+        this.el.insertBefore(drawn.node, anchor);
+      }
+      if (drawn.rev !== segment.rev) {
+        this.update(segment, drawn);
+      }
+    }
+    this.trailing.forEach(n => n.remove());
+    this.trailing = [];
+    if (doc.error !== null) {
+      this.trailing.push(el('div', 'ipyagent-error', `⚠ ${doc.error}`));
+    }
+    if (doc.interrupted) {
+      this.trailing.push(el('div', 'ipyagent-status', '■ interrupted; the text above is partial'));
+    }
+    this.footer = footerNode(this.footerText(), () => doc.answer);
+    this.trailing.push(this.footer);
+    this.el.append(...this.trailing);
+  }
+
+  private create(segment: Segment): Drawn {
+    if (segment.kind === 'text' || segment.kind === 'reasoning') {
+      const body = el('div', `${segment.kind === 'text' ? 'ipyagent-text' : 'ipyagent-reasoning-text'} jp-RenderedHTMLCommon`);
+      let node = body;
+      if (segment.kind === 'reasoning') {
+        node = el('details', 'ipyagent-reasoning');
+        node.append(el('summary', '', 'reasoning'), body);
+      }
+      return { node, rev: -1, stream: new MarkdownStream(body), consumed: 0 };
+    }
+    return { node: el('div'), rev: -1, consumed: 0 };
+  }
+
+  private update(segment: Segment, drawn: Drawn): void {
+    drawn.rev = segment.rev;
+    if (drawn.stream) {
+      drawn.stream.append(segment.text.slice(drawn.consumed));
+      drawn.consumed = segment.text.length;
+      drawn.stream.render();
+      return;
+    }
+    const node =
+      segment.kind === 'tool'
+        ? toolCard({ ...segment.call, partial_arguments: segment.call.arguments ? undefined : segment.text })
+        : artifactNode(segment.artifact);
+    drawn.node.replaceWith(node);
+    drawn.node = node;
+  }
+
+  private footerText(): string {
+    const status = this.doc.status;
+    const figures = [...status.figures];
+    if (status.ticking) {
+      const elapsed = (status.elapsed + (performance.now() - status.at) / 1000).toFixed(1);
+      figures.push(status.ticking === 'waiting' ? `waiting for the first token · ${elapsed} s` : `${elapsed} s · streaming…`);
+    }
+    return figures.join(' · ');
+  }
+
+  private tick(): void {
+    if (this.doc.status.ticking && this.footer && !this.ended) {
+      const text = this.footer.querySelector('.ipyagent-footer-text');
+      if (text) {
+        text.textContent = this.footerText();
+      }
+    }
+  }
+}
+
+const docs = new WeakMap<object, LiveDoc>();
+
+function docOf(model: AnyModel): LiveDoc {
+  let doc = docs.get(model);
+  if (!doc) {
+    doc = new LiveDoc();
+    docs.set(model, doc);
+    model.on('msg:custom', (msg: Json) => doc!.receive(msg));
+    model.send({ type: 'hello' });
+  }
+  return doc;
+}
+
+export default {
+  initialize({ model }: { model: AnyModel }): void {
+    docOf(model);
+  },
+  render({ model, el }: { model: AnyModel; el: HTMLElement }): () => void {
+    const view = new LiveView(el, docOf(model));
+    return () => view.dispose();
+  }
+};

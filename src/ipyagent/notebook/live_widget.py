@@ -1,0 +1,73 @@
+"""The live view's widget: an anywidget whose front end is the labextension's transcript
+renderer (``labextension/src/live.ts``, bundled by esbuild into ``static/live.js``).
+
+One renderer draws a run live and saved, so both look the same. The kernel
+sends custom widget messages (``WidgetView`` in view.py makes them):
+
+* ``{"type": "snapshot", "seq": n, "doc": {"ops": [...]}}``: the run so far, in
+  answer to the front end's ``{"type": "hello"}`` (a cell run live, or a page
+  reopened mid-run: it catches up from the kernel's state);
+* ``{"type": "ops", "seq": n, "ops": [...]}``: what changed since the last
+  message, at most one every ~30 ms. An op is ``["seg", sid, kind, call]``,
+  ``["text", sid, text]`` (appended), ``["tool", sid, call]``, ``["artifact", sid,
+  summary]``, ``["notice", text]``, ``["error", text]``, ``["interrupted"]`` or
+  ``["status", {"figures": [...], "ticking": "waiting" | "streaming" | None,
+  "elapsed": seconds}]``;
+* ``{"type": "end", "doc": transcript}``: the whole transcript, once, at the end.
+
+No trait carries the answer, so no frame resends it and nothing of it stays in
+widget state; the widget is closed when the run ends.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+#: The built front end (``make install`` / the wheel build runs esbuild).
+STATIC = Path(__file__).parent / "static"
+
+
+def available() -> bool:
+    """True when the front end is built and anywidget is installed."""
+    if not (STATIC / "live.js").is_file():
+        return False
+    try:
+        import anywidget  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=1)
+def _widget_class() -> type:
+    import anywidget
+
+    class LiveWidget(anywidget.AnyWidget):
+        """A run's live view (front end: ``static/live.js``; styles: the labextension's)."""
+
+        _esm = (STATIC / "live.js").read_text(encoding="utf-8")
+        _css = (STATIC / "live.css").read_text(encoding="utf-8")
+
+    return LiveWidget
+
+
+def live_widget() -> Any:
+    """A new live-view widget (anywidget), fed by `WidgetView`."""
+    return _widget_class()()
+
+
+def close_widgets(*roots: Any) -> None:
+    """Close `roots` and every widget they hold (children, layout, style), so none is left
+    in the notebook's widget state."""
+    seen: set[int] = set()
+    stack = [r for r in roots if r is not None]
+    while stack:
+        widget = stack.pop()
+        if id(widget) in seen:
+            continue
+        seen.add(id(widget))
+        stack += [w for w in getattr(widget, "children", ()) or () if w is not None]
+        stack += [w for w in (getattr(widget, "layout", None), getattr(widget, "style", None)) if hasattr(w, "close")]
+        widget.close()

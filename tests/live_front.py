@@ -1,0 +1,72 @@
+"""A Python stand-in for the live view's front end (labextension/src/live.ts, `LiveDoc`):
+it takes the kernel's messages to a `WidgetView` and keeps the run they describe."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+
+class FrontEnd:
+    """Attach to `view` (its widget's ``send`` is replaced); `hello()` asks for the snapshot."""
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+        self.messages: list[dict[str, Any]] = []
+        self.times: list[float] = []
+        self.seq = -1
+        self.segments: dict[int, dict[str, Any]] = {}
+        self.notices: list[str] = []
+        self.error: str | None = None
+        self.interrupted = False
+        self.status: dict[str, Any] = {}
+        self.final: dict[str, Any] | None = None
+        view.live.send = self.receive
+
+    def hello(self) -> None:
+        self.view._hello()  # what the kernel does on the loop when the front end says hello
+
+    def receive(self, content: dict[str, Any], buffers: Any = None) -> None:
+        content = json.loads(json.dumps(content))  # what goes over the wire
+        self.messages.append(content)
+        self.times.append(time.monotonic())
+        if content["type"] == "snapshot":
+            self.segments, self.notices, self.error, self.interrupted = {}, [], None, False
+            for op in content["doc"]["ops"]:
+                self.apply(op)
+            self.seq = content["seq"]
+        elif content["type"] == "ops":
+            assert self.seq >= 0 and content["seq"] == self.seq + 1, "ops out of order or before the snapshot"
+            self.seq = content["seq"]
+            for op in content["ops"]:
+                self.apply(op)
+        elif content["type"] == "end":
+            self.final = content["doc"]
+
+    def apply(self, op: list[Any]) -> None:
+        name = op[0]
+        if name == "seg":
+            self.segments.setdefault(op[1], {"kind": op[2], "text": "", "call": dict(op[3] or {})})
+        elif name == "text":
+            self.segments[op[1]]["text"] += op[2]
+        elif name == "tool":
+            self.segments[op[1]]["call"].update(op[2])
+        elif name == "artifact":
+            self.segments[op[1]]["artifact"] = op[2]
+        elif name == "notice":
+            self.notices.append(op[1])
+        elif name == "error":
+            self.error = op[1]
+        elif name == "interrupted":
+            self.interrupted = True
+        elif name == "status":
+            self.status = op[1]
+
+    @property
+    def text(self) -> str:
+        return "".join(s["text"] for s in self.segments.values() if s["kind"] == "text")
+
+    @property
+    def frames(self) -> list[dict[str, Any]]:
+        return [m for m in self.messages if m["type"] == "ops"]
