@@ -71,6 +71,7 @@ def body_of(events: list[Any]) -> list:
             view.state.interrupted = True
         else:
             view.state.add(event)
+    view._final = True  # the run is over: no word held back
     return [op for op in view._snapshot() if op[0] != "status"]
 
 

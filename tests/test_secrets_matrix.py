@@ -111,5 +111,7 @@ def test_no_secret_in_any_form_reaches_the_notebook_store_or_cassette(tmp_path, 
     # The outputs are there, redacted: an answer, a tool result, the error, the listings, the reprs.
     outputs = text["notebook"]
     assert outputs.count("[redacted]") > 20 and "bad credentials" in outputs and "http://[redacted]@" in outputs
-    widgets = json.dumps(nb.metadata["widgets"])
-    assert "header Bearer [redacted]" in widgets or "header Bearer [redacted]" in widgets.replace("\\u00a0", " ")
+    # The live view keeps no text in widget state (its frames are messages, redacted: test_view.py),
+    # so the saved widget state holds nothing of the answers at all.
+    widgets = json.dumps(nb.metadata.get("widgets", {}))
+    assert "header Bearer" not in widgets and "bad credentials" not in widgets

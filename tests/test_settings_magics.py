@@ -38,7 +38,8 @@ def test_compare_sends_each_provider_its_own_field_names(ip, capsys) -> None:
         ip.run_line_magic("provider", f"--alias a openai:a --base-url {a.url}")
         ip.run_line_magic("provider", f"--alias b anthropic:b --base-url {b.url}")
         ip.run_line_magic("provider", f"--alias c gemini:c --base-url {c.url}")
-        comparison = ip.run_cell_magic("compare", "a b c --temperature 0 --max-tokens 64", "Say hi")
+        ip.run_cell_magic("compare", "a b c --temperature 0 --max-tokens 64 -o comparison", "Say hi")
+        comparison = ip.user_ns["comparison"]
     assert all(f.ok for f in comparison.figures), [f.error for f in comparison.figures]
     openai, anthropic, gemini = (s.requests[0]["body"] for s in (a, b, c))
     assert openai["temperature"] == 0 and openai["max_completion_tokens"] == 64 and "max_tokens" not in openai
@@ -48,7 +49,8 @@ def test_compare_sends_each_provider_its_own_field_names(ip, capsys) -> None:
 
 def test_agent_cell_settings_reach_the_body_and_the_footer(ip, openai_server, capsys) -> None:
     ip.run_line_magic("provider", f"openai:m --base-url {openai_server.url}")
-    result = ip.run_cell_magic("agent", "-t 0 --max-tokens 64 --seed 7 --stop END --stop '\\n\\n' --reasoning low", "Hello")
+    ip.run_cell_magic("agent", "-t 0 --max-tokens 64 --seed 7 --stop END --stop '\\n\\n' --reasoning low -o result", "Hello")
+    result = ip.user_ns["result"]
     body = openai_server.requests[0]["body"]
     assert (body["temperature"], body["max_completion_tokens"], body["seed"], body["reasoning_effort"]) == (0, 64, 7, "low")
     assert body["stop"] == ["END", "\n\n"]
@@ -88,7 +90,8 @@ def test_bad_settings_are_one_usage_line(ip, openai_server, line, message) -> No
 def test_unsupported_setting_in_a_cell_is_one_line_and_sends_nothing(ip, capsys) -> None:
     with StubServer(REPLIES["openai-responses"]()) as server:
         ip.run_line_magic("provider", f"openai-responses:m --base-url {server.url}")
-        result = ip.run_cell_magic("agent", "--stop END", "hi")
+        ip.run_cell_magic("agent", "--stop END -o result", "hi")
+        result = ip.user_ns["result"]
     assert server.requests == []
     assert result.error.type == "unsupported_capability" and "openai-responses model m" in result.error.message
     assert "stop" in capsys.readouterr().out
@@ -97,7 +100,8 @@ def test_unsupported_setting_in_a_cell_is_one_line_and_sends_nothing(ip, capsys)
 def test_p_keeps_the_session_base_url_and_key_variable(ip, openai_server, monkeypatch) -> None:
     monkeypatch.setenv("CORP_KEY", "sk-corp-123456")
     ip.run_line_magic("provider", f"openai:m --base-url {openai_server.url} --api-key-env CORP_KEY")
-    result = ip.run_cell_magic("agent", "-p openai:other", "hi")
+    ip.run_cell_magic("agent", "-p openai:other -o result", "hi")
+    result = ip.user_ns["result"]
     assert result.ok, result.error
     request = openai_server.requests[0]
     assert request["body"]["model"] == "other" and request["headers"]["Authorization"] == "Bearer sk-corp-123456"

@@ -119,15 +119,18 @@ def test_trailing_frame_is_sent_when_deltas_stop_and_the_clock_waits_for_the_fir
             view.feed(TextDelta(0, piece))
         right_after = [front.text]
         await asyncio.sleep(0.1)
-        return front, waiting, right_after
+        later = front.text
+        view.feed(completed("alpha beta gamma"))
+        return front, waiting, right_after, later
 
-    front, waiting, right_after = asyncio.run(main())
+    front, waiting, right_after, later = asyncio.run(main())
     assert waiting == "waiting"  # "waiting for the first token · 2.1 s", ticking in the browser
-    # The first delta is sent at once; the other two wait for the coalescing timer.
+    # The first delta is sent at once; the other two wait for the coalescing timer. The word still
+    # arriving is held back (a secret split across deltas is redacted whole) until the text ends.
     assert right_after == ["alpha "]
+    assert later == "alpha beta "
     assert front.text == "alpha beta gamma"
-    assert len(front.frames) == 2
-    assert front.status["ticking"] == "streaming" and any("first token" in f for f in front.status["figures"])
+    assert len(front.frames) == 3
 
 
 def test_mark_interrupted_keeps_partial_text() -> None:
@@ -254,3 +257,27 @@ def test_text_view_interrupted() -> None:
     lines = out.getvalue().splitlines()
     assert lines[:2] == ["so far", "[interrupted]"]
     assert lines[2].endswith("interrupted]")
+
+
+def test_every_frame_passes_the_redactor_even_a_secret_split_across_deltas() -> None:
+    from ipyagent.core.redact import add_secret
+
+    secret = "sk-live-view-0123456789abcdef"
+    add_secret(secret)
+    pieces = ["the key is ", secret[:9], secret[9:20], secret[20:], " and more", " words"]
+
+    async def main() -> FrontEnd:
+        view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        front.hello()
+        for piece in pieces:
+            view.feed(TextDelta(0, piece))
+            await asyncio.sleep(0.04)  # a frame between any two deltas
+        view.feed(ModelFailed(error=ProviderError("server", f"echoed {secret}"), partial=Message(role="assistant")))
+        return front
+
+    front = asyncio.run(main())
+    wire = repr(front.messages)
+    assert secret not in wire and secret[9:20] not in wire
+    assert front.text == "the key is [redacted] and more words"
+    assert front.error == "echoed [redacted]"

@@ -249,6 +249,7 @@ class WidgetView:
         # until it ends, so a secret split across deltas is still caught.
         self._redactors: dict[int, StreamRedactor] = {}
         self._final = False
+        self._complete: set[int] = set()
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -285,7 +286,11 @@ class WidgetView:
             else:
                 ops.append(["text", touched.sid, [text]])
         elif isinstance(event, ToolCallCompleted) and touched is not None:
+            self._release(touched.sid)  # the call's arguments are complete
             ops.append(["tool", touched.sid, _call_json(touched, event)])
+        elif isinstance(event, ModelCompleted):  # the turn's text is complete
+            for sid in list(self._redactors):
+                self._release(sid)
         elif isinstance(event, HistoryTrimmed):
             ops.append(["notice", self.state.notices[-1]])
         elif isinstance(event, ModelFailed):
@@ -301,7 +306,10 @@ class WidgetView:
                 ops.append(["artifact", segment.sid, _artifact_json(segment.data)])
                 continue
             redactor = self._redactors[segment.sid] = StreamRedactor()
-            ops.append(["text", segment.sid, redactor.feed("".join(segment.parts))])
+            text = redactor.feed("".join(segment.parts))
+            if s.finished or self._final or segment.sid in self._complete:
+                text += redactor.flush()
+            ops.append(["text", segment.sid, text])
             if segment.kind == "tool" and segment.result is not None:
                 ops.append(["tool", segment.sid, _call_json(segment, None)])
         if s.error is not None:
@@ -353,11 +361,18 @@ class WidgetView:
         self.frames += 1
         self._send({"type": "ops", "seq": self._seq, "ops": ops})
 
+    def _release(self, sid: int) -> None:
+        """Segment `sid` is complete: its next frame releases the word held back."""
+        self._complete.add(sid)
+        if not any(op[0] == "text" and op[1] == sid for op in self._ops):
+            self._ops.append(["text", sid, []])
+
     def _text_op(self, op: list[Any]) -> list[Any]:
-        """A text op of pending pieces, joined and redacted; the run's end releases every held word."""
+        """A text op of pending pieces, joined and redacted; a complete segment (or the run's end)
+        releases the word held back."""
         redactor = self._redactors.setdefault(op[1], StreamRedactor())
         text = redactor.feed("".join(op[2]))
-        if self._final:
+        if self._final or op[1] in self._complete:
             text += redactor.flush()
         return ["text", op[1], text]
 
