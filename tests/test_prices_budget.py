@@ -54,7 +54,8 @@ def test_price_as_on_provider_shows_in_the_footer_and_cost(ip, server, capsys) -
     ip.run_cell_magic("agent", "", "hi")
     assert "unknown price" in capsys.readouterr().out
     ip.run_line_magic("provider", f"openai:m --base-url {server.url} --price-as openai:gpt-4.1-mini")
-    result = ip.run_cell_magic("agent", "", "hi")
+    ip.run_cell_magic("agent", "-o result", "hi")
+    result = ip.user_ns["result"]
     assert result.cost == pytest.approx(price_of("gpt-4.1-mini"))
     ip.run_line_magic("agent", "cost")
     out = capsys.readouterr().out
@@ -65,13 +66,17 @@ def test_price_as_on_provider_shows_in_the_footer_and_cost(ip, server, capsys) -
 def test_budget_refuses_new_runs_once_spent(ip, server, capsys) -> None:
     ip.run_line_magic("provider", f"openai:m --base-url {server.url} --price-as openai:gpt-4o --budget 0.0001")
     assert "budget: $0.0001 for this session" in capsys.readouterr().out
-    assert ip.run_cell_magic("agent", "", "first").ok  # spent 0: it runs, and passes the budget
-    refused = ip.run_cell_magic("agent", "", "second")
+    ip.run_cell_magic("agent", "-o first", "first")
+    assert ip.user_ns["first"].ok  # spent 0: it runs, and passes the budget
+    ip.run_cell_magic("agent", "-o refused", "second")
+    refused = ip.user_ns["refused"]
     assert refused.error.type == "budget" and "of its $0.0001 budget" in refused.error.message
     assert len(server.requests) == 1  # nothing sent for the refused run
-    comparison = ip.run_cell_magic("compare", "openai:m openai:n", "third")
+    ip.run_cell_magic("compare", "openai:m openai:n -o comparison", "third")
+    comparison = ip.user_ns["comparison"]
     assert [f.error_type for f in comparison.figures] == ["budget", "budget"] and len(server.requests) == 1
     ip.run_line_magic("agent", "cost")
     assert "new runs are refused" in capsys.readouterr().out
     ip.run_line_magic("provider", "--budget 1")
-    assert ip.run_cell_magic("agent", "", "fourth").ok and len(server.requests) == 2
+    ip.run_cell_magic("agent", "", "fourth")
+    assert ip.run_line_magic("agent", "last").ok and len(server.requests) == 2

@@ -23,7 +23,7 @@ export const ALLOWED_TAGS = [
 
 /** render.py ALLOWED_ATTRIBUTES, per tag. */
 const ATTRIBUTES: { [tag: string]: string[] } = {
-  a: ['href', 'title'],
+  a: ['href', 'title', 'class'],
   img: ['src', 'alt', 'title'],
   code: ['class'],
   span: ['class'],
