@@ -42,7 +42,8 @@ from ..core import (
 )
 from ..drivers import LEDGER, Aggregator, BasePromptDriver, total_cost
 from ..memory import TaskMemory
-from ..tools import Toolbox
+from ..tools import MCPServerError, Toolbox
+from ..tools.builtin.task_memory import with_task_memory
 from ..tools.off_prompt import store_output
 from . import react, structured
 from .options import RunOptions
@@ -88,8 +89,8 @@ class AgentRun:
                  emit: Callable[[Event], Any]) -> None:
         self.driver, self.options, self.memory, self.emit = driver, options, memory, emit
         self.toolbox: Toolbox = options.tools
-        react_wanted = options.react if options.react is not None else not driver.supports_tools
-        self.react_mode = bool(self.toolbox) and react_wanted
+        self.react_wanted = options.react if options.react is not None else not driver.supports_tools
+        self.react_mode = bool(self.toolbox) and self.react_wanted
         self.pending: list[Message] = [prompt] if prompt is not None else []  # what this run has added, in order
         self.usage = Usage()
         self.costs: list[dict[str, Any] | None] = []  # each completed turn's price (None: unknown)
@@ -166,6 +167,13 @@ class AgentRun:
             message.content.extend(PromptStack().add_message("tool", ActionArtifact(value=action)).content)
         return message
 
+    async def prepare_tools(self) -> None:
+        """Let tools that learn theirs at run time do so (MCP servers start on first use and
+        list their tools), then add the Task Memory reader if one of them is off-prompt."""
+        await self.toolbox.prepare()
+        self.toolbox = with_task_memory(self.toolbox, self.memory, self.driver)
+        self.react_mode = bool(self.toolbox) and self.react_wanted
+
     # -- the loop ----------------------------------------------------------------------
 
     async def run(self) -> AgentResult:
@@ -174,6 +182,10 @@ class AgentRun:
             LEDGER.check_budget()  # %provider --budget: no new run once the session has spent it
         except ProviderError as exc:
             return self._fail(Message(role="assistant"), exc)
+        try:
+            await self.prepare_tools()
+        except MCPServerError as exc:  # nothing was sent
+            return self._fail(Message(role="assistant"), ProviderError("tool_unavailable", str(exc), retryable=False))
         retries = OUTPUT_RETRIES
         for _ in range(self.options.max_steps or 1):
             turn = await self.model_turn(self.compose())

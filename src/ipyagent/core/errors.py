@@ -29,6 +29,7 @@ ErrorType = Literal[
     "max_steps",
     "invalid_output",
     "budget",
+    "tool_unavailable",  # a tool source (an MCP server) could not be used; nothing was sent
 ]
 
 #: Error types that a retry may fix (DESIGN.md, "drivers": retries).

@@ -29,7 +29,7 @@ def await_agent_cells(lines: list[str]) -> list[str]:
 #: (pydantic, httpx2, ...) is imported on first use, so loading costs almost nothing
 #: (benchmarks/import_load.py). A magic missing here is found only after another one was
 #: used: tests/test_compare.py::test_load_declares_every_magic checks the list.
-MAGICS = (("line", "provider"), ("line", "tools"), ("line", "agent"), ("cell", "agent"), ("cell", "compare"))
+MAGICS = (("line", "provider"), ("line", "tools"), ("line", "agent"), ("cell", "agent"), ("cell", "compare"), ("line", "mcp"))
 _declared: set[int] = set()
 #: Magics whose line IPython must not expand (``{{ row.x }}`` in ``%%compare --assert`` is Jinja).
 _NO_VAR_EXPAND = {("cell", "compare")}
@@ -119,6 +119,9 @@ def _load_now(ipython: Any) -> None:
     from .session_magics import SessionMagics  # %agent threads/history/memory/inspect/replay
 
     ipython.register_magics(SessionMagics(ipython, magics))
+    from .mcp_magics import MCPMagics  # %mcp add/list/log/restart/remove
+
+    ipython.register_magics(MCPMagics(ipython, magics))
     if getattr(ipython, "kernel", None) is not None and await_agent_cells not in ipython.input_transformers_post:
         ipython.input_transformers_post.append(await_agent_cells)
     from .outcomes import install
@@ -153,9 +156,10 @@ def unload(ipython: Any) -> None:
     LEDGER.reset()  # the session's spending and budget  # the %provider default goes with the extension
     compare = ipython.magics_manager.registry.pop("CompareMagics", None)
     session = ipython.magics_manager.registry.pop("SessionMagics", None)
+    mcp = ipython.magics_manager.registry.pop("MCPMagics", None)
     magics.session.close()
     for kind, names in [*magics.magics.items(), *(compare.magics.items() if compare else ()),
-                        *(session.magics.items() if session else ())]:
+                        *(session.magics.items() if session else ()), *(mcp.magics.items() if mcp else ())]:
         for name in names:
             ipython.magics_manager.magics[kind].pop(name, None)
     if await_agent_cells in ipython.input_transformers_post:

@@ -26,6 +26,7 @@ from ..core import ConfigurationError, Message
 from ..drivers import BasePromptDriver, create_driver, parse_provider_id, providers, set_alias
 from ..drivers.registry import ALIASES, KEY_FALLBACKS, resolve_alias
 from ..tools import BaseTool, FunctionTool, Toolbox
+from ..tools.mcp import MCPServer, MCPServerError
 from ..tools.activity import ACTIVITY_ATTR
 from ..memory.conversation import Turn
 from ..core.transcript import NextCell
@@ -78,6 +79,7 @@ class AgentMagics(Magics):
         self.alias_options: dict[str, dict[str, Any]] = {}  # alias -> the options it was declared with
         self.session = Session()  # threads, Task Memory, run store (shared with %agent: session_magics.py)
         self._drivers: dict[tuple[str, tuple[tuple[str, Any], ...]], BasePromptDriver] = {}  # one HTTP client each
+        self.mcp_servers: dict[str, MCPServer] = {}  # %mcp add NAME ... (mcp_magics.py)
         self.last_result: AgentResult | None = None
 
     @property
@@ -149,7 +151,7 @@ class AgentMagics(Magics):
         for name, value in self.shell.user_ns.items():
             if name.startswith("_"):
                 continue
-            if isinstance(value, BaseTool):
+            if isinstance(value, (BaseTool, MCPServer)):
                 found[name] = value
             elif isinstance(value, type):
                 if issubclass(value, BaseTool) and value not in (BaseTool, FunctionTool) and value.__module__ == "__main__":
@@ -159,14 +161,26 @@ class AgentMagics(Magics):
         instances = {type(v) for v in found.values() if isinstance(v, BaseTool)}
         return {n: v for n, v in found.items() if not (isinstance(v, type) and v in instances)}
 
+    def _mcp_servers(self) -> dict[str, MCPServer]:
+        """MCP servers by name: ``MCPServer`` objects in the namespace, then ``%mcp add`` ones (which win)."""
+        found = {n: v for n, v in self.shell.user_ns.items() if isinstance(v, MCPServer) and not n.startswith("_")}
+        return {**found, **self.mcp_servers}
+
     def _toolbox(self, names: str | None) -> Toolbox:
-        """The tools named in ``--tools`` (``*``: every tool in the namespace), looked up in the user namespace."""
+        """The tools named in ``--tools``, looked up among MCP servers (``NAME``, ``NAME.tool``;
+        they start here) and in the user namespace; ``*``: every tool in the namespace and every
+        ``%mcp add`` server."""
+        from .mcp_magics import resolve_tools
+
         if not names:
             return Toolbox()
         if names.strip().strip("'\"") == "*":
-            return Toolbox(self._namespace_tools().values())
-        tools = []
-        for name in (n.strip() for n in names.split(",")):
+            everything = [v for v in self._namespace_tools().values() if not isinstance(v, MCPServer)]
+            toolsets, _ = resolve_tools(self._mcp_servers(), list(self._mcp_servers()))
+            return Toolbox([*everything, *toolsets])
+        toolsets, rest = resolve_tools(self._mcp_servers(), [n.strip() for n in names.split(",")])
+        tools: list[Any] = list(toolsets)
+        for name in rest:
             if name not in self.shell.user_ns:
                 raise UsageError(f"--tools: {name!r} is not defined; define the function or tool in a cell first")
             value = self.shell.user_ns[name]
@@ -236,7 +250,14 @@ class AgentMagics(Magics):
         print(f"ipyagent: {redact(message)}", file=sys.stderr)
 
     def close(self) -> None:
-        """Close every driver's HTTP client (``%unload_ext``)."""
+        """Close every driver's HTTP client and every MCP server (``%unload_ext``)."""
+        from ..tools.mcp import close_all
+
+        try:
+            run_sync(close_all())
+        except Exception:  # closing must not fail the unload
+            pass
+        self.mcp_servers.clear()
         for driver in self._drivers.values():
             try:
                 run_sync(driver.close())
@@ -457,12 +478,11 @@ class AgentMagics(Magics):
     @line_magic
     @redacted_output
     def tools(self, line: str) -> None:
-        """List the tools in your namespace with their activities and JSON Schemas (use with ``%%agent --tools``)."""
-        import json
-
-        found = self._namespace_tools()
-        if not found:
-            print("no tools in the namespace: define a function with @activity or a BaseTool subclass")
+        """List the tools in your namespace and of MCP servers, with their JSON Schemas (use with ``%%agent --tools``)."""
+        found = {n: v for n, v in self._namespace_tools().items() if not isinstance(v, MCPServer)}
+        servers = self._mcp_servers()
+        if not found and not servers:
+            print("no tools in the namespace: define a function with @activity or a BaseTool subclass, or %mcp add a server")
             return
         for name, value in found.items():
             try:
@@ -470,10 +490,23 @@ class AgentMagics(Magics):
             except (TypeError, ValueError) as exc:
                 print(f"{name}: cannot be used as a tool: {exc}")
                 continue
-            print(f"{name}  ({type(tool).__name__})")
-            for definition in tool.tool_definitions():
-                print(f"  {definition.name}: {definition.description}")
-                print("    " + json.dumps(definition.parameters))
+            self._print_tool(name, tool)
+        for name, server in servers.items():  # MCP servers start here (first use)
+            try:
+                run_sync(server.start())
+            except MCPServerError as exc:
+                print(f"{name}  (MCP server): {exc}")
+                continue
+            self._print_tool(name, server.toolset(), kind=f"MCP server: {server.target}")
+
+    @staticmethod
+    def _print_tool(name: str, tool: BaseTool, kind: str | None = None) -> None:
+        import json
+
+        print(f"{name}  ({kind or type(tool).__name__})")
+        for definition in tool.tool_definitions():
+            print(f"  {definition.name}: {definition.description}")
+            print("    " + json.dumps(definition.parameters))
 
     # -- %%agent ----------------------------------------------------------------------
 

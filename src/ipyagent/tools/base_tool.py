@@ -289,13 +289,18 @@ class FunctionTool(BaseTool):
 
 
 def as_tool(obj: Any) -> BaseTool:
-    """A `BaseTool` as it is; a function (marked with @activity or not) as a `FunctionTool`.
+    """A `BaseTool` as it is; an `MCPServer` as its `MCPToolset`; a function (marked with
+    @activity or not) as a `FunctionTool`.
 
     Raises:
         TypeError: `obj` is neither.
     """
     if isinstance(obj, BaseTool):
         return obj
+    from .mcp import MCPServer
+
+    if isinstance(obj, MCPServer):  # all of an MCP server's tools
+        return obj.toolset()
     if isinstance(obj, type) and issubclass(obj, BaseTool):
         return obj()
     if callable(obj):

@@ -21,12 +21,28 @@ class Toolbox:
     def __init__(self, tools: Iterable[Any] = ()) -> None:
         self.tools = [as_tool(t) for t in tools]
         self._routes: dict[str, tuple[BaseTool, str]] = {}
+        self._index()
+
+    def _index(self) -> None:
+        self._routes.clear()
         for tool in self.tools:
             for activity in tool.activities():
                 native = tool.native_name(activity)
                 if native in self._routes:
                     raise ValueError(f"two tools offer {native!r}; rename one (BaseTool(name=...))")
                 self._routes[native] = (tool, activity)
+
+    async def prepare(self) -> None:
+        """Let tools that learn their activities at run time (MCP servers: start, list tools)
+        do so, all at once, then route to what they offer.
+
+        Raises:
+            Whatever a tool's ``prepare()`` raises (`MCPServerError`: a server cannot start).
+        """
+        waiting = [prepare() for tool in self.tools if (prepare := getattr(tool, "prepare", None)) is not None]
+        if waiting:
+            await asyncio.gather(*waiting)
+            self._index()
 
     def __bool__(self) -> bool:
         return bool(self._routes)

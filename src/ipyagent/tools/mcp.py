@@ -1,0 +1,501 @@
+"""Tools from MCP servers, through the official `mcp` SDK (imported on first start).
+
+`MCPServer` is one connection: a subprocess spoken to over stdio, or a URL
+(streamable HTTP; the SSE transport on request). It starts on first use, on
+the event loop of whoever first awaits it (ipyagent's background loop: the
+agent and the magics run there), lists the server's tools, and keeps one
+`mcp.Client` open in a task of its own until closed. The server's stderr and
+the SDK's log records go to a log file (`log_path`, ``%mcp log NAME``), never
+to the kernel's streams.
+
+`MCPToolset` is the `BaseTool` face of a server (all its tools, or some): tools
+are offered as ``server_tool`` (`mcp_content.native_names`) and run through the
+same dispatch, approval, Task Memory and cards as any tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextvars
+import logging
+import os
+import shlex
+import shutil
+import tempfile
+import threading
+import weakref
+from collections.abc import Coroutine, Iterable
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..core import BaseArtifact, ErrorArtifact, InfoArtifact, ListArtifact, ToolAction, ToolDefinition
+from .base_tool import BaseTool
+from .mcp_content import check_server_name, description, input_schema, native_names, result_artifact
+
+T = TypeVar("T")
+
+#: Seconds a server may take to start and answer ``initialize`` (and list its tools).
+START_TIMEOUT = 30.0
+#: Seconds `close` waits for a server to stop (the SDK closes stdin, then SIGTERM, then SIGKILL, ~6 s at most).
+CLOSE_TIMEOUT = 10.0
+
+_live: "weakref.WeakSet[MCPServer]" = weakref.WeakSet()
+_server_of_task: contextvars.ContextVar["MCPServer | None"] = contextvars.ContextVar("ipyagent_mcp_server", default=None)
+_log_dir: Path | None = None
+_setup_lock = threading.Lock()
+
+
+class MCPServerError(Exception):
+    """An MCP server that cannot be used: it did not start, refused, stopped. The message is one line."""
+
+
+def log_dir() -> Path:
+    """The folder of this process's MCP logs (one file per server, ``sdk.log`` for the rest)."""
+    global _log_dir
+    with _setup_lock:
+        if _log_dir is None:
+            _log_dir = Path(tempfile.mkdtemp(prefix=f"ipyagent-mcp-{os.getpid()}-"))
+            handler = _ServerLogHandler()
+            handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
+            logging.getLogger("mcp").addHandler(handler)  # the SDK's records never reach the kernel's stderr
+            atexit.register(close_all_at_exit)
+        return _log_dir
+
+
+class _ServerLogHandler(logging.Handler):
+    """Writes a record of the SDK to the log of the server whose task logged it (else ``sdk.log``)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        server = _server_of_task.get()
+        path = server.log_path if server is not None else log_dir() / "sdk.log"
+        try:
+            with open(path, "a", encoding="utf-8") as f:
+                f.write(self.format(record) + "\n")
+        except Exception:  # logging must never break a call
+            pass
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real exception inside (nested) exception groups (anyio task groups raise those)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+class MCPServer:
+    """One MCP server, used as a tool source: ``Agent(tools=[MCPServer("time", command=["mcp-server-time"])])``.
+
+    Args:
+        name: prefixes its tools' names (``time_get_current_time``): a letter, then
+            letters, digits, ``_`` or ``-``, at most 32 characters.
+        command: the program and its arguments (a list, or one string split like a shell
+            does), started as a subprocess that speaks MCP on stdin/stdout.
+        url: an ``http(s)://`` endpoint (streamable HTTP, or SSE with ``transport="sse"``).
+        env: extra environment variables for the subprocess (it inherits only HOME, PATH,
+            SHELL, TERM, USER and LOGNAME otherwise: the SDK's rule, so your keys stay here).
+        cwd: the subprocess's working folder.
+        headers: HTTP headers sent with every request to `url` (``Authorization``).
+        transport: ``stdio`` (with `command`), ``streamable-http`` (default with `url`) or ``sse``.
+        requires_approval: every call of its tools waits for your approval.
+        off_prompt: its tools' outputs go to Task Memory; the model gets a reference.
+        start_timeout: seconds to start and answer ``initialize`` (default 30).
+
+    Raises:
+        ValueError: a bad name, neither or both of `command` and `url`, a URL that is not http(s).
+    """
+
+    def __init__(self, name: str, command: list[str] | str | None = None, *, url: str | None = None,
+                 env: dict[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
+                 headers: dict[str, str] | None = None, transport: str | None = None,
+                 requires_approval: bool = False, off_prompt: bool = False,
+                 start_timeout: float = START_TIMEOUT) -> None:
+        self.name = check_server_name(name)
+        if isinstance(command, str):
+            command = shlex.split(command)
+        if (not command) == (url is None):
+            raise ValueError(f"MCP server {name!r}: give either command=[PROGRAM, ARGS...] or url=URL")
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise ValueError(f"MCP server {name!r}: the URL must start with http:// or https://, not {url!r}")
+        self.transport = transport or ("stdio" if command else "streamable-http")
+        if self.transport not in ("stdio", "streamable-http", "sse") or (self.transport == "stdio") != bool(command):
+            raise ValueError(f"MCP server {name!r}: transport {self.transport!r} does not go with "
+                             f"{'a command' if command else 'a URL'}; use {'stdio' if command else 'streamable-http or sse'}")
+        if start_timeout <= 0:
+            raise ValueError(f"start_timeout must be more than 0 seconds, not {start_timeout}")
+        self.command, self.url = list(command or []), url
+        self.env, self.cwd, self.headers = dict(env or {}), (str(cwd) if cwd is not None else None), dict(headers or {})
+        self.requires_approval, self.off_prompt, self.start_timeout = requires_approval, off_prompt, start_timeout
+        #: stopped (never started or closed), running, exited (died; restarts on next use), failed.
+        self.state = "stopped"
+        self.tools: dict[str, Any] = {}  # MCP tool name -> the SDK's Tool (name, description, inputSchema)
+        self.names: dict[str, str] = {}  # MCP tool name -> the name the model sees
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.log_path = log_dir() / f"{self.name}.log"
+        self._client: Any = None
+        self._runner: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+        self._lock: asyncio.Lock | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._can_restart = True  # one automatic restart per death; a successful call re-arms it
+        _live.add(self)
+
+    # -- what it is -----------------------------------------------------------------------
+
+    @property
+    def target(self) -> str:
+        """The command line or URL (header values never shown)."""
+        return shlex.join(self.command) if self.command else f"{self.url} ({self.transport})"
+
+    @property
+    def status(self) -> str:
+        """`state`, with a running server whose connection has ended shown as ``exited``."""
+        return "exited" if self._connection_closed() else self.state
+
+    def native_name(self, tool: str) -> str:
+        return self.names[tool]
+
+    def toolset(self, tools: Iterable[str] | None = None) -> "MCPToolset":
+        """The server as a tool: all its tools, or only `tools` (MCP names)."""
+        return MCPToolset(self, tools)
+
+    def __repr__(self) -> str:
+        tools = f", tools={list(self.tools)}" if self.tools else ""
+        return f"<MCPServer {self.name} ({self.state}): {self.target}{tools}>"
+
+    def log(self, lines: int = 50) -> str:
+        """The last `lines` lines of the server's log (its stderr, connection events, SDK records)."""
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def _note(self, message: str) -> None:
+        import time
+
+        with open(self.log_path, "a", encoding="utf-8") as f:
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ipyagent: {message}\n")
+
+    # -- start and stop ---------------------------------------------------------------------
+
+    async def _owned(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await `coro` on the loop the server runs on (the first loop that started it)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None or self._loop is loop or self._loop.is_closed() or not self._loop.is_running():
+            self._loop = loop
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    async def start(self) -> None:
+        """Start the server (if it is not running) and list its tools.
+
+        Raises:
+            MCPServerError: it cannot start: no such command, it exited, it did not answer
+                ``initialize`` within `start_timeout` seconds, the URL refused. One line.
+        """
+        await self._owned(self._start_once())
+
+    async def _start_once(self) -> None:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self.state == "running":
+                return
+            await self._start()
+
+    async def _start(self) -> None:
+        if self.command and shutil.which(self.command[0], path=self.env.get("PATH", os.environ.get("PATH"))) is None:
+            self.state, self.last_error = "failed", f"command {self.command[0]!r} not found"
+            raise MCPServerError(f"MCP server {self.name!r}: command {self.command[0]!r} not found; "
+                                 "check the name, or give its full path")
+        self._note(f"starting {self.target}")
+        ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._stop = asyncio.Event()
+        self._runner = asyncio.create_task(self._run(ready), name=f"ipyagent-mcp-{self.name}")
+        try:
+            await asyncio.wait_for(asyncio.shield(ready), self.start_timeout)
+        except asyncio.TimeoutError:
+            await self._halt(now=True)
+            self._failed(f"did not answer `initialize` within {self.start_timeout:g} s (start timeout)")
+        except asyncio.CancelledError:
+            await asyncio.shield(self._halt(now=True))
+            self.state = "stopped"
+            raise
+        except MCPServerError as exc:
+            await self._halt()
+            self._failed(str(exc))
+        self.state = "running"
+        self._note(f"running; tools: {', '.join(self.tools) or 'none'}")
+
+    def _failed(self, why: str) -> None:
+        self.state, self.last_error = "failed", why
+        self._note(f"failed: {why}")
+        tail = [line for line in self.log(5).splitlines() if "ipyagent:" not in line]
+        hint = f"; its last log line: {tail[-1].strip()[:200]!r}" if tail else ""
+        raise MCPServerError(f"MCP server {self.name!r} {why}{hint} (see %mcp log {self.name})")
+
+    async def _run(self, ready: asyncio.Future[None]) -> None:
+        """Holds the connection open: enter the client, list tools, wait for `_stop`, close."""
+        _server_of_task.set(self)
+        try:
+            async with AsyncExitStack() as stack:
+                client = await self._connect(stack)
+                tools = await self._list_tools(client)
+                self._client, self.tools = client, {t.name: t for t in tools}
+                self.names = native_names(self.name, list(self.tools))
+                ready.set_result(None)
+                await self._stop.wait()  # type: ignore[union-attr]
+        except asyncio.CancelledError:
+            if not ready.done():
+                ready.cancel()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - anyio groups; reported through `ready` or the log
+            why = self._describe_failure(_leaf(exc))
+            if not ready.done():
+                ready.set_exception(MCPServerError(why))
+            else:
+                self._note(f"connection ended: {why}")
+        finally:
+            self._client = None
+            if self.state == "running":
+                self.state = "exited"
+            self._note("stopped")
+
+    async def _connect(self, stack: AsyncExitStack) -> Any:
+        try:
+            from mcp import Client
+            from mcp.types import Implementation
+        except ImportError:
+            raise MCPServerError("needs the `mcp` package: pip install 'ipyagent[mcp]'") from None
+        from .. import __version__
+
+        async def to_log(params: Any) -> None:  # the server's logging notifications
+            self._note(f"server log [{getattr(params, 'level', '')}]: {getattr(params, 'data', params)}")
+
+        client = Client(await self._transport(stack), logging_callback=to_log,
+                        client_info=Implementation(name="ipyagent", version=__version__))
+        return await stack.enter_async_context(client)
+
+    async def _transport(self, stack: AsyncExitStack) -> Any:
+        if self.transport == "stdio":
+            from mcp.client.stdio import StdioServerParameters, stdio_client
+
+            errlog = stack.enter_context(open(self.log_path, "a", buffering=1, encoding="utf-8"))
+            params = StdioServerParameters(command=self.command[0], args=self.command[1:], env=self.env or None, cwd=self.cwd)
+            return stdio_client(params, errlog=errlog)
+        if self.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            return sse_client(self.url, headers=self.headers or None)  # type: ignore[arg-type]
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        # The SDK's own defaults: 30 s to connect/write, 300 s between bytes of a held response stream.
+        http = await stack.enter_async_context(httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0)))
+        return streamable_http_client(self.url, http_client=http)  # type: ignore[arg-type]
+
+    @staticmethod
+    async def _list_tools(client: Any) -> list[Any]:
+        tools, cursor = [], None
+        for _ in range(100):  # a paginator that never ends cannot hang a start
+            page = await client.list_tools(cursor=cursor)
+            tools += page.tools
+            cursor = getattr(page, "next_cursor", None)
+            if not cursor:
+                break
+        return tools
+
+    def _describe_failure(self, exc: BaseException) -> str:
+        if isinstance(exc, MCPServerError):
+            return str(exc)
+        if isinstance(exc, FileNotFoundError) and self.command:
+            return f"could not start: command {self.command[0]!r} not found"
+        if isinstance(exc, OSError) and self.command:
+            return f"could not start {self.command[0]!r}: {exc.strerror or exc}"
+        name = type(exc).__name__
+        text = str(exc).splitlines()[0][:200] if str(exc) else name
+        if name in ("ConnectError", "ConnectTimeout") or isinstance(exc, ConnectionError):
+            return f"cannot connect to {self.url}: {text}"
+        if name == "HTTPStatusError":
+            return f"{self.url} answered {text}"
+        if getattr(exc, "code", None) == -32000 or text == "Connection closed":  # the SDK's CONNECTION_CLOSED
+            return "exited during start-up" if self.transport == "stdio" else f"{self.url} closed the connection"
+        return f"failed: {name}: {text}"
+
+    async def _halt(self, *, now: bool = False) -> None:
+        """Stop the runner task and wait (bounded) for the SDK to stop the process: closing its
+        stdin, then SIGTERM and SIGKILL to its process group. `now`: cancel the runner at once
+        (a start that timed out or was interrupted), else let it close the client in order."""
+        runner, self._runner = self._runner, None
+        if runner is None or runner.done():
+            return
+        if now:
+            runner.cancel()
+        elif self._stop is not None:
+            self._stop.set()
+        done, _ = await asyncio.wait([runner], timeout=CLOSE_TIMEOUT)
+        if not done:
+            runner.cancel()
+            await asyncio.wait([runner], timeout=CLOSE_TIMEOUT)
+
+    async def aclose(self) -> None:
+        """Stop the server (its process included); it starts again on next use. Safe to call twice."""
+        self._can_restart = True  # closed (or restarted) by the user: automatic restarts allowed again
+        if self._runner is None:
+            self.state = "stopped"
+            return
+        await self._owned(self._halt())
+        self.state, self._can_restart = "stopped", True
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> BaseArtifact:
+        """Call MCP tool `tool` and return its result as an artifact (`mcp_content.result_artifact`).
+
+        Starts the server if needed. A server that stopped (found dead, or died during a
+        call, which is then an error result and is not sent again) is restarted on the next
+        call, whose result starts with a note saying so. One that stops again before a call
+        succeeds is not restarted (``%mcp restart NAME`` does it).
+        Never raises, except `asyncio.CancelledError` (which the SDK turns into a
+        ``notifications/cancelled`` to the server).
+        """
+        return await self._owned(self._call(tool, arguments))
+
+    def _connection_closed(self) -> bool:
+        """The connection of a running server has ended (its process exited, the HTTP session
+        dropped) while no call was waiting. Reads the SDK's dispatcher state; False if unknown."""
+        session = getattr(self._client, "_session", None)
+        return self.state == "running" and bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
+
+    async def _call(self, tool: str, arguments: dict[str, Any]) -> BaseArtifact:
+        _server_of_task.set(self)
+        if self._connection_closed():  # it died while idle: nothing was sent yet
+            self._note("found stopped")
+            await self._halt()
+            self.state = "exited"
+        died = self.state == "exited"
+        if died and not self._can_restart:
+            self.state, self.last_error = "failed", "stopped again after a restart"
+            return ErrorArtifact(value=f"MCP server {self.name!r} stopped again after a restart; see %mcp log {self.name}, "
+                                 f"then %mcp restart {self.name}", exception_type="MCPServerError")
+        try:
+            await self._start_once()
+        except MCPServerError as exc:
+            return ErrorArtifact(value=str(exc), exception_type="MCPServerError")
+        note = None
+        if died:
+            self.restarts += 1
+            self._can_restart = False
+            note = f"MCP server {self.name!r} had stopped; ipyagent restarted it (restart {self.restarts})"
+            self._note(note)
+        if tool not in self.tools:
+            return ErrorArtifact(value=f"MCP server {self.name!r} has no tool {tool!r}; it has {', '.join(self.tools) or 'none'}")
+        try:
+            result = await self._client.call_tool(tool, arguments)
+        except Exception as exc:  # noqa: BLE001 - a failed call is an error result for the model
+            leaf = _leaf(exc)
+            if getattr(leaf, "code", None) == -32000:  # CONNECTION_CLOSED: it died during the call; not re-sent
+                self._note(f"stopped during a call of {tool}")
+                await self._halt()
+                self.state = "exited"
+                return ErrorArtifact(value=f"MCP server {self.name!r} stopped during the call (see %mcp log {self.name}); "
+                                     "it is restarted on the next call", exception_type="MCPServerError")
+            return ErrorArtifact(value=f"MCP server {self.name!r}: {getattr(leaf, 'message', None) or leaf}",
+                                 exception_type=type(leaf).__name__)
+        self._can_restart = True
+        artifact = result_artifact(result)
+        return artifact if note is None else ListArtifact(value=[InfoArtifact(value=note, name="mcp_restart"), artifact])
+
+
+class MCPToolset(BaseTool):
+    """An MCP server's tools (all, or `tools`) as a `BaseTool`; activities are MCP tool names.
+
+    Tools are known once the server has started (`prepare`, which the agent awaits
+    before each run); until then it offers none.
+    """
+
+    def __init__(self, server: MCPServer, tools: Iterable[str] | None = None) -> None:
+        self.server = server
+        self.name = server.name
+        self.allowlist = list(tools) if tools is not None else None
+        self.denylist: list[str] = []
+        self.off_prompt = server.off_prompt
+        self.requires_approval = server.requires_approval
+        self.extra_schema_properties: dict[str, dict[str, Any]] = {}
+        self.output_memory: dict[str, list[Any]] = {}
+
+    @property
+    def _functions(self) -> dict[str, Any]:  # type: ignore[override]
+        return {}
+
+    async def prepare(self) -> None:
+        """Start the server if needed and check the chosen tools exist.
+
+        Raises:
+            MCPServerError: the server cannot start, or has no tool of that name.
+        """
+        await self.server.start()
+        missing = [t for t in self.allowlist or () if t not in self.server.tools]
+        if missing:
+            raise MCPServerError(f"MCP server {self.name!r} has no tool {missing[0]!r}; "
+                                 f"it has {', '.join(self.server.tools) or 'none'}")
+
+    def activities(self) -> list[str]:
+        names = list(self.server.tools)
+        return [n for n in names if n in self.allowlist] if self.allowlist is not None else names
+
+    def native_name(self, activity: str) -> str:
+        return self.server.native_name(activity)
+
+    def is_off_prompt(self, activity: str) -> bool:
+        return self.off_prompt
+
+    def needs_approval(self, activity: str) -> bool:
+        return self.requires_approval
+
+    def description(self, activity: str) -> str:
+        return description(self.server.tools[activity])
+
+    def schema(self) -> dict[str, dict[str, Any]]:
+        return {a: input_schema(self.server.tools[a]) for a in self.activities()}
+
+    def tool_definitions(self) -> list[ToolDefinition]:
+        return [ToolDefinition(name=self.native_name(a), description=self.description(a), parameters=s)
+                for a, s in self.schema().items()]
+
+    async def run(self, activity: str, action: ToolAction) -> BaseArtifact:
+        if activity not in self.activities():
+            return ErrorArtifact(value=f"{action.native_name} is not an available tool of MCP server {self.name!r}")
+        return await self.server.call(activity, dict(action.input))
+
+    def __repr__(self) -> str:
+        only = f" {self.allowlist}" if self.allowlist is not None else ""
+        return f"<MCPToolset {self.name}{only}: {self.server.state}>"
+
+
+def live_servers() -> list[MCPServer]:
+    return list(_live)
+
+
+async def close_all() -> None:
+    """Close every MCP server of this process at once (``%unload_ext``)."""
+    servers = [s for s in _live if s._runner is not None]
+    await asyncio.gather(*(s.aclose() for s in servers), return_exceptions=True)
+
+
+def close_all_at_exit() -> None:
+    """At interpreter exit (kernel shutdown): stop every running server on its own loop, so no
+    process outlives the kernel. Bounded by `CLOSE_TIMEOUT` seconds in all."""
+    futures = []
+    for server in list(_live):
+        loop = server._loop
+        if server._runner is not None and loop is not None and loop.is_running():
+            futures.append(asyncio.run_coroutine_threadsafe(server.aclose(), loop))
+    for future in futures:
+        try:
+            future.result(timeout=CLOSE_TIMEOUT)
+        except Exception:  # noqa: BLE001 - exiting anyway
+            pass
