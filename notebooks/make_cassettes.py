@@ -378,6 +378,35 @@ def context_cassette() -> None:
     print(f"wrote {path}")
 
 
+#: notebooks/mcp.ipynb: the model mixes two colours with the notebook's MCP server, then asks for a swatch.
+MCP_REPLIES = [
+    [("palette_mix_colors", {"a": "#ff0000", "b": "#0000ff"})],
+    [("palette_swatch", {"color": "#800080"})],
+    "Half red and half blue make **#800080**, a purple. Here is a swatch of it (48 × 48 pixels).",
+]
+
+
+async def mcp_cassette() -> None:
+    """The notebook's own server (its ``%%writefile`` cell) really runs, so the tool list and the
+    tool results sent in each request match the notebook's byte for byte."""
+    import sys
+    import tempfile
+
+    from ipyagent.tools.mcp import MCPServer
+
+    cells = ["".join(c["source"]) for c in json.loads((HERE / "mcp.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    source = next(c for c in cells if c.startswith("%%writefile"))
+    prompt = next(c for c in cells if c.startswith("%%agent")).split("\n", 1)[1].strip()
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / "mcp_demo_server.py"
+        script.write_text(source.split("\n", 1)[1] + "\n")
+        server = MCPServer("palette", [sys.executable, str(script)])
+        try:
+            await record(HERE / "mcp.cassette.jsonl", [(prompt, MCP_REPLIES)], tools=[server])
+        finally:
+            await server.aclose()
+
+
 async def main() -> None:
     await record(HERE / "quickstart.cassette.jsonl", QUICKSTART)
     await record(HERE / "tools.cassette.jsonl", TOOLS, tools=[Calculator(), Clock(), word_count])
@@ -390,7 +419,11 @@ async def main() -> None:
                      driver=cls(model, api_key=None if provider == "ollama" else "not-a-real-key", provider=provider))
     await memory_cassette()
     context_cassette()
+    await mcp_cassette()
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import sys
+
+    # ``make_cassettes.py mcp`` writes only the MCP notebook's cassette
+    asyncio.run(mcp_cassette() if sys.argv[1:] == ["mcp"] else main())

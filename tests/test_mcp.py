@@ -134,6 +134,13 @@ def test_bad_server_arguments_are_one_clear_error(kw: dict[str, Any], message: s
         MCPServer("s", **kw)
 
 
+def test_urls_are_shown_without_their_secrets() -> None:
+    server = MCPServer("web", url="https://alice:pa55word@host.example/mcp?api_key=abc123&team=x", headers={"Authorization": "Bearer t0k"})
+    shown = f"{server.target} {server!r}"
+    assert "pa55word" not in shown and "abc123" not in shown and "t0k" not in shown
+    assert "https://alice:***@host.example/mcp?api_key=***&team=x" in shown
+
+
 def test_input_schema_is_an_object_with_properties() -> None:
     bare = mcp_types.Tool(name="t", input_schema={"type": "object"})
     assert input_schema(bare) == {"type": "object", "properties": {}}

@@ -20,6 +20,7 @@ import atexit
 import contextvars
 import logging
 import os
+import re
 import shlex
 import shutil
 import tempfile
@@ -75,6 +76,22 @@ class _ServerLogHandler(logging.Handler):
                 f.write(self.format(record) + "\n")
         except Exception:  # logging must never break a call
             pass
+
+
+_SECRET_PARAM = re.compile(r"key|token|secret|sig|password|auth", re.I)
+
+
+def _masked_url(url: str) -> str:
+    """`url` with the password of its user-info and the values of secret-looking query parameters as ``***``."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
+    query = urlencode([(k, "***" if _SECRET_PARAM.search(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)],
+                      safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -146,8 +163,13 @@ class MCPServer:
 
     @property
     def target(self) -> str:
-        """The command line or URL (header values never shown)."""
-        return shlex.join(self.command) if self.command else f"{self.url} ({self.transport})"
+        """The command line or URL, as shown to the user: header values never, a URL's password and
+        secret-looking query values masked."""
+        return shlex.join(self.command) if self.command else f"{self.shown_url} ({self.transport})"
+
+    @property
+    def shown_url(self) -> str | None:
+        return _masked_url(self.url) if self.url else None
 
     @property
     def status(self) -> str:
@@ -318,11 +340,11 @@ class MCPServer:
         name = type(exc).__name__
         text = str(exc).splitlines()[0][:200] if str(exc) else name
         if name in ("ConnectError", "ConnectTimeout") or isinstance(exc, ConnectionError):
-            return f"cannot connect to {self.url}: {text}"
+            return f"cannot connect to {self.shown_url}: {text}"
         if name == "HTTPStatusError":
-            return f"{self.url} answered {text}"
+            return f"{self.shown_url} answered {text}"
         if getattr(exc, "code", None) == -32000 or text == "Connection closed":  # the SDK's CONNECTION_CLOSED
-            return "exited during start-up" if self.transport == "stdio" else f"{self.url} closed the connection"
+            return "exited during start-up" if self.transport == "stdio" else f"{self.shown_url} closed the connection"
         return f"failed: {name}: {text}"
 
     async def _halt(self, *, now: bool = False) -> None:
