@@ -316,6 +316,17 @@ def test_a_server_that_dies_is_restarted_once_and_the_card_says_so(servers: list
     assert test.state == "failed" and children(TEST_SERVER[1]) == []
 
 
+def test_a_run_after_the_server_died_restarts_it_in_the_call_and_says_so(servers: list[MCPServer], record: Path) -> None:
+    test = make(servers, "test", TEST_SERVER)
+    run_sync(test.start())
+    run_sync(test.call("crash", {}))
+    with StubServer(tool_call_reply([("call_r", "test_echo", {"text": "again"})]), openai_text_reply("ok")) as model:
+        result, events = run_agent(model.url, [test.toolset(["echo"])])
+    [card] = [e for e in events if isinstance(e, ToolCallCompleted)]
+    assert "restarted" in card.result.value[0].value and card.result.value[1] == TextArtifact(value="again")
+    assert tool_message(model, 1, "call_r").endswith("again") and "restarted" in tool_message(model, 1, "call_r")
+
+
 def test_an_unknown_tool_call_is_an_error_result(servers: list[MCPServer]) -> None:
     test = make(servers, "test", TEST_SERVER)
     out = run_sync(test.call("nope", {}))

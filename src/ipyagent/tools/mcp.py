@@ -454,12 +454,14 @@ class MCPToolset(BaseTool):
         return {}
 
     async def prepare(self) -> None:
-        """Start the server if needed and check the chosen tools exist.
+        """Start the server if it never listed its tools (first use), and check the chosen tools exist.
+        A server that has stopped since is left to the next call, which restarts it once and says so.
 
         Raises:
             MCPServerError: the server cannot start, or has no tool of that name.
         """
-        await self.server.start()
+        if self.server.state == "stopped" or not self.server.tools:
+            await self.server.start()
         missing = [t for t in self.allowlist or () if t not in self.server.tools]
         if missing:
             raise MCPServerError(f"MCP server {self.name!r} has no tool {missing[0]!r}; "
