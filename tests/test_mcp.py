@@ -134,11 +134,17 @@ def test_bad_server_arguments_are_one_clear_error(kw: dict[str, Any], message: s
         MCPServer("s", **kw)
 
 
-def test_urls_are_shown_without_their_secrets() -> None:
-    server = MCPServer("web", url="https://alice:pa55word@host.example/mcp?api_key=abc123&team=x", headers={"Authorization": "Bearer t0k"})
-    shown = f"{server.target} {server!r}"
-    assert "pa55word" not in shown and "abc123" not in shown and "t0k" not in shown
-    assert "https://alice:***@host.example/mcp?api_key=***&team=x" in shown
+def test_secrets_of_a_server_go_to_the_one_redactor() -> None:
+    from ipyagent.core.redact import redact
+
+    server = MCPServer("web", url="https://alice:pa55word99@host.example/mcp?api_key=abc123def456&team=x",
+                       headers={"Authorization": "Bearer t0k-4567890", "X-Api-Key": "hdr-key-7654321", "X-Team": "platform-a"})
+    stdio = MCPServer("cli", ["srv", "--token", "cli-tok-1234567"], env={"SERVICE_TOKEN": "env-tok-1234567", "MODE": "fast-mode"})
+    shown = f"{server.target} {server!r} {stdio.target} {stdio!r}"
+    assert "pa55word99" not in shown and "abc123def456" not in shown and "team=x" in shown
+    leaked = "Bearer t0k-4567890 hdr-key-7654321 env-tok-1234567"
+    assert redact(leaked).count("[redacted]") == 3 and "t0k-4567890" not in redact(leaked)
+    assert redact("platform-a fast-mode") == "platform-a fast-mode"
 
 
 def test_input_schema_is_an_object_with_properties() -> None:
@@ -336,8 +342,10 @@ def test_an_unknown_tool_call_is_an_error_result(servers: list[MCPServer]) -> No
 def test_a_dotted_mcp_name_round_trips(servers: list[MCPServer], record: Path) -> None:
     test = make(servers, "test", TEST_SERVER)
     with StubServer(tool_call_reply([("call_w", "test_get_weather-now", {"city": "Oslo"})]), openai_text_reply("ok")) as model:
-        run_agent(model.url, [test])
+        _, events = run_agent(model.url, [test])
     assert "sunny in Oslo" in tool_message(model, 1, "call_w")
+    [card] = [e for e in events if isinstance(e, ToolCallCompleted)]
+    assert (card.action.name, card.action.path) == ("test_get_weather-now", None)  # server_tool, kept whole
 
 
 def test_stderr_goes_to_the_log_not_to_our_streams(servers: list[MCPServer], capfd: pytest.CaptureFixture[str]) -> None:

@@ -20,7 +20,6 @@ import atexit
 import contextvars
 import logging
 import os
-import re
 import shlex
 import shutil
 import tempfile
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..core import BaseArtifact, ErrorArtifact, InfoArtifact, ListArtifact, ToolAction, ToolDefinition
+from ..core.redact import SECRET_ENV, SECRET_FIELDS, add_secret, add_url, redact
 from .base_tool import BaseTool
 from .mcp_content import check_server_name, description, input_schema, native_names, result_artifact
 
@@ -78,20 +78,17 @@ class _ServerLogHandler(logging.Handler):
             pass
 
 
-_SECRET_PARAM = re.compile(r"key|token|secret|sig|password|auth", re.I)
-
-
-def _masked_url(url: str) -> str:
-    """`url` with the password of its user-info and the values of secret-looking query parameters as ``***``."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", ":***@", 1)
-    query = urlencode([(k, "***" if _SECRET_PARAM.search(k) else v) for k, v in parse_qsl(parts.query, keep_blank_values=True)],
-                      safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+def _register_secrets(server: "MCPServer") -> None:
+    """Tell the one redactor about the server's secrets: its URL's credentials, the values of
+    credential headers and of secret-named environment variables passed to it."""
+    add_url(server.url)
+    for name, value in server.headers.items():
+        if name.lower() in SECRET_FIELDS or SECRET_ENV.search(name.replace("-", "_")):
+            add_secret(value.split(" ", 1)[-1] if name.lower() == "authorization" else value)
+            add_secret(value)
+    for name, value in server.env.items():
+        if SECRET_ENV.search(name):
+            add_secret(value)
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -143,6 +140,7 @@ class MCPServer:
             raise ValueError(f"start_timeout must be more than 0 seconds, not {start_timeout}")
         self.command, self.url = list(command or []), url
         self.env, self.cwd, self.headers = dict(env or {}), (str(cwd) if cwd is not None else None), dict(headers or {})
+        _register_secrets(self)
         self.requires_approval, self.off_prompt, self.start_timeout = requires_approval, off_prompt, start_timeout
         #: stopped (never started or closed), running, exited (died; restarts on next use), failed.
         self.state = "stopped"
@@ -163,13 +161,12 @@ class MCPServer:
 
     @property
     def target(self) -> str:
-        """The command line or URL, as shown to the user: header values never, a URL's password and
-        secret-looking query values masked."""
-        return shlex.join(self.command) if self.command else f"{self.shown_url} ({self.transport})"
+        """The command line or URL, as shown to the user: header values never, secrets masked (`core.redact`)."""
+        return redact(shlex.join(self.command)) if self.command else f"{self.shown_url} ({self.transport})"
 
     @property
     def shown_url(self) -> str | None:
-        return _masked_url(self.url) if self.url else None
+        return redact(self.url) if self.url else None
 
     @property
     def status(self) -> str:

@@ -58,10 +58,12 @@ class Toolbox:
 
     def resolve(self, action: ToolAction) -> ToolAction:
         """`action` (changed in place) with `name` and `path` set to the `BaseTool` method it
-        calls (``Calculator_add`` -> ``Calculator`` / ``add``); a function tool's or an
-        unknown name stays whole."""
+        calls (``Calculator_add`` -> ``Calculator`` / ``add``); a function tool's, an MCP
+        tool's (``server_tool``) or an unknown name stays whole."""
+        from .mcp import MCPToolset
+
         route = self.route(action)
-        if route is not None and not isinstance(route[0], FunctionTool):
+        if route is not None and not isinstance(route[0], (FunctionTool, MCPToolset)):
             action.name, action.path = route[0].name, route[1]
         return action
 
