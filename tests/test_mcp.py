@@ -378,9 +378,9 @@ def test_as_tool_and_toolset_pick_tools(servers: list[MCPServer]) -> None:
 # -- streamable HTTP: an SDK server on 127.0.0.1 ------------------------------------------------
 
 
-@pytest.fixture
-def http_server(record: Path) -> Iterator[dict[str, Any]]:
-    """tests/mcp_server.py over streamable HTTP (uvicorn in a thread, port 0); notes request headers."""
+@pytest.fixture(params=["streamable-http", "sse"])
+def http_server(request: pytest.FixtureRequest, record: Path) -> Iterator[dict[str, Any]]:
+    """tests/mcp_server.py over streamable HTTP or SSE (uvicorn in a thread, port 0); notes request headers."""
     import asyncio
 
     import uvicorn
@@ -388,7 +388,8 @@ def http_server(record: Path) -> Iterator[dict[str, Any]]:
     from . import mcp_server
 
     seen: list[dict[str, str]] = []
-    app = mcp_server.server.streamable_http_app()
+    transport = request.param
+    app = mcp_server.server.streamable_http_app() if transport == "streamable-http" else mcp_server.server.sse_app()
 
     async def recording(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -407,13 +408,15 @@ def http_server(record: Path) -> Iterator[dict[str, Any]]:
         started.wait(0.025)
     assert server.started, "the MCP HTTP server did not start"
     port = server.servers[0].sockets[0].getsockname()[1]
-    yield {"url": f"http://127.0.0.1:{port}/mcp", "headers": seen}
+    path = "/mcp" if transport == "streamable-http" else "/sse"
+    yield {"url": f"http://127.0.0.1:{port}{path}", "headers": seen, "transport": transport}
     server.should_exit = True
     thread.join(timeout=10)
 
 
-def test_streamable_http_server_called_by_a_model(servers: list[MCPServer], http_server: dict[str, Any], record: Path) -> None:
-    web = make(servers, "web", url=http_server["url"], headers={"Authorization": "Bearer tok-123", "X-Team": "a"})
+def test_http_server_called_by_a_model(http_server: dict[str, Any], servers: list[MCPServer], record: Path) -> None:
+    web = make(servers, "web", url=http_server["url"], transport=http_server["transport"],
+               headers={"Authorization": "Bearer tok-123", "X-Team": "a"})
     with StubServer(tool_call_reply([("call_h1", "web_echo", {"text": "over http", "times": 1})]),
                     openai_text_reply("It said it.")) as model:
         result, _ = run_agent(model.url, [web.toolset(["echo"])])

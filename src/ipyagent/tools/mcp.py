@@ -78,6 +78,16 @@ class _ServerLogHandler(logging.Handler):
             pass
 
 
+def _import_validator() -> None:
+    """Import `jsonschema` (run in a worker thread while a server starts). The SDK imports it on
+    the first result it validates; with its format checkers installed (JupyterLab brings them)
+    that import takes seconds, which would stall ipyagent's loop and every stream on it."""
+    try:
+        import jsonschema  # noqa: F401
+    except ImportError:
+        pass
+
+
 def _register_secrets(server: "MCPServer") -> None:
     """Tell the one redactor about the server's secrets: its URL's credentials, the values of
     credential headers and of secret-named environment variables passed to it."""
@@ -231,6 +241,7 @@ class MCPServer:
             raise MCPServerError(f"MCP server {self.name!r}: command {self.command[0]!r} not found; "
                                  "check the name, or give its full path")
         self._note(f"starting {self.target}")
+        warming = asyncio.ensure_future(asyncio.to_thread(_import_validator))
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._stop = asyncio.Event()
         self._runner = asyncio.create_task(self._run(ready), name=f"ipyagent-mcp-{self.name}")
@@ -246,6 +257,7 @@ class MCPServer:
         except MCPServerError as exc:
             await self._halt()
             self._failed(str(exc))
+        await warming
         self.state = "running"
         self._note(f"running; tools: {', '.join(self.tools) or 'none'}")
 
