@@ -521,7 +521,7 @@ async def close_all() -> None:
 
 def close_all_at_exit() -> None:
     """At interpreter exit (kernel shutdown): stop every running server on its own loop, so no
-    process outlives the kernel. Bounded by `CLOSE_TIMEOUT` seconds in all."""
+    process outlives the kernel (bounded by `CLOSE_TIMEOUT` seconds a server), then remove the logs."""
     futures = []
     for server in list(_live):
         loop = server._loop
@@ -532,3 +532,5 @@ def close_all_at_exit() -> None:
             future.result(timeout=CLOSE_TIMEOUT)
         except Exception:  # noqa: BLE001 - exiting anyway
             pass
+    if _log_dir is not None:  # the logs go with the process
+        shutil.rmtree(_log_dir, ignore_errors=True)
