@@ -8,6 +8,7 @@ import json
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -274,6 +275,8 @@ def test_big_results_of_an_off_prompt_server_go_to_task_memory(servers: list[MCP
     memory = TaskMemory()
     with StubServer(tool_call_reply([("call_big", "test_big", {"n": 20000})]), openai_text_reply("Stored.")) as model:
         result, events = run_agent(model.url, [test.toolset(["big"])], memory=memory)
+    offered = [t["function"]["name"] for t in model.requests[0]["body"]["tools"]]
+    assert offered[0] == "test_big" and "TaskMemory_read" in offered  # the reader comes with an off-prompt server
     [stored] = [e for e in events if isinstance(e, ArtifactStored)]
     assert stored.call_id == "call_big" and stored.size == {"chars": 20000}
     assert "x" * 100 not in json.dumps(model.requests[1]["body"])
@@ -331,6 +334,22 @@ def test_a_run_after_the_server_died_restarts_it_in_the_call_and_says_so(servers
     [card] = [e for e in events if isinstance(e, ToolCallCompleted)]
     assert "restarted" in card.result.value[0].value and card.result.value[1] == TextArtifact(value="again")
     assert tool_message(model, 1, "call_r").endswith("again") and "restarted" in tool_message(model, 1, "call_r")
+
+
+def test_the_run_deadline_cancels_a_slow_mcp_call(servers: list[MCPServer], record: Path) -> None:
+    """Past the run's deadline the pending MCP call is cancelled (the server gets notifications/cancelled)
+    and the run ends as ``timeout``."""
+    test = make(servers, "test", TEST_SERVER)
+    run_sync(test.start())  # started before the clock runs: the deadline is for the call
+    with StubServer(tool_call_reply([("call_s", "test_slow", {"seconds": 60})]), openai_text_reply("never")) as model:
+        result, _ = run_agent(model.url, [test.toolset(["slow"])], timeout=3)
+    assert result.error is not None and result.error.type == "timeout"
+    assert len(model.requests) == 1
+    deadline = time.monotonic() + 5
+    while len(received(record)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert received(record) == [{"tool": "slow", "arguments": {"seconds": 60}}, {"cancelled": "slow"}]
+    assert isinstance(run_sync(test.call("echo", {"text": "still here"})), TextArtifact)  # the server goes on
 
 
 def test_an_unknown_tool_call_is_an_error_result(servers: list[MCPServer]) -> None:

@@ -78,7 +78,9 @@ def close_drivers() -> int:
 def _at_exit() -> None:
     """The process is ending (a kernel shut down, IPython exited): close what is open, then the loop."""
     from ..agent.loop_thread import stop_background_loop
+    from ..tools.mcp import close_all_at_exit
 
+    close_all_at_exit()  # MCP servers first: they run on the loop stopped below
     close_drivers()
     stop_background_loop()
 
