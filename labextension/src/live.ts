@@ -196,7 +196,6 @@ export class LiveView {
     this.el.dataset.frames = String(this.frames);
     if (doc.final) {
       this.ended = true;
-      this.el.dataset.liveHeight = String(this.el.getBoundingClientRect().height);
       this.el.classList.remove('ipyagent-live');
       this.el.replaceChildren(...renderTranscript(doc.final));
       window.clearInterval(this.ticker);
@@ -238,6 +237,8 @@ export class LiveView {
     this.footer = footerNode(this.footerText(), () => doc.answer);
     this.trailing.push(this.footer);
     this.el.append(...this.trailing);
+    // The drawn height (tests compare it with the saved transcript's: one look, no re-flow).
+    this.el.dataset.liveHeight = String(this.el.getBoundingClientRect().height);
   }
 
   private create(segment: Segment): Drawn {
