@@ -123,3 +123,37 @@ def test_context_notebook_replays_from_its_cassette(tmp_path, monkeypatch) -> No
     text = _stream_text(inspect)
     assert "context: 2 blocks" in text and "cell In[" in text
     assert not any(o.output_type == "error" for c in code for o in c.outputs if "raises-exception" not in c.metadata.get("tags", []))
+
+
+def test_an_interrupted_fix_ends_quietly_and_is_not_the_next_error(monkeypatch) -> None:
+    """``%agent fix`` awaits in a kernel like a ``%%agent`` cell: an interrupt stops it with no
+    traceback, and the interrupt does not become "the last exception"."""
+    import time
+
+    from jupyter_client.manager import start_new_kernel
+
+    from .kernels import wait_reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-context")
+    monkeypatch.setenv("IPYAGENT_RUN_STORE", "off")
+    with StubServer(openai_text_reply("word " * 400, piece=4, delay=0.05)) as server:
+        km, kc = start_new_kernel(kernel_name="python3")
+        try:
+            wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:m --base-url {server.url}/v1"), 30)
+            wait_reply(kc, kc.execute("1 / 0"), 10)
+            msg_id = kc.execute("%agent fix")
+            deadline = time.monotonic() + 30
+            while not server.requests and time.monotonic() < deadline:  # streaming has begun
+                time.sleep(0.02)
+            km.interrupt_kernel()
+            reply, iopub = wait_reply(kc, msg_id, 30)
+            assert reply["content"]["status"] == "ok"
+            assert not [m for m in iopub if m["msg_type"] == "error"]
+            server.script(openai_text_reply("ok"))
+            reply, _ = wait_reply(kc, kc.execute("%agent fix"), 30)
+            assert reply["content"]["status"] == "ok"
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    again = server.requests[-1]["body"]["messages"][-1]["content"]
+    assert again.startswith('<context source="error" name="error" type="ZeroDivisionError">')

@@ -14,6 +14,8 @@ import sys
 from collections import OrderedDict
 from typing import Any
 
+#: Exceptions that are not "the last error" to explain: a magic's usage message, an interrupt.
+NOT_ERRORS = frozenset({"UsageError", "KeyboardInterrupt", "CancelledError"})
 #: Characters of output kept per cell; cells kept.
 CELL_CHARS = 20_000
 KEEP_CELLS = 200
@@ -82,7 +84,7 @@ class CellLog:
             while len(self.outputs) > KEEP_CELLS:
                 self.outputs.popitem(last=False)
         error = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
-        if error is not None and type(error).__name__ != "UsageError":  # a magic's usage message is not a code error
+        if error is not None and type(error).__name__ not in NOT_ERRORS:
             info = getattr(result, "info", None)
             self.error = (error, result.execution_count, getattr(info, "raw_cell", None) or "")
         self._current = None

@@ -22,7 +22,18 @@ def await_agent_cells(lines: list[str]) -> list[str]:
     for prefix in _AWAITED_CELLS:  # %%agent and %%compare
         if lines and lines[0].startswith(prefix):
             return [f"await {prefix}'--await-in-kernel ' + {lines[0][len(prefix):]}", *lines[1:]]
-    return lines
+    return [_await_fix(line) for line in lines]
+
+
+#: ``%agent fix ...`` as IPython writes it; awaited like a ``%%agent`` cell when it is a top-level line.
+_FIX_LINE = "get_ipython().run_line_magic('agent', 'fix"
+
+
+def _await_fix(line: str) -> str:
+    rest = line[len(_FIX_LINE):]
+    if line.startswith(_FIX_LINE) and rest[:1] in ("'", " "):
+        return f"await {_FIX_LINE} --await-in-kernel{rest}"
+    return line
 
 
 #: Every magic of the extension. ``%load_ext`` only declares them; the package behind them

@@ -59,7 +59,7 @@ def last_error(shell: Any) -> tuple[BaseException, int | None, str] | None:
     if log is not None and log.error is not None:
         return log.error
     exc = getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
-    if exc is None or type(exc).__name__ == "UsageError":
+    if exc is None or type(exc).__name__ in cell_log.NOT_ERRORS:
         return None
     count = _cell_of(shell, exc)
     source = _input(shell, count) if count is not None else ""

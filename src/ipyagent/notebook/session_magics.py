@@ -16,7 +16,9 @@ RUN_ID may be the first characters of the id; without one, the session's last ru
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import inspect
 import json
 import shlex
 import time
@@ -117,6 +119,16 @@ def system_block_lines(blocks: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+async def _quietly(result: Any) -> None:
+    """Await `result` when it is awaitable (a run); the line then shows nothing more (no ``Out[n]``).
+    An interrupt ends it quietly: the view already says "interrupted" and keeps the partial text."""
+    if inspect.isawaitable(result):
+        try:
+            await result
+        except asyncio.CancelledError:
+            return None
+
+
 def _when(timestamp: float | None) -> str:
     if not timestamp:
         return "?"
@@ -157,12 +169,13 @@ class SessionMagics(Magics):
 
     # -- fix ---------------------------------------------------------------------------------
 
-    def _fix(self, words: list[str]) -> None:
+    def _fix(self, words: list[str]) -> Any:
         """``%agent fix [OPTIONS] [QUESTION]``: ``%%agent --error`` with the question as the cell.
 
         OPTIONS are ``%%agent``'s (``--code [LANG]``, ``-p``, ``--with``, ``--cells``, ...), before
         the question; ``--code`` takes the next word as its language only when it names one.
-        The result is bound by ``-o VAR``, not echoed.
+        The result is bound by ``-o VAR``, not echoed. In a kernel the line awaits, as a
+        ``%%agent`` cell does, so an interrupt stops the run cleanly.
         """
         parser = self.agent_magics.agent.parser
         options: list[str] = []
@@ -179,7 +192,10 @@ class SessionMagics(Magics):
                 n += 1
             n += 1
         question = " ".join(words[n + 1:] if n < len(words) and words[n] == "--" else words[n:])
-        self.agent_magics.agent(" ".join(shlex.quote(o) for o in [*options, "--error"]), question)
+        result = self.agent_magics.agent(" ".join(shlex.quote(o) for o in [*options, "--error"]), question)
+        if "--await-in-kernel" in options:  # the line awaits (extension.await_agent_cells): always an awaitable
+            return _quietly(result)
+        return None
 
     # -- last --------------------------------------------------------------------------
 
