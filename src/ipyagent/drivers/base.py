@@ -80,6 +80,11 @@ async def _next(items: AsyncIterator[Any], deadline: float) -> Any:
         return await anext(items)
 
 
+async def retry_sleep(seconds: float) -> None:
+    """The wait between two tries of a request (tests record the waits instead of sleeping)."""
+    await asyncio.sleep(seconds)
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a driver (and model) can do. A request needing a missing one fails before sending."""
@@ -535,7 +540,7 @@ class BasePromptDriver(ABC):
         Raises:
             ProviderError: the last try's error.
         """
-        retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait,
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait, sleep=retry_sleep,
                                  retry=retry_if_exception(self._retryable), before=turn.attempt,
                                  before_sleep=turn.waiting, reraise=True)
         opened = await retrying(self._open, request)

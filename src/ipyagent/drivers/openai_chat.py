@@ -34,7 +34,8 @@ from ..core import (
 )
 from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
-from .structured import OUTPUT_TOOL, output_tool, strict_or_none
+from .error_types import error_type_for
+from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
 
 FINISH_REASONS: dict[str, StopKind] = {
     "stop": StopKind.end_turn,
@@ -67,21 +68,8 @@ def _error_from_object(error: Any) -> ProviderError:
     status = error.get("status_code") or (code if isinstance(code, int) else None)
     etype = STATUS_TYPES.get(status) if isinstance(status, int) else None
     if etype is None:
-        etype = "server" if isinstance(status, int) and status >= 500 else _type_from_code(error.get("type"), code) or "server"
+        etype = "server" if isinstance(status, int) and status >= 500 else error_type_for(code, error.get("type")) or "server"
     return ProviderError(etype, str(error.get("message") or error), code=code, raw=error, status=status)  # type: ignore[arg-type]
-
-
-def _type_from_code(err_type: Any, code: Any) -> str | None:
-    text = f"{err_type} {code}".lower()
-    if "rate" in text:
-        return "rate_limit"
-    if "overload" in text:
-        return "overloaded"
-    if "auth" in text or "api_key" in text:
-        return "authentication"
-    if "invalid_request" in text:
-        return "invalid_request"
-    return None
 
 
 #: Compatible providers whose API names a setting differently from OpenAI's (their API
@@ -202,7 +190,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             strict = strict_or_none(schema)  # type: ignore[arg-type]
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": _schema_name(schema), "schema": strict or schema, "strict": strict is not None},  # type: ignore[arg-type]
+                "json_schema": {"name": schema_name(schema), "schema": strict or schema, "strict": strict is not None},  # type: ignore[arg-type]
             }
         elif strategy == "tool":
             if "tool_choice" in options:
@@ -336,8 +324,3 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             if detail:
                 return None, str(detail), None
         return super().parse_error_body(status, data)
-
-
-def _schema_name(schema: dict[str, Any]) -> str:
-    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(schema.get("title") or "output"))
-    return name[:64] or "output"

@@ -60,7 +60,8 @@ from ..core import (
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .openai_chat import openai_tool_choice
-from .structured import OUTPUT_TOOL, output_tool, strict_or_none
+from .error_types import error_type_for
+from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
 
 #: incomplete_details.reason -> StopKind.
 INCOMPLETE_REASONS: dict[str, StopKind] = {
@@ -69,17 +70,6 @@ INCOMPLETE_REASONS: dict[str, StopKind] = {
 }
 
 #: Error codes of `response.failed`, `error` events and HTTP bodies -> ProviderError type.
-ERROR_CODE_TYPES: dict[str, str] = {
-    "server_error": "server",
-    "rate_limit_exceeded": "rate_limit",
-    "insufficient_quota": "rate_limit",
-    "vector_store_timeout": "timeout",
-    "invalid_api_key": "authentication",
-    "model_not_found": "not_found",
-    "context_length_exceeded": "invalid_request",
-    "invalid_prompt": "invalid_request",
-}
-
 #: Codes that no retry can fix, whatever their type says (a quota is a billing matter).
 NOT_RETRYABLE_CODES: frozenset[str] = frozenset({"insufficient_quota"})
 
@@ -110,29 +100,12 @@ def usage_from_responses(raw: dict[str, Any]) -> Usage:
     )
 
 
-def error_type_for(code: Any, err_type: Any = None) -> str:
-    """The ProviderError type for a Responses error code (and error `type`)."""
-    for key in (code, err_type):
-        if isinstance(key, str) and key in ERROR_CODE_TYPES:
-            return ERROR_CODE_TYPES[key]
-    text = f"{err_type} {code}".lower()
-    if "rate_limit" in text or "quota" in text:
-        return "rate_limit"
-    if "overload" in text:
-        return "overloaded"
-    if "auth" in text or "api_key" in text:
-        return "authentication"
-    if "invalid" in text or "image" in text or "unsupported" in text:
-        return "invalid_request"
-    return "server"
-
-
 def error_from_object(error: Any) -> ProviderError:
     """A `ProviderError` from an error object found in the stream (`error` event, `response.error`)."""
     if not isinstance(error, dict):
         return ProviderError("server", f"stream error: {error}", raw=error)
     code = error.get("code")
-    etype = error_type_for(code, error.get("type"))
+    etype = error_type_for(code, error.get("type")) or "server"
     retryable = False if code in NOT_RETRYABLE_CODES else None
     message = str(error.get("message") or code or error)
     return ProviderError(etype, message, code=code, raw=error, retryable=retryable)  # type: ignore[arg-type]
@@ -416,7 +389,7 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         strategy = self.output_strategy(prompt_stack)
         if strategy == "native":
             strict = strict_or_none(schema)  # type: ignore[arg-type]
-            text.setdefault("format", {"type": "json_schema", "name": _schema_name(schema), "schema": strict or schema,  # type: ignore[arg-type]
+            text.setdefault("format", {"type": "json_schema", "name": schema_name(schema), "schema": strict or schema,  # type: ignore[arg-type]
                                        "strict": strict is not None})
         elif strategy == "tool":
             if "tool_choice" in options:
@@ -587,11 +560,6 @@ def _call_item_id(block: ActionCallBlock) -> str | None:
     kept = _loads_object(block.signature)
     item_id = kept.get("id") if kept else None
     return item_id if isinstance(item_id, str) and item_id else None
-
-
-def _schema_name(schema: dict[str, Any]) -> str:
-    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(schema.get("title") or "output"))
-    return name[:64] or "output"
 
 
 __all__ = [

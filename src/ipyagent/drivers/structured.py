@@ -22,6 +22,14 @@ STRATEGIES = ("native", "tool", "rule")
 OUTPUT_TOOL_DESCRIPTION = "Give the final result, in exactly this structure."
 
 
+def schema_name(schema: dict[str, Any]) -> str:
+    """The name a JSON-schema response format is sent under: the schema's title with every
+    character other than letters, digits, ``_`` and ``-`` made ``_``, cut to 64 (OpenAI's limit)."""
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in str(schema.get("title") or "output"))
+    return name[:64] or "output"
+
+
+
 class NotStrictError(ValueError):
     """The schema has something OpenAI's strict mode cannot express (a free-form dict)."""
 

@@ -1,0 +1,237 @@
+"""One test per decision that a mutation once flipped unnoticed (issue 12): the aggregator's
+rules, OpenAI Chat's mappings, and the retry rules of DESIGN.md ("drivers").
+
+Each test fails when its decision flips. Retry tests use a fake sleep (no waiting)."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import time
+from typing import Any
+
+import httpx2
+import pytest
+from tenacity import RetryCallState
+
+from ipyagent.core import ImageBlock, Message, PromptStack, ProviderError, ReasoningDelta, StopKind, TextBlock, ToolCallDelta
+from ipyagent.drivers import Aggregator, StreamMeta
+from ipyagent.drivers.aggregate import merge_meta
+from ipyagent.drivers.base import parse_retry_after
+from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver, _error_from_object, usage_from_openai
+from ipyagent.drivers.structured import schema_name
+
+# -- the aggregator ------------------------------------------------------------------------------
+
+
+def test_reasoning_signature_is_the_last_one_given() -> None:
+    agg = Aggregator()
+    for delta in (ReasoningDelta(0, "a", "sig-1"), ReasoningDelta(0, "b"), ReasoningDelta(0, "c", "sig-2")):
+        agg.add(delta)
+    [block] = agg.message(strict=True).content
+    assert block.text == "abc" and block.signature == "sig-2"
+
+
+def test_a_dropped_call_keeps_its_last_id_and_name() -> None:
+    agg = Aggregator()
+    for delta in (ToolCallDelta(0, "call_a", "first", '{"x": '), ToolCallDelta(0, "call_b", "second", "1,")):
+        agg.add(delta)
+    dropped: list[dict[str, Any]] = []
+    assert agg.message(strict=False, dropped=dropped).content == []
+    assert dropped == [{"id": "call_b", "name": "second", "raw_arguments": '{"x": 1,'}]
+    with pytest.raises(ValueError):
+        agg.message(strict=True)
+
+
+def test_merge_meta_copies_falsy_values_but_not_none() -> None:
+    meta = StreamMeta(stop_raw="length", request_id="req-1", model="m")
+    merge_meta(meta, StreamMeta(stop_raw="", request_id=None, model=""))
+    assert (meta.stop_raw, meta.request_id, meta.model) == ("", "req-1", "")
+
+
+# -- OpenAI Chat -----------------------------------------------------------------------------------
+
+
+def test_usage_reads_deepseek_cache_hits_and_reasoning_tokens() -> None:
+    deepseek = usage_from_openai({"prompt_tokens": 100, "completion_tokens": 20, "prompt_cache_hit_tokens": 64,
+                                  "completion_tokens_details": {"reasoning_tokens": 7}})
+    assert (deepseek.cache_read_tokens, deepseek.reasoning_tokens) == (64, 7)
+    openai = usage_from_openai({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 3}})
+    assert (openai.cache_read_tokens, openai.reasoning_tokens) == (3, 0)
+
+
+@pytest.mark.parametrize("error, etype", [
+    ({"type": "rate_limit_error", "message": "slow down"}, "rate_limit"),
+    ({"code": "ratelimited", "message": "slow down"}, "rate_limit"),
+    ({"type": "overloaded_error", "message": "busy"}, "overloaded"),
+    ({"type": "invalid_api_key"}, "authentication"),
+    ({"type": "invalid_request_error"}, "invalid_request"),
+    ({"code": 503, "message": "down"}, "server"),
+    ({"code": 429, "message": "slow"}, "rate_limit"),
+    ({"type": "mystery"}, "server"),
+])
+def test_in_stream_error_types(error: dict[str, Any], etype: str) -> None:
+    assert _error_from_object(error).type == etype
+
+
+def _chat(**kw: Any) -> OpenAIChatPromptDriver:
+    return OpenAIChatPromptDriver("gpt-4.1-mini", api_key="sk-test-decisions", **kw)
+
+
+def test_error_body_overloaded_and_openrouters_upstream_message() -> None:
+    driver = _chat()
+    code, message, etype = driver.parse_error_body(503, {"error": {"type": "overloaded_error", "message": "busy"}})
+    assert etype == "overloaded" and message == "busy"
+    body = {"error": {"code": 429, "message": "Provider returned error", "metadata": {"raw": "anthropic: rate limited upstream"}}}
+    assert driver.parse_error_body(429, body)[1] == "Provider returned error: anthropic: rate limited upstream"
+    same = {"error": {"message": "rate limited upstream", "metadata": {"raw": "rate limited upstream"}}}
+    assert driver.parse_error_body(429, same)[1] == "rate limited upstream"  # not repeated
+
+
+def test_assistant_message_without_text_sends_null_content_and_tool_results_come_first() -> None:
+    from ipyagent.core import ActionResultBlock, ToolAction
+
+    driver = _chat()
+    assert driver._messages(Message(role="assistant")) == [{"role": "assistant", "content": ""}]  # some servers reject null
+    action = ToolAction(tag="c1", name="get_weather", input={"city": "Oslo"})
+    mixed = Message(role="user", content=[TextBlock(text="and now?"), ActionResultBlock(action=action, text="61 F")])
+    wire = driver._messages(mixed)
+    assert [m["role"] for m in wire] == ["tool", "user"]  # a result answers its call before any new text
+    assert wire[0] == {"role": "tool", "tool_call_id": "c1", "content": "61 F"}
+    assert wire[1] == {"role": "user", "content": "and now?"}
+
+
+def test_schema_names_are_cut_to_64_characters_and_cleaned() -> None:
+    assert schema_name({"title": "x" * 80}) == "x" * 64
+    assert schema_name({"title": "My Schema!"}) == "My_Schema_"
+    assert schema_name({}) == "output"
+
+
+def test_image_urls_are_sent_as_urls_and_bytes_as_data_urls() -> None:
+    driver = _chat()
+    url = ImageBlock(url="https://example.com/cat.png", mime_type="image/png")
+    inline = ImageBlock(data="iVBORw0KGgo=", mime_type="image/png")
+    [message] = driver._messages(Message(role="user", content=[TextBlock(text="look"), url, inline]))
+    parts = message["content"]
+    assert parts[1] == {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    assert parts[2] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+
+
+# -- retry rules (DESIGN.md "drivers") ---------------------------------------------------------------
+
+
+class Scripted(httpx2.AsyncBaseTransport):
+    """Answers each request with the next (status, headers, body); counts the requests."""
+
+    def __init__(self, *replies: tuple[int, dict[str, str], bytes]) -> None:
+        self.replies, self.calls = list(replies), 0
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        status, headers, body = self.replies[min(self.calls, len(self.replies) - 1)]
+        self.calls += 1
+        return httpx2.Response(status, headers=headers, content=body)
+
+
+OK = (200, {"content-type": "text/event-stream"},
+      b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
+      b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n')
+
+
+def _error(status: int, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    return status, {"content-type": "application/json", **(headers or {})}, json.dumps({"error": {"message": f"HTTP {status}"}}).encode()
+
+
+@pytest.fixture
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """tenacity's sleeps, recorded instead of slept."""
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    import ipyagent.drivers.base
+
+    monkeypatch.setattr(ipyagent.drivers.base, "retry_sleep", fake_sleep)
+    return slept
+
+
+def _events(driver: OpenAIChatPromptDriver) -> list[Any]:
+    stack = PromptStack()
+    stack.add_user_message("hi")
+
+    async def main() -> list[Any]:
+        try:
+            return [e async for e in driver.stream(stack)]
+        finally:
+            await driver.close()
+
+    return asyncio.run(main())
+
+
+@pytest.mark.parametrize("status, etype", [(408, "timeout"), (429, "rate_limit"), (500, "server"), (503, "server"), (529, "overloaded")])
+def test_retried_statuses(no_sleep: list[float], status: int, etype: str) -> None:
+    transport = Scripted(_error(status), OK)
+    events = _events(_chat(transport=transport, max_attempts=3))
+    assert events[-1].type == "model_completed" and transport.calls == 2
+    assert events[-1].metadata["attempts"] == 2 and len(no_sleep) == 1
+    failed = _events(_chat(transport=Scripted(_error(status)), max_attempts=1))
+    assert failed[-1].error.type == etype
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_not_retried_statuses(no_sleep: list[float], status: int) -> None:
+    transport = Scripted(_error(status), OK)
+    events = _events(_chat(transport=transport, max_attempts=3))
+    assert events[-1].type == "model_failed" and transport.calls == 1 and no_sleep == []
+    assert "gave up" not in events[-1].error.message
+
+
+def test_retry_after_is_honoured_up_to_max_retry_wait_and_reported_beyond(no_sleep: list[float]) -> None:
+    at_limit = Scripted(_error(429, {"retry-after": "30"}), OK)
+    events = _events(_chat(transport=at_limit, max_attempts=2, max_retry_wait=30))
+    assert events[-1].type == "model_completed" and no_sleep == [30]
+    beyond = Scripted(_error(429, {"retry-after": "31"}), OK)
+    events = _events(_chat(transport=beyond, max_attempts=3, max_retry_wait=30))
+    assert events[-1].type == "model_failed" and beyond.calls == 1 and no_sleep == [30]
+    assert events[-1].error.retry_after == 31
+
+
+def test_gave_up_names_the_attempts_only_after_retrying(no_sleep: list[float]) -> None:
+    events = _events(_chat(transport=Scripted(_error(503)), max_attempts=3))
+    assert events[-1].error.message.endswith("(gave up after 3 attempts)") and len(no_sleep) == 2
+    once = _events(_chat(transport=Scripted(_error(503)), max_attempts=1))
+    assert "gave up" not in once[-1].error.message
+
+
+def test_backoff_grows_exponentially_within_max_retry_wait() -> None:
+    driver = _chat(max_retry_wait=5.0)
+
+    def wait(attempt: int) -> float:
+        state = RetryCallState(None, None, (), {})
+        state.attempt_number = attempt
+        return driver._wait(state)
+
+    assert 0.5 <= wait(1) <= 1.0  # 0.5 s, plus up to 0.5 s of jitter
+    assert 2.0 <= wait(3) <= 2.5
+    assert wait(6) == 5.0  # 16 s, capped by max_retry_wait
+
+
+def test_retry_after_as_seconds_milliseconds_and_an_http_date() -> None:
+    assert parse_retry_after(httpx2.Headers({"retry-after": "7"})) == 7.0
+    assert parse_retry_after(httpx2.Headers({"retry-after-ms": "1500", "retry-after": "9"})) == 1.5
+    when = email.utils.formatdate(time.time() + 120, usegmt=True)
+    assert 110 <= parse_retry_after(httpx2.Headers({"retry-after": when})) <= 121
+    assert parse_retry_after(httpx2.Headers({"retry-after": "soon"})) is None
+
+
+def test_timeouts_are_typed_timeout_and_other_transport_errors_connection() -> None:
+    driver = _chat()
+    assert driver._transport_error(httpx2.ReadTimeout("slow"), "http://h").type == "timeout"
+    assert driver._transport_error(httpx2.ConnectError("refused"), "http://h").type == "connection"
+    assert driver._transport_error(httpx2.RemoteProtocolError("eof"), "http://h").type == "connection"
+    assert ProviderError("timeout", "x").retryable and ProviderError("connection", "x").retryable
+
+
+def test_stop_kind_of_a_cut_stream_is_missing() -> None:
+    assert StreamMeta().stop_kind is None and StopKind.max_tokens.value == "max_tokens"
