@@ -18,7 +18,7 @@ LABEXT_OUT := src/ipyagent/labextension
 LIVE_OUT   := src/ipyagent/notebook/static
 LABEXT_SRC := labextension/package.json labextension/package-lock.json labextension/tsconfig.json $(wildcard labextension/src/*.ts labextension/style/*)
 
-.PHONY: test test-browser browser-deps demo bench install clean
+.PHONY: test test-browser browser-deps demo bench mutation install clean
 
 # The install runs the build hook (pyproject.toml), which builds the labextension with npm when its
 # output is missing and copies it where JupyterLab finds it, editable install included. An output
@@ -57,5 +57,14 @@ demo: $(VENV)/.installed-demo
 bench: $(VENV)/.installed-bench
 	for b in stream_decode render_path import_load compare_wall summarize_context evaluate_matrix; do $(PY) benchmarks/$$b.py || exit 1; done
 
+## make mutation: mutmut over the driver template, OpenAI Chat and the agent loop ([tool.mutmut] in pyproject.toml),
+## with the fast tests that pin their decisions; prints the kill rate (.ci/mutation_report.py). Not part of make test.
+## The tests read ../shared/fixtures from the project's parent; mutants/ (mutmut's copy) is one level down, so a
+## link ./shared -> ../shared is made for it.
+mutation: $(VENV)/.installed-mutation
+	test -e shared || ln -s ../shared shared
+	$(VENV)/bin/mutmut run --max-children 2 > $(BUILD)/mutation.log 2>&1 || true
+	$(PY) .ci/mutation_report.py --mutmut $(VENV)/bin/mutmut
+
 clean:
-	rm -rf $(BUILD) $(VENV)
+	rm -rf $(BUILD) $(VENV) mutants

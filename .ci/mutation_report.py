@@ -1,0 +1,52 @@
+"""Print the kill rate of the last ``mutmut run`` (``make mutation``).
+
+Reads ``mutmut results --all true`` (one ``name: status`` line per mutant).
+Killed and timed-out mutants count as killed; mutants listed in
+``.ci/mutation_equivalent.txt`` (one name a line, ``#`` comments: mutants that
+change no behaviour, with the reason) are left out of the rate. Exits 1 when
+the rate of non-equivalent mutants killed is under ``--target`` (default 90).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import subprocess
+import sys
+from pathlib import Path
+
+EQUIVALENT = Path(__file__).with_name("mutation_equivalent.txt")
+
+
+def statuses(mutmut: str) -> dict[str, str]:
+    out = subprocess.run([mutmut, "results", "--all", "true"], capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in out.splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep and name:
+            found[name] = status
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mutmut", default=str(Path(sys.executable).with_name("mutmut")))
+    parser.add_argument("--target", type=float, default=90.0)
+    args = parser.parse_args()
+    found = statuses(args.mutmut)
+    equivalent = {line.split("#")[0].strip() for line in EQUIVALENT.read_text().splitlines()} - {""} if EQUIVALENT.exists() else set()
+    counted = {name: status for name, status in found.items() if name not in equivalent and status not in ("skipped", "not checked")}
+    by_status = collections.Counter(counted.values())
+    killed = by_status["killed"] + by_status["timeout"]
+    rate = 100.0 * killed / len(counted) if counted else 0.0
+    print(f"mutants: {len(found)}; equivalent (left out): {len(equivalent & set(found))}; counted: {len(counted)}")
+    print("by status: " + ", ".join(f"{status} {n}" for status, n in sorted(by_status.items())))
+    for name, status in sorted(counted.items()):
+        if status not in ("killed", "timeout"):
+            print(f"  {status}: {name}")
+    print(f"kill rate: {rate:.1f}% of non-equivalent mutants (target {args.target:g}%)")
+    return 0 if rate >= args.target else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
