@@ -235,3 +235,32 @@ def test_timeouts_are_typed_timeout_and_other_transport_errors_connection() -> N
 
 def test_stop_kind_of_a_cut_stream_is_missing() -> None:
     assert StreamMeta().stop_kind is None and StopKind.max_tokens.value == "max_tokens"
+
+
+# -- one partial-message builder (threads, run store, interrupted runs) ------------------------------
+
+
+def test_a_stopped_reply_keeps_reasoning_text_and_complete_tool_calls() -> None:
+    from ipyagent.core import ActionCallBlock, ReasoningBlock, TextDelta
+    from ipyagent.memory.conversation import TurnBuilder
+    from ipyagent.memory.partial import partial_message
+
+    deltas = [ReasoningDelta(0, "think", "sig"), TextDelta(1, "Hel"), TextDelta(1, "lo"),
+              ToolCallDelta(2, "c1", "get_weather", '{"city": "Oslo"}'), ToolCallDelta(3, "c2", "get_time", '{"tz": ')]
+    by_index: dict[int, list[Any]] = {}
+    for delta in deltas:
+        by_index.setdefault(delta.index, []).append(delta)
+    message = partial_message(by_index, interrupted=True)
+    assert [type(b) for b in message.content] == [ReasoningBlock, type(message.content[1]), ActionCallBlock]
+    assert message.reasoning == "think" and message.content[0].signature == "sig" and message.text == "Hello"
+    assert message.tool_calls[0].input == {"city": "Oslo"}
+    assert message.metadata["partial"] and message.metadata["interrupted"]
+    assert message.metadata["partial_tool_calls"] == [{"id": "c2", "name": "get_time", "raw_arguments": '{"tz": '}]
+    assert partial_message({}) is None
+
+    from ipyagent.core import Message as M
+    builder = TurnBuilder(M(role="user", content=[TextBlock(text="hi")]))
+    for delta in deltas:
+        builder.feed(delta)
+    [*_, kept] = builder.interrupted()
+    assert kept.reasoning == "think" and kept.tool_calls and kept.metadata["interrupted"]

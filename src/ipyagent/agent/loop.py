@@ -42,6 +42,7 @@ from ..core import (
 )
 from ..drivers import LEDGER, Aggregator, BasePromptDriver, total_cost
 from ..memory import TaskMemory
+from ..memory.partial import partial_message
 from ..tools import MCPServerError, Toolbox
 from ..tools.builtin.task_memory import with_task_memory
 from ..tools.off_prompt import store_output
@@ -237,10 +238,12 @@ class AgentRun:
             "give it longer with --timeout SECONDS (timeout= in Python)", retryable=False))
 
     def _partial_reply(self) -> Message:
-        if self.streaming is not None and self.streaming.deltas:
-            message = self.streaming.message(strict=False)
-            self.pending.append(message)
-            return message
+        """The reply being streamed, as threads and the run store keep it (`partial_message`),
+        else the last reply."""
+        streamed = partial_message(self.streaming.deltas) if self.streaming is not None else None
+        if streamed is not None:
+            self.pending.append(streamed)
+            return streamed
         return next((m for m in reversed(self.pending) if m.role == "assistant"), Message(role="assistant"))
 
     # -- helpers -----------------------------------------------------------------------

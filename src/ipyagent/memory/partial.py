@@ -1,34 +1,35 @@
 """A streaming reply as it stood when its run stopped: for threads and the run store.
 
-Unlike the drivers' final aggregation, every tool call here stays raw (id, name, argument
-text): a call without its result must not go back to a provider.
+Built the way the drivers build every reply (`drivers.Aggregator`), so a
+stopped run keeps what a finished one would: text, reasoning (with its
+signature) and the tool calls whose arguments are complete. The message is
+marked ``partial``: threads skip it when they compose the next prompt, so a
+call without its result never goes back to a provider.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..core import Message, ReasoningBlock, ReasoningDelta, TextBlock, TextDelta
+from ..core import Message
+from ..drivers import Aggregator
 
 
 def partial_message(deltas: dict[int, list[Any]], **metadata: Any) -> Message | None:
-    """The text and reasoning streamed so far (by content index), the tool calls in
-    ``metadata["partial_tool_calls"]``; None when nothing had arrived."""
-    blocks: list[Any] = []
-    calls = []
-    for index in sorted(deltas):
-        bucket = deltas[index]
-        if isinstance(bucket[0], TextDelta):
-            blocks.append(TextBlock.from_deltas(bucket))
-        elif isinstance(bucket[0], ReasoningDelta):
-            blocks.append(ReasoningBlock.from_deltas(bucket))
-        else:
-            calls.append({"id": next((d.call_id for d in bucket if getattr(d, "call_id", None)), None),
-                          "name": next((d.name for d in bucket if getattr(d, "name", None)), None),
-                          "raw_arguments": "".join(getattr(d, "arguments", "") or "" for d in bucket)})
-    if not blocks and not calls:
+    """The message of the deltas so far (by content index), or None when nothing had arrived.
+
+    `metadata` is added to ``{"partial": True}``; a tool call cut inside its arguments is
+    described in ``metadata["partial_tool_calls"]`` (id, name, raw argument text).
+    """
+    if not any(deltas.values()):
         return None
-    metadata = {"partial": True, **metadata}
-    if calls:
-        metadata["partial_tool_calls"] = calls
-    return Message(role="assistant", content=blocks, metadata=metadata)
+    aggregator = Aggregator()
+    for index in sorted(deltas):
+        for delta in deltas[index]:
+            aggregator.add(delta)
+    dropped: list[dict[str, Any]] = []
+    message = aggregator.message(strict=False, dropped=dropped)
+    message.metadata = {"partial": True, **metadata}
+    if dropped:
+        message.metadata["partial_tool_calls"] = dropped
+    return message
