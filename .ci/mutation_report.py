@@ -35,11 +35,13 @@ def main() -> int:
     args = parser.parse_args()
     found = statuses(args.mutmut)
     equivalent = {line.split("#")[0].strip() for line in EQUIVALENT.read_text().splitlines()} - {""} if EQUIVALENT.exists() else set()
-    counted = {name: status for name, status in found.items() if name not in equivalent and status not in ("skipped", "not checked")}
+    unchecked = [name for name, status in found.items() if status in ("skipped", "not checked")]
+    counted = {name: status for name, status in found.items() if name not in equivalent and name not in unchecked}
     by_status = collections.Counter(counted.values())
     killed = by_status["killed"] + by_status["timeout"]
     rate = 100.0 * killed / len(counted) if counted else 0.0
-    print(f"mutants: {len(found)}; equivalent (left out): {len(equivalent & set(found))}; counted: {len(counted)}")
+    print(f"mutants: {len(found)}; equivalent (left out): {len(equivalent & set(found))}; not run (left out): "
+          f"{len(unchecked)}; counted: {len(counted)}")
     print("by status: " + ", ".join(f"{status} {n}" for status, n in sorted(by_status.items())))
     for name, status in sorted(counted.items()):
         if status not in ("killed", "timeout"):
