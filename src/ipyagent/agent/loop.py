@@ -266,19 +266,13 @@ class AgentRun:
     async def _execute(self, actions: list[ToolAction]) -> list[tuple[BaseArtifact, float]]:
         """(result, seconds) per call, in call order (ids may repeat: ReAct models copy
         "c1"); off-prompt outputs go to Task Memory, their `ArtifactStored` emitted here."""
-        outcomes = list(await asyncio.gather(*(self._run_one(a) for a in actions)))
+        outcomes = await self.toolbox.run_all(actions, refuse=self._refusal)
         for n, (action, (artifact, seconds)) in enumerate(zip(actions, outcomes)):  # in call order: stable namespaces
             artifact, stored = store_output(self.toolbox, action, artifact, self.memory)
             outcomes[n] = (artifact, seconds)
             for event in stored:
                 self.emit(event)
         return outcomes
-
-    async def _run_one(self, action: ToolAction) -> tuple[BaseArtifact, float]:
-        refusal = await self._refusal(action)
-        if refusal is not None:
-            return refusal, 0.0
-        return await self.toolbox.run_one(action)
 
     async def _refusal(self, action: ToolAction) -> ErrorArtifact | None:
         """None when `action` may run; else why not (no one to approve it, or denied)."""

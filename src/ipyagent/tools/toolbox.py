@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ..core import BaseArtifact, ErrorArtifact, ToolAction, ToolDefinition
@@ -80,6 +80,16 @@ class Toolbox:
             result = await tool.run(activity, action)
         return result, time.monotonic() - started
 
-    async def run_all(self, actions: list[ToolAction]) -> list[tuple[BaseArtifact, float]]:
-        """Run the calls of one model turn concurrently; results come back in call order."""
-        return list(await asyncio.gather(*(self.run_one(a) for a in actions)))
+    async def run_all(self, actions: list[ToolAction],
+                      refuse: Callable[[ToolAction], Awaitable[BaseArtifact | None]] | None = None) -> list[tuple[BaseArtifact, float]]:
+        """Run the calls of one model turn concurrently; (result, seconds) come back in call order.
+
+        `refuse(action)`, when given, is awaited first for each call: an artifact it returns
+        (approval denied) is the call's result, and the call is not run (0 seconds).
+        """
+
+        async def one(action: ToolAction) -> tuple[BaseArtifact, float]:
+            refusal = await refuse(action) if refuse is not None else None
+            return (refusal, 0.0) if refusal is not None else await self.run_one(action)
+
+        return list(await asyncio.gather(*(one(a) for a in actions)))
