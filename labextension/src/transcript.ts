@@ -70,6 +70,23 @@ export function toolStatus(call: Json): string {
   return duration === null ? word : `${word} in ${seconds(duration)}`;
 }
 
+/** Raster image types shown inline; a data: URL of one loads nothing from outside. */
+const RASTER_TYPES = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
+
+/** An image the model returned (an `other` part of kind image with base64 data), as an <img>; else null. */
+export function imageNode(part: Json): HTMLElement | null {
+  const mime = str(part.mime_type);
+  const data = str(part.data).replace(/[^A-Za-z0-9+/=]/g, '');
+  if (part.kind !== 'image' || !data || !RASTER_TYPES.has(mime)) {
+    return null;
+  }
+  const img = document.createElement('img');
+  img.className = 'ipyagent-image';
+  img.alt = 'image from the model';
+  img.src = `data:${mime};base64,${data}`;
+  return img;
+}
+
 /** The footer figures, as the live view shows them (transcript_render.footer_figures). */
 export function footerFigures(t: Json): string[] {
   const figures = [str(t.provider) || 'unknown'];
@@ -243,7 +260,7 @@ export function renderTranscript(data: unknown): HTMLElement[] {
       } else if (part.type === 'tool_call') {
         nodes.push(toolCard(part));
       } else if (part.type === 'other') {
-        nodes.push(el('p', 'ipyagent-meta', str(part.summary)));
+        nodes.push(imageNode(part) ?? el('p', 'ipyagent-meta', str(part.summary)));
       }
     }
   }

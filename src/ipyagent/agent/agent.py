@@ -20,6 +20,7 @@ from ..memory import TaskMemory, current_memory
 from ..tools import Toolbox
 from ..tools.builtin.task_memory import with_task_memory
 from . import defaults
+from .files import document_blocks
 from .images import image_blocks
 from .loop import AgentRun
 from .loop_thread import RUNNING_AGENTS, run_in_background, run_sync
@@ -132,6 +133,7 @@ class Agent:
             output_schema=given.output_schema,
             output_strategy=given.output_strategy,
             images=tuple(given.images),
+            files=tuple(given.files),
             context=tuple(given.context),
             settings=self.settings.merged(coerce_settings(given.settings)),
             timeout=given.timeout or self.timeout,
@@ -148,6 +150,7 @@ class Agent:
         user = PromptStack().add_user_message(prompt)
         user.content[:0] = [TextBlock(text=block.to_text()) for block in resolved.context]  # ahead of the question
         user.content.extend(resolved.images)
+        user.content.extend(resolved.files)
         run = AgentRun(self.driver, user, resolved, memory, on_event or _ignore)
         deadline = asyncio.timeout(resolved.timeout)
         try:
@@ -168,7 +171,7 @@ class Agent:
     async def arun(self, prompt: str, options: RunOptions | None = None, *, on_event: Callable[[Event], Any] | None = None,
                    output_schema: Any = None, output_strategy: str | None = None, images: Any = None,
                    context: Any = None, settings: ModelSettings | dict[str, Any] | None = None,
-                   timeout: float | None = None) -> AgentResult:
+                   timeout: float | None = None, files: Any = None) -> AgentResult:
         """Run `prompt` (model turns and tool calls until the model answers) and return the result.
 
         `on_event` sees every event as it arrives (called on ipyagent's background loop
@@ -189,6 +192,8 @@ class Agent:
             settings: `ModelSettings` (or a dict) for this run, over the agent's.
             timeout: this run's deadline, seconds (the `RunOptions` field): past it the run
                 ends with a ``timeout`` error, its text so far kept.
+            files: PDFs and text documents (paths, bytes, `DocumentBlock`) added to the user
+                message; a provider or model that cannot take one refuses it before sending.
 
         Raises:
             ValueError: `prompt` is not text, or is empty; `max_steps` below 1; a timeout
@@ -200,7 +205,9 @@ class Agent:
         if not isinstance(prompt, str) or not prompt.strip():
             raise ValueError(f"the prompt must be non-empty text, not {prompt!r}")
         blocks = image_blocks(images) if images is not None else None
+        documents = tuple(document_blocks(files)) if files is not None else None
         options = (options or RunOptions()).merged(output_schema=output_schema, output_strategy=output_strategy, images=blocks,
+                                                    files=documents,
                                                     context=tuple(context) if context is not None else None,
                                                     settings=settings, timeout=timeout)
         self._check_not_nested()
@@ -231,12 +238,12 @@ class Agent:
     def run(self, prompt: str, options: RunOptions | None = None, *, on_event: Callable[[Event], Any] | None = None,
             output_schema: Any = None, output_strategy: str | None = None, images: Any = None,
             context: Any = None, settings: ModelSettings | dict[str, Any] | None = None,
-            timeout: float | None = None) -> AgentResult:
+            timeout: float | None = None, files: Any = None) -> AgentResult:
         """Blocking `arun` (same arguments); works inside a running event loop (a notebook cell)."""
         self._check_not_nested()
         return run_sync(self.arun(prompt, options, on_event=on_event, output_schema=output_schema,
                                   output_strategy=output_strategy, images=images, context=context, settings=settings,
-                                  timeout=timeout))
+                                  timeout=timeout, files=files))
 
     def _memory(self) -> TaskMemory:
         return current_memory() if self.memory is None else self.memory

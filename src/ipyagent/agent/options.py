@@ -43,6 +43,7 @@ class RunOptions:
             into `AgentResult.output` (asked again once when invalid).
         output_strategy: ``native``, ``tool`` or ``rule`` (None: the driver's default).
         images: image content blocks added to the user message (see `images.image_blocks`).
+        files: document blocks (PDFs, text documents) added to the user message (`files.document_blocks`).
         context: `memory.context.ContextBlock` objects (variables, the last error, other
             cells), sent as text blocks at the head of the user message, before the prompt.
         settings: `ModelSettings` (or a dict of its fields) for this run, over the agent's.
@@ -61,6 +62,7 @@ class RunOptions:
     output_schema: Any = None
     output_strategy: str | None = None
     images: Sequence[Any] = field(default_factory=tuple)
+    files: Sequence[Any] = field(default_factory=tuple)
     context: Sequence[Any] = field(default_factory=tuple)
     settings: ModelSettings | dict[str, Any] | None = None
     timeout: float | None = None

@@ -57,6 +57,15 @@ class AgentResult:
         return [a for m in self.messages for a in m.tool_calls] or self.message.tool_calls
 
     @property
+    def images(self) -> list[Any]:
+        """The images the model returned in this run (`ImageBlock`: ``mime_type``, base64 ``data``),
+        in order: Gemini inline image parts, Responses image generation results."""
+        from ..core import ImageBlock
+
+        messages = [m for m in (self.messages or [self.message]) if m is not None and m.role == "assistant"]
+        return [b for m in messages for b in m.content if isinstance(b, ImageBlock)]
+
+    @property
     def ok(self) -> bool:
         return self.error is None and not self.interrupted
 

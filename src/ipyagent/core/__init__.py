@@ -23,6 +23,7 @@ from .content import (
     ActionResultBlock,
     AudioBlock,
     ContentBlock,
+    DocumentBlock,
     GenericBlock,
     ImageBlock,
     ReasoningBlock,

@@ -61,6 +61,31 @@ class AudioBlock(_Block):
     data: str
 
 
+class DocumentBlock(_Block):
+    """A document the user attached: a PDF as base64 `data`, or a text document as `text`.
+
+    `name` is the file name shown to the model where the provider takes one.
+    """
+
+    type: Literal["document"] = "document"
+    mime_type: str = "application/pdf"
+    data: str | None = None
+    text: str | None = None
+    name: str | None = None
+
+    @property
+    def is_pdf(self) -> bool:
+        return self.mime_type == "application/pdf"
+
+    def as_text(self) -> str:
+        """A text document as the model reads it where it goes in as text: its name, then its text."""
+        return f"<document name={self.name!r}>\n{self.text or ''}\n</document>" if self.name else (self.text or "")
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.mime_type};base64,{self.data}"
+
+
 class GenericBlock(_Block):
     """Provider-specific content passed through unchanged."""
 
@@ -107,7 +132,7 @@ class ActionResultBlock(_Block):
 
 
 ContentBlock = Annotated[
-    Union[TextBlock, ReasoningBlock, ImageBlock, AudioBlock, GenericBlock, ActionCallBlock, ActionResultBlock],
+    Union[TextBlock, ReasoningBlock, ImageBlock, AudioBlock, DocumentBlock, GenericBlock, ActionCallBlock, ActionResultBlock],
     Field(discriminator="type"),
 ]
 

@@ -82,12 +82,23 @@ class ToolCallPart(_Model):
         return value
 
 
+#: Image types a saved transcript shows inline (``data:`` URLs of raster images load nothing).
+RASTER_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+#: Base64 characters of one image kept in a transcript (about 6 MB of image).
+MAX_IMAGE_CHARS = 8_000_000
+
+
 class OtherPart(_Model):
-    """Content shown as a one-line summary: an image, audio, provider-specific data."""
+    """Content shown as a one-line summary: an image, audio, provider-specific data.
+
+    An image the model returned keeps its `mime_type` and base64 `data` (raster types
+    only), so a saved notebook shows it as an image."""
 
     type: Literal["other"] = "other"
     kind: str
     summary: str
+    mime_type: str | None = None
+    data: str | None = None
 
 
 Part = Annotated[Union[TextPart, ReasoningPart, ToolCallPart, OtherPart], Field(discriminator="type")]
@@ -440,7 +451,9 @@ def _convert(messages: list[Any], durations: dict[str, deque[tuple[float, bool]]
                 elif call.result is None:
                     call.result, call.status = block.text, "error" if block.is_error else "ok"
             elif kind in ("image", "audio"):
-                parts.append(OtherPart(kind=kind, summary=f"<{kind} {getattr(block, 'mime_type', '')}>"))
+                mime, data = getattr(block, "mime_type", "") or "", getattr(block, "data", None)
+                keep = kind == "image" and mime in RASTER_TYPES and data and len(data) <= MAX_IMAGE_CHARS
+                parts.append(OtherPart(kind=kind, summary=f"<{kind} {mime}>", mime_type=mime or None, data=data if keep else None))
             elif kind is not None:
                 parts.append(OtherPart(kind=str(kind), summary=json.dumps(getattr(block, "value", None), default=str)[:PREVIEW_CHARS]))
         role = getattr(message, "role", "assistant")

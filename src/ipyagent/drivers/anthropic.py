@@ -34,6 +34,7 @@ from typing import Any
 import httpx2
 
 from ..core import (
+    DocumentBlock,
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
@@ -183,7 +184,7 @@ class AnthropicPromptDriver(BasePromptDriver):
     protocol = "anthropic"
     default_base_url = "https://api.anthropic.com/v1"
     api_key_env = "ANTHROPIC_API_KEY"
-    capabilities = Capabilities(vision=True, structured_output_native=False, reasoning=True)
+    capabilities = Capabilities(vision=True, structured_output_native=False, reasoning=True, documents=True)
     known_options = frozenset(
         {"max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "thinking", "tool_choice", "metadata", "service_tier"}
     )
@@ -192,7 +193,8 @@ class AnthropicPromptDriver(BasePromptDriver):
         """Claude 3 models before 3.7 (and Claude 2) have no extended thinking."""
         name = model.lower()
         if name.startswith(("claude-2", "claude-instant")) or (name.startswith("claude-3-") and not name.startswith("claude-3-7")):
-            return Capabilities(vision=not name.startswith(("claude-2", "claude-instant")), structured_output_native=False, reasoning=False)
+            return Capabilities(vision=not name.startswith(("claude-2", "claude-instant")), structured_output_native=False, reasoning=False,
+                                documents=not name.startswith(("claude-2", "claude-instant")))
         return self.capabilities
 
     def settings_fields(self, prompt_stack: PromptStack, options: dict[str, Any]) -> dict[str, Any]:
@@ -372,6 +374,10 @@ class AnthropicPromptDriver(BasePromptDriver):
             else:
                 source = {"type": "base64", "media_type": block.mime_type, "data": block.data}
             return [{"type": "image", "source": source}]
+        if isinstance(block, DocumentBlock):  # "PDF support": a document block, base64 or plain text
+            source = ({"type": "base64", "media_type": "application/pdf", "data": block.data} if block.is_pdf
+                      else {"type": "text", "media_type": "text/plain", "data": block.text or ""})
+            return [{"type": "document", "source": source, **({"title": block.name} if block.name else {})}]
         if isinstance(block, ActionCallBlock):
             action = block.action
             return [{"type": "tool_use", "id": action.tag, "name": action.native_name, "input": action.input}]

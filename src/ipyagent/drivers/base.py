@@ -33,6 +33,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from ..core.redact import add_secret, add_url, redact, redact_data
 from ..core import (
+    DocumentBlock,
     ImageBlock,
     DeltaMessage,
     Event,
@@ -95,6 +96,8 @@ class Capabilities:
     vision: bool = False
     structured_output_native: bool = False
     reasoning: bool = False
+    #: Takes PDF documents (`DocumentBlock`); text documents go to every model as text.
+    documents: bool = False
 
 
 @lru_cache(maxsize=1)
@@ -325,6 +328,8 @@ class BasePromptDriver(ABC):
             needed.append("tools")
         if not caps.vision and any(isinstance(b, ImageBlock) for m in prompt_stack.messages for b in m.content):
             needed.append("vision")
+        if not caps.documents and any(isinstance(b, DocumentBlock) and b.is_pdf for m in prompt_stack.messages for b in m.content):
+            needed.append("pdf")
         strategy = self.output_strategy(prompt_stack)
         if (strategy == "native" and not caps.structured_output_native) or (strategy == "tool" and not caps.tools):
             raise ProviderError(

@@ -41,6 +41,7 @@ from typing import Any
 import httpx2
 
 from ..core import (
+    DocumentBlock,
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
@@ -114,7 +115,7 @@ class GeminiPromptDriver(BasePromptDriver):
 
     protocol = "gemini"
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
-    capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True)
+    capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
     known_options = _GENERATION_OPTIONS | {"safetySettings", "toolConfig"}
 
     def capabilities_for(self, model: str) -> Capabilities:
@@ -128,7 +129,7 @@ class GeminiPromptDriver(BasePromptDriver):
         if "-tts" in name or "image-generation" in name or "-image" in name:
             return Capabilities(tools=False, parallel_tools=False, vision=True, structured_output_native=False, reasoning=False)
         if name.startswith(("gemini-1", "gemini-2.0")):  # thinking came with Gemini 2.5
-            return Capabilities(vision=True, structured_output_native=True, reasoning=False)
+            return Capabilities(vision=True, structured_output_native=True, reasoning=False, documents=True)
         return self.capabilities
 
     def settings_fields(self, prompt_stack: PromptStack) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -276,6 +277,9 @@ class GeminiPromptDriver(BasePromptDriver):
                     parts.append({"fileData": {"fileUri": block.url, "mimeType": block.mime_type}})
             elif isinstance(block, AudioBlock):
                 parts.append({"inlineData": {"mimeType": block.mime_type, "data": block.data}})
+            elif isinstance(block, DocumentBlock):  # "Document understanding": a PDF as inline data; text as text
+                parts.append({"inlineData": {"mimeType": "application/pdf", "data": block.data}} if block.is_pdf
+                             else {"text": block.as_text()})
             elif isinstance(block, ActionCallBlock):
                 call: dict[str, Any] = {"name": block.action.native_name, "args": block.action.input}
                 if is_sent_id(block.action.tag):

@@ -30,6 +30,7 @@ from typing import Any
 import httpx2
 
 from ..core import (
+    DocumentBlock,
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
@@ -211,6 +212,8 @@ class OllamaPromptDriver(BasePromptDriver):
         for block in message.content:
             if isinstance(block, TextBlock):
                 text.append(block.text)
+            elif isinstance(block, DocumentBlock):  # text documents as text (a PDF is refused before sending)
+                text.append(("\n\n" if text else "") + block.as_text())
             elif isinstance(block, ReasoningBlock):
                 if block.text:
                     thinking.append(block.text)

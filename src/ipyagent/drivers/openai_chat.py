@@ -18,6 +18,7 @@ from typing import Any
 import httpx2
 
 from ..core import (
+    DocumentBlock,
     ActionCallBlock,
     ActionResultBlock,
     DeltaMessage,
@@ -115,7 +116,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
 
     protocol = "openai"
     default_base_url = "https://api.openai.com/v1"
-    capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True)
+    capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
     known_options = frozenset(
         {
             "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop", "n",
@@ -127,7 +128,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
 
     def capabilities_for(self, model: str) -> Capabilities:
         if openai_non_reasoning_model(model):
-            return Capabilities(vision=True, structured_output_native=True, reasoning=False)
+            return Capabilities(vision=True, structured_output_native=True, reasoning=False, documents=True)
         return self.capabilities
 
     def headers(self) -> dict[str, str]:
@@ -224,6 +225,9 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             elif isinstance(block, ImageBlock):
                 url = block.url or f"data:{block.mime_type};base64,{block.data}"
                 parts.append({"type": "image_url", "image_url": {"url": url}})
+            elif isinstance(block, DocumentBlock):  # "File inputs": a PDF as a file part; text as text
+                parts.append({"type": "file", "file": {"filename": block.name or "document.pdf", "file_data": block.data_url}}
+                             if block.is_pdf else {"type": "text", "text": "\n\n" + block.as_text()})
         out: dict[str, Any] = {"role": message.role}
         if all(p["type"] == "text" for p in parts):
             out["content"] = "".join(p["text"] for p in parts) if parts else None

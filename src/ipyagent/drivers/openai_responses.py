@@ -42,6 +42,8 @@ from typing import Any
 import httpx2
 
 from ..core import (
+    BlockDelta,
+    DocumentBlock,
     ActionCallBlock,
     ActionResultBlock,
     DeltaMessage,
@@ -261,7 +263,10 @@ class ResponsesStreamState:
             if not text and signature is None:
                 return []
             return [ReasoningDelta(self.index((oi, "reasoning")), text, signature)]
-        return []  # built-in tool items (web search, ...) are not part of our content model
+        if kind == "image_generation_call" and item.get("result"):  # "Image generation" tool: base64 image
+            mime = f"image/{item.get('output_format') or 'png'}".replace("image/jpg", "image/jpeg")
+            return [BlockDelta(self.index((oi, "image")), ImageBlock(mime_type=mime, data=item["result"]))]
+        return []  # other built-in tool items (web search, ...) are not part of our content model
 
     def _finished(self, response: dict[str, Any], status: str) -> StreamMeta:
         usage = response.get("usage")
@@ -317,7 +322,7 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
 
     protocol = "openai-responses"
     default_base_url = "https://api.openai.com/v1"
-    capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True)
+    capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
     known_options = frozenset(
         {
             "temperature", "top_p", "max_output_tokens", "reasoning", "parallel_tool_calls", "tool_choice",
@@ -330,7 +335,7 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
             if model == name or model.startswith(name + "-"):
                 return caps
         if openai_non_reasoning_model(model):
-            return Capabilities(vision=True, structured_output_native=True, reasoning=False)
+            return Capabilities(vision=True, structured_output_native=True, reasoning=False, documents=True)
         return self.capabilities
 
     def settings_fields(self, prompt_stack: PromptStack) -> dict[str, Any]:
@@ -429,6 +434,9 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
             elif isinstance(block, ImageBlock) and (block.url or block.data):
                 url = block.url or f"data:{block.mime_type};base64,{block.data}"
                 parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
+            elif isinstance(block, DocumentBlock):  # "File inputs": input_file for a PDF; text as input_text
+                parts.append({"type": "input_file", "filename": block.name or "document.pdf", "file_data": block.data_url}
+                             if block.is_pdf else {"type": "input_text", "text": block.as_text()})
         if parts or not items:
             items.append({"role": message.role, "content": parts})
         return items

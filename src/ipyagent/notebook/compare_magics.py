@@ -80,6 +80,7 @@ class CompareMagics(Magics):
     @argument("--schema", metavar="MODEL", help="structured output: a pydantic model (or JSON Schema dict) in your namespace")
     @argument("--strategy", choices=("native", "tool", "rule"), help="how to ask for --schema (default: the provider's best)")
     @argument("--image", action="append", metavar="PATH_OR_VAR", help="add an image to the prompt (repeatable)")
+    @argument("--file", action="append", metavar="PATH_OR_VAR", help="attach a PDF or text document (repeatable)")
     @argument("--tools", metavar="NAME[,NAME]", help="tools the models may call: names of functions or BaseTool objects in your namespace")
     @argument("--system", help="system prompt for every provider")
     @argument("-o", "--out", metavar="VAR", help="bind the comparison (.results, .figures, .summary(), .to_dataframe()) to VAR")

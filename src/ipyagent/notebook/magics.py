@@ -21,6 +21,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..agent import Agent, AgentResult, RunOptions, run_sync
 from ..agent import defaults
+from ..agent.files import document_block
 from ..agent.defaults import DEFAULT_PROVIDER
 from ..core import ConfigurationError, Message
 from ..drivers import BasePromptDriver, create_driver, parse_provider_id, providers, set_alias
@@ -216,12 +217,18 @@ class AgentMagics(Magics):
                 images += image_blocks(self.shell.user_ns[item] if item in self.shell.user_ns else item)
             except (OSError, ValueError, TypeError) as exc:
                 raise UsageError(f"--image {item}: {exc}") from None
+        files = []
+        for item in getattr(args, "file", None) or ():
+            try:
+                files.append(document_block(self.shell.user_ns[item] if item in self.shell.user_ns else item))
+            except (OSError, ValueError, TypeError) as exc:
+                raise UsageError(f"--file {item}: {exc}") from None
         try:
             toolbox = self._toolbox(getattr(args, "tools", None))
         except (ValueError, TypeError) as exc:  # a tool that cannot be declared (bad name, bad config)
             raise UsageError(f"--tools: {exc}") from None
         return RunOptions(tools=toolbox, max_steps=args.max_steps, react=True if getattr(args, "react", False) else None,
-                          output_schema=schema, output_strategy=args.strategy, images=tuple(images),
+                          output_schema=schema, output_strategy=args.strategy, images=tuple(images), files=tuple(files),
                           settings=settings_from_args(args), system_budget=getattr(args, "system_budget", None),
                           timeout=timeout_from_args(args))
 
@@ -529,6 +536,7 @@ class AgentMagics(Magics):
     @argument("--schema", metavar="MODEL", help="a pydantic model class in your namespace: the reply is validated into an instance (VAR.output with -o)")
     @argument("--strategy", choices=("native", "tool", "rule"), help="how --schema is asked for (default: the provider's best)")
     @argument("--image", metavar="PATH_OR_VAR", action="append", help="add an image: a file path, URL, or a variable holding bytes, a PIL image or a matplotlib figure (repeatable)")
+    @argument("--file", metavar="PATH_OR_VAR", action="append", help="attach a PDF or text document: a file path, or a variable holding one or its bytes (repeatable)")
     @argument("--error", action="store_true", help="send the last exception (traceback, failing cell) and ask to explain and fix it (as %%agent fix)")
     @argument("--with", dest="with_", metavar="NAME[,NAME]", action="append", help="attach variables (or attribute paths: df.dtypes) summarized for the model (DataFrame schema and head, array shape, ...)")
     @argument("--cells", type=int, metavar="N", help="attach the N previous cells' sources and text outputs")

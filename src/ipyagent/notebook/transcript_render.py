@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..core.transcript import ArtifactSummary, ComparisonRecord, OtherPart, ReasoningPart, TextPart, ToolCallPart, Transcript
+from ..core.transcript import RASTER_TYPES, ArtifactSummary, ComparisonRecord, OtherPart, ReasoningPart, TextPart, ToolCallPart, Transcript
 from .compare_view import cells_to_html
 from .render import escape, markdown_to_html, sanitize
 
@@ -185,6 +185,14 @@ def comparison_to_text(record: ComparisonRecord) -> str:
                          for e in record.entries)
 
 
+def image_html(part: OtherPart) -> str | None:
+    """An image the model returned as ``<img>`` with a ``data:`` URL (raster types only), else None."""
+    if part.kind != "image" or not part.data or part.mime_type not in RASTER_TYPES:
+        return None
+    data = "".join(c for c in part.data if c.isalnum() or c in "+/=")  # base64 only: nothing can break out of the attribute
+    return f'<img class="ipyagent-image" alt="image from the model" src="data:{part.mime_type};base64,{data}">'
+
+
 def _html_body(t: Transcript) -> str:
     """The body's HTML, sanitized: model and tool text through nh3, artifacts as memory_html drew
     (and sanitized) them, with their data: images."""
@@ -210,7 +218,7 @@ def _html_body(t: Transcript) -> str:
                     f'<div class="ipyagent-meta">arguments</div><pre class="ipyagent-args">{escape(_arguments(part))}</pre>{result}</details>'
                 )
             elif isinstance(part, OtherPart):
-                parts.append(f'<p class="ipyagent-meta">{escape(part.summary)}</p>')
+                parts.append(image_html(part) or f'<p class="ipyagent-meta">{escape(part.summary)}</p>')
     body = [sanitize("".join(parts))]
     for artifact in t.artifacts:
         if artifact.html:  # drawn and sanitized by memory_html (its data: image is added after nh3)
