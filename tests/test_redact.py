@@ -96,3 +96,17 @@ def test_error_messages_are_redacted_whenever_set():
     error = ProviderError("server", f"echo {KEY}")
     error.message = f"again {KEY}"
     assert KEY not in str(error) and KEY not in repr(error) and KEY not in json.dumps(error.to_dict()) and KEY not in error.args[0]
+
+
+def test_redact_data_reads_the_secrets_once_per_call(monkeypatch) -> None:
+    """Redacting a batch (an evaluation's runs) must not read the environment once per string."""
+    from ipyagent.core import redact as module
+
+    monkeypatch.setenv("BATCH_SERVICE_TOKEN", "tok-batch-secret-987654")
+    calls = []
+    real = module.secrets
+    monkeypatch.setattr(module, "secrets", lambda: calls.append(1) or real())
+    data = [{"text": f"row {n}: tok-batch-secret-987654", "nested": ["tok-batch-secret-987654"]} for n in range(50)]
+    out = module.redact_data(data)
+    assert len(calls) == 1
+    assert all(d["text"] == f"row {n}: {module.MASK}" and d["nested"] == [module.MASK] for n, d in enumerate(out))

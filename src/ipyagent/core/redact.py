@@ -125,15 +125,16 @@ def _forms(values: frozenset[str]) -> tuple[str, ...]:
     return tuple(sorted({form for value in values for form in secret_forms(value)}, key=len, reverse=True))
 
 
-def redact(text: str) -> str:
+def redact(text: str, forms: tuple[str, ...] | None = None) -> str:
     """`text` with every secret in play, in every form, and any URL credentials replaced by `MASK`.
+    `forms`: the forms to look for (`current_forms()`), when a caller redacting many texts has them.
 
     Cost: one substring search per form, and a regular expression only where its cheap
     marker occurs (``://``, ``=``, a key prefix): about 20 ms per MB with ten secrets.
     """
     if not text:
         return text
-    for form in _forms(secrets()):
+    for form in _forms(secrets()) if forms is None else forms:
         if form in text:
             text = text.replace(form, MASK)
     if "://" in text:
@@ -145,17 +146,25 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_data(value: Any) -> Any:
+def current_forms() -> tuple[str, ...]:
+    """Every form of every secret in play now (reading the environment costs about 1 ms: a caller
+    redacting many texts at once asks once and passes the result to `redact` / `redact_data`)."""
+    return _forms(secrets())
+
+
+def redact_data(value: Any, forms: tuple[str, ...] | None = None) -> Any:
     """JSON-like `value` (dicts, lists, tuples, strings; other values as they are) with `redact`
     applied to every string and the values of credential fields (`SECRET_FIELDS`) masked.
-    Ordinary data keeps its shape: a tool argument named ``key`` is data, not a credential."""
+    Ordinary data keeps its shape: a tool argument named ``key`` is data, not a credential.
+    The secrets are read once per call, not once per string."""
+    forms = current_forms() if forms is None else forms
     if isinstance(value, str):
-        return redact(value)
+        return redact(value, forms)
     if isinstance(value, dict):
-        return {k: MASK if isinstance(k, str) and k.lower() in SECRET_FIELDS and v else redact_data(v)
+        return {k: MASK if isinstance(k, str) and k.lower() in SECRET_FIELDS and v else redact_data(v, forms)
                 for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [redact_data(v) for v in value]
+        return [redact_data(v, forms) for v in value]
     return value
 
 

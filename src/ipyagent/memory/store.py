@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..core.redact import redact, redact_data
+from ..core.redact import current_forms, redact, redact_data
 
 SCHEMA_VERSION = 2  # 2: runs.cache_key (evaluation runs served from the cache)
 #: The default location, relative to the notebook's folder.
@@ -87,8 +87,8 @@ _NODE_FIELDS = ("turn", "role", "partial", "failed", "provider", "model", "usage
 _RUN_FIELDS = ("status", "ended_at", "duration_s", "usage", "cost", "error", "metadata", "provider", "model", "cache_key")
 _JSON_FIELDS = ("usage", "retry", "data", "error", "metadata")
 
-def _dumps(value: Any) -> str | None:
-    return None if value is None else json.dumps(redact_data(value), ensure_ascii=False, default=str)
+def _dumps(value: Any, forms: tuple[str, ...] | None = None) -> str | None:
+    return None if value is None else json.dumps(redact_data(value, forms), ensure_ascii=False, default=str)
 
 
 #: Environment variable: the run store's path, or ``off`` to keep no store.
@@ -245,12 +245,13 @@ class RunStore:
         """
         ids: list[str] = []
         now = time.time()
+        forms = current_forms()  # the secrets read once for the batch
         with self._lock, self._transaction() as conn:
             for record in records:
                 run = dict(record["run"])
                 run_id = run.pop("id", None) or new_run_id()
                 ids.append(run_id)
-                values = {k: (_dumps(v) if k in _JSON_FIELDS else (redact(v) if v else v) if k == "prompt" else v)
+                values = {k: (_dumps(v, forms) if k in _JSON_FIELDS else (redact(v, forms) if v else v) if k == "prompt" else v)
                           for k, v in run.items()}
                 values.setdefault("started_at", now - (run.get("duration_s") or 0.0))
                 values.setdefault("ended_at", now)
@@ -258,7 +259,7 @@ class RunStore:
                 conn.execute(f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
                              tuple(values.values()))
                 for seq, node in enumerate(record.get("nodes") or (), 1):
-                    fields = {k: (_dumps(v) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v)
+                    fields = {k: (_dumps(v, forms) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v)
                               for k, v in node.items() if k != "kind"}
                     conn.execute(f"INSERT INTO nodes (run_id, seq, kind, created_at{''.join(', ' + k for k in fields)}) "
                                  f"VALUES (?, ?, ?, ?{', ?' * len(fields)})", (run_id, seq, node["kind"], now, *fields.values()))
