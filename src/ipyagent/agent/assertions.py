@@ -102,6 +102,7 @@ class TextAssertion(Assertion):
         if not value:
             raise ValueError(f"{kind}: needs a value after the colon, e.g. {kind}:Paris")
         self.kind, self.value, self.name = kind, value, f"{kind}:{value}"
+        self._rendered: dict[int, tuple[Any, str]] = {}  # id(row) -> (row, value rendered for it): once per row
         if kind == "regex" and "{{" not in value:
             try:
                 re.compile(value)
@@ -111,8 +112,17 @@ class TextAssertion(Assertion):
     async def check(self, result: Any, row: Any) -> Outcome:
         return self.check_now(result.text or "", row)
 
+    def want(self, row: Any) -> str:
+        """The value for `row`, rendered once per row (every provider's answer to it is checked)."""
+        if "{{" not in self.value and "{%" not in self.value:
+            return self.value
+        seen = self._rendered.get(id(row))
+        if seen is None or seen[0] is not row:
+            seen = self._rendered[id(row)] = (row, _render(self.value, row))
+        return seen[1]
+
     def check_now(self, text: str, row: Any) -> Outcome:
-        want = _render(self.value, row)
+        want = self.want(row)
         if self.kind == "contains":
             ok = want in text
         elif self.kind == "icontains":

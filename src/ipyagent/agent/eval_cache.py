@@ -2,7 +2,11 @@
 
 The key is a SHA-256 of the request the driver would send first (provider,
 model, base URL, path and JSON body: messages, tools, output schema, settings),
-plus what shapes the rest of the run (``max_steps``, the ReAct mode). A run
+plus what shapes the rest of the run (``max_steps``, the ReAct mode). Within an
+evaluation only the prompt changes from cell to cell, so the request is built
+once per provider around `PLACEHOLDER` (`request_key`), and each cell's key
+hashes that digest with its prompt (`prompt_key`): as exact, and a cached
+re-run of a thousand rows does not build a thousand requests. A run
 that ended ``ok`` is a row of the store's ``runs`` table with that key, its
 answer text and structured output in its metadata, so serving it needs one
 indexed read and no request. The store is a file: the cache outlives the kernel.
@@ -21,6 +25,8 @@ from ..memory.store import RunStore
 
 #: Finished runs written per transaction.
 BATCH = 64
+#: The user prompt of the request a provider's digest is built from.
+PLACEHOLDER = "\x00ipyagent:prompt\x00"
 
 
 def request_key(driver: Any, stack: PromptStack, extra: dict[str, Any]) -> str | None:
@@ -36,6 +42,14 @@ def request_key(driver: Any, stack: PromptStack, extra: dict[str, Any]) -> str |
     doc = {"v": 1, "provider": driver.provider, "model": driver.model, "base_url": driver.base_url,
            "path": path, "body": body, **extra}
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str, separators=(",", ":")).encode()).hexdigest()
+
+
+def prompt_key(digest: str | None, prompt: str) -> str | None:
+    """The cache key of a run whose request is the one `digest` stands for, with `prompt` as its
+    user prompt (None when there is no digest: the driver refuses the request)."""
+    if digest is None:
+        return None
+    return hashlib.sha256(f"{digest}\x00{prompt}".encode()).hexdigest()
 
 
 def json_output(output: Any) -> Any:

@@ -38,7 +38,7 @@ from .agent import Agent, AgentResult
 from .options import RunOptions
 from .assertions import Assertion, JudgeAssertion, Outcome, parse_assertion
 from .compare import dataframe, provider_keys
-from .eval_cache import CacheWriter, json_output, request_key
+from .eval_cache import PLACEHOLDER, CacheWriter, json_output, prompt_key, request_key
 from .loop_thread import run_in_background, run_sync
 from .scheduler import Budget, Lane, Scheduler
 
@@ -379,6 +379,7 @@ class _Run:
         self.writer = CacheWriter(store, session=evaluation.id)
         self.owned: list[Agent] = []  # agents built here: their drivers are closed at the end
         self.judge_lanes: dict[str, tuple[Agent | None, BaseException | None, asyncio.Semaphore]] = {}
+        self.digests: dict[int, str | None] = {}  # id(agent) -> its request digest (`_key`)
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -401,13 +402,18 @@ class _Run:
         return agent
 
     def _key(self, prototype: Agent, prompt: str) -> str | None:
-        get = self.run_options.get
-        options = RunOptions(settings=get("settings"), output_schema=get("output_schema"), output_strategy=get("output_strategy"))
-        stack = prototype.prompt_stack(prompt, options)
-        images = get("images")
-        if images:
-            stack.messages[-1].content.extend(images)
-        return request_key(prototype.driver, stack, {"max_steps": prototype.max_steps, "react": prototype.uses_react})
+        """The cache key of `prompt` on `prototype` (`eval_cache.prompt_key`): the request the
+        driver builds around a placeholder prompt is hashed once per agent, then each prompt with it."""
+        if id(prototype) not in self.digests:
+            get = self.run_options.get
+            options = RunOptions(settings=get("settings"), output_schema=get("output_schema"), output_strategy=get("output_strategy"))
+            stack = prototype.prompt_stack(PLACEHOLDER, options)
+            images = get("images")
+            if images:
+                stack.messages[-1].content.extend(images)
+            self.digests[id(prototype)] = request_key(prototype.driver, stack,
+                                                      {"max_steps": prototype.max_steps, "react": prototype.uses_react})
+        return prompt_key(self.digests[id(prototype)], prompt)
 
     def _judge(self, provider: str) -> tuple[Agent | None, BaseException | None, asyncio.Semaphore]:
         if provider not in self.judge_lanes:
