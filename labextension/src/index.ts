@@ -16,6 +16,8 @@
 
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
+
+import { renderEvaluation } from './evaluation';
 import { renderNextCell } from './next_cell';
 import { renderComparison, renderTranscript } from './transcript';
 
@@ -23,6 +25,8 @@ import { renderComparison, renderTranscript } from './transcript';
 export const MIME_TYPE = 'application/vnd.ipyagent.transcript+json';
 /** The MIME type of a comparison (%%compare): one transcript per run, side by side. */
 export const COMPARISON_MIME_TYPE = 'application/vnd.ipyagent.comparison+json';
+/** The MIME type of an evaluation (%%compare --over): the matrix and the summary. */
+export const EVALUATION_MIME_TYPE = 'application/vnd.ipyagent.evaluation+json';
 
 /** A widget that renders one transcript. */
 export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer {
@@ -42,6 +46,10 @@ export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer 
         data = null;
       }
     }
+    if (this._mimeType === EVALUATION_MIME_TYPE) {
+      this.node.replaceChildren(...renderEvaluation(data));
+      return Promise.resolve();
+    }
     const render = this._mimeType === COMPARISON_MIME_TYPE ? renderComparison : renderTranscript;
     this.node.replaceChildren(...render(data));
     const nextCell = this._mimeType === MIME_TYPE ? renderNextCell((data as { next_cell?: unknown } | null)?.next_cell, this) : null;
@@ -57,7 +65,7 @@ export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer 
 /** The renderer factory: safe (it sanitizes everything itself), so untrusted notebooks use it too. */
 export const rendererFactory: IRenderMime.IRendererFactory = {
   safe: true,
-  mimeTypes: [MIME_TYPE, COMPARISON_MIME_TYPE],
+  mimeTypes: [MIME_TYPE, COMPARISON_MIME_TYPE, EVALUATION_MIME_TYPE],
   createRenderer: options => new TranscriptRenderer(options)
 };
 

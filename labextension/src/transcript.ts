@@ -13,21 +13,21 @@ import { sanitizeToFragment } from './sanitize';
 /** The transcript format version this renderer was written for. */
 export const VERSION = 1;
 
-type Json = { [key: string]: unknown };
+export type Json = { [key: string]: unknown };
 
-function isObject(value: unknown): value is Json {
+export function isObject(value: unknown): value is Json {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function str(value: unknown): string {
+export function str(value: unknown): string {
   return typeof value === 'string' ? value : '';
 }
 
-function num(value: unknown): number | null {
+export function num(value: unknown): number | null {
   return typeof value === 'number' && isFinite(value) ? value : null;
 }
 
-function list(value: unknown): unknown[] {
+export function list(value: unknown): unknown[] {
   return Array.isArray(value) ? value : [];
 }
 
@@ -48,7 +48,7 @@ function seconds(value: number): string {
 }
 
 /** drivers/pricing.format_usd: cents for a dollar or more, else three significant digits. */
-function usd(amount: number): string {
+export function usd(amount: number): string {
   if (amount <= 0) {
     return '$0';
   }

@@ -19,12 +19,15 @@ def _answer(question: str) -> str:
 
 
 def _check_matrix(cell) -> None:
-    cell.locator(".ipyagent-eval-title").wait_for(state="attached", timeout=60000)  # the progress view was replaced
+    # The progress view was replaced by the saved evaluation, drawn by the extension's renderer (not a fallback).
+    cell.locator(".jp-ipyagent-renderer .ipyagent-eval-title").wait_for(state="attached", timeout=60000)
     matrix = cell.locator(".ipyagent-evaluation")
     assert matrix.count() == 1
     pages = matrix.locator("details.ipyagent-eval-page")
     assert pages.count() == 2
     assert pages.nth(0).get_attribute("open") is not None and pages.nth(1).get_attribute("open") is None
+    pages.nth(1).locator("summary").first.click()  # a page's rows are drawn when it is opened
+    assert pages.nth(1).locator("tbody tr").count() == ROWS - 50
     passed, failed = matrix.locator(".ipyagent-eval-pass"), matrix.locator(".ipyagent-eval-fail")
     assert passed.count() == ROWS - len(range(0, ROWS, 7)) and failed.count() == len(range(0, ROWS, 7))
     # Coloured: a failed cell's background differs from a passed one's.

@@ -1,0 +1,248 @@
+/**
+ * Evaluation document (`%%compare --over`, Evaluation.to_json()) -> DOM, mirroring the
+ * HTML fallback (notebook/evaluation_render.py): a headline, the summary per provider,
+ * and the matrix rows x providers in pages of PAGE rows, each cell coloured by its outcome
+ * with the answer's first line; opening a cell shows the prompt, the whole answer, each
+ * assertion and why, and the figures. Every string is set as text, never as HTML.
+ */
+
+import { Json, el, isObject, list, num, str, usd } from './transcript';
+
+/** Rows per page of the matrix (evaluation_render.PAGE). */
+export const PAGE = 50;
+const FIRST_LINE = 80;
+const MARK: { [kind: string]: string } = { pass: '✓', fail: '✗', error: '!', skipped: '–', none: '·' };
+
+/** (key of a summary row, column title): evaluation_render.SUMMARY_COLUMNS. */
+const SUMMARY: [string, string][] = [
+  ['provider', 'provider:model'], ['pass_rate', 'pass rate'], ['passed', 'passed'], ['failed', 'failed'],
+  ['errors', 'errors'], ['skipped', 'skipped'], ['cached', 'cached'], ['ttft_p50_s', 'first token p50 (s)'],
+  ['ttft_p90_s', 'first token p90 (s)'], ['total_p50_s', 'total p50 (s)'], ['total_p90_s', 'total p90 (s)'],
+  ['input_tokens', 'in tokens'], ['output_tokens', 'out tokens'], ['cost', 'cost'], ['judge_cost', 'judge cost']
+];
+
+function cost(value: number | null): string {
+  if (value === null) {
+    return '—';
+  }
+  return value >= 0.01 ? `$${value.toFixed(4)}` : usd(value);
+}
+
+function figure(key: string, value: unknown): string {
+  const n = num(value);
+  if (typeof value === 'string') {
+    return value;
+  }
+  if (n === null) {
+    return '—';
+  }
+  if (key === 'pass_rate') {
+    return `${Math.round(n * 100)}%`;
+  }
+  if (key.endsWith('_s')) {
+    return n.toFixed(2);
+  }
+  if (key === 'cost' || key === 'judge_cost') {
+    return cost(n);
+  }
+  return String(n);
+}
+
+/** pass | fail (an assertion failed) | error (the run failed) | skipped | none (no assertions). */
+export function outcomeClass(r: Json): string {
+  if (r.status === 'skipped') {
+    return 'skipped';
+  }
+  if (r.status !== 'ok') {
+    return 'error';
+  }
+  if (!list(r.outcomes).length) {
+    return 'none';
+  }
+  return r.passed ? 'pass' : 'fail';
+}
+
+function firstLine(r: Json): string {
+  const text = r.status === 'ok' ? str(r.text) : str(r.error);
+  const line = text.split('\n').map(l => l.trim()).find(l => l) ?? '';
+  return line.length <= FIRST_LINE ? line : line.slice(0, FIRST_LINE - 1) + '…';
+}
+
+function rowLabel(fields: unknown): string {
+  const f = isObject(fields) ? fields : {};
+  const keys = Object.keys(f);
+  const text = keys.length === 1 && keys[0] === 'value' ? String(f.value) : keys.map(k => `${k}=${String(f[k])}`).join(', ');
+  return text.length <= 60 ? text : text.slice(0, 59) + '…';
+}
+
+function cellFigures(r: Json): string {
+  const parts: string[] = [];
+  const total = num(r.total_s);
+  const ttft = num(r.ttft_s);
+  if (total !== null) {
+    parts.push(`${total.toFixed(2)} s`);
+  }
+  if (ttft !== null) {
+    parts.push(`first token ${ttft.toFixed(2)} s`);
+  }
+  if (num(r.input_tokens) || num(r.output_tokens)) {
+    parts.push(`${num(r.input_tokens) ?? 0} in / ${num(r.output_tokens) ?? 0} out tokens`);
+  }
+  if (num(r.cost) !== null) {
+    parts.push(cost(num(r.cost)));
+  }
+  if (num(r.judge_cost) !== null) {
+    parts.push(`judge ${cost(num(r.judge_cost))}`);
+  }
+  if (r.cached) {
+    parts.push('cached');
+  }
+  if (str(r.run_id)) {
+    parts.push(`run ${str(r.run_id)}`);
+  }
+  return parts.join(' · ');
+}
+
+function labelled(label: string, text: string): HTMLElement {
+  const block = el('div');
+  block.append(el('b', '', label), el('pre', '', text));
+  return block;
+}
+
+function cellNode(r: Json | undefined): HTMLElement {
+  const td = el('td');
+  if (!r) {
+    td.append(el('div', 'ipyagent-eval-cell ipyagent-eval-skipped', 'not run'));
+    return td;
+  }
+  const kind = outcomeClass(r);
+  const box = el('div', `ipyagent-eval-cell ipyagent-eval-${kind}`);
+  const details = el('details');
+  details.append(el('summary', '', `${MARK[kind]} ${firstLine(r)}`), labelled('prompt', str(r.prompt)));
+  if (str(r.text)) {
+    details.append(labelled('answer', str(r.text)));
+  }
+  if (r.output !== null && r.output !== undefined) {
+    details.append(labelled('structured output', JSON.stringify(r.output, null, 1)));
+  }
+  for (const call of list(r.tool_calls)) {
+    if (isObject(call)) {
+      details.append(el('div', 'ipyagent-meta', `tool ${str(call.name)}(${JSON.stringify(call.input)}) → ${String(call.output)}`));
+    }
+  }
+  if (r.status !== 'ok') {
+    const error = el('div');
+    error.append(el('b', '', str(r.error_type)), `: ${str(r.error)}`);
+    details.append(error);
+  }
+  const outcomes = list(r.outcomes).filter(isObject);
+  if (outcomes.length) {
+    const ul = el('ul');
+    for (const o of outcomes) {
+      const score = num(o.score);
+      ul.append(el('li', '', `${o.passed ? '✓' : '✗'} ${str(o.name)}${score !== null ? ` (${score})` : ''}${str(o.reason) ? ` — ${str(o.reason)}` : ''}`));
+    }
+    details.append(ul);
+  }
+  const figures = cellFigures(r);
+  if (figures) {
+    details.append(el('div', 'ipyagent-meta', figures));
+  }
+  box.append(details);
+  td.append(box);
+  return td;
+}
+
+function table(head: string[], rows: HTMLElement[]): HTMLElement {
+  const node = el('table');
+  const thead = el('thead');
+  const tr = el('tr');
+  head.forEach(title => tr.append(el('th', '', title)));
+  thead.append(tr);
+  const tbody = el('tbody');
+  tbody.append(...rows);
+  node.append(thead, tbody);
+  return node;
+}
+
+/** evaluation_render.headline: rows x providers, runs done, passed, assertions, wall time, early stops. */
+export function headline(doc: Json): string {
+  const providers = list(doc.providers).map(str);
+  const results = list(doc.results).filter(isObject);
+  const total = num(doc.total) ?? 0;
+  const done = results.filter(r => r.status !== 'skipped').length;
+  const passed = results.filter(r => r.passed).length;
+  let text = `${providers.length} providers × ${Math.floor(total / Math.max(providers.length, 1))} rows: ${done} of ${total} runs, ${passed} passed`;
+  const assertions = list(doc.assertions).map(str);
+  if (assertions.length) {
+    text += ` (${assertions.join(', ')})`;
+  }
+  text += `, ${(num(doc.wall_s) ?? 0).toFixed(1)} s`;
+  if (doc.interrupted) {
+    text += `; interrupted: ${total - results.length} runs not finished`;
+  }
+  if (doc.budget_stopped) {
+    text += `; stopped at the budget of ${cost(num(doc.budget))}`;
+  }
+  return text;
+}
+
+/** The nodes of a saved evaluation. */
+export function renderEvaluation(data: unknown): HTMLElement[] {
+  if (!isObject(data) || !Array.isArray(data.results) || !Array.isArray(data.providers)) {
+    return [el('div', 'ipyagent-error', '⚠ this output is not an ipyagent evaluation')];
+  }
+  const root = el('div', 'ipyagent-evaluation');
+  root.append(el('div', 'ipyagent-eval-title', headline(data)));
+  const summaryRows = list(data.summary).filter(isObject).map(row => {
+    const tr = el('tr');
+    SUMMARY.forEach(([key]) => tr.append(el('td', '', figure(key, row[key]))));
+    return tr;
+  });
+  const summary = el('div', 'ipyagent-eval-summary');
+  summary.append(table(SUMMARY.map(([, title]) => title), summaryRows));
+  root.append(summary);
+
+  const providers = list(data.providers).map(str);
+  const byCell = new Map<string, Json>();
+  const fields = new Map<number, unknown>();
+  for (const r of list(data.results).filter(isObject)) {
+    byCell.set(`${num(r.row)}\u0000${str(r.provider)}`, r);
+    fields.set(num(r.row) ?? 0, r.fields);
+  }
+  const rows = [...fields.keys()].sort((a, b) => a - b);
+  const head = ['#', 'row', ...providers];
+  const pages = Math.ceil(rows.length / PAGE);
+  for (let start = 0; start < rows.length; start += PAGE) {
+    const chunk = rows.slice(start, start + PAGE);
+    // A page's rows are built when it is first opened: a long matrix opens at once.
+    const build = (): HTMLElement => table(head, chunk.map(n => {
+      const tr = el('tr');
+      tr.append(el('td', '', String(n)), el('td', '', rowLabel(fields.get(n))));
+      providers.forEach(p => tr.append(cellNode(byCell.get(`${n}\u0000${p}`))));
+      return tr;
+    }));
+    if (rows.length <= PAGE) {
+      root.append(build());
+      continue;
+    }
+    const page = el('details', 'ipyagent-eval-page') as HTMLDetailsElement;
+    page.append(el('summary', '', `rows ${chunk[0]}–${chunk[chunk.length - 1]} (page ${start / PAGE + 1} of ${pages})`));
+    const fill = (): void => {
+      if (page.childElementCount === 1) {
+        page.append(build());
+      }
+    };
+    if (start === 0) {
+      page.open = true;
+      fill();
+    } else {
+      page.addEventListener('toggle', fill);
+    }
+    root.append(page);
+  }
+  for (const note of list(data.notes)) {
+    root.append(el('div', 'ipyagent-meta', str(note)));
+  }
+  return [root];
+}
