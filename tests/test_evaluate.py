@@ -385,3 +385,15 @@ def test_settings_go_into_every_request_and_into_the_cache_key(store) -> None:
         assert [r["body"]["temperature"] for r in server.requests] == [0.1, 0.1]
         assert all(r.cached for r in run(0.1).results) and len(server.requests) == 2
         assert not any(r.cached for r in run(0.7).results) and len(server.requests) == 4
+
+
+def test_a_run_past_its_timeout_is_a_cell_with_the_error(store) -> None:
+    def reply(body: dict[str, Any]) -> Reply:
+        slow = last_user_text(body) == "slow"
+        return openai_text_reply("an answer " * 10, piece=4, delay=0.3 if slow else 0.0)
+
+    with StubServer(responder=reply) as server:
+        ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row }}", ["quick", "slow"], timeout=0.5, store=store)
+    quick, slow = ev.ordered()
+    assert quick.ok and slow.status == "failed" and slow.error_type == "timeout"
+    assert slow.text  # the partial answer is kept

@@ -700,6 +700,7 @@ async def aevaluate(
     output_strategy: str | None = None,
     images: Any = None,
     settings: Any = None,
+    timeout: float | None = None,
     namespace: dict[str, Any] | None = None,
     raw: bool = False,
     factory: Callable[[str], Agent] | None = None,
@@ -731,6 +732,8 @@ async def aevaluate(
         output_schema, output_strategy, images, settings: as `Agent.arun`, for every run (the
             settings, a `ModelSettings` or a dict, go over each agent's own; they are part of the
             cache key, as everything sent is).
+        timeout: seconds each run may take at most (all its turns and tools; `Agent.arun`); a run
+            past it is a cell with the error, its partial text kept.
         factory: builds an agent from an id (default ``Agent(id, system=..., tools=..., ...)``).
         judge_factory: builds a judge's agent from its id (default ``Agent(id, **driver_options)``:
             no system prompt, no tools).
@@ -760,7 +763,7 @@ async def aevaluate(
     ev = evaluation or Evaluation(provider_keys(ids), rows)
     ev.providers, ev.rows, ev.assertions, ev.budget = provider_keys(ids), rows, [a.name for a in checks], budget
     options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images),
-                                 ("settings", coerce_settings(settings) if settings else None)) if v}
+                                 ("settings", coerce_settings(settings) if settings else None), ("timeout", timeout)) if v}
     if "images" in options:
         from .images import image_blocks
 

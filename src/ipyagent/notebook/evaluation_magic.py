@@ -89,7 +89,7 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
                                    store=store, namespace=shell.user_ns, raw=args.raw, factory=factory, judge_factory=judge_factory, on_result=view.update,
                                    evaluation=ev, output_schema=run_options.output_schema,
                                    output_strategy=run_options.output_strategy, images=list(run_options.images) or None,
-                                   settings=run_options.settings)
+                                   settings=run_options.settings, timeout=run_options.timeout)
         except asyncio.CancelledError:
             done(ev)
             raise
