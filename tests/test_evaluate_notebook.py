@@ -180,6 +180,11 @@ def test_evaluate_notebook_replays_its_cassettes_and_a_rerun_is_cached(tmp_path,
         assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o["output_type"] == "error"]
         (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%compare")]
         docs.append(_saved(cell))
+        (frame,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("df = ev.to_dataframe()")]
+        table = frame.outputs[0]["data"]["text/html"]  # the failures, as a DataFrame
+        for column in ("row", "country", "provider", "output", "failures"):
+            assert f"<th>{column}</th>" in table
+        assert table.split("<tbody>")[1].count("<tr>") == sum(len(m) for m in MISTAKES.values())
     first, again = docs
     assert len(first["results"]) == 3 * len(CITIES) and not any(r["cached"] for r in first["results"])
     passed = {s["provider"].split(":")[0]: s["passed"] for s in first["summary"]}
