@@ -278,7 +278,7 @@ def test_bundle_redacts_secret_env_values(monkeypatch):
     dumped = json.dumps([data, metadata])
     assert "sk-live-abcdef123456" not in dumped and "[redacted]" in dumped
     assert set(data) == {MIME_TYPE, "text/html", "text/markdown", "text/plain"}
-    assert metadata["ipyagent"]["transcript"] == data[MIME_TYPE]
+    assert metadata["ipyagent"] == {"record": "transcript"}  # one copy of the transcript: in data only
     assert redact({"a": ["x sk-live-abcdef123456"]}) == {"a": ["x [redacted]"]}
 
 
@@ -313,7 +313,7 @@ def test_executed_quickstart_saves_transcripts_and_exports_the_answers(monkeypat
         assert "application/vnd.jupyter.widget-view+json" not in out.data  # replaced when the run ended
         doc = out.data[MIME_TYPE]
         assert Transcript.from_json(doc).text == answer
-        assert out.metadata["ipyagent"]["transcript"] == doc
+        assert doc not in out.metadata.values() and out.metadata["ipyagent"]["record"] == "transcript"
         assert answer in out.data["text/plain"]
         assert "sk-test-transcript" not in json.dumps(out)
 
@@ -347,6 +347,6 @@ def test_comparison_record_from_a_real_comparison():
     failed = record.entries[2].transcript
     assert failed.status == "failed" and "no such provider here" in failed.error.message
     data, metadata = comparison_bundle(record)
-    assert data[COMPARISON_MIME_TYPE] == metadata["ipyagent"]["comparison"] == record.to_json()
+    assert data[COMPARISON_MIME_TYPE] == record.to_json() and metadata["ipyagent"] == {"record": "comparison"}
     assert _inert(data["text/html"].split("</style>", 1)[1]) == []
     assert markdown_to_html(text) in data["text/html"] and text in data["text/plain"]

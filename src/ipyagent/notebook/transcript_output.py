@@ -2,13 +2,14 @@
 
 How the display is chosen (and why):
 
-* While a run streams, the cell shows the live ipywidgets view, displayed
-  under a fresh ``display_id``.
+* While a run streams, the cell shows the live view (an anywidget drawn by the
+  labextension's renderer, live_widget.py), displayed under a fresh ``display_id``.
 * When the run ends (completed, failed or interrupted), that display is
   *updated* in place with a bundle holding no widget: the transcript
   (``application/vnd.ipyagent.transcript+json``), sanitized ``text/html``,
-  ``text/markdown`` and ``text/plain``; the transcript also goes into the
-  output's metadata (``metadata["ipyagent"]["transcript"]``).
+  ``text/markdown`` and ``text/plain``; the output's metadata says which record
+  it holds (``metadata["ipyagent"]["record"]``: ``transcript`` or ``comparison``),
+  so the answer is not saved once more there.
 
 Keeping the widget reference in the saved output would make every front end
 without the widget's state (a reopened notebook, JupyterLab without the
@@ -42,13 +43,14 @@ from .transcript_render import (
 def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any, Any],
             view_model_id: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a saved record: its JSON (secrets redacted) under `mime_type`, the
-    HTML / Markdown / plain-text fallbacks, and ``{"ipyagent": {key: json, "view_model_id": ...}}``."""
+    HTML / Markdown / plain-text fallbacks, and ``{"ipyagent": {"record": key, "view_model_id": ...}}``
+    (one copy of the record per output: it is in `data` only)."""
     doc = redact_data(record.to_json())
     clean = type(record).model_validate(doc)
     html, markdown, text = renderers
     data = {mime_type: doc, "text/html": redact(html(clean)), "text/markdown": redact(inert(markdown(clean))),
             "text/plain": redact(text(clean))}
-    metadata: dict[str, Any] = {key: doc}
+    metadata: dict[str, Any] = {"record": key}
     if view_model_id:
         metadata["view_model_id"] = view_model_id
     return data, {"ipyagent": metadata}
@@ -56,7 +58,7 @@ def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any, An
 
 def bundle(transcript: Transcript, *, view_model_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a transcript's display: the transcript JSON and its
-    HTML / Markdown / plain-text fallbacks; metadata ``{"ipyagent": {"transcript": ...}}``,
+    HTML / Markdown / plain-text fallbacks; metadata ``{"ipyagent": {"record": "transcript"}}``,
     plus ``view_model_id``, the widget model that showed the run live, when given."""
     return _bundle(transcript, MIME_TYPE, "transcript", (to_html, to_markdown, to_text), view_model_id)
 
@@ -132,7 +134,7 @@ def draw_artifacts(transcript: Transcript, events: list[Any]) -> None:
 
 def comparison_bundle(record: ComparisonRecord, *, view_model_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a ``%%compare`` output: the comparison JSON and its fallbacks;
-    metadata ``{"ipyagent": {"comparison": ...}}`` (plus ``view_model_id``, as `bundle`)."""
+    metadata ``{"ipyagent": {"record": "comparison"}}`` (plus ``view_model_id``, as `bundle`)."""
     return _bundle(record, COMPARISON_MIME_TYPE, "comparison",
                    (comparison_to_html, comparison_to_markdown, comparison_to_text), view_model_id)
 
