@@ -15,7 +15,7 @@ from collections import OrderedDict
 from typing import Any
 
 #: Exceptions that are not "the last error" to explain: a magic's usage message, an interrupt.
-NOT_ERRORS = frozenset({"UsageError", "KeyboardInterrupt", "CancelledError"})
+NOT_ERRORS = frozenset({"UsageError", "KeyboardInterrupt", "CancelledError", "RunStopped"})
 #: Characters of output kept per cell; cells kept.
 CELL_CHARS = 20_000
 KEEP_CELLS = 200

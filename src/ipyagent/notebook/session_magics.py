@@ -122,10 +122,12 @@ def system_block_lines(blocks: list[dict[str, Any]]) -> list[str]:
 async def _quietly(result: Any) -> None:
     """Await `result` when it is awaitable (a run); the line then shows nothing more (no ``Out[n]``).
     An interrupt ends it quietly: the view already says "interrupted" and keeps the partial text."""
+    from .outcomes import RunStopped
+
     if inspect.isawaitable(result):
         try:
             await result
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, RunStopped):
             return None
 
 
