@@ -161,7 +161,7 @@ class TinyDriver(BasePromptDriver):
     protocol = "tiny"
     default_base_url = "http://127.0.0.1:9"
     api_key_env = "TINY_API_KEY"
-    capabilities = Capabilities(tools=False, parallel_tools=False)
+    capabilities = Capabilities(tools=False)
 
     def headers(self):
         return {"X-Tiny-Key": self._api_key or ""}

@@ -88,11 +88,10 @@ async def retry_sleep(seconds: float) -> None:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a driver (and model) can do. A request needing a missing one fails before sending."""
+    """What a driver (and model) can do; each flag is checked before sending (`check_capabilities`,
+    and `reasoning` for a reasoning setting), and a request needing a missing one fails there."""
 
-    streaming: bool = True
     tools: bool = True
-    parallel_tools: bool = True
     vision: bool = False
     structured_output_native: bool = False
     reasoning: bool = False

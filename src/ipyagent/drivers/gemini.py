@@ -124,10 +124,10 @@ class GeminiPromptDriver(BasePromptDriver):
         name = model.rsplit("/", 1)[-1].lower()
         if name.startswith("gemma"):
             return Capabilities(
-                tools=False, parallel_tools=False, vision="-1b" not in name, structured_output_native=False, reasoning=False
+                tools=False, vision="-1b" not in name, structured_output_native=False, reasoning=False
             )
         if "-tts" in name or "image-generation" in name or "-image" in name:
-            return Capabilities(tools=False, parallel_tools=False, vision=True, structured_output_native=False, reasoning=False)
+            return Capabilities(tools=False, vision=True, structured_output_native=False, reasoning=False)
         if name.startswith(("gemini-1", "gemini-2.0")):  # thinking came with Gemini 2.5
             return Capabilities(vision=True, structured_output_native=True, reasoning=False, documents=True)
         return self.capabilities

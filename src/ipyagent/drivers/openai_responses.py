@@ -81,8 +81,8 @@ MAX_EVENT_BYTES = 64 * 1024 * 1024
 
 #: Models whose Responses capabilities are narrower than the protocol's.
 _MODEL_LIMITS: dict[str, Capabilities] = {
-    "o1-mini": Capabilities(tools=False, parallel_tools=False, vision=False, reasoning=True),
-    "o1-preview": Capabilities(tools=False, parallel_tools=False, vision=False, reasoning=True),
+    "o1-mini": Capabilities(tools=False, vision=False, reasoning=True),
+    "o1-preview": Capabilities(tools=False, vision=False, reasoning=True),
     "o3-mini": Capabilities(vision=False, structured_output_native=True, reasoning=True),
 }
 
