@@ -70,9 +70,20 @@ def test_usage_reads_deepseek_cache_hits_and_reasoning_tokens() -> None:
     ({"code": 503, "message": "down"}, "server"),
     ({"code": 429, "message": "slow"}, "rate_limit"),
     ({"type": "mystery"}, "server"),
+    ({"status_code": 429, "message": "slow"}, "rate_limit"),
+    ({"status_code": 502, "type": "rate_limit_error"}, "server"),  # a 5xx status wins over the words
+    ({"status_code": 400, "type": "rate_limit_error"}, "invalid_request"),  # so does a known status
 ])
 def test_in_stream_error_types(error: dict[str, Any], etype: str) -> None:
     assert _error_from_object(error).type == etype
+
+
+def test_in_stream_error_keeps_message_code_and_status() -> None:
+    error = _error_from_object({"code": "busy_now", "message": "try later", "status_code": 503})
+    assert (error.message, error.code, error.status, error.raw["code"]) == ("try later", "busy_now", 503, "busy_now")
+    assert _error_from_object({"code": 429}).status == 429
+    bare = _error_from_object("socket closed")
+    assert (bare.type, bare.message) == ("server", "stream error: socket closed")
 
 
 def _chat(**kw: Any) -> OpenAIChatPromptDriver:
