@@ -230,7 +230,7 @@ PROVIDERS = [
 
 
 async def record(path: Path, runs: list[tuple[str, list[Any]]], tools: list[Any] | None = None, *,
-                 driver: BasePromptDriver | None = None, chunk_delay: float | None = None) -> None:
+                 driver: BasePromptDriver | None = None, chunk_delay: float | None = None, settings: Any = None) -> None:
     """Run `runs` through `driver` (default: OpenAI Chat) against a mock server and write the cassette;
     `chunk_delay` (seconds between events when replayed) is written on every line."""
     path.unlink(missing_ok=True)
@@ -249,9 +249,9 @@ async def record(path: Path, runs: list[tuple[str, list[Any]]], tools: list[Any]
             return httpx2.Response(200, headers={"content-type": content_type}, content=content)
         return httpx2.Response(200, headers={"content-type": "text/event-stream; charset=utf-8"}, content=content)
 
-    driver.transport = RecordingTransport(path, provider=driver.provider, model=driver.model, redact=driver.redact,
+    driver.transport = RecordingTransport(path, provider=driver.provider, model=driver.model,
                                           inner=httpx2.MockTransport(handler), base_url=driver.base_url)
-    agent = Agent(driver, tools=tools)
+    agent = Agent(driver, tools=tools, settings=settings)
     for prompt, _ in runs:
         result = await agent.arun(prompt)
         assert result.ok, result.error
@@ -416,7 +416,8 @@ async def main() -> None:
     for provider, model, reply in PROVIDERS:
         cls = create_driver_class(provider)
         await record(HERE / f"providers-{provider}.cassette.jsonl", [(PROVIDERS_PROMPT, [reply])],
-                     driver=cls(model, api_key=None if provider == "ollama" else "not-a-real-key", provider=provider))
+                     driver=cls(model, api_key=None if provider == "ollama" else "not-a-real-key", provider=provider),
+                     settings={"temperature": 0})  # the notebook compares at --temperature 0
     await memory_cassette()
     context_cassette()
     await mcp_cassette()
