@@ -221,3 +221,37 @@ def test_runs_one_after_another_in_one_task_are_not_nested():
 
         results = run_sync(twice())  # on ipyagent's loop: both runs in one task, as a comparison's are
     assert [r.error for r in results] == [None, None] and len(server.requests) == 2
+
+
+# -- size limits ---------------------------------------------------------------------------------
+
+
+def test_an_event_over_the_size_limit_is_an_invalid_response_not_retried():
+    big = b'data: {"choices": [{"index": 0, "delta": {"content": "' + b"x" * (2 * 1024 * 1024) + b'"}}]}\n\n'
+    with StubServer(Reply(pieces=[big])) as server:
+        result = Agent("openai:m", base_url=server.url, timeout=30).run("hi")
+    assert result.error.type == "invalid_response" and "1048576 byte limit" in result.error.message
+    assert len(server.requests) == 1  # not retried: 150 MB downloaded for nothing otherwise
+
+
+def test_a_tool_result_over_the_limit_goes_to_task_memory_with_a_notice():
+    from ipyagent.memory import TaskMemory
+    from ipyagent.tools.off_prompt import HEAD_CHARS, MAX_RESULT_CHARS
+
+    big = "".join(f"line {i}\n" for i in range(200_000))  # ~1.3 MB of text
+    assert len(big) > MAX_RESULT_CHARS
+
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        return big
+
+    memory = TaskMemory()
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
+        result = Agent("openai:m", base_url=server.url, tools=[get_weather], memory=memory, timeout=30).run("weather?")
+        sent = json.dumps(server.requests[1]["body"]["messages"][-1])
+    [action] = result.actions
+    assert action.output.type == "info" and "over the 1,000,000-character limit" in action.output.value
+    [namespace] = list(memory)
+    assert memory[namespace].to_text() == big  # kept once, in Task Memory
+    assert big[:HEAD_CHARS] in action.output.value and big[HEAD_CHARS:HEAD_CHARS + 50] not in sent
+    assert len(sent) < 10_000 and namespace in sent

@@ -459,6 +459,9 @@ class BasePromptDriver(ABC):
 
     def _transport_error(self, exc: Exception, url: str) -> ProviderError:
         url = redact(url)  # a key may sit in the URL (user-info, a query parameter)
+        if isinstance(exc, httpx2.SSEError):  # an event over the size limit: the same reply again would be too
+            return ProviderError("invalid_response", f"{self.provider} sent a stream ipyagent cannot read: {exc} "
+                                 "(not retried: the same request would get the same reply)", retryable=False)
         if isinstance(exc, httpx2.TimeoutException):
             return ProviderError("timeout", f"{self.provider} did not answer within {self.read_timeout:g} s ({url})")
         if isinstance(exc, httpx2.ConnectError):

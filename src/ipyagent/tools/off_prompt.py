@@ -2,6 +2,10 @@
 and the model gets a reference instead (DESIGN.md, "tools" and "memory").
 
 Errors and "returned nothing" notes are never stored off-prompt: the model must see them.
+
+Any other tool result longer than `MAX_RESULT_CHARS` (about 1 MB of text) goes to Task
+Memory too, whatever its activity says: the model gets a notice with its head, and the
+result is kept once (in Task Memory), not also in the run's messages.
 """
 
 from __future__ import annotations
@@ -9,8 +13,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import ArtifactStored, BaseArtifact, ErrorArtifact, InfoArtifact, ToolAction
-from ..memory.task_memory import TaskMemory, reference
+from ..memory.task_memory import MemoryEntry, TaskMemory, reference
 from .toolbox import Toolbox
+
+#: Characters of one tool result a model is sent at most; a longer result goes to Task Memory.
+MAX_RESULT_CHARS = 1_000_000
+#: Characters of such a result's head sent with the notice.
+HEAD_CHARS = 2_000
 
 
 def memories_of(toolbox: Toolbox, default: TaskMemory) -> list[TaskMemory]:
@@ -39,9 +48,23 @@ def store_output(toolbox: Toolbox, action: ToolAction, artifact: BaseArtifact, d
         return artifact, []
     tool, activity = route
     if not tool.is_off_prompt(activity):
-        return artifact, []
+        text = artifact.to_text()
+        if len(text) <= MAX_RESULT_CHARS:
+            return artifact, []
+        entry = default.store(artifact, tool=tool.name, activity=activity, call_id=action.tag)
+        readable = any(t.name == reader for t in toolbox.tools)
+        return InfoArtifact(value=oversized_notice(entry, text, reader if readable else None),
+                            name="off_prompt_reference"), [entry.event()]
     memories: list[Any] = tool.output_memory.get(activity) or [default]
     first = memories[0].store(artifact, tool=tool.name, activity=activity, call_id=action.tag)
     entries = [first] + [m.store(artifact, tool=tool.name, activity=activity, call_id=action.tag,
                                  namespace=first.namespace) for m in memories[1:]]
     return InfoArtifact(value=reference(first, reader), name="off_prompt_reference"), [e.event() for e in entries]
+
+
+def oversized_notice(entry: MemoryEntry, text: str, reader: str | None) -> str:
+    """What the model gets for a result over `MAX_RESULT_CHARS`: why, where it is, how to read
+    it (when a `reader` tool is in the run) and its first `HEAD_CHARS` characters."""
+    where = reference(entry, reader) if reader else f"Task Memory, namespace {entry.namespace!r} (the user can read it)"
+    return (f"This result is {len(text):,} characters, over the {MAX_RESULT_CHARS:,}-character limit for a tool result, "
+            f"so it was stored off-prompt: {where}. Its first {HEAD_CHARS:,} characters:\n{text[:HEAD_CHARS]}")
