@@ -28,7 +28,7 @@ What differs from the Chat Completions shape, and is handled here:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx2
@@ -403,6 +403,21 @@ class AnthropicPromptDriver(BasePromptDriver):
         return []
 
     # -- response -----------------------------------------------------------------------
+
+    def parse_whole(self, data: dict[str, Any]) -> Iterator[DeltaMessage | StreamMeta]:
+        """A whole Messages API reply (``type: message``; a proxy that ignored ``stream: true``) as items."""
+        if data.get("type") == "error" or isinstance(data.get("error"), dict):
+            raise self._stream_error(data.get("error", data))
+        if data.get("type") != "message" and not isinstance(data.get("content"), list):
+            raise ProviderError("invalid_response", f"{self.provider} sent a JSON reply that is not a message: "
+                                f"{json.dumps(data)[:200]!r}", retryable=False)
+        yield StreamMeta(usage=usage_from_anthropic(dict(data.get("usage") or {})), request_id=data.get("id") or None,
+                         model=data.get("model") or None)
+        for index, block in enumerate(data.get("content") or ()):
+            if isinstance(block, dict):
+                yield from block_deltas(index, block)
+        reason = data.get("stop_reason") or "end_turn"
+        yield StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason))
 
     async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
         if not response.headers.get("content-type", "").startswith("text/event-stream"):

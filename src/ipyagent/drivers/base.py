@@ -22,7 +22,7 @@ import time
 import weakref
 from abc import ABC, abstractmethod
 from contextlib import aclosing
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
@@ -84,6 +84,19 @@ async def _next(items: AsyncIterator[Any], deadline: float) -> Any:
 async def retry_sleep(seconds: float) -> None:
     """The wait between two tries of a request (tests record the waits instead of sleeping)."""
     await asyncio.sleep(seconds)
+
+
+class _Replayed(httpx2.AsyncByteStream):
+    """Bytes already read (`head`), then the rest of the body (`rest`)."""
+
+    def __init__(self, head: bytes, rest: AsyncIterator[bytes] | None = None) -> None:
+        self.head, self.rest = head, rest
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self.head
+        if self.rest is not None:
+            async for chunk in self.rest:
+                yield chunk
 
 
 @dataclass(frozen=True)
@@ -189,6 +202,8 @@ class BasePromptDriver(ABC):
     #: What the protocol can do; `capabilities_for(model)` may narrow it per model.
     capabilities: ClassVar[Capabilities] = Capabilities()
     default_base_url: ClassVar[str]
+    #: Content types this protocol streams as; another reply is looked at (`_read_reply`).
+    stream_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
     #: The model-list endpoint (relative to `base_url`) and its first page's query (`list_models`).
     models_path: ClassVar[str] = "/models"
     models_params: ClassVar[dict[str, Any]] = {}
@@ -250,6 +265,52 @@ class BasePromptDriver(ABC):
     @abstractmethod
     def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
         """Turn a 2xx streaming response into deltas and `StreamMeta` updates."""
+
+    def parse_whole(self, data: dict[str, Any]) -> Iterable[DeltaMessage | StreamMeta]:
+        """The items of one whole (non-streamed) JSON reply: a proxy that ignored
+        ``stream: true``. Default: not readable (`ProviderError` ``invalid_response``)."""
+        raise ProviderError("invalid_response", f"{self.provider} sent one JSON reply where a stream was expected: "
+                            f"{redact(json.dumps(data)[:200])!r}", retryable=False)
+
+    async def _read_reply(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
+        """`parse_stream` of a reply labelled as this driver's stream (`stream_types`); else
+        the body is looked at: one JSON object is read by `parse_whole`, a stream labelled
+        otherwise is parsed as a stream, anything else is ``invalid_response`` naming its
+        content type and first 200 bytes (redacted)."""
+        content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type in self.stream_types:
+            async for item in self.parse_stream(response):
+                yield item
+            return
+        chunks = response.aiter_bytes()
+        head = b""
+        async for chunk in chunks:
+            head += chunk
+            if head.strip():
+                break
+        start = head.lstrip()
+        if start[:1] == b"{":
+            body = head + b"".join([c async for c in chunks])
+            try:
+                data = json.loads(body)
+            except ValueError:
+                data = None  # several objects (NDJSON, a JSON array stream): parsed as the stream
+            if isinstance(data, dict):
+                for item in self.parse_whole(data):
+                    yield item
+                return
+            stream: httpx2.AsyncByteStream = _Replayed(body)
+        elif not start or start[:1] in (b"[", b":") or start.startswith((b"data:", b"event:", b"id:", b"retry:")):
+            stream = _Replayed(head, chunks)
+        else:
+            shown = redact(head[:200].decode("utf-8", "replace"))
+            raise ProviderError("invalid_response", f"{self.provider} replied with content type {content_type or 'none'!r}, "
+                                f"neither its stream nor JSON: {shown!r}", retryable=False)
+        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in ("content-type", "content-encoding", "content-length")]
+        replay = httpx2.Response(response.status_code, headers=[*headers, ("content-type", self.stream_types[0])], stream=stream,
+                                 request=response.request)
+        async for item in self.parse_stream(replay):
+            yield item
 
     def bearer_headers(self, accept: str) -> dict[str, str]:
         """``Accept`` plus ``Authorization: Bearer KEY`` when there is a key (the common case)."""
@@ -523,7 +584,7 @@ class BasePromptDriver(ABC):
                 if gate is not None and error.type == "rate_limit":
                     gate.hold(error.retry_after)  # the whole lane waits, not only this request
                 raise error
-            items = self.parse_stream(response)
+            items = self._read_reply(response)
             head: list[Any] = []
             while True:
                 try:

@@ -115,6 +115,8 @@ class GeminiPromptDriver(BasePromptDriver):
 
     protocol = "gemini"
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
+    # SSE, or a JSON array / one JSON object (a non-streamed reply): the parser reads all of them.
+    stream_types = ("text/event-stream", "application/json")
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
     known_options = _GENERATION_OPTIONS | {"safetySettings", "toolConfig"}
 

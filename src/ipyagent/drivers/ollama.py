@@ -112,6 +112,8 @@ class OllamaPromptDriver(BasePromptDriver):
 
     protocol = "ollama"
     default_base_url = "http://localhost:11434"
+    # NDJSON, or one JSON object on one line (a non-streamed reply): read alike.
+    stream_types = ("application/x-ndjson", "application/json")
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True)
     known_options = frozenset({"options", "keep_alive", "think", "format"})
 

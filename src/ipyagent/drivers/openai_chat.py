@@ -12,7 +12,7 @@ a chunk or as an `event: error`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx2
@@ -45,6 +45,34 @@ FINISH_REASONS: dict[str, StopKind] = {
     "function_call": StopKind.tool_use,
     "content_filter": StopKind.content_filter,
 }
+
+
+def content_parts(content: Any) -> list[tuple[str, str]]:
+    """(``text`` or ``reasoning``, text) pieces of a message's or delta's ``content``: a string,
+    or a list of typed parts (``{"type": "text", "text": ...}``, and thinking parts as Mistral's
+    reasoning models send them: ``{"type": "thinking", "thinking": [{"type": "text", "text": ...}]}``).
+
+    Raises:
+        TypeError: content of another kind (the reply is then ``invalid_response``).
+    """
+    if isinstance(content, str) or content is None:
+        return [("text", content)] if content else []
+    if not isinstance(content, list):
+        raise TypeError(f"content is a {type(content).__name__}, not text or a list of parts")
+    parts: list[tuple[str, str]] = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "text" and part.get("text"):
+            parts.append(("text", str(part["text"])))
+        elif kind in ("thinking", "reasoning"):
+            inner = part.get(kind) if part.get(kind) is not None else part.get("text")
+            text = inner if isinstance(inner, str) else "".join(
+                str(p.get("text") or "") for p in inner or () if isinstance(p, dict))
+            if text:
+                parts.append(("reasoning", text))
+    return parts
 
 
 def usage_from_openai(raw: dict[str, Any]) -> Usage:
@@ -286,9 +314,8 @@ class OpenAIChatPromptDriver(BasePromptDriver):
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning")
                 if reasoning:
                     yield ReasoningDelta(index("reasoning"), reasoning)
-                text = delta.get("content")
-                if text:
-                    yield TextDelta(index("text"), text)
+                for kind, text in content_parts(delta.get("content")):
+                    yield TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text)
                 refusal = delta.get("refusal")
                 if refusal:
                     yield TextDelta(index("text"), refusal)
@@ -311,6 +338,32 @@ class OpenAIChatPromptDriver(BasePromptDriver):
                 if finish:
                     finished = True
                     yield StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn))
+
+    def parse_whole(self, data: dict[str, Any]) -> Iterator[DeltaMessage | StreamMeta]:
+        """A whole ``chat.completion`` object (a server that ignored ``stream: true``) as items."""
+        if data.get("error"):
+            raise _error_from_object(data["error"])
+        choice = next((c for c in data.get("choices") or () if isinstance(c, dict) and c.get("index", 0) == 0), None)
+        if choice is None:
+            raise ProviderError("invalid_response", f"{self.provider} sent a JSON reply without choices: "
+                                f"{json.dumps(data)[:200]!r}", retryable=False)
+        if data.get("usage"):
+            yield StreamMeta(usage=usage_from_openai(data["usage"]), request_id=data.get("id") or None, model=data.get("model") or None)
+        message, index = choice.get("message") or {}, BlockIndex()
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if reasoning:
+            yield ReasoningDelta(index("reasoning"), reasoning)
+        for kind, text in content_parts(message.get("content")):
+            yield TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text)
+        if message.get("refusal"):
+            yield TextDelta(index("text"), message["refusal"])
+        for slot, call in enumerate(message.get("tool_calls") or ()):
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments) if arguments else ""
+            yield ToolCallDelta(index(("tool", slot)), call.get("id") or None, function.get("name") or None, arguments)
+        finish = choice.get("finish_reason") or ("tool_calls" if message.get("tool_calls") else "stop")
+        yield StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn))
 
     def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
         if isinstance(data, dict):

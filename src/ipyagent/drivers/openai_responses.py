@@ -191,8 +191,9 @@ class ResponsesStreamState:
         if etype == "response.created" or etype == "response.in_progress":
             response = event.get("response") or {}
             return [StreamMeta(request_id=response.get("id") or None, model=response.get("model") or None)]
-        if etype == "response.completed":
-            return [self._finished(event.get("response") or {}, "completed")]
+        if etype == "response.completed":  # some servers end an incomplete reply with this event too
+            response = event.get("response") or {}
+            return [self._finished(response, "incomplete" if response.get("status") == "incomplete" else "completed")]
         if etype == "response.incomplete":
             return [self._finished(event.get("response") or {}, "incomplete")]
         if etype == "response.failed":
@@ -322,6 +323,7 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
 
     protocol = "openai-responses"
     default_base_url = "https://api.openai.com/v1"
+    stream_types = ("text/event-stream", "application/json")  # a whole Response object: `_parse_whole`
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
     known_options = frozenset(
         {
