@@ -183,6 +183,7 @@ class AnthropicPromptDriver(BasePromptDriver):
 
     protocol = "anthropic"
     default_base_url = "https://api.anthropic.com/v1"
+    stream_types = ("text/event-stream",)
     api_key_env = "ANTHROPIC_API_KEY"
     capabilities = Capabilities(vision=True, structured_output_native=False, reasoning=True, documents=True)
     known_options = frozenset(

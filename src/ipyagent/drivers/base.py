@@ -203,7 +203,8 @@ class BasePromptDriver(ABC):
     capabilities: ClassVar[Capabilities] = Capabilities()
     default_base_url: ClassVar[str]
     #: Content types this protocol streams as; another reply is looked at (`_read_reply`).
-    stream_types: ClassVar[tuple[str, ...]] = ("text/event-stream",)
+    #: Empty (a third-party driver that did not say): every reply goes to `parse_stream`.
+    stream_types: ClassVar[tuple[str, ...]] = ()
     #: The model-list endpoint (relative to `base_url`) and its first page's query (`list_models`).
     models_path: ClassVar[str] = "/models"
     models_params: ClassVar[dict[str, Any]] = {}
@@ -278,7 +279,7 @@ class BasePromptDriver(ABC):
         otherwise is parsed as a stream, anything else is ``invalid_response`` naming its
         content type and first 200 bytes (redacted)."""
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type in self.stream_types:
+        if not self.stream_types or content_type in self.stream_types:
             async for item in self.parse_stream(response):
                 yield item
             return

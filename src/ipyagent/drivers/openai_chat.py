@@ -144,6 +144,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
 
     protocol = "openai"
     default_base_url = "https://api.openai.com/v1"
+    stream_types = ("text/event-stream",)
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
     known_options = frozenset(
         {
