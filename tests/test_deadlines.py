@@ -255,3 +255,46 @@ def test_a_tool_result_over_the_limit_goes_to_task_memory_with_a_notice():
     assert memory[namespace].to_text() == big  # kept once, in Task Memory
     assert big[:HEAD_CHARS] in action.output.value and big[HEAD_CHARS:HEAD_CHARS + 50] not in sent
     assert len(sent) < 10_000 and namespace in sent
+
+
+# -- bad input at once ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("given, said", [
+    ("{tmp}", "is a folder"), ("{tmp}/missing/runs.sqlite", "does not exist"),
+    ("{tmp}/notes.ipynb", "is not a SQLite file"), ("{tmp}/data.csv", "is not a SQLite file"),
+])
+def test_agent_store_checks_the_path_at_once(ip, tmp_path, given, said):  # noqa: F811
+    (tmp_path / "notes.ipynb").write_text('{"cells": []}')
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
+    ip.run_line_magic("agent", "store")
+    with pytest.raises(UsageError, match=said):
+        ip.run_line_magic("agent", f"store {given.format(tmp=tmp_path)}")
+    ip.run_line_magic("agent", f"store {tmp_path}/good.sqlite")  # a new file in a folder that exists is fine
+    assert (tmp_path / "good.sqlite").read_bytes().startswith(b"SQLite format 3")
+
+
+def test_alias_names_and_out_variables_are_checked(ip, capsys):  # noqa: F811
+    for bad in ("''", "1fast", "my-alias"):
+        with pytest.raises(UsageError, match="--alias needs a name"):
+            ip.run_line_magic("provider", f"--alias {bad} openai:m")
+    assert defaults.session_default().provider != "openai:m"  # nothing was set
+    with pytest.raises(UsageError, match="a Python keyword"):
+        ip.run_cell_magic("agent", "-o class", "hi")
+    with pytest.raises(UsageError, match="a Python keyword"):
+        ip.run_cell_magic("compare", "openai:m -o lambda", "hi")
+    capsys.readouterr()
+    with StubServer(Reply.sse_file(TEXT)) as server:
+        ip.run_line_magic("provider", f"openai:m --base-url {server.url}/v1")
+        ip.run_cell_magic("agent", "-o print", "hi")
+    assert "-o print hides the builtin print()" in capsys.readouterr().err
+    assert ip.user_ns.pop("print").text
+
+
+def test_compare_panes_are_titled_as_typed_with_the_resolved_id_under():
+    from ipyagent.notebook.compare_view import CompareWidgetView
+
+    view = CompareWidgetView(["fast", "openai:m"], 1, ["openai:m", "openai:m"])
+    assert [t.value for t in view.titles] == [
+        '<div class="ipyagent-pane-title">fast</div><div class="ipyagent-footer">openai:m</div>',
+        '<div class="ipyagent-pane-title">openai:m</div>']

@@ -127,6 +127,27 @@ class StoreError(RuntimeError):
     """The run store cannot be opened or read (a bad path, a file that is not a run store)."""
 
 
+def check_store_path(path: str | Path) -> Path:
+    """`path` if it can be a run store: a new file in an existing folder, or a SQLite file.
+
+    Raises:
+        StoreError: a folder, a file in a folder that does not exist, or a file that is not
+            SQLite (a notebook, a CSV...); the message says which and what to give instead.
+    """
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise StoreError(f"{str(path)!r} is a folder; give a file in it, e.g. {str(path / 'runs.sqlite')!r}")
+    if not path.parent.is_dir():
+        raise StoreError(f"the folder {str(path.parent)!r} does not exist; create it first or give another path")
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as f:
+            head = f.read(16)
+        if head != b"SQLite format 3\x00":
+            raise StoreError(f"{str(path)!r} is not a SQLite file (it starts with {head[:12]!r}); "
+                             "give a new file name or an ipyagent run store")
+    return path
+
+
 class RunStore:
     """A run store at `path` (created with its folder when missing).
 

@@ -22,7 +22,7 @@ from ..agent.compare import Comparison, acompare
 from ..core import ToolAction
 from ..drivers import create_driver
 from .compare_view import CompareTextView, CompareWidgetView
-from .magics import REPLAY_DELAY, AgentMagics, _parse
+from .magics import REPLAY_DELAY, AgentMagics, _parse, check_out_name
 from .outcomes import resolved, run_cell
 from .settings_args import settings_arguments, timeout_argument
 from .template import TemplateError, render_cell
@@ -110,8 +110,7 @@ class CompareMagics(Magics):
         or changed. The cell is a Jinja2 template over your variables.
         """
         args = _parse(self.compare, expand_line(line, self.shell.user_ns))
-        if args.out is not None and not args.out.isidentifier():
-            raise UsageError(f"-o/--out needs a variable name, not {args.out!r}")
+        check_out_name(args.out)
         if args.over is not None:
             from .evaluation_magic import run_evaluation
 
@@ -160,9 +159,11 @@ class CompareMagics(Magics):
             built.append(agent)
             entries.append(agent)
 
-        names = [e if isinstance(e, str) else e.provider for e in entries]
+        ids = [e if isinstance(e, str) else e.provider for e in entries]
         widgets = self.agent_magics._widgets()
-        view: CompareWidgetView | CompareTextView = (CompareWidgetView if widgets else CompareTextView)(names, runs)
+        # Panes are titled as the user typed them (eight aliases of one model are eight panes), the id under it.
+        view: CompareWidgetView | CompareTextView = (CompareWidgetView(providers, runs, ids) if widgets
+                                                     else CompareTextView(ids, runs))
         views.append(view)
         # Live panes while it runs; when it ends, the saved comparison replaces them (transcript_output.py).
         display_id = show_live(view) if widgets else None

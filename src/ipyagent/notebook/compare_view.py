@@ -104,10 +104,13 @@ def _fail(view: Any, fig: RunFigures) -> None:
 class CompareWidgetView:
     """A grid of panes, one per provider, each a live `WidgetView` of its current run, over the table."""
 
-    def __init__(self, providers: list[str], runs: int) -> None:
+    def __init__(self, providers: list[str], runs: int, resolved: list[str] | None = None) -> None:
+        """`providers`: the panes' titles as the user typed them (aliases); `resolved`: the
+        ``provider:model`` each stands for, shown under a title that differs from it."""
         import ipywidgets as widgets
 
         self.providers, self.runs = list(providers), runs
+        self.resolved = list(resolved or providers)
         self.figures: list[RunFigures] = []
         self.views: list[WidgetView] = [WidgetView(p) for p in self.providers]
         self.titles = [widgets.HTML(value=self._title(i, 0)) for i in range(len(self.providers))]
@@ -122,7 +125,9 @@ class CompareWidgetView:
 
     def _title(self, index: int, run: int) -> str:
         extra = f" · run {run + 1} of {self.runs}" if self.runs > 1 else ""
-        return f'<div class="ipyagent-pane-title">{escape(self.providers[index])}{escape(extra)}</div>'
+        resolved = self.resolved[index]
+        under = f'<div class="ipyagent-footer">{escape(resolved)}</div>' if resolved != self.providers[index] else ""
+        return f'<div class="ipyagent-pane-title">{escape(self.providers[index])}{escape(extra)}</div>{under}'
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

@@ -7,8 +7,10 @@ They are thin: the work is done by `ipyagent.Agent`. Errors a user can fix
 from __future__ import annotations
 
 import argparse
+import builtins
 import asyncio
 import inspect
+import keyword
 import os
 import re
 import sys
@@ -46,6 +48,21 @@ from .view import make_view
 
 #: Seconds between SSE events when replaying a cassette in a notebook, so it streams as it did live.
 REPLAY_DELAY = 0.01
+
+
+def check_out_name(name: str | None) -> None:
+    """``-o VAR``: a variable name that is not a Python keyword; a warning (stderr) before
+    shadowing a builtin such as ``print``.
+
+    Raises:
+        UsageError: not an identifier, or a keyword.
+    """
+    if name is None:
+        return
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise UsageError(f"-o/--out needs a variable name, not {name!r}" + (" (a Python keyword)" if keyword.iskeyword(name) else ""))
+    if hasattr(builtins, name):
+        print(f"ipyagent: -o {name} hides the builtin {name}(); `del {name}` brings it back", file=sys.stderr)
 
 
 def _parse(magic: Any, line: str) -> Any:
@@ -360,7 +377,10 @@ class AgentMagics(Magics):
             given = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env)) if v}
             self._list_models(args.provider_id, given)
             return
-        if args.alias:
+        if args.alias is not None:
+            if not args.alias.isidentifier():
+                raise UsageError(f"--alias needs a name of letters, digits and underscores (not starting with a digit), "
+                                 f"not {args.alias!r}: %provider --alias fast openai:gpt-4.1-mini")
             if not args.provider_id:
                 raise UsageError("--alias NAME needs the id it stands for: %provider --alias fast openai:gpt-4.1-mini")
             options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record),
@@ -565,8 +585,7 @@ class AgentMagics(Magics):
             least = 0 if name in ("max_history", "system_budget") else 1
             if value is not None and value < least:
                 raise UsageError(f"--{name.replace('_', '-')} must be {least} or more, not {value}")
-        if args.out is not None and not args.out.isidentifier():
-            raise UsageError(f"-o/--out needs a variable name, not {args.out!r}")
+        check_out_name(args.out)
         if args.compare and (args.error or args.with_ or args.cells or args.code):
             raise UsageError("--error, --with, --cells and --code are not available with --compare; use %%agent without it")
         if args.compare:  # an alias of %%compare (compare_magics.py)

@@ -45,7 +45,7 @@ from ..memory.artifacts import describe_size
 from ..memory.conversation import DEFAULT_THREAD
 from ..memory.recorder import replay_events
 from ..core.redact import redact, redact_data
-from ..memory.store import RunStore
+from ..memory.store import RunStore, StoreError, check_store_path
 from .redacted_io import redacted_output
 from .memory_html import STYLE, artifact_entry_html
 from .render import escape
@@ -297,6 +297,11 @@ class SessionMagics(Magics):
             print(f"budget: {format_usd(LEDGER.budget)}, {format_usd(left)} left" + ("; new runs are refused" if not left else ""))
 
     def _store(self, path: str | None) -> None:
+        if path is not None and path.lower() not in ("off", "none"):
+            try:  # checked and opened now, so a bad path is said here, not at the next run
+                RunStore(check_store_path(path)).close()
+            except StoreError as exc:
+                raise UsageError(f"%agent store: {exc}; runs are still recorded where they were") from None
         if path is not None:
             self.session.set_store(None if path.lower() in ("off", "none") else path)
         where = self.session.store_path
