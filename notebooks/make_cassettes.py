@@ -170,13 +170,20 @@ def gemini_sse_body(reply: str, n: int, prompt_tokens: int, model: str) -> bytes
 
 def responses_sse_body(reply: str, n: int, input_tokens: int, model: str) -> bytes:
     """A Responses stream saying `reply`, in the shape of the recorded ``openai-responses/stream-text.sse``
-    (typed events, no ``[DONE]``, usage in ``response.completed``)."""
+    (typed events, no ``[DONE]``, usage in ``response.completed``). Every event validates against the
+    openai SDK's own event models (tests/test_cassettes.py): a ``sequence_number``, ``logprobs`` on
+    text events, and the response's ``tools``, ``tool_choice``, ``parallel_tool_calls`` and cache fields."""
     resp_id, item_id, model = f"resp_ipyagent{n}", f"msg_ipyagent{n}", f"{model}-2025-04-14"
     response = {"id": resp_id, "object": "response", "created_at": 1764480000 + n, "status": "in_progress", "error": None,
-                "incomplete_details": None, "model": model, "output": [], "usage": None}
-    part = {"type": "output_text", "text": reply, "annotations": []}
+                "incomplete_details": None, "instructions": None, "max_output_tokens": None, "model": model,
+                "output": [], "parallel_tool_calls": True, "previous_response_id": None, "prompt_cache_key": None,
+                "reasoning": {"effort": None, "summary": None}, "store": True, "temperature": 1.0,
+                "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [], "top_p": 1.0,
+                "truncation": "disabled", "usage": None, "metadata": {}}
+    part = {"type": "output_text", "text": reply, "annotations": [], "logprobs": []}
     item = {"type": "message", "id": item_id, "status": "completed", "role": "assistant", "content": [part]}
-    usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": _tokens(reply),
+    usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+             "output_tokens": _tokens(reply),
              "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": input_tokens + _tokens(reply)}
     where = {"item_id": item_id, "output_index": 0, "content_index": 0}
     events = [
@@ -184,12 +191,13 @@ def responses_sse_body(reply: str, n: int, input_tokens: int, model: str) -> byt
         {"type": "response.in_progress", "response": response},
         {"type": "response.output_item.added", "output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
         {"type": "response.content_part.added", **where, "part": {**part, "text": ""}},
-        *({"type": "response.output_text.delta", **where, "delta": p} for p in _text_pieces(reply)),
-        {"type": "response.output_text.done", **where, "text": reply},
+        *({"type": "response.output_text.delta", **where, "delta": p, "logprobs": []} for p in _text_pieces(reply)),
+        {"type": "response.output_text.done", **where, "text": reply, "logprobs": []},
         {"type": "response.content_part.done", **where, "part": part},
         {"type": "response.output_item.done", "output_index": 0, "item": item},
         {"type": "response.completed", "response": {**response, "status": "completed", "output": [item], "usage": usage}},
     ]
+    events = [{**e, "sequence_number": seq} for seq, e in enumerate(events)]
     return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
 
 
