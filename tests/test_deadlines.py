@@ -275,10 +275,11 @@ def test_agent_store_checks_the_path_at_once(ip, tmp_path, given, said):  # noqa
 
 
 def test_alias_names_and_out_variables_are_checked(ip, capsys):  # noqa: F811
-    for bad in ("''", "1fast", "my-alias"):
-        with pytest.raises(UsageError, match="--alias needs a name"):
-            ip.run_line_magic("provider", f"--alias {bad} openai:m")
-    assert defaults.session_default().provider != "openai:m"  # nothing was set
+    before = defaults.session_default().provider
+    for bad in ("''", "1fast"):
+        ip.run_line_magic("provider", f"--alias {bad} openai:m")
+        assert "use letters, digits" in capsys.readouterr().err
+    assert defaults.session_default().provider == before  # nothing was set
     with pytest.raises(UsageError, match="a Python keyword"):
         ip.run_cell_magic("agent", "-o class", "hi")
     with pytest.raises(UsageError, match="a Python keyword"):

@@ -77,8 +77,8 @@ def test_remote_images_in_model_output_are_never_fetched(lab, model_server):
         lab.open("canary.ipynb")
         cell = lab.cell(1)
         lab.command("notebook:run-all-cells")
-        # The live view first: its frames carry the same text as it streams.
-        cell.locator(".ipyagent-view a.ipyagent-image-link").first.wait_for(state="attached", timeout=60000)
+        # The live view first (the request log covers every frame it drew), then the saved transcript.
+        cell.locator("a.ipyagent-image-link").first.wait_for(state="attached", timeout=60000)
         _rendered(cell).wait_for(state="attached", timeout=60000)
         cell.scroll_into_view_if_needed()
         _check(cell, requests, canary)

@@ -377,10 +377,7 @@ class AgentMagics(Magics):
             given = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env)) if v}
             self._list_models(args.provider_id, given)
             return
-        if args.alias is not None:
-            if not args.alias.isidentifier():
-                raise UsageError(f"--alias needs a name of letters, digits and underscores (not starting with a digit), "
-                                 f"not {args.alias!r}: %provider --alias fast openai:gpt-4.1-mini")
+        if args.alias is not None:  # an empty name too: set_alias refuses it, nothing is set
             if not args.provider_id:
                 raise UsageError("--alias NAME needs the id it stands for: %provider --alias fast openai:gpt-4.1-mini")
             options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record),
