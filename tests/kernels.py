@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import queue
 import time
+from pathlib import Path
 from typing import Any
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
 
 def widget_values(nb) -> dict[str, dict]:
@@ -59,18 +62,13 @@ def wait_reply(kc, msg_id: str, timeout: float) -> tuple[dict, list[dict]]:
 
 
 def lab_like_client(nb, **kwargs):
-    """An nbclient `NotebookClient` that drops the state of closed widgets, as JupyterLab's
-    widget manager does (nbclient keeps every widget it ever saw, closed or not)."""
-    from nbclient import NotebookClient
+    """notebooks/execute.py's client: nbclient that drops closed widgets' state as JupyterLab does."""
+    import importlib.util
 
-    class LabLikeClient(NotebookClient):
-        def handle_comm_msg(self, outs, msg, cell_index):
-            super().handle_comm_msg(outs, msg, cell_index)
-            if msg["msg_type"] == "comm_close":
-                self.widget_state.pop(msg["content"]["comm_id"], None)
-                self.widget_buffers.pop(msg["content"]["comm_id"], None)
-
-    return LabLikeClient(nb, **kwargs)
+    spec = importlib.util.spec_from_file_location("_ipyagent_execute", NOTEBOOKS / "execute.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.lab_like_client(nb, **kwargs)
 
 
 def widget_state_left(nb) -> list[str]:

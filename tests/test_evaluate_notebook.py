@@ -146,8 +146,10 @@ def test_an_interrupt_mid_matrix_keeps_the_finished_and_closes_connections(monke
                 time.sleep(0.05)
             time.sleep(0.5)  # the two quick rows have finished; six streams are in flight
             km.interrupt_kernel()
-            answer, _ = wait_reply(kc, msg_id, 20)
-            assert answer["content"]["status"] == "error"
+            answer, iopub = wait_reply(kc, msg_id, 20)
+            assert answer["content"]["status"] == "error"  # Run all stops here
+            assert answer["content"]["ename"] == "RunStopped"
+            assert not [m for m in iopub if m["msg_type"] == "error"], "a stop printed a traceback"
             deadline = time.monotonic() + 5
             while len(server.hangups) < 6 and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -149,6 +149,21 @@ def test_failed_run_reports_the_error():
     assert "failed" in footer_figures(t)
 
 
+def test_a_turn_failing_mid_stream_keeps_its_partial_reply():
+    # Text, then an in-stream error object (as OpenAI-compatible servers send on overload).
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "start "}, "finish_reason": None}]}
+    error = {"error": {"message": "model overloaded mid stream", "type": "overloaded_error", "code": "overloaded"}}
+    pieces = [f"data: {json.dumps(chunk)}\n\n".encode(), f"data: {json.dumps(error)}\n\n".encode()]
+    result, events = _run([Reply(pieces=pieces)])
+    assert result.error is not None and result.text == "start "
+    t = Transcript.from_result(result, events=events)
+    assert t.status == "failed"
+    assert [m.role for m in t.messages] == ["user", "assistant"]
+    assert t.text == "start "
+    assert "start" in to_html(t) and "start" in to_text(t)
+
+
 def test_artifact_events_become_summaries():
     long = "row\n" * 500
     stored = ArtifactStored("call_1", "WebSearch", "search", "TaskMemory", "search-1", TextArtifact(value=long), {"chars": len(long)})

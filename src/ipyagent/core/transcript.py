@@ -259,8 +259,11 @@ class Transcript(_Model):
             error = failed[-1].error
 
         messages = list(getattr(result, "messages", None) or [])
+        last = getattr(result, "message", None)
         if not messages:
-            messages = _messages_from_events(events, prompt, getattr(result, "message", None))
+            messages = _messages_from_events(events, prompt, last)
+        elif _partial_left_out(messages, last):
+            messages.append(last)  # a turn that failed mid-stream: its partial reply stays visible
         durations = _durations(events)
         tool_seconds = sum(d for q in durations.values() for d, _ in q)
         parts_messages = _convert(messages, durations)
@@ -376,6 +379,12 @@ def _durations(events: list[Any]) -> dict[str, deque[tuple[float, bool]]]:
         if getattr(e, "type", None) == "tool_call_completed":
             found[e.action.tag].append((float(e.duration_s), bool(e.is_error)))
     return found
+
+
+def _partial_left_out(messages: list[Any], last: Any) -> bool:
+    """True when the run's last reply (partial, of a failed turn) is not among its messages."""
+    return (last is not None and getattr(last, "role", None) == "assistant" and bool(getattr(last, "content", None))
+            and getattr(messages[-1], "role", None) != "assistant" and not any(m is last for m in messages))
 
 
 def _messages_from_events(events: list[Any], prompt: str | None, last: Any) -> list[Any]:

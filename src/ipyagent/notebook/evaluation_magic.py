@@ -15,12 +15,12 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..agent import run_in_background, run_sync
 from ..agent.assertions import parse_assertion
 from ..agent.compare import provider_keys
 from ..agent.evaluate import Evaluation, TemplateError, aevaluate, normalize_rows, render_template
 from ..drivers.registry import resolve_alias
 from .evaluation_view import EvaluationView
+from .outcomes import run_cell
 
 
 def _rows(shell: Any, name: str) -> list[Any]:
@@ -102,15 +102,5 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
         if args.out:
             shell.user_ns[args.out] = result
 
-    if args.await_in_kernel:
-        async def awaited() -> None:
-            done(await run_in_background(evaluated()))
-
-        return awaited()
-    try:
-        done(run_sync(evaluated()))
-    except KeyboardInterrupt:
-        ev.interrupted = True
-        done(ev)
-        raise
-    return None
+    # A stop keeps what finished (done(ev) above) and ends the cell quietly, as %%agent does.
+    return run_cell(evaluated(), done, await_in_kernel=args.await_in_kernel)
