@@ -103,6 +103,13 @@ def test_bad_option_raises_usage_error_with_usage(ip) -> None:
     assert "usage:" in text and "%provider" in text and "--base-url" in text
 
 
+@pytest.mark.parametrize("magic", ["agent", "compare"])
+def test_a_cell_magic_usage_names_the_cell_magic(ip, magic) -> None:
+    with pytest.raises(UsageError) as info:
+        ip.run_cell_magic(magic, "--bogus openai:m", "hi")
+    assert f"usage: %%{magic} " in str(info.value)
+
+
 # -- %%agent --------------------------------------------------------------------------------
 
 

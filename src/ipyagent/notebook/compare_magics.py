@@ -74,7 +74,7 @@ class CompareMagics(Magics):
             options.setdefault("chunk_delay", REPLAY_DELAY)
         return Agent(create_driver(provider_id, **options), system=system, approve=approve, tools=tools, max_steps=max_steps)
 
-    @magic_arguments()
+    @magic_arguments(name="%compare")  # usage lines say %%compare
     @argument("providers", nargs="+", metavar="ID", help="PROVIDER:MODEL ids (or %%provider aliases) to compare")
     @argument("--runs", type=int, default=1, help="runs per provider; the table shows median (min–max) (default 1)")
     @argument("--schema", metavar="MODEL", help="structured output: a pydantic model (or JSON Schema dict) in your namespace")

@@ -534,7 +534,7 @@ class AgentMagics(Magics):
 
     # -- %%agent ----------------------------------------------------------------------
 
-    @magic_arguments()
+    @magic_arguments(name="%agent")  # usage lines say %%agent
     @argument("-p", "--provider", help="PROVIDER:MODEL for this cell (default: the %%provider one)")
     @argument("--system", help="system prompt for this conversation from now on: text, or a variable holding SystemBlock objects")
     @argument("--system-budget", type=int, metavar="TOKENS", help="tokens the system blocks may take: dynamic blocks are dropped, lowest priority first, to fit")
