@@ -60,6 +60,34 @@ def test_a_run_ends_at_its_deadline_keeping_its_text(reply, partial):
     assert result.text.startswith(partial) and result.text == "".join(e.text for e in events if isinstance(e, TextDelta))
     assert isinstance(events[-1], ModelFailed) and events[-1].error is result.error  # the view and run store see it
     assert agent.messages == []  # a failed run does not join the conversation
+    from ipyagent.core.transcript import Transcript
+
+    first_token = Transcript.from_result(result, events=events).timings.first_token_s
+    assert (first_token is not None) == bool(partial)  # the footer keeps "first token" when text arrived
+    if partial:
+        assert 0 <= first_token < 2
+
+
+def test_an_interrupted_run_keeps_its_first_token_time():
+    with StubServer(_hang()) as server:
+        agent = Agent("openai:m", base_url=server.url)
+        events = []
+
+        async def stop_after_first_text():
+            task = asyncio.ensure_future(agent.arun("hi", on_event=events.append))
+            while not any(isinstance(e, TextDelta) for e in events):
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(stop_after_first_text())
+    (result,) = agent.results
+    from ipyagent.core.transcript import Transcript
+
+    t = Transcript.from_result(result, events=events)
+    assert t.status == "interrupted" and t.text.startswith("first words")
+    assert t.timings.first_token_s is not None and 0 <= t.timings.first_token_s < 2
 
 
 def test_the_response_limit_cuts_a_trickling_server_without_retrying():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass, replace
@@ -97,6 +98,7 @@ class AgentRun:
         self.costs: list[dict[str, Any] | None] = []  # each completed turn's price (None: unknown)
         self.actions: list[ToolAction] = []  # every call run, ReAct ones included
         self.streaming: Aggregator | None = None  # the turn being streamed, for an interrupted run
+        self.first_token_s: float | None = None  # seconds to the run's first delta, for a stopped run's figures
 
     # -- the steps ---------------------------------------------------------------------
 
@@ -123,6 +125,7 @@ class AgentRun:
         """Stream one reply: every event but the last goes to `emit`; the last is returned.
         A request refused before sending (a missing capability) is a `ModelFailed` too."""
         self.streaming = Aggregator()
+        started = time.monotonic()
         try:
             async with aclosing(self.driver.stream(stack)) as events:
                 async for event in events:
@@ -130,6 +133,8 @@ class AgentRun:
                         self.streaming = None
                         return event
                     if isinstance(event, DeltaMessage):
+                        if self.first_token_s is None:
+                            self.first_token_s = time.monotonic() - started
                         self.streaming.add(event)
                     elif isinstance(event, ModelStarted):
                         self.streaming = Aggregator()
@@ -226,7 +231,7 @@ class AgentRun:
         (text, reasoning and tool calls), else the last reply."""
         message = self._partial_reply()
         message.metadata = {**message.metadata, "partial": True, "interrupted": True}
-        return self._result(message, interrupted=True)
+        return self._result(message, interrupted=True, metadata=self._stopped_metadata())
 
     def timed_out(self, timeout: float) -> AgentResult:
         """The result of a run stopped by its deadline: the reply as it stood (as `interrupted`)
@@ -235,7 +240,11 @@ class AgentRun:
         message.metadata = {**message.metadata, "partial": True}
         return self._fail(message, ProviderError(
             "timeout", f"the run did not finish within {timeout:g} s (timeout); the text so far is kept; "
-            "give it longer with --timeout SECONDS (timeout= in Python)", retryable=False))
+            "give it longer with --timeout SECONDS (timeout= in Python)", retryable=False), self._stopped_metadata())
+
+    def _stopped_metadata(self) -> dict[str, Any]:
+        """Figures of a run stopped mid-stream that no driver event carries: its first token's time."""
+        return {"ttft_s": self.first_token_s} if self.first_token_s is not None else {}
 
     def _partial_reply(self) -> Message:
         """The reply being streamed, as threads and the run store keep it (`partial_message`),
@@ -290,10 +299,10 @@ class AgentRun:
                 verdict = await verdict
         return None if verdict else ErrorArtifact(value="denied by the user; the tool was not run")
 
-    def _fail(self, message: Message, error: ProviderError) -> AgentResult:
+    def _fail(self, message: Message, error: ProviderError, metadata: dict[str, Any] | None = None) -> AgentResult:
         """The loop's own failure after `message` (already billed): emitted and returned."""
-        self.emit(ModelFailed(error, message))
-        return self._result(message, error=error)
+        self.emit(ModelFailed(error, message, dict(metadata or {})))
+        return self._result(message, error=error, metadata=metadata)
 
     def _result(self, message: Message, *, turn: ModelCompleted | None = None, error: ProviderError | None = None,
                 metadata: dict[str, Any] | None = None, output: Any = None, interrupted: bool = False) -> AgentResult:
