@@ -254,6 +254,20 @@ def test_run_raises_the_provider_error():
     assert info.value.code == "model_not_found"
 
 
+def test_an_html_error_page_is_one_short_line():
+    page = ("<html><head><style>body{color:red}</style><title>502</title></head><body><h1>502 Bad Gateway</h1>"
+            + "<p>" + "upstream unavailable " * 300 + "</p></body></html>")
+    driver = OpenAIChatPromptDriver(MODEL, api_key="sk-test")
+    import httpx2
+
+    err = driver.error_from_response(502, httpx2.Headers({"content-type": "text/html"}), page.encode())
+    assert err.type == "server" and err.status == 502
+    assert "502 Bad Gateway" in err.message and "<" not in err.message and "color:red" not in err.message
+    assert len(err.message) < 400 and err.message.endswith("…") and "\n" not in err.message
+    short = driver.error_from_response(503, httpx2.Headers({}), b"service unavailable\n")
+    assert short.message.endswith(": service unavailable")  # a short text body is kept whole
+
+
 def test_cancelling_the_consumer_hangs_up():
     n_pieces = len(reply_for(TEXT_STREAM).pieces)
     assert n_pieces * 0.2 > 4  # the stream would take far longer than the test waits

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -56,6 +57,17 @@ from .pricing import Cost
 from .structured import STRATEGIES, with_rule_instruction
 
 #: HTTP status -> normalized error type (DESIGN.md, "ProviderError").
+_TAGS = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.S | re.I)
+EXCERPT_CHARS = 300
+
+
+def error_excerpt(text: str) -> str:
+    """A text error body (often a proxy's HTML page) as one short line: tags dropped,
+    whitespace collapsed, at most `EXCERPT_CHARS` characters."""
+    line = " ".join(_TAGS.sub(" ", text).split())
+    return line if len(line) <= EXCERPT_CHARS else line[:EXCERPT_CHARS - 1] + "…"
+
+
 STATUS_TYPES: dict[int, str] = {
     400: "invalid_request",
     401: "authentication",
@@ -506,6 +518,8 @@ class BasePromptDriver(ABC):
         except ValueError:
             data = text.strip()
         code, message, etype = self.parse_error_body(status, data)
+        if isinstance(data, str) and message:  # a proxy's HTML page or plain text: a line, not the page
+            message = error_excerpt(message)
         etype = etype or STATUS_TYPES.get(status) or ("server" if status >= 500 else "invalid_request")
         message = redact(message or f"HTTP {status} from {self.base_url}")
         if status in (401, 403) and not self._api_key:
