@@ -56,7 +56,6 @@ from .models import ModelListing, parse_openai, with_known_facts
 from .pricing import Cost
 from .structured import STRATEGIES, with_rule_instruction
 
-#: HTTP status -> normalized error type (DESIGN.md, "ProviderError").
 _TAGS = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.S | re.I)
 EXCERPT_CHARS = 300
 
@@ -68,6 +67,7 @@ def error_excerpt(text: str) -> str:
     return line if len(line) <= EXCERPT_CHARS else line[:EXCERPT_CHARS - 1] + "…"
 
 
+#: HTTP status -> normalized error type (DESIGN.md, "ProviderError").
 STATUS_TYPES: dict[int, str] = {
     400: "invalid_request",
     401: "authentication",
