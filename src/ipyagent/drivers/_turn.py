@@ -22,13 +22,12 @@ from .aggregate import Aggregator, StreamMeta
 
 @dataclass(slots=True)
 class Opened:
-    """A response that answered 2xx, its parse iterator, the items read up to the first delta,
-    and its deadline (the event loop's clock, seconds)."""
+    """A response that answered 2xx (its body bounded by the response deadline), its parse
+    iterator, and the items read up to the first delta."""
 
     response: httpx2.Response
     items: Any
     head: list[Any]
-    deadline: float
 
 
 @dataclass(slots=True)

@@ -87,10 +87,25 @@ STATUS_TYPES: dict[int, str] = {
 RESPONSE_TIMEOUT = 300.0
 
 
-async def _next(items: AsyncIterator[Any], deadline: float) -> Any:
-    """The next parsed item, or `TimeoutError` once the loop's clock passes `deadline`."""
-    async with asyncio.timeout_at(deadline):
-        return await anext(items)
+class _Deadlined(httpx2.AsyncByteStream):
+    """A response body whose every network read ends by `deadline` (loop time), else
+    `TimeoutError`: one timer per chunk of bytes, not one per parsed delta."""
+
+    def __init__(self, stream: httpx2.AsyncByteStream, deadline: float) -> None:
+        self.stream, self.deadline = stream, deadline
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = aiter(self.stream)
+        while True:
+            async with asyncio.timeout_at(self.deadline):
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    return
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
 
 
 async def retry_sleep(seconds: float) -> None:
@@ -552,7 +567,7 @@ class BasePromptDriver(ABC):
         """Any failure while sending or reading, as the `ProviderError` it means."""
         if isinstance(exc, ProviderError):
             return exc
-        if isinstance(exc, TimeoutError):  # the response's own deadline (`_next`), not a network timeout
+        if isinstance(exc, TimeoutError):  # the response's own deadline (`_Deadlined`), not a network timeout
             return self._too_slow()
         if isinstance(exc, httpx2.TransportError):
             return self._transport_error(exc, url)
@@ -599,17 +614,18 @@ class BasePromptDriver(ABC):
                 if gate is not None and error.type == "rate_limit":
                     gate.hold(error.retry_after)  # the whole lane waits, not only this request
                 raise error
+            response.stream = _Deadlined(response.stream, deadline)  # a trickling server trips it
             items = self._read_reply(response)
             head: list[Any] = []
             while True:
                 try:
-                    item = await _next(items, deadline)
+                    item = await anext(items)
                 except StopAsyncIteration:
                     break
                 head.append(item)
                 if isinstance(item, DeltaMessage):
                     break
-            return Opened(response, items, head, deadline)
+            return Opened(response, items, head)
         except BaseException as exc:
             await response.aclose()
             if isinstance(exc, Exception):
@@ -647,10 +663,10 @@ class BasePromptDriver(ABC):
                     yield item
                 else:
                     merge_meta(meta, item)
-            items, deadline = opened.items, opened.deadline
+            items = opened.items
             while True:
                 try:
-                    item = await _next(items, deadline)
+                    item = await anext(items)
                 except StopAsyncIteration:
                     break
                 if isinstance(item, DeltaMessage):
