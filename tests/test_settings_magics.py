@@ -107,6 +107,18 @@ def test_p_keeps_the_session_base_url_and_key_variable(ip, openai_server, monkey
     assert request["body"]["model"] == "other" and request["headers"]["Authorization"] == "Bearer sk-corp-123456"
 
 
+def test_base_url_default_goes_back_to_the_providers_own_root(ip, openai_server, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-000000")
+    ip.run_line_magic("provider", f"openai:m --base-url {openai_server.url}")
+    ip.run_line_magic("provider", "openai:other")
+    assert openai_server.url in capsys.readouterr().out  # kept for another model of the provider
+    ip.run_line_magic("provider", "openai:other --base-url default")
+    out = capsys.readouterr().out
+    assert "https://api.openai.com/v1" in out and openai_server.url not in out
+    import ipyagent.agent.defaults as defaults
+    assert "base_url" not in defaults.session_default().driver_options
+
+
 # -- the default you can switch for a block ---------------------------------------------------------
 
 

@@ -90,7 +90,8 @@ def _changed(base: Defaults, provider: str | None, settings: Any, fields: dict[s
              driver_options: dict[str, Any] | None, timeout: float | None = None) -> Defaults:
     new_settings = base.settings.merged(coerce_settings(settings), fields or None)
     kept = dict(base.driver_options) if provider is None else base.options_for(provider)
-    return Defaults(provider or base.provider, new_settings, {**kept, **(driver_options or {})},
+    options = {k: v for k, v in {**kept, **(driver_options or {})}.items() if v is not None}  # None: back to default
+    return Defaults(provider or base.provider, new_settings, options,
                     base.timeout if timeout is None else check_timeout(timeout))
 
 
@@ -120,7 +121,8 @@ def set_default(provider: str | None = None, *, settings: ModelSettings | dict[s
             of the same provider keeps its base URL and key variable.
         settings: settings merged over the current ones (all of them when `replace_settings`).
         timeout: the deadline of every run from now on, seconds (None: unchanged).
-        **kwargs: `ModelSettings` fields (``temperature=0``) and driver options (``base_url=...``).
+        **kwargs: `ModelSettings` fields (``temperature=0``) and driver options (``base_url=...``;
+            ``base_url=None`` goes back to the provider's own API root).
 
     Raises:
         pydantic.ValidationError: a bad setting.

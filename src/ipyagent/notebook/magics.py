@@ -340,7 +340,7 @@ class AgentMagics(Magics):
 
     @magic_arguments()
     @argument("provider_id", nargs="?", help="PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:llama3.2) or replay:CASSETTE")
-    @argument("--base-url", help="API root of an OpenAI-compatible server, e.g. http://localhost:8000/v1")
+    @argument("--base-url", help="API root of an OpenAI-compatible server, e.g. http://localhost:8000/v1; 'default' goes back to the provider's own")
     @argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     @argument("--record", metavar="FILE", help="append every HTTP exchange to this cassette (no keys stored)")
     @argument("--price-as", metavar="PROVIDER:MODEL", help="price this model's turns as another's (a model behind your own --base-url has an unknown price otherwise)")
@@ -405,6 +405,8 @@ class AgentMagics(Magics):
             options = dict(self.alias_options[args.provider_id])
         resolved = resolve_alias(args.provider_id)
         options = {**defaults.session_default().options_for(resolved), **options}
+        if options.get("base_url") == "default":  # back to the provider's own API root
+            options["base_url"] = None
         try:
             parse_provider_id(args.provider_id)
             driver = create_driver(args.provider_id, **options)
