@@ -104,6 +104,14 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     assert not any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in replay.outputs)
     assert [a["html"] for a in saved["data"]["application/vnd.ipyagent.transcript+json"]["artifacts"]] == drawn
     assert saved["data"]["application/vnd.ipyagent.transcript+json"]["status"] == "completed"
+    # the same transcript as the original cell: figures (tokens, first token, total), tool statuses
+    original = transcript_output["data"]["application/vnd.ipyagent.transcript+json"]
+    replayed = saved["data"]["application/vnd.ipyagent.transcript+json"]
+    for key in ("usage", "timings", "cost", "stop_reason", "attempts", "artifacts", "messages"):
+        assert replayed[key] == original[key], key
+    assert [p["status"] for m in replayed["messages"] for p in m["parts"] if p["type"] == "tool_call"] == ["ok"] * 5
+    assert replayed["timings"]["turns"] == 3 and replayed["usage"]["input_tokens"] > 0
+    assert saved["data"]["text/html"] == transcript_output["data"]["text/html"]
     header = next(o["data"]["text/html"] for o in replay.outputs if "text/html" in o.get("data", {}))
     assert "replay of run" in header and "research" in header
 

@@ -68,6 +68,38 @@ def test_quickstart_streams_into_saved_widgets(tmp_path, monkeypatch):
     assert last.outputs[0]["text"].startswith("end_turn")
 
 
+def test_a_replayed_cell_run_again_gives_the_same_answer(monkeypatch):
+    """Without a key the quickstart replays its cassette; running its cells again, in any
+    order and in the same kernel, serves the same recorded answers (no "not in the cassette")."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from .kernels import transcript_of
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    nb = nbformat.read(QUICKSTART, as_version=4)
+    client = NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(QUICKSTART.parent)}})
+    with client.setup_kernel():
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+        agent = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.startswith("%%agent")]
+        first = [transcript_of(c) for _, c in agent]
+        assert all(doc["status"] == "completed" and doc["replayed"] and _answer(doc) for doc in first)
+        for round_ in (list(reversed(agent)), agent):
+            for index, cell in round_:
+                client.execute_cell(cell, index)
+                again = transcript_of(cell)
+                before = first[[i for i, _ in agent].index(index)]
+                assert again["status"] == "completed", again.get("error")
+                assert _answer(again) == _answer(before) and _answer(again)
+                assert again["usage"] == before["usage"]
+
+
+def _answer(doc: dict) -> str:
+    return "".join(p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text")
+
+
 # An %%agent cell awaits in the kernel (ipykernel cancels it; the cell fails as RunStopped, with no
 # traceback output); Agent.run() blocks in run_sync, whose KeyboardInterrupt handler must cancel
 # the run (TOOLCHAIN.md §3c).

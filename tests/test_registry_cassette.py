@@ -195,6 +195,52 @@ def test_replay_of_a_different_prompt_fails(tmp_path, clean_env):
     assert cassette.name in terminal.error.message
 
 
+def _conversation_stack(*pairs: tuple[str, str], prompt: str):
+    from ipyagent.core import PromptStack
+
+    stack = PromptStack()
+    for asked, answered in pairs:
+        stack.add_user_message(asked)
+        stack.add_assistant_message(answered)
+    stack.add_user_message(prompt)
+    return stack
+
+
+def test_a_recorded_question_asked_again_after_more_turns_gets_its_recorded_reply(tmp_path, clean_env):
+    """A replayed cell run again: its request now carries the turns added since (its own
+    included), which no exchange recorded; the question's recorded reply is served."""
+    cassette, live = _record(tmp_path, clean_env)
+    later = ("What's the weather?", live[-1].message.text), ("And tomorrow?", "Rain.")
+    events = collect(create_driver(f"replay:{cassette}"), _conversation_stack(*later, prompt="What's the weather?"))
+    assert isinstance(events[-1], ModelCompleted), getattr(events[-1], "error", None)
+    assert events[-1].message.text == live[-1].message.text
+    # another question after the same turns is still not recorded
+    stack = _conversation_stack(*later, prompt="What's the weather in Oslo?")
+    assert isinstance(check_shape(collect(create_driver(f"replay:{cassette}"), stack)), ModelFailed)
+
+
+def test_reasked_at_finds_the_recorded_suffix_after_inserted_turns():
+    from ipyagent.drivers.cassette import reasked_at
+
+    def user(text):
+        return {"role": "user", "content": text}
+
+    def bot(text):
+        return {"role": "assistant", "content": text}
+
+    recorded = {"model": "m", "stream": True, "messages": [user("a"), bot("A"), user("b")]}
+    again = {"model": "m", "stream": True, "messages": [user("a"), bot("A"), user("b"), bot("B"), user("c"), bot("C"), user("b")]}
+    assert reasked_at(recorded, again) == 2  # the shared start: a, A
+    with_tools = {**recorded, "messages": [*recorded["messages"], {"role": "assistant", "tool_calls": [1]}, {"role": "tool", "content": "r"}]}
+    assert reasked_at(with_tools, {**again, "messages": [*again["messages"], *with_tools["messages"][3:]]}) == 2
+    assert reasked_at(recorded, recorded) is None  # nothing inserted: an exact match is not this
+    assert reasked_at(recorded, {**again, "model": "other"}) is None  # another option differs too
+    assert reasked_at(recorded, {**again, "messages": [user("z"), *again["messages"]]}) is None  # another start
+    assert reasked_at(recorded, {**again, "messages": [*again["messages"][:-1], bot("b")]}) is None  # the suffix must start at a user message
+    # a suffix that would begin mid-turn (at an assistant message) is not a question asked again
+    assert reasked_at({"messages": [user("a"), bot("A")]}, {"messages": [user("a"), user("x"), bot("A")]}) is None
+
+
 def test_replay_with_chunk_delay_streams_the_same_text(tmp_path, clean_env):
     cassette, live = _record(tmp_path, clean_env)
     events = collect(create_driver(f"replay:{cassette}", chunk_delay=0.001), user_stack("What's the weather?"))

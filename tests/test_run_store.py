@@ -150,6 +150,35 @@ def test_replay_matches_the_original(store: RunStore) -> None:
     assert [e.type for e in replayed if e.type not in deltas] == [e.type for e in events if e.type not in deltas]
 
 
+def test_a_run_stored_without_its_transcript_replays_with_the_original_figures(store: RunStore) -> None:
+    """A store written before transcripts were kept (or by the terminal): %agent replay rebuilds
+    the transcript from the nodes with the run's usage summed over its turns and the tool results."""
+    from ipyagent.core.transcript import Transcript
+    from ipyagent.notebook.session_magics import SessionMagics
+
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
+        result, events, recorder = record_run(store, server, tools=[FunctionTool(get_weather)])
+    original = Transcript.from_result(result, events=events, provider="openai:gpt-4.1-mini")
+    nodes = store.nodes(recorder.run_id)
+    assert "transcript" not in [n["kind"] for n in nodes]
+    rebuilt = SessionMagics._rebuilt_transcript(store.run(recorder.run_id), replay_events(nodes))
+    assert rebuilt.usage == original.usage and rebuilt.usage.input_tokens > expected_from(TEXT).usage["prompt_tokens"]
+    assert [(c.name, c.status, c.result) for c in rebuilt.tool_calls] == [(c.name, c.status, c.result) for c in original.tool_calls]
+    assert [c.status for c in rebuilt.tool_calls] == ["ok"]
+    assert rebuilt.text == original.text and rebuilt.status == "completed" and rebuilt.timings.turns == 2
+
+
+def test_the_transcript_a_cell_showed_is_kept_whole(store: RunStore) -> None:
+    from ipyagent.core.transcript import Transcript
+    from ipyagent.memory.recorder import stored_transcript
+
+    with StubServer(Reply.sse_file(TEXT)) as server:
+        result, events, recorder = record_run(store, server)
+    shown = Transcript.from_result(result, events=events, elapsed_s=1.25)
+    recorder.keep_transcript(shown.to_json())
+    assert Transcript.from_json(stored_transcript(store.nodes(recorder.run_id))) == shown
+
+
 def test_a_file_that_is_not_a_store_is_a_clear_error(tmp_path: Path) -> None:
     bad = tmp_path / "runs.sqlite"
     bad.write_text("not a database" * 100)

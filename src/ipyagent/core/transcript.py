@@ -388,8 +388,9 @@ def _partial_left_out(messages: list[Any], last: Any) -> bool:
 
 
 def _messages_from_events(events: list[Any], prompt: str | None, last: Any) -> list[Any]:
-    """The run's messages rebuilt from its events (an interrupted or failed run keeps none)."""
-    from .content import ReasoningBlock, TextBlock
+    """The run's messages rebuilt from its events (an interrupted or failed run keeps none),
+    each tool result after the reply that called it."""
+    from .content import ActionResultBlock, ReasoningBlock, TextBlock
     from .messages import Message
 
     messages: list[Any] = [Message(role="user", content=[TextBlock(text=prompt)])] if prompt else []
@@ -410,6 +411,9 @@ def _messages_from_events(events: list[Any], prompt: str | None, last: Any) -> l
         elif kind == "model_failed":
             messages.append(e.partial)
             open_turn = False
+        elif kind == "tool_call_completed":
+            result = ActionResultBlock(action=e.action, text=_result_text(e.result), is_error=bool(e.is_error))
+            messages.append(Message(role="tool", content=[result]))
     if open_turn and (text or reasoning):
         content: list[Any] = [ReasoningBlock(text="".join(reasoning))] if reasoning else []
         content += [TextBlock(text="".join(text))] if text else []

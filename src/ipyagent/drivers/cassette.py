@@ -140,10 +140,51 @@ class _ReplayStream(httpx2.AsyncByteStream):
             await asyncio.sleep(self._delay)
 
 
+def _json(body: Any) -> Any:
+    """A request body as JSON data (a recorded body is data already, or text), or None."""
+    if isinstance(body, (bytes, str)):
+        try:
+            return json.loads(body)
+        except ValueError:
+            return None
+    return body
+
+
+def reasked_at(recorded: Any, current: Any) -> int | None:
+    """Where `current` asks `recorded`'s question again after more conversation, or None.
+
+    Both are JSON request bodies. They must be equal but for one list (the conversation:
+    ``messages``, ``input`` or ``contents``), which in `current` is the recorded one with
+    messages inserted before the recorded suffix that starts at a user message: what a
+    cell sends when it is run again after later cells (or itself) added turns. Returns the
+    length of the shared prefix (the longer, the closer the match).
+    """
+    if not isinstance(recorded, dict) or not isinstance(current, dict) or recorded.keys() != current.keys():
+        return None
+    differing = [k for k in recorded if recorded[k] != current[k]]
+    if len(differing) != 1:
+        return None
+    old, new = recorded[differing[0]], current[differing[0]]
+    if not isinstance(old, list) or not isinstance(new, list) or len(new) <= len(old):
+        return None
+    inserted = len(new) - len(old)
+    for i in range(len(old) - 1, -1, -1):
+        starts_turn = isinstance(old[i], dict) and old[i].get("role") == "user"
+        if starts_turn and old[i:] == new[i + inserted:] and old[:i] == new[:i]:
+            return i
+    return None
+
+
 class ReplayTransport(httpx2.AsyncBaseTransport):
     """Serves the exchanges of a cassette. A request matches an exchange with the
     same method, URL path and JSON body; recorded exchanges are used in order,
     and one already used may be served again.
+
+    A request recorded nowhere that asks a recorded question again after more
+    conversation (a cell run again: its prompt now follows the turns added since)
+    is served that question's recorded reply (`reasked_at`), the one sharing the
+    longest start of the conversation; so re-running a replayed cell gives the same
+    answer, as it did the first time, with no key.
 
     Args:
         path: the cassette file.
@@ -168,6 +209,18 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         return method.upper(), httpx2.URL(url).path, _canonical(raw)
 
+    def _reasked(self, key: tuple[str, str, str], body: Any) -> list[int]:
+        """The exchanges `body` asks again (`reasked_at`), those sharing the longest start first."""
+        scored = []
+        for i, entry in enumerate(self.entries):
+            request = entry["request"]
+            if (request["method"].upper(), httpx2.URL(request["url"]).path) != key[:2]:
+                continue
+            at = reasked_at(_json(request["body"]), body)
+            if at is not None:
+                scored.append((-at, i))
+        return [i for _, i in sorted(scored)]
+
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         key = self._key(request.method, str(request.url), await request.aread())
         matches = [
@@ -175,9 +228,12 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
             if self._key(e["request"]["method"], e["request"]["url"], e["request"]["body"]) == key
         ]
         if not matches:
+            matches = self._reasked(key, _json(key[2]))[:1]
+        if not matches:
             raise ConfigurationError(
                 f"this request is not in the cassette {self.path.name} ({len(self.entries)} recorded exchanges): "
-                "the prompt, history or options differ from the recording. Record it again with --record."
+                "the prompt, options or the conversation before it differ from the recording (--new starts "
+                "afresh); with a key, record it again with --record."
             )
         index = next((i for i in matches if i not in self._used), matches[-1])
         self._used.add(index)

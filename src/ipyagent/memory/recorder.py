@@ -196,6 +196,12 @@ class RunRecorder:
             store.add_node(run, "failure", turn=self.turn, failed=True, data={"error": event.error.to_dict(),
                                                                               "response": _response_meta(meta)})
 
+    def keep_transcript(self, doc: dict[str, Any]) -> None:
+        """Keep the transcript the cell showed (`core.transcript.Transcript` JSON), as a
+        ``transcript`` node: ``%agent replay`` shows it again as it was, figures and all."""
+        if self.run_id and self.error is None:
+            self._safe(lambda: self.store.add_node(self.run_id, "transcript", turn=self.turn or None, data=doc))
+
     def _partial(self) -> Message:
         return partial_message(self._deltas) or Message(role="assistant", metadata={"partial": True})
 
@@ -251,6 +257,13 @@ def _cost(result: Any) -> float | None:
         if isinstance(value, (int, float)):
             return float(value)
     return None
+
+
+def stored_transcript(nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The transcript JSON a run's cell showed (its ``transcript`` node), or None for a run
+    stored without one (a terminal run, or a store written before it was kept)."""
+    found = [n.get("data") for n in nodes if n["kind"] == "transcript" and n.get("data")]
+    return found[-1] if found else None
 
 
 def replay_events(nodes: list[dict[str, Any]]) -> list[Any]:

@@ -5,7 +5,7 @@ Two tables. ``runs``: one row per run (thread, provider, model, status
 ``running | ok | failed | interrupted``, usage, cost, timings, error, and the
 pid and host of the process writing it). ``nodes``: the run's pieces in order
 (``seq``), each with a ``kind`` (``request``, ``message``, ``tool_call``,
-``tool_result``, ``artifact``, ``failure``, ``notice``), ``partial`` and
+``tool_result``, ``artifact``, ``failure``, ``notice``, ``transcript``), ``partial`` and
 ``failed`` flags, provider, model, usage, timings, retry metadata and a JSON
 ``data`` payload. Nothing secret is stored: no request headers, and any
 secret passes the one redactor (`core.redact`).

@@ -632,14 +632,14 @@ class AgentMagics(Magics):
                 active.interrupted()
                 view.mark_interrupted()
                 if live is not None:
-                    live.finish(None)  # the partial run, marked interrupted
+                    active.keep_transcript(live.finish(None))  # the partial run, marked interrupted
                 raise
 
         def done(result: AgentResult) -> None:
             active.finish(result)
             code = self._next_cell(result, args.code)
             if live is not None:
-                live.finish(result, next_cell=code)
+                active.keep_transcript(live.finish(result, next_cell=code))
             self.last_result = result
             if args.out:
                 self.shell.user_ns[args.out] = result

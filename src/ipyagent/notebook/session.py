@@ -150,6 +150,12 @@ class ActiveRun:
             result.metadata["run_id"] = self.run_id
         return result
 
+    def keep_transcript(self, transcript: Any) -> None:
+        """Store the transcript the cell showed (a `Transcript`, or None), so ``%agent replay``
+        shows the same one."""
+        if transcript is not None and self.recorder is not None:
+            self.recorder.keep_transcript(transcript.to_json())
+
     def interrupted(self) -> None:
         """The run was cancelled: the partial turn joins the thread marked, and the store
         marks its streaming message partial and failed."""

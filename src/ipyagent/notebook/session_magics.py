@@ -43,7 +43,7 @@ from ..core import (
 from ..core.transcript import Transcript
 from ..memory.artifacts import describe_size
 from ..memory.conversation import DEFAULT_THREAD
-from ..memory.recorder import replay_events
+from ..memory.recorder import replay_events, stored_transcript
 from ..core.redact import redact, redact_data
 from ..memory.store import RunStore, StoreError, check_store_path
 from .redacted_io import redacted_output
@@ -417,46 +417,51 @@ class SessionMagics(Magics):
             run = store.run(self._run_id(run_id))
         except KeyError as exc:
             raise UsageError(f"%agent replay: {exc.args[0]}") from None
-        events = replay_events(store.nodes(run["id"]))
-        widgets = self.agent_magics._widgets()
-        view = make_view(f"{run['provider']}:{run['model']}", widgets=widgets)
+        nodes = store.nodes(run["id"])
         header = f"replay of run {run['id']} from the run store · thread {run['thread']!r} · {_when(run['started_at'])} · {run['status']}"
-        if widgets:
-            from IPython.display import HTML, display
-
-            display(HTML(f'<div class="ipyagent-footer">{escape(header)}</div>'))
-            feed = view.state.add  # no live frames: the transcript is shown once, at the end
-        else:
+        if not self.agent_magics._widgets():
             print(f"[{header}]")
-            feed = view.feed
+            self._replay_text(run, replay_events(nodes))
+            return
+        from IPython.display import HTML, display
+
+        display(HTML(f'<div class="ipyagent-footer">{escape(header)}</div>'))
+        # The transcript the cell showed, figures and all; rebuilt from the nodes for a run
+        # stored without one. Saved as a live run's is: a static transcript, not a widget.
+        doc = stored_transcript(nodes)
+        transcript = Transcript.from_json(doc) if doc is not None else self._rebuilt_transcript(run, replay_events(nodes))
+        data, metadata = bundle(transcript)
+        display(data, raw=True, metadata=metadata)
+
+    @staticmethod
+    def _rebuilt_transcript(run: dict[str, Any], events: list[Any]) -> Transcript:
+        """The transcript of a stored run without a ``transcript`` node, from its events: the
+        run's usage summed over its turns, the tool results as they were, the recorded time."""
+        runs = [e for e in events if e != "interrupted"]
+        completed = [e for e in runs if isinstance(e, ModelCompleted)]
+        last = completed[-1] if completed else None
+        stopped = "interrupted" in events or run["status"] in ("interrupted", "running")
+        result = SimpleNamespace(
+            provider=f"{run['provider']}:{run['model']}", message=last.message if last else None, messages=[],
+            usage=None, stop_reason=last.stop_reason if last else None, error=None, interrupted=stopped,
+            metadata=dict(last.metadata) if last else {})
+        prompt = run.get("prompt")
+        transcript = Transcript.from_result(result, events=runs, prompt=prompt, provider=result.provider,
+                                            elapsed_s=run.get("duration_s"))
+        draw_artifacts(transcript, runs)
+        return transcript
+
+    @staticmethod
+    def _replay_text(run: dict[str, Any], events: list[Any]) -> None:
+        """Print a stored run as the terminal view printed it."""
+        view = make_view(f"{run['provider']}:{run['model']}", widgets=False)
         duration = run.get("duration_s")
         for event in events:
             if event == "interrupted":
-                if widgets:
-                    view.state.interrupted = True
-                else:
-                    view.mark_interrupted()
+                view.mark_interrupted()
                 continue
-            feed(event)
+            view.feed(event)
             if duration is not None and isinstance(event, ModelStarted) and view.state.turn == 1:
                 view.state.started = time.monotonic() - duration  # the footer shows the recorded time
         if not view.state.finished:  # a process that died mid-run
-            if widgets:
-                view.state.interrupted = True
-            else:
-                view.mark_interrupted()
-        if widgets:
-            view.close()
-            # As for a live run: the saved notebook keeps a static transcript, not a widget
-            # that front ends without its state cannot draw.
-            runs = [e for e in events if e != "interrupted"]
-            completed = [e for e in runs if isinstance(e, ModelCompleted)]
-            last = completed[-1] if completed else None
-            result = SimpleNamespace(
-                provider=f"{run['provider']}:{run['model']}", message=last.message if last else None, messages=[],
-                usage=last.usage if last else None, stop_reason=last.stop_reason if last else None, error=None,
-                interrupted=view.state.interrupted, metadata=dict(last.metadata) if last else {})
-            transcript = Transcript.from_result(result, events=runs, provider=result.provider, elapsed_s=duration)
-            draw_artifacts(transcript, runs)
-            data, metadata = bundle(transcript)
-            display(data, raw=True, metadata=metadata)
+            view.mark_interrupted()
