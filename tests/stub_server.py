@@ -70,6 +70,7 @@ class StubServer:
         self.requests: list[dict[str, Any]] = []
         self.request_times: list[float] = []
         self.hangups: list[float] = []
+        self.pieces_sent = 0  # reply pieces written (a test can wait for a stream to be under way)
         self.connections = 0  # connections accepted
         self.closed_connections = 0  # connections the client (or we) closed
         self._served = 0
@@ -128,6 +129,7 @@ class StubServer:
                             return
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                         self.wfile.flush()
+                        server.pieces_sent += 1
                         if reply.delay:
                             time.sleep(reply.delay)
                     self.wfile.write(b"0\r\n\r\n")

@@ -21,7 +21,7 @@ from ipyagent import Agent, Comparison, acompare, compare
 from ipyagent.agent.compare import RunFigures, Stat
 from ipyagent.core import ModelStarted, TextDelta
 from ipyagent.drivers.registry import BUILTIN
-from ipyagent.notebook.compare_view import CompareWidgetView, table_html, table_text
+from ipyagent.notebook.compare_view import CompareWidgetView, cells_to_html, table_columns, table_rows, table_text
 from ipyagent.notebook.extension import await_agent_cells
 
 from .recordings import expected_from, status_type
@@ -140,7 +140,7 @@ def test_cost_comes_from_the_result_when_it_has_one() -> None:
     result = compare([Costly()], "x", runs=2)  # type: ignore[list-item]
     assert [f.cost for f in result.figures] == [0.0125, 0.0125]
     assert result.summary()[0]["cost"].median == 0.0125
-    assert "$0.0125" in table_html(result.providers, result.figures, 2)
+    assert "$0.0125" in table_text(result.providers, result.figures, 2)
 
 
 def test_bad_arguments() -> None:
@@ -174,14 +174,30 @@ def test_to_dataframe_gives_one_row_per_run(monkeypatch) -> None:
 def test_table_shows_median_and_range_and_escapes() -> None:
     figures = [RunFigures("a:b", 0, r, 0.1 * (r + 1), 1.0 + r, 10, 20 + r, stop_reason="end_turn") for r in range(3)]
     figures += [RunFigures("x:<script>", 1, 0, error_type="rate_limit", error="slow <b>down</b>")]
-    html = table_html(["a:b", "x:<script>"], figures, 3)
+    html = cells_to_html(table_columns(3), table_rows(["a:b", "x:<script>"], figures, 3))
     assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;down" in html
     assert "2.00 (1.00–3.00)" in html  # total: median (min–max)
     assert "0.20 (0.10–0.30)" in html
     assert "1 of 1 failed: rate_limit: slow" in html  # only one of its three runs has finished
-    assert "(1/3 runs)" in html and "(3 runs)" in html
+    assert "median (min–max) of 1/3 runs" in html and "median (min–max) of 3 runs" in html
     text = table_text(["a:b", "x:<script>"], figures, 3)
-    assert text.splitlines()[0].startswith("provider:model") and "rate_limit" in text.splitlines()[2]
+    assert text.splitlines()[0].startswith("provider:model") and "rate_limit" in text.splitlines()[5]
+
+
+def test_with_several_runs_the_table_has_each_run_under_its_median() -> None:
+    from ipyagent.notebook.compare_view import table_data
+
+    figures = [RunFigures("a:b", 0, r, 0.1 * (r + 1), 1.0 + r, 10, 20 + r, stop_reason="end_turn") for r in (2, 0, 1)]
+    figures += [RunFigures("c:d", 1, 0, error_type="rate_limit", error="slow down")]
+    table = table_data(["a:b", "c:d"], figures, 3)
+    assert table.row_runs == [[0, None], [0, 0], [0, 1], [0, 2], [1, None], [1, 0]]
+    first, *runs, other, other_run = table.rows
+    assert first[:3] == ["a:b · median (min–max) of 3 runs", "0.20 (0.10–0.30)", "2.00 (1.00–3.00)"]  # the median (min–max)
+    assert [r[:3] for r in runs] == [["run 1", "0.10", "1.00"], ["run 2", "0.20", "2.00"], ["run 3", "0.30", "3.00"]]
+    assert [r[4] for r in runs] == ["20", "21", "22"]
+    assert other_run[0] == "run 1" and other_run[-1] == "rate_limit: slow down"
+    one = table_data(["a:b"], figures[:1], 1)  # one run: one row per provider, nothing more
+    assert one.row_runs == [[0, None]] and len(one.rows) == 1
 
 
 def test_widget_view_fills_the_table_and_marks_interrupted() -> None:
@@ -210,9 +226,9 @@ def test_widget_view_fills_the_table_and_marks_interrupted() -> None:
     exp = expected_from(TEXT)
     assert view.views[0].state.text == exp.text and view.views[0].state.done is not None
     assert view.views[1].state.interrupted and 0 < len(view.views[1].state.text) < len(exp.text)
-    rows = re.findall(r"<tr><td>(.*?)</td>.*?</tr>", view.table.value)
-    assert rows == ["openai:quick", "openai:slow"]
-    assert f"<td>{exp.usage['completion_tokens']}</td>" in view.table.value
+    assert [row[0] for row in view.table.rows] == ["openai:quick", "openai:slow"]
+    assert view.table.rows[0][4] == str(exp.usage["completion_tokens"])
+    assert view.table.rows[1][-1] == "cancelled: interrupted"  # the stopped run is in the table too
 
 
 # -- the magic in terminal IPython ---------------------------------------------------------------
@@ -373,3 +389,71 @@ def test_provider_aliases_work_in_compare(ip, monkeypatch, capsys) -> None:
         cmp = ip.user_ns["cmp"]
     assert list(cmp.results) == ["openai:small", "openai:big"]
     assert sorted(r["body"]["model"] for r in server.requests) == ["big", "small"]
+
+
+# -- one source of figures; a stopped comparison keeps what it had --------------------------------
+
+
+class _DriverTimed:
+    """An agent whose run arrives at once but whose driver measured ttft 0.5 s and 0.9 s in all
+    (as a real driver does, from the request sent): the table must show those, not its own clock."""
+
+    provider = "fake:timed"
+
+    def __init__(self) -> None:
+        self.messages: list = []
+        self.results: list = []
+
+    async def arun(self, prompt, options, *, on_event):
+        from ipyagent.agent.result import AgentResult
+        from ipyagent.core import Message, ModelCompleted, StopReason, TextBlock, Usage
+
+        meta = {"ttft_s": 0.5, "latency_s": 0.9}
+        message = Message(role="assistant", content=[TextBlock(text="hi there")])
+        usage, stop = Usage(input_tokens=3, output_tokens=2), StopReason(kind="end_turn")
+        on_event(ModelStarted("fake", "timed"))
+        on_event(TextDelta(0, "hi there"))
+        on_event(ModelCompleted(message, usage, stop, metadata=meta))
+        return AgentResult("fake:timed", message, usage=usage, stop_reason=stop, metadata=meta,
+                           messages=[Message(role="user", content=[TextBlock(text=prompt)]), message])
+
+
+def test_table_and_pane_footer_read_the_same_recorded_figures() -> None:
+    from ipyagent.notebook.compare_view import table_rows
+    from ipyagent.notebook.transcript_render import footer_figures
+
+    cmp = compare([_DriverTimed()], "hi")
+    (fig,) = cmp.figures
+    assert (fig.ttft_s, fig.total_s) == (0.5, 0.9)  # the driver's figures, not the time the fake took
+    assert fig.tokens_per_s == pytest.approx(2 / 0.4)
+    footer = footer_figures(fig.transcript)
+    (row,) = table_rows(cmp.providers, cmp.figures, 1)
+    assert f"first token {row[1]} s" in footer and f"total {row[2]} s" in footer
+    assert row[1:3] == ["0.50", "0.90"]
+
+
+def test_a_stopped_comparison_keeps_finished_and_partial_runs() -> None:
+    with StubServer(Reply.sse_file(TEXT)) as quick_server, StubServer(Reply.sse_file(TEXT, delay=0.3)) as slow_server:
+        quick = Agent("openai:quick", base_url=quick_server.url)
+        slow = Agent("openai:slow", base_url=slow_server.url)
+        stopped: list[Comparison] = []
+        seen: list[str] = []
+
+        async def main() -> None:
+            task = asyncio.ensure_future(acompare([quick, slow], "hi", on_stop=stopped.append,
+                                                  on_event=lambda i, r, e: seen.append(getattr(e, "text", "")) if i else None))
+            while not (stopped or (len([s for s in seen if s]) >= 2 and quick.results)):
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+    (cmp,) = stopped
+    exp = expected_from(TEXT)
+    assert cmp.interrupted and "interrupted" in repr(cmp)
+    done, cut = sorted(cmp.figures, key=lambda f: f.index)
+    assert done.ok and done.transcript.status == "completed" and done.transcript.text == exp.text
+    assert cut.error_type == "cancelled" and cut.transcript.status == "interrupted"
+    assert 0 < len(cut.transcript.text) < len(exp.text) and exp.text.startswith(cut.transcript.text)
+    assert cut.ttft_s is not None  # a stopped run keeps its first-token time

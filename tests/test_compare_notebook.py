@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from ipyagent.notebook.render import markdown_to_html
 
 from .kernels import lab_like_client, widget_state_left
-from .recordings import status_type
+from .recordings import expected_from, status_type
 from .stub_server import FIXTURES, Reply, StubServer
 
 pytestmark = pytest.mark.notebook
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.notebook
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "notebooks" / "compare.ipynb"
 AUTH_401 = FIXTURES / "anthropic" / "error-401-authentication.json"
+TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
 
 
 def _cassette_body(provider: str) -> str:
@@ -76,7 +78,7 @@ def _rows(table: str) -> dict[str, list[str]]:
     rows = {}
     for tr in re.findall(r"<tr>(<td>.*?)</tr>", table, re.S):
         cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)]
-        rows[cells[0].split(" (")[0]] = cells
+        rows[re.split(r" \(| · ", cells[0])[0]] = cells
     return rows
 
 
@@ -132,7 +134,7 @@ def test_compare_notebook_with_a_failing_provider(monkeypatch):
     panes, table = _compare_view(nb, runs3)
     rows = _rows(table)
     assert all(re.sub(r"<[^>]+>", "", title).endswith("run 3 of 3") for title, _, _ in panes)
-    assert rows["anthropic:claude-sonnet-4-5"][0].endswith("(3 runs)")
+    assert rows["anthropic:claude-sonnet-4-5"][0].endswith(" · median (min–max) of 3 runs")
     assert rows["anthropic:claude-sonnet-4-5"][-1].startswith(f"3 of 3 failed: {status_type(401)}: ")
     for provider in ("openai", "gemini"):
         _, tokens_in, tokens_out = _expected(provider)
@@ -140,33 +142,139 @@ def test_compare_notebook_with_a_failing_provider(monkeypatch):
         assert re.fullmatch(r"\d+\.\d\d( \(\d+\.\d\d–\d+\.\d\d\))?", rows[ids[provider]][2])
 
 
-def test_kernel_interrupt_stops_every_provider(monkeypatch):
-    """A %%compare cell awaits in the kernel: an interrupt cancels every stream and closes every connection."""
+@contextmanager
+def _two_providers(monkeypatch, first_delay: float, second_delay: float):
+    """A kernel with ipyagent loaded and two providers on their own servers, both sending the
+    recorded text: ``openai:quick`` a piece every `first_delay` s, the alias ``slow`` every
+    `second_delay` s. Yields (kernel manager, client, (quick server, slow server))."""
     from jupyter_client.manager import start_new_kernel
 
     from .kernels import wait_reply
 
-    path = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
-    with StubServer(Reply.sse_file(path, delay=0.2)) as slow_a, StubServer(Reply.sse_file(path, delay=0.3)) as slow_b:
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-interrupt")
+    with StubServer(Reply.sse_file(TEXT, delay=first_delay)) as quick, \
+            StubServer(Reply.sse_file(TEXT, delay=second_delay)) as slow:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-compare-kernel")
         km, kc = start_new_kernel(kernel_name="python3")
         try:
-            reply, _ = wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:a --base-url {slow_a.url}/v1\n"
-                                                 f"%provider --alias b openai:b --base-url {slow_b.url}/v1"), 30)
+            reply, _ = wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:quick --base-url {quick.url}/v1\n"
+                                                 f"%provider --alias slow openai:slow --base-url {slow.url}/v1"), 30)
             assert reply["content"]["status"] == "ok", reply["content"]
-            msg_id = kc.execute("%%compare openai:a b -o cmp\nWhat is the weather?")
-            deadline = time.monotonic() + 15
-            while not (slow_a.requests and slow_b.requests) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(0.8)  # a few slow pieces have gone out to both panes
-            km.interrupt_kernel()
-            reply, iopub = wait_reply(kc, msg_id, 20)
-            assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "RunStopped"
-            assert not [m for m in iopub if m["msg_type"] in ("error", "stream")], "a traceback was printed"
-            deadline = time.monotonic() + 3
-            while not (slow_a.hangups and slow_b.hangups) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert slow_a.hangups and slow_b.hangups, "a provider's connection stayed open"
+            yield km, kc, (quick, slow)
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
+
+
+def _wait_for_hangups(*servers: StubServer) -> None:
+    deadline = time.monotonic() + 3  # a server sees it when it writes its next piece
+    while not all(s.hangups for s in servers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(s.hangups for s in servers), "a provider's connection stayed open"
+
+
+def test_kernel_interrupt_stops_every_provider(monkeypatch):
+    """A %%compare cell awaits in the kernel: an interrupt cancels every stream and closes every connection."""
+    from .kernels import wait_reply
+
+    with _two_providers(monkeypatch, 0.2, 0.3) as (km, kc, servers):
+        msg_id = kc.execute("%%compare openai:quick slow -o cmp\nWhat is the weather?")
+        deadline = time.monotonic() + 15
+        while not all(s.pieces_sent >= 3 for s in servers) and time.monotonic() < deadline:
+            time.sleep(0.02)  # a few slow pieces have gone out to both panes
+        km.interrupt_kernel()
+        reply, iopub = wait_reply(kc, msg_id, 20)
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "RunStopped"
+        assert not [m for m in iopub if m["msg_type"] in ("error", "stream")], "a traceback was printed"
+        _wait_for_hangups(*servers)
+
+
+def test_a_stopped_comparison_is_saved_and_bound(monkeypatch):
+    """Interrupting a one-prompt %%compare keeps a record: the finished provider complete, the
+    stopped one's partial answer marked interrupted, both in the output that replaces the live
+    panes (what a reopened notebook shows), and -o bound."""
+    import queue
+
+    from .kernels import wait_reply
+
+    with _two_providers(monkeypatch, 0, 0.25) as (km, kc, (_, slow)):
+        msg_id = kc.execute("%%compare openai:quick slow -o cmp\nWhat is the weather?")
+        deadline = time.monotonic() + 15
+        while slow.pieces_sent < 4 and time.monotonic() < deadline:  # the role piece, then some text
+            time.sleep(0.02)
+        km.interrupt_kernel()
+        reply, iopub = wait_reply(kc, msg_id, 20)
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "RunStopped"
+        assert not [m for m in iopub if m["msg_type"] in ("error", "stream")], "a traceback was printed"
+        _wait_for_hangups(slow)
+        while True:  # the saved record may be published from ipyagent's loop thread
+            try:
+                iopub.append(kc.get_iopub_msg(timeout=0.5))
+            except queue.Empty:
+                break
+        saved = [m["content"] for m in iopub if m["msg_type"] in ("update_display_data", "display_data")
+                 and "application/vnd.ipyagent.comparison+json" in m["content"]["data"]]
+        assert saved, "no comparison replaced the live panes"
+        record = saved[-1]["data"]["application/vnd.ipyagent.comparison+json"]
+        reply, iopub = wait_reply(kc, kc.execute(
+            "import json; print(json.dumps([cmp.interrupted, [(f.index, f.error_type, f.transcript.text) for f in cmp.figures]]))"), 20)
+        printed = "".join(m["content"]["text"] for m in iopub if m["msg_type"] == "stream")
+    text = expected_from(TEXT).text
+    assert record["interrupted"] is True
+    entries = {e["index"]: e["transcript"] for e in record["entries"]}
+    assert entries[0]["status"] == "completed"
+    assert "".join(p["text"] for m in entries[0]["messages"] if m["role"] == "assistant" for p in m["parts"]) == text
+    assert entries[1]["status"] == "interrupted"
+    partial = "".join(p["text"] for m in entries[1]["messages"] if m["role"] == "assistant" for p in m["parts"])
+    assert partial and text.startswith(partial) and len(partial) < len(text)
+    html = saved[-1]["data"]["text/html"]
+    assert "interrupted" in html and partial.split()[0] in html
+    interrupted, figures = json.loads(printed)
+    assert interrupted is True
+    assert sorted(map(tuple, figures)) == [(0, None, text), (1, "cancelled", partial)]
+
+
+def test_one_widget_per_compare_cell_whose_panes_and_table_read_the_same_figures(monkeypatch):
+    """%%compare shows ONE widget for the whole cell (its front end's ES module sent once, not once
+    per provider); a front end that says hello gets the layout, each run's messages tagged with its
+    key, each finished run's transcript and the table; the pane's footer figures equal its table row."""
+    import queue
+
+    from ipyagent.core.transcript import Transcript
+    from ipyagent.notebook.transcript_render import footer_figures
+
+    with _two_providers(monkeypatch, 0, 0.02) as (km, kc, _):
+        msg_id = kc.execute("%%compare openai:quick slow --runs 2\nWhat is the weather?")
+        opened, custom, idle = [], [], False
+        deadline = time.monotonic() + 30
+        while not idle and time.monotonic() < deadline:
+            try:
+                msg = kc.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                continue
+            content = msg["content"]
+            if msg["msg_type"] == "comm_open":
+                opened.append(content)
+                if "_esm" in content["data"].get("state", {}):  # the front end loads and says hello
+                    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": content["comm_id"], "data": {
+                        "method": "custom", "content": {"type": "hello"}}}))
+            elif msg["msg_type"] == "comm_msg" and content["data"].get("method") == "custom":
+                custom.append(content["data"]["content"])
+            idle = (msg["msg_type"] == "status" and content["execution_state"] == "idle"
+                    and msg["parent_header"].get("msg_id") == msg_id)
+    assert idle, "the cell did not finish"
+    assert len([o for o in opened if "_esm" in o["data"].get("state", {})]) == 1  # one front end for 2 providers x 2 runs
+    assert custom[0]["type"] == "compare" and custom[0]["panes"] == [
+        {"title": "openai:quick", "resolved": "openai:quick"}, {"title": "slow", "resolved": "openai:slow"}]
+    run_ends = {m["key"]: m["doc"] for m in custom if m["type"] == "end" and "key" in m}
+    assert sorted(run_ends) == ["0/0", "0/1", "1/0", "1/1"]
+    assert {m["key"] for m in custom if m["type"] in ("snapshot", "ops")} <= set(run_ends)
+    table = [m["table"] for m in custom if m["type"] == "table"][-1]
+    (record,) = [m["doc"] for m in custom if m["type"] == "end" and "key" not in m]
+    assert record["table"] == table  # the live table is the saved one
+    for key, row in zip(table["row_runs"], table["rows"]):
+        if key[1] is None:
+            continue
+        footer = " · ".join(footer_figures(Transcript.from_json(run_ends[f"{key[0]}/{key[1]}"])))
+        assert f"first token {row[1]} s" in footer and f"total {row[2]} s" in footer, (row, footer)
+        saved = [e["transcript"] for e in record["entries"] if [e["index"], e["run"]] == key]
+        assert saved == [run_ends[f"{key[0]}/{key[1]}"]]  # the pane live and saved: one transcript

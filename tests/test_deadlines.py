@@ -324,6 +324,4 @@ def test_compare_panes_are_titled_as_typed_with_the_resolved_id_under():
     from ipyagent.notebook.compare_view import CompareWidgetView
 
     view = CompareWidgetView(["fast", "openai:m"], 1, ["openai:m", "openai:m"])
-    assert [t.value for t in view.titles] == [
-        '<div class="ipyagent-pane-title">fast</div><div class="ipyagent-footer">openai:m</div>',
-        '<div class="ipyagent-pane-title">openai:m</div>']
+    assert view.pane_titles() == [{"title": "fast", "resolved": "openai:m"}, {"title": "openai:m", "resolved": "openai:m"}]

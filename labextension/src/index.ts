@@ -19,7 +19,8 @@ import { Widget } from '@lumino/widgets';
 
 import { renderEvaluation } from './evaluation';
 import { renderNextCell } from './next_cell';
-import { renderComparison, renderTranscript } from './transcript';
+import { renderComparison } from './compare';
+import { renderTranscript } from './transcript';
 
 /** The MIME type of a transcript. */
 export const MIME_TYPE = 'application/vnd.ipyagent.transcript+json';

@@ -16,12 +16,14 @@
  * frame, and a frame re-renders only the Markdown tail that changed.
  */
 
+import { CompareDoc, CompareLiveView } from './compare_live';
 import { MarkdownStream } from './markdown';
 import { artifactNode, el, footerNode, renderTranscript, toolCard } from './transcript';
 
 type Json = { [key: string]: any };
 
 interface AnyModel {
+  get(name: string): any;
   on(name: string, callback: (...args: any[]) => void): void;
   off(name: string, callback: (...args: any[]) => void): void;
   send(content: Json): void;
@@ -290,15 +292,17 @@ export class LiveView {
   }
 }
 
-const docs = new WeakMap<object, LiveDoc>();
+const docs = new WeakMap<object, LiveDoc | CompareDoc>();
 
-function docOf(model: AnyModel): LiveDoc {
+/** The model's document: a run's, or a whole %%compare cell's (its `kind` trait is "compare"). */
+function docOf(model: AnyModel): LiveDoc | CompareDoc {
   let doc = docs.get(model);
   if (!doc) {
-    doc = new LiveDoc();
-    docs.set(model, doc);
-    model.on('msg:custom', (msg: Json) => doc!.receive(msg));
+    const made = model.get('kind') === 'compare' ? new CompareDoc() : new LiveDoc();
+    docs.set(model, made);
+    model.on('msg:custom', (msg: Json) => made.receive(msg));
     model.send({ type: 'hello' });
+    doc = made;
   }
   return doc;
 }
@@ -308,7 +312,8 @@ export default {
     docOf(model);
   },
   render({ model, el }: { model: AnyModel; el: HTMLElement }): () => void {
-    const view = new LiveView(el, docOf(model));
+    const doc = docOf(model);
+    const view = doc instanceof CompareDoc ? new CompareLiveView(el, doc) : new LiveView(el, doc);
     return () => view.dispose();
   }
 };

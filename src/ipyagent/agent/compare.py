@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from ..core import DeltaMessage, Event, ProviderError
+from ..core import Event, ModelStarted, ProviderError
+from ..core.transcript import Timings, Transcript, TranscriptError
 from .agent import Agent, AgentResult
 from .images import image_blocks
 from .loop_thread import run_in_background, run_sync
@@ -52,18 +53,22 @@ class RunFigures:
         provider: the agent's ``provider:model`` (or the id it was asked for).
         index: the provider's position in the comparison.
         run: 0-based run number of this provider.
-        ttft_s: seconds from the start of the run to its first streamed delta
-            (text, reasoning or tool call); None when nothing streamed.
-        total_s: seconds from the start to the end of the run (tool turns included).
+        ttft_s: seconds from the first request to its first streamed delta (text, reasoning
+            or tool call), as the driver measured it; None when nothing streamed.
+        total_s: seconds the run took (a one-turn run: the driver's own figure; with tool
+            turns: from the first request to the end).
         input_tokens, output_tokens: billed by the provider, summed over the run's model turns.
         tokens_per_s: output tokens per second of streaming, i.e.
             ``output_tokens / (total_s - ttft_s)``; None when that is undefined.
-        cost: the run's cost (USD) when the result knows it (`AgentResult.cost`), else None.
+        cost: the run's cost (USD) when it is known, else None.
         stop_reason: why the model stopped (``end_turn``, ``max_tokens``, ...); None on failure.
         error_type: `ProviderError.type` (``authentication``, ``rate_limit``, ...), or the
             exception's class name for any other failure; None when the run succeeded.
         error: the error message (safe to show: drivers redact keys), None on success.
         result: the `AgentResult`, None when the agent could not even be built.
+        transcript: the run as a `core.transcript.Transcript`: the one record of its figures
+            (the times, tokens and cost above are read from it, so a pane's footer and the
+            table agree), and what a notebook saves.
     """
 
     provider: str
@@ -78,7 +83,8 @@ class RunFigures:
     stop_reason: str | None = None
     error_type: str | None = None
     error: str | None = None
-    result: AgentResult | None = None
+    result: AgentResult | None = field(default=None, repr=False)
+    transcript: Transcript | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -111,6 +117,8 @@ class Comparison:
         figures: one `RunFigures` per run.
         prompt: the prompt sent to every provider.
         wall_s: seconds the whole comparison took (about the slowest provider's time).
+        interrupted: True when it was stopped (a kernel interrupt): `figures` holds the runs
+            that had finished and, marked ``cancelled``, the ones stopped midway.
     """
 
     providers: list[str]
@@ -118,6 +126,7 @@ class Comparison:
     figures: list[RunFigures] = field(default_factory=list)
     wall_s: float = 0.0
     prompt: str | None = None
+    interrupted: bool = False
 
     @property
     def results(self) -> dict[str, list[AgentResult | None]]:
@@ -150,8 +159,9 @@ class Comparison:
 
     def __repr__(self) -> str:
         failed = sum(not f.ok for f in self.figures)
+        stopped = ", interrupted" if self.interrupted else ""
         return (f"<Comparison {len(self.providers)} providers x {self.runs} run{'s' if self.runs > 1 else ''}: "
-                f"{len(self.figures) - failed} ok, {failed} failed, wall {self.wall_s:.2f} s>")
+                f"{len(self.figures) - failed} ok, {failed} failed, wall {self.wall_s:.2f} s{stopped}>")
 
 
 def dataframe(records: list[dict[str, Any]]) -> Any:
@@ -195,17 +205,14 @@ def summarize(providers: Sequence[str], figures: Sequence[RunFigures]) -> list[d
     return rows
 
 
-def _figures(provider: str, index: int, run: int, started: float, first: float | None,
+def _figures(provider: str, index: int, run: int, elapsed: float, events: list[Event], prompt: str,
              result: AgentResult | None, exc: BaseException | None) -> RunFigures:
-    ended = time.monotonic()
-    fig = RunFigures(provider, index, run, total_s=ended - started, result=result)
-    if first is not None:
-        fig.ttft_s = first - started
+    """One run's figures, read from its transcript (built here, once, from the result and the
+    events: the same record a pane draws), `elapsed` seconds from its first request."""
+    fig = RunFigures(provider, index, run, result=result)
     if result is not None:
         fig.provider = result.provider
-        fig.input_tokens, fig.output_tokens = result.usage.input_tokens, result.usage.output_tokens
-        fig.cost = getattr(result, "cost", None)
-        fig.stop_reason = str(result.stop_reason) if result.stop_reason is not None else None
+        transcript = Transcript.from_result(result, events=events, prompt=prompt, elapsed_s=elapsed)
         if result.error is not None:
             fig.error_type, fig.error = result.error.type, result.error.message
         elif result.interrupted:
@@ -213,7 +220,15 @@ def _figures(provider: str, index: int, run: int, started: float, first: float |
     if exc is not None:
         fig.error_type = exc.type if isinstance(exc, ProviderError) else type(exc).__name__
         fig.error = str(exc) or type(exc).__name__
-    if fig.ok and fig.ttft_s is not None and fig.total_s > fig.ttft_s and fig.output_tokens:
+    if result is None or exc is not None:
+        transcript = Transcript(provider=fig.provider, status="failed", timings=Timings(total_s=round(elapsed, 4)),
+                                error=TranscriptError(type=str(fig.error_type or "error"), message=fig.error or "the run failed"))
+    fig.transcript = transcript
+    fig.ttft_s, fig.total_s = transcript.timings.first_token_s, transcript.timings.total_s
+    fig.input_tokens, fig.output_tokens = transcript.usage.input_tokens, transcript.usage.output_tokens
+    fig.cost = transcript.cost.total_usd if transcript.cost is not None else None
+    fig.stop_reason = transcript.stop_reason if result is not None and exc is None else None
+    if fig.ok and fig.ttft_s is not None and fig.total_s is not None and fig.total_s > fig.ttft_s and fig.output_tokens:
         fig.tokens_per_s = fig.output_tokens / (fig.total_s - fig.ttft_s)
     return fig
 
@@ -226,6 +241,7 @@ async def _compare(
     on_start: Callable[[int, int], Any] | None,
     on_event: Callable[[int, int, Event], Any] | None,
     on_finish: Callable[[RunFigures], Any] | None,
+    on_stop: Callable[[Comparison], Any] | None,
     run_options: RunOptions,
 ) -> Comparison:
     ids = [e if isinstance(e, str) else e.provider for e in entries]
@@ -244,32 +260,44 @@ async def _compare(
             for run in range(runs):
                 if on_start is not None:
                     on_start(index, run)
-                record(_figures(ids[index], index, run, time.monotonic(), None, None, exc))
+                record(_figures(ids[index], index, run, 0.0, [], prompt, None, exc))
             return
         options = run_options if run_options.history is not None else replace(run_options, history=list(agent.messages))
         for run in range(runs):
             if on_start is not None:
                 on_start(index, run)
-            t0 = time.monotonic()
-            first: list[float] = []
+            began = [time.monotonic()]  # then the first request's time (as the %%agent footer counts)
+            events: list[Event] = []
 
             def seen(event: Event, run: int = run) -> None:
-                if not first and isinstance(event, DeltaMessage):
-                    first.append(time.monotonic())
+                if isinstance(event, ModelStarted) and not any(isinstance(e, ModelStarted) for e in events):
+                    began[0] = time.monotonic()
+                events.append(event)
                 if on_event is not None:
                     on_event(index, run, event)
 
             result, error = None, None
+            results = getattr(agent, "results", [])  # Agent keeps a stopped run's result there
+            before = len(results)
             try:
                 result = await agent.arun(prompt, options, on_event=seen)
+            except asyncio.CancelledError:  # stopped: the run as it stood is kept, marked interrupted
+                stopped = results[-1] if len(results) > before else None
+                record(_figures(agent.provider, index, run, time.monotonic() - began[0], events, prompt, stopped,
+                                None if stopped is not None else ProviderError("cancelled", "interrupted")))
+                raise
             except Exception as exc:  # e.g. a capability check failing before sending
                 error = exc
-            record(_figures(agent.provider, index, run, t0, first[0] if first else None, result, error))
+            record(_figures(agent.provider, index, run, time.monotonic() - began[0], events, prompt, result, error))
 
     try:
         await asyncio.gather(*(one_provider(i, e) for i, e in enumerate(entries)))
-    finally:
-        comparison.wall_s = time.monotonic() - started
+    except asyncio.CancelledError:
+        comparison.interrupted, comparison.wall_s = True, time.monotonic() - started
+        if on_stop is not None:
+            on_stop(comparison)
+        raise
+    comparison.wall_s = time.monotonic() - started
     return comparison
 
 
@@ -282,6 +310,7 @@ async def acompare(
     on_start: Callable[[int, int], Any] | None = None,
     on_event: Callable[[int, int, Event], Any] | None = None,
     on_finish: Callable[[RunFigures], Any] | None = None,
+    on_stop: Callable[[Comparison], Any] | None = None,
     options: RunOptions | None = None,
     output_schema: Any = None,
     output_strategy: str | None = None,
@@ -304,6 +333,9 @@ async def acompare(
         on_start(index, run), on_event(index, run, event), on_finish(figures): called on
             ipyagent's background loop when a run starts, for each of its events, and
             when it ends (``index``: the entry's position).
+        on_stop(comparison): called when the comparison is cancelled (a kernel interrupt),
+            before `asyncio.CancelledError` goes on, with what it had: the finished runs and
+            the stopped ones (``cancelled``, their partial text kept), ``interrupted`` True.
         options: the `RunOptions` of every run (its `history` is each agent's conversation).
         output_schema, output_strategy, images, settings: as for `Agent.arun`, the same for
             every run (`ModelSettings`: each provider gets them under its own wire names).
@@ -325,7 +357,7 @@ async def acompare(
     blocks = image_blocks(images) if images is not None else None
     options = (options or RunOptions()).merged(output_schema=output_schema, output_strategy=output_strategy, images=blocks,
                                                 settings=settings, timeout=timeout)
-    return await run_in_background(_compare(list(entries), prompt, runs, make, on_start, on_event, on_finish, options))
+    return await run_in_background(_compare(list(entries), prompt, runs, make, on_start, on_event, on_finish, on_stop, options))
 
 
 def compare(entries: Sequence[Agent | str], prompt: str, **options: Any) -> Comparison:

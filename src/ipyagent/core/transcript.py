@@ -315,10 +315,13 @@ class ComparisonEntry(_Model):
 
 
 class ComparisonTable(_Model):
-    """The figures table of a comparison as shown: column titles and one row of cell texts per provider."""
+    """The figures table of a comparison as shown: column titles and rows of cell texts (per
+    provider its median row, then with several runs one row per run); `row_runs` gives each
+    row's ``[provider index, run]``, run None for a provider's row (empty in older records)."""
 
     columns: list[str] = Field(default_factory=list)
     rows: list[list[str]] = Field(default_factory=list)
+    row_runs: list[list[int | None]] = Field(default_factory=list)
 
 
 class ComparisonRecord(_Model):
@@ -335,27 +338,36 @@ class ComparisonRecord(_Model):
     wall_s: float | None = None
     entries: list[ComparisonEntry] = Field(default_factory=list)
     table: ComparisonTable | None = None
+    #: The panes' titles as the user typed them (aliases), when they differ from `providers`.
+    titles: list[str] | None = None
+    #: True when the comparison was stopped: finished runs are complete, stopped ones partial.
+    interrupted: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
     @classmethod
-    def from_comparison(cls, comparison: Any, *, prompt: str | None = None,
-                        table: ComparisonTable | None = None) -> "ComparisonRecord":
+    def from_comparison(cls, comparison: Any, *, prompt: str | None = None, table: ComparisonTable | None = None,
+                        titles: list[str] | None = None) -> "ComparisonRecord":
         """Build from an `agent.compare.Comparison` (read by attribute: ``providers``, ``runs``,
-        ``wall_s``, ``figures`` with ``index``, ``run``, ``provider``, ``result``, ``error_type``,
-        ``error``). A run whose agent could not be built becomes a failed transcript."""
+        ``wall_s``, ``interrupted``, ``figures`` with ``index``, ``run``, ``provider``, ``transcript``
+        (else ``result``), ``error_type``, ``error``). A run whose agent could not be built becomes
+        a failed transcript."""
         entries = []
         for fig in sorted(getattr(comparison, "figures", []), key=lambda f: (f.index, f.run)):
             result = getattr(fig, "result", None)
-            if result is not None:
+            if isinstance(getattr(fig, "transcript", None), Transcript):  # the run's record, as its figures were read
+                transcript = fig.transcript.model_copy()
+            elif result is not None:
                 transcript = Transcript.from_result(result, prompt=prompt)
             else:
                 transcript = Transcript(provider=str(fig.provider), status="failed", error=TranscriptError(
                     type=str(getattr(fig, "error_type", None) or "error"), message=str(getattr(fig, "error", None) or "the run failed")))
             entries.append(ComparisonEntry(index=fig.index, run=fig.run, transcript=transcript))
         return cls(providers=[str(p) for p in getattr(comparison, "providers", [])], runs=int(getattr(comparison, "runs", 1) or 1),
-                   wall_s=_round(getattr(comparison, "wall_s", None)), entries=entries, table=table)
+                   wall_s=_round(getattr(comparison, "wall_s", None)), entries=entries, table=table,
+                   titles=titles if titles and titles != list(getattr(comparison, "providers", [])) else None,
+                   interrupted=bool(getattr(comparison, "interrupted", False)))
 
 
 # -- building helpers ------------------------------------------------------------------

@@ -8,7 +8,6 @@ and draws the panes and the table (`compare_view`).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import inspect
 import re
 from typing import Any
@@ -76,7 +75,7 @@ class CompareMagics(Magics):
 
     @magic_arguments(name="%compare")  # usage lines say %%compare
     @argument("providers", nargs="+", metavar="ID", help="PROVIDER:MODEL ids (or %%provider aliases) to compare")
-    @argument("--runs", type=int, default=1, help="runs per provider; the table shows median (min–max) (default 1)")
+    @argument("--runs", type=int, default=1, help="runs per provider, selectable in each pane; the table shows each run and the median (min–max) (default 1)")
     @argument("--schema", metavar="MODEL", help="structured output: a pydantic model (or JSON Schema dict) in your namespace")
     @argument("--strategy", choices=("native", "tool", "rule"), help="how to ask for --schema (default: the provider's best)")
     @argument("--image", action="append", metavar="PATH_OR_VAR", help="add an image to the prompt (repeatable)")
@@ -171,23 +170,10 @@ class CompareMagics(Magics):
         def failed(provider_id: str) -> Agent:
             raise failures[provider_id]
 
-        async def compared() -> Comparison:
-            try:
-                return await acompare(entries, prompt, runs=runs, factory=failed, on_start=view.start,
-                                      on_event=view.feed, on_finish=view.finish, options=run_options)
-            except asyncio.CancelledError:
-                view.mark_interrupted()
-                raise
-            finally:
-                for agent in built:
-                    try:
-                        await agent.aclose()
-                    except Exception:  # noqa: BLE001 - closing must not hide the results
-                        pass
-
-        def done(comparison: Comparison) -> None:
+        def saved(comparison: Comparison) -> None:
+            """The comparison replaces the live panes (a stopped one too: what each provider had)."""
             if display_id is not None:
-                finish_comparison(display_id, comparison, prompt=prompt, view=view)
+                finish_comparison(display_id, comparison, prompt=prompt, view=view, titles=providers)
                 view.close()  # no widget state is left for a finished comparison
             if isinstance(view, CompareTextView):
                 view.show_table()
@@ -195,4 +181,19 @@ class CompareMagics(Magics):
             if out:
                 self.shell.user_ns[out] = comparison
 
-        return run_cell(compared(), done, await_in_kernel=await_in_kernel)
+        def stopped(comparison: Comparison) -> None:
+            view.mark_interrupted()
+            saved(comparison)
+
+        async def compared() -> Comparison:
+            try:
+                return await acompare(entries, prompt, runs=runs, factory=failed, on_start=view.start,
+                                      on_event=view.feed, on_finish=view.finish, on_stop=stopped, options=run_options)
+            finally:
+                for agent in built:
+                    try:
+                        await agent.aclose()
+                    except Exception:  # noqa: BLE001 - closing must not hide the results
+                        pass
+
+        return run_cell(compared(), saved, await_in_kernel=await_in_kernel)

@@ -8,21 +8,15 @@ Every method is called on ipyagent's background loop (the callbacks of
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Any, TextIO
 
-from ..agent.compare import COLUMNS, RunFigures, Stat, summarize
+from ..agent.compare import COLUMNS, NUMERIC, RunFigures, Stat, summarize
 from ..core import Event, Message, ModelFailed, ProviderError, ToolAction
-from ..core.redact import redact
+from ..core.redact import redact, redact_data
+from ..core.transcript import ComparisonTable
 from .render import escape
 from .view import RunState, TextView, WidgetView
-
-TABLE_STYLE = """<style>
-.ipyagent-compare-table{border-collapse:collapse;margin-top:6px;font-size:var(--jp-ui-font-size1,13px)}
-.ipyagent-compare-table th,.ipyagent-compare-table td{border:1px solid var(--jp-border-color2,#ddd);padding:2px 8px;text-align:right}
-.ipyagent-compare-table td:first-child,.ipyagent-compare-table td:last-child,.ipyagent-compare-table th{text-align:left}
-.ipyagent-compare-table .ipyagent-error{border-left:none;padding-left:8px}
-.ipyagent-pane-title{font-weight:bold}
-</style>"""
 
 _DECIMALS = {"ttft_s": 2, "total_s": 2, "input_tokens": 0, "output_tokens": 0, "tokens_per_s": 1, "cost": 6}
 
@@ -56,19 +50,61 @@ def cell_text(name: str, row: dict[str, Any], runs: int) -> str:
 
 
 def table_rows(providers: list[str], figures: list[RunFigures], runs: int) -> list[list[str]]:
-    """The summary table's cells (header excluded), one row per provider."""
-    rows = []
-    for row in summarize(providers, figures):
+    """The summary table's cells (header excluded): per provider a row (``median (min–max)``
+    with several runs), then with several runs one row per finished run (``run 2``)."""
+    return keyed_table_rows(providers, figures, runs)[0]
+
+
+def keyed_table_rows(providers: list[str], figures: list[RunFigures],
+                     runs: int) -> tuple[list[list[str]], list[tuple[int, int | None]]]:
+    """(`table_rows`, each row's (provider index, run): run None for a provider's row).
+
+    A run's own row shows what it recorded, failed or stopped too (the figures its pane's
+    footer shows); a provider's median row, with several runs, is over its successful runs."""
+    rows: list[list[str]] = []
+    keys: list[tuple[int, int | None]] = []
+    for index, row in enumerate(summarize(providers, figures)):
+        mine = sorted((f for f in figures if f.index == index), key=lambda f: f.run)
+        if runs == 1:
+            rows.append([cell_text(name, _run_row(mine[0]) if mine else row, 1) for name, _ in COLUMNS])
+            keys.append((index, None))
+            continue
         cells = [cell_text(name, row, runs) for name, _ in COLUMNS]
-        if runs > 1:
-            cells[0] += f" ({row['runs']}/{runs} runs)" if row["runs"] < runs else f" ({runs} runs)"
+        done = f"{row['runs']}/{runs}" if row["runs"] < runs else str(runs)
+        cells[0] += f" · median (min–max) of {done} runs"
         rows.append(cells)
-    return rows
+        keys.append((index, None))
+        for fig in mine:
+            cells = [cell_text(name, _run_row(fig), 1) for name, _ in COLUMNS]
+            cells[0] = f"run {fig.run + 1}"
+            rows.append(cells)
+            keys.append((index, fig.run))
+    return rows, keys
+
+
+def _run_row(fig: RunFigures) -> dict[str, Any]:
+    """One run's figures in `summarize`'s shape; tokens of a run that ended without usage: none."""
+    row: dict[str, Any] = {"provider": fig.provider, "runs": 1, "ok": int(fig.ok)}
+    for name in NUMERIC:
+        value = getattr(fig, name)
+        if name.endswith("_tokens") and not fig.ok and not value:
+            value = None
+        row[name] = Stat(value, value, value) if value is not None else None
+    row["stop_reason"] = fig.stop_reason or ""
+    row["errors"] = [] if fig.ok else [fig.error_type]
+    row["error"] = fig.error
+    return row
+
+
+def table_data(providers: list[str], figures: list[RunFigures], runs: int) -> ComparisonTable:
+    """The figures table as the live view and the saved record both draw it (one source)."""
+    rows, keys = keyed_table_rows(providers, figures, runs)
+    return ComparisonTable(columns=table_columns(runs), rows=rows, row_runs=[list(k) for k in keys])
 
 
 def table_columns(runs: int) -> list[str]:
-    """The summary table's column titles."""
-    return [title + (" median (min–max)" if runs > 1 and name in _DECIMALS else "") for name, title in COLUMNS]
+    """The summary table's column titles (a provider's row says when it holds medians)."""
+    return [title for _, title in COLUMNS]
 
 
 def cells_to_html(columns: list[str], rows: list[list[str]]) -> str:
@@ -82,11 +118,6 @@ def cells_to_html(columns: list[str], rows: list[list[str]]) -> str:
     return f'<table class="ipyagent-compare-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def table_html(providers: list[str], figures: list[RunFigures], runs: int) -> str:
-    """The summary table as HTML (every cell escaped)."""
-    return TABLE_STYLE + cells_to_html(table_columns(runs), table_rows(providers, figures, runs))
-
-
 def table_text(providers: list[str], figures: list[RunFigures], runs: int) -> str:
     """The summary table as aligned plain text (terminal IPython, logs)."""
     rows = [[title for _, title in COLUMNS], *table_rows(providers, figures, runs)]
@@ -95,73 +126,137 @@ def table_text(providers: list[str], figures: list[RunFigures], runs: int) -> st
 
 
 def _fail(view: Any, fig: RunFigures) -> None:
-    """Show a run that failed without events (its agent could not be built) as a failed run."""
-    if not view.state.finished:
+    """Show a run that failed without events (its agent could not be built) as a failed run,
+    one stopped midway as interrupted."""
+    if fig.error_type == "cancelled":
+        if not view.state.finished:
+            view.mark_interrupted()
+    elif not view.state.finished:
         view.feed(ModelFailed(ProviderError(fig.error_type or "invalid_request", fig.error or ""),  # type: ignore[arg-type]
                               Message(role="assistant")))
 
 
+class _PaneLink:
+    """One run's channel inside its comparison's widget: the run's messages (live_widget.py's
+    protocol) go out tagged with its key, ``"pane/run"``; its approval rows go under the panes."""
+
+    def __init__(self, owner: "CompareWidgetView", key: str) -> None:
+        self.owner, self.key = owner, key
+
+    def send(self, content: dict[str, Any]) -> None:
+        self.owner.live.send({**content, "key": self.key})
+
+
 class CompareWidgetView:
-    """A grid of panes, one per provider, each a live `WidgetView` of its current run, over the table."""
+    """A %%compare cell's live view: ONE widget for the whole cell (its ~280 kB front end is
+    sent once, not once per provider), drawn in the browser with the saved comparison's own
+    frame (labextension/src/compare.ts, compare_live.ts has the protocol): one pane per
+    provider with its runs selectable, and the figures table, filled in as runs end.
+
+    Each run is a `WidgetView` whose messages travel through this widget, tagged with the
+    run's key. When a run ends, its pane gets the run's transcript (`RunFigures.transcript`)
+    and the table the figures read from that same transcript, so they agree.
+    """
 
     def __init__(self, providers: list[str], runs: int, resolved: list[str] | None = None) -> None:
         """`providers`: the panes' titles as the user typed them (aliases); `resolved`: the
-        ``provider:model`` each stands for, shown under a title that differs from it."""
+        ``provider:model`` each stands for, shown beside a title that differs from it."""
         import ipywidgets as widgets
+
+        from .live_widget import live_widget
 
         self.providers, self.runs = list(providers), runs
         self.resolved = list(resolved or providers)
         self.figures: list[RunFigures] = []
-        self.views: list[WidgetView] = [WidgetView(p) for p in self.providers]
-        self.titles = [widgets.HTML(value=self._title(i, 0)) for i in range(len(self.providers))]
-        self.panes = [widgets.VBox([t, v.widget], layout=widgets.Layout(min_width="0", overflow="hidden"))
-                      for t, v in zip(self.titles, self.views)]
-        columns = min(len(self.providers), 3)
-        self.grid = widgets.GridBox(self.panes, layout=widgets.Layout(
-            grid_template_columns=f"repeat({columns}, minmax(0, 1fr))", grid_gap="6px 12px", width="100%"))
-        self.table = widgets.HTML(value=table_html(self.providers, [], runs))
-        self.widget = widgets.VBox([self.grid, self.table])
+        self.live = live_widget(kind="compare")
+        self.live.on_msg(self._on_msg)
+        self.approvals = widgets.VBox([])
+        self.approvals.add_class("ipyagent-approvals")
+        self.widget = widgets.VBox([self.live, self.approvals])
         self.widget.add_class("ipyagent-compare")
+        self.views: list[WidgetView | None] = [None] * len(self.providers)  # each pane's current run
+        self.run_views: dict[tuple[int, int], WidgetView] = {}
+        self.ended: dict[tuple[int, int], dict[str, Any]] = {}  # finished runs' transcripts, as sent
+        self.table = table_data(self.providers, [], runs)
+        self._synced = self._closed = False
 
-    def _title(self, index: int, run: int) -> str:
-        extra = f" · run {run + 1} of {self.runs}" if self.runs > 1 else ""
-        resolved = self.resolved[index]
-        under = f'<div class="ipyagent-footer">{escape(resolved)}</div>' if resolved != self.providers[index] else ""
-        return f'<div class="ipyagent-pane-title">{escape(self.providers[index])}{escape(extra)}</div>{under}'
+    def pane_titles(self) -> list[dict[str, str]]:
+        return [{"title": t, "resolved": r} for t, r in zip(self.providers, self.resolved)]
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
 
         display(self.widget)
 
+    def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        """A front end said hello (on the kernel's thread): answer on the loop."""
+        if isinstance(content, dict) and content.get("type") == "hello":
+            from ..agent.loop_thread import background_loop
+
+            background_loop().call_soon_threadsafe(self._hello)
+
+    def _hello(self) -> None:
+        """The layout and everything so far: finished runs' transcripts, running runs' snapshots."""
+        if self._closed:
+            return
+        self._synced = True
+        self.live.send({"type": "compare", "panes": redact_data(self.pane_titles()), "runs": self.runs,
+                        "started": [list(k) for k in self.run_views], "table": self._table_doc(), "footer": ""})
+        for key, view in self.run_views.items():
+            if key in self.ended:
+                self.live.send({"type": "end", "key": f"{key[0]}/{key[1]}", "doc": self.ended[key]})
+            else:
+                view._hello()
+
+    def _table_doc(self) -> dict[str, Any]:
+        return redact_data(self.table.model_dump(mode="json"))
+
     def start(self, index: int, run: int) -> None:
-        if run > 0:  # a fresh pane for each run; the table keeps the earlier runs' figures
-            self.views[index].close()
-            view = self.views[index] = WidgetView(self.providers[index])
-            self.panes[index].children = (self.titles[index], view.widget)
-        self.titles[index].value = self._title(index, run)
+        view = WidgetView(self.providers[index], link=_PaneLink(self, f"{index}/{run}"), approvals=self.approvals)
+        self.views[index] = self.run_views[(index, run)] = view
+        if self._synced:
+            self.live.send({"type": "run", "pane": index, "run": run})
+            view._hello()
 
     def feed(self, index: int, run: int, event: Event) -> None:
-        self.views[index].feed(event)
+        self.run_views[(index, run)].feed(event)
 
     async def request_approval(self, index: int, action: ToolAction) -> bool:
-        return await self.views[index].request_approval(action)
+        view = self.views[index]
+        assert view is not None, "a tool call before its run started"
+        return await view.request_approval(action)
 
     def finish(self, fig: RunFigures) -> None:
-        _fail(self.views[fig.index], fig)
+        """A run ended: its pane shows its transcript, the table its figures (one record for both)."""
+        view = self.run_views.get((fig.index, fig.run))
+        if view is None:
+            self.start(fig.index, fig.run)
+            view = self.run_views[(fig.index, fig.run)]
+        _fail(view, fig)
+        if fig.transcript is not None:
+            doc = self.ended[(fig.index, fig.run)] = redact_data(fig.transcript.to_json())
+            view.end(doc)
         self.figures.append(fig)
-        self.table.value = redact(table_html(self.providers, self.figures, self.runs))
+        self.table = table_data(self.providers, self.figures, self.runs)
+        if self._synced:
+            self.live.send({"type": "table", "table": self._table_doc()})
 
     def mark_interrupted(self) -> None:
-        for view in self.views:
+        for view in self.run_views.values():
             if not view.state.finished:
                 view.mark_interrupted()
+
+    def end(self, record: dict[str, Any]) -> None:
+        """The comparison is over: its saved record, once (a page reopened mid-run draws it)."""
+        if self._synced and not self._closed:
+            self.live.send({"type": "end", "doc": record})
 
     def close(self) -> None:
         """Close every widget of the comparison (its saved record has replaced it)."""
         from .live_widget import close_widgets
 
-        for view in self.views:
+        self._closed = True
+        for view in self.run_views.values():
             view.close()
         close_widgets(self.widget)
 

@@ -15,6 +15,10 @@ sends custom widget messages (``WidgetView`` in view.py makes them):
   "elapsed": seconds}]``;
 * ``{"type": "end", "doc": transcript}``: the whole transcript, once, at the end.
 
+A ``compare`` widget carries a whole %%compare cell: the same messages per run,
+tagged ``"key": "pane/run"``, and its own (``compare``, ``run``, ``table``, ``end``;
+labextension/src/compare_live.ts).
+
 No trait carries the answer, so no frame resends it and nothing of it stays in
 widget state; the widget is closed when the run ends.
 """
@@ -43,19 +47,23 @@ def available() -> bool:
 @lru_cache(maxsize=1)
 def _widget_class() -> type:
     import anywidget
+    import traitlets
 
     class LiveWidget(anywidget.AnyWidget):
-        """A run's live view (front end: ``static/live.js``; styles: the labextension's)."""
+        """A run's live view (front end: ``static/live.js``; styles: the labextension's);
+        `kind` ``compare``: a whole %%compare cell's (compare_view.py)."""
 
         _esm = (STATIC / "live.js").read_text(encoding="utf-8")
         _css = (STATIC / "live.css").read_text(encoding="utf-8")
+        kind = traitlets.Unicode("run").tag(sync=True)
 
     return LiveWidget
 
 
-def live_widget() -> Any:
-    """A new live-view widget (anywidget), fed by `WidgetView`."""
-    return _widget_class()()
+def live_widget(kind: str = "run") -> Any:
+    """A new live-view widget (anywidget): ``run``, fed by `WidgetView`; ``compare``, fed by
+    `CompareWidgetView` (every run of the cell in one widget, its front end sent once)."""
+    return _widget_class()(kind=kind)
 
 
 def close_widgets(*roots: Any) -> None:

@@ -148,17 +148,17 @@ def show_live(view: Any) -> str:
     return display_id
 
 
-def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = None, view: Any = None) -> ComparisonRecord:
+def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = None, view: Any = None,
+                      titles: list[str] | None = None) -> ComparisonRecord:
     """Replace the live comparison `view` shown under `display_id` with its saved record (see the module doc)."""
     from IPython.display import update_display
 
-    from ..core.transcript import ComparisonTable
-    from .compare_view import table_columns, table_rows
+    from .compare_view import table_data
 
-    runs = int(getattr(comparison, "runs", 1) or 1)
-    table = ComparisonTable(columns=table_columns(runs),
-                            rows=table_rows(list(comparison.providers), list(comparison.figures), runs))
-    record = ComparisonRecord.from_comparison(comparison, prompt=prompt, table=table)
+    table = table_data(list(comparison.providers), list(comparison.figures), int(getattr(comparison, "runs", 1) or 1))
+    record = ComparisonRecord.from_comparison(comparison, prompt=prompt, table=table, titles=titles)
     data, metadata = comparison_bundle(record, view_model_id=getattr(getattr(view, "widget", None), "model_id", None))
+    if hasattr(view, "end"):  # a page reopened mid-run has no display id: the widget draws the record itself
+        view.end(data[COMPARISON_MIME_TYPE])
     update_display(data, raw=True, metadata=metadata, display_id=display_id)
     return record

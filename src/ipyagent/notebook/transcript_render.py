@@ -36,6 +36,10 @@ STYLE = """<style>
 .ipyagent-comparison .ipyagent-cols-2{grid-template-columns:repeat(2,minmax(0,1fr))}
 .ipyagent-comparison .ipyagent-cols-3{grid-template-columns:repeat(3,minmax(0,1fr))}
 .ipyagent-comparison .ipyagent-pane-title{border-bottom:1px solid var(--jp-border-color2,#ddd);margin:4px 0}
+.ipyagent-compare-table{border-collapse:collapse;margin-top:6px;font-size:var(--jp-ui-font-size1,13px)}
+.ipyagent-compare-table th,.ipyagent-compare-table td{border:1px solid var(--jp-border-color2,#ddd);padding:2px 8px;text-align:right}
+.ipyagent-compare-table td:first-child,.ipyagent-compare-table td:last-child,.ipyagent-compare-table th{text-align:left}
+.ipyagent-compare-table td.ipyagent-error{border:1px solid var(--jp-border-color2,#ddd);padding-left:8px}
 </style>"""
 
 
@@ -143,17 +147,26 @@ def next_cell_html(t: Transcript) -> str:
 
 
 def comparison_to_html(record: ComparisonRecord) -> str:
-    """Sanitized HTML of a comparison: one column per provider (at most three a row), its runs stacked."""
+    """Sanitized HTML of a comparison: one column per provider (at most three a row); with several
+    runs, each run a collapsible section, the last one open (the extension's renderer has tabs)."""
     columns = min(max(len(record.providers), 1), 3)
+    titles = record.titles or record.providers
     panes = []
     for index, provider in enumerate(record.providers):
         runs = [e for e in record.entries if e.index == index]
-        body = []
-        for entry in runs:
-            label = f" · run {entry.run + 1} of {record.runs}" if record.runs > 1 else ""
-            body.append(f'<div class="ipyagent-pane-title"><b>{escape(provider)}</b>{escape(label)}</div>{_html_body(entry.transcript)}')
+        title = titles[index] if index < len(titles) else provider
+        under = f' <span class="ipyagent-meta">{escape(provider)}</span>' if title != provider else ""
+        body = [f'<div class="ipyagent-pane-title"><b>{escape(title)}</b>{under}</div>']
+        for n, entry in enumerate(runs):
+            if record.runs > 1:
+                opened = " open" if n == len(runs) - 1 else ""
+                body.append(f'<details class="ipyagent-run"{opened}><summary>run {entry.run + 1} of {record.runs}</summary>'
+                            f'{_html_body(entry.transcript)}</details>')
+            else:
+                body.append(_html_body(entry.transcript))
         panes.append(f'<div class="ipyagent-pane">{"".join(body)}</div>')
-    wall = f'<div class="ipyagent-footer">compared in {record.wall_s:.2f} s</div>' if record.wall_s is not None else ""
+    footer = ([f"compared in {record.wall_s:.2f} s"] if record.wall_s is not None else []) + (["interrupted"] if record.interrupted else [])
+    wall = f'<div class="ipyagent-footer">{" · ".join(footer)}</div>' if footer else ""
     table = sanitize(cells_to_html(record.table.columns, record.table.rows)) if record.table else ""
     # Each pane's body is sanitized by _html_body; the rest is our own markup over escaped text.
     grid = f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{table}{wall}'

@@ -224,18 +224,24 @@ class WidgetView:
     so a cell run headless costs no messages.
     """
 
-    def __init__(self, provider: str) -> None:
-        import ipywidgets as widgets
-
-        from .live_widget import live_widget
-
+    def __init__(self, provider: str, *, link: Any = None, approvals: Any = None) -> None:
+        """`link` and `approvals`: a run inside a larger widget (a %%compare cell's, compare_view.py)
+        sends its messages through `link` (``send(content)``), which the owner answers hellos for,
+        and puts its approval rows in the owner's `approvals` box; `widget` is then None."""
         self.state = RunState(provider)
-        self.live = live_widget()
-        self.live.on_msg(self._on_msg)
-        self.approvals = widgets.VBox([])
-        self.approvals.add_class("ipyagent-approvals")
-        self.widget = widgets.VBox([self.live, self.approvals])
-        self.widget.add_class("ipyagent-view")
+        if link is not None:
+            self.live, self.approvals, self.widget = link, approvals, None
+        else:
+            import ipywidgets as widgets
+
+            from .live_widget import live_widget
+
+            self.live = live_widget()
+            self.live.on_msg(self._on_msg)
+            self.approvals = widgets.VBox([])
+            self.approvals.add_class("ipyagent-approvals")
+            self.widget = widgets.VBox([self.live, self.approvals])
+            self.widget.add_class("ipyagent-view")
         self.frames = 0
         self.bytes_sent = 0
         self._seq = 0

@@ -1,0 +1,224 @@
+/**
+ * A comparison (%%compare) on screen: one pane per provider, its runs selectable
+ * ("run 1 · 2 · 3") instead of stacked, the figures table under the panes (one row
+ * per provider with the median, and one per run), and a footer line.
+ *
+ * The saved record (index.ts, `renderComparison`) and the live widget (live.ts)
+ * build the same DOM with `ComparisonFrame`, so the cell does not re-flow when
+ * the comparison ends. Every string is set as text, never as HTML.
+ */
+
+import { el, isObject, list, num, renderTranscript, str } from './transcript';
+
+/** A pane's title as the user typed it, and the `provider:model` it stands for. */
+export interface PaneTitle {
+  title: string;
+  resolved: string;
+}
+
+interface Pane {
+  node: HTMLElement;
+  tabs: HTMLButtonElement[];
+  bodies: Map<number, HTMLElement>;
+  selected: number;
+  /** The user picked a run: a new run starting does not take the pane away from it. */
+  pinned: boolean;
+}
+
+/** The panes, the table and the footer of one comparison. */
+export class ComparisonFrame {
+  readonly nodes: HTMLElement[];
+  readonly runs: number;
+  private panes: Pane[];
+  private tableHolder: HTMLElement;
+  private footer: HTMLElement;
+  private table: unknown = null;
+
+  constructor(titles: PaneTitle[], runs: number) {
+    this.runs = Math.max(1, Math.floor(runs) || 1);
+    const grid = el('div', 'ipyagent-grid');
+    grid.style.gridTemplateColumns = `repeat(${Math.min(Math.max(titles.length, 1), 3)}, minmax(0, 1fr))`;
+    this.panes = titles.map((title, index) => this.pane(title, index));
+    grid.append(...this.panes.map(p => p.node));
+    this.tableHolder = el('div', 'ipyagent-compare-figures');
+    this.footer = el('div', 'ipyagent-footer ipyagent-compare-footer', '\u00a0');
+    this.nodes = [grid, this.tableHolder, this.footer];
+  }
+
+  private pane(title: PaneTitle, index: number): Pane {
+    const node = el('div', 'ipyagent-pane');
+    node.dataset.index = String(index);
+    const head = el('div', 'ipyagent-pane-title');
+    head.append(el('b', '', title.title));
+    if (title.resolved && title.resolved !== title.title) {
+      head.append(' ', el('span', 'ipyagent-meta', title.resolved));
+    }
+    node.append(head);
+    const pane: Pane = { node, tabs: [], bodies: new Map(), selected: 0, pinned: false };
+    if (this.runs > 1) {
+      const bar = el('div', 'ipyagent-runs');
+      bar.setAttribute('role', 'tablist');
+      bar.append(el('span', 'ipyagent-meta', 'run '));
+      for (let run = 0; run < this.runs; run++) {
+        const tab = el('button', 'ipyagent-run-tab', String(run + 1)) as HTMLButtonElement;
+        tab.type = 'button';
+        tab.setAttribute('role', 'tab');
+        tab.title = `show run ${run + 1} of ${this.runs}`;
+        tab.dataset.run = String(run);
+        tab.disabled = true; // until the run has started
+        tab.addEventListener('click', () => this.select(index, run, true));
+        if (run > 0) {
+          bar.append(el('span', 'ipyagent-meta', ' · '));
+        }
+        bar.append(tab);
+        pane.tabs.push(tab);
+      }
+      node.append(bar);
+    }
+    return pane;
+  }
+
+  /** The element holding run `run` of pane `index` (made on first use; shown when selected). */
+  body(index: number, run: number): HTMLElement {
+    const pane = this.panes[index];
+    let body = pane.bodies.get(run);
+    if (!body) {
+      body = el('div', 'ipyagent-run ipyagent-transcript');
+      body.dataset.run = String(run);
+      body.setAttribute('role', 'tabpanel');
+      pane.bodies.set(run, body);
+      const later = [...pane.bodies.entries()].filter(([r]) => r > run).sort((a, b) => a[0] - b[0])[0];
+      pane.node.insertBefore(body, later ? later[1] : null);
+      if (pane.tabs[run]) {
+        pane.tabs[run].disabled = false;
+      }
+      this.show(pane);
+    }
+    return body;
+  }
+
+  /** Show run `run` of pane `index`; `byUser`: it stays shown when later runs start. */
+  select(index: number, run: number, byUser = false): void {
+    const pane = this.panes[index];
+    if (!pane || (!byUser && pane.pinned)) {
+      return;
+    }
+    pane.selected = run;
+    pane.pinned = pane.pinned || byUser;
+    this.show(pane);
+    this.markRows();
+  }
+
+  /** The run selected in each pane. */
+  get selected(): number[] {
+    return this.panes.map(p => p.selected);
+  }
+
+  private show(pane: Pane): void {
+    pane.bodies.forEach((body, run) => (body.hidden = run !== pane.selected));
+    pane.tabs.forEach((tab, run) => tab.setAttribute('aria-selected', String(run === pane.selected)));
+  }
+
+  /** The figures table ({columns, rows, row_runs}); the same for a live and a saved comparison. */
+  setTable(table: unknown): void {
+    this.table = table;
+    const node = figuresTable(table, (index, run) => this.select(index, run, true));
+    this.tableHolder.replaceChildren(...(node ? [node] : []));
+    this.markRows();
+  }
+
+  setFooter(text: string): void {
+    this.footer.textContent = text || '\u00a0';
+  }
+
+  /** Highlight each pane's selected run in the table. */
+  private markRows(): void {
+    const keys = isObject(this.table) ? list(this.table.row_runs) : [];
+    this.tableHolder.querySelectorAll('tbody tr').forEach((tr, i) => {
+      const key = list(keys[i]);
+      const run = num(key[1]);
+      const pane = this.panes[num(key[0]) ?? -1];
+      tr.classList.toggle('ipyagent-selected', run !== null && pane !== undefined && pane.selected === run && this.runs > 1);
+    });
+  }
+}
+
+/**
+ * The figures table: column titles, one row of cell texts per provider (the median and
+ * range over its runs), then, with several runs, one row per run. `row_runs` gives each
+ * row's [pane, run] (run null for a provider's row); clicking a run's row shows that run.
+ */
+export function figuresTable(table: unknown, onSelect?: (index: number, run: number) => void): HTMLElement | null {
+  if (!isObject(table)) {
+    return null;
+  }
+  const node = el('table', 'ipyagent-compare-table');
+  const head = el('tr');
+  for (const title of list(table.columns)) {
+    head.append(el('th', '', str(title)));
+  }
+  const thead = el('thead');
+  const tbody = el('tbody');
+  thead.append(head);
+  node.append(thead, tbody);
+  const keys = list(table.row_runs);
+  list(table.rows).forEach((row, i) => {
+    const tr = el('tr');
+    const cells = list(row).map(str);
+    cells.forEach((cell, c) => tr.append(el('td', c === cells.length - 1 && cell ? 'ipyagent-error' : '', cell)));
+    const key = list(keys[i]);
+    const index = num(key[0]);
+    const run = num(key[1]);
+    if (index !== null && run !== null) {
+      tr.className = 'ipyagent-run-row';
+      tr.dataset.index = String(index);
+      tr.dataset.run = String(run);
+      if (onSelect) {
+        tr.addEventListener('click', () => onSelect(index, run));
+      }
+    }
+    tbody.append(tr);
+  });
+  return node;
+}
+
+/** The footer line of a finished comparison. */
+export function comparisonFooter(data: { [key: string]: unknown }): string {
+  const wall = num(data.wall_s);
+  const bits = wall !== null ? [`compared in ${wall.toFixed(2)} s`] : [];
+  if (data.interrupted === true) {
+    bits.push('interrupted');
+  }
+  return bits.join(' · ');
+}
+
+/** The panes' titles of a saved comparison (`titles` as typed, `providers` resolved). */
+export function paneTitles(data: { [key: string]: unknown }): PaneTitle[] {
+  const providers = list(data.providers).map(str);
+  const titles = list(data.titles).map(str);
+  return providers.map((resolved, i) => ({ title: titles[i] || resolved, resolved }));
+}
+
+/**
+ * The nodes of a saved comparison; `selected`: the run shown in each pane (default: its last).
+ */
+export function renderComparison(data: unknown, selected?: number[]): HTMLElement[] {
+  if (!isObject(data) || data.format !== 'ipyagent.comparison') {
+    return [el('div', 'ipyagent-error', '⚠ this output is not an ipyagent comparison')];
+  }
+  const frame = new ComparisonFrame(paneTitles(data), num(data.runs) ?? 1);
+  const last = new Map<number, number>();
+  for (const entry of list(data.entries)) {
+    const index = isObject(entry) ? num(entry.index) : null;
+    if (!isObject(entry) || index === null || index < 0 || index >= frame.selected.length) {
+      continue;
+    }
+    const run = num(entry.run) ?? 0;
+    frame.body(index, run).append(...renderTranscript(entry.transcript));
+    last.set(index, Math.max(run, last.get(index) ?? 0));
+  }
+  last.forEach((run, index) => frame.select(index, selected?.[index] ?? run));
+  frame.setTable(data.table);
+  frame.setFooter(comparisonFooter(data));
+  return frame.nodes;
+}

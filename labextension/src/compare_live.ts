@@ -1,0 +1,157 @@
+/**
+ * The live view of a %%compare cell: one widget for the whole cell (its ES module
+ * sent once, not once per provider), drawn with the saved comparison's own frame
+ * (compare.ts), each run in it a `LiveView` of its own `LiveDoc`.
+ *
+ * Protocol (custom widget messages, kernel -> browser; notebook/compare_view.py):
+ *   {type: "compare", panes: [{title, resolved}], runs, started: [[pane, run]], table, footer}
+ *                         the layout and what has happened (the answer to "hello")
+ *   {type: "run", pane, run}   a run started (its pane shows it unless the user picked another)
+ *   {type: "table", table}     the figures table changed (a run ended)
+ *   {type: ..., key: "pane/run", ...}  a run's own message (live.ts: snapshot, ops, end)
+ *   {type: "end", doc}          the saved comparison record, once, at the end
+ */
+
+import { ComparisonFrame, PaneTitle, comparisonFooter, renderComparison } from './compare';
+import { LiveDoc, LiveView } from './live';
+import { isObject, list, num, str } from './transcript';
+
+type Json = { [key: string]: any };
+
+/** A comparison as far as the browser knows it. */
+export class CompareDoc {
+  panes: PaneTitle[] | null = null;
+  runs = 1;
+  table: unknown = null;
+  footer = '';
+  started: [number, number][] = [];
+  docs = new Map<string, LiveDoc>();
+  final: Json | null = null;
+  /** Counts layout messages: a view rebuilds its frame when it changes. */
+  resets = 0;
+  listeners = new Set<() => void>();
+
+  receive(msg: Json): void {
+    if (!msg || typeof msg !== 'object') {
+      return;
+    }
+    if (typeof msg.key === 'string') {
+      this.run(msg.key).receive(msg); // the run's own views redraw themselves
+      return;
+    }
+    if (msg.type === 'compare') {
+      this.panes = list(msg.panes).map(p => (isObject(p) ? { title: str(p.title), resolved: str(p.resolved) } : { title: '', resolved: '' }));
+      this.runs = num(msg.runs) ?? 1;
+      this.table = msg.table;
+      this.footer = str(msg.footer);
+      this.started = [];
+      for (const key of list(msg.started)) {
+        this.start(num(list(key)[0]) ?? 0, num(list(key)[1]) ?? 0);
+      }
+      this.resets++;
+    } else if (msg.type === 'run') {
+      this.start(num(msg.pane) ?? 0, num(msg.run) ?? 0);
+    } else if (msg.type === 'table') {
+      this.table = msg.table;
+    } else if (msg.type === 'end') {
+      this.final = msg.doc;
+    } else {
+      return;
+    }
+    this.listeners.forEach(listener => listener());
+  }
+
+  private start(pane: number, run: number): void {
+    if (!this.started.some(([p, r]) => p === pane && r === run)) {
+      this.started.push([pane, run]);
+      this.run(`${pane}/${run}`);
+    }
+  }
+
+  /** The document of one run (made on first use). */
+  run(key: string): LiveDoc {
+    let doc = this.docs.get(key);
+    if (!doc) {
+      doc = new LiveDoc();
+      this.docs.set(key, doc);
+    }
+    return doc;
+  }
+}
+
+/** One view (one output) of a live comparison. */
+export class CompareLiveView {
+  readonly el: HTMLElement;
+  private doc: CompareDoc;
+  private frame: ComparisonFrame | null = null;
+  private views = new Map<string, LiveView>();
+  private resets = -1;
+  private table: unknown = undefined;
+  private pending = 0;
+  private ended = false;
+
+  constructor(el: HTMLElement, doc: CompareDoc) {
+    this.el = el;
+    this.doc = doc;
+    el.classList.add('ipyagent-transcript', 'ipyagent-comparison', 'ipyagent-live');
+    this.schedule = this.schedule.bind(this);
+    doc.listeners.add(this.schedule);
+    this.schedule();
+  }
+
+  dispose(): void {
+    this.doc.listeners.delete(this.schedule);
+    this.views.forEach(view => view.dispose());
+    if (this.pending) {
+      cancelAnimationFrame(this.pending);
+    }
+  }
+
+  schedule(): void {
+    if (!this.pending) {
+      this.pending = requestAnimationFrame(() => {
+        this.pending = 0;
+        this.draw();
+      });
+    }
+  }
+
+  private draw(): void {
+    const doc = this.doc;
+    if (this.ended || !doc.panes) {
+      return;
+    }
+    if (doc.final) {
+      // The saved record drawn by the same frame: the same DOM, each pane keeping its selected run.
+      this.ended = true;
+      const selected = this.frame?.selected;
+      this.views.forEach(view => view.dispose());
+      this.views.clear();
+      this.el.classList.remove('ipyagent-live');
+      this.el.replaceChildren(...renderComparison(doc.final, selected));
+      return;
+    }
+    if (doc.resets !== this.resets || !this.frame) {
+      this.resets = doc.resets;
+      this.views.forEach(view => view.dispose());
+      this.views.clear();
+      this.frame = new ComparisonFrame(doc.panes, doc.runs);
+      this.table = undefined;
+      this.el.replaceChildren(...this.frame.nodes);
+    }
+    const frame = this.frame;
+    for (const [pane, run] of doc.started) {
+      const key = `${pane}/${run}`;
+      if (this.views.has(key) || pane < 0 || pane >= doc.panes.length) {
+        continue;
+      }
+      this.views.set(key, new LiveView(frame.body(pane, run), doc.run(key)));
+      frame.select(pane, run); // follow the newest run, unless the user picked one
+    }
+    if (doc.table !== this.table) {
+      this.table = doc.table;
+      frame.setTable(doc.table);
+    }
+    frame.setFooter(doc.footer || comparisonFooter({}));
+  }
+}
