@@ -53,7 +53,7 @@ def test_mcp_notebook_runs_its_own_server_with_a_replayed_model(tmp_path: Path, 
     by_start = {c.source.split("\n", 1)[0]: c for c in code}
     added = _outputs_text(by_start["import sys"])
     assert added.startswith("mcp: palette running; tools: palette_mix_colors, palette_swatch")
-    listing = _outputs_text(by_start["%tools"])
+    listing = "".join(o["data"]["text/plain"] for o in by_start["%tools"].outputs if o.get("output_type") == "display_data")
     assert "palette_swatch: A square PNG filled with one colour" in listing and '"color"' in listing
     shown = next(c for c in code if c.source.startswith("from IPython.display import Image"))
     assert _outputs_text(shown).startswith("#800080 image/png")

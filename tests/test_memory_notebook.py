@@ -94,8 +94,8 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "research: 2 turns" in threads
     history = _text(next(c for c in code if c.source.startswith("%agent history")))
     assert "thread 'research': 2 turns" in history and history.count("── turn") == 2
-    assert 'assistant → Docs_fetch_page({"url": "https://intranet.example.com/annual-report-2025"})' in history
-    assert "tool ← result of TaskMemory_search" in history and "user: In one sentence" in history
+    assert '[tool Docs_fetch_page({"url": "https://intranet.example.com/annual-report-2025"})' in history
+    assert "[tool TaskMemory_search(" in history and "user: In one sentence" in history
 
     # %agent replay draws the first run again, from the store, as it was
     replay = next(c for c in code if "%agent replay" in c.source)

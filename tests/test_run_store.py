@@ -315,7 +315,7 @@ def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(tmp_path: Path
         assert partial and exp.text.startswith(partial) and partial != exp.text
     finally:
         store.close()
-    assert "interrupted" in history and "[partial, failed, interrupted]" in history and "skipped in the next prompt" in history
+    assert "interrupted" in history and "[interrupted; the text above is partial]" in history and "skipped in the next prompt" in history
     assert f"run {interrupted['id']}" in inspect and "[partial, failed]" in inspect and "cancelled" in inspect
     assert "body: " in inspect and '"this one is interrupted"' in inspect and SECRET not in inspect + history
 

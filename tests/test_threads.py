@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -112,9 +113,32 @@ def test_history_keeps_tool_calls_and_the_next_prompt_sends_them(ip, capsys) -> 
     ip.run_line_magic("agent", "history w")
     out = capsys.readouterr().out
     assert "thread 'w': 2 turns" in out
-    assert f"assistant → get_weather({json.dumps(call['input'])})  [{call['id']}]" in out
-    assert f"tool ← result of get_weather [{call['id']}]: 61 F and foggy in San Francisco" in out
-    assert f"assistant: {text}" in out and "user: Thanks!" in out
+    # each turn as its transcript (the %%agent cell's renderer), with its prompt
+    assert re.search(r"── turn 1 · run \w+\nuser: Weather in SF\?\n", out)
+    assert f"\n[tool get_weather({json.dumps(call['input'])}) -> 61 F and foggy in San Francisco" in out
+    assert f"\nuser: Thanks!\n{text}\n[openai:gpt-4.1-mini · " in out
+    # in a notebook: a header, then each turn as the %%agent cell's bundle (transcript + fallbacks)
+    from IPython.utils.capture import capture_output
+
+    from ipyagent.core.transcript import MIME_TYPE
+
+    with capture_output() as captured:
+        ip.run_line_magic("agent", "history w")
+    header, *turns = captured.outputs
+    assert header.data["text/plain"] == "thread 'w': 2 turns"
+    assert [set(t.data) for t in turns] == [{MIME_TYPE, "text/html", "text/markdown", "text/plain"}] * 2
+    assert [t.metadata["ipyagent"]["record"] for t in turns] == ["transcript"] * 2
+    first = turns[0].data[MIME_TYPE]
+    assert first["show_prompts"] is True and first["title"].startswith("turn 1 · run ")
+    assert [m["role"] for m in first["messages"]] == ["user", "assistant", "assistant"]  # tool results sit in their calls
+    [card] = [p for m in first["messages"] for p in m["parts"] if p["type"] == "tool_call"]
+    assert (card["name"], card["arguments"], card["status"]) == ("get_weather", call["input"], "ok")
+    assert card["result"].startswith("61 F and foggy")
+    assert first["usage"]["input_tokens"] > 0 and first["timings"]["turns"] == 2
+    html = turns[1].data["text/html"]
+    assert '<div class="ipyagent-prompt"><div class="ipyagent-meta">user</div><p>Thanks!</p>\n</div>' in html
+    assert "```" not in html and "{&quot;" not in html.split("ipyagent-prompt")[1].split("ipyagent-footer")[0]
+    assert "**user**\n\nThanks!" in turns[1].data["text/markdown"]
     with pytest.raises(UsageError, match="no thread 'nope'"):
         ip.run_line_magic("agent", "history nope")
     with pytest.raises(UsageError, match="use one of: last, threads, history"):
@@ -174,7 +198,7 @@ def test_failed_run_never_poisons_the_next_turn(ip, capsys) -> None:
     ip.run_line_magic("agent", "history")
     out = capsys.readouterr().out
     assert "turn 2" in out and "failed" in out and "skipped in the next prompt" in out
-    assert f"assistant [partial, failed]: {failed.text}" in out
+    assert f"\n{failed.text}\n[error] " in out and out.count("· failed") == 1
     assert SECRET not in out
 
 

@@ -59,7 +59,7 @@ def test_tools_notebook_shows_tool_cards_with_results(monkeypatch):
     assert [c["name"] for c in calls] == ["Clock_days_between", "word_count", "Calculator_evaluate"]
     assert [(c["status"], c["result"]) for c in calls] == [("ok", "358"), ("ok", "9"), ("ok", "8592")]
     assert "3 model turns" in footer and "replayed" not in footer
-    listing = [c for c in nb.cells if c.source == "%tools"][0].outputs[0]["text"]
+    listing = [c for c in nb.cells if c.source == "%tools"][0].outputs[0]["data"]["text/plain"]
     assert "Calculator_evaluate" in listing and "word_count" in listing and '"expression"' in listing
 
 

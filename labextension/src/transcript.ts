@@ -222,6 +222,20 @@ export function footerNode(text: string, answer: () => string): HTMLElement {
   return footer;
 }
 
+/** A user's message (`show_prompts`): its text as Markdown, other parts as a line. */
+function promptNode(message: Json): HTMLElement {
+  const node = el('div', 'ipyagent-prompt');
+  node.append(el('div', 'ipyagent-meta', 'user'));
+  for (const part of list(message.parts)) {
+    if (isObject(part) && part.type === 'text') {
+      node.append(markdownBlock('ipyagent-prompt-text', str(part.text)));
+    } else if (isObject(part)) {
+      node.append(el('p', 'ipyagent-meta', str(part.summary) || str(part.type)));
+    }
+  }
+  return node;
+}
+
 /**
  * The nodes of a transcript.
  *
@@ -238,7 +252,13 @@ export function renderTranscript(data: unknown): HTMLElement[] {
       el('div', 'ipyagent-status', `transcript version ${version} is newer than this extension (${VERSION}); upgrade ipyagent to see all of it`)
     );
   }
+  if (str(data.title)) {
+    nodes.push(el('div', 'ipyagent-title', str(data.title)));
+  }
   for (const message of list(data.messages)) {
+    if (isObject(message) && message.role === 'user' && data.show_prompts === true) {
+      nodes.push(promptNode(message)); // a thread's history: each prompt above its reply
+    }
     if (!isObject(message) || message.role !== 'assistant') {
       continue; // the prompt is the cell above; tool results sit in their calls
     }

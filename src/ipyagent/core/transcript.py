@@ -201,6 +201,11 @@ class Transcript(_Model):
     next_cell: NextCell | None = None
     #: The generation settings the run used (`ModelSettings.as_dict`), empty when none was set.
     settings: dict[str, Any] = Field(default_factory=dict)
+    #: A heading drawn above the run (``%agent history``: ``turn 2 · run 1a2b3c``).
+    title: str | None = None
+    #: Draw the user's messages too, each above the reply it got (``%agent history``). A cell's
+    #: transcript leaves its prompt out: the prompt is the cell above.
+    show_prompts: bool = False
     created_at: str = Field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
     @property
@@ -299,6 +304,25 @@ class Transcript(_Model):
             replayed=bool(meta.get("replayed") or any(m.get("replayed") for m in turn_meta)),
             settings=meta.get("settings") or next((m["settings"] for m in turn_meta if m.get("settings")), {}),
         )
+
+    @classmethod
+    def from_messages(cls, messages: Iterable[Any], *, provider: str, status: str = "completed",
+                      error: str | None = None, title: str | None = None) -> "Transcript":
+        """The transcript of stored messages (a thread's turn: its prompt, replies, tool calls
+        and results), drawn with its prompts (`show_prompts`). Usage is the sum of the
+        assistant messages' usage; no timings are known beyond the model turns taken.
+
+        `status` is ``completed``, ``failed`` (with `error`, one line) or ``interrupted``.
+        """
+        messages = list(messages)
+        replies = [m for m in messages if getattr(m, "role", None) == "assistant"]
+        usages = [m.usage for m in replies if getattr(m, "usage", None) is not None]
+        fields = tuple(TranscriptUsage.model_fields)
+        usage = TranscriptUsage(**{f: sum(int(getattr(u, f, 0) or 0) for u in usages) for f in fields})
+        return cls(provider=provider, status=status, messages=_convert(messages, {}), usage=usage,
+                   timings=Timings(turns=len(replies)), title=title, show_prompts=True,
+                   error=TranscriptError(type="failed", message=error) if status == "failed" and error else None)
+
 
 
 #: The MIME type of a comparison (``%%compare``): one transcript per run, side by side.

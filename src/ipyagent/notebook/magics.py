@@ -510,29 +510,27 @@ class AgentMagics(Magics):
         if not found and not servers:
             print("no tools in the namespace: define a function with @activity or a BaseTool subclass, or %mcp add a server")
             return
+        from IPython.display import display
+
+        from .tool_table import ToolSource, tools_bundle
+
+        sources = []
         for name, value in found.items():
             try:
                 tool = Toolbox([value]).tools[0]
             except (TypeError, ValueError) as exc:
-                print(f"{name}: cannot be used as a tool: {exc}")
+                sources.append(ToolSource(name, type(value).__name__, error=str(exc)))
                 continue
-            self._print_tool(name, tool)
+            sources.append(ToolSource(name, type(tool).__name__, tool.tool_definitions()))
         for name, server in servers.items():  # MCP servers start here (first use)
+            kind = f"MCP server: {server.target}"
             try:
                 run_sync(server.start())
             except MCPServerError as exc:
-                print(f"{name}  (MCP server): {exc}")
+                sources.append(ToolSource(name, kind, error=str(exc)))
                 continue
-            self._print_tool(name, server.toolset(), kind=f"MCP server: {server.target}")
-
-    @staticmethod
-    def _print_tool(name: str, tool: BaseTool, kind: str | None = None) -> None:
-        import json
-
-        print(f"{name}  ({kind or type(tool).__name__})")
-        for definition in tool.tool_definitions():
-            print(f"  {definition.name}: {definition.description}")
-            print("    " + json.dumps(definition.parameters))
+            sources.append(ToolSource(name, kind, server.toolset().tool_definitions()))
+        display(tools_bundle(sources), raw=True)
 
     # -- %%agent ----------------------------------------------------------------------
 

@@ -99,6 +99,17 @@ def message_lines(message: Message) -> list[str]:
     return lines
 
 
+def turn_transcript(turn: Any, number: int) -> Transcript:
+    """A thread's turn as a transcript with its prompt (``%agent history``): the cell's renderer
+    and fallbacks draw it. A failed or interrupted turn says it is skipped in the next prompt."""
+    status = {"ok": "completed", "failed": "failed"}.get(turn.status, "interrupted")
+    title = f"turn {number}" + (f" · run {turn.run_id}" if turn.run_id else "")
+    if not turn.ok:
+        title += " · kept for the record, skipped in the next prompt"
+    return Transcript.from_messages(turn.messages, provider=turn.provider or "?", status=status,
+                                    error=turn.error, title=title)
+
+
 def _tokens(usage: dict[str, Any]) -> str:
     """``"12 in / 3 out"`` from a stored usage dict (old field names too)."""
     u = Usage.model_validate(usage)
@@ -229,14 +240,14 @@ class SessionMagics(Magics):
         if name not in self.session.threads:
             raise UsageError(f"%agent history: no thread {name!r}; threads: {', '.join(self.session.threads.names()) or 'none yet'}")
         thread = self.session.threads.get(name)
-        print(f"thread {name!r}: {len(thread.turns)} turn{'s' if len(thread.turns) != 1 else ''}" + (f"; system: {_short(thread.system, 200)}" if thread.system else ""))
+        from IPython.display import display
+
+        turns = len(thread.turns)
+        header = f"thread {name!r}: {turns} turn{'s' if turns != 1 else ''}" + (f"; system: {_short(thread.system, 200)}" if thread.system else "")
+        display({"text/plain": redact(header), "text/html": f'<div class="ipyagent-footer">{escape(redact(header))}</div>'}, raw=True)
         for n, turn in enumerate(thread.turns, 1):
-            state = turn.status if turn.ok else f"{turn.status}: {turn.error} (kept for the record, skipped in the next prompt)"
-            run = f" · run {turn.run_id}" if turn.run_id else ""
-            print(f"── turn {n}{run} · {turn.provider or '?'} · {state}")
-            for message in turn.messages:
-                for text in message_lines(message):
-                    print("  " + text)
+            data, metadata = bundle(turn_transcript(turn, n))
+            display(data, raw=True, metadata=metadata)
 
     def _reset(self, name: str | None) -> None:
         name = name or DEFAULT_THREAD

@@ -17,7 +17,17 @@ from __future__ import annotations
 import json
 import re
 
-from ..core.transcript import RASTER_TYPES, ArtifactSummary, ComparisonRecord, OtherPart, ReasoningPart, TextPart, ToolCallPart, Transcript
+from ..core.transcript import (
+    RASTER_TYPES,
+    ArtifactSummary,
+    ComparisonRecord,
+    OtherPart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    Transcript,
+    TranscriptMessage,
+)
 from .compare_view import cells_to_html
 from .render import escape, markdown_to_html, sanitize
 
@@ -30,6 +40,8 @@ STYLE = """<style>
 .ipyagent-transcript .ipyagent-reasoning{color:var(--jp-ui-font-color2,#666)}
 .ipyagent-transcript .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}
 .ipyagent-transcript .ipyagent-status{color:var(--jp-warn-color1,#a60)}
+.ipyagent-transcript .ipyagent-prompt{border-left:3px solid var(--jp-border-color1,#bbb);padding-left:8px;margin:6px 0}
+.ipyagent-transcript .ipyagent-title{font-weight:bold;border-bottom:1px solid var(--jp-border-color2,#ddd);margin:8px 0 4px}
 .ipyagent-transcript .ipyagent-meta,.ipyagent-transcript .ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}
 .ipyagent-comparison .ipyagent-grid{display:grid;gap:6px 12px}
 .ipyagent-comparison .ipyagent-cols-1{grid-template-columns:minmax(0,1fr)}
@@ -206,11 +218,20 @@ def image_html(part: OtherPart) -> str | None:
     return f'<img class="ipyagent-image" alt="image from the model" src="data:{part.mime_type};base64,{data}">'
 
 
+def _prompt_html(message: TranscriptMessage) -> str:
+    """A user's message (`Transcript.show_prompts`): its text as Markdown, other parts as a line."""
+    body = "".join(markdown_to_html(p.text) if isinstance(p, TextPart) else f'<p class="ipyagent-meta">{escape(getattr(p, "summary", p.type))}</p>'
+                   for p in message.parts)
+    return f'<div class="ipyagent-prompt"><div class="ipyagent-meta">user</div>{body}</div>'
+
+
 def _html_body(t: Transcript) -> str:
     """The body's HTML, sanitized: model and tool text through nh3, artifacts as memory_html drew
     (and sanitized) them, with their data: images."""
-    parts: list[str] = []
+    parts: list[str] = [f'<div class="ipyagent-title">{escape(t.title)}</div>'] if t.title else []
     for message in t.messages:
+        if message.role == "user" and t.show_prompts:
+            parts.append(_prompt_html(message))
         if message.role != "assistant":
             continue  # the prompt is the cell above; tool results sit in their calls
         for part in message.parts:
@@ -326,8 +347,11 @@ def _md_escape(text: str) -> str:
 
 def to_markdown(t: Transcript) -> str:
     """Markdown: the answer as the model wrote it (made inert), tool calls as quoted code blocks."""
-    blocks: list[str] = []
+    blocks: list[str] = [f"#### {_md_escape(t.title)}"] if t.title else []
     for message in t.messages:
+        if message.role == "user" and t.show_prompts:
+            blocks += ["**user**", *(safe_markdown(p.text) if isinstance(p, TextPart) else f"*{_md_escape(getattr(p, 'summary', p.type))}*"
+                                     for p in message.parts)]
         if message.role != "assistant":
             continue
         for part in message.parts:
@@ -359,8 +383,10 @@ def to_markdown(t: Transcript) -> str:
 
 def to_text(t: Transcript) -> str:
     """Plain text for terminals: the answer, one bracketed line per tool call, the footer."""
-    lines: list[str] = []
+    lines: list[str] = [f"── {t.title}"] if t.title else []
     for message in t.messages:
+        if message.role == "user" and t.show_prompts:
+            lines += [f"user: {p.text}" if isinstance(p, TextPart) else f"user: [{getattr(p, 'summary', p.type)}]" for p in message.parts]
         if message.role != "assistant":
             continue
         for part in message.parts:
