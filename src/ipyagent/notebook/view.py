@@ -456,53 +456,43 @@ def _artifact_json(event: ArtifactStored) -> dict[str, Any]:
     return summary.model_dump(mode="json")
 
 
-class _RedactedStream:
-    """A text stream whose writes pass a `StreamRedactor`; `finish` releases the held-back word."""
-
-    def __init__(self, inner: TextIO) -> None:
-        self.inner, self._redactor = inner, StreamRedactor()
-
-    def write(self, text: str) -> None:
-        self.inner.write(self._redactor.feed(text))
-
-    def flush(self) -> None:
-        self.inner.flush()
-
-    def finish(self) -> None:
-        self.inner.write(self._redactor.flush())
-        self.inner.flush()
-
-
 class TextView:
-    """Terminal view: prints text deltas to `stream` as they arrive, then a footer line."""
+    """Terminal view: the answer streams as text, then shows rendered (terminal.py: rich on a
+    colour terminal, plain text elsewhere); tool calls, results and errors as lines, then a footer."""
 
     def __init__(self, provider: str, stream: TextIO | None = None) -> None:
+        from .terminal import TerminalOutput
+
         self.state = RunState(provider)
-        self.stream = _RedactedStream(stream or sys.stdout)
+        self.out = TerminalOutput(stream or sys.stdout)
         self._tool_index: int | None = None
 
     def feed(self, event: Event) -> None:
         self.state.add(event)
-        out = self.stream
+        out = self.out
         if isinstance(event, TextDelta):
-            out.write(event.text)
+            out.text(event.text)
+        elif isinstance(event, ReasoningDelta):
+            if out.colour:  # dimmed; a plain terminal shows the answer only
+                out.reasoning(event.text)
         elif isinstance(event, ToolCallDelta):
             if event.index != self._tool_index:
                 self._tool_index = event.index
-                out.write(f"\n[tool call {event.name or ''}] ")
-            out.write(event.arguments)
+                out.part(f"\n[tool call {event.name or ''}] ", "bold cyan")
+            out.part(event.arguments, "cyan")
         elif isinstance(event, ToolCallCompleted):
             self._tool_index = None
             label = "error" if event.is_error else "result"
-            out.write(f"\n[{label} {event.action.native_name}, {event.duration_s:.2f} s] {event.result.to_text()}\n")
+            out.part(f"\n[{label} {event.action.native_name}, {event.duration_s:.2f} s] {event.result.to_text()}\n",
+                     "red" if event.is_error else "green")
         elif isinstance(event, ModelFailed):
-            out.write(f"\n[error] {event.error.message}")
+            out.part(f"\n[error] {event.error.message}", "bold red")
         elif isinstance(event, ArtifactStored):
             from ..memory.artifacts import describe_size
 
-            out.write(f"[stored off-prompt: ipyagent.memory[{event.namespace!r}], {event.kind}, {describe_size(event.size)}]\n")
+            out.part(f"[stored off-prompt: ipyagent.memory[{event.namespace!r}], {event.kind}, {describe_size(event.size)}]\n", "magenta")
         elif isinstance(event, HistoryTrimmed):
-            out.write(f"[{self.state.notices[-1]}]\n")
+            out.part(f"[{self.state.notices[-1]}]\n", "yellow")
         if self.state.finished:
             self.finish()
         else:
@@ -510,7 +500,7 @@ class TextView:
 
     def mark_interrupted(self) -> None:
         self.state.interrupted = True
-        self.stream.write("\n[interrupted]")
+        self.out.part("\n[interrupted]", "bold yellow")
         self.finish()
 
     async def request_approval(self, action: ToolAction) -> bool:
@@ -520,8 +510,7 @@ class TextView:
         return answer.strip().lower() in ("y", "yes")
 
     def finish(self) -> None:
-        self.stream.write("\n[" + " · ".join(self.state.footer_figures()) + "]\n")
-        self.stream.finish()
+        self.out.footer(self.state.footer_figures())
 
 
 def make_view(provider: str, *, widgets: bool) -> Any:
