@@ -97,3 +97,24 @@ def test_turn_costs_add_up_and_one_unknown_makes_the_total_unknown():
     assert isinstance(a + b, Cost) and sorted([b, a]) == [a, b] and f"{a:.4f}" == "0.0030"
     assert total_cost([a.to_dict(), None]) is None and total_cost([]) is None
     assert [format_usd(x) for x in (0.00117, 0.0105, 0.5, 12.345, 0)] == ["$0.00117", "$0.0105", "$0.5", "$12.35", "$0"]
+
+
+def test_a_usage_already_priced_is_not_computed_again(monkeypatch) -> None:
+    """An evaluation prices thousands of turns of one model: each (model, usage) is computed once."""
+    import genai_prices
+
+    from ipyagent.drivers import pricing
+
+    calls = []
+    real = genai_prices.calc_price
+    monkeypatch.setattr(genai_prices, "calc_price", lambda *a, **kw: calls.append(a[1]) or real(*a, **kw))
+    monkeypatch.setattr(pricing, "_PRICED", {})
+    first = price("openai", "gpt-4.1-mini", Usage(input_tokens=1234, output_tokens=56))
+    again = price("openai", "gpt-4.1-mini", Usage(input_tokens=1234, output_tokens=56))
+    other = price("openai", "gpt-4.1-mini", Usage(input_tokens=1234, output_tokens=57))
+    assert calls == ["gpt-4.1-mini", "gpt-4.1-mini"] and pricing.loaded()
+    expected = calc_price(PriceUsage(input_tokens=1234, output_tokens=56), "gpt-4.1-mini", provider_id="openai")
+    assert again == first == pytest.approx(float(expected.total_price)) and again.input_usd == first.input_usd
+    assert other > first
+    assert price("openai", "no-such-model-xyz", Usage(input_tokens=1)) is None
+    assert price("openai", "no-such-model-xyz", Usage(input_tokens=1)) is None and calls.count("no-such-model-xyz") == 1

@@ -14,15 +14,36 @@ from ipyagent.notebook import extension
 from .stub_server import FIXTURES, Reply, StubServer
 from .test_magics import ip  # noqa: F401 - the in-process IPython fixture
 
-# Anthropic's stream is read to its end, so its connection goes back to the pool and stays open
-# (an OpenAI stream stops reading at [DONE], and whether its connection survives depends on timing).
+# Anthropic's stream is read to its end, so its connection goes back to the pool and stays open.
 TEXT = FIXTURES / "anthropic" / "stream-text.sse"
+OPENAI_TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
 
 
 def _wait_closed(server: StubServer, timeout: float = 5.0) -> None:
     deadline = time.monotonic() + timeout
     while server.closed_connections < server.connections and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+def test_a_stream_ended_by_its_stop_signal_leaves_the_connection_for_the_next_request() -> None:
+    """OpenAI ends its stream with ``[DONE]``, where the parser stops: the rest of the body (here the
+    chunked terminator) is still read, so the next request reuses the connection instead of opening one."""
+    with StubServer(Reply.sse_file(OPENAI_TEXT)) as server:
+        agent = ipyagent.Agent("openai:m", base_url=server.url)
+        assert agent.run("one").ok and agent.run("two").ok
+        assert len(server.requests) == 2 and server.connections == 1 and server.closed_connections == 0
+
+
+def test_a_body_still_open_after_the_stop_signal_is_closed_not_waited_for(monkeypatch) -> None:
+    from ipyagent.drivers import base
+
+    monkeypatch.setattr(base, "DRAIN_S", 0.01)
+    whole = b"".join(Reply.sse_file(OPENAI_TEXT).pieces)
+    with StubServer(Reply(pieces=[whole, b": more after [DONE]\n\n"], delay=0.2)) as server:
+        agent = ipyagent.Agent("openai:m", base_url=server.url)
+        first = agent.run("one")
+        assert first.ok and first.text and agent.run("two").ok
+        assert server.connections == 2  # the first connection was given up, not kept waiting for its end
 
 
 def test_the_exit_hook_closes_every_open_driver_once(ip) -> None:

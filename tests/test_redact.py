@@ -110,3 +110,33 @@ def test_redact_data_reads_the_secrets_once_per_call(monkeypatch) -> None:
     out = module.redact_data(data)
     assert len(calls) == 1
     assert all(d["text"] == f"row {n}: {module.MASK}" and d["nested"] == [module.MASK] for n, d in enumerate(out))
+
+
+def test_a_changed_environment_is_seen_at_the_next_call(monkeypatch) -> None:
+    """The environment's secrets are kept between calls, but a variable set, changed or removed counts at once."""
+    monkeypatch.setenv("LATER_SERVICE_TOKEN", "first-token-value-111")
+    assert redact("first-token-value-111") == MASK
+    monkeypatch.setenv("LATER_SERVICE_TOKEN", "second-token-value-222")
+    assert redact("first-token-value-111 second-token-value-222") == f"first-token-value-111 {MASK}"
+    monkeypatch.delenv("LATER_SERVICE_TOKEN")
+    assert redact("second-token-value-222") == "second-token-value-222"
+
+
+REDACT_JSON_CASES = [
+    {"plain": "nothing to hide", "n": 3, "none": None, "list": [1.5, True, "x = 1"], "ü": "naïve"},
+    {"text": f"the key {KEY} here"},
+    {"double": json.dumps(json.dumps(KEY)[1:-1])[1:-1], "repr": repr(KEY)},  # escaped forms, escaped once more by JSON
+    {"url": "http://bob:p4ss@h/v1?token=t0k&x=1"},
+    {"words": "sk-proj-abcdefghijklmnopqrstuvwx\nsk-learn"},
+    {"AUTHORIZATION": "Bearer x", "nested": [{"Api_Key": "k"}], "t": (1, 2)},
+    {"authorization": ""},  # an empty credential field is kept
+    ["control\x01chars", "quote \" and backslash \\"],
+    f"{KEY}",
+]
+
+
+@pytest.mark.parametrize("value", REDACT_JSON_CASES)
+def test_redact_json_is_the_dump_of_redact_data(value) -> None:
+    from ipyagent.core.redact import redact_json
+
+    assert redact_json(value) == json.dumps(redact_data(value), ensure_ascii=False, default=str)

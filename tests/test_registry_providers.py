@@ -189,6 +189,27 @@ def tiny_plugin(tmp_path, monkeypatch) -> Iterator[None]:
     sys.modules.pop("ipyagent_tiny_driver", None)
 
 
+def test_entry_points_are_scanned_again_only_when_the_import_path_changes(tmp_path, monkeypatch) -> None:
+    """Every driver created asks for the providers: the entry points are read once, and again after
+    a package is installed into a folder on the path (its dist-info folder changes the folder)."""
+    from ipyagent.drivers import registry
+
+    import os
+
+    os.utime(tmp_path, ns=(0, 0))  # modified long ago: the install below changes its time whatever the clock's grain
+    monkeypatch.syspath_prepend(str(tmp_path))
+    scans = []
+    real = registry.entry_points
+    monkeypatch.setattr(registry, "entry_points", lambda **kw: scans.append(1) or real(**kw))
+    assert "later" not in providers() and "later" not in providers()
+    assert len(scans) == 1
+    dist = tmp_path / "ipyagent_later-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ipyagent-later\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[ipyagent.drivers]\nlater = ipyagent_later:LaterDriver\n")
+    assert providers()["later"].driver == "ipyagent_later:LaterDriver" and len(scans) == 2
+
+
 def test_a_driver_from_an_entry_point_is_found_and_runs(tiny_plugin, monkeypatch, ip, capsys):
     spec = providers()["tiny"]
     assert spec.driver == "ipyagent_tiny_driver:TinyDriver" and "ipyagent-tiny" in spec.description

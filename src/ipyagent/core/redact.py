@@ -3,7 +3,7 @@
 Secrets in play:
 
 * the value of every environment variable whose name looks secret (``*_KEY``,
-  ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ``*_CREDENTIALS``, ...), read at each call;
+  ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``, ``*_CREDENTIALS``, ...), as it is at each call;
 * every value registered with `add_secret` — each prompt driver registers its own API
   key, whatever the variable holding it is called;
 * the user-info and secret-named query parameters (``key``, ``token``, ``secret``,
@@ -84,9 +84,20 @@ def add_url(url: str | None) -> None:
             add_secret(value)
 
 
+#: (the environment as last read, its secrets): reading and matching every variable costs about
+#: 0.25 ms, comparing the environment with the copy about 1 µs (every driver turn redacts its URL).
+_env_seen: tuple[dict[Any, Any] | None, tuple[str, ...]] = (None, ())
+
+
 def env_secrets() -> list[str]:
-    """The values of secret-named environment variables (8 characters or more)."""
-    return [v.strip() for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v.strip()) >= MIN_SECRET_LENGTH]
+    """The values of secret-named environment variables (8 characters or more), as they are now."""
+    global _env_seen
+    data = getattr(os.environ, "_data", None)  # CPython's mapping behind os.environ (bytes on POSIX)
+    seen, values = _env_seen
+    if data is None or seen != data:
+        values = tuple(v.strip() for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v.strip()) >= MIN_SECRET_LENGTH)
+        _env_seen = (dict(data) if data is not None else None, values)
+    return list(values)
 
 
 def secrets() -> frozenset[str]:
@@ -166,6 +177,29 @@ def redact_data(value: Any, forms: tuple[str, ...] | None = None) -> Any:
     if isinstance(value, (list, tuple)):
         return [redact_data(v, forms) for v in value]
     return value
+
+
+_CREDENTIAL_KEY = re.compile('"(?:' + "|".join(re.escape(f) for f in sorted(SECRET_FIELDS)) + ')"', re.I)
+
+
+@lru_cache(maxsize=8)
+def _json_forms(forms: tuple[str, ...]) -> tuple[str, ...]:
+    """`forms` and each as it appears inside a JSON string (escaped character by character)."""
+    return tuple(dict.fromkeys([*forms, *(json.dumps(f, ensure_ascii=False)[1:-1] for f in forms)]))
+
+
+def redact_json(value: Any, forms: tuple[str, ...] | None = None) -> str:
+    """``json.dumps(redact_data(value), ensure_ascii=False, default=str)``, the same text, at the
+    cost of one dump and a scan of its text when there is nothing to redact (most data): JSON
+    escapes character by character, so whatever `redact_data` would change in a string (a form
+    of a secret, URL credentials, a key-shaped word) or a credential field's name shows in the text."""
+    forms = current_forms() if forms is None else forms
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    if (any(form in text for form in _json_forms(forms)) or ("://" in text and _URL_USERINFO.search(text))
+            or ("=" in text and _URL_PARAM.search(text)) or any(prefix in text for prefix in _KEY_PREFIXES)
+            or _CREDENTIAL_KEY.search(text)):
+        return json.dumps(redact_data(value, forms), ensure_ascii=False, default=str)
+    return text
 
 
 class StreamRedactor:

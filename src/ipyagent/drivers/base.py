@@ -87,15 +87,28 @@ STATUS_TYPES: dict[int, str] = {
 RESPONSE_TIMEOUT = 300.0
 
 
+#: What may be left of a body once its parser has seen the stop signal (OpenAI's ``[DONE]``):
+#: at most this many bytes, arriving within `DRAIN_S` seconds, are read, so the connection goes
+#: back to the pool for the next request instead of being closed (and a new one opened).
+DRAIN_BYTES = 64 * 1024
+DRAIN_S = 0.5
+
+
 class _Deadlined(httpx2.AsyncByteStream):
     """A response body whose every network read ends by `deadline` (loop time), else
-    `TimeoutError`: one timer per chunk of bytes, not one per parsed delta."""
+    `TimeoutError`: one timer per chunk of bytes, not one per parsed delta.
+
+    The body's iterator is kept here, not in the generator a reader iterates: a parser that
+    stops at its stop signal leaves the rest of the body for `drain`."""
 
     def __init__(self, stream: httpx2.AsyncByteStream, deadline: float) -> None:
         self.stream, self.deadline = stream, deadline
+        self._chunks: AsyncIterator[bytes] | None = None
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        chunks = aiter(self.stream)
+        if self._chunks is None:
+            self._chunks = aiter(self.stream)
+        chunks = self._chunks
         while True:
             async with asyncio.timeout_at(self.deadline):
                 try:
@@ -104,7 +117,26 @@ class _Deadlined(httpx2.AsyncByteStream):
                     return
             yield chunk
 
+    async def drain(self) -> bool:
+        """Read the rest of the body (`DRAIN_BYTES` at most, within `DRAIN_S` and the deadline);
+        True when it ended, so the connection can serve another request."""
+        if self._chunks is None:
+            return False
+        left = DRAIN_BYTES
+        try:
+            async with asyncio.timeout_at(min(self.deadline, asyncio.get_running_loop().time() + DRAIN_S)):
+                async for chunk in self._chunks:
+                    left -= len(chunk)
+                    if left < 0:
+                        return False
+        except (Exception, TimeoutError):  # noqa: BLE001 - the connection is closed instead, as without a drain
+            return False
+        return True
+
     async def aclose(self) -> None:
+        chunks, self._chunks = self._chunks, None
+        if chunks is not None and hasattr(chunks, "aclose"):
+            await chunks.aclose()
         await self.stream.aclose()
 
 
@@ -702,8 +734,10 @@ class BasePromptDriver(ABC):
             raise ProviderError("invalid_response", str(exc), retryable=False) from None
         model = meta.model or self.model
         usage = meta.usage or Usage()
-        # Off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams.
-        cost = await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, model)
+        if pricing.loaded():  # ~0.1 ms at most, usually a lookup: no thread hop
+            cost = self.price(usage, model)
+        else:  # off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams
+            cost = await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, model)
         if not turn.replayed:
             pricing.LEDGER.record(self.provider, model, cost, usage)
         metadata = turn.metadata(self.provider, model, cost=cost.to_dict() if cost is not None else None)
@@ -737,6 +771,8 @@ class BasePromptDriver(ABC):
             async with aclosing(self._relay(opened, turn, str(request.url))) as deltas:
                 async for delta in deltas:
                     yield delta
+            if isinstance(opened.response.stream, _Deadlined):  # the connection back to the pool
+                await opened.response.stream.drain()
             completed = await self._complete(turn)
         except ProviderError as exc:
             yield self._failed(exc, turn)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -93,12 +94,40 @@ def resolve_alias(provider_id: str) -> str:
     return ALIASES.get(provider_id.strip(), provider_id)
 
 
+#: (the import path's state, the plug-ins found there): scanning every installed package's entry
+#: points takes 50-100 ms, and every driver created asks.
+_plugins: tuple[tuple[Any, ...], dict[str, ProviderSpec]] | None = None
+
+
+def _path_state() -> tuple[Any, ...]:
+    """`sys.path` with each folder's modification time: installing a package (``%pip install``)
+    adds its ``dist-info`` folder, which changes its folder's time."""
+    state = []
+    for folder in sys.path:
+        try:
+            state.append((folder, os.stat(folder or ".").st_mtime_ns))
+        except OSError:
+            state.append((folder, None))
+    return tuple(state)
+
+
+def plugins() -> dict[str, ProviderSpec]:
+    """Providers registered by installed packages (the ``ipyagent.drivers`` entry points), scanned
+    again only when `sys.path` or one of its folders changed."""
+    global _plugins
+    state = _path_state()
+    if _plugins is None or _plugins[0] != state:
+        found = {ep.name: ProviderSpec(ep.name, ep.value, None, None, None, f"from {ep.dist.name if ep.dist else 'a plugin'}")
+                 for ep in entry_points(group="ipyagent.drivers")}
+        _plugins = (state, found)
+    return _plugins[1]
+
+
 def providers() -> dict[str, ProviderSpec]:
     """Built-in providers plus those registered by installed packages."""
     found = dict(BUILTIN)
-    for ep in entry_points(group="ipyagent.drivers"):
-        if ep.name not in found:
-            found[ep.name] = ProviderSpec(ep.name, ep.value, None, None, None, f"from {ep.dist.name if ep.dist else 'a plugin'}")
+    for name, spec in plugins().items():
+        found.setdefault(name, spec)
     return found
 
 

@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..core.redact import current_forms, redact, redact_data
+from ..core.redact import current_forms, redact, redact_json
 
 SCHEMA_VERSION = 2  # 2: runs.cache_key (evaluation runs served from the cache)
 #: The default location, relative to the notebook's folder.
@@ -88,7 +88,7 @@ _RUN_FIELDS = ("status", "ended_at", "duration_s", "usage", "cost", "error", "me
 _JSON_FIELDS = ("usage", "retry", "data", "error", "metadata")
 
 def _dumps(value: Any, forms: tuple[str, ...] | None = None) -> str | None:
-    return None if value is None else json.dumps(redact_data(value, forms), ensure_ascii=False, default=str)
+    return None if value is None else redact_json(value, forms)
 
 
 #: Environment variable: the run store's path, or ``off`` to keep no store.
