@@ -13,7 +13,7 @@ from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
 from ipyagent import Agent, Evaluation, compare, evaluate
-from ipyagent.notebook.evaluation_render import MIME_TYPE, PAGE, evaluation_html, evaluation_markdown, evaluation_text
+from ipyagent.notebook.evaluation_render import MIME_TYPE, PAGE, evaluation_html, evaluation_markdown, evaluation_text, headline
 from ipyagent.notebook.evaluation_view import bundle
 
 from .stub_server import StubServer
@@ -56,13 +56,16 @@ def test_over_rows_with_assertions_binds_the_evaluation_and_prints_the_summary(i
     assert re.match(r"openai:m1\s+100%\s+3\s+0\s+0\s+0\s+0\s", good)
 
 
-def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip) -> None:
+def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) -> None:
     with StubServer(responder=answering(capital_of)) as server:
         ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
         ip.user_ns["rows"] = CAPITALS
         for _ in range(2):
             ip.run_cell_magic("compare", "openai:m --over rows -o ev", "Capital of {{ row.country }}?")
         assert len(server.requests) == 3 and all(r.cached for r in ip.user_ns["ev"].results)
+        # The terminal's headline says so, with a wall time in milliseconds (it said "0.0 s").
+        ms = round(ip.user_ns["ev"].wall_s * 1000)
+        assert f"1 providers × 3 rows: 3 of 3 runs (3 from the cache), 3 passed, {ms} ms" in capsys.readouterr().out.splitlines()[-3]
         ip.run_cell_magic("compare", "openai:m --over rows --no-cache -o ev", "Capital of {{ row.country }}?")
         assert len(server.requests) == 6 and not any(r.cached for r in ip.user_ns["ev"].results)
 
@@ -130,6 +133,12 @@ def test_model_text_in_the_matrix_is_escaped_and_outcomes_say_why() -> None:
     markdown = evaluation_markdown(doc)
     assert "| # | openai:m |" in markdown and "✗" in markdown
     assert evaluation_text(doc).startswith("1 providers × 2 rows: 2 of 2 runs, 0 passed")
+
+
+@pytest.mark.parametrize("wall_s, shown", [(0.0, "0 ms"), (0.0434, "43 ms"), (0.9994, "999 ms"), (1.0, "1.0 s"), (12.34, "12.3 s")])
+def test_the_headline_gives_short_wall_times_in_milliseconds(wall_s, shown) -> None:
+    doc = {**_evaluation(1).to_json(), "wall_s": wall_s}
+    assert headline(doc).endswith(f"1 passed (contains:{{{{ row.capital }}}}), {shown}")
 
 
 def test_the_bundle_keeps_the_json_and_redacts_secrets(monkeypatch) -> None:

@@ -165,19 +165,27 @@ function table(head: string[], rows: HTMLElement[]): HTMLElement {
   return node;
 }
 
-/** evaluation_render.headline: rows x providers, runs done, passed, assertions, wall time, early stops. */
+/** evaluation_render.wall_time: milliseconds under a second ("43 ms"), else "12.3 s". */
+export function wallTime(seconds: number | null): string {
+  const value = seconds ?? 0;
+  return value < 1 ? `${(value * 1000).toFixed(0)} ms` : `${value.toFixed(1)} s`;
+}
+
+/** evaluation_render.headline: rows x providers, runs done (and cached), passed, assertions, wall time, early stops. */
 export function headline(doc: Json): string {
   const providers = list(doc.providers).map(str);
   const results = list(doc.results).filter(isObject);
   const total = num(doc.total) ?? 0;
   const done = results.filter(r => r.status !== 'skipped').length;
+  const cached = results.filter(r => r.cached).length;
   const passed = results.filter(r => r.passed).length;
-  let text = `${providers.length} providers × ${Math.floor(total / Math.max(providers.length, 1))} rows: ${done} of ${total} runs, ${passed} passed`;
+  let text = `${providers.length} providers × ${Math.floor(total / Math.max(providers.length, 1))} rows: ${done} of ${total} runs`;
+  text += (cached ? ` (${cached} from the cache)` : '') + `, ${passed} passed`;
   const assertions = list(doc.assertions).map(str);
   if (assertions.length) {
     text += ` (${assertions.join(', ')})`;
   }
-  text += `, ${(num(doc.wall_s) ?? 0).toFixed(1)} s`;
+  text += `, ${wallTime(num(doc.wall_s))}`;
   if (doc.interrupted) {
     text += `; interrupted: ${total - results.length} runs not finished`;
   }

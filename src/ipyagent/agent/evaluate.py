@@ -546,32 +546,42 @@ class _Run:
 
     # -- the whole matrix ----------------------------------------------------------------
 
-    async def run(self, entries: list[Agent | str], rows: list[Any]) -> Evaluation:
-        ev = self.ev
+    def _prompts(self, rows: list[Any]) -> list[str]:
+        """Each row's prompt, rendered from the template (the template as it is when `raw`).
+
+        Raises:
+            TemplateError: naming the row whose prompt cannot be rendered or is empty.
+        """
         if self.raw:
-            prompts = [self.template.strip()] * len(rows)
-        else:
-            prompts = []
-            for n, row in enumerate(rows):
-                try:
-                    prompts.append(render_template(self.template, row, self.namespace).strip())
-                except TemplateError as exc:
-                    raise TemplateError(f"row {n}: {exc}") from None
-            empty = next((n for n, p in enumerate(prompts) if not p), None)
-            if empty is not None:
-                raise TemplateError(f"row {empty}: the prompt is empty once rendered")
-        for assertion in self.assertions:
-            if isinstance(assertion, JudgeAssertion):
-                assertion.run = lambda prompt, judge=assertion: self._judge_run(judge, prompt)
-        lanes = [self._lane(key, entry) for key, entry in zip(ev.providers, entries)]
-        # Named by what was built (a replayed cassette by its recorded provider:model), before any result.
-        ev.providers = provider_keys([lane.prototype.provider if lane.prototype is not None else lane.name for lane in lanes])
-        for lane, key in zip(lanes, ev.providers):
+            return [self.template.strip()] * len(rows)
+        prompts = []
+        for n, row in enumerate(rows):
+            try:
+                prompts.append(render_template(self.template, row, self.namespace).strip())
+            except TemplateError as exc:
+                raise TemplateError(f"row {n}: {exc}") from None
+        empty = next((n for n, p in enumerate(prompts) if not p), None)
+        if empty is not None:
+            raise TemplateError(f"row {empty}: the prompt is empty once rendered")
+        return prompts
+
+    def _lanes(self, entries: list[Agent | str]) -> list[_Lane]:
+        """One lane per provider, named by what was built (a replayed cassette by its recorded
+        provider:model) before any result."""
+        lanes = [self._lane(key, entry) for key, entry in zip(self.ev.providers, entries)]
+        self.ev.providers = provider_keys([lane.prototype.provider if lane.prototype is not None else lane.name for lane in lanes])
+        for lane, key in zip(lanes, self.ev.providers):
             lane.name = key
+        return lanes
+
+    async def _queue(self, lanes: list[_Lane], rows: list[Any], prompts: list[str]) -> None:
+        """Every cell into its lane's queue, with its cache key (and its cached run, when there is
+        one); a lane whose agent could not be built fails its cells at once."""
         cells: list[_Cell] = []
+        fields = [row_fields(row) for row in rows]  # one per row, shared by its cells
         for lane in lanes:
             for n, (row, prompt) in enumerate(zip(rows, prompts)):
-                cell = EvalResult(n, lane.name, prompt, row_fields(row))
+                cell = EvalResult(n, lane.name, prompt, fields[n])
                 if lane.error is not None:
                     _fill(cell, None, lane.error, 0.0, None)
                     await self._check(cell, row)
@@ -586,21 +596,27 @@ class _Run:
             hits = self.store.cached_runs([c.key for c in cells if c.key])
             for job in cells:
                 job.hit = hits.get(job.key) if job.key else None
-        previous = {id(lane): lane.prototype.driver.rate_gate for lane in lanes if lane.prototype is not None}
-        for lane in lanes:
-            if lane.prototype is not None:
-                lane.prototype.driver.rate_gate = lane.gate
-        if self.budget.limit is not None:
-            unknown = [lane.name for lane in lanes if lane.prototype is not None and _rates(lane.prototype) == (0.0, 0.0)]
-            if unknown:
-                ev.notes.append(f"budget: no known price for {', '.join(unknown)}; their runs count only when they report a cost")
-        scheduler = Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip)
+
+    async def run(self, entries: list[Agent | str], rows: list[Any]) -> Evaluation:
+        ev = self.ev
+        prompts = self._prompts(rows)
+        for assertion in self.assertions:
+            if isinstance(assertion, JudgeAssertion):
+                assertion.run = lambda prompt, judge=assertion: self._judge_run(judge, prompt)
+        lanes = self._lanes(entries)
+        await self._queue(lanes, rows, prompts)
+        built = [lane for lane in lanes if lane.prototype is not None]
+        previous = [lane.prototype.driver.rate_gate for lane in built]  # type: ignore[union-attr]
+        for lane in built:
+            lane.prototype.driver.rate_gate = lane.gate  # type: ignore[union-attr]
+        unknown = [lane.name for lane in built if self.budget.limit is not None and _rates(lane.prototype) == (0.0, 0.0)]  # type: ignore[arg-type]
+        if unknown:
+            ev.notes.append(f"budget: no known price for {', '.join(unknown)}; their runs count only when they report a cost")
         try:
-            await scheduler.run()
+            await Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip).run()
         finally:
-            for lane in lanes:
-                if lane.prototype is not None:
-                    lane.prototype.driver.rate_gate = previous.get(id(lane))
+            for lane, gate in zip(built, previous):
+                lane.prototype.driver.rate_gate = gate  # type: ignore[union-attr]
             self.writer.flush()
             if self.writer.error:
                 ev.notes.append(self.writer.error)
@@ -682,41 +698,63 @@ def _open_store(store: RunStore | str | Path | bool | None, cache: bool) -> tupl
         return None, False, f"{exc}; runs are neither cached nor recorded"
 
 
-async def aevaluate(
-    providers: Sequence[Agent | str],
-    template: str,
-    rows: Any,
-    *,
-    assertions: Sequence[Any] = (),
-    rubric: str | None = None,
-    concurrency: int = 4,
-    budget: float | None = None,
-    cache: bool = True,
-    store: RunStore | str | Path | bool | None = None,
-    system: str | None = None,
-    tools: list[Any] | None = None,
-    max_steps: int = 10,
-    output_schema: Any = None,
-    output_strategy: str | None = None,
-    images: Any = None,
-    settings: Any = None,
-    timeout: float | None = None,
-    namespace: dict[str, Any] | None = None,
-    raw: bool = False,
-    factory: Callable[[str], Agent] | None = None,
-    judge_factory: Callable[[str], Agent] | None = None,
-    on_start: Callable[[EvalResult], Any] | None = None,
-    on_result: Callable[[EvalResult], Any] | None = None,
-    evaluation: Evaluation | None = None,
-    **driver_options: Any,
-) -> Evaluation:
+def _check_arguments(providers: Sequence[Any], concurrency: int, budget: float | None) -> None:
+    if not providers:
+        raise ValueError("evaluate needs at least one provider")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
+    if budget is not None and budget < 0:
+        raise ValueError(f"the budget must be 0 or more USD, not {budget}")
+
+
+def _run_options(output_schema: Any, output_strategy: str | None, images: Any, settings: Any, timeout: float | None) -> dict[str, Any]:
+    """What every run of the matrix is given besides its prompt (`Agent.arun` keywords), those set."""
+    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images),
+                                 ("settings", coerce_settings(settings) if settings else None), ("timeout", timeout)) if v}
+    if "images" in options:
+        from .images import image_blocks
+
+        options["images"] = image_blocks(images)
+    return options
+
+
+async def _run_matrix(ev: Evaluation, entries: list[Agent | str], rows: list[Any], *, store: RunStore | str | Path | bool | None,
+                      cache: bool, **run: Any) -> Evaluation:
+    """`aevaluate`'s work on ipyagent's loop: open the store, run the matrix, and whatever happens
+    (an interrupt included) note the wall time, close the agents built here and the store opened here."""
+    opened, owned, note = _open_store(store, cache)
+    if note:
+        ev.notes.append(note)
+    matrix = _Run(ev, store=opened, cache=cache, **run)
+    ev.started = time.monotonic()
+    try:
+        return await matrix.run(entries, rows)
+    except asyncio.CancelledError:
+        ev.interrupted = True
+        raise
+    finally:
+        ev.wall_s = time.monotonic() - ev.started
+        await matrix.close()
+        if owned and opened is not None:
+            opened.close()
+
+
+async def aevaluate(providers: Sequence[Agent | str], template: str, rows: Any, *, assertions: Sequence[Any] = (),
+                    rubric: str | None = None, concurrency: int = 4, budget: float | None = None, cache: bool = True,
+                    store: RunStore | str | Path | bool | None = None, system: str | None = None,
+                    tools: list[Any] | None = None, max_steps: int = 10, output_schema: Any = None,
+                    output_strategy: str | None = None, images: Any = None, settings: Any = None, timeout: float | None = None,
+                    namespace: dict[str, Any] | None = None, raw: bool = False, factory: Callable[[str], Agent] | None = None,
+                    judge_factory: Callable[[str], Agent] | None = None, on_start: Callable[[EvalResult], Any] | None = None,
+                    on_result: Callable[[EvalResult], Any] | None = None, evaluation: Evaluation | None = None,
+                    **driver_options: Any) -> Evaluation:
     """Run `template` over `rows` on every provider: each cell a fresh run, checked by `assertions`.
 
     Args:
         providers: ``provider:model`` ids (built with `factory`) or `Agent` objects (their
             driver, system prompt and tools; never their conversation).
         template: the prompt, a Jinja2 template with the row as ``row`` (``{{ row.question }}``;
-            ``{{ row }}`` for a string row) and `namespace`'s names.
+            ``{{ row }}`` for a string row) and `namespace`'s names; `raw`: sent as it is.
         rows: a pandas or polars DataFrame, a list of dicts, or a list of strings.
         assertions: spec strings (`assertions` module: ``contains:TEXT``, ``regex:P``,
             ``equals:{{ row.answer }}``, ``json``, ``schema``, ``python:NAME``,
@@ -729,14 +767,11 @@ async def aevaluate(
         store: the run store (a `RunStore` or a path; False: none, so no cache); default
             ``$IPYAGENT_RUN_STORE`` or ``.ipyagent/runs.sqlite``.
         system, tools, max_steps, **driver_options: for agents built from ids (as `Agent`).
-        output_schema, output_strategy, images, settings: as `Agent.arun`, for every run (the
-            settings, a `ModelSettings` or a dict, go over each agent's own; they are part of the
-            cache key, as everything sent is).
-        timeout: seconds each run may take at most (all its turns and tools; `Agent.arun`); a run
-            past it is a cell with the error, its partial text kept.
-        factory: builds an agent from an id (default ``Agent(id, system=..., tools=..., ...)``).
-        judge_factory: builds a judge's agent from its id (default ``Agent(id, **driver_options)``:
-            no system prompt, no tools).
+        output_schema, output_strategy, images, settings, timeout: as `Agent.arun`, for every run
+            (settings go over each agent's own and, like everything sent, into the cache key;
+            `timeout`: seconds a run may take, its partial text kept past it).
+        factory, judge_factory: build an agent (a judge's) from an id (default ``Agent(id, ...)``;
+            a judge gets no system prompt and no tools).
         on_start(result), on_result(result): called on ipyagent's loop when a cell's request
             starts and when a cell ends (finished, failed or skipped).
         evaluation: an `Evaluation` to fill (so a caller keeps what finished if this is cancelled).
@@ -750,46 +785,18 @@ async def aevaluate(
         TemplateError: the template cannot be rendered for a row (which one is said).
         asyncio.CancelledError: cancelled (interrupt); `evaluation` keeps what finished.
     """
-    if not providers:
-        raise ValueError("evaluate needs at least one provider")
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
-    if budget is not None and budget < 0:
-        raise ValueError(f"the budget must be 0 or more USD, not {budget}")
+    _check_arguments(providers, concurrency, budget)
     rows = normalize_rows(rows)
     checks = [parse_assertion(a, namespace=namespace, rubric=rubric, has_schema=output_schema is not None) for a in assertions]
+    keys = provider_keys([resolve_alias(e) if isinstance(e, str) else e.provider for e in providers])
+    ev = evaluation or Evaluation(keys, rows)
+    ev.providers, ev.rows, ev.assertions, ev.budget = keys, rows, [a.name for a in checks], budget
     make = factory or (lambda provider: Agent(provider, system=system, tools=tools, max_steps=max_steps, **driver_options))
-    ids = [resolve_alias(e) if isinstance(e, str) else e.provider for e in providers]
-    ev = evaluation or Evaluation(provider_keys(ids), rows)
-    ev.providers, ev.rows, ev.assertions, ev.budget = provider_keys(ids), rows, [a.name for a in checks], budget
-    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images),
-                                 ("settings", coerce_settings(settings) if settings else None), ("timeout", timeout)) if v}
-    if "images" in options:
-        from .images import image_blocks
-
-        options["images"] = image_blocks(images)
-
-    async def body() -> Evaluation:
-        opened, owned, note = _open_store(store, cache)
-        if note:
-            ev.notes.append(note)
-        run = _Run(ev, template=template, assertions=checks, concurrency=concurrency, budget=budget, cache=cache,
-                   store=opened, factory=make, judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
-                   run_options=options, namespace=namespace, raw=raw,
-                   on_start=on_start, on_result=on_result)
-        ev.started = time.monotonic()
-        try:
-            return await run.run(list(providers), rows)
-        except asyncio.CancelledError:
-            ev.interrupted = True
-            raise
-        finally:
-            ev.wall_s = time.monotonic() - ev.started
-            await run.close()
-            if owned and opened is not None:
-                opened.close()
-
-    return await run_in_background(body())
+    return await run_in_background(_run_matrix(
+        ev, list(providers), rows, store=store, cache=cache, template=template, assertions=checks, concurrency=concurrency,
+        budget=budget, factory=make, judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
+        run_options=_run_options(output_schema, output_strategy, images, settings, timeout), namespace=namespace, raw=raw,
+        on_start=on_start, on_result=on_result))
 
 
 def evaluate(providers: Sequence[Agent | str], template: str, rows: Any, **options: Any) -> Evaluation:

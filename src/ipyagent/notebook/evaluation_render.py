@@ -198,17 +198,26 @@ def matrix_html(doc: dict[str, Any]) -> str:
     return "".join(pages)
 
 
+def wall_time(seconds: float | None) -> str:
+    """A wall time as read: ``0.043`` -> ``"43 ms"`` (a re-run served from the cache takes
+    milliseconds, which ``"0.0 s"`` hid), ``12.34`` -> ``"12.3 s"``."""
+    seconds = seconds or 0.0
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
 def headline(doc: dict[str, Any]) -> str:
-    """One line: rows × providers, runs done, passed, assertions, wall time, and why it stopped early."""
+    """One line: rows × providers, runs done (those served from the cache), passed, assertions,
+    wall time, and why it stopped early."""
     results = doc["results"]
     rows = len({r["row"] for r in results}) if results else 0
     done = sum(r["status"] != "skipped" for r in results)
+    cached = sum(bool(r.get("cached")) for r in results)
     passed = sum(bool(r.get("passed")) for r in results)
     text = (f"{len(doc['providers'])} providers × {doc['total'] // max(len(doc['providers']), 1)} rows: "
-            f"{done} of {doc['total']} runs, {passed} passed")
+            f"{done} of {doc['total']} runs" + (f" ({cached} from the cache)" if cached else "") + f", {passed} passed")
     if doc.get("assertions"):
         text += f" ({', '.join(doc['assertions'])})"
-    text += f", {doc.get('wall_s', 0):.1f} s"
+    text += f", {wall_time(doc.get('wall_s'))}"
     if doc.get("interrupted"):
         text += f"; interrupted: {rows and doc['total'] - len(results)} runs not finished"
     if doc.get("budget_stopped"):
