@@ -55,7 +55,7 @@ demo: $(VENV)/.installed-demo
 
 ## make bench: set up .venv with the bench extras (the peers) and run benchmarks/: a table each, JSON in build/bench/
 bench: $(VENV)/.installed-bench
-	for b in stream_decode render_path import_load compare_wall summarize_context evaluate_matrix; do $(PY) benchmarks/$$b.py || exit 1; done
+	for b in stream_decode render_path import_load compare_wall summarize_context evaluate_matrix compare_view_bytes; do $(PY) benchmarks/$$b.py || exit 1; done
 
 ## make mutation: mutmut over the driver template, OpenAI Chat and the agent loop ([tool.mutmut] in pyproject.toml),
 ## with the fast tests that pin their decisions; prints the kill rate (.ci/mutation_report.py). Not part of make test.

@@ -18,6 +18,7 @@ SCRIPTS = {
     "compare_wall": "Compare",
     "summarize_context": "Summaries for a model",
     "evaluate_matrix": "Evaluate",
+    "compare_view_bytes": "Compare view",
 }
 
 
@@ -57,5 +58,11 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
         results = data["results"]
         assert results["cached_requests"] == 0 and results["cached_s"] < results["first_s"]
         assert results["first_vs_ideal"] > 0 and results["others_under_429"] > 0 and results["limited_lane_429s"] > 0
+    elif name == "compare_view_bytes":  # one front end per %%compare cell, whatever its providers and runs
+        for case, result in data["results"].items():
+            providers, runs = map(int, case.split("x"))
+            assert result["ours"]["widgets_with_module"] == 1
+            assert result["baseline"]["widgets_with_module"] == providers * runs
+            assert result["ratio"] >= 0.9 * providers * runs
     else:
         assert data["median"]["compare_s"] < data["median"]["sum_s"]
