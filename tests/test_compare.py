@@ -400,9 +400,10 @@ class _DriverTimed:
 
     provider = "fake:timed"
 
-    def __init__(self) -> None:
+    def __init__(self, *extra) -> None:
         self.messages: list = []
         self.results: list = []
+        self.extra = extra  # more events, sent after the text
 
     async def arun(self, prompt, options, *, on_event):
         from ipyagent.agent.result import AgentResult
@@ -413,6 +414,8 @@ class _DriverTimed:
         usage, stop = Usage(input_tokens=3, output_tokens=2), StopReason(kind="end_turn")
         on_event(ModelStarted("fake", "timed"))
         on_event(TextDelta(0, "hi there"))
+        for event in self.extra:
+            on_event(event)
         on_event(ModelCompleted(message, usage, stop, metadata=meta))
         return AgentResult("fake:timed", message, usage=usage, stop_reason=stop, metadata=meta,
                            messages=[Message(role="user", content=[TextBlock(text=prompt)]), message])
@@ -457,3 +460,20 @@ def test_a_stopped_comparison_keeps_finished_and_partial_runs() -> None:
     assert cut.error_type == "cancelled" and cut.transcript.status == "interrupted"
     assert 0 < len(cut.transcript.text) < len(exp.text) and exp.text.startswith(cut.transcript.text)
     assert cut.ttft_s is not None  # a stopped run keeps its first-token time
+
+
+def test_a_pane_and_the_saved_record_draw_off_prompt_artifacts_as_agent_memory_does() -> None:
+    from ipyagent.core import ArtifactStored, TextArtifact
+
+    long = "# Results\n\n" + "a finding\n" * 50
+    stored = ArtifactStored("call_1", "WebSearch", "search", "TaskMemory", "search-1", TextArtifact(value=long), {"chars": len(long)})
+
+    async def main() -> CompareWidgetView:
+        view = CompareWidgetView(["fake:timed"], 1)
+        await acompare([_DriverTimed(stored)], "hi", on_start=view.start, on_event=view.feed, on_finish=view.finish)
+        return view
+
+    view = asyncio.run(main())
+    (artifact,) = view.ended[(0, 0)]["artifacts"]
+    assert "<h1>Results</h1>" in artifact["html"]  # Markdown rendered, as %agent memory shows it
+    assert view.figures[0].transcript.artifacts[0].html == artifact["html"]  # the saved record's transcript

@@ -234,6 +234,10 @@ class CompareWidgetView:
             view = self.run_views[(fig.index, fig.run)]
         _fail(view, fig)
         if fig.transcript is not None:
+            from .transcript_output import draw_artifacts
+
+            # Off-prompt artifacts as %agent memory draws them (the saved record shares this transcript).
+            draw_artifacts(fig.transcript, [s.data for s in view.state.segments.values() if s.kind == "artifact"])
             doc = self.ended[(fig.index, fig.run)] = redact_data(fig.transcript.to_json())
             view.end(doc)
         self.figures.append(fig)
