@@ -125,7 +125,7 @@ def test_compare_notebook_with_a_failing_provider(monkeypatch):
     record = saved["data"]["application/vnd.ipyagent.comparison+json"]
     assert {row[0]: row for row in record["table"]["rows"]} == rows
     assert "<table" in saved["data"]["text/html"] and error_message.split()[0] in saved["data"]["text/html"]
-    assert saved["data"]["text/markdown"].startswith("| provider:model | first token")
+    assert saved["data"]["text/plain"].startswith("provider:model") and "text/markdown" not in saved["data"]
 
     printed = "".join(o.get("text", "") for o in nb.cells[nb.cells.index(first) + 2].outputs)
     assert re.search(rf"anthropic:claude-sonnet-4-5 +0 tokens out +{status_type(401)}", printed)

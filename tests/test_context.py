@@ -14,7 +14,7 @@ from IPython.core.error import UsageError
 from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
-from ipyagent.core.transcript import NextCell, Transcript
+from ipyagent.core.transcript import NextCell, TextPart, Transcript, TranscriptMessage
 from ipyagent.memory.context import ContextBlock, variable_block
 from ipyagent.memory.summarize import summarize
 from ipyagent.notebook.code_blocks import fenced_blocks, pick_code
@@ -329,3 +329,24 @@ def test_inspect_shows_each_context_block_and_its_tokens(ip, server, capsys) -> 
     assert "context: 2 blocks" in out
     assert "  error error (ZeroDivisionError): ≈" in out
     assert f"  variable monthly (dict): ≈{blocks[0].tokens:,} tokens" in out
+
+
+def test_the_cell_log_keeps_a_runs_whole_answer_not_its_short_plain_text() -> None:
+    """A run's saved text/plain is only its start and footer: --cells reads the answer from the
+    record beside it (a transcript, or each run of a comparison)."""
+    from types import SimpleNamespace
+
+    from ipyagent.core.transcript import ComparisonEntry, ComparisonRecord
+    from ipyagent.notebook.cell_log import CellLog
+    from ipyagent.notebook.transcript_output import bundle, comparison_bundle
+
+    answer = "\n".join(f"line {i} of the answer" for i in range(100))
+    t = Transcript(provider="openai:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=answer)])])
+    log = CellLog(SimpleNamespace())
+    for data, want in ((bundle(t)[0], answer), (comparison_bundle(ComparisonRecord(providers=["a", "b"], entries=[
+            ComparisonEntry(index=0, transcript=t), ComparisonEntry(index=1, transcript=t)]))[0], answer + "\n\n" + answer)):
+        assert answer not in data["text/plain"]
+        log._current, log._size = [], 0
+        log.record_display(data)
+        recorded = "".join(log._current)
+        assert recorded.startswith(want + "\n") and recorded.rstrip().endswith("]")  # then the footer line

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from ipyagent.memory.store import RunStore
+from ipyagent.notebook.render import one_line
 
 from .stub_server import Reply, StubServer
 
@@ -67,7 +68,7 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     # As the live view and the labextension draw them (the saved HTML fallback holds the same entries).
     body = transcript_output["data"]["text/html"]
     drawn = [a["html"] for a in transcript_output["data"]["application/vnd.ipyagent.transcript+json"]["artifacts"]]
-    assert all(html in body for html in drawn)
+    assert all(one_line(html) in body for html in drawn)  # the fallback is written on one line
 
     # Three collapsed artifact entries: name, type, size, producing tool; content by type.
     entries = re.findall(r'<details class="ipyagent-artifact"><summary><b>([^<]+)</b> <span class="ipyagent-footer">([^<]+)</span></summary>', body)

@@ -15,11 +15,12 @@ import pytest
 from ipyagent import Agent
 from ipyagent.agent import RunOptions
 from ipyagent.core import ArtifactStored, TextArtifact
-from ipyagent.core.transcript import MIME_TYPE, VERSION, Transcript, json_schema
-from ipyagent.notebook.render import markdown_to_html
+from ipyagent.core.transcript import (MIME_TYPE, VERSION, TextPart, ToolCallPart, Transcript, TranscriptError, TranscriptMessage,
+                                      json_schema)
+from ipyagent.notebook.render import markdown_to_html, one_line
 from ipyagent.core.redact import redact_data as redact
 from ipyagent.notebook.transcript_output import bundle
-from ipyagent.notebook.transcript_render import footer_figures, safe_markdown, to_html, to_markdown, to_text
+from ipyagent.notebook.transcript_render import PLAIN_CHARS, footer_figures, safe_markdown, style_for, to_html, to_markdown, to_text
 from ipyagent.tools import activity
 
 from .recordings import expected_from
@@ -292,7 +293,7 @@ def test_bundle_redacts_secret_env_values(monkeypatch):
     data, metadata = bundle(Transcript.from_result(result, events=events))
     dumped = json.dumps([data, metadata])
     assert "sk-live-abcdef123456" not in dumped and "[redacted]" in dumped
-    assert set(data) == {MIME_TYPE, "text/html", "text/markdown", "text/plain"}
+    assert set(data) == {MIME_TYPE, "text/html", "text/plain"}  # no Markdown: every front end drawing it prefers the HTML
     assert metadata["ipyagent"] == {"record": "transcript"}  # one copy of the transcript: in data only
     assert redact({"a": ["x sk-live-abcdef123456"]}) == {"a": ["x [redacted]"]}
 
@@ -329,17 +330,18 @@ def test_executed_quickstart_saves_transcripts_and_exports_the_answers(monkeypat
         doc = out.data[MIME_TYPE]
         assert Transcript.from_json(doc).text == answer
         assert doc not in out.metadata.values() and out.metadata["ipyagent"]["record"] == "transcript"
-        assert answer in out.data["text/plain"]
+        plain = out.data["text/plain"]  # the start of the answer and the footer; the HTML shows it all
+        assert plain.startswith(answer[:PLAIN_CHARS // 2]) and len(plain) < len(answer) + 200 and "out tokens" in plain
         assert "sk-test-transcript" not in json.dumps(out)
 
     page, _ = HTMLExporter().from_notebook_node(nb)
     visible = _Visible()
     visible.feed(page)
-    shown = " ".join("".join(visible.text).split())
+    shown = "".join("".join(visible.text).split())  # white space aside: the fallback is on one line
     for answer in answers:
         rendered = _Visible()
         rendered.feed(markdown_to_html(answer))
-        assert " ".join("".join(rendered.text).split()) in shown
+        assert "".join("".join(rendered.text).split()) in shown
 
 
 def test_comparison_record_from_a_real_comparison():
@@ -364,4 +366,49 @@ def test_comparison_record_from_a_real_comparison():
     data, metadata = comparison_bundle(record)
     assert data[COMPARISON_MIME_TYPE] == record.to_json() and metadata["ipyagent"] == {"record": "comparison"}
     assert _inert(data["text/html"].split("</style>", 1)[1]) == []
-    assert markdown_to_html(text) in data["text/html"] and text in data["text/plain"]
+    assert one_line(markdown_to_html(text)) in data["text/html"] and text[:PLAIN_CHARS // 2] in data["text/plain"]
+
+
+def test_one_line_html_draws_the_same_on_one_line():
+    """A saved notebook stores text outputs line by line (~12 characters a line): the HTML
+    fallback is written on one line, with soft breaks as spaces and <pre> lines as &#10;."""
+    html = markdown_to_html("A soft\nbreak.\n\n- one\n- two\n\n```python\nx = 1\ny = '<b>'\n```\n\n| a |\n|---|\n| 1 |\n")
+    flat = one_line(html)
+    assert "\n" not in flat
+    assert "<p>A soft break.</p><ul><li>one</li><li>two</li></ul>" in flat
+    assert '<pre><code class="language-python">x = 1&#10;y = \'&lt;b&gt;\'&#10;</code></pre>' in flat
+    assert "<table><thead><tr><th>a</th></tr></thead><tbody><tr><td>1</td></tr></tbody></table>" in flat
+    # what a parser reads back: the same elements and text, the code block's line breaks included
+    before, after = _Visible(), _Visible()
+    before.feed(html)
+    after.feed(flat)
+    assert after.tags == before.tags
+    assert [t for t in after.text if t.strip()] == [t.replace("soft\nbreak", "soft break") for t in before.text if t.strip()]
+    assert "x = 1\ny = '<b>'\n" in after.text
+
+
+def test_the_html_fallback_carries_only_the_rules_its_parts_need():
+    plain = Transcript(provider="openai:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text="Hi")])])
+    html = to_html(plain)
+    assert "ipyagent-footer{" in html and "details.ipyagent-tool" not in html and "ipyagent-error{" not in html
+    with_tool = plain.model_copy(update={"messages": [TranscriptMessage(role="assistant", parts=[
+        ToolCallPart(id="c1", name="f", status="error", result="boom")])], "status": "failed",
+        "error": TranscriptError(type="server", message="x")})
+    html = to_html(with_tool)
+    assert all(rule in html for rule in ("details.ipyagent-tool", "ipyagent-tool-error{", "ipyagent-error{", "pre{"))
+    assert style_for("") == "<style>" + ".ipyagent-transcript .ipyagent-meta,.ipyagent-transcript .ipyagent-footer{" \
+        + "color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}</style>"
+
+
+def test_the_plain_fallback_is_the_start_of_the_run_and_its_footer():
+    text = "\n".join(f"line {i} of a long answer" for i in range(500))
+    t = Transcript(provider="openai:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=text)])])
+    plain = to_text(t, limit=PLAIN_CHARS)
+    head, _, footer = plain.rpartition("\n")
+    assert footer == "[" + " · ".join(footer_figures(t)) + "]"
+    kept = head.rsplit(" … (", 1)[0]
+    assert text.startswith(kept) and PLAIN_CHARS // 2 <= len(kept) <= PLAIN_CHARS and kept.endswith("answer")  # cut at a line end
+    assert head.endswith(f"({len(text) - len(kept):,} more characters)")
+    assert to_text(t) == text + "\n" + footer  # no limit: all of it
+    short = t.model_copy(update={"messages": [TranscriptMessage(role="assistant", parts=[TextPart(text="Hi")])]})
+    assert to_text(short, limit=PLAIN_CHARS) == "Hi\n" + footer

@@ -1,9 +1,9 @@
 """A run's transcript: a versioned JSON record of one agent run, for saved notebooks and tools.
 
-When an ``%%agent`` run ends, its cell output carries this document as
-``application/vnd.ipyagent.transcript+json`` (and in the output's metadata),
-so a saved, reopened or exported notebook still shows the run without a
-kernel: the JupyterLab extension in ``labextension/`` renders it.
+When an ``%%agent`` run ends, its cell output carries this document, once, as
+``application/vnd.ipyagent.transcript+json``, so a saved, reopened or exported
+notebook still shows the run without a kernel: the JupyterLab extension in
+``labextension/`` renders it.
 
 It lives in core (pydantic only, no IPython, no agent import) so every layer
 can read or write it: the notebook layer publishes it, the run store can keep

@@ -21,6 +21,17 @@ CELL_CHARS = 20_000
 KEEP_CELLS = 200
 
 
+#: Saved run records (core/transcript.py): a transcript, a comparison of transcripts.
+RECORD_TYPES = ("application/vnd.ipyagent.transcript+json", "application/vnd.ipyagent.comparison+json")
+
+
+def answers(record: dict[str, Any]) -> str:
+    """The assistant text of a saved run record (a comparison's runs one after another)."""
+    runs = [e.get("transcript") or {} for e in record.get("entries") or []] if "entries" in record else [record]
+    return "\n\n".join("".join(p.get("text", "") for m in run.get("messages") or [] if m.get("role") == "assistant"
+                                 for p in m.get("parts") or [] if p.get("type") == "text") for run in runs)
+
+
 class _Tee:
     """A text stream that writes through to `stream` and records into `log`."""
 
@@ -114,7 +125,11 @@ class CellLog:
         kinds = [k for k in data if k.startswith(("image/", "video/", "audio/"))]
         if "application/vnd.jupyter.widget-view+json" in data:
             return  # a live widget: its text/plain is the widget's repr
-        if kinds:
+        record = next((data[k] for k in RECORD_TYPES if isinstance(data.get(k), dict)), None)
+        if record is not None:  # a run: its text/plain is cut short, the record holds the answers
+            footer = data.get("text/plain", "").rpartition("\n")[2] if isinstance(data.get("text/plain"), str) else ""
+            self.record(answers(record) + "\n" + footer + "\n")
+        elif kinds:
             self.record(f"[{kinds[0]} output left out]\n")
         elif isinstance(data.get("text/plain"), str):
             self.record(data["text/plain"] + "\n")

@@ -98,5 +98,19 @@ def markdown_to_html(text: str) -> str:
     return sanitize(_markdown().render(text))
 
 
+_PRE = re.compile(r"(<pre[\s>].*?</pre>)", re.S)
+
+
+def one_line(fragment: str) -> str:
+    """`fragment` (HTML) on one line, drawn the same: line breaks between tags (and around a
+    ``<pre>``) dropped, those in running text made spaces (a soft break is white space), those
+    inside ``<pre>`` written as ``&#10;``. A saved notebook stores text outputs line by line, at
+    ~12 more characters a line; an answer's HTML has a line per block, table cell and list item."""
+    parts = _PRE.split(fragment)
+    for i, part in enumerate(parts):
+        parts[i] = part.replace("\n", "&#10;") if i % 2 else part.strip("\n").replace(">\n<", "><").replace("\n", " ")
+    return "".join(parts)
+
+
 def escape(text: str) -> str:
     return html.escape(text, quote=True)

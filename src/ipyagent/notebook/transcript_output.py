@@ -6,10 +6,22 @@ How the display is chosen (and why):
   labextension's renderer, live_widget.py), displayed under a fresh ``display_id``.
 * When the run ends (completed, failed or interrupted), that display is
   *updated* in place with a bundle holding no widget: the transcript
-  (``application/vnd.ipyagent.transcript+json``), sanitized ``text/html``,
-  ``text/markdown`` and ``text/plain``; the output's metadata says which record
-  it holds (``metadata["ipyagent"]["record"]``: ``transcript`` or ``comparison``),
-  so the answer is not saved once more there.
+  (``application/vnd.ipyagent.transcript+json``), sanitized ``text/html`` and a
+  short ``text/plain``; the output's metadata says which record it holds
+  (``metadata["ipyagent"]["record"]``: ``transcript`` or ``comparison``), so the
+  answer is not saved once more there.
+
+What each copy costs (a saved notebook keeps every type of the bundle): the
+transcript holds the run once; ``text/html`` draws it all for front ends without
+the extension (JupyterLab and Notebook 7 without it, VS Code, Colab, GitHub,
+nbviewer and nbconvert's HTML), written on one line (`render.one_line`: the
+notebook stores text line by line, at ~12 characters a line); ``text/plain``
+is the first `PLAIN_CHARS` characters and the footer, for a terminal or a text
+export. No ``text/markdown``: every front end that draws Markdown prefers the
+HTML, so it was a fourth copy of the answer that nothing showed. A 23,000-
+character answer costs 2.5 times its text (``tests/test_saved_size.py``): the
+transcript ~1.05, the HTML ~1.4 (tags, and each link's ``rel`` and
+``referrerpolicy``).
 
 Keeping the widget reference in the saved output would make every front end
 without the widget's state (a reopened notebook, JupyterLab without the
@@ -30,26 +42,18 @@ from typing import Any
 
 from ..core.redact import redact, redact_data
 from ..core.transcript import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript
-from .transcript_render import (
-    comparison_to_html,
-    comparison_to_markdown,
-    comparison_to_text,
-    inert,
-    to_html,
-    to_markdown,
-    to_text,
-)
+from .render import one_line
+from .transcript_render import PLAIN_CHARS, comparison_to_html, comparison_to_text, to_html, to_text
 
 def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any, Any],
             view_model_id: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a saved record: its JSON (secrets redacted) under `mime_type`, the
-    HTML / Markdown / plain-text fallbacks, and ``{"ipyagent": {"record": key, "view_model_id": ...}}``
+    HTML and the short plain-text fallbacks, and ``{"ipyagent": {"record": key, "view_model_id": ...}}``
     (one copy of the record per output: it is in `data` only)."""
     doc = redact_data(record.to_json())
     clean = type(record).model_validate(doc)
-    html, markdown, text = renderers
-    data = {mime_type: doc, "text/html": redact(html(clean)), "text/markdown": redact(inert(markdown(clean))),
-            "text/plain": redact(text(clean))}
+    html, text = renderers
+    data = {mime_type: doc, "text/html": redact(one_line(html(clean))), "text/plain": redact(text(clean, limit=PLAIN_CHARS))}
     metadata: dict[str, Any] = {"record": key}
     if view_model_id:
         metadata["view_model_id"] = view_model_id
@@ -58,9 +62,9 @@ def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any, An
 
 def bundle(transcript: Transcript, *, view_model_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a transcript's display: the transcript JSON and its
-    HTML / Markdown / plain-text fallbacks; metadata ``{"ipyagent": {"record": "transcript"}}``,
+    HTML / plain-text fallbacks; metadata ``{"ipyagent": {"record": "transcript"}}``,
     plus ``view_model_id``, the widget model that showed the run live, when given."""
-    return _bundle(transcript, MIME_TYPE, "transcript", (to_html, to_markdown, to_text), view_model_id)
+    return _bundle(transcript, MIME_TYPE, "transcript", (to_html, to_text), view_model_id)
 
 
 class LiveTranscript:
@@ -136,7 +140,7 @@ def comparison_bundle(record: ComparisonRecord, *, view_model_id: str | None = N
     """(data, metadata) of a ``%%compare`` output: the comparison JSON and its fallbacks;
     metadata ``{"ipyagent": {"record": "comparison"}}`` (plus ``view_model_id``, as `bundle`)."""
     return _bundle(record, COMPARISON_MIME_TYPE, "comparison",
-                   (comparison_to_html, comparison_to_markdown, comparison_to_text), view_model_id)
+                   (comparison_to_html, comparison_to_text), view_model_id)
 
 
 def show_live(view: Any) -> str:

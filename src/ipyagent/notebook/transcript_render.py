@@ -31,18 +31,31 @@ from ..core.transcript import (
 from .compare_view import cells_to_html
 from .render import escape, markdown_to_html, sanitize
 
-#: Scoped CSS of the HTML fallback; JupyterLab theme variables with plain fallbacks.
-STYLE = """<style>
-.ipyagent-transcript{font-size:var(--jp-content-font-size1,14px);color:var(--jp-content-font-color1,inherit)}
-.ipyagent-transcript details.ipyagent-tool,.ipyagent-transcript details.ipyagent-artifact{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;margin:4px 0;padding:2px 8px}
-.ipyagent-transcript .ipyagent-tool-error{border-color:var(--jp-error-color1,#b00)}
-.ipyagent-transcript pre{margin:2px 0;white-space:pre-wrap;word-break:break-all}
-.ipyagent-transcript .ipyagent-reasoning{color:var(--jp-ui-font-color2,#666)}
-.ipyagent-transcript .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}
-.ipyagent-transcript .ipyagent-status{color:var(--jp-warn-color1,#a60)}
-.ipyagent-transcript .ipyagent-prompt{border-left:3px solid var(--jp-border-color1,#bbb);padding-left:8px;margin:6px 0}
-.ipyagent-transcript .ipyagent-title{font-weight:bold;border-bottom:1px solid var(--jp-border-color2,#ddd);margin:8px 0 4px}
-.ipyagent-transcript .ipyagent-meta,.ipyagent-transcript .ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}
+#: Scoped CSS of the HTML fallback, rule by rule with what it styles (none: always needed);
+#: JupyterLab theme variables with plain fallbacks. Text takes the output area's own font and colour.
+_RULES = (
+    (("ipyagent-tool", "ipyagent-artifact"), ".ipyagent-transcript details.ipyagent-tool,.ipyagent-transcript details.ipyagent-artifact"
+                                             "{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;margin:4px 0;padding:2px 8px}"),
+    (("ipyagent-tool-error",), ".ipyagent-transcript .ipyagent-tool-error{border-color:var(--jp-error-color1,#b00)}"),
+    (("<pre",), ".ipyagent-transcript pre{margin:2px 0;white-space:pre-wrap;word-break:break-all}"),
+    (("ipyagent-reasoning",), ".ipyagent-transcript .ipyagent-reasoning{color:var(--jp-ui-font-color2,#666)}"),
+    (("ipyagent-error",), ".ipyagent-transcript .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}"),
+    (("ipyagent-status",), ".ipyagent-transcript .ipyagent-status{color:var(--jp-warn-color1,#a60)}"),
+    (("ipyagent-prompt",), ".ipyagent-transcript .ipyagent-prompt{border-left:3px solid var(--jp-border-color1,#bbb);padding-left:8px;margin:6px 0}"),
+    (("ipyagent-title",), ".ipyagent-transcript .ipyagent-title{font-weight:bold;border-bottom:1px solid var(--jp-border-color2,#ddd);margin:8px 0 4px}"),
+    ((), ".ipyagent-transcript .ipyagent-meta,.ipyagent-transcript .ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}"),
+)
+#: Every rule (a comparison's panes may hold anything).
+STYLE = "<style>\n" + "\n".join(rule for _, rule in _RULES) + "\n</style>"
+
+
+def style_for(body: str) -> str:
+    """The rules of `STYLE` that `body` (HTML) needs: a saved notebook keeps them in every output."""
+    return "<style>" + "".join(rule for needs, rule in _RULES if not needs or any(n in body for n in needs)) + "</style>"
+
+
+#: What a comparison adds to `STYLE`: its panes side by side.
+COMPARISON_STYLE = """<style>
 .ipyagent-comparison .ipyagent-grid{display:grid;gap:6px 12px}
 .ipyagent-comparison .ipyagent-cols-1{grid-template-columns:minmax(0,1fr)}
 .ipyagent-comparison .ipyagent-cols-2{grid-template-columns:repeat(2,minmax(0,1fr))}
@@ -133,7 +146,8 @@ def _arguments(call: ToolCallPart) -> str:
 def to_html(t: Transcript) -> str:
     """Sanitized HTML, styled like the live view (tool cards and reasoning collapsed); with
     the code offered as a new cell (`next_cell_html`) after the sanitized part."""
-    return f'<div class="ipyagent-transcript">{STYLE}{_html_body(t)}{next_cell_html(t)}</div>'
+    body = _html_body(t) + next_cell_html(t)
+    return f'<div class="ipyagent-transcript">{style_for(body)}{body}</div>'
 
 
 #: Inline handlers of the next-cell buttons (fixed strings; the code is read from the escaped <code>).
@@ -182,7 +196,7 @@ def comparison_to_html(record: ComparisonRecord) -> str:
     table = sanitize(cells_to_html(record.table.columns, record.table.rows)) if record.table else ""
     # Each pane's body is sanitized by _html_body; the rest is our own markup over escaped text.
     grid = f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{table}{wall}'
-    return f'<div class="ipyagent-transcript ipyagent-comparison">{STYLE}{grid}</div>'
+    return f'<div class="ipyagent-transcript ipyagent-comparison">{STYLE}{COMPARISON_STYLE}{grid}</div>'
 
 
 def _table_markdown(record: ComparisonRecord) -> str:
@@ -200,13 +214,13 @@ def comparison_to_markdown(record: ComparisonRecord) -> str:
                        f"{f' · run {e.run + 1}' if record.runs > 1 else ''}\n\n{to_markdown(e.transcript)}" for e in record.entries)
 
 
-def comparison_to_text(record: ComparisonRecord) -> str:
+def comparison_to_text(record: ComparisonRecord, *, limit: int | None = None) -> str:
     table = ""
     if record.table:
         rows = [record.table.columns, *record.table.rows]
         widths = [max(len(r[i]) for r in rows) for i in range(len(record.table.columns))]
         table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n\n"
-    return table + "\n\n".join(f"== {e.transcript.provider}{f' (run {e.run + 1})' if record.runs > 1 else ''} ==\n{to_text(e.transcript)}"
+    return table + "\n\n".join(f"== {e.transcript.provider}{f' (run {e.run + 1})' if record.runs > 1 else ''} ==\n{to_text(e.transcript, limit=limit)}"
                          for e in record.entries)
 
 
@@ -381,8 +395,15 @@ def to_markdown(t: Transcript) -> str:
 # -- plain text ------------------------------------------------------------------------
 
 
-def to_text(t: Transcript) -> str:
-    """Plain text for terminals: the answer, one bracketed line per tool call, the footer."""
+#: Characters of a run's text a saved output's ``text/plain`` keeps: the transcript and the HTML
+#: fallback hold it all; plain text is for what shows no HTML (a terminal, a text export).
+PLAIN_CHARS = 200
+
+
+def to_text(t: Transcript, *, limit: int | None = None) -> str:
+    """Plain text for terminals: the answer, one bracketed line per tool call, the footer; with
+    `limit`, the text before the footer is cut after that many characters (at a line end when
+    one is near) and says how much more there is."""
     lines: list[str] = [f"── {t.title}"] if t.title else []
     for message in t.messages:
         if message.role == "user" and t.show_prompts:
@@ -408,5 +429,12 @@ def to_text(t: Transcript) -> str:
         lines.append("[interrupted; the text above is partial]")
     if t.next_cell is not None:
         lines.append(f"[code for a new cell below: {t.next_cell.source.count(chr(10)) + 1} lines of {t.next_cell.language}]")
-    lines.append("[" + " · ".join(footer_figures(t)) + "]")
-    return "\n".join(lines)
+    return _cut("\n".join(lines), limit) + "\n[" + " · ".join(footer_figures(t)) + "]"
+
+
+def _cut(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    end = text.rfind("\n", limit // 2, limit)
+    end = end if end > 0 else limit
+    return f"{text[:end].rstrip()} … ({len(text) - end:,} more characters)"
