@@ -126,7 +126,7 @@ def test_history_keeps_tool_calls_and_the_next_prompt_sends_them(ip, capsys) -> 
         ip.run_line_magic("agent", "history w")
     header, *turns = captured.outputs
     assert header.data["text/plain"] == "thread 'w': 2 turns"
-    assert [set(t.data) for t in turns] == [{MIME_TYPE, "text/html", "text/markdown", "text/plain"}] * 2
+    assert [set(t.data) for t in turns] == [{MIME_TYPE, "text/html", "text/plain"}] * 2
     assert [t.metadata["ipyagent"]["record"] for t in turns] == ["transcript"] * 2
     first = turns[0].data[MIME_TYPE]
     assert first["show_prompts"] is True and first["title"].startswith("turn 1 · run ")
@@ -136,9 +136,9 @@ def test_history_keeps_tool_calls_and_the_next_prompt_sends_them(ip, capsys) -> 
     assert card["result"].startswith("61 F and foggy")
     assert first["usage"]["input_tokens"] > 0 and first["timings"]["turns"] == 2
     html = turns[1].data["text/html"]
-    assert '<div class="ipyagent-prompt"><div class="ipyagent-meta">user</div><p>Thanks!</p>\n</div>' in html
+    assert '<div class="ipyagent-prompt"><div class="ipyagent-meta">user</div><p>Thanks!</p></div>' in html  # on one line
     assert "```" not in html and "{&quot;" not in html.split("ipyagent-prompt")[1].split("ipyagent-footer")[0]
-    assert "**user**\n\nThanks!" in turns[1].data["text/markdown"]
+    assert "\nuser: Thanks!\n" in turns[1].data["text/plain"]  # the whole turn: a terminal shows it
     with pytest.raises(UsageError, match="no thread 'nope'"):
         ip.run_line_magic("agent", "history nope")
     with pytest.raises(UsageError, match="use one of: last, threads, history"):

@@ -246,7 +246,7 @@ class SessionMagics(Magics):
         header = f"thread {name!r}: {turns} turn{'s' if turns != 1 else ''}" + (f"; system: {_short(thread.system, 200)}" if thread.system else "")
         display({"text/plain": redact(header), "text/html": f'<div class="ipyagent-footer">{escape(redact(header))}</div>'}, raw=True)
         for n, turn in enumerate(thread.turns, 1):
-            data, metadata = bundle(turn_transcript(turn, n))
+            data, metadata = bundle(turn_transcript(turn, n), plain_limit=None)  # a terminal shows each turn whole
             display(data, raw=True, metadata=metadata)
 
     def _reset(self, name: str | None) -> None:

@@ -45,26 +45,29 @@ from ..core.transcript import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord,
 from .render import one_line
 from .transcript_render import PLAIN_CHARS, comparison_to_html, comparison_to_text, to_html, to_text
 
-def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any, Any],
-            view_model_id: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any],
+            view_model_id: str | None, plain_limit: int | None = PLAIN_CHARS) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a saved record: its JSON (secrets redacted) under `mime_type`, the
-    HTML and the short plain-text fallbacks, and ``{"ipyagent": {"record": key, "view_model_id": ...}}``
-    (one copy of the record per output: it is in `data` only)."""
+    HTML and the plain-text fallbacks (that cut after `plain_limit` characters; None: whole),
+    and ``{"ipyagent": {"record": key, "view_model_id": ...}}`` (one copy of the record per
+    output: it is in `data` only)."""
     doc = redact_data(record.to_json())
     clean = type(record).model_validate(doc)
     html, text = renderers
-    data = {mime_type: doc, "text/html": redact(one_line(html(clean))), "text/plain": redact(text(clean, limit=PLAIN_CHARS))}
+    data = {mime_type: doc, "text/html": redact(one_line(html(clean))), "text/plain": redact(text(clean, limit=plain_limit))}
     metadata: dict[str, Any] = {"record": key}
     if view_model_id:
         metadata["view_model_id"] = view_model_id
     return data, {"ipyagent": metadata}
 
 
-def bundle(transcript: Transcript, *, view_model_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def bundle(transcript: Transcript, *, view_model_id: str | None = None,
+           plain_limit: int | None = PLAIN_CHARS) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a transcript's display: the transcript JSON and its
-    HTML / plain-text fallbacks; metadata ``{"ipyagent": {"record": "transcript"}}``,
+    HTML / plain-text fallbacks (the plain text cut after `plain_limit` characters; None: the
+    whole run, for what a terminal shows in full); metadata ``{"ipyagent": {"record": "transcript"}}``,
     plus ``view_model_id``, the widget model that showed the run live, when given."""
-    return _bundle(transcript, MIME_TYPE, "transcript", (to_html, to_text), view_model_id)
+    return _bundle(transcript, MIME_TYPE, "transcript", (to_html, to_text), view_model_id, plain_limit)
 
 
 class LiveTranscript:
