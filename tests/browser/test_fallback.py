@@ -1,0 +1,44 @@
+"""The HTML fallback of a saved run, as a viewer without the ipyagent extension draws it: the
+notebook exported by nbconvert (what nbviewer serves) opened in Chromium. The fallback is written
+on one line (a saved notebook stores text line by line); the page must still show the answer's
+headings, list items, table rows and each line of its code."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from ipyagent.core.transcript import TextPart, Transcript, TranscriptMessage
+from ipyagent.notebook.transcript_output import bundle
+
+from .conftest import SCREENSHOTS
+
+pytestmark = pytest.mark.browser
+
+CODE = 'def total(rows):\n    """Sum the rows."""\n    return sum(r["sales"] for r in rows)\n\nprint(total([]))'
+ANSWER = (f"## Totals\n\nA soft\nbreak, **bold** and a [link](https://example.com/a).\n\n- one\n- two\n\n"
+          f"```python\n{CODE}\n```\n\n| region | sales |\n|---|---:|\n| North | 1,000 |\n| South | 1,925 |\n")
+
+
+def test_the_one_line_html_fallback_reads_as_the_answer_in_a_browser(page, tmp_path):
+    from nbconvert import HTMLExporter
+
+    transcript = Transcript(provider="openai:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=ANSWER)])])
+    data, metadata = bundle(transcript)
+    assert "\n" not in data["text/html"]
+    output = nbformat.v4.new_output("display_data", data=data, metadata=metadata)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%%agent\nTotals?", outputs=[output])])
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    path = tmp_path / "export.html"
+    path.write_text(html)
+    page.goto(path.as_uri())
+    fallback = page.locator(".ipyagent-transcript")
+    assert fallback.locator("h2").inner_text() == "Totals"
+    assert fallback.locator("p").first.inner_text() == "A soft break, bold and a link."
+    assert fallback.locator("li").all_inner_texts() == ["one", "two"]
+    assert fallback.locator("pre code").inner_text() == CODE + "\n"  # each line of the code, as written
+    assert [r.inner_text().split("\t") for r in fallback.locator("tbody tr").all()] == [["North", "1,000"], ["South", "1,925"]]
+    assert fallback.locator("a").get_attribute("rel") == "noopener noreferrer nofollow"
+    assert "out tokens" in fallback.locator(".ipyagent-footer").inner_text()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    fallback.screenshot(path=str(SCREENSHOTS / "html-fallback-nbconvert.png"))
