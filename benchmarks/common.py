@@ -148,6 +148,9 @@ def _serve(folder: Path) -> None:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # The status line and headers go out in one write, the body in another: with Nagle's
+        # algorithm on, the body waits for the client's delayed ACK of the headers (~40 ms).
+        disable_nagle_algorithm = True
 
         def log_message(self, *args: Any) -> None:
             pass
