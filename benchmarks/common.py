@@ -109,6 +109,12 @@ class ByteServer:
         self.url = f"http://127.0.0.1:{int(self._proc.stdout.readline())}"
         return self
 
+    @property
+    def pid(self) -> int:
+        """The server process's id (its CPU time: ``/proc/PID/stat``)."""
+        assert self._proc is not None
+        return self._proc.pid
+
     def __exit__(self, *exc: object) -> None:
         if self._proc is not None:
             self._proc.terminate()

@@ -58,6 +58,10 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
         results = data["results"]
         assert results["cached_requests"] == 0 and results["cached_s"] < results["first_s"]
         assert results["first_vs_ideal"] > 0 and results["others_under_429"] > 0 and results["limited_lane_429s"] > 0
+        # The floors are measured: the same requests from a bare client, and the kernel's CPU.
+        assert results["bare_client_s"] > 0 and results["cpu_s"] > 0 and results["server_cpu_ms_per_request"] > 0
+        assert results["floor_s"] == max(results["ideal_s"], results["bare_client_s"], results["cpu_s"])
+        assert data["meets_targets"]["first_vs_ideal"] == (results["first_vs_ideal"] <= data["targets"]["first_vs_ideal"])
     elif name == "compare_view_bytes":  # one front end per %%compare cell, whatever its providers and runs
         for case, result in data["results"].items():
             providers, runs = map(int, case.split("x"))
