@@ -79,6 +79,7 @@ class StubServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # each piece goes out when written, not after the client's delayed ACK
 
             def log_message(self, *args: Any) -> None:
                 pass
