@@ -92,3 +92,29 @@ def test_kernel_shutdown_closes_every_connection(monkeypatch) -> None:
             km.shutdown_kernel(now=False)  # a shutdown request, as a front end sends
         _wait_closed(server, 15)
         assert server.closed_connections == server.connections == 2
+
+
+def test_every_exchange_is_recorded_when_connections_are_reused(tmp_path) -> None:
+    """A recording writes each exchange when its response closes; draining a body for the next
+    request must not close it twice (one in ~60 exchanges went unrecorded when it did)."""
+    from ipyagent.agent.loop_thread import background_loop
+
+    from .test_secrets_matrix import _reflect
+
+    def echo(text: str) -> str:
+        """Echo the text."""
+        return text
+
+    errors: list[dict] = []
+    loop = background_loop()
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: errors.append(context))
+    cassette = tmp_path / "reused.cassette.jsonl"
+    try:
+        with StubServer(respond=_reflect) as server:
+            for _ in range(60):  # a tool call, then the answer: two exchanges each
+                assert ipyagent.Agent("openai:m", base_url=server.url, record=cassette, tools=[echo]).run("say it").ok
+    finally:
+        loop.set_exception_handler(previous)
+    assert len(cassette.read_text().splitlines()) == len(server.requests) == 120
+    assert not errors, errors[:1]

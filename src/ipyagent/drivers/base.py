@@ -134,9 +134,7 @@ class _Deadlined(httpx2.AsyncByteStream):
         return True
 
     async def aclose(self) -> None:
-        chunks, self._chunks = self._chunks, None
-        if chunks is not None and hasattr(chunks, "aclose"):
-            await chunks.aclose()
+        self._chunks = None  # a body not read to its end: its iterators are closed as they were before `drain`
         await self.stream.aclose()
 
 
