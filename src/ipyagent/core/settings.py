@@ -101,12 +101,15 @@ class ModelSettings(BaseModel):
         return self.tool_choice if self.tool_choice not in (None, *TOOL_CHOICES) else None
 
     def merged(self, *others: "ModelSettings | dict[str, Any] | None") -> "ModelSettings":
-        """These settings with the fields each of `others` sets on top (later wins)."""
+        """These settings with the fields each of `others` sets on top (later wins); these very
+        settings (they are frozen) when the others set nothing, as on most runs."""
+        added = [other.as_dict() if isinstance(other, ModelSettings) else ModelSettings(**other).as_dict()
+                 for other in others if other is not None]
+        if not any(added):
+            return self
         data = self.as_dict()
-        for other in others:
-            if other is None:
-                continue
-            data.update(other.as_dict() if isinstance(other, ModelSettings) else ModelSettings(**other).as_dict())
+        for fields in added:
+            data.update(fields)
         return ModelSettings(**data)
 
     def as_dict(self) -> dict[str, Any]:
