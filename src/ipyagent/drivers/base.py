@@ -176,6 +176,12 @@ def _tls_context() -> Any:
     return httpx2.create_ssl_context()
 
 
+@lru_cache(maxsize=64)
+def _parsed_url(url: str) -> httpx2.URL:
+    """A request URL parsed once (a driver sends to one or two), not on every request."""
+    return httpx2.URL(url)
+
+
 @lru_cache(maxsize=1)
 def _pricing_executor() -> Any:
     """One thread for genai-prices lookups, apart from asyncio's default pool (which hung tools may fill)."""
@@ -755,7 +761,7 @@ class BasePromptDriver(ABC):
         if self.output_strategy(prompt_stack) == "rule":
             prompt_stack = with_rule_instruction(prompt_stack)
         path, body = self.build_request(prompt_stack)
-        request = self._client_for().build_request("POST", f"{self.base_url}{path}", json=body, headers=self.headers())
+        request = self._client_for().build_request("POST", _parsed_url(f"{self.base_url}{path}"), json=body, headers=self.headers())
         turn = Turn(time.monotonic(), bool(getattr(self.transport, "replays", False)),
                     prompt_stack.settings.as_dict() if prompt_stack.settings else None)
         if prompt_stack.system_blocks or prompt_stack.system_dropped:  # what %agent inspect shows
