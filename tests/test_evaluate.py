@@ -77,6 +77,17 @@ def test_every_cell_is_a_fresh_run_with_its_row_rendered(store) -> None:
     assert summary["openai:m1"]["runs"] == 3 and summary["openai:m1"]["total_p50_s"] is not None
 
 
+def test_an_agent_given_as_provider_keeps_its_system_blocks_budget(store) -> None:
+    from ipyagent.core import SystemBlock
+
+    blocks = [SystemBlock(text="You are terse.", source="user"),
+              SystemBlock(text="Notes: " + "n" * 400, source="memory", priority=1, dynamic=True)]  # ~102 tokens: over the budget
+    with StubServer(responder=answering(capital_of)) as server:
+        evaluate([Agent("openai:m", base_url=server.url, system=blocks, system_budget=20)], "Capital of {{ row.country }}?",
+                 CAPITALS[:1], store=store)
+    assert server.requests[0]["body"]["messages"][0] == {"role": "system", "content": "You are terse."}
+
+
 def test_text_assertions_decide_and_say_why() -> None:
     class R:
         text = 'Answer: {"city": "Paris"}'

@@ -395,9 +395,9 @@ class _Run:
         return lane
 
     def _fresh(self, prototype: Agent) -> Agent:
-        """A new conversation on the prototype's driver, system prompt and tools."""
-        agent = Agent(prototype.driver, settings=prototype.settings, system=prototype.system, max_steps=prototype.max_steps,
-                      react=prototype.react, approve=prototype.approve, memory=prototype.memory)
+        """A new conversation on the prototype's driver, system prompt (and its budget) and tools."""
+        agent = Agent(prototype.driver, settings=prototype.settings, system=prototype.system, system_budget=prototype.system_budget,
+                      max_steps=prototype.max_steps, react=prototype.react, approve=prototype.approve, memory=prototype.memory)
         agent.toolbox = prototype.toolbox
         return agent
 
