@@ -13,6 +13,7 @@ from IPython.core.error import UsageError
 
 from ipyagent import Agent
 from ipyagent.agent import defaults
+from ipyagent.agent import transcript_of
 from ipyagent.agent.compare import compare
 from ipyagent.core import ModelFailed, TextDelta
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
@@ -62,7 +63,7 @@ def test_a_run_ends_at_its_deadline_keeping_its_text(reply, partial):
     assert agent.messages == []  # a failed run does not join the conversation
     from ipyagent.core.transcript import Transcript
 
-    first_token = Transcript.from_result(result, events=events).timings.first_token_s
+    first_token = transcript_of(result, events=events).timings.first_token_s
     assert (first_token is not None) == bool(partial)  # the footer keeps "first token" when text arrived
     if partial:
         assert 0 <= first_token < 2
@@ -85,7 +86,7 @@ def test_an_interrupted_run_keeps_its_first_token_time():
     (result,) = agent.results
     from ipyagent.core.transcript import Transcript
 
-    t = Transcript.from_result(result, events=events)
+    t = transcript_of(result, events=events)
     assert t.status == "interrupted" and t.text.startswith("first words")
     assert t.timings.first_token_s is not None and 0 <= t.timings.first_token_s < 2
 

@@ -18,6 +18,7 @@ import pytest
 import ipyagent
 from ipyagent.agent.files import document_block
 from ipyagent.core.transcript import Transcript
+from ipyagent.agent import transcript_of
 from ipyagent.notebook.transcript_render import to_html
 
 from .stub_server import Reply, StubServer
@@ -135,7 +136,7 @@ def test_returned_images_are_result_images_and_img_in_the_transcript(provider, m
     assert result.ok, result.error
     (image,) = result.images
     assert image.mime_type == "image/png" and image.data == PNG64
-    html = to_html(Transcript.from_result(result))
+    html = to_html(transcript_of(result))
     assert re.search(rf'<img [^>]*src="data:image/png;base64,{re.escape(PNG64)}"', html)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -100,7 +101,7 @@ def test_error_messages_are_redacted_whenever_set():
 
 def test_redact_data_reads_the_secrets_once_per_call(monkeypatch) -> None:
     """Redacting a batch (an evaluation's runs) must not read the environment once per string."""
-    from ipyagent.core import redact as module
+    module = sys.modules["ipyagent.core.redact"]  # `ipyagent.core.redact` names the function
 
     monkeypatch.setenv("BATCH_SERVICE_TOKEN", "tok-batch-secret-987654")
     calls = []

@@ -156,7 +156,7 @@ def test_using_is_isolated_per_thread() -> None:
     assert all(r.ok for r in results.values())  # type: ignore[attr-defined]
     assert [(r["body"]["model"], r["body"]["seed"]) for r in first.requests] == [("one", 3)]
     assert [(r["body"]["model"], r["body"]["seed"]) for r in second.requests] == [("three", 5)]
-    assert defaults.current().provider == defaults.DEFAULT_PROVIDER
+    assert defaults.current_default().provider == defaults.DEFAULT_PROVIDER
 
 
 def test_using_is_isolated_per_asyncio_task() -> None:
@@ -178,7 +178,7 @@ def test_using_is_isolated_per_asyncio_task() -> None:
         assert asyncio.run(main()) == ["openai:t1", "gemini:t2"]
     assert [r["body"]["model"] for r in first.requests] == ["t1"]
     assert [r["path"] for r in second.requests] == ["/models/t2:streamGenerateContent?alt=sse"]
-    assert defaults.current() == defaults.session_default()
+    assert defaults.current_default() == defaults.session_default()
 
 
 def test_agent_settings_and_run_settings_layer_over_the_default(openai_server) -> None:

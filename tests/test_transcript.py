@@ -14,6 +14,7 @@ import pytest
 
 from ipyagent import Agent
 from ipyagent.agent import RunOptions
+from ipyagent.agent import comparison_record, transcript_of
 from ipyagent.core import ArtifactStored, TextArtifact
 from ipyagent.core.transcript import (MIME_TYPE, VERSION, TextPart, ToolCallPart, Transcript, TranscriptError, TranscriptMessage,
                                       json_schema)
@@ -52,7 +53,7 @@ def _no_key(monkeypatch):
 def test_text_run_from_a_recorded_stream():
     expected = expected_from(TEXT)
     result, events = _run([Reply.sse_file(TEXT)])
-    t = Transcript.from_result(result, events=events)
+    t = transcript_of(result, events=events)
     assert t.status == "completed" and t.error is None
     assert t.text == expected.text
     assert t.provider == "openai:gpt-4.1-mini"
@@ -80,7 +81,7 @@ def test_transcript_saved_with_the_old_usage_names_still_loads():
 def test_model_is_the_one_that_answered():
     recorded_model = next(json.loads(line[6:])["model"] for line in TEXT.read_text().splitlines() if line.startswith("data: {"))
     result, events = _run([Reply.sse_file(TEXT)])
-    assert Transcript.from_result(result, events=events).model == recorded_model
+    assert transcript_of(result, events=events).model == recorded_model
 
 
 def test_tool_run_has_cards_with_arguments_results_and_durations():
@@ -93,7 +94,7 @@ def test_tool_run_has_cards_with_arguments_results_and_durations():
         return f"61 F in {city}"
 
     result, events = _run([Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)], tools=[get_weather])
-    t = Transcript.from_result(result, events=events)
+    t = transcript_of(result, events=events)
     (card,) = t.tool_calls
     assert (card.id, card.name, card.arguments) == (call["id"], call["name"], call["input"])
     assert card.status == "ok" and card.result == f"61 F in {call['input']['city']}"
@@ -102,7 +103,7 @@ def test_tool_run_has_cards_with_arguments_results_and_durations():
     assert t.text == final.text and t.timings.turns == 2
     assert [m.role for m in t.messages] == ["user", "assistant", "assistant"]  # the tool message sits in its call
     # Without events there is no duration, but the card and its result are still there.
-    bare = Transcript.from_result(result)
+    bare = transcript_of(result)
     assert bare.tool_calls[0].result == card.result and bare.tool_calls[0].duration_s is None
 
 
@@ -130,7 +131,7 @@ def test_interrupted_run_keeps_partial_text_and_earlier_cards():
 
     result = asyncio.run(main())
     assert result.interrupted
-    t = Transcript.from_result(result, events=events, prompt="Weather?", elapsed_s=1.5)
+    t = transcript_of(result, events=events, prompt="Weather?", elapsed_s=1.5)
     assert t.status == "interrupted" and t.timings.total_s == 1.5
     assert [c.name for c in t.tool_calls] == ["get_weather"] and t.tool_calls[0].result == "61 F"
     streamed = "".join(e.text for e in events if e.type == "text_delta")
@@ -138,13 +139,13 @@ def test_interrupted_run_keeps_partial_text_and_earlier_cards():
     assert t.messages[0].role == "user" and t.messages[0].parts[0].text == "Weather?"
     assert "interrupted" in footer_figures(t)
     # With no result at all (cancelled before the run made one), the events are enough.
-    assert Transcript.from_result(None, events=events, provider="openai:gpt-4.1-mini").text == streamed
+    assert transcript_of(None, events=events, provider="openai:gpt-4.1-mini").text == streamed
 
 
 def test_failed_run_reports_the_error():
     body = FIXTURES / "openai-chat" / "error-404-model-not-found.json"
     result, events = _run([Reply.error_file(body, body.with_suffix(".http.json"))])
-    t = Transcript.from_result(result, events=events)
+    t = transcript_of(result, events=events)
     assert t.status == "failed" and t.error.type == "not_found"
     assert t.error.message == result.error.message
     assert "failed" in footer_figures(t)
@@ -158,7 +159,7 @@ def test_a_turn_failing_mid_stream_keeps_its_partial_reply():
     pieces = [f"data: {json.dumps(chunk)}\n\n".encode(), f"data: {json.dumps(error)}\n\n".encode()]
     result, events = _run([Reply(pieces=pieces)])
     assert result.error is not None and result.text == "start "
-    t = Transcript.from_result(result, events=events)
+    t = transcript_of(result, events=events)
     assert t.status == "failed"
     assert [m.role for m in t.messages] == ["user", "assistant"]
     assert t.text == "start "
@@ -169,13 +170,14 @@ def test_artifact_events_become_summaries():
     long = "row\n" * 500
     stored = ArtifactStored("call_1", "WebSearch", "search", "TaskMemory", "search-1", TextArtifact(value=long), {"chars": len(long)})
     result, events = _run([Reply.sse_file(TEXT)])
-    t = Transcript.from_result(result, events=[*events, stored])
+    t = transcript_of(result, events=[*events, stored])
     (a,) = t.artifacts
     assert (a.namespace, a.tool, a.kind, a.size) == ("search-1", "WebSearch", "text", {"chars": len(long)})
     assert a.preview.startswith("row\nrow") and len(a.preview) <= 401
-    # A differently shaped record (a dict) is read too, missing fields and all.
-    t2 = Transcript.from_result(result, events=[type("E", (), {"type": "artifact_stored", "namespace": "x-2"})()])
-    assert t2.artifacts[0].namespace == "x-2" and t2.artifacts[0].kind == "unknown"
+    # An artifact of no known kind is listed too, previewed as its text.
+    other = ArtifactStored("call_2", "Probe", None, "TaskMemory", "x-2", 12345, {"bytes": 5})
+    (b,) = transcript_of(result, events=[other]).artifacts
+    assert (b.namespace, b.kind, b.preview, b.size) == ("x-2", "unknown", "12345", {"bytes": 5})
 
 
 def test_cost_in_any_shape():
@@ -187,9 +189,9 @@ def test_cost_in_any_shape():
 
     for value, total in ((0.5, 0.5), ({"total_usd": 0.25}, 0.25), (Cost(), 0.003)):
         result.cost = value
-        assert Transcript.from_result(result, events=events).cost.total_usd == total
+        assert transcript_of(result, events=events).cost.total_usd == total
     result.cost = "not a cost"
-    assert Transcript.from_result(result, events=[]).cost is None
+    assert transcript_of(result, events=[]).cost is None
 
 
 def test_published_schema_file_is_current():
@@ -245,7 +247,7 @@ def _hostile_transcript() -> Transcript:
         return HOSTILE
 
     result, events = _run([Reply.sse_file(TOOL_CALL), openai_text_reply(HOSTILE)], tools=[get_weather])
-    return Transcript.from_result(result, events=events)
+    return transcript_of(result, events=events)
 
 
 def test_fallbacks_of_hostile_output_run_nothing():
@@ -274,7 +276,7 @@ def test_safe_markdown_keeps_code_and_web_links():
 def test_html_fallback_looks_like_the_live_view():
     expected = expected_from(TEXT)
     result, events = _run([Reply.sse_file(TEXT)])
-    t = Transcript.from_result(result, events=events)
+    t = transcript_of(result, events=events)
     page = to_html(t)
     assert markdown_to_html(expected.text) in page
     assert f"{expected.usage['prompt_tokens']} in / {expected.usage['completion_tokens']} out tokens" in page
@@ -290,7 +292,7 @@ def test_bundle_redacts_secret_env_values(monkeypatch):
         return "your key is sk-live-abcdef123456"
 
     result, events = _run([Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)], tools=[get_weather])
-    data, metadata = bundle(Transcript.from_result(result, events=events))
+    data, metadata = bundle(transcript_of(result, events=events))
     dumped = json.dumps([data, metadata])
     assert "sk-live-abcdef123456" not in dumped and "[redacted]" in dumped
     assert set(data) == {MIME_TYPE, "text/html", "text/plain"}  # no Markdown: every front end drawing it prefers the HTML
@@ -358,7 +360,7 @@ def test_comparison_record_from_a_real_comparison():
             raise ValueError("no such provider here")
 
         comparison = compare([*agents, "nowhere:model"], "Weather?", factory=factory)
-    record = ComparisonRecord.from_comparison(comparison, prompt="Weather?")
+    record = comparison_record(comparison, prompt="Weather?")
     assert [e.index for e in record.entries] == [0, 1, 2]
     assert record.entries[0].transcript.text == text and record.entries[1].transcript.text == HOSTILE
     failed = record.entries[2].transcript

@@ -300,7 +300,7 @@ def test_compare_cell_is_saved_side_by_side(lab, model_server):
 def test_notebook7_renders_a_saved_transcript(lab, model_server, monkeypatch):
     """Notebook 7 loads the same extension: a saved transcript renders there, with no kernel involved."""
     from ipyagent import Agent
-    from ipyagent.core.transcript import Transcript
+    from ipyagent.agent import transcript_of
     from ipyagent.notebook.transcript_output import bundle
     from ipyagent.tools import activity
 
@@ -314,7 +314,7 @@ def test_notebook7_renders_a_saved_transcript(lab, model_server, monkeypatch):
     events: list = []
     result = Agent("openai:gpt-4.1-mini", base_url=model_server.url, api_key_env="IPYAGENT_BROWSER_TEST_KEY",
                    tools=[get_weather]).run("Weather in San Francisco?", on_event=events.append)
-    data, metadata = bundle(Transcript.from_result(result, events=events))
+    data, metadata = bundle(transcript_of(result, events=events))
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("%%agent --tools get_weather\nWeather in San Francisco?", outputs=[
         nbformat.v4.new_output("display_data", data=data, metadata=metadata)])]

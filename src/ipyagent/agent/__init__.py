@@ -1,9 +1,21 @@
 """The agent layer: conversations over a prompt driver; knows no provider by name."""
 
+from .._lazy import lazy_exports
 from .agent import Agent
 from .loop import AgentRun
-from .loop_thread import background_loop, run_in_background, run_sync
+from .loop_thread import background_loop, background_loop_running, run_in_background, run_sync, stop_background_loop
 from .options import RunOptions
 from .result import AgentResult
 
-__all__ = ["Agent", "AgentResult", "AgentRun", "RunOptions", "background_loop", "run_in_background", "run_sync"]
+__getattr__ = lazy_exports(__name__, {
+    "compare": ("Comparison", "acompare", "COLUMNS", "NUMERIC", "RunFigures", "Stat", "summarize", "provider_keys"),
+    "evaluate": ("Evaluation", "EvalResult", "TemplateError", "aevaluate", "normalize_rows", "render_template"),
+    "assertions": ("parse_assertion",),
+    "defaults": ("DEFAULT_PROVIDER", "current_default", "reset_default", "session_default", "set_default"),
+    "files": ("document_block",),
+    "images": ("image_blocks",),
+    "transcript": ("transcript_of", "comparison_record", "artifact_summary"),
+})
+
+__all__ = ["Agent", "AgentResult", "AgentRun", "RunOptions", "background_loop", "background_loop_running", "run_in_background",
+           "run_sync", "stop_background_loop", *__getattr__.exports]

@@ -17,8 +17,7 @@ from typing import Any
 from ..core import Event, Message, ModelSettings, PromptStack, SystemBlock, TextBlock, coerce_settings
 from ..drivers import BasePromptDriver, create_driver
 from ..memory import TaskMemory, current_memory
-from ..tools import Toolbox
-from ..tools.builtin.task_memory import with_task_memory
+from ..tools import Toolbox, with_task_memory
 from . import defaults
 from .files import document_blocks
 from .images import image_blocks
@@ -81,7 +80,7 @@ class Agent:
         **driver_options: Any,
     ) -> None:
         if isinstance(provider, BasePromptDriver):
-            self.driver, self.settings = provider, defaults.current().settings.merged(coerce_settings(settings))
+            self.driver, self.settings = provider, defaults.current_default().settings.merged(coerce_settings(settings))
         else:
             provider_id, self.settings, options = defaults.resolve(provider, settings, driver_options)
             self.driver = create_driver(provider_id, **options)
@@ -100,7 +99,7 @@ class Agent:
     @property
     def timeout(self) -> float:
         """A run's deadline, seconds: the one given, else the default's in force (`defaults.DEFAULT_TIMEOUT`)."""
-        return defaults.current().timeout if self._timeout is None else self._timeout
+        return defaults.current_default().timeout if self._timeout is None else self._timeout
 
     @timeout.setter
     def timeout(self, value: float | None) -> None:

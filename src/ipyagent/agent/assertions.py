@@ -231,7 +231,7 @@ class JudgeAssertion(Assertion):
     needs_model = True
 
     def __init__(self, provider: str, rubric: str | None = None) -> None:
-        from ..drivers.registry import resolve_alias
+        from ..drivers import resolve_alias
 
         if ":" not in resolve_alias(provider):
             raise ValueError(f"judge:{provider}: give the judge as judge:PROVIDER:MODEL (or an alias), e.g. judge:openai:gpt-4.1-mini")

@@ -22,12 +22,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from ..core import Event, ModelStarted, ProviderError
-from ..core.transcript import Timings, Transcript, TranscriptError
+from ..core import Event, ModelStarted, ProviderError, Timings, Transcript, TranscriptError
 from .agent import Agent, AgentResult
 from .images import image_blocks
 from .loop_thread import run_in_background, run_sync
 from .options import RunOptions
+from .transcript import transcript_of
 
 #: (field of `RunFigures`, column title) in the order a table shows them.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -212,7 +212,7 @@ def _figures(provider: str, index: int, run: int, elapsed: float, events: list[E
     fig = RunFigures(provider, index, run, result=result)
     if result is not None:
         fig.provider = result.provider
-        transcript = Transcript.from_result(result, events=events, prompt=prompt, elapsed_s=elapsed)
+        transcript = transcript_of(result, events=events, prompt=prompt, elapsed_s=elapsed)
         if result.error is not None:
             fig.error_type, fig.error = result.error.type, result.error.message
         elif result.interrupted:

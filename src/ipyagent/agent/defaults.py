@@ -66,7 +66,7 @@ class Defaults:
 
 
 def _provider_name(provider_id: str) -> str:
-    from ..drivers.registry import resolve_alias
+    from ..drivers import resolve_alias
 
     return resolve_alias(provider_id).partition(":")[0]
 
@@ -76,7 +76,7 @@ _session = Defaults()
 _block: ContextVar[Defaults | None] = ContextVar("ipyagent_defaults", default=None)
 
 
-def current() -> Defaults:
+def current_default() -> Defaults:
     """The default in force here: the innermost ``using`` block's, else the session's."""
     return _block.get() or _session
 
@@ -164,7 +164,7 @@ def using(provider: str | None = None, /, *, settings: ModelSettings | dict[str,
         pydantic.ValidationError: a bad setting.
     """
     fields, options = split_settings(kwargs)
-    token = _block.set(_changed(current(), provider, settings, fields, options, timeout))
+    token = _block.set(_changed(current_default(), provider, settings, fields, options, timeout))
     try:
         yield _block.get()  # type: ignore[misc]
     finally:
@@ -176,6 +176,6 @@ def resolve(provider: str | None, settings: ModelSettings | dict[str, Any] | Non
     """(``provider:model``, settings, driver options) for an agent: the default's provider
     when `provider` is None, the default's settings under `settings`, and the default's
     driver options that apply to that provider under `driver_options`."""
-    base = current()
+    base = current_default()
     chosen = provider or base.provider
     return chosen, base.settings.merged(coerce_settings(settings)), {**base.options_for(chosen), **(driver_options or {})}

@@ -19,9 +19,8 @@ import json
 from typing import Any
 
 from ..core import PromptStack
-from ..drivers.structured import with_rule_instruction
-from ..memory.recorder import message_json
-from ..memory.store import RunStore
+from ..drivers import with_rule_instruction
+from ..memory import RunStore, message_json
 
 #: Finished runs written per transaction.
 BATCH = 64

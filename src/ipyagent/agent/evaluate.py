@@ -31,9 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core import DeltaMessage, Event, ProviderError, Usage, coerce_settings, system_text
-from ..drivers.registry import resolve_alias
-from ..memory.store import RunStore, StoreError, default_store_path
-from ..memory.tokens import estimate_text
+from ..drivers import resolve_alias
+from ..memory import RunStore, StoreError, default_store_path, estimate_text
 from .agent import Agent, AgentResult
 from .options import RunOptions
 from .assertions import Assertion, JudgeAssertion, Outcome, parse_assertion

@@ -42,11 +42,8 @@ from ..core import (
     Usage,
 )
 from ..drivers import LEDGER, Aggregator, BasePromptDriver, total_cost
-from ..memory import TaskMemory
-from ..memory.partial import partial_message
-from ..tools import MCPServerError, Toolbox
-from ..tools.builtin.task_memory import with_task_memory
-from ..tools.off_prompt import store_output
+from ..memory import TaskMemory, partial_message
+from ..tools import MCPServerError, Toolbox, store_output, with_task_memory
 from . import react, structured
 from .options import RunOptions
 from .result import AgentResult

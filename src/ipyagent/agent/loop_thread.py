@@ -37,6 +37,12 @@ def background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
+def background_loop_running() -> bool:
+    """True while the shared loop runs (it was started and not stopped); never starts it."""
+    loop = _loop
+    return loop is not None and not loop.is_closed() and loop.is_running()
+
+
 def in_background_loop() -> bool:
     try:
         return asyncio.get_running_loop() is _loop

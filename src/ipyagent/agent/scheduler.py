@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..drivers.rate_gate import RateGate
+from ..drivers import RateGate
 
 
 class Budget:

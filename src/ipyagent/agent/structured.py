@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..core import ActionCallBlock, ActionResultBlock, Message, TextBlock, ToolAction
-from ..drivers.structured import OUTPUT_TOOL
+from ..drivers import OUTPUT_TOOL
 
 _FENCE_RE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(.*?)\n?```\s*$", re.S)
 

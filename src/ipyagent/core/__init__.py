@@ -36,6 +36,7 @@ from .events import (
     BlockDelta,
     DeltaMessage,
     Event,
+    EventHandler,
     HistoryTrimmed,
     ModelCompleted,
     ModelFailed,
@@ -49,6 +50,27 @@ from .messages import Message, StopKind, StopReason, Usage
 from .system import SystemBlock, fit_system_blocks, system_blocks, system_text
 from .settings import ModelSettings, coerce_settings, unsupported_setting
 from .prompt_stack import OutputStrategy, PromptStack, ToolDefinition, to_blocks
-from .tool_action import ToolAction, ToolNameError, from_native_name, to_native_name
+from .tool_action import MAX_NATIVE_NAME, ToolAction, ToolNameError, from_native_name, to_native_name
+from .redact import (  # the one redactor; `redact` names the function, the module is `core.redact` in sys.modules
+    SECRET_ENV,
+    SECRET_FIELDS,
+    StreamRedactor,
+    add_secret,
+    add_url,
+    current_forms,
+    redact,
+    redact_data,
+    redact_json,
+)
+from .._lazy import lazy_exports
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [name for name in dir() if not name.startswith("_") and name != "lazy_exports"]
+
+#: The saved transcript's model (loaded on first use: the notebook layer and `%agent` history need it).
+__getattr__ = lazy_exports(__name__, {
+    "transcript": ("Transcript", "TranscriptMessage", "TranscriptUsage", "TranscriptCost", "TranscriptError", "Timings",
+                   "NextCell", "ArtifactSummary", "OtherPart", "ReasoningPart", "TextPart", "ToolCallPart",
+                   "ComparisonRecord", "ComparisonEntry", "ComparisonTable", "MIME_TYPE", "COMPARISON_MIME_TYPE",
+                   "RASTER_TYPES", "RESULT_CHARS", "PREVIEW_CHARS", "MAX_IMAGE_CHARS"),
+})
+__all__ += list(__getattr__.exports)

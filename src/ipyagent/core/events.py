@@ -156,3 +156,60 @@ class HistoryTrimmed:
 
 
 Event = ModelStarted | TextDelta | ReasoningDelta | ToolCallDelta | BlockDelta | ModelCompleted | ModelFailed | ToolCallCompleted | ArtifactStored | HistoryTrimmed
+
+
+class EventHandler:
+    """One dispatch over events, shared by their consumers (the live view, the run recorder,
+    a conversation's turn builder, the transcript converter).
+
+    `handle(event)` calls the ``on_<type>`` method for the event's class and returns what
+    it returns; each method does nothing unless a subclass overrides it, so a consumer
+    names only the events it reads. The per-delta events are matched first: they are
+    the hot path. An object that is no `Event` is ignored.
+    """
+
+    __slots__ = ()
+
+    def handle(self, event: Event) -> Any:
+        match event:
+            case TextDelta():
+                return self.on_text_delta(event)
+            case ToolCallDelta():
+                return self.on_tool_call_delta(event)
+            case ReasoningDelta():
+                return self.on_reasoning_delta(event)
+            case BlockDelta():
+                return self.on_block_delta(event)
+            case ModelStarted():
+                return self.on_model_started(event)
+            case ModelCompleted():
+                return self.on_model_completed(event)
+            case ModelFailed():
+                return self.on_model_failed(event)
+            case ToolCallCompleted():
+                return self.on_tool_call_completed(event)
+            case ArtifactStored():
+                return self.on_artifact_stored(event)
+            case HistoryTrimmed():
+                return self.on_history_trimmed(event)
+        return None
+
+    def on_text_delta(self, event: TextDelta) -> Any: ...
+
+    def on_reasoning_delta(self, event: ReasoningDelta) -> Any: ...
+
+    def on_tool_call_delta(self, event: ToolCallDelta) -> Any: ...
+
+    def on_block_delta(self, event: BlockDelta) -> Any: ...
+
+    def on_model_started(self, event: ModelStarted) -> Any: ...
+
+    def on_model_completed(self, event: ModelCompleted) -> Any: ...
+
+    def on_model_failed(self, event: ModelFailed) -> Any: ...
+
+    def on_tool_call_completed(self, event: ToolCallCompleted) -> Any: ...
+
+    def on_artifact_stored(self, event: ArtifactStored) -> Any: ...
+
+    def on_history_trimmed(self, event: HistoryTrimmed) -> Any: ...

@@ -7,8 +7,8 @@ notebook still shows the run without a kernel: the JupyterLab extension in
 
 It lives in core (pydantic only, no IPython, no agent import) so every layer
 can read or write it: the notebook layer publishes it, the run store can keep
-it, and a script reading a saved ``.ipynb`` needs nothing else. `from_result`
-reads an `AgentResult` by duck typing for the same reason.
+it, and a script reading a saved ``.ipynb`` needs nothing else. A run becomes one
+in the agent layer (`ipyagent.agent.transcript_of`), which knows `AgentResult`.
 
 No secrets: usage and errors leave out the provider's raw objects (which are
 not needed to show a run), and nothing from request headers is ever read.
@@ -21,8 +21,8 @@ both is published beside this module as ``transcript.schema.json``
 from __future__ import annotations
 
 import json
-from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
@@ -238,74 +238,6 @@ class Transcript(_Model):
         return cls.model_validate(data)
 
     @classmethod
-    def from_result(cls, result: Any, *, events: Iterable[Any] = (), prompt: str | None = None,
-                    elapsed_s: float | None = None, provider: str | None = None) -> "Transcript":
-        """Build the transcript of a finished (or interrupted) run.
-
-        Args:
-            result: an `AgentResult` (read by attribute: ``provider``, ``message``,
-                ``messages``, ``usage``, ``stop_reason``, ``error``, ``interrupted``,
-                ``metadata``, and ``cost`` when present), or None when the run was
-                interrupted before it made one.
-            events: the run's events, as a view received them, when available: they
-                add tool durations, Task Memory artifacts (``artifact_stored``), and
-                the messages of an interrupted run.
-            prompt: the user's prompt, used when `result` does not hold it.
-            elapsed_s: the run's wall time in seconds, measured by the caller.
-            provider: ``provider:model`` when `result` is None.
-        """
-        events = list(events)
-        meta: dict[str, Any] = dict(getattr(result, "metadata", None) or {})
-        completed = [e for e in events if getattr(e, "type", None) == "model_completed"]
-        failed = [e for e in events if getattr(e, "type", None) == "model_failed"]
-        interrupted = bool(getattr(result, "interrupted", False)) or result is None
-        error = getattr(result, "error", None)
-        if error is None and failed and not interrupted:
-            error = failed[-1].error
-
-        messages = list(getattr(result, "messages", None) or [])
-        last = getattr(result, "message", None)
-        if not messages:
-            messages = _messages_from_events(events, prompt, last)
-        elif _partial_left_out(messages, last):
-            messages.append(last)  # a turn that failed mid-stream: its partial reply stays visible
-        durations = _durations(events)
-        tool_seconds = sum(d for q in durations.values() for d, _ in q)
-        parts_messages = _convert(messages, durations)
-
-        stop = getattr(result, "stop_reason", None)
-        turn_meta = [e.metadata or {} for e in completed + failed]
-        latencies = [round(float(m["latency_s"]), 4) for m in turn_meta if m.get("latency_s") is not None]
-        ttft = (turn_meta[0] if turn_meta else meta).get("ttft_s")
-        turns = (sum(1 for e in events if getattr(e, "type", None) == "model_started")
-                 or sum(1 for m in messages if getattr(m, "role", None) == "assistant"))
-        single = (latencies[0] if latencies else meta.get("latency_s")) if turns == 1 and not interrupted else None
-        if single is not None:
-            elapsed_s = single  # the driver's own figure, as the live footer shows it
-        elif elapsed_s is None:
-            elapsed_s = (sum(latencies) + tool_seconds) or None
-        model = meta.get("model") or next((m.get("model") for m in reversed(turn_meta) if m.get("model")), None)
-        attempts = meta.get("attempts") or next((m.get("attempts") for m in turn_meta if m.get("attempts")), None)
-        status = "interrupted" if interrupted else ("failed" if error is not None else "completed")
-        return cls(
-            provider=provider or getattr(result, "provider", None) or _provider_from(turn_meta, meta),
-            model=model,
-            status=status,
-            stop_reason=str(stop) if stop is not None else None,
-            stop_reason_raw=getattr(stop, "raw", None),
-            messages=parts_messages,
-            artifacts=_artifacts(result, events),
-            usage=_usage(getattr(result, "usage", None), completed),
-            cost=(cost := _cost(getattr(result, "cost", None), completed)),
-            price_unknown=cost is None and any("cost" in (e.metadata or {}) for e in completed),
-            timings=Timings(total_s=_round(elapsed_s), first_token_s=_round(ttft), turns=turns, turn_latencies_s=latencies),
-            error=TranscriptError(type=str(error.type), message=str(error.message), code=error.code) if error is not None else None,
-            attempts=attempts,
-            replayed=bool(meta.get("replayed") or any(m.get("replayed") for m in turn_meta)),
-            settings=meta.get("settings") or next((m["settings"] for m in turn_meta if m.get("settings")), {}),
-        )
-
-    @classmethod
     def from_messages(cls, messages: Iterable[Any], *, provider: str, status: str = "completed",
                       error: str | None = None, title: str | None = None) -> "Transcript":
         """The transcript of stored messages (a thread's turn: its prompt, replies, tool calls
@@ -319,10 +251,9 @@ class Transcript(_Model):
         usages = [m.usage for m in replies if getattr(m, "usage", None) is not None]
         fields = tuple(TranscriptUsage.model_fields)
         usage = TranscriptUsage(**{f: sum(int(getattr(u, f, 0) or 0) for u in usages) for f in fields})
-        return cls(provider=provider, status=status, messages=_convert(messages, {}), usage=usage,
+        return cls(provider=provider, status=status, messages=transcript_messages(messages), usage=usage,
                    timings=Timings(turns=len(replies)), title=title, show_prompts=True,
                    error=TranscriptError(type="failed", message=error) if status == "failed" and error else None)
-
 
 
 #: The MIME type of a comparison (``%%compare``): one transcript per run, side by side.
@@ -370,100 +301,20 @@ class ComparisonRecord(_Model):
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
-    @classmethod
-    def from_comparison(cls, comparison: Any, *, prompt: str | None = None, table: ComparisonTable | None = None,
-                        titles: list[str] | None = None) -> "ComparisonRecord":
-        """Build from an `agent.compare.Comparison` (read by attribute: ``providers``, ``runs``,
-        ``wall_s``, ``interrupted``, ``figures`` with ``index``, ``run``, ``provider``, ``transcript``
-        (else ``result``), ``error_type``, ``error``). A run whose agent could not be built becomes
-        a failed transcript."""
-        entries = []
-        for fig in sorted(getattr(comparison, "figures", []), key=lambda f: (f.index, f.run)):
-            result = getattr(fig, "result", None)
-            if isinstance(getattr(fig, "transcript", None), Transcript):  # the run's record, as its figures were read
-                transcript = fig.transcript.model_copy()
-            elif result is not None:
-                transcript = Transcript.from_result(result, prompt=prompt)
-            else:
-                transcript = Transcript(provider=str(fig.provider), status="failed", error=TranscriptError(
-                    type=str(getattr(fig, "error_type", None) or "error"), message=str(getattr(fig, "error", None) or "the run failed")))
-            entries.append(ComparisonEntry(index=fig.index, run=fig.run, transcript=transcript))
-        return cls(providers=[str(p) for p in getattr(comparison, "providers", [])], runs=int(getattr(comparison, "runs", 1) or 1),
-                   wall_s=_round(getattr(comparison, "wall_s", None)), entries=entries, table=table,
-                   titles=titles if titles and titles != list(getattr(comparison, "providers", [])) else None,
-                   interrupted=bool(getattr(comparison, "interrupted", False)))
-
 
 # -- building helpers ------------------------------------------------------------------
-
-
-def _round(value: Any) -> float | None:
-    return round(float(value), 4) if isinstance(value, (int, float)) else None
-
-
-def _provider_from(turn_meta: list[dict[str, Any]], meta: dict[str, Any]) -> str:
-    for m in [meta, *turn_meta]:
-        if m.get("provider") and m.get("model"):
-            return f"{m['provider']}:{m['model']}"
-    return "unknown"
-
-
-def _durations(events: list[Any]) -> dict[str, deque[tuple[float, bool]]]:
-    """Tool call id -> (seconds, is_error) in the order they ran (ids may repeat across turns)."""
-    found: dict[str, deque[tuple[float, bool]]] = defaultdict(deque)
-    for e in events:
-        if getattr(e, "type", None) == "tool_call_completed":
-            found[e.action.tag].append((float(e.duration_s), bool(e.is_error)))
-    return found
-
-
-def _partial_left_out(messages: list[Any], last: Any) -> bool:
-    """True when the run's last reply (partial, of a failed turn) is not among its messages."""
-    return (last is not None and getattr(last, "role", None) == "assistant" and bool(getattr(last, "content", None))
-            and getattr(messages[-1], "role", None) != "assistant" and not any(m is last for m in messages))
-
-
-def _messages_from_events(events: list[Any], prompt: str | None, last: Any) -> list[Any]:
-    """The run's messages rebuilt from its events (an interrupted or failed run keeps none),
-    each tool result after the reply that called it."""
-    from .content import ActionResultBlock, ReasoningBlock, TextBlock
-    from .messages import Message
-
-    messages: list[Any] = [Message(role="user", content=[TextBlock(text=prompt)])] if prompt else []
-    text: list[str] = []
-    reasoning: list[str] = []
-    open_turn = False
-    for e in events:
-        kind = getattr(e, "type", None)
-        if kind == "model_started":
-            text, reasoning, open_turn = [], [], True
-        elif kind == "text_delta":
-            text.append(e.text)
-        elif kind == "reasoning_delta":
-            reasoning.append(e.text)
-        elif kind == "model_completed":
-            messages.append(e.message)
-            open_turn = False
-        elif kind == "model_failed":
-            messages.append(e.partial)
-            open_turn = False
-        elif kind == "tool_call_completed":
-            result = ActionResultBlock(action=e.action, text=_result_text(e.result), is_error=bool(e.is_error))
-            messages.append(Message(role="tool", content=[result]))
-    if open_turn and (text or reasoning):
-        content: list[Any] = [ReasoningBlock(text="".join(reasoning))] if reasoning else []
-        content += [TextBlock(text="".join(text))] if text else []
-        messages.append(Message(role="assistant", content=content))
-    if not any(getattr(m, "role", None) == "assistant" for m in messages) and last is not None and getattr(last, "content", None):
-        messages.append(last)
-    return messages
 
 
 def _result_text(output: Any) -> str:
     return output.to_text() if hasattr(output, "to_text") else str(output)
 
 
-def _convert(messages: list[Any], durations: dict[str, deque[tuple[float, bool]]]) -> list[TranscriptMessage]:
+def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[tuple[float, bool]]] | None = None
+                        ) -> list[TranscriptMessage]:
+    """`messages` (core `Message`s) as a transcript's messages: text joined per message, reasoning,
+    each tool call with its result (from the call's output or a later result block), images kept
+    when small. `durations` (tool call id -> (seconds, is_error) in the order run) times the calls."""
+    durations = durations or {}
     out: list[TranscriptMessage] = []
     open_calls: dict[str, ToolCallPart] = {}
     for message in messages:
@@ -516,65 +367,6 @@ def _native_name(action: Any) -> str:
         return action.native_name
     except Exception:  # a name a model made up that does not map back
         return str(getattr(action, "name", "") or "tool call")
-
-
-def _usage(usage: Any, completed: list[Any]) -> TranscriptUsage:
-    fields = tuple(TranscriptUsage.model_fields)
-    if usage is None:  # no result: the completed turns' usage, summed
-        return TranscriptUsage(**{f: sum(int(getattr(e.usage, f, 0) or 0) for e in completed) for f in fields})
-    return TranscriptUsage(**{f: int(getattr(usage, f, 0) or 0) for f in fields})
-
-
-def _cost(cost: Any, completed: list[Any]) -> TranscriptCost | None:
-    """`result.cost` in whatever shape it comes (a Cost, a dict, a number), else the
-    sum of the turns' ``metadata["cost"]`` when every turn has a price."""
-    if cost is None and completed:
-        per_turn = [(e.metadata or {}).get("cost") for e in completed]
-        if all(isinstance(c, dict) and "total_usd" in c for c in per_turn):
-            cost = {k: sum(float(c.get(k) or 0) for c in per_turn) for k in ("input_usd", "output_usd", "total_usd")}
-    if cost is None:
-        return None
-    if isinstance(cost, (int, float)):
-        return TranscriptCost(total_usd=float(cost))
-    if not isinstance(cost, dict):
-        to_dict = getattr(cost, "to_dict", None) or getattr(cost, "model_dump", None)
-        cost = to_dict() if callable(to_dict) else {k: getattr(cost, k, None) for k in ("input_usd", "output_usd", "total_usd")}
-    try:
-        return TranscriptCost(**{k: (float(cost[k]) if cost.get(k) is not None else None)
-                                 for k in ("input_usd", "output_usd", "total_usd") if k in cost})
-    except (TypeError, ValueError, KeyError):
-        return None
-
-
-def _artifacts(result: Any, events: list[Any]) -> list[ArtifactSummary]:
-    """Task Memory artifacts: ``artifact_stored`` events, or ``result.artifacts`` when a
-    result carries them. Read defensively: fields may be missing."""
-    sources = [e for e in events if getattr(e, "type", None) == "artifact_stored"]
-    if not sources:
-        sources = list(getattr(result, "artifacts", None) or [])
-    out = []
-    for item in sources:
-        get = item.get if isinstance(item, dict) else (lambda k, d=None, _i=item: getattr(_i, k, d))
-        artifact = get("artifact")
-        kind = get("kind") or getattr(artifact, "type", None) or "unknown"
-        preview = get("preview") or get("summary")
-        if preview is None and artifact is not None:
-            try:
-                preview = artifact.to_text() if hasattr(artifact, "to_text") else str(artifact)
-            except Exception:
-                preview = ""
-        if isinstance(preview, dict):
-            preview = json.dumps(preview, default=str)
-        preview = str(preview or "")
-        if len(preview) > PREVIEW_CHARS:
-            preview = preview[:PREVIEW_CHARS] + "…"
-        size = get("size") or {}
-        out.append(ArtifactSummary(
-            call_id=get("call_id"), tool=get("tool"), namespace=get("namespace"), memory=get("memory"),
-            kind=str(kind), size={str(k): int(v) for k, v in dict(size).items() if isinstance(v, (int, float))},
-            preview=preview,
-        ))
-    return out
 
 
 def json_schema() -> dict[str, Any]:

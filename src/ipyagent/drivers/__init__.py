@@ -1,9 +1,26 @@
 """Prompt drivers: one module per wire protocol, the base template and the registry."""
 
+from .._lazy import lazy_exports
 from .aggregate import Aggregator
-from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
-from .pricing import LEDGER, Cost, total_cost
-from .registry import BUILTIN, ProviderSpec, create_driver, parse_provider_id, providers, set_alias
+from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, close_all_drivers
+from .pricing import LEDGER, Cost, format_usd, total_cost
+from .registry import (
+    ALIASES,
+    BUILTIN,
+    KEY_FALLBACKS,
+    ProviderSpec,
+    create_driver,
+    parse_provider_id,
+    providers,
+    resolve_alias,
+    set_alias,
+)
 
-__all__ = ["Capabilities", "BasePromptDriver", "BlockIndex", "StreamMeta", "BUILTIN", "ProviderSpec", "create_driver", "parse_provider_id", "providers", "set_alias", "Cost",
-           "Aggregator", "total_cost", "LEDGER"]
+__getattr__ = lazy_exports(__name__, {
+    "structured": ("OUTPUT_TOOL", "with_rule_instruction"),  # structured output: the tool and rule strategies
+    "rate_gate": ("RateGate",),  # one lane's rate limit and 429 back-off (evaluation's scheduler)
+})
+
+__all__ = ["Capabilities", "BasePromptDriver", "BlockIndex", "StreamMeta", "BUILTIN", "ProviderSpec", "create_driver",
+           "parse_provider_id", "providers", "set_alias", "resolve_alias", "ALIASES", "KEY_FALLBACKS", "Cost", "Aggregator",
+           "total_cost", "format_usd", "LEDGER", "close_all_drivers", *__getattr__.exports]

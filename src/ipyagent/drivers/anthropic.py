@@ -34,12 +34,12 @@ from typing import Any
 import httpx2
 
 from ..core import (
-    DocumentBlock,
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
     BlockDelta,
     DeltaMessage,
+    DocumentBlock,
     GenericBlock,
     ImageBlock,
     Message,
@@ -52,8 +52,8 @@ from ..core import (
     TextDelta,
     ToolCallDelta,
     Usage,
+    redact,
 )
-from ..core.redact import redact
 from .models import parse_anthropic
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 from .model_rules import EFFORT_BUDGETS

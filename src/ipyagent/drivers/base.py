@@ -32,12 +32,11 @@ from typing import Any, ClassVar
 import httpx2
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from ..core.redact import add_secret, add_url, redact, redact_data
 from ..core import (
-    DocumentBlock,
-    ImageBlock,
     DeltaMessage,
+    DocumentBlock,
     Event,
+    ImageBlock,
     Message,
     ModelCompleted,
     ModelFailed,
@@ -47,6 +46,10 @@ from ..core import (
     StopKind,
     StopReason,
     Usage,
+    add_secret,
+    add_url,
+    redact,
+    redact_data,
     unsupported_setting,
 )
 from . import pricing

@@ -22,8 +22,7 @@ from typing import Any
 
 import httpx2
 
-from ..core import ConfigurationError
-from ..core.redact import redact
+from ..core import ConfigurationError, redact
 
 #: Response headers worth keeping: the ones that change how we parse or retry.
 KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-request-id")

@@ -41,11 +41,11 @@ from typing import Any
 import httpx2
 
 from ..core import (
-    DocumentBlock,
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
     DeltaMessage,
+    DocumentBlock,
     GenericBlock,
     ImageBlock,
     Message,
@@ -53,8 +53,8 @@ from ..core import (
     ProviderError,
     ReasoningBlock,
     TextBlock,
+    redact,
 )
-from ..core.redact import redact
 from .models import parse_gemini
 from .base import BasePromptDriver, Capabilities, StreamMeta
 from .gemini_schema import to_gemini_schema

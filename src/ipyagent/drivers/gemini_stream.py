@@ -27,8 +27,8 @@ from ..core import (
     TextDelta,
     ToolCallDelta,
     Usage,
+    redact,
 )
-from ..core.redact import redact
 from .base import BlockIndex, StreamMeta
 
 #: `Candidate.finishReason` -> StopKind. STOP with function calls is tool_use.

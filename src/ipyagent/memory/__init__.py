@@ -15,10 +15,28 @@ import types
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from .._lazy import lazy_exports
+from .summarize import summarize  # eager: the name is also its module's (tests/test_layers.py)
+
 if TYPE_CHECKING:
     from .task_memory import TaskMemory
 
-__all__ = ["TaskMemory", "current_memory", "set_current_memory"]
+#: The layer's public names, each loaded on first use.
+__getattr__ = lazy_exports(__name__, {
+    "task_memory": ("TaskMemory", "MemoryEntry", "reference"),
+    "artifacts": ("describe_size", "size_of", "to_memory_artifact"),
+    "reading": ("read_slice", "search", "unit_of"),
+    "conversation": ("DEFAULT_THREAD", "Composition", "Thread", "ThreadStore", "Turn", "TurnBuilder", "result_turn"),
+    "recorder": ("RunRecorder", "message_json", "replay_events", "stored_transcript"),
+    "store": ("STORE_ENV", "RunStore", "StoreError", "check_store_path", "default_store_path"),
+    "tokens": ("CHARS_PER_TOKEN", "context_window", "estimate_text", "output_reserve"),
+    "summarize": ("DEFAULT_BUDGET", "keep_ends"),
+    "context": ("ContextBlock", "variable_block"),
+    "partial": ("partial_message",),
+    "query": ("SUMMARY_QUESTION", "ask"),
+})
+
+__all__ = ["current_memory", "set_current_memory", "summarize", *__getattr__.exports]
 
 _lock = threading.Lock()
 _current: "TaskMemory | None" = None
@@ -40,14 +58,6 @@ def set_current_memory(memory: "TaskMemory") -> None:
     global _current
     with _lock:
         _current = memory
-
-
-def __getattr__(name: str) -> Any:
-    if name == "TaskMemory":
-        from .task_memory import TaskMemory
-
-        return TaskMemory
-    raise AttributeError(f"module 'ipyagent.memory' has no attribute {name!r}")
 
 
 class _MemoryModule(types.ModuleType):

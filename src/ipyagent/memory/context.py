@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..core.redact import redact
+from ..core import redact
 from .summarize import DEFAULT_BUDGET, summarize
 from .tokens import estimate_text
 

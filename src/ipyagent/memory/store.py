@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..core.redact import current_forms, redact, redact_json
+from ..core import current_forms, redact, redact_json
 
 SCHEMA_VERSION = 2  # 2: runs.cache_key (evaluation runs served from the cache)
 #: The default location, relative to the notebook's folder.

@@ -16,8 +16,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ..agent import Agent, RunOptions
-from ..agent.compare import Comparison, acompare
+from ..agent import Agent, Comparison, RunOptions, acompare
 from ..core import ToolAction
 from ..drivers import create_driver
 from .compare_view import CompareTextView, CompareWidgetView

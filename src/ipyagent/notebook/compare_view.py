@@ -11,10 +11,8 @@ import sys
 from dataclasses import replace
 from typing import Any, TextIO
 
-from ..agent.compare import COLUMNS, NUMERIC, RunFigures, Stat, summarize
-from ..core import Event, Message, ModelFailed, ProviderError, ToolAction
-from ..core.redact import redact, redact_data
-from ..core.transcript import ComparisonTable
+from ..agent import COLUMNS, NUMERIC, RunFigures, Stat, summarize
+from ..core import ComparisonTable, Event, Message, ModelFailed, ProviderError, ToolAction, redact, redact_data
 from .render import escape
 from .view import RunState, TextView, WidgetView
 
@@ -191,7 +189,7 @@ class CompareWidgetView:
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         """A front end said hello (on the kernel's thread): answer on the loop."""
         if isinstance(content, dict) and content.get("type") == "hello":
-            from ..agent.loop_thread import background_loop
+            from ..agent import background_loop
 
             background_loop().call_soon_threadsafe(self._hello)
 

@@ -15,10 +15,16 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ..agent.assertions import parse_assertion
-from ..agent.compare import provider_keys
-from ..agent.evaluate import Evaluation, TemplateError, aevaluate, normalize_rows, render_template
-from ..drivers.registry import resolve_alias
+from ..agent import (
+    Evaluation,
+    TemplateError,
+    aevaluate,
+    normalize_rows,
+    parse_assertion,
+    provider_keys,
+    render_template,
+)
+from ..drivers import resolve_alias
 from .evaluation_view import EvaluationView
 from .outcomes import run_cell
 

@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import Any
 
-from ..agent.evaluate import EvalResult, Evaluation
+from ..agent import EvalResult, Evaluation
 from .evaluation_render import MIME_TYPE, evaluation_html, evaluation_markdown, evaluation_text, progress_html
 
 #: Seconds between two redraws of the progress table at most.
@@ -26,7 +26,7 @@ FRAME_S = 0.1
 
 def bundle(ev: Evaluation) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a finished evaluation's display: its JSON (secrets redacted) and fallbacks."""
-    from ..core.redact import redact_data
+    from ..core import redact_data
 
     doc = redact_data(ev.to_json())
     data = {MIME_TYPE: doc, "text/html": evaluation_html(doc), "text/markdown": evaluation_markdown(doc),

@@ -74,22 +74,22 @@ class _FirstUse:
 def close_drivers() -> int:
     """Close every open driver's HTTP client on the background loop (kernel shutdown,
     ``%unload_ext``); returns how many were closed. Idempotent; never raises."""
-    from ..agent import loop_thread
+    from ..agent import background_loop_running, run_sync
 
-    if loop_thread._loop is None or loop_thread._loop.is_closed() or not loop_thread._loop.is_running():
+    if not background_loop_running():
         return 0
-    from ..drivers.base import close_all_drivers
+    from ..drivers import close_all_drivers
 
     try:
-        return loop_thread.run_sync(close_all_drivers())
+        return run_sync(close_all_drivers())
     except Exception:  # noqa: BLE001 - shutting down: nothing to report to
         return 0
 
 
 def _at_exit() -> None:
     """The process is ending (a kernel shut down, IPython exited): close what is open, then the loop."""
-    from ..agent.loop_thread import stop_background_loop
-    from ..tools.mcp import close_all_at_exit
+    from ..agent import stop_background_loop
+    from ..tools import close_all_at_exit
 
     close_all_at_exit()  # MCP servers first: they run on the loop stopped below
     close_drivers()
@@ -157,14 +157,13 @@ def unload(ipython: Any) -> None:
     magics = _registered.pop(id(ipython), None)
     if magics is None:
         return
-    from ..agent.defaults import reset_default
-    from ..agent.loop_thread import stop_background_loop
+    from ..agent import reset_default, stop_background_loop
     from .outcomes import uninstall
 
     uninstall(ipython)
     magics.close()
     reset_default()
-    from ..drivers.pricing import LEDGER
+    from ..drivers import LEDGER
 
     LEDGER.reset()  # the session's spending and budget  # the %provider default goes with the extension
     compare = ipython.magics_manager.registry.pop("CompareMagics", None)

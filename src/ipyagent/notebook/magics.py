@@ -21,27 +21,36 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
-from ..agent import Agent, AgentResult, RunOptions, run_sync
-from ..agent import defaults
-from ..agent.files import document_block
-from ..agent.defaults import DEFAULT_PROVIDER
-from ..core import ConfigurationError, Message
-from ..drivers import BasePromptDriver, create_driver, parse_provider_id, providers, set_alias
-from ..drivers.registry import ALIASES, KEY_FALLBACKS, resolve_alias
-from ..tools import BaseTool, FunctionTool, Toolbox
-from ..tools.mcp import MCPServer, MCPServerError
-from ..tools.activity import ACTIVITY_ATTR
-from ..memory.conversation import Turn
-from ..core.transcript import NextCell
-from ..memory.context import ContextBlock, variable_block
-from ..memory.summarize import DEFAULT_BUDGET
+from ..agent import (
+    DEFAULT_PROVIDER,
+    Agent,
+    AgentResult,
+    RunOptions,
+    current_default,
+    document_block,
+    run_sync,
+    session_default,
+    set_default,
+)
+from ..core import ConfigurationError, Message, NextCell, redact
+from ..drivers import (
+    ALIASES,
+    KEY_FALLBACKS,
+    BasePromptDriver,
+    create_driver,
+    parse_provider_id,
+    providers,
+    resolve_alias,
+    set_alias,
+)
+from ..tools import ACTIVITY_ATTR, BaseTool, FunctionTool, MCPServer, MCPServerError, Toolbox
+from ..memory import DEFAULT_BUDGET, ContextBlock, Turn, variable_block
 from .code_blocks import next_cell, pick_code
 from .notebook_context import FIX_INSTRUCTION, cell_blocks, error_block, template_namespace
 from .outcomes import resolved, run_cell
 from .session import Session
 from .settings_args import settings_arguments, settings_from_args, timeout_argument, timeout_from_args
 from .template import TemplateError, interruptible, render_cell
-from ..core.redact import redact
 from .redacted_io import redacted_output
 from .transcript_output import LiveTranscript
 from .view import make_view
@@ -104,13 +113,13 @@ class AgentMagics(Magics):
     def provider_id(self) -> str | None:
         """The ``%provider`` id (the session's default, shared with Python: `ipyagent.set_default`),
         or None while no provider was set and the built-in default is in force."""
-        current = defaults.session_default().provider
+        current = session_default().provider
         return current if self._provider_set or current != DEFAULT_PROVIDER else None
 
     @property
     def provider_options(self) -> dict[str, Any]:
         """The session default's driver options (``base_url``, ``api_key_env``, ``record``)."""
-        return dict(defaults.session_default().driver_options)
+        return dict(session_default().driver_options)
 
     @property
     def messages(self) -> list[Message]:
@@ -142,7 +151,7 @@ class AgentMagics(Magics):
         ``%provider`` id brings that provider's options, whether named or implied; another
         model of the same provider keeps its base URL and key variable.
         """
-        current = defaults.current()
+        current = current_default()
         if provider_id is None:
             return current.provider, dict(current.driver_options)
         if provider_id in self.alias_options:
@@ -217,7 +226,7 @@ class AgentMagics(Magics):
         """
         from pydantic import BaseModel
 
-        from ..agent.images import image_blocks
+        from ..agent import image_blocks
 
         schema = None
         if args.schema:
@@ -275,7 +284,7 @@ class AgentMagics(Magics):
 
     def close(self) -> None:
         """Close every driver's HTTP client and every MCP server (``%unload_ext``)."""
-        from ..tools.mcp import close_all
+        from ..tools import close_all
 
         try:
             run_sync(close_all())
@@ -396,7 +405,7 @@ class AgentMagics(Magics):
                 raise UsageError("give PROVIDER:MODEL with --base-url/--api-key-env/--record/--price-as, "
                                  "e.g. %provider openai:gpt-4.1-mini --base-url URL")
             if settings or args.clear_settings or args.timeout is not None:
-                defaults.set_default(settings=settings, replace_settings=args.clear_settings, timeout=args.timeout)
+                set_default(settings=settings, replace_settings=args.clear_settings, timeout=args.timeout)
             self._show_provider()
             return
         options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record),
@@ -404,7 +413,7 @@ class AgentMagics(Magics):
         if not options and args.provider_id in self.alias_options:
             options = dict(self.alias_options[args.provider_id])
         resolved = resolve_alias(args.provider_id)
-        options = {**defaults.session_default().options_for(resolved), **options}
+        options = {**session_default().options_for(resolved), **options}
         if options.get("base_url") == "default":  # back to the provider's own API root
             options["base_url"] = None
         try:
@@ -413,13 +422,13 @@ class AgentMagics(Magics):
         except ConfigurationError as exc:
             self._error(str(exc))
             return
-        defaults.set_default(resolved, settings=settings, replace_settings=args.clear_settings, timeout=args.timeout, **options)
+        set_default(resolved, settings=settings, replace_settings=args.clear_settings, timeout=args.timeout, **options)
         self._provider_set = True
         note = " (replaying a cassette: no network, no key)" if args.provider_id.startswith("replay:") else ""
         note += f", recording to {args.record}" if args.record else ""
         print(f"provider: {driver.id} at {driver.base_url}{note}")
-        if defaults.session_default().settings:
-            print(f"settings: {defaults.session_default().settings.describe()}")
+        if session_default().settings:
+            print(f"settings: {session_default().settings.describe()}")
 
     def _list_models(self, target: str | None, given: dict[str, Any] | None = None) -> None:
         """``%provider --models [PROVIDER]``: the provider's models, fetched once per session."""
@@ -460,7 +469,7 @@ class AgentMagics(Magics):
 
     @staticmethod
     def _set_budget(usd: float) -> None:
-        from ..drivers.pricing import LEDGER, format_usd
+        from ..drivers import LEDGER, format_usd
 
         if usd < 0:
             raise UsageError(f"--budget is in USD, 0 or more, not {usd:g}")
@@ -473,9 +482,9 @@ class AgentMagics(Magics):
         current = self.provider_id or f"{DEFAULT_PROVIDER} (default)"
         where = f" at {self.provider_options['base_url']}" if self.provider_options.get("base_url") else ""
         print(f"provider: {current}{where}")
-        settings = defaults.session_default().settings
+        settings = session_default().settings
         print(f"settings: {settings.describe()}" if settings else "settings: the provider's defaults")
-        print(f"timeout: {defaults.session_default().timeout:g} s per run")
+        print(f"timeout: {session_default().timeout:g} s per run")
 
     @staticmethod
     def _list_providers() -> None:

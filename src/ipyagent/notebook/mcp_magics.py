@@ -16,7 +16,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from ..agent import run_sync
-from ..tools.mcp import MCPServer, MCPServerError, MCPToolset
+from ..tools import MCPServer, MCPServerError, MCPToolset
 
 USAGE = {
     "add": "%mcp add NAME [--env K=V] [--cwd DIR] [--approve] [--off-prompt] [--start] [--timeout S] -- COMMAND [ARGS...]\n"

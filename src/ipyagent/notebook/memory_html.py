@@ -23,7 +23,7 @@ from ..core import (
     ListArtifact,
     TableArtifact,
 )
-from ..memory.artifacts import describe_size, size_of
+from ..memory import describe_size, size_of
 from .render import escape, markdown_to_html, sanitize
 
 #: Most characters of text drawn; the rest is a note pointing at ipyagent.memory[...].

@@ -18,8 +18,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from ..memory.context import ContextBlock
-from ..memory.summarize import CHARS_PER_TOKEN, DEFAULT_BUDGET, keep_ends, summarize
+from ..memory import CHARS_PER_TOKEN, DEFAULT_BUDGET, ContextBlock, keep_ends, summarize
 from . import cell_log
 from .template import TemplateError
 

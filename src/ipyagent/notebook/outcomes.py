@@ -72,7 +72,7 @@ def run_cell(coro: Any, done: Any, *, await_in_kernel: bool) -> Any:
     """
     import asyncio
 
-    from ..agent.loop_thread import run_in_background, run_sync
+    from ..agent import run_in_background, run_sync
 
     if await_in_kernel:
         async def awaited() -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any, TypeVar
 
-from ..core.redact import redact
+from ..core import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 

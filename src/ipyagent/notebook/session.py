@@ -18,11 +18,24 @@ from typing import Any
 
 from ..agent import RunOptions
 from ..core import Event, PromptStack, system_text
-from ..memory import current_memory
-from ..memory.conversation import DEFAULT_THREAD, Composition, Thread, ThreadStore, Turn, TurnBuilder, result_turn
-from ..memory.recorder import RunRecorder
-from ..memory.store import STORE_ENV, RunStore, StoreError, default_store_path
-from ..memory.tokens import context_window, estimate_text, output_reserve
+from ..memory import (
+    DEFAULT_THREAD,
+    STORE_ENV,
+    Composition,
+    RunRecorder,
+    RunStore,
+    StoreError,
+    Thread,
+    ThreadStore,
+    Turn,
+    TurnBuilder,
+    context_window,
+    current_memory,
+    default_store_path,
+    estimate_text,
+    output_reserve,
+    result_turn,
+)
 
 class Session:
     """Threads, Task Memory and the run store of one kernel (or IPython shell)."""

@@ -22,12 +22,12 @@ import inspect
 import json
 import shlex
 import time
-from types import SimpleNamespace
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
+from ..agent import AgentResult, transcript_of
 from ..core import (
     ActionCallBlock,
     ActionResultBlock,
@@ -39,13 +39,19 @@ from ..core import (
     ReasoningBlock,
     TextBlock,
     Usage,
+    redact,
+    redact_data,
 )
-from ..core.transcript import Transcript
-from ..memory.artifacts import describe_size
-from ..memory.conversation import DEFAULT_THREAD
-from ..memory.recorder import replay_events, stored_transcript
-from ..core.redact import redact, redact_data
-from ..memory.store import RunStore, StoreError, check_store_path
+from ..core import Transcript
+from ..memory import (
+    DEFAULT_THREAD,
+    RunStore,
+    StoreError,
+    check_store_path,
+    describe_size,
+    replay_events,
+    stored_transcript,
+)
 from .redacted_io import redacted_output
 from .memory_html import STYLE, artifact_entry_html
 from .render import escape
@@ -291,7 +297,7 @@ class SessionMagics(Magics):
 
     def _cost(self, _: str | None) -> None:
         """The session's spending by provider: turns, tokens, USD at known prices, turns without one."""
-        from ..drivers.pricing import LEDGER, format_usd
+        from ..drivers import LEDGER, format_usd
 
         rows = LEDGER.by_provider()
         if not rows:
@@ -452,13 +458,12 @@ class SessionMagics(Magics):
         completed = [e for e in runs if isinstance(e, ModelCompleted)]
         last = completed[-1] if completed else None
         stopped = "interrupted" in events or run["status"] in ("interrupted", "running")
-        result = SimpleNamespace(
-            provider=f"{run['provider']}:{run['model']}", message=last.message if last else None, messages=[],
-            usage=None, stop_reason=last.stop_reason if last else None, error=None, interrupted=stopped,
-            metadata=dict(last.metadata) if last else {})
-        prompt = run.get("prompt")
-        transcript = Transcript.from_result(result, events=runs, prompt=prompt, provider=result.provider,
-                                            elapsed_s=run.get("duration_s"))
+        result = AgentResult(
+            provider=f"{run['provider']}:{run['model']}", message=last.message if last else Message(role="assistant"),
+            usage=sum((e.usage for e in completed), Usage()), stop_reason=last.stop_reason if last else None,
+            interrupted=stopped, metadata=dict(last.metadata) if last else {})
+        transcript = transcript_of(result, events=runs, prompt=run.get("prompt"), provider=result.provider,
+                                   elapsed_s=run.get("duration_s"))
         draw_artifacts(transcript, runs)
         return transcript
 

@@ -31,7 +31,7 @@ def _environment() -> Any:
 def context_filter(value: Any, budget: int | None = None) -> str:
     """``{{ df | context }}`` / ``{{ df | context(500) }}``: `value` summarized for a model
     (memory/summarize.py) within `budget` tokens (default `summarize.DEFAULT_BUDGET`)."""
-    from ..memory.summarize import DEFAULT_BUDGET, summarize
+    from ..memory import DEFAULT_BUDGET, summarize
 
     return summarize(value, budget_tokens=budget or DEFAULT_BUDGET).text
 

@@ -19,7 +19,7 @@ import os
 import shutil
 from typing import Any, TextIO
 
-from ..core.redact import StreamRedactor, redact
+from ..core import StreamRedactor, redact
 
 #: Styles of the footer figures that say how the run ended (else the footer is dim).
 FOOTER_STYLES = {"failed": "bold red", "interrupted": "bold yellow", "streaming…": "yellow"}

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.redact import redact
+from ..core import redact
 from .render import escape, sanitize
 
 STYLE = """<style>

@@ -40,8 +40,8 @@ import time
 import uuid
 from typing import Any
 
-from ..core.redact import redact, redact_data
-from ..core.transcript import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript
+from ..agent import comparison_record, transcript_of
+from ..core import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript, redact, redact_data
 from .render import one_line
 from .transcript_render import PLAIN_CHARS, comparison_to_html, comparison_to_text, to_html, to_text
 
@@ -114,8 +114,8 @@ class LiveTranscript:
             if self.transcript is not None:
                 return self.transcript
             elapsed = time.monotonic() - self._first_request if self._first_request is not None else None
-            self.transcript = Transcript.from_result(result, events=self.events, prompt=self.prompt,
-                                                     elapsed_s=elapsed, provider=self.provider)
+            self.transcript = transcript_of(result, events=self.events, prompt=self.prompt, elapsed_s=elapsed,
+                                            provider=self.provider)
             self.transcript.next_cell = next_cell
             draw_artifacts(self.transcript, self.events)
         from IPython.display import update_display
@@ -163,7 +163,7 @@ def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = 
     from .compare_view import table_data
 
     table = table_data(list(comparison.providers), list(comparison.figures), int(getattr(comparison, "runs", 1) or 1))
-    record = ComparisonRecord.from_comparison(comparison, prompt=prompt, table=table, titles=titles)
+    record = comparison_record(comparison, prompt=prompt, table=table, titles=titles)
     data, metadata = comparison_bundle(record, view_model_id=getattr(getattr(view, "widget", None), "model_id", None))
     if hasattr(view, "end"):  # a page reopened mid-run has no display id: the widget draws the record itself
         view.end(data[COMPARISON_MIME_TYPE])

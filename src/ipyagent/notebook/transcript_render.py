@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 
-from ..core.transcript import (
+from ..core import (
     RASTER_TYPES,
     ArtifactSummary,
     ComparisonRecord,
@@ -107,7 +107,7 @@ def footer_figures(t: Transcript) -> list[str]:
 
 
 def _usd(amount: float) -> str:
-    from ..drivers.pricing import format_usd  # the live footer's format
+    from ..drivers import format_usd  # the live footer's format
 
     return format_usd(amount)
 

@@ -16,7 +16,6 @@ import sys
 import time
 from typing import Any, TextIO
 
-from ..core.redact import StreamRedactor, redact, redact_data
 from ..core import (
     ArtifactStored,
     Event,
@@ -27,12 +26,15 @@ from ..core import (
     ModelStarted,
     ProviderError,
     ReasoningDelta,
+    StreamRedactor,
     TextDelta,
     ToolAction,
     ToolCallCompleted,
     ToolCallDelta,
+    redact,
+    redact_data,
 )
-from ..drivers.pricing import total_cost
+from ..drivers import total_cost
 
 #: Seconds between two frames sent to the front end: at most 33 in any second.
 FRAME_INTERVAL = 1 / 32
@@ -329,7 +331,7 @@ class WidgetView:
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         """A front end said hello (on the kernel's thread): answer on the loop with a snapshot."""
         if isinstance(content, dict) and content.get("type") == "hello":
-            from ..agent.loop_thread import background_loop
+            from ..agent import background_loop
 
             background_loop().call_soon_threadsafe(self._hello)
 
@@ -428,7 +430,7 @@ class WidgetView:
 
 def _call_json(segment: Segment, event: ToolCallCompleted | None) -> dict[str, Any]:
     """A finished tool call's card, as the transcript has it (transcript.ToolCallPart)."""
-    from ..core.transcript import RESULT_CHARS
+    from ..core import RESULT_CHARS
 
     result = segment.result or ""
     if len(result) > RESULT_CHARS:
@@ -448,10 +450,10 @@ def _call_json(segment: Segment, event: ToolCallCompleted | None) -> dict[str, A
 
 def _artifact_json(event: ArtifactStored) -> dict[str, Any]:
     """An off-prompt artifact as the transcript has it, drawn as ``%agent memory`` draws it."""
-    from ..core.transcript import _artifacts
+    from ..agent import artifact_summary
     from .memory_html import stored_event_html
 
-    summary = _artifacts(None, [event])[0]
+    summary = artifact_summary(event)
     summary.html = stored_event_html(event)
     return summary.model_dump(mode="json")
 
@@ -488,7 +490,7 @@ class TextView:
         elif isinstance(event, ModelFailed):
             out.part(f"\n[error] {event.error.message}", "bold red")
         elif isinstance(event, ArtifactStored):
-            from ..memory.artifacts import describe_size
+            from ..memory import describe_size
 
             out.part(f"[stored off-prompt: ipyagent.memory[{event.namespace!r}], {event.kind}, {describe_size(event.size)}]\n", "magenta")
         elif isinstance(event, HistoryTrimmed):

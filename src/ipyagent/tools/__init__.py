@@ -1,10 +1,16 @@
 """Tools: `@activity`, `BaseTool`, `FunctionTool`, schema generation and dispatch; `MCPServer`
 for the tools of an MCP server (the `mcp` SDK is imported only when one starts)."""
 
-from .activity import ActivityConfig, activity
+from .._lazy import lazy_exports
+from .activity import ACTIVITY_ATTR, ActivityConfig, activity
 from .base_tool import BaseTool, FunctionTool, as_tool, to_artifact
-from .mcp import MCPServer, MCPServerError, MCPToolset
+from .mcp import MCPServer, MCPServerError, MCPToolset, close_all, close_all_at_exit
 from .toolbox import Toolbox
 
-__all__ = ["ActivityConfig", "activity", "BaseTool", "FunctionTool", "as_tool", "to_artifact", "Toolbox",
-           "MCPServer", "MCPServerError", "MCPToolset"]
+__getattr__ = lazy_exports(__name__, {
+    "builtin.task_memory": ("with_task_memory",),  # the Task Memory activities, added to an agent's tools
+    "off_prompt": ("store_output",),  # a tool output sent to Task Memory
+})
+
+__all__ = ["ActivityConfig", "ACTIVITY_ATTR", "activity", "BaseTool", "FunctionTool", "as_tool", "to_artifact", "Toolbox",
+           "MCPServer", "MCPServerError", "MCPToolset", "close_all", "close_all_at_exit", *__getattr__.exports]

@@ -252,7 +252,7 @@ class BaseTool:
                 if isinstance(result, _Raised):
                     raise result.exc
             if self.is_off_prompt(activity):  # kept in its own shape (a table, bytes) for Task Memory
-                from ..memory.artifacts import to_memory_artifact
+                from ..memory import to_memory_artifact
 
                 return to_memory_artifact(result)
             return to_artifact(result)

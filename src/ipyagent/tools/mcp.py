@@ -30,8 +30,19 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..core import BaseArtifact, ErrorArtifact, InfoArtifact, ListArtifact, ToolAction, ToolDefinition
-from ..core.redact import SECRET_ENV, SECRET_FIELDS, add_secret, add_url, redact
+from ..core import (
+    SECRET_ENV,
+    SECRET_FIELDS,
+    BaseArtifact,
+    ErrorArtifact,
+    InfoArtifact,
+    ListArtifact,
+    ToolAction,
+    ToolDefinition,
+    add_secret,
+    add_url,
+    redact,
+)
 from .base_tool import BaseTool
 from .mcp_content import check_server_name, description, input_schema, native_names, result_artifact
 

@@ -16,6 +16,7 @@ import re
 from typing import Any
 
 from ..core import (
+    MAX_NATIVE_NAME,
     AudioArtifact,
     BaseArtifact,
     BlobArtifact,
@@ -26,7 +27,6 @@ from ..core import (
     ListArtifact,
     TextArtifact,
 )
-from ..core.tool_action import MAX_NATIVE_NAME
 
 #: A server name: what `%mcp add NAME` accepts; it prefixes every tool name of that server.
 SERVER_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")

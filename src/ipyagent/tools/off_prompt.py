@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import ArtifactStored, BaseArtifact, ErrorArtifact, InfoArtifact, ToolAction
-from ..memory.task_memory import MemoryEntry, TaskMemory, reference
+from ..memory import MemoryEntry, TaskMemory, reference
 from .toolbox import Toolbox
 
 #: Characters of one tool result a model is sent at most; a longer result goes to Task Memory.

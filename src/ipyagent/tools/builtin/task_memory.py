@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...memory import query as memory_query
-from ...memory.reading import read_slice, search, unit_of
-from ...memory.task_memory import MemoryEntry, TaskMemory
+from ...memory import SUMMARY_QUESTION, MemoryEntry, TaskMemory, read_slice, search, unit_of
+from ...memory import ask as ask_memory
 from ..activity import activity
 from ..base_tool import BaseTool
 from ..off_prompt import has_off_prompt, memories_of
@@ -93,7 +92,7 @@ class TaskMemoryTool(BaseTool):
         Args:
             namespace: the artifact's namespace.
         """
-        return await self._ask(namespace, memory_query.SUMMARY_QUESTION)
+        return await self._ask(namespace, SUMMARY_QUESTION)
 
     @activity
     async def query(self, namespace: str, question: str) -> dict[str, Any]:
@@ -109,7 +108,7 @@ class TaskMemoryTool(BaseTool):
         entry = self._entry(namespace)
         if self.driver is None:
             raise ValueError("no model to ask: give TaskMemoryTool a driver")
-        answer = await memory_query.ask(self.driver, entry, question, window=self.context_window)
+        answer = await ask_memory(self.driver, entry, question, window=self.context_window)
         return {"namespace": namespace, **answer.to_dict()}
 
 

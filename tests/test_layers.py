@@ -1,0 +1,110 @@
+"""The layer rules of DESIGN.md, checked on the source: every import points down, and a layer is used
+by the others only through its package ``__init__`` (its public names, never a module or a private name)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "ipyagent"
+#: Bottom to top (DESIGN.md): a module may import only the layers before its own.
+LAYERS = ("core", "drivers", "memory", "tools", "agent", "notebook")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _targets(node: ast.AST, module: str, is_package: bool) -> list[tuple[str, list[str]]]:
+    """(imported module, names) for one import statement, relative imports resolved."""
+    if isinstance(node, ast.Import):
+        return [(alias.name, []) for alias in node.names]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    if not node.level:
+        return [(node.module or "", [alias.name for alias in node.names])]
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return [(".".join(base + ([node.module] if node.module else [])), [alias.name for alias in node.names])]
+
+
+def _layer(dotted: str) -> str | None:
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "ipyagent" and parts[1] in LAYERS else None
+
+
+def _is_submodule(layer: str, name: str) -> bool:
+    return (SRC / layer / f"{name}.py").exists() or (SRC / layer / name / "__init__.py").exists()
+
+
+def _is_module_import(layer: str, name: str) -> bool:
+    """`name` imported from a layer's package is one of its modules (the package binds no other value to it)."""
+    if not _is_submodule(layer, name):
+        return False
+    value = getattr(importlib.import_module(f"ipyagent.{layer}"), name, None)
+    return value is None or isinstance(value, ModuleType)
+
+
+def violations(source: str, module: str, is_package: bool = False) -> list[str]:
+    """Each import in `source` (the text of `module`) that breaks a layer rule, as one line."""
+    mine = _layer(module)
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        for target, names in _targets(node, module, is_package):
+            theirs = _layer(target)
+            if mine is None or theirs is None or theirs == mine:
+                continue
+            where = f"{module}:{node.lineno} imports {target}"
+            if LAYERS.index(theirs) > LAYERS.index(mine):
+                found.append(f"{where}: points up ({mine} is below {theirs})")
+            if target != f"ipyagent.{theirs}":
+                found.append(f"{where}: skips the package __init__ (import from ipyagent.{theirs})")
+            for name in names:
+                if name.startswith("_"):
+                    found.append(f"{where}: {name} is private to {theirs}")
+                elif _is_module_import(theirs, name):
+                    found.append(f"{where}: {name} is a module of {theirs}; import its public names")
+    return found
+
+
+def test_every_import_points_down_and_goes_through_the_layer_package() -> None:
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        found += violations(path.read_text(encoding="utf-8"), _module_name(path), path.name == "__init__.py")
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(("source", "module", "says"), [
+    ("from ..drivers.registry import resolve_alias", "ipyagent.agent.defaults", "skips the package __init__"),
+    ("import ipyagent.drivers.registry", "ipyagent.agent.defaults", "skips the package __init__"),
+    ("from ..drivers import registry", "ipyagent.agent.defaults", "is a module of drivers"),
+    ("from ..drivers import _turn", "ipyagent.agent.defaults", "private to drivers"),
+    ("from ..core import _artifacts", "ipyagent.notebook.view", "private to core"),
+    ("def f():\n    from ..notebook import ApprovalButtons", "ipyagent.agent.loop", "points up"),
+    ("from ipyagent.agent import Agent", "ipyagent.memory.recorder", "points up"),
+    ("from ...agent import Agent", "ipyagent.tools.builtin.task_memory", "points up"),
+])
+def test_the_check_finds_each_kind_of_breach(source: str, module: str, says: str) -> None:
+    assert any(says in line for line in violations(source, module)), violations(source, module)
+
+
+@pytest.mark.parametrize("source", ["from ..core import Message", "from .base import X", "from ..drivers import resolve_alias",
+                                    "from . import loop_thread", "import json"])
+def test_the_check_allows_what_the_rules_allow(source: str) -> None:
+    assert violations(source, "ipyagent.agent.loop") == []
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_each_lazy_export_resolves_and_is_no_module_name(layer: str) -> None:
+    """A lazily exported name loads (no typo in the table), and is not also a submodule's name: once that
+    submodule were imported, the package attribute would be the module, not the name."""
+    package = importlib.import_module(f"ipyagent.{layer}")
+    exports = getattr(getattr(package, "__getattr__", None), "exports", ())
+    for name in exports:
+        assert not _is_submodule(layer, name), name
+        assert getattr(package, name) is not None, name
