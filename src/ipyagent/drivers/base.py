@@ -55,6 +55,7 @@ from ..core import (
 from . import pricing
 from ._turn import Opened, Turn
 from .aggregate import BlockIndex, StreamMeta, merge_meta  # noqa: F401 - BlockIndex, StreamMeta: for drivers
+from .model_rules import DEFAULT_WINDOW, known_context_window
 from .models import ModelListing, parse_openai, with_known_facts
 from .pricing import Cost
 from .structured import STRATEGIES, with_rule_instruction
@@ -442,6 +443,13 @@ class BasePromptDriver(ABC):
     def capabilities_for(self, model: str) -> Capabilities:
         """The capabilities for `model` (default: the protocol's)."""
         return self.capabilities
+
+    @property
+    def context_window(self) -> int:
+        """The input tokens a request to this model may take: the known model's window
+        (`model_rules.CONTEXT_WINDOWS`), else `model_rules.DEFAULT_WINDOW` (128,000). The
+        memory layer fits a conversation's history to it; ``--context-window`` overrides it."""
+        return known_context_window(self.model) or DEFAULT_WINDOW
 
     def check_capabilities(self, prompt_stack: PromptStack) -> None:
         """Fail before sending anything when the request needs what this driver or model lacks.

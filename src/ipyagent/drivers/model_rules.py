@@ -5,6 +5,9 @@ sampling settings (``temperature``, ``top_p``, ``stop``: "Unsupported parameter"
 OpenAI reasoning guide), and its other chat models reject ``reasoning_effort``.
 A model ipyagent does not know (a local server's) is given every setting its
 protocol has: the server decides.
+
+Context windows (input tokens) of known models, by model-name prefix, feed each
+driver's `context_window`: the memory layer asks the driver, never a provider name.
 """
 
 from __future__ import annotations
@@ -18,6 +21,42 @@ EFFORT_BUDGETS: dict[str, int] = {"low": 2048, "medium": 8192, "high": 24576}
 
 _OPENAI_REASONING = re.compile(r"^(o\d+|gpt-5)")
 _OPENAI_NON_REASONING = re.compile(r"^(gpt-4|gpt-3\.5|chatgpt-|gpt-5[\w.]*-chat)")
+
+
+#: Context windows (tokens) by model-name prefix; the longest matching prefix wins.
+CONTEXT_WINDOWS: dict[str, int] = {
+    "gpt-4.1": 1_047_576,
+    "gpt-4o": 128_000,
+    "gpt-4-turbo": 128_000,
+    "gpt-4": 8_192,
+    "gpt-3.5": 16_385,
+    "gpt-5": 400_000,
+    "o1": 200_000,
+    "o3": 200_000,
+    "o4": 200_000,
+    "claude": 200_000,
+    "gemini": 1_048_576,
+    "llama3.1": 131_072,
+    "llama3.2": 131_072,
+    "llama3.3": 131_072,
+    "llama-3.1": 131_072,
+    "llama-3.2": 131_072,
+    "llama-3.3": 131_072,
+    "llama3": 8_192,
+    "mistral": 32_000,
+    "mistral-large": 131_072,
+    "deepseek": 65_536,
+}
+#: The window assumed for a model the table does not know.
+DEFAULT_WINDOW = 128_000
+
+
+def known_context_window(model: str) -> int | None:
+    """`model`'s context window in tokens from `CONTEXT_WINDOWS` (longest prefix of its bare
+    name, ``openai/gpt-4o`` read as ``gpt-4o``); None for a model the table does not know."""
+    name = _bare(model)
+    best = max((p for p in CONTEXT_WINDOWS if name.startswith(p)), key=len, default=None)
+    return CONTEXT_WINDOWS[best] if best is not None else None
 
 
 def _bare(model: str) -> str:

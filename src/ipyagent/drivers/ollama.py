@@ -117,6 +117,9 @@ class OllamaPromptDriver(BasePromptDriver):
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True)
     known_options = frozenset({"options", "keep_alive", "think", "format"})
 
+    #: Ollama's default ``num_ctx`` (Ollama FAQ, "How can I specify the context window size?").
+    DEFAULT_NUM_CTX = 4_096
+
     def __init__(self, model: str, **kw: Any) -> None:
         super().__init__(model, **kw)
         # Ollama before 0.12.10 sends tool calls without ids: number ours per driver,
@@ -124,6 +127,14 @@ class OllamaPromptDriver(BasePromptDriver):
         self._call_ids = itertools.count()
 
     models_path = "/api/tags"
+
+    @property
+    def context_window(self) -> int:
+        """Ollama cuts a prompt to the model option ``num_ctx`` (``provider_options["options"]``),
+        `DEFAULT_NUM_CTX` unless set, whatever the model itself could take."""
+        options = self.provider_options.get("options")
+        num_ctx = options.get("num_ctx") if isinstance(options, dict) else None
+        return num_ctx if isinstance(num_ctx, int) and num_ctx > 0 else self.DEFAULT_NUM_CTX
 
     def parse_models(self, data: dict[str, Any]) -> tuple[list[Any], dict[str, Any] | None]:
         """The local models (Ollama API, "List Local Models": ``GET /api/tags``)."""

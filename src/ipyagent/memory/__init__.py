@@ -29,7 +29,7 @@ __getattr__ = lazy_exports(__name__, {
     "conversation": ("DEFAULT_THREAD", "Composition", "Thread", "ThreadStore", "Turn", "TurnBuilder", "result_turn"),
     "recorder": ("RunRecorder", "message_json", "replay_events", "stored_transcript"),
     "store": ("STORE_ENV", "RunStore", "StoreError", "check_store_path", "default_store_path"),
-    "tokens": ("CHARS_PER_TOKEN", "context_window", "estimate_text", "output_reserve"),
+    "tokens": ("CHARS_PER_TOKEN", "estimate_text", "output_reserve"),
     "summarize": ("DEFAULT_BUDGET", "keep_ends"),
     "context": ("ContextBlock", "variable_block"),
     "partial": ("partial_message",),

@@ -15,7 +15,7 @@ from typing import Any
 from ..core import ImageArtifact, ImageBlock, Message, PromptStack, TableArtifact, TextBlock, Usage
 from .artifacts import text_of
 from .task_memory import MemoryEntry
-from .tokens import CHARS_PER_TOKEN, context_window, estimate_text, output_reserve
+from .tokens import CHARS_PER_TOKEN, estimate_text, output_reserve
 
 SYSTEM = ("You answer questions about a stored document using only the content given. "
           "Be precise and brief; quote figures exactly.")
@@ -91,7 +91,7 @@ class _Asker:
 async def ask(driver: Any, entry: MemoryEntry, question: str, *, window: int | None = None) -> Answer:
     """Answer `question` from the stored artifact with `driver` (any prompt driver).
 
-    `window` is the context window in tokens (default: the model's, `tokens.context_window`).
+    `window` is the context window in tokens (default: the model's, `driver.context_window`).
 
     Raises:
         ValueError: an empty question; binary content other than an image; a window
@@ -101,7 +101,7 @@ async def ask(driver: Any, entry: MemoryEntry, question: str, *, window: int | N
     if not question.strip():
         raise ValueError("the question is empty")
     text = None if isinstance(entry.artifact, ImageArtifact) else content_text(entry)
-    asker = _Asker(driver, window or context_window(driver.model, getattr(driver, "provider", None)))
+    asker = _Asker(driver, window or driver.context_window)
     if text is None:
         image = ImageBlock(mime_type=entry.artifact.mime_type, data=base64.b64encode(entry.artifact.value).decode())
         answer = await asker.ask([image, TextBlock(text=question)])

@@ -29,7 +29,6 @@ from ..memory import (
     ThreadStore,
     Turn,
     TurnBuilder,
-    context_window,
     current_memory,
     default_store_path,
     estimate_text,
@@ -82,7 +81,7 @@ class Session:
         (`options.context`, our estimate). `options.tools` is a `Toolbox`."""
         chosen = self.threads.get(thread)
         driver = agent.driver
-        window = window or context_window(driver.model, getattr(driver, "provider", None))
+        window = window or driver.context_window
         fixed = estimate_text(system_text(chosen.system) + prompt) + sum(block.tokens for block in options.context)
         fixed += estimate_text(json.dumps([d.model_dump() for d in options.tools.definitions()]))
         budget = max(0, window - output_reserve(window) - fixed)
