@@ -19,6 +19,7 @@ from ..core import (
     ActionCallBlock,
     ActionResultBlock,
     Event,
+    EventHandler,
     HistoryTrimmed,
     Message,
     ModelCompleted,
@@ -170,7 +171,7 @@ class ThreadStore:
             return self._threads.pop(name, None) is not None
 
 
-class TurnBuilder:
+class TurnBuilder(EventHandler):
     """Rebuilds a run's messages from its events, for runs that end without a result
     (failed, interrupted): completed model turns and tool results as they were, then
     the partial assistant message marked ``partial`` and ``failed``."""
@@ -181,25 +182,33 @@ class TurnBuilder:
         self._results: Message | None = None
 
     def feed(self, event: Event) -> None:
-        if isinstance(event, (TextDelta, ReasoningDelta, ToolCallDelta)):
-            self._deltas[event.index].append(event)
-        elif isinstance(event, ModelStarted):
-            self._flush_results()
-            self._deltas.clear()
-        elif isinstance(event, ModelCompleted):
-            self.messages.append(event.message)
-            self._deltas.clear()
-        elif isinstance(event, ToolCallCompleted):
-            if self._results is None:
-                self._results = Message(role="tool")
-            self._results.content.extend(to_blocks(ActionArtifact(value=event.action)))
-        elif isinstance(event, ModelFailed):
-            self._flush_results()
-            if not any(event.partial is m for m in self.messages):
-                partial = event.partial.model_copy(deep=True)
-                partial.metadata = {**partial.metadata, "partial": True, "failed": True, "error": event.error.to_dict()}
-                self.messages.append(partial)
-            self._deltas.clear()
+        self.handle(event)
+
+    def _delta(self, event: TextDelta | ReasoningDelta | ToolCallDelta) -> None:
+        self._deltas[event.index].append(event)
+
+    on_text_delta = on_reasoning_delta = on_tool_call_delta = _delta
+
+    def on_model_started(self, event: ModelStarted) -> None:
+        self._flush_results()
+        self._deltas.clear()
+
+    def on_model_completed(self, event: ModelCompleted) -> None:
+        self.messages.append(event.message)
+        self._deltas.clear()
+
+    def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
+        if self._results is None:
+            self._results = Message(role="tool")
+        self._results.content.extend(to_blocks(ActionArtifact(value=event.action)))
+
+    def on_model_failed(self, event: ModelFailed) -> None:
+        self._flush_results()
+        if not any(event.partial is m for m in self.messages):
+            partial = event.partial.model_copy(deep=True)
+            partial.metadata = {**partial.metadata, "partial": True, "failed": True, "error": event.error.to_dict()}
+            self.messages.append(partial)
+        self._deltas.clear()
 
     def _flush_results(self) -> None:
         if self._results is not None:

@@ -21,6 +21,7 @@ from ..core import (
     Artifact,
     ArtifactStored,
     Event,
+    EventHandler,
     HistoryTrimmed,
     Message,
     ModelCompleted,
@@ -82,7 +83,11 @@ def _response_meta(metadata: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k not in ("partial", "error")}
 
 
-class RunRecorder:
+def _retry(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {"waits": metadata.get("retry_waits"), "last_error": metadata.get("last_error")}
+
+
+class RunRecorder(EventHandler):
     """Feeds one run's events into `store`. Never raises: a write that fails (disk full,
     a locked file past the timeout) turns recording off for this run and keeps the
     reason in `error`.
@@ -132,69 +137,74 @@ class RunRecorder:
     def feed(self, event: Event) -> None:
         """Record one event (call for every event of the run, in order)."""
         if self.active:
-            self._safe(lambda: self._feed(event))
+            self._safe(lambda: self.handle(event))
 
-    def _feed(self, event: Event) -> None:
-        store, run = self.store, self.run_id
-        if isinstance(event, (TextDelta, ReasoningDelta, ToolCallDelta)):
-            self._deltas[event.index].append(event)
-            now = time.monotonic()
-            if self._message_node is not None and now - self._last_flush >= FLUSH_INTERVAL:
-                self._last_flush = now
-                store.update_node(self._message_node, data=message_json(self._partial()))
-        elif isinstance(event, ModelStarted):
-            self.turn += 1
-            self._deltas.clear()
-            store.add_node(run, "request", turn=self.turn, provider=event.provider, model=event.model,
-                           data=event.request or {})
-            self._message_node = store.add_node(run, "message", turn=self.turn, role="assistant", partial=True,
-                                                provider=event.provider, model=event.model,
-                                                data=message_json(Message(role="assistant")))
-            self._last_flush = time.monotonic()
-        elif isinstance(event, ModelCompleted):
-            meta = event.metadata
-            data = message_json(event.message)
-            data["stop_reason"] = {"kind": event.stop_reason.kind.value, "raw": event.stop_reason.raw}
-            data["response"] = _response_meta(meta)
-            data["more_turns"] = event.more_turns
-            fields = dict(partial=False, usage=event.usage.model_dump(), latency_s=meta.get("latency_s"),
-                          ttft_s=meta.get("ttft_s"), attempts=meta.get("attempts"),
-                          retry={"waits": meta.get("retry_waits"), "last_error": meta.get("last_error")}, data=data)
-            if self._message_node is not None:
-                store.update_node(self._message_node, **fields)
-            else:
-                self._message_node = store.add_node(run, "message", turn=self.turn, role="assistant", **fields)
-            for call in event.message.tool_calls:
-                store.add_node(run, "tool_call", turn=self.turn,
-                               data={**call.model_dump(mode="json", exclude={"output"}), "native_name": call.native_name})
+    def _delta(self, event: TextDelta | ReasoningDelta | ToolCallDelta) -> None:
+        self._deltas[event.index].append(event)
+        now = time.monotonic()
+        if self._message_node is not None and now - self._last_flush >= FLUSH_INTERVAL:
+            self._last_flush = now
+            self.store.update_node(self._message_node, data=message_json(self._partial()))
+
+    on_text_delta = on_reasoning_delta = on_tool_call_delta = _delta
+
+    def on_model_started(self, event: ModelStarted) -> None:
+        self.turn += 1
+        self._deltas.clear()
+        self.store.add_node(self.run_id, "request", turn=self.turn, provider=event.provider, model=event.model,
+                            data=event.request or {})
+        self._message_node = self.store.add_node(self.run_id, "message", turn=self.turn, role="assistant", partial=True,
+                                                 provider=event.provider, model=event.model,
+                                                 data=message_json(Message(role="assistant")))
+        self._last_flush = time.monotonic()
+
+    def on_model_completed(self, event: ModelCompleted) -> None:
+        meta = event.metadata
+        data = message_json(event.message)
+        data["stop_reason"] = {"kind": event.stop_reason.kind.value, "raw": event.stop_reason.raw}
+        data["response"] = _response_meta(meta)
+        data["more_turns"] = event.more_turns
+        fields = dict(partial=False, usage=event.usage.model_dump(), latency_s=meta.get("latency_s"),
+                      ttft_s=meta.get("ttft_s"), attempts=meta.get("attempts"), retry=_retry(meta), data=data)
+        if self._message_node is not None:
+            self.store.update_node(self._message_node, **fields)
+        else:
+            self._message_node = self.store.add_node(self.run_id, "message", turn=self.turn, role="assistant", **fields)
+        for call in event.message.tool_calls:
+            self.store.add_node(self.run_id, "tool_call", turn=self.turn,
+                                data={**call.model_dump(mode="json", exclude={"output"}), "native_name": call.native_name})
+        self._message_node = None
+        self._deltas.clear()
+
+    def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
+        action = event.action
+        self.store.add_node(self.run_id, "tool_result", turn=self.turn, failed=event.is_error, latency_s=event.duration_s, data={
+            "action": action.model_dump(mode="json", exclude={"output"}),
+            "result": artifact_json(event.result), "is_error": event.is_error})
+
+    def on_artifact_stored(self, event: ArtifactStored) -> None:
+        self.store.add_node(self.run_id, "artifact", turn=self.turn, data={
+            "call_id": event.call_id, "tool": event.tool, "activity": event.activity, "memory": event.memory,
+            "namespace": event.namespace, "kind": event.kind, "size": event.size,
+            "artifact": artifact_json(event.artifact)})
+
+    def on_history_trimmed(self, event: HistoryTrimmed) -> None:
+        self.store.add_node(self.run_id, "notice", turn=self.turn, data={
+            "type": event.type, "thread": event.thread, "dropped_turns": event.dropped_turns,
+            "kept_turns": event.kept_turns, "estimated_tokens": event.estimated_tokens,
+            "budget_tokens": event.budget_tokens, "reason": event.reason})
+
+    def on_model_failed(self, event: ModelFailed) -> None:
+        meta = event.metadata
+        if self._message_node is not None:
+            partial = message_json(event.partial)
+            partial["response"] = _response_meta(meta)
+            self.store.update_node(self._message_node, partial=True, failed=True,
+                                   usage=(event.partial.usage or Usage()).model_dump(), latency_s=meta.get("latency_s"),
+                                   attempts=meta.get("attempts"), retry=_retry(meta), data=partial)
             self._message_node = None
-            self._deltas.clear()
-        elif isinstance(event, ToolCallCompleted):
-            action = event.action
-            store.add_node(run, "tool_result", turn=self.turn, failed=event.is_error, latency_s=event.duration_s, data={
-                "action": action.model_dump(mode="json", exclude={"output"}),
-                "result": artifact_json(event.result), "is_error": event.is_error})
-        elif isinstance(event, ArtifactStored):
-            store.add_node(run, "artifact", turn=self.turn, data={
-                "call_id": event.call_id, "tool": event.tool, "activity": event.activity, "memory": event.memory,
-                "namespace": event.namespace, "kind": event.kind, "size": event.size,
-                "artifact": artifact_json(event.artifact)})
-        elif isinstance(event, HistoryTrimmed):
-            store.add_node(run, "notice", turn=self.turn, data={
-                "type": event.type, "thread": event.thread, "dropped_turns": event.dropped_turns,
-                "kept_turns": event.kept_turns, "estimated_tokens": event.estimated_tokens,
-                "budget_tokens": event.budget_tokens, "reason": event.reason})
-        elif isinstance(event, ModelFailed):
-            meta = event.metadata
-            if self._message_node is not None:
-                partial = message_json(event.partial)
-                partial["response"] = _response_meta(meta)
-                store.update_node(self._message_node, partial=True, failed=True, usage=(event.partial.usage or Usage()).model_dump(),
-                                  latency_s=meta.get("latency_s"), attempts=meta.get("attempts"),
-                                  retry={"waits": meta.get("retry_waits"), "last_error": meta.get("last_error")}, data=partial)
-                self._message_node = None
-            store.add_node(run, "failure", turn=self.turn, failed=True, data={"error": event.error.to_dict(),
-                                                                              "response": _response_meta(meta)})
+        self.store.add_node(self.run_id, "failure", turn=self.turn, failed=True,
+                            data={"error": event.error.to_dict(), "response": _response_meta(meta)})
 
     def keep_transcript(self, doc: dict[str, Any]) -> None:
         """Keep the transcript the cell showed (`core.transcript.Transcript` JSON), as a

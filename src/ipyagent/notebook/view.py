@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from ..core import (
     ArtifactStored,
     Event,
+    EventHandler,
     HistoryTrimmed,
     ModelCompleted,
     ModelFailed,
@@ -57,7 +58,7 @@ class Segment:
         self.data: Any = None  # an "artifact" segment's ArtifactStored event
 
 
-class RunState:
+class RunState(EventHandler):
     """What a view shows, built from events: the run's segments in order, and the footer figures.
 
     A run may take several model turns (tool calls in between); segments are
@@ -110,56 +111,69 @@ class RunState:
 
     def add(self, event: Event) -> bool:
         """Take one event; True when it changes what is shown."""
-        if isinstance(event, TextDelta):
-            self._segment(event.index, "text").parts.append(event.text)
-        elif isinstance(event, ReasoningDelta):
-            self._segment(event.index, "reasoning").parts.append(event.text)
-        elif isinstance(event, ToolCallDelta):
-            call = self._segment(event.index, "tool")
-            call.call_id = event.call_id or call.call_id
-            call.name = event.name or call.name
-            call.parts.append(event.arguments)
-        elif isinstance(event, ToolCallCompleted):
-            segment = self.tool_segment(event.action)
-            segment.result = event.result.to_text()
-            segment.is_error, segment.duration = event.is_error, event.duration_s
-            return True
-        elif isinstance(event, ModelCompleted):
-            self.settings = event.metadata.get("settings") or self.settings
-            self.input_tokens += event.usage.input_tokens
-            self.output_tokens += event.usage.output_tokens
-            if "cost" in event.metadata:  # set by every driver (BasePromptDriver.stream)
-                self.costs.append(event.metadata["cost"])
-            if self.turn == 1 and event.metadata.get("ttft_s") is not None:
-                self.first_token = event.metadata["ttft_s"]  # the driver's figure, from the request sent
-            # The run goes on after tool calls and after an output that failed validation;
-            # an accepted structured output ends it even when it came as a (final_result) call.
-            if not event.more_turns:
-                self.done = event
-            return True
-        elif isinstance(event, ModelFailed):
-            self.error = event.error
-            self.settings = (event.metadata or {}).get("settings") or self.settings
-            return True
-        elif isinstance(event, ArtifactStored):  # an off-prompt output, shown as a collapsed entry
-            segment = self.touched = self._new((self.turn, 20_000 + len(self.segments)), "artifact")
-            segment.data = event
-            return True
-        elif isinstance(event, HistoryTrimmed):
-            from .memory_html import trimmed_text
+        return bool(self.handle(event))
 
-            self.notices.append(trimmed_text(event))
-            return True
-        elif isinstance(event, ModelStarted):
-            self.turn += 1
-            if self.turn == 1:
-                self.started = time.monotonic()
-            return False
-        else:
-            return False
+    def _streamed(self) -> bool:
         if self.first_token is None:
             self.first_token = time.monotonic() - self.started
         return True
+
+    def on_text_delta(self, event: TextDelta) -> bool:
+        self._segment(event.index, "text").parts.append(event.text)
+        return self._streamed()
+
+    def on_reasoning_delta(self, event: ReasoningDelta) -> bool:
+        self._segment(event.index, "reasoning").parts.append(event.text)
+        return self._streamed()
+
+    def on_tool_call_delta(self, event: ToolCallDelta) -> bool:
+        call = self._segment(event.index, "tool")
+        call.call_id = event.call_id or call.call_id
+        call.name = event.name or call.name
+        call.parts.append(event.arguments)
+        return self._streamed()
+
+    def on_tool_call_completed(self, event: ToolCallCompleted) -> bool:
+        segment = self.tool_segment(event.action)
+        segment.result = event.result.to_text()
+        segment.is_error, segment.duration = event.is_error, event.duration_s
+        return True
+
+    def on_model_completed(self, event: ModelCompleted) -> bool:
+        self.settings = event.metadata.get("settings") or self.settings
+        self.input_tokens += event.usage.input_tokens
+        self.output_tokens += event.usage.output_tokens
+        if "cost" in event.metadata:  # set by every driver (BasePromptDriver.stream)
+            self.costs.append(event.metadata["cost"])
+        if self.turn == 1 and event.metadata.get("ttft_s") is not None:
+            self.first_token = event.metadata["ttft_s"]  # the driver's figure, from the request sent
+        # The run goes on after tool calls and after an output that failed validation;
+        # an accepted structured output ends it even when it came as a (final_result) call.
+        if not event.more_turns:
+            self.done = event
+        return True
+
+    def on_model_failed(self, event: ModelFailed) -> bool:
+        self.error = event.error
+        self.settings = (event.metadata or {}).get("settings") or self.settings
+        return True
+
+    def on_artifact_stored(self, event: ArtifactStored) -> bool:  # an off-prompt output, shown as a collapsed entry
+        segment = self.touched = self._new((self.turn, 20_000 + len(self.segments)), "artifact")
+        segment.data = event
+        return True
+
+    def on_history_trimmed(self, event: HistoryTrimmed) -> bool:
+        from .memory_html import trimmed_text
+
+        self.notices.append(trimmed_text(event))
+        return True
+
+    def on_model_started(self, event: ModelStarted) -> bool:
+        self.turn += 1
+        if self.turn == 1:
+            self.started = time.monotonic()
+        return False
 
     @property
     def finished(self) -> bool:
@@ -216,7 +230,7 @@ class RunState:
         return figures
 
 
-class WidgetView:
+class WidgetView(EventHandler):
     """The live view in Jupyter: a `live_widget` (its front end draws with the transcript
     renderer) and a box for Approve / Deny rows under it.
 
@@ -283,26 +297,45 @@ class WidgetView:
             if segment.kind == "artifact":
                 ops.append(["artifact", segment.sid, _artifact_json(segment.data)])
         self.state.created.clear()
+        self.handle(event)
+
+    def _delta_text(self, text: str) -> None:
+        touched, ops = self.state.touched, self._ops
+        if touched is None:
+            return
+        last = ops[-1] if ops else None
+        if last is not None and last[0] == "text" and last[1] == touched.sid:
+            last[2].append(text)  # joined when sent
+        else:
+            ops.append(["text", touched.sid, [text]])
+
+    def on_text_delta(self, event: TextDelta) -> None:
+        self._delta_text(event.text)
+
+    def on_reasoning_delta(self, event: ReasoningDelta) -> None:
+        self._delta_text(event.text)
+
+    def on_tool_call_delta(self, event: ToolCallDelta) -> None:
         touched = self.state.touched
-        if isinstance(event, (TextDelta, ReasoningDelta, ToolCallDelta)) and touched is not None:
-            text = event.arguments if isinstance(event, ToolCallDelta) else event.text
-            if isinstance(event, ToolCallDelta) and (event.name or event.call_id):
-                ops.append(["tool", touched.sid, {"id": touched.call_id, "name": touched.name}])
-            last = ops[-1] if ops else None
-            if last is not None and last[0] == "text" and last[1] == touched.sid:
-                last[2].append(text)  # joined when sent
-            else:
-                ops.append(["text", touched.sid, [text]])
-        elif isinstance(event, ToolCallCompleted) and touched is not None:
+        if touched is not None and (event.name or event.call_id):
+            self._ops.append(["tool", touched.sid, {"id": touched.call_id, "name": touched.name}])
+        self._delta_text(event.arguments)
+
+    def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
+        touched = self.state.touched
+        if touched is not None:
             self._release(touched.sid)  # the call's arguments are complete
-            ops.append(["tool", touched.sid, _call_json(touched, event)])
-        elif isinstance(event, ModelCompleted):  # the turn's text is complete
-            for sid in list(self._redactors):
-                self._release(sid)
-        elif isinstance(event, HistoryTrimmed):
-            ops.append(["notice", self.state.notices[-1]])
-        elif isinstance(event, ModelFailed):
-            ops.append(["error", event.error.message])
+            self._ops.append(["tool", touched.sid, _call_json(touched, event)])
+
+    def on_model_completed(self, event: ModelCompleted) -> None:  # the turn's text is complete
+        for sid in list(self._redactors):
+            self._release(sid)
+
+    def on_history_trimmed(self, event: HistoryTrimmed) -> None:
+        self._ops.append(["notice", self.state.notices[-1]])
+
+    def on_model_failed(self, event: ModelFailed) -> None:
+        self._ops.append(["error", event.error.message])
 
     def _snapshot(self) -> list[list[Any]]:
         """Everything shown so far, as ops (a front end that said hello starts from these)."""
@@ -458,7 +491,7 @@ def _artifact_json(event: ArtifactStored) -> dict[str, Any]:
     return summary.model_dump(mode="json")
 
 
-class TextView:
+class TextView(EventHandler):
     """Terminal view: the answer streams as text, then shows rendered (terminal.py: rich on a
     colour terminal, plain text elsewhere); tool calls, results and errors as lines, then a footer."""
 
@@ -471,34 +504,42 @@ class TextView:
 
     def feed(self, event: Event) -> None:
         self.state.add(event)
-        out = self.out
-        if isinstance(event, TextDelta):
-            out.text(event.text)
-        elif isinstance(event, ReasoningDelta):
-            if out.colour:  # dimmed; a plain terminal shows the answer only
-                out.reasoning(event.text)
-        elif isinstance(event, ToolCallDelta):
-            if event.index != self._tool_index:
-                self._tool_index = event.index
-                out.part(f"\n[tool call {event.name or ''}] ", "bold cyan")
-            out.part(event.arguments, "cyan")
-        elif isinstance(event, ToolCallCompleted):
-            self._tool_index = None
-            label = "error" if event.is_error else "result"
-            out.part(f"\n[{label} {event.action.native_name}, {event.duration_s:.2f} s] {event.result.to_text()}\n",
-                     "red" if event.is_error else "green")
-        elif isinstance(event, ModelFailed):
-            out.part(f"\n[error] {event.error.message}", "bold red")
-        elif isinstance(event, ArtifactStored):
-            from ..memory import describe_size
-
-            out.part(f"[stored off-prompt: ipyagent.memory[{event.namespace!r}], {event.kind}, {describe_size(event.size)}]\n", "magenta")
-        elif isinstance(event, HistoryTrimmed):
-            out.part(f"[{self.state.notices[-1]}]\n", "yellow")
+        self.handle(event)
         if self.state.finished:
             self.finish()
         else:
-            out.flush()
+            self.out.flush()
+
+    def on_text_delta(self, event: TextDelta) -> None:
+        self.out.text(event.text)
+
+    def on_reasoning_delta(self, event: ReasoningDelta) -> None:
+        if self.out.colour:  # dimmed; a plain terminal shows the answer only
+            self.out.reasoning(event.text)
+
+    def on_tool_call_delta(self, event: ToolCallDelta) -> None:
+        if event.index != self._tool_index:
+            self._tool_index = event.index
+            self.out.part(f"\n[tool call {event.name or ''}] ", "bold cyan")
+        self.out.part(event.arguments, "cyan")
+
+    def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
+        self._tool_index = None
+        label = "error" if event.is_error else "result"
+        self.out.part(f"\n[{label} {event.action.native_name}, {event.duration_s:.2f} s] {event.result.to_text()}\n",
+                      "red" if event.is_error else "green")
+
+    def on_model_failed(self, event: ModelFailed) -> None:
+        self.out.part(f"\n[error] {event.error.message}", "bold red")
+
+    def on_artifact_stored(self, event: ArtifactStored) -> None:
+        from ..memory import describe_size
+
+        self.out.part(f"[stored off-prompt: ipyagent.memory[{event.namespace!r}], {event.kind}, {describe_size(event.size)}]\n",
+                      "magenta")
+
+    def on_history_trimmed(self, event: HistoryTrimmed) -> None:
+        self.out.part(f"[{self.state.notices[-1]}]\n", "yellow")
 
     def mark_interrupted(self) -> None:
         self.state.interrupted = True
