@@ -20,7 +20,7 @@ from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
 from ipyagent import Agent
-from ipyagent.agent import run_sync
+from ipyagent.agent import run_sync, transcript_of
 from ipyagent.core import Message, TextBlock
 from ipyagent.memory import TaskMemory
 from ipyagent.memory.recorder import RunRecorder, replay_events
@@ -153,12 +153,11 @@ def test_replay_matches_the_original(store: RunStore) -> None:
 def test_a_run_stored_without_its_transcript_replays_with_the_original_figures(store: RunStore) -> None:
     """A store written before transcripts were kept (or by the terminal): %agent replay rebuilds
     the transcript from the nodes with the run's usage summed over its turns and the tool results."""
-    from ipyagent.core.transcript import Transcript
     from ipyagent.notebook.session_magics import SessionMagics
 
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
         result, events, recorder = record_run(store, server, tools=[FunctionTool(get_weather)])
-    original = Transcript.from_result(result, events=events, provider="openai:gpt-4.1-mini")
+    original = transcript_of(result, events=events, provider="openai:gpt-4.1-mini")
     nodes = store.nodes(recorder.run_id)
     assert "transcript" not in [n["kind"] for n in nodes]
     rebuilt = SessionMagics._rebuilt_transcript(store.run(recorder.run_id), replay_events(nodes))
@@ -174,7 +173,7 @@ def test_the_transcript_a_cell_showed_is_kept_whole(store: RunStore) -> None:
 
     with StubServer(Reply.sse_file(TEXT)) as server:
         result, events, recorder = record_run(store, server)
-    shown = Transcript.from_result(result, events=events, elapsed_s=1.25)
+    shown = transcript_of(result, events=events, elapsed_s=1.25)
     recorder.keep_transcript(shown.to_json())
     assert Transcript.from_json(stored_transcript(store.nodes(recorder.run_id))) == shown
 
