@@ -108,3 +108,11 @@ def test_each_lazy_export_resolves_and_is_no_module_name(layer: str) -> None:
     for name in exports:
         assert not _is_submodule(layer, name), name
         assert getattr(package, name) is not None, name
+
+
+def test_an_unknown_name_of_a_layer_is_an_attribute_error() -> None:
+    import ipyagent.drivers
+
+    with pytest.raises(AttributeError, match="'ipyagent.drivers' has no attribute 'no_such_name'"):
+        ipyagent.drivers.no_such_name  # noqa: B018
+    assert ipyagent.drivers.RateGate is importlib.import_module("ipyagent.drivers.rate_gate").RateGate  # loaded on first use

@@ -47,7 +47,16 @@ _NO_VAR_EXPAND = {("cell", "compare")}
 
 
 class _FirstUse:
-    """Stands in for one magic until it is first used: loads the extension for real, then calls it."""
+    """Stands in for one magic until it is first used: loads the extension for real, then calls it.
+
+    Not IPython's `MagicsManager.register_lazy`, though declaring through it costs as little:
+    IPython loads a lazy spec once per shell and remembers it (``_loaded_lazy``; for a module
+    spec, the extension manager), so after ``%unload_ext ipyagent`` and ``%load_ext ipyagent``
+    the first magic fails ("registered as lazy but loading it did not provide..."); the
+    ``module:Class`` form builds one Magics class alone, while ours share one `AgentMagics`
+    and first use also installs the interrupt hook and the input transformer; and IPython
+    before 9 (we take ``ipython>=8.12``) shows a lazy magic in neither ``%lsmagic`` nor ``%agent?``.
+    """
 
     def __init__(self, shell: Any, kind: str, name: str) -> None:
         self.shell, self.kind, self.name = shell, kind, name
