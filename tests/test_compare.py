@@ -477,3 +477,54 @@ def test_a_pane_and_the_saved_record_draw_off_prompt_artifacts_as_agent_memory_d
     (artifact,) = view.ended[(0, 0)]["artifacts"]
     assert "<h1>Results</h1>" in artifact["html"]  # Markdown rendered, as %agent memory shows it
     assert view.figures[0].transcript.artifacts[0].html == artifact["html"]  # the saved record's transcript
+
+
+def test_a_page_reopened_mid_comparison_catches_up_from_the_kernel() -> None:
+    """A front end that says hello mid-run (a reloaded page) gets the layout and table, the finished
+    runs' transcripts and the running runs' snapshots, each tagged with its run's key."""
+    import threading
+
+    from ipyagent.agent.loop_thread import background_loop
+
+    release, streaming = threading.Event(), threading.Event()  # the runs go on ipyagent's loop thread
+
+    class Streaming(_DriverTimed):
+        provider = "fake:streaming"
+
+        async def arun(self, prompt, options, *, on_event):
+            on_event(ModelStarted("fake", "streaming"))
+            on_event(TextDelta(0, "half an ans"))
+            streaming.set()
+            await asyncio.to_thread(release.wait, 30)
+            return await super().arun(prompt, options, on_event=lambda e: None)
+
+    view = CompareWidgetView(["fake:timed", "fake:streaming"], 1)
+    sent: list[dict] = []
+    view.live.send = sent.append
+
+    async def main() -> list[dict]:
+        task = asyncio.ensure_future(acompare([_DriverTimed(), Streaming()], "hi", on_start=view.start,
+                                              on_event=view.feed, on_finish=view.finish))
+        while not (streaming.is_set() and view.ended):
+            await asyncio.sleep(0.01)
+        sent.clear()  # a finished run's end goes out even before any hello
+
+        async def hello_now() -> None:  # on ipyagent's loop, as a hello from the page is answered
+            view._hello()
+
+        await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(hello_now(), background_loop()))
+        hello = list(sent)
+        release.set()
+        await task
+        return hello
+
+    hello = asyncio.run(main())
+    layout, *runs = hello
+    assert layout["type"] == "compare" and layout["started"] == [[0, 0], [1, 0]]
+    assert [row[0] for row in layout["table"]["rows"]] == ["fake:timed", "fake:streaming"]
+    assert layout["table"]["rows"][0][1] == "0.50"  # the finished run's figures are in it already
+    ended = {m["key"]: m for m in runs if m["type"] == "end"}
+    assert list(ended) == ["0/0"] and ended["0/0"]["doc"]["status"] == "completed"
+    (snapshot,) = [m for m in runs if m["type"] == "snapshot"]
+    shown = "".join(op[2] for op in snapshot["doc"]["ops"] if op[0] == "text")
+    assert snapshot["key"] == "1/0" and shown == "half an "  # the word still arriving is held back (redaction)

@@ -129,6 +129,7 @@ def test_a_stopped_comparison_is_saved_with_the_finished_and_the_partial_answer(
         live = cell.locator(".ipyagent-comparison.ipyagent-live")
         live.locator(".ipyagent-pane").nth(0).locator(".ipyagent-footer-text", has_text="total").wait_for(timeout=60000)
         live.locator(".ipyagent-pane").nth(1).locator(".ipyagent-text", has_text="word5").wait_for(timeout=60000)
+        live_height = live.locator(".ipyagent-pane").nth(0).locator(".ipyagent-run").bounding_box()["height"]  # "a" has finished
         lab.page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']").click()
         _rendered(cell).wait_for(state="attached", timeout=30000)
         assert "Traceback" not in cell.inner_text() and "CancelledError" not in cell.inner_text()
@@ -142,6 +143,8 @@ def test_a_stopped_comparison_is_saved_with_the_finished_and_the_partial_answer(
     rendered.wait_for(state="attached", timeout=60000)
     panes = rendered.locator(".ipyagent-pane")
     assert _words(panes.nth(0).locator(".ipyagent-text").inner_text()) == finished
+    reloaded_height = panes.nth(0).locator(".ipyagent-run").bounding_box()["height"]
+    assert abs(live_height - reloaded_height) <= 2, (live_height, reloaded_height)  # one look: no re-flow
     partial = _words(panes.nth(1).locator(".ipyagent-text").inner_text())
     assert partial.startswith("word0 word1") and len(partial) < len(slow_text)
     assert "interrupted" in panes.nth(1).inner_text() and "interrupted" not in panes.nth(0).inner_text()
