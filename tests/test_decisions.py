@@ -244,6 +244,16 @@ def test_timeouts_are_typed_timeout_and_other_transport_errors_connection() -> N
     assert ProviderError("timeout", "x").retryable and ProviderError("connection", "x").retryable
 
 
+def test_a_stream_line_that_is_not_json_fails_the_turn_and_quotes_the_line(no_sleep: list[float]) -> None:
+    bad = (200, {"content-type": "text/event-stream"},
+           b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\ndata: {"choices": [oops\n\n')
+    transport = Scripted(bad)
+    events = _events(_chat(transport=transport, max_attempts=3))
+    assert events[-1].type == "model_failed" and events[-1].error.type == "invalid_response"
+    assert events[-1].error.message.startswith("""openai sent a stream line that is not JSON: '{"choices": [oops'""")
+    assert transport.calls == 1 and events[-1].partial.text == "hi"
+
+
 def test_stop_kind_of_a_cut_stream_is_missing() -> None:
     assert StreamMeta().stop_kind is None and StopKind.max_tokens.value == "max_tokens"
 

@@ -28,8 +28,8 @@ What differs from the Chat Completions shape, and is handled here:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, ClassVar
 
 import httpx2
 
@@ -423,75 +423,23 @@ class AnthropicPromptDriver(BasePromptDriver):
     async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
         if not response.headers.get("content-type", "").startswith("text/event-stream"):
             response.headers["content-type"] = "text/event-stream"  # a proxy that labels the stream wrongly
-        index = BlockIndex()
-        usage: dict[str, Any] = {}
-        pending: dict[int, tuple[dict[str, Any], list[str]]] = {}  # passthrough blocks whose input is still streaming
+        stream = _MessageStream(self)
         async for sse in httpx2.EventSource(response):
-            data = sse.data
-            if not data:
+            if not sse.data:
                 continue
-            try:
-                event = json.loads(data)
-            except ValueError:
-                raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not JSON: {data[:200]!r}") from None
+            event = self.stream_json(sse.data)
             if not isinstance(event, dict):
                 continue
             kind = event.get("type") or sse.event
-            if kind == "content_block_delta":
-                wire = event.get("index", 0)
-                delta = event.get("delta") or {}
-                dkind = delta.get("type")
-                if dkind == "text_delta":
-                    if delta.get("text"):
-                        yield TextDelta(index(wire), delta["text"])
-                elif dkind == "input_json_delta":
-                    fragment = delta.get("partial_json") or ""
-                    if wire in pending:
-                        pending[wire][1].append(fragment)
-                    elif fragment:
-                        yield ToolCallDelta(index(wire), None, None, fragment)
-                elif dkind == "thinking_delta":
-                    if delta.get("thinking"):
-                        yield ReasoningDelta(index(wire), delta["thinking"])
-                elif dkind == "signature_delta":
-                    if delta.get("signature"):
-                        yield ReasoningDelta(index(wire), "", signature=delta["signature"])
-                # citations_delta and unknown delta types carry nothing we keep
-            elif kind == "content_block_start":
-                wire = event.get("index", 0)
-                block = event.get("content_block") or {}
-                position = index(wire)  # the arrival order fixes the position, even for a block emitted at its stop
-                if block.get("type") in _KNOWN_BLOCKS:
-                    for item in block_deltas(position, block):
-                        yield item
-                else:
-                    pending[wire] = (dict(block), [])
-            elif kind == "content_block_stop":
-                wire = event.get("index", 0)
-                if wire in pending:
-                    yield self._finish_block(index(wire), *pending.pop(wire))
-            elif kind == "message_start":
-                message = event.get("message") or {}
-                usage = dict(message.get("usage") or {})
-                yield StreamMeta(usage=usage_from_anthropic(usage), request_id=message.get("id") or None, model=message.get("model") or None)
-            elif kind == "message_delta":
-                delta = event.get("delta") or {}
-                reason = delta.get("stop_reason")
-                if reason:
-                    yield StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason))
-                counts = event.get("usage")
-                if counts:
-                    # Cumulative counts: they overwrite; fields not repeated keep their message_start value.
-                    usage.update({k: v for k, v in counts.items() if v is not None})
-                    yield StreamMeta(usage=usage_from_anthropic(usage))
+            step = _MessageStream.STEPS.get(kind)
+            if step is not None:
+                for item in step(stream, event):
+                    yield item
             elif kind == "error" or sse.event == "error":
                 raise self._stream_error(event.get("error", event))
             # ping, message_stop and unknown event types carry nothing we keep
-        # A passthrough block left open (the stream stopped inside it) is kept only if its input is whole.
-        for wire, (block, fragments) in pending.items():
-            raw = "".join(fragments)
-            if not raw.strip() or _json_or_none(raw) is not None:
-                yield self._finish_block(index(wire), block, fragments)
+        for item in stream.leftovers():
+            yield item
 
     def _finish_block(self, position: int, block: dict[str, Any], fragments: list[str]) -> BlockDelta:
         raw = "".join(fragments)
@@ -518,6 +466,85 @@ class AnthropicPromptDriver(BasePromptDriver):
                 return None, error, None
         return super().parse_error_body(status, data)
 
+
+class _MessageStream:
+    """The state of one Messages stream, and one step per event type ("Streaming Messages"):
+    each step takes the event and returns the items it stands for."""
+
+    def __init__(self, driver: AnthropicPromptDriver) -> None:
+        self.driver = driver
+        self.index = BlockIndex()
+        self.usage: dict[str, Any] = {}
+        self.pending: dict[int, tuple[dict[str, Any], list[str]]] = {}  # passthrough blocks whose input is still streaming
+
+    def block_delta(self, event: dict[str, Any]) -> list[DeltaMessage]:
+        wire = event.get("index", 0)
+        delta = event.get("delta") or {}
+        kind = delta.get("type")
+        if kind == "text_delta":
+            if delta.get("text"):
+                return [TextDelta(self.index(wire), delta["text"])]
+        elif kind == "input_json_delta":
+            fragment = delta.get("partial_json") or ""
+            if wire in self.pending:
+                self.pending[wire][1].append(fragment)
+            elif fragment:
+                return [ToolCallDelta(self.index(wire), None, None, fragment)]
+        elif kind == "thinking_delta":
+            if delta.get("thinking"):
+                return [ReasoningDelta(self.index(wire), delta["thinking"])]
+        elif kind == "signature_delta":
+            if delta.get("signature"):
+                return [ReasoningDelta(self.index(wire), "", signature=delta["signature"])]
+        return []  # citations_delta and unknown delta types carry nothing we keep
+
+    def block_start(self, event: dict[str, Any]) -> list[DeltaMessage]:
+        wire = event.get("index", 0)
+        block = event.get("content_block") or {}
+        position = self.index(wire)  # the arrival order fixes the position, even for a block emitted at its stop
+        if block.get("type") in _KNOWN_BLOCKS:
+            return block_deltas(position, block)
+        self.pending[wire] = (dict(block), [])
+        return []
+
+    def block_stop(self, event: dict[str, Any]) -> list[DeltaMessage]:
+        wire = event.get("index", 0)
+        if wire in self.pending:
+            return [self.driver._finish_block(self.index(wire), *self.pending.pop(wire))]
+        return []
+
+    def message_start(self, event: dict[str, Any]) -> list[StreamMeta]:
+        message = event.get("message") or {}
+        self.usage = dict(message.get("usage") or {})
+        return [StreamMeta(usage=usage_from_anthropic(self.usage), request_id=message.get("id") or None,
+                           model=message.get("model") or None)]
+
+    def message_delta(self, event: dict[str, Any]) -> list[StreamMeta]:
+        items = []
+        reason = (event.get("delta") or {}).get("stop_reason")
+        if reason:
+            items.append(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
+        counts = event.get("usage")
+        if counts:
+            # Cumulative counts: they overwrite; fields not repeated keep their message_start value.
+            self.usage.update({k: v for k, v in counts.items() if v is not None})
+            items.append(StreamMeta(usage=usage_from_anthropic(self.usage)))
+        return items
+
+    def leftovers(self) -> Iterator[DeltaMessage]:
+        """A passthrough block left open (the stream stopped inside it), kept only if its input is whole."""
+        for wire, (block, fragments) in self.pending.items():
+            raw = "".join(fragments)
+            if not raw.strip() or _json_or_none(raw) is not None:
+                yield self.driver._finish_block(self.index(wire), block, fragments)
+
+    STEPS: ClassVar[dict[str, Callable[[_MessageStream, dict[str, Any]], Sequence[DeltaMessage | StreamMeta]]]] = {
+        "content_block_delta": block_delta,
+        "content_block_start": block_start,
+        "content_block_stop": block_stop,
+        "message_start": message_start,
+        "message_delta": message_delta,
+    }
 
 def _json_or_none(raw: str) -> Any:
     try:

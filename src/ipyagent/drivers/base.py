@@ -384,6 +384,15 @@ class BasePromptDriver(ABC):
         """``Accept`` plus ``Authorization: Bearer KEY`` when there is a key (the common case)."""
         return {"Accept": accept, "Authorization": f"Bearer {self._api_key}"} if self._api_key else {"Accept": accept}
 
+    def stream_json(self, line: str) -> Any:
+        """One stream line (an SSE ``data`` field, an NDJSON line) parsed as JSON.
+
+        Raises `ProviderError` ``invalid_response`` quoting the line's first 200 characters."""
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not JSON: {line[:200]!r}") from None
+
     def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
         """(code, message, error type or None) from an error body (parsed JSON, or text)."""
         return None, data if isinstance(data, str) and data else None, None

@@ -53,6 +53,7 @@ from ..core import (
     ProviderError,
     ReasoningBlock,
     TextBlock,
+    ToolDefinition,
     redact,
 )
 from .models import parse_gemini
@@ -185,6 +186,32 @@ class GeminiPromptDriver(BasePromptDriver):
         return f"/{model}" if "/" in model else f"/models/{model}"
 
     def build_request(self, prompt_stack: PromptStack) -> tuple[str, dict[str, Any]]:
+        contents, system = self._contents(prompt_stack)
+        body: dict[str, Any] = {"contents": contents}
+        blocks = [b.text for b in prompt_stack.system_blocks if b.text]
+        if blocks:  # one part per block ("Content": systemInstruction parts), then the system messages
+            body["systemInstruction"] = {"parts": [{"text": text} for text in blocks] + ([{"text": "\n\n".join(system)}] if system else [])}
+        elif system:
+            body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
+        strategy = self.output_strategy(prompt_stack)
+        schema = prompt_stack.to_output_json_schema()
+        tools = list(prompt_stack.tools) + ([output_tool(schema)] if strategy == "tool" else [])  # type: ignore[arg-type]
+        if tools:
+            body["tools"] = [{"functionDeclarations": [_declaration(tool) for tool in tools]}]
+        generation, calling = self._generation_config(prompt_stack, strategy, schema)
+        if generation:
+            body["generationConfig"] = generation
+        for key in ("safetySettings", "toolConfig"):
+            if key in self.provider_options:
+                body[key] = self.provider_options[key]
+        config = self._calling_config(prompt_stack, strategy, calling)
+        if config is not None:
+            body["toolConfig"] = {"functionCallingConfig": config}
+        return f"{self._model_path()}:streamGenerateContent?alt=sse", body
+
+    def _contents(self, prompt_stack: PromptStack) -> tuple[list[dict[str, Any]], list[str]]:
+        """(``contents``, the system messages' texts): roles ``user`` / ``model``; a
+        message's tool results go first, as a user turn; adjacent turns of a role merge."""
         system: list[str] = []
         contents: list[dict[str, Any]] = []
         for message in prompt_stack.messages:
@@ -198,26 +225,16 @@ class GeminiPromptDriver(BasePromptDriver):
             parts = self._parts(message, role)
             if parts:
                 _append(contents, role, parts)
-        body: dict[str, Any] = {"contents": contents}
-        blocks = [b.text for b in prompt_stack.system_blocks if b.text]
-        if blocks:  # one part per block ("Content": systemInstruction parts), then the system messages
-            body["systemInstruction"] = {"parts": [{"text": text} for text in blocks] + ([{"text": "\n\n".join(system)}] if system else [])}
-        elif system:
-            body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
-        strategy = self.output_strategy(prompt_stack)
-        schema = prompt_stack.to_output_json_schema()
-        tools = list(prompt_stack.tools) + ([output_tool(schema)] if strategy == "tool" else [])  # type: ignore[arg-type]
-        if tools:
-            declarations = []
-            for tool in tools:
-                declaration: dict[str, Any] = {"name": tool.name}
-                if tool.description:
-                    declaration["description"] = tool.description
-                parameters = to_gemini_schema(tool.parameters) if tool.parameters else {}
-                if parameters.get("properties") or parameters.get("type") not in (None, "object"):
-                    declaration["parameters"] = parameters  # an argument-less function sends none
-                declarations.append(declaration)
-            body["tools"] = [{"functionDeclarations": declarations}]
+        return contents, system
+
+    def _generation_config(self, prompt_stack: PromptStack, strategy: str | None,
+                           schema: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """(``generationConfig``, the settings' ``functionCallingConfig`` or None): provider
+        options, then settings, then the native JSON schema.
+
+        Raises:
+            ProviderError: ``unsupported_capability`` for a native schema the model cannot take.
+        """
         generation = {k: v for k, v in self.provider_options.items() if k in _GENERATION_OPTIONS}
         from_settings, calling = self.settings_fields(prompt_stack)
         self.put_settings(generation, from_settings, {k: v for k, v in generation.items() if k != "thinkingConfig"})
@@ -232,26 +249,29 @@ class GeminiPromptDriver(BasePromptDriver):
                 )
             generation["responseMimeType"] = "application/json"
             generation["responseJsonSchema"] = schema
-        if generation:
-            body["generationConfig"] = generation
-        for key in ("safetySettings", "toolConfig"):
-            if key in self.provider_options:
-                body[key] = self.provider_options[key]
-        if calling is not None:
-            if "toolConfig" in self.provider_options:
-                raise ProviderError("invalid_request", "tool_choice is set both by a setting and by the provider option "
-                                    "toolConfig; keep one", retryable=False)
-            body["toolConfig"] = {"functionCallingConfig": calling}
+        return generation, calling
+
+    def _calling_config(self, prompt_stack: PromptStack, strategy: str | None,
+                        calling: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The ``functionCallingConfig`` a setting or the tool output strategy asks for (None:
+        the provider option ``toolConfig``, if any, stands).
+
+        Raises:
+            ProviderError: ``invalid_request`` when the ``toolConfig`` option contradicts either.
+        """
+        config = calling
+        if calling is not None and "toolConfig" in self.provider_options:
+            raise ProviderError("invalid_request", "tool_choice is set both by a setting and by the provider option "
+                                "toolConfig; keep one", retryable=False)
         if strategy == "tool":
             if "toolConfig" in self.provider_options:
                 raise ProviderError("invalid_request", "provider option toolConfig contradicts the tool output strategy, "
                                     "which forces a call to its output tool; drop one of them", retryable=False)
             # Mode ANY: some function must be called; with only the output tool, that one.
-            config: dict[str, Any] = {"mode": "ANY"}
+            config = {"mode": "ANY"}
             if not prompt_stack.tools:
                 config["allowedFunctionNames"] = [OUTPUT_TOOL]
-            body["toolConfig"] = {"functionCallingConfig": config}
-        return f"{self._model_path()}:streamGenerateContent?alt=sse", body
+        return config
 
     @staticmethod
     def _result_part(block: ActionResultBlock) -> dict[str, Any]:
@@ -394,6 +414,17 @@ class GeminiPromptDriver(BasePromptDriver):
         if error.retry_after is None:
             error.retry_after = retry_delay(error.raw)
         return error
+
+
+def _declaration(tool: ToolDefinition) -> dict[str, Any]:
+    """A tool as a ``functionDeclarations`` entry; its parameters rewritten by `to_gemini_schema`."""
+    declaration: dict[str, Any] = {"name": tool.name}
+    if tool.description:
+        declaration["description"] = tool.description
+    parameters = to_gemini_schema(tool.parameters) if tool.parameters else {}
+    if parameters.get("properties") or parameters.get("type") not in (None, "object"):
+        declaration["parameters"] = parameters  # an argument-less function sends none
+    return declaration
 
 
 def _append(contents: list[dict[str, Any]], role: str, parts: list[dict[str, Any]]) -> None:

@@ -275,10 +275,7 @@ class OllamaPromptDriver(BasePromptDriver):
         async for line in response.aiter_lines():
             if not line.strip():
                 continue
-            try:
-                chunk = json.loads(line)
-            except ValueError:
-                raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not JSON: {line[:200]!r}") from None
+            chunk = self.stream_json(line)
             if not isinstance(chunk, dict):
                 continue
             error = chunk.get("error")

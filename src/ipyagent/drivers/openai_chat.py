@@ -89,6 +89,53 @@ def usage_from_openai(raw: dict[str, Any]) -> Usage:
     )
 
 
+class _ChoiceDeltas:
+    """The deltas of choice 0 across the chunks of one stream: its text, reasoning,
+    refusal and tool calls, and its ``finish_reason``."""
+
+    def __init__(self) -> None:
+        self.index = BlockIndex()
+        self.finished = False
+        self.call_ids: dict[int, str] = {}  # tool_calls[].index -> the id of the call there
+        self.generation: dict[int, int] = {}  # how many calls have used that index
+
+    def read(self, choice: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
+        index = self.index
+        items: list[DeltaMessage | StreamMeta] = []
+        delta = choice.get("delta") or {}
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning:
+            items.append(ReasoningDelta(index("reasoning"), reasoning))
+        for kind, text in content_parts(delta.get("content")):
+            items.append(TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text))
+        refusal = delta.get("refusal")
+        if refusal:
+            items.append(TextDelta(index("text"), refusal))
+        for call in delta.get("tool_calls") or ():
+            items.append(self._call(call))
+        finish = choice.get("finish_reason")
+        if finish:
+            self.finished = True
+            items.append(StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn)))
+        return items
+
+    def _call(self, call: dict[str, Any]) -> ToolCallDelta:
+        function = call.get("function") or {}
+        slot = call.get("index", 0)
+        call_id = call.get("id")
+        if call_id and self.call_ids.setdefault(slot, call_id) != call_id:
+            # A new id at the same index is a new call (servers that send parallel
+            # calls without distinct indexes, e.g. Gemini's OpenAI-compatible API).
+            self.call_ids[slot] = call_id
+            self.generation[slot] = self.generation.get(slot, 0) + 1
+        return ToolCallDelta(
+            self.index(("tool", slot, self.generation.get(slot, 0))),
+            call_id or None,
+            function.get("name") or None,
+            function.get("arguments") or "",
+        )
+
+
 def _error_from_object(error: Any) -> ProviderError:
     """An `error` object found inside a stream (chunk field or `event: error`)."""
     if not isinstance(error, dict):
@@ -283,22 +330,16 @@ class OpenAIChatPromptDriver(BasePromptDriver):
         if not content_type.startswith("text/event-stream"):
             # Some compatible servers stream SSE as application/json or text/plain.
             response.headers["content-type"] = "text/event-stream"
-        index = BlockIndex()
-        finished = False
-        call_ids: dict[int, str] = {}  # tool_calls[].index -> the id of the call there
-        generation: dict[int, int] = {}  # how many calls have used that index
+        choice = _ChoiceDeltas()
         async for sse in httpx2.EventSource(response):
             data = sse.data
             if data == "[DONE]":
-                if not finished:  # a server that never sends finish_reason still ends with [DONE]
+                if not choice.finished:  # a server that never sends finish_reason still ends with [DONE]
                     yield StreamMeta(stop_raw="[DONE]")
                 break
             if not data:
                 continue
-            try:
-                chunk = json.loads(data)
-            except ValueError:
-                raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not JSON: {data[:200]!r}") from None
+            chunk = self.stream_json(data)
             if sse.event == "error":
                 raise _error_from_object(chunk.get("error", chunk) if isinstance(chunk, dict) else chunk)
             if not isinstance(chunk, dict):
@@ -308,37 +349,10 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
             if usage:
                 yield StreamMeta(usage=usage_from_openai(usage), request_id=chunk.get("id") or None, model=chunk.get("model") or None)
-            for choice in chunk.get("choices") or ():
-                if choice.get("index", 0) != 0:
-                    continue  # we never ask for n > 1; extra choices are not part of this reply
-                delta = choice.get("delta") or {}
-                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                if reasoning:
-                    yield ReasoningDelta(index("reasoning"), reasoning)
-                for kind, text in content_parts(delta.get("content")):
-                    yield TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text)
-                refusal = delta.get("refusal")
-                if refusal:
-                    yield TextDelta(index("text"), refusal)
-                for call in delta.get("tool_calls") or ():
-                    function = call.get("function") or {}
-                    slot = call.get("index", 0)
-                    call_id = call.get("id")
-                    if call_id and call_ids.setdefault(slot, call_id) != call_id:
-                        # A new id at the same index is a new call (servers that send parallel
-                        # calls without distinct indexes, e.g. Gemini's OpenAI-compatible API).
-                        call_ids[slot] = call_id
-                        generation[slot] = generation.get(slot, 0) + 1
-                    yield ToolCallDelta(
-                        index(("tool", slot, generation.get(slot, 0))),
-                        call.get("id") or None,
-                        function.get("name") or None,
-                        function.get("arguments") or "",
-                    )
-                finish = choice.get("finish_reason")
-                if finish:
-                    finished = True
-                    yield StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn))
+            for item in chunk.get("choices") or ():
+                if item.get("index", 0) == 0:  # we never ask for n > 1; extra choices are not part of this reply
+                    for out in choice.read(item):
+                        yield out
 
     def parse_whole(self, data: dict[str, Any]) -> Iterator[DeltaMessage | StreamMeta]:
         """A whole ``chat.completion`` object (a server that ignored ``stream: true``) as items."""
