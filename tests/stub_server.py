@@ -17,12 +17,16 @@ from pathlib import Path
 from typing import Any
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "providers"
+#: Seconds a held reply waits for its release at most: a guard against a test that never releases it.
+HOLD_LIMIT = 120
 
 
 @dataclass
 class Reply:
     """One scripted response. `pieces` are written one by one, `delay` seconds apart;
-    `cut_after` closes the connection without finishing the body after that many pieces."""
+    `cut_after` closes the connection without finishing the body after that many pieces;
+    `hold_after` stops after that many pieces (`held` is then set) until `release` is set,
+    so a test can act while a stream is surely under way, with no sleep."""
 
     status: int = 200
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
@@ -30,6 +34,9 @@ class Reply:
     delay: float = 0.0
     cut_after: int | None = None
     wait: float = 0.0  # seconds before the status line (a server thinking)
+    hold_after: int | None = None
+    held: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
 
     @classmethod
     def sse_file(cls, path: Path, **kw: Any) -> "Reply":
@@ -128,6 +135,9 @@ class StubServer:
                             self.wfile.flush()
                             self.connection.shutdown(2)
                             return
+                        if n == reply.hold_after:
+                            reply.held.set()
+                            reply.release.wait(HOLD_LIMIT)
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                         self.wfile.flush()
                         server.pieces_sent += 1
@@ -160,6 +170,8 @@ class StubServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        for reply in self.replies:
+            reply.release.set()  # a held stream ends with the test
         self._httpd.shutdown()
         self._httpd.server_close()
 

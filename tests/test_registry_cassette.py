@@ -241,12 +241,40 @@ def test_reasked_at_finds_the_recorded_suffix_after_inserted_turns():
     assert reasked_at({"messages": [user("a"), bot("A")]}, {"messages": [user("a"), user("x"), bot("A")]}) is None
 
 
-def test_replay_with_chunk_delay_streams_the_same_text(tmp_path, clean_env):
+def _replay_pacing(cassette, monkeypatch, **kw):
+    """(events, the pauses the replay took) of one replay; pauses are recorded, not slept."""
+    from ipyagent.drivers import cassette as cassette_module
+
+    pauses: list[float] = []
+
+    async def pause(seconds: float) -> None:
+        pauses.append(seconds)
+
+    monkeypatch.setattr(cassette_module, "asyncio", type("Clock", (), {"sleep": staticmethod(pause)}))
+    return collect(create_driver(f"replay:{cassette}", **kw), user_stack("What's the weather?")), pauses
+
+
+def test_replay_with_chunk_delay_paces_each_event_and_streams_the_same_text(tmp_path, clean_env):
     cassette, live = _record(tmp_path, clean_env)
-    events = collect(create_driver(f"replay:{cassette}", chunk_delay=0.001), user_stack("What's the weather?"))
-    deltas = [e for e in events if e.type == "text_delta"]
-    assert len(deltas) > 1
+    body = json.loads(cassette.read_text())["response"]["body"]
+    events, pauses = _replay_pacing(cassette, clean_env, chunk_delay=0.25)
+    sse_events = [event for event in body.split("\n\n") if event.strip()]
+    assert sse_events[-1] == "data: [DONE]"
+    assert pauses == [0.25] * (len(sse_events) - 1)  # a pause between any two events; none after [DONE]
+    assert len([e for e in events if e.type == "text_delta"]) > 1
     assert events[-1].message.text == live[-1].message.text
+    # No delay: the body goes out whole, with no pause.
+    events, pauses = _replay_pacing(cassette, clean_env)
+    assert pauses == [] and events[-1].message.text == live[-1].message.text
+
+
+def test_an_exchange_s_own_pace_replaces_the_chunk_delay_but_not_a_zero_one(tmp_path, clean_env):
+    cassette, _ = _record(tmp_path, clean_env)
+    entry = json.loads(cassette.read_text())
+    cassette.write_text(json.dumps({**entry, "chunk_delay": 0.5}) + "\n")
+    _, paced = _replay_pacing(cassette, clean_env, chunk_delay=0.25)
+    _, unpaced = _replay_pacing(cassette, clean_env)
+    assert set(paced) == {0.5} and unpaced == []
 
 
 def test_replay_of_missing_or_bad_cassette(tmp_path):

@@ -186,17 +186,25 @@ def test_a_file_that_is_not_a_store_is_a_clear_error(tmp_path: Path) -> None:
 
 
 WRITER = textwrap.dedent('''
-    import sys, time
+    import sqlite3, sys, time
     from ipyagent.core import (Message, ModelCompleted, ModelStarted, StopReason, TextBlock, TextDelta,
                                ToolAction, ToolCallCompleted, TextArtifact, Usage)
     from ipyagent.memory.recorder import RunRecorder
     from ipyagent.memory.store import RunStore
 
-    path, name, runs, start = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+    path, name, other, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     store = RunStore(path)
-    while time.time() < start:
-        time.sleep(0.001)
+    print("ready", flush=True)
+
+    def finished_one(thread):  # a fresh connection each time: a fresh view of the file
+        with sqlite3.connect(path) as conn:
+            return conn.execute("SELECT 1 FROM runs WHERE thread = ? AND ended_at IS NOT NULL", (thread,)).fetchone()
+
+    sys.stdin.readline()  # both start writing when the test says go, after their imports
     for n in range(runs):
+        if n == runs - 1:  # the last run starts once the other writer has finished one: the two overlap
+            while not finished_one(other):
+                time.sleep(0.001)
         prompt = Message(role="user", content=[TextBlock(text=f"{name} {n}")])
         rec = RunRecorder(store, thread=name, provider="openai:m", prompt=prompt)
         rec.feed(ModelStarted("openai", "m"))
@@ -215,9 +223,13 @@ WRITER = textwrap.dedent('''
 def test_two_processes_write_one_store_and_lose_nothing(tmp_path: Path) -> None:
     path = tmp_path / "shared.sqlite"
     runs = 40
-    start = time.time() + 1.5  # both start writing at the same moment, after their imports
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, str(runs), str(start)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT) for name in ("k1", "k2")]
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, other, str(runs)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+             for name, other in (("k1", "k2"), ("k2", "k1"))]
+    assert [p.stdout.readline() for p in procs] == ["ready\n", "ready\n"]  # type: ignore[union-attr]
+    for p in procs:
+        p.stdin.write("go\n")  # type: ignore[union-attr]
+        p.stdin.flush()  # type: ignore[union-attr]
     outputs = [p.communicate(timeout=60) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     store = RunStore(path)

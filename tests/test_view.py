@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 import re
-import time
+
+import pytest
 
 from ipyagent.core import (
     Message,
@@ -19,9 +20,12 @@ from ipyagent.core import (
     ToolCallDelta,
     Usage,
 )
+from ipyagent.notebook import view as view_module
 from ipyagent.notebook.view import FRAME_INTERVAL, TextView, WidgetView
 
+from . import live_front
 from .live_front import FrontEnd
+from .virtual_clock import run_virtual
 
 
 def completed(text: str, *, input: int = 14, output: int = 30, ttft: float = 0.05, latency: float = 1.25, kind: str = "end_turn") -> ModelCompleted:
@@ -49,17 +53,18 @@ def deltas_for(n: int) -> list[str]:
 
 
 async def _stream(view: WidgetView, pieces: list[str], rate: float) -> float:
-    start = time.monotonic()
+    loop = asyncio.get_running_loop()
+    start = loop.time()
     view.feed(ModelStarted(provider="openai", model="m"))
     for i, piece in enumerate(pieces):
-        ahead = start + i / rate - time.monotonic()
-        if ahead > 0.001:
+        ahead = start + i / rate - loop.time()
+        if ahead > 0:
             await asyncio.sleep(ahead)
         view.feed(TextDelta(0, piece))
-    return time.monotonic() - start
+    return loop.time() - start
 
 
-def test_widget_view_coalesces_a_fast_stream_sends_only_what_changed_and_ends_exact() -> None:
+def test_widget_view_coalesces_a_fast_stream_sends_only_what_changed_and_ends_exact(monkeypatch) -> None:
     pieces = deltas_for(1_500)
     full = "".join(pieces)
 
@@ -71,13 +76,17 @@ def test_widget_view_coalesces_a_fast_stream_sends_only_what_changed_and_ends_ex
         view.feed(completed(full))
         return view, front, elapsed
 
-    view, front, elapsed = asyncio.run(main())
+    # On a virtual clock: the deltas come exactly 0.2 ms apart, and the frame timer is the only pace.
+    view, front, elapsed = run_virtual(main, monkeypatch, view_module, live_front)
     assert front.text == full  # exact
     frames = front.frames
-    # Coalesced: far fewer frames than deltas, at most one per FRAME_INTERVAL (plus the final one).
-    assert 3 <= len(frames) <= elapsed / FRAME_INTERVAL + 2, (len(frames), elapsed)
+    # Coalesced: the first delta goes at once (with the snapshot), then one frame per FRAME_INTERVAL
+    # while deltas flow, then the final frame as soon as the run completes, not held for the timer.
+    assert elapsed == pytest.approx((len(pieces) - 1) / 5_000)
     gaps = [b - a for a, b in zip(front.times, front.times[1:])]
-    assert min(gaps[1:-1]) >= FRAME_INTERVAL - 0.002
+    assert gaps[0] == 0 and gaps[1:-1] == pytest.approx([FRAME_INTERVAL] * (len(gaps) - 2))
+    assert 0 < gaps[-1] < FRAME_INTERVAL
+    assert len(frames) == int(elapsed / FRAME_INTERVAL) + 2
     # Each frame carries only the text that arrived since the last: the answer is sent once in all.
     sent = sum(len(op[2]) for m in frames for op in m["ops"] if op[0] == "text")
     assert sent == len(full)
@@ -86,7 +95,7 @@ def test_widget_view_coalesces_a_fast_stream_sends_only_what_changed_and_ends_ex
     assert footer == "openai:m · 14 in / 30 out tokens · first token 0.05 s · total 1.25 s"
 
 
-def test_nothing_is_sent_before_a_front_end_says_hello_then_it_catches_up() -> None:
+def test_nothing_is_sent_before_a_front_end_says_hello_then_it_catches_up(monkeypatch) -> None:
     async def main() -> tuple[WidgetView, FrontEnd, int]:
         view = WidgetView("openai:m")
         front = FrontEnd(view)
@@ -101,14 +110,14 @@ def test_nothing_is_sent_before_a_front_end_says_hello_then_it_catches_up() -> N
         view.feed(completed("# Title\n\nalpha beta gamma"))
         return view, front, before
 
-    view, front, before = asyncio.run(main())
+    view, front, before = run_virtual(main, monkeypatch, view_module, live_front)
     assert before == 0  # headless runs cost no messages
     assert front.messages[0]["type"] == "snapshot"
     assert front.messages[0]["doc"]["ops"][1] == ["text", 0, "# Title\n\nalpha beta "]
     assert front.text == "# Title\n\nalpha beta gamma"
 
 
-def test_trailing_frame_is_sent_when_deltas_stop_and_the_clock_waits_for_the_first_token() -> None:
+def test_trailing_frame_is_sent_when_deltas_stop_and_the_clock_waits_for_the_first_token(monkeypatch) -> None:
     async def main() -> tuple[FrontEnd, str | None, list[str]]:
         view = WidgetView("openai:m")
         front = FrontEnd(view)
@@ -123,7 +132,7 @@ def test_trailing_frame_is_sent_when_deltas_stop_and_the_clock_waits_for_the_fir
         view.feed(completed("alpha beta gamma"))
         return front, waiting, right_after, later
 
-    front, waiting, right_after, later = asyncio.run(main())
+    front, waiting, right_after, later = run_virtual(main, monkeypatch, view_module, live_front)
     assert waiting == "waiting"  # "waiting for the first token · 2.1 s", ticking in the browser
     # The first delta is sent at once; the other two wait for the coalescing timer. The word still
     # arriving is held back (a secret split across deltas is redacted whole) until the text ends.
@@ -133,7 +142,7 @@ def test_trailing_frame_is_sent_when_deltas_stop_and_the_clock_waits_for_the_fir
     assert len(front.frames) == 3
 
 
-def test_mark_interrupted_keeps_partial_text() -> None:
+def test_mark_interrupted_keeps_partial_text(monkeypatch) -> None:
     async def main() -> tuple[WidgetView, FrontEnd, int]:
         view = WidgetView("openai:m")
         front = FrontEnd(view)
@@ -145,7 +154,7 @@ def test_mark_interrupted_keeps_partial_text() -> None:
         await asyncio.sleep(0.08)
         return view, front, frames
 
-    view, front, frames = asyncio.run(main())
+    view, front, frames = run_virtual(main, monkeypatch, view_module, live_front)
     assert view.frames == frames  # the cancelled timer did not fire afterwards
     assert front.text == "The answer is **forty-two"
     assert front.interrupted
@@ -167,7 +176,7 @@ def test_widget_view_failure_shows_partial_text_and_error() -> None:
     assert front.status["figures"][-1] == "failed"
 
 
-def test_tool_call_fragments_stream_then_the_card_gets_its_result() -> None:
+def test_tool_call_fragments_stream_then_the_card_gets_its_result(monkeypatch) -> None:
     from ipyagent.core import InfoArtifact, ToolAction, ToolCallCompleted
 
     async def main() -> FrontEnd:
@@ -183,7 +192,7 @@ def test_tool_call_fragments_stream_then_the_card_gets_its_result() -> None:
         await asyncio.sleep(0.05)
         return front
 
-    front = asyncio.run(main())
+    front = run_virtual(main, monkeypatch, view_module, live_front)
     (card,) = front.segments.values()
     assert card["kind"] == "tool" and card["text"] == '{"city": "Paris"}'
     assert card["call"] == {"id": "call_1", "name": "get_weather", "status": "ok", "result": "sunny",
@@ -259,7 +268,7 @@ def test_text_view_interrupted() -> None:
     assert lines[2].endswith("interrupted]")
 
 
-def test_every_frame_passes_the_redactor_even_a_secret_split_across_deltas() -> None:
+def test_every_frame_passes_the_redactor_even_a_secret_split_across_deltas(monkeypatch) -> None:
     from ipyagent.core.redact import add_secret
 
     secret = "sk-live-view-0123456789abcdef"
@@ -276,7 +285,7 @@ def test_every_frame_passes_the_redactor_even_a_secret_split_across_deltas() -> 
         view.feed(ModelFailed(error=ProviderError("server", f"echoed {secret}"), partial=Message(role="assistant")))
         return front
 
-    front = asyncio.run(main())
+    front = run_virtual(main, monkeypatch, view_module, live_front)
     wire = repr(front.messages)
     assert secret not in wire and secret[9:20] not in wire
     assert front.text == "the key is [redacted] and more words"
