@@ -33,9 +33,10 @@ def view_html(nb, cell) -> tuple[str, str]:
     return markdown_to_html(transcript.text), " · ".join(footer_figures(transcript))
 
 
-def wait_reply(kc, msg_id: str, timeout: float) -> tuple[dict, list[dict]]:
-    """The shell reply to `msg_id` and the iopub messages it caused (until idle)."""
-    deadline = time.monotonic() + timeout
+def wait_reply(kc, msg_id: str, timeout: float | None = None) -> tuple[dict, list[dict]]:
+    """The shell reply to `msg_id` and the iopub messages it caused (until idle). With no
+    `timeout` it waits as long as the kernel takes (pytest's per-test timeout is the guard)."""
+    deadline = time.monotonic() + timeout if timeout is not None else float("inf")
     iopub: list[dict] = []
     reply = None
     idle = False

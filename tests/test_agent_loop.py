@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -45,7 +44,7 @@ def rec() -> Recorder:
     return Recorder()
 
 
-def weather_tool(rec: Recorder, delay: float = 0.0) -> Any:
+def weather_tool(rec: Recorder) -> Any:
     def get_weather(city: str, state: str) -> str:
         """Current weather.
 
@@ -53,7 +52,6 @@ def weather_tool(rec: Recorder, delay: float = 0.0) -> Any:
             city: City name.
             state: Two-letter state code.
         """
-        time.sleep(delay)
         rec.note("get_weather", city=city, state=state)
         return f"72F and sunny in {city}, {state}"
 
@@ -92,14 +90,18 @@ def check_usage(result: AgentResult, *recorded: Expected) -> None:
 # -- one tool call, then text --------------------------------------------------------------------
 
 
-def test_tool_call_then_text(agents: list[ipyagent.Agent], rec: Recorder) -> None:
+def test_tool_call_then_text(agents: list[ipyagent.Agent], rec: Recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    import ipyagent.tools.toolbox as toolbox_module
+
+    ticks = iter([40.0, 42.25])  # the toolbox's clock, read when the call starts and ends
+    monkeypatch.setattr(toolbox_module, "time", type("Clock", (), {"monotonic": staticmethod(lambda: next(ticks))}))
     call_exp, text_exp = expected_from(TOOL_CALL), expected_from(TEXT)
     [call] = call_exp.tool_calls
     assert call["name"] == "get_weather"
     tool_output = f"72F and sunny in {call['input']['city']}, {call['input']['state']}"
     events: list[Any] = []
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
-        agent = make_agent(agents, server, [weather_tool(rec, delay=0.02)])
+        agent = make_agent(agents, server, [weather_tool(rec)])
         result = run_agent(agent, "What's the weather in SF?", events)
 
     # the tool ran once, with the recorded arguments
@@ -139,7 +141,7 @@ def test_tool_call_then_text(agents: list[ipyagent.Agent], rec: Recorder) -> Non
     assert completed[0].action.tag == call["id"]
     assert completed[0].result == TextArtifact(value=tool_output)
     assert not completed[0].is_error
-    assert isinstance(completed[0].duration_s, float) and 0.02 <= completed[0].duration_s < 5
+    assert completed[0].duration_s == 2.25
     kinds = [type(e) for e in events]
     model_done = [i for i, k in enumerate(kinds) if k is ModelCompleted]
     assert len(model_done) == 2
@@ -177,13 +179,16 @@ def test_parallel_tool_calls(agents: list[ipyagent.Agent], rec: Recorder) -> Non
     weather_call, stock_call = exp.tool_calls
     assert (weather_call["name"], stock_call["name"]) == ("GetWeatherArgs", "get_stock_price")
 
+    stock_done = threading.Event()
+
     def GetWeatherArgs(city: str, country: str, units: str = "f") -> str:  # noqa: N802 - the recorded name
-        time.sleep(0.15)  # finishes after the second call, and must still come first
+        stock_done.wait(30)  # finishes after the second call, and must still come first
         rec.note("GetWeatherArgs", city=city, country=country, units=units)
         return f"weather:{city}/{country}/{units}"
 
     def get_stock_price(ticker: str, exchange: str) -> dict[str, Any]:
         rec.note("get_stock_price", ticker=ticker, exchange=exchange)
+        stock_done.set()
         return {"ticker": ticker, "exchange": exchange, "price": 123.5}
 
     events: list[Any] = []

@@ -3,7 +3,6 @@
 import asyncio
 import json
 import threading
-import time
 from typing import Any, Literal
 
 import pytest
@@ -616,48 +615,67 @@ def test_sync_tools_run_in_a_worker_thread_async_tools_are_awaited() -> None:
 
 
 def test_parallel_calls_run_concurrently_and_come_back_in_call_order() -> None:
+    both_running = threading.Barrier(2, timeout=30)  # passes only when the two calls run at once
+    b_done = threading.Event()
     finished: list[str] = []
 
     def slow_a(tag: str) -> str:
-        time.sleep(0.3)
+        both_running.wait()
+        b_done.wait(30)
         finished.append("a")
         return f"a:{tag}"
 
     def slow_b(tag: str) -> str:
-        time.sleep(0.3)
+        both_running.wait()
         finished.append("b")
+        b_done.set()
         return f"b:{tag}"
 
     box = Toolbox([slow_a, slow_b])
     actions = [ToolAction.from_native("c1", "slow_a", {"tag": "1"}), ToolAction.from_native("c2", "slow_b", {"tag": "2"})]
-    started = time.monotonic()
     results = asyncio.run(box.run_all(actions))
-    elapsed = time.monotonic() - started
-    assert elapsed < 0.5, elapsed
-    assert sorted(finished) == ["a", "b"]
+    assert finished == ["b", "a"]  # b finished first, yet the results come back in call order
     assert [r.value for r, _ in results] == ["a:1", "b:2"]
-    assert all(0.25 < seconds < 0.5 for _, seconds in results)
+
+
+def test_a_call_s_seconds_are_measured_around_the_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ipyagent.tools.toolbox as toolbox_module
+
+    ticks = iter([100.0, 102.5])
+    monkeypatch.setattr(toolbox_module, "time", type("Clock", (), {"monotonic": staticmethod(lambda: next(ticks))}))
+    [(artifact, seconds)] = asyncio.run(Toolbox([lambda_tool]).run_all([ToolAction.from_native("c1", "lambda_tool", {})]))
+    assert artifact.value == "done" and seconds == 2.5
+
+
+def lambda_tool() -> str:
+    """Returns at once."""
+    return "done"
 
 
 def test_results_in_call_order_even_when_finishing_in_reverse() -> None:
     finished: list[int] = []
+    done = {n: threading.Event() for n in (1, 2, 3)}
 
-    async def wait(n: int, seconds: float) -> int:
-        await asyncio.sleep(seconds)
+    def end(n: int) -> int:
         finished.append(n)
+        done[n].set()
         return n
 
-    def block(n: int, seconds: float) -> int:
-        time.sleep(seconds)
-        finished.append(n)
-        return n
+    async def wait(n: int, after: int) -> int:  # an async tool: awaits the end of call `after`
+        if after:
+            await asyncio.to_thread(done[after].wait, 30)
+        return end(n)
+
+    def block(n: int, after: int) -> int:  # a blocking tool, in a worker thread
+        done[after].wait(30)
+        return end(n)
 
     box = Toolbox([wait, block])
     results = run_calls(
         box,
-        ("c1", "wait", {"n": 1, "seconds": 0.15}),
-        ("c2", "block", {"n": 2, "seconds": 0.1}),
-        ("c3", "wait", {"n": 3, "seconds": 0.0}),
+        ("c1", "wait", {"n": 1, "after": 2}),
+        ("c2", "block", {"n": 2, "after": 3}),
+        ("c3", "wait", {"n": 3, "after": 0}),
     )
     assert finished == [3, 2, 1]
     assert [r.value for r in results] == ["1", "2", "3"]
