@@ -285,3 +285,21 @@ def test_a_stopped_reply_keeps_reasoning_text_and_complete_tool_calls() -> None:
         builder.feed(delta)
     [*_, kept] = builder.interrupted()
     assert kept.reasoning == "think" and kept.tool_calls and kept.metadata["interrupted"]
+
+
+def test_prices_are_looked_up_in_a_forked_child_too() -> None:
+    """The pricing thread does not survive a fork; the child gets its own instead of waiting forever."""
+    import os
+
+    from ipyagent.drivers import base
+
+    assert base._pricing_executor().submit(lambda: 1).result() == 1  # the parent's thread is running
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if a lookup comes back
+        code = 1
+        try:
+            code = 0 if base._pricing_executor().submit(lambda: 7).result(timeout=30) == 7 else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

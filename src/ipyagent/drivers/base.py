@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 import weakref
@@ -192,6 +193,11 @@ def _pricing_executor() -> Any:
     import concurrent.futures
 
     return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipyagent-price")
+
+
+# A forked child (multiprocessing's fork, a tool that forks) has no thread behind the parent's
+# executor: a lookup sent to it would wait forever. The child makes its own.
+os.register_at_fork(after_in_child=_pricing_executor.cache_clear)
 
 
 #: Drivers whose HTTP client is open (`close_all_drivers` closes them at kernel shutdown).
