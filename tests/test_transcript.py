@@ -119,7 +119,8 @@ def test_interrupted_run_keeps_partial_text_and_earlier_cards():
     events: list = []
 
     async def main():
-        with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT, delay=0.2)) as server:
+        # The answer's stream holds after its second text delta: the interrupt surely comes mid-answer.
+        with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT, hold_after=3)) as server:
             agent = Agent("openai:gpt-4.1-mini", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR", tools=[get_weather])
             task = asyncio.ensure_future(agent._arun("Weather?", RunOptions(), events.append))
             while sum(1 for e in events if e.type == "text_delta") < 2:
