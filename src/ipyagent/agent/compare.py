@@ -266,29 +266,7 @@ async def _compare(
         for run in range(runs):
             if on_start is not None:
                 on_start(index, run)
-            began = [time.monotonic()]  # then the first request's time (as the %%agent footer counts)
-            events: list[Event] = []
-
-            def seen(event: Event, run: int = run) -> None:
-                if isinstance(event, ModelStarted) and not any(isinstance(e, ModelStarted) for e in events):
-                    began[0] = time.monotonic()
-                events.append(event)
-                if on_event is not None:
-                    on_event(index, run, event)
-
-            result, error = None, None
-            results = getattr(agent, "results", [])  # Agent keeps a stopped run's result there
-            before = len(results)
-            try:
-                result = await agent.arun(prompt, options, on_event=seen)
-            except asyncio.CancelledError:  # stopped: the run as it stood is kept, marked interrupted
-                stopped = results[-1] if len(results) > before else None
-                record(_figures(agent.provider, index, run, time.monotonic() - began[0], events, prompt, stopped,
-                                None if stopped is not None else ProviderError("cancelled", "interrupted")))
-                raise
-            except Exception as exc:  # e.g. a capability check failing before sending
-                error = exc
-            record(_figures(agent.provider, index, run, time.monotonic() - began[0], events, prompt, result, error))
+            record(await _one_run(agent, index, run, prompt, options, on_event, record))
 
     try:
         await asyncio.gather(*(one_provider(i, e) for i, e in enumerate(entries)))
@@ -299,6 +277,35 @@ async def _compare(
         raise
     comparison.wall_s = time.monotonic() - started
     return comparison
+
+
+async def _one_run(agent: Agent, index: int, run: int, prompt: str, options: RunOptions,
+                   on_event: Callable[[int, int, Event], Any] | None, record: Callable[[RunFigures], Any]) -> RunFigures:
+    """One run of one provider, measured. A stopped run is recorded as it stood (marked
+    interrupted) before the CancelledError goes on; any other failure is in the figures."""
+    began = [time.monotonic()]  # then the first request's time (as the %%agent footer counts)
+    events: list[Event] = []
+
+    def seen(event: Event) -> None:
+        if isinstance(event, ModelStarted) and not any(isinstance(e, ModelStarted) for e in events):
+            began[0] = time.monotonic()
+        events.append(event)
+        if on_event is not None:
+            on_event(index, run, event)
+
+    result, error = None, None
+    results = getattr(agent, "results", [])  # Agent keeps a stopped run's result there
+    before = len(results)
+    try:
+        result = await agent.arun(prompt, options, on_event=seen)
+    except asyncio.CancelledError:  # stopped: the run as it stood is kept, marked interrupted
+        stopped = results[-1] if len(results) > before else None
+        record(_figures(agent.provider, index, run, time.monotonic() - began[0], events, prompt, stopped,
+                        None if stopped is not None else ProviderError("cancelled", "interrupted")))
+        raise
+    except Exception as exc:  # e.g. a capability check failing before sending
+        error = exc
+    return _figures(agent.provider, index, run, time.monotonic() - began[0], events, prompt, result, error)
 
 
 async def acompare(
