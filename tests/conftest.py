@@ -10,3 +10,17 @@ import pytest
 @pytest.fixture(autouse=True)
 def _run_store_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("IPYAGENT_RUN_STORE", str(tmp_path / "ipyagent-runs.sqlite"))
+
+
+@pytest.fixture
+def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The drivers' retry waits (seconds), recorded instead of slept."""
+    slept: list[float] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    import ipyagent.drivers.base
+
+    monkeypatch.setattr(ipyagent.drivers.base, "retry_sleep", fake_sleep)
+    return slept

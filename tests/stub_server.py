@@ -78,6 +78,7 @@ class StubServer:
         self.request_times: list[float] = []
         self.hangups: list[float] = []
         self.pieces_sent = 0  # reply pieces written (a test can wait for a stream to be under way)
+        self.completed: list[float] = []  # bodies written to the end
         self.connections = 0  # connections accepted
         self.closed_connections = 0  # connections the client (or we) closed
         self._served = 0
@@ -145,6 +146,7 @@ class StubServer:
                             time.sleep(reply.delay)
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
+                    server.completed.append(time.monotonic())
                 except (BrokenPipeError, ConnectionResetError):
                     server.hangups.append(time.monotonic())
                     self.close_connection = True

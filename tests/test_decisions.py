@@ -153,20 +153,6 @@ def _error(status: int, headers: dict[str, str] | None = None) -> tuple[int, dic
     return status, {"content-type": "application/json", **(headers or {})}, json.dumps({"error": {"message": f"HTTP {status}"}}).encode()
 
 
-@pytest.fixture
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """tenacity's sleeps, recorded instead of slept."""
-    slept: list[float] = []
-
-    async def fake_sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    import ipyagent.drivers.base
-
-    monkeypatch.setattr(ipyagent.drivers.base, "retry_sleep", fake_sleep)
-    return slept
-
-
 def _events(driver: OpenAIChatPromptDriver) -> list[Any]:
     stack = PromptStack()
     stack.add_user_message("hi")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-import time
 
 import pytest
 
@@ -79,7 +78,7 @@ def test_recorded_http_error(body_path):
     assert len(server.requests) == 1  # 4xx (and 429 with max_attempts=1): no retry
 
 
-def test_429_retry_after_is_honoured_then_success():
+def test_429_retry_after_is_honoured_then_success(no_sleep: list[float]) -> None:
     body = FIXTURES / "openai-compatible" / "azure-ai-error-429-retry-after.json"
     sidecar = body.with_name("azure-ai-error-429-retry-after.http.json")
     headers = json.loads(sidecar.read_text())["headers"]
@@ -88,8 +87,7 @@ def test_429_retry_after_is_honoured_then_success():
     with StubServer(Reply.error_file(body, sidecar), reply_for(TEXT_STREAM)) as server:
         events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test"))
     assert len(server.requests) == 2
-    gap = server.request_times[1] - server.request_times[0]
-    assert 0.9 <= gap < 2.5, gap
+    assert no_sleep == [1.0]  # the wait before the second request
     terminal = check_shape(events)
     assert isinstance(terminal, ModelCompleted), getattr(terminal, "error", None)
     assert terminal.message.text == exp.text
@@ -281,22 +279,22 @@ def test_cancelling_the_consumer_hangs_up():
             if isinstance(event, TextDelta):
                 break
         await agen.aclose()
-        closed_at = time.monotonic()
         # the driver (and its connection pool) stays open: closing the stream alone must hang up
-        await _wait_for_hangup(server, closed_at)
+        await _hangup_or_end(server)
         await driver.close()
-        return seen, closed_at
+        return seen
 
     with StubServer(reply_for(TEXT_STREAM, delay=0.2)) as server:
-        seen, closed_at = asyncio.run(main(server))
-        assert server.hangups, "the server never saw the client hang up"
-        assert server.hangups[0] - closed_at < 2.0
+        seen = asyncio.run(main(server))
+        assert server.hangups and not server.completed, "the server wrote the whole body: the client never hung up"
     assert isinstance(seen[0], ModelStarted) and isinstance(seen[-1], TextDelta)
     assert len(server.requests) == 1
 
 
-async def _wait_for_hangup(server, since: float, limit: float = 2.0) -> None:
-    while not server.hangups and time.monotonic() < since + limit:
+async def _hangup_or_end(server) -> None:
+    """Wait until the server saw the client hang up, or wrote its whole body (the client read on or
+    left the connection in its pool): whichever comes first, never a number of seconds."""
+    while not (server.hangups or server.completed):
         await asyncio.sleep(0.02)
 
 
@@ -319,15 +317,13 @@ def test_cancelled_task_closes_the_stream():
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        closed_at = time.monotonic()
-        await _wait_for_hangup(server, closed_at)
+        await _hangup_or_end(server)
         await driver.close()
-        return events, closed_at
+        return events
 
     with StubServer(reply_for(TEXT_STREAM, delay=0.2)) as server:
-        events, closed_at = asyncio.run(main(server))
-        assert server.hangups, "the server never saw the client hang up"
-        assert server.hangups[0] - closed_at < 2.0
+        events = asyncio.run(main(server))
+        assert server.hangups and not server.completed, "the server wrote the whole body: the client never hung up"
     assert not any(isinstance(e, (ModelCompleted, ModelFailed)) for e in events)
 
 
