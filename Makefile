@@ -61,9 +61,13 @@ bench: $(VENV)/.installed-bench
 ## with the fast tests that pin their decisions; prints the kill rate (.ci/mutation_report.py). Not part of make test.
 ## The tests read ../shared/fixtures from the project's parent; mutants/ (mutmut's copy) is one level down, so a
 ## link ./shared -> ../shared is made for it.
+## One module at a time: make mutation MUTANTS='ipyagent.drivers.openai_chat*' (mutmut's mutant-name glob).
+## It runs niced, two workers: the machine is shared.
+MUTANTS ?=
 mutation: $(VENV)/.installed-mutation
 	test -e shared || ln -s ../shared shared
-	$(VENV)/bin/mutmut run --max-children 2 > $(BUILD)/mutation.log 2>&1 || true
+	mkdir -p $(BUILD)
+	nice -n 15 $(VENV)/bin/mutmut run --max-children 2 $(MUTANTS) > $(BUILD)/mutation.log 2>&1 || true
 	$(PY) .ci/mutation_report.py --mutmut $(VENV)/bin/mutmut
 
 clean:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +19,12 @@ from pathlib import Path
 EQUIVALENT = Path(__file__).with_name("mutation_equivalent.txt")
 
 
-def statuses(mutmut: str) -> dict[str, str]:
-    out = subprocess.run([mutmut, "results", "--all", "true"], capture_output=True, text=True, check=True).stdout
+def statuses(mutmut: str, saved: list[Path]) -> dict[str, str]:
+    """name -> status, from ``mutmut results --all true`` or from saved copies of its output."""
+    if saved:
+        out = "\n".join(path.read_text() for path in saved)
+    else:
+        out = subprocess.run([mutmut, "results", "--all", "true"], capture_output=True, text=True, check=True).stdout
     found = {}
     for line in out.splitlines():
         name, sep, status = line.strip().rpartition(": ")
@@ -28,12 +33,25 @@ def statuses(mutmut: str) -> dict[str, str]:
     return found
 
 
+def per_module(counted: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """module -> (killed, counted); a mutant's name is ``module.x_function__mutmut_N`` (methods:
+    ``module.xǁClassǁmethod__mutmut_N``)."""
+    tally: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    for name, status in counted.items():
+        module = re.split(r"\.x[ǁ_]", name, maxsplit=1)[0]
+        tally[module][0] += status in ("killed", "timeout")
+        tally[module][1] += 1
+    return {module: (k, n) for module, (k, n) in tally.items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--mutmut", default=str(Path(sys.executable).with_name("mutmut")))
     parser.add_argument("--target", type=float, default=90.0)
+    parser.add_argument("--results", type=Path, nargs="*", default=[],
+                        help="saved `mutmut results --all true` outputs (runs made module by module) instead of the last run")
     args = parser.parse_args()
-    found = statuses(args.mutmut)
+    found = statuses(args.mutmut, args.results)
     equivalent = {line.split("#")[0].strip() for line in EQUIVALENT.read_text().splitlines()} - {""} if EQUIVALENT.exists() else set()
     unchecked = [name for name, status in found.items() if status in ("skipped", "not checked")]
     counted = {name: status for name, status in found.items() if name not in equivalent and name not in unchecked}
@@ -46,6 +64,8 @@ def main() -> int:
     for name, status in sorted(counted.items()):
         if status not in ("killed", "timeout"):
             print(f"  {status}: {name}")
+    for module, (module_killed, module_counted) in sorted(per_module(counted).items()):
+        print(f"  {module}: {module_killed}/{module_counted} killed, {100.0 * module_killed / module_counted:.1f}%")
     print(f"kill rate: {rate:.1f}% of non-equivalent mutants (target {args.target:g}%)")
     return 0 if rate >= args.target else 1
 
