@@ -182,7 +182,8 @@ def test_parallel_tool_calls(agents: list[ipyagent.Agent], rec: Recorder) -> Non
     stock_done = threading.Event()
 
     def GetWeatherArgs(city: str, country: str, units: str = "f") -> str:  # noqa: N802 - the recorded name
-        stock_done.wait(30)  # finishes after the second call, and must still come first
+        # finishes after the second call, and must still come first (5 s: a guard, should that call never run)
+        assert stock_done.wait(5), "get_stock_price never ran"
         rec.note("GetWeatherArgs", city=city, country=country, units=units)
         return f"weather:{city}/{country}/{units}"
 

@@ -73,6 +73,7 @@ def test_usage_reads_deepseek_cache_hits_and_reasoning_tokens() -> None:
     ({"status_code": 429, "message": "slow"}, "rate_limit"),
     ({"status_code": 502, "type": "rate_limit_error"}, "server"),  # a 5xx status wins over the words
     ({"status_code": 400, "type": "rate_limit_error"}, "invalid_request"),  # so does a known status
+    ({"status_code": 500, "type": "invalid_request_error"}, "server"),  # 500 is the first 5xx
 ])
 def test_in_stream_error_types(error: dict[str, Any], etype: str) -> None:
     assert _error_from_object(error).type == etype
@@ -83,7 +84,8 @@ def test_in_stream_error_keeps_message_code_and_status() -> None:
     assert (error.message, error.code, error.status, error.raw["code"]) == ("try later", "busy_now", 503, "busy_now")
     assert _error_from_object({"code": 429}).status == 429
     bare = _error_from_object("socket closed")
-    assert (bare.type, bare.message) == ("server", "stream error: socket closed")
+    assert (bare.type, bare.message, bare.raw) == ("server", "stream error: socket closed", "socket closed")
+    assert _error_from_object({"code": "rate_limit_exceeded"}).status is None  # a word is no status
 
 
 def _chat(**kw: Any) -> OpenAIChatPromptDriver:
@@ -98,6 +100,21 @@ def test_error_body_overloaded_and_openrouters_upstream_message() -> None:
     assert driver.parse_error_body(429, body)[1] == "Provider returned error: anthropic: rate limited upstream"
     same = {"error": {"message": "rate limited upstream", "metadata": {"raw": "rate limited upstream"}}}
     assert driver.parse_error_body(429, same)[1] == "rate limited upstream"  # not repeated
+
+
+def test_error_body_code_falls_back_to_type_and_message_to_top_level_fields() -> None:
+    driver = _chat()
+    assert driver.parse_error_body(400, {"error": {"type": "invalid_request_error", "message": "bad"}})[:2] == \
+        ("invalid_request_error", "bad")
+    assert driver.parse_error_body(400, {"error": {"code": "bad_model", "type": "invalid_request_error"}})[0] == "bad_model"
+    assert driver.parse_error_body(422, {"message": "field required"})[1] == "field required"  # vLLM, LiteLLM
+    assert driver.parse_error_body(422, {"detail": "not found", "message": "other"})[1] == "not found"  # FastAPI first
+    assert driver.parse_error_body(400, {"error": {"message": "m", "metadata": "not an object"}})[1] == "m"
+
+
+def test_openrouters_upstream_message_is_cut_to_300_characters() -> None:
+    body = {"error": {"message": "Provider returned error", "metadata": {"raw": "x" * 299 + "yz"}}}
+    assert _chat().parse_error_body(502, body)[1] == "Provider returned error: " + "x" * 299 + "y"
 
 
 def test_assistant_message_without_text_sends_null_content_and_tool_results_come_first() -> None:
