@@ -15,7 +15,7 @@ import httpx2
 import pytest
 from tenacity import RetryCallState
 
-from ipyagent.core import ImageBlock, Message, PromptStack, ProviderError, ReasoningDelta, StopKind, TextBlock, ToolCallDelta
+from ipyagent.core import ImageBlock, Message, PromptStack, ProviderError, ReasoningDelta, StopKind, TextBlock, TextDelta, ToolCallDelta
 from ipyagent.drivers import Aggregator, StreamMeta
 from ipyagent.drivers.aggregate import merge_meta
 from ipyagent.drivers.base import parse_retry_after
@@ -115,6 +115,48 @@ def test_error_body_code_falls_back_to_type_and_message_to_top_level_fields() ->
 def test_openrouters_upstream_message_is_cut_to_300_characters() -> None:
     body = {"error": {"message": "Provider returned error", "metadata": {"raw": "x" * 299 + "yz"}}}
     assert _chat().parse_error_body(502, body)[1] == "Provider returned error: " + "x" * 299 + "y"
+
+
+def _whole(data: dict[str, Any]) -> list[Any]:
+    return list(_chat().parse_whole(data))
+
+
+def test_a_whole_completion_gives_choice_0_as_the_stream_would() -> None:
+    usage = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
+    message = {"reasoning_content": "think ", "content": [{"type": "thinking", "thinking": "more"}, {"type": "text", "text": "Hi"}],
+               "refusal": " no", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": {"x": 1}}},
+                                                {"function": {"arguments": None}}]}
+    data = {"id": "cmpl-1", "model": "m-2024", "usage": usage,
+            "choices": ["junk", {"index": 1, "message": {"content": "another choice"}},
+                        {"index": 0, "finish_reason": "length", "message": message}]}
+    assert _whole(data) == [
+        StreamMeta(usage=usage_from_openai(usage), request_id="cmpl-1", model="m-2024"),
+        ReasoningDelta(0, "think "), ReasoningDelta(0, "more"),  # one reasoning block, then one text block
+        TextDelta(1, "Hi"), TextDelta(1, " no"),
+        ToolCallDelta(2, "c1", "f", '{"x": 1}'), ToolCallDelta(3, None, None, ""),
+        StreamMeta(stop_raw="length", stop_kind=StopKind.max_tokens),
+    ]
+
+
+def test_a_whole_completion_s_defaults_index_reasoning_key_and_stop_reason() -> None:
+    calls = {"choices": [{"message": {"reasoning": "r", "tool_calls": [{"id": "c", "function": {"name": "g", "arguments": "{}"}}]}}]}
+    assert _whole(calls) == [ReasoningDelta(0, "r"), ToolCallDelta(1, "c", "g", "{}"),
+                             StreamMeta(stop_raw="tool_calls", stop_kind=StopKind.tool_use)]  # no usage: no meta
+    assert _whole({"usage": {"prompt_tokens": 1}, "choices": [{"message": {"content": "x"}}]})[0] == \
+        StreamMeta(usage=usage_from_openai({"prompt_tokens": 1}), request_id=None, model=None)
+    assert _whole({"choices": [{"message": {"content": "x"}}]})[-1] == StreamMeta(stop_raw="stop", stop_kind=StopKind.end_turn)
+    assert _whole({"choices": [{"finish_reason": "odd", "message": {}}]})[-1].stop_kind is StopKind.end_turn
+
+
+def test_a_whole_reply_with_an_error_or_without_choice_0_fails() -> None:
+    with pytest.raises(ProviderError) as error:
+        _whole({"error": {"type": "rate_limit_error", "message": "slow down"}})
+    assert (error.value.type, error.value.message) == ("rate_limit", "slow down")
+    data = {"choices": [{"index": 1, "message": {"content": "y" * 300}}]}
+    with pytest.raises(ProviderError) as error:
+        _whole(data)
+    assert error.value.type == "invalid_response" and not error.value.retryable
+    assert error.value.message == f"openai sent a JSON reply without choices: {json.dumps(data)[:200]!r}"
 
 
 def test_assistant_message_without_text_sends_null_content_and_tool_results_come_first() -> None:
