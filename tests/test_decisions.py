@@ -117,6 +117,51 @@ def test_openrouters_upstream_message_is_cut_to_300_characters() -> None:
     assert _chat().parse_error_body(502, body)[1] == "Provider returned error: " + "x" * 299 + "y"
 
 
+def test_usage_keeps_the_provider_s_total_and_absent_counts_are_zero() -> None:
+    assert usage_from_openai({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 20}).total_tokens == 20
+    empty = usage_from_openai({})
+    assert (empty.input_tokens, empty.output_tokens, empty.total_tokens) == (0, 0, 0)
+
+
+def _calls_from(*tool_calls: dict[str, Any]) -> list[tuple[str | None, str | None, Any]]:
+    """(id, name, arguments) of the calls a stream's ``tool_calls`` fragments add up to, one chunk each."""
+    from ipyagent.drivers.openai_chat import _ChoiceDeltas
+
+    choice, agg = _ChoiceDeltas(), Aggregator()
+    for call in tool_calls:
+        for item in choice.read({"delta": {"tool_calls": [call]}}):
+            agg.add(item)
+    return [(a.tag, a.name, a.input) for a in agg.message(strict=True).tool_calls]
+
+
+def test_interleaved_call_fragments_join_their_own_call_by_index() -> None:
+    assert _calls_from(
+        {"index": 0, "id": "a", "function": {"name": "f", "arguments": ""}},
+        {"index": 1, "id": "b", "function": {"name": "g", "arguments": '{"y":'}},
+        {"index": 0, "id": "a", "function": {"arguments": '{"x":'}},  # some servers repeat the id on every fragment
+        {"index": 1, "id": "b", "function": {"arguments": " 2}"}},
+        {"index": 0, "function": {"arguments": " 1}"}},
+    ) == [("a", "f", {"x": 1}), ("b", "g", {"y": 2})]
+
+
+def test_a_new_id_at_the_same_index_is_a_new_call_and_a_missing_index_is_0() -> None:
+    # Gemini's OpenAI-compatible API sends parallel calls without distinct indexes.
+    assert _calls_from(
+        {"id": "c1", "function": {"name": "f", "arguments": '{"n": 1}'}},
+        {"index": 0, "id": "c2", "function": {"name": "f", "arguments": '{"n": 2}'}},
+        {"index": 0, "id": "c3", "function": {"name": "f", "arguments": '{"n":'}},
+        {"function": {"arguments": " 3}"}},
+        {"index": 1, "id": "d1", "function": {"name": "g", "arguments": "{}"}},
+        {"index": 1, "id": "d2", "function": {"name": "g", "arguments": "{"}},
+        {"index": 1, "id": "d2", "function": {"arguments": "}"}},  # the id repeated: still d2
+    ) == [("c1", "f", {"n": 1}), ("c2", "f", {"n": 2}), ("c3", "f", {"n": 3}), ("d1", "g", {}), ("d2", "g", {})]
+
+
+def test_an_id_arriving_after_the_call_s_first_fragment_is_the_same_call() -> None:
+    assert _calls_from({"index": 0, "function": {"name": "f", "arguments": ""}},
+                       {"index": 0, "id": "late", "function": {"arguments": "{}"}}) == [("late", "f", {})]
+
+
 def _whole(data: dict[str, Any]) -> list[Any]:
     return list(_chat().parse_whole(data))
 
