@@ -162,6 +162,61 @@ def test_an_id_arriving_after_the_call_s_first_fragment_is_the_same_call() -> No
                        {"index": 0, "id": "late", "function": {"arguments": "{}"}}) == [("late", "f", {})]
 
 
+def _streamed(*events: str, content_type: str | None = "text/event-stream") -> list[Any]:
+    """The items OpenAI Chat's `parse_stream` makes of a body of whole SSE events (each ending in a blank line)."""
+    body = "".join(events)
+    headers = {"content-type": content_type} if content_type else {}
+    response = httpx2.Response(200, headers=headers, content=body.encode(), request=httpx2.Request("POST", "http://h/v1"))
+
+    async def main() -> list[Any]:
+        return [item async for item in _chat().parse_stream(response)]
+
+    return asyncio.run(main())
+
+
+def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **fields: Any) -> str:
+    choice = {"delta": delta or {}, "finish_reason": finish}
+    return "data: " + json.dumps({"choices": [choice], **fields}) + "\n\n"
+
+
+def test_a_stream_labelled_otherwise_or_not_at_all_is_read_as_sse() -> None:
+    for content_type in ("application/json", "text/plain; charset=utf-8", None):
+        items = _streamed(_chunk({"content": "hi"}), "data: [DONE]\n\n", content_type=content_type)
+        assert items == [TextDelta(0, "hi"), StreamMeta(stop_raw="[DONE]")]
+
+
+def test_blank_and_non_object_lines_are_skipped_and_the_choice_index_defaults_to_0() -> None:
+    items = _streamed(_chunk({"content": "a"}), "data: \n\n", "data: 1\n\n", "data: [1, 2]\n\n",
+                      "data: " + json.dumps({"choices": [{"index": 1, "delta": {"content": "other"}}]}) + "\n\n",
+                      _chunk({"content": "b"}, "weird"), "data: [DONE]\n\n")
+    assert items == [TextDelta(0, "a"), TextDelta(0, "b"), StreamMeta(stop_raw="weird", stop_kind=StopKind.end_turn)]
+
+
+def test_reasoning_text_and_refusal_keep_one_block_each_across_chunks() -> None:
+    items = _streamed(_chunk({"reasoning_content": "think "}), _chunk({"content": [{"type": "thinking", "thinking": "more"},
+                                                                                   {"type": "text", "text": "No"}]}),
+                      _chunk({"refusal": ", sorry"}), _chunk(finish="stop"))
+    assert items == [ReasoningDelta(0, "think "), ReasoningDelta(0, "more"), TextDelta(1, "No"), TextDelta(1, ", sorry"),
+                     StreamMeta(stop_raw="stop", stop_kind=StopKind.end_turn)]
+
+
+def test_the_usage_chunk_gives_request_id_and_model() -> None:
+    usage = {"prompt_tokens": 3, "completion_tokens": 2}
+    [meta] = _streamed("data: " + json.dumps({"id": "cmpl-9", "model": "m-1", "choices": [], "usage": usage}) + "\n\n")
+    assert meta == StreamMeta(usage=usage_from_openai(usage), request_id="cmpl-9", model="m-1")
+    [bare] = _streamed("data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n")
+    assert (bare.request_id, bare.model) == (None, None)
+
+
+def test_an_error_event_is_raised_whatever_its_data_holds() -> None:
+    for data, etype, message in (('{"message": "boom", "type": "server_error"}', "server", "boom"),
+                                 ('{"error": {"message": "slow", "type": "rate_limit_error"}}', "rate_limit", "slow"),
+                                 ('"overloaded"', "server", "stream error: overloaded")):
+        with pytest.raises(ProviderError) as error:
+            _streamed(_chunk({"content": "a"}), f"event: error\ndata: {data}\n\n", _chunk({"content": "b"}))
+        assert (error.value.type, error.value.message) == (etype, message)
+
+
 def _whole(data: dict[str, Any]) -> list[Any]:
     return list(_chat().parse_whole(data))
 
