@@ -217,6 +217,32 @@ def test_an_error_event_is_raised_whatever_its_data_holds() -> None:
         assert (error.value.type, error.value.message) == (etype, message)
 
 
+def test_content_parts_reads_text_and_thinking_parts_only() -> None:
+    from ipyagent.drivers.openai_chat import content_parts
+
+    assert content_parts(["junk", {"type": "image_url", "text": "a caption"}, {"type": "text", "text": "a"},
+                          {"type": "reasoning", "reasoning": "r"}, {"type": "thinking", "text": "t"},
+                          {"type": "thinking", "thinking": [{"type": "text", "text": "x"}, {"type": "other"}, {"text": "y"}]}]) == \
+        [("text", "a"), ("reasoning", "r"), ("reasoning", "t"), ("reasoning", "xy")]
+    with pytest.raises(TypeError, match="^content is a dict, not text or a list of parts$"):
+        content_parts({"text": "a"})
+
+
+@pytest.mark.parametrize("setting", [{"temperature": 0.2}, {"top_p": 0.9}, {"stop": ["END"]}])
+def test_an_openai_reasoning_model_refuses_each_sampling_setting(setting: dict[str, Any]) -> None:
+    from ipyagent.core import ModelSettings
+
+    stack = PromptStack(settings=ModelSettings(**setting))
+    stack.add_user_message("hi")
+    with pytest.raises(ProviderError) as error:
+        OpenAIChatPromptDriver("o3-mini", api_key="k").settings_fields(stack)
+    [name] = setting
+    assert error.value.type == "unsupported_capability" and error.value.code == name
+    assert error.value.message.endswith(f"the setting {name}: OpenAI reasoning models take no sampling settings; "
+                                        "remove it or choose another model")
+    assert _chat().settings_fields(stack)[name] == setting[name]  # others take it
+
+
 def _whole(data: dict[str, Any]) -> list[Any]:
     return list(_chat().parse_whole(data))
 
