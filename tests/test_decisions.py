@@ -243,6 +243,40 @@ def test_an_openai_reasoning_model_refuses_each_sampling_setting(setting: dict[s
     assert _chat().settings_fields(stack)[name] == setting[name]  # others take it
 
 
+def _settings_stack(**settings: Any) -> PromptStack:
+    from ipyagent.core import ModelSettings
+
+    stack = PromptStack(settings=ModelSettings(**settings))
+    stack.add_user_message("hi")
+    return stack
+
+
+def test_openai_and_azure_take_at_most_4_stop_sequences_other_servers_more() -> None:
+    four, five = _settings_stack(stop=list("abcd")), _settings_stack(stop=list("abcde"))
+    assert _chat().settings_fields(four)["stop"] == list("abcd")
+    for provider in ("openai", "azure-openai"):
+        with pytest.raises(ProviderError) as error:
+            _chat(provider=provider).settings_fields(five)
+        assert error.value.code == "stop" and "the setting stop: at most 4 stop sequences;" in error.value.message
+    assert _chat(provider="groq").settings_fields(five)["stop"] == list("abcde")
+
+
+def test_a_thinking_budget_is_refused_but_0_on_a_model_that_does_not_reason() -> None:
+    assert "reasoning_effort" not in _chat().settings_fields(_settings_stack(reasoning=0))  # gpt-4.1-mini: nothing to turn off
+    for model, budget in (("gpt-4.1-mini", 1024), ("o3-mini", 0), ("o3-mini", 1)):
+        with pytest.raises(ProviderError) as error:
+            OpenAIChatPromptDriver(model, api_key="k").settings_fields(_settings_stack(reasoning=budget))
+        assert error.value.code == "reasoning"
+        assert "Chat Completions takes an effort (low, medium, high), not a budget in tokens;" in error.value.message
+
+
+def test_prompt_caching_cannot_be_turned_off() -> None:
+    with pytest.raises(ProviderError) as error:
+        _chat().settings_fields(_settings_stack(cache=False))
+    assert error.value.code == "cache" and "the setting cache: prompt caching is automatic and cannot be turned off;" in error.value.message
+    assert "cache" not in _chat().settings_fields(_settings_stack(cache=True))
+
+
 def _whole(data: dict[str, Any]) -> list[Any]:
     return list(_chat().parse_whole(data))
 
