@@ -277,6 +277,26 @@ def test_prompt_caching_cannot_be_turned_off() -> None:
     assert "cache" not in _chat().settings_fields(_settings_stack(cache=True))
 
 
+def test_extra_body_options_go_into_the_body_itself() -> None:
+    stack = PromptStack()
+    stack.add_user_message("hi")
+    _, body = _chat(provider_options={"extra_body": {"top_k": 5}, "user": "u-1"}).build_request(stack)
+    assert body["top_k"] == 5 and body["user"] == "u-1" and "extra_body" not in body
+
+
+def test_a_tool_choice_option_contradicting_the_tool_output_strategy_is_refused() -> None:
+    stack = PromptStack()
+    stack.add_user_message("hi")
+    stack.output_schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
+    stack.output_strategy = "tool"
+    assert _chat().build_request(stack)[1]["tool_choice"] == {"type": "function", "function": {"name": "final_result"}}
+    with pytest.raises(ProviderError) as error:
+        _chat(provider_options={"tool_choice": "auto"}).build_request(stack)
+    assert error.value.type == "invalid_request" and error.value.message == (
+        "provider option tool_choice contradicts the tool output strategy, which forces a call to its output tool; "
+        "drop one of them")
+
+
 def _whole(data: dict[str, Any]) -> list[Any]:
     return list(_chat().parse_whole(data))
 
