@@ -292,9 +292,49 @@ def test_a_tool_choice_option_contradicting_the_tool_output_strategy_is_refused(
     assert _chat().build_request(stack)[1]["tool_choice"] == {"type": "function", "function": {"name": "final_result"}}
     with pytest.raises(ProviderError) as error:
         _chat(provider_options={"tool_choice": "auto"}).build_request(stack)
-    assert error.value.type == "invalid_request" and error.value.message == (
+    assert error.value.type == "invalid_request" and error.value.retryable is False and error.value.message == (
         "provider option tool_choice contradicts the tool output strategy, which forces a call to its output tool; "
         "drop one of them")
+
+
+def test_the_tool_output_strategy_sends_its_tool_strict_when_the_schema_allows() -> None:
+    from ipyagent.core import ToolDefinition
+    from ipyagent.drivers.structured import OUTPUT_TOOL_DESCRIPTION, strict_or_none
+
+    for schema, strict in (({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}, True),
+                           ({"type": "object", "additionalProperties": {"type": "integer"}}, False)):
+        stack = PromptStack(tools=[ToolDefinition(name="other", description="d", parameters={"type": "object"})])
+        stack.add_user_message("hi")
+        stack.output_schema, stack.output_strategy = schema, "tool"
+        assert (strict_or_none(schema) is not None) is strict
+        _, body = _chat().build_request(stack)
+        assert body["tools"][-1] == {"type": "function", "function": {
+            "name": "final_result", "description": OUTPUT_TOOL_DESCRIPTION, "parameters": strict_or_none(schema) or schema,
+            "strict": strict}}
+        assert body["tool_choice"] == "required"  # other tools too: some call, the output tool's in the end
+
+
+def test_a_setting_given_again_in_extra_body_with_another_value_is_a_conflict() -> None:
+    from ipyagent.core import ModelSettings
+
+    stack = PromptStack(settings=ModelSettings(temperature=0.2))
+    stack.add_user_message("hi")
+    with pytest.raises(ProviderError, match=r"^temperature is set both by a setting \(0.2\) and by provider_options \(0.5\)"):
+        _chat(provider_options={"extra_body": {"temperature": 0.5}}).build_request(stack)
+
+
+def test_a_tool_message_is_only_its_results_and_documents_go_as_file_or_text_parts() -> None:
+    from ipyagent.core import ActionResultBlock, DocumentBlock, ToolAction
+
+    action = ToolAction(tag="c1", name="f", input={})
+    assert _chat()._messages(Message(role="tool", content=[ActionResultBlock(action=action, text="r")])) == \
+        [{"role": "tool", "tool_call_id": "c1", "content": "r"}]
+    pdf, text = DocumentBlock(data="JVBERi0="), DocumentBlock(mime_type="text/plain", text="notes", name="n.txt")
+    [wire] = _chat()._messages(Message(role="user", content=[TextBlock(text="read"), pdf, text]))
+    assert wire["content"] == [
+        {"type": "text", "text": "read"},
+        {"type": "file", "file": {"filename": "document.pdf", "file_data": "data:application/pdf;base64,JVBERi0="}},
+        {"type": "text", "text": "\n\n<document name='n.txt'>\nnotes\n</document>"}]
 
 
 def _whole(data: dict[str, Any]) -> list[Any]:
