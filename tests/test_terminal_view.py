@@ -193,3 +193,19 @@ def test_rich_is_not_imported_by_load_ext_or_a_plain_run() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "False", done.stderr[-2000:]
 
+
+
+def test_a_long_code_block_is_not_parsed_again_per_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Markdown is parsed when a block may have ended; inside an open fence nothing can, so the
+    work for a 2,000-line code block stays one scan of its lines, not 2,000 parses of it."""
+    from ipyagent.notebook import terminal
+
+    parses: list[int] = []
+    real = terminal.complete_prefix
+    monkeypatch.setattr(terminal, "complete_prefix", lambda text: parses.append(len(text)) or real(text))
+    monkeypatch.setenv("LINES", "5000")
+    out = Tty()
+    code = "Intro.\n\n```python\n" + "".join(f"x{n} = {n}\n" for n in range(2000)) + "```\n\nAfter.\n"
+    run(TextView("openai:m", stream=out), code, size=7)
+    assert len(parses) < 10, len(parses)
+    assert out.getvalue().count("x1999") == 2  # streamed once, then drawn once (highlighted)

@@ -16,6 +16,7 @@ rich is imported on the first colour output only.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from typing import Any, TextIO
 
@@ -23,6 +24,8 @@ from ..core import StreamRedactor, redact
 
 #: Styles of the footer figures that say how the run ended (else the footer is dim).
 FOOTER_STYLES = {"failed": "bold red", "interrupted": "bold yellow", "streaming…": "yellow"}
+#: A fenced code block's opening line (CommonMark: up to 3 spaces, 3 or more ` or ~).
+FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 #: ANSI "dim" and "reset" for reasoning while it streams.
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 
@@ -71,6 +74,8 @@ class TerminalOutput:
         self._pending = ""  # the answer's text not yet drawn by rich (colour only)
         self._column = 0  # where the cursor is on its row (0: at the start of a row)
         self._console: Any = None
+        self._fence: str | None = None  # the pending text opens with this fence, not yet closed
+        self._scanned = 0  # where to look for its closing line next
 
     # -- streamed pieces --------------------------------------------------------------
 
@@ -145,9 +150,30 @@ class TerminalOutput:
             self._column = len(tail) if "\n" in piece else self._column + len(piece)
 
     def _draw_complete(self) -> None:
+        if self._in_open_fence():
+            return  # nothing in it can end before the fence closes: no parse per line
         lines = complete_prefix(self._pending)
         if lines:
             self._draw(lines)
+
+    def _in_open_fence(self) -> bool:
+        """True while the pending text is a code fence still open (checked on new lines only,
+        so a long code block costs one pass, not one parse per line)."""
+        pending = self._pending
+        if self._fence is None:
+            m = FENCE.match(pending)
+            if not m or "\n" not in pending:
+                return False
+            self._fence, self._scanned = m.group(1), pending.index("\n") + 1
+        end = pending.rfind("\n")
+        fence = self._fence
+        for line in pending[self._scanned:end].split("\n"):
+            closing = line.strip()
+            if closing.startswith(fence[0] * len(fence)) and not closing.strip(fence[0]) and len(line) - len(line.lstrip(" ")) < 4:
+                self._fence = None
+                return False
+        self._scanned = max(self._scanned, end + 1)
+        return True
 
     def _draw(self, lines: int) -> None:
         """Erase the pending text, draw its first `lines` lines with rich, write the rest again."""
@@ -170,6 +196,7 @@ class TerminalOutput:
             self._write(rest)
         # else: scrolled away (or only blank lines), it stays as streamed
         self._pending = rest
+        self._fence, self._scanned = None, 0
         self.flush()
 
     def _write_rendered(self, renderable: Any) -> None:
