@@ -57,3 +57,50 @@ def test_history_is_drawn_as_transcripts_with_their_prompts(lab):
     assert second.locator(".ipyagent-error").inner_text() == "⚠ server: 502 Bad Gateway"
     assert "failed" in second.locator(".ipyagent-footer").inner_text()
     lab.screenshot(lab.cell(0), "history.png")
+
+
+SPAN_STYLE_JS = """([cell, text]) => {
+  const spans = [...cell.querySelectorAll('.cm-line span')].filter(s => s.textContent.includes(text));
+  const node = spans.length ? spans[spans.length - 1] : null;
+  if (!node) return null;
+  const style = getComputedStyle(node);
+  return {weight: style.fontWeight, italic: style.fontStyle === 'italic'};
+}"""
+
+
+def test_prompt_cells_are_highlighted_as_markdown(lab):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%%agent --tools get_weather\n# Weather {{ city }}\nSay it in *one* line."),
+                nbformat.v4.new_code_cell("# Weather here\nx = 1"),
+                nbformat.v4.new_code_cell("%%compare openai:a,openai:b\n# Which is better?")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python", "codemirror_mode": {"name": "ipython", "version": 3}}
+    nbformat.write(nb, lab.root / "highlight.ipynb")
+    lab.open("highlight.ipynb", wait_kernel=False)
+    editors = [lab.cell(i).locator(".cm-editor") for i in range(3)]
+    for editor in editors:
+        editor.locator(".cm-line").first.wait_for()
+    languages = [e.get_attribute("data-ipyagent-language") for e in editors]
+    assert languages == ["markdown", None, "markdown"]
+    agent, python = (lab.cell(i).element_handle() for i in (0, 1))
+    # "# Weather" is a Markdown heading in the prompt cell (bold, upright), a Python comment below (italic)
+    heading = lab.page.evaluate(SPAN_STYLE_JS, [agent, "Weather"])
+    comment = lab.page.evaluate(SPAN_STYLE_JS, [python, "Weather"])
+    assert heading is not None and heading["weight"] in ("700", "bold") and not heading["italic"], heading
+    assert comment is not None and comment["italic"], comment
+    assert lab.page.evaluate(SPAN_STYLE_JS, [agent, "one"])["italic"]  # *one*: Markdown emphasis
+    assert lab.cell(0).locator(".ipyagent-jinja").inner_text() == "{{ city }}"
+    assert lab.cell(0).locator(".cm-line.ipyagent-magic-line").inner_text().startswith("%%agent")
+    # typing the magic into a Python cell switches it; removing it switches back
+    lab.cell(1).locator(".cm-content").click()
+    lab.page.keyboard.press("Control+Home")
+    lab.page.keyboard.type("%%agent\n")
+    lab.page.wait_for_function("(el) => el.getAttribute('data-ipyagent-language') === 'markdown'", arg=editors[1].element_handle())
+    assert not lab.page.evaluate(SPAN_STYLE_JS, [python, "Weather"])["italic"]
+    lab.page.keyboard.press("Control+Home")
+    lab.page.keyboard.press("Shift+ArrowDown")  # the magic line, selected with its newline
+    lab.page.keyboard.press("Backspace")
+    lab.page.wait_for_function("(el) => !el.hasAttribute('data-ipyagent-language')", arg=editors[1].element_handle())
+    assert lab.page.evaluate(SPAN_STYLE_JS, [python, "Weather"])["italic"]
+    lab.screenshot(lab.page.locator(lab.panel + " .jp-Notebook"), "prompt-cell-highlighting.png")
+    assert not lab.errors
