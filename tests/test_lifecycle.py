@@ -3,6 +3,8 @@ server sees every connection close. Closing stays idempotent."""
 
 from __future__ import annotations
 
+import gc
+import logging
 import time
 
 import pytest
@@ -44,6 +46,21 @@ def test_a_body_still_open_after_the_stop_signal_is_closed_not_waited_for(monkey
         first = agent.run("one")
         assert first.ok and first.text and agent.run("two").ok
         assert server.connections == 2  # the first connection was given up, not kept waiting for its end
+
+
+def test_a_paced_stream_read_to_its_stop_signal_closes_without_an_error(caplog) -> None:
+    """The reader the parser leaves at ``[DONE]`` is closed by the loop's finalizer in a task of its
+    own, while the drain still awaits the body: that close must not fail ("aclose(): asynchronous
+    generator is already running" was logged, and printed into the cell as a traceback)."""
+    from .stub_server import openai_text_reply
+
+    with StubServer(openai_text_reply("word " * 40, piece=6, delay=0.02)) as server:
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            result = ipyagent.Agent("openai:m", base_url=server.url).run("one")
+            gc.collect()
+            ipyagent.Agent("openai:m", base_url=server.url).run("two")  # the loop runs the finalizer's task
+    assert result.ok and result.text == "word " * 40
+    assert not [r for r in caplog.records if "already running" in r.getMessage() + str(r.exc_info)]
 
 
 def test_the_exit_hook_closes_every_open_driver_once(ip) -> None:
