@@ -19,6 +19,7 @@ SCRIPTS = {
     "summarize_context": "Summaries for a model",
     "evaluate_matrix": "Evaluate",
     "compare_view_bytes": "Compare view",
+    "terminal_render": "Terminal render",
 }
 
 
@@ -54,6 +55,10 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
         assert data["results"]["import ipyagent"]["median_s"] > 0
     elif name == "summarize_context":  # quick mode measures nothing; the summary fits its budget and names every column
         assert data["summary"]["frame_tokens"] <= data["summary"]["budget"]
+    elif name == "terminal_render":  # both views measured at two lengths; the growth figure is their ratio
+        results = data["results"]
+        assert set(results) == {"1000", "2000"} and all(r["plain_s_per_1000_deltas"] > 0 and r["ratio"] > 0 for r in results.values())
+        assert data["growth"] == results["2000"]["colour_s_per_1000_deltas"] / results["1000"]["colour_s_per_1000_deltas"]
     elif name == "evaluate_matrix":
         results = data["results"]
         assert results["cached_requests"] == 0 and results["cached_s"] < results["first_s"]
