@@ -61,7 +61,7 @@ def test_html_is_a_table_with_the_schema_collapsed_and_unwrapped() -> None:
     schema_text = body.split("<pre><code>", 1)[1].split("</code></pre>", 1)[0]
     assert json.loads(schema_text.replace("&quot;", '"').replace("&#x27;", "'").replace("&amp;", "&")) == SCHEMA
     assert "\n" in schema_text
-    assert "pre{white-space:pre;overflow-x:auto;word-break:normal" in page
+    assert "details.ipyagent-schema pre{white-space:pre;overflow-x:auto;word-break:normal" in page
     assert "cannot be used as a tool: not a function or BaseTool" in doc.text
 
 

@@ -1,7 +1,9 @@
 """JupyterLab in headless Chromium: ``%agent history`` drawn by the transcript renderer (each turn
-with its prompt), and ``%%agent`` / ``%%compare`` cell bodies highlighted as Markdown."""
+with its prompt), ``%%agent`` / ``%%compare`` cell bodies highlighted as Markdown, the ``%tools`` table."""
 
 from __future__ import annotations
+
+import json
 
 import nbformat
 import pytest
@@ -104,3 +106,32 @@ def test_prompt_cells_are_highlighted_as_markdown(lab):
     assert lab.page.evaluate(SPAN_STYLE_JS, [python, "Weather"])["italic"]
     lab.screenshot(lab.page.locator(lab.panel + " .jp-Notebook"), "prompt-cell-highlighting.png")
     assert not lab.errors
+
+
+def test_tools_listing_is_a_table_with_the_schema_folded(lab):
+    tool = ("from typing import Literal\nfrom ipyagent.tools import activity\n\n@activity\n"
+            "def get_weather(city: str, mode: Literal[" + ", ".join(repr(f"choice_number_{n}_with_a_long_name") for n in range(12)) + "] = 'choice_number_0_with_a_long_name') -> str:\n"
+            "    \"\"\"Weather now, for a city anywhere on Earth.\n\n    Args:\n        city: the city's name\n    \"\"\"\n    return 'sunny'")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext ipyagent\n" + tool), nbformat.v4.new_code_cell("%tools")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lab.root / "tools_listing.ipynb")
+    lab.open("tools_listing.ipynb")
+    lab.command("notebook:run-all-cells")
+    table = lab.cell(1).locator(".ipyagent-tools table")
+    table.wait_for()
+    assert [t.strip() for t in table.locator("th").all_inner_texts()] == ["tool", "description", "parameters"]
+    cells = table.locator("tbody td").all_inner_texts()
+    assert cells[0].strip() == "get_weather" and cells[1].strip() == "Weather now, for a city anywhere on Earth."
+    params = " ".join(cells[2].split())
+    assert "city string required — the city's name" in params and '"choice_number_11_with_a_long_name"' in params
+    assert "mode" in params and "mode string required" not in params
+    schema_box = table.locator("details.ipyagent-schema")
+    pre = schema_box.locator("pre")
+    assert not pre.is_visible()  # folded until asked for
+    schema_box.locator("summary").click()
+    assert pre.is_visible()
+    assert pre.evaluate("p => getComputedStyle(p).whiteSpace") == "pre"  # scrolls, never wraps mid-word
+    schema = json.loads(pre.inner_text())
+    assert schema["required"] == ["city"] and len(schema["properties"]["mode"]["enum"]) == 12
+    lab.screenshot(lab.cell(1), "tools-listing.png")

@@ -19,13 +19,14 @@ from typing import Any
 from ..core import redact
 from .render import escape, sanitize
 
+#: Selectors outrank JupyterLab's ``.jp-ThemedContainer .jp-RenderedHTMLCommon pre / td`` (pre-wrap,
+#: right-aligned cells). nh3 keeps classes on div, span and details only.
 STYLE = """<style>
-.ipyagent-tools table{border-collapse:collapse;margin:2px 0 10px}
-.ipyagent-tools td,.ipyagent-tools th{border:1px solid var(--jp-border-color2,#ddd);padding:3px 6px;text-align:left;vertical-align:top}
-.ipyagent-tools td{white-space:pre-line;overflow-wrap:normal;word-break:normal}
-.ipyagent-tools td.ipyagent-params{white-space:normal}
+.ipyagent-tools div.ipyagent-tool-table table{border-collapse:collapse;margin:2px 0 10px}
+.ipyagent-tools div.ipyagent-tool-table td,.ipyagent-tools div.ipyagent-tool-table th{border:1px solid var(--jp-border-color2,#ddd);padding:3px 6px;text-align:left;vertical-align:top}
+.ipyagent-tools div.ipyagent-tool-table td{white-space:pre-line;overflow-wrap:normal;word-break:normal}
 .ipyagent-tools ul{margin:0;padding-left:1.1em}
-.ipyagent-tools pre{white-space:pre;overflow-x:auto;word-break:normal;overflow-wrap:normal;max-height:24em;margin:2px 0}
+.ipyagent-tools details.ipyagent-schema pre{white-space:pre;overflow-x:auto;word-break:normal;overflow-wrap:normal;max-height:24em;margin:2px 0}
 .ipyagent-tools .ipyagent-type{color:var(--jp-mirror-editor-variable-2-color,#05a)}
 .ipyagent-tools .ipyagent-required{color:var(--jp-warn-color1,#a60);font-size:var(--jp-ui-font-size0,11px)}
 .ipyagent-tools .ipyagent-meta{color:var(--jp-ui-font-color2,#777)}
@@ -112,9 +113,9 @@ def _source_html(source: ToolSource) -> str:
         schema = (f'<details class="ipyagent-schema"><summary>JSON Schema</summary>'
                   f"<pre><code>{escape(_schema_text(d.parameters))}</code></pre></details>")
         rows.append(f"<tr><td><code>{escape(d.name)}</code></td><td>{escape(d.description)}</td>"
-                    f'<td class="ipyagent-params">{_params_html(parameters(d.parameters))}{schema}</td></tr>')
+                    f'<td>{_params_html(parameters(d.parameters))}{schema}</td></tr>')
     table = "<table><thead><tr><th>tool</th><th>description</th><th>parameters</th></tr></thead>"
-    return head + table + f"<tbody>{''.join(rows)}</tbody></table>"
+    return head + f'<div class="ipyagent-tool-table">{table}<tbody>{"".join(rows)}</tbody></table></div>'
 
 
 def to_html(sources: list[ToolSource]) -> str:
