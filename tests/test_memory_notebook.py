@@ -115,6 +115,7 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     assert saved["data"]["text/html"] == transcript_output["data"]["text/html"]
     header = next(o["data"]["text/html"] for o in replay.outputs if "text/html" in o.get("data", {}))
     assert "replay of run" in header and "research" in header
+    assert replay.outputs[0]["data"]["text/plain"].startswith("replay of run")  # not an object's repr
 
     # the run store beside the notebook (here: the test's store) has both runs
     store = RunStore(os.environ["IPYAGENT_RUN_STORE"])

@@ -440,9 +440,9 @@ class SessionMagics(Magics):
             print(f"[{header}]")
             self._replay_text(run, replay_events(nodes))
             return
-        from IPython.display import HTML, display
+        from IPython.display import display
 
-        display(HTML(f'<div class="ipyagent-footer">{escape(header)}</div>'))
+        display({"text/plain": redact(header), "text/html": f'<div class="ipyagent-footer">{escape(redact(header))}</div>'}, raw=True)
         # The transcript the cell showed, figures and all; rebuilt from the nodes for a run
         # stored without one. Saved as a live run's is: a static transcript, not a widget.
         doc = stored_transcript(nodes)

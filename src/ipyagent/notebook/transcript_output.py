@@ -46,28 +46,23 @@ from .render import one_line
 from .transcript_render import PLAIN_CHARS, comparison_to_html, comparison_to_text, to_html, to_text
 
 def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any],
-            view_model_id: str | None, plain_limit: int | None = PLAIN_CHARS) -> tuple[dict[str, Any], dict[str, Any]]:
+            plain_limit: int | None = PLAIN_CHARS) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a saved record: its JSON (secrets redacted) under `mime_type`, the
     HTML and the plain-text fallbacks (that cut after `plain_limit` characters; None: whole),
-    and ``{"ipyagent": {"record": key, "view_model_id": ...}}`` (one copy of the record per
-    output: it is in `data` only)."""
+    and ``{"ipyagent": {"record": key}}`` (one copy of the record per output: it is in `data`
+    only; nothing names the live widget, which is closed when the run ends)."""
     doc = redact_data(record.to_json())
     clean = type(record).model_validate(doc)
     html, text = renderers
     data = {mime_type: doc, "text/html": redact(one_line(html(clean))), "text/plain": redact(text(clean, limit=plain_limit))}
-    metadata: dict[str, Any] = {"record": key}
-    if view_model_id:
-        metadata["view_model_id"] = view_model_id
-    return data, {"ipyagent": metadata}
+    return data, {"ipyagent": {"record": key}}
 
 
-def bundle(transcript: Transcript, *, view_model_id: str | None = None,
-           plain_limit: int | None = PLAIN_CHARS) -> tuple[dict[str, Any], dict[str, Any]]:
+def bundle(transcript: Transcript, *, plain_limit: int | None = PLAIN_CHARS) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a transcript's display: the transcript JSON and its
     HTML / plain-text fallbacks (the plain text cut after `plain_limit` characters; None: the
-    whole run, for what a terminal shows in full); metadata ``{"ipyagent": {"record": "transcript"}}``,
-    plus ``view_model_id``, the widget model that showed the run live, when given."""
-    return _bundle(transcript, MIME_TYPE, "transcript", (to_html, to_text), view_model_id, plain_limit)
+    whole run, for what a terminal shows in full); metadata ``{"ipyagent": {"record": "transcript"}}``."""
+    return _bundle(transcript, MIME_TYPE, "transcript", (to_html, to_text), plain_limit)
 
 
 class LiveTranscript:
@@ -120,7 +115,7 @@ class LiveTranscript:
             draw_artifacts(self.transcript, self.events)
         from IPython.display import update_display
 
-        data, metadata = bundle(self.transcript, view_model_id=getattr(getattr(self.view, "widget", None), "model_id", None))
+        data, metadata = bundle(self.transcript)
         if hasattr(self.view, "end"):  # a page reopened mid-run has no display id: the widget draws the end itself
             self.view.end(data[MIME_TYPE])
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
@@ -139,11 +134,10 @@ def draw_artifacts(transcript: Transcript, events: list[Any]) -> None:
         summary.html = stored_event_html(event)
 
 
-def comparison_bundle(record: ComparisonRecord, *, view_model_id: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def comparison_bundle(record: ComparisonRecord) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a ``%%compare`` output: the comparison JSON and its fallbacks;
-    metadata ``{"ipyagent": {"record": "comparison"}}`` (plus ``view_model_id``, as `bundle`)."""
-    return _bundle(record, COMPARISON_MIME_TYPE, "comparison",
-                   (comparison_to_html, comparison_to_text), view_model_id)
+    metadata ``{"ipyagent": {"record": "comparison"}}``."""
+    return _bundle(record, COMPARISON_MIME_TYPE, "comparison", (comparison_to_html, comparison_to_text))
 
 
 def show_live(view: Any) -> str:
@@ -164,7 +158,7 @@ def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = 
 
     table = table_data(list(comparison.providers), list(comparison.figures), int(getattr(comparison, "runs", 1) or 1))
     record = comparison_record(comparison, prompt=prompt, table=table, titles=titles)
-    data, metadata = comparison_bundle(record, view_model_id=getattr(getattr(view, "widget", None), "model_id", None))
+    data, metadata = comparison_bundle(record)
     if hasattr(view, "end"):  # a page reopened mid-run has no display id: the widget draws the record itself
         view.end(data[COMPARISON_MIME_TYPE])
     update_display(data, raw=True, metadata=metadata, display_id=display_id)
