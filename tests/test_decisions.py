@@ -120,7 +120,7 @@ def test_openrouters_upstream_message_is_cut_to_300_characters() -> None:
 def test_usage_keeps_the_provider_s_total_and_absent_counts_are_zero() -> None:
     assert usage_from_openai({"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 20}).total_tokens == 20
     empty = usage_from_openai({})
-    assert (empty.input_tokens, empty.output_tokens, empty.total_tokens) == (0, 0, 0)
+    assert (empty.input_tokens, empty.output_tokens, empty.total_tokens, empty.cache_read_tokens) == (0, 0, 0, 0)
 
 
 def _calls_from(*tool_calls: dict[str, Any]) -> list[tuple[str | None, str | None, Any]]:
@@ -329,6 +329,8 @@ def test_a_tool_message_is_only_its_results_and_documents_go_as_file_or_text_par
     action = ToolAction(tag="c1", name="f", input={})
     assert _chat()._messages(Message(role="tool", content=[ActionResultBlock(action=action, text="r")])) == \
         [{"role": "tool", "tool_call_id": "c1", "content": "r"}]
+    assert _chat()._messages(Message(role="user", content=[TextBlock(text="a"), TextBlock(text="b")])) == \
+        [{"role": "user", "content": "ab"}]  # text blocks only: one string
     pdf, text = DocumentBlock(data="JVBERi0="), DocumentBlock(mime_type="text/plain", text="notes", name="n.txt")
     [wire] = _chat()._messages(Message(role="user", content=[TextBlock(text="read"), pdf, text]))
     assert wire["content"] == [
