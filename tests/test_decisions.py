@@ -42,6 +42,11 @@ def test_a_dropped_call_keeps_its_last_id_and_name() -> None:
     assert dropped == [{"id": "call_b", "name": "second", "raw_arguments": '{"x": 1,'}]
     with pytest.raises(ValueError):
         agg.message(strict=True)
+    anonymous = Aggregator()  # a fragment cut before any id or name arrived
+    anonymous.add(ToolCallDelta(0, None, None, '{"x": '))
+    dropped = []
+    assert anonymous.message(strict=False, dropped=dropped).content == []
+    assert dropped == [{"id": None, "name": None, "raw_arguments": '{"x": '}]
 
 
 def test_merge_meta_copies_falsy_values_but_not_none() -> None:
