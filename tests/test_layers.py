@@ -1,10 +1,12 @@
-"""The layer rules of DESIGN.md, checked on the source: every import points down, and a layer is used
-by the others only through its package ``__init__`` (its public names, never a module or a private name)."""
+"""The layer rules of DESIGN.md, checked on the source: every import points down, a layer is used by the
+others only through its package ``__init__`` (its public names, never a module or a private name), and
+IPython, widgets and HTTP stay in the layers that own them (core imports pydantic only)."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -116,3 +118,62 @@ def test_an_unknown_name_of_a_layer_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="'ipyagent.drivers' has no attribute 'no_such_name'"):
         ipyagent.drivers.no_such_name  # noqa: B018
     assert ipyagent.drivers.RateGate is importlib.import_module("ipyagent.drivers.rate_gate").RateGate  # loaded on first use
+
+
+#: Third-party packages only some layers may import (DESIGN.md): IPython and widgets in the notebook layer
+#: alone; HTTP in the drivers (and tools/mcp.py, which hands the MCP SDK its HTTP client); core takes pydantic only.
+ONLY_IN = {"IPython": {"notebook"}, "ipywidgets": {"notebook"}, "anywidget": {"notebook"}, "ipykernel": {"notebook"},
+           "traitlets": {"notebook"}, "httpx2": {"drivers", "tools.mcp"}, "httpx": {"drivers", "tools.mcp"}}
+CORE_MAY_IMPORT = {"pydantic", "pydantic_core", "typing_extensions"}
+
+
+def third_party_violations(source: str, module: str) -> list[str]:
+    """Each import in `source` (the text of `module`) of a third-party package its layer may not import."""
+    mine = _layer(module)
+    if mine is None:
+        return []
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top in sys.stdlib_module_names or top == "ipyagent":
+                continue
+            allowed = ONLY_IN.get(top)
+            if allowed is not None and mine not in allowed and module.removeprefix("ipyagent.") not in allowed:
+                found.append(f"{module}:{node.lineno} imports {name}: only {', '.join(sorted(allowed))} may")
+            elif mine == "core" and top not in CORE_MAY_IMPORT:
+                found.append(f"{module}:{node.lineno} imports {name}: core imports pydantic only")
+    return found
+
+
+def test_third_party_packages_stay_in_their_layer() -> None:
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        found += third_party_violations(path.read_text(encoding="utf-8"), _module_name(path))
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(("source", "module"), [
+    ("def f():\n    from IPython.display import display", "ipyagent.agent.loop"),
+    ("import ipywidgets", "ipyagent.memory.recorder"),
+    ("import httpx2", "ipyagent.agent.agent"),
+    ("import httpx2", "ipyagent.tools.toolbox"),
+    ("import jinja2", "ipyagent.core.prompt_stack"),
+])
+def test_the_check_finds_a_package_out_of_its_layer(source: str, module: str) -> None:
+    assert third_party_violations(source, module)
+
+
+@pytest.mark.parametrize(("source", "module"), [
+    ("import httpx2", "ipyagent.drivers.base"), ("import httpx2", "ipyagent.tools.mcp"),
+    ("from IPython.display import display", "ipyagent.notebook.view"), ("from pydantic import BaseModel", "ipyagent.core.content"),
+    ("import json", "ipyagent.core.content"),
+])
+def test_the_check_allows_a_package_in_its_layer(source: str, module: str) -> None:
+    assert third_party_violations(source, module) == []
