@@ -400,3 +400,53 @@ def test_a_function_tool_keeps_its_name_and_a_method_gets_tool_and_activity(agen
     [done] = [e for e in events if isinstance(e, ToolCallCompleted)]
     assert (done.action.name, done.action.path, done.action.native_name) == ("Weather", "now", "Weather_now")
     assert done.result == TextArtifact(value="61 F")
+
+
+# -- approval of tool calls (the loop's refusal hook) -------------------------------------------------
+
+
+class AsyncApprover:
+    """An object whose __call__ is a coroutine: awaited on the loop like an async function."""
+
+    def __init__(self, verdict: bool) -> None:
+        self.verdict, self.asked = verdict, []
+
+    async def __call__(self, action: Any) -> bool:
+        self.asked.append(action.input)
+        return self.verdict
+
+
+def _approval_run(agents: list[ipyagent.Agent], approve: Any, needs_approval: bool = True) -> tuple[list[str], str]:
+    """(the cities the tool ran for, the tool result the model got back) of one run."""
+    from ipyagent.tools import FunctionTool
+
+    ran: list[str] = []
+
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        ran.append(city)
+        return "61 F"
+
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
+        agent = make_agent(agents, server, [FunctionTool(get_weather, requires_approval=needs_approval)], approve=approve)
+        assert run_agent(agent, "Weather?").ok
+    return ran, server.requests[1]["body"]["messages"][-1]["content"]
+
+
+@pytest.mark.parametrize("verdict", [True, False])
+def test_every_kind_of_approver_decides_whether_the_call_runs(agents: list[ipyagent.Agent], verdict: bool) -> None:
+    async def async_approve(action: Any) -> bool:
+        return verdict
+
+    async def later() -> bool:
+        return verdict
+
+    expected = (["San Francisco"], "61 F") if verdict else ([], "denied by the user; the tool was not run")
+    for approve in (lambda action: verdict, async_approve, AsyncApprover(verdict), lambda action: later()):
+        assert _approval_run(agents, approve) == expected, approve
+
+
+def test_no_approver_means_not_run_and_a_call_without_approval_is_never_asked(agents: list[ipyagent.Agent]) -> None:
+    assert _approval_run(agents, None) == ([], "this tool needs approval and no one can approve it here; it was not run")
+    asked = AsyncApprover(False)
+    assert _approval_run(agents, asked, needs_approval=False) == (["San Francisco"], "61 F") and asked.asked == []
