@@ -27,6 +27,16 @@ class FrontEnd:
     def hello(self) -> None:
         self.view._hello()  # what the kernel does on the loop when the front end says hello
 
+    def click(self, sid: int, verdict: bool) -> None:
+        """Approve (True) or Deny (False) in card `sid`, as live.ts sends it (on the kernel's thread)."""
+        ask = self.segments[sid]["ask"]
+        self.view._on_msg(self.view.live, {"type": "approve", "request": ask["request"], "verdict": verdict}, [])
+
+    @property
+    def asks(self) -> dict[int, dict[str, Any]]:
+        """The cards waiting for Approve / Deny: sid -> {request, name, arguments}."""
+        return {sid: s["ask"] for sid, s in self.segments.items() if s.get("ask")}
+
     def receive(self, content: dict[str, Any], buffers: Any = None) -> None:
         content = json.loads(json.dumps(content))  # what goes over the wire
         self.messages.append(content)
@@ -52,6 +62,8 @@ class FrontEnd:
             self.segments[op[1]]["text"] += op[2]
         elif name == "tool":
             self.segments[op[1]]["call"].update(op[2])
+        elif name == "ask":
+            self.segments[op[1]]["ask"] = op[2]
         elif name == "artifact":
             self.segments[op[1]]["artifact"] = op[2]
         elif name == "notice":

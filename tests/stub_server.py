@@ -178,8 +178,8 @@ class StubServer:
         self._httpd.server_close()
 
 
-def openai_text_reply(text: str, *, piece: int = 8, **kw: Any) -> Reply:
-    """An OpenAI Chat text stream saying `text`, in the shape of the recorded
+def _openai_chunk_maker() -> Any:
+    """A maker of OpenAI Chat SSE chunks in the shape of the recorded
     ``openai-chat/stream-text-include-usage.sse`` (its first chunk is the template)."""
     recorded = (FIXTURES / "openai-chat" / "stream-text-include-usage.sse").read_text()
     first = json.loads(next(line[6:] for line in recorded.splitlines() if line.startswith("data: {")))
@@ -189,6 +189,25 @@ def openai_text_reply(text: str, *, piece: int = 8, **kw: Any) -> Reply:
         choices = [] if usage else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
         return b"data: " + json.dumps({**base, "choices": choices, "usage": usage}).encode() + b"\n\n"
 
+    return chunk
+
+
+def openai_tool_call_reply(name: str, arguments: dict[str, Any], *, call_id: str = "call_1", piece: int = 40, **kw: Any) -> Reply:
+    """An OpenAI Chat stream calling tool `name` with `arguments` (their JSON in `piece`-character
+    fragments), ending with ``finish_reason: tool_calls``."""
+    chunk = _openai_chunk_maker()
+    text = json.dumps(arguments)
+    call = {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+    pieces = [chunk({"role": "assistant", "content": None, "tool_calls": [call]})]
+    pieces += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": text[i:i + piece]}}]}) for i in range(0, len(text), piece)]
+    pieces += [chunk({}, "tool_calls"), chunk({}, usage={"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30})]
+    return Reply(pieces=pieces + [b"data: [DONE]\n\n"], **kw)
+
+
+def openai_text_reply(text: str, *, piece: int = 8, **kw: Any) -> Reply:
+    """An OpenAI Chat text stream saying `text`, in the shape of the recorded
+    ``openai-chat/stream-text-include-usage.sse`` (its first chunk is the template)."""
+    chunk = _openai_chunk_maker()
     pieces = [chunk({"role": "assistant", "content": ""})]
     pieces += [chunk({"content": text[i:i + piece]}) for i in range(0, len(text), piece)]
     pieces += [chunk({}, "stop"), chunk({}, usage={"prompt_tokens": 10, "completion_tokens": len(pieces), "total_tokens": 10 + len(pieces)})]

@@ -487,6 +487,59 @@ def test_gave_up_names_the_attempts_only_after_retrying(no_sleep: list[float]) -
     assert "gave up" not in once[-1].error.message
 
 
+def test_each_retry_is_announced_before_its_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `RetryScheduled` comes out of the stream before the wait it announces, with the
+    failed try's status, the wait and the attempt that follows."""
+    import ipyagent.drivers.base
+
+    log: list[Any] = []
+
+    async def fake_sleep(seconds: float) -> None:
+        log.append(("sleep", seconds))
+
+    monkeypatch.setattr(ipyagent.drivers.base, "retry_sleep", fake_sleep)
+    driver = _chat(transport=Scripted(_error(429, {"retry-after": "2"}), _error(503), OK), max_attempts=3)
+    stack = PromptStack()
+    stack.add_user_message("hi")
+
+    async def main() -> None:
+        try:
+            async for event in driver.stream(stack):
+                log.append(event)
+        finally:
+            await driver.close()
+
+    asyncio.run(main())
+    kinds = [e[0] if isinstance(e, tuple) else e.type for e in log]
+    assert kinds == ["model_started", "retry_scheduled", "sleep", "retry_scheduled", "sleep", "text_delta", "model_completed"]
+    first, second = log[1], log[3]
+    assert first.text == "429 rate limit, retrying in 2 s, attempt 2 of 3" and log[2] == ("sleep", 2.0)
+    assert (second.attempt, second.max_attempts, second.error.status) == (3, 3, 503)
+    assert 1.0 <= second.wait_s <= 1.5 and log[4] == ("sleep", second.wait_s)  # 0.5 s doubled, plus jitter
+    assert second.text == f"503 server error, retrying in {round(second.wait_s, 1):g} s, attempt 3 of 3"
+    assert log[-1].metadata["retry_waits"] == [2.0, second.wait_s]
+
+
+def test_no_retry_no_notice(no_sleep: list[float]) -> None:
+    events = _events(_chat(transport=Scripted(_error(400), OK), max_attempts=3))
+    assert [e.type for e in events] == ["model_started", "model_failed"]
+    gave_up = _events(_chat(transport=Scripted(_error(503)), max_attempts=2))
+    assert [e.type for e in gave_up] == ["model_started", "retry_scheduled", "model_failed"]
+
+
+@pytest.mark.parametrize("error, wait, text", [
+    (ProviderError("rate_limit", "slow down", status=429), 2.0, "429 rate limit, retrying in 2 s, attempt 2 of 3"),
+    (ProviderError("overloaded", "busy", status=529), 1.26, "529 overloaded, retrying in 1.3 s, attempt 2 of 3"),
+    (ProviderError("server", "oops", status=500), 0.5, "500 server error, retrying in 0.5 s, attempt 2 of 3"),
+    (ProviderError("connection", "refused"), 0.74, "connection error, retrying in 0.7 s, attempt 2 of 3"),
+    (ProviderError("timeout", "read timed out"), 8.0, "timed out, retrying in 8 s, attempt 2 of 3"),
+])
+def test_retry_notice_text(error: ProviderError, wait: float, text: str) -> None:
+    from ipyagent.core import RetryScheduled
+
+    assert RetryScheduled(2, 3, wait, error).text == text
+
+
 def test_backoff_grows_exponentially_within_max_retry_wait() -> None:
     driver = _chat(max_retry_wait=5.0)
 

@@ -73,27 +73,56 @@ def get_weather(city: str, state: str = "") -> str:
 '''
 
 
+def _comm_messages(kc):
+    """The kernel's comm_open / comm_msg messages as they come, as (type, content, data). It waits
+    on the kernel's messages as long as they take (pytest's per-test timeout is the guard), never
+    on the clock; a cell that ends first fails the test."""
+    while True:
+        msg = kc.get_iopub_msg()
+        if msg["msg_type"] in ("comm_open", "comm_msg"):
+            yield msg["msg_type"], msg["content"], msg["content"].get("data", {})
+        assert not (msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
+                    and msg["parent_header"].get("msg_type") == "execute_request"), "the cell ended before it asked"
+
+
+def _send_custom(kc, comm_id: str, content: dict) -> None:
+    """A custom widget message to comm `comm_id`, as a front end sends it."""
+    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": content}}))
+
+
 def _click_when_shown(kc, label: str) -> str:
     """Wait until the approval row holding button `label` is shown, click the button through
-    a comm message (as the front end does), and return its comm id. It waits on the kernel's
-    messages as long as they take (pytest's per-test timeout is the guard), never on the clock.
+    a comm message (as the front end does), and return its comm id.
 
     The row is shown (its ``ipyagent-approval`` class set) after the click handlers are
     attached, as a person would see it; clicking on the button's creation could race them.
     """
     comm_id = None
-    while True:
-        msg = kc.get_iopub_msg()
-        data = msg["content"].get("data", {}) if msg["msg_type"] in ("comm_open", "comm_msg") else {}
+    for kind, content, data in _comm_messages(kc):
         state = data.get("state", {})
-        if msg["msg_type"] == "comm_open" and state.get("_model_name") == "ButtonModel" and state.get("description") == label:
-            comm_id = msg["content"]["comm_id"]
+        if kind == "comm_open" and state.get("_model_name") == "ButtonModel" and state.get("description") == label:
+            comm_id = content["comm_id"]
         elif comm_id and "ipyagent-approval" in state.get("_dom_classes", []):
-            click = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}})
-            kc.shell_channel.send(click)
+            _send_custom(kc, comm_id, {"event": "click"})
             return comm_id
-        assert not (msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
-                    and msg["parent_header"].get("msg_type") == "execute_request"), f"the cell ended with no {label} button"
+    raise AssertionError("unreachable")
+
+
+def _answer_in_live_view(kc, verdict: bool) -> dict:
+    """Say hello to the live view's widget as its front end does (live.ts), wait for the
+    question in a tool call's card, answer it with `verdict`, and return the question."""
+    comm_id = None
+    for kind, content, data in _comm_messages(kc):
+        if kind == "comm_open" and "ipyagent-view" in data.get("state", {}).get("_dom_classes", []):
+            comm_id = content["comm_id"]
+            _send_custom(kc, comm_id, {"type": "hello"})
+        elif comm_id and content.get("comm_id") == comm_id and data.get("method") == "custom":
+            sent = data["content"]
+            for op in sent.get("ops") or sent.get("doc", {}).get("ops") or []:
+                if op[0] == "ask" and op[2]:
+                    _send_custom(kc, comm_id, {"type": "approve", "request": op[2]["request"], "verdict": verdict})
+                    return op[2]
+    raise AssertionError("unreachable")
 
 
 @pytest.mark.parametrize("label, runs", [("Approve", True), ("Deny", False)])
@@ -115,9 +144,19 @@ def test_approval_buttons_work_while_the_cell_runs(monkeypatch, label, runs, sty
                         f"agent = Agent('openai:gpt-4.1-mini', base_url='{server.url}/v1', tools=[get_weather], approve=ApprovalButtons())\n"
                         "res = await agent.arun('Weather in San Francisco?')")
             msg_id = kc.execute(code)
-            _click_when_shown(kc, label)
-            reply, _ = wait_reply(kc, msg_id)
+            if style == "magic":  # Approve / Deny are in the live view's card
+                asked = _answer_in_live_view(kc, runs)
+                assert asked["name"] == "get_weather" and asked["arguments"] == {"city": "San Francisco", "state": "CA"}
+            else:
+                _click_when_shown(kc, label)
+            reply, cell_iopub = wait_reply(kc, msg_id)
             assert reply["content"]["status"] == "ok", reply["content"]
+            if style == "magic":  # the saved output says what the user decided
+                (saved,) = [m["content"]["data"] for m in cell_iopub if m["msg_type"] == "update_display_data"]
+                (call,) = [p for m in saved["application/vnd.ipyagent.transcript+json"]["messages"]
+                           for p in m["parts"] if p["type"] == "tool_call"]
+                assert call["approval"] == ("approved" if runs else "denied")
+                assert ("· approved by you · done in" if runs else "· denied]") in saved["text/plain"]
             reply, iopub = wait_reply(kc, kc.execute("print(ran, res.ok, res.tool_calls[0].output.to_text())"))
             out = "".join(m["content"].get("text", "") for m in iopub if m["msg_type"] == "stream")
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import re
+from typing import Any
 
 import pytest
 
@@ -211,7 +212,8 @@ def test_end_sends_the_transcript_once_then_close_leaves_no_widget() -> None:
         return view, front
 
     view, front = asyncio.run(main())
-    ids = {w.model_id for w in (view.live, view.widget, view.approvals, view.widget.layout, view.approvals.layout)}
+    assert view.widget is view.live  # Approve / Deny are in its cards: no box around it
+    ids = {w.model_id for w in (view.live, view.live.layout)}
     view.end({"format": "ipyagent.transcript", "status": "completed"})
     view.close()
     assert front.final == {"format": "ipyagent.transcript", "status": "completed"}
@@ -290,3 +292,112 @@ def test_every_frame_passes_the_redactor_even_a_secret_split_across_deltas(monke
     assert secret not in wire and secret[9:20] not in wire
     assert front.text == "the key is [redacted] and more words"
     assert front.error == "echoed [redacted]"
+
+
+# -- before the first token: retry notices -------------------------------------------------------
+
+
+def _retry(attempt: int = 2, wait: float = 2.0) -> Any:
+    from ipyagent.core import RetryScheduled
+
+    return RetryScheduled(attempt, 3, wait, ProviderError("rate_limit", "slow down", status=429))
+
+
+def test_the_live_footer_shows_a_retry_notice_until_the_first_token() -> None:
+    async def main() -> tuple[dict[str, Any], dict[str, Any]]:
+        view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        front.hello()
+        view.feed(ModelStarted(provider="openai", model="m"))
+        view.feed(_retry())
+        while front.status.get("figures", [])[-1:] != ["429 rate limit, retrying in 2 s, attempt 2 of 3"]:
+            await asyncio.sleep(0.005)
+        retrying = dict(front.status)
+        view.feed(TextDelta(0, "hello "))
+        while front.text != "hello ":
+            await asyncio.sleep(0.005)
+        return retrying, dict(front.status)
+
+    retrying, streaming = asyncio.run(main())
+    assert retrying["ticking"] == "waiting"  # "… · waiting for the first token · 3.1 s", ticking in the browser
+    assert retrying["figures"] == ["openai:m", "429 rate limit, retrying in 2 s, attempt 2 of 3"]
+    assert streaming["figures"][-1].startswith("first token") and streaming["ticking"] == "streaming"
+
+
+def test_no_frame_carries_empty_text() -> None:
+    async def main() -> FrontEnd:
+        view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        front.hello()
+        view.feed(ModelStarted(provider="openai", model="m"))
+        for piece in ("one ", "two ", "three"):
+            view.feed(TextDelta(0, piece))
+            await asyncio.sleep(0.04)
+        view.feed(completed("one two three"))
+        return front
+
+    front = asyncio.run(main())
+    texts = [op for m in front.frames for op in m["ops"] if op[0] == "text"]
+    assert texts and all(op[2] for op in texts), texts
+    assert front.text == "one two three"
+
+
+class _Terminal(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_a_tty_shows_the_wait_and_the_retry_notice_then_erases_them() -> None:
+    out = _Terminal(tty=True)
+    view = TextView("openai:m", stream=out)
+    view.feed(ModelStarted(provider="openai", model="m"))
+    assert re.fullmatch(r"\r\x1b\[2Kwaiting for the first token · 0\.\d s", out.getvalue()), repr(out.getvalue())
+    view.feed(_retry())
+    last = out.getvalue().rsplit("\r\x1b[2K", 1)[1]
+    assert re.fullmatch(r"429 rate limit, retrying in 2 s, attempt 2 of 3 · waiting for the first token · 0\.\d s", last), last
+    view._wait.show()  # what its timer does every TICK seconds
+    view.feed(TextDelta(0, "Hello "))
+    assert out.getvalue().endswith("\r\x1b[2KHello ")  # erased before the answer
+    view.feed(completed("Hello world"))
+    assert "retrying" not in out.getvalue().rsplit("\r\x1b[2K", 1)[1]
+
+
+def test_a_pipe_gets_no_wait_line_and_no_retry_notice() -> None:
+    out = _Terminal(tty=False)
+    view = TextView("openai:m", stream=out)
+    view.feed(ModelStarted(provider="openai", model="m"))
+    view.feed(_retry())
+    view.feed(TextDelta(0, "Hello "))
+    assert out.getvalue() == "Hello "
+
+
+def test_the_wait_line_ticks_on_the_loop_and_stops_at_the_first_token() -> None:
+    out = _Terminal(tty=True)
+    view = TextView("openai:m", stream=out)
+
+    async def main() -> tuple[int, Any]:
+        view._wait.TICK = 0.01
+        view.feed(ModelStarted(provider="openai", model="m"))
+        while out.getvalue().count("waiting for the first token") < 3:
+            await asyncio.sleep(0.005)
+        view.feed(TextDelta(0, "Hi "))
+        return out.getvalue().count("waiting for the first token"), view._wait._timer
+
+    drawn, timer = asyncio.run(main())
+    assert drawn >= 3 and timer is None  # redrawn by its timer, which stopped with the first token
+
+
+def test_a_retry_in_a_later_turn_is_a_line_of_its_own_on_a_tty() -> None:
+    out = _Terminal(tty=True)
+    view = TextView("openai:m", stream=out)
+    view.feed(ModelStarted(provider="openai", model="m"))
+    view.feed(TextDelta(0, "First turn. "))
+    view.feed(ModelStarted(provider="openai", model="m"))
+    view.feed(_retry(wait=1.0))
+    head, notice = out.getvalue().rsplit("[429 rate limit, retrying in 1 s, attempt 2 of 3]", 1)
+    assert "First turn." in head and head.rstrip("\x1b[0123456789m").endswith("\n")  # a line of its own
+    assert "waiting for the first token" not in notice

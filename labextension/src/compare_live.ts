@@ -10,6 +10,7 @@
  *   {type: "table", table}     the figures table changed (a run ended)
  *   {type: ..., key: "pane/run", ...}  a run's own message (live.ts: snapshot, ops, end)
  *   {type: "end", doc}          the saved comparison record, once, at the end
+ * and browser -> kernel: {type: "hello"}, and a run's {type: "approve", ..., key} (live.ts).
  */
 
 import { ComparisonFrame, PaneTitle, comparisonFooter, renderComparison } from './compare';
@@ -30,6 +31,8 @@ export class CompareDoc {
   /** Counts layout messages: a view rebuilds its frame when it changes. */
   resets = 0;
   listeners = new Set<() => void>();
+  /** Sends a message to the kernel (the widget model's `send`); a run's go tagged with its key. */
+  send: (msg: Json) => void = () => undefined;
 
   receive(msg: Json): void {
     if (!msg || typeof msg !== 'object') {
@@ -73,6 +76,7 @@ export class CompareDoc {
     let doc = this.docs.get(key);
     if (!doc) {
       doc = new LiveDoc();
+      doc.send = msg => this.send({ ...msg, key }); // Approve / Deny in the run's cards
       this.docs.set(key, doc);
     }
     return doc;

@@ -10,7 +10,9 @@
  *   {type: "ops", seq, ops}        what changed since seq - 1 (coalesced, <= ~33/s)
  *   {type: "end", doc}             the whole transcript, once, when the run ends
  * and browser -> kernel: {type: "hello"} when a model is created (a cell run
- * live, or a page reopened mid-run), so that it catches up from the state.
+ * live, or a page reopened mid-run), so that it catches up from the state, and
+ * {type: "approve", request, verdict} when Approve (true) or Deny (false) is
+ * clicked in a tool call's card.
  *
  * Messages only change the document; views redraw at most once per animation
  * frame, and a frame re-renders only the Markdown tail that changed.
@@ -36,6 +38,7 @@ interface Segment {
   rev: number;
   call: Json;
   artifact: Json;
+  ask: Json | null;
 }
 
 interface Status {
@@ -57,6 +60,8 @@ export class LiveDoc {
   status: Status = { figures: [], ticking: 'waiting', elapsed: 0, at: performance.now() };
   final: Json | null = null;
   listeners = new Set<() => void>();
+  /** Sends a message to the kernel (the widget model's `send`). */
+  send: (msg: Json) => void = () => undefined;
 
   receive(msg: Json): void {
     if (!msg || typeof msg !== 'object') {
@@ -98,11 +103,12 @@ export class LiveDoc {
   }
 
   /** One change: ["seg", sid, kind, call], ["text", sid, text], ["tool", sid, call],
+   * ["ask", sid, {request, name, arguments} | null] (an approval asked / answered),
    * ["artifact", sid, summary], ["notice", text], ["error", text], ["interrupted"], ["status", status]. */
   apply(op: any[]): void {
     const [name, a, b, c] = op;
     if (name === 'seg' && !this.segments.has(a)) {
-      this.segments.set(a, { sid: a, kind: b, text: '', rev: 0, call: c || {}, artifact: {} });
+      this.segments.set(a, { sid: a, kind: b, text: '', rev: 0, call: c || {}, artifact: {}, ask: null });
       this.order.push(a);
     } else if (name === 'text') {
       const segment = this.segment(a);
@@ -120,6 +126,12 @@ export class LiveDoc {
       const segment = this.segment(a);
       if (segment) {
         segment.artifact = b;
+        segment.rev++;
+      }
+    } else if (name === 'ask') {
+      const segment = this.segment(a);
+      if (segment) {
+        segment.ask = b && typeof b === 'object' ? b : null;
         segment.rev++;
       }
     } else if (name === 'notice') {
@@ -264,12 +276,19 @@ export class LiveView {
       drawn.stream.render();
       return;
     }
-    const node =
-      segment.kind === 'tool'
-        ? toolCard({ ...segment.call, partial_arguments: segment.call.arguments ? undefined : segment.text })
-        : artifactNode(segment.artifact);
+    const node = segment.kind === 'tool' ? this.card(segment) : artifactNode(segment.artifact);
     drawn.node.replaceWith(node);
     drawn.node = node;
+  }
+
+  private card(segment: Segment): HTMLElement {
+    const ask = segment.ask;
+    if (ask) {
+      const request = ask.request;
+      const bar = approvalBar(verdict => this.doc.send({ type: 'approve', request, verdict }));
+      return toolCard({ ...segment.call, arguments: ask.arguments }, bar);
+    }
+    return toolCard({ ...segment.call, partial_arguments: segment.call.arguments ? undefined : segment.text });
   }
 
   private footerText(): string {
@@ -292,6 +311,24 @@ export class LiveView {
   }
 }
 
+/** "Run this call?" with Approve and Deny; a click disables both and calls `decide`. */
+export function approvalBar(decide: (verdict: boolean) => void): HTMLElement {
+  const bar = el('div', 'ipyagent-approval');
+  bar.append(el('span', 'ipyagent-approval-question', 'Run this call?'));
+  const buttons: HTMLButtonElement[] = [];
+  for (const [label, verdict] of [['Approve', true], ['Deny', false]] as const) {
+    const button = el('button', `ipyagent-button ipyagent-${verdict ? 'approve' : 'deny'}`, label) as HTMLButtonElement;
+    button.type = 'button';
+    button.addEventListener('click', () => {
+      buttons.forEach(b => (b.disabled = true));
+      decide(verdict);
+    });
+    buttons.push(button);
+  }
+  bar.append(...buttons);
+  return bar;
+}
+
 const docs = new WeakMap<object, LiveDoc | CompareDoc>();
 
 /** The model's document: a run's, or a whole %%compare cell's (its `kind` trait is "compare"). */
@@ -300,6 +337,7 @@ function docOf(model: AnyModel): LiveDoc | CompareDoc {
   if (!doc) {
     const made = model.get('kind') === 'compare' ? new CompareDoc() : new LiveDoc();
     docs.set(model, made);
+    made.send = msg => model.send(msg);
     model.on('msg:custom', (msg: Json) => made.receive(msg));
     model.send({ type: 'hello' });
     doc = made;

@@ -59,15 +59,26 @@ export function usd(amount: number): string {
   return '$' + amount.toFixed(decimals).replace(/0+$/, '').replace(/\.$/, '');
 }
 
-/** `done in 0.01 s` / `error in 0.01 s` / `not run` (transcript_render.tool_status). */
+/** `done in 0.01 s` / `error in 0.01 s` / `not run`; a call that needed approval: `denied`
+ * or `approved by you · done in 0.01 s` (transcript_render.tool_status). */
 export function toolStatus(call: Json): string {
+  const approval = str(call.approval);
+  if (approval === 'denied') {
+    return 'denied';
+  }
+  const prefix = approval === 'approved' ? 'approved by you · ' : '';
   const status = str(call.status);
   if (status !== 'ok' && status !== 'error') {
-    return 'not run';
+    return prefix ? 'approved by you' : 'not run';
   }
   const word = status === 'error' ? 'error' : 'done';
   const duration = num(call.duration_s);
-  return duration === null ? word : `${word} in ${seconds(duration)}`;
+  return prefix + (duration === null ? word : `${word} in ${seconds(duration)}`);
+}
+
+/** Drawn as an error: the tool failed (a denied call was not run; it did not fail). */
+function failed(call: Json): boolean {
+  return call.status === 'error' && call.approval !== 'denied';
 }
 
 /** Raster image types shown inline; a data: URL of one loads nothing from outside. */
@@ -168,20 +179,25 @@ function sizeText(size: unknown): string {
   return '';
 }
 
-/** A tool call's card; `partial_arguments`: the arguments' JSON text while it streams. */
-export function toolCard(call: Json): HTMLElement {
-  const error = call.status === 'error';
+/** A tool call's card; `partial_arguments`: the arguments' JSON text while it streams.
+ * `approval`: the live view's Approve / Deny bar, shown in the card, opened. */
+export function toolCard(call: Json, approval?: HTMLElement): HTMLElement {
+  const error = failed(call);
   const card = el('details', error ? 'ipyagent-tool ipyagent-tool-error' : 'ipyagent-tool');
   const summary = el('summary');
   summary.append(
     el('b', 'ipyagent-tool-name', str(call.name) || 'tool call'),
     ' ',
-    el('span', 'ipyagent-meta', `${str(call.id)} · ${toolStatus(call)}`)
+    el('span', 'ipyagent-meta', `${str(call.id)} · ${approval ? 'waiting for your approval' : toolStatus(call)}`)
   );
   card.append(summary, el('div', 'ipyagent-meta', 'arguments'));
   const args = isObject(call.arguments) ? call.arguments : {};
   const text = typeof call.partial_arguments === 'string' ? call.partial_arguments : Object.keys(args).length ? JSON.stringify(args, null, 1) : '{}';
   card.append(el('pre', 'ipyagent-args', text));
+  if (approval) {
+    card.setAttribute('open', '');
+    card.append(approval);
+  }
   if (typeof call.result === 'string') {
     card.append(
       el('div', 'ipyagent-meta', error ? 'error' : 'result'),

@@ -2,7 +2,8 @@
 
 The live view must keep up (the cell ends soon after the stream does), draw at most ~33 times a
 second, and end with the exact text. The figures are printed (run with ``-s`` to see them).
-Also here: a stopped run leaves no traceback in the saved notebook, a missing key is one line,
+Also here: a stopped run leaves no traceback in the saved notebook, a missing key (and an unknown
+provider) is one line,
 and the live view is as tall as the saved transcript that replaces it.
 """
 
@@ -36,7 +37,7 @@ OBSERVE_JS = """([panel, index]) => {
     let len = 0;
     texts.forEach(n => { len += n.textContent.length; });
     if (texts.length && len !== last) { window.__changes.push(performance.now()); last = len; }
-    const live = cell.querySelector('.ipyagent-view [data-live-height]');
+    const live = cell.querySelector('.ipyagent-view[data-live-height], .ipyagent-view [data-live-height]');
     if (live) window.__liveHeight = parseFloat(live.dataset.liveHeight);
     if (!cell.querySelector('.jp-ipyagent-renderer')) requestAnimationFrame(tick);
   };
@@ -110,9 +111,11 @@ def test_stop_leaves_no_traceback_in_the_saved_notebook_and_a_missing_key_is_one
     from ..stub_server import FIXTURES
 
     text = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
-    _write_notebook(lab.root / "stop.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini",
+    _write_notebook(lab.root / "stop.ipynb",
+                    "import os\nos.environ.pop('ANTHROPIC_API_KEY', None)\n%load_ext ipyagent\n%provider openai:gpt-4.1-mini",
                     "%%agent\nWhat is the weather in San Francisco?",
-                    "%%agent -p nosuchprovider:model\nHi")
+                    "%%agent -p nosuchprovider:model\nHi",
+                    "%%agent -p anthropic:claude-sonnet-4-5\nHi")
     model_server.script(Reply.sse_file(text, delay=0.4))
     lab.open("stop.ipynb")
     cell = lab.cell(1)
@@ -125,15 +128,16 @@ def test_stop_leaves_no_traceback_in_the_saved_notebook_and_a_missing_key_is_one
     assert "CancelledError" not in cell.inner_text() and "Traceback" not in cell.inner_text()
     assert len(_words(_rendered(cell).locator(".ipyagent-text").inner_text())) < len(_words(expected_from(text).text))
 
-    # "Run all" stopped at the interrupted cell; run the missing-key cell on its own.
-    missing = lab.cell(2)
-    missing.click()
-    lab.command("notebook:run-cell")
-    missing.locator(".jp-OutputArea-output").first.wait_for(state="attached", timeout=60000)
-    lab.page.wait_for_timeout(500)
-    lines = [line for line in missing.locator(".jp-OutputArea").inner_text().splitlines() if line.strip()]
-    assert len(lines) == 1 and "nosuchprovider" in lines[0], lines
-    assert "TypeError" not in missing.inner_text()
+    # "Run all" stopped at the interrupted cell; run the unknown-provider and missing-key cells on their own.
+    for index, word in ((2, "nosuchprovider"), (3, "ANTHROPIC_API_KEY is not set")):
+        missing = lab.cell(index)
+        missing.click()
+        lab.command("notebook:run-cell")
+        missing.locator(".jp-OutputArea-output").first.wait_for(state="attached", timeout=60000)
+        lab.page.wait_for_timeout(500)
+        lines = [line for line in missing.locator(".jp-OutputArea").inner_text().splitlines() if line.strip()]
+        assert len(lines) == 1 and word in lines[0], lines
+        assert "TypeError" not in missing.inner_text() and "Traceback" not in missing.inner_text()
 
     lab.save_and_shutdown("stop.ipynb")
     saved = nbformat.read(lab.root / "stop.ipynb", as_version=4)

@@ -96,6 +96,7 @@ class AgentRun:
         self.actions: list[ToolAction] = []  # every call run, ReAct ones included
         self.streaming: Aggregator | None = None  # the turn being streamed, for an interrupted run
         self.first_token_s: float | None = None  # seconds to the run's first delta, for a stopped run's figures
+        self.verdicts: dict[int, str] = {}  # id(action) -> "approved" / "denied", until its result is emitted
 
     # -- the steps ---------------------------------------------------------------------
 
@@ -267,7 +268,7 @@ class AgentRun:
     def _completed_call(self, action: ToolAction, artifact: BaseArtifact, seconds: float) -> None:
         action.output = artifact
         self.actions.append(action)
-        self.emit(ToolCallCompleted(action, artifact, seconds))
+        self.emit(ToolCallCompleted(action, artifact, seconds, self.verdicts.pop(id(action), None)))
 
     async def _execute(self, actions: list[ToolAction]) -> list[tuple[BaseArtifact, float]]:
         """(result, seconds) per call, in call order (ids may repeat: ReAct models copy
@@ -294,6 +295,7 @@ class AgentRun:
             verdict = await asyncio.get_running_loop().run_in_executor(None, approve, action)
             if inspect.isawaitable(verdict):
                 verdict = await verdict
+        self.verdicts[id(action)] = "approved" if verdict else "denied"
         return None if verdict else ErrorArtifact(value="denied by the user; the tool was not run")
 
     def _fail(self, message: Message, error: ProviderError, metadata: dict[str, Any] | None = None) -> AgentResult:

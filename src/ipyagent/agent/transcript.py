@@ -132,8 +132,8 @@ class _RunEvents(EventHandler):
         self.completed: list[ModelCompleted] = []
         self.failed: list[ModelFailed] = []
         self.artifacts: list[ArtifactStored] = []
-        #: Tool call id -> (seconds, is_error) in the order they ran (ids may repeat across turns).
-        self.durations: dict[str, deque[tuple[float, bool]]] = defaultdict(deque)
+        #: Tool call id -> (seconds, is_error, approval) in the order they ran (ids may repeat across turns).
+        self.durations: dict[str, deque[tuple[float, bool, str | None]]] = defaultdict(deque)
         self.turns = 0
         self.streamed: list[Message] = []  # the turns' messages, in order, as the events tell them
         self._text: list[str] = []
@@ -161,7 +161,7 @@ class _RunEvents(EventHandler):
         self._open = False
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
-        self.durations[event.action.tag].append((float(event.duration_s), bool(event.is_error)))
+        self.durations[event.action.tag].append((float(event.duration_s), bool(event.is_error), event.approval))
         # each tool result after the reply that called it
         result = ActionResultBlock(action=event.action, text=event.result.to_text(), is_error=bool(event.is_error))
         self.streamed.append(Message(role="tool", content=[result]))
@@ -213,7 +213,7 @@ def _timings(run: _RunEvents, messages: list[Message], turn_meta: list[dict[str,
     if single is not None:
         elapsed_s = single
     elif elapsed_s is None:
-        tool_seconds = sum(d for q in run.durations.values() for d, _ in q)
+        tool_seconds = sum(d for q in run.durations.values() for d, *_ in q)
         elapsed_s = (sum(latencies) + tool_seconds) or None
     return Timings(total_s=_round(elapsed_s), first_token_s=_round(ttft), turns=turns, turn_latencies_s=latencies)
 

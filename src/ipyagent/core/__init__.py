@@ -42,6 +42,7 @@ from .events import (
     ModelFailed,
     ModelStarted,
     ReasoningDelta,
+    RetryScheduled,
     TextDelta,
     ToolCallCompleted,
     ToolCallDelta,

@@ -67,6 +67,33 @@ class BlockDelta(DeltaMessage):
 
 
 @dataclass(slots=True)
+class RetryScheduled:
+    """A try of the request failed before anything arrived and another follows (the driver
+    base's retries): `attempt` of `max_attempts` starts after `wait_s` seconds.
+    `error` is the failed try's error (type, HTTP status, message)."""
+
+    attempt: int
+    max_attempts: int
+    wait_s: float
+    error: ProviderError
+    type: str = field(default="retry_scheduled", init=False)
+
+    @property
+    def text(self) -> str:
+        """``429 rate limit, retrying in 2 s, attempt 2 of 3`` (``connection error, retrying in
+        0.6 s, attempt 2 of 3``)."""
+        what = _RETRY_WORDS.get(self.error.type, str(self.error.type).replace("_", " "))
+        if self.error.status:
+            what = f"{self.error.status} {what}"
+        return f"{what}, retrying in {round(self.wait_s, 1):g} s, attempt {self.attempt} of {self.max_attempts}"
+
+
+#: How a retry notice names the failure of each retryable error type.
+_RETRY_WORDS = {"rate_limit": "rate limit", "overloaded": "overloaded", "server": "server error",
+                "timeout": "timed out", "connection": "connection error"}
+
+
+@dataclass(slots=True)
 class ModelCompleted:
     """The whole reply. `metadata` holds latency and first-token times (seconds) and retries.
 
@@ -103,11 +130,16 @@ class ModelFailed:
 
 @dataclass(slots=True)
 class ToolCallCompleted:
-    """The agent ran one tool call: its result artifact and the seconds it took."""
+    """The agent ran one tool call: its result artifact and the seconds it took.
+
+    `approval`: ``approved`` / ``denied`` when the call needed the user's approval
+    (a denied call was not run; its result says so), None when it needed none.
+    """
 
     action: ToolAction
     result: Any
     duration_s: float
+    approval: str | None = None
     type: str = field(default="tool_call_completed", init=False)
 
     @property
@@ -155,7 +187,7 @@ class HistoryTrimmed:
     type: str = field(default="history_trimmed", init=False)
 
 
-Event = ModelStarted | TextDelta | ReasoningDelta | ToolCallDelta | BlockDelta | ModelCompleted | ModelFailed | ToolCallCompleted | ArtifactStored | HistoryTrimmed
+Event = ModelStarted | RetryScheduled | TextDelta | ReasoningDelta | ToolCallDelta | BlockDelta | ModelCompleted | ModelFailed | ToolCallCompleted | ArtifactStored | HistoryTrimmed
 
 
 class EventHandler:
@@ -182,6 +214,8 @@ class EventHandler:
                 return self.on_block_delta(event)
             case ModelStarted():
                 return self.on_model_started(event)
+            case RetryScheduled():
+                return self.on_retry_scheduled(event)
             case ModelCompleted():
                 return self.on_model_completed(event)
             case ModelFailed():
@@ -203,6 +237,8 @@ class EventHandler:
     def on_block_delta(self, event: BlockDelta) -> Any: ...
 
     def on_model_started(self, event: ModelStarted) -> Any: ...
+
+    def on_retry_scheduled(self, event: RetryScheduled) -> Any: ...
 
     def on_model_completed(self, event: ModelCompleted) -> Any: ...
 

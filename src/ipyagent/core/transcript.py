@@ -63,6 +63,8 @@ class ToolCallPart(_Model):
 
     `status`: ``ok`` / ``error`` (the tool failed, or was denied or not run) /
     ``pending`` (no result: the run stopped first). `duration_s` in seconds.
+    `approval`: ``approved`` / ``denied`` by the user when the call needed approval
+    (a denied call has status ``error`` and was not run), else None.
     """
 
     type: Literal["tool_call"] = "tool_call"
@@ -72,6 +74,7 @@ class ToolCallPart(_Model):
     status: Literal["ok", "error", "pending"] = "pending"
     result: str | None = None
     duration_s: float | None = None
+    approval: Literal["approved", "denied"] | None = None
 
     @field_validator("result")
     @classmethod
@@ -309,11 +312,12 @@ def _result_text(output: Any) -> str:
     return output.to_text() if hasattr(output, "to_text") else str(output)
 
 
-def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[tuple[float, bool]]] | None = None
+def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[tuple[float, bool, str | None]]] | None = None
                         ) -> list[TranscriptMessage]:
     """`messages` (core `Message`s) as a transcript's messages: text joined per message, reasoning,
     each tool call with its result (from the call's output or a later result block), images kept
-    when small. `durations` (tool call id -> (seconds, is_error) in the order run) times the calls."""
+    when small. `durations` (tool call id -> (seconds, is_error, approval) in the order run) times the calls
+    and says which the user approved or denied."""
     durations = durations or {}
     out: list[TranscriptMessage] = []
     open_calls: dict[str, ToolCallPart] = {}
@@ -336,7 +340,8 @@ def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[t
                     call.status = "error" if getattr(action.output, "type", None) == "error" else "ok"
                 queue = durations.get(action.tag)
                 if queue:
-                    call.duration_s, is_error = queue.popleft()
+                    call.duration_s, is_error, approval = queue.popleft()
+                    call.approval = approval if approval in ("approved", "denied") else None  # type: ignore[assignment]
                     call.duration_s = round(call.duration_s, 4)
                     if call.result is not None and is_error:
                         call.status = "error"

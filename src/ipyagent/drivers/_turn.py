@@ -46,6 +46,8 @@ class Turn:
     request_id: str | None = None
     ttft_s: float | None = None
     partial_tool_calls: list[dict[str, Any]] | None = None
+    retry_error: Any = None  # the last failed try's ProviderError, before a retry
+    opened: Opened | None = None  # the response `_send` opened
 
     # -- tenacity hooks ----------------------------------------------------------------
 
@@ -56,6 +58,7 @@ class Turn:
         self.retry_waits.append(round(state.upcoming_sleep, 3))
         exc = state.outcome.exception() if state.outcome else None
         self.last_error = str(exc)
+        self.retry_error = exc
 
     # -- the events' metadata ----------------------------------------------------------
 

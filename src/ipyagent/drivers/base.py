@@ -42,6 +42,7 @@ from ..core import (
     ModelCompleted,
     ModelFailed,
     ModelStarted,
+    RetryScheduled,
     PromptStack,
     ProviderError,
     StopKind,
@@ -146,6 +147,10 @@ class _Deadlined(httpx2.AsyncByteStream):
 async def retry_sleep(seconds: float) -> None:
     """The wait between two tries of a request (tests record the waits instead of sleeping)."""
     await asyncio.sleep(seconds)
+
+
+async def _no_sleep(seconds: float) -> None:
+    """tenacity's sleep: `_send` sleeps itself (`retry_sleep`), after announcing the retry."""
 
 
 class _Replayed(httpx2.AsyncByteStream):
@@ -694,19 +699,29 @@ class BasePromptDriver(ABC):
                 raise self._as_provider_error(exc, str(request.url)) from None
             raise
 
-    async def _send(self, request: httpx2.Request, turn: Turn) -> Opened:
+    async def _send(self, request: httpx2.Request, turn: Turn) -> AsyncIterator[RetryScheduled]:
         """Step 1, send with retries: timeouts, connection errors, 429, 5xx and overloaded
         are tried again (`max_attempts` in all, `_wait` between), the rest raise at once.
+
+        Yields a `RetryScheduled` before each wait, so a view can say why nothing has
+        arrived yet; the opened response is then `turn.opened`.
 
         Raises:
             ProviderError: the last try's error.
         """
-        retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait, sleep=retry_sleep,
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait, sleep=_no_sleep,
                                  retry=retry_if_exception(self._retryable), before=turn.attempt,
                                  before_sleep=turn.waiting, reraise=True)
-        opened = await retrying(self._open, request)
-        turn.request_id = opened.response.headers.get("x-request-id")
-        return opened
+        async for attempt in retrying:
+            if turn.attempts > 1 and turn.retry_error is not None:
+                # tenacity chose the wait (before_sleep); it is slept here, once announced
+                wait = turn.retry_waits[-1]
+                yield RetryScheduled(turn.attempts, self.max_attempts, wait, turn.retry_error)
+                await retry_sleep(wait)
+            with attempt:
+                turn.opened = await self._open(request)
+        assert turn.opened is not None
+        turn.request_id = turn.opened.response.headers.get("x-request-id")
 
     async def _relay(self, opened: Opened, turn: Turn, url: str) -> AsyncIterator[DeltaMessage]:
         """Step 2, relay: every delta as it arrives (the head read by `_open` first), kept for
@@ -795,9 +810,12 @@ class BasePromptDriver(ABC):
                 [b.summary(False) for b in prompt_stack.system_dropped]
         yield ModelStarted(provider=self.provider, model=self.model,
                            request={"url": redact(str(request.url)), "body": body})  # no headers: no key
-        opened: Opened | None = None
         try:
-            opened = await self._send(request, turn)
+            async with aclosing(self._send(request, turn)) as notices:
+                async for notice in notices:
+                    yield notice
+            opened = turn.opened
+            assert opened is not None
             async with aclosing(self._relay(opened, turn, str(request.url))) as deltas:
                 async for delta in deltas:
                     yield delta
@@ -809,8 +827,8 @@ class BasePromptDriver(ABC):
         else:
             yield completed
         finally:
-            if opened is not None:
-                await opened.response.aclose()
+            if turn.opened is not None:
+                await turn.opened.response.aclose()
 
     def _failed(self, error: ProviderError, turn: Turn) -> ModelFailed:
         """The turn failed: `error` (redacted, with the attempts when retries gave up) and the

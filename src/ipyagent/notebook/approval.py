@@ -16,8 +16,11 @@ import asyncio
 import json
 from typing import Any
 
-from ..core import ToolAction
+from ..core import ToolAction, redact_data
 from .render import escape
+
+#: The arguments' box: wrapped, at most 16 lines tall, scrolled beyond.
+ARGS_STYLE = "white-space:pre-wrap;word-break:break-all;max-height:16em;overflow:auto;margin:2px 0"
 
 
 class ApprovalButtons:
@@ -41,10 +44,13 @@ class ApprovalButtons:
             display(self.container)
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[bool] = loop.create_future()
-        label = widgets.HTML(f"<b>{escape(action.native_name)}</b> wants to run with <code>{escape(json.dumps(action.input))}</code>")
+        # Long arguments wrap and scroll in a capped box, so the buttons under them stay in view.
+        arguments = escape(json.dumps(redact_data(action.input), ensure_ascii=False, indent=1))
+        label = widgets.HTML(f"<b>{escape(action.native_name)}</b> wants to run with"
+                             f'<pre style="{ARGS_STYLE}">{arguments}</pre>')
         approve = widgets.Button(description="Approve", button_style="success", icon="check")
         deny = widgets.Button(description="Deny", button_style="danger", icon="times")
-        row = widgets.HBox([label, approve, deny])
+        row = widgets.VBox([label, widgets.HBox([approve, deny])])
 
         def decide(value: bool) -> None:
             if not answer.done():
@@ -60,5 +66,5 @@ class ApprovalButtons:
             verdict = await answer
         finally:
             approve.disabled = deny.disabled = True
-        label.value += " · " + ("approved" if verdict else "denied")
+        label.value += "approved by you" if verdict else "denied"
         return verdict

@@ -136,7 +136,7 @@ def _fail(view: Any, fig: RunFigures) -> None:
 
 class _PaneLink:
     """One run's channel inside its comparison's widget: the run's messages (live_widget.py's
-    protocol) go out tagged with its key, ``"pane/run"``; its approval rows go under the panes."""
+    protocol) go out tagged with its key, ``"pane/run"`` (Approve / Deny clicks come back so)."""
 
     def __init__(self, owner: "CompareWidgetView", key: str) -> None:
         self.owner, self.key = owner, key
@@ -159,19 +159,14 @@ class CompareWidgetView:
     def __init__(self, providers: list[str], runs: int, resolved: list[str] | None = None) -> None:
         """`providers`: the panes' titles as the user typed them (aliases); `resolved`: the
         ``provider:model`` each stands for, shown beside a title that differs from it."""
-        import ipywidgets as widgets
-
         from .live_widget import live_widget
 
         self.providers, self.runs = list(providers), runs
         self.resolved = list(resolved or providers)
         self.figures: list[RunFigures] = []
-        self.live = live_widget(kind="compare")
+        self.live = live_widget(kind="compare")  # its class: ipyagent-compare
         self.live.on_msg(self._on_msg)
-        self.approvals = widgets.VBox([])
-        self.approvals.add_class("ipyagent-approvals")
-        self.widget = widgets.VBox([self.live, self.approvals])
-        self.widget.add_class("ipyagent-compare")
+        self.widget = self.live
         self.views: list[WidgetView | None] = [None] * len(self.providers)  # each pane's current run
         self.run_views: dict[tuple[int, int], WidgetView] = {}
         self.ended: dict[tuple[int, int], dict[str, Any]] = {}  # finished runs' transcripts, as sent
@@ -186,12 +181,20 @@ class CompareWidgetView:
 
         display(self.widget)
 
-    def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        """A front end said hello (on the kernel's thread): answer on the loop."""
-        if isinstance(content, dict) and content.get("type") == "hello":
+    def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
+        """A front end said hello (on the kernel's thread): answer on the loop. A click on
+        Approve / Deny in a run's card (tagged with the run's key) goes to that run's view."""
+        if not isinstance(content, dict):
+            return
+        if content.get("type") == "hello":
             from ..agent import background_loop
 
             background_loop().call_soon_threadsafe(self._hello)
+        elif content.get("type") == "approve":
+            pane, _, run = str(content.get("key")).partition("/")
+            view = self.run_views.get((int(pane), int(run))) if pane.isdigit() and run.isdigit() else None
+            if view is not None:
+                view._on_msg(widget, content, buffers)
 
     def _hello(self) -> None:
         """The layout and everything so far: finished runs' transcripts, running runs' snapshots."""
@@ -210,7 +213,7 @@ class CompareWidgetView:
         return redact_data(self.table.model_dump(mode="json"))
 
     def start(self, index: int, run: int) -> None:
-        view = WidgetView(self.providers[index], link=_PaneLink(self, f"{index}/{run}"), approvals=self.approvals)
+        view = WidgetView(self.providers[index], link=_PaneLink(self, f"{index}/{run}"))
         self.views[index] = self.run_views[(index, run)] = view
         if self._synced:
             self.live.send({"type": "run", "pane": index, "run": run})

@@ -9,15 +9,22 @@ sends custom widget messages (``WidgetView`` in view.py makes them):
   reopened mid-run: it catches up from the kernel's state);
 * ``{"type": "ops", "seq": n, "ops": [...]}``: what changed since the last
   message, at most one every ~30 ms. An op is ``["seg", sid, kind, call]``,
-  ``["text", sid, text]`` (appended), ``["tool", sid, call]``, ``["artifact", sid,
-  summary]``, ``["notice", text]``, ``["error", text]``, ``["interrupted"]`` or
-  ``["status", {"figures": [...], "ticking": "waiting" | "streaming" | None,
-  "elapsed": seconds}]``;
+  ``["text", sid, text]`` (appended), ``["tool", sid, call]``, ``["ask", sid,
+  {"request", "name", "arguments"} | None]`` (a call waits for Approve / Deny; None:
+  answered), ``["artifact", sid, summary]``, ``["notice", text]``, ``["error", text]``,
+  ``["interrupted"]`` or ``["status", {"figures": [...], "ticking": "waiting" |
+  "streaming" | None, "elapsed": seconds}]`` (figures include a retry notice while
+  the driver retries before the first token);
 * ``{"type": "end", "doc": transcript}``: the whole transcript, once, at the end.
 
 A ``compare`` widget carries a whole %%compare cell: the same messages per run,
 tagged ``"key": "pane/run"``, and its own (``compare``, ``run``, ``table``, ``end``;
 labextension/src/compare_live.ts).
+
+The front end sends ``{"type": "hello"}`` and, on a click in a card,
+``{"type": "approve", "request": id, "verdict": true | false}`` (tagged with the run's
+``key`` in a ``compare`` widget). Any client of the widget's comm can answer the same
+way (a front end that draws no widget included).
 
 No trait carries the answer, so no frame resends it and nothing of it stays in
 widget state; the widget is closed when the run ends.
@@ -62,8 +69,9 @@ def _widget_class() -> type:
 
 def live_widget(kind: str = "run") -> Any:
     """A new live-view widget (anywidget): ``run``, fed by `WidgetView`; ``compare``, fed by
-    `CompareWidgetView` (every run of the cell in one widget, its front end sent once)."""
-    return _widget_class()(kind=kind)
+    `CompareWidgetView` (every run of the cell in one widget, its front end sent once).
+    Its class ``ipyagent-view`` / ``ipyagent-compare`` is set from the start (the comm opens with it)."""
+    return _widget_class()(kind=kind, _dom_classes=("ipyagent-compare" if kind == "compare" else "ipyagent-view",))
 
 
 def close_widgets(*roots: Any) -> None:

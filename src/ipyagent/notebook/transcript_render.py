@@ -38,6 +38,7 @@ _RULES = (
                                              "{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;margin:4px 0;padding:2px 8px}"),
     (("ipyagent-tool-error",), ".ipyagent-transcript .ipyagent-tool-error{border-color:var(--jp-error-color1,#b00)}"),
     (("<pre",), ".ipyagent-transcript pre{margin:2px 0;white-space:pre-wrap;word-break:break-all}"),
+    (("ipyagent-tool",), ".ipyagent-transcript details.ipyagent-tool pre{max-height:16em;overflow:auto}"),
     (("ipyagent-reasoning",), ".ipyagent-transcript .ipyagent-reasoning{color:var(--jp-ui-font-color2,#666)}"),
     (("ipyagent-error",), ".ipyagent-transcript .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}"),
     (("ipyagent-status",), ".ipyagent-transcript .ipyagent-status{color:var(--jp-warn-color1,#a60)}"),
@@ -113,11 +114,20 @@ def _usd(amount: float) -> str:
 
 
 def tool_status(call: ToolCallPart) -> str:
-    """``done in 0.01 s`` / ``error in 0.01 s`` / ``not run``."""
+    """``done in 0.01 s`` / ``error in 0.01 s`` / ``not run``; a call that needed approval:
+    ``denied`` (it was not run) or ``approved by you · done in 0.01 s``."""
+    if call.approval == "denied":
+        return "denied"
+    prefix = "approved by you · " if call.approval == "approved" else ""
     if call.status == "pending":
-        return "not run"
+        return "approved by you" if prefix else "not run"
     word = "error" if call.status == "error" else "done"
-    return f"{word} in {call.duration_s:.2f} s" if call.duration_s is not None else word
+    return prefix + (f"{word} in {call.duration_s:.2f} s" if call.duration_s is not None else word)
+
+
+def _failed(call: ToolCallPart) -> bool:
+    """Drawn as an error: the tool failed (a denied call was not run: it did not fail)."""
+    return call.status == "error" and call.approval != "denied"
 
 
 def _size(size: dict[str, int]) -> str:
@@ -255,10 +265,10 @@ def _html_body(t: Transcript) -> str:
                 body = "<p>(redacted by the provider)</p>" if part.redacted and not part.text else markdown_to_html(part.text)
                 parts.append(f'<details class="ipyagent-reasoning"><summary>reasoning</summary>{body}</details>')
             elif isinstance(part, ToolCallPart):
-                css = "ipyagent-tool ipyagent-tool-error" if part.status == "error" else "ipyagent-tool"
+                css = "ipyagent-tool ipyagent-tool-error" if _failed(part) else "ipyagent-tool"
                 result = ""
                 if part.result is not None:
-                    label = "error" if part.status == "error" else "result"
+                    label = "error" if _failed(part) else "result"
                     result = f'<div class="ipyagent-meta">{label}</div><pre class="ipyagent-result">{escape(part.result)}</pre>'
                 parts.append(
                     f'<details class="{css}"><summary><b>{escape(part.name)}</b> '
@@ -376,7 +386,7 @@ def to_markdown(t: Transcript) -> str:
             elif isinstance(part, ToolCallPart):
                 lines = [f"**tool call `{part.name}`** · {_md_escape(part.id)} · {tool_status(part)}", "", _fenced(_arguments(part), "json")]
                 if part.result is not None:
-                    lines += ["", "error:" if part.status == "error" else "result:", "", _fenced(part.result)]
+                    lines += ["", "error:" if _failed(part) else "result:", "", _fenced(part.result)]
                 blocks.append("\n".join("> " + line if line else ">" for line in "\n".join(lines).split("\n")))
             elif isinstance(part, OtherPart):
                 blocks.append(f"*{_md_escape(part.summary)}*")

@@ -27,6 +27,7 @@ from ..core import (
     ModelStarted,
     ProviderError,
     ReasoningDelta,
+    RetryScheduled,
     StreamRedactor,
     TextDelta,
     ToolAction,
@@ -45,7 +46,7 @@ FRAME_INTERVAL = 1 / 32
 class Segment:
     """One block of the transcript: text, reasoning, or a tool call (with its result once run)."""
 
-    __slots__ = ("sid", "kind", "parts", "call_id", "name", "result", "is_error", "duration", "data")
+    __slots__ = ("sid", "kind", "parts", "call_id", "name", "result", "is_error", "duration", "data", "approval")
 
     def __init__(self, kind: str, sid: int = 0) -> None:
         self.sid = sid  # position in the run (the live front end's key)
@@ -56,6 +57,7 @@ class Segment:
         self.is_error = False
         self.duration: float | None = None
         self.data: Any = None  # an "artifact" segment's ArtifactStored event
+        self.approval: str | None = None  # "approved" / "denied" by the user, None: not asked
 
 
 class RunState(EventHandler):
@@ -80,6 +82,7 @@ class RunState(EventHandler):
         self.settings: dict[str, Any] = {}  # the generation settings the run used (ModelSettings.as_dict)
         self.created: list[Segment] = []  # segments made since a view last took them (WidgetView)
         self.touched: Segment | None = None  # the segment the last event went to
+        self.retry: str | None = None  # a retry notice, shown until the turn's first token
 
     def _new(self, key: tuple[int, int], kind: str) -> Segment:
         segment = self.segments[key] = Segment(kind, len(self.segments))
@@ -114,6 +117,7 @@ class RunState(EventHandler):
         return bool(self.handle(event))
 
     def _streamed(self) -> bool:
+        self.retry = None  # a delta arrived
         if self.first_token is None:
             self.first_token = time.monotonic() - self.started
         return True
@@ -137,6 +141,7 @@ class RunState(EventHandler):
         segment = self.tool_segment(event.action)
         segment.result = event.result.to_text()
         segment.is_error, segment.duration = event.is_error, event.duration_s
+        segment.approval = event.approval or segment.approval
         return True
 
     def on_model_completed(self, event: ModelCompleted) -> bool:
@@ -169,8 +174,13 @@ class RunState(EventHandler):
         self.notices.append(trimmed_text(event))
         return True
 
+    def on_retry_scheduled(self, event: RetryScheduled) -> bool:
+        self.retry = event.text
+        return True
+
     def on_model_started(self, event: ModelStarted) -> bool:
         self.turn += 1
+        self.retry = None
         if self.turn == 1:
             self.started = time.monotonic()
         return False
@@ -193,6 +203,8 @@ class RunState(EventHandler):
         if self.costs:
             cost = total_cost(self.costs)
             figures.append(str(cost) if cost is not None else "unknown price")
+        if self.retry:
+            figures.append(self.retry)
         return {"figures": figures, "ticking": "waiting" if self.first_token is None else "streaming",
                 "elapsed": round(time.monotonic() - self.started, 2)}
 
@@ -231,8 +243,8 @@ class RunState(EventHandler):
 
 
 class WidgetView(EventHandler):
-    """The live view in Jupyter: a `live_widget` (its front end draws with the transcript
-    renderer) and a box for Approve / Deny rows under it.
+    """The live view in Jupyter: a `live_widget` whose front end draws with the transcript
+    renderer, Approve / Deny buttons of tool calls included.
 
     `feed` turns each event into small changes ("ops") and appends them; a frame
     sends what is pending, at most one frame every `FRAME_INTERVAL` seconds.
@@ -240,24 +252,19 @@ class WidgetView(EventHandler):
     so a cell run headless costs no messages.
     """
 
-    def __init__(self, provider: str, *, link: Any = None, approvals: Any = None) -> None:
-        """`link` and `approvals`: a run inside a larger widget (a %%compare cell's, compare_view.py)
-        sends its messages through `link` (``send(content)``), which the owner answers hellos for,
-        and puts its approval rows in the owner's `approvals` box; `widget` is then None."""
+    def __init__(self, provider: str, *, link: Any = None) -> None:
+        """`link`: a run inside a larger widget (a %%compare cell's, compare_view.py) sends its
+        messages through `link` (``send(content)``), whose owner answers hellos and passes
+        Approve / Deny clicks on (`_on_msg`); `widget` is then None."""
         self.state = RunState(provider)
         if link is not None:
-            self.live, self.approvals, self.widget = link, approvals, None
+            self.live, self.widget = link, None
         else:
-            import ipywidgets as widgets
-
             from .live_widget import live_widget
 
             self.live = live_widget()
             self.live.on_msg(self._on_msg)
-            self.approvals = widgets.VBox([])
-            self.approvals.add_class("ipyagent-approvals")
-            self.widget = widgets.VBox([self.live, self.approvals])
-            self.widget.add_class("ipyagent-view")
+            self.widget = self.live
         self.frames = 0
         self.bytes_sent = 0
         self._seq = 0
@@ -272,6 +279,8 @@ class WidgetView(EventHandler):
         self._redactors: dict[int, StreamRedactor] = {}
         self._final = False
         self._complete: set[int] = set()
+        # Approvals waiting for a click: request id -> (the answer, the call's segment, the ask op's data)
+        self._asks: dict[str, tuple[asyncio.Future[bool], Segment, dict[str, Any]]] = {}
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -291,13 +300,15 @@ class WidgetView(EventHandler):
         self._schedule()
 
     def _record(self, event: Event) -> None:
-        ops = self._ops
-        for segment in self.state.created:
-            ops.append(["seg", segment.sid, segment.kind, {"id": segment.call_id, "name": segment.name}])
-            if segment.kind == "artifact":
-                ops.append(["artifact", segment.sid, _artifact_json(segment.data)])
-        self.state.created.clear()
+        self._record_created()
         self.handle(event)
+
+    def _record_created(self) -> None:
+        for segment in self.state.created:
+            self._ops.append(["seg", segment.sid, segment.kind, {"id": segment.call_id, "name": segment.name}])
+            if segment.kind == "artifact":
+                self._ops.append(["artifact", segment.sid, _artifact_json(segment.data)])
+        self.state.created.clear()
 
     def _delta_text(self, text: str) -> None:
         touched, ops = self.state.touched, self._ops
@@ -353,6 +364,9 @@ class WidgetView(EventHandler):
             ops.append(["text", segment.sid, text])
             if segment.kind == "tool" and segment.result is not None:
                 ops.append(["tool", segment.sid, _call_json(segment, None)])
+            elif segment.approval is not None:
+                ops.append(["tool", segment.sid, {"approval": segment.approval}])
+        ops += [["ask", segment.sid, ask] for _, segment, ask in self._asks.values()]
         if s.error is not None:
             ops.append(["error", s.error.message])
         if s.interrupted:
@@ -362,11 +376,20 @@ class WidgetView(EventHandler):
         return [op if op[0] == "text" else redact_data(op) for op in ops]
 
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
-        """A front end said hello (on the kernel's thread): answer on the loop with a snapshot."""
-        if isinstance(content, dict) and content.get("type") == "hello":
-            from ..agent import background_loop
+        """A message from a front end (on the kernel's thread), handled on the loop:
+        ``{"type": "hello"}`` (answered with a snapshot) or ``{"type": "approve", "request":
+        id, "verdict": true | false}`` (a click on Approve / Deny)."""
+        if not isinstance(content, dict):
+            return
+        from ..agent import background_loop
 
+        if content.get("type") == "hello":
             background_loop().call_soon_threadsafe(self._hello)
+        elif content.get("type") == "approve" and isinstance(content.get("verdict"), bool):
+            request = str(content.get("request"))
+            pending = self._asks.get(request)
+            if pending is not None:  # answered on the loop that waits for it
+                pending[0].get_loop().call_soon_threadsafe(self._decide, request, content["verdict"])
 
     def _hello(self) -> None:
         if self._ended:
@@ -393,11 +416,12 @@ class WidgetView(EventHandler):
         status = self.state.live_status()
         if self._status is None or (status["figures"], status["ticking"]) != (self._status["figures"], self._status["ticking"]):
             self._ops.append(["status", status])
-        if not self._ops:
-            return
-        self._status = status
         ops = [self._text_op(op) if op[0] == "text" else redact_data(op) for op in self._ops]
         self._ops = []
+        ops = [op for op in ops if op[0] != "text" or op[2]]  # a release with nothing held back
+        if not ops:
+            return
+        self._status = status
         self._seq += 1
         self.frames += 1
         self._send({"type": "ops", "seq": self._seq, "ops": ops})
@@ -428,10 +452,31 @@ class WidgetView(EventHandler):
         self.finish()
 
     async def request_approval(self, action: ToolAction) -> bool:
-        """Approve / Deny buttons under the transcript (an `Agent.approve` callback)."""
-        from .approval import ApprovalButtons
+        """Ask with Approve / Deny buttons in the call's card (an `Agent.approve` callback):
+        True when approved. A front end answers with an ``approve`` message (`_on_msg`)."""
+        segment = self.state.tool_segment(action)
+        request = f"{segment.sid}-{len(self._asks)}-{id(action):x}"
+        ask = redact_data({"request": request, "name": segment.name or action.native_name, "arguments": action.input})
+        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._asks[request] = (answer, segment, ask)
+        if self._synced:
+            self._record_created()
+            self._ops.append(["ask", segment.sid, ask])
+            self._schedule()
+        try:
+            verdict = await answer
+        finally:
+            self._asks.pop(request, None)
+        segment.approval = "approved" if verdict else "denied"
+        if self._synced:
+            self._ops += [["ask", segment.sid, None], ["tool", segment.sid, {"approval": segment.approval}]]
+            self._schedule()
+        return verdict
 
-        return await ApprovalButtons(self.approvals)(action)
+    def _decide(self, request: str, verdict: bool) -> None:
+        pending = self._asks.get(request)
+        if pending is not None and not pending[0].done():
+            pending[0].set_result(verdict)
 
     def finish(self) -> None:
         """The last frame of changes (the exact figures; held-back words released)."""
@@ -476,6 +521,8 @@ def _call_json(segment: Segment, event: ToolCallCompleted | None) -> dict[str, A
             arguments = None
     call = {"id": segment.call_id, "name": segment.name or "tool call", "status": "error" if segment.is_error else "ok",
             "result": result, "duration_s": segment.duration}
+    if segment.approval is not None:
+        call["approval"] = segment.approval
     if isinstance(arguments, dict):
         call["arguments"] = arguments
     return call
@@ -491,19 +538,65 @@ def _artifact_json(event: ArtifactStored) -> dict[str, Any]:
     return summary.model_dump(mode="json")
 
 
+class _WaitLine:
+    """On a TTY, until the run's first token: one line rewritten in place every `TICK`
+    seconds, ``waiting for the first token · 2.1 s``, after the latest retry notice;
+    erased before anything else is written."""
+
+    TICK = 0.5
+
+    def __init__(self, inner: TextIO, state: RunState) -> None:
+        self.inner, self.state = inner, state
+        self.shown = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def text(self) -> str:
+        waiting = f"waiting for the first token · {time.monotonic() - self.state.started:.1f} s"
+        return f"{self.state.retry} · {waiting}" if self.state.retry else waiting
+
+    def show(self) -> None:
+        """Draw the line now, and again every `TICK` seconds while a loop runs."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self.inner.write("\r\x1b[2K" + self.text())
+        self.inner.flush()
+        self.shown = True
+        try:
+            self._timer = asyncio.get_running_loop().call_later(self.TICK, self.show)
+        except RuntimeError:  # fed outside a loop: drawn once per event
+            self._timer = None
+
+    def erase(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.shown:
+            self.inner.write("\r\x1b[2K")
+            self.shown = False
+
+
 class TextView(EventHandler):
     """Terminal view: the answer streams as text, then shows rendered (terminal.py: rich on a
-    colour terminal, plain text elsewhere); tool calls, results and errors as lines, then a footer."""
+    colour terminal, plain text elsewhere); tool calls, results and errors as lines, then a footer.
+
+    On a TTY it also shows, before the first token, ``waiting for the first token · N s``
+    and the driver's retry notices (``429 rate limit, retrying in 2 s, attempt 2 of 3``).
+    """
 
     def __init__(self, provider: str, stream: TextIO | None = None) -> None:
         from .terminal import TerminalOutput
 
         self.state = RunState(provider)
-        self.out = TerminalOutput(stream or sys.stdout)
+        inner = stream or sys.stdout
+        self.out = TerminalOutput(inner)
         self._tool_index: int | None = None
+        isatty = getattr(inner, "isatty", None)
+        self._wait = _WaitLine(inner, self.state) if callable(isatty) and isatty() else None
 
     def feed(self, event: Event) -> None:
         self.state.add(event)
+        if self._status(event):
+            return
         self.handle(event)
         if self.state.finished:
             self.finish()
@@ -525,9 +618,8 @@ class TextView(EventHandler):
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         self._tool_index = None
-        label = "error" if event.is_error else "result"
-        self.out.part(f"\n[{label} {event.action.native_name}, {event.duration_s:.2f} s] {event.result.to_text()}\n",
-                      "red" if event.is_error else "green")
+        style = "yellow" if event.approval == "denied" else "red" if event.is_error else "green"
+        self.out.part(f"\n[{_call_line(event)}] {event.result.to_text()}\n", style)
 
     def on_model_failed(self, event: ModelFailed) -> None:
         self.out.part(f"\n[error] {event.error.message}", "bold red")
@@ -541,19 +633,50 @@ class TextView(EventHandler):
     def on_history_trimmed(self, event: HistoryTrimmed) -> None:
         self.out.part(f"[{self.state.notices[-1]}]\n", "yellow")
 
+    def _status(self, event: Event) -> bool:
+        """The TTY's waiting line: True when `event` only changed it (nothing else to write)."""
+        wait = self._wait
+        if wait is None:
+            return isinstance(event, (ModelStarted, RetryScheduled))
+        if isinstance(event, ModelStarted) and self.state.first_token is None:
+            wait.show()
+            return True
+        if isinstance(event, RetryScheduled):
+            if self.state.first_token is None:
+                wait.show()
+            else:  # a later turn: its notice as a line of its own
+                self.out.part(f"\n[{event.text}]\n", "yellow")
+            return True
+        wait.erase()
+        return False
+
     def mark_interrupted(self) -> None:
         self.state.interrupted = True
+        if self._wait is not None:
+            self._wait.erase()
         self.out.part("\n[interrupted]", "bold yellow")
         self.finish()
 
     async def request_approval(self, action: ToolAction) -> bool:
         """Ask on the terminal whether to run `action`."""
+        if self._wait is not None:
+            self._wait.erase()
         question = f"\nRun {action.native_name}({json.dumps(action.input)})? [y/N] "
         answer = await asyncio.to_thread(input, question)
         return answer.strip().lower() in ("y", "yes")
 
     def finish(self) -> None:
         self.out.footer(self.state.footer_figures())
+
+
+def _call_line(event: ToolCallCompleted) -> str:
+    """``result get_weather, 0.01 s`` / ``error …`` / ``denied get_weather`` / ``result get_weather,
+    approved by you, 0.01 s``: how the terminal heads a tool call's result."""
+    name = event.action.native_name
+    if event.approval == "denied":
+        return f"denied {name}"
+    approved = ", approved by you" if event.approval == "approved" else ""
+    return f"{'error' if event.is_error else 'result'} {name}{approved}, {event.duration_s:.2f} s"
 
 
 def make_view(provider: str, *, widgets: bool) -> Any:

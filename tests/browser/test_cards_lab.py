@@ -1,0 +1,137 @@
+"""Tool call cards and artifacts in JupyterLab, as a person sees them.
+
+- Approval: a call with a 300-character argument shows Approve and Deny inside the output area
+  (the arguments wrap in a capped box); Deny reads "denied" and Approve "approved by you", live
+  and after the notebook is saved and reopened.
+- An artifact: a tool output too big for the prompt goes to Task Memory; its entry opens to
+  rendered Markdown (a heading and a table), not raw text, in the cell and after reopening.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from ..stub_server import openai_text_reply, openai_tool_call_reply
+from .test_lab import _rendered, _write_notebook
+
+pytestmark = pytest.mark.browser
+
+SETUP = "%load_ext ipyagent\n%provider openai:gpt-4.1-mini"
+LOOKUP = '''from ipyagent.tools import activity
+ran = []
+
+@activity(config={"requires_approval": True})
+def lookup(query: str) -> str:
+    """Look a query up."""
+    ran.append(query)
+    return "found it"'''
+QUERY = ("q" * 20 + " ") * 15  # 315 characters, one long argument
+MIME = "application/vnd.ipyagent.transcript+json"
+
+
+def _inside(box: dict, outer: dict) -> bool:
+    return (box["x"] >= outer["x"] - 0.5 and box["y"] >= outer["y"] - 0.5
+            and box["x"] + box["width"] <= outer["x"] + outer["width"] + 0.5
+            and box["y"] + box["height"] <= outer["y"] + outer["height"] + 0.5)
+
+
+def _decide(lab, index: int, button: str, label: str) -> None:
+    """Wait for the question in cell `index`, check where it is, click `button`, and wait for
+    the live card to say `label`."""
+    cell = lab.cell(index)
+    target = cell.locator(f".ipyagent-view .ipyagent-approval .ipyagent-{button}")
+    target.wait_for(state="visible", timeout=60000)
+    target.scroll_into_view_if_needed()
+    area = cell.locator(".jp-OutputArea").bounding_box()
+    for name in ("approve", "deny"):
+        box = cell.locator(f".ipyagent-view .ipyagent-approval .ipyagent-{name}").bounding_box()
+        assert box is not None and _inside(box, area), (name, box, area)
+    args = cell.locator(".ipyagent-view .ipyagent-approval").locator("xpath=..").locator("pre.ipyagent-args")
+    assert QUERY.strip() in args.inner_text().replace("\n", "")
+    fits = args.evaluate("n => ({wraps: n.scrollWidth <= n.clientWidth, height: n.getBoundingClientRect().height})")
+    assert fits["wraps"], fits
+    assert cell.locator(".jp-OutputArea-output").first.evaluate("n => n.scrollWidth <= n.clientWidth + 1")
+    lab.screenshot(cell, f"approval-{button}.png")
+    target.click()  # Playwright clicks only a visible, enabled, unobscured button
+    summary = cell.locator(".ipyagent-view details.ipyagent-tool summary", has_text=label)
+    summary.wait_for(state="attached", timeout=30000)
+
+
+def test_approve_and_deny_sit_in_the_output_area_and_say_what_was_decided(lab, model_server):
+    arguments = {"query": QUERY}
+    slow = 0.15  # the answers after the decision stream slowly: the live card is read first
+    model_server.script(openai_tool_call_reply("lookup", arguments),
+                        openai_text_reply("Not looked up, as you asked.", piece=4, delay=slow),
+                        openai_tool_call_reply("lookup", arguments, call_id="call_2"),
+                        openai_text_reply("It was found.", piece=4, delay=slow))
+    _write_notebook(lab.root / "approval.ipynb", SETUP, LOOKUP,
+                    "%%agent --tools lookup\nLook it up.", "%%agent --tools lookup\nLook it up again.")
+    lab.open("approval.ipynb")
+    lab.command("notebook:run-all-cells")
+
+    _decide(lab, 2, "deny", "denied")
+    _rendered(lab.cell(2)).wait_for(state="attached", timeout=60000)
+    _decide(lab, 3, "approve", "approved by you")
+    _rendered(lab.cell(3)).wait_for(state="attached", timeout=60000)
+
+    def statuses() -> list[str]:
+        return [_rendered(lab.cell(i)).locator("details.ipyagent-tool summary .ipyagent-meta").inner_text() for i in (2, 3)]
+
+    final = statuses()
+    assert final[0] == "call_1 · denied", final
+    assert final[1].startswith("call_2 · approved by you · done in "), final
+    assert not _rendered(lab.cell(2)).locator(".ipyagent-tool-error").count()
+
+    lab.save_and_shutdown("approval.ipynb")
+    saved = nbformat.read(lab.root / "approval.ipynb", as_version=4)
+    calls = [p for i in (2, 3) for o in saved.cells[i].outputs if MIME in o.get("data", {})
+             for m in o["data"][MIME]["messages"] for p in m["parts"] if p["type"] == "tool_call"]
+    assert [c["approval"] for c in calls] == ["denied", "approved"]
+    lab.page.reload()
+    lab.open("approval.ipynb", wait_kernel=False)
+    for i in (2, 3):
+        _rendered(lab.cell(i)).wait_for(state="attached", timeout=60000)
+    assert statuses() == final
+    lab.screenshot(lab.cell(2), "approval-reloaded.png")
+
+
+BIG_REPORT = '''from ipyagent.tools import activity
+
+@activity
+def sales_report() -> str:
+    """The whole sales report, as Markdown."""
+    rows = "\\n".join(f"| {i} | item {i} | {i * 3} |" for i in range(48_000))
+    return "## Sales report\\n\\n| id | name | units |\\n| --- | --- | --- |\\n" + rows'''
+
+
+def _opens_rendered(cell) -> None:
+    entry = cell.locator(".jp-ipyagent-renderer details.ipyagent-artifact").first
+    entry.wait_for(state="attached", timeout=60000)
+    entry.locator("summary").first.click()
+    table = entry.locator("table").first
+    table.wait_for(state="visible", timeout=10000)
+    assert entry.locator("h2", has_text="Sales report").is_visible()
+    assert table.locator("th").all_inner_texts() == ["id", "name", "units"]
+    assert "| --- |" not in entry.inner_text()  # not the raw Markdown
+    assert not entry.locator("pre").count()
+    body = entry.locator(".ipyagent-artifact-body").bounding_box()
+    assert body is not None and body["height"] < 500, body  # scrolls inside the entry, as in %agent memory
+
+
+def test_an_off_prompt_artifact_opens_rendered(lab, model_server):
+    model_server.script(openai_tool_call_reply("sales_report", {}), openai_text_reply("The report is stored."))
+    _write_notebook(lab.root / "artifact.ipynb", SETUP, BIG_REPORT, "%%agent --tools sales_report\nGet the sales report.")
+    lab.open("artifact.ipynb")
+    lab.command("notebook:run-all-cells")
+    cell = lab.cell(2)
+    _rendered(cell).wait_for(state="attached", timeout=90000)
+    # Over the size limit for a tool result: the model got a reference, the report went to Task Memory.
+    request = model_server.requests[-1]["body"]["messages"][-1]
+    assert request["role"] == "tool" and "off-prompt" in request["content"] and len(request["content"]) < 10_000
+    _opens_rendered(cell)
+    lab.screenshot(cell, "artifact-open.png")
+    lab.save_and_shutdown("artifact.ipynb")
+    lab.page.reload()
+    lab.open("artifact.ipynb", wait_kernel=False)
+    _opens_rendered(lab.cell(2))
