@@ -36,22 +36,30 @@ def _inside(box: dict, outer: dict) -> bool:
             and box["y"] + box["height"] <= outer["y"] + outer["height"] + 0.5)
 
 
+# Where the question is drawn, measured in one go (the card may be redrawn between two calls).
+MEASURE_JS = """(cell) => {
+  const box = n => { const r = n.getBoundingClientRect(); return {x: r.x, y: r.y, width: r.width, height: r.height}; };
+  const bar = cell.querySelector('.ipyagent-view .ipyagent-approval');
+  const args = bar.parentElement.querySelector('pre.ipyagent-args');
+  const output = cell.querySelector('.jp-OutputArea-output');
+  return {area: box(cell.querySelector('.jp-OutputArea')), approve: box(bar.querySelector('.ipyagent-approve')),
+          deny: box(bar.querySelector('.ipyagent-deny')), args: args.textContent, wraps: args.scrollWidth <= args.clientWidth,
+          fits: output.scrollWidth <= output.clientWidth + 1};
+}"""
+
+
 def _decide(lab, index: int, button: str, label: str) -> None:
     """Wait for the question in cell `index`, check where it is, click `button`, and wait for
     the live card to say `label`."""
     cell = lab.cell(index)
     target = cell.locator(f".ipyagent-view .ipyagent-approval .ipyagent-{button}")
     target.wait_for(state="visible", timeout=60000)
-    target.scroll_into_view_if_needed()
-    area = cell.locator(".jp-OutputArea").bounding_box()
+    cell.scroll_into_view_if_needed()
+    seen = cell.evaluate(MEASURE_JS)
     for name in ("approve", "deny"):
-        box = cell.locator(f".ipyagent-view .ipyagent-approval .ipyagent-{name}").bounding_box()
-        assert box is not None and _inside(box, area), (name, box, area)
-    args = cell.locator(".ipyagent-view .ipyagent-approval").locator("xpath=..").locator("pre.ipyagent-args")
-    assert QUERY.strip() in args.inner_text().replace("\n", "")
-    fits = args.evaluate("n => ({wraps: n.scrollWidth <= n.clientWidth, height: n.getBoundingClientRect().height})")
-    assert fits["wraps"], fits
-    assert cell.locator(".jp-OutputArea-output").first.evaluate("n => n.scrollWidth <= n.clientWidth + 1")
+        assert _inside(seen[name], seen["area"]), (name, seen)
+    assert QUERY.strip() in seen["args"].replace("\n", "")
+    assert seen["wraps"] and seen["fits"], seen
     lab.screenshot(cell, f"approval-{button}.png")
     target.click()  # Playwright clicks only a visible, enabled, unobscured button
     summary = cell.locator(".ipyagent-view details.ipyagent-tool summary", has_text=label)
