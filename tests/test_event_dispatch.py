@@ -16,6 +16,7 @@ from ipyagent.core import (
     ModelFailed,
     ModelStarted,
     ProviderError,
+    RetryScheduled,
     ReasoningDelta,
     StopReason,
     TextArtifact,
@@ -30,6 +31,7 @@ from ipyagent.core import events
 
 EVENTS = [
     ModelStarted("openai", "m"),
+    RetryScheduled(2, 3, 1.0, ProviderError("rate_limit", "slow down", status=429)),
     TextDelta(0, "hi"),
     ReasoningDelta(1, "think"),
     ToolCallDelta(2, "call_1", "f", "{}"),
