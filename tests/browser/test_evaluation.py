@@ -57,9 +57,9 @@ def test_saved_matrix_is_readable_without_a_kernel(lab, model_server):
         lab.command("notebook:run-all-cells")
         cell = lab.cell(2)
         _check_matrix(cell)
-        # Every row asked once; under load a request may be retried (seen twice in 60 on a loaded CI run: open).
-        asked = {str(r['body']['messages']) for r in model_server.requests}
-        assert len(asked) == ROWS and len(model_server.requests) <= ROWS + 3
+        # Every row asked once (the shared server may also hold an earlier test's late requests).
+        asked = [str(r['body']['messages']) for r in model_server.requests if "+" in str(r['body']['messages'])]
+        assert len(asked) == len(set(asked)) == ROWS
         lab.save_and_shutdown("evaluation.ipynb")
     finally:
         model_server.responder = None
