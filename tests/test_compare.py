@@ -546,3 +546,48 @@ def test_a_page_reopened_mid_comparison_catches_up_from_the_kernel() -> None:
     (snapshot,) = [m for m in runs if m["type"] == "snapshot"]
     shown = "".join(op[2] for op in snapshot["doc"]["ops"] if op[0] == "text")
     assert snapshot["key"] == "1/0" and shown == "half an "  # the word still arriving is held back (redaction)
+
+
+def test_the_run_picked_in_a_pane_while_it_streams_is_the_one_the_saved_record_shows(monkeypatch) -> None:
+    """A "select" from the browser (a run tab or a table row clicked live) is kept by the kernel: the
+    saved record carries it (its renderer and HTML fallback show that run), and a page reopened mid-run
+    gets it with the layout. Anything but a run of the comparison is ignored."""
+    import ipyagent.notebook.transcript_output as transcript_output
+    from ipyagent.core import ComparisonRecord
+    from ipyagent.notebook.transcript_render import comparison_to_html, shown_run
+
+    view = CompareWidgetView(["fake:a", "fake:b"], 2)
+    sent: list[dict] = []
+    view.live.send = sent.append
+
+    async def main() -> Comparison:
+        return await acompare([_DriverTimed(), _DriverTimed()], "hi", runs=2, on_start=view.start,
+                              on_event=view.feed, on_finish=view.finish)
+
+    cmp = asyncio.run(main())
+    for bad in ({"pane": 2, "run": 0}, {"pane": 0, "run": 2}, {"pane": -1, "run": 0}, {"pane": 0, "run": "1"},
+                {"pane": True, "run": 0}, {"pane": 1}):
+        view._on_msg(view.live, {"type": "select", **bad}, [])
+    assert view.selected_runs() == [None, None]
+    view._on_msg(view.live, {"type": "select", "pane": 0, "run": 1}, [])
+    view._on_msg(view.live, {"type": "select", "pane": 0, "run": 0}, [])  # the last pick wins
+    assert view.selected_runs() == [0, None]
+    view._hello()
+    assert sent[-1 - len(view.ended)]["selected"] == [0, None]  # the layout message, before the runs' ends
+
+    updates: list[dict] = []
+    monkeypatch.setattr("IPython.display.update_display", lambda data, **kw: updates.append(data))
+    record = transcript_output.finish_comparison("id", cmp, view=view)
+    assert record.selected == [0, None]
+    (saved,) = updates
+    assert saved[transcript_output.COMPARISON_MIME_TYPE]["selected"] == [0, None]
+    assert [shown_run(record, 0), shown_run(record, 1)] == [0, 1]  # pane b was not picked: its last run
+    opened = re.findall(r'<details class="ipyagent-run"( open)?><summary>run (\d) of 2', comparison_to_html(record))
+    assert opened == [(" open", "1"), ("", "2"), ("", "1"), (" open", "2")]
+
+    plain = ComparisonRecord.model_validate({**record.to_json(), "selected": None})
+    assert [shown_run(plain, 0), shown_run(plain, 1)] == [1, 1]  # none picked: each pane's last run
+    gone = ComparisonRecord.model_validate({**record.to_json(), "selected": [5, None]})
+    assert shown_run(gone, 0) == 1  # a picked run that is not saved: the last one
+    untouched = CompareWidgetView(["fake:a"], 2)
+    assert transcript_output.comparison_record(cmp, selected=untouched.selected_runs()).selected is None

@@ -33,6 +33,8 @@ export class ComparisonFrame {
   private tableHolder: HTMLElement;
   private footer: HTMLElement;
   private table: unknown = null;
+  /** Told when the user picks a run (a tab or a table row): the live view tells the kernel. */
+  onPick: ((index: number, run: number) => void) | null = null;
 
   constructor(titles: PaneTitle[], runs: number) {
     this.runs = Math.max(1, Math.floor(runs) || 1);
@@ -107,6 +109,9 @@ export class ComparisonFrame {
     pane.pinned = pane.pinned || byUser;
     this.show(pane);
     this.markRows();
+    if (byUser && this.onPick) {
+      this.onPick(index, run);
+    }
   }
 
   /** The run selected in each pane. */
@@ -200,7 +205,8 @@ export function paneTitles(data: { [key: string]: unknown }): PaneTitle[] {
 }
 
 /**
- * The nodes of a saved comparison; `selected`: the run shown in each pane (default: its last).
+ * The nodes of a saved comparison; `selected`: the run shown in each pane (default: the run the
+ * user picked while it streamed, the record's `selected`, else the pane's last run).
  */
 export function renderComparison(data: unknown, selected?: number[]): HTMLElement[] {
   if (!isObject(data) || data.format !== 'ipyagent.comparison') {
@@ -208,6 +214,7 @@ export function renderComparison(data: unknown, selected?: number[]): HTMLElemen
   }
   const frame = new ComparisonFrame(paneTitles(data), num(data.runs) ?? 1);
   const last = new Map<number, number>();
+  const runs = new Set<string>();
   for (const entry of list(data.entries)) {
     const index = isObject(entry) ? num(entry.index) : null;
     if (!isObject(entry) || index === null || index < 0 || index >= frame.selected.length) {
@@ -216,8 +223,13 @@ export function renderComparison(data: unknown, selected?: number[]): HTMLElemen
     const run = num(entry.run) ?? 0;
     frame.body(index, run).append(...renderTranscript(entry.transcript));
     last.set(index, Math.max(run, last.get(index) ?? 0));
+    runs.add(`${index}/${run}`);
   }
-  last.forEach((run, index) => frame.select(index, selected?.[index] ?? run));
+  const picked = list(data.selected);
+  last.forEach((run, index) => {
+    const choice = selected?.[index] ?? num(picked[index]);
+    frame.select(index, choice !== null && runs.has(`${index}/${choice}`) ? choice : run);
+  });
   frame.setTable(data.table);
   frame.setFooter(comparisonFooter(data));
   return frame.nodes;

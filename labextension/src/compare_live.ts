@@ -4,13 +4,15 @@
  * (compare.ts), each run in it a `LiveView` of its own `LiveDoc`.
  *
  * Protocol (custom widget messages, kernel -> browser; notebook/compare_view.py):
- *   {type: "compare", panes: [{title, resolved}], runs, started: [[pane, run]], table, footer}
- *                         the layout and what has happened (the answer to "hello")
+ *   {type: "compare", panes: [{title, resolved}], runs, started: [[pane, run]], table, footer, selected}
+ *                         the layout and what has happened (the answer to "hello"); `selected`:
+ *                         the run the user picked in each pane (null: none picked)
  *   {type: "run", pane, run}   a run started (its pane shows it unless the user picked another)
  *   {type: "table", table}     the figures table changed (a run ended)
  *   {type: ..., key: "pane/run", ...}  a run's own message (live.ts: snapshot, ops, end)
  *   {type: "end", doc}          the saved comparison record, once, at the end
- * and browser -> kernel: {type: "hello"}, and a run's {type: "approve", ..., key} (live.ts).
+ * and browser -> kernel: {type: "hello"}, {type: "select", pane, run} (the user picked a run: the
+ * saved record shows it too), and a run's {type: "approve", ..., key} (live.ts).
  */
 
 import { ComparisonFrame, PaneTitle, comparisonFooter, renderComparison } from './compare';
@@ -26,6 +28,8 @@ export class CompareDoc {
   table: unknown = null;
   footer = '';
   started: [number, number][] = [];
+  /** The run the user picked in each pane (null: none; the pane follows the newest run). */
+  selected: (number | null)[] = [];
   docs = new Map<string, LiveDoc>();
   final: Json | null = null;
   /** Counts layout messages: a view rebuilds its frame when it changes. */
@@ -47,6 +51,7 @@ export class CompareDoc {
       this.runs = num(msg.runs) ?? 1;
       this.table = msg.table;
       this.footer = str(msg.footer);
+      this.selected = list(msg.selected).map(num);
       this.started = [];
       for (const key of list(msg.started)) {
         this.start(num(list(key)[0]) ?? 0, num(list(key)[1]) ?? 0);
@@ -69,6 +74,12 @@ export class CompareDoc {
       this.started.push([pane, run]);
       this.run(`${pane}/${run}`);
     }
+  }
+
+  /** The user picked `run` in pane `pane`: kept here (a redrawn view shows it) and by the kernel (the saved record). */
+  pick(pane: number, run: number): void {
+    this.selected[pane] = run;
+    this.send({ type: 'select', pane, run });
   }
 
   /** The document of one run (made on first use). */
@@ -140,6 +151,8 @@ export class CompareLiveView {
       this.views.forEach(view => view.dispose());
       this.views.clear();
       this.frame = new ComparisonFrame(doc.panes, doc.runs);
+      doc.selected.forEach((run, pane) => run !== null && this.frame?.select(pane, run, true));
+      this.frame.onPick = (pane, run) => doc.pick(pane, run);
       this.table = undefined;
       this.el.replaceChildren(...this.frame.nodes);
     }

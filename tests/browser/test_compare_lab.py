@@ -3,7 +3,9 @@
 One widget draws the whole cell live with the saved record's own frame (compare.ts): with
 ``--runs N`` each pane has its runs selectable ("run 1 · 2"), the table has a row per run under
 each provider's median, and the table looks the same live, final and reloaded. A comparison
-stopped midway is saved with what each provider had, and a reopened notebook shows it.
+stopped midway is saved with what each provider had, and a reopened notebook shows it. A run the
+user picks while the comparison streams is the one shown after the saved output replaces the widget,
+and after reload.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from ..stub_server import StubServer, openai_text_reply
 from .test_lab import _rendered, _words, _write_notebook
 
 pytestmark = pytest.mark.browser
+
+COMPARISON = "application/vnd.ipyagent.comparison+json"
 
 # Each animation frame while the live comparison is on screen: its table's look (cell tags, classes and
 # computed styles) and row texts, and the frame's look (pane titles, run tabs), kept in window.__live.
@@ -86,6 +90,9 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
         _rendered(cell).wait_for(state="attached", timeout=60000)
         live_look = lab.page.evaluate("() => window.__live")
         final_look = lab.page.evaluate("(root) => window.__look(root)", _rendered(cell).element_handle())
+        # The saved output that replaced the widget shows the run picked live; the other pane its last run.
+        final_panes = _rendered(cell).locator(".ipyagent-pane")
+        assert [_shown_run(final_panes.nth(0)), _shown_run(final_panes.nth(1))] == [answers["a", 0], answers["b", 1]]
 
     assert live_look is not None, "the live comparison never drew its table"
     assert live_look["cells"] == final_look["cells"] and live_look["frame"] == final_look["frame"]
@@ -98,6 +105,8 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
     lab.save_and_shutdown("runs.ipynb")
     saved = nbformat.read(lab.root / "runs.ipynb", as_version=4)
     assert not saved.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state")
+    (record,) = [o["data"][COMPARISON] for o in saved.cells[1].outputs if COMPARISON in o.get("data", {})]
+    assert record["selected"] == [0, None]
     lab.page.reload()
     lab.open("runs.ipynb", wait_kernel=False)
     lab.page.evaluate(LOOK_JS)
@@ -107,12 +116,15 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
     reloaded_look = lab.page.evaluate("(root) => window.__look(root)", rendered.element_handle())
     assert reloaded_look == final_look
 
-    # Reloaded without a kernel, the runs are still selectable, by tab and by the table's run rows.
+    # Reloaded without a kernel: the run picked live first (else the last), and the runs are still
+    # selectable, by tab and by the table's run rows.
     panes = rendered.locator(".ipyagent-pane")
-    for n, name in enumerate("ab"):
-        assert _shown_run(panes.nth(n)) == answers[name, 1]  # the last run first
-        _tab(panes.nth(n), 0).click()
-        assert _shown_run(panes.nth(n)) == answers[name, 0]
+    assert _shown_run(panes.nth(0)) == answers["a", 0] and _tab(panes.nth(0), 0).get_attribute("aria-selected") == "true"
+    assert _shown_run(panes.nth(1)) == answers["b", 1]
+    _tab(panes.nth(0), 1).click()
+    assert _shown_run(panes.nth(0)) == answers["a", 1]
+    _tab(panes.nth(1), 0).click()
+    assert _shown_run(panes.nth(1)) == answers["b", 0]
     rendered.locator("tr.ipyagent-run-row[data-index='1'][data-run='1']").click()
     assert _shown_run(panes.nth(1)) == answers["b", 1]
     assert rendered.locator("tr.ipyagent-selected[data-index='1'][data-run='1']").count() == 1

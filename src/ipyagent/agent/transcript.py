@@ -87,11 +87,12 @@ def transcript_of(result: AgentResult | None, *, events: Iterable[Any] = (), pro
 
 
 def comparison_record(comparison: Comparison, *, prompt: str | None = None, table: ComparisonTable | None = None,
-                      titles: list[str] | None = None) -> ComparisonRecord:
+                      titles: list[str] | None = None, selected: list[int | None] | None = None) -> ComparisonRecord:
     """The saved form of a `Comparison` (``%%compare``): one transcript per run, in provider
     then run order (each run's own, as its figures were read, else built from its result). A
     run whose agent could not be built becomes a failed transcript. `titles` are the panes'
-    titles as typed (aliases), kept when they differ from the providers."""
+    titles as typed (aliases), kept when they differ from the providers; `selected` the run each
+    pane shows (picked by the user live; None: its last), kept when one was picked."""
     entries = []
     for fig in sorted(comparison.figures, key=lambda f: (f.index, f.run)):
         if fig.transcript is not None:
@@ -105,7 +106,8 @@ def comparison_record(comparison: Comparison, *, prompt: str | None = None, tabl
     providers = [str(p) for p in comparison.providers]
     return ComparisonRecord(providers=providers, runs=int(comparison.runs or 1), wall_s=_round(comparison.wall_s),
                             entries=entries, table=table, titles=titles if titles and titles != providers else None,
-                            interrupted=bool(comparison.interrupted))
+                            interrupted=bool(comparison.interrupted),
+                            selected=selected if selected and any(r is not None for r in selected) else None)
 
 
 def artifact_summary(event: ArtifactStored) -> ArtifactSummary:

@@ -300,6 +300,9 @@ class ComparisonRecord(_Model):
     titles: list[str] | None = None
     #: True when the comparison was stopped: finished runs are complete, stopped ones partial.
     interrupted: bool = False
+    #: The run (0-based) each pane shows, as the user picked it while the comparison streamed
+    #: (None: not picked, the pane shows its last run); None when no pane was picked.
+    selected: list[int | None] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

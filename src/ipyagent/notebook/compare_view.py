@@ -170,6 +170,7 @@ class CompareWidgetView:
         self.views: list[WidgetView | None] = [None] * len(self.providers)  # each pane's current run
         self.run_views: dict[tuple[int, int], WidgetView] = {}
         self.ended: dict[tuple[int, int], dict[str, Any]] = {}  # finished runs' transcripts, as sent
+        self.selected: dict[int, int] = {}  # pane -> the run the user picked in it (browser -> kernel "select")
         self.table = table_data(self.providers, [], runs)
         self._synced = self._closed = False
 
@@ -183,10 +184,16 @@ class CompareWidgetView:
 
     def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
         """A front end said hello (on the kernel's thread): answer on the loop. A click on
-        Approve / Deny in a run's card (tagged with the run's key) goes to that run's view."""
+        Approve / Deny in a run's card (tagged with the run's key) goes to that run's view; a run
+        the user picked in a pane is kept for the saved record."""
         if not isinstance(content, dict):
             return
-        if content.get("type") == "hello":
+        if content.get("type") == "select":
+            pane, run = content.get("pane"), content.get("run")
+            if (type(pane) is int and type(run) is int and 0 <= pane < len(self.providers)
+                    and 0 <= run < self.runs):
+                self.selected[pane] = run
+        elif content.get("type") == "hello":
             from ..agent import background_loop
 
             background_loop().call_soon_threadsafe(self._hello)
@@ -196,13 +203,18 @@ class CompareWidgetView:
             if view is not None:
                 view._on_msg(widget, content, buffers)
 
+    def selected_runs(self) -> list[int | None]:
+        """The run the user picked in each pane (None: not picked), as the saved record keeps it."""
+        return [self.selected.get(index) for index in range(len(self.providers))]
+
     def _hello(self) -> None:
         """The layout and everything so far: finished runs' transcripts, running runs' snapshots."""
         if self._closed:
             return
         self._synced = True
         self.live.send({"type": "compare", "panes": redact_data(self.pane_titles()), "runs": self.runs,
-                        "started": [list(k) for k in self.run_views], "table": self._table_doc(), "footer": ""})
+                        "started": [list(k) for k in self.run_views], "table": self._table_doc(), "footer": "",
+                        "selected": self.selected_runs()})
         for key, view in self.run_views.items():
             if key in self.ended:
                 self.live.send({"type": "end", "key": f"{key[0]}/{key[1]}", "doc": self.ended[key]})

@@ -157,7 +157,8 @@ def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = 
     from .compare_view import table_data
 
     table = table_data(list(comparison.providers), list(comparison.figures), int(getattr(comparison, "runs", 1) or 1))
-    record = comparison_record(comparison, prompt=prompt, table=table, titles=titles)
+    selected = view.selected_runs() if hasattr(view, "selected_runs") else None  # kept as the user left them
+    record = comparison_record(comparison, prompt=prompt, table=table, titles=titles, selected=selected)
     data, metadata = comparison_bundle(record)
     if hasattr(view, "end"):  # a page reopened mid-run has no display id: the widget draws the record itself
         view.end(data[COMPARISON_MIME_TYPE])

@@ -184,7 +184,8 @@ def next_cell_html(t: Transcript) -> str:
 
 def comparison_to_html(record: ComparisonRecord) -> str:
     """Sanitized HTML of a comparison: one column per provider (at most three a row); with several
-    runs, each run a collapsible section, the last one open (the extension's renderer has tabs)."""
+    runs, each run a collapsible section, the one the user picked open, else the last (the
+    extension's renderer has tabs)."""
     columns = min(max(len(record.providers), 1), 3)
     titles = record.titles or record.providers
     panes = []
@@ -193,9 +194,10 @@ def comparison_to_html(record: ComparisonRecord) -> str:
         title = titles[index] if index < len(titles) else provider
         under = f' <span class="ipyagent-meta">{escape(provider)}</span>' if title != provider else ""
         body = [f'<div class="ipyagent-pane-title"><b>{escape(title)}</b>{under}</div>']
-        for n, entry in enumerate(runs):
+        shown = shown_run(record, index)
+        for entry in runs:
             if record.runs > 1:
-                opened = " open" if n == len(runs) - 1 else ""
+                opened = " open" if entry.run == shown else ""
                 body.append(f'<details class="ipyagent-run"{opened}><summary>run {entry.run + 1} of {record.runs}</summary>'
                             f'{_html_body(entry.transcript)}</details>')
             else:
@@ -207,6 +209,14 @@ def comparison_to_html(record: ComparisonRecord) -> str:
     # Each pane's body is sanitized by _html_body; the rest is our own markup over escaped text.
     grid = f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{table}{wall}'
     return f'<div class="ipyagent-transcript ipyagent-comparison">{STYLE}{COMPARISON_STYLE}{grid}</div>'
+
+
+def shown_run(record: ComparisonRecord, index: int) -> int | None:
+    """The run pane `index` shows: the one the user picked (`record.selected`) when it is saved,
+    else its last; None when the pane has no run."""
+    runs = [e.run for e in record.entries if e.index == index]
+    picked = record.selected[index] if record.selected and index < len(record.selected) else None
+    return picked if picked in runs else max(runs, default=None)
 
 
 def _table_markdown(record: ComparisonRecord) -> str:
