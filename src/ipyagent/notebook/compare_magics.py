@@ -129,34 +129,10 @@ class CompareMagics(Magics):
         """The body of ``%%compare`` (also behind ``%%agent --compare``); arguments as the magic's options,
         `run_options` every run's (tools, max_steps, react, output schema, images, `ModelSettings`:
         the same for every provider, each sent under its own wire names)."""
-        providers = [p for item in providers for p in item.split(",") if p.strip()]
-        if not providers:
-            raise UsageError("give the providers to compare: %%compare openai:gpt-4.1-mini anthropic:claude-sonnet-4-5")
-        if runs < 1:
-            raise UsageError(f"--runs must be at least 1, got {runs}")
-        try:
-            prompt = (cell if raw else render_cell(cell, self.shell.user_ns)).strip()
-        except TemplateError as exc:
-            raise UsageError(str(exc)) from None
-        if not prompt:
-            raise UsageError("the cell is empty: write the prompt below the %%compare line")
+        providers, prompt = self._providers_and_prompt(providers, cell, runs=runs, raw=raw)
         views: list[Any] = []  # the view, once made: approval buttons go to its pane
-        built: list[Agent] = []
-        failures: dict[str, Exception] = {}
-        entries: list[Agent | str] = []
-        for index, requested in enumerate(providers):
-            def approve(action: ToolAction, index: int = index) -> Any:
-                return views[0].request_approval(index, action)
-
-            try:
-                agent = self._build(requested, system=system, approve=approve)
-            except Exception as exc:  # noqa: BLE001 - a missing key, an unknown provider: shown in its pane and row
-                failures[requested] = exc
-                entries.append(requested)
-                continue
-            built.append(agent)
-            entries.append(agent)
-
+        entries, failures = self._entries(providers, system, views)
+        built = [entry for entry in entries if not isinstance(entry, str)]
         ids = [e if isinstance(e, str) else e.provider for e in entries]
         widgets = self.agent_magics._widgets()
         # Panes are titled as the user typed them (eight aliases of one model are eight panes), the id under it.
@@ -196,3 +172,38 @@ class CompareMagics(Magics):
                         pass
 
         return run_cell(compared(), saved, await_in_kernel=await_in_kernel)
+
+    def _providers_and_prompt(self, providers: list[str], cell: str, *, runs: int, raw: bool) -> tuple[list[str], str]:
+        """(the providers, comma lists split, the prompt rendered from the cell unless `raw`).
+
+        Raises:
+            UsageError: no provider, `runs` under 1, a template error or an empty cell.
+        """
+        providers = [p for item in providers for p in item.split(",") if p.strip()]
+        if not providers:
+            raise UsageError("give the providers to compare: %%compare openai:gpt-4.1-mini anthropic:claude-sonnet-4-5")
+        if runs < 1:
+            raise UsageError(f"--runs must be at least 1, got {runs}")
+        try:
+            prompt = (cell if raw else render_cell(cell, self.shell.user_ns)).strip()
+        except TemplateError as exc:
+            raise UsageError(str(exc)) from None
+        if not prompt:
+            raise UsageError("the cell is empty: write the prompt below the %%compare line")
+        return providers, prompt
+
+    def _entries(self, providers: list[str], system: str | None, views: list[Any]) -> tuple[list[Agent | str], dict[str, Exception]]:
+        """(one entry per provider: its agent, or the id as typed when none could be made; why each
+        such id failed). A tool call's approval goes to the pane of its provider in ``views[0]``."""
+        failures: dict[str, Exception] = {}
+        entries: list[Agent | str] = []
+        for index, requested in enumerate(providers):
+            def approve(action: ToolAction, index: int = index) -> Any:
+                return views[0].request_approval(index, action)
+
+            try:
+                entries.append(self._build(requested, system=system, approve=approve))
+            except Exception as exc:  # noqa: BLE001 - a missing key, an unknown provider: shown in its pane and row
+                failures[requested] = exc
+                entries.append(requested)
+        return entries, failures

@@ -381,35 +381,44 @@ class AgentMagics(Magics):
                 return
         if args.list:
             self._list_providers()
-            return
-        if args.models:
+        elif args.models:
             given = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env)) if v}
             self._list_models(args.provider_id, given)
-            return
-        if args.alias is not None:  # an empty name too: set_alias refuses it, nothing is set
-            if not args.provider_id:
-                raise UsageError("--alias NAME needs the id it stands for: %provider --alias fast openai:gpt-4.1-mini")
-            options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record),
-                                                     ("price_as", args.price_as)) if v}
-            try:
-                target = set_alias(args.alias, args.provider_id)
-            except ConfigurationError as exc:
-                self._error(str(exc))
-                return
-            self.alias_options[args.alias] = options
-            where = f" at {options['base_url']}" if options.get("base_url") else ""
-            print(f"alias: {args.alias} = {target}{where}")
-            return
-        if not args.provider_id:
+        elif args.alias is not None:  # an empty name too: set_alias refuses it, nothing is set
+            self._set_alias(args)
+        elif not args.provider_id:
             if any((args.base_url, args.api_key_env, args.record, args.price_as)):
                 raise UsageError("give PROVIDER:MODEL with --base-url/--api-key-env/--record/--price-as, "
                                  "e.g. %provider openai:gpt-4.1-mini --base-url URL")
             if settings or args.clear_settings or args.timeout is not None:
                 set_default(settings=settings, replace_settings=args.clear_settings, timeout=args.timeout)
             self._show_provider()
+        else:
+            self._set_provider(args, settings)
+
+    @staticmethod
+    def _given_options(args: Any) -> dict[str, Any]:
+        """The driver options ``%provider`` was given (``--base-url``, ``--api-key-env``, ``--record``, ``--price-as``)."""
+        return {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record),
+                                  ("price_as", args.price_as)) if v}
+
+    def _set_alias(self, args: Any) -> None:
+        """``%provider --alias NAME PROVIDER:MODEL [options]``: NAME stands for the id, with those options."""
+        if not args.provider_id:
+            raise UsageError("--alias NAME needs the id it stands for: %provider --alias fast openai:gpt-4.1-mini")
+        options = self._given_options(args)
+        try:
+            target = set_alias(args.alias, args.provider_id)
+        except ConfigurationError as exc:
+            self._error(str(exc))
             return
-        options = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record),
-                                                     ("price_as", args.price_as)) if v}
+        self.alias_options[args.alias] = options
+        where = f" at {options['base_url']}" if options.get("base_url") else ""
+        print(f"alias: {args.alias} = {target}{where}")
+
+    def _set_provider(self, args: Any, settings: Any) -> None:
+        """``%provider PROVIDER:MODEL [options]``: the session's default, once a driver could be made for it."""
+        options = self._given_options(args)
         if not options and args.provider_id in self.alias_options:
             options = dict(self.alias_options[args.provider_id])
         resolved = resolve_alias(args.provider_id)
@@ -586,6 +595,29 @@ class AgentMagics(Magics):
         return outcome
 
     def _agent_cell(self, args: Any, cell: str) -> Any:
+        self._check_cell_args(args)
+        if args.compare:  # an alias of %%compare (compare_magics.py)
+            return self.shell.magics_manager.registry["CompareMagics"].run(
+                [args.compare], cell, system=args.system, out=args.out, raw=args.raw,
+                await_in_kernel=args.await_in_kernel, run_options=self._run_options(args))
+        prompt, context = self._cell_prompt(args, cell)
+        run_options = replace(self._run_options(args), context=tuple(context))
+        self.session.last_context = [b.describe() for b in context]
+        if args.new:
+            self.session.threads.get(args.thread).reset()
+        if args.system is not None:
+            self.session.threads.get(args.thread).system = self._system_value(args.system)
+        try:
+            agent = self._agent(args.provider)
+        except ConfigurationError as exc:
+            self._error(str(exc))
+            return None
+        return self._run_agent_cell(agent, prompt, run_options, args)
+
+    @staticmethod
+    def _check_cell_args(args: Any) -> None:
+        """Raises `UsageError` for a count under its least value, a bad ``-o`` name, or options
+        that do not go with ``--compare``."""
         for name in ("max_steps", "max_history", "context_window", "cells", "context_budget", "system_budget"):
             value = getattr(args, name, None)
             least = 0 if name in ("max_history", "system_budget") else 1
@@ -594,10 +626,11 @@ class AgentMagics(Magics):
         check_out_name(args.out)
         if args.compare and (args.error or args.with_ or args.cells or args.code):
             raise UsageError("--error, --with, --cells and --code are not available with --compare; use %%agent without it")
-        if args.compare:  # an alias of %%compare (compare_magics.py)
-            return self.shell.magics_manager.registry["CompareMagics"].run(
-                [args.compare], cell, system=args.system, out=args.out, raw=args.raw,
-                await_in_kernel=args.await_in_kernel, run_options=self._run_options(args))
+
+    def _cell_prompt(self, args: Any, cell: str) -> tuple[str, list[Any]]:
+        """(the prompt, the context blocks attached to it): the cell rendered as a template
+        (unless ``--raw``), ``--error``'s instruction before it. Raises `UsageError` for a
+        template error, an interrupt while summarizing, or an empty cell."""
         try:
             prompt = (cell if args.raw else render_cell(cell, template_namespace(self.shell))).strip()
             with interruptible():  # summaries call the user's objects (a slow __repr__)
@@ -610,17 +643,10 @@ class AgentMagics(Magics):
             prompt = f"{FIX_INSTRUCTION}\n\n{prompt}".strip()
         if not prompt.strip():
             raise UsageError("the cell is empty: write the prompt below the %%agent line")
-        run_options = replace(self._run_options(args), context=tuple(context))
-        self.session.last_context = [b.describe() for b in context]
-        if args.new:
-            self.session.threads.get(args.thread).reset()
-        if args.system is not None:
-            self.session.threads.get(args.thread).system = self._system_value(args.system)
-        try:
-            agent = self._agent(args.provider)
-        except ConfigurationError as exc:
-            self._error(str(exc))
-            return None
+        return prompt, context
+
+    def _run_agent_cell(self, agent: Agent, prompt: str, run_options: RunOptions, args: Any) -> Any:
+        """Run `prompt` on the cell's thread, streaming into a view; the result is kept (``%agent last``, ``-o``)."""
         active = self.session.begin(agent, prompt, run_options, thread=args.thread, max_history=args.max_history,
                                     window=args.context_window, record=not args.no_store,
                                     metadata={"tools": run_options.tools.names(), "max_steps": args.max_steps,
