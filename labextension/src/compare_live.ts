@@ -16,6 +16,7 @@
  */
 
 import { ComparisonFrame, PaneTitle, comparisonFooter, renderComparison } from './compare';
+import { FrameScheduler } from './frame';
 import { LiveDoc, LiveView } from './live';
 import { isObject, list, num, str } from './transcript';
 
@@ -102,33 +103,19 @@ export class CompareLiveView {
   private views = new Map<string, LiveView>();
   private resets = -1;
   private table: unknown = undefined;
-  private pending = 0;
+  private scheduler: FrameScheduler;
   private ended = false;
 
   constructor(el: HTMLElement, doc: CompareDoc) {
     this.el = el;
     this.doc = doc;
     el.classList.add('ipyagent-transcript', 'ipyagent-comparison', 'ipyagent-live');
-    this.schedule = this.schedule.bind(this);
-    doc.listeners.add(this.schedule);
-    this.schedule();
+    this.scheduler = new FrameScheduler(() => this.draw(), doc.listeners);
   }
 
   dispose(): void {
-    this.doc.listeners.delete(this.schedule);
+    this.scheduler.dispose();
     this.views.forEach(view => view.dispose());
-    if (this.pending) {
-      cancelAnimationFrame(this.pending);
-    }
-  }
-
-  schedule(): void {
-    if (!this.pending) {
-      this.pending = requestAnimationFrame(() => {
-        this.pending = 0;
-        this.draw();
-      });
-    }
   }
 
   private draw(): void {

@@ -19,6 +19,7 @@
  */
 
 import { CompareDoc, CompareLiveView } from './compare_live';
+import { FrameScheduler } from './frame';
 import { MarkdownStream } from './markdown';
 import { artifactNode, el, footerNode, renderTranscript, toolCard } from './transcript';
 
@@ -167,7 +168,7 @@ export class LiveView {
   private trailing: HTMLElement[] = [];
   private leading: HTMLElement[] = [];
   private resets = -1;
-  private pending = 0;
+  private scheduler: FrameScheduler;
   private ticker = 0;
   private footer: HTMLElement | null = null;
   private ended = false;
@@ -178,27 +179,13 @@ export class LiveView {
     this.el = el;
     this.doc = doc;
     el.classList.add('ipyagent-transcript', 'ipyagent-live');
-    this.schedule = this.schedule.bind(this);
-    doc.listeners.add(this.schedule);
     this.ticker = window.setInterval(() => this.tick(), 200);
-    this.schedule();
+    this.scheduler = new FrameScheduler(() => this.draw(), doc.listeners);
   }
 
   dispose(): void {
-    this.doc.listeners.delete(this.schedule);
+    this.scheduler.dispose();
     window.clearInterval(this.ticker);
-    if (this.pending) {
-      cancelAnimationFrame(this.pending);
-    }
-  }
-
-  schedule(): void {
-    if (!this.pending) {
-      this.pending = requestAnimationFrame(() => {
-        this.pending = 0;
-        this.draw();
-      });
-    }
   }
 
   private draw(): void {
