@@ -591,3 +591,20 @@ def test_the_run_picked_in_a_pane_while_it_streams_is_the_one_the_saved_record_s
     assert shown_run(gone, 0) == 1  # a picked run that is not saved: the last one
     untouched = CompareWidgetView(["fake:a"], 2)
     assert transcript_output.comparison_record(cmp, selected=untouched.selected_runs()).selected is None
+
+
+def test_live_panes_and_table_name_each_provider_as_the_saved_record_does(monkeypatch) -> None:
+    """Panes titled by alias ("quick") still name the provider (``fake:timed``) in their footers
+    and table rows, live as in the saved record, so nothing changes when the record replaces them."""
+    import ipyagent.notebook.transcript_output as transcript_output
+
+    view = CompareWidgetView(["quick", "slow"], 1, ["fake:timed", "fake:timed"])
+    view.live.send = lambda content, buffers=None: None
+    cmp = asyncio.run(acompare([_DriverTimed(), _DriverTimed()], "hi", on_start=view.start, on_event=view.feed,
+                               on_finish=view.finish))
+    monkeypatch.setattr("IPython.display.update_display", lambda data, **kw: None)
+    record = transcript_output.finish_comparison("id", cmp, view=view, titles=["quick", "slow"])
+    assert view.table.rows == record.table.rows and [r[0] for r in view.table.rows] == ["fake:timed"] * 2
+    assert [view.run_views[(i, 0)].state.footer_figures()[0] for i in (0, 1)] == ["fake:timed"] * 2
+    assert [e.transcript.provider for e in record.entries] == ["fake:timed"] * 2
+    assert view.pane_titles()[0] == {"title": "quick", "resolved": "fake:timed"}  # the pane's title stays as typed

@@ -171,7 +171,7 @@ class CompareWidgetView:
         self.run_views: dict[tuple[int, int], WidgetView] = {}
         self.ended: dict[tuple[int, int], dict[str, Any]] = {}  # finished runs' transcripts, as sent
         self.selected: dict[int, int] = {}  # pane -> the run the user picked in it (browser -> kernel "select")
-        self.table = table_data(self.providers, [], runs)
+        self.table = table_data(self.resolved, [], runs)  # rows named as the saved record names them
         self._synced = self._closed = False
 
     def pane_titles(self) -> list[dict[str, str]]:
@@ -225,7 +225,7 @@ class CompareWidgetView:
         return redact_data(self.table.model_dump(mode="json"))
 
     def start(self, index: int, run: int) -> None:
-        view = WidgetView(self.providers[index], link=_PaneLink(self, f"{index}/{run}"))
+        view = WidgetView(self.resolved[index], link=_PaneLink(self, f"{index}/{run}"))  # its footer as the saved one
         self.views[index] = self.run_views[(index, run)] = view
         if self._synced:
             self.live.send({"type": "run", "pane": index, "run": run})
@@ -254,7 +254,7 @@ class CompareWidgetView:
             doc = self.ended[(fig.index, fig.run)] = redact_data(fig.transcript.to_json())
             view.end(doc)
         self.figures.append(fig)
-        self.table = table_data(self.providers, self.figures, self.runs)
+        self.table = table_data(self.resolved, self.figures, self.runs)
         if self._synced:
             self.live.send({"type": "table", "table": self._table_doc()})
 
