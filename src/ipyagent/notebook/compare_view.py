@@ -279,11 +279,18 @@ class CompareWidgetView:
 
 
 class CompareTextView:
-    """Terminal view: each run's reply printed as a block when it ends, then the table."""
+    """Terminal view: each run's reply printed as a block when it ends, then the table.
+
+    On a colour terminal (`terminal.colour_enabled`) drawn with rich (terminal_records.py):
+    each run's transcript (the answer as Markdown, tool lines, its coloured footer) under a
+    header naming the provider and run, then one table of the figures."""
 
     def __init__(self, providers: list[str], runs: int, stream: TextIO | None = None) -> None:
+        from .terminal import colour_enabled
+
         self.providers, self.runs = list(providers), runs
         self.stream = stream or sys.stdout
+        self.colour = colour_enabled(self.stream)
         self.figures: list[RunFigures] = []
         self.states = [RunState(p) for p in self.providers]
 
@@ -298,6 +305,8 @@ class CompareTextView:
 
     def finish(self, fig: RunFigures) -> None:
         self.figures.append(fig)
+        if self.colour:
+            return self._draw_run(fig)
         run = f" · run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
         state = self.states[fig.index]
         body = state.text if fig.ok else f"[error] {fig.error_type}: {fig.error}"
@@ -307,6 +316,20 @@ class CompareTextView:
     def mark_interrupted(self) -> None:
         self.stream.write("[interrupted]\n")
 
+    def _draw_run(self, fig: RunFigures) -> None:
+        from rich.text import Text
+
+        from .terminal_records import header, print_rendered, transcript_renderables
+
+        note = f"· run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
+        body = (transcript_renderables(fig.transcript) if fig.transcript is not None
+                else [Text(redact(f"[error] {fig.error_type}: {fig.error}"), style="bold red")])
+        print_rendered(self.stream, [header(str(fig.provider), note), *body])
+
     def show_table(self) -> None:
+        if self.colour:
+            from .terminal_records import figures_table, print_rendered
+
+            return print_rendered(self.stream, [figures_table(table_data(self.providers, self.figures, self.runs))])
         self.stream.write(redact(table_text(self.providers, self.figures, self.runs)) + "\n")
         self.stream.flush()

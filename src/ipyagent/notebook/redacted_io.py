@@ -14,6 +14,22 @@ from ..core import redact
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class _Collected(io.StringIO):
+    """A magic's output, collected; a terminal when the stream it will be written to is one
+    (so a magic drawing for a colour terminal still does)."""
+
+    def __init__(self, target: Any) -> None:
+        super().__init__()
+        self.target = target
+
+    def isatty(self) -> bool:
+        isatty = getattr(self.target, "isatty", None)
+        try:
+            return bool(isatty and isatty())
+        except ValueError:  # a closed stream
+            return False
+
+
 def redacted_output(fn: F) -> F:
     """Wrap a magic so that its stdout, stderr and `UsageError` messages are redacted.
 
@@ -24,7 +40,7 @@ def redacted_output(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from IPython.core.error import UsageError
 
-        out, err = io.StringIO(), io.StringIO()
+        out, err = _Collected(sys.stdout), io.StringIO()
         try:
             with redirect_stdout(out), redirect_stderr(err):
                 return fn(*args, **kwargs)

@@ -21,6 +21,7 @@ import datetime
 import inspect
 import json
 import shlex
+import sys
 import time
 from typing import Any
 
@@ -250,10 +251,23 @@ class SessionMagics(Magics):
 
         turns = len(thread.turns)
         header = f"thread {name!r}: {turns} turn{'s' if turns != 1 else ''}" + (f"; system: {_short(thread.system, 200)}" if thread.system else "")
+        if self._colour_terminal():
+            from rich.text import Text
+
+            from .terminal_records import clean, print_rendered, transcript_renderables
+
+            turns_drawn = [r for n, turn in enumerate(thread.turns, 1) for r in transcript_renderables(turn_transcript(turn, n))]
+            return print_rendered(sys.stdout, [Text(clean(header), style="bold"), *turns_drawn])
         display({"text/plain": redact(header), "text/html": f'<div class="ipyagent-footer">{escape(redact(header))}</div>'}, raw=True)
         for n, turn in enumerate(thread.turns, 1):
             data, metadata = bundle(turn_transcript(turn, n), plain_limit=None)  # a terminal shows each turn whole
             display(data, raw=True, metadata=metadata)
+
+    def _colour_terminal(self) -> bool:
+        """True in terminal IPython on a TTY without NO_COLOR: records are drawn with rich."""
+        from .terminal import colour_enabled
+
+        return not self.agent_magics._widgets() and colour_enabled(sys.stdout)
 
     def _reset(self, name: str | None) -> None:
         name = name or DEFAULT_THREAD

@@ -41,6 +41,27 @@ def colour_enabled(stream: Any) -> bool:
         return False
 
 
+def console_for(stream: TextIO) -> Any:
+    """A rich console writing to `stream`, a colour terminal, as wide as the terminal."""
+    from rich.console import Console
+
+    width = max(shutil.get_terminal_size().columns, 20)
+    return Console(file=stream, force_terminal=True, width=width, highlight=False, soft_wrap=False)
+
+
+def footer_text(figures: list[str]) -> Any:
+    """A run's footer line for a colour terminal (rich `Text`): ``[provider · figures]``, the
+    provider bold cyan, how the run ended in its colour (`FOOTER_STYLES`), the rest dim."""
+    from rich.text import Text
+
+    line = Text("[")
+    for n, figure in enumerate(figures):
+        line.append(" · " if n else "", style="dim")
+        line.append(redact(figure), style="bold cyan" if n == 0 else FOOTER_STYLES.get(figure, "dim"))
+    line.append("]")
+    return line
+
+
 def complete_prefix(text: str) -> int:
     """How many leading lines of Markdown `text` can no longer change: those before the last
     top-level block that starts on a complete line (0: none yet)."""
@@ -107,12 +128,7 @@ class TerminalOutput:
         if self.colour:
             from rich.text import Text
 
-            line = Text("[")
-            for n, figure in enumerate(figures):
-                line.append(" · " if n else "", style="dim")
-                line.append(figure, style="bold cyan" if n == 0 else FOOTER_STYLES.get(figure, "dim"))
-            line.append("]")
-            self._rich().print(Text("\n" if self._column else "") + line, highlight=False)
+            self._rich().print(Text("\n" if self._column else "") + footer_text(figures), highlight=False)
             self._column = 0
         else:
             self._write(f"\n[{' · '.join(redact(f) for f in figures)}]\n")
@@ -218,8 +234,5 @@ class TerminalOutput:
 
     def _rich(self) -> Any:
         if self._console is None:
-            from rich.console import Console
-
-            width, _ = self._size()
-            self._console = Console(file=self.stream, force_terminal=True, width=width, highlight=False, soft_wrap=False)
+            self._console = console_for(self.stream)
         return self._console

@@ -420,35 +420,53 @@ def to_markdown(t: Transcript) -> str:
 PLAIN_CHARS = 200
 
 
-def to_text(t: Transcript, *, limit: int | None = None) -> str:
-    """Plain text for terminals: the answer, one bracketed line per tool call, the footer; with
-    `limit`, the text before the footer is cut after that many characters (at a line end when
-    one is near) and says how much more there is."""
-    lines: list[str] = [f"── {t.title}"] if t.title else []
+def text_pieces(t: Transcript) -> list[tuple[str, str]]:
+    """`t` as (kind, text) pieces in reading order, what a terminal shows of it: ``title``,
+    ``prompt`` (with `show_prompts`), ``text`` (Markdown), ``reasoning``, ``tool_ok`` /
+    ``tool_error`` / ``tool_denied`` / ``tool`` (not run) and ``other``, ``artifact``,
+    ``error``, ``interrupted`` and ``next_cell`` lines. The footer is `footer_figures`."""
+    pieces: list[tuple[str, str]] = [("title", t.title)] if t.title else []
     for message in t.messages:
         if message.role == "user" and t.show_prompts:
-            lines += [f"user: {p.text}" if isinstance(p, TextPart) else f"user: [{getattr(p, 'summary', p.type)}]" for p in message.parts]
+            pieces += [("prompt", p.text if isinstance(p, TextPart) else f"[{getattr(p, 'summary', p.type)}]") for p in message.parts]
         if message.role != "assistant":
             continue
         for part in message.parts:
             if isinstance(part, TextPart):
-                lines.append(part.text)
+                pieces.append(("text", part.text))
             elif isinstance(part, ReasoningPart):
-                lines.append(f"[reasoning: {len(part.text)} chars]")
+                pieces.append(("reasoning", part.text))
             elif isinstance(part, ToolCallPart):
                 args = json.dumps(part.arguments, ensure_ascii=False)
                 result = f" -> {part.result}" if part.result is not None else ""
-                lines.append(f"[tool {part.name}({args}){result} · {tool_status(part)}]")
+                kind = ("tool_denied" if part.approval == "denied" else "tool_error" if _failed(part)
+                        else "tool_ok" if part.status == "ok" else "tool")
+                pieces.append((kind, f"[tool {part.name}({args}){result} · {tool_status(part)}]"))
             elif isinstance(part, OtherPart):
-                lines.append(f"[{part.summary}]")
-    for artifact in t.artifacts:
-        lines.append(f"[artifact {artifact_title(artifact)}]")
+                pieces.append(("other", f"[{part.summary}]"))
+    pieces += [("artifact", f"[artifact {artifact_title(a)}]") for a in t.artifacts]
     if t.error is not None:
-        lines.append(f"[error] {t.error.message}")
+        pieces.append(("error", f"[error] {t.error.message}"))
     if t.status == "interrupted":
-        lines.append("[interrupted; the text above is partial]")
+        pieces.append(("interrupted", "[interrupted; the text above is partial]"))
     if t.next_cell is not None:
-        lines.append(f"[code for a new cell below: {t.next_cell.source.count(chr(10)) + 1} lines of {t.next_cell.language}]")
+        pieces.append(("next_cell", f"[code for a new cell below: {t.next_cell.source.count(chr(10)) + 1} lines of {t.next_cell.language}]"))
+    return pieces
+
+
+def _plain(kind: str, text: str) -> str:
+    if kind == "title":
+        return f"── {text}"
+    if kind == "prompt":
+        return f"user: {text}"
+    return f"[reasoning: {len(text)} chars]" if kind == "reasoning" else text
+
+
+def to_text(t: Transcript, *, limit: int | None = None) -> str:
+    """Plain text for terminals: the answer, one bracketed line per tool call, the footer; with
+    `limit`, the text before the footer is cut after that many characters (at a line end when
+    one is near) and says how much more there is."""
+    lines = [_plain(kind, text) for kind, text in text_pieces(t)]
     return _cut("\n".join(lines), limit) + "\n[" + " · ".join(footer_figures(t)) + "]"
 
 
