@@ -32,7 +32,6 @@ from ..core import (
     Message,
     ModelCompleted,
     ModelFailed,
-    ModelStarted,
     PromptStack,
     ProviderError,
     StopKind,
@@ -134,8 +133,6 @@ class AgentRun:
                         if self.first_token_s is None:
                             self.first_token_s = time.monotonic() - started
                         self.streaming.add(event)
-                    elif isinstance(event, ModelStarted):
-                        self.streaming = Aggregator()
                     self.emit(event)
         except ProviderError as exc:
             self.streaming = None
@@ -160,8 +157,10 @@ class AgentRun:
             outcomes = {id(a): r for a, r in zip(calls.actions, results)}
             blocks = []
             for call in calls.parsed:
-                action = call.action or ToolAction(tag=call.tag, name="invalid_tool_call")
-                artifact, seconds = outcomes.get(id(call.action), (ErrorArtifact(value=call.error or "not run"), 0.0))
+                if call.action is None:  # a block that did not parse: its error goes back, nothing ran
+                    action, (artifact, seconds) = ToolAction(tag=call.tag, name="invalid_tool_call"), (ErrorArtifact(value=str(call.error)), 0.0)
+                else:
+                    action, (artifact, seconds) = call.action, outcomes[id(call.action)]
                 self._completed_call(action, artifact, seconds)
                 blocks.append(react.result_block(call.tag, artifact.to_text(), is_error=artifact.type == "error"))
             return Message(role="user", content=[TextBlock(text="\n\n".join(blocks))])
@@ -219,7 +218,7 @@ class AgentRun:
             if not calls:
                 return self._result(turn.message, turn=turn)
             self.pending.append(await self.tool_calls(calls))
-        last = self.pending[-2] if len(self.pending) > 1 else Message(role="assistant")
+        last = self.pending[-2]  # the last reply (its tool results, or a correction, follow it)
         return self._fail(last, ProviderError(
             "max_steps", f"stopped after {self.options.max_steps} model turns (max_steps); the tool results so far are kept",
             retryable=False))
