@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import gc
 import json
 import time
 from typing import Any
@@ -518,6 +519,35 @@ def test_each_retry_is_announced_before_its_wait(monkeypatch: pytest.MonkeyPatch
     assert 1.0 <= second.wait_s <= 1.5 and log[4] == ("sleep", second.wait_s)  # 0.5 s doubled, plus jitter
     assert second.text == f"503 server error, retrying in {round(second.wait_s, 1):g} s, attempt 3 of 3"
     assert log[-1].metadata["retry_waits"] == [2.0, second.wait_s]
+
+
+def _cyclic_garbage(run: Any) -> list[Any]:
+    """What `run()` leaves that only the garbage collector frees (reference cycles)."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        run()
+        gc.collect()
+        return list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+
+
+def test_a_turn_leaves_nothing_for_the_garbage_collector(no_sleep: list[float]) -> None:
+    """A first try that succeeds builds no retry machinery (tenacity's retrier is a reference
+    cycle): the turn and its response are freed when the turn ends, not at the next collection
+    (an evaluation keeps ~50 turns in flight and runs thousands). After a retry, the opened
+    response is still not kept (the failed try's error may be, with its traceback)."""
+    from ipyagent.drivers._turn import Opened, Turn
+
+    kept = (Turn, Opened, httpx2.Response, httpx2.Request, TextDelta)
+    ok = _cyclic_garbage(lambda: _events(_chat(transport=Scripted(OK))))
+    assert not [o for o in ok if isinstance(o, kept)]
+    retried = _cyclic_garbage(lambda: _events(_chat(transport=Scripted(_error(429), OK), max_attempts=2)))
+    assert no_sleep and not [o for o in retried if isinstance(o, Opened) or isinstance(o, httpx2.Response) and o.status_code == 200]
 
 
 def test_no_retry_no_notice(no_sleep: list[float]) -> None:

@@ -704,11 +704,28 @@ class BasePromptDriver(ABC):
         are tried again (`max_attempts` in all, `_wait` between), the rest raise at once.
 
         Yields a `RetryScheduled` before each wait, so a view can say why nothing has
-        arrived yet; the opened response is then `turn.opened`.
+        arrived yet; the opened response is then `turn.opened`. The first try is sent
+        directly: tenacity's machinery is built only once a try has failed (most never do).
 
         Raises:
             ProviderError: the last try's error.
         """
+        turn.attempts = 1
+        try:
+            turn.opened = await self._open(request)
+        except ProviderError as exc:
+            if self.max_attempts == 1 or not self._retryable(exc):
+                raise
+            async with aclosing(self._retry(request, turn, exc)) as notices:
+                async for notice in notices:
+                    yield notice
+        assert turn.opened is not None
+        turn.request_id = turn.opened.response.headers.get("x-request-id")
+
+    async def _retry(self, request: httpx2.Request, turn: Turn, failed: ProviderError) -> AsyncIterator[RetryScheduled]:
+        """The tries after a first one that `failed` with a retryable error, through tenacity
+        (which is handed that first failure as its own first attempt's)."""
+        first: ProviderError | None = failed
         retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait, sleep=_no_sleep,
                                  retry=retry_if_exception(self._retryable), before=turn.attempt,
                                  before_sleep=turn.waiting, reraise=True)
@@ -719,9 +736,10 @@ class BasePromptDriver(ABC):
                 yield RetryScheduled(turn.attempts, self.max_attempts, wait, turn.retry_error)
                 await retry_sleep(wait)
             with attempt:
+                if first is not None:
+                    error, first = first, None
+                    raise error
                 turn.opened = await self._open(request)
-        assert turn.opened is not None
-        turn.request_id = turn.opened.response.headers.get("x-request-id")
 
     async def _relay(self, opened: Opened, turn: Turn, url: str) -> AsyncIterator[DeltaMessage]:
         """Step 2, relay: every delta as it arrives (the head read by `_open` first), kept for
@@ -827,8 +845,9 @@ class BasePromptDriver(ABC):
         else:
             yield completed
         finally:
-            if turn.opened is not None:
-                await turn.opened.response.aclose()
+            opened, turn.opened = turn.opened, None  # nothing of the response outlives the turn
+            if opened is not None:
+                await opened.response.aclose()
 
     def _failed(self, error: ProviderError, turn: Turn) -> ModelFailed:
         """The turn failed: `error` (redacted, with the attempts when retries gave up) and the
