@@ -62,6 +62,22 @@ def wait_reply(kc, msg_id: str, timeout: float | None = None) -> tuple[dict, lis
     return reply, iopub
 
 
+def wait_iopub(kc, until: Any, timeout: float) -> list[dict]:
+    """The iopub messages read until one satisfies `until(msg)` (that one included); fails
+    after `timeout` seconds without one."""
+    deadline = time.monotonic() + timeout
+    seen: list[dict] = []
+    while time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.05)
+        except queue.Empty:
+            continue
+        seen.append(msg)
+        if until(msg):
+            return seen
+    raise AssertionError(f"no such iopub message within {timeout} s ({len(seen)} read)")
+
+
 def lab_like_client(nb, **kwargs):
     """notebooks/execute.py's client: nbclient that drops closed widgets' state as JupyterLab does."""
     import importlib.util

@@ -26,7 +26,9 @@ class Reply:
     """One scripted response. `pieces` are written one by one, `delay` seconds apart;
     `cut_after` closes the connection without finishing the body after that many pieces;
     `hold_after` stops after that many pieces (`held` is then set) until `release` is set,
-    so a test can act while a stream is surely under way, with no sleep."""
+    so a test can act while a stream is surely under way, with no sleep; `after`, when given,
+    holds the whole reply (its status line too) until that event is set. `sent` is set, and
+    `sent_at` (`time.monotonic()`) noted, once the body has been written to its end."""
 
     status: int = 200
     headers: dict[str, str] = field(default_factory=lambda: {"Content-Type": "text/event-stream"})
@@ -37,6 +39,9 @@ class Reply:
     hold_after: int | None = None
     held: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
+    after: threading.Event | None = None
+    sent: threading.Event = field(default_factory=threading.Event)
+    sent_at: float | None = None
 
     @classmethod
     def sse_file(cls, path: Path, **kw: Any) -> "Reply":
@@ -122,6 +127,8 @@ class StubServer:
                     server._served += 1
                 if reply is None:
                     reply = server.respond(request) if server.respond else server.responder(parsed)
+                if reply.after is not None:
+                    reply.after.wait(HOLD_LIMIT)
                 if reply.wait:
                     time.sleep(reply.wait)
                 self.send_response(reply.status)
@@ -147,6 +154,8 @@ class StubServer:
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                     server.completed.append(time.monotonic())
+                    reply.sent_at = server.completed[-1]
+                    reply.sent.set()
                 except (BrokenPipeError, ConnectionResetError):
                     server.hangups.append(time.monotonic())
                     self.close_connection = True

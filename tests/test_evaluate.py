@@ -207,27 +207,38 @@ def test_a_failed_run_is_not_served_from_the_cache(store) -> None:
 
 
 def limited_once(answer, **reply: Any):
-    """A responder: the first request gets ``429, Retry-After: 1``, every later one `answering(answer)`."""
-    limited = threading.Event()
+    """A responder: the first request gets ``429, Retry-After: 1`` (`respond.too_many`, whose
+    `sent_at` says when it was written whole), every later one `answering(answer)`, but not
+    before that 429 has been sent: a row in flight with the 429 ends after it, so the row that
+    follows in its place starts once the lane knows of the 429 (the order comes from the
+    server, not from timing)."""
+    lock = threading.Lock()
+    too_many = Reply(status=429, headers={"Content-Type": "application/json", "Retry-After": "1"},
+                     pieces=[b'{"error": {"message": "slow down", "type": "rate_limit_error"}}'])
     answered = answering(answer, **reply)
+    first = [True]
 
     def respond(body: dict[str, Any]) -> Reply:
-        if not limited.is_set():
-            limited.set()
-            return Reply(status=429, headers={"Content-Type": "application/json", "Retry-After": "1"},
-                         pieces=[b'{"error": {"message": "slow down", "type": "rate_limit_error"}}'])
-        return answered(body)
+        with lock:
+            limited, first[0] = first[0], False
+        if limited:
+            return too_many
+        later = answered(body)
+        later.after = too_many.sent
+        return later
 
+    respond.too_many = too_many  # type: ignore[attr-defined]
     return respond
 
 
 def test_a_429_holds_its_whole_lane_for_retry_after_while_others_go_on(store) -> None:
     rows = [f"q{n}" for n in range(8)]
-    with StubServer(responder=limited_once(lambda q: "ok", wait=0.05)) as slow, StubServer(responder=answering(lambda q: "ok", wait=0.05)) as fast:
+    limited = limited_once(lambda q: "ok", wait=0.05)
+    with StubServer(responder=limited) as slow, StubServer(responder=answering(lambda q: "ok", wait=0.05)) as fast:
         ev = evaluate([Agent("openai:limited", base_url=slow.url), Agent("openai:free", base_url=fast.url)], "{{ row }}", rows,
                       concurrency=2, store=store)
     assert all(r.ok for r in ev.results), [r.error for r in ev.results if not r.ok]
-    t429 = slow.request_times[0]
+    t429 = limited.too_many.sent_at
     # The one in flight with it had been sent already; every later request of the lane waited for Retry-After.
     later = slow.request_times[2:]
     assert len(later) == 7 and min(later) >= t429 + 1.0  # 6 rows and the retry

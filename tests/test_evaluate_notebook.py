@@ -15,7 +15,7 @@ import pytest
 
 from ipyagent.notebook.evaluation_render import MIME_TYPE
 
-from .kernels import wait_reply, widget_values
+from .kernels import wait_iopub, wait_reply, widget_values
 from .stub_server import Reply, StubServer, openai_text_reply
 from .test_evaluate import CAPITALS, answering, capital_of, last_user_text, limited_once
 
@@ -57,8 +57,9 @@ def test_over_rows_in_a_kernel_every_assertion_cache_429_and_budget(tmp_path, mo
         country = next(c for c in CAPITALS if c["country"] in last_user_text(body))
         return openai_text_reply(json.dumps({"name": country["capital"], "country": country["country"]}))
 
+    limited = limited_once(capital_of)
     with StubServer(responder=answering(capital_of)) as good, StubServer(responder=answering(lambda q: "Somewhere nice.")) as bad, \
-            StubServer(responder=answering(verdict)) as judge, StubServer(responder=limited_once(capital_of)) as slow, \
+            StubServer(responder=answering(verdict)) as judge, StubServer(responder=limited) as slow, \
             StubServer(responder=structured) as shaped:
         over = "%%compare good bad --over rows -o {out} {extra}\nCapital of {{{{ row.country }}}}? One sentence."
         asserts = ("--assert 'contains:{{ row.capital }}' --assert 'icontains:{{ row.capital | lower }}' "
@@ -88,7 +89,7 @@ def test_over_rows_in_a_kernel_every_assertion_cache_429_and_budget(tmp_path, mo
         nb = _execute(cells, tmp_path, monkeypatch)
         requests = {name: len(s.requests) for name, s in
                     [("good", good), ("bad", bad), ("judge", judge), ("slow", slow), ("shaped", shaped)]}
-        slow_times, t429 = slow.request_times, slow.request_times[0]
+        slow_times, t429 = slow.request_times, limited.too_many.sent_at
     results = _printed(nb.cells[-1])
 
     ev = results["ev"]
@@ -107,9 +108,10 @@ def test_over_rows_in_a_kernel_every_assertion_cache_429_and_budget(tmp_path, mo
     assert requests["good"] == 3 + 3 + 3 + 1  # ev, fresh, lane (another prompt), capped (one run)
     assert requests["judge"] == 6
     assert requests["bad"] == 6
-    # The 429 lane waited Retry-After as a whole, and every run ended ok.
+    # The 429 lane waited Retry-After as a whole, and every run ended ok: the row in flight with the 429
+    # was answered after it (`limited_once`), so the third row, started in its place, and the retry waited.
     assert all(r[4] == "ok" for r in results["lane"])
-    assert len(slow_times) == 4 and min(slow_times[2:]) >= t429 + 1.0  # the retry and the third row waited
+    assert len(slow_times) == 4 and min(slow_times[2:]) >= t429 + 1.0
     # Structured output: schema and json assertions.
     assert all(r[2] for r in results["shaped"]) and [o[0] for o in results["shaped"][0][6]] == ["schema", "json"]
     # The budget: the first run's estimate (10 tokens out at most) fits, its real cost leaves no room for another.
@@ -144,9 +146,13 @@ def test_an_interrupt_mid_matrix_keeps_the_finished_and_closes_connections(monke
             deadline = time.monotonic() + 15
             while len(server.requests) < 8 and time.monotonic() < deadline:
                 time.sleep(0.05)
-            time.sleep(0.5)  # the two quick rows have finished; six streams are in flight
+            # The progress table says 2/8 once the two quick rows are recorded; the six others stream
+            # for ~30 s (their pieces 0.3 s apart), so they are in flight when the interrupt comes.
+            seen = wait_iopub(kc, lambda m: m["msg_type"] == "comm_msg" and ">2/8<" in str(m["content"]["data"]), 30)
+            assert len(server.requests) == 8 and len(server.completed) == 2
             km.interrupt_kernel()
             answer, iopub = wait_reply(kc, msg_id, 20)
+            iopub = seen + iopub
             assert answer["content"]["status"] == "error"  # Run all stops here
             assert answer["content"]["ename"] == "RunStopped"
             assert not [m for m in iopub if m["msg_type"] == "error"], "a stop printed a traceback"
