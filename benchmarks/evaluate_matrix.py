@@ -164,6 +164,7 @@ def main() -> int:
     floor = max(ideal, bare_s, cpu)
     results = {
         "rows": rows_n, "providers": len(PROVIDERS), "wait_s": wait, "concurrency": concurrency, "load_average": load,
+        "ipyagent_from": str(Path(ipyagent.__file__).parent),  # which tree was measured (an A/B run sets PYTHONPATH)
         "ideal_s": ideal, "first_s": first_s, "first_vs_ideal": first_s / ideal,
         "bare_client_s": bare_s, "bare_vs_ideal": bare_s / ideal, "floor_s": floor, "first_vs_floor": first_s / floor,
         "cpu_s": cpu, "cpu_ms_per_run": cpu / runs * 1000, "user_ms_per_run": user / runs * 1000,
@@ -197,7 +198,7 @@ def main() -> int:
     meets = {name: (results[name] >= target if name == "others_under_429" else results[name] <= target)
              for name, target in TARGETS.items()}
     meets["cached_requests"] = cached_requests == 0
-    print(f"\ntargets met: {meets}")
+    print(f"\nipyagent from {results['ipyagent_from']}; targets met: {meets}")
     write_json(args, "evaluate_matrix", {"results": results, "targets": TARGETS, "meets_targets": meets,
                                           "versions": versions("ipyagent", "httpx2")})
     return 0
