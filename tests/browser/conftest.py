@@ -1,5 +1,5 @@
 """Fixtures of the browser suite: a JupyterLab server on 127.0.0.1, Debian's Chromium via Playwright,
-one scripted model server for the whole session, and helpers to drive notebooks.
+a scripted model server for each test, and helpers to drive notebooks.
 
 Run it on its own: ``pytest -m browser`` (``make test-browser``). TOOLCHAIN.md §5 and §8 explain the
 driving pattern: wait for the kernel through ``window.jupyterapp`` and never hand a command's
@@ -68,11 +68,37 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1100, "height": 900}}
 
 
+#: Run by every kernel at its start: the model's base URL is the one of the test that started the kernel.
+MODEL_URL_STARTUP = """import os, pathlib
+_url = pathlib.Path(os.environ["IPYAGENT_TEST_MODEL_URL_FILE"])
+if _url.exists():
+    os.environ["OPENAI_BASE_URL"] = _url.read_text()
+del os, pathlib, _url
+"""
+
+
 @pytest.fixture(scope="session")
-def model_server():
-    """The model: one StubServer for the session; each test scripts its replies with `script()`."""
+def lab_home(tmp_path_factory) -> Path:
+    """Jupyter and IPython state of the session's JupyterLab (a temporary folder)."""
+    home = tmp_path_factory.mktemp("jhome")
+    startup = home / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-model-url.py").write_text(MODEL_URL_STARTUP)
+    return home
+
+
+@pytest.fixture
+def model_server(lab_home):
+    """The model: a StubServer of this test's own (it scripts the replies with `script()`). A kernel
+    reads its URL when it starts, so a kernel of an earlier test never reaches this test's server:
+    every request it holds is this test's."""
+    url_file = lab_home / "model_url"
     with StubServer(Reply()) as server:
-        yield server
+        url_file.write_text(f"{server.url}/v1")
+        try:
+            yield server
+        finally:
+            url_file.unlink()
 
 
 def _free_port() -> int:
@@ -98,13 +124,14 @@ def _installed_labextension() -> Path:
 
 
 @pytest.fixture(scope="session")
-def lab_server(tmp_path_factory, model_server):
-    """JupyterLab on 127.0.0.1 serving a copy of notebooks/; kernels talk to `model_server`.
+def lab_server(tmp_path_factory, lab_home):
+    """JupyterLab on 127.0.0.1 serving a copy of notebooks/; kernels talk to the `model_server` of
+    the test that started them.
 
-    Yields (base URL, notebook folder). Jupyter and IPython state live in a temporary folder.
+    Yields (base URL, notebook folder). Jupyter and IPython state live in `lab_home`.
     """
     _installed_labextension()
-    home = tmp_path_factory.mktemp("jhome")
+    home = lab_home
     root = tmp_path_factory.mktemp("notebooks")
     for name in NOTEBOOKS:
         shutil.copy(ROOT / "notebooks" / f"{name}.ipynb", root)
@@ -115,7 +142,7 @@ def lab_server(tmp_path_factory, model_server):
     env = {**os.environ,
            "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_DATA_DIR": str(home / "data"),
            "JUPYTER_RUNTIME_DIR": str(home / "runtime"), "IPYTHONDIR": str(home / "ipython"),
-           "OPENAI_API_KEY": "sk-test-browser", "OPENAI_BASE_URL": f"{model_server.url}/v1"}
+           "OPENAI_API_KEY": "sk-test-browser", "IPYAGENT_TEST_MODEL_URL_FILE": str(home / "model_url")}
     port = _free_port()
     log = open(home / "server.log", "w")
     proc = subprocess.Popen(
@@ -206,7 +233,9 @@ class Lab:
 
 
 @pytest.fixture
-def lab(page, lab_server):
+def lab(page, lab_server, model_server):
+    """JupyterLab's page; every kernel started in the test talks to its `model_server`, and is shut
+    down at its end (before the server stops)."""
     url, root = lab_server
     page.set_default_timeout(60000)
     yield Lab(page, url, root)
