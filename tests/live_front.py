@@ -22,6 +22,7 @@ class FrontEnd:
         self.interrupted = False
         self.status: dict[str, Any] = {}
         self.final: dict[str, Any] | None = None
+        self.output: dict[str, Any] | None = None  # the saved output a reopened page puts in place
         view.live.send = self.receive
 
     def hello(self) -> None:
@@ -53,6 +54,7 @@ class FrontEnd:
                 self.apply(op)
         elif content["type"] == "end":
             self.final = content["doc"]
+            self.output = _saved_output(content)
 
     def apply(self, op: list[Any]) -> None:
         name = op[0]
@@ -82,3 +84,11 @@ class FrontEnd:
     @property
     def frames(self) -> list[dict[str, Any]]:
         return [m for m in self.messages if m["type"] == "ops"]
+
+
+def _saved_output(end: dict[str, Any]) -> dict[str, Any] | None:
+    """The output an ``end`` message carries, rebuilt as saved_output.ts does: (data, metadata)."""
+    output = end.get("output")
+    if output is None:
+        return None
+    return {"data": {**output["fallbacks"], output["mime"]: end["doc"]}, "metadata": output["metadata"]}

@@ -102,6 +102,44 @@ def test_a_front_end_that_says_hello_later_gets_the_pending_question() -> None:
     assert [a["arguments"] for a in asks.values()] == [{"city": "Paris"}] and answer is True
 
 
+def test_the_live_footer_says_a_call_waits_for_approval_then_goes_back_to_streaming() -> None:
+    """Not "streaming…" while nothing streams: the footer's clock reads "waiting for your
+    approval" (ticking ``approval``) from the ask to the answer, for a page open all along and
+    for one that says hello meanwhile."""
+    from ipyagent.core import TextDelta
+
+    action = ToolAction(tag="call_1", name="get_weather", input={"city": "Paris"})
+
+    async def main() -> list[Any]:
+        view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        front.hello()
+        view.feed(ModelStarted(provider="openai", model="m"))
+        view.feed(TextDelta(0, "Let me check. "))
+        await _until(lambda: front.status.get("ticking") == "streaming")
+        asked = asyncio.ensure_future(view.request_approval(action))
+        await _until(lambda: front.asks)
+        asking = front.status["ticking"]
+        late = FrontEnd(view)  # a page reopened while the call waits (it takes the messages from now on)
+        late.hello()
+        late_ticking = late.status["ticking"]
+        late.click(next(iter(late.asks)), True)
+        await asked
+        await _until(lambda: late.status.get("ticking") != "approval")
+        return [asking, late_ticking, late.status["ticking"]]
+
+    assert asyncio.run(main()) == ["approval", "approval", "streaming"]
+
+
+def test_the_terminal_question_says_it_waits_for_approval(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda question: asked.append(question) or "y")
+    view = TextView("openai:m", stream=io.StringIO())
+    action = ToolAction(tag="call_1", name="get_weather", input={"city": "Paris"})
+    assert asyncio.run(view.request_approval(action)) is True
+    assert asked == ['\nwaiting for your approval · run get_weather({"city": "Paris"})? [y/N] ']
+
+
 # -- the agent loop says which calls were approved or denied -----------------------------
 
 

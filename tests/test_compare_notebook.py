@@ -244,7 +244,7 @@ def test_one_widget_per_compare_cell_whose_panes_and_table_read_the_same_figures
 
     with _two_providers(monkeypatch, 0, 0.02) as (km, kc, _):
         msg_id = kc.execute("%%compare openai:quick slow --runs 2\nWhat is the weather?")
-        opened, custom, idle = [], [], False
+        opened, custom, updates, idle = [], [], [], False
         deadline = time.monotonic() + 30
         while not idle and time.monotonic() < deadline:
             try:
@@ -259,9 +259,15 @@ def test_one_widget_per_compare_cell_whose_panes_and_table_read_the_same_figures
                         "method": "custom", "content": {"type": "hello"}}}))
             elif msg["msg_type"] == "comm_msg" and content["data"].get("method") == "custom":
                 custom.append(content["data"]["content"])
+            elif msg["msg_type"] == "update_display_data":
+                updates.append({"data": content["data"], "metadata": content["metadata"]})
             idle = (msg["msg_type"] == "status" and content["execution_state"] == "idle"
                     and msg["parent_header"].get("msg_id") == msg_id)
     assert idle, "the cell did not finish"
+    # The cell's end carries its saved output whole (a page reopened mid-run puts it in place).
+    (end,) = [m for m in custom if m["type"] == "end" and "key" not in m]
+    assert updates == [{"data": {**end["output"]["fallbacks"], end["output"]["mime"]: end["doc"]},
+                        "metadata": end["output"]["metadata"]}]
     assert len([o for o in opened if "_esm" in o["data"].get("state", {})]) == 1  # one front end for 2 providers x 2 runs
     assert custom[0]["type"] == "compare" and custom[0]["panes"] == [
         {"title": "openai:quick", "resolved": "openai:quick"}, {"title": "slow", "resolved": "openai:slow"}]

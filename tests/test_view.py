@@ -217,7 +217,42 @@ def test_end_sends_the_transcript_once_then_close_leaves_no_widget() -> None:
     view.end({"format": "ipyagent.transcript", "status": "completed"})
     view.close()
     assert front.final == {"format": "ipyagent.transcript", "status": "completed"}
+    assert front.output is None  # a run's end inside a larger widget (%%compare) is no cell output
     assert not ids & set(_instances)  # nothing left for the notebook's widget state
+
+
+def test_the_end_message_follows_the_display_update_and_carries_the_same_saved_output(monkeypatch) -> None:
+    """A page reopened mid-run has no display id for the update: it puts the output the `end`
+    message carries in place itself (live.ts), so that output must be the update's, whole; and
+    it comes after the update, so a page the update reached has already dropped its live view."""
+    import IPython.display
+
+    from ipyagent.notebook.transcript_output import LiveTranscript
+
+    sent: list[tuple[str, Any]] = []
+    monkeypatch.setattr(IPython.display, "update_display",
+                        lambda data, **kw: sent.append(("update", {"data": data, "metadata": kw["metadata"]})))
+
+    async def main() -> FrontEnd:
+        view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        receive = front.receive
+        view.live.send = lambda content, buffers=None: (sent.append(("widget", content["type"])), receive(content))
+        front.hello()
+        live = LiveTranscript(view, provider="openai:m", prompt="Hi", show=False)
+        live.feed(ModelStarted(provider="openai", model="m"))
+        live.feed(TextDelta(0, "Hello **there**"))
+        live.feed(completed("Hello **there**"))
+        live.finish(None)
+        return front
+
+    front = asyncio.run(main())
+    order = [kind if kind == "update" else f"widget {what}" for kind, what in sent if kind == "update" or what == "end"]
+    assert order == ["update", "widget end"]
+    (update,) = [payload for kind, payload in sent if kind == "update"]
+    assert front.output == update
+    assert set(update["data"]) == {"application/vnd.ipyagent.transcript+json", "text/html", "text/plain"}
+    assert "Hello" in update["data"]["text/html"]
 
 
 def test_text_view_prints_deltas_in_order_then_footer() -> None:

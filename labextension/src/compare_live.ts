@@ -10,7 +10,8 @@
  *   {type: "run", pane, run}   a run started (its pane shows it unless the user picked another)
  *   {type: "table", table}     the figures table changed (a run ended)
  *   {type: ..., key: "pane/run", ...}  a run's own message (live.ts: snapshot, ops, end)
- *   {type: "end", doc}          the saved comparison record, once, at the end
+ *   {type: "end", doc, output?}  the saved comparison record, once, at the end, and the rest of
+ *                               the cell's saved output (live.ts, saved_output.ts)
  * and browser -> kernel: {type: "hello"}, {type: "select", pane, run} (the user picked a run: the
  * saved record shows it too), and a run's {type: "approve", ..., key} (live.ts).
  */
@@ -33,6 +34,8 @@ export class CompareDoc {
   selected: (number | null)[] = [];
   docs = new Map<string, LiveDoc>();
   final: Json | null = null;
+  /** The rest of the saved output the `end` message brought (saved_output.ts). */
+  output: Json | null = null;
   /** Counts layout messages: a view rebuilds its frame when it changes. */
   resets = 0;
   listeners = new Set<() => void>();
@@ -64,6 +67,7 @@ export class CompareDoc {
       this.table = msg.table;
     } else if (msg.type === 'end') {
       this.final = msg.doc;
+      this.output = msg.output ?? null;
     } else {
       return;
     }

@@ -8,7 +8,9 @@
  * Protocol (custom widget messages, kernel -> browser):
  *   {type: "snapshot", seq, doc}  the run so far (the answer to our "hello")
  *   {type: "ops", seq, ops}        what changed since seq - 1 (coalesced, <= ~33/s)
- *   {type: "end", doc}             the whole transcript, once, when the run ends
+ *   {type: "end", doc, output?}    the whole transcript, once, when the run ends, and the rest
+ *                                  of the cell's saved output {mime, fallbacks, metadata}
+ *                                  (a page reopened mid-run puts it in place: saved_output.ts)
  * and browser -> kernel: {type: "hello"} when a model is created (a cell run
  * live, or a page reopened mid-run), so that it catches up from the state, and
  * {type: "approve", request, verdict} when Approve (true) or Deny (false) is
@@ -21,6 +23,7 @@
 import { CompareDoc, CompareLiveView } from './compare_live';
 import { FrameScheduler } from './frame';
 import { MarkdownStream } from './markdown';
+import { offerSavedOutput } from './saved_output';
 import { artifactNode, el, footerNode, renderTranscript, toolCard } from './transcript';
 
 type Json = { [key: string]: any };
@@ -60,6 +63,8 @@ export class LiveDoc {
   interrupted = false;
   status: Status = { figures: [], ticking: 'waiting', elapsed: 0, at: performance.now() };
   final: Json | null = null;
+  /** The rest of the saved output the `end` message brought (saved_output.ts). */
+  output: Json | null = null;
   listeners = new Set<() => void>();
   /** Sends a message to the kernel (the widget model's `send`). */
   send: (msg: Json) => void = () => undefined;
@@ -82,6 +87,7 @@ export class LiveDoc {
       }
     } else if (msg.type === 'end') {
       this.final = msg.doc;
+      this.output = msg.output ?? null;
     } else {
       return;
     }
@@ -283,7 +289,7 @@ export class LiveView {
     const figures = [...status.figures];
     if (status.ticking) {
       const elapsed = (status.elapsed + (performance.now() - status.at) / 1000).toFixed(1);
-      figures.push(status.ticking === 'waiting' ? `waiting for the first token · ${elapsed} s` : `${elapsed} s · streaming…`);
+      figures.push(tickingText(status.ticking, elapsed));
     }
     return figures.join(' · ');
   }
@@ -296,6 +302,14 @@ export class LiveView {
       }
     }
   }
+}
+
+/** The live footer's clock, by the kernel's `ticking` (view.py, `RunState.live_status`). */
+function tickingText(ticking: string, elapsed: string): string {
+  if (ticking === 'waiting') {
+    return `waiting for the first token · ${elapsed} s`;
+  }
+  return ticking === 'approval' ? `waiting for your approval · ${elapsed} s` : `${elapsed} s · streaming…`;
 }
 
 /** "Run this call?" with Approve and Deny; a click disables both and calls `decide`. */
@@ -339,6 +353,17 @@ export default {
   render({ model, el }: { model: AnyModel; el: HTMLElement }): () => void {
     const doc = docOf(model);
     const view = doc instanceof CompareDoc ? new CompareLiveView(el, doc) : new LiveView(el, doc);
-    return () => view.dispose();
+    // On `end`, an output the kernel's display update did not reach (a page reopened mid-run)
+    // takes the saved output itself; done synchronously, before the widget's comm closes.
+    const ended = (): void => {
+      if (offerSavedOutput(el, doc)) {
+        doc.listeners.delete(ended);
+      }
+    };
+    doc.listeners.add(ended);
+    return () => {
+      doc.listeners.delete(ended);
+      view.dispose();
+    };
   }
 };

@@ -20,6 +20,8 @@ import {
 import { Compartment, EditorState, Extension, Prec } from '@codemirror/state';
 import { Decoration, DecorationSet, EditorView, MatchDecorator, ViewPlugin, ViewUpdate } from '@codemirror/view';
 
+import reopenedOutput from './reopened';
+
 /** Cell magics whose body is a prompt template. */
 export const CELL_MAGICS = ['agent', 'compare'];
 
@@ -104,4 +106,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+export default [plugin, reopenedOutput];

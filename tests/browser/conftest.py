@@ -212,14 +212,18 @@ class Lab:
     def cell(self, index: int):
         return self.page.locator(f"{self.panel} .jp-Notebook .jp-Cell").nth(index)
 
-    def save_and_shutdown(self, name: str) -> None:
-        """Save the notebook, wait until it is on disk, and shut its kernel down."""
+    def save(self, name: str) -> None:
+        """Save the notebook and wait until it is on disk."""
         before = (self.root / name).stat().st_mtime
         self.command("docmanager:save")
         deadline = time.monotonic() + 20
         while (self.root / name).stat().st_mtime == before and time.monotonic() < deadline:
             time.sleep(0.1)
         assert (self.root / name).stat().st_mtime != before, "the notebook was not saved"
+
+    def save_and_shutdown(self, name: str) -> None:
+        """Save the notebook, wait until it is on disk, and shut its kernel down."""
+        self.save(name)
         for session in api(self.url, "GET", "/api/sessions"):  # type: ignore[union-attr]
             if session["path"].endswith(name):
                 api(self.url, "DELETE", f"/api/sessions/{session['id']}")

@@ -1,8 +1,9 @@
 """Tool call cards and artifacts in JupyterLab, as a person sees them.
 
 - Approval: a call with a 300-character argument shows Approve and Deny inside the output area
-  (the arguments wrap in a capped box); Deny reads "denied" and Approve "approved by you", live
-  and after the notebook is saved and reopened.
+  (the arguments wrap in a capped box); the live footer says "waiting for your approval" until
+  a click; Deny reads "denied" and Approve "approved by you", live and after the notebook is
+  saved and reopened.
 - An artifact: a tool output too big for the prompt goes to Task Memory; its entry opens to
   rendered Markdown (a heading and a table), not raw text, in the cell and after reopening.
 """
@@ -61,7 +62,12 @@ def _decide(lab, index: int, button: str, label: str) -> None:
     assert QUERY.strip() in seen["args"].replace("\n", "")
     assert seen["wraps"] and seen["fits"], seen
     lab.screenshot(cell, f"approval-{button}.png")
+    # Not "streaming…" while the call waits: the footer's clock says what it waits for.
+    cell.locator(".ipyagent-view .ipyagent-footer-text", has_text="waiting for your approval").wait_for(state="attached")
     target.click()  # Playwright clicks only a visible, enabled, unobscured button
+    lab.page.wait_for_function(
+        "(cell) => !Array.from(cell.querySelectorAll('.ipyagent-footer-text')).some(n => n.textContent.includes('approval'))",
+        arg=cell.element_handle())
     summary = cell.locator(".ipyagent-view details.ipyagent-tool summary", has_text=label)
     summary.wait_for(state="attached", timeout=30000)
 

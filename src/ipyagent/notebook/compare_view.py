@@ -263,10 +263,13 @@ class CompareWidgetView:
             if not view.state.finished:
                 view.mark_interrupted()
 
-    def end(self, record: dict[str, Any]) -> None:
-        """The comparison is over: its saved record, once (a page reopened mid-run draws it)."""
+    def end(self, record: dict[str, Any], output: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+        """The comparison is over: its saved record, once, with the rest of the cell's saved
+        `output` (a page reopened mid-run draws it and puts it in its output; live_widget.end_message)."""
         if self._synced and not self._closed:
-            self.live.send({"type": "end", "doc": record})
+            from .live_widget import end_message
+
+            self.live.send(end_message(record, output))
 
     def close(self) -> None:
         """Close every widget of the comparison (its saved record has replaced it)."""

@@ -116,9 +116,9 @@ class LiveTranscript:
         from IPython.display import update_display
 
         data, metadata = bundle(self.transcript)
-        if hasattr(self.view, "end"):  # a page reopened mid-run has no display id: the widget draws the end itself
-            self.view.end(data[MIME_TYPE])
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
+        if hasattr(self.view, "end"):  # after the update: only a page reopened mid-run still has the view (live_widget.py)
+            self.view.end(data[MIME_TYPE], (data, metadata))
         if hasattr(self.view, "close"):
             self.view.close()
         return self.transcript
@@ -160,7 +160,7 @@ def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = 
     selected = view.selected_runs() if hasattr(view, "selected_runs") else None  # kept as the user left them
     record = comparison_record(comparison, prompt=prompt, table=table, titles=titles, selected=selected)
     data, metadata = comparison_bundle(record)
-    if hasattr(view, "end"):  # a page reopened mid-run has no display id: the widget draws the record itself
-        view.end(data[COMPARISON_MIME_TYPE])
     update_display(data, raw=True, metadata=metadata, display_id=display_id)
+    if hasattr(view, "end"):  # after the update: only a page reopened mid-run still has the view (live_widget.py)
+        view.end(data[COMPARISON_MIME_TYPE], (data, metadata))
     return record

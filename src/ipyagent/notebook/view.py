@@ -83,6 +83,7 @@ class RunState(EventHandler):
         self.created: list[Segment] = []  # segments made since a view last took them (WidgetView)
         self.touched: Segment | None = None  # the segment the last event went to
         self.retry: str | None = None  # a retry notice, shown until the turn's first token
+        self.asking = 0  # tool calls waiting for the user's Approve / Deny
 
     def _new(self, key: tuple[int, int], kind: str) -> Segment:
         segment = self.segments[key] = Segment(kind, len(self.segments))
@@ -191,8 +192,8 @@ class RunState(EventHandler):
 
     def live_status(self) -> dict[str, Any]:
         """The live footer: the fixed figures, and what the front end's clock shows
-        (``waiting`` before the first token, ``streaming`` after, None once finished)
-        from `elapsed` seconds on."""
+        (``waiting`` before the first token, ``approval`` while a tool call waits for the user,
+        ``streaming`` otherwise, None once finished) from `elapsed` seconds on."""
         if self.finished:
             return {"figures": self.footer_figures(), "ticking": None, "elapsed": 0}
         figures = [self.provider]
@@ -205,8 +206,8 @@ class RunState(EventHandler):
             figures.append(str(cost) if cost is not None else "unknown price")
         if self.retry:
             figures.append(self.retry)
-        return {"figures": figures, "ticking": "waiting" if self.first_token is None else "streaming",
-                "elapsed": round(time.monotonic() - self.started, 2)}
+        ticking = "approval" if self.asking else "waiting" if self.first_token is None else "streaming"
+        return {"figures": figures, "ticking": ticking, "elapsed": round(time.monotonic() - self.started, 2)}
 
     def footer_figures(self) -> list[str]:
         figures = [self.provider]
@@ -459,6 +460,7 @@ class WidgetView(EventHandler):
         ask = redact_data({"request": request, "name": segment.name or action.native_name, "arguments": action.input})
         answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._asks[request] = (answer, segment, ask)
+        self.state.asking += 1  # the footer says so
         if self._synced:
             self._record_created()
             self._ops.append(["ask", segment.sid, ask])
@@ -467,6 +469,7 @@ class WidgetView(EventHandler):
             verdict = await answer
         finally:
             self._asks.pop(request, None)
+            self.state.asking -= 1
         segment.approval = "approved" if verdict else "denied"
         if self._synced:
             self._ops += [["ask", segment.sid, None], ["tool", segment.sid, {"approval": segment.approval}]]
@@ -488,13 +491,17 @@ class WidgetView(EventHandler):
             self._ops += [["text", sid, []] for sid in self._redactors if sid not in pending]
             self._frame()
 
-    def end(self, transcript: dict[str, Any]) -> None:
-        """The run is over: send the whole transcript once (a page reopened mid-run shows it)."""
+    def end(self, transcript: dict[str, Any], output: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+        """The run is over: send the whole transcript once, with `output`, the (data, metadata)
+        the cell's display was just updated with (live_widget.end_message: a page reopened
+        mid-run has no display id for that update, so its front end puts `output` in place itself)."""
         if self._ended:
             return
         self.finish()
         self._ended = True
-        self._send({"type": "end", "doc": transcript})
+        from .live_widget import end_message
+
+        self._send(end_message(transcript, output))
 
     def close(self) -> None:
         """Close the widgets, so no widget state is left in the notebook for a finished run."""
@@ -661,7 +668,7 @@ class TextView(EventHandler):
         """Ask on the terminal whether to run `action`."""
         if self._wait is not None:
             self._wait.erase()
-        question = f"\nRun {action.native_name}({json.dumps(action.input)})? [y/N] "
+        question = f"\nwaiting for your approval · run {action.native_name}({json.dumps(action.input)})? [y/N] "
         answer = await asyncio.to_thread(input, question)
         return answer.strip().lower() in ("y", "yes")
 

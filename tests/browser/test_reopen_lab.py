@@ -1,0 +1,114 @@
+"""A page reopened while a run streams, in JupyterLab.
+
+The notebook is saved mid-run (its output is then the live widget) and the page reloaded: the
+reopened page must catch up from the kernel (the text so far), keep streaming, and, when the run
+ends — finished or stopped from that page — hold the same saved transcript a page that never
+left gets, with no widget left in the output or in the notebook's widget state. The kernel's
+display update cannot reach the reopened page (display ids are not saved), so the live view
+hands the saved output to the page itself (labextension/src/saved_output.ts, reopened.ts).
+
+The model server holds the stream after `HELD` pieces until the test releases it: no sleeps.
+"""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from ..stub_server import openai_text_reply
+from .test_lab import _rendered, _shown, _words, _write_notebook
+
+pytestmark = pytest.mark.browser
+
+PIECE = 16
+BEFORE = "Streaming text. " * 12  # 12 pieces of 16 characters, each ending a word
+AFTER = "\n\nThe rest came after the page was reopened, **in bold**.\n\n- one\n- two\n"
+HELD = 1 + len(BEFORE) // PIECE  # the role chunk, then BEFORE
+
+
+def _save_mid_run(lab, name: str) -> None:
+    """Save the notebook while its run streams (the output saved is the live widget's)."""
+    lab.save(name)
+    saved = nbformat.read(lab.root / name, as_version=4)
+    assert [o for o in saved.cells[1].outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})], \
+        "the notebook was not saved mid-run with the live widget"
+
+
+def _reopen_mid_run(lab, model_server, name: str):
+    """Run the %%agent cell, save while it is held, reload the page; the reopened cell, caught up."""
+    reply = openai_text_reply(BEFORE + AFTER, piece=PIECE, hold_after=HELD)
+    _write_notebook(lab.root / name, "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nWrite.")
+    model_server.script(reply)
+    lab.open(name)
+    lab.command("notebook:run-all-cells")
+    assert reply.held.wait(60), "the run did not start"
+    live = lab.cell(1).locator(".ipyagent-view .ipyagent-text")
+    live.first.wait_for(state="attached")
+    lab.page.wait_for_function("(el) => el.textContent.includes('Streaming text.')", arg=live.first.element_handle())
+    _save_mid_run(lab, name)
+    lab.page.reload()
+    lab.open(name, wait_kernel=False)  # the kernel is busy with the run
+    cell = lab.cell(1)
+    # The reopened page's widget is restored from the kernel and caught up by a snapshot.
+    live = cell.locator(".ipyagent-view .ipyagent-text")
+    live.first.wait_for(state="attached")
+    lab.page.wait_for_function("([el, n]) => el.textContent.split('Streaming text.').length - 1 === n",
+                               arg=[live.first.element_handle(), BEFORE.count("Streaming text.")])
+    assert _words(live.inner_text()) == _shown(BEFORE)
+    assert "streaming" in cell.locator(".ipyagent-view .ipyagent-footer").inner_text()
+    return reply, cell
+
+
+def _saved_output(lab, name: str) -> dict:
+    """The %%agent cell's one saved output: the transcript bundle, no widget anywhere."""
+    saved = nbformat.read(lab.root / name, as_version=4)
+    (output,) = saved.cells[1].outputs
+    assert output["output_type"] == "display_data"
+    assert set(output["data"]) == {"application/vnd.ipyagent.transcript+json", "text/html", "text/plain"}
+    assert output["metadata"] == {"ipyagent": {"record": "transcript"}}
+    assert not saved.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state")
+    assert "widget-view" not in nbformat.writes(saved)
+    return output["data"]["application/vnd.ipyagent.transcript+json"]
+
+
+def _answer(doc: dict) -> str:
+    return "".join(p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text")
+
+
+def test_a_page_reopened_mid_run_catches_up_streams_on_and_saves_the_transcript(lab, model_server):
+    reply, cell = _reopen_mid_run(lab, model_server, "reopen.ipynb")
+    reply.release.set()
+    _rendered(cell).wait_for(state="attached")  # the saved output took the widget's place
+    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
+    assert cell.locator(".ipyagent-view").count() == 0
+    assert "streaming" not in _rendered(cell).locator(".ipyagent-footer").inner_text()
+    lab.save_and_shutdown("reopen.ipynb")
+    doc = _saved_output(lab, "reopen.ipynb")
+    assert doc["status"] == "completed" and _answer(doc) == BEFORE + AFTER
+
+    lab.page.reload()  # no kernel of that run: the saved transcript alone
+    lab.open("reopen.ipynb", wait_kernel=False)
+    cell = lab.cell(1)
+    _rendered(cell).wait_for(state="attached")
+    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
+    lab.screenshot(cell, "reopened-finished.png")
+
+
+def test_a_run_stopped_from_a_page_reopened_mid_run_keeps_its_partial_transcript(lab, model_server):
+    reply, cell = _reopen_mid_run(lab, model_server, "reopen-stop.ipynb")
+    try:
+        lab.page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']").click()
+        _rendered(cell).wait_for(state="attached")
+        footer = _rendered(cell).locator(".ipyagent-footer").inner_text()
+        assert "interrupted" in footer, footer
+        assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE)  # the partial text stays
+        assert cell.locator(".ipyagent-view").count() == 0
+        assert "Traceback" not in cell.inner_text() and "CancelledError" not in cell.inner_text()
+        lab.save_and_shutdown("reopen-stop.ipynb")
+    finally:
+        reply.release.set()
+    doc = _saved_output(lab, "reopen-stop.ipynb")
+    assert doc["status"] == "interrupted" and _answer(doc) == BEFORE
+    saved = nbformat.read(lab.root / "reopen-stop.ipynb", as_version=4)
+    assert not [o for c in saved.cells for o in c.get("outputs", []) if o["output_type"] == "error"]
+    lab.screenshot(cell, "reopened-stopped.png")
