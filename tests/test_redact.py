@@ -63,6 +63,10 @@ def test_url_credentials_are_masked_without_registration():
                             f"and https://h/x?sig={MASK}#f")
 
 
+def test_a_masked_query_value_ends_where_its_url_does():
+    assert redact("timed out (http://h/v1?key=abc) twice") == f"timed out (http://h/v1?key={MASK}) twice"
+
+
 def test_a_registered_url_makes_its_credentials_secrets_everywhere():
     add_url("http://carol:Hunter2-Secret@h/v1?token=query-token-999")
     basic = base64.b64encode(b"carol:Hunter2-Secret").decode()

@@ -49,7 +49,9 @@ SECRET_FIELDS = frozenset({"authorization", "proxy-authorization", "api_key", "a
 _KEY_SHAPED = re.compile(r"\b(?:sk-[A-Za-z0-9_\-*]{20,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})")
 _KEY_PREFIXES = ("sk-", "AIza", "gsk_", "xai-")
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s\"'<>]+(?=@)")
-_URL_PARAM = re.compile(rf"([?&]{_SECRET_PARAM}=)[^&#\s\"'<>]+", re.I)
+# A value ends where the URL does: ``)`` too, so "(http://h/x?key=K)" keeps its closing parenthesis
+# (a key holding one is sent percent-encoded).
+_URL_PARAM = re.compile(rf"([?&]{_SECRET_PARAM}=)[^&#\s\"'<>)]+", re.I)
 
 _lock = threading.Lock()
 _registered: set[str] = set()

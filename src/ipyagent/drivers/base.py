@@ -730,7 +730,7 @@ class BasePromptDriver(ABC):
                                  retry=retry_if_exception(self._retryable), before=turn.attempt,
                                  before_sleep=turn.waiting, reraise=True)
         async for attempt in retrying:
-            if turn.attempts > 1 and turn.retry_error is not None:
+            if turn.retry_error is not None:
                 # tenacity chose the wait (before_sleep); it is slept here, once announced
                 wait = turn.retry_waits[-1]
                 yield RetryScheduled(turn.attempts, self.max_attempts, wait, turn.retry_error)
@@ -821,8 +821,7 @@ class BasePromptDriver(ABC):
             prompt_stack = with_rule_instruction(prompt_stack)
         path, body = self.build_request(prompt_stack)
         request = self._client_for().build_request("POST", _parsed_url(f"{self.base_url}{path}"), json=body, headers=self.headers())
-        turn = Turn(time.monotonic(), bool(getattr(self.transport, "replays", False)),
-                    prompt_stack.settings.as_dict() if prompt_stack.settings else None)
+        turn = Turn(time.monotonic(), bool(getattr(self.transport, "replays", False)), prompt_stack.settings.as_dict())
         if prompt_stack.system_blocks or prompt_stack.system_dropped:  # what %agent inspect shows
             turn.system_blocks = [b.summary(True) for b in prompt_stack.system_blocks] + \
                 [b.summary(False) for b in prompt_stack.system_dropped]
@@ -884,7 +883,8 @@ class BasePromptDriver(ABC):
                 return event
             if isinstance(event, ModelFailed):
                 raise event.error
-        raise ProviderError("invalid_response", "the stream ended without a result")  # pragma: no cover
+        # stream() always ends with one of the two: unreachable, so neither tested nor mutated
+        raise ProviderError("invalid_response", "the stream ended without a result")  # pragma: no cover, no mutate
 
     async def close(self) -> None:
         """Release the HTTP client. Safe to call more than once."""

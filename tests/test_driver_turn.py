@@ -1,0 +1,447 @@
+"""One turn through the driver template (`drivers/base.py`, DESIGN.md "drivers"): send (with
+retries, the response deadline, the rate gate) -> relay -> complete (the stop-reason check,
+max_tokens recovery, prices, metadata), replies labelled otherwise, a failed turn's partial
+message, and the body drain that lets a connection serve the next request. Issue 12: each test
+fails when its decision flips (mutation testing, `make mutation`).
+
+`tests/toy_driver.py`'s toy protocol keeps the template apart from any provider. No test sleeps:
+pauses run on a virtual clock (`tests/virtual_clock.py`), retry waits are recorded (`no_sleep`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx2
+import pytest
+
+from ipyagent.core import PromptStack, StopKind, TextDelta, Usage
+from ipyagent.drivers import StreamMeta, base
+from ipyagent.drivers.base import BasePromptDriver
+
+from .toy_driver import JSON, NDJSON, TEXT, Coded, Pieces, Scripted, Toy, assert_error, hi_stack, ndjson, run_turn
+from .virtual_clock import VirtualClockLoop
+
+
+# -- one turn: send -> relay -> complete ----------------------------------------------------------
+
+
+
+def test_a_turn_posts_the_request_and_announces_it_without_the_key() -> None:
+    transport = Scripted((200, NDJSON, [ndjson(*TEXT)]))
+    driver = Toy("m", api_key="sk-toy-started-1234567", transport=transport, base_url="http://h/v1?key=q-key-1")
+    events = run_turn(driver)
+    [request] = transport.requests
+    assert (request.method, str(request.url)) == ("POST", "http://h/v1?key=q-key-1/chat")
+    assert json.loads(request.content) == {"model": "m", "roles": ["user"]} and request.headers["authorization"].endswith("1234567")
+    started = events[0]
+    assert (started.type, started.provider, started.model) == ("model_started", "toy", "m")
+    assert started.request == {"url": "http://h/v1?key=[redacted]", "body": {"model": "m", "roles": ["user"]}}
+    assert [e.type for e in events] == ["model_started", "text_delta", "text_delta", "model_completed"]
+    done = events[-1]
+    assert done.message.text == "Hello" and done.usage == Usage(input_tokens=7, output_tokens=2)
+    assert (done.stop_reason.kind, done.stop_reason.raw) == (StopKind.end_turn, "end_turn")
+    assert transport.body.closed  # the response is closed when the turn ends
+
+
+def test_the_rule_strategy_puts_the_schema_into_the_prompt_and_the_others_do_not() -> None:
+    for strategy, roles in [("rule", ["system", "user"]), ("tool", ["user"])]:
+        stack = hi_stack()
+        stack.output_schema, stack.output_strategy = {"type": "object", "properties": {"n": {"type": "integer"}}}, strategy
+        driver = Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT))))
+        run_turn(driver, stack)
+        assert [m.role for m in driver.built.messages] == roles
+
+
+def test_stream_facts_before_the_first_delta_count_too() -> None:
+    transport = Scripted((200, {**NDJSON, "x-request-id": "req-header"}, ndjson({"model": "m-2024-06"}, *TEXT)))
+    done = run_turn(Toy("m", transport=transport))[-1]
+    assert (done.metadata["model"], done.metadata["request_id"], done.metadata["provider"]) == ("m-2024-06", "req-header", "toy")
+    later = Scripted((200, {**NDJSON, "x-request-id": "req-header"}, ndjson(*TEXT[:2], {"id": "req-body"}, *TEXT[2:])))
+    assert run_turn(Toy("m", transport=later))[-1].metadata["request_id"] == "req-body"  # the stream's own id first
+    none = Scripted((200, NDJSON, ndjson(*TEXT)))
+    assert run_turn(Toy("m", transport=none))[-1].metadata["request_id"] is None
+
+
+def test_a_reply_with_only_a_stop_reason_is_an_empty_message() -> None:
+    done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"stop": "end_turn"})))))[-1]
+    assert done.type == "model_completed" and done.message.content == [] and done.usage == Usage()
+
+
+def test_a_raw_stop_reason_without_a_kind_is_read_from_the_message() -> None:
+    done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "a"}, {"stop": ""})))))[-1]
+    assert done.type == "model_completed" and (done.stop_reason.kind, done.stop_reason.raw) == (StopKind.end_turn, "raw")
+
+
+def test_a_stream_without_a_stop_reason_was_cut_short() -> None:
+    failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "par"}, {"usage": [1, 1]})))))[-1]
+    assert_error(failed.error, "invalid_response", "the toy stream ended before the model finished (no stop reason arrived); "
+        "the text so far is kept", retryable=False)
+    assert failed.partial.text == "par" and failed.partial.metadata["partial"] is True
+
+
+def test_a_call_cut_by_max_tokens_is_reported_and_otherwise_fails_the_turn() -> None:
+    call = [{"text": "Let me"}, {"call": ["c1", "lookup", '{"q": "ab']}]
+    done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*call, {"stop": "max_tokens"})))))[-1]
+    assert done.type == "model_completed" and done.message.text == "Let me" and done.message.tool_calls == []
+    assert done.metadata["partial_tool_calls"] == [{"id": "c1", "name": "lookup", "raw_arguments": '{"q": "ab'}]
+    assert done.message.metadata["partial_tool_calls"] == done.metadata["partial_tool_calls"]
+    assert done.stop_reason.kind is StopKind.max_tokens
+    failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*call, {"stop": "tool_use"})))))[-1]
+    assert failed.type == "model_failed" and failed.error.type == "invalid_response" and not failed.error.retryable
+    assert failed.error.message == "tool call 'lookup' has arguments that are not valid JSON (Unterminated string starting at): " \
+        """'{"q": "ab'"""
+    assert failed.partial.text == "Let me"  # the broken call is left out of the partial message
+    whole = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"call": ["c1", "f", "{}"]}, {"stop": "max_tokens"})))))[-1]
+    assert "partial_tool_calls" not in whole.metadata
+
+
+def test_deltas_that_form_no_message_fail_the_turn_and_leave_an_empty_partial() -> None:
+    broken = [{"text": "a"}, {"text": None}]
+    failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*broken, {"stop": "end_turn"})))))[-1]
+    assert_error(failed.error, "invalid_response", "sequence item 1: expected str instance, NoneType found", retryable=False)
+    assert failed.partial.role == "assistant" and failed.partial.content == []
+    cut = run_turn(Toy("m", transport=Scripted((200, NDJSON, [ndjson(*broken), httpx2.ReadError("reset")]))))[-1]
+    assert cut.error.type == "connection" and cut.partial.content == [] and cut.partial.metadata["partial"] is True
+
+
+def test_a_failed_turn_keeps_its_text_and_says_what_broke() -> None:
+    key = "sk-toy-echoed-0123456789"
+    transport = Scripted((200, NDJSON, [ndjson({"text": "Hel"}), ndjson({"text": "lo"}), httpx2.ReadError("reset")]))
+    failed = run_turn(Toy("m", api_key=key, transport=transport))[-1]
+    assert_error(failed.error, "connection", "connection to http://toy.invalid/v1/chat failed: ReadError: reset", retryable=True)
+    assert failed.partial.text == "Hello" and len(transport.requests) == 1  # after a delta: not retried
+    assert failed.partial.metadata["partial"] is True and failed.partial.metadata["error"] == failed.error.to_dict()
+    assert (failed.metadata["provider"], failed.metadata["model"], failed.metadata["attempts"]) == ("toy", "m", 1)
+    assert "partial" not in failed.metadata
+
+
+def test_a_provider_error_echoing_the_key_is_redacted_in_message_and_body(no_sleep: list[float]) -> None:
+    key = "sk-toy-echoed-0123456789"
+    body = json.dumps({"message": f"bad key {key}", "type": "authentication", "detail": {"key": key}}).encode()
+    failed = run_turn(Coded("m", api_key=key, transport=Scripted((401, JSON, body))))[-1]
+    assert failed.error.message == "toy returned HTTP 401: bad key [redacted]"
+    assert failed.error.raw == {"message": "bad key [redacted]", "type": "authentication", "detail": {"key": "[redacted]"}}
+    assert failed.partial.metadata["error"]["message"] == failed.error.message
+
+
+@pytest.mark.parametrize("statuses, attempts, gave_up", [([503, 503], 2, True), ([503, 400], 2, False), ([503], 1, False)])
+def test_gave_up_after_n_attempts_only_when_retries_ran_out(no_sleep: list[float], statuses: list[int], attempts: int,
+                                                            gave_up: bool) -> None:
+    transport = Scripted(*[(status, JSON, b"{}") for status in statuses])
+    failed = run_turn(Toy("m", api_key="k-1", max_attempts=len(statuses), transport=transport))[-1]
+    assert failed.metadata["attempts"] == attempts and len(transport.requests) == attempts
+    assert failed.error.message.endswith(f" (gave up after {attempts} attempts)") is gave_up
+
+
+def test_a_replayed_turn_is_not_counted_as_spending(monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded: list[tuple[Any, ...]] = []
+
+    class Ledger:
+        def record(self, *args: Any) -> None:
+            recorded.append(args)
+
+    monkeypatch.setattr(base.pricing, "LEDGER", Ledger())
+    monkeypatch.setattr(Toy, "price", lambda self, usage, model=None: base.Cost(0.25, 0.5))
+    live = Scripted((200, NDJSON, ndjson({"model": "m-1"}, *TEXT)))
+    done = run_turn(Toy("m", transport=live))[-1]
+    assert recorded == [("toy", "m-1", base.Cost(0.25, 0.5), Usage(input_tokens=7, output_tokens=2))]
+    assert done.metadata["cost"] == base.Cost(0.25, 0.5).to_dict() and done.metadata["replayed"] is False
+    replay = Scripted((200, NDJSON, ndjson(*TEXT)))
+    replay.replays = True  # type: ignore[attr-defined]
+    done = run_turn(Toy("m", transport=replay))[-1]
+    assert len(recorded) == 1 and done.metadata["replayed"] is True
+
+
+def test_the_first_price_is_looked_up_off_the_loop_then_inline(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    threads: list[tuple[str, Any, Any]] = []
+
+    def price(self: Toy, usage: Usage, model: str | None = None) -> None:
+        threads.append((threading.current_thread().name, usage, model))
+
+    monkeypatch.setattr(Toy, "price", price)
+    for loaded in (False, True):
+        monkeypatch.setattr(base.pricing, "loaded", lambda loaded=loaded: loaded)
+        done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"model": "m-1"}, *TEXT)))))[-1]
+        assert done.metadata["cost"] is None and "cost" in done.metadata
+    usage = Usage(input_tokens=7, output_tokens=2)
+    assert threads[0][0].startswith("ipyagent-price") and threads[1][0] == "MainThread"
+    assert threads[0][1:] == threads[1][1:] == (usage, "m-1")
+
+
+def test_the_message_has_its_own_copy_of_the_metadata() -> None:
+    done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT)))))[-1]
+    assert done.message.metadata == done.metadata and done.message.metadata is not done.metadata
+    assert done.message.usage == done.usage
+
+
+def test_settings_and_system_blocks_travel_in_the_metadata() -> None:
+    from ipyagent.core import ModelSettings, SystemBlock
+
+    stack = hi_stack()
+    stack.settings = ModelSettings(temperature=0.2)
+    stack.system_blocks = [SystemBlock(text="be brief", source="user")]
+    stack.system_dropped = [SystemBlock(text="old notes", source="memory", dynamic=True)]
+    done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT)))), stack)[-1]
+    assert done.metadata["settings"] == {"temperature": 0.2}
+    assert done.metadata["system_blocks"] == [stack.system_blocks[0].summary(True), stack.system_dropped[0].summary(False)]
+    assert [b["kept"] for b in done.metadata["system_blocks"]] == [True, False]
+    dropped_only = hi_stack()
+    dropped_only.system_dropped = stack.system_dropped
+    done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT)))), dropped_only)[-1]
+    assert done.metadata["system_blocks"] == [stack.system_dropped[0].summary(False)]
+    plain = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT)))))[-1]
+    assert "settings" not in plain.metadata and "system_blocks" not in plain.metadata
+
+
+# -- sending: the deadline, the rate gate, reading up to the first delta ----------------------------
+
+
+def _virtual(monkeypatch: pytest.MonkeyPatch, driver: BasePromptDriver, stack: PromptStack | None = None,
+             on_event: Any = None) -> list[Any]:
+    """The turn's events, run on a virtual clock (pauses take no time; `time.monotonic` follows)."""
+    from ipyagent.drivers import _turn
+
+    from .virtual_clock import run_virtual
+
+    async def main() -> list[Any]:
+        events = []
+        try:
+            async for event in driver.stream(stack or hi_stack()):
+                events.append(event)
+                if on_event is not None:
+                    on_event(event)
+        finally:
+            await driver.close()
+        return events
+
+    return run_virtual(main, monkeypatch, base, _turn)
+
+
+class Slow(httpx2.AsyncBaseTransport):
+    """Answers after `wait` seconds (on the loop's clock) with `reply`."""
+
+    def __init__(self, wait: float, reply: tuple[int, dict[str, str], Any]) -> None:
+        self.wait, self.inner = wait, Scripted(reply)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        await asyncio.sleep(self.wait)
+        return await self.inner.handle_async_request(request)
+
+
+def test_first_token_and_total_latency_are_measured_from_the_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = Toy("m", transport=Slow(1.5, (200, NDJSON, [ndjson({"text": "a"}), 2.0, ndjson({"stop": "end_turn"})])))
+    done = _virtual(monkeypatch, driver)[-1]
+    assert done.metadata["ttft_s"] == 1.5 and done.metadata["latency_s"] == 3.5
+
+
+def test_a_server_that_never_answers_is_cut_at_the_response_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = Toy("m", response_timeout=20, max_attempts=3, transport=Slow(3600, (200, NDJSON, ndjson(*TEXT))))
+    failed = _virtual(monkeypatch, driver)[-1]
+    assert_error(failed.error, "timeout", "toy did not finish its response within 20 s (response_timeout); the text so far is kept",
+        retryable=False)
+    assert failed.metadata["attempts"] == 1 and failed.metadata["latency_s"] == 20
+
+
+def test_an_error_body_that_never_ends_is_cut_at_the_response_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = Toy("m", response_timeout=20, transport=Scripted((500, JSON, [b'{"message": ', 3600, b'"x"}'])))
+    failed = _virtual(monkeypatch, driver)[-1]
+    assert failed.error.type == "timeout" and failed.metadata["latency_s"] == 20
+
+
+def test_a_trickling_stream_is_cut_at_the_deadline_with_its_text_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    pieces = [ndjson({"text": "a"}), 15, ndjson({"text": "b"}), 15, ndjson({"stop": "end_turn"})]
+    failed = _virtual(monkeypatch, Toy("m", response_timeout=20, transport=Scripted((200, NDJSON, pieces))))[-1]
+    assert failed.error.type == "timeout" and failed.partial.text == "ab" and failed.metadata["latency_s"] == 20
+
+
+def test_deltas_are_relayed_before_the_body_ends(monkeypatch: pytest.MonkeyPatch) -> None:
+    more = asyncio.Event()
+    seen: list[str] = []
+
+    def on_event(event: Any) -> None:
+        seen.append(event.type)
+        if event.type == "text_delta":
+            more.set()  # the rest of the body comes only once the first delta is out
+
+    transport = Scripted((200, NDJSON, [ndjson({"text": "a"}), more, ndjson({"stop": "end_turn"})]))
+    events = _virtual(monkeypatch, Toy("m", transport=transport, response_timeout=60), on_event=on_event)
+    assert [e.type for e in events] == ["model_started", "text_delta", "model_completed"]
+
+
+def test_a_connection_that_fails_before_the_first_delta_is_tried_again(no_sleep: list[float]) -> None:
+    transport = Scripted((200, NDJSON, [ndjson({"model": "m-1"}), httpx2.ReadError("reset")]), (200, NDJSON, ndjson(*TEXT)))
+    events = run_turn(Toy("m", transport=transport))
+    assert events[-1].type == "model_completed" and len(transport.requests) == 2
+    assert events[-1].metadata["last_error"] == "connection to http://toy.invalid/v1/chat failed: ReadError: reset"
+    assert events[1].error.message == events[-1].metadata["last_error"]  # the RetryScheduled notice
+
+
+def test_a_refused_connection_names_the_url() -> None:
+    class Down(httpx2.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            raise httpx2.ConnectError("refused")
+
+    failed = run_turn(Toy("m", max_attempts=1, transport=Down()))[-1]
+    assert_error(failed.error, "connection", "could not connect to http://toy.invalid/v1/chat: refused", retryable=True)
+
+
+class Gate:
+    """A lane's shared back-off, as the evaluation scheduler's `RateGate` is used."""
+
+    def __init__(self) -> None:
+        self.log: list[Any] = []
+
+    async def wait(self) -> None:
+        self.log.append("wait")
+
+    def hold(self, seconds: float | None) -> None:
+        self.log.append(("hold", seconds))
+
+
+def test_a_rate_limit_holds_the_whole_lane_and_every_try_waits_for_it(no_sleep: list[float]) -> None:
+    gate = Gate()
+    driver = Toy("m", api_key="k-1", transport=Scripted((429, {"retry-after": "3", **JSON}, b"{}"), (500, JSON, b"{}"),
+                                                        (200, NDJSON, ndjson(*TEXT))))
+    driver.rate_gate = gate
+    assert run_turn(driver)[-1].type == "model_completed"
+    assert gate.log == ["wait", ("hold", 3.0), "wait", "wait"]  # a 500 holds nobody
+    alone = Toy("m", api_key="k-1", transport=Scripted((429, {"retry-after": "3", **JSON}, b"{}"), (200, NDJSON, ndjson(*TEXT))))
+    assert run_turn(alone)[-1].type == "model_completed"  # no gate: each request alone
+
+
+# -- replies labelled otherwise: a whole JSON object, an unlabelled stream, an error page ---------
+
+
+class Whole(Toy):
+    """Reads a whole JSON reply ``{"say": TEXT}`` (a proxy that ignored ``stream: true``)."""
+
+    def parse_whole(self, data: dict[str, Any]) -> Any:
+        return [TextDelta(0, data["say"]), StreamMeta(stop_kind=StopKind.end_turn, stop_raw="whole")]
+
+
+@pytest.mark.parametrize("content_type", ["application/x-ndjson", "application/x-ndjson; charset=utf-8", "Application/X-NDJSON"])
+def test_a_reply_labelled_as_the_stream_goes_to_the_parser_as_it_is(content_type: str) -> None:
+    transport = Scripted((200, {"content-type": content_type, "x-seen": "1"}, [ndjson(*TEXT[:2]), ndjson(*TEXT[2:])]))
+    driver = Toy("m", transport=transport)
+    assert run_turn(driver)[-1].message.text == "Hello"
+    assert driver.seen.headers["content-type"] == content_type and driver.seen.headers["x-seen"] == "1"
+
+
+def test_a_driver_that_names_no_stream_type_parses_every_reply() -> None:
+    class Any_(Toy):
+        stream_types = ()
+
+    driver = Any_("m", transport=Scripted((200, {"content-type": "text/html"}, ndjson(*TEXT))))
+    assert run_turn(driver)[-1].message.text == "Hello" and driver.seen.headers["content-type"] == "text/html"
+
+
+def test_one_whole_json_reply_is_read_whole_however_it_is_cut() -> None:
+    pieces = [b"  \n", b'{"sa', b'y": "all ', b'at once"}']
+    done = run_turn(Whole("m", transport=Scripted((200, JSON, pieces))))[-1]
+    assert done.type == "model_completed" and done.message.text == "all at once" and done.stop_reason.raw == "whole"
+
+
+def test_several_json_objects_are_read_as_the_stream() -> None:
+    driver = Whole("m", transport=Scripted((200, JSON, [ndjson(*TEXT[:1]), ndjson(*TEXT[1:])])))
+    done = run_turn(driver)[-1]
+    assert done.message.text == "Hello" and driver.seen.headers["content-type"] == "application/x-ndjson"
+
+
+@pytest.mark.parametrize("start", [b"data: ", b"event: message\ndata: ", b"id: 1\ndata: ", b"retry: 10\ndata: ", b": ping\ndata: ",
+                                   b"[\n"])
+def test_a_stream_labelled_otherwise_is_read_as_the_stream(start: bytes) -> None:
+    body = start + ndjson(*TEXT[:1]) + ndjson(*TEXT[1:])
+    transport = Scripted((200, {"content-type": "text/plain", "content-length": str(len(body)), "x-request-id": "r-9"},
+                          [body[:len(start) + 3], body[len(start) + 3:]]))
+    driver = Toy("m", transport=transport)
+    done = run_turn(driver)[-1]
+    assert done.message.text == "Hello" and done.metadata["request_id"] == "r-9"
+    seen = driver.seen
+    assert seen.headers.get_list("content-type") == ["application/x-ndjson"] and "content-length" not in seen.headers
+    assert seen.headers["x-request-id"] == "r-9" and seen.status_code == 200 and seen.request is transport.requests[0]
+
+
+def test_an_empty_reply_is_a_stream_that_ended_early() -> None:
+    failed = run_turn(Toy("m", transport=Scripted((200, {"content-type": "text/plain"}, [b"", b"  "]))))[-1]
+    assert failed.error.message.startswith("the toy stream ended before the model finished")
+
+
+@pytest.mark.parametrize("headers, shown", [({"content-type": "text/html; charset=utf-8"}, "'text/html'"), ({}, "'none'")])
+def test_a_reply_that_is_neither_stream_nor_json_is_shown_in_one_line(headers: dict[str, str], shown: str) -> None:
+    page = b"<html>Sign in to the proxy \xff with key sk-toy-page-0123456789abcdef" + b"." * 300
+    driver = Toy("m", api_key="sk-toy-page-0123456789abcdef", transport=Scripted((200, headers, [page, b"more"])))
+    failed = run_turn(driver)[-1]
+    quoted = page[:200].decode("utf-8", "replace").replace("sk-toy-page-0123456789abcdef", "[redacted]")
+    assert_error(failed.error, "invalid_response", f"toy replied with content type {shown}, neither its stream nor JSON: {quoted!r}",
+        retryable=False)
+
+
+# -- the body drain: a finished reply's connection goes back to the pool ---------------------------
+
+
+def _drained(pieces: list[Any], *, read: int = 1, deadline: float = 60.0, before: bool = False) -> tuple[bool, int]:
+    """(what `drain` answered, pieces sent) for a body of which `read` pieces were read first."""
+    async def main() -> tuple[bool, int]:
+        body = Pieces(pieces)
+        stream = base._Deadlined(body, asyncio.get_running_loop().time() + deadline)
+        if before:
+            return await stream.drain(), body.sent
+        chunks = aiter(stream)
+        for _ in range(read):
+            await anext(chunks)
+        return await stream.drain(), body.sent
+
+    loop = VirtualClockLoop()
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def test_the_rest_of_a_body_is_read_up_to_64_kib() -> None:
+    kib = 1024
+    assert _drained([b"head", b"x" * 32 * kib, b"y" * 32 * kib]) == (True, 3)  # exactly DRAIN_BYTES: read to the end
+    assert _drained([b"head", b"x" * 32 * kib, b"y" * (32 * kib + 1), b"z"]) == (False, 3)  # one byte more: closed instead
+    assert _drained([b"head"]) == (True, 1)
+    assert base.DRAIN_BYTES == 64 * kib and base.DRAIN_S == 0.5
+
+
+def test_the_rest_of_a_body_is_read_for_half_a_second_and_never_past_the_deadline() -> None:
+    assert _drained([b"head", 0.4, b"tail"]) == (True, 2)
+    assert _drained([b"head", 0.3, b"a", 0.3, b"b"]) == (False, 2)  # 0.6 s in all
+    assert _drained([b"head", 0.3, b"tail"], deadline=0.2) == (False, 1)
+
+
+def test_a_body_that_breaks_or_was_never_read_is_not_drained() -> None:
+    assert _drained([b"head", httpx2.ReadError("reset")]) == (False, 1)
+    assert _drained([b"head", b"tail"], before=True) == (False, 0)
+
+
+def test_a_reply_s_tail_after_its_stop_signal_is_read_so_the_connection_is_reused() -> None:
+    transport = Scripted((200, NDJSON, [ndjson(*TEXT, {"end": 1}), b"trailing: ignored\n", b"more\n"]))
+    done = run_turn(Toy("m", transport=transport))[-1]
+    assert done.type == "model_completed" and transport.body.sent == 3 and transport.body.closed
+
+
+def test_each_read_of_the_body_ends_by_the_deadline() -> None:
+    async def main() -> list[bytes]:
+        now = asyncio.get_running_loop().time()
+        stream = base._Deadlined(Pieces([b"a", 5, b"b"]), now + 3)
+        got = []
+        with pytest.raises(TimeoutError):
+            async for chunk in stream:
+                got.append(chunk)
+        assert asyncio.get_running_loop().time() == now + 3
+        await stream.aclose()
+        assert stream._chunks is None and stream.stream.closed
+        return got
+
+    loop = VirtualClockLoop()
+    try:
+        assert loop.run_until_complete(main()) == [b"a"]
+    finally:
+        loop.close()
