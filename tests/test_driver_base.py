@@ -451,6 +451,15 @@ def test_a_text_error_reply_is_one_line_and_bytes_that_are_not_utf8_do_not_stop_
     assert error.raw == "<html><h1>502 Bad \ufffdGateway</h1>\n</html>" and error.retry_after is None
 
 
+def test_the_protocol_reads_an_error_body_knowing_its_status() -> None:
+    class ByStatus(Toy):
+        def parse_error_body(self, status: int, data: Any) -> tuple[Any, Any, Any]:
+            return None, f"{data} (read as a {status})", None
+
+    assert ByStatus("m", api_key="k-1").error_from_response(418, httpx2.Headers(), b"teapot").message == \
+        "toy returned HTTP 418: teapot (read as a 418)"
+
+
 def test_an_empty_error_reply_names_status_and_host() -> None:
     error = Toy("m", api_key="k-1", base_url="http://u:pw-empty-77@h/v1").error_from_response(500, httpx2.Headers(), b"")
     assert_error(error, "server", "toy returned HTTP 500: HTTP 500 from http://[redacted]@h/v1", retryable=True)

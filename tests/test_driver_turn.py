@@ -380,6 +380,21 @@ def test_a_reply_that_is_neither_stream_nor_json_is_shown_in_one_line(headers: d
         retryable=False)
 
 
+def test_what_is_shown_of_such_a_reply_starts_at_its_first_byte() -> None:
+    failed = run_turn(Toy("m", transport=Scripted((200, {"content-type": "text/html"}, [b"\n", b"  ", b"<p>oops</p>", b"more"]))))[-1]
+    assert failed.error.message.endswith("""neither its stream nor JSON: '\\n  <p>oops</p>'""")
+
+
+def test_a_compressed_reply_labelled_otherwise_is_read_once_decompressed() -> None:
+    import gzip
+
+    body = gzip.compress(b"data: " + ndjson(*TEXT))
+    headers = {"content-type": "text/plain", "content-encoding": "gzip", "content-length": str(len(body))}
+    driver = Toy("m", transport=Scripted((200, headers, [body])))
+    assert run_turn(driver)[-1].message.text == "Hello"
+    assert "content-encoding" not in driver.seen.headers  # the replayed bytes are already decompressed
+
+
 # -- the body drain: a finished reply's connection goes back to the pool ---------------------------
 
 
