@@ -44,6 +44,7 @@ def test_given_values_are_kept_and_the_url_loses_its_trailing_slash() -> None:
     assert (driver.provider, driver.base_url, driver.read_timeout, driver.response_timeout) == ("groq", "http://h:1/api", 5, 9)
     assert (driver.max_attempts, driver.max_retry_wait, driver.transport, driver.price_known) == (5, 2.5, transport, False)
     assert driver.provider_options == {"temperature_name": "t"}
+    assert Toy("m", base_url="http://h/XX/").base_url == "http://h/XX"  # only the slash goes
 
 
 @pytest.mark.parametrize("given, kept", [(0, 1), (-3, 1), (1, 1), (2, 2)])

@@ -272,6 +272,12 @@ def test_deltas_are_relayed_before_the_body_ends(monkeypatch: pytest.MonkeyPatch
     assert [e.type for e in events] == ["model_started", "text_delta", "model_completed"]
 
 
+def test_the_wait_before_a_retry_is_slept_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    transport = Scripted((429, {"retry-after": "2", **JSON}, b"{}"), (200, NDJSON, ndjson(*TEXT)))
+    done = _virtual(monkeypatch, Toy("m", api_key="k-1", transport=transport))[-1]
+    assert done.metadata["retry_waits"] == [2.0] and done.metadata["latency_s"] == 2.0  # not 4: tenacity does not sleep too
+
+
 def test_a_connection_that_fails_before_the_first_delta_is_tried_again(no_sleep: list[float]) -> None:
     transport = Scripted((200, NDJSON, [ndjson({"model": "m-1"}), httpx2.ReadError("reset")]), (200, NDJSON, ndjson(*TEXT)))
     events = run_turn(Toy("m", transport=transport))

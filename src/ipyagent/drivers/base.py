@@ -490,7 +490,7 @@ class BasePromptDriver(ABC):
             raise ProviderError(
                 "unsupported_capability",
                 f"{self.provider} model {self.model} does not support structured output with the {strategy} strategy; "
-                f"use output_strategy={'rule' if strategy == 'tool' or not caps.tools else 'tool'!r} or another model",
+                f"use output_strategy={'tool' if caps.tools else 'rule'!r} or another model",  # tool fails only without tools
                 code="structured_output",
                 retryable=False,
             )
