@@ -12,7 +12,7 @@ while a reply is surely half streamed, with no sleep.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,12 +71,13 @@ def usage(input_tokens: int, output_tokens: int) -> Usage:
 
 
 class ScriptedDriver(BasePromptDriver):
-    """Plays `scripts`, one per request; `stacks` are the requests it got."""
+    """Plays `scripts`, one per request (a callable is given the request and returns the
+    script); `stacks` are the requests it got."""
 
     protocol = "scripted"
     default_base_url = "http://127.0.0.1:9"
 
-    def __init__(self, *scripts: Script, tools: bool = True) -> None:
+    def __init__(self, *scripts: Script | Callable[[PromptStack], Script], tools: bool = True) -> None:
         super().__init__("m")
         self.scripts = list(scripts)
         self.stacks: list[PromptStack] = []
@@ -91,6 +92,8 @@ class ScriptedDriver(BasePromptDriver):
     async def stream(self, prompt_stack: PromptStack) -> AsyncIterator[Event]:
         script = self.scripts[min(len(self.stacks), len(self.scripts) - 1)]
         self.stacks.append(prompt_stack)
+        if callable(script):  # a reply that depends on the request (a namespace a tool result named)
+            script = script(prompt_stack)
         if script.refuse is not None:
             raise script.refuse
         yield ModelStarted(self.provider, self.model)

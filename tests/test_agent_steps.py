@@ -6,6 +6,7 @@ the events come in order. Deadlines and first-token times run on a virtual clock
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -64,7 +65,11 @@ def interrupt_when_held(agent: Agent, driver: ScriptedDriver, prompt: str, event
 
     async def main() -> AgentResult:
         task = asyncio.create_task(agent._arun(prompt, RunOptions(), events.append))
-        await driver.held.wait()
+        held = asyncio.create_task(driver.held.wait())
+        await asyncio.wait({task, held}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():  # fail now rather than wait forever for a hold that will not come
+            held.cancel()
+            pytest.fail(f"the run ended before it was interrupted: {task.result()!r}")
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -308,7 +313,7 @@ def test_a_tool_source_that_cannot_start_fails_the_run_before_sending() -> None:
     error = result.error
     assert driver.stacks == [] and error is not None and error.type == "tool_unavailable" and not error.retryable
     assert error.message == "the MCP server 'files' did not start: npx not found"
-    assert [e.error for e in events] == [error]
+    assert [e.error for e in events] == [error] and result.message == Message(role="assistant")
 
 
 def test_a_failing_tool_is_an_error_result_and_the_run_goes_on() -> None:
@@ -383,6 +388,13 @@ def test_an_invalid_output_is_asked_for_again_once_then_reported() -> None:
     assert isinstance(events[-1], ModelFailed) and events[-1].error is error
 
 
+def test_output_retries_count_down_from_their_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loop_module, "OUTPUT_RETRIES", 2)
+    driver = ScriptedDriver(text("warm"), text("still warm"), text("very warm"), text('{"city": "Paris", "celsius": 18}'))
+    result = run(driver, options=RunOptions(output_schema=Weather))
+    assert len(driver.stacks) == 3 and result.error is not None and result.error.type == "invalid_output"
+
+
 def test_an_output_tool_call_gets_its_verdict_and_the_valid_one_is_the_output() -> None:
     driver = ScriptedDriver(calls(call("o1", OUTPUT_TOOL, '{"city": "Paris"}')),
                             calls(call("o2", OUTPUT_TOOL, '{"city": "Paris", "celsius": 18}')))
@@ -415,6 +427,7 @@ def test_a_valid_first_output_ends_the_run_at_once() -> None:
     events: list[Any] = []
     result = run(driver, options=RunOptions(output_schema=Weather), events=events)
     assert result.ok and result.output == Weather(city="Paris", celsius=18) and len(driver.stacks) == 1
+    assert result.text == '{"city": "Paris", "celsius": 18}' and result.message.role == "assistant"
     assert [e.more_turns for e in events if isinstance(e, ModelCompleted)] == [False]
 
 
@@ -545,3 +558,140 @@ def test_react_results_go_back_as_one_user_message_tied_by_id() -> None:
     assert [(e.action.tag, e.action.name) for e in done] == [("a", "get_weather"), ("b", "invalid_tool_call")]
     assert not done[0].is_error and done[1].is_error and done[1].duration_s == 0.0
     assert [a.tag for a in result.actions] == ["a", "b"] and result.ok
+
+
+def test_an_interrupt_while_tool_sources_start_keeps_only_the_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    starting = asyncio.Event()
+
+    class Slow(BaseTool):
+        async def prepare(self) -> None:  # an MCP server that takes its time
+            starting.set()
+            await asyncio.Event().wait()
+
+        @activity
+        def read(self, path: str) -> str:
+            """Read a file."""
+            return path
+
+    driver = ScriptedDriver(text("never asked"))
+    driver.held = starting
+    agent, events = Agent(driver, tools=[Slow()]), []
+    result = on_virtual_clock(monkeypatch, interrupt_when_held(agent, driver, "Read it.", events))
+    assert result.interrupted and result.message == Message(role="assistant", metadata={"partial": True, "interrupted": True})
+    assert [m.role for m in result.messages] == ["user"] and driver.stacks == [] and events == []
+
+
+# -- what the model is given before a run (Agent.prompt_stack: composed, no tool prepared) ------------------
+
+
+@pytest.mark.parametrize("tools, react, native", [(False, None, False), (True, None, True), (False, False, True)])
+def test_the_first_request_offers_tools_natively_or_by_react(tools: bool, react: bool | None, native: bool) -> None:
+    agent = Agent(ScriptedDriver(tools=tools), tools=[get_weather], react=react)
+    stack = agent.prompt_stack("Weather?")
+    assert [t.name for t in stack.tools] == (["get_weather"] if native else [])
+    assert [m.role for m in stack.messages] == (["user"] if native else ["system", "user"])
+
+
+def test_a_stack_composed_without_a_prompt_is_the_history_alone() -> None:
+    history = [Message(role="user", content=[TextBlock(text="Earlier")])]
+    stack = Agent(ScriptedDriver()).prompt_stack(None, RunOptions(history=history))
+    assert stack.messages == history
+
+
+# -- off-prompt outputs ------------------------------------------------------------------------------
+
+
+def test_an_off_prompt_output_goes_to_task_memory_and_the_model_gets_a_reference() -> None:
+    from ipyagent.core import ArtifactStored
+    from ipyagent.memory import TaskMemory
+
+    async def report(city: str) -> str:
+        """A long report."""
+        return f"Report on {city}: " + "data " * 50
+
+    memory = TaskMemory()
+    driver = ScriptedDriver(calls(call("c1", "report", WEATHER_CALL)), text("Stored."))
+    events: list[Any] = []
+    result = run(driver, events=events, tools=[FunctionTool(report, off_prompt=True)], memory=memory)
+
+    [entry] = memory.entries()
+    assert entry.artifact.to_text().startswith("Report on Paris: data") and entry.call_id == "c1"
+    [stored] = [e for e in events if isinstance(e, ArtifactStored)]
+    assert (stored.call_id, stored.namespace) == ("c1", entry.namespace)
+    assert kinds(events).index("artifact_stored") < kinds(events).index("tool_call_completed")
+    [block] = driver.stacks[1].messages[-1].tool_results
+    assert entry.namespace in block.text and "Report on Paris" not in block.text  # the model sees the reference only
+    assert result.actions[0].output.name == "off_prompt_reference"
+    assert "TaskMemory_read" in [t.name for t in driver.stacks[0].tools]  # and can read it
+
+
+def test_a_tool_source_that_turns_out_off_prompt_gets_the_task_memory_reader() -> None:
+    from ipyagent.memory import TaskMemory
+
+    class Late(BaseTool):
+        def __init__(self) -> None:
+            super().__init__(denylist=["dump"], off_prompt=True)
+
+        async def prepare(self) -> None:
+            self.denylist = []
+
+        @activity
+        async def dump(self) -> str:
+            """Everything."""
+            return "all of it " * 20
+
+    def summarize_it(stack: Any) -> Script:  # the model asks the reader about what the reference names
+        namespace = json.loads(stack.messages[-1].tool_results[0].text)["namespace"]
+        return calls(call("c2", "TaskMemory_summarize", json.dumps({"namespace": namespace})))
+
+    memory = TaskMemory()
+    driver = ScriptedDriver(calls(call("c1", "Late_dump", "{}")), summarize_it, text("It repeats itself."), text("Done."))
+    result = run(driver, tools=[Late()], memory=memory)
+    assert result.ok and [e.tool for e in memory.entries()] == ["Late"]  # stored in the run's memory
+    assert {"Late_dump", "TaskMemory_summarize"} <= {t.name for t in driver.stacks[0].tools}
+    # the reader found it there, and asked the run's model about it
+    assert "all of it all of it" in driver.stacks[2].messages[-1].text
+    summary = result.actions[1]
+    assert summary.name == "TaskMemory" and summary.output.type != "error" and "It repeats itself." in summary.output.to_text()
+
+
+# -- more decisions -------------------------------------------------------------------------------------
+
+
+def test_an_output_tool_call_invalid_twice_reports_its_input() -> None:
+    driver = ScriptedDriver(calls(call("o1", OUTPUT_TOOL, '{"city": "Paris"}')), calls(call("o2", OUTPUT_TOOL, '{"celsius": 18}')))
+    result = run(driver, options=RunOptions(output_schema=Weather, output_strategy="tool"))
+    error = result.error
+    assert error is not None and error.type == "invalid_output" and "city" in error.message
+    assert error.raw == {"text": "", "tool_input": {"celsius": 18}}
+    assert result.new_messages == []  # a failed run adds nothing to its conversation
+
+
+def test_the_approver_is_asked_about_each_call() -> None:
+    asked: list[tuple[str, dict[str, Any]]] = []
+
+    def approve(action: Any) -> bool:
+        asked.append((action.tag, action.input))
+        return action.input["city"] == "Paris"
+
+    driver = ScriptedDriver(calls(call("c1", "get_weather", WEATHER_CALL), call("c2", "get_weather", '{"city": "Lyon"}', 1)), text("Done."))
+    result = run(driver, tools=[FunctionTool(get_weather, requires_approval=True)], approve=approve)
+    assert sorted(asked) == [("c1", {"city": "Paris"}), ("c2", {"city": "Lyon"})]
+    assert [a.output.to_text() for a in result.actions] == ["18 C in Paris", "denied by the user; the tool was not run"]
+
+
+def test_a_stream_that_ends_without_a_result_is_a_failed_turn_keeping_its_text() -> None:
+    class Truncated(ScriptedDriver):
+        async def stream(self, prompt_stack: Any) -> Any:
+            async for event in super().stream(prompt_stack):
+                if isinstance(event, (ModelCompleted, ModelFailed)):
+                    return  # a broken third-party driver: no final event
+                yield event
+
+    events: list[Any] = []
+    result = run(Truncated(text("Half an answer")), events=events)
+    error = result.error
+    assert error is not None and error.type == "invalid_response" and not error.retryable
+    assert error.message == "the scripted:m stream ended without a result (a driver bug); the text so far is kept"
+    assert result.text == "Half an answer" and result.message.metadata == {"partial": True}
+    assert kinds(events) == ["model_started", "text_delta", "model_failed"] and events[-1].partial is result.message

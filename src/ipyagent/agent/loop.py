@@ -120,24 +120,25 @@ class AgentRun:
 
     async def model_turn(self, stack: PromptStack) -> ModelCompleted | ModelFailed:
         """Stream one reply: every event but the last goes to `emit`; the last is returned.
-        A request refused before sending (a missing capability) is a `ModelFailed` too."""
+        A request refused before sending (a missing capability), or a stream that ends
+        without a result, is a `ModelFailed` too, with what had arrived."""
         self.streaming = Aggregator()
         started = time.monotonic()
         try:
             async with aclosing(self.driver.stream(stack)) as events:
                 async for event in events:
                     if isinstance(event, (ModelCompleted, ModelFailed)):
-                        self.streaming = None
+                        self.streaming = None  # the reply is whole: an interrupt from now on keeps it, not its deltas
                         return event
                     if isinstance(event, DeltaMessage):
                         if self.first_token_s is None:
                             self.first_token_s = time.monotonic() - started
                         self.streaming.add(event)
                     self.emit(event)
+            raise ProviderError("invalid_response", f"the {self.driver.id} stream ended without a result (a driver bug); "
+                                "the text so far is kept")
         except ProviderError as exc:
-            self.streaming = None
-            return ModelFailed(exc, Message(role="assistant"))
-        raise ProviderError("invalid_response", "the driver's stream ended without a result")  # pragma: no cover
+            return ModelFailed(exc, partial_message(self.streaming.deltas) or Message(role="assistant"))
 
     def structured_output(self, message: Message) -> Output:
         """`message` read against the output schema; the output tool's call (never run:
@@ -188,7 +189,7 @@ class AgentRun:
         try:
             await self.prepare_tools()
         except MCPServerError as exc:  # nothing was sent
-            return self._fail(Message(role="assistant"), ProviderError("tool_unavailable", str(exc), retryable=False))
+            return self._fail(Message(role="assistant"), ProviderError("tool_unavailable", str(exc)))
         retries = OUTPUT_RETRIES
         for _ in range(self.options.max_steps or 1):
             turn = await self.model_turn(self.compose())
@@ -220,8 +221,7 @@ class AgentRun:
             self.pending.append(await self.tool_calls(calls))
         last = self.pending[-2]  # the last reply (its tool results, or a correction, follow it)
         return self._fail(last, ProviderError(
-            "max_steps", f"stopped after {self.options.max_steps} model turns (max_steps); the tool results so far are kept",
-            retryable=False))
+            "max_steps", f"stopped after {self.options.max_steps} model turns (max_steps); the tool results so far are kept"))
 
     def interrupted(self) -> AgentResult:
         """The result of a run cancelled now: the reply being streamed as it stood
@@ -288,12 +288,11 @@ class AgentRun:
         approve = self.options.approve
         if approve is None:
             return ErrorArtifact(value="this tool needs approval and no one can approve it here; it was not run")
-        if inspect.iscoroutinefunction(approve) or inspect.iscoroutinefunction(getattr(approve, "__call__", None)):
-            verdict = await approve(action)
-        else:  # a blocking callback (input(), a dialog) must not stall the shared loop
-            verdict = await asyncio.get_running_loop().run_in_executor(None, approve, action)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
+        # called off the loop: a blocking callback (input(), a dialog) must not stall the shared loop;
+        # an async one only makes its coroutine there, awaited here
+        verdict = await asyncio.get_running_loop().run_in_executor(None, approve, action)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
         self.verdicts[id(action)] = "approved" if verdict else "denied"
         return None if verdict else ErrorArtifact(value="denied by the user; the tool was not run")
 
@@ -305,9 +304,7 @@ class AgentRun:
     def _result(self, message: Message, *, turn: ModelCompleted | None = None, error: ProviderError | None = None,
                 metadata: dict[str, Any] | None = None, output: Any = None, interrupted: bool = False) -> AgentResult:
         completed = turn is not None
-        new_messages: list[Message] = []
-        if completed:
-            new_messages = structured.for_conversation(self.pending) if self.options.output_schema is not None else list(self.pending)
+        new_messages = structured.for_conversation(self.pending) if completed else []  # output calls as their JSON text
         return AgentResult(
             self.driver.id, message, self.usage, turn.stop_reason if completed else None, error, interrupted,
             metadata=dict(turn.metadata) if completed else dict(metadata or {}), messages=list(self.pending),
@@ -317,13 +314,13 @@ class AgentRun:
 
 def _cut_off_error() -> ProviderError:
     return ProviderError("invalid_response", "the model ran out of output tokens while writing a tool call; "
-                         "raise max_completion_tokens or ask for less", retryable=False)
+                         "raise max_completion_tokens or ask for less")
 
 
 def _invalid_output(schema: Any, message: Message, error: str) -> ProviderError:
     call = structured.output_call(message)
     return ProviderError("invalid_output", f"the reply did not match {structured.schema_name(schema)}, even when asked again: {error}",
-                         retryable=False, raw={"text": message.text, "tool_input": call.input if call else None})
+                         raw={"text": message.text, "tool_input": call.input if call else None})
 
 
 __all__ = ["AgentRun", "Calls", "OUTPUT_RETRIES", "Output"]
