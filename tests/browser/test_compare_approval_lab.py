@@ -3,7 +3,8 @@
 Two providers (local stub servers) each ask for a tool call that needs approval. Each pane asks in
 its own card; Deny in one and Approve in the other go to their own runs: the panes read "denied"
 and "approved by you" live, in the saved output that replaces the widget, in the saved .ipynb and
-after reload, and the kernel ran the tool for the approved call only.
+after reload, and the kernel ran the tool for the approved call only. While a pane asks, its
+footer says "waiting for your approval", not "streaming…".
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ def test_each_compare_pane_asks_and_its_answer_goes_to_its_own_run(lab):
 
         cell = lab.cell(2)
         panes = cell.locator(".ipyagent-comparison.ipyagent-live .ipyagent-pane")
-        for n in (0, 1):  # both runs wait for an answer at once, each in its own pane
+        for n in (0, 1):  # both runs wait for an answer at once, each in its own pane, and its footer says so
             panes.nth(n).locator(".ipyagent-approval .ipyagent-approve").wait_for(state="visible", timeout=60000)
+            panes.nth(n).locator(".ipyagent-footer-text", has_text="waiting for your approval").wait_for(timeout=10000)
         lab.screenshot(cell, "compare-approval-asked.png")
         _decide(panes.nth(0), "deny", "denied")
         assert panes.nth(1).locator(".ipyagent-approval .ipyagent-approve").is_enabled()  # still asking
