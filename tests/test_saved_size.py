@@ -175,5 +175,6 @@ def test_a_run_stopped_after_a_page_reopened_leaves_no_widget_and_shows_the_tran
     assert {"data": {**end["output"]["fallbacks"], end["output"]["mime"]: end["doc"]},
             "metadata": end["output"]["metadata"]} == finals[-1]
     assert order.index("update") < order.index("end")
+    assert end["output"]["model_id"] == live  # which outputs the reopened page replaces
     assert 0 < len(_text(end["doc"])) < len(text)  # the partial text stays
     assert set(opened) <= closed, f"widgets left open: {sorted(opened[c] for c in set(opened) - closed)}"

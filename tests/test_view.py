@@ -233,9 +233,10 @@ def test_the_end_message_follows_the_display_update_and_carries_the_same_saved_o
     monkeypatch.setattr(IPython.display, "update_display",
                         lambda data, **kw: sent.append(("update", {"data": data, "metadata": kw["metadata"]})))
 
-    async def main() -> FrontEnd:
+    async def main() -> tuple[FrontEnd, str]:
         view = WidgetView("openai:m")
         front = FrontEnd(view)
+        model_id = view.widget.model_id  # (closed once the run ends)
         receive = front.receive
         view.live.send = lambda content, buffers=None: (sent.append(("widget", content["type"])), receive(content))
         front.hello()
@@ -244,13 +245,15 @@ def test_the_end_message_follows_the_display_update_and_carries_the_same_saved_o
         live.feed(TextDelta(0, "Hello **there**"))
         live.feed(completed("Hello **there**"))
         live.finish(None)
-        return front
+        return front, model_id
 
-    front = asyncio.run(main())
+    front, model_id = asyncio.run(main())
     order = [kind if kind == "update" else f"widget {what}" for kind, what in sent if kind == "update" or what == "end"]
     assert order == ["update", "widget end"]
     (update,) = [payload for kind, payload in sent if kind == "update"]
     assert front.output == update
+    (end,) = [m for m in front.messages if m["type"] == "end"]
+    assert end["output"]["model_id"] == model_id  # the outputs showing this widget are replaced
     assert set(update["data"]) == {"application/vnd.ipyagent.transcript+json", "text/html", "text/plain"}
     assert "Hello" in update["data"]["text/html"]
 

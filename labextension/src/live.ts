@@ -9,8 +9,9 @@
  *   {type: "snapshot", seq, doc}  the run so far (the answer to our "hello")
  *   {type: "ops", seq, ops}        what changed since seq - 1 (coalesced, <= ~33/s)
  *   {type: "end", doc, output?}    the whole transcript, once, when the run ends, and the rest
- *                                  of the cell's saved output {mime, fallbacks, metadata}
- *                                  (a page reopened mid-run puts it in place: saved_output.ts)
+ *                                  of the cell's saved output {mime, fallbacks, metadata,
+ *                                  model_id} (a page reopened mid-run puts it in place of this
+ *                                  widget's outputs: saved_output.ts)
  * and browser -> kernel: {type: "hello"} when a model is created (a cell run
  * live, or a page reopened mid-run), so that it catches up from the state, and
  * {type: "approve", request, verdict} when Approve (true) or Deny (false) is
@@ -339,7 +340,12 @@ function docOf(model: AnyModel): LiveDoc | CompareDoc {
     const made = model.get('kind') === 'compare' ? new CompareDoc() : new LiveDoc();
     docs.set(model, made);
     made.send = msg => model.send(msg);
-    model.on('msg:custom', (msg: Json) => made.receive(msg));
+    model.on('msg:custom', (msg: Json) => {
+      made.receive(msg);
+      if (msg?.type === 'end') {
+        offerSavedOutput(made); // an output the kernel's display update missed (saved_output.ts)
+      }
+    });
     model.send({ type: 'hello' });
     doc = made;
   }
@@ -353,17 +359,6 @@ export default {
   render({ model, el }: { model: AnyModel; el: HTMLElement }): () => void {
     const doc = docOf(model);
     const view = doc instanceof CompareDoc ? new CompareLiveView(el, doc) : new LiveView(el, doc);
-    // On `end`, an output the kernel's display update did not reach (a page reopened mid-run)
-    // takes the saved output itself; done synchronously, before the widget's comm closes.
-    const ended = (): void => {
-      if (offerSavedOutput(el, doc)) {
-        doc.listeners.delete(ended);
-      }
-    };
-    doc.listeners.add(ended);
-    return () => {
-      doc.listeners.delete(ended);
-      view.dispose();
-    };
+    return () => view.dispose();
   }
 };

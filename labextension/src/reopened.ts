@@ -5,42 +5,42 @@
  * `update_display_data`, addressed by a display id. Display ids are not saved in a notebook,
  * so a page reopened while the run streams never gets that update: it would keep a widget
  * output whose model is closed (an empty output, saved as a dangling widget reference, and no
- * transcript). The live view of such a page, on the widget's `end` message, dispatches
- * `SAVED_OUTPUT_EVENT` with the saved output (saved_output.ts); this plugin finds the notebook
- * output that holds the view and sets that output's data to it, as the update would have.
+ * transcript). On the widget's `end` message its model dispatches `SAVED_OUTPUT_EVENT` with
+ * the saved output and its own model id (saved_output.ts); this plugin sets every notebook
+ * output that shows that widget to the saved output, as the update would have. It works on
+ * the notebooks' models, so a cell scrolled out of a windowed notebook or a view not drawn
+ * yet is found too.
  */
 
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker } from '@jupyterlab/notebook';
-import type { CodeCell } from '@jupyterlab/cells';
+import type { ICodeCellModel } from '@jupyterlab/cells';
 
 import { SAVED_OUTPUT_EVENT } from './saved_output';
 
 const WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json';
 
-/** Replace the widget output that contains `node` with `output`; true when found. */
-export function replaceWidgetOutput(tracker: INotebookTracker, node: Node, output: any): boolean {
-  let done = false;
+/** Set every output showing widget `modelId` to `output`; the number replaced. */
+export function replaceWidgetOutputs(tracker: INotebookTracker, modelId: string, output: any): number {
+  let replaced = 0;
   tracker.forEach(panel => {
-    if (done) {
-      return;
-    }
-    // Cells are searched by their own nodes: a cell scrolled out of a windowed notebook is detached.
-    for (const cell of panel.content.widgets) {
-      if (cell.model.type !== 'code' || !cell.node.contains(node)) {
+    const cells = panel.content.model?.cells;
+    for (let c = 0; cells && c < cells.length; c++) {
+      const cell = cells.get(c);
+      if (cell.type !== 'code') {
         continue;
       }
-      const area = (cell as CodeCell).outputArea;
-      const index = area.widgets.findIndex(child => child.node.contains(node));
-      const current = index >= 0 ? area.model.get(index) : undefined;
-      if (current && WIDGET_VIEW in current.data) {
-        area.model.set(index, output);
-        done = true;
+      const outputs = (cell as ICodeCellModel).outputs;
+      for (let i = 0; i < outputs.length; i++) {
+        const view = outputs.get(i).data[WIDGET_VIEW] as { model_id?: unknown } | undefined;
+        if (view && view.model_id === modelId) {
+          outputs.set(i, output);
+          replaced++;
+        }
       }
-      return;
     }
   });
-  return done;
+  return replaced;
 }
 
 const plugin: JupyterFrontEndPlugin<void> = {
@@ -51,7 +51,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   activate: (_app: JupyterFrontEnd, tracker: INotebookTracker) => {
     document.addEventListener(SAVED_OUTPUT_EVENT, event => {
       const detail = (event as CustomEvent).detail;
-      if (detail && detail.node instanceof Node && detail.output && replaceWidgetOutput(tracker, detail.node, detail.output)) {
+      if (detail && typeof detail.modelId === 'string' && detail.output && replaceWidgetOutputs(tracker, detail.modelId, detail.output)) {
         event.preventDefault();
       }
     });

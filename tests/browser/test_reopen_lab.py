@@ -1,4 +1,4 @@
-"""A page reopened while a run streams, in JupyterLab.
+"""A page reopened while a run streams, in JupyterLab (and in Notebook 7).
 
 The notebook is saved mid-run (its output is then the live widget) and the page reloaded: the
 reopened page must catch up from the kernel (the text so far), keep streaming, and, when the run
@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from ..stub_server import openai_text_reply
+from .conftest import TOKEN
 from .test_lab import _rendered, _shown, _words, _write_notebook
 
 pytestmark = pytest.mark.browser
@@ -34,8 +35,9 @@ def _save_mid_run(lab, name: str) -> None:
         "the notebook was not saved mid-run with the live widget"
 
 
-def _reopen_mid_run(lab, model_server, name: str):
-    """Run the %%agent cell, save while it is held, reload the page; the reopened cell, caught up."""
+def _reopen_mid_run(lab, model_server, name: str, *, notebook7: bool = False):
+    """Run the %%agent cell, save while it is held, reload the page (in JupyterLab, or open the
+    notebook in Notebook 7); the reopened cell, caught up."""
     reply = openai_text_reply(BEFORE + AFTER, piece=PIECE, hold_after=HELD)
     _write_notebook(lab.root / name, "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nWrite.")
     model_server.script(reply)
@@ -46,9 +48,13 @@ def _reopen_mid_run(lab, model_server, name: str):
     live.first.wait_for(state="attached")
     lab.page.wait_for_function("(el) => el.textContent.includes('Streaming text.')", arg=live.first.element_handle())
     _save_mid_run(lab, name)
-    lab.page.reload()
-    lab.open(name, wait_kernel=False)  # the kernel is busy with the run
-    cell = lab.cell(1)
+    if notebook7:
+        lab.page.goto(f"{lab.url}/notebooks/{name}?token={TOKEN}")
+        cell = lab.page.locator(".jp-Notebook .jp-Cell").nth(1)
+    else:
+        lab.page.reload()
+        lab.open(name, wait_kernel=False)  # the kernel is busy with the run
+        cell = lab.cell(1)
     # The reopened page's widget is restored from the kernel and caught up by a snapshot.
     live = cell.locator(".ipyagent-view .ipyagent-text")
     live.first.wait_for(state="attached")
@@ -92,6 +98,20 @@ def test_a_page_reopened_mid_run_catches_up_streams_on_and_saves_the_transcript(
     _rendered(cell).wait_for(state="attached")
     assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
     lab.screenshot(cell, "reopened-finished.png")
+
+
+def test_notebook7_reopened_mid_run_ends_with_the_saved_transcript(lab, model_server):
+    """Notebook 7 runs the same plugin: a run started in JupyterLab, its notebook opened in
+    Notebook 7 mid-run, catches up there and ends as the saved transcript, no widget left."""
+    reply, cell = _reopen_mid_run(lab, model_server, "reopen7.ipynb", notebook7=True)
+    reply.release.set()
+    _rendered(cell).wait_for(state="attached")
+    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
+    assert cell.locator(".ipyagent-view").count() == 0
+    lab.save("reopen7.ipynb")
+    doc = _saved_output(lab, "reopen7.ipynb")
+    assert doc["status"] == "completed" and _answer(doc) == BEFORE + AFTER
+    lab.screenshot(cell, "reopened-notebook7.png")
 
 
 def test_a_run_stopped_from_a_page_reopened_mid_run_keeps_its_partial_transcript(lab, model_server):

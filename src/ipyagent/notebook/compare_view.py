@@ -269,7 +269,7 @@ class CompareWidgetView:
         if self._synced and not self._closed:
             from .live_widget import end_message
 
-            self.live.send(end_message(record, output))
+            self.live.send(end_message(record, output, self.widget))
 
     def close(self) -> None:
         """Close every widget of the comparison (its saved record has replaced it)."""

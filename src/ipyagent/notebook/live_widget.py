@@ -15,13 +15,13 @@ sends custom widget messages (``WidgetView`` in view.py makes them):
   ``["interrupted"]`` or ``["status", {"figures": [...], "ticking": "waiting" |
   "approval" | "streaming" | None, "elapsed": seconds}]`` (figures include a retry notice while
   the driver retries before the first token; ``approval``: a tool call waits for Approve / Deny);
-* ``{"type": "end", "doc": transcript, "output": {"mime", "fallbacks", "metadata"}}``: the
-  whole transcript, once, at the end, with the rest of the cell's saved output (`end_message`).
+* ``{"type": "end", "doc": transcript, "output": {"mime", "fallbacks", "metadata", "model_id"}}``:
+  the whole transcript, once, at the end, with the rest of the cell's saved output (`end_message`).
   It is sent after the display update that replaces the widget with that output: a page that
-  displayed the run has dropped its view by then; a page reopened mid-run, which has no display
-  id for the update to reach (display ids are not saved), replaces its own output with
-  ``{mime: doc, **fallbacks}`` and `metadata` (labextension/src/reopened.ts), so it shows and
-  saves the same transcript and no widget.
+  displayed the run has no output showing the widget by then; a page reopened mid-run, which has
+  no display id for the update to reach (display ids are not saved), sets each output showing
+  widget `model_id` to ``{mime: doc, **fallbacks}`` with `metadata` (labextension/src/reopened.ts),
+  so it shows and saves the same transcript and no widget.
 
 A ``compare`` widget carries a whole %%compare cell: the same messages per run,
 tagged ``"key": "pane/run"``, and its own (``compare``, ``run``, ``table``, ``end``;
@@ -80,16 +80,18 @@ def live_widget(kind: str = "run") -> Any:
     return _widget_class()(kind=kind, _dom_classes=("ipyagent-compare" if kind == "compare" else "ipyagent-view",))
 
 
-def end_message(doc: dict[str, Any], output: tuple[dict[str, Any], dict[str, Any]] | None = None) -> dict[str, Any]:
+def end_message(doc: dict[str, Any], output: tuple[dict[str, Any], dict[str, Any]] | None = None,
+                widget: Any = None) -> dict[str, Any]:
     """The ``end`` message of a run (`doc`: its transcript or comparison record) and, when `output`
-    (the (data, metadata) bundle of its cell's display) is given, the rest of that bundle: the
-    record's MIME type, the fallbacks (``text/html``, ``text/plain``) and the metadata; the record
-    itself is not sent twice."""
+    (the (data, metadata) bundle of its cell's display, which replaced `widget`) is given, the rest
+    of that bundle: the record's MIME type, the fallbacks (``text/html``, ``text/plain``), the
+    metadata and the widget's model id; the record itself is not sent twice."""
     message: dict[str, Any] = {"type": "end", "doc": doc}
-    if output is not None:
+    if output is not None and widget is not None:
         data, metadata = output
         mime = next(key for key in data if not key.startswith("text/"))  # the record's; the others are fallbacks
-        message["output"] = {"mime": mime, "fallbacks": {k: v for k, v in data.items() if k != mime}, "metadata": metadata}
+        message["output"] = {"mime": mime, "fallbacks": {k: v for k, v in data.items() if k != mime},
+                             "metadata": metadata, "model_id": widget.model_id}
     return message
 
 

@@ -501,7 +501,7 @@ class WidgetView(EventHandler):
         self._ended = True
         from .live_widget import end_message
 
-        self._send(end_message(transcript, output))
+        self._send(end_message(transcript, output, self.widget))
 
     def close(self) -> None:
         """Close the widgets, so no widget state is left in the notebook for a finished run."""
