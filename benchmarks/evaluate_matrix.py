@@ -7,6 +7,8 @@ answer 200 ms after a request. ``ipyagent.evaluate`` runs the matrix with
 * the first run's wall time against the ideal, ``rows × 0.2 s / 16`` (the providers
   run in parallel; target <= 1.15), the kernel's CPU seconds per run (user and system),
   its peak RSS, and the memory kept per cell after the run against the answer text it keeps;
+  the objects per run left to the garbage collector (reference cycles: freed late, they raise the
+  memory and the collector's CPU; a count that does not depend on the machine's load);
 * the floors the first run cannot beat, each measured: the server's (a bare asyncio client,
   a few lines of raw HTTP/1.1 on as many keep-alive connections, sends the same requests:
   the wall time the server and the network allow), and the kernel's CPU (one thread, the
@@ -123,6 +125,13 @@ def main() -> int:
             ipyagent.evaluate(ids, "warm-up {{ row }}", ["a"], store=Path(folder) / "warm.sqlite")
 
             gc.collect()
+            cyclic = [0]
+
+            def collected(phase: str, info: dict) -> None:
+                if phase == "stop":
+                    cyclic[0] += info["collected"]
+
+            gc.callbacks.append(collected)
             rss0, times0, server_cpu0 = rss_bytes(), os.times(), process_cpu_s(server.pid)
             t0 = time.perf_counter()
             first = ipyagent.evaluate(ids, template, rows, concurrency=concurrency, store=store,
@@ -132,7 +141,8 @@ def main() -> int:
             user, system = times1.user - times0.user, times1.system - times0.system
             cpu = user + system
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-            gc.collect()
+            gc.callbacks.remove(collected)
+            cyclic[0] += gc.collect()
             kept = rss_bytes() - rss0
             assert all(r.ok for r in first.results), [r.error for r in first.results if not r.ok][:3]
             assert all(r.text == payload.text for r in first.results)
@@ -171,6 +181,7 @@ def main() -> int:
         "system_ms_per_run": system / runs * 1000, "server_cpu_ms_per_request": server_cpu / runs * 1000,
         "peak_rss_mb": peak / 2**20,
         "kept_bytes_per_cell": kept / len(first.results), "text_bytes_per_cell": text_bytes / len(first.results),
+        "cyclic_objects_per_run": cyclic[0] / runs,
         "cached_s": cached_s, "cached_vs_first": cached_s / first_s, "cached_requests": cached_requests,
         "others_under_429": under_429, "limited_lane_429s": server_stats["limited"].get("q2", 0),
         "limited_lane_errors": sum(not r.ok for r in limited.results if r.provider == "openai:q2"),
@@ -188,6 +199,7 @@ def main() -> int:
                     ["server CPU per request (ms)", results["server_cpu_ms_per_request"], ""],
                     ["peak RSS (MB)", results["peak_rss_mb"], ""],
                     ["memory kept per cell (bytes)", results["kept_bytes_per_cell"], ""],
+                    ["objects per run left to the garbage collector", results["cyclic_objects_per_run"], ""],
                     ["answer text per cell (bytes)", results["text_bytes_per_cell"], ""],
                     ["cached re-run (s)", cached_s, ""],
                     ["cached re-run / first run", results["cached_vs_first"], f"<= {TARGETS['cached_vs_first']}"],
