@@ -53,6 +53,15 @@ def test_system_prompt_lists_tools_with_schemas():
     assert "<tool_call" in prompt and "add: Add two numbers" in prompt and '"a": {"type": "integer"}' in prompt
 
 
+def test_the_prompt_teaches_the_format_the_parser_reads_and_the_results_use():
+    prompt = react.system_prompt([ToolDefinition(name="add", description="", parameters={"type": "object"})])
+    (call,) = react.parse_calls(prompt)  # the example block the model is shown is one call, read as such
+    assert (call.tag, call.action.native_name, call.action.input, call.error) == ("c1", "TOOL_NAME", {"argument": "value"}, None)
+    assert '<tool_result id="c1">...</tool_result>' in prompt  # what result_block writes for that id
+    assert react.result_block("c1", "...") == '<tool_result id="c1">\n...\n</tool_result>'
+    assert prompt.endswith('- add: no description; input: {"type": "object"}')
+
+
 def add(a: int, b: int = 0) -> int:
     """Add two numbers."""
     return a + b
