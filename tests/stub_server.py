@@ -37,6 +37,9 @@ class Reply:
     cut_after: int | None = None
     wait: float = 0.0  # seconds before the status line (a server thinking)
     hold_after: int | None = None
+    # True: piece n goes out at start + n * delay (a schedule), so the body lasts its scripted
+    # duration even when a loaded machine wakes the server late; False: `delay` after each write.
+    paced: bool = False
     held: threading.Event = field(default_factory=threading.Event)
     release: threading.Event = field(default_factory=threading.Event)
     after: threading.Event | None = None
@@ -137,6 +140,7 @@ class StubServer:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 try:
+                    began = time.monotonic()
                     for n, piece in enumerate(reply.pieces):
                         if reply.cut_after is not None and n >= reply.cut_after:
                             self.close_connection = True
@@ -150,7 +154,7 @@ class StubServer:
                         self.wfile.flush()
                         server.pieces_sent += 1
                         if reply.delay:
-                            time.sleep(reply.delay)
+                            time.sleep(max(0.0, began + (n + 1) * reply.delay - time.monotonic()) if reply.paced else reply.delay)
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                     server.completed.append(time.monotonic())

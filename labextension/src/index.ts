@@ -52,7 +52,9 @@ export class TranscriptRenderer extends Widget implements IRenderMime.IRenderer 
       return Promise.resolve();
     }
     const render = this._mimeType === COMPARISON_MIME_TYPE ? renderComparison : renderTranscript;
+    const start = performance.now();
     this.node.replaceChildren(...render(data));
+    performance.measure('ipyagent-render', { start });
     const nextCell = this._mimeType === MIME_TYPE ? renderNextCell((data as { next_cell?: unknown } | null)?.next_cell, this) : null;
     if (nextCell) {
       this.node.appendChild(nextCell);

@@ -195,20 +195,35 @@ export class LiveView {
     window.clearInterval(this.ticker);
   }
 
+  /** One frame; its time is a performance measure (`ipyagent-frame`, detail: the answer's length). */
   private draw(): void {
     if (this.ended) {
       return;
     }
-    const doc = this.doc;
+    const start = performance.now();
     this.frames++;
     this.el.dataset.frames = String(this.frames);
-    if (doc.final) {
+    if (this.doc.final) {
       this.ended = true;
       this.el.classList.remove('ipyagent-live');
-      this.el.replaceChildren(...renderTranscript(doc.final));
+      this.el.replaceChildren(...renderTranscript(this.doc.final));
       window.clearInterval(this.ticker);
+      performance.measure('ipyagent-render', { start, detail: { live: true } });
       return;
     }
+    this.paint();
+    performance.measure('ipyagent-frame', { start, detail: { chars: this.chars } });
+  }
+
+  /** The answer's length as drawn (characters of text and reasoning). */
+  private get chars(): number {
+    let chars = 0;
+    this.drawn.forEach(drawn => (chars += drawn.consumed));
+    return chars;
+  }
+
+  private paint(): void {
+    const doc = this.doc;
     if (doc.resets !== this.resets) {
       this.resets = doc.resets;
       this.el.replaceChildren();
@@ -245,8 +260,7 @@ export class LiveView {
     this.footer = footerNode(this.footerText(), () => doc.answer);
     this.trailing.push(this.footer);
     this.el.append(...this.trailing);
-    // The drawn height (tests compare it with the saved transcript's: one look, no re-flow).
-    this.el.dataset.liveHeight = String(this.el.getBoundingClientRect().height);
+    // Nothing here reads layout back (a forced layout per frame cost more the longer the answer).
   }
 
   private create(segment: Segment): Drawn {

@@ -38,11 +38,14 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from ..agent import comparison_record, transcript_of
 from ..core import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript, redact, redact_data
 from .render import one_line
+from .streamed_html import StreamedMarkdown
 from .transcript_render import PLAIN_CHARS, comparison_to_html, comparison_to_text, to_html, to_text
 
 def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any],
@@ -58,11 +61,15 @@ def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any],
     return data, {"ipyagent": {"record": key}}
 
 
-def bundle(transcript: Transcript, *, plain_limit: int | None = PLAIN_CHARS) -> tuple[dict[str, Any], dict[str, Any]]:
+def bundle(transcript: Transcript, *, plain_limit: int | None = PLAIN_CHARS,
+           markdown: Callable[[str], str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a transcript's display: the transcript JSON and its
     HTML / plain-text fallbacks (the plain text cut after `plain_limit` characters; None: the
-    whole run, for what a terminal shows in full); metadata ``{"ipyagent": {"record": "transcript"}}``."""
-    return _bundle(transcript, MIME_TYPE, "transcript", (to_html, to_text), plain_limit)
+    whole run, for what a terminal shows in full); metadata ``{"ipyagent": {"record": "transcript"}}``.
+    `markdown`: what renders the answer's Markdown in the HTML (default `render.markdown_to_html`;
+    a live run's `StreamedMarkdown.html`, which rendered most of it while it streamed)."""
+    html = partial(to_html, markdown=markdown) if markdown is not None else to_html
+    return _bundle(transcript, MIME_TYPE, "transcript", (html, to_text), plain_limit)
 
 
 class LiveTranscript:
@@ -88,6 +95,9 @@ class LiveTranscript:
         self.events: list[Any] = []
         self.display_id = display_id or f"ipyagent-{uuid.uuid4().hex}"
         self.transcript: Transcript | None = None
+        # The answer's Markdown rendered for the HTML fallback while it streams (the end renders only the rest).
+        self.markdown = StreamedMarkdown()
+        self._turn = 0
         self._first_request: float | None = None
         self._lock = threading.Lock()
         if show:
@@ -96,10 +106,15 @@ class LiveTranscript:
             display(getattr(view, "widget", view), display_id=self.display_id)
 
     def feed(self, event: Any) -> None:
-        if self._first_request is None and getattr(event, "type", None) == "model_started":
-            self._first_request = time.monotonic()
+        kind = getattr(event, "type", None)
+        if kind == "model_started":
+            self._turn += 1
+            if self._first_request is None:
+                self._first_request = time.monotonic()
         self.events.append(event)
         self.view.feed(event)
+        if kind in ("text_delta", "reasoning_delta"):
+            self.markdown.append((self._turn, event.index, kind), event.text)
 
     def finish(self, result: Any = None, *, next_cell: Any = None) -> Transcript | None:
         """Replace the live view with the transcript of `result` (None: the run was
@@ -115,7 +130,7 @@ class LiveTranscript:
             draw_artifacts(self.transcript, self.events)
         from IPython.display import update_display
 
-        data, metadata = bundle(self.transcript)
+        data, metadata = bundle(self.transcript, markdown=self.markdown.html)
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
         if hasattr(self.view, "end"):  # after the update: only a page reopened mid-run still has the view (live_widget.py)
             self.view.end(data[MIME_TYPE], (data, metadata))

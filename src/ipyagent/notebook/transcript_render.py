@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 
 from ..core import (
     RASTER_TYPES,
@@ -153,10 +154,11 @@ def _arguments(call: ToolCallPart) -> str:
 # -- HTML ------------------------------------------------------------------------------
 
 
-def to_html(t: Transcript) -> str:
+def to_html(t: Transcript, *, markdown: Callable[[str], str] = markdown_to_html) -> str:
     """Sanitized HTML, styled like the live view (tool cards and reasoning collapsed); with
-    the code offered as a new cell (`next_cell_html`) after the sanitized part."""
-    body = _html_body(t) + next_cell_html(t)
+    the code offered as a new cell (`next_cell_html`) after the sanitized part. `markdown`
+    renders the answer's Markdown (a `StreamedMarkdown.html` that rendered it while it streamed)."""
+    body = _html_body(t, markdown) + next_cell_html(t)
     return f'<div class="ipyagent-transcript">{style_for(body)}{body}</div>'
 
 
@@ -259,7 +261,7 @@ def _prompt_html(message: TranscriptMessage) -> str:
     return f'<div class="ipyagent-prompt"><div class="ipyagent-meta">user</div>{body}</div>'
 
 
-def _html_body(t: Transcript) -> str:
+def _html_body(t: Transcript, markdown: Callable[[str], str] = markdown_to_html) -> str:
     """The body's HTML, sanitized: model and tool text through nh3, artifacts as memory_html drew
     (and sanitized) them, with their data: images."""
     parts: list[str] = [f'<div class="ipyagent-title">{escape(t.title)}</div>'] if t.title else []
@@ -270,9 +272,9 @@ def _html_body(t: Transcript) -> str:
             continue  # the prompt is the cell above; tool results sit in their calls
         for part in message.parts:
             if isinstance(part, TextPart):
-                parts.append(f'<div class="ipyagent-text">{markdown_to_html(part.text)}</div>')
+                parts.append(f'<div class="ipyagent-text">{markdown(part.text)}</div>')
             elif isinstance(part, ReasoningPart):
-                body = "<p>(redacted by the provider)</p>" if part.redacted and not part.text else markdown_to_html(part.text)
+                body = "<p>(redacted by the provider)</p>" if part.redacted and not part.text else markdown(part.text)
                 parts.append(f'<details class="ipyagent-reasoning"><summary>reasoning</summary>{body}</details>')
             elif isinstance(part, ToolCallPart):
                 css = "ipyagent-tool ipyagent-tool-error" if _failed(part) else "ipyagent-tool"
