@@ -67,36 +67,33 @@ def test_a_text_that_does_not_continue_the_stream_is_rendered_whole(monkeypatch)
 
 
 class _Counting:
-    """markdown-it, counting the characters it is asked to parse and render."""
+    """Counts the characters parsed for block structure and rendered by markdown-it."""
 
-    def __init__(self) -> None:
-        self.md = _markdown()
+    def __init__(self, monkeypatch) -> None:
         self.parsed = self.rendered = 0
+        blocks, md = streamed_html._blocks, _markdown()
+        render = md.render
+        monkeypatch.setattr(streamed_html, "_blocks", lambda src: self.count("parsed", src) or blocks(src))
+        monkeypatch.setattr(md, "render", lambda src, env=None: self.count("rendered", src) or render(src, env))
 
-    def parse(self, src, env=None):
-        self.parsed += len(src)
-        return self.md.parse(src, env)
-
-    def render(self, src, env=None):
-        self.rendered += len(src)
-        return self.md.render(src, env)
+    def count(self, what: str, src: str) -> None:
+        setattr(self, what, getattr(self, what) + len(src))
 
 
 def test_the_end_renders_only_the_unfinished_rest_and_streaming_parses_each_character_about_twice(monkeypatch):
-    counting = _Counting()
-    monkeypatch.setattr(streamed_html, "_markdown", lambda: counting)
+    counting = _Counting(monkeypatch)
     text = answer(135_000)
     stream = _streamed(text, 3)
     during = counting.parsed + counting.rendered
     counting.parsed = counting.rendered = 0
-    assert stream.html(text) == markdown_to_html(text)
+    html = stream.html(text)
     assert counting.rendered < 2 * streamed_html.CHUNK, counting.rendered  # the rest, not 135,000 characters
+    assert html == markdown_to_html(text)
     assert during < 2.5 * len(text), during
 
 
 def test_one_block_longer_than_a_chunk_is_not_parsed_again_for_every_delta(monkeypatch):
-    counting = _Counting()
-    monkeypatch.setattr(streamed_html, "_markdown", lambda: counting)
+    counting = _Counting(monkeypatch)
     text = "```python\n" + "x = 1\n" * 20_000 + "```\n"  # 120,000 characters in one open block
     stream = _streamed(text, 3)
     assert counting.parsed < 3 * len(text), counting.parsed  # tried again only when it doubled

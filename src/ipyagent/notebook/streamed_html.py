@@ -24,10 +24,20 @@ from .render import _markdown, markdown_to_html, sanitize
 CHUNK = 4096
 
 
+def _blocks(source: str) -> list[Any]:
+    """markdown-it's block tokens of `source`, without its inline parse (the costly half)."""
+    from markdown_it.rules_core import StateCore, block, normalize
+
+    state = StateCore(source, _markdown(), {})
+    normalize(state)
+    block(state)
+    return state.tokens
+
+
 def finished_prefix(source: str) -> int:
     """The length of the head of `source` made of finished blocks: those before the last
     top-level block that starts on a complete line (0: none). As markdown.ts's `finishedPrefix`."""
-    starts = [t.map[0] for t in _markdown().parse(source, {}) if t.level == 0 and t.nesting != -1 and t.map]
+    starts = [t.map[0] for t in _blocks(source) if t.level == 0 and t.nesting != -1 and t.map]
     complete = source.count("\n")
     for k in range(len(starts) - 1, 0, -1):
         if starts[k - 1] < starts[k] < complete:
