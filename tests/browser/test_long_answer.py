@@ -93,13 +93,11 @@ def _breakdown(timeline: dict, started_ms: float, wire_end_ms: float) -> dict[st
     """Seconds from the request to the saved transcript drawn, step by step."""
     messages = timeline["messages"]
     ops = [m for m in messages if m["kind"] == "ops"]
-    end = next(m for m in messages if m["kind"] == "end")
     update = next(m for m in messages if m["kind"] == "update_display_data")
     steps = {
-        "wire": wire_end_ms - started_ms,  # the server writing the stream (its sleeps overshoot under load)
+        "wire": wire_end_ms - started_ms,  # the server writing the stream
         "kernel_reads_the_rest": ops[-1]["sent"] - wire_end_ms,  # the last frame: the kernel has read the stream
-        "kernel_finishes": min(end["sent"], update["sent"]) - ops[-1]["sent"],  # transcript, HTML fallback, run store
-        "kernel_sends": max(end["sent"], update["sent"]) - min(end["sent"], update["sent"]),
+        "kernel_finishes": update["sent"] - ops[-1]["sent"],  # transcript, HTML fallback, run store -> the saved output
         # delivery and the saved transcript's render (JupyterLab renders the output before it signals
         # the message), plus whatever else the page was busy with
         "page_receives_and_draws": max(update["at"], timeline["rendered"]) - update["sent"],
