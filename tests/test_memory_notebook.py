@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ipyagent.memory.store import RunStore
-from ipyagent.notebook.render import one_line
+from ipyagent.notebook.render import compact
 
 from .stub_server import Reply, StubServer
 
@@ -68,7 +68,7 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     # As the live view and the labextension draw them (the saved HTML fallback holds the same entries).
     body = transcript_output["data"]["text/html"]
     drawn = [a["html"] for a in transcript_output["data"]["application/vnd.ipyagent.transcript+json"]["artifacts"]]
-    assert all(one_line(html) in body for html in drawn)  # the fallback is written on one line
+    assert all(compact(html) in body for html in drawn)  # the fallback is written compactly (on one line)
 
     # Three collapsed artifact entries: name, type, size, producing tool; content by type.
     entries = re.findall(r'<details class="ipyagent-artifact"><summary><b>([^<]+)</b> <span class="ipyagent-footer">([^<]+)</span></summary>', body)
@@ -79,7 +79,7 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     ]
     assert '<details class="ipyagent-artifact" open' not in body
     assert "<h1>Annual report 2025" in body  # the text as Markdown
-    assert f"<th>{'</th><th>'.join(rows[0])}</th>" in body and f"show {len(rows) - 10} more rows" in body
+    assert f"<th>{'<th>'.join(rows[0])}</thead>" in body and f"show {len(rows) - 10} more rows" in body  # </th> implied
     assert f'<img src="data:image/png;base64,{base64.b64encode(chart).decode()}"' in body
 
     # %agent memory lists them; ipyagent.memory[...] returns the artifact

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import sys
+from html import unescape
 from pathlib import Path
 
 import pytest
+
+from ipyagent.notebook.transcript_render import SOURCE_NOTE
 
 from .kernels import lab_like_client, transcript_of, widget_state_left
 from .stub_server import StubServer, openai_text_reply
@@ -54,10 +57,13 @@ def _dense_answer(chars: int) -> str:
     return answer(chars)
 
 
-def test_a_saved_23k_answer_costs_at_most_2_5_times_its_text(tmp_path, monkeypatch):
+@pytest.mark.parametrize("kind", ["typical", "dense"])
+def test_a_saved_23k_answer_costs_at_most_2_5_times_its_text(kind, tmp_path, monkeypatch):
+    """Typical: sections of prose with lists, code and tables now and then; dense: a heading, a
+    list, code and a table every ~260 characters, whose HTML fallback is its Markdown source."""
     import nbformat
 
-    text = _answer(23_000)
+    text = _answer(23_000) if kind == "typical" else _dense_answer(23_000)
     with StubServer(openai_text_reply(text, piece=64)) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-saved-size")
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
@@ -74,7 +80,7 @@ def test_a_saved_23k_answer_costs_at_most_2_5_times_its_text(tmp_path, monkeypat
     cell.outputs = []
     nbformat.write(nb, bare)
     cost = saved.stat().st_size - bare.stat().st_size
-    figures = {"answer_chars": len(text), "saved_output_bytes": cost, "ratio": round(cost / len(text), 2),
+    figures = {"answer": kind, "answer_chars": len(text), "saved_output_bytes": cost, "ratio": round(cost / len(text), 2),
                **{k: len(json.dumps(v)) for k, v in output["data"].items()}}
     print("\nsaved size:", json.dumps(figures))
     assert cost <= TARGET * len(text), figures
@@ -82,13 +88,17 @@ def test_a_saved_23k_answer_costs_at_most_2_5_times_its_text(tmp_path, monkeypat
     # One copy of the transcript: in data, not again in the output's metadata.
     assert set(output["data"]) == {MIME_TYPE, "text/html", "text/plain"}
     assert len(json.dumps(output["metadata"])) < 200
-    # The HTML fallback draws the whole answer (its last section, its last table row) ...
+    # The HTML fallback draws the whole answer (its last section, its tables), or the dense one's source ...
     html = output["data"]["text/html"]
     last = text.rsplit("\n## ", 1)[1].split("\n", 1)[0]
-    assert f"<h2>{last}</h2>" in html and html.count("<table>") == text.count("|---|---:|---:|")
+    if kind == "typical":
+        assert f"<h2>{last}</h2>" in html and html.count("<table>") == text.count("|---|---:|---:|")
+    else:
+        assert "<h2>" not in html and text in unescape(html) and SOURCE_NOTE in html
     # ... and a text-only reader gets the start, how much more there is, and the footer.
     plain = output["data"]["text/plain"]
-    assert plain.startswith(text[:200]) and len(plain) < 1_400
+    head = plain.split(" … (", 1)[0]
+    assert text.startswith(head) and 100 <= len(head) <= 200 and len(plain) < 1_400
     assert "more characters" in plain and plain.rstrip().endswith("]") and "in / " in plain.splitlines()[-1]
     # No widget state is left behind for the finished run.
     assert widget_state_left(nbformat.read(saved, as_version=4)) == []

@@ -18,10 +18,11 @@ from ipyagent.agent import comparison_record, transcript_of
 from ipyagent.core import ArtifactStored, TextArtifact
 from ipyagent.core.transcript import (MIME_TYPE, VERSION, TextPart, ToolCallPart, Transcript, TranscriptError, TranscriptMessage,
                                       json_schema)
-from ipyagent.notebook.render import markdown_to_html, one_line
+from ipyagent.notebook.render import ALLOWED_TAGS, compact, markdown_to_html, one_line
 from ipyagent.core.redact import redact_data as redact
 from ipyagent.notebook.transcript_output import bundle
-from ipyagent.notebook.transcript_render import PLAIN_CHARS, footer_figures, safe_markdown, style_for, to_html, to_markdown, to_text
+from ipyagent.notebook.transcript_render import (BUDGET_MIN_CHARS, HTML_BUDGET, PLAIN_CHARS, SOURCE_NOTE, answer_html, footer_figures,
+                                                  safe_markdown, style_for, to_html, to_markdown, to_text)
 from ipyagent.tools import activity
 
 from .recordings import expected_from
@@ -415,3 +416,81 @@ def test_the_plain_fallback_is_the_start_of_the_run_and_its_footer():
     assert to_text(t) == text + "\n" + footer  # no limit: all of it
     short = t.model_copy(update={"messages": [TranscriptMessage(role="assistant", parts=[TextPart(text="Hi")])]})
     assert to_text(short, limit=PLAIN_CHARS) == "Hi\n" + footer
+
+
+def _full_and_compact():
+    """A run with every kind of part, most fields at their defaults; its JSON as older versions
+    wrote it (every field) and as it is written now (defaults left out)."""
+    from ipyagent.core.transcript import ComparisonEntry, ComparisonRecord, OtherPart, ReasoningPart, Timings, TranscriptUsage
+
+    t = Transcript(provider="openai:m", messages=[
+        TranscriptMessage(role="user", parts=[TextPart(text="Q?")]),
+        TranscriptMessage(role="assistant", parts=[ReasoningPart(text="think"), TextPart(text="A **b**"),
+                                                   ToolCallPart(id="c1", name="f", arguments={"x": 1}, status="ok", result="1", duration_s=0.5),
+                                                   ToolCallPart(id="c2", name="g"), OtherPart(kind="audio", summary="<audio>")])],
+        usage=TranscriptUsage(input_tokens=3, output_tokens=4, total_tokens=7), timings=Timings(total_s=1.0, turns=1))
+    record = ComparisonRecord(providers=["openai:m"], entries=[ComparisonEntry(index=0, transcript=t)])
+    return t, record
+
+
+def test_a_saved_transcript_leaves_default_fields_out_and_reads_back_the_same():
+    t, record = _full_and_compact()
+    doc = t.to_json()
+    assert set(doc) == {"format", "version", "provider", "status", "messages", "usage", "timings", "created_at"}
+    assert doc["usage"] == {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7} and doc["timings"] == {"total_s": 1.0, "turns": 1}
+    reasoning, text, done, pending, other = doc["messages"][1]["parts"]
+    assert reasoning == {"type": "reasoning", "text": "think"} and text == {"type": "text", "text": "A **b**"}
+    assert pending == {"type": "tool_call", "id": "c2", "name": "g", "status": "pending"}  # what tells parts and states apart stays
+    assert "approval" not in done and other == {"type": "other", "kind": "audio", "summary": "<audio>"}
+    entry = record.to_json()["entries"][0]
+    assert entry["index"] == 0 and "run" not in entry  # a required field is written even when 0
+    # Both ways: the compact document and one saved by an older version (every field) read as the same run.
+    full = t.model_dump(mode="json")
+    assert len(json.dumps(full)) > len(json.dumps(doc)) + 300
+    assert Transcript.from_json(doc) == t == Transcript.from_json(full)
+    assert to_html(Transcript.from_json(doc)) == to_html(Transcript.from_json(full))
+    assert type(record).model_validate(record.to_json()) == record
+
+
+def _dom(fragment: str) -> str:
+    """`fragment` as an HTML5 parser builds it (html5ever, through nh3), written with every end tag."""
+    import nh3
+
+    return nh3.clean(fragment, tags=ALLOWED_TAGS | {"style"}, clean_content_tags=set(), link_rel=None,
+                     attributes={"*": {"class", "href", "rel", "style", "src", "alt", "open", "start", "align"}}, strip_comments=False)
+
+
+def test_compact_html_builds_the_same_elements_with_fewer_bytes():
+    text = ("## T\n\nA soft\nbreak, **bold**, [a link](https://example.com/a) and `x`.\n\n- one\n- two\n  - nested\n\n"
+            "1. first\n2. second\n\n```python\nx = 1\n```\n\n| a | b |\n|---|---:|\n| 1 | 2 |\n| 3 | 4 |\n\n| h |\n|---|\n\ndone")
+    html = to_html(Transcript(provider="p:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=text)])]))
+    small = compact(html)
+    for tag in ("</td>", "</th>", "</tr>", "</li>", "</tbody>", "<strong>", "language-python", "referrerpolicy"):
+        assert tag not in small, tag
+    assert len(small) < len(one_line(html)) - 150
+    # Drawn the same: the tree a browser builds from it is the one-line HTML's, with <b> for
+    # <strong>, no language class, and a link's rel="noreferrer nofollow" (no Referer, no opener).
+    same = (one_line(html).replace("<strong>", "<b>").replace("</strong>", "</b>").replace(' class="language-python"', "")
+            .replace(' referrerpolicy="no-referrer" rel="noopener noreferrer nofollow"', ' rel="noreferrer nofollow"'))
+    assert _dom(small) == _dom(same)
+    assert "<td>1</td>" in _dom(small) and "<ul><li>nested</li></ul></li><li>" not in _dom(small) and "<li>nested</li></ul></li></ul><ol>" in _dom(small)
+
+
+def test_a_structure_dense_answer_is_drawn_as_its_source_past_the_budget():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from render_path import answer
+    finally:
+        sys.path.pop(0)
+    dense = answer(6_000)  # a heading, a list, code and a table every ~260 characters
+    assert len(compact(markdown_to_html(dense))) > HTML_BUDGET * len(dense)
+    drawn = answer_html(dense)
+    assert drawn.startswith('<div class="ipyagent-source"><pre>') and html.escape(dense, quote=True) in drawn and SOURCE_NOTE in drawn
+    prose = "\n\n".join(f"Paragraph {i} says what a model says, with **one** word in bold." for i in range(100))
+    assert answer_html(prose) == markdown_to_html(prose)  # within the budget: drawn
+    short = answer(BUDGET_MIN_CHARS - 1)
+    assert answer_html(short) == markdown_to_html(short)  # a short answer is always drawn
+    body = to_html(Transcript(provider="p:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=dense)])]))
+    assert ".ipyagent-source pre{word-break:normal}" in body and "ipyagent-source" in compact(body)

@@ -45,6 +45,38 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+#: Fields a document always writes, default or not: what a reader tells documents, parts and
+#: runs apart by (and ``created_at``, whose default is the time of reading).
+ALWAYS_WRITTEN = frozenset({"format", "version", "type", "role", "status", "provider", "created_at"})
+
+
+def compact_json(model: BaseModel) -> dict[str, Any]:
+    """``model.model_dump(mode="json")`` without the fields that hold their default (a missing
+    field reads as its default, in `Transcript.from_json` and in the labextension's renderer),
+    except `ALWAYS_WRITTEN`; nested models and lists of them alike. A saved notebook keeps
+    every field, indented, in every output."""
+    return _drop_defaults(model, model.model_dump(mode="json"))
+
+
+def _drop_defaults(model: BaseModel, data: dict[str, Any]) -> dict[str, Any]:
+    for name, field in type(model).model_fields.items():
+        if name not in data:
+            continue
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            _drop_defaults(value, data[name])
+        elif isinstance(value, list):
+            for item, dumped in zip(value, data[name]):
+                if isinstance(item, BaseModel):
+                    _drop_defaults(item, dumped)
+        if name in ALWAYS_WRITTEN:
+            continue
+        default = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
+        if value == default:
+            del data[name]
+    return data
+
+
 class TextPart(_Model):
     type: Literal["text"] = "text"
     text: str
@@ -221,8 +253,8 @@ class Transcript(_Model):
         return [p for m in self.messages for p in m.parts if isinstance(p, ToolCallPart)]
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON document (plain dicts and lists)."""
-        return self.model_dump(mode="json")
+        """The JSON document (plain dicts and lists), default-valued fields left out (`compact_json`)."""
+        return compact_json(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | str) -> "Transcript":
@@ -305,7 +337,8 @@ class ComparisonRecord(_Model):
     selected: list[int | None] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The JSON document, default-valued fields left out (`compact_json`)."""
+        return compact_json(self)
 
 
 # -- building helpers ------------------------------------------------------------------

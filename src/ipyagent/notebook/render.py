@@ -112,5 +112,31 @@ def one_line(fragment: str) -> str:
     return "".join(parts)
 
 
+#: End tags HTML lets a writer leave out (HTML 4.01 and HTML5 "optional tags"), only where the next
+#: tag closes the element for every parser, htmlparser2 included (JupyterLab's sanitizer for
+#: untrusted outputs): a cell before the next cell or its row's end, a row before the next row or
+#: its section's end, a list item before the next item or its list's end, a table body at its table's end.
+_OPTIONAL_END = re.compile(r"</th>(?=<t[dh][\s>]|</tr>)|</td>(?=<td[\s>]|</tr>)|</tr>(?=<tr[\s>]|</t(?:body|head|able)>)"
+                           r"|</li>(?=<li[\s>]|</[ou]l>)|</tbody>(?=</table>)")
+#: Shorter forms drawn the same: markdown-it's fence label as a class (nothing in a viewer
+#: without the extension reads it); ``<strong>`` as ``<b>``; a link's ``rel="noreferrer nofollow"``
+#: alone (``noreferrer`` sends no Referer and implies ``noopener``, so ``referrerpolicy`` adds nothing).
+_SHORTER = re.compile(r'<code class="language-[^"]*">|<(/?)strong>| referrerpolicy="no-referrer" rel="noopener noreferrer nofollow"')
+
+
+def _shorter(m: re.Match[str]) -> str:
+    if m.group(0).startswith("<code"):
+        return "<code>"
+    return f"<{m.group(1)}b>" if m.group(0).endswith("strong>") else ' rel="noreferrer nofollow"'
+
+
+def compact(fragment: str) -> str:
+    """`fragment` (sanitized HTML) as a saved output keeps it, drawn the same: on one line
+    (`one_line`), without the end tags a parser infers (``</td>``, ``</li>``...) and without the
+    code blocks' language classes. Only for HTML that came out of nh3 or our own markup, where
+    every ``<`` of text is escaped, so these patterns can only be tags."""
+    return _OPTIONAL_END.sub("", _SHORTER.sub(_shorter, one_line(fragment)))
+
+
 def escape(text: str) -> str:
     return html.escape(text, quote=True)

@@ -12,16 +12,18 @@ How the display is chosen (and why):
   answer is not saved once more there.
 
 What each copy costs (a saved notebook keeps every type of the bundle): the
-transcript holds the run once; ``text/html`` draws it all for front ends without
+transcript holds the run once, its default-valued fields left out
+(`core.transcript.compact_json`); ``text/html`` draws it all for front ends without
 the extension (JupyterLab and Notebook 7 without it, VS Code, Colab, GitHub,
-nbviewer and nbconvert's HTML), written on one line (`render.one_line`: the
-notebook stores text line by line, at ~12 characters a line); ``text/plain``
-is the first `PLAIN_CHARS` characters and the footer, for a terminal or a text
-export. No ``text/markdown``: every front end that draws Markdown prefers the
-HTML, so it was a fourth copy of the answer that nothing showed. A 23,000-
-character answer costs 2.5 times its text (``tests/test_saved_size.py``): the
-transcript ~1.05, the HTML ~1.4 (tags, and each link's ``rel`` and
-``referrerpolicy``).
+nbviewer and nbconvert's HTML), written compactly (`render.compact`: on one line,
+since the notebook stores text line by line at ~12 characters a line, and without
+the end tags a parser infers), an answer denser than `transcript_render.HTML_BUDGET`
+as its Markdown source; ``text/plain`` is the first `PLAIN_CHARS` characters and
+the footer, for a terminal or a text export. No ``text/markdown``: every front end
+that draws Markdown prefers the HTML, so it was a fourth copy of the answer that
+nothing showed. A 23,000-character answer costs 2.33 times its text, one with a
+table every ~260 characters 2.39 (``tests/test_saved_size.py``): the transcript
+~1.05, the HTML ~1.25, the plain text ~0.02.
 
 Keeping the widget reference in the saved output would make every front end
 without the widget's state (a reopened notebook, JupyterLab without the
@@ -44,7 +46,7 @@ from typing import Any
 
 from ..agent import comparison_record, transcript_of
 from ..core import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript, redact, redact_data
-from .render import one_line
+from .render import compact
 from .streamed_html import StreamedMarkdown
 from .transcript_render import PLAIN_CHARS, comparison_to_html, comparison_to_text, to_html, to_text
 
@@ -57,7 +59,7 @@ def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any],
     doc = redact_data(record.to_json())
     clean = type(record).model_validate(doc)
     html, text = renderers
-    data = {mime_type: doc, "text/html": redact(one_line(html(clean))), "text/plain": redact(text(clean, limit=plain_limit))}
+    data = {mime_type: doc, "text/html": redact(compact(html(clean))), "text/plain": redact(text(clean, limit=plain_limit))}
     return data, {"ipyagent": {"record": key}}
 
 

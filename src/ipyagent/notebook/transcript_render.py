@@ -30,7 +30,7 @@ from ..core import (
     TranscriptMessage,
 )
 from .compare_view import cells_to_html
-from .render import escape, markdown_to_html, sanitize
+from .render import compact, escape, markdown_to_html, sanitize
 
 #: Scoped CSS of the HTML fallback, rule by rule with what it styles (none: always needed);
 #: JupyterLab theme variables with plain fallbacks. Text takes the output area's own font and colour.
@@ -40,6 +40,7 @@ _RULES = (
     (("ipyagent-tool-error",), ".ipyagent-transcript .ipyagent-tool-error{border-color:var(--jp-error-color1,#b00)}"),
     (("<pre",), ".ipyagent-transcript pre{margin:2px 0;white-space:pre-wrap;word-break:break-all}"),
     (("ipyagent-tool",), ".ipyagent-transcript details.ipyagent-tool pre{max-height:16em;overflow:auto}"),
+    (("ipyagent-source",), ".ipyagent-transcript .ipyagent-source pre{word-break:normal}"),
     (("ipyagent-reasoning",), ".ipyagent-transcript .ipyagent-reasoning{color:var(--jp-ui-font-color2,#666)}"),
     (("ipyagent-error",), ".ipyagent-transcript .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}"),
     (("ipyagent-status",), ".ipyagent-transcript .ipyagent-status{color:var(--jp-warn-color1,#a60)}"),
@@ -68,6 +69,25 @@ COMPARISON_STYLE = """<style>
 .ipyagent-compare-table td:first-child,.ipyagent-compare-table td:last-child,.ipyagent-compare-table th{text-align:left}
 .ipyagent-compare-table td.ipyagent-error{border:1px solid var(--jp-border-color2,#ddd);padding-left:8px}
 </style>"""
+
+
+#: The HTML fallback draws an answer's Markdown while that takes at most this many characters per
+#: character of Markdown (saved, on one line: `render.compact`); a denser answer (a table, a list
+#: and a link every few lines) is drawn as its Markdown source, preformatted, so a saved output stays
+#: within 2.5 times its text (the transcript ~1.1, this fallback ≤ 1.3, the plain text's start).
+HTML_BUDGET = 1.3
+#: Answers shorter than this are always drawn (their HTML's weight is the output's frame, not tags).
+BUDGET_MIN_CHARS = 2_000
+#: Said under an answer drawn as its source.
+SOURCE_NOTE = "shown as Markdown source: drawn, it would take too much room in the notebook (the ipyagent extension draws it)"
+
+
+def answer_html(text: str, markdown: Callable[[str], str] = markdown_to_html) -> str:
+    """Sanitized HTML of an answer's Markdown (by `markdown`), or, past `HTML_BUDGET`, its source in a ``<pre>``."""
+    html = markdown(text)
+    if len(text) < BUDGET_MIN_CHARS or len(compact(html)) <= HTML_BUDGET * len(text):
+        return html
+    return f'<div class="ipyagent-source"><pre>{escape(text)}</pre></div><p class="ipyagent-meta">{SOURCE_NOTE}</p>'
 
 
 def _seconds(value: float | None) -> str:
@@ -272,7 +292,7 @@ def _html_body(t: Transcript, markdown: Callable[[str], str] = markdown_to_html)
             continue  # the prompt is the cell above; tool results sit in their calls
         for part in message.parts:
             if isinstance(part, TextPart):
-                parts.append(f'<div class="ipyagent-text">{markdown(part.text)}</div>')
+                parts.append(f'<div class=\"ipyagent-text\">{answer_html(part.text, markdown)}</div>')
             elif isinstance(part, ReasoningPart):
                 body = "<p>(redacted by the provider)</p>" if part.redacted and not part.text else markdown(part.text)
                 parts.append(f'<details class="ipyagent-reasoning"><summary>reasoning</summary>{body}</details>')
