@@ -16,6 +16,7 @@ from ipyagent.agent import defaults
 from ipyagent.agent import transcript_of
 from ipyagent.agent.compare import compare
 from ipyagent.core import ModelFailed, TextDelta
+from ipyagent.core.transcript import Transcript
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
 
 from .stub_server import FIXTURES, Reply, StubServer, openai_text_reply
@@ -326,3 +327,88 @@ def test_compare_panes_are_titled_as_typed_with_the_resolved_id_under():
 
     view = CompareWidgetView(["fast", "openai:m"], 1, ["openai:m", "openai:m"])
     assert view.pane_titles() == [{"title": "fast", "resolved": "openai:m"}, {"title": "openai:m", "resolved": "openai:m"}]
+
+
+def _run_a_tool_that_never_returns(stop: str, tmp_path):
+    """A run whose model calls get_weather, a tool that waits forever, stopped while it runs:
+    `stop` ``interrupted`` cancels the run (Stop, a kernel interrupt), ``timeout`` lets its
+    1 s deadline pass. Events go to a run store as the magics record them."""
+    from ipyagent.core import Message, TextBlock
+    from ipyagent.memory import RunStore
+    from ipyagent.memory.recorder import RunRecorder
+    from ipyagent.tools import activity
+
+    started = asyncio.Event()
+
+    @activity
+    async def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    store = RunStore(tmp_path / "runs.sqlite")
+    recorder = RunRecorder(store, thread="t", provider="openai:m", prompt=Message(role="user", content=[TextBlock(text="hi")]))
+    events: list = []
+
+    def feed(event):
+        recorder.feed(event)
+        events.append(event)
+
+    with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
+        agent = Agent("openai:m", base_url=server.url, tools=[get_weather], timeout=1 if stop == "timeout" else None)
+
+        async def main():
+            task = asyncio.ensure_future(agent.arun("hi", on_event=feed))
+            if stop == "timeout":
+                return await task
+            await started.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return agent.results[-1]
+
+        result = asyncio.run(main())
+    if stop == "timeout":
+        recorder.finish(result)
+    else:
+        recorder.interrupted()
+    return result, events, store.nodes(recorder.run_id)
+
+
+@pytest.mark.parametrize("stop, words", [("interrupted", "interrupted"), ("timeout", "stopped at the deadline")])
+def test_a_tool_cut_off_by_the_runs_end_reads_interrupted_not_not_run(stop, words, tmp_path):
+    """A call that had started when the run stopped is marked so (not "not run", which is a call
+    never started): in the event, the transcript, its HTML and plain fallbacks, the terminal and
+    the run store (whose replay gives it back)."""
+    import io
+
+    from ipyagent.core import ToolCallCompleted
+    from ipyagent.memory.recorder import replay_events
+    from ipyagent.notebook.transcript_render import to_html, to_text, tool_status
+    from ipyagent.notebook.view import TextView, WidgetView
+
+    result, events, nodes = _run_a_tool_that_never_returns(stop, tmp_path)
+    (cut,) = [e for e in events if isinstance(e, ToolCallCompleted)]
+    assert cut.stopped == stop and cut.is_error and cut.action.name == "get_weather"
+    assert (0.9 if stop == "timeout" else 0) <= cut.duration_s < 5
+    t = transcript_of(result, events=events)
+    (call,) = t.tool_calls
+    assert call.stopped == stop and tool_status(call) == f"{words} after {cut.duration_s:.2f} s"
+    assert f"{words} after" in to_html(t) and "not run" not in to_html(t) and "ipyagent-tool-error" not in to_html(t)
+    assert f"· {words} after" in to_text(t)
+    assert Transcript.from_json(t.to_json()).tool_calls[0].stopped == stop
+    out = io.StringIO()
+    view = TextView("openai:m", stream=out)
+    for event in events:
+        view.feed(event)
+    assert f"[{words} get_weather, after {cut.duration_s:.2f} s]" in out.getvalue()
+    (stored,) = [n for n in nodes if n["kind"] == "tool_result"]
+    assert stored["failed"] and stored["data"]["stopped"] == stop
+    (replayed,) = [e for e in replay_events(nodes) if isinstance(e, ToolCallCompleted)]
+    assert replayed.stopped == stop
+    live = WidgetView("openai:m")  # the live card, as a page (re)opened now is sent it
+    for event in events:
+        live.state.add(event)
+    (card,) = [op[2] for op in live._snapshot() if op[0] == "tool" and "result" in op[2]]
+    assert card["stopped"] == stop and card["status"] == "error"

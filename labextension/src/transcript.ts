@@ -59,14 +59,24 @@ export function usd(amount: number): string {
   return '$' + amount.toFixed(decimals).replace(/0+$/, '').replace(/\.$/, '');
 }
 
+/** How a call cut off by the run's end reads (core.transcript.STOPPED_WORDS). */
+const STOPPED_WORDS: { [key: string]: string } = { interrupted: 'interrupted', timeout: 'stopped at the deadline' };
+
 /** `done in 0.01 s` / `error in 0.01 s` / `not run`; a call that needed approval: `denied`
- * or `approved by you · done in 0.01 s` (transcript_render.tool_status). */
+ * or `approved by you · done in 0.01 s`; a call the run's end cut off: `interrupted after 0.50 s`
+ * or `stopped at the deadline after 0.50 s` (transcript_render.tool_status). */
 export function toolStatus(call: Json): string {
   const approval = str(call.approval);
   if (approval === 'denied') {
     return 'denied';
   }
   const prefix = approval === 'approved' ? 'approved by you · ' : '';
+  const stopped = str(call.stopped);
+  if (stopped) {
+    const words = STOPPED_WORDS[stopped] ?? stopped;
+    const ran = num(call.duration_s);
+    return prefix + (ran === null ? words : `${words} after ${seconds(ran)}`);
+  }
   const status = str(call.status);
   if (status !== 'ok' && status !== 'error') {
     return prefix ? 'approved by you' : 'not run';
@@ -76,9 +86,9 @@ export function toolStatus(call: Json): string {
   return prefix + (duration === null ? word : `${word} in ${seconds(duration)}`);
 }
 
-/** Drawn as an error: the tool failed (a denied call was not run; it did not fail). */
+/** Drawn as an error: the tool failed (a denied call was not run, a stopped one was cut off: neither failed). */
 function failed(call: Json): boolean {
-  return call.status === 'error' && call.approval !== 'denied';
+  return call.status === 'error' && call.approval !== 'denied' && !str(call.stopped);
 }
 
 /** Raster image types shown inline; a data: URL of one loads nothing from outside. */

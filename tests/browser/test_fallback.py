@@ -46,7 +46,8 @@ def test_the_one_line_html_fallback_reads_as_the_answer_in_a_browser(page, tmp_p
 
 def test_the_extension_draws_a_compact_transcript_as_one_saved_with_every_field(lab):
     """Transcripts are saved without their default-valued fields; one saved by an older version
-    has them all. JupyterLab's renderer draws both the same (tool states, footer, reasoning)."""
+    has them all. JupyterLab's renderer draws both the same (tool states, footer, reasoning); a
+    call the run's end cut off reads "interrupted", one never started "not run"."""
     import json
 
     from ipyagent.core.transcript import ReasoningPart, Timings, ToolCallPart, TranscriptUsage
@@ -54,7 +55,8 @@ def test_the_extension_draws_a_compact_transcript_as_one_saved_with_every_field(
     t = Transcript(provider="openai:m", status="interrupted", messages=[TranscriptMessage(role="assistant", parts=[
         ReasoningPart(text="think"), TextPart(text=ANSWER),
         ToolCallPart(id="c1", name="f", arguments={"x": 1}, status="ok", result="1", duration_s=0.5),
-        ToolCallPart(id="c2", name="g")])], usage=TranscriptUsage(input_tokens=3, output_tokens=4), timings=Timings(total_s=1.0))
+        ToolCallPart(id="c2", name="g"),
+        ToolCallPart(id="c3", name="h", status="error", result="interrupted while the tool ran", duration_s=0.25, stopped="interrupted")])], usage=TranscriptUsage(input_tokens=3, output_tokens=4), timings=Timings(total_s=1.0))
     compact, full = t.to_json(), t.model_dump(mode="json")
     assert len(json.dumps(compact)) < len(json.dumps(full))
     outputs = [nbformat.v4.new_output("display_data", data={"application/vnd.ipyagent.transcript+json": doc, "text/plain": "run"})
@@ -67,5 +69,5 @@ def test_the_extension_draws_a_compact_transcript_as_one_saved_with_every_field(
     drawn.nth(1).wait_for(state="attached", timeout=60000)
     new, old = (drawn.nth(i).inner_text() for i in range(2))
     assert new == old
-    assert "call_1" not in new and "c1 · done in 0.50 s" in new and "c2 · not run" in new
+    assert "c1 · done in 0.50 s" in new and "c2 · not run" in new and "c3 · interrupted after 0.25 s" in new
     assert "openai:m · 3 in / 4 out tokens · total 1.00 s · interrupted" in new

@@ -96,6 +96,7 @@ class AgentRun:
         self.streaming: Aggregator | None = None  # the turn being streamed, for an interrupted run
         self.first_token_s: float | None = None  # seconds to the run's first delta, for a stopped run's figures
         self.verdicts: dict[int, str] = {}  # id(action) -> "approved" / "denied", until its result is emitted
+        self.running: tuple[list[ToolAction], float] | None = None  # the calls being run, and since when (monotonic)
 
     # -- the steps ---------------------------------------------------------------------
 
@@ -153,7 +154,9 @@ class AgentRun:
     async def tool_calls(self, calls: Calls) -> Message:
         """Run one reply's calls (concurrently, approval first where needed), emit their
         stored artifacts and results, and return the message that carries the results."""
+        self.running = (list(calls.actions), time.monotonic())  # left set if the run is stopped meanwhile
         results = await self._execute(calls.actions)
+        self.running = None
         if self.react_mode:
             outcomes = {id(a): r for a, r in zip(calls.actions, results)}
             blocks = []
@@ -225,19 +228,39 @@ class AgentRun:
 
     def interrupted(self) -> AgentResult:
         """The result of a run cancelled now: the reply being streamed as it stood
-        (text, reasoning and tool calls), else the last reply."""
+        (text, reasoning and tool calls), else the last reply; calls it was running read
+        ``interrupted`` (`stop_running`)."""
+        self.stop_running("interrupted")
         message = self._partial_reply()
         message.metadata = {**message.metadata, "partial": True, "interrupted": True}
         return self._result(message, interrupted=True, metadata=self._stopped_metadata())
 
     def timed_out(self, timeout: float) -> AgentResult:
         """The result of a run stopped by its deadline: the reply as it stood (as `interrupted`)
-        with a ``timeout`` error, emitted so the view and the run store show it."""
+        with a ``timeout`` error, emitted so the view and the run store show it; calls it was
+        running read "stopped at the deadline" (`stop_running`)."""
+        self.stop_running("timeout")
         message = self._partial_reply()
         message.metadata = {**message.metadata, "partial": True}
         return self._fail(message, ProviderError(
             "timeout", f"the run did not finish within {timeout:g} s (timeout); the text so far is kept; "
             "give it longer with --timeout SECONDS (timeout= in Python)", retryable=False), self._stopped_metadata())
+
+    def stop_running(self, why: str) -> None:
+        """The run stopped (`why`: ``interrupted`` or ``timeout``) while it ran tool calls: each
+        call without a result gets one that says so, emitted as a `ToolCallCompleted` with
+        `stopped` set and the seconds it had run, so the views, the transcript and the run store
+        tell it from a call never started ("not run")."""
+        if self.running is None:
+            return
+        actions, started = self.running
+        self.running = None
+        seconds = time.monotonic() - started
+        what = "interrupted" if why == "interrupted" else "stopped at the run's deadline"
+        for action in actions:
+            if action.output is None:
+                self._completed_call(action, ErrorArtifact(value=f"{what} while the tool ran; it may not have finished"),
+                                     seconds, stopped=why)
 
     def _stopped_metadata(self) -> dict[str, Any]:
         """Figures of a run stopped mid-stream that no driver event carries: its first token's time."""
@@ -264,10 +287,10 @@ class AgentRun:
             self.toolbox.resolve(action)
         return Calls(actions, parsed)
 
-    def _completed_call(self, action: ToolAction, artifact: BaseArtifact, seconds: float) -> None:
+    def _completed_call(self, action: ToolAction, artifact: BaseArtifact, seconds: float, stopped: str | None = None) -> None:
         action.output = artifact
         self.actions.append(action)
-        self.emit(ToolCallCompleted(action, artifact, seconds, self.verdicts.pop(id(action), None)))
+        self.emit(ToolCallCompleted(action, artifact, seconds, self.verdicts.pop(id(action), None), stopped))
 
     async def _execute(self, actions: list[ToolAction]) -> list[tuple[BaseArtifact, float]]:
         """(result, seconds) per call, in call order (ids may repeat: ReAct models copy

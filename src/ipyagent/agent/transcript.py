@@ -134,8 +134,8 @@ class _RunEvents(EventHandler):
         self.completed: list[ModelCompleted] = []
         self.failed: list[ModelFailed] = []
         self.artifacts: list[ArtifactStored] = []
-        #: Tool call id -> (seconds, is_error, approval) in the order they ran (ids may repeat across turns).
-        self.durations: dict[str, deque[tuple[float, bool, str | None]]] = defaultdict(deque)
+        #: Tool call id -> (seconds, is_error, approval, stopped) in the order they ran (ids may repeat across turns).
+        self.durations: dict[str, deque[tuple[float, bool, str | None, str | None]]] = defaultdict(deque)
         self.turns = 0
         self.streamed: list[Message] = []  # the turns' messages, in order, as the events tell them
         self._text: list[str] = []
@@ -163,7 +163,7 @@ class _RunEvents(EventHandler):
         self._open = False
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
-        self.durations[event.action.tag].append((float(event.duration_s), bool(event.is_error), event.approval))
+        self.durations[event.action.tag].append((float(event.duration_s), bool(event.is_error), event.approval, event.stopped))
         # each tool result after the reply that called it
         result = ActionResultBlock(action=event.action, text=event.result.to_text(), is_error=bool(event.is_error))
         self.streamed.append(Message(role="tool", content=[result]))

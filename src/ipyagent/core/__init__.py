@@ -72,6 +72,6 @@ __getattr__ = lazy_exports(__name__, {
     "transcript": ("Transcript", "TranscriptMessage", "TranscriptUsage", "TranscriptCost", "TranscriptError", "Timings",
                    "NextCell", "ArtifactSummary", "OtherPart", "ReasoningPart", "TextPart", "ToolCallPart",
                    "ComparisonRecord", "ComparisonEntry", "ComparisonTable", "MIME_TYPE", "COMPARISON_MIME_TYPE",
-                   "RASTER_TYPES", "RESULT_CHARS", "PREVIEW_CHARS", "MAX_IMAGE_CHARS", "transcript_messages"),
+                   "RASTER_TYPES", "STOPPED_WORDS", "RESULT_CHARS", "PREVIEW_CHARS", "MAX_IMAGE_CHARS", "transcript_messages"),
 })
 __all__ += list(__getattr__.exports)

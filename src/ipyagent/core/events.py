@@ -134,12 +134,16 @@ class ToolCallCompleted:
 
     `approval`: ``approved`` / ``denied`` when the call needed the user's approval
     (a denied call was not run; its result says so), None when it needed none.
+    `stopped`: ``interrupted`` (Stop, a kernel interrupt, Ctrl-C) or ``timeout`` (the run's
+    deadline) when the run ended while the call ran: the result (an error) says so and
+    `duration_s` is how long it had run; None for a call that finished.
     """
 
     action: ToolAction
     result: Any
     duration_s: float
     approval: str | None = None
+    stopped: str | None = None
     type: str = field(default="tool_call_completed", init=False)
 
     @property

@@ -97,6 +97,8 @@ class ToolCallPart(_Model):
     ``pending`` (no result: the run stopped first). `duration_s` in seconds.
     `approval`: ``approved`` / ``denied`` by the user when the call needed approval
     (a denied call has status ``error`` and was not run), else None.
+    `stopped`: ``interrupted`` / ``timeout`` when the run stopped (Stop, or its deadline)
+    while the call ran (status ``error``, the result says so), else None.
     """
 
     type: Literal["tool_call"] = "tool_call"
@@ -107,6 +109,7 @@ class ToolCallPart(_Model):
     result: str | None = None
     duration_s: float | None = None
     approval: Literal["approved", "denied"] | None = None
+    stopped: Literal["interrupted", "timeout"] | None = None
 
     @field_validator("result")
     @classmethod
@@ -115,6 +118,10 @@ class ToolCallPart(_Model):
         if value is not None and len(value) > RESULT_CHARS:
             return f"{value[:RESULT_CHARS]}\n… ({len(value) - RESULT_CHARS:,} more characters not saved)"
         return value
+
+
+#: How a call cut off by the run's end reads (`ToolCallPart.stopped`), in every view.
+STOPPED_WORDS = {"interrupted": "interrupted", "timeout": "stopped at the deadline"}
 
 
 #: Image types a saved transcript shows inline (``data:`` URLs of raster images load nothing).
@@ -348,12 +355,12 @@ def _result_text(output: Any) -> str:
     return output.to_text() if hasattr(output, "to_text") else str(output)
 
 
-def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[tuple[float, bool, str | None]]] | None = None
+def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[tuple[Any, ...]]] | None = None
                         ) -> list[TranscriptMessage]:
     """`messages` (core `Message`s) as a transcript's messages: text joined per message, reasoning,
     each tool call with its result (from the call's output or a later result block), images kept
-    when small. `durations` (tool call id -> (seconds, is_error, approval) in the order run) times the calls
-    and says which the user approved or denied."""
+    when small. `durations` (tool call id -> (seconds, is_error, approval[, stopped]) in the order run)
+    times the calls, says which the user approved or denied and which the run's end cut off."""
     durations = durations or {}
     out: list[TranscriptMessage] = []
     open_calls: dict[str, ToolCallPart] = {}
@@ -376,8 +383,9 @@ def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[t
                     call.status = "error" if getattr(action.output, "type", None) == "error" else "ok"
                 queue = durations.get(action.tag)
                 if queue:
-                    call.duration_s, is_error, approval = queue.popleft()
+                    call.duration_s, is_error, approval, *stopped = queue.popleft()
                     call.approval = approval if approval in ("approved", "denied") else None  # type: ignore[assignment]
+                    call.stopped = stopped[0] if stopped and stopped[0] in ("interrupted", "timeout") else None  # type: ignore[assignment]
                     call.duration_s = round(call.duration_s, 4)
                     if call.result is not None and is_error:
                         call.status = "error"

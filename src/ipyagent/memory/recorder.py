@@ -180,7 +180,8 @@ class RunRecorder(EventHandler):
         action = event.action
         self.store.add_node(self.run_id, "tool_result", turn=self.turn, failed=event.is_error, latency_s=event.duration_s, data={
             "action": action.model_dump(mode="json", exclude={"output"}),
-            "result": artifact_json(event.result), "is_error": event.is_error, "approval": event.approval})
+            "result": artifact_json(event.result), "is_error": event.is_error, "approval": event.approval,
+            "stopped": event.stopped})
 
     def on_artifact_stored(self, event: ArtifactStored) -> None:
         self.store.add_node(self.run_id, "artifact", turn=self.turn, data={
@@ -312,7 +313,7 @@ def replay_events(nodes: list[dict[str, Any]]) -> list[Any]:
             action = ToolAction.model_validate(data["action"])
             result = artifact_from_json(data["result"])
             action.output = result
-            events.append(ToolCallCompleted(action, result, node.get("latency_s") or 0.0, data.get("approval")))
+            events.append(ToolCallCompleted(action, result, node.get("latency_s") or 0.0, data.get("approval"), data.get("stopped")))
         elif kind == "notice" and data.get("type") == "history_trimmed":
             events.append(HistoryTrimmed(data["thread"], data["dropped_turns"], data["kept_turns"], data["estimated_tokens"],
                                          data.get("budget_tokens"), data["reason"]))

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from ..core import (
     RASTER_TYPES,
+    STOPPED_WORDS,
     ArtifactSummary,
     ComparisonRecord,
     OtherPart,
@@ -136,10 +137,14 @@ def _usd(amount: float) -> str:
 
 def tool_status(call: ToolCallPart) -> str:
     """``done in 0.01 s`` / ``error in 0.01 s`` / ``not run``; a call that needed approval:
-    ``denied`` (it was not run) or ``approved by you · done in 0.01 s``."""
+    ``denied`` (it was not run) or ``approved by you · done in 0.01 s``; a call the run's end
+    cut off: ``interrupted after 0.50 s`` / ``stopped at the deadline after 0.50 s``."""
     if call.approval == "denied":
         return "denied"
     prefix = "approved by you · " if call.approval == "approved" else ""
+    if call.stopped is not None:
+        words = STOPPED_WORDS.get(call.stopped, call.stopped)
+        return prefix + (f"{words} after {call.duration_s:.2f} s" if call.duration_s is not None else words)
     if call.status == "pending":
         return "approved by you" if prefix else "not run"
     word = "error" if call.status == "error" else "done"
@@ -147,8 +152,8 @@ def tool_status(call: ToolCallPart) -> str:
 
 
 def _failed(call: ToolCallPart) -> bool:
-    """Drawn as an error: the tool failed (a denied call was not run: it did not fail)."""
-    return call.status == "error" and call.approval != "denied"
+    """Drawn as an error: the tool failed (a denied call was not run, a stopped one was cut off: neither failed)."""
+    return call.status == "error" and call.approval != "denied" and call.stopped is None
 
 
 def _size(size: dict[str, int]) -> str:

@@ -46,7 +46,7 @@ FRAME_INTERVAL = 1 / 32
 class Segment:
     """One block of the transcript: text, reasoning, or a tool call (with its result once run)."""
 
-    __slots__ = ("sid", "kind", "parts", "call_id", "name", "result", "is_error", "duration", "data", "approval")
+    __slots__ = ("sid", "kind", "parts", "call_id", "name", "result", "is_error", "duration", "data", "approval", "stopped")
 
     def __init__(self, kind: str, sid: int = 0) -> None:
         self.sid = sid  # position in the run (the live front end's key)
@@ -58,6 +58,7 @@ class Segment:
         self.duration: float | None = None
         self.data: Any = None  # an "artifact" segment's ArtifactStored event
         self.approval: str | None = None  # "approved" / "denied" by the user, None: not asked
+        self.stopped: str | None = None  # "interrupted" / "timeout": the run ended while the call ran
 
 
 class RunState(EventHandler):
@@ -143,6 +144,7 @@ class RunState(EventHandler):
         segment.result = event.result.to_text()
         segment.is_error, segment.duration = event.is_error, event.duration_s
         segment.approval = event.approval or segment.approval
+        segment.stopped = event.stopped
         return True
 
     def on_model_completed(self, event: ModelCompleted) -> bool:
@@ -227,8 +229,8 @@ class RunState(EventHandler):
                 figures.append(f"{meta['attempts'] - 1} retries")
             if meta.get("replayed"):
                 figures.append("replayed from cassette")
-        else:
-            figures.append(f"{elapsed:.2f} s")
+        else:  # a run that ended is timed as the transcript's footer times it: "total"
+            figures.append(f"total {elapsed:.2f} s" if self.finished else f"{elapsed:.2f} s")
             if self.interrupted:
                 figures.append("interrupted")
             elif self.error is not None:
@@ -530,6 +532,8 @@ def _call_json(segment: Segment, event: ToolCallCompleted | None) -> dict[str, A
             "result": result, "duration_s": segment.duration}
     if segment.approval is not None:
         call["approval"] = segment.approval
+    if segment.stopped is not None:
+        call["stopped"] = segment.stopped
     if isinstance(arguments, dict):
         call["arguments"] = arguments
     return call
@@ -625,7 +629,7 @@ class TextView(EventHandler):
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         self._tool_index = None
-        style = "yellow" if event.approval == "denied" else "red" if event.is_error else "green"
+        style = "yellow" if event.approval == "denied" or event.stopped else "red" if event.is_error else "green"
         self.out.part(f"\n[{_call_line(event)}] {event.result.to_text()}\n", style)
 
     def on_model_failed(self, event: ModelFailed) -> None:
@@ -678,11 +682,16 @@ class TextView(EventHandler):
 
 def _call_line(event: ToolCallCompleted) -> str:
     """``result get_weather, 0.01 s`` / ``error …`` / ``denied get_weather`` / ``result get_weather,
-    approved by you, 0.01 s``: how the terminal heads a tool call's result."""
+    approved by you, 0.01 s`` / ``interrupted get_weather, after 0.50 s``: how the terminal heads a
+    tool call's result."""
     name = event.action.native_name
     if event.approval == "denied":
         return f"denied {name}"
     approved = ", approved by you" if event.approval == "approved" else ""
+    if event.stopped:
+        from ..core import STOPPED_WORDS
+
+        return f"{STOPPED_WORDS.get(event.stopped, event.stopped)} {name}{approved}, after {event.duration_s:.2f} s"
     return f"{'error' if event.is_error else 'result'} {name}{approved}, {event.duration_s:.2f} s"
 
 
