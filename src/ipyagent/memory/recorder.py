@@ -70,7 +70,7 @@ def artifact_from_json(data: Any) -> Any:
 def message_json(message: Message) -> dict[str, Any]:
     """A message as JSON data, without the tool outputs held by calls (a result's text is
     in its own block; outputs are stored as tool_result nodes)."""
-    data = json.loads(message.model_dump_json())
+    data = message.model_dump(mode="json")  # one pass (a partial reply is written every FLUSH_INTERVAL while it streams)
     for block in data.get("content", []):
         if isinstance(block.get("action"), dict):
             block["action"]["output"] = None
