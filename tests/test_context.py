@@ -18,7 +18,7 @@ from ipyagent.core.transcript import NextCell, TextPart, Transcript, TranscriptM
 from ipyagent.memory.context import ContextBlock, variable_block
 from ipyagent.memory.summarize import summarize
 from ipyagent.notebook.code_blocks import fenced_blocks, pick_code
-from ipyagent.notebook.transcript_render import to_html, to_markdown, to_text
+from ipyagent.notebook.transcript_render import to_html, to_text
 
 from .stub_server import StubServer, openai_text_reply
 
@@ -147,7 +147,6 @@ def test_the_saved_transcript_offers_the_code_with_insert_and_copy_buttons() -> 
     assert '<div class="ipyagent-next-cell" data-language="python">' in html
     assert '<button class="ipyagent-insert"' in html and '<button class="ipyagent-copy"' in html
     assert "print(&#x27;&lt;b&gt;&#x27;)" in html and "<b>" not in html.split("ipyagent-next-cell")[1]
-    assert "```python\nprint('<b>')\n```" in to_markdown(t)
     assert "[code for a new cell below: 1 lines of python]" in to_text(t)
     assert Transcript.from_json(t.to_json()).next_cell == t.next_cell
 

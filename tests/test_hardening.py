@@ -120,16 +120,14 @@ def test_parallel_calls_sent_without_distinct_indexes_stay_apart():
     "> [a]: javascript:alert(1)\n\n[a]",                      # a reference definition in a quote
     "[click](JavaScript:alert(1)) <script>alert(1)</script>",
 ])
-def test_the_markdown_fallback_is_inert_whatever_the_renderer(text):
-    """Rendered by a Markdown renderer that lets raw HTML through, nothing may run."""
+def test_markdown_made_inert_runs_nothing_whatever_the_renderer(text):
+    """Markdown outputs (``%tools``) pass `inert`: rendered by a Markdown renderer that lets raw
+    HTML through, nothing may run."""
     from markdown_it import MarkdownIt
 
-    from ipyagent.core.transcript import Transcript
-    from ipyagent.notebook.transcript_render import inert, to_markdown
+    from ipyagent.notebook.transcript_render import inert
 
-    transcript = Transcript.model_validate({"provider": "openai:m", "messages": [
-        {"role": "assistant", "parts": [{"type": "text", "text": text}]}]})
-    html = MarkdownIt("commonmark", {"html": True}).render(inert(to_markdown(transcript)))
+    html = MarkdownIt("commonmark", {"html": True}).render(inert(text))
     lowered = html.lower()
     assert "<img" not in lowered and "<script" not in lowered and 'href="javascript:' not in lowered
 

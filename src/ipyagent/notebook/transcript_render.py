@@ -1,15 +1,16 @@
-"""A `Transcript` as the fallbacks that travel beside it: sanitized HTML, Markdown, plain text.
+"""A `Transcript` as the fallbacks that travel beside it: sanitized HTML and plain text.
 
 Front ends without the ipyagent JupyterLab extension pick the best of these
 (nbconvert's HTML export and Notebook/Lab without the extension: HTML; a
-terminal: plain text). All three show what the live view shows: the answer,
+terminal: plain text). Both show what the live view shows: the answer,
 reasoning (collapsed), tool calls with arguments, status, duration and result,
-off-prompt artifacts, errors, and the footer figures.
+off-prompt artifacts, errors, and the footer figures. (No Markdown: every
+front end that draws Markdown prefers the HTML; see `transcript_output`.)
 
 Model text is untrusted. In HTML it goes through `render.markdown_to_html`
-(raw HTML escaped, then nh3), and the whole body through nh3 once more. In
-Markdown, raw HTML is escaped and links to anything but http(s)/mailto are
-left as text, so a renderer that trusts Markdown still runs nothing.
+(raw HTML escaped, then nh3), and the whole body through nh3 once more.
+`inert`, `_fenced` and `_md_escape` serve the Markdown of other outputs
+(``%tools``, evaluations): a renderer that trusts Markdown still runs nothing.
 """
 
 from __future__ import annotations
@@ -246,21 +247,6 @@ def shown_run(record: ComparisonRecord, index: int) -> int | None:
     return picked if picked in runs else max(runs, default=None)
 
 
-def _table_markdown(record: ComparisonRecord) -> str:
-    if not record.table:
-        return ""
-    cell = lambda text: _md_escape(text).replace("|", "\\|")  # noqa: E731
-    lines = ["| " + " | ".join(cell(c) for c in record.table.columns) + " |",
-             "|" + "---|" * len(record.table.columns)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in record.table.rows]
-    return "\n\n" + "\n".join(lines)
-
-
-def comparison_to_markdown(record: ComparisonRecord) -> str:
-    return _table_markdown(record).lstrip("\n") + "\n\n" + "\n\n".join(f"### {_md_escape(record.providers[e.index] if e.index < len(record.providers) else e.transcript.provider)}"
-                       f"{f' · run {e.run + 1}' if record.runs > 1 else ''}\n\n{to_markdown(e.transcript)}" for e in record.entries)
-
-
 def comparison_to_text(record: ComparisonRecord, *, limit: int | None = None) -> str:
     table = ""
     if record.table:
@@ -330,56 +316,7 @@ def _html_body(t: Transcript, markdown: Callable[[str], str] = markdown_to_html)
     return "".join(body) + sanitize("".join(parts))
 
 
-# -- Markdown --------------------------------------------------------------------------
-
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
-_SAFE_DEST = r"\s*<?\s*(?:https?:|mailto:|#)"
-_INLINE_LINK = re.compile(r"\]\((?!" + _SAFE_DEST + ")")
-_REF_DEF = re.compile(r"^( {0,3})\[([^\]]*)\]:(?!" + _SAFE_DEST + ")", re.M)
-
-
-def _defuse_inline(text: str) -> str:
-    """Outside code spans: raw HTML escaped, links to unsafe destinations broken."""
-    out, last = [], 0
-    for m in _CODE_SPAN.finditer(text):
-        out.append(_defuse_prose(text[last:m.start()]))
-        out.append(m.group(0))
-        last = m.end()
-    out.append(_defuse_prose(text[last:]))
-    return "".join(out)
-
-
-def _defuse_prose(text: str) -> str:
-    text = text.replace("<", "&lt;")
-    text = _INLINE_LINK.sub(r"]\\(", text)
-    return _REF_DEF.sub(r"\1\\[\2]:", text)
-
-
-def safe_markdown(text: str) -> str:
-    """Model Markdown made inert: no raw HTML, no ``javascript:`` (or other non-web) links.
-
-    Fenced code blocks and code spans are kept as they are (they are shown as text anyway).
-    """
-    lines, out, fence = text.split("\n"), [], None
-    chunk: list[str] = []
-    for line in lines:
-        m = _FENCE.match(line)
-        if fence is None and m:
-            if chunk:
-                out.append(_defuse_inline("\n".join(chunk)))
-            chunk, fence = [], m.group(1)
-            out.append(line)
-        elif fence is not None:
-            out.append(line)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip()[len(m.group(1)):].strip():
-                fence = None
-        else:
-            chunk.append(line)
-    if chunk:
-        out.append(_defuse_inline("\n".join(chunk)))
-    return "\n".join(out)
-
+# -- Markdown of other outputs (``%tools``, evaluations) ---------------------------------
 
 _SCHEME = re.compile(r"(?i)\b(javascript|vbscript|data|file)(\s*):(?=\S)")
 
@@ -404,39 +341,6 @@ def _fenced(text: str, info: str = "") -> str:
 
 def _md_escape(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]<>()#+!|~])", r"\\\1", text)
-
-
-def to_markdown(t: Transcript) -> str:
-    """Markdown: the answer as the model wrote it (made inert), tool calls as quoted code blocks."""
-    blocks: list[str] = [f"#### {_md_escape(t.title)}"] if t.title else []
-    for message in t.messages:
-        if message.role == "user" and t.show_prompts:
-            blocks += ["**user**", *(safe_markdown(p.text) if isinstance(p, TextPart) else f"*{_md_escape(getattr(p, 'summary', p.type))}*"
-                                     for p in message.parts)]
-        if message.role != "assistant":
-            continue
-        for part in message.parts:
-            if isinstance(part, TextPart) and part.text.strip():
-                blocks.append(safe_markdown(part.text))
-            elif isinstance(part, ReasoningPart) and part.text.strip():
-                blocks.append("> *reasoning*\n>\n" + "\n".join("> " + line for line in safe_markdown(part.text).split("\n")))
-            elif isinstance(part, ToolCallPart):
-                lines = [f"**tool call `{part.name}`** · {_md_escape(part.id)} · {tool_status(part)}", "", _fenced(_arguments(part), "json")]
-                if part.result is not None:
-                    lines += ["", "error:" if _failed(part) else "result:", "", _fenced(part.result)]
-                blocks.append("\n".join("> " + line if line else ">" for line in "\n".join(lines).split("\n")))
-            elif isinstance(part, OtherPart):
-                blocks.append(f"*{_md_escape(part.summary)}*")
-    for artifact in t.artifacts:
-        blocks.append(f"**artifact** {_md_escape(artifact_title(artifact))}\n\n{_fenced(artifact.preview)}")
-    if t.error is not None:
-        blocks.append(f"**⚠ {_md_escape(t.error.message)}**")
-    if t.status == "interrupted":
-        blocks.append("*■ interrupted; the text above is partial*")
-    if t.next_cell is not None:
-        blocks.append(f"**code for a new cell below** ({_md_escape(t.next_cell.language)})\n\n{_fenced(t.next_cell.source, t.next_cell.language)}")
-    blocks.append("*" + _md_escape(" · ".join(footer_figures(t))) + "*")
-    return "\n\n".join(blocks) + "\n"
 
 
 # -- plain text ------------------------------------------------------------------------
