@@ -129,8 +129,10 @@ def test_an_interrupt_while_a_tool_runs_keeps_the_reply_that_asked_for_it(monkey
     # the completed turn stays billed
     assert (result.usage.input_tokens, result.usage.output_tokens) == (10, 3)
     assert result.cost == Cost(0.01, 0.02, 0.03)
-    assert kinds(events) == ["model_started", "tool_call_delta", "model_completed"] and events[-1].more_turns
-    assert not any(isinstance(e, ToolCallCompleted) for e in events)
+    assert kinds(events) == ["model_started", "tool_call_delta", "model_completed", "tool_call_completed"] and events[2].more_turns
+    # the call that was running is marked cut off (not "not run"), with the seconds it had run
+    (cut,) = [e for e in events if isinstance(e, ToolCallCompleted)]
+    assert cut.stopped == "interrupted" and cut.is_error and cut.action.tag == "c1" and cut.duration_s >= 0
 
 
 def test_an_interrupt_before_the_next_reply_arrives_keeps_the_last_reply(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -194,7 +196,9 @@ def test_the_deadline_cuts_a_running_tool_and_keeps_the_reply_that_called_it(mon
     assert result.text == "Checking. " and result.message.tool_calls[0].tag == "c1"
     assert result.message.metadata["partial"] is True and "interrupted" not in result.message.metadata
     assert [m.role for m in result.messages] == ["user", "assistant"]
-    assert kinds(events)[-2:] == ["model_completed", "model_failed"] and not any(isinstance(e, ToolCallCompleted) for e in events)
+    # the running call is marked as cut by the deadline (not "not run"), before the run's failure
+    assert kinds(events)[-3:] == ["model_completed", "tool_call_completed", "model_failed"]
+    assert events[-2].stopped == "timeout" and events[-2].action.tag == "c1" and events[-2].is_error
 
 
 # -- limits ----------------------------------------------------------------------------------------
