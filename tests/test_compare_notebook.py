@@ -68,7 +68,7 @@ def _compare_view(nb, cell) -> tuple[list[tuple[str, str, str]], str]:
     for index, provider in enumerate(record["providers"]):
         entry = [e for e in record["entries"] if e["index"] == index][-1]  # the last run's pane
         t = Transcript.from_json(entry["transcript"])
-        title = provider + (f" · run {entry['run'] + 1} of {record['runs']}" if record["runs"] > 1 else "")
+        title = provider + (f" · run {entry.get('run', 0) + 1} of {record.get('runs', 1)}" if record.get("runs", 1) > 1 else "")
         body = markdown_to_html(t.text) + (f'<div class="ipyagent-error">⚠ {escape(t.error.message)}</div>' if t.error else "")
         panes.append((title, body, " · ".join(footer_figures(t))))
     return panes, cells_to_html(record["table"]["columns"], record["table"]["rows"])
