@@ -283,7 +283,7 @@ def _html_body(t: Transcript, markdown: Callable[[str], str] = markdown_to_html)
             continue  # the prompt is the cell above; tool results sit in their calls
         for part in message.parts:
             if isinstance(part, TextPart):
-                parts.append(f'<div class=\"ipyagent-text\">{answer_html(part.text, markdown)}</div>')
+                parts.append(f'<div class="ipyagent-text">{answer_html(part.text, markdown)}</div>')
             elif isinstance(part, ReasoningPart):
                 body = "<p>(redacted by the provider)</p>" if part.redacted and not part.text else markdown(part.text)
                 parts.append(f'<details class="ipyagent-reasoning"><summary>reasoning</summary>{body}</details>')
