@@ -81,7 +81,7 @@ def test_fix_code_and_cells_in_a_kernel(tmp_path, monkeypatch) -> None:
     # --code: the payload in the execute reply, and the buttons in the saved transcript.
     assert replies[5]["payload"] == [{"source": "set_next_input", "text": CODE, "replace": False}]
     (saved,) = [o for o in cells[5].outputs if TRANSCRIPT in o.get("data", {})]
-    assert saved["data"][TRANSCRIPT]["next_cell"] == {"language": "python", "source": CODE}
+    assert {"language": "python", **saved["data"][TRANSCRIPT]["next_cell"]} == {"language": "python", "source": CODE}  # a default is left out
     html = saved["data"]["text/html"]
     assert '<button class="ipyagent-insert"' in html and '<button class="ipyagent-copy"' in html
     assert f"<code>{CODE}</code>" in html
