@@ -308,6 +308,14 @@ class Gate:
         self.log.append(("hold", seconds))
 
 
+def test_after_a_retry_an_error_that_is_not_retried_ends_the_turn(no_sleep: list[float]) -> None:
+    for second in [(400, JSON, b"{}"), (429, {"retry-after": "31", **JSON}, b"{}")]:  # a refusal; a wait over max_retry_wait
+        transport = Scripted((503, JSON, b"{}"), second, (200, NDJSON, ndjson(*TEXT)))
+        failed = run_turn(Toy("m", api_key="k-1", max_attempts=3, max_retry_wait=30, transport=transport))[-1]
+        assert failed.type == "model_failed" and len(transport.requests) == 2 and failed.error.status == second[0]
+        assert "gave up" not in failed.error.message
+
+
 def test_a_rate_limit_holds_the_whole_lane_and_every_try_waits_for_it(no_sleep: list[float]) -> None:
     gate = Gate()
     driver = Toy("m", api_key="k-1", transport=Scripted((429, {"retry-after": "3", **JSON}, b"{}"), (500, JSON, b"{}"),
