@@ -313,7 +313,19 @@ def test_after_a_retry_an_error_that_is_not_retried_ends_the_turn(no_sleep: list
         transport = Scripted((503, JSON, b"{}"), second, (200, NDJSON, ndjson(*TEXT)))
         failed = run_turn(Toy("m", api_key="k-1", max_attempts=3, max_retry_wait=30, transport=transport))[-1]
         assert failed.type == "model_failed" and len(transport.requests) == 2 and failed.error.status == second[0]
-        assert "gave up" not in failed.error.message
+        assert failed.error.message.endswith("HTTP 400: HTTP 400 from http://toy.invalid/v1" if second[0] == 400 else
+                                             "(asked to wait 31 s, more than max_retry_wait=30 s: not retried; try again later)")
+
+
+def test_a_wait_over_max_retry_wait_is_said_at_the_first_try_too(no_sleep: list[float]) -> None:
+    transport = Scripted((429, {"retry-after": "45", **JSON}, b"{}"))
+    failed = run_turn(Toy("m", api_key="k-1", max_retry_wait=30, transport=transport))[-1]
+    assert failed.error.message == ("toy returned HTTP 429: HTTP 429 from http://toy.invalid/v1 (asked to wait 45 s, "
+                                    "more than max_retry_wait=30 s: not retried; try again later)")
+    assert len(transport.requests) == 1 and no_sleep == []
+    at_limit = Scripted((429, {"retry-after": "30", **JSON}, b"{}"))
+    failed = run_turn(Toy("m", api_key="k-1", max_attempts=2, max_retry_wait=30, transport=at_limit))[-1]
+    assert failed.error.message.endswith("(gave up after 2 attempts)") and no_sleep == [30]
 
 
 def test_a_rate_limit_holds_the_whole_lane_and_every_try_waits_for_it(no_sleep: list[float]) -> None:

@@ -849,9 +849,13 @@ class BasePromptDriver(ABC):
                 await opened.response.aclose()
 
     def _failed(self, error: ProviderError, turn: Turn) -> ModelFailed:
-        """The turn failed: `error` (redacted, with the attempts when retries gave up) and the
-        partial message of what arrived (tool calls that cannot be read left out)."""
-        if turn.attempts > 1 and error.retryable:
+        """The turn failed: `error` (redacted; saying why a retryable one was not tried again:
+        a longer wait asked than `max_retry_wait`, or the attempts ran out) and the partial
+        message of what arrived (tool calls that cannot be read left out)."""
+        if error.retryable and error.retry_after is not None and error.retry_after > self.max_retry_wait:
+            error.message = (f"{error.message} (asked to wait {error.retry_after:g} s, more than max_retry_wait="
+                             f"{self.max_retry_wait:g} s: not retried; try again later)")
+        elif turn.attempts > 1 and error.retryable:
             error.message = f"{error.message} (gave up after {turn.attempts} attempts)"
         error.message = redact(error.message)  # a provider may echo the key back in an error
         if error.raw is not None:
