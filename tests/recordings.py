@@ -107,12 +107,12 @@ def expected_from(path: Path) -> Expected:
         if name == "error":
             exp.error = chunk.get("error", chunk)
             break
+        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+        if usage:  # an error chunk may carry the usage billed so far (OpenRouter)
+            exp.usage = usage
         if chunk.get("error"):
             exp.error = chunk["error"]
             break
-        usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
-        if usage:
-            exp.usage = usage
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:
                 continue

@@ -37,13 +37,14 @@ from ipyagent.drivers import Aggregator, BasePromptDriver
 @dataclass
 class Script:
     """One model turn. `error`: the turn fails after its deltas (`ModelFailed`, the partial
-    message billed `usage`); `refuse`: raised before any event (a capability check);
+    message marked ``partial`` and ``failed`` as the base template marks it, billed `usage`
+    unless that is None: nothing billed); `refuse`: raised before any event (a capability check);
     `wait_s`: seconds before the first delta; `hold_after`: deltas sent before the stream
     stops until the driver's `release` is set (`held` is set then)."""
 
     deltas: list[DeltaMessage] = field(default_factory=list)
     stop: StopKind = StopKind.end_turn
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage | None = field(default_factory=Usage)
     cost: dict[str, float] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     error: ProviderError | None = None
@@ -111,14 +112,15 @@ class ScriptedDriver(BasePromptDriver):
         message = aggregator.message(strict=False, dropped=dropped)
         message.usage = script.usage
         if script.error is not None:
-            message.metadata = {"partial": True}
-            yield ModelFailed(script.error, message, dict(script.metadata))
+            message.metadata = {"partial": True, "failed": True}
+            metadata = {"cost": script.cost, **script.metadata} if script.cost is not None else dict(script.metadata)
+            yield ModelFailed(script.error, message, metadata)
             return
         metadata = {"cost": script.cost, **script.metadata}
         if dropped:
             metadata["partial_tool_calls"] = dropped
         message.metadata = dict(metadata)
-        yield ModelCompleted(message, script.usage, StopReason(kind=script.stop), metadata)
+        yield ModelCompleted(message, message.usage or Usage(), StopReason(kind=script.stop), metadata)
 
     def build_request(self, prompt_stack: PromptStack) -> tuple[str, dict[str, Any]]:  # pragma: no cover
         raise AssertionError("a scripted driver sends nothing")

@@ -284,6 +284,42 @@ def test_a_turn_failing_mid_stream_ends_the_run_billed_with_its_partial_reply() 
     assert [e.more_turns for e in events if isinstance(e, ModelCompleted)] == [True]
 
 
+COST_1 = {"input_usd": 0.01, "output_usd": 0.02, "total_usd": 0.03}
+COST_2 = {"input_usd": 0.001, "output_usd": 0.002, "total_usd": 0.003}
+
+
+def test_a_failed_turn_keeps_its_partial_reply_in_the_run_but_not_in_the_conversation() -> None:
+    failure = ProviderError("server", "upstream reset", status=502)
+    driver = ScriptedDriver(calls(call("c1", "get_weather", WEATHER_CALL), cost=COST_1),
+                            Script([ReasoningDelta(0, "hm", "sig"), TextDelta(1, "It is"), call("c2", "get_weather", '{"ci', 2)],
+                                   usage=usage(7, 1), cost=COST_2, error=failure),
+                            text("Paris is sunny."))
+    agent = Agent(driver, tools=[get_weather])
+    result = asyncio.run(agent._arun("Weather in Paris?", RunOptions(), [].append))
+
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+    partial = result.messages[-1]
+    assert partial is result.message and partial.metadata["partial"] and partial.metadata["failed"]
+    assert (partial.reasoning, partial.content[0].signature, partial.text) == ("hm", "sig", "It is")
+    assert result.new_messages == [] and agent.messages == []  # never joins the conversation as if complete
+    assert result.cost == Cost(0.011, 0.022, 0.033)  # the failed turn's billed usage has its price
+    # the next run starts from the last completed turn: the failed one is not sent
+    again = asyncio.run(agent._arun("And Nice?", RunOptions(), [].append))
+    assert again.ok and [m.text for m in driver.stacks[-1].messages] == ["And Nice?"]
+
+
+def test_a_failed_turn_with_nothing_arrived_or_billed_adds_no_message_and_keeps_the_cost() -> None:
+    failure = ProviderError("authentication", "bad key", status=401)
+    driver = ScriptedDriver(calls(call("c1", "get_weather", WEATHER_CALL), cost=COST_1, usage=usage(10, 3)),
+                            Script(usage=None, error=failure))
+    result = run(driver, tools=[get_weather])
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool"]
+    assert result.message.content == [] and result.message is not result.messages[-1]
+    assert result.cost == Cost(0.01, 0.02, 0.03) and (result.usage.input_tokens, result.usage.output_tokens) == (10, 3)
+    unpriced = run(ScriptedDriver(Script([TextDelta(0, "a")], usage=usage(5, 1), error=failure)))  # billed, price unknown
+    assert unpriced.cost is None and unpriced.usage.input_tokens == 5 and unpriced.messages[-1].text == "a"
+
+
 def test_a_request_refused_before_sending_is_a_failed_turn() -> None:
     refusal = ProviderError("unsupported_capability", "m takes no images", retryable=False)
     events: list[Any] = []
@@ -697,5 +733,6 @@ def test_a_stream_that_ends_without_a_result_is_a_failed_turn_keeping_its_text()
     error = result.error
     assert error is not None and error.type == "invalid_response" and not error.retryable
     assert error.message == "the scripted:m stream ended without a result (a driver bug); the text so far is kept"
-    assert result.text == "Half an answer" and result.message.metadata == {"partial": True}
+    assert result.text == "Half an answer" and result.message.metadata == {"partial": True, "failed": True}
+    assert result.messages[-1] is result.message
     assert kinds(events) == ["model_started", "text_delta", "model_failed"] and events[-1].partial is result.message

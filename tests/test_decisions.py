@@ -619,20 +619,20 @@ def test_stop_kind_of_a_cut_stream_is_missing() -> None:
 def test_a_stopped_reply_keeps_reasoning_text_and_complete_tool_calls() -> None:
     from ipyagent.core import ActionCallBlock, ReasoningBlock, TextDelta
     from ipyagent.memory.conversation import TurnBuilder
-    from ipyagent.memory.partial import partial_message
+    from ipyagent.drivers import Aggregator
 
     deltas = [ReasoningDelta(0, "think", "sig"), TextDelta(1, "Hel"), TextDelta(1, "lo"),
               ToolCallDelta(2, "c1", "get_weather", '{"city": "Oslo"}'), ToolCallDelta(3, "c2", "get_time", '{"tz": ')]
-    by_index: dict[int, list[Any]] = {}
+    aggregator = Aggregator()
+    assert aggregator.partial() is None
     for delta in deltas:
-        by_index.setdefault(delta.index, []).append(delta)
-    message = partial_message(by_index, interrupted=True)
+        aggregator.add(delta)
+    message = aggregator.partial(interrupted=True)
     assert [type(b) for b in message.content] == [ReasoningBlock, type(message.content[1]), ActionCallBlock]
     assert message.reasoning == "think" and message.content[0].signature == "sig" and message.text == "Hello"
     assert message.tool_calls[0].input == {"city": "Oslo"}
     assert message.metadata["partial"] and message.metadata["interrupted"]
     assert message.metadata["partial_tool_calls"] == [{"id": "c2", "name": "get_time", "raw_arguments": '{"tz": '}]
-    assert partial_message({}) is None
 
     from ipyagent.core import Message as M
     builder = TurnBuilder(M(role="user", content=[TextBlock(text="hi")]))

@@ -113,6 +113,7 @@ def test_a_failed_turn_keeps_its_text_and_says_what_broke() -> None:
     assert_error(failed.error, "connection", "connection to http://toy.invalid/v1/chat failed: ReadError: reset", retryable=True)
     assert failed.partial.text == "Hello" and len(transport.requests) == 1  # after a delta: not retried
     assert failed.partial.metadata["partial"] is True and failed.partial.metadata["error"] == failed.error.to_dict()
+    assert failed.partial.metadata["failed"] is True
     assert (failed.metadata["provider"], failed.metadata["model"], failed.metadata["attempts"]) == ("toy", "m", 1)
     assert "partial" not in failed.metadata
 
@@ -135,7 +136,9 @@ def test_gave_up_after_n_attempts_only_when_retries_ran_out(no_sleep: list[float
     assert failed.error.message.endswith(f" (gave up after {attempts} attempts)") is gave_up
 
 
-def test_a_replayed_turn_is_not_counted_as_spending(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def spent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """What the session's ledger is told, each turn priced at 0.25 + 0.5 USD."""
     recorded: list[tuple[Any, ...]] = []
 
     class Ledger:
@@ -144,6 +147,11 @@ def test_a_replayed_turn_is_not_counted_as_spending(monkeypatch: pytest.MonkeyPa
 
     monkeypatch.setattr(base.pricing, "LEDGER", Ledger())
     monkeypatch.setattr(Toy, "price", lambda self, usage, model=None: base.Cost(0.25, 0.5))
+    return recorded
+
+
+def test_a_replayed_turn_is_not_counted_as_spending(spent: list[tuple[Any, ...]]) -> None:
+    recorded = spent
     live = Scripted((200, NDJSON, ndjson({"model": "m-1"}, *TEXT)))
     done = run_turn(Toy("m", transport=live))[-1]
     assert recorded == [("toy", "m-1", base.Cost(0.25, 0.5), Usage(input_tokens=7, output_tokens=2))]
@@ -152,6 +160,33 @@ def test_a_replayed_turn_is_not_counted_as_spending(monkeypatch: pytest.MonkeyPa
     replay.replays = True  # type: ignore[attr-defined]
     done = run_turn(Toy("m", transport=replay))[-1]
     assert len(recorded) == 1 and done.metadata["replayed"] is True
+
+
+def test_a_failed_turn_s_partial_leaves_a_cut_call_out_and_describes_it() -> None:
+    cut = [ndjson({"text": "Let me"}, {"call": ["c2", "find", '{"q": "ab']}), httpx2.ReadError("reset")]
+    failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, cut))))[-1]
+    assert failed.partial.text == "Let me" and failed.partial.tool_calls == []
+    assert failed.partial.metadata["partial_tool_calls"] == [{"id": "c2", "name": "find", "raw_arguments": '{"q": "ab'}]
+
+
+def test_usage_sent_before_a_failure_is_the_partial_s_priced_and_spent(monkeypatch: pytest.MonkeyPatch,
+                                                                       spent: list[tuple[Any, ...]]) -> None:
+    recorded = spent
+    billed = [ndjson({"model": "m-1"}, {"text": "Hel"}, {"usage": [7, 2]}), httpx2.ReadError("reset")]
+    failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, billed))))[-1]
+    usage = Usage(input_tokens=7, output_tokens=2)
+    assert failed.type == "model_failed" and failed.partial.text == "Hel" and failed.partial.usage == usage
+    assert failed.metadata["cost"] == failed.partial.metadata["cost"] == base.Cost(0.25, 0.5).to_dict()
+    assert failed.metadata["model"] == "m-1" and recorded == [("toy", "m-1", base.Cost(0.25, 0.5), usage)]
+    replay = Scripted((200, NDJSON, billed))
+    replay.replays = True  # type: ignore[attr-defined]
+    assert run_turn(Toy("m", transport=replay))[-1].partial.usage == usage and len(recorded) == 1  # a replay spends nothing
+    unbilled = run_turn(Toy("m", transport=Scripted((200, NDJSON, [ndjson({"text": "Hel"}), httpx2.ReadError("x")]))))[-1]
+    assert unbilled.partial.usage is None and "cost" not in unbilled.metadata and len(recorded) == 1
+    monkeypatch.setattr(Toy, "price", lambda self, usage, model=None: None)  # a model without a known price
+    unpriced = run_turn(Toy("m", transport=Scripted((200, NDJSON, billed))))[-1]
+    assert unpriced.partial.usage == usage and unpriced.metadata["cost"] is None and "cost" in unpriced.metadata
+    assert recorded[-1] == ("toy", "m-1", None, usage)
 
 
 def test_the_first_price_is_looked_up_off_the_loop_then_inline(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -36,6 +36,8 @@ def test_fixture_set_is_present():
     # The error recordings this suite promises to cover must exist, or the parametrization is silently thinner.
     assert "groq-stream-error-event-tool-use-failed.sse" in names
     assert "openrouter-stream-error-chunk-with-comments.sse" in names
+    # one of them bills before it fails, so the usage kept on a failed turn is checked on real data
+    assert expected_from(FIXTURES / "openai-compatible" / "openrouter-stream-error-chunk-with-comments.sse").usage is not None
     assert len(FILES) >= 15
 
 
@@ -81,8 +83,15 @@ def test_recorded_stream(path):
         assert terminal.partial.text == exp.text
         assert terminal.partial.reasoning == exp.reasoning
         assert terminal.partial_text == exp.text
-        assert terminal.partial.metadata["partial"] is True
+        assert terminal.partial.metadata["partial"] is True and terminal.partial.metadata["failed"] is True
         assert (exp.reasoning or exp.text), "an error recording should carry output before the error"
+        # usage billed before the error (OpenRouter's error chunk carries it) stays on the partial
+        if exp.usage is None:
+            assert terminal.partial.usage is None
+        else:
+            assert (terminal.partial.usage.input_tokens, terminal.partial.usage.output_tokens) == (
+                exp.usage["prompt_tokens"], exp.usage["completion_tokens"])
+            assert terminal.partial.usage.raw == exp.usage and "cost" in terminal.metadata
         return
 
     assert isinstance(terminal, ModelCompleted), getattr(terminal, "error", None)

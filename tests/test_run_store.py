@@ -137,6 +137,22 @@ def test_failed_stream_leaves_a_partial_failed_message(store: RunStore) -> None:
     assert body_of(replay_events(store.nodes(run["id"]))) == body_of(events)
 
 
+def test_a_stream_failing_after_its_usage_is_stored_partial_with_that_usage(store: RunStore) -> None:
+    recording = FIXTURES / "openai-compatible" / "openrouter-stream-error-chunk-with-comments.sse"
+    billed = expected_from(recording).usage  # the error chunk carries what was billed
+    with StubServer(Reply.sse_file(recording)) as server:
+        result, events, recorder = record_run(store, server)
+    assert result.error is not None and result.messages[-1] is result.message and result.message.reasoning
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (billed["prompt_tokens"], billed["completion_tokens"])
+    run = store.run(recorder.run_id)
+    message = next(n for n in store.nodes(run["id"]) if n["kind"] == "message" and n["role"] == "assistant")
+    assert message["partial"] and message["failed"] and message["data"]["metadata"]["failed"]
+    assert message["data"]["content"][0]["text"] == result.message.reasoning
+    tokens = (billed["prompt_tokens"], billed["completion_tokens"])
+    assert (message["usage"]["input_tokens"], message["usage"]["output_tokens"]) == tokens
+    assert (run["usage"]["input_tokens"], run["usage"]["output_tokens"]) == tokens
+
+
 def test_replay_matches_the_original(store: RunStore) -> None:
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
         _, events, recorder = record_run(store, server, tools=[FunctionTool(get_weather, off_prompt=True)], memory=TaskMemory())

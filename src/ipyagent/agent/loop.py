@@ -41,7 +41,7 @@ from ..core import (
     Usage,
 )
 from ..drivers import LEDGER, Aggregator, BasePromptDriver, total_cost
-from ..memory import TaskMemory, partial_message
+from ..memory import TaskMemory
 from ..tools import MCPServerError, Toolbox, store_output, with_task_memory
 from . import react, structured
 from .options import RunOptions
@@ -139,7 +139,7 @@ class AgentRun:
             raise ProviderError("invalid_response", f"the {self.driver.id} stream ended without a result (a driver bug); "
                                 "the text so far is kept")
         except ProviderError as exc:
-            return ModelFailed(exc, partial_message(self.streaming.deltas) or Message(role="assistant"))
+            return ModelFailed(exc, self.streaming.partial(failed=True) or Message(role="assistant"))
 
     def structured_output(self, message: Message) -> Output:
         """`message` read against the output schema; the output tool's call (never run:
@@ -197,7 +197,7 @@ class AgentRun:
         for _ in range(self.options.max_steps or 1):
             turn = await self.model_turn(self.compose())
             if isinstance(turn, ModelFailed):
-                self.usage += turn.partial.usage or Usage()
+                self._keep_failed(turn)
                 self.emit(turn)
                 return self._result(turn.partial, error=turn.error, metadata=turn.metadata)
             self.usage += turn.usage
@@ -262,14 +262,24 @@ class AgentRun:
                 self._completed_call(action, ErrorArtifact(value=f"{what} while the tool ran; it may not have finished"),
                                      seconds, stopped=why)
 
+    def _keep_failed(self, turn: ModelFailed) -> None:
+        """A failed turn's partial reply (marked ``partial`` and ``failed`` by whoever built it)
+        joins the run's `messages` when something had arrived, never `new_messages`; the usage
+        billed before the failure counts, with its price."""
+        if turn.partial.content:
+            self.pending.append(turn.partial)
+        if turn.partial.usage is not None:
+            self.usage += turn.partial.usage
+            self.costs.append(turn.metadata.get("cost"))
+
     def _stopped_metadata(self) -> dict[str, Any]:
         """Figures of a run stopped mid-stream that no driver event carries: its first token's time."""
         return {"ttft_s": self.first_token_s} if self.first_token_s is not None else {}
 
     def _partial_reply(self) -> Message:
-        """The reply being streamed, as threads and the run store keep it (`partial_message`),
+        """The reply being streamed, as threads and the run store keep it (`Aggregator.partial`),
         else the last reply."""
-        streamed = partial_message(self.streaming.deltas) if self.streaming is not None else None
+        streamed = self.streaming.partial() if self.streaming is not None else None
         if streamed is not None:
             self.pending.append(streamed)
             return streamed

@@ -181,13 +181,11 @@ class _RunEvents(EventHandler):
 
 
 def _messages(result: AgentResult | None, run: _RunEvents, prompt: str | None) -> list[Message]:
-    """The run's messages: the result's, else rebuilt from the events (an interrupted or failed
-    run keeps none); a partial reply of a failed turn stays visible."""
+    """The run's messages: the result's (a failed turn's partial reply among them), else
+    rebuilt from the events (a result that carries none, a run stored without its result)."""
     last = result.message if result is not None else None
     messages = list(result.messages) if result is not None else []
     if messages:
-        if _partial_left_out(messages, last):
-            messages.append(last)
         return messages
     messages = [Message(role="user", content=[TextBlock(text=prompt)])] if prompt else []
     messages += run.streamed
@@ -196,12 +194,6 @@ def _messages(result: AgentResult | None, run: _RunEvents, prompt: str | None) -
     if not any(m.role == "assistant" for m in messages) and last is not None and last.content:
         messages.append(last)
     return messages
-
-
-def _partial_left_out(messages: list[Message], last: Message | None) -> bool:
-    """True when the run's last reply (partial, of a failed turn) is not among its messages."""
-    return (last is not None and last.role == "assistant" and bool(last.content)
-            and messages[-1].role != "assistant" and not any(m is last for m in messages))
 
 
 def _timings(run: _RunEvents, messages: list[Message], turn_meta: list[dict[str, Any]], meta: dict[str, Any],

@@ -3,7 +3,10 @@
 Lives once, here, for every prompt driver (DESIGN.md, "drivers"): text blocks
 concatenate; a tool call keeps the last non-empty id and name and concatenates
 its argument fragments (empty arguments mean ``{}``); a whole block arriving at
-once (`BlockDelta`) is kept as it is.
+once (`BlockDelta`) is kept as it is. A reply that stopped before its end (failed,
+interrupted, past its deadline) is built here too (`Aggregator.partial`), by the
+same rules, wherever it is kept: the failed turn's event, the run's result, threads
+and the run store.
 """
 
 from __future__ import annotations
@@ -100,6 +103,25 @@ class Aggregator:
             elif isinstance(first, BlockDelta):
                 blocks.append(first.block)
         return Message(role="assistant", content=blocks)
+
+    def partial(self, **metadata: Any) -> Message | None:
+        """The reply so far of a stream that stopped before its end, or None when nothing had
+        arrived: its text, reasoning (with its signature) and the tool calls whose arguments
+        are complete. Marked ``{"partial": True, **metadata}``; a call cut inside its
+        arguments is left out and described in ``metadata["partial_tool_calls"]`` (id, name,
+        raw argument text).
+
+        Raises:
+            ValueError: the deltas form no message (one content index holding different kinds).
+        """
+        if not any(self.deltas.values()):
+            return None
+        dropped: list[dict[str, Any]] = []
+        message = self.message(strict=False, dropped=dropped)
+        message.metadata = {"partial": True, **metadata}
+        if dropped:
+            message.metadata["partial_tool_calls"] = dropped
+        return message
 
 
 def merge_meta(meta: StreamMeta, update: StreamMeta) -> None:

@@ -797,15 +797,20 @@ class BasePromptDriver(ABC):
             raise ProviderError("invalid_response", str(exc), retryable=False) from None
         model = meta.model or self.model
         usage = meta.usage or Usage()
+        cost = await self._bill(turn, usage, model)
+        metadata = turn.metadata(self.provider, model, cost=cost.to_dict() if cost is not None else None)
+        message.usage, message.metadata = usage, dict(metadata)  # the message's own copy: no dict shared with the event
+        return ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
+
+    async def _bill(self, turn: Turn, usage: Usage, model: str) -> Cost | None:
+        """The price of a turn's `usage`, recorded in the session's ledger (budgets) unless replayed."""
         if pricing.loaded():  # ~0.1 ms at most, usually a lookup: no thread hop
             cost = self.price(usage, model)
         else:  # off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams
             cost = await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, model)
         if not turn.replayed:
             pricing.LEDGER.record(self.provider, model, cost, usage)
-        metadata = turn.metadata(self.provider, model, cost=cost.to_dict() if cost is not None else None)
-        message.usage, message.metadata = usage, dict(metadata)  # the message's own copy: no dict shared with the event
-        return ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
+        return cost
 
     async def stream(self, prompt_stack: PromptStack) -> AsyncIterator[Event]:
         """Stream one model turn as events: send (with retries) -> relay -> complete.
@@ -840,7 +845,7 @@ class BasePromptDriver(ABC):
                 await opened.response.stream.drain()
             completed = await self._complete(turn)
         except ProviderError as exc:
-            yield self._failed(exc, turn)
+            yield await self._failed(exc, turn)
         else:
             yield completed
         finally:
@@ -848,10 +853,12 @@ class BasePromptDriver(ABC):
             if opened is not None:
                 await opened.response.aclose()
 
-    def _failed(self, error: ProviderError, turn: Turn) -> ModelFailed:
+    async def _failed(self, error: ProviderError, turn: Turn) -> ModelFailed:
         """The turn failed: `error` (redacted; saying why a retryable one was not tried again:
         a longer wait asked than `max_retry_wait`, or the attempts ran out) and the partial
-        message of what arrived (tool calls that cannot be read left out)."""
+        message of what arrived (`Aggregator.partial`, marked ``partial`` and ``failed``).
+        Usage the provider sent before failing is the partial's `usage`, priced (``cost`` in
+        the metadata) and recorded in the ledger like a completed turn's."""
         if error.retryable and error.retry_after is not None and error.retry_after > self.max_retry_wait:
             error.message = (f"{error.message} (asked to wait {error.retry_after:g} s, more than max_retry_wait="
                              f"{self.max_retry_wait:g} s: not retried; try again later)")
@@ -861,11 +868,16 @@ class BasePromptDriver(ABC):
         if error.raw is not None:
             error.raw = redact_data(error.raw)
         try:
-            partial = turn.agg.message(strict=False)
+            partial = turn.agg.partial() or Message(role="assistant")
         except Exception:  # deltas that cannot form a message: keep what reads, the error says the rest
             partial = Message(role="assistant")
-        metadata = turn.metadata(self.provider, self.model)
-        partial.metadata = {**metadata, "partial": True, "error": error.to_dict()}
+        model, extra = turn.meta.model or self.model, {}
+        if turn.meta.usage is not None:  # billed before it failed: the cost and budgets count it
+            partial.usage = turn.meta.usage
+            cost = await self._bill(turn, partial.usage, model)
+            extra["cost"] = cost.to_dict() if cost is not None else None
+        metadata = turn.metadata(self.provider, model, **extra)
+        partial.metadata = {**metadata, "partial": True, **partial.metadata, "failed": True, "error": error.to_dict()}
         return ModelFailed(error=error, partial=partial, metadata=metadata)
 
     @staticmethod

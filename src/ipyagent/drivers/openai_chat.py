@@ -344,11 +344,11 @@ class OpenAIChatPromptDriver(BasePromptDriver):
                 raise _error_from_object(chunk.get("error", chunk) if isinstance(chunk, dict) else chunk)
             if not isinstance(chunk, dict):
                 continue
+            usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+            if usage:  # before an error in the same chunk (OpenRouter): what was billed counts
+                yield StreamMeta(usage=usage_from_openai(usage), request_id=chunk.get("id") or None, model=chunk.get("model") or None)
             if chunk.get("error"):
                 raise _error_from_object(chunk["error"])
-            usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
-            if usage:
-                yield StreamMeta(usage=usage_from_openai(usage), request_id=chunk.get("id") or None, model=chunk.get("model") or None)
             for item in chunk.get("choices") or ():
                 if item.get("index", 0) == 0:  # we never ask for n > 1; extra choices are not part of this reply
                     for out in choice.read(item):

@@ -32,7 +32,6 @@ __getattr__ = lazy_exports(__name__, {
     "tokens": ("CHARS_PER_TOKEN", "estimate_text", "output_reserve"),
     "summarize": ("DEFAULT_BUDGET", "keep_ends"),
     "context": ("ContextBlock", "variable_block"),
-    "partial": ("partial_message",),
     "query": ("SUMMARY_QUESTION", "ask"),
 })
 

@@ -10,7 +10,6 @@ never separated from its result.
 from __future__ import annotations
 
 import threading
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +30,7 @@ from ..core import (
     ToolCallDelta,
     to_blocks,
 )
-from .partial import partial_message
+from ..drivers import Aggregator
 from .tokens import estimate_tokens
 
 DEFAULT_THREAD = "default"
@@ -178,24 +177,24 @@ class TurnBuilder(EventHandler):
 
     def __init__(self, prompt: Message) -> None:
         self.messages: list[Message] = [prompt]
-        self._deltas: dict[int, list[Any]] = defaultdict(list)
+        self._streaming = Aggregator()  # the reply being streamed
         self._results: Message | None = None
 
     def feed(self, event: Event) -> None:
         self.handle(event)
 
     def _delta(self, event: TextDelta | ReasoningDelta | ToolCallDelta) -> None:
-        self._deltas[event.index].append(event)
+        self._streaming.add(event)
 
     on_text_delta = on_reasoning_delta = on_tool_call_delta = _delta
 
     def on_model_started(self, event: ModelStarted) -> None:
         self._flush_results()
-        self._deltas.clear()
+        self._streaming.deltas.clear()
 
     def on_model_completed(self, event: ModelCompleted) -> None:
         self.messages.append(event.message)
-        self._deltas.clear()
+        self._streaming.deltas.clear()
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         if self._results is None:
@@ -208,7 +207,7 @@ class TurnBuilder(EventHandler):
             partial = event.partial.model_copy(deep=True)
             partial.metadata = {**partial.metadata, "partial": True, "failed": True, "error": event.error.to_dict()}
             self.messages.append(partial)
-        self._deltas.clear()
+        self._streaming.deltas.clear()
 
     def _flush_results(self) -> None:
         if self._results is not None:
@@ -217,7 +216,7 @@ class TurnBuilder(EventHandler):
 
     def partial_message(self) -> Message | None:
         """The reply being streamed when the run stopped (text and reasoning so far), or None."""
-        return partial_message(self._deltas, failed=True)
+        return self._streaming.partial(failed=True)
 
     def interrupted(self) -> list[Message]:
         """The messages of a run cancelled mid-way (kernel interrupt)."""
@@ -226,7 +225,7 @@ class TurnBuilder(EventHandler):
         if partial is not None:
             partial.metadata["interrupted"] = True
             self.messages.append(partial)
-        self._deltas.clear()
+        self._streaming.deltas.clear()
         return self.messages
 
 

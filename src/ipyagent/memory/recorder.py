@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
 from typing import Any
 
 from ..core import (
@@ -38,7 +37,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
-from .partial import partial_message
+from ..drivers import Aggregator
 from .store import RunStore
 
 #: Seconds between two saves of a streaming message's partial text.
@@ -107,7 +106,7 @@ class RunRecorder(EventHandler):
         self.error: str | None = None
         self.turn = 0
         self._message_node: int | None = None
-        self._deltas: dict[int, list[Any]] = defaultdict(list)
+        self._streaming = Aggregator()  # the reply being streamed
         self._last_flush = 0.0
         self._started = time.monotonic()
         self._ended = False
@@ -140,7 +139,7 @@ class RunRecorder(EventHandler):
             self._safe(lambda: self.handle(event))
 
     def _delta(self, event: TextDelta | ReasoningDelta | ToolCallDelta) -> None:
-        self._deltas[event.index].append(event)
+        self._streaming.add(event)
         now = time.monotonic()
         if self._message_node is not None and now - self._last_flush >= FLUSH_INTERVAL:
             self._last_flush = now
@@ -150,7 +149,7 @@ class RunRecorder(EventHandler):
 
     def on_model_started(self, event: ModelStarted) -> None:
         self.turn += 1
-        self._deltas.clear()
+        self._streaming.deltas.clear()
         self.store.add_node(self.run_id, "request", turn=self.turn, provider=event.provider, model=event.model,
                             data=event.request or {})
         self._message_node = self.store.add_node(self.run_id, "message", turn=self.turn, role="assistant", partial=True,
@@ -174,7 +173,7 @@ class RunRecorder(EventHandler):
             self.store.add_node(self.run_id, "tool_call", turn=self.turn,
                                 data={**call.model_dump(mode="json", exclude={"output"}), "native_name": call.native_name})
         self._message_node = None
-        self._deltas.clear()
+        self._streaming.deltas.clear()
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         action = event.action
@@ -214,7 +213,7 @@ class RunRecorder(EventHandler):
             self._safe(lambda: self.store.add_node(self.run_id, "transcript", turn=self.turn or None, data=doc))
 
     def _partial(self) -> Message:
-        return partial_message(self._deltas) or Message(role="assistant", metadata={"partial": True})
+        return self._streaming.partial() or Message(role="assistant", metadata={"partial": True})
 
     def interrupted(self) -> None:
         """The run was cancelled (kernel interrupt): its streaming message is saved as it
