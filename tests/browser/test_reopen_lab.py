@@ -1,4 +1,4 @@
-"""A page reopened while a run streams, in JupyterLab (and in Notebook 7).
+"""A page reopened while a run streams, or after it ended, in JupyterLab (and in Notebook 7).
 
 The notebook is saved mid-run (its output is then the live widget) and the page reloaded: the
 reopened page must catch up from the kernel (the text so far), keep streaming, and, when the run
@@ -6,17 +6,21 @@ ends — finished or stopped from that page — hold the same saved transcript a
 left gets, with no widget left in the output or in the notebook's widget state. The kernel's
 display update cannot reach the reopened page (display ids are not saved), so the live view
 hands the saved output to the page itself (labextension/src/saved_output.ts, reopened.ts).
+A page closed mid-run and reopened only after the run ended finds the widget closed: it asks the
+kernel for the saved output (src/ipyagent/notebook/saved_outputs.py).
 
 The model server holds the stream after `HELD` pieces until the test releases it: no sleeps.
 """
 
 from __future__ import annotations
 
+import time
+
 import nbformat
 import pytest
 
 from ..stub_server import openai_text_reply
-from .conftest import TOKEN
+from .conftest import TOKEN, api
 from .test_lab import _rendered, _shown, _words, _write_notebook
 
 pytestmark = pytest.mark.browser
@@ -35,9 +39,8 @@ def _save_mid_run(lab, name: str) -> None:
         "the notebook was not saved mid-run with the live widget"
 
 
-def _reopen_mid_run(lab, model_server, name: str, *, notebook7: bool = False):
-    """Run the %%agent cell, save while it is held, reload the page (in JupyterLab, or open the
-    notebook in Notebook 7); the reopened cell, caught up."""
+def _run_and_save_mid_run(lab, model_server, name: str):
+    """Run the %%agent cell and save the notebook while the stream is held; the reply."""
     reply = openai_text_reply(BEFORE + AFTER, piece=PIECE, hold_after=HELD)
     _write_notebook(lab.root / name, "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nWrite.")
     model_server.script(reply)
@@ -48,6 +51,13 @@ def _reopen_mid_run(lab, model_server, name: str, *, notebook7: bool = False):
     live.first.wait_for(state="attached")
     lab.page.wait_for_function("(el) => el.textContent.includes('Streaming text.')", arg=live.first.element_handle())
     _save_mid_run(lab, name)
+    return reply
+
+
+def _reopen_mid_run(lab, model_server, name: str, *, notebook7: bool = False):
+    """Run the %%agent cell, save while it is held, reload the page (in JupyterLab, or open the
+    notebook in Notebook 7); the reopened cell, caught up."""
+    reply = _run_and_save_mid_run(lab, model_server, name)
     if notebook7:
         lab.page.goto(f"{lab.url}/notebooks/{name}?token={TOKEN}")
         cell = lab.page.locator(".jp-Notebook .jp-Cell").nth(1)
@@ -77,6 +87,22 @@ def _saved_output(lab, name: str) -> dict:
     return output["data"]["application/vnd.ipyagent.transcript+json"]
 
 
+def _ends_finished_and_saved(lab, cell, name: str, shot: str) -> None:
+    """The cell shows the finished run's saved output (no live view), the saved notebook holds
+    its transcript alone, and a reload without the run's kernel draws it whole."""
+    assert cell.locator(".ipyagent-view").count() == 0
+    assert "streaming" not in _rendered(cell).locator(".ipyagent-footer").inner_text()
+    lab.save_and_shutdown(name)
+    doc = _saved_output(lab, name)
+    assert doc["status"] == "completed" and _answer(doc) == BEFORE + AFTER
+    lab.page.reload()  # no kernel of that run: the saved transcript alone
+    lab.open(name, wait_kernel=False)
+    cell = lab.cell(1)
+    _rendered(cell).wait_for(state="attached")
+    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
+    lab.screenshot(cell, shot)
+
+
 def _answer(doc: dict) -> str:
     return "".join(p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text")
 
@@ -86,18 +112,7 @@ def test_a_page_reopened_mid_run_catches_up_streams_on_and_saves_the_transcript(
     reply.release.set()
     _rendered(cell).wait_for(state="attached")  # the saved output took the widget's place
     assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
-    assert cell.locator(".ipyagent-view").count() == 0
-    assert "streaming" not in _rendered(cell).locator(".ipyagent-footer").inner_text()
-    lab.save_and_shutdown("reopen.ipynb")
-    doc = _saved_output(lab, "reopen.ipynb")
-    assert doc["status"] == "completed" and _answer(doc) == BEFORE + AFTER
-
-    lab.page.reload()  # no kernel of that run: the saved transcript alone
-    lab.open("reopen.ipynb", wait_kernel=False)
-    cell = lab.cell(1)
-    _rendered(cell).wait_for(state="attached")
-    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
-    lab.screenshot(cell, "reopened-finished.png")
+    _ends_finished_and_saved(lab, cell, "reopen.ipynb", "reopened-finished.png")
 
 
 def test_notebook7_reopened_mid_run_ends_with_the_saved_transcript(lab, model_server):
@@ -132,3 +147,29 @@ def test_a_run_stopped_from_a_page_reopened_mid_run_keeps_its_partial_transcript
     saved = nbformat.read(lab.root / "reopen-stop.ipynb", as_version=4)
     assert not [o for c in saved.cells for o in c.get("outputs", []) if o["output_type"] == "error"]
     lab.screenshot(cell, "reopened-stopped.png")
+
+
+def _kernel_idle(lab) -> None:
+    """Wait until the (only) kernel has finished its cells, as the server sees it (no page open)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        kernels = api(lab.url, "GET", "/api/kernels")
+        if kernels and all(k["execution_state"] == "idle" for k in kernels):  # type: ignore[union-attr]
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the kernel did not finish the run: {api(lab.url, 'GET', '/api/kernels')}")
+
+
+def test_a_page_closed_mid_run_and_reopened_after_the_end_shows_the_whole_transcript(lab, model_server):
+    """The widget is closed by then (ipywidgets would read "model not found"): the page asks the
+    kernel for the run's saved output, shows the whole transcript, and saves it, no widget left."""
+    reply = _run_and_save_mid_run(lab, model_server, "reopen-after.ipynb")
+    lab.page.goto("about:blank")  # the page is closed while the run streams
+    reply.release.set()
+    _kernel_idle(lab)  # the run ended with no page to see it
+    lab.open("reopen-after.ipynb")
+    cell = lab.cell(1)
+    _rendered(cell).wait_for(state="attached")
+    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
+    assert "model not found" not in cell.inner_text()
+    _ends_finished_and_saved(lab, cell, "reopen-after.ipynb", "reopened-after-the-end.png")

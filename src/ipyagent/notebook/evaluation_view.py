@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from typing import Any
 
 from ..agent import EvalResult, Evaluation
@@ -49,11 +48,11 @@ class EvaluationView:
         self._last = 0.0
         if widgets:
             import ipywidgets
-            from IPython.display import display
+
+            from .transcript_output import show_live
 
             self.widget = ipywidgets.HTML(value=progress_html(ev.progress()))
-            self.display_id = f"ipyagent-{uuid.uuid4().hex}"
-            display(self.widget, display_id=self.display_id)
+            self.display_id = show_live(self)  # marked live: a page that misses the end asks for it
 
     def update(self, result: EvalResult | None = None) -> None:
         """A cell ended (or started): redraw now if the last frame is `FRAME_S` old, else once later."""
@@ -87,6 +86,9 @@ class EvaluationView:
             from IPython.display import update_display
 
             update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
+            from .transcript_output import keep_saved_output
+
+            keep_saved_output(self, data, metadata)
         else:
             from IPython.display import display
 

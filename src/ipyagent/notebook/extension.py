@@ -149,6 +149,9 @@ def _load_now(ipython: Any) -> None:
     from .outcomes import install
 
     install(ipython)  # an interrupted run ends its cell without a traceback
+    from .saved_outputs import register
+
+    register(ipython)  # a page that missed a run's end asks for its saved output
     _registered[id(ipython)] = magics
 
 
@@ -170,6 +173,9 @@ def unload(ipython: Any) -> None:
     from .outcomes import uninstall
 
     uninstall(ipython)
+    from .saved_outputs import unregister
+
+    unregister(ipython)
     magics.close()
     reset_default()
     from ..drivers import LEDGER

@@ -21,7 +21,8 @@ sends custom widget messages (``WidgetView`` in view.py makes them):
   displayed the run has no output showing the widget by then; a page reopened mid-run, which has
   no display id for the update to reach (display ids are not saved), sets each output showing
   widget `model_id` to ``{mime: doc, **fallbacks}`` with `metadata` (labextension/src/reopened.ts),
-  so it shows and saves the same transcript and no widget.
+  so it shows and saves the same transcript and no widget. A page reopened only after the run
+  ended gets no ``end``: it asks the kernel for the saved output instead (saved_outputs.py).
 
 A ``compare`` widget carries a whole %%compare cell: the same messages per run,
 tagged ``"key": "pane/run"``, and its own (``compare``, ``run``, ``table``, ``end``;

@@ -103,9 +103,7 @@ class LiveTranscript:
         self._first_request: float | None = None
         self._lock = threading.Lock()
         if show:
-            from IPython.display import display
-
-            display(getattr(view, "widget", view), display_id=self.display_id)
+            show_live(view, self.display_id)
 
     def feed(self, event: Any) -> None:
         kind = getattr(event, "type", None)
@@ -134,6 +132,7 @@ class LiveTranscript:
 
         data, metadata = bundle(self.transcript, markdown=self.markdown.html)
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
+        keep_saved_output(self.view, data, metadata)
         if hasattr(self.view, "end"):  # after the update: only a page reopened mid-run still has the view (live_widget.py)
             self.view.end(data[MIME_TYPE], (data, metadata))
         if hasattr(self.view, "close"):
@@ -157,13 +156,36 @@ def comparison_bundle(record: ComparisonRecord) -> tuple[dict[str, Any], dict[st
     return _bundle(record, COMPARISON_MIME_TYPE, "comparison", (comparison_to_html, comparison_to_text))
 
 
-def show_live(view: Any) -> str:
-    """Display a live view (its ``widget``) under a new display id, and return the id."""
+def show_live(view: Any, display_id: str | None = None) -> str:
+    """Display a live view (its ``widget``) under `display_id` (None: a new one), and return the id.
+    The output is marked live (saved_outputs.live_metadata), so a page that missed the run's end
+    can ask the kernel for the saved output that replaced it."""
     from IPython.display import display
 
-    display_id = f"ipyagent-{uuid.uuid4().hex}"
-    display(getattr(view, "widget", view), display_id=display_id)
+    from .saved_outputs import SAVED, live_metadata
+
+    display_id = display_id or f"ipyagent-{uuid.uuid4().hex}"
+    model_id = _model_id(view)
+    if model_id is not None:
+        SAVED.started(model_id)
+    display(getattr(view, "widget", view), display_id=display_id, metadata=live_metadata())
     return display_id
+
+
+def keep_saved_output(view: Any, data: dict[str, Any], metadata: dict[str, Any]) -> None:
+    """The saved output (`data`, `metadata`) replaced the live `view` (its ``widget``) shown by
+    `show_live`: kept for a page that missed the update (saved_outputs.py)."""
+    model_id = _model_id(view)
+    if model_id is not None:
+        from .saved_outputs import SAVED
+
+        SAVED.finished(model_id, data, metadata)
+
+
+def _model_id(view: Any) -> str | None:
+    """The model id of the widget `view` shows (None: no widget)."""
+    model_id = getattr(getattr(view, "widget", view), "model_id", None)
+    return model_id if isinstance(model_id, str) else None
 
 
 def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = None, view: Any = None,
@@ -178,6 +200,7 @@ def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = 
     record = comparison_record(comparison, prompt=prompt, table=table, titles=titles, selected=selected)
     data, metadata = comparison_bundle(record)
     update_display(data, raw=True, metadata=metadata, display_id=display_id)
+    keep_saved_output(view, data, metadata)
     if hasattr(view, "end"):  # after the update: only a page reopened mid-run still has the view (live_widget.py)
         view.end(data[COMPARISON_MIME_TYPE], (data, metadata))
     return record
