@@ -298,6 +298,25 @@ def test_text_view_prints_failure_message() -> None:
     assert len(lines) == 3
 
 
+def test_a_failed_turn_billed_before_it_failed_shows_its_tokens_and_price() -> None:
+    out = io.StringIO()
+    view = TextView("openai:m", stream=out)
+    first = completed("", kind="tool_use")  # 14 in / 30 out, $0.10
+    first.metadata["cost"], first.more_turns = {"input_usd": 0.04, "output_usd": 0.06, "total_usd": 0.1}, True
+    view.feed(first)
+    billed = Message(role="assistant", content=[TextBlock(text="Half")], usage=Usage(input_tokens=43, output_tokens=10))
+    view.feed(ModelFailed(ProviderError("invalid_request", "Token limit reached"), billed,
+                          {"cost": {"input_usd": 0.5, "output_usd": 0.25, "total_usd": 0.75}}))
+    footer = out.getvalue().splitlines()[-1]
+    assert "57 in / 40 out tokens" in footer and footer.endswith(" · failed · $0.85]")
+    # the loop's own failure after a completed turn (max_steps, a cut-off call) carries that turn's
+    # message, already counted: no "cost" in its metadata, so not counted twice
+    again = TextView("openai:m", stream=io.StringIO())
+    again.feed(first)
+    again.feed(ModelFailed(ProviderError("max_steps", "stopped after 1 model turns"), first.message, {}))
+    assert (again.state.input_tokens, again.state.output_tokens, len(again.state.costs)) == (14, 30, 1)
+
+
 def test_text_view_interrupted() -> None:
     out = io.StringIO()
     view = TextView("openai:m", stream=out)

@@ -164,6 +164,10 @@ class RunState(EventHandler):
     def on_model_failed(self, event: ModelFailed) -> bool:
         self.error = event.error
         self.settings = (event.metadata or {}).get("settings") or self.settings
+        if "cost" in event.metadata and event.partial.usage is not None:  # a driver's turn billed before it failed
+            self.input_tokens += event.partial.usage.input_tokens
+            self.output_tokens += event.partial.usage.output_tokens
+            self.costs.append(event.metadata["cost"])
         return True
 
     def on_artifact_stored(self, event: ArtifactStored) -> bool:  # an off-prompt output, shown as a collapsed entry
