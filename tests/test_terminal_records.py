@@ -173,3 +173,13 @@ def test_compare_on_a_colour_terminal_draws_each_answer_then_one_table(ip, monke
         ip.run_line_magic("provider", f"openai:a --base-url {a.url}/v1")
         plain = on_a_terminal(lambda: ip.run_cell_magic("compare", "openai:a", "Say something."))
     assert "\x1b" not in plain and f"── openai:a ──\n{text}\n" in plain and "provider:model" in plain
+
+
+def test_the_plain_transcript_a_terminal_prints_has_no_control_characters() -> None:
+    from ipyagent.notebook.transcript_render import to_text
+
+    t = sample()
+    t.messages[1].parts[1] = TextPart(text="Done\x1b]0;pwned\x07\r\n\tnext\x9b2J")
+    plain = to_text(t)
+    assert "Plan it?[2J" in plain and "Done]0;pwned\n\tnext2J" in plain
+    assert not any(c in plain for c in "\x1b\x07\r\x9b")

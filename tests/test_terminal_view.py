@@ -209,3 +209,40 @@ def test_a_long_code_block_is_not_parsed_again_per_line(monkeypatch: pytest.Monk
     run(TextView("openai:m", stream=out), code, size=7)
     assert len(parses) < 10, len(parses)
     assert out.getvalue().count("x1999") == 2  # streamed once, then drawn once (highlighted)
+
+
+#: What a model may send that a terminal would act on: clear screen, set title (OSC ended by BEL), CR,
+#: backspace, a one-byte CSI (C1), concealed text; and what must survive: newlines and tabs.
+HOSTILE = ["Hi\x1b[2J", "\x1b]0;pwned\x07 there\r", "\nline\ttab\x08\x9b31m end\x7f\n"]
+ACTS = ("\x1b[2J", "\x1b]0;", "\x07", "\x08", "\x9b", "\x7f", "\x1b[8m", "\x1b[5m")
+
+
+@pytest.mark.parametrize("colour", [False, True], ids=["plain", "colour"])
+def test_control_characters_from_the_model_never_reach_the_terminal(colour: bool) -> None:
+    out = Tty() if colour else io.StringIO()
+    view = TextView("openai:m", stream=out)
+    view.feed(ModelStarted(provider="openai", model="m"))
+    view.feed(ReasoningDelta(0, "think\x1b[8m"))
+    for piece in HOSTILE:
+        view.feed(TextDelta(1, piece))
+    call = ToolAction(tag="c1", name="lookup", input={"q": "x"})
+    view.feed(ToolCallCompleted(call, TextArtifact(value="found\x1b[5m it"), 0.1))
+    view.feed(completed("".join(HOSTILE)))
+    raw = out.getvalue()
+    assert not [seq for seq in ACTS if seq in raw]
+    footer = Tty() if colour else io.StringIO()
+    TerminalOutput(footer, colour=colour).footer(["openai:m", "stop: odd\x1b[2J\x07"])  # a provider's raw stop reason
+    assert "stop: odd[2J" in footer.getvalue() and not [seq for seq in ACTS if seq in footer.getvalue()]
+    if colour:
+        assert "Hi[2J]0;pwned there" in "\n".join(screen_of(raw)) and "line" in "\n".join(screen_of(raw))
+    else:  # the text as sent, its control characters dropped: newline and tab kept, \r\n read as \n
+        assert raw.startswith("Hi[2J]0;pwned there\nline\ttab31m end\n") and "found[5m it" in raw
+        assert "\x1b" not in raw and "\r" not in raw
+
+
+def test_strip_controls_keeps_text_newlines_and_tabs_and_drops_every_control() -> None:
+    from ipyagent.notebook.terminal import strip_controls
+
+    controls = [chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]]
+    assert strip_controls("a" + "".join(controls) + "\tb\nc") == "a\tb\nc"
+    assert strip_controls("é — 日本 ✓ \u00a0") == "é — 日本 ✓ \u00a0"  # printable text, from U+00A0 on, is kept

@@ -11,6 +11,10 @@ than the screen cannot be erased (it has scrolled away), so it stays as streamed
 
 Anywhere else (a pipe, a file, a test, ``NO_COLOR``) it is plain text, no escape codes.
 rich is imported on the first colour output only.
+
+Model and tool output is untrusted: every piece loses its control characters
+(`strip_controls`) before it is written, on either path, so an escape sequence, a carriage
+return or a bell from a model never acts on the terminal; newlines and tabs stay.
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ FOOTER_STYLES = {"failed": "bold red", "interrupted": "bold yellow", "streaming�
 FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 #: ANSI "dim" and "reset" for reasoning while it streams.
 DIM, RESET = "\x1b[2m", "\x1b[0m"
+#: C0 controls but tab and newline, DEL, and C1 controls (``\x9b`` is a one-byte CSI): what a
+#: terminal may act on. rich strips only BEL, BS, VT, FF and CR, and passes ESC.
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: str) -> str:
+    """`text` without terminal control characters (`CONTROLS`): a model's ``\\x1b[2J``, ``\\r`` or
+    ``\\a`` is dropped, newlines and tabs kept (``\\r\\n`` reads as ``\\n``)."""
+    return CONTROLS.sub("", text)
 
 
 def colour_enabled(stream: Any) -> bool:
@@ -57,7 +70,7 @@ def footer_text(figures: list[str]) -> Any:
     line = Text("[")
     for n, figure in enumerate(figures):
         line.append(" · " if n else "", style="dim")
-        line.append(redact(figure), style="bold cyan" if n == 0 else FOOTER_STYLES.get(figure, "dim"))
+        line.append(redact(strip_controls(figure)), style="bold cyan" if n == 0 else FOOTER_STYLES.get(figure, "dim"))
     line.append("]")
     return line
 
@@ -102,20 +115,20 @@ class TerminalOutput:
 
     def text(self, piece: str) -> None:
         self._switch("text")
-        self._stream(self._redactor.feed(piece))
+        self._stream(self._redactor.feed(strip_controls(piece)))
         if self.colour and "\n" in piece:
             self._draw_complete()
 
     def reasoning(self, piece: str) -> None:
         self._switch("reasoning")
-        piece = self._redactor.feed(piece)
+        piece = self._redactor.feed(strip_controls(piece))
         self._write(f"{DIM}{piece}{RESET}" if self.colour and piece else piece)
 
     def part(self, piece: str, style: str | None = None) -> None:
         """Anything else, written as it comes (a tool call and its arguments, a result, an error),
         in `style` on a colour terminal; the answer's text so far is drawn first."""
         self._switch(None)
-        piece = redact(piece)
+        piece = redact(strip_controls(piece))
         if self.colour and style and piece:
             self._rich().print(piece, style=style, markup=False, highlight=False, end="")
             tail = piece.rsplit("\n", 1)[-1]
@@ -131,7 +144,7 @@ class TerminalOutput:
             self._rich().print(Text("\n" if self._column else "") + footer_text(figures), highlight=False)
             self._column = 0
         else:
-            self._write(f"\n[{' · '.join(redact(f) for f in figures)}]\n")
+            self._write(f"\n[{' · '.join(redact(strip_controls(f)) for f in figures)}]\n")
         self.flush()
 
     def flush(self) -> None:

@@ -13,22 +13,20 @@ import re
 from typing import Any, Iterable, TextIO
 
 from ..core import ComparisonTable, Transcript, redact, redact_data
-from .terminal import console_for, footer_text
+from .terminal import console_for, footer_text, strip_controls
 from .transcript_render import footer_figures, text_pieces
 
 #: Styles of a transcript's pieces (`text_pieces` kinds); text and prompts are Markdown.
 STYLES = {"title": "bold", "reasoning": "dim italic", "tool": "cyan", "tool_ok": "green", "tool_error": "red",
           "tool_denied": "yellow", "other": "magenta", "artifact": "magenta", "error": "bold red",
           "interrupted": "bold yellow", "next_cell": "dim"}
-#: C0 controls but tab and newline, and DEL: an escape sequence in model text never reaches the terminal.
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 #: A figure cell: a number, a cost, a median with its range, or "—" (right-aligned).
 _FIGURE = re.compile(r"^(—|\$?[0-9][0-9.,]*( \(.*\))?)$")
 
 
 def clean(text: str) -> str:
     """`text` redacted, without terminal control characters (a model's ``\\x1b[2J`` stays inert)."""
-    return _CONTROLS.sub("", redact(text))
+    return redact(strip_controls(text))
 
 
 def transcript_renderables(t: Transcript) -> list[Any]:

@@ -33,6 +33,7 @@ from ..core import (
 )
 from .compare_view import cells_to_html
 from .render import compact, escape, markdown_to_html, sanitize
+from .terminal import strip_controls
 
 #: Scoped CSS of the HTML fallback, rule by rule with what it styles (none: always needed);
 #: JupyterLab theme variables with plain fallbacks. Text takes the output area's own font and colour.
@@ -397,8 +398,8 @@ def to_text(t: Transcript, *, limit: int | None = None) -> str:
     """Plain text for terminals: the answer, one bracketed line per tool call, the footer; with
     `limit`, the text before the footer is cut after that many characters (at a line end when
     one is near) and says how much more there is."""
-    lines = [_plain(kind, text) for kind, text in text_pieces(t)]
-    return _cut("\n".join(lines), limit) + "\n[" + " · ".join(footer_figures(t)) + "]"
+    lines = [_plain(kind, strip_controls(text)) for kind, text in text_pieces(t)]  # printed by a terminal: no control characters
+    return _cut("\n".join(lines), limit) + "\n[" + " · ".join(strip_controls(f) for f in footer_figures(t)) + "]"
 
 
 def _cut(text: str, limit: int | None) -> str:
