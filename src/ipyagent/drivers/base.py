@@ -627,7 +627,7 @@ class BasePromptDriver(ABC):
         return ProviderError("connection", f"connection to {url} failed: {type(exc).__name__}: {redact(str(exc))}")
 
     def _unreadable(self, exc: Exception) -> ProviderError:
-        detail = redact(f"{type(exc).__name__}: {exc}")[:300]
+        detail = redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:300]  # one line (pydantic's text spans lines)
         return ProviderError("invalid_response", f"{self.provider} sent a reply ipyagent could not read ({detail})", retryable=False)
 
     def _as_provider_error(self, exc: Exception, url: str) -> ProviderError:
@@ -844,8 +844,8 @@ class BasePromptDriver(ABC):
             if isinstance(opened.response.stream, _Deadlined):  # the connection back to the pool
                 await opened.response.stream.drain()
             completed = await self._complete(turn)
-        except ProviderError as exc:
-            yield await self._failed(exc, turn)
+        except Exception as exc:  # a reply of the wrong shape may trip anything (a number where text goes): a failed turn
+            yield await self._failed(self._as_provider_error(exc, str(request.url)), turn)
         else:
             yield completed
         finally:
@@ -886,7 +886,8 @@ class BasePromptDriver(ABC):
             kind = meta.stop_kind
         else:
             kind = StopKind.tool_use if message.tool_calls else StopKind.end_turn
-        return StopReason(kind=kind, raw=meta.stop_raw)
+        raw = meta.stop_raw
+        return StopReason(kind=kind, raw=raw if raw is None or isinstance(raw, str) else str(raw))  # a server's number
 
     async def run(self, prompt_stack: PromptStack) -> ModelCompleted:
         """Consume `stream()` and return its `ModelCompleted`.

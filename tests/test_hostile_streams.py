@@ -1,0 +1,58 @@
+"""A hostile server, one model turn at a time: recorded streams (../shared/fixtures/providers)
+mutated the way real servers and proxies break them. Each case must end as one `ModelCompleted`
+or one `ModelFailed` with a one-line message, the text so far kept, never an exception."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ipyagent.core import ModelCompleted, ModelFailed
+from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+
+from .recordings import check_shape, collect
+from .stub_server import FIXTURES, Reply, StubServer
+
+TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+RECORDED_TEXT = "".join(
+    (c["choices"][0]["delta"].get("content") or "") for c in
+    (json.loads(line[6:]) for line in TEXT.read_text().splitlines() if line.startswith("data: {")) if c["choices"])
+
+
+def mutated(change: Any) -> Reply:
+    """The recorded text stream with `change(chunk)` applied to each JSON chunk."""
+    lines = [line for line in TEXT.read_text().splitlines() if line.startswith("data: ")]
+    out = [f"data: {json.dumps(change(json.loads(line[6:])))}" if line.startswith("data: {") else line for line in lines]
+    return Reply(pieces=[f"{line}\n\n".encode() for line in out])
+
+
+def turn(*replies: Reply, **kw: Any) -> Any:
+    with StubServer(*replies) as server:
+        events = collect(OpenAIChatPromptDriver("m", base_url=server.url, api_key="sk-test", **kw))
+    return check_shape(events)
+
+
+def test_a_stream_fact_of_the_wrong_type_is_a_failed_turn_not_an_exception():
+    """A chunk whose ``model`` is an object (a broken proxy) made pricing raise TypeError out of
+    `stream()`: a traceback in the cell instead of a result."""
+    end = turn(mutated(lambda c: {**c, "model": {"name": "m"}}))
+    assert isinstance(end, ModelFailed) and end.error.type == "invalid_response"
+    assert end.error.message.startswith("openai sent a reply ipyagent could not read (TypeError")
+    assert end.partial.text == RECORDED_TEXT
+
+
+def test_a_finish_reason_that_is_not_text_still_ends_the_turn():
+    """``finish_reason: 5`` made `StopReason` raise a ValidationError out of `stream()`; an
+    unknown stop reason is the end of the turn, its raw value kept as text."""
+    end = turn(mutated(lambda c: {**c, "choices": [{**ch, "finish_reason": 5} for ch in c["choices"] if ch.get("finish_reason")]
+                                  or c["choices"]}))
+    assert isinstance(end, ModelCompleted), end
+    assert end.message.text == RECORDED_TEXT and end.stop_reason.raw == "5"
+
+
+def test_an_unreadable_chunk_is_reported_on_one_line():
+    """pydantic's error text spans lines; the turn's error is one line."""
+    end = turn(mutated(lambda c: {**c, "usage": {"prompt_tokens": 1.5, "completion_tokens": 1}} if c.get("usage") else c))
+    assert isinstance(end, ModelFailed) and end.error.type == "invalid_response"
+    assert "\n" not in end.error.message and "ValidationError" in end.error.message
+    assert end.partial.text == RECORDED_TEXT
