@@ -7,7 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from ipyagent.core import ModelCompleted, ModelFailed
+from ipyagent.drivers.anthropic import AnthropicPromptDriver
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
 
 from .recordings import check_shape, collect
@@ -56,3 +59,43 @@ def test_an_unreadable_chunk_is_reported_on_one_line():
     assert isinstance(end, ModelFailed) and end.error.type == "invalid_response"
     assert "\n" not in end.error.message and "ValidationError" in end.error.message
     assert end.partial.text == RECORDED_TEXT
+
+
+BIG = "x" * (5 * 1024 * 1024)
+
+
+def _big_openai(chunk: dict[str, Any]) -> dict[str, Any]:
+    for choice in chunk["choices"]:
+        if choice["delta"].get("content"):
+            choice["delta"]["content"] = BIG + choice["delta"]["content"]
+            break
+    return chunk
+
+
+def _big_anthropic(event: dict[str, Any]) -> dict[str, Any]:
+    if event.get("type") == "content_block_delta" and event["delta"].get("type") == "text_delta":
+        event["delta"]["text"] = BIG + event["delta"]["text"]
+    return event
+
+
+@pytest.mark.parametrize("driver, path, change", [
+    (OpenAIChatPromptDriver, TEXT, _big_openai),
+    (AnthropicPromptDriver, FIXTURES / "anthropic" / "stream-text.sse", _big_anthropic),
+], ids=["openai-chat", "anthropic"])
+def test_one_event_of_several_megabytes_is_read(driver, path, change):
+    """httpx2's default limit (1 MiB an event) failed real replies: a base64 image in one chunk
+    (OpenRouter's image models), a web-fetch result carrying a PDF. 5 MB of text in one event is read."""
+    events, enlarged = path.read_text().split("\n\n"), False
+    for n, event in enumerate(events):
+        lines = event.split("\n")
+        for m, line in enumerate(lines):
+            if line.startswith("data: {") and not enlarged:
+                data = json.loads(line[6:])
+                lines[m] = "data: " + json.dumps(change(data))
+                enlarged = BIG in lines[m]
+        events[n] = "\n".join(lines)
+    reply = Reply(pieces=[f"{e}\n\n".encode() for e in events if e.strip()])
+    with StubServer(reply) as server:
+        end = check_shape(collect(driver("m", base_url=server.url, api_key="sk-test")))
+    assert enlarged and isinstance(end, ModelCompleted), end
+    assert end.message.text.startswith(BIG) and len(end.message.text) > len(BIG)

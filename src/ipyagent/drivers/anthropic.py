@@ -55,7 +55,7 @@ from ..core import (
     redact,
 )
 from .models import parse_anthropic
-from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .base import MAX_EVENT_BYTES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 from .model_rules import EFFORT_BUDGETS
 from .structured import OUTPUT_TOOL
 
@@ -424,7 +424,7 @@ class AnthropicPromptDriver(BasePromptDriver):
         if not response.headers.get("content-type", "").startswith("text/event-stream"):
             response.headers["content-type"] = "text/event-stream"  # a proxy that labels the stream wrongly
         stream = _MessageStream(self)
-        async for sse in httpx2.EventSource(response):
+        async for sse in httpx2.EventSource(response, max_event_size=MAX_EVENT_BYTES):
             if not sse.data:
                 continue
             event = self.stream_json(sse.data)

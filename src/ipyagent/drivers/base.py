@@ -93,6 +93,13 @@ STATUS_TYPES: dict[int, str] = {
 RESPONSE_TIMEOUT = 300.0
 
 
+#: The largest SSE event a driver reads (``EventSource(max_event_size=)``); httpx2's default,
+#: 1 MiB, is less than real single events: an image in base64 (OpenRouter's image models on
+#: Chat Completions, Responses' image generation), Anthropic's web-fetch result carrying a PDF,
+#: Responses' ``response.completed`` repeating the whole output. Past it the turn fails, not retried.
+MAX_EVENT_BYTES = 64 * 1024 * 1024
+
+
 #: What may be left of a body once its parser has seen the stop signal (OpenAI's ``[DONE]``):
 #: at most this many bytes, arriving within `DRAIN_S` seconds, are read, so the connection goes
 #: back to the pool for the next request instead of being closed (and a new one opened).

@@ -33,7 +33,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
-from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .base import MAX_EVENT_BYTES, STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .error_types import error_type_for
 from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
@@ -331,7 +331,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             # Some compatible servers stream SSE as application/json or text/plain.
             response.headers["content-type"] = "text/event-stream"
         choice = _ChoiceDeltas()
-        async for sse in httpx2.EventSource(response):
+        async for sse in httpx2.EventSource(response, max_event_size=MAX_EVENT_BYTES):
             data = sse.data
             if data == "[DONE]":
                 if not choice.finished:  # a server that never sends finish_reason still ends with [DONE]

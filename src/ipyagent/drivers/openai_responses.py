@@ -59,7 +59,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
-from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .base import MAX_EVENT_BYTES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .openai_chat import openai_tool_choice
 from .error_types import error_type_for
@@ -74,10 +74,6 @@ INCOMPLETE_REASONS: dict[str, StopKind] = {
 #: Error codes of `response.failed`, `error` events and HTTP bodies -> ProviderError type.
 #: Codes that no retry can fix, whatever their type says (a quota is a billing matter).
 NOT_RETRYABLE_CODES: frozenset[str] = frozenset({"insufficient_quota"})
-
-#: One SSE event may be large: `response.completed` repeats the whole output
-#: (and the echoed instructions and tools). httpx2's default limit is 1 MiB.
-MAX_EVENT_BYTES = 64 * 1024 * 1024
 
 #: Models whose Responses capabilities are narrower than the protocol's.
 _MODEL_LIMITS: dict[str, Capabilities] = {
