@@ -10,11 +10,14 @@ from typing import Any
 import pytest
 
 from ipyagent.core import ModelCompleted, ModelFailed
+from ipyagent.drivers import StreamMeta
 from ipyagent.drivers.anthropic import AnthropicPromptDriver
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
 
 from .recordings import check_shape, collect
 from .stub_server import FIXTURES, Reply, StubServer
+from .toy_driver import NDJSON, Scripted, Toy, ndjson, run_turn
+from .toy_driver import TEXT as TOY_TEXT
 
 TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
 RECORDED_TEXT = "".join(
@@ -35,13 +38,28 @@ def turn(*replies: Reply, **kw: Any) -> Any:
     return check_shape(events)
 
 
-def test_a_stream_fact_of_the_wrong_type_is_a_failed_turn_not_an_exception():
+def test_a_model_name_that_is_not_text_is_ignored():
     """A chunk whose ``model`` is an object (a broken proxy) made pricing raise TypeError out of
-    `stream()`: a traceback in the cell instead of a result."""
-    end = turn(mutated(lambda c: {**c, "model": {"name": "m"}}))
-    assert isinstance(end, ModelFailed) and end.error.type == "invalid_response"
-    assert end.error.message.startswith("openai sent a reply ipyagent could not read (TypeError")
-    assert end.partial.text == RECORDED_TEXT
+    `stream()` (and out of the failed turn's own pricing): a traceback in the cell. The name
+    is not one; the turn completes under the model asked for."""
+    end = turn(mutated(lambda c: {**c, "model": {"name": "m2"}}))
+    assert isinstance(end, ModelCompleted), end
+    assert end.message.text == RECORDED_TEXT and end.metadata["model"] == "m"
+
+
+def test_a_translation_that_trips_in_the_last_step_is_a_failed_turn():
+    """Whatever raises while the turn completes (here a driver's stop kind that is no `StopKind`) is a
+    `ModelFailed` (``invalid_response``, one line, the text kept), never an exception."""
+
+    class BadStop(Toy):
+        async def parse_stream(self, response):
+            async for item in super().parse_stream(response):
+                yield StreamMeta(stop_kind="finished") if isinstance(item, StreamMeta) and item.stop_kind else item  # type: ignore[arg-type]
+
+    end = check_shape(run_turn(BadStop("m", transport=Scripted((200, NDJSON, ndjson(*TOY_TEXT))))))
+    assert isinstance(end, ModelFailed) and end.error.type == "invalid_response", end
+    assert end.error.message.startswith("toy sent a reply ipyagent could not read (ValidationError")
+    assert end.partial.text == "Hello" and "\n" not in end.error.message
 
 
 def test_a_finish_reason_that_is_not_text_still_ends_the_turn():

@@ -60,6 +60,12 @@ class Turn:
         self.last_error = str(exc)
         self.retry_error = exc
 
+    def model_or(self, default: str) -> str:
+        """The model the stream named (a server may answer with another), else `default`; a
+        name that is not text (a broken proxy's object) is not one."""
+        model = self.meta.model
+        return model if isinstance(model, str) and model else default
+
     # -- the events' metadata ----------------------------------------------------------
 
     def metadata(self, provider: str, model: str, **extra: Any) -> dict[str, Any]:

@@ -802,7 +802,7 @@ class BasePromptDriver(ABC):
             message = turn.agg.message(strict=False, dropped=turn.partial_tool_calls)
         except Exception as exc:
             raise ProviderError("invalid_response", str(exc), retryable=False) from None
-        model = meta.model or self.model
+        model = turn.model_or(self.model)
         usage = meta.usage or Usage()
         cost = await self._bill(turn, usage, model)
         metadata = turn.metadata(self.provider, model, cost=cost.to_dict() if cost is not None else None)
@@ -878,7 +878,7 @@ class BasePromptDriver(ABC):
             partial = turn.agg.partial() or Message(role="assistant")
         except Exception:  # deltas that cannot form a message: keep what reads, the error says the rest
             partial = Message(role="assistant")
-        model, extra = turn.meta.model or self.model, {}
+        model, extra = turn.model_or(self.model), {}
         if turn.meta.usage is not None:  # billed before it failed: the cost and budgets count it
             partial.usage = turn.meta.usage
             cost = await self._bill(turn, partial.usage, model)
