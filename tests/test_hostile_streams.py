@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ipyagent.core import ModelCompleted, ModelFailed
+from ipyagent.core import ModelCompleted, ModelFailed, RetryScheduled
 from ipyagent.drivers import StreamMeta
 from ipyagent.drivers.anthropic import AnthropicPromptDriver
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
@@ -117,3 +117,31 @@ def test_one_event_of_several_megabytes_is_read(driver, path, change):
         end = check_shape(collect(driver("m", base_url=server.url, api_key="sk-test")))
     assert enlarged and isinstance(end, ModelCompleted), end
     assert end.message.text.startswith(BIG) and len(end.message.text) > len(BIG)
+
+
+def test_a_key_echoed_in_a_retried_error_body_reaches_no_event():
+    """A 429 body that echoes the key: the retry notice's error carried the body unredacted
+    (`RetryScheduled.error.raw`, seen by every `on_event` consumer); only the final failure's was."""
+    key = "sk-proj-echoed0123456789abcdef"
+    body = json.dumps({"error": {"message": f"rate limited for {key}", "param": key}}).encode()
+    limited = Reply(status=429, headers={"Content-Type": "application/json", "Retry-After": "0"}, pieces=[body])
+    with StubServer(limited, Reply.sse_file(TEXT)) as server:
+        events = collect(OpenAIChatPromptDriver("m", base_url=server.url, api_key=key))
+    retry = next(e for e in events if isinstance(e, RetryScheduled))
+    assert retry.error.raw == {"error": {"message": "rate limited for [redacted]", "param": "[redacted]"}}
+    assert isinstance(events[-1], ModelCompleted) and key not in repr(events)
+
+
+@pytest.mark.parametrize("retry_after, said", [
+    ("Fri, 01 Jan 2100 00:00:00 GMT", " days, more than max_retry_wait=30 s"),
+    ("999999999", "asked to wait 11574 days, more than"),
+    ("7200", "asked to wait 2 h, more than"),
+    ("31", "asked to wait 31 s, more than"),
+], ids=["http-date-decades-ahead", "huge-seconds", "two-hours", "seconds"])
+def test_a_retry_after_too_long_is_said_in_units_people_read(retry_after, said):
+    """It read "asked to wait 2.30632e+09 s"."""
+    limited = Reply(status=429, headers={"Content-Type": "application/json", "Retry-After": retry_after},
+                    pieces=[b'{"error": {"message": "slow down"}}'])
+    end = turn(limited)
+    assert isinstance(end, ModelFailed) and end.error.type == "rate_limit"
+    assert said in end.error.message and "e+" not in end.error.message, end.error.message

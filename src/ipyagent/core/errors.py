@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from .redact import redact
+from .redact import redact, redact_data
 
 ErrorType = Literal[
     "authentication",
@@ -46,7 +46,8 @@ class ProviderError(Exception):
         code: the provider's own error code, if any (``"model_not_found"``).
         message: one human sentence, safe to show: set through the one redactor (`core.redact`).
         retryable: whether the base driver may retry the request.
-        raw: the provider's error body as parsed JSON (or text), for debugging.
+        raw: the provider's error body as parsed JSON (or text), for debugging; set through the
+            redactor too (`redact_data`): a provider may echo the key back in its body.
         status: the HTTP status code, when there was one.
         retry_after: seconds the provider asked us to wait (``Retry-After``).
     """
@@ -78,6 +79,14 @@ class ProviderError(Exception):
     def message(self, value: str) -> None:
         self._message = redact(value)
         self.args = (self._message,)
+
+    @property
+    def raw(self) -> Any:
+        return self._raw
+
+    @raw.setter
+    def raw(self, value: Any) -> None:
+        self._raw = redact_data(value) if value is not None else None
 
     def __str__(self) -> str:
         return self.message

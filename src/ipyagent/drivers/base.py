@@ -51,7 +51,6 @@ from ..core import (
     add_secret,
     add_url,
     redact,
-    redact_data,
     unsupported_setting,
 )
 from . import pricing
@@ -71,6 +70,15 @@ def error_excerpt(text: str) -> str:
     whitespace collapsed, at most `EXCERPT_CHARS` characters."""
     line = " ".join(_TAGS.sub(" ", text).split())
     return line if len(line) <= EXCERPT_CHARS else line[:EXCERPT_CHARS - 1] + "…"
+
+
+def as_duration(seconds: float) -> str:
+    """A wait for people: ``31 s``, ``5 min``, ``3 h``, ``2 days`` (a provider's Retry-After may be
+    an HTTP date years ahead: not ``2.3e+09 s``)."""
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.0f} {unit}" if seconds < 1e7 * size else f"over {1e7:,.0f} {unit}"
+    return f"{seconds:g} s"
 
 
 #: HTTP status -> normalized error type (DESIGN.md, "ProviderError").
@@ -861,19 +869,16 @@ class BasePromptDriver(ABC):
                 await opened.response.aclose()
 
     async def _failed(self, error: ProviderError, turn: Turn) -> ModelFailed:
-        """The turn failed: `error` (redacted; saying why a retryable one was not tried again:
+        """The turn failed: `error` (redacted as every `ProviderError` is; saying why a retryable one was not tried again:
         a longer wait asked than `max_retry_wait`, or the attempts ran out) and the partial
         message of what arrived (`Aggregator.partial`, marked ``partial`` and ``failed``).
         Usage the provider sent before failing is the partial's `usage`, priced (``cost`` in
         the metadata) and recorded in the ledger like a completed turn's."""
         if error.retryable and error.retry_after is not None and error.retry_after > self.max_retry_wait:
-            error.message = (f"{error.message} (asked to wait {error.retry_after:g} s, more than max_retry_wait="
+            error.message = (f"{error.message} (asked to wait {as_duration(error.retry_after)}, more than max_retry_wait="
                              f"{self.max_retry_wait:g} s: not retried; try again later)")
         elif turn.attempts > 1 and error.retryable:
             error.message = f"{error.message} (gave up after {turn.attempts} attempts)"
-        error.message = redact(error.message)  # a provider may echo the key back in an error
-        if error.raw is not None:
-            error.raw = redact_data(error.raw)
         try:
             partial = turn.agg.partial() or Message(role="assistant")
         except Exception:  # deltas that cannot form a message: keep what reads, the error says the rest
