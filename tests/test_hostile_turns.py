@@ -97,3 +97,47 @@ def test_an_interrupt_at_every_await_of_a_run_keeps_what_arrived_and_closes_ever
         steps += 1
     assert full.ok and full.text.startswith("I'm unable"), full.text
     assert steps > 20  # the run really was cut at many points
+
+
+def test_a_tool_raising_with_megabytes_in_its_message_sends_the_model_its_head(monkeypatch):
+    """An exception whose message carries data (50 MB in the report) was sent whole to the
+    model: results over the limit went to Task Memory, errors never did. The model gets the
+    error's head, still an error; Task Memory keeps it whole."""
+    from ipyagent.core import ArtifactStored, ErrorArtifact
+    from ipyagent.memory import TaskMemory
+    from ipyagent.tools.off_prompt import HEAD_CHARS, MAX_RESULT_CHARS
+
+    from .stub_server import Reply, StubServer, openai_text_reply
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    message = "row;" * (MAX_RESULT_CHARS // 2)
+
+    def get_weather(city: str, state: str = "") -> str:
+        raise ValueError(message)
+
+    memory, events = TaskMemory(), []
+    with StubServer(Reply.sse_file(TOOL_CALL), openai_text_reply("it failed")) as server:
+        result = Agent("openai:m", base_url=server.url, tools=[get_weather], memory=memory).run("weather?", on_event=events.append)
+    sent = server.requests[1]["body"]["messages"][-1]["content"]
+    assert len(sent) < HEAD_CHARS + 400 and sent.startswith("ValueError: row;row;")
+    assert f"an error of {len(message):,} characters" in sent
+    output = result.tool_calls[0].output
+    assert isinstance(output, ErrorArtifact) and output.exception_type == "ValueError"
+    stored = [e for e in events if isinstance(e, ArtifactStored)]
+    assert len(stored) == 1 and memory.entry(stored[0].namespace).artifact.value == message
+    assert result.ok and result.text == "it failed"
+
+
+@pytest.mark.parametrize("option, said", [
+    ({"api_key": "sk-typed-into-a-cell"}, "ipyagent takes no api_key: keys are read from environment variables"),
+    ({"temperature": 0.2}, "temperature is a model setting: pass settings={'temperature': ...}"),
+    ({"read_timout": 5}, "unknown option 'read_timout' for openai; its options: api_key_env, base_url, max_attempts,"),
+], ids=["api_key", "a-setting", "a-typo"])
+def test_an_option_agent_does_not_take_says_what_to_write_instead(monkeypatch, option, said):
+    """They raised TypeError from deep in the driver: "got multiple values for keyword argument
+    'api_key'", "unexpected keyword argument 'temperature'"."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    with pytest.raises(TypeError) as raised:
+        Agent("openai:m", **option)
+    assert str(raised.value).startswith(said), str(raised.value)
+    assert "sk-typed" not in str(raised.value)

@@ -10,6 +10,7 @@ the class may set `api_key_env` and `default_base_url`).
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -18,7 +19,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from ..core import ConfigurationError
+from ..core import ConfigurationError, ModelSettings
 from .base import BasePromptDriver
 
 
@@ -153,6 +154,34 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
     return name, model
 
 
+def _driver_options(cls: type[BasePromptDriver]) -> set[str]:
+    """The keyword arguments `cls` takes, its bases' included while it passes ``**kwargs`` on."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        params = inspect.signature(init).parameters.values()
+        names |= {p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+        if not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return names - {"self", "model", "api_key", "provider"}
+
+
+def _check_options(cls: type[BasePromptDriver], provider: str, options: dict[str, Any]) -> None:
+    """Raises TypeError, saying what to write instead, for an option `cls` does not take: a
+    key (read from a variable, so none is saved in a notebook), a model setting, or a typo."""
+    for name in options:
+        if name == "api_key":
+            raise TypeError("ipyagent takes no api_key: keys are read from environment variables, so none is saved "
+                            "in a notebook; set os.environ[...] and name it with api_key_env='VAR' (--api-key-env VAR)")
+        if name in ModelSettings.model_fields:
+            raise TypeError(f"{name} is a model setting: pass settings={{{name!r}: ...}}")
+        known = _driver_options(cls) | {"base_url", "api_key_env", "record"}
+        if name not in known:
+            raise TypeError(f"unknown option {name!r} for {provider}; its options: {', '.join(sorted(known))}")
+
+
 def create_driver(
     provider_id: str,
     *,
@@ -193,6 +222,7 @@ def create_driver(
         )
     # A host named here (a local server, a proxy) is not billed at the provider's rates; the
     # provider's own variable (OPENAI_BASE_URL) stands for the provider, as it does for the key.
+    _check_options(cls, name, kwargs)
     kwargs.setdefault("price_known", not other_host)
     driver = cls(model, api_key=api_key, base_url=base_url, provider=name, **kwargs)
     if record:

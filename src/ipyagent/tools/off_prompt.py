@@ -1,7 +1,9 @@
 """Off-prompt outputs: an activity marked off-prompt gives its output to Task Memory,
 and the model gets a reference instead (DESIGN.md, "tools" and "memory").
 
-Errors and "returned nothing" notes are never stored off-prompt: the model must see them.
+Errors and "returned nothing" notes are never stored off-prompt: the model must see them
+(an error over `MAX_RESULT_CHARS`, a tool raising with its data in the message, is sent cut
+to its head, and kept whole in Task Memory).
 
 Any other tool result longer than `MAX_RESULT_CHARS` (about 1 MB of text) goes to Task
 Memory too, whatever its activity says: the model gets a notice with its head, and the
@@ -44,6 +46,8 @@ def store_output(toolbox: Toolbox, action: ToolAction, artifact: BaseArtifact, d
     info artifact. Any other output passes unchanged, with no events.
     """
     route = toolbox.route(action)
+    if isinstance(artifact, ErrorArtifact) and len(artifact.value) > MAX_RESULT_CHARS:
+        return _cut_error(artifact, action, default, route)
     if route is None or isinstance(artifact, (ErrorArtifact, InfoArtifact)):
         return artifact, []
     tool, activity = route
@@ -60,6 +64,16 @@ def store_output(toolbox: Toolbox, action: ToolAction, artifact: BaseArtifact, d
     entries = [first] + [m.store(artifact, tool=tool.name, activity=activity, call_id=action.tag,
                                  namespace=first.namespace) for m in memories[1:]]
     return InfoArtifact(value=reference(first, reader), name="off_prompt_reference"), [e.event() for e in entries]
+
+
+def _cut_error(error: ErrorArtifact, action: ToolAction, default: TaskMemory,
+               route: Any) -> tuple[BaseArtifact, list[ArtifactStored]]:
+    """An error over `MAX_RESULT_CHARS`: its head for the model, still an error; whole in `default`."""
+    tool, activity = route if route is not None else (None, None)
+    entry = default.store(error, tool=tool.name if tool else action.native_name, activity=activity, call_id=action.tag)
+    cut = (f"{error.value[:HEAD_CHARS]}… (an error of {len(error.value):,} characters, over the {MAX_RESULT_CHARS:,}-character "
+           f"limit for a tool result: its first {HEAD_CHARS:,} are shown; kept whole in Task Memory, namespace {entry.namespace!r})")
+    return error.model_copy(update={"value": cut}), [entry.event()]
 
 
 def oversized_notice(entry: MemoryEntry, text: str, reader: str | None) -> str:
