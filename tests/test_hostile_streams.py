@@ -145,3 +145,19 @@ def test_a_retry_after_too_long_is_said_in_units_people_read(retry_after, said):
     end = turn(limited)
     assert isinstance(end, ModelFailed) and end.error.type == "rate_limit"
     assert said in end.error.message and "e+" not in end.error.message, end.error.message
+
+
+def test_a_page_sent_as_a_stream_is_quoted_not_called_a_cut_stream():
+    """A proxy's HTML page labelled ``text/event-stream`` read as "the stream ended before the model
+    finished": nothing said it never was a stream. The error now quotes the page, as one line."""
+    page = b"<html><head><title>504</title></head><body><h1>Gateway Timeout</h1>\n<p>nginx</p></body></html>"
+    end = turn(Reply(pieces=[page]))
+    assert isinstance(end, ModelFailed) and end.error.type == "invalid_response"
+    assert end.error.message.endswith("the text so far is kept; it sent no event, only: '504 Gateway Timeout nginx'")
+
+
+def test_keep_alives_alone_are_a_cut_stream_with_nothing_quoted():
+    end = turn(Reply(pieces=[b": keep-alive\n\n"] * 3))
+    assert isinstance(end, ModelFailed)
+    assert end.error.message == ("the openai stream ended before the model finished (no stop reason arrived); "
+                                 "the text so far is kept")

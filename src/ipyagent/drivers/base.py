@@ -125,6 +125,7 @@ class _Deadlined(httpx2.AsyncByteStream):
     def __init__(self, stream: httpx2.AsyncByteStream, deadline: float) -> None:
         self.stream, self.deadline = stream, deadline
         self._chunks: AsyncIterator[bytes] | None = None
+        self.head = b""  # the body's first bytes, to quote a reply that was no stream at all
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         if self._chunks is None:
@@ -136,6 +137,8 @@ class _Deadlined(httpx2.AsyncByteStream):
                     chunk = await anext(chunks)
                 except StopAsyncIteration:
                     return
+            if not self.head:
+                self.head = chunk[:EXCERPT_CHARS]
             yield chunk
 
     async def drain(self) -> bool:
@@ -799,7 +802,7 @@ class BasePromptDriver(ABC):
             # Every protocol ends a reply with a stop signal; without one the stream was cut
             # short (a closed connection, a proxy's error page): keep the text, do not pass it off as done.
             raise ProviderError("invalid_response", f"the {self.provider} stream ended before the model finished "
-                                "(no stop reason arrived); the text so far is kept", retryable=False)
+                                f"(no stop reason arrived); the text so far is kept{self._not_a_stream(turn)}", retryable=False)
         try:
             message = turn.agg.message(strict=True)
         except ValueError as exc:
@@ -867,6 +870,16 @@ class BasePromptDriver(ABC):
             opened, turn.opened = turn.opened, None  # nothing of the response outlives the turn
             if opened is not None:
                 await opened.response.aclose()
+
+    @staticmethod
+    def _not_a_stream(turn: Turn) -> str:
+        """For a reply labelled as a stream that held no event at all (a proxy's HTML page sent as
+        ``text/event-stream``): what it began with, as one line; else nothing."""
+        body = turn.opened.response.stream if turn.opened is not None else None
+        head = body.head.lstrip() if isinstance(body, _Deadlined) else b""
+        if turn.agg.deltas or not head or head[:1] in (b"{", b"[", b":") or head.startswith((b"data:", b"event:", b"id:", b"retry:")):
+            return ""
+        return f"; it sent no event, only: {redact(error_excerpt(head.decode('utf-8', 'replace')))!r}"
 
     async def _failed(self, error: ProviderError, turn: Turn) -> ModelFailed:
         """The turn failed: `error` (redacted as every `ProviderError` is; saying why a retryable one was not tried again:
