@@ -28,18 +28,45 @@ def test_fenced_json_several_calls_and_missing_ids():
 
 
 @pytest.mark.parametrize(
-    "body, fragment",
+    "body, error",
     [
-        ('{"name": "add", "input": {"a": 1,}}', "not valid JSON"),
-        ("call add please", "no JSON object"),
-        ('{"input": {}}', '"name"'),
-        ('{"name": "add", "input": [1, 2]}', '"input" must be a JSON object'),
+        ("call add please", 'the tool_call block holds no JSON object; write {"name": ..., "input": {...}}'),
+        ("", 'the tool_call block holds no JSON object; write {"name": ..., "input": {...}}'),
+        ('{"input": {}}', 'the tool_call JSON needs a "name" string'),
+        ('{"name": "", "input": {}}', 'the tool_call JSON needs a "name" string'),
+        ('{"name": 5, "input": {}}', 'the tool_call JSON needs a "name" string'),
+        ('{"name": "add", "input": [1, 2]}', 'the tool_call "input" must be a JSON object'),
+        ('{"name": "add", "input": null}', 'the tool_call "input" must be a JSON object'),
     ],
 )
-def test_bad_blocks_become_errors_for_the_model(body, fragment):
+def test_bad_blocks_become_errors_for_the_model(body, error):
     (call,) = react.parse_calls(f'<tool_call id="k">{body}</tool_call>')
-    assert call.action is None and call.tag == "k"
-    assert fragment in call.error
+    assert (call.tag, call.action, call.error) == ("k", None, error)
+
+
+def test_a_bad_block_does_not_stop_the_blocks_after_it():
+    calls = react.parse_calls('<tool_call id="a">no object</tool_call> <tool_call id="b">{"name": 1,}</tool_call> '
+                              '<tool_call id="c">{"name": "add", "input": {"a": 1}}</tool_call>')
+    assert [(c.tag, c.action is None, c.error is None) for c in calls] == [("a", True, False), ("b", True, False), ("c", False, True)]
+
+
+def test_invalid_json_says_where_counted_from_the_object():
+    for block in ('{"name": "add", "input": {"a": 1,}}', '\n```json\n{"name": "add", "input": {"a": 1,}}\n```\n'):
+        (call,) = react.parse_calls(f'<tool_call id="k">{block}</tool_call>')
+        assert call.error == ("the tool_call block is not valid JSON (Expecting property name enclosed in double quotes "
+                              "at character 33 of the object); nothing was run")
+
+
+def test_input_defaults_to_empty_and_arguments_is_read_too():
+    no_input, arguments, both = react.parse_calls(
+        '<tool_call>{"name": "Clock_now"}</tool_call><tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>'
+        '<tool_call>{"name": "add", "input": {"a": 2}, "arguments": {"a": 3}}</tool_call>')
+    assert [(c.tag, c.action.input) for c in (no_input, arguments, both)] == [("react-1", {}), ("react-2", {"a": 1}), ("react-3", {"a": 2})]
+
+
+def test_a_block_without_id_is_numbered_by_its_place_among_all_blocks():
+    first, second = react.parse_calls('<tool_call id="x">{"name": "a"}</tool_call> <tool_call>{"name": "b"}</tool_call>')
+    assert (first.tag, second.tag) == ("x", "react-2")
 
 
 def test_unterminated_last_block_is_read():
@@ -47,10 +74,29 @@ def test_unterminated_last_block_is_read():
     assert call.action.input == {"a": 1}
 
 
-def test_system_prompt_lists_tools_with_schemas():
-    prompt = react.system_prompt([ToolDefinition(name="add", description="Add two numbers",
-                                                 parameters={"type": "object", "properties": {"a": {"type": "integer"}}})])
-    assert "<tool_call" in prompt and "add: Add two numbers" in prompt and '"a": {"type": "integer"}' in prompt
+# The prompt is the protocol's contract with the model: every line is pinned, so a change to
+# what the model is told is made on purpose, here.
+PROMPT = """You can use tools. To call one, write a block like this, with one JSON object inside:
+
+<tool_call id="c1">
+{"name": "TOOL_NAME", "input": {"argument": "value"}}
+</tool_call>
+
+Give each call a new id. You may write several blocks for independent calls, then stop and wait:
+each result comes back as <tool_result id="c1">...</tool_result>. When you have the answer,
+reply without any tool_call block.
+
+Tools (name: description; input JSON Schema):
+- add: Add two numbers; input: {"type": "object", "properties": {"a": {"type": "integer"}}}
+- Clock_now: no description; input: {}"""
+
+
+def test_system_prompt_states_the_protocol_and_lists_tools_with_schemas():
+    prompt = react.system_prompt([
+        ToolDefinition(name="add", description="Add two numbers", parameters={"type": "object", "properties": {"a": {"type": "integer"}}}),
+        ToolDefinition(name="Clock_now", description="", parameters={}),
+    ])
+    assert prompt == PROMPT
 
 
 def test_the_prompt_teaches_the_format_the_parser_reads_and_the_results_use():
@@ -59,7 +105,7 @@ def test_the_prompt_teaches_the_format_the_parser_reads_and_the_results_use():
     assert (call.tag, call.action.native_name, call.action.input, call.error) == ("c1", "TOOL_NAME", {"argument": "value"}, None)
     assert '<tool_result id="c1">...</tool_result>' in prompt  # what result_block writes for that id
     assert react.result_block("c1", "...") == '<tool_result id="c1">\n...\n</tool_result>'
-    assert prompt.endswith('- add: no description; input: {"type": "object"}')
+    assert react.result_block("c2", "boom", is_error=True) == '<tool_result id="c2" error="true">\nboom\n</tool_result>'
 
 
 def add(a: int, b: int = 0) -> int:

@@ -11,8 +11,8 @@ with the same id::
     <tool_result id="c1">4</tool_result>
 
 Parsing is robust by construction: only the text between the tags is read,
-with `json.JSONDecoder.raw_decode` from the first ``{``, so prose, ``]`` or
-JSON after the block cannot confuse it. A block that does not parse becomes an
+with `json.JSONDecoder.raw_decode` from the first ``{``, so prose or a code
+fence before the object and ``]`` or JSON after it cannot confuse it. A block that does not parse becomes an
 observation for the model (never the end of the run), and every result is
 tied to its call by id, not by position.
 """
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from ..core import ToolAction, ToolDefinition
 
 _BLOCK = re.compile(r"<tool_call(?:\s+id\s*=\s*[\"']?([\w.\-]+)[\"']?)?\s*>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$")
 
 
 @dataclass
@@ -64,18 +63,19 @@ def parse_calls(text: str) -> list[ReactCall]:
     decoder = json.JSONDecoder()
     for n, match in enumerate(_BLOCK.finditer(text), 1):
         tag = match.group(1) or f"react-{n}"
-        body = _FENCE.sub("", match.group(2).strip())
-        start = body.find("{")
+        body = match.group(2)
+        start = body.find("{")  # past any prose or code fence; raw_decode stops at the object's end
         if start < 0:
             calls.append(ReactCall(tag, error='the tool_call block holds no JSON object; write {"name": ..., "input": {...}}'))
             continue
         try:
             value, _ = decoder.raw_decode(body, start)
         except json.JSONDecodeError as exc:
-            calls.append(ReactCall(tag, error=f"the tool_call block is not valid JSON ({exc.msg} at character {exc.pos}); nothing was run"))
+            where = f"at character {exc.pos - start} of the object"  # counted from its "{"
+            calls.append(ReactCall(tag, error=f"the tool_call block is not valid JSON ({exc.msg} {where}); nothing was run"))
             continue
-        name = value.get("name") if isinstance(value, dict) else None
-        arguments = value.get("input", value.get("arguments", {})) if isinstance(value, dict) else None
+        name = value.get("name")  # a JSON value that starts with "{" is an object
+        arguments = value.get("input", value.get("arguments", {}))
         if not isinstance(name, str) or not name:
             calls.append(ReactCall(tag, error='the tool_call JSON needs a "name" string'))
         elif not isinstance(arguments, dict):
