@@ -132,7 +132,9 @@ def test_an_interrupt_while_a_tool_runs_keeps_the_reply_that_asked_for_it(monkey
     assert kinds(events) == ["model_started", "tool_call_delta", "model_completed", "tool_call_completed"] and events[2].more_turns
     # the call that was running is marked cut off (not "not run"), with the seconds it had run
     (cut,) = [e for e in events if isinstance(e, ToolCallCompleted)]
-    assert cut.stopped == "interrupted" and cut.is_error and cut.action.tag == "c1" and cut.duration_s >= 0
+    assert cut.stopped == "interrupted" and cut.is_error and cut.action.tag == "c1"
+    assert cut.duration_s == 0.0  # cancelled as it started, on the virtual clock
+    assert cut.result.value == "interrupted while the tool ran; it may not have finished"
 
 
 def test_an_interrupt_before_the_next_reply_arrives_keeps_the_last_reply(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,7 +190,7 @@ def test_the_deadline_cuts_a_running_tool_and_keeps_the_reply_that_called_it(mon
         await asyncio.Event().wait()
         return "unreachable"
 
-    driver = ScriptedDriver(Script([TextDelta(0, "Checking. "), call("c1", "stuck", WEATHER_CALL, 1)], stop=StopKind.tool_use))
+    driver = ScriptedDriver(Script([TextDelta(0, "Checking. "), call("c1", "stuck", WEATHER_CALL, 1)], stop=StopKind.tool_use, wait_s=1))
     agent, events = Agent(driver, tools=[stuck], timeout=3), []
     result = on_virtual_clock(monkeypatch, lambda: agent._arun("Weather?", RunOptions(), events.append))
 
@@ -199,6 +201,8 @@ def test_the_deadline_cuts_a_running_tool_and_keeps_the_reply_that_called_it(mon
     # the running call is marked as cut by the deadline (not "not run"), before the run's failure
     assert kinds(events)[-3:] == ["model_completed", "tool_call_completed", "model_failed"]
     assert events[-2].stopped == "timeout" and events[-2].action.tag == "c1" and events[-2].is_error
+    assert events[-2].result.value == "stopped at the run's deadline while the tool ran; it may not have finished"
+    assert events[-2].duration_s == 2.0  # from its start, 1 s into the run, to the 3 s deadline
 
 
 # -- limits ----------------------------------------------------------------------------------------
