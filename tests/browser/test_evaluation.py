@@ -27,7 +27,10 @@ def _check_matrix(cell) -> None:
     assert pages.count() == 2
     assert pages.nth(0).get_attribute("open") is not None and pages.nth(1).get_attribute("open") is None
     pages.nth(1).locator("summary").first.click()  # a page's rows are drawn when it is opened
-    assert pages.nth(1).locator("tbody tr").count() == ROWS - 50
+    # ... on its 'toggle' event, which the browser fires in a later task than the click.
+    rows = pages.nth(1).locator("tbody tr")
+    rows.last.wait_for(state="attached", timeout=10000)
+    assert rows.count() == ROWS - 50
     passed, failed = matrix.locator(".ipyagent-eval-pass"), matrix.locator(".ipyagent-eval-fail")
     assert passed.count() == ROWS - len(range(0, ROWS, 7)) and failed.count() == len(range(0, ROWS, 7))
     # Coloured: a failed cell's background differs from a passed one's.
