@@ -88,6 +88,28 @@ def test_an_agent_given_as_provider_keeps_its_system_blocks_budget(store) -> Non
     assert server.requests[0]["body"]["messages"][0] == {"role": "system", "content": "You are terse."}
 
 
+def test_a_cell_runs_on_an_agent_constructed_with_everything_of_the_one_given(store, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[Agent] = []
+    fresh = Agent.fresh
+    monkeypatch.setattr(Agent, "fresh", lambda self: made.append(fresh(self)) or made[-1])
+
+    def word_count(text: str) -> int:
+        """Count the words of `text`."""
+        return len(text.split())
+
+    with StubServer(responder=answering(capital_of)) as server:
+        given = Agent("openai:m", base_url=server.url, tools=[word_count], timeout=7, max_steps=3, system="Be terse.",
+                      react=False, approve=print)
+        given.messages.append(given.prompt_stack("earlier").messages[-1])
+        evaluate([given], "Capital of {{ row.country }}?", CAPITALS[:1], store=store)
+    [cell] = made
+    assert cell is not given and cell.driver is given.driver and cell.toolbox is given.toolbox
+    assert (cell.timeout, cell.max_steps, cell.system, cell.react, cell.approve, cell.memory) == (7, 3, "Be terse.", False, print, None)
+    assert cell.settings == given.settings
+    body = server.requests[0]["body"]
+    assert [t["function"]["name"] for t in body["tools"]] == ["word_count"] and len(body["messages"]) == 2  # system, question
+
+
 def test_text_assertions_decide_and_say_why() -> None:
     class R:
         text = 'Answer: {"city": "Paris"}'

@@ -251,6 +251,16 @@ class Agent:
         tools = f", tools={self.toolbox.names()}" if self.toolbox else ""
         return f"<Agent {self.provider}: {len(self.messages)} messages{tools}>"
 
+    def fresh(self) -> "Agent":
+        """A new agent with an empty conversation and this one's driver (shared, not copied),
+        settings, system prompt and its budget, tools, max_steps, react, approve, Task Memory
+        and own timeout (None stays None: the default's in force at each run), all passed to
+        the constructor. An evaluation runs each cell on one, so cells share no history and
+        run concurrently (an agent runs one run at a time)."""
+        return Agent(self.driver, settings=self.settings, system=self.system, system_budget=self.system_budget,
+                     tools=self.toolbox, max_steps=self.max_steps, react=self.react, approve=self.approve,
+                     memory=self.memory, timeout=self._timeout)
+
     def reset(self) -> None:
         """Forget the conversation (the system prompt stays)."""
         self.messages.clear()

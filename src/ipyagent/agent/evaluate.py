@@ -394,11 +394,8 @@ class _Run:
         return lane
 
     def _fresh(self, prototype: Agent) -> Agent:
-        """A new conversation on the prototype's driver, system prompt (and its budget) and tools."""
-        agent = Agent(prototype.driver, settings=prototype.settings, system=prototype.system, system_budget=prototype.system_budget,
-                      max_steps=prototype.max_steps, react=prototype.react, approve=prototype.approve, memory=prototype.memory)
-        agent.toolbox = prototype.toolbox
-        return agent
+        """A new conversation with everything else the prototype's (`Agent.fresh`)."""
+        return prototype.fresh()
 
     def _key(self, prototype: Agent, prompt: str) -> str | None:
         """The cache key of `prompt` on `prototype` (`eval_cache.prompt_key`): the request the
