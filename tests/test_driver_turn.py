@@ -62,6 +62,17 @@ def test_stream_facts_before_the_first_delta_count_too() -> None:
     assert run_turn(Toy("m", transport=later))[-1].metadata["request_id"] == "req-body"  # the stream's own id first
     none = Scripted((200, NDJSON, ndjson(*TEXT)))
     assert run_turn(Toy("m", transport=none))[-1].metadata["request_id"] is None
+    anthropic_style = Scripted((200, {**NDJSON, "Request-Id": "req_011"}, ndjson(*TEXT)))
+    assert run_turn(Toy("m", transport=anthropic_style))[-1].metadata["request_id"] == "req_011"
+    both = Scripted((200, {**NDJSON, "request-id": "req-b", "x-request-id": "req-a"}, ndjson(*TEXT)))
+    assert run_turn(Toy("m", transport=both))[-1].metadata["request_id"] == "req-a"
+
+
+def test_the_start_of_a_turn_names_no_request_id_it_cannot_know_yet() -> None:
+    transport = Scripted((200, {**NDJSON, "x-request-id": "req-header"}, ndjson(*TEXT)))
+    started, *_, done = run_turn(Toy("m", transport=transport))
+    assert started.type == "model_started" and not hasattr(started, "request_id")  # yielded before the request is sent
+    assert done.metadata["request_id"] == "req-header"
 
 
 def test_a_reply_with_only_a_stop_reason_is_an_empty_message() -> None:

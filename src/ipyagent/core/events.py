@@ -17,11 +17,14 @@ from .tool_action import ToolAction
 
 @dataclass(slots=True)
 class ModelStarted:
-    """A model turn begins. `request` is what is sent: {"url", "body"} (no headers, no key)."""
+    """A model turn begins. `request` is what is sent: {"url", "body"} (no headers, no key).
+
+    It is yielded before the request is sent (so a view can show the wait, and the retries), when
+    no provider has named the request yet: its id is in the turn's last event,
+    ``ModelCompleted.metadata["request_id"]`` / ``ModelFailed.metadata["request_id"]``."""
 
     provider: str
     model: str
-    request_id: str | None = None
     request: dict[str, Any] | None = None
     type: str = field(default="model_started", init=False)
 

@@ -738,7 +738,8 @@ class BasePromptDriver(ABC):
                 async for notice in notices:
                     yield notice
         assert turn.opened is not None
-        turn.request_id = turn.opened.response.headers.get("x-request-id")
+        headers = turn.opened.response.headers
+        turn.request_id = headers.get("x-request-id") or headers.get("request-id")  # OpenAI's / Anthropic's
 
     async def _retry(self, request: httpx2.Request, turn: Turn, failed: ProviderError) -> AsyncIterator[RetryScheduled]:
         """The tries after a first one that `failed` with a retryable error, through tenacity
