@@ -44,9 +44,9 @@ def test_a_tool_calling_sys_exit_is_a_failed_tool_not_a_dead_loop(monkeypatch):
 @pytest.mark.parametrize("change", [
     lambda c: {**c, "choices": "abc"},
     lambda c: {**c, "choices": [{**ch, "delta": {"content": 5}} for ch in c["choices"]]} if c["choices"] else c,
-    lambda c: {**c, "usage": {"prompt_tokens": "n/a"}},
-], ids=["choices-not-a-list", "content-not-text", "usage-not-numbers"])
+], ids=["choices-not-a-list", "content-not-text"])
 def test_json_of_the_wrong_shape_is_a_model_failed_not_an_exception(change):
+    """(Usage of the wrong shape is not a failed turn: test_hostile_streams, usage unknown.)"""
     chunks = _chunks(FIXTURES / "openai-chat" / "stream-text-include-usage.sse")
     chunks[2] = change(chunks[2])
     chunks[-1] = change(chunks[-1]) if "usage" in chunks[-1] else chunks[-1]

@@ -5,6 +5,7 @@ or one `ModelFailed` with a one-line message, the text so far kept, never an exc
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,10 @@ import pytest
 from ipyagent.core import ModelCompleted, ModelFailed, RetryScheduled
 from ipyagent.drivers import StreamMeta
 from ipyagent.drivers.anthropic import AnthropicPromptDriver
+from ipyagent.drivers.gemini import GeminiPromptDriver
+from ipyagent.drivers.ollama import OllamaPromptDriver
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.openai_responses import OpenAIResponsesPromptDriver
 
 from .recordings import check_shape, collect
 from .stub_server import FIXTURES, Reply, StubServer
@@ -71,12 +75,86 @@ def test_a_finish_reason_that_is_not_text_still_ends_the_turn():
     assert end.message.text == RECORDED_TEXT and end.stop_reason.raw == "5"
 
 
-def test_an_unreadable_chunk_is_reported_on_one_line():
-    """pydantic's error text spans lines; the turn's error is one line."""
-    end = turn(mutated(lambda c: {**c, "usage": {"prompt_tokens": 1.5, "completion_tokens": 1}} if c.get("usage") else c))
-    assert isinstance(end, ModelFailed) and end.error.type == "invalid_response"
-    assert "\n" not in end.error.message and "ValidationError" in end.error.message
-    assert end.partial.text == RECORDED_TEXT
+#: Per driver: a recorded text stream, and the key of the input token count in its usage.
+USAGE_STREAMS = {
+    "openai-chat": (OpenAIChatPromptDriver, TEXT, "prompt_tokens"),
+    "openai-responses": (OpenAIResponsesPromptDriver, FIXTURES / "openai-responses" / "stream-text.sse", "input_tokens"),
+    "anthropic": (AnthropicPromptDriver, FIXTURES / "anthropic" / "stream-text.sse", "input_tokens"),
+    "gemini": (GeminiPromptDriver, FIXTURES / "gemini" / "stream-text.sse", "promptTokenCount"),
+    "ollama": (OllamaPromptDriver, FIXTURES / "ollama" / "chat-stream-text.ndjson", "prompt_eval_count"),
+}
+USAGE_BLOCKS = ("usage", "usageMetadata")
+
+
+def _changed(value: Any, change: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: change(k, _changed(v, change)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_changed(v, change) for v in value]
+    return value
+
+
+def _body(path: Path, change: Any) -> bytes:
+    """The recording's body with `change(key, value)` applied to every key of every JSON object in it."""
+    lines = []
+    for line in path.read_text().splitlines():
+        prefix = "data: " if line.startswith("data: {") else "" if line.startswith("{") else None
+        lines.append(line if prefix is None else prefix + json.dumps(_changed(json.loads(line[len(prefix):]), change)))
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _usage_turn(name: str, change: Any) -> Any:
+    cls, path, _ = USAGE_STREAMS[name]
+    driver = cls("m", api_key="k-usage", transport=Scripted((200, {"content-type": cls.stream_types[0]}, _body(path, change))))
+    return check_shape(run_turn(driver))
+
+
+@pytest.mark.parametrize("bad", [1.5, "12", -3, True, None], ids=["fraction", "text", "negative", "bool", "block"])
+@pytest.mark.parametrize("name", list(USAGE_STREAMS))
+def test_a_usage_block_of_the_wrong_shape_leaves_usage_unknown_and_the_reply_whole(name: str, bad: Any) -> None:
+    """Usage is not the answer: a count that is not a whole number >= 0, or a usage block that is no
+    object (``None`` here: the block is the text "n/a"), failed the turn with a ValidationError; the
+    turn completes with its text, usage unknown (zero counts, no price, not billed in the ledger)
+    and one line saying so in its metadata. Every driver reads usage through `read_usage`."""
+    from ipyagent.core import Usage
+    from ipyagent.drivers import LEDGER
+
+    _, _, count = USAGE_STREAMS[name]
+    good = _usage_turn(name, lambda k, v: v)
+    assert isinstance(good, ModelCompleted) and good.usage.input_tokens > 0 and "usage_error" not in good.metadata
+    if bad is None:
+        if name == "ollama":  # its counts sit in the final object, no block of their own
+            return
+        change = lambda k, v: "n/a" if k in USAGE_BLOCKS else v  # noqa: E731
+    else:
+        change = lambda k, v: bad if k == count else v  # noqa: E731
+    LEDGER.reset()
+    end = _usage_turn(name, change)
+    assert isinstance(end, ModelCompleted), end
+    assert end.message.text == good.message.text and end.usage == Usage() and end.message.usage == Usage()
+    provider = end.metadata["provider"]
+    note = end.metadata["usage_error"]
+    assert note.startswith(f"{provider} sent a usage block ipyagent could not read (")
+    assert note.endswith("); this turn's usage and price are unknown") and "\n" not in note
+    if bad is not None:
+        assert f"input_tokens is {bad!r}, not a whole number of tokens" in note
+    assert end.metadata["cost"] is None and [t[2] for t in LEDGER.turns] == [None]  # unknown, not $0
+    LEDGER.reset()
+
+
+def test_a_usage_read_later_replaces_an_unreadable_one_and_the_other_way_round() -> None:
+    """Anthropic sends usage twice (message_start, then message_delta's cumulative counts): the last
+    word counts, so a bad block after a good one leaves no stale usage behind."""
+    from ipyagent.drivers.aggregate import merge_meta
+    from ipyagent.core import Usage
+
+    meta = StreamMeta(usage=Usage(input_tokens=3))
+    merge_meta(meta, StreamMeta(usage_error="input_tokens is 1.5, not a whole number of tokens"))
+    assert meta.usage is None and meta.usage_error is not None
+    merge_meta(meta, StreamMeta(usage=Usage(input_tokens=4)))
+    assert meta.usage == Usage(input_tokens=4) and meta.usage_error is None
+    merge_meta(meta, StreamMeta(model="m"))
+    assert meta.usage == Usage(input_tokens=4) and meta.usage_error is None
 
 
 BIG = "x" * (5 * 1024 * 1024)

@@ -17,6 +17,7 @@ from typing import Any
 import httpx2
 from tenacity import RetryCallState
 
+from ..core import redact
 from .aggregate import Aggregator, StreamMeta
 
 
@@ -70,7 +71,8 @@ class Turn:
 
     def metadata(self, provider: str, model: str, **extra: Any) -> dict[str, Any]:
         """A new dict: attempts, retry waits (seconds), replayed, request id, first-token and
-        total latency (seconds), provider and model, and `extra` (cost...)."""
+        total latency (seconds), provider and model, and `extra` (cost...); ``usage_error``, one
+        line, when the provider's usage block could not be read (usage and price unknown)."""
         data: dict[str, Any] = {"attempts": self.attempts, "retry_waits": list(self.retry_waits), "replayed": self.replayed}
         if self.settings:
             data["settings"] = dict(self.settings)  # shown in footers and transcripts
@@ -80,6 +82,9 @@ class Turn:
             data["last_error"] = self.last_error
         data["request_id"] = self.meta.request_id or self.request_id
         data["ttft_s"] = self.ttft_s
+        if self.meta.usage_error is not None:  # usage is not the answer: the turn goes on, its usage and price unknown
+            data["usage_error"] = redact(f"{provider} sent a usage block ipyagent could not read ({self.meta.usage_error}); "
+                                         "this turn's usage and price are unknown")
         if self.partial_tool_calls is not None:
             data["partial_tool_calls"] = list(self.partial_tool_calls)
         data["latency_s"] = time.monotonic() - self.started

@@ -31,9 +31,12 @@ from ..core import (
 
 @dataclass(slots=True)
 class StreamMeta:
-    """A non-delta update from `parse_stream`: any field left None is unchanged."""
+    """A non-delta update from `parse_stream`: any field left None is unchanged. `usage_error`:
+    the provider's usage block could not be read (`usage.read_usage`); it replaces a usage read
+    before, as a usage read later replaces it."""
 
     usage: Usage | None = None
+    usage_error: str | None = None
     stop_raw: str | None = None
     stop_kind: StopKind | None = None
     request_id: str | None = None
@@ -125,8 +128,13 @@ class Aggregator:
 
 
 def merge_meta(meta: StreamMeta, update: StreamMeta) -> None:
-    """Copy the fields `update` sets (not None) onto `meta`."""
+    """Copy the fields `update` sets (not None) onto `meta`; an unreadable usage leaves no usage,
+    a readable one no usage error."""
     for name in StreamMeta.__slots__:
         value = getattr(update, name)
         if value is not None:
             setattr(meta, name, value)
+    if update.usage_error is not None:
+        meta.usage = None
+    elif update.usage is not None:
+        meta.usage_error = None

@@ -55,7 +55,7 @@ from ..core import (
     redact,
 )
 from .models import parse_anthropic
-from .base import MAX_EVENT_BYTES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .base import MAX_EVENT_BYTES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, check_counts, read_usage, wire_usage
 from .model_rules import EFFORT_BUDGETS
 from .structured import OUTPUT_TOOL
 
@@ -109,17 +109,22 @@ def usage_from_anthropic(raw: dict[str, Any]) -> Usage:
     Anthropic's `input_tokens` counts only the uncached part of the prompt;
     `input_tokens` here is the whole prompt (input + cache read + cache write), so
     that, as for every other driver, the cache counts are parts of `input_tokens`.
+
+    Raises:
+        ValueError, AttributeError: a block of the wrong shape (`read_usage` drops it).
     """
+    uncached = raw.get("input_tokens") or 0
     cache_read = raw.get("cache_read_input_tokens") or 0
     cache_write = raw.get("cache_creation_input_tokens") or 0
+    check_counts(input_tokens=uncached, cache_read_input_tokens=cache_read, cache_creation_input_tokens=cache_write)
     details = raw.get("output_tokens_details") or {}
-    return Usage(
-        input_tokens=(raw.get("input_tokens") or 0) + cache_read + cache_write,
+    return wire_usage(
+        raw,
+        input_tokens=uncached + cache_read + cache_write,
         output_tokens=raw.get("output_tokens") or 0,
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
         reasoning_tokens=details.get("thinking_tokens") or 0,
-        raw=raw,
     )
 
 
@@ -412,7 +417,7 @@ class AnthropicPromptDriver(BasePromptDriver):
         if data.get("type") != "message" and not isinstance(data.get("content"), list):
             raise ProviderError("invalid_response", f"{self.provider} sent a JSON reply that is not a message: "
                                 f"{json.dumps(data)[:200]!r}", retryable=False)
-        yield StreamMeta(usage=usage_from_anthropic(dict(data.get("usage") or {})), request_id=data.get("id") or None,
+        yield read_usage(usage_from_anthropic, data.get("usage") or {}, request_id=data.get("id") or None,
                          model=data.get("model") or None)
         for index, block in enumerate(data.get("content") or ()):
             if isinstance(block, dict):
@@ -515,8 +520,8 @@ class _MessageStream:
 
     def message_start(self, event: dict[str, Any]) -> list[StreamMeta]:
         message = event.get("message") or {}
-        self.usage = dict(message.get("usage") or {})
-        return [StreamMeta(usage=usage_from_anthropic(self.usage), request_id=message.get("id") or None,
+        self.usage = message.get("usage") or {}
+        return [read_usage(usage_from_anthropic, self.usage, request_id=message.get("id") or None,
                            model=message.get("model") or None)]
 
     def message_delta(self, event: dict[str, Any]) -> list[StreamMeta]:
@@ -526,10 +531,14 @@ class _MessageStream:
             items.append(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
         counts = event.get("usage")
         if counts:
-            # Cumulative counts: they overwrite; fields not repeated keep their message_start value.
-            self.usage.update({k: v for k, v in counts.items() if v is not None})
-            items.append(StreamMeta(usage=usage_from_anthropic(self.usage)))
+            items.append(read_usage(self._cumulative, counts))
         return items
+
+    def _cumulative(self, counts: Any) -> Usage:
+        """The usage with `counts` over message_start's: cumulative counts overwrite; fields not
+        repeated keep their message_start value. Raises as `usage_from_anthropic`."""
+        self.usage = {**self.usage, **{k: v for k, v in counts.items() if v is not None}}
+        return usage_from_anthropic(self.usage)
 
     def leftovers(self) -> Iterator[DeltaMessage]:
         """A passthrough block left open (the stream stopped inside it), kept only if its input is whole."""

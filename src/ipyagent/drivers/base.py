@@ -60,6 +60,7 @@ from .model_rules import DEFAULT_WINDOW, known_context_window
 from .models import ModelListing, parse_openai, with_known_facts
 from .pricing import Cost
 from .structured import STRATEGIES, with_rule_instruction
+from .usage import check_counts, read_usage, wire_usage  # noqa: F401 - for drivers
 
 _TAGS = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.S | re.I)
 EXCERPT_CHARS = 300
@@ -822,8 +823,11 @@ class BasePromptDriver(ABC):
         return ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
 
     async def _bill(self, turn: Turn, usage: Usage, model: str) -> Cost | None:
-        """The price of a turn's `usage`, recorded in the session's ledger (budgets) unless replayed."""
-        if pricing.loaded():  # ~0.1 ms at most, usually a lookup: no thread hop
+        """The price of a turn's `usage`, recorded in the session's ledger (budgets) unless replayed;
+        None (unknown) when the provider's usage could not be read (`StreamMeta.usage_error`)."""
+        if turn.meta.usage_error is not None:
+            cost = None
+        elif pricing.loaded():  # ~0.1 ms at most, usually a lookup: no thread hop
             cost = self.price(usage, model)
         else:  # off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams
             cost = await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, model)

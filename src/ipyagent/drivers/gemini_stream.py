@@ -29,7 +29,7 @@ from ..core import (
     Usage,
     redact,
 )
-from .base import BlockIndex, StreamMeta
+from .base import BlockIndex, StreamMeta, read_usage, wire_usage
 
 #: `Candidate.finishReason` -> StopKind. STOP with function calls is tool_use.
 FINISH_REASONS: dict[str, StopKind] = {
@@ -82,14 +82,17 @@ _PATH_RE = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\[(?:'((?:[^'\\]|\\.)*)'|\"((?:[
 
 
 def usage_from_gemini(raw: dict[str, Any]) -> Usage:
-    """Map `usageMetadata` (tokens) to `Usage`. Thought tokens are `reasoning_tokens`, not `output_tokens`."""
-    return Usage(
+    """Map `usageMetadata` (tokens) to `Usage`. Thought tokens are `reasoning_tokens`, not `output_tokens`.
+
+    Raises:
+        ValueError, AttributeError: a block of the wrong shape (`read_usage` drops it)."""
+    return wire_usage(
+        raw,
         input_tokens=raw.get("promptTokenCount") or 0,
         output_tokens=raw.get("candidatesTokenCount") or 0,
         total_tokens=raw.get("totalTokenCount") or 0,
         cache_read_tokens=raw.get("cachedContentTokenCount") or 0,
         reasoning_tokens=raw.get("thoughtsTokenCount") or 0,
-        raw=raw,
     )
 
 
@@ -341,9 +344,8 @@ class GeminiResponseParser:
         items: list[DeltaMessage | StreamMeta] = []
         if self._open is not None:
             items.append(self._close())
-        meta = StreamMeta(request_id=self.response_id, model=self.model)
-        if self.usage:
-            meta.usage = usage_from_gemini(self.usage)
+        ids = {"request_id": self.response_id, "model": self.model}
+        meta = read_usage(usage_from_gemini, self.usage, **ids) if self.usage else StreamMeta(**ids)
         if self.finish_reason:
             meta.stop_raw = self.finish_reason
             kind = FINISH_REASONS.get(self.finish_reason, StopKind.end_turn)

@@ -48,7 +48,7 @@ from ..core import (
     Usage,
 )
 from .models import parse_ollama
-from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
 from .openai_chat import system_message
 from .structured import output_tool
 
@@ -67,9 +67,12 @@ def usage_from_ollama(final: dict[str, Any]) -> Usage:
 
     `raw` keeps every count and duration (``total_duration``, ``load_duration``,
     ``prompt_eval_duration``, ``eval_duration``: nanoseconds).
+
+    Raises:
+        ValueError: a count that is not a whole number >= 0 (`read_usage` drops the usage).
     """
     raw = {k: v for k, v in final.items() if k.endswith("_count") or k.endswith("_duration")}
-    return Usage(input_tokens=final.get("prompt_eval_count") or 0, output_tokens=final.get("eval_count") or 0, raw=raw)
+    return wire_usage(raw, input_tokens=final.get("prompt_eval_count") or 0, output_tokens=final.get("eval_count") or 0)
 
 
 def classify_error(message: str) -> tuple[str | None, str | None]:
@@ -314,7 +317,7 @@ class OllamaPromptDriver(BasePromptDriver):
                     kind = StopKind.tool_use  # Ollama says "stop" after tool calls too
                 else:
                     kind = DONE_REASONS.get(reason or "stop", StopKind.end_turn)
-                yield StreamMeta(usage=usage_from_ollama(chunk), stop_raw=reason, stop_kind=kind, model=chunk.get("model") or None)
+                yield read_usage(usage_from_ollama, chunk, stop_raw=reason, stop_kind=kind, model=chunk.get("model") or None)
                 return
         raise ProviderError("invalid_response", f"{self.provider} stream ended before its final object (done: true)", retryable=False)
 

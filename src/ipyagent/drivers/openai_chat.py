@@ -33,7 +33,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
-from .base import MAX_EVENT_BYTES, STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .base import MAX_EVENT_BYTES, STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .error_types import error_type_for
 from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
@@ -76,16 +76,19 @@ def content_parts(content: Any) -> list[tuple[str, str]]:
 
 
 def usage_from_openai(raw: dict[str, Any]) -> Usage:
-    """Map an OpenAI-style usage object (tokens) to `Usage`."""
+    """Map an OpenAI-style usage object (tokens) to `Usage`.
+
+    Raises:
+        ValueError, AttributeError: a block of the wrong shape (`read_usage` drops it)."""
     prompt_details = raw.get("prompt_tokens_details") or {}
     completion_details = raw.get("completion_tokens_details") or {}
-    return Usage(
+    return wire_usage(
+        raw,
         input_tokens=raw.get("prompt_tokens") or 0,
         output_tokens=raw.get("completion_tokens") or 0,
         total_tokens=raw.get("total_tokens") or 0,
         cache_read_tokens=prompt_details.get("cached_tokens") or raw.get("prompt_cache_hit_tokens") or 0,
         reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
-        raw=raw,
     )
 
 
@@ -346,7 +349,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
                 continue
             usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
             if usage:  # before an error in the same chunk (OpenRouter): what was billed counts
-                yield StreamMeta(usage=usage_from_openai(usage), request_id=chunk.get("id") or None, model=chunk.get("model") or None)
+                yield read_usage(usage_from_openai, usage, request_id=chunk.get("id") or None, model=chunk.get("model") or None)
             if chunk.get("error"):
                 raise _error_from_object(chunk["error"])
             for item in chunk.get("choices") or ():
@@ -363,7 +366,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             raise ProviderError("invalid_response", f"{self.provider} sent a JSON reply without choices: "
                                 f"{json.dumps(data)[:200]!r}", retryable=False)
         if data.get("usage"):
-            yield StreamMeta(usage=usage_from_openai(data["usage"]), request_id=data.get("id") or None, model=data.get("model") or None)
+            yield read_usage(usage_from_openai, data["usage"], request_id=data.get("id") or None, model=data.get("model") or None)
         message, index = choice.get("message") or {}, BlockIndex()
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         if reasoning:

@@ -59,7 +59,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
-from .base import MAX_EVENT_BYTES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta
+from .base import MAX_EVENT_BYTES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .openai_chat import openai_tool_choice
 from .error_types import error_type_for
@@ -84,17 +84,20 @@ _MODEL_LIMITS: dict[str, Capabilities] = {
 
 
 def usage_from_responses(raw: dict[str, Any]) -> Usage:
-    """Map a Responses usage object (tokens) to `Usage`."""
+    """Map a Responses usage object (tokens) to `Usage`.
+
+    Raises:
+        ValueError, AttributeError: a block of the wrong shape (`read_usage` drops it)."""
     input_details = raw.get("input_tokens_details") or {}
     output_details = raw.get("output_tokens_details") or {}
-    return Usage(
+    return wire_usage(
+        raw,
         input_tokens=raw.get("input_tokens") or 0,
         output_tokens=raw.get("output_tokens") or 0,
         total_tokens=raw.get("total_tokens") or 0,
         cache_read_tokens=input_details.get("cached_tokens") or 0,
         cache_write_tokens=input_details.get("cache_write_tokens") or 0,
         reasoning_tokens=output_details.get("reasoning_tokens") or 0,
-        raw=raw,
     )
 
 
@@ -267,11 +270,8 @@ class ResponsesStreamState:
 
     def _finished(self, response: dict[str, Any], status: str) -> StreamMeta:
         usage = response.get("usage")
-        meta = StreamMeta(
-            usage=usage_from_responses(usage) if usage else None,
-            request_id=response.get("id") or None,
-            model=response.get("model") or None,
-        )
+        ids = {"request_id": response.get("id") or None, "model": response.get("model") or None}
+        meta = read_usage(usage_from_responses, usage, **ids) if usage else StreamMeta(**ids)
         if status == "incomplete":
             reason = (response.get("incomplete_details") or {}).get("reason")
             meta.stop_raw = reason or "incomplete"
