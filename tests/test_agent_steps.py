@@ -82,6 +82,53 @@ def kinds(events: list[Any]) -> list[str]:
     return [e.type for e in events]
 
 
+# -- calls the model wrote badly go back to it -------------------------------------------------------
+
+
+def test_calls_written_badly_get_their_error_as_result_the_others_run_and_the_run_goes_on() -> None:
+    """Arguments that are not JSON failed the whole run (pydantic-ai sends a retry prompt instead): each
+    such call, one naming an unknown tool or none, gets an error result naming it (position, id) for
+    the model; the other calls of the reply run; the next turn answers."""
+    ran: list[str] = []
+
+    async def get_weather(city: str) -> str:
+        """Weather now."""
+        ran.append(city)
+        return f"18 C in {city}"
+
+    driver = ScriptedDriver(calls(call("c1", "get_weather", '{"city": "Par', 0), call("c2", "get_weather", WEATHER_CALL, 1),
+                                  call("c3", "nope", "{}", 2), call("c4", "", "{}", 3)), text("Paris: 18 C."))
+    events: list[Any] = []
+    result = run(driver, events=events, tools=[get_weather])
+    assert result.ok and result.text == "Paris: 18 C." and ran == ["Paris"]
+    done = {e.action.tag: e for e in events if isinstance(e, ToolCallCompleted)}
+    assert list(done) == ["c1", "c2", "c3", "c4"] and [done[t].is_error for t in done] == [True, False, True, True]
+    again = "call the tool again with its name and its arguments as one JSON object"
+    assert done["c1"].result.value == "tool call 1 (id 'c1', tool 'get_weather') was not run: its arguments are not valid JSON " \
+        f"""(Unterminated string starting at): '{{"city": "Par'; {again}"""
+    assert done["c3"].result.value == "tool call 3 (id 'c3') was not run: there is no tool 'nope'; available: get_weather"
+    assert done["c4"].result.value == f"tool call 4 (id 'c4') was not run: it names no tool; {again}"
+    assert kinds(events).count("model_completed") == 2 and events[kinds(events).index("model_completed")].more_turns
+    # the model is sent its calls (arguments it wrote badly as {}) and every result, the errors as errors
+    reply, results = driver.stacks[1].messages[-2:]
+    assert [(a.name, a.input) for a in reply.tool_calls] == [("get_weather", {}), ("get_weather", {"city": "Paris"}),
+                                                            ("nope", {}), ("invalid_tool_call", {})]
+    assert [(r.action.tag, r.is_error) for r in results.tool_results] == [("c1", True), ("c2", False), ("c3", True), ("c4", True)]
+    assert all(done[r.action.tag].result.value in r.text for r in results.tool_results)
+
+
+def test_a_call_written_badly_needing_approval_is_not_put_to_the_user() -> None:
+    asked: list[Any] = []
+
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        return f"deleted {path}"
+
+    driver = ScriptedDriver(calls(call("c1", "delete_file", '{"path": ', 0)), text("ok"))
+    result = run(driver, tools=[FunctionTool(delete_file, requires_approval=True)], approve=lambda action: asked.append(action) or True)
+    assert result.ok and asked == [] and result.actions[0].output.value.startswith("tool call 1 (id 'c1', tool 'delete_file')")
+
+
 # -- an interrupted run keeps what had arrived ---------------------------------------------------------
 
 

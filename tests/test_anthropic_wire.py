@@ -469,7 +469,7 @@ def test_nonstream_body_maps_through_stream_helpers(path):
     for i, block in enumerate(body["content"]):
         for delta in block_deltas(i, block):
             agg.add(delta)
-    msg = agg.message(strict=True)
+    msg = agg.message()
     content = body["content"]
     assert msg.text == "".join(b["text"] for b in content if b["type"] == "text")
     assert msg.reasoning == "".join(b["thinking"] for b in content if b["type"] == "thinking")

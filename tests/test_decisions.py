@@ -30,7 +30,7 @@ def test_reasoning_signature_is_the_last_one_given() -> None:
     agg = Aggregator()
     for delta in (ReasoningDelta(0, "a", "sig-1"), ReasoningDelta(0, "b"), ReasoningDelta(0, "c", "sig-2")):
         agg.add(delta)
-    [block] = agg.message(strict=True).content
+    [block] = agg.message().content
     assert block.text == "abc" and block.signature == "sig-2"
 
 
@@ -39,15 +39,36 @@ def test_a_dropped_call_keeps_its_last_id_and_name() -> None:
     for delta in (ToolCallDelta(0, "call_a", "first", '{"x": '), ToolCallDelta(0, "call_b", "second", "1,")):
         agg.add(delta)
     dropped: list[dict[str, Any]] = []
-    assert agg.message(strict=False, dropped=dropped).content == []
+    assert agg.message(dropped=dropped).content == []
     assert dropped == [{"id": "call_b", "name": "second", "raw_arguments": '{"x": 1,'}]
-    with pytest.raises(ValueError):
-        agg.message(strict=True)
+    [kept] = agg.message().content  # without `dropped`: kept, its error for the model
+    assert (kept.action.tag, kept.action.name, kept.action.input) == ("call_b", "second", {}) and kept.error is not None
     anonymous = Aggregator()  # a fragment cut before any id or name arrived
     anonymous.add(ToolCallDelta(0, None, None, '{"x": '))
     dropped = []
-    assert anonymous.message(strict=False, dropped=dropped).content == []
+    assert anonymous.message(dropped=dropped).content == []
     assert dropped == [{"id": None, "name": None, "raw_arguments": '{"x": '}]
+
+
+def test_a_call_that_cannot_run_says_which_call_and_what_is_wrong() -> None:
+    agg = Aggregator()
+    for delta in (ToolCallDelta(0, "c1", "ok", '{"a": 1}'), TextDelta(1, "and"), ToolCallDelta(2, "c2", "listy", "[1, 2]"),
+                  ToolCallDelta(3, "c3", None, "{}"), ToolCallDelta(4, "c4", None, "{"), ToolCallDelta(5, "c5", "big", "{" + "x" * 500)):
+        agg.add(delta)
+    blocks = agg.message().content
+    assert [b.type for b in blocks] == ["action_call", "text", "action_call", "action_call", "action_call", "action_call"]
+    calls = [b for b in blocks if b.type == "action_call"]
+    assert calls[0].error is None and calls[0].action.input == {"a": 1}
+    assert calls[1].error == "tool call 2 (id 'c2', tool 'listy') was not run: its arguments are JSON but not an object: '[1, 2]'; " \
+        "call the tool again with its name and its arguments as one JSON object"
+    assert calls[2].error == "tool call 3 (id 'c3') was not run: it names no tool; " \
+        "call the tool again with its name and its arguments as one JSON object"
+    assert calls[2].action.name == "invalid_tool_call" and calls[2].action.input == {}
+    assert calls[3].error.startswith("tool call 4 (id 'c4') was not run: it names no tool, and its arguments are not valid JSON (")
+    head = "{" + "x" * 199
+    assert f"its arguments are not valid JSON (Expecting property name enclosed in double quotes): {head!r}… (501 characters); " \
+        in calls[4].error  # a short head of them, not the whole text
+    assert calls[4].raw_arguments == "{" + "x" * 500  # kept whole in the block
 
 
 def test_merge_meta_copies_falsy_values_but_not_none() -> None:
@@ -137,7 +158,7 @@ def _calls_from(*tool_calls: dict[str, Any]) -> list[tuple[str | None, str | Non
     for call in tool_calls:
         for item in choice.read({"delta": {"tool_calls": [call]}}):
             agg.add(item)
-    return [(a.tag, a.name, a.input) for a in agg.message(strict=True).tool_calls]
+    return [(a.tag, a.name, a.input) for a in agg.message().tool_calls]
 
 
 def test_interleaved_call_fragments_join_their_own_call_by_index() -> None:

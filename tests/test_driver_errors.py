@@ -359,8 +359,9 @@ def test_tools_on_a_driver_without_tool_support_fail_before_sending():
     assert info.value.type == "unsupported_capability"
 
 
-def test_invalid_tool_arguments_fail_with_invalid_response():
-    """A stream whose tool arguments do not parse ends in ModelFailed, keeping the text."""
+def test_invalid_tool_arguments_complete_the_turn_with_the_call_and_its_error():
+    """A stream whose tool arguments do not parse completes (the model made the mistake, not the wire):
+    the text kept, the call kept with input {} and an error for the model (the agent loop sends it back)."""
     path = FIXTURES / "openai-compatible" / "anthropic-openai-compat-tool-call.sse"
     exp = expected_from(path)
     pieces = []
@@ -377,7 +378,7 @@ def test_invalid_tool_arguments_fail_with_invalid_response():
     with StubServer(Reply(pieces=pieces)) as server:
         events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test"))
     terminal = check_shape(events)
-    assert isinstance(terminal, ModelFailed)
-    assert terminal.error.type == "invalid_response"
-    assert terminal.partial.text == exp.text
-    assert terminal.partial.tool_calls == []
+    assert isinstance(terminal, ModelCompleted), terminal
+    assert terminal.message.text == exp.text
+    calls = [b for b in terminal.message.content if b.type == "action_call"]
+    assert calls and all(b.action.input == {} and "its arguments are not valid JSON" in b.error for b in calls)

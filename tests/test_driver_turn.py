@@ -92,18 +92,20 @@ def test_a_stream_without_a_stop_reason_was_cut_short() -> None:
     assert failed.partial.text == "par" and failed.partial.metadata["partial"] is True
 
 
-def test_a_call_cut_by_max_tokens_is_reported_and_otherwise_fails_the_turn() -> None:
+def test_a_call_cut_by_max_tokens_is_reported_and_otherwise_kept_with_its_error_for_the_model() -> None:
     call = [{"text": "Let me"}, {"call": ["c1", "lookup", '{"q": "ab']}]
     done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*call, {"stop": "max_tokens"})))))[-1]
     assert done.type == "model_completed" and done.message.text == "Let me" and done.message.tool_calls == []
     assert done.metadata["partial_tool_calls"] == [{"id": "c1", "name": "lookup", "raw_arguments": '{"q": "ab'}]
     assert done.message.metadata["partial_tool_calls"] == done.metadata["partial_tool_calls"]
     assert done.stop_reason.kind is StopKind.max_tokens
-    failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*call, {"stop": "tool_use"})))))[-1]
-    assert failed.type == "model_failed" and failed.error.type == "invalid_response" and not failed.error.retryable
-    assert failed.error.message == "tool call 'lookup' has arguments that are not valid JSON (Unterminated string starting at): " \
-        """'{"q": "ab'"""
-    assert failed.partial.text == "Let me"  # the broken call is left out of the partial message
+    kept = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*call, {"stop": "tool_use"})))))[-1]
+    assert kept.type == "model_completed" and kept.message.text == "Let me" and "partial_tool_calls" not in kept.metadata
+    [block] = [b for b in kept.message.content if b.type == "action_call"]
+    assert (block.action.tag, block.action.name, block.action.input, block.raw_arguments) == ("c1", "lookup", {}, '{"q": "ab')
+    assert block.error == "tool call 1 (id 'c1', tool 'lookup') was not run: its arguments are not valid JSON (Unterminated " \
+        """string starting at): '{"q": "ab'; call the tool again with its name and its arguments as one JSON object"""
+    assert kept.stop_reason.kind is StopKind.tool_use
     whole = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"call": ["c1", "f", "{}"]}, {"stop": "max_tokens"})))))[-1]
     assert "partial_tool_calls" not in whole.metadata
 

@@ -43,6 +43,24 @@ def _turns_of(events: list[Any]) -> list[str]:
     return [type(e).__name__ for e in events if isinstance(e, (ModelStarted, ModelCompleted, ModelFailed, ToolCallCompleted))]
 
 
+def test_a_recorded_call_whose_arguments_broke_goes_back_to_the_model_and_the_run_answers():
+    """OpenAI's recorded get_weather call with its last fragment (``"}``) replaced by ``"``: the turn
+    completes, the call gets an error result quoting its arguments, the next request sends the call
+    back with arguments ``{}`` (valid for every provider) and that result; the run answers."""
+    broken = TOOL_CALL.read_bytes().replace(b'"arguments":"\\"}"', b'"arguments":"\\""')
+    assert broken != TOOL_CALL.read_bytes()
+    transport = Scripted((200, SSE, broken), (200, SSE, TEXT.read_bytes()))
+    agent = Agent(OpenAIChatPromptDriver("m", api_key="sk-test", transport=transport), tools=[get_weather])
+    result = agent.run("Weather in San Francisco?")
+    assert result.ok and result.text and result.actions[0].output.type == "error"
+    second = json.loads(transport.requests[1].content)["messages"]
+    call = second[-2]["tool_calls"][0]
+    assert call["function"] == {"name": "get_weather", "arguments": "{}"}
+    assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == call["id"]
+    assert """its arguments are not valid JSON (Expecting ',' delimiter): '{"city":"San Francisco","state":"CA\"'""" \
+        in second[-1]["content"]
+
+
 def test_an_interrupt_at_every_await_of_a_run_keeps_what_arrived_and_closes_every_stream():
     """The run (a tool call turn, the tool, the answer turn) is cancelled after 0, 1, 2 ...
     turns of the loop, until it finishes first: each time the result is interrupted, not an

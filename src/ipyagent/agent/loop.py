@@ -17,13 +17,14 @@ import inspect
 import time
 from collections.abc import Callable
 from contextlib import aclosing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core import (
     fit_system_blocks,
     system_blocks,
     ActionArtifact,
+    ActionCallBlock,
     BaseArtifact,
     DeltaMessage,
     ErrorArtifact,
@@ -62,10 +63,13 @@ class Output:
 @dataclass(frozen=True, slots=True)
 class Calls:
     """The tool calls of one reply: `actions` to run; with ReAct also every parsed block
-    (`parsed`, some with only an error) whose results go back as text."""
+    (`parsed`, some with only an error) whose results go back as text. `unreadable`: id() of
+    each action the model wrote badly (`ActionCallBlock.error`) -> that error, its result
+    instead of running it."""
 
     actions: list[ToolAction]
     parsed: list[react.ReactCall]
+    unreadable: dict[int, str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.actions or self.parsed)
@@ -155,7 +159,7 @@ class AgentRun:
         """Run one reply's calls (concurrently, approval first where needed), emit their
         stored artifacts and results, and return the message that carries the results."""
         self.running = (list(calls.actions), time.monotonic())  # left set if the run is stopped meanwhile
-        results = await self._execute(calls.actions)
+        results = await self._execute(calls.actions, calls.unreadable)
         self.running = None
         if self.react_mode:
             outcomes = {id(a): r for a, r in zip(calls.actions, results)}
@@ -288,24 +292,32 @@ class AgentRun:
     # -- helpers -----------------------------------------------------------------------
 
     def _calls_in(self, message: Message) -> Calls:
+        unreadable: dict[int, str] = {}
         if self.react_mode:
             parsed = react.parse_calls(message.text)
             actions = [c.action for c in parsed if c.action is not None]
         else:
             parsed, actions = [], message.tool_calls
+            unreadable = {id(b.action): b.error for b in message.content if isinstance(b, ActionCallBlock) and b.error}
         for action in actions:
             self.toolbox.resolve(action)
-        return Calls(actions, parsed)
+        return Calls(actions, parsed, unreadable)
 
     def _completed_call(self, action: ToolAction, artifact: BaseArtifact, seconds: float, stopped: str | None = None) -> None:
         action.output = artifact
         self.actions.append(action)
         self.emit(ToolCallCompleted(action, artifact, seconds, self.verdicts.pop(id(action), None), stopped))
 
-    async def _execute(self, actions: list[ToolAction]) -> list[tuple[BaseArtifact, float]]:
+    async def _execute(self, actions: list[ToolAction], unreadable: dict[int, str]) -> list[tuple[BaseArtifact, float]]:
         """(result, seconds) per call, in call order (ids may repeat: ReAct models copy
-        "c1"); off-prompt outputs go to Task Memory, their `ArtifactStored` emitted here."""
-        outcomes = await self.toolbox.run_all(actions, refuse=self._refusal)
+        "c1"); a call in `unreadable` is not run, its error is its result; off-prompt outputs
+        go to Task Memory, their `ArtifactStored` emitted here."""
+
+        async def refuse(action: ToolAction) -> ErrorArtifact | None:
+            error = unreadable.get(id(action))
+            return ErrorArtifact(value=error) if error is not None else await self._refusal(action)
+
+        outcomes = await self.toolbox.run_all(actions, refuse=refuse)
         for n, (action, (artifact, seconds)) in enumerate(zip(actions, outcomes)):  # in call order: stable namespaces
             artifact, stored = store_output(self.toolbox, action, artifact, self.memory)
             outcomes[n] = (artifact, seconds)

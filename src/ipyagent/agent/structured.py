@@ -76,6 +76,9 @@ def validate(schema: Any, data: Any) -> Any:
 def read_output(message: Message, schema: Any) -> tuple[Any, str | None]:
     """(validated output, None), or (None, what was wrong) for the model to fix."""
     call = output_call(message)
+    unreadable = next((b.error for b in message.content if isinstance(b, ActionCallBlock) and b.action is call and b.error), None)
+    if unreadable is not None:  # its arguments are not a JSON object: that is what the model must fix
+        return None, unreadable
     try:
         data = call.input if call is not None else parse_json(message.text)
         return validate(schema, data), None

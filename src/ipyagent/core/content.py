@@ -95,23 +95,27 @@ class GenericBlock(_Block):
 
 class ActionCallBlock(_Block):
     """A tool call made by the model. `raw_arguments` keeps the text as sent;
-    `signature` an opaque provider token to send back unchanged (Gemini's thoughtSignature)."""
+    `signature` an opaque provider token to send back unchanged (Gemini's thoughtSignature).
+
+    `error` is set on a call that cannot run as the model wrote it (arguments that are not a
+    JSON object, no tool name): it is not run, its result is that error, sent to the model;
+    its `action` then has ``input == {}`` (what goes back on the wire) and a call without a
+    name is named `UNNAMED_CALL`."""
 
     type: Literal["action_call"] = "action_call"
     action: ToolAction
     raw_arguments: str | None = None
     signature: str | None = None
+    error: str | None = None
 
     @classmethod
-    def from_deltas(cls, deltas: list[Any]) -> "ActionCallBlock":
-        """Rebuild from `ToolCallDelta`-like objects (`call_id`, `name`, `arguments`).
+    def from_deltas(cls, deltas: list[Any], position: int = 1) -> "ActionCallBlock":
+        """Rebuild from `ToolCallDelta`-like objects (`call_id`, `name`, `arguments`); `position`
+        is the call's place among the reply's calls (1-based), named in an `error`.
 
         The last non-empty id and name win; argument fragments concatenate;
-        empty arguments mean ``{}``.
-
-        Raises:
-            ValueError: the joined arguments are not a JSON object; the message
-                holds the raw text.
+        empty arguments mean ``{}``. Arguments that are not a JSON object, or no name, give a
+        call with `error` set (`call_error`), never an exception.
         """
         call_id = name = ""
         for d in deltas:
@@ -119,7 +123,26 @@ class ActionCallBlock(_Block):
             name = d.name or name
         raw = "".join(d.arguments for d in deltas if d.arguments)
         signature = next((s for d in reversed(deltas) if (s := getattr(d, "signature", None))), None)
-        return cls(action=ToolAction.from_native(call_id, name, parse_arguments(raw, name)), raw_arguments=raw, signature=signature)
+        try:
+            arguments, problem = parse_arguments(raw, name), None
+        except ValueError as exc:
+            arguments, problem = {}, str(exc)
+        if not name:
+            problem = "it names no tool" + (f", and {problem}" if problem else "")
+        action = ToolAction(tag=call_id, name=name or UNNAMED_CALL, input=arguments)
+        error = call_error(position, call_id, name, problem) if problem else None
+        return cls(action=action, raw_arguments=raw, signature=signature, error=error)
+
+
+#: The name a call without one is given (`ActionCallBlock.error` says what happened).
+UNNAMED_CALL = "invalid_tool_call"
+
+
+def call_error(position: int, call_id: str, name: str, problem: str) -> str:
+    """The error a call that cannot run gets, for the model: which call (its position among the
+    reply's calls, its id, its tool), what is wrong, and that it was not run."""
+    which = f"tool call {position} (id {call_id!r}" + (f", tool {name!r})" if name else ")")
+    return f"{which} was not run: {problem}; call the tool again with its name and its arguments as one JSON object"
 
 
 class ActionResultBlock(_Block):
@@ -154,15 +177,26 @@ def parse_arguments(raw: str, name: str = "") -> dict[str, Any]:
     """Parse a tool call's argument text. Empty or blank text means ``{}``.
 
     Raises:
-        ValueError: not JSON, or JSON that is not an object; the message names
-            the tool and quotes the raw text.
+        ValueError: not JSON, or JSON that is not an object; the message says which and
+            quotes the text's head (`ARGUMENTS_HEAD` characters).
     """
     if not raw.strip():
         return {}
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"tool call {name!r} has arguments that are not valid JSON ({exc.msg}): {raw!r}") from None
+        raise ValueError(f"its arguments are not valid JSON ({exc.msg}): {_head(raw)}") from None
     if not isinstance(value, dict):
-        raise ValueError(f"tool call {name!r} has arguments that are not a JSON object: {raw!r}")
+        raise ValueError(f"its arguments are JSON but not an object: {_head(raw)}")
     return value
+
+
+#: How much of a call's broken arguments an error quotes, characters.
+ARGUMENTS_HEAD = 200
+
+
+def _head(raw: str) -> str:
+    """`raw` quoted, cut to `ARGUMENTS_HEAD` characters (saying how long it was)."""
+    if len(raw) <= ARGUMENTS_HEAD:
+        return repr(raw)
+    return f"{raw[:ARGUMENTS_HEAD]!r}… ({len(raw):,} characters)"

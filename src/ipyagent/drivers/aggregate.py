@@ -2,7 +2,9 @@
 
 Lives once, here, for every prompt driver (DESIGN.md, "drivers"): text blocks
 concatenate; a tool call keeps the last non-empty id and name and concatenates
-its argument fragments (empty arguments mean ``{}``); a whole block arriving at
+its argument fragments (empty arguments mean ``{}``; arguments that are not a JSON
+object, or no name, make a call that is not run, its error for the model:
+`ActionCallBlock.error`); a whole block arriving at
 once (`BlockDelta`) is kept as it is. A reply that stopped before its end (failed,
 interrupted, past its deadline) is built here too (`Aggregator.partial`), by the
 same rules, wherever it is kept: the failed turn's event, the run's result, threads
@@ -76,12 +78,18 @@ class Aggregator:
         else:
             bucket.append(delta)
 
-    def message(self, *, strict: bool, dropped: list[dict[str, Any]] | None = None) -> Message:
-        """The message so far. With `strict`, a tool call whose arguments are not
-        a JSON object raises ValueError; otherwise such a call is dropped (the
-        partial text of a failed stream is still worth keeping) and described in
-        `dropped` ({"id", "name", "raw_arguments"})."""
+    def message(self, *, dropped: list[dict[str, Any]] | None = None) -> Message:
+        """The message so far. A tool call that cannot run as written (`ActionCallBlock.error`:
+        arguments that are not a JSON object, no name) is kept with its error, for the model to
+        read; with `dropped` given it is left out instead (a call cut off by the end of the
+        stream or by max_tokens was not the model's mistake) and described there ({"id",
+        "name", "raw_arguments"}).
+
+        Raises:
+            TypeError, ValueError: the deltas form no message (a text delta that is not text).
+        """
         blocks: list[Any] = []
+        calls = 0
         for index in sorted(self.deltas):
             bucket = self.deltas[index]
             first = bucket[0]
@@ -92,17 +100,16 @@ class Aggregator:
                 block.signature = next((d.signature for d in reversed(bucket) if d.signature), None)
                 blocks.append(block)
             elif isinstance(first, ToolCallDelta):
-                try:
-                    blocks.append(ActionCallBlock.from_deltas(bucket))
-                except ValueError:
-                    if strict:
-                        raise
-                    if dropped is not None:
-                        dropped.append({
-                            "id": next((d.call_id for d in reversed(bucket) if d.call_id), None),
-                            "name": next((d.name for d in reversed(bucket) if d.name), None),
-                            "raw_arguments": "".join(d.arguments for d in bucket if d.arguments),
-                        })
+                calls += 1
+                call = ActionCallBlock.from_deltas(bucket, calls)
+                if call.error is None or dropped is None:
+                    blocks.append(call)
+                else:
+                    dropped.append({
+                        "id": next((d.call_id for d in reversed(bucket) if d.call_id), None),
+                        "name": next((d.name for d in reversed(bucket) if d.name), None),
+                        "raw_arguments": call.raw_arguments,
+                    })
             elif isinstance(first, BlockDelta):
                 blocks.append(first.block)
         return Message(role="assistant", content=blocks)
@@ -120,7 +127,7 @@ class Aggregator:
         if not any(self.deltas.values()):
             return None
         dropped: list[dict[str, Any]] = []
-        message = self.message(strict=False, dropped=dropped)
+        message = self.message(dropped=dropped)
         message.metadata = {"partial": True, **metadata}
         if dropped:
             message.metadata["partial_tool_calls"] = dropped

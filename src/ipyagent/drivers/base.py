@@ -795,6 +795,11 @@ class BasePromptDriver(ABC):
     async def _complete(self, turn: Turn) -> ModelCompleted:
         """Step 3, complete: the final message from the deltas, its usage, stop reason and price.
 
+        A tool call the model wrote badly (arguments that are not a JSON object, no name) is
+        kept with its error (`ActionCallBlock.error`): the agent loop gives the model that error
+        as the call's result. Cut off by max_tokens, such a call is left out instead, described
+        in ``metadata["partial_tool_calls"]``.
+
         Raises:
             ProviderError: ``invalid_response`` when the stream ended without a stop reason
                 (cut short) or the deltas do not form a message.
@@ -805,16 +810,13 @@ class BasePromptDriver(ABC):
             # short (a closed connection, a proxy's error page): keep the text, do not pass it off as done.
             raise ProviderError("invalid_response", f"the {self.provider} stream ended before the model finished "
                                 f"(no stop reason arrived); the text so far is kept{self._not_a_stream(turn)}", retryable=False)
+        cut: list[dict[str, Any]] | None = [] if meta.stop_kind is StopKind.max_tokens else None
         try:
-            message = turn.agg.message(strict=True)
-        except ValueError as exc:
-            if meta.stop_kind is not StopKind.max_tokens:
-                raise ProviderError("invalid_response", str(exc), retryable=False) from None
-            # Cut off by max_tokens inside a tool call: report the partial call, not a broken one.
-            turn.partial_tool_calls = []
-            message = turn.agg.message(strict=False, dropped=turn.partial_tool_calls)
+            message = turn.agg.message(dropped=cut)
         except Exception as exc:
             raise ProviderError("invalid_response", str(exc), retryable=False) from None
+        if cut:  # cut off by max_tokens inside a tool call: reported as partial, not as the model's mistake
+            turn.partial_tool_calls = cut
         model = turn.model_or(self.model)
         usage = meta.usage or Usage()
         cost = await self._bill(turn, usage, model)

@@ -67,13 +67,16 @@ class Toolbox:
             action.name, action.path = route[0].name, route[1]
         return action
 
-    async def run_one(self, action: ToolAction) -> tuple[BaseArtifact, float]:
-        """(result artifact, seconds taken). An unknown tool gets an error naming the available ones."""
+    async def run_one(self, action: ToolAction, position: int | None = None) -> tuple[BaseArtifact, float]:
+        """(result artifact, seconds taken). An unknown tool gets an error naming the call (its
+        `position` among the reply's calls, 1-based, when given, and its id) and the available tools."""
         started = time.monotonic()
         route = self.route(action)
         if route is None:
+            which = f"tool call {position} (id {action.tag!r})" if position is not None else f"tool call {action.tag!r}"
             result: BaseArtifact = ErrorArtifact(
-                value=f"there is no tool {action.native_name!r}; available: {', '.join(self._routes) or 'none'}"
+                value=f"{which} was not run: there is no tool {action.native_name!r}; "
+                      f"available: {', '.join(self._routes) or 'none'}"
             )
         else:
             tool, activity = route
@@ -88,8 +91,8 @@ class Toolbox:
         (approval denied) is the call's result, and the call is not run (0 seconds).
         """
 
-        async def one(action: ToolAction) -> tuple[BaseArtifact, float]:
+        async def one(position: int, action: ToolAction) -> tuple[BaseArtifact, float]:
             refusal = await refuse(action) if refuse is not None else None
-            return (refusal, 0.0) if refusal is not None else await self.run_one(action)
+            return (refusal, 0.0) if refusal is not None else await self.run_one(action, position)
 
-        return list(await asyncio.gather(*(one(a) for a in actions)))
+        return list(await asyncio.gather(*(one(n, a) for n, a in enumerate(actions, 1))))
