@@ -370,16 +370,18 @@ class BasePromptDriver(ABC):
         raise ProviderError("invalid_response", f"{self.provider} sent one JSON reply where a stream was expected: "
                             f"{redact(json.dumps(data)[:200])!r}", retryable=False)
 
-    async def _read_reply(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
-        """`parse_stream` of a reply labelled as this driver's stream (`stream_types`); else
-        the body is looked at: one JSON object is read by `parse_whole`, a stream labelled
-        otherwise is parsed as a stream, anything else is ``invalid_response`` naming its
-        content type and first 200 bytes (redacted)."""
+    def _read_reply(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
+        """`parse_stream` of a reply labelled as this driver's stream (`stream_types`), itself
+        (no generator in between: the relay reads each item from it); else `_read_other`."""
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if not self.stream_types or content_type in self.stream_types:
-            async for item in self.parse_stream(response):
-                yield item
-            return
+            return self.parse_stream(response)
+        return self._read_other(response, content_type)
+
+    async def _read_other(self, response: httpx2.Response, content_type: str) -> AsyncIterator[DeltaMessage | StreamMeta]:
+        """A reply not labelled as this driver's stream, looked at: one JSON object is read by
+        `parse_whole`, a stream labelled otherwise is parsed as a stream, anything else is
+        ``invalid_response`` naming its content type and first 200 bytes (redacted)."""
         chunks = response.aiter_bytes()
         head = b""
         async for chunk in chunks:
@@ -778,12 +780,7 @@ class BasePromptDriver(ABC):
                     yield item
                 else:
                     merge_meta(meta, item)
-            items = opened.items
-            while True:
-                try:
-                    item = await anext(items)
-                except StopAsyncIteration:
-                    break
+            async for item in opened.items:
                 if isinstance(item, DeltaMessage):
                     add(item)
                     yield item
