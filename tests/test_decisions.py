@@ -150,6 +150,22 @@ def test_usage_keeps_the_provider_s_total_and_absent_counts_are_zero() -> None:
     assert (empty.input_tokens, empty.output_tokens, empty.total_tokens, empty.cache_read_tokens) == (0, 0, 0, 0)
 
 
+def test_a_text_chunk_reads_the_same_whatever_else_it_carries() -> None:
+    """A chunk of text alone takes a short path; with a role, a finish reason or a refusal beside
+    it, the same text comes out, in the same block, then what else it said."""
+    from ipyagent.drivers.openai_chat import _ChoiceDeltas
+
+    choice = _ChoiceDeltas()
+    assert choice.read({"delta": {"content": ""}}) == []
+    assert choice.read({"delta": {"reasoning_content": "hm"}}) == [ReasoningDelta(0, "hm")]
+    assert choice.read({"delta": {"content": "a"}}) == [TextDelta(1, "a")]
+    assert choice.read({"delta": {"role": "assistant", "content": "b"}}) == [TextDelta(1, "b")]
+    assert choice.read({"delta": {"content": "c", "refusal": "no"}}) == [TextDelta(1, "c"), TextDelta(1, "no")]
+    [text, meta] = choice.read({"delta": {"content": "d"}, "finish_reason": "length"})
+    assert text == TextDelta(1, "d") and (meta.stop_raw, meta.stop_kind) == ("length", StopKind.max_tokens)
+    assert choice.finished
+
+
 def _calls_from(*tool_calls: dict[str, Any]) -> list[tuple[str | None, str | None, Any]]:
     """(id, name, arguments) of the calls a stream's ``tool_calls`` fragments add up to, one chunk each."""
     from ipyagent.drivers.openai_chat import _ChoiceDeltas

@@ -45,22 +45,22 @@ class StreamMeta:
     model: str | None = None
 
 
-class BlockIndex:
+class BlockIndex(dict[Any, int]):
     """Gives each content block of a reply a stable index in arrival order.
 
-    Drivers key blocks by whatever the wire uses (``"text"``, ``("tool", 1)``).
+    Drivers key blocks by whatever the wire uses (``"text"``, ``("tool", 1)``):
+    ``index(key)``, or ``index[key]`` on a hot path (a dict lookup, no Python call
+    unless the key is new).
     """
 
-    __slots__ = ("_map",)
+    __slots__ = ()
 
-    def __init__(self) -> None:
-        self._map: dict[Any, int] = {}
+    def __missing__(self, key: Any) -> int:
+        index = self[key] = len(self)
+        return index
 
     def __call__(self, key: Any) -> int:
-        index = self._map.get(key)
-        if index is None:
-            index = self._map[key] = len(self._map)
-        return index
+        return self[key]
 
 
 class Aggregator:

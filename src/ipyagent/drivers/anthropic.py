@@ -428,15 +428,19 @@ class AnthropicPromptDriver(BasePromptDriver):
     async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
         if not response.headers.get("content-type", "").startswith("text/event-stream"):
             response.headers["content-type"] = "text/event-stream"  # a proxy that labels the stream wrongly
-        stream = _MessageStream(self)
+        stream, steps, loads = _MessageStream(self), _MessageStream.STEPS, json.loads
         async for sse in httpx2.EventSource(response, max_event_size=MAX_EVENT_BYTES):
-            if not sse.data:
+            data = sse.data
+            if not data:
                 continue
-            event = self.stream_json(sse.data)
+            try:
+                event = loads(data)
+            except ValueError:
+                event = self.stream_json(data)  # raises, quoting the line
             if not isinstance(event, dict):
                 continue
             kind = event.get("type") or sse.event
-            step = _MessageStream.STEPS.get(kind)
+            step = steps.get(kind)
             if step is not None:
                 for item in step(stream, event):
                     yield item
@@ -487,8 +491,9 @@ class _MessageStream:
         delta = event.get("delta") or {}
         kind = delta.get("type")
         if kind == "text_delta":
-            if delta.get("text"):
-                return [TextDelta(self.index(wire), delta["text"])]
+            text = delta.get("text")
+            if text:
+                return [TextDelta(self.index[wire], text)]
         elif kind == "input_json_delta":
             fragment = delta.get("partial_json") or ""
             if wire in self.pending:

@@ -92,6 +92,9 @@ def usage_from_openai(raw: dict[str, Any]) -> Usage:
     )
 
 
+_NONE: dict[str, Any] = {}  # read only: what a chunk without ``x_groq`` has there
+
+
 class _ChoiceDeltas:
     """The deltas of choice 0 across the chunks of one stream: its text, reasoning,
     refusal and tool calls, and its ``finish_reason``."""
@@ -99,21 +102,38 @@ class _ChoiceDeltas:
     def __init__(self) -> None:
         self.index = BlockIndex()
         self.finished = False
+        self.text_at: int | None = None  # the text block's index, once it has one
         self.call_ids: dict[int, str] = {}  # tool_calls[].index -> the id of the call there
         self.generation: dict[int, int] = {}  # how many calls have used that index
+        self.call_at: dict[int, int] = {}  # tool_calls[].index -> the block index of its current call
 
     def read(self, choice: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
+        delta = choice.get("delta") or _NONE
+        if len(delta) == 1 and not choice.get("finish_reason"):
+            content = delta.get("content")
+            if type(content) is str:  # the usual chunk, one piece of text: read without the other fields' lookups
+                return [TextDelta(self._text_at(), content)] if content else []
+        return self._read_all(choice, delta)
+
+    def _text_at(self) -> int:
+        at = self.text_at
+        if at is None:
+            at = self.text_at = self.index("text")
+        return at
+
+    def _read_all(self, choice: dict[str, Any], delta: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
         index = self.index
         items: list[DeltaMessage | StreamMeta] = []
-        delta = choice.get("delta") or {}
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if reasoning:
             items.append(ReasoningDelta(index("reasoning"), reasoning))
-        for kind, text in content_parts(delta.get("content")):
-            items.append(TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text))
+        content = delta.get("content")
+        if content is not None:
+            for kind, text in content_parts(content):
+                items.append(TextDelta(self._text_at(), text) if kind == "text" else ReasoningDelta(index("reasoning"), text))
         refusal = delta.get("refusal")
         if refusal:
-            items.append(TextDelta(index("text"), refusal))
+            items.append(TextDelta(self._text_at(), refusal))
         for call in delta.get("tool_calls") or ():
             items.append(self._call(call))
         finish = choice.get("finish_reason")
@@ -123,7 +143,7 @@ class _ChoiceDeltas:
         return items
 
     def _call(self, call: dict[str, Any]) -> ToolCallDelta:
-        function = call.get("function") or {}
+        function = call.get("function") or _NONE
         slot = call.get("index", 0)
         call_id = call.get("id")
         if call_id and self.call_ids.setdefault(slot, call_id) != call_id:
@@ -131,12 +151,11 @@ class _ChoiceDeltas:
             # calls without distinct indexes, e.g. Gemini's OpenAI-compatible API).
             self.call_ids[slot] = call_id
             self.generation[slot] = self.generation.get(slot, 0) + 1
-        return ToolCallDelta(
-            self.index(("tool", slot, self.generation.get(slot, 0))),
-            call_id or None,
-            function.get("name") or None,
-            function.get("arguments") or "",
-        )
+            self.call_at.pop(slot, None)
+        at = self.call_at.get(slot)
+        if at is None:
+            at = self.call_at[slot] = self.index(("tool", slot, self.generation.get(slot, 0)))
+        return ToolCallDelta(at, call_id or None, function.get("name") or None, function.get("arguments") or "")
 
 
 def _error_from_object(error: Any) -> ProviderError:
@@ -333,7 +352,7 @@ class OpenAIChatPromptDriver(BasePromptDriver):
         if not content_type.startswith("text/event-stream"):
             # Some compatible servers stream SSE as application/json or text/plain.
             response.headers["content-type"] = "text/event-stream"
-        choice = _ChoiceDeltas()
+        choice, loads = _ChoiceDeltas(), json.loads
         async for sse in httpx2.EventSource(response, max_event_size=MAX_EVENT_BYTES):
             data = sse.data
             if data == "[DONE]":
@@ -342,12 +361,15 @@ class OpenAIChatPromptDriver(BasePromptDriver):
                 break
             if not data:
                 continue
-            chunk = self.stream_json(data)
+            try:
+                chunk = loads(data)
+            except ValueError:
+                chunk = self.stream_json(data)  # raises, quoting the line
             if sse.event == "error":
                 raise _error_from_object(chunk.get("error", chunk) if isinstance(chunk, dict) else chunk)
             if not isinstance(chunk, dict):
                 continue
-            usage = chunk.get("usage") or (chunk.get("x_groq") or {}).get("usage")
+            usage = chunk.get("usage") or (chunk.get("x_groq") or _NONE).get("usage")
             if usage:  # before an error in the same chunk (OpenRouter): what was billed counts
                 yield read_usage(usage_from_openai, usage, request_id=chunk.get("id") or None, model=chunk.get("model") or None)
             if chunk.get("error"):
