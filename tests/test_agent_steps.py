@@ -129,6 +129,65 @@ def test_a_call_written_badly_needing_approval_is_not_put_to_the_user() -> None:
     assert result.ok and asked == [] and result.actions[0].output.value.startswith("tool call 1 (id 'c1', tool 'delete_file')")
 
 
+# -- an on_event callback that raises ----------------------------------------------------------------
+
+
+def _raising_on(kind: str, seen: list[Any], nth: int = 1) -> Callable[[Any], None]:
+    """An on_event that keeps what it sees and raises at the `nth` event of `kind`."""
+
+    def on_event(event: Any) -> None:
+        seen.append(event)
+        if kinds(seen).count(kind) == nth and event.type == kind:
+            raise KeyError("widget\ngone")
+
+    return on_event
+
+
+def test_an_on_event_raising_mid_reply_ends_the_run_in_one_line_and_keeps_the_partial() -> None:
+    """User code raising in on_event lost the reply (the exception left the run): the run ends with a
+    ``callback`` error naming it, the text so far kept as a failed partial, the callback not called again."""
+    driver, seen = ScriptedDriver(Script([TextDelta(0, "Hel"), TextDelta(0, "lo"), TextDelta(0, " world")])), []
+    agent = Agent(driver)
+    result = asyncio.run(agent._arun("hi", RunOptions(), _raising_on("text_delta", seen, 2)))
+    assert result.error is not None and (result.error.type, result.error.retryable) == ("callback", False)
+    assert result.error.message == "on_event raised KeyError: 'widget\\ngone'; the run stopped there, the text so far is kept"
+    assert result.message.text == "Hello" and result.message.metadata["partial"] and result.message.metadata["failed"]
+    assert [m.role for m in result.messages] == ["user", "assistant"] and result.messages[-1] is result.message
+    assert result.new_messages == [] and agent.messages == [] and not result.ok
+    assert kinds(seen) == ["model_started", "text_delta", "text_delta"]  # not called again, not even with the failure
+
+
+def test_an_on_event_raising_after_a_reply_stops_the_run_before_its_tools() -> None:
+    ran: list[str] = []
+
+    async def get_weather(city: str) -> str:
+        """Weather now."""
+        ran.append(city)
+        return "18 C"
+
+    driver, seen = ScriptedDriver(calls(call("c1", "get_weather", WEATHER_CALL)), text("done")), []
+    agent = Agent(driver, tools=[get_weather])
+    result = asyncio.run(agent._arun("hi", RunOptions(), _raising_on("model_completed", seen)))
+    assert result.error is not None and result.error.type == "callback" and ran == [] and len(driver.stacks) == 1
+    assert result.message is result.messages[-1] and result.message.tool_calls[0].tag == "c1"
+    assert "failed" not in result.message.metadata  # a whole reply, kept as it came
+    assert kinds(seen) == ["model_started", "tool_call_delta", "model_completed"]
+
+
+def test_an_on_event_raising_as_a_stopped_run_ends_does_not_replace_its_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = ScriptedDriver(Script([TextDelta(0, "Hel"), TextDelta(0, "lo")], hold_after=1))
+    agent, seen = Agent(driver), []
+    on_event = _raising_on("model_failed", seen)
+
+    async def main() -> AgentResult:
+        task = asyncio.create_task(agent._arun("hi", RunOptions(timeout=5), on_event))
+        return await task
+
+    result = on_virtual_clock(monkeypatch, main)  # held until the deadline
+    assert result.error is not None and result.error.type == "timeout" and result.message.text == "Hel"
+    assert kinds(seen)[-1] == "model_failed"  # told, and its exception there ignored: the run was over
+
+
 # -- an interrupted run keeps what had arrived ---------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ipyagent import Agent, RunOptions
-from ipyagent.core import ModelCompleted, ModelFailed, ModelStarted, ToolCallCompleted
+from ipyagent.core import ModelCompleted, ModelFailed, ModelStarted, TextDelta, ToolCallCompleted
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
 
 from .stub_server import FIXTURES
@@ -59,6 +59,24 @@ def test_a_recorded_call_whose_arguments_broke_goes_back_to_the_model_and_the_ru
     assert second[-1]["role"] == "tool" and second[-1]["tool_call_id"] == call["id"]
     assert """its arguments are not valid JSON (Expecting ',' delimiter): '{"city":"San Francisco","state":"CA\"'""" \
         in second[-1]["content"]
+
+
+def test_an_on_event_raising_mid_stream_closes_the_response_and_keeps_the_text():
+    transport = Scripted((200, SSE, sse_pieces(TEXT)))
+    agent = Agent(OpenAIChatPromptDriver("m", api_key="sk-test", transport=transport))
+    texts: list[str] = []
+
+    def on_event(event: Any) -> None:
+        if isinstance(event, TextDelta):
+            texts.append(event.text)
+            if len(texts) == 2:
+                raise RuntimeError("the view\nbroke")
+
+    result = agent.run("hi", on_event=on_event)
+    assert transport.body.closed and transport.body.sent < len([p for p in transport.body.pieces if isinstance(p, bytes)])
+    assert result.error is not None and result.error.type == "callback"
+    assert result.error.message == "on_event raised RuntimeError: the view broke; the run stopped there, the text so far is kept"
+    assert result.message.text == "".join(texts) and result.message.metadata["failed"] is True
 
 
 def test_an_interrupt_at_every_await_of_a_run_keeps_what_arrived_and_closes_every_stream():

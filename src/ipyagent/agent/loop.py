@@ -75,6 +75,45 @@ class Calls:
         return bool(self.actions or self.parsed)
 
 
+class EventCallbackError(Exception):
+    """The run's event callback raised `error` (`Emitter`)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+    def as_provider_error(self) -> ProviderError:
+        """The run's error: ``callback``, one line naming the callback's exception (at most 300 characters)."""
+        what = " ".join(f"{type(self.error).__name__}: {self.error}".split())
+        what = what if len(what) <= 300 else what[:299] + "…"
+        return ProviderError("callback", f"on_event raised {what}; the run stopped there, the text so far is kept",
+                             retryable=False)
+
+
+class Emitter:
+    """The run's event callback (`on_event`: user code), called with each event.
+
+    The first exception it raises is raised as `EventCallbackError`, which ends the run, and
+    it is not called again (its state is unknown; the run's end is in the result). Once the
+    run has stopped (`live` False: interrupted, past its deadline) an exception from it is
+    not raised: the run is ending anyway, with its own outcome."""
+
+    __slots__ = ("callback", "failed", "live")
+
+    def __init__(self, callback: Callable[[Event], Any]) -> None:
+        self.callback, self.failed, self.live = callback, False, True
+
+    def __call__(self, event: Event) -> None:
+        if self.failed:
+            return
+        try:
+            self.callback(event)
+        except Exception as exc:
+            self.failed = True
+            if self.live:
+                raise EventCallbackError(exc) from exc
+
+
 class AgentRun:
     """One run of the agent loop over `driver`.
 
@@ -84,12 +123,15 @@ class AgentRun:
         options: the run's options, every field resolved (`Agent` fills them in);
             `tools` a `Toolbox`.
         memory: the Task Memory off-prompt outputs go to.
-        emit: called with each event as it happens (on the loop's thread).
+        emit: called with each event as it happens (on the loop's thread). If it raises, the
+            run ends there with a ``callback`` error, the reply being streamed kept as a failed
+            partial (its HTTP response closed), and it is not called again (`Emitter`).
     """
 
     def __init__(self, driver: BasePromptDriver, prompt: Message | None, options: RunOptions, memory: TaskMemory,
                  emit: Callable[[Event], Any]) -> None:
-        self.driver, self.options, self.memory, self.emit = driver, options, memory, emit
+        self.driver, self.options, self.memory = driver, options, memory
+        self.emit = Emitter(emit)
         self.toolbox: Toolbox = options.tools
         self.react_wanted = options.react if options.react is not None else not driver.supports_tools
         self.react_mode = bool(self.toolbox) and self.react_wanted
@@ -142,8 +184,9 @@ class AgentRun:
                     self.emit(event)
             raise ProviderError("invalid_response", f"the {self.driver.id} stream ended without a result (a driver bug); "
                                 "the text so far is kept")
-        except ProviderError as exc:
-            return ModelFailed(exc, self.streaming.partial(failed=True) or Message(role="assistant"))
+        except (ProviderError, EventCallbackError) as exc:  # the stream is closed by now (aclosing)
+            error = exc.as_provider_error() if isinstance(exc, EventCallbackError) else exc
+            return ModelFailed(error, self.streaming.partial(failed=True) or Message(role="assistant"))
 
     def structured_output(self, message: Message) -> Output:
         """`message` read against the output schema; the output tool's call (never run:
@@ -188,7 +231,17 @@ class AgentRun:
     # -- the loop ----------------------------------------------------------------------
 
     async def run(self) -> AgentResult:
-        """Model turns and tool calls until the model answers, fails, or `max_steps` turns."""
+        """Model turns and tool calls until the model answers, fails, or `max_steps` turns; an
+        event callback that raises ends the run there (``callback`` error, the last reply kept)."""
+        try:
+            return await self._steps()
+        except EventCallbackError as exc:  # after a reply (mid-stream, `model_turn` made it a failed turn)
+            self.running = None
+            return self._fail(self._partial_reply(), exc.as_provider_error())
+        finally:
+            self.emit.live = False  # stopped (interrupt, deadline) or ended: the callback's errors no longer count
+
+    async def _steps(self) -> AgentResult:
         try:
             LEDGER.check_budget()  # %provider --budget: no new run once the session has spent it
         except ProviderError as exc:

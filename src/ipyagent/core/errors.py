@@ -30,6 +30,7 @@ ErrorType = Literal[
     "invalid_output",
     "budget",
     "tool_unavailable",  # a tool source (an MCP server) could not be used; nothing was sent
+    "callback",  # the run's own event callback (on_event) raised; the run stopped there
 ]
 
 #: Error types that a retry may fix (DESIGN.md, "drivers": retries).
