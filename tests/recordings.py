@@ -172,3 +172,24 @@ def check_shape(events: list[Any]) -> Any:
     assert len(terminal) == 1 and events[-1] is terminal[0]
     assert not any(isinstance(e, ModelStarted) for e in events[1:])
     return terminal[0]
+
+
+def decode_body(driver: Any, body: str | bytes, content_type: str | None = "text/event-stream") -> tuple[list[Any], Any]:
+    """(the deltas, the stream's facts: a `StreamMeta`) that `driver`'s decoder reads in one 2xx
+    reply's `body`, cut into frames as the driver's base cuts it (`frames`); an error raises."""
+    import httpx2
+
+    headers = {"content-type": content_type} if content_type else {}
+    response = httpx2.Response(200, headers=headers, content=body.encode() if isinstance(body, str) else body,
+                               request=httpx2.Request("POST", "http://h/v1"))
+    decoder = driver.decoder()
+
+    async def main() -> list[Any]:
+        deltas: list[Any] = []
+        async for frame in driver.frames(response):
+            deltas.extend(decoder.feed(frame))
+            if decoder.done:
+                break
+        return deltas + list(decoder.finish())
+
+    return asyncio.run(main()), decoder.meta

@@ -128,7 +128,7 @@ class ScriptedDriver(BasePromptDriver):
     def headers(self) -> dict[str, str]:  # pragma: no cover
         raise AssertionError("a scripted driver sends nothing")
 
-    def parse_stream(self, response: Any) -> AsyncIterator[Any]:  # pragma: no cover
+    def decoder(self) -> Any:  # pragma: no cover
         raise AssertionError("a scripted driver reads nothing")
 
 

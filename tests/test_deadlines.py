@@ -257,9 +257,9 @@ def test_runs_one_after_another_in_one_task_are_not_nested():
 
 
 def test_an_event_over_the_size_limit_is_an_invalid_response_not_retried(monkeypatch):
-    import ipyagent.drivers.openai_chat as openai_chat
+    import ipyagent.drivers.decode as decode
 
-    monkeypatch.setattr(openai_chat, "MAX_EVENT_BYTES", 1024 * 1024)  # the real limit (64 MiB) read at 1 MiB
+    monkeypatch.setattr(decode, "MAX_EVENT_BYTES", 1024 * 1024)  # the real limit (64 MiB) read at 1 MiB
     big = b'data: {"choices": [{"index": 0, "delta": {"content": "' + b"x" * (2 * 1024 * 1024) + b'"}}]}\n\n'
     with StubServer(Reply(pieces=[big])) as server:
         result = Agent("openai:m", base_url=server.url, timeout=30).run("hi")

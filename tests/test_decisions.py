@@ -23,6 +23,8 @@ from ipyagent.drivers.base import parse_retry_after
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver, _error_from_object, usage_from_openai
 from ipyagent.drivers.structured import schema_name
 
+from .recordings import decode_body
+
 # -- the aggregator ------------------------------------------------------------------------------
 
 
@@ -69,6 +71,44 @@ def test_a_call_that_cannot_run_says_which_call_and_what_is_wrong() -> None:
     assert f"its arguments are not valid JSON (Expecting property name enclosed in double quotes): {head!r}… (501 characters); " \
         in calls[4].error  # a short head of them, not the whole text
     assert calls[4].raw_arguments == "{" + "x" * 500  # kept whole in the block
+
+
+def test_text_is_kept_as_strings_and_other_deltas_as_they_came() -> None:
+    """A long answer's text deltas are not kept as objects (the garbage collector would walk each
+    of them for as long as the reply is kept); the message is the same."""
+    agg = Aggregator()
+    assert not agg and agg.partial() is None
+    for delta in (ReasoningDelta(0, "hm"), TextDelta(1, "Hel"), TextDelta(2, "x"), TextDelta(1, "lo")):
+        agg.add(delta)
+    assert agg and agg.texts == {1: ["Hel", "lo"], 2: ["x"]} and agg.others == [ReasoningDelta(0, "hm")]
+    assert [(b.type, b.text) for b in agg.message().content] == [("reasoning", "hm"), ("text", "Hello"), ("text", "x")]
+    agg.clear()
+    assert not agg and agg.message().content == []
+
+
+def test_a_content_index_holding_text_and_another_kind_forms_no_message() -> None:
+    agg = Aggregator()
+    for delta in (TextDelta(0, "a"), ToolCallDelta(0, "c", "f", "{}")):
+        agg.add(delta)
+    with pytest.raises(ValueError, match="content block 0 holds text and ToolCallDelta deltas"):
+        agg.message()
+
+
+def test_a_text_delta_of_a_subclass_is_kept_as_it_came_and_still_read_as_text() -> None:
+    class Marked(TextDelta):
+        pass
+
+    agg = Aggregator()
+    agg.add(Marked(0, "a"))
+    agg.add(Marked(0, "b"))
+    assert agg.texts == {} and [b.text for b in agg.message().content] == ["ab"]
+
+
+def test_surrogate_halves_split_across_deltas_are_joined() -> None:
+    agg = Aggregator()
+    for piece in ("ok \ud83d", "\ude00 and a lone \ud83d"):
+        agg.add(TextDelta(0, piece))
+    assert agg.message().text == "ok \U0001f600 and a lone \ufffd"
 
 
 def test_merge_meta_copies_falsy_values_but_not_none() -> None:
@@ -153,26 +193,31 @@ def test_usage_keeps_the_provider_s_total_and_absent_counts_are_zero() -> None:
 def test_a_text_chunk_reads_the_same_whatever_else_it_carries() -> None:
     """A chunk of text alone takes a short path; with a role, a finish reason or a refusal beside
     it, the same text comes out, in the same block, then what else it said."""
-    from ipyagent.drivers.openai_chat import _ChoiceDeltas
+    from ipyagent.drivers.openai_chat import ChatDecoder
 
-    choice = _ChoiceDeltas()
-    assert choice.read({"delta": {"content": ""}}) == []
-    assert choice.read({"delta": {"reasoning_content": "hm"}}) == [ReasoningDelta(0, "hm")]
-    assert choice.read({"delta": {"content": "a"}}) == [TextDelta(1, "a")]
-    assert choice.read({"delta": {"role": "assistant", "content": "b"}}) == [TextDelta(1, "b")]
-    assert choice.read({"delta": {"content": "c", "refusal": "no"}}) == [TextDelta(1, "c"), TextDelta(1, "no")]
-    [text, meta] = choice.read({"delta": {"content": "d"}, "finish_reason": "length"})
-    assert text == TextDelta(1, "d") and (meta.stop_raw, meta.stop_kind) == ("length", StopKind.max_tokens)
-    assert choice.finished
+    decoder = ChatDecoder()
+
+    def read(choice: dict[str, Any]) -> list[Any]:
+        return list(decoder.feed(_event({"choices": [choice]})))
+
+    assert read({"delta": {"content": ""}}) == []
+    assert read({"delta": {"reasoning_content": "hm"}}) == [ReasoningDelta(0, "hm")]
+    assert read({"delta": {"content": "a"}}) == [TextDelta(1, "a")]
+    assert read({"delta": {"role": "assistant", "content": "b"}}) == [TextDelta(1, "b")]
+    assert read({"delta": {"content": "c", "refusal": "no"}}) == [TextDelta(1, "c"), TextDelta(1, "no")]
+    assert read({"delta": {"content": None}}) == [] and decoder.meta.stop_kind is None
+    assert not decoder.finished
+    assert read({"delta": {"content": "d"}, "finish_reason": "length"}) == [TextDelta(1, "d")]
+    assert (decoder.meta.stop_raw, decoder.meta.stop_kind) == ("length", StopKind.max_tokens) and decoder.finished
 
 
 def _calls_from(*tool_calls: dict[str, Any]) -> list[tuple[str | None, str | None, Any]]:
     """(id, name, arguments) of the calls a stream's ``tool_calls`` fragments add up to, one chunk each."""
-    from ipyagent.drivers.openai_chat import _ChoiceDeltas
+    from ipyagent.drivers.openai_chat import ChatDecoder
 
-    choice, agg = _ChoiceDeltas(), Aggregator()
+    decoder, agg = ChatDecoder(), Aggregator()
     for call in tool_calls:
-        for item in choice.read({"delta": {"tool_calls": [call]}}):
+        for item in decoder.feed(_event({"choices": [{"delta": {"tool_calls": [call]}}]})):
             agg.add(item)
     return [(a.tag, a.name, a.input) for a in agg.message().tool_calls]
 
@@ -205,16 +250,13 @@ def test_an_id_arriving_after_the_call_s_first_fragment_is_the_same_call() -> No
                        {"index": 0, "id": "late", "function": {"arguments": "{}"}}) == [("late", "f", {})]
 
 
-def _streamed(*events: str, content_type: str | None = "text/event-stream") -> list[Any]:
-    """The items OpenAI Chat's `parse_stream` makes of a body of whole SSE events (each ending in a blank line)."""
-    body = "".join(events)
-    headers = {"content-type": content_type} if content_type else {}
-    response = httpx2.Response(200, headers=headers, content=body.encode(), request=httpx2.Request("POST", "http://h/v1"))
+def _event(chunk: Any, event: str = "message") -> httpx2.ServerSentEvent:
+    return httpx2.ServerSentEvent(event=event, data=json.dumps(chunk))
 
-    async def main() -> list[Any]:
-        return [item async for item in _chat().parse_stream(response)]
 
-    return asyncio.run(main())
+def _streamed(*events: str, content_type: str | None = "text/event-stream") -> tuple[list[Any], StreamMeta]:
+    """(deltas, stream facts) OpenAI Chat's decoder reads in a body of whole SSE events (each ending in a blank line)."""
+    return decode_body(_chat(), "".join(events), content_type)
 
 
 def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **fields: Any) -> str:
@@ -225,30 +267,30 @@ def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **fie
 def test_a_stream_labelled_otherwise_or_not_at_all_is_read_as_sse() -> None:
     for content_type in ("application/json", "text/plain; charset=utf-8", None):
         items = _streamed(_chunk({"content": "hi"}), "data: [DONE]\n\n", content_type=content_type)
-        assert items == [TextDelta(0, "hi"), StreamMeta(stop_raw="[DONE]")]
+        assert items == ([TextDelta(0, "hi")], StreamMeta(stop_raw="[DONE]"))
 
 
 def test_blank_and_non_object_lines_are_skipped_and_the_choice_index_defaults_to_0() -> None:
     items = _streamed(_chunk({"content": "a"}), "data: \n\n", "data: 1\n\n", "data: [1, 2]\n\n",
                       "data: " + json.dumps({"choices": [{"index": 1, "delta": {"content": "other"}}]}) + "\n\n",
-                      _chunk({"content": "b"}, "weird"), "data: [DONE]\n\n")
-    assert items == [TextDelta(0, "a"), TextDelta(0, "b"), StreamMeta(stop_raw="weird", stop_kind=StopKind.end_turn)]
+                      _chunk({"content": "b"}, "weird"), "data: [DONE]\n\n", _chunk({"content": "after the end"}))
+    assert items == ([TextDelta(0, "a"), TextDelta(0, "b")], StreamMeta(stop_raw="weird", stop_kind=StopKind.end_turn))
 
 
 def test_reasoning_text_and_refusal_keep_one_block_each_across_chunks() -> None:
     items = _streamed(_chunk({"reasoning_content": "think "}), _chunk({"content": [{"type": "thinking", "thinking": "more"},
                                                                                    {"type": "text", "text": "No"}]}),
                       _chunk({"refusal": ", sorry"}), _chunk(finish="stop"))
-    assert items == [ReasoningDelta(0, "think "), ReasoningDelta(0, "more"), TextDelta(1, "No"), TextDelta(1, ", sorry"),
-                     StreamMeta(stop_raw="stop", stop_kind=StopKind.end_turn)]
+    assert items == ([ReasoningDelta(0, "think "), ReasoningDelta(0, "more"), TextDelta(1, "No"), TextDelta(1, ", sorry")],
+                     StreamMeta(stop_raw="stop", stop_kind=StopKind.end_turn))
 
 
 def test_the_usage_chunk_gives_request_id_and_model() -> None:
     usage = {"prompt_tokens": 3, "completion_tokens": 2}
-    [meta] = _streamed("data: " + json.dumps({"id": "cmpl-9", "model": "m-1", "choices": [], "usage": usage}) + "\n\n")
-    assert meta == StreamMeta(usage=usage_from_openai(usage), request_id="cmpl-9", model="m-1")
-    [bare] = _streamed("data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n")
-    assert (bare.request_id, bare.model) == (None, None)
+    deltas, meta = _streamed("data: " + json.dumps({"id": "cmpl-9", "model": "m-1", "choices": [], "usage": usage}) + "\n\n")
+    assert deltas == [] and meta == StreamMeta(usage=usage_from_openai(usage), request_id="cmpl-9", model="m-1")
+    _, bare = _streamed("data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n")
+    assert bare == StreamMeta(usage=usage_from_openai(usage))
 
 
 def test_an_error_event_is_raised_whatever_its_data_holds() -> None:
@@ -383,7 +425,9 @@ def test_a_tool_message_is_only_its_results_and_documents_go_as_file_or_text_par
 
 
 def _whole(data: dict[str, Any]) -> list[Any]:
-    return list(_chat().parse_whole(data))
+    """A whole reply's deltas, then the stream facts it gave (a `StreamMeta`)."""
+    decoder = _chat().decoder()
+    return [*decoder.whole(data), decoder.meta]
 
 
 def test_a_whole_completion_gives_choice_0_as_the_stream_would() -> None:
@@ -395,11 +439,11 @@ def test_a_whole_completion_gives_choice_0_as_the_stream_would() -> None:
             "choices": ["junk", {"index": 1, "message": {"content": "another choice"}},
                         {"index": 0, "finish_reason": "length", "message": message}]}
     assert _whole(data) == [
-        StreamMeta(usage=usage_from_openai(usage), request_id="cmpl-1", model="m-2024"),
         ReasoningDelta(0, "think "), ReasoningDelta(0, "more"),  # one reasoning block, then one text block
         TextDelta(1, "Hi"), TextDelta(1, " no"),
         ToolCallDelta(2, "c1", "f", '{"x": 1}'), ToolCallDelta(3, None, None, ""),
-        StreamMeta(stop_raw="length", stop_kind=StopKind.max_tokens),
+        StreamMeta(usage=usage_from_openai(usage), request_id="cmpl-1", model="m-2024", stop_raw="length",
+                   stop_kind=StopKind.max_tokens),
     ]
 
 
@@ -407,8 +451,8 @@ def test_a_whole_completion_s_defaults_index_reasoning_key_and_stop_reason() -> 
     calls = {"choices": [{"message": {"reasoning": "r", "tool_calls": [{"id": "c", "function": {"name": "g", "arguments": "{}"}}]}}]}
     assert _whole(calls) == [ReasoningDelta(0, "r"), ToolCallDelta(1, "c", "g", "{}"),
                              StreamMeta(stop_raw="tool_calls", stop_kind=StopKind.tool_use)]  # no usage: no meta
-    assert _whole({"usage": {"prompt_tokens": 1}, "choices": [{"message": {"content": "x"}}]})[0] == \
-        StreamMeta(usage=usage_from_openai({"prompt_tokens": 1}), request_id=None, model=None)
+    assert _whole({"usage": {"prompt_tokens": 1}, "choices": [{"message": {"content": "x"}}]})[-1] == \
+        StreamMeta(usage=usage_from_openai({"prompt_tokens": 1}), stop_raw="stop", stop_kind=StopKind.end_turn)
     assert _whole({"choices": [{"message": {"content": "x"}}]})[-1] == StreamMeta(stop_raw="stop", stop_kind=StopKind.end_turn)
     assert _whole({"choices": [{"finish_reason": "odd", "message": {}}]})[-1].stop_kind is StopKind.end_turn
 

@@ -22,7 +22,7 @@ from ipyagent.core import PromptStack, ProviderError, StopKind, Usage, redact
 from ipyagent.drivers import StreamMeta, base
 from ipyagent.drivers.base import BasePromptDriver, Capabilities, error_excerpt, parse_retry_after
 
-from .toy_driver import JSON, Coded, Scripted, Toy, assert_error, hi_stack
+from .toy_driver import JSON, Coded, Scripted, Toy, assert_error, hi_stack, run_turn
 from .virtual_clock import VirtualClockLoop
 
 
@@ -165,10 +165,10 @@ def test_any_failure_reads_as_the_provider_error_it_means() -> None:
 
 
 def test_a_whole_json_reply_is_not_readable_by_default() -> None:
-    with pytest.raises(ProviderError) as raised:
-        Toy("m").parse_whole({"answer": "a" * 300})
+    body = json.dumps({"answer": "a" * 300}).encode()
+    failed = run_turn(Toy("m", transport=Scripted((200, JSON, body))))[-1]
     shown = json.dumps({"answer": "a" * 300})[:200]
-    assert_error(raised.value, "invalid_response", f"toy sent one JSON reply where a stream was expected: {shown!r}", retryable=False)
+    assert_error(failed.error, "invalid_response", f"toy sent one JSON reply where a stream was expected: {shown!r}", retryable=False)
 
 
 def test_a_stream_line_that_is_not_json_is_quoted_up_to_200_characters() -> None:

@@ -393,7 +393,7 @@ def test_a_rate_limit_holds_the_whole_lane_and_every_try_waits_for_it(no_sleep: 
 class Whole(Toy):
     """Reads a whole JSON reply ``{"say": TEXT}`` (a proxy that ignored ``stream: true``)."""
 
-    def parse_whole(self, data: dict[str, Any]) -> Any:
+    def whole(self, data: dict[str, Any]) -> Any:
         return [TextDelta(0, data["say"]), StreamMeta(stop_kind=StopKind.end_turn, stop_raw="whole")]
 
 

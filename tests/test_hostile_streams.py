@@ -56,9 +56,10 @@ def test_a_translation_that_trips_in_the_last_step_is_a_failed_turn():
     `ModelFailed` (``invalid_response``, one line, the text kept), never an exception."""
 
     class BadStop(Toy):
-        async def parse_stream(self, response):
-            async for item in super().parse_stream(response):
-                yield StreamMeta(stop_kind="finished") if isinstance(item, StreamMeta) and item.stop_kind else item  # type: ignore[arg-type]
+        @staticmethod
+        def _item(item):
+            read = Toy._item(item)
+            return StreamMeta(stop_kind="finished") if isinstance(read, StreamMeta) and read.stop_kind else read  # type: ignore[arg-type]
 
     end = check_shape(run_turn(BadStop("m", transport=Scripted((200, NDJSON, ndjson(*TOY_TEXT))))))
     assert isinstance(end, ModelFailed) and end.error.type == "invalid_response", end

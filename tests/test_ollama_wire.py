@@ -261,6 +261,21 @@ def test_lines_split_across_http_chunks_and_blank_lines():
     assert terminal.usage.output_tokens == exp.final["eval_count"]
 
 
+def test_a_line_is_cut_only_at_cr_or_lf_not_at_other_unicode_line_breaks():
+    """Go's JSON encoder escapes U+2028 and U+2029 but not NEL (U+0085), and a server may
+    escape none: a line of NDJSON ends at CR or LF only, not where ``str.splitlines`` (and
+    httpx's ``aiter_lines``) would cut it, which broke the line in two: 'not JSON'."""
+    objects = _objects(TEXT)
+    text = "one\u0085two\u2028three\u2029four\x1cfive"
+    objects[0]["message"]["content"] = text
+    body = b"".join(json.dumps(o, ensure_ascii=False).encode() + b"\n" for o in objects)
+    assert "\u0085".encode() in body and "\u2028".encode() in body
+    _, events = _run(Reply(headers={"Content-Type": _content_type(TEXT)}, pieces=[body]))
+    terminal = check_shape(events)
+    assert isinstance(terminal, ModelCompleted), getattr(terminal, "error", None)
+    assert terminal.message.text == _expected(objects).text and text in terminal.message.text
+
+
 @pytest.mark.parametrize("content_type", ["application/x-ndjson", "application/json", "text/plain"])
 def test_any_content_type_parses(content_type):
     exp = _expected(_objects(THINKING))

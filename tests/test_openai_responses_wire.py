@@ -35,7 +35,7 @@ from ipyagent.core import (
 )
 from ipyagent.drivers.openai_responses import (
     OpenAIResponsesPromptDriver,
-    ResponsesStreamState,
+    ResponsesDecoder,
     response_object_events,
     usage_from_responses,
 )
@@ -454,8 +454,8 @@ def test_whole_response_helpers_match_the_stream():
     deltas' content as the stream itself."""
     path = DIR / "stream-reasoning-then-function-call.sse"
     exp = expected_from(path)
-    state = ResponsesStreamState()
-    items = [x for ev in response_object_events(exp.final) for x in state.handle(ev)]
+    decoder = ResponsesDecoder()
+    items = [x for ev in response_object_events(exp.final) for x in decoder.handle(ev)]
     calls = [x for x in items if isinstance(x, ToolCallDelta)]
     assert [(c.call_id, c.name, c.arguments) for c in calls] == [(c["call_id"], c["name"], c["raw"]) for c in exp.tool_calls]
     assert usage_from_responses(exp.final["usage"]).total_tokens == exp.final["usage"]["total_tokens"]

@@ -154,7 +154,16 @@ def test_bad_aliases_are_one_short_line(ip, capsys):
 TINY_DRIVER = '''
 """A tiny third-party driver: POST /echo {"prompt": ...}, the reply is plain text lines."""
 from ipyagent.core import TextDelta
-from ipyagent.drivers import BasePromptDriver, Capabilities, StreamMeta
+from ipyagent.drivers import BasePromptDriver, Capabilities, StreamDecoder, StreamMeta
+
+
+class TinyDecoder(StreamDecoder):
+    def feed(self, line):
+        return (TextDelta(0, line + "\\n"),) if line else ()
+
+    def finish(self):
+        self.note(StreamMeta(stop_raw="done"))
+        return ()
 
 
 class TinyDriver(BasePromptDriver):
@@ -162,6 +171,7 @@ class TinyDriver(BasePromptDriver):
     default_base_url = "http://127.0.0.1:9"
     api_key_env = "TINY_API_KEY"
     capabilities = Capabilities(tools=False)
+    framing = "lines"
 
     def headers(self):
         return {"X-Tiny-Key": self._api_key or ""}
@@ -169,11 +179,8 @@ class TinyDriver(BasePromptDriver):
     def build_request(self, prompt_stack):
         return "/echo", {"model": self.model, "prompt": prompt_stack.messages[-1].text}
 
-    async def parse_stream(self, response):
-        async for line in response.aiter_lines():
-            if line:
-                yield TextDelta(0, line + "\\n")
-        yield StreamMeta(stop_raw="done")
+    def decoder(self):
+        return TinyDecoder()
 '''
 
 

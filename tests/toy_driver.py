@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx2
 
 from ipyagent.core import PromptStack, ProviderError, StopKind, TextDelta, ToolCallDelta, Usage
-from ipyagent.drivers import StreamMeta
+from ipyagent.drivers import StreamDecoder, StreamMeta
 from ipyagent.drivers.base import BasePromptDriver, Capabilities
 
 
@@ -35,18 +35,18 @@ class Toy(BasePromptDriver):
     def headers(self) -> dict[str, str]:
         return self.bearer_headers("application/x-ndjson")
 
-    async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[Any]:
+    framing = "lines"
+
+    def decoder(self) -> "ToyDecoder":
+        return ToyDecoder(self)
+
+    def frames(self, response: httpx2.Response) -> AsyncIterator[Any]:
         self.seen = response
-        async for line in response.aiter_lines():
-            line = line.strip()
-            if line.startswith("data:"):
-                line = line[5:].strip()
-            if not line or line.startswith((":", "[", "]", "event:", "id:", "retry:")):
-                continue
-            item = self.stream_json(line)
-            if "end" in item:
-                return
-            yield self._item(item)
+        return super().frames(response)
+
+    def whole(self, data: dict[str, Any]) -> list[Any] | None:
+        """The items of a whole JSON reply; None: not readable (the base's default)."""
+        return None
 
     @staticmethod
     def _item(item: dict[str, Any]) -> Any:
@@ -59,6 +59,39 @@ class Toy(BasePromptDriver):
         if "model" in item or "id" in item:
             return StreamMeta(model=item.get("model"), request_id=item.get("id"))
         return StreamMeta(stop_kind=StopKind(item["stop"]) if item["stop"] else None, stop_raw=item["stop"] or "raw")
+
+
+class ToyDecoder(StreamDecoder):
+    """The toy protocol, a line at a time."""
+
+    def __init__(self, driver: Toy) -> None:
+        super().__init__()
+        self.driver = driver
+
+    def feed(self, line: str) -> Sequence[Any]:
+        line = line.strip()
+        if line.startswith("data:"):
+            line = line[5:].strip()
+        if not line or line.startswith((":", "[", "]", "event:", "id:", "retry:")):
+            return ()
+        value = self.driver.stream_json(line)
+        if "end" in value:
+            self.done = True
+            return ()
+        item = self.driver._item(value)
+        if isinstance(item, StreamMeta):
+            self.note(item)
+            return ()
+        return (item,)
+
+    def whole(self, data: dict[str, Any]) -> list[Any] | None:
+        items = self.driver.whole(data)
+        if items is None:
+            return None
+        for item in items:
+            if isinstance(item, StreamMeta):
+                self.note(item)
+        return [item for item in items if not isinstance(item, StreamMeta)]
 
 
 def hi_stack() -> PromptStack:

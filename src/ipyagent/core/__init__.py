@@ -28,6 +28,7 @@ from .content import (
     ImageBlock,
     ReasoningBlock,
     TextBlock,
+    join_text,
     parse_arguments,
 )
 from .errors import ConfigurationError, ProviderError

@@ -168,7 +168,7 @@ def join_text(pieces: Any) -> str:
     chunks (``"\\ud83d"`` then ``"\\ude00"``): join such halves; a lone half becomes U+FFFD,
     so the text always encodes (to the run store, to the next request)."""
     text = "".join(pieces)
-    if _SURROGATE.search(text):
+    if not text.isascii() and _SURROGATE.search(text):  # isascii: a flag, no scan
         text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
     return text
 

@@ -3,6 +3,7 @@
 from .._lazy import lazy_exports
 from .aggregate import Aggregator
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, close_all_drivers
+from .decode import StreamDecoder
 from .pricing import LEDGER, Cost, format_usd, total_cost
 from .registry import (
     ALIASES,
@@ -21,6 +22,6 @@ __getattr__ = lazy_exports(__name__, {
     "rate_gate": ("RateGate",),  # one lane's rate limit and 429 back-off (evaluation's scheduler)
 })
 
-__all__ = ["Capabilities", "BasePromptDriver", "BlockIndex", "StreamMeta", "BUILTIN", "ProviderSpec", "create_driver",
+__all__ = ["Capabilities", "BasePromptDriver", "BlockIndex", "StreamDecoder", "StreamMeta", "BUILTIN", "ProviderSpec", "create_driver",
            "parse_provider_id", "providers", "set_alias", "resolve_alias", "ALIASES", "KEY_FALLBACKS", "Cost", "Aggregator",
            "total_cost", "format_usd", "LEDGER", "close_all_drivers", *__getattr__.exports]

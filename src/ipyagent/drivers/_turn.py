@@ -23,11 +23,13 @@ from .aggregate import Aggregator, StreamMeta
 
 @dataclass(slots=True)
 class Opened:
-    """A response that answered 2xx (its body bounded by the response deadline), its parse
-    iterator, and the items read up to the first delta."""
+    """A response that answered 2xx (its body bounded by the response deadline): the frames
+    of its body not read yet (None: read to its end), the decoder reading them, and the
+    deltas read up to the first (`head`)."""
 
     response: httpx2.Response
-    items: Any
+    frames: Any
+    decoder: Any
     head: list[Any]
 
 

@@ -14,6 +14,8 @@ and the run store.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 from typing import Any
 
 from ..core import (
@@ -25,6 +27,7 @@ from ..core import (
     ReasoningDelta,
     StopKind,
     TextBlock,
+    join_text,
     TextDelta,
     ToolCallDelta,
     Usage,
@@ -33,9 +36,9 @@ from ..core import (
 
 @dataclass(slots=True)
 class StreamMeta:
-    """A non-delta update from `parse_stream`: any field left None is unchanged. `usage_error`:
-    the provider's usage block could not be read (`usage.read_usage`); it replaces a usage read
-    before, as a usage read later replaces it."""
+    """Facts of a stream a decoder notes (`StreamDecoder.note`): any field left None is
+    unchanged. `usage_error`: the provider's usage block could not be read (`usage.read_usage`);
+    it replaces a usage read before, as a usage read later replaces it."""
 
     usage: Usage | None = None
     usage_error: str | None = None
@@ -43,6 +46,9 @@ class StreamMeta:
     stop_kind: StopKind | None = None
     request_id: str | None = None
     model: str | None = None
+
+
+_INDEX = attrgetter("index")
 
 
 class BlockIndex(dict[Any, int]):
@@ -63,20 +69,64 @@ class BlockIndex(dict[Any, int]):
         return self[key]
 
 
-class Aggregator:
-    """Builds the final assistant `Message` from deltas, by content index."""
+class _Texts(dict[int, list[str]]):
+    """Content index -> the text pieces streamed there."""
 
-    __slots__ = ("deltas",)
+    __slots__ = ()
+
+    def __missing__(self, index: int) -> list[str]:
+        pieces = self[index] = []
+        return pieces
+
+
+class Aggregator:
+    """Builds the final assistant `Message` from deltas, by content index.
+
+    A `TextDelta` is kept as its text (`texts`), the other deltas as they are (`others`, in
+    arrival order): a long answer's thousands of delta objects would each be walked by the
+    garbage collector for as long as the reply is kept, strings are not. Deltas are grouped
+    by content index once, when a message is built."""
+
+    __slots__ = ("texts", "others")
 
     def __init__(self) -> None:
-        self.deltas: dict[int, list[DeltaMessage]] = {}
+        self.texts = _Texts()
+        self.others: list[DeltaMessage] = []
 
     def add(self, delta: DeltaMessage) -> None:
-        bucket = self.deltas.get(delta.index)
-        if bucket is None:
-            self.deltas[delta.index] = [delta]
+        if delta.__class__ is TextDelta:
+            self.texts[delta.index].append(delta.text)  # type: ignore[attr-defined]
         else:
-            bucket.append(delta)
+            self.others.append(delta)
+
+    def __bool__(self) -> bool:
+        """Whether any delta arrived."""
+        return bool(self.texts or self.others)
+
+    def clear(self) -> None:
+        """Forget the deltas (the next reply starts)."""
+        self.texts.clear()
+        self.others.clear()
+
+    def blocks(self) -> dict[int, list[Any]]:
+        """By content index, in index order: a text block's pieces (strings), or another block's
+        deltas in arrival order.
+
+        Raises:
+            ValueError: one content index holding text and deltas of another kind.
+        """
+        buckets: dict[int, list[Any]] = {}
+        for index, run in groupby(self.others, _INDEX):  # runs of one index, so one lookup per run
+            bucket = buckets.get(index)
+            if bucket is None:
+                buckets[index] = list(run)
+            else:
+                bucket.extend(run)
+        for index, pieces in self.texts.items():
+            if index in buckets:
+                raise ValueError(f"content block {index} holds text and {type(buckets[index][0]).__name__} deltas")
+            buckets[index] = pieces
+        return dict(sorted(buckets.items()))
 
     def message(self, *, dropped: list[dict[str, Any]] | None = None) -> Message:
         """The message so far. A tool call that cannot run as written (`ActionCallBlock.error`:
@@ -86,14 +136,16 @@ class Aggregator:
         "name", "raw_arguments"}).
 
         Raises:
-            TypeError, ValueError: the deltas form no message (a text delta that is not text).
+            TypeError, ValueError: the deltas form no message (a text delta that is not text, one
+                content index holding different kinds).
         """
         blocks: list[Any] = []
         calls = 0
-        for index in sorted(self.deltas):
-            bucket = self.deltas[index]
+        for index, bucket in self.blocks().items():
             first = bucket[0]
-            if isinstance(first, TextDelta):
+            if index in self.texts:
+                blocks.append(TextBlock(text=join_text(bucket)))
+            elif isinstance(first, TextDelta):  # a subclass of it
                 blocks.append(TextBlock.from_deltas(bucket))
             elif isinstance(first, ReasoningDelta):
                 block = ReasoningBlock.from_deltas(bucket)
@@ -124,7 +176,7 @@ class Aggregator:
         Raises:
             ValueError: the deltas form no message (one content index holding different kinds).
         """
-        if not any(self.deltas.values()):
+        if not self:
             return None
         dropped: list[dict[str, Any]] = []
         message = self.message(dropped=dropped)

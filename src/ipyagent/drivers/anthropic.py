@@ -28,10 +28,9 @@ What differs from the Chat Completions shape, and is handled here:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-import httpx2
 
 from ..core import (
     ActionCallBlock,
@@ -55,7 +54,8 @@ from ..core import (
     redact,
 )
 from .models import parse_anthropic
-from .base import MAX_EVENT_BYTES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, check_counts, read_usage, wire_usage
+from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, check_counts, read_usage, wire_usage
+from .decode import StreamDecoder
 from .model_rules import EFFORT_BUDGETS
 from .structured import OUTPUT_TOOL
 
@@ -410,45 +410,8 @@ class AnthropicPromptDriver(BasePromptDriver):
 
     # -- response -----------------------------------------------------------------------
 
-    def parse_whole(self, data: dict[str, Any]) -> Iterator[DeltaMessage | StreamMeta]:
-        """A whole Messages API reply (``type: message``; a proxy that ignored ``stream: true``) as items."""
-        if data.get("type") == "error" or isinstance(data.get("error"), dict):
-            raise self._stream_error(data.get("error", data))
-        if data.get("type") != "message" and not isinstance(data.get("content"), list):
-            raise ProviderError("invalid_response", f"{self.provider} sent a JSON reply that is not a message: "
-                                f"{json.dumps(data)[:200]!r}", retryable=False)
-        yield read_usage(usage_from_anthropic, data.get("usage") or {}, request_id=data.get("id") or None,
-                         model=data.get("model") or None)
-        for index, block in enumerate(data.get("content") or ()):
-            if isinstance(block, dict):
-                yield from block_deltas(index, block)
-        reason = data.get("stop_reason") or "end_turn"
-        yield StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason))
-
-    async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
-        if not response.headers.get("content-type", "").startswith("text/event-stream"):
-            response.headers["content-type"] = "text/event-stream"  # a proxy that labels the stream wrongly
-        stream, steps, loads = _MessageStream(self), _MessageStream.STEPS, json.loads
-        async for sse in httpx2.EventSource(response, max_event_size=MAX_EVENT_BYTES):
-            data = sse.data
-            if not data:
-                continue
-            try:
-                event = loads(data)
-            except ValueError:
-                event = self.stream_json(data)  # raises, quoting the line
-            if not isinstance(event, dict):
-                continue
-            kind = event.get("type") or sse.event
-            step = steps.get(kind)
-            if step is not None:
-                for item in step(stream, event):
-                    yield item
-            elif kind == "error" or sse.event == "error":
-                raise self._stream_error(event.get("error", event))
-            # ping, message_stop and unknown event types carry nothing we keep
-        for item in stream.leftovers():
-            yield item
+    def decoder(self) -> MessagesDecoder:
+        return MessagesDecoder(self)
 
     def _finish_block(self, position: int, block: dict[str, Any], fragments: list[str]) -> BlockDelta:
         raw = "".join(fragments)
@@ -476,68 +439,90 @@ class AnthropicPromptDriver(BasePromptDriver):
         return super().parse_error_body(status, data)
 
 
-class _MessageStream:
-    """The state of one Messages stream, and one step per event type ("Streaming Messages"):
-    each step takes the event and returns the items it stands for."""
+class MessagesDecoder(StreamDecoder):
+    """One Messages stream ("Streaming Messages"): one step per SSE event type, each taking the
+    event and returning the deltas it stands for; ``message_start`` and ``message_delta`` note
+    the usage (cumulative) and the stop reason. ``ping``, ``message_stop`` and unknown event
+    types carry nothing we keep; an ``error`` event raises."""
 
     def __init__(self, driver: AnthropicPromptDriver) -> None:
+        super().__init__()
         self.driver = driver
         self.index = BlockIndex()
         self.usage: dict[str, Any] = {}
         self.pending: dict[int, tuple[dict[str, Any], list[str]]] = {}  # passthrough blocks whose input is still streaming
 
-    def block_delta(self, event: dict[str, Any]) -> list[DeltaMessage]:
+    def feed(self, sse: Any) -> Sequence[DeltaMessage]:
+        try:
+            event = json.loads(sse.data)
+        except ValueError:
+            if sse.data:
+                self.driver.stream_json(sse.data)  # raises, quoting the line
+            return ()
+        if type(event) is not dict:
+            return ()
+        kind = event.get("type") or sse.event
+        if kind == "content_block_delta":  # the usual event: one piece of text
+            delta = event.get("delta") or _NONE
+            if delta.get("type") == "text_delta":
+                text = delta.get("text")
+                return (TextDelta(self.index[event.get("index", 0)], text),) if text else ()
+        step = self.STEPS.get(kind)
+        if step is not None:
+            return step(self, event)
+        if kind == "error" or sse.event == "error":
+            raise self.driver._stream_error(event.get("error", event))
+        return ()
+
+    def block_delta(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
+        """A delta other than text (`feed` reads a text delta itself)."""
         wire = event.get("index", 0)
-        delta = event.get("delta") or {}
+        delta = event.get("delta") or _NONE
         kind = delta.get("type")
-        if kind == "text_delta":
-            text = delta.get("text")
-            if text:
-                return [TextDelta(self.index[wire], text)]
-        elif kind == "input_json_delta":
+        if kind == "input_json_delta":
             fragment = delta.get("partial_json") or ""
             if wire in self.pending:
                 self.pending[wire][1].append(fragment)
             elif fragment:
-                return [ToolCallDelta(self.index(wire), None, None, fragment)]
+                return (ToolCallDelta(self.index(wire), None, None, fragment),)
         elif kind == "thinking_delta":
             if delta.get("thinking"):
-                return [ReasoningDelta(self.index(wire), delta["thinking"])]
+                return (ReasoningDelta(self.index(wire), delta["thinking"]),)
         elif kind == "signature_delta":
             if delta.get("signature"):
-                return [ReasoningDelta(self.index(wire), "", signature=delta["signature"])]
-        return []  # citations_delta and unknown delta types carry nothing we keep
+                return (ReasoningDelta(self.index(wire), "", signature=delta["signature"]),)
+        return ()  # citations_delta and unknown delta types carry nothing we keep
 
-    def block_start(self, event: dict[str, Any]) -> list[DeltaMessage]:
+    def block_start(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
         wire = event.get("index", 0)
         block = event.get("content_block") or {}
         position = self.index(wire)  # the arrival order fixes the position, even for a block emitted at its stop
         if block.get("type") in _KNOWN_BLOCKS:
             return block_deltas(position, block)
         self.pending[wire] = (dict(block), [])
-        return []
+        return ()
 
-    def block_stop(self, event: dict[str, Any]) -> list[DeltaMessage]:
+    def block_stop(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
         wire = event.get("index", 0)
         if wire in self.pending:
-            return [self.driver._finish_block(self.index(wire), *self.pending.pop(wire))]
-        return []
+            return (self.driver._finish_block(self.index(wire), *self.pending.pop(wire)),)
+        return ()
 
-    def message_start(self, event: dict[str, Any]) -> list[StreamMeta]:
+    def message_start(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
         message = event.get("message") or {}
         self.usage = message.get("usage") or {}
-        return [read_usage(usage_from_anthropic, self.usage, request_id=message.get("id") or None,
-                           model=message.get("model") or None)]
+        self.note(read_usage(usage_from_anthropic, self.usage, request_id=message.get("id") or None,
+                             model=message.get("model") or None))
+        return ()
 
-    def message_delta(self, event: dict[str, Any]) -> list[StreamMeta]:
-        items = []
+    def message_delta(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
         reason = (event.get("delta") or {}).get("stop_reason")
         if reason:
-            items.append(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
+            self.note(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
         counts = event.get("usage")
         if counts:
-            items.append(read_usage(self._cumulative, counts))
-        return items
+            self.note(read_usage(self._cumulative, counts))
+        return ()
 
     def _cumulative(self, counts: Any) -> Usage:
         """The usage with `counts` over message_start's: cumulative counts overwrite; fields not
@@ -545,20 +530,41 @@ class _MessageStream:
         self.usage = {**self.usage, **{k: v for k, v in counts.items() if v is not None}}
         return usage_from_anthropic(self.usage)
 
-    def leftovers(self) -> Iterator[DeltaMessage]:
+    def finish(self) -> list[DeltaMessage]:
         """A passthrough block left open (the stream stopped inside it), kept only if its input is whole."""
+        left = []
         for wire, (block, fragments) in self.pending.items():
             raw = "".join(fragments)
             if not raw.strip() or _json_or_none(raw) is not None:
-                yield self.driver._finish_block(self.index(wire), block, fragments)
+                left.append(self.driver._finish_block(self.index(wire), block, fragments))
+        return left
 
-    STEPS: ClassVar[dict[str, Callable[[_MessageStream, dict[str, Any]], Sequence[DeltaMessage | StreamMeta]]]] = {
+    def whole(self, data: dict[str, Any]) -> list[DeltaMessage]:
+        """A whole Messages API reply (``type: message``; a proxy that ignored ``stream: true``)."""
+        if data.get("type") == "error" or isinstance(data.get("error"), dict):
+            raise self.driver._stream_error(data.get("error", data))
+        if data.get("type") != "message" and not isinstance(data.get("content"), list):
+            raise ProviderError("invalid_response", f"{self.driver.provider} sent a JSON reply that is not a message: "
+                                f"{json.dumps(data)[:200]!r}", retryable=False)
+        self.note(read_usage(usage_from_anthropic, data.get("usage") or {}, request_id=data.get("id") or None,
+                             model=data.get("model") or None))
+        deltas = [d for index, block in enumerate(data.get("content") or ()) if isinstance(block, dict)
+                  for d in block_deltas(index, block)]
+        reason = data.get("stop_reason") or "end_turn"
+        self.note(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
+        return deltas
+
+    STEPS: ClassVar[dict[str, Callable[[MessagesDecoder, dict[str, Any]], Sequence[DeltaMessage]]]] = {
         "content_block_delta": block_delta,
         "content_block_start": block_start,
         "content_block_stop": block_stop,
         "message_start": message_start,
         "message_delta": message_delta,
     }
+
+
+_NONE: dict[str, Any] = {}  # read only: a delta without fields
+
 
 def _json_or_none(raw: str) -> Any:
     try:

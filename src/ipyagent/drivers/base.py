@@ -3,15 +3,18 @@
 A concrete driver translates, nothing more:
 
 * `build_request(prompt_stack)` -> (path, JSON body) in the provider's format;
-* `parse_stream(response)` -> an async iterator of `TextDelta` /
-  `ReasoningDelta` / `ToolCallDelta` events and `StreamMeta` updates (usage,
-  stop reason, ids), raising `ProviderError` for an error inside the stream;
+* `decoder()` -> a `StreamDecoder` for one reply: fed each frame of the body
+  (`framing`: ``"sse"`` events or ``"lines"``), it returns the `TextDelta` /
+  `ReasoningDelta` / `ToolCallDelta` deltas a frame stands for and notes the
+  stream's facts (usage, stop reason, ids) in its `StreamMeta`, raising
+  `ProviderError` for an error inside the stream;
 * `parse_error_body(status, data)` -> (code, message, type or None) for an
   HTTP error body.
 
-The base owns the rest: sending over httpx2, retries (tenacity), aggregation of
-deltas into the final `Message`, the `model_*` events, timing, redaction of
-secrets from error text (`core.redact`), capability checks, and closing.
+The base owns the rest: sending over httpx2, cutting the body into frames
+(`frames`), retries (tenacity), aggregation of deltas into the final
+`Message`, the `model_*` events, timing, redaction of secrets from error text
+(`core.redact`), capability checks, and closing.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import time
 import weakref
 from abc import ABC, abstractmethod
 from contextlib import aclosing
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from functools import lru_cache
@@ -47,6 +50,7 @@ from ..core import (
     ProviderError,
     StopKind,
     StopReason,
+    TextDelta,
     Usage,
     add_secret,
     add_url,
@@ -55,7 +59,8 @@ from ..core import (
 )
 from . import pricing
 from ._turn import Opened, Turn
-from .aggregate import BlockIndex, StreamMeta, merge_meta  # noqa: F401 - BlockIndex, StreamMeta: for drivers
+from .aggregate import BlockIndex, StreamMeta  # noqa: F401 - for drivers
+from .decode import StreamDecoder, body_frames, stream_json
 from .model_rules import DEFAULT_WINDOW, known_context_window
 from .models import ModelListing, parse_openai, with_known_facts
 from .pricing import Cost
@@ -100,13 +105,6 @@ STATUS_TYPES: dict[int, str] = {
 
 #: Seconds one response may take, first to last byte (`BasePromptDriver` ``response_timeout``).
 RESPONSE_TIMEOUT = 300.0
-
-
-#: The largest SSE event a driver reads (``EventSource(max_event_size=)``); httpx2's default,
-#: 1 MiB, is less than real single events: an image in base64 (OpenRouter's image models on
-#: Chat Completions, Responses' image generation), Anthropic's web-fetch result carrying a PDF,
-#: Responses' ``response.completed`` repeating the whole output. Past it the turn fails, not retried.
-MAX_EVENT_BYTES = 64 * 1024 * 1024
 
 
 #: What may be left of a body once its parser has seen the stop signal (OpenAI's ``[DONE]``):
@@ -161,6 +159,20 @@ class _Deadlined(httpx2.AsyncByteStream):
     async def aclose(self) -> None:
         self._chunks = None  # a body not read to its end: its iterators are closed as they were before `drain`
         await self.stream.aclose()
+
+
+async def _read_head(frames: AsyncIterator[Any], decoder: StreamDecoder, head: list[DeltaMessage]) -> AsyncIterator[Any] | None:
+    """Feed `decoder` frames until one gives a delta (put in `head`); the frames left, or None
+    when the body was read to its end (or to the stop signal), `decoder.finish` included."""
+    feed = decoder.feed
+    async for frame in frames:
+        head.extend(feed(frame))
+        if decoder.done:
+            break
+        if head:
+            return frames
+    head.extend(decoder.finish())
+    return None
 
 
 async def retry_sleep(seconds: float) -> None:
@@ -299,9 +311,12 @@ class BasePromptDriver(ABC):
     #: What the protocol can do; `capabilities_for(model)` may narrow it per model.
     capabilities: ClassVar[Capabilities] = Capabilities()
     default_base_url: ClassVar[str]
-    #: Content types this protocol streams as; another reply is looked at (`_read_reply`).
-    #: Empty (a third-party driver that did not say): every reply goes to `parse_stream`.
+    #: Content types this protocol streams as; another reply is looked at (`_reply`).
+    #: Empty (a third-party driver that did not say): every reply is read as the stream.
     stream_types: ClassVar[tuple[str, ...]] = ()
+    #: How the body is cut into the frames `decoder()` reads: ``"sse"`` (one
+    #: `httpx2.ServerSentEvent` each) or ``"lines"`` (one line of text each; NDJSON).
+    framing: ClassVar[str] = "sse"
     #: The model-list endpoint (relative to `base_url`) and its first page's query (`list_models`).
     models_path: ClassVar[str] = "/models"
     models_params: ClassVar[dict[str, Any]] = {}
@@ -361,27 +376,28 @@ class BasePromptDriver(ABC):
         """Request headers, authentication included."""
 
     @abstractmethod
-    def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
-        """Turn a 2xx streaming response into deltas and `StreamMeta` updates."""
+    def decoder(self) -> StreamDecoder:
+        """A new `StreamDecoder` for one reply (one try of a request)."""
 
-    def parse_whole(self, data: dict[str, Any]) -> Iterable[DeltaMessage | StreamMeta]:
-        """The items of one whole (non-streamed) JSON reply: a proxy that ignored
-        ``stream: true``. Default: not readable (`ProviderError` ``invalid_response``)."""
-        raise ProviderError("invalid_response", f"{self.provider} sent one JSON reply where a stream was expected: "
-                            f"{redact(json.dumps(data)[:200])!r}", retryable=False)
+    def frames(self, response: httpx2.Response) -> AsyncIterator[Any]:
+        """The body of a 2xx reply cut into the frames `decoder()` reads (`decode.body_frames`,
+        by `framing`); a driver with a framing of its own overrides this."""
+        return body_frames(response, self.framing)
 
-    def _read_reply(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
-        """`parse_stream` of a reply labelled as this driver's stream (`stream_types`), itself
-        (no generator in between: the relay reads each item from it); else `_read_other`."""
+    async def _reply(self, response: httpx2.Response, decoder: StreamDecoder) -> tuple[AsyncIterator[Any] | None, list[DeltaMessage]]:
+        """(the frames of a 2xx reply (`frames`), deltas already read). A reply labelled as
+        this driver's stream (`stream_types`) is read as it is; another is looked at (`_read_other`)."""
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if not self.stream_types or content_type in self.stream_types:
-            return self.parse_stream(response)
-        return self._read_other(response, content_type)
+            return self.frames(response), []
+        return await self._read_other(response, content_type, decoder)
 
-    async def _read_other(self, response: httpx2.Response, content_type: str) -> AsyncIterator[DeltaMessage | StreamMeta]:
-        """A reply not labelled as this driver's stream, looked at: one JSON object is read by
-        `parse_whole`, a stream labelled otherwise is parsed as a stream, anything else is
-        ``invalid_response`` naming its content type and first 200 bytes (redacted)."""
+    async def _read_other(self, response: httpx2.Response, content_type: str,
+                          decoder: StreamDecoder) -> tuple[AsyncIterator[Any] | None, list[DeltaMessage]]:
+        """A reply not labelled as this driver's stream, as `_reply` gives it: one JSON object is
+        read whole (`StreamDecoder.whole`: no frames, its deltas), a stream labelled otherwise is
+        read as the stream, anything else is ``invalid_response`` naming its content type and
+        first 200 bytes (redacted)."""
         chunks = response.aiter_bytes()
         head = b""
         async for chunk in chunks:
@@ -396,9 +412,11 @@ class BasePromptDriver(ABC):
             except ValueError:
                 data = None  # several objects (NDJSON, a JSON array stream): parsed as the stream
             if isinstance(data, dict):
-                for item in self.parse_whole(data):
-                    yield item
-                return
+                deltas = decoder.whole(data)
+                if deltas is None:
+                    raise ProviderError("invalid_response", f"{self.provider} sent one JSON reply where a stream was expected: "
+                                        f"{redact(json.dumps(data)[:200])!r}", retryable=False)
+                return None, list(deltas)
             stream: httpx2.AsyncByteStream = _Replayed(body)
         elif not start or start[:1] in (b"[", b":") or start.startswith((b"data:", b"event:", b"id:", b"retry:")):
             stream = _Replayed(head, chunks)
@@ -409,8 +427,7 @@ class BasePromptDriver(ABC):
         headers = [(k, v) for k, v in response.headers.items() if k.lower() not in ("content-type", "content-encoding", "content-length")]
         replay = httpx2.Response(response.status_code, headers=[*headers, ("content-type", self.stream_types[0])], stream=stream,
                                  request=response.request)
-        async for item in self.parse_stream(replay):
-            yield item
+        return self.frames(replay), []
 
     def bearer_headers(self, accept: str) -> dict[str, str]:
         """``Accept`` plus ``Authorization: Bearer KEY`` when there is a key (the common case)."""
@@ -420,10 +437,7 @@ class BasePromptDriver(ABC):
         """One stream line (an SSE ``data`` field, an NDJSON line) parsed as JSON.
 
         Raises `ProviderError` ``invalid_response`` quoting the line's first 200 characters."""
-        try:
-            return json.loads(line)
-        except ValueError:
-            raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not JSON: {line[:200]!r}") from None
+        return stream_json(self.provider, line)
 
     def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
         """(code, message, error type or None) from an error body (parsed JSON, or text)."""
@@ -703,17 +717,11 @@ class BasePromptDriver(ABC):
                     gate.hold(error.retry_after)  # the whole lane waits, not only this request
                 raise error
             response.stream = _Deadlined(response.stream, deadline)  # a trickling server trips it
-            items = self._read_reply(response)
-            head: list[Any] = []
-            while True:
-                try:
-                    item = await anext(items)
-                except StopAsyncIteration:
-                    break
-                head.append(item)
-                if isinstance(item, DeltaMessage):
-                    break
-            return Opened(response, items, head)
+            decoder = self.decoder()
+            rest, head = await self._reply(response, decoder)
+            if rest is not None:
+                rest = await _read_head(rest, decoder, head)
+            return Opened(response, rest, decoder, head)
         except BaseException as exc:
             await response.aclose()
             if isinstance(exc, Exception):
@@ -741,6 +749,7 @@ class BasePromptDriver(ABC):
                 async for notice in notices:
                     yield notice
         assert turn.opened is not None
+        turn.meta = turn.opened.decoder.meta  # the facts of the try that answered
         headers = turn.opened.response.headers
         turn.request_id = headers.get("x-request-id") or headers.get("request-id")  # OpenAI's / Anthropic's
 
@@ -763,31 +772,40 @@ class BasePromptDriver(ABC):
                     raise error
                 turn.opened = await self._open(request)
 
-    async def _relay(self, opened: Opened, turn: Turn, url: str) -> AsyncIterator[DeltaMessage]:
-        """Step 2, relay: every delta as it arrives (the head read by `_open` first), kept for
-        the final message; the rest (usage, stop reason, ids) merged into `turn.meta`.
+    @staticmethod
+    async def _relay(opened: Opened, turn: Turn) -> AsyncIterator[DeltaMessage]:
+        """Step 2, relay: every delta as it arrives (the head `_open` read first), kept for the
+        final message; the decoder notes the rest (usage, stop reason, ids) in `turn.meta`.
+        A frame costs one call of the decoder's `feed`: no generator between it and `stream`.
 
         Raises:
-            ProviderError: an error inside the stream, a broken connection, an unreadable chunk,
-                the response past its deadline (``timeout``, not retried).
+            Exception: an error inside the stream (`ProviderError`), a broken connection, an
+                unreadable frame, the response past its deadline (``TimeoutError``); `stream`
+                says what each means (`_as_provider_error`).
         """
-        add, meta = turn.agg.add, turn.meta
-        try:
-            for item in opened.head:
-                if isinstance(item, DeltaMessage):
-                    turn.ttft_s = time.monotonic() - turn.started
-                    add(item)
-                    yield item
+        agg, head = turn.agg, opened.head
+        add = agg.add
+        if head:
+            turn.ttft_s = time.monotonic() - turn.started
+            for delta in head:
+                add(delta)
+                yield delta
+        rest, decoder = opened.frames, opened.decoder
+        if rest is None:
+            return
+        feed, texts, others = decoder.feed, agg.texts, agg.others
+        async for frame in rest:
+            for delta in feed(frame):
+                if delta.__class__ is TextDelta:  # Aggregator.add, inline: one Python call less per delta
+                    texts[delta.index].append(delta.text)  # type: ignore[attr-defined]
                 else:
-                    merge_meta(meta, item)
-            async for item in opened.items:
-                if isinstance(item, DeltaMessage):
-                    add(item)
-                    yield item
-                else:
-                    merge_meta(meta, item)
-        except Exception as exc:
-            raise self._as_provider_error(exc, url) from None
+                    others.append(delta)
+                yield delta
+            if decoder.done:
+                break
+        for delta in decoder.finish():
+            add(delta)
+            yield delta
 
     async def _complete(self, turn: Turn) -> ModelCompleted:
         """Step 3, complete: the final message from the deltas, its usage, stop reason and price.
@@ -860,7 +878,7 @@ class BasePromptDriver(ABC):
                     yield notice
             opened = turn.opened
             assert opened is not None
-            async with aclosing(self._relay(opened, turn, str(request.url))) as deltas:
+            async with aclosing(self._relay(opened, turn)) as deltas:
                 async for delta in deltas:
                     yield delta
             if isinstance(opened.response.stream, _Deadlined):  # the connection back to the pool
@@ -881,7 +899,7 @@ class BasePromptDriver(ABC):
         ``text/event-stream``): what it began with, as one line; else nothing."""
         body = turn.opened.response.stream if turn.opened is not None else None
         head = body.head.lstrip() if isinstance(body, _Deadlined) else b""
-        if turn.agg.deltas or not head or head[:1] in (b"{", b"[", b":") or head.startswith((b"data:", b"event:", b"id:", b"retry:")):
+        if turn.agg or not head or head[:1] in (b"{", b"[", b":") or head.startswith((b"data:", b"event:", b"id:", b"retry:")):
             return ""
         return f"; it sent no event, only: {redact(error_excerpt(head.decode('utf-8', 'replace')))!r}"
 

@@ -34,8 +34,6 @@ Translation notes:
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2
@@ -44,7 +42,6 @@ from ..core import (
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
-    DeltaMessage,
     DocumentBlock,
     GenericBlock,
     ImageBlock,
@@ -54,21 +51,19 @@ from ..core import (
     ReasoningBlock,
     TextBlock,
     ToolDefinition,
-    redact,
 )
 from .models import parse_gemini
-from .base import BasePromptDriver, Capabilities, StreamMeta
+from .base import BasePromptDriver, Capabilities
 from .gemini_schema import to_gemini_schema
 from .model_rules import EFFORT_BUDGETS
 from .gemini_stream import (
+    GeminiDecoder,
     GeminiResponseParser,
     error_type,
-    LineFramer,
     error_reason,
     is_sent_id,
     parse_response,
     retry_delay,
-    stream_error,
     usage_from_gemini,
 )
 from .structured import OUTPUT_TOOL, output_tool
@@ -118,6 +113,7 @@ class GeminiPromptDriver(BasePromptDriver):
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
     # SSE, or a JSON array / one JSON object (a non-streamed reply): the parser reads all of them.
     stream_types = ("text/event-stream", "application/json")
+    framing = "lines"  # SSE, and JSON over lines: `GeminiDecoder`
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
     known_options = _GENERATION_OPTIONS | {"safetySettings", "toolConfig"}
 
@@ -334,70 +330,8 @@ class GeminiPromptDriver(BasePromptDriver):
 
     # -- response -----------------------------------------------------------------------
 
-    async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
-        parser = GeminiResponseParser()
-        lines = LineFramer()
-        data: list[str] = []
-        bare: list[str] = []
-        async for text in response.aiter_text():
-            for line in lines.feed(text):
-                if line.startswith("data:"):
-                    data.append(line[6:] if line.startswith("data: ") else line[5:])
-                    continue
-                chunk = self._line(line, data, bare)
-                if chunk is not None:
-                    for item in parser.feed(chunk):
-                        yield item
-        for line in lines.flush() + [""]:
-            if line.startswith("data:"):
-                data.append(line[6:] if line.startswith("data: ") else line[5:])
-                continue
-            chunk = self._line(line, data, bare)
-            if chunk is not None:
-                for item in parser.feed(chunk):
-                    yield item
-        if bare:
-            text = "\n".join(bare).strip()
-            raise ProviderError(
-                "invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON: {redact(text[:200])!r}"
-            )
-        for item in parser.finish():
-            yield item
-
-    def _line(self, line: str, data: list[str], bare: list[str]) -> Any:
-        """The JSON value a non-``data:`` line completes, or None: the event's data at a
-        blank line, or a bare JSON object (an error written without ``data:``)."""
-        if not line:
-            if data:
-                payload = "\n".join(data)
-                data.clear()
-                if payload != "[DONE]":
-                    return self._json(payload)
-            return None
-        if bare or line.lstrip().startswith(("{", "[")):
-            bare.append(line)
-            if line.rstrip().endswith(("}", "]")):
-                try:
-                    value = json.loads("\n".join(bare))
-                except ValueError:
-                    return None
-                bare.clear()
-                if isinstance(value, dict) and "error" in value:
-                    raise stream_error(value["error"])
-                return value
-        # ":" comments, event:, id:, retry: carry nothing Gemini uses
-        return None
-
-    def _json(self, payload: str) -> Any:
-        try:
-            chunk = json.loads(payload)
-        except ValueError:
-            raise ProviderError(
-                "invalid_response", f"{self.provider} sent a stream event that is not JSON: {redact(payload[:200])!r}"
-            ) from None
-        if isinstance(chunk, dict) and chunk.get("error"):
-            raise stream_error(chunk["error"])
-        return chunk
+    def decoder(self) -> GeminiDecoder:
+        return GeminiDecoder(self.provider)
 
     def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
         if isinstance(data, list) and data and isinstance(data[0], dict):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..core import (
@@ -30,6 +30,7 @@ from ..core import (
     redact,
 )
 from .base import BlockIndex, StreamMeta, read_usage, wire_usage
+from .decode import StreamDecoder
 
 #: `Candidate.finishReason` -> StopKind. STOP with function calls is tool_use.
 FINISH_REASONS: dict[str, StopKind] = {
@@ -377,37 +378,77 @@ def stream_error(error: Any) -> ProviderError:
     )
 
 
-class LineFramer:
-    """Splits streamed text into lines on CR, LF or CRLF only (not on U+2028 and the
-    like, which may sit inside a JSON string)."""
+class GeminiDecoder(StreamDecoder):
+    """Gemini's reply a line at a time (``framing = "lines"``): SSE ``data:`` lines (``alt=sse``),
+    or JSON written over lines (a JSON array, the stream's other framing; one object, a
+    non-streamed reply; a bare error object), each value read by `GeminiResponseParser`."""
 
-    __slots__ = ("_rest", "_cr")
+    def __init__(self, provider: str = "gemini") -> None:
+        super().__init__()
+        self.provider = provider
+        self.parser = GeminiResponseParser()
+        self.data: list[str] = []  # the data lines of the SSE event being read
+        self.bare: list[str] = []  # the lines of a JSON value written without ``data:``
 
-    def __init__(self) -> None:
-        self._rest = ""
-        self._cr = False
+    def feed(self, line: str) -> Sequence[DeltaMessage]:
+        if line.startswith("data:"):
+            self.data.append(line[6:] if line.startswith("data: ") else line[5:])
+            return ()
+        chunk = self._line(line)
+        return list(self.parser.feed(chunk)) if chunk is not None else ()
 
-    def feed(self, text: str) -> list[str]:
-        if self._cr:
-            text, self._cr = "\r" + text, False
-        if text.endswith("\r"):
-            text, self._cr = text[:-1], True
-        if "\r" in text:
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-        if "\n" not in text:
-            self._rest += text
-            return []
-        lines = text.split("\n")
-        lines[0] = self._rest + lines[0]
-        self._rest = lines.pop()
-        return lines
+    def finish(self) -> list[DeltaMessage]:
+        """The last event (its blank line missing), a still-open call; usage, stop reason and ids noted.
 
-    def flush(self) -> list[str]:
-        rest, self._rest = self._rest, ""
-        if self._cr:
-            self._cr = False
-            return [rest, ""]
-        return [rest] if rest else []
+        Raises:
+            ProviderError: ``invalid_response`` for lines left that are neither SSE nor JSON.
+        """
+        chunk = self._line("")
+        deltas = list(self.parser.feed(chunk)) if chunk is not None else []
+        if self.bare:
+            text = "\n".join(self.bare).strip()
+            raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON: {redact(text[:200])!r}")
+        for item in self.parser.finish():
+            if isinstance(item, StreamMeta):
+                self.note(item)
+            else:
+                deltas.append(item)
+        return deltas
+
+    def _line(self, line: str) -> Any:
+        """The JSON value a non-``data:`` line completes, or None: the event's data at a
+        blank line, or a bare JSON value (an error written without ``data:``)."""
+        if not line:
+            data = self.data
+            if data:
+                payload = "\n".join(data)
+                data.clear()
+                if payload != "[DONE]":
+                    return self._json(payload)
+            return None
+        bare = self.bare
+        if bare or line.lstrip().startswith(("{", "[")):
+            bare.append(line)
+            if line.rstrip().endswith(("}", "]")):
+                try:
+                    value = json.loads("\n".join(bare))
+                except ValueError:
+                    return None
+                bare.clear()
+                if isinstance(value, dict) and "error" in value:
+                    raise stream_error(value["error"])
+                return value
+        # ":" comments, event:, id:, retry: carry nothing Gemini uses
+        return None
+
+    def _json(self, payload: str) -> Any:
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            raise ProviderError("invalid_response", f"{self.provider} sent a stream event that is not JSON: {redact(payload[:200])!r}") from None
+        if isinstance(chunk, dict) and chunk.get("error"):
+            raise stream_error(chunk["error"])
+        return chunk
 
 
 # -- the driver ------------------------------------------------------------------------

@@ -24,10 +24,9 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-import httpx2
 
 from ..core import (
     DocumentBlock,
@@ -48,7 +47,8 @@ from ..core import (
     Usage,
 )
 from .models import parse_ollama
-from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
+from .base import BasePromptDriver, BlockIndex, Capabilities, read_usage, wire_usage
+from .decode import StreamDecoder, stream_json
 from .openai_chat import system_message
 from .structured import output_tool
 
@@ -97,6 +97,80 @@ def _stream_error(error: Any) -> ProviderError:
     return ProviderError(etype or "server", f"ollama stream error: {message}", code=code, raw=error)  # type: ignore[arg-type]
 
 
+class OllamaDecoder(StreamDecoder):
+    """Ollama's NDJSON stream ("Generate a chat completion", streaming): one JSON object a line,
+    its ``message`` (``/api/generate``: its ``response`` and ``thinking``); the object with
+    ``done: true`` carries the counts and the done reason, and ends the reply."""
+
+    def __init__(self, provider: str, call_ids: Iterator[int]) -> None:
+        super().__init__()
+        self.provider, self.call_ids = provider, call_ids
+        self.index = BlockIndex()
+        self.calls = 0
+
+    def feed(self, line: str) -> Sequence[DeltaMessage]:
+        if not line.strip():
+            return ()
+        chunk = stream_json(self.provider, line)
+        if not isinstance(chunk, dict):
+            return ()
+        error = chunk.get("error")
+        if error:
+            raise _stream_error(error)
+        message = chunk.get("message")
+        deltas = self._message(message) if message else self._generated(chunk)
+        if chunk.get("done"):
+            reason = chunk.get("done_reason") or None
+            if self.calls and reason in (None, "stop"):
+                kind = StopKind.tool_use  # Ollama says "stop" after tool calls too
+            else:
+                kind = DONE_REASONS.get(reason or "stop", StopKind.end_turn)
+            self.note(read_usage(usage_from_ollama, chunk, stop_raw=reason, stop_kind=kind, model=chunk.get("model") or None))
+            self.done = True
+        return deltas
+
+    def _message(self, message: dict[str, Any]) -> list[DeltaMessage]:
+        index, deltas = self.index, []
+        thinking = message.get("thinking")
+        if thinking:
+            deltas.append(ReasoningDelta(index("reasoning"), thinking))
+        text = message.get("content")
+        if text:
+            deltas.append(TextDelta(index["text"], text))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            if arguments is None:
+                arguments = {}
+            deltas.append(ToolCallDelta(
+                index(("tool", self.calls)),
+                call.get("id") or f"call_{next(self.call_ids)}",
+                function.get("name") or None,
+                arguments if isinstance(arguments, str) else json.dumps(arguments),
+            ))
+            self.calls += 1
+        return deltas
+
+    def _generated(self, chunk: dict[str, Any]) -> list[DeltaMessage]:
+        """The ``/api/generate`` shape."""
+        deltas: list[DeltaMessage] = []
+        thinking = chunk.get("thinking")
+        if thinking:
+            deltas.append(ReasoningDelta(self.index("reasoning"), thinking))
+        text = chunk.get("response")
+        if text:
+            deltas.append(TextDelta(self.index("text"), text))
+        return deltas
+
+    def finish(self) -> Sequence[DeltaMessage]:
+        """Nothing is left; raises `ProviderError` ``invalid_response`` when the body ended before
+        the ``done`` object."""
+        if not self.done:
+            raise ProviderError("invalid_response", f"{self.provider} stream ended before its final object (done: true)",
+                                retryable=False)
+        return ()
+
+
 class OllamaPromptDriver(BasePromptDriver):
     """Prompt driver for `POST {base_url}/api/chat` with `stream: true`.
 
@@ -117,6 +191,7 @@ class OllamaPromptDriver(BasePromptDriver):
     default_base_url = "http://localhost:11434"
     # NDJSON, or one JSON object on one line (a non-streamed reply): read alike.
     stream_types = ("application/x-ndjson", "application/json")
+    framing = "lines"
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True)
     known_options = frozenset({"options", "keep_alive", "think", "format"})
 
@@ -272,54 +347,8 @@ class OllamaPromptDriver(BasePromptDriver):
 
     # -- response -----------------------------------------------------------------------
 
-    async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
-        index = BlockIndex()
-        calls = 0
-        async for line in response.aiter_lines():
-            if not line.strip():
-                continue
-            chunk = self.stream_json(line)
-            if not isinstance(chunk, dict):
-                continue
-            error = chunk.get("error")
-            if error:
-                raise _stream_error(error)
-            message = chunk.get("message")
-            if message:
-                thinking = message.get("thinking")
-                if thinking:
-                    yield ReasoningDelta(index("reasoning"), thinking)
-                text = message.get("content")
-                if text:
-                    yield TextDelta(index("text"), text)
-                for call in message.get("tool_calls") or ():
-                    function = call.get("function") or {}
-                    arguments = function.get("arguments")
-                    if arguments is None:
-                        arguments = {}
-                    yield ToolCallDelta(
-                        index(("tool", calls)),
-                        call.get("id") or f"call_{next(self._call_ids)}",
-                        function.get("name") or None,
-                        arguments if isinstance(arguments, str) else json.dumps(arguments),
-                    )
-                    calls += 1
-            else:  # /api/generate shape
-                thinking = chunk.get("thinking")
-                if thinking:
-                    yield ReasoningDelta(index("reasoning"), thinking)
-                text = chunk.get("response")
-                if text:
-                    yield TextDelta(index("text"), text)
-            if chunk.get("done"):
-                reason = chunk.get("done_reason") or None
-                if calls and reason in (None, "stop"):
-                    kind = StopKind.tool_use  # Ollama says "stop" after tool calls too
-                else:
-                    kind = DONE_REASONS.get(reason or "stop", StopKind.end_turn)
-                yield read_usage(usage_from_ollama, chunk, stop_raw=reason, stop_kind=kind, model=chunk.get("model") or None)
-                return
-        raise ProviderError("invalid_response", f"{self.provider} stream ended before its final object (done: true)", retryable=False)
+    def decoder(self) -> OllamaDecoder:
+        return OllamaDecoder(self.provider, self._call_ids)
 
     def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
         if isinstance(data, dict):

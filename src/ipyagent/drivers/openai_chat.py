@@ -12,10 +12,9 @@ a chunk or as an `event: error`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Sequence
 from typing import Any
 
-import httpx2
 
 from ..core import (
     DocumentBlock,
@@ -33,7 +32,8 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
-from .base import MAX_EVENT_BYTES, STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
+from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
+from .decode import StreamDecoder, stream_json
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .error_types import error_type_for
 from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
@@ -95,11 +95,15 @@ def usage_from_openai(raw: dict[str, Any]) -> Usage:
 _NONE: dict[str, Any] = {}  # read only: what a chunk without ``x_groq`` has there
 
 
-class _ChoiceDeltas:
-    """The deltas of choice 0 across the chunks of one stream: its text, reasoning,
-    refusal and tool calls, and its ``finish_reason``."""
+class ChatDecoder(StreamDecoder):
+    """One Chat Completions stream: each SSE event a ``chat.completion.chunk``, ``[DONE]``
+    (the stop signal), or an error (``event: error``, or an ``error`` field). Choice 0 makes
+    the reply (we never ask for ``n`` > 1): its text, reasoning, refusal and tool calls, and
+    its ``finish_reason``; usage comes on a last chunk of its own, or in ``x_groq``."""
 
-    def __init__(self) -> None:
+    def __init__(self, provider: str = "openai") -> None:
+        super().__init__()
+        self.provider = provider
         self.index = BlockIndex()
         self.finished = False
         self.text_at: int | None = None  # the text block's index, once it has one
@@ -107,13 +111,60 @@ class _ChoiceDeltas:
         self.generation: dict[int, int] = {}  # how many calls have used that index
         self.call_at: dict[int, int] = {}  # tool_calls[].index -> the block index of its current call
 
-    def read(self, choice: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
-        delta = choice.get("delta") or _NONE
-        if len(delta) == 1 and not choice.get("finish_reason"):
-            content = delta.get("content")
-            if type(content) is str:  # the usual chunk, one piece of text: read without the other fields' lookups
-                return [TextDelta(self._text_at(), content)] if content else []
-        return self._read_all(choice, delta)
+    def feed(self, sse: Any) -> Sequence[DeltaMessage]:
+        try:
+            chunk = json.loads(sse.data)
+        except ValueError:
+            return self._not_json(sse.data)
+        if sse.event == "error":
+            raise _error_from_object(chunk.get("error", chunk) if isinstance(chunk, dict) else chunk)
+        if type(chunk) is not dict:
+            return ()
+        usage = chunk.get("usage")
+        if usage or "x_groq" in chunk:  # before an error in the same chunk (OpenRouter): what was billed counts
+            self._usage(chunk, usage)
+        if "error" in chunk and chunk["error"]:
+            raise _error_from_object(chunk["error"])
+        choices = chunk.get("choices")
+        if not choices:
+            return ()
+        if len(choices) != 1:
+            return [d for item in choices if item.get("index", 0) == 0 for d in self.read(item)]
+        choice = choices[0]  # the usual chunk: one choice, its delta one piece of text
+        delta = choice.get("delta")
+        if delta and len(delta) == 1 and "content" in delta and not choice.get("finish_reason") and choice.get("index", 0) == 0:
+            content = delta["content"]
+            if type(content) is str:
+                if not content:
+                    return ()
+                at = self.text_at
+                if at is None:
+                    at = self.text_at = self.index["text"]
+                return (TextDelta(at, content),)
+        return self.read(choice) if choice.get("index", 0) == 0 else ()
+
+    def _not_json(self, data: str) -> Sequence[DeltaMessage]:
+        """An event whose data is not JSON: ``[DONE]`` (the stop signal), an empty one (nothing),
+        else `ProviderError` quoting it."""
+        if data == "[DONE]":
+            self.done = True
+            if not self.finished:  # a server that never sends finish_reason still ends with [DONE]
+                self.note(StreamMeta(stop_raw="[DONE]"))
+            return ()
+        if not data:
+            return ()
+        stream_json(self.provider, data)  # raises, quoting the line
+        return ()  # pragma: no cover, no mutate - stream_json raised
+
+    def _usage(self, chunk: dict[str, Any], usage: Any) -> None:
+        if not usage:
+            usage = (chunk["x_groq"] or _NONE).get("usage")  # Groq
+        if usage:
+            self.note(read_usage(usage_from_openai, usage, request_id=chunk.get("id") or None, model=chunk.get("model") or None))
+
+    def read(self, choice: dict[str, Any]) -> Sequence[DeltaMessage]:
+        """The deltas of one chunk's choice 0; its ``finish_reason`` noted."""
+        return self._read_all(choice, choice.get("delta") or _NONE)
 
     def _text_at(self) -> int:
         at = self.text_at
@@ -121,9 +172,9 @@ class _ChoiceDeltas:
             at = self.text_at = self.index("text")
         return at
 
-    def _read_all(self, choice: dict[str, Any], delta: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
+    def _read_all(self, choice: dict[str, Any], delta: dict[str, Any]) -> list[DeltaMessage]:
         index = self.index
-        items: list[DeltaMessage | StreamMeta] = []
+        items: list[DeltaMessage] = []
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if reasoning:
             items.append(ReasoningDelta(index("reasoning"), reasoning))
@@ -139,7 +190,7 @@ class _ChoiceDeltas:
         finish = choice.get("finish_reason")
         if finish:
             self.finished = True
-            items.append(StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn)))
+            self.note(StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn)))
         return items
 
     def _call(self, call: dict[str, Any]) -> ToolCallDelta:
@@ -156,6 +207,33 @@ class _ChoiceDeltas:
         if at is None:
             at = self.call_at[slot] = self.index(("tool", slot, self.generation.get(slot, 0)))
         return ToolCallDelta(at, call_id or None, function.get("name") or None, function.get("arguments") or "")
+
+    def whole(self, data: dict[str, Any]) -> list[DeltaMessage]:
+        """A whole ``chat.completion`` object (a server that ignored ``stream: true``)."""
+        if data.get("error"):
+            raise _error_from_object(data["error"])
+        choice = next((c for c in data.get("choices") or () if isinstance(c, dict) and c.get("index", 0) == 0), None)
+        if choice is None:
+            raise ProviderError("invalid_response", f"{self.provider} sent a JSON reply without choices: "
+                                f"{json.dumps(data)[:200]!r}", retryable=False)
+        if data.get("usage"):
+            self.note(read_usage(usage_from_openai, data["usage"], request_id=data.get("id") or None, model=data.get("model") or None))
+        message, index, deltas = choice.get("message") or {}, self.index, []
+        reasoning = message.get("reasoning_content") or message.get("reasoning")
+        if reasoning:
+            deltas.append(ReasoningDelta(index("reasoning"), reasoning))
+        for kind, text in content_parts(message.get("content")):
+            deltas.append(TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text))
+        if message.get("refusal"):
+            deltas.append(TextDelta(index("text"), message["refusal"]))
+        for slot, call in enumerate(message.get("tool_calls") or ()):
+            function = call.get("function") or {}
+            arguments = function.get("arguments")
+            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments) if arguments else ""
+            deltas.append(ToolCallDelta(index(("tool", slot)), call.get("id") or None, function.get("name") or None, arguments))
+        finish = choice.get("finish_reason") or ("tool_calls" if message.get("tool_calls") else "stop")
+        self.note(StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn)))
+        return deltas
 
 
 def _error_from_object(error: Any) -> ProviderError:
@@ -347,63 +425,8 @@ class OpenAIChatPromptDriver(BasePromptDriver):
 
     # -- response -----------------------------------------------------------------------
 
-    async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
-        content_type = response.headers.get("content-type", "")
-        if not content_type.startswith("text/event-stream"):
-            # Some compatible servers stream SSE as application/json or text/plain.
-            response.headers["content-type"] = "text/event-stream"
-        choice, loads = _ChoiceDeltas(), json.loads
-        async for sse in httpx2.EventSource(response, max_event_size=MAX_EVENT_BYTES):
-            data = sse.data
-            if data == "[DONE]":
-                if not choice.finished:  # a server that never sends finish_reason still ends with [DONE]
-                    yield StreamMeta(stop_raw="[DONE]")
-                break
-            if not data:
-                continue
-            try:
-                chunk = loads(data)
-            except ValueError:
-                chunk = self.stream_json(data)  # raises, quoting the line
-            if sse.event == "error":
-                raise _error_from_object(chunk.get("error", chunk) if isinstance(chunk, dict) else chunk)
-            if not isinstance(chunk, dict):
-                continue
-            usage = chunk.get("usage") or (chunk.get("x_groq") or _NONE).get("usage")
-            if usage:  # before an error in the same chunk (OpenRouter): what was billed counts
-                yield read_usage(usage_from_openai, usage, request_id=chunk.get("id") or None, model=chunk.get("model") or None)
-            if chunk.get("error"):
-                raise _error_from_object(chunk["error"])
-            for item in chunk.get("choices") or ():
-                if item.get("index", 0) == 0:  # we never ask for n > 1; extra choices are not part of this reply
-                    for out in choice.read(item):
-                        yield out
-
-    def parse_whole(self, data: dict[str, Any]) -> Iterator[DeltaMessage | StreamMeta]:
-        """A whole ``chat.completion`` object (a server that ignored ``stream: true``) as items."""
-        if data.get("error"):
-            raise _error_from_object(data["error"])
-        choice = next((c for c in data.get("choices") or () if isinstance(c, dict) and c.get("index", 0) == 0), None)
-        if choice is None:
-            raise ProviderError("invalid_response", f"{self.provider} sent a JSON reply without choices: "
-                                f"{json.dumps(data)[:200]!r}", retryable=False)
-        if data.get("usage"):
-            yield read_usage(usage_from_openai, data["usage"], request_id=data.get("id") or None, model=data.get("model") or None)
-        message, index = choice.get("message") or {}, BlockIndex()
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        if reasoning:
-            yield ReasoningDelta(index("reasoning"), reasoning)
-        for kind, text in content_parts(message.get("content")):
-            yield TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text)
-        if message.get("refusal"):
-            yield TextDelta(index("text"), message["refusal"])
-        for slot, call in enumerate(message.get("tool_calls") or ()):
-            function = call.get("function") or {}
-            arguments = function.get("arguments")
-            arguments = arguments if isinstance(arguments, str) else json.dumps(arguments) if arguments else ""
-            yield ToolCallDelta(index(("tool", slot)), call.get("id") or None, function.get("name") or None, arguments)
-        finish = choice.get("finish_reason") or ("tool_calls" if message.get("tool_calls") else "stop")
-        yield StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn))
+    def decoder(self) -> ChatDecoder:
+        return ChatDecoder(self.provider)
 
     def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
         if isinstance(data, dict):

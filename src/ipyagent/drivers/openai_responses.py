@@ -36,7 +36,7 @@ one whole Response object through the same item handling.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import httpx2
@@ -59,7 +59,8 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
-from .base import MAX_EVENT_BYTES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
+from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
+from .decode import StreamDecoder
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .openai_chat import openai_tool_choice
 from .error_types import error_type_for
@@ -134,16 +135,16 @@ def _loads_object(text: str | None) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-class ResponsesStreamState:
-    """Turns Responses stream events (parsed JSON) into deltas and `StreamMeta`.
-
-    `handle(event)` returns the items for one event; it raises `ProviderError`
-    for ``response.failed`` and ``error`` events.
+class ResponsesDecoder(StreamDecoder):
+    """One Responses stream: each SSE event one typed event (its ``type`` field, else the SSE
+    event name), turned into deltas (`handle`); ids, usage and the stop reason noted. A whole
+    Response object (a server that ignored ``stream: true``) reads as the events it stands for.
+    ``response.failed`` and ``error`` events raise `ProviderError`.
     """
 
-    __slots__ = ("index", "_text_seen", "_reasoning_part", "_calls", "_args_seen", "has_calls")
-
-    def __init__(self) -> None:
+    def __init__(self, provider: str = "openai") -> None:
+        super().__init__()
+        self.provider = provider
         self.index = BlockIndex()
         self._text_seen: set[tuple[int, int]] = set()
         self._reasoning_part: dict[int, Any] = {}  # output index -> last part key
@@ -151,23 +152,47 @@ class ResponsesStreamState:
         self._args_seen: set[int] = set()
         self.has_calls = False
 
-    def handle(self, event: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
+    def feed(self, sse: Any) -> Sequence[DeltaMessage]:
+        data = sse.data
+        if not data:
+            return ()
+        if data == "[DONE]":  # OpenAI sends none; some compatible servers do
+            self.done = True
+            return ()
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise ProviderError("invalid_response", f"{self.provider} sent a stream event that is not JSON: {data[:200]!r}") from None
+        if not isinstance(event, dict):
+            return ()
+        if "type" not in event and sse.event:
+            event["type"] = sse.event
+        return self.handle(event)
+
+    def whole(self, data: dict[str, Any]) -> list[DeltaMessage]:
+        """A whole Response object: the deltas of the events it stands for (`response_object_events`)."""
+        if isinstance(data.get("error"), dict) and data.get("object") != "response":
+            raise error_from_object(data["error"])
+        return [d for event in response_object_events(data) for d in self.handle(event)]
+
+    def handle(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
+        """The deltas of one stream event (parsed JSON)."""
         etype = event.get("type")
         if etype == "response.output_text.delta" or etype == "response.refusal.delta":
             delta = event.get("delta")
             if not delta:
-                return []
+                return ()
             key = (event.get("output_index", 0), event.get("content_index", 0))
             self._text_seen.add(key)
-            return [TextDelta(self.index(key), delta)]
+            return (TextDelta(self.index(key), delta),)
         if etype == "response.function_call_arguments.delta":
             delta = event.get("delta")
             if not delta:
-                return []
+                return ()
             oi = event.get("output_index", 0)
             self._args_seen.add(oi)
             self.has_calls = True
-            return [ToolCallDelta(self.index((oi, "call")), None, None, delta)]
+            return (ToolCallDelta(self.index((oi, "call")), None, None, delta),)
         if etype == "response.reasoning_summary_text.delta":
             return self._reasoning(event, ("summary", event.get("summary_index", 0)))
         if etype == "response.reasoning_text.delta":
@@ -176,12 +201,12 @@ class ResponsesStreamState:
             return self._item_added(event.get("output_index", 0), event.get("item") or {})
         if etype == "response.content_part.added":
             self.index((event.get("output_index", 0), event.get("content_index", 0)))  # keep arrival order
-            return []
+            return ()
         if etype == "response.function_call_arguments.done":
             oi = event.get("output_index", 0)
             arguments = event.get("arguments")
             if oi in self._args_seen or not arguments:
-                return []
+                return ()
             self._args_seen.add(oi)
             self.has_calls = True
             return [ToolCallDelta(self.index((oi, "call")), None, None, arguments)]
@@ -189,34 +214,37 @@ class ResponsesStreamState:
             return self.item_done(event.get("output_index", 0), event.get("item") or {})
         if etype == "response.created" or etype == "response.in_progress":
             response = event.get("response") or {}
-            return [StreamMeta(request_id=response.get("id") or None, model=response.get("model") or None)]
+            self.note(StreamMeta(request_id=response.get("id") or None, model=response.get("model") or None))
+            return ()
         if etype == "response.completed":  # some servers end an incomplete reply with this event too
             response = event.get("response") or {}
-            return [self._finished(response, "incomplete" if response.get("status") == "incomplete" else "completed")]
+            self.note(self._finished(response, "incomplete" if response.get("status") == "incomplete" else "completed"))
+            return ()
         if etype == "response.incomplete":
-            return [self._finished(event.get("response") or {}, "incomplete")]
+            self.note(self._finished(event.get("response") or {}, "incomplete"))
+            return ()
         if etype == "response.failed":
             response = event.get("response") or {}
             raise error_from_object(response.get("error") or {"message": "the response failed", "code": None})
         if etype == "error":
             error = event.get("error")
             raise error_from_object(error if isinstance(error, dict) else event)
-        return []
+        return ()
 
     # -- items --------------------------------------------------------------------------
 
-    def _reasoning(self, event: dict[str, Any], part: Any) -> list[DeltaMessage | StreamMeta]:
+    def _reasoning(self, event: dict[str, Any], part: Any) -> Sequence[DeltaMessage]:
         delta = event.get("delta")
         if not delta:
-            return []
+            return ()
         oi = event.get("output_index", 0)
         last = self._reasoning_part.get(oi)
         self._reasoning_part[oi] = part
         if last is not None and last != part:
             delta = "\n\n" + delta  # a new summary part: keep the parts apart
-        return [ReasoningDelta(self.index((oi, "reasoning")), delta)]
+        return (ReasoningDelta(self.index((oi, "reasoning")), delta),)
 
-    def _item_added(self, oi: int, item: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
+    def _item_added(self, oi: int, item: dict[str, Any]) -> Sequence[DeltaMessage]:
         kind = item.get("type")
         if kind == "function_call":
             self._calls[oi] = item
@@ -228,13 +256,13 @@ class ResponsesStreamState:
             return [ToolCallDelta(self.index((oi, "call")), item.get("call_id") or None, item.get("name") or None, arguments, signature)]
         if kind == "reasoning":
             self.index((oi, "reasoning"))  # keep arrival order even if no summary streams
-        return []
+        return ()
 
-    def item_done(self, oi: int, item: dict[str, Any]) -> list[DeltaMessage | StreamMeta]:
+    def item_done(self, oi: int, item: dict[str, Any]) -> Sequence[DeltaMessage]:
         """A finished output item: fill in what no delta carried; a reasoning item's signature."""
         kind = item.get("type")
         if kind == "message":
-            out: list[DeltaMessage | StreamMeta] = []
+            out: list[DeltaMessage] = []
             for ci, part in enumerate(item.get("content") or ()):
                 if (oi, ci) in self._text_seen:
                     continue
@@ -249,7 +277,7 @@ class ResponsesStreamState:
             arguments = "" if oi in self._args_seen else (item.get("arguments") or "")
             self._args_seen.add(oi)
             if added is not None and added.get("call_id") and added.get("name") and not arguments:
-                return []
+                return ()
             signature = json.dumps({"id": item["id"]}, separators=(",", ":")) if item.get("id") else None
             return [ToolCallDelta(self.index((oi, "call")), item.get("call_id") or None, item.get("name") or None, arguments, signature)]
         if kind == "reasoning":
@@ -261,12 +289,12 @@ class ResponsesStreamState:
                 self._reasoning_part[oi] = "done"
             signature = reasoning_signature(item)
             if not text and signature is None:
-                return []
+                return ()
             return [ReasoningDelta(self.index((oi, "reasoning")), text, signature)]
         if kind == "image_generation_call" and item.get("result"):  # "Image generation" tool: base64 image
             mime = f"image/{item.get('output_format') or 'png'}".replace("image/jpg", "image/jpeg")
             return [BlockDelta(self.index((oi, "image")), ImageBlock(mime_type=mime, data=item["result"]))]
-        return []  # other built-in tool items (web search, ...) are not part of our content model
+        return ()  # other built-in tool items (web search, ...) are not part of our content model
 
     def _finished(self, response: dict[str, Any], status: str) -> StreamMeta:
         usage = response.get("usage")
@@ -319,7 +347,7 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
 
     protocol = "openai-responses"
     default_base_url = "https://api.openai.com/v1"
-    stream_types = ("text/event-stream", "application/json")  # a whole Response object: `_parse_whole`
+    stream_types = ("text/event-stream",)  # a whole Response object (JSON) is read by `ResponsesDecoder.whole`
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
     known_options = frozenset(
         {
@@ -499,45 +527,8 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
 
     # -- response -----------------------------------------------------------------------
 
-    async def parse_stream(self, response: httpx2.Response) -> AsyncIterator[DeltaMessage | StreamMeta]:
-        state = ResponsesStreamState()
-        content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type == "application/json":
-            async for item in self._parse_whole(response, state):
-                yield item
-            return
-        if content_type != "text/event-stream":
-            response.headers["content-type"] = "text/event-stream"  # some gateways label SSE text/plain
-        async for sse in httpx2.EventSource(response, max_event_size=MAX_EVENT_BYTES):
-            data = sse.data
-            if not data:
-                continue
-            if data == "[DONE]":
-                break  # OpenAI sends none; some compatible servers do
-            try:
-                event = json.loads(data)
-            except ValueError:
-                raise ProviderError("invalid_response", f"{self.provider} sent a stream event that is not JSON: {data[:200]!r}") from None
-            if not isinstance(event, dict):
-                continue
-            if "type" not in event and sse.event:
-                event["type"] = sse.event
-            for item in state.handle(event):
-                yield item
-
-    async def _parse_whole(self, response: httpx2.Response, state: ResponsesStreamState) -> AsyncIterator[DeltaMessage | StreamMeta]:
-        body = await response.aread()
-        try:
-            data = json.loads(body)
-        except ValueError:
-            raise ProviderError("invalid_response", f"{self.provider} sent a body that is not JSON: {body[:200]!r}") from None
-        if not isinstance(data, dict):
-            raise ProviderError("invalid_response", f"{self.provider} sent an unexpected body: {body[:200]!r}")
-        if isinstance(data.get("error"), dict) and data.get("object") != "response":
-            raise error_from_object(data["error"])
-        for event in response_object_events(data):
-            for item in state.handle(event):
-                yield item
+    def decoder(self) -> ResponsesDecoder:
+        return ResponsesDecoder(self.provider)
 
     def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
         if isinstance(data, dict):
@@ -570,7 +561,7 @@ def _call_item_id(block: ActionCallBlock) -> str | None:
 
 __all__ = [
     "OpenAIResponsesPromptDriver",
-    "ResponsesStreamState",
+    "ResponsesDecoder",
     "error_from_object",
     "reasoning_signature",
     "response_object_events",

@@ -190,11 +190,11 @@ class TurnBuilder(EventHandler):
 
     def on_model_started(self, event: ModelStarted) -> None:
         self._flush_results()
-        self._streaming.deltas.clear()
+        self._streaming.clear()
 
     def on_model_completed(self, event: ModelCompleted) -> None:
         self.messages.append(event.message)
-        self._streaming.deltas.clear()
+        self._streaming.clear()
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         if self._results is None:
@@ -207,7 +207,7 @@ class TurnBuilder(EventHandler):
             partial = event.partial.model_copy(deep=True)
             partial.metadata = {**partial.metadata, "partial": True, "failed": True, "error": event.error.to_dict()}
             self.messages.append(partial)
-        self._streaming.deltas.clear()
+        self._streaming.clear()
 
     def _flush_results(self) -> None:
         if self._results is not None:
@@ -225,7 +225,7 @@ class TurnBuilder(EventHandler):
         if partial is not None:
             partial.metadata["interrupted"] = True
             self.messages.append(partial)
-        self._streaming.deltas.clear()
+        self._streaming.clear()
         return self.messages
 
 

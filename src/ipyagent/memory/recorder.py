@@ -149,7 +149,7 @@ class RunRecorder(EventHandler):
 
     def on_model_started(self, event: ModelStarted) -> None:
         self.turn += 1
-        self._streaming.deltas.clear()
+        self._streaming.clear()
         self.store.add_node(self.run_id, "request", turn=self.turn, provider=event.provider, model=event.model,
                             data=event.request or {})
         self._message_node = self.store.add_node(self.run_id, "message", turn=self.turn, role="assistant", partial=True,
@@ -173,7 +173,7 @@ class RunRecorder(EventHandler):
             self.store.add_node(self.run_id, "tool_call", turn=self.turn,
                                 data={**call.model_dump(mode="json", exclude={"output"}), "native_name": call.native_name})
         self._message_node = None
-        self._streaming.deltas.clear()
+        self._streaming.clear()
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         action = event.action
