@@ -57,8 +57,8 @@ demo: $(VENV)/.installed-demo
 bench: $(VENV)/.installed-bench
 	for b in stream_decode render_path import_load compare_wall summarize_context evaluate_matrix compare_view_bytes; do $(PY) benchmarks/$$b.py || exit 1; done
 
-## make mutation: mutmut over the driver template, OpenAI Chat, the stream aggregator and the agent loop with its
-## structured-output and ReAct helpers ([tool.mutmut] in pyproject.toml),
+## make mutation: mutmut over the driver template and its reading of a reply (decode.py), OpenAI Chat, the stream
+## aggregator and the agent loop with its structured-output and ReAct helpers ([tool.mutmut] in pyproject.toml),
 ## with the fast tests that pin their decisions; prints the kill rate (.ci/mutation_report.py). Not part of make test.
 ## The tests read ../shared/fixtures from the project's parent; mutants/ (mutmut's copy) is one level down, so a
 ## link ./shared -> ../shared is made for it.

@@ -25,11 +25,14 @@ FIXTURES = ROOT.parent / "shared" / "fixtures" / "providers"
 OUT = ROOT / "build" / "bench"
 
 
-def options(description: str, runs: int = 7) -> argparse.Namespace:
+def options(description: str, runs: int = 7, flags: Sequence[tuple[str, str]] = ()) -> argparse.Namespace:
+    """The benchmarks' command line; `flags`: a script's own on/off options, (``--name``, help)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="tiny sizes and few runs: checks the script works, measures nothing")
     parser.add_argument("--runs", type=int, default=runs, help=f"timed runs per case (default {runs}); the median is reported")
     parser.add_argument("--out", type=Path, default=OUT, help="folder of the JSON results (default build/bench)")
+    for flag, text in flags:
+        parser.add_argument(flag, action="store_true", help=text)
     args = parser.parse_args()
     if args.quick:
         args.runs = min(args.runs, 2)

@@ -19,7 +19,12 @@ the CPU time this process spent per run (the server is another process): on a ma
 other work is using, wall time includes waiting for a core, CPU time does not, so its
 ratios hold under load (the verdict still reads the wall-time ones).
 
-Usage: python benchmarks/stream_decode.py [--quick] [--runs N]
+``--instructions`` adds a third table: the instructions one run of the floor and of our
+driver takes, counted by valgrind's callgrind in a process of its own (the count for
+``1 + K`` runs less the count for one, over K), a figure other work on the machine does
+not move; slow (valgrind runs the client some 50 times slower), so not run by default.
+
+Usage: python benchmarks/stream_decode.py [--quick] [--runs N] [--instructions]
 """
 
 from __future__ import annotations
@@ -27,6 +32,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import pickle
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -263,8 +272,56 @@ async def measure(url: str, payload: Payload, runs: int) -> dict[str, dict[str, 
     return results
 
 
+#: The clients `--instructions` counts.
+COUNTED: dict[str, Callable[..., Awaitable[Any]]] = {"floor": floor, "ipyagent": ipyagent}
+#: Runs counted past the first (the first, with the warm-up, start-up and imports, is subtracted).
+COUNTED_RUNS = 4
+
+
+def _child(client: str, pickled: str, reps: int) -> None:
+    """One client's warm-up and `reps` runs on the payload pickled at `pickled` (run under
+    callgrind by `_count`; the server is a process of its own, not counted)."""
+    payload: Payload = pickle.loads(Path(pickled).read_bytes())
+    with tempfile.TemporaryDirectory() as folder:
+        Path(folder, payload.name).write_bytes(payload.body)
+        with ByteServer(Path(folder)) as server:
+            async def main() -> None:
+                run, close = await COUNTED[client](f"{server.url}/{payload.name}", payload)
+                for _ in range(1 + reps):
+                    await run()
+                await close()
+
+            asyncio.run(main())
+
+
+def _count(client: str, pickled: Path, reps: int) -> int:
+    """Instructions of a process that runs `client` 1 + `reps` times, counted by callgrind."""
+    done = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, __file__,
+                           "--child", client, str(pickled), str(reps)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode or not found:
+        raise RuntimeError(f"callgrind run of {client} failed: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def instructions(payloads: list[Payload]) -> dict[str, dict[str, float]]:
+    """Per payload: the instructions one run of each `COUNTED` client takes, and ours over the floor's."""
+    table: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for payload in payloads:
+            pickled = Path(folder, payload.name)
+            pickled.write_bytes(pickle.dumps(payload))
+            per_run = {c: (_count(c, pickled, 1 + COUNTED_RUNS) - _count(c, pickled, 1)) / COUNTED_RUNS for c in COUNTED}
+            table[payload.name] = {**per_run, "ratio": per_run["ipyagent"] / per_run["floor"]}
+    return table
+
+
 def main() -> int:
-    args = options(__doc__.splitlines()[0])
+    args = options(__doc__.splitlines()[0], flags=[("--instructions", "also count instructions per run with callgrind (slow)")])
+    if args.instructions and not shutil.which("valgrind"):
+        print("--instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
+        return 2
     payloads = all_payloads(args.quick)
     table: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
@@ -298,12 +355,23 @@ def main() -> int:
                    for p in payloads for n in list(CLIENTS)[2:] if "median_s" in table[p.name][n])}
     print(f"ipyagent: at most {max(ours):.2f}x the floor (target 1.3x), {verdict['max_cpu_ratio_ipyagent']:.2f}x its CPU time; "
           f"below every peer: {verdict['below_every_peer']}" + (f"; fastest peer {min(peers):.2f}x" if peers else ""))
+    counted = instructions(payloads) if args.instructions else None
+    if counted is not None:
+        print_table(f"Instructions per run (callgrind, {COUNTED_RUNS} runs counted past the first), and ratio to the floor's",
+                    ["client", *(p.name for p in payloads)],
+                    [[name, *(f"{counted[p.name][name] / 1e6:.1f} M" + (f"  {counted[p.name]['ratio']:.3f}x" if name != "floor" else "")
+                              for p in payloads)] for name in COUNTED])
+        verdict["max_instruction_ratio_ipyagent"] = max(entry["ratio"] for entry in counted.values())
+        print(f"ipyagent: at most {verdict['max_instruction_ratio_ipyagent']:.3f}x the floor's instructions")
     write_json(args, "stream_decode", {"payloads": {p.name: {"deltas": p.deltas, "bytes": len(p.body)} for p in payloads},
-                                        "results": table, "verdict": verdict,
+                                        "results": table, "verdict": verdict, "instructions": counted,
                                         "versions": versions("ipyagent", "httpx2", "openai", "anthropic", "litellm",
                                                              "pydantic-ai-slim")})
     return 0
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        _child(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        sys.exit(0)
     sys.exit(main())

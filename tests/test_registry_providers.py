@@ -234,3 +234,26 @@ def test_a_driver_from_an_entry_point_is_found_and_runs(tiny_plugin, monkeypatch
     line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("tiny "))
     assert "from ipyagent-tiny" in line
     json.dumps(spec.__dict__)  # a plain record
+
+
+def test_the_readme_s_third_party_driver_runs_as_written() -> None:
+    """The README's example driver (the block defining `TinyDecoder`) streams a reply."""
+    import asyncio
+    import re
+    from pathlib import Path
+
+    import httpx2
+
+    from ipyagent.core import PromptStack
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    [code] = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S) if "class TinyDecoder" in block]
+    namespace: dict[str, object] = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    body = b"hello\r\nworld\n[END]\nnot read\n"
+    transport = httpx2.MockTransport(lambda request: httpx2.Response(200, content=body))
+    driver = namespace["TinyDriver"]("m", transport=transport)  # type: ignore[operator]
+    stack = PromptStack()
+    stack.add_user_message("hi")
+    done = asyncio.run(driver.run(stack))
+    assert done.message.text == "hello\nworld\n" and done.stop_reason.raw == "end"

@@ -11,14 +11,16 @@ fresh dict for each reader.
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 from tenacity import RetryCallState
 
-from ..core import redact
+from ..core import DeltaMessage, redact
 from .aggregate import Aggregator, StreamMeta
+from .decode import StreamDecoder
 
 
 @dataclass(slots=True)
@@ -28,9 +30,9 @@ class Opened:
     deltas read up to the first (`head`)."""
 
     response: httpx2.Response
-    frames: Any
-    decoder: Any
-    head: list[Any]
+    frames: AsyncIterator[Any] | None
+    decoder: StreamDecoder
+    head: list[DeltaMessage]
 
 
 @dataclass(slots=True)

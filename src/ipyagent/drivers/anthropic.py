@@ -55,7 +55,7 @@ from ..core import (
 )
 from .models import parse_anthropic
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, check_counts, read_usage, wire_usage
-from .decode import StreamDecoder
+from .decode import StreamDecoder, not_json
 from .model_rules import EFFORT_BUDGETS
 from .structured import OUTPUT_TOOL
 
@@ -457,7 +457,7 @@ class MessagesDecoder(StreamDecoder):
             event = json.loads(sse.data)
         except ValueError:
             if sse.data:
-                self.driver.stream_json(sse.data)  # raises, quoting the line
+                raise not_json(self.driver.provider, sse.data) from None
             return ()
         if type(event) is not dict:
             return ()

@@ -62,14 +62,19 @@ class StreamDecoder:
         merge_meta(self.meta, update)
 
 
+def not_json(provider: str, line: str) -> ProviderError:
+    """The ``invalid_response`` error for a stream line that is not JSON, quoting its first 200 characters."""
+    return ProviderError("invalid_response", f"{provider} sent a stream line that is not JSON: {line[:200]!r}")
+
+
 def stream_json(provider: str, line: str) -> Any:
     """One stream line (an SSE ``data`` field, an NDJSON line) parsed as JSON.
 
-    Raises `ProviderError` ``invalid_response`` quoting the line's first 200 characters."""
+    Raises `ProviderError` ``invalid_response`` (`not_json`)."""
     try:
         return json.loads(line)
     except ValueError:
-        raise ProviderError("invalid_response", f"{provider} sent a stream line that is not JSON: {line[:200]!r}") from None
+        raise not_json(provider, line) from None
 
 
 class LineFramer:
@@ -99,11 +104,10 @@ class LineFramer:
         return lines
 
     def flush(self) -> list[str]:
-        rest, self._rest = self._rest, ""
-        if self._cr:
-            self._cr = False
-            return [rest, ""]
-        return [rest] if rest else []
+        """The last line, when the text did not end with a line break (or ended with a CR)."""
+        rest, cr = self._rest, self._cr
+        self._rest, self._cr = "", False
+        return [rest] if rest or cr else []
 
 
 async def _lines(response: httpx2.Response) -> AsyncIterator[str]:

@@ -30,7 +30,7 @@ from ..core import (
     redact,
 )
 from .base import BlockIndex, StreamMeta, read_usage, wire_usage
-from .decode import StreamDecoder
+from .decode import StreamDecoder, not_json
 
 #: `Candidate.finishReason` -> StopKind. STOP with function calls is tool_use.
 FINISH_REASONS: dict[str, StopKind] = {
@@ -445,7 +445,7 @@ class GeminiDecoder(StreamDecoder):
         try:
             chunk = json.loads(payload)
         except ValueError:
-            raise ProviderError("invalid_response", f"{self.provider} sent a stream event that is not JSON: {redact(payload[:200])!r}") from None
+            raise not_json(self.provider, payload) from None
         if isinstance(chunk, dict) and chunk.get("error"):
             raise stream_error(chunk["error"])
         return chunk

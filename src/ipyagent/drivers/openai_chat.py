@@ -33,7 +33,7 @@ from ..core import (
     Usage,
 )
 from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
-from .decode import StreamDecoder, stream_json
+from .decode import StreamDecoder, not_json
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .error_types import error_type_for
 from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
@@ -153,8 +153,7 @@ class ChatDecoder(StreamDecoder):
             return ()
         if not data:
             return ()
-        stream_json(self.provider, data)  # raises, quoting the line
-        return ()  # pragma: no cover, no mutate - stream_json raised
+        raise not_json(self.provider, data)
 
     def _usage(self, chunk: dict[str, Any], usage: Any) -> None:
         if not usage:

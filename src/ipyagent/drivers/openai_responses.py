@@ -60,7 +60,7 @@ from ..core import (
     Usage,
 )
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
-from .decode import StreamDecoder
+from .decode import StreamDecoder, not_json
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .openai_chat import openai_tool_choice
 from .error_types import error_type_for
@@ -162,7 +162,7 @@ class ResponsesDecoder(StreamDecoder):
         try:
             event = json.loads(data)
         except ValueError:
-            raise ProviderError("invalid_response", f"{self.provider} sent a stream event that is not JSON: {data[:200]!r}") from None
+            raise not_json(self.provider, data) from None
         if not isinstance(event, dict):
             return ()
         if "type" not in event and sse.event:
