@@ -54,8 +54,10 @@ demo: $(VENV)/.installed-demo
 	$(PY) notebooks/execute.py notebooks/quickstart.ipynb --out $(BUILD)
 
 ## make bench: set up .venv with the bench extras (the peers) and run benchmarks/: a table each, JSON in build/bench/
+## (stream decode also counts instructions with callgrind when valgrind is there)
 bench: $(VENV)/.installed-bench
-	for b in stream_decode render_path import_load compare_wall summarize_context evaluate_matrix compare_view_bytes; do $(PY) benchmarks/$$b.py || exit 1; done
+	$(PY) benchmarks/stream_decode.py $$(command -v valgrind >/dev/null && echo --instructions)
+	for b in render_path import_load compare_wall summarize_context evaluate_matrix compare_view_bytes; do $(PY) benchmarks/$$b.py || exit 1; done
 
 ## make mutation: mutmut over the driver template and its reading of a reply (decode.py), OpenAI Chat, the stream
 ## aggregator and the agent loop with its structured-output and ReAct helpers ([tool.mutmut] in pyproject.toml),

@@ -82,6 +82,18 @@ def test_sse_framing_keeps_the_label_of_an_event_stream() -> None:
     assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
 
 
+def test_an_sse_event_may_take_64_mib_but_no_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """httpx2's default limit, 1 MiB, is less than real single events (a base64 image)."""
+    from ipyagent.drivers import decode
+
+    big = b"data: " + b"x" * (2 * 1024 * 1024) + b"\n\n"
+    frames, _ = _frames(big, "sse", "text/event-stream")
+    assert len(frames[0].data) == 2 * 1024 * 1024 and decode.MAX_EVENT_BYTES == 64 * 1024 * 1024
+    monkeypatch.setattr(decode, "MAX_EVENT_BYTES", 1000)
+    with pytest.raises(httpx2.SSEError, match="1000 byte limit"):
+        _frames(b"data: " + b"x" * 2000 + b"\n\n", "sse", "text/event-stream")
+
+
 def test_another_framing_is_refused() -> None:
     with pytest.raises(ValueError, match="framing is 'sse' or 'lines', not 'ndjson'"):
         _frames(b"", "ndjson")
@@ -173,8 +185,9 @@ def test_a_body_read_to_its_end_before_any_delta_asks_once_and_relays_what_is_le
 
 
 def test_the_stop_signal_before_any_delta_ends_the_reply() -> None:
-    done, decoder = _turn(b"stop\nend\nt:after\n")
-    assert done.type == "model_completed" and done.message.text == "" and decoder.fed == ["stop", "end"]
+    done, decoder = _turn(b"stop\nend\nt:after\n", left=[TextDelta(0, "left")])
+    assert done.type == "model_completed" and done.message.text == "left" and decoder.fed == ["stop", "end"]
+    assert decoder.finished == 1
 
 
 def test_the_facts_are_those_of_the_try_that_answered(no_sleep: list[float]) -> None:

@@ -17,7 +17,7 @@ import httpx2
 import pytest
 
 from ipyagent.core import PromptStack, StopKind, TextDelta, Usage
-from ipyagent.drivers import StreamMeta, base
+from ipyagent.drivers import StreamDecoder, StreamMeta, base
 from ipyagent.drivers.base import BasePromptDriver
 
 from .toy_driver import JSON, NDJSON, TEXT, Coded, Pieces, Scripted, Toy, assert_error, hi_stack, ndjson, run_turn
@@ -534,3 +534,92 @@ def test_each_read_of_the_body_ends_by_the_deadline() -> None:
         assert loop.run_until_complete(main()) == [b"a"]
     finally:
         loop.close()
+
+
+# -- what a failed turn says -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seconds, said", [
+    (0.5, "0.5 s"), (31, "31 s"), (119.9, "119.9 s"), (120, "2 min"), (7199, "120 min"), (7200, "2 h"),
+    (172_799, "48 h"), (172_800, "2 days"), (5e11, "5787037 days"), (1e7 * 86400 - 1, "10000000 days"),
+    (1e7 * 86400, "over 10,000,000 days"), (1e300, "over 10,000,000 days"),
+])
+def test_a_wait_is_said_in_the_largest_unit_it_holds_twice(seconds: float, said: str) -> None:
+    assert base.as_duration(seconds) == said
+
+
+class Silent(StreamDecoder):
+    """Reads every SSE event as nothing."""
+
+    def feed(self, frame: Any) -> tuple[()]:
+        return ()
+
+
+class SSEToy(Toy):
+    """The toy protocol's stream types, read as SSE events that carry nothing: what a page sent
+    as the stream (no event at all) is told apart from a stream cut short."""
+
+    framing = "sse"
+
+    def decoder(self) -> Any:
+        return Silent()
+
+
+@pytest.mark.parametrize("body, quoted", [
+    (b"504 Gateway Timeout", "'504 Gateway Timeout'"),
+    (b"  \n<html><body><h1>502</h1> Bad gateway</body></html>", "'502 Bad gateway'"),
+    (b"sk-" + b"k" * 5, None),  # the key: redacted (below)
+    (b"{}", None), (b"[]", None), (b": ping\n\n", None), (b"data:\n\n", None), (b"event: x\n\n", None),
+    (b"id: 1\n\n", None), (b"retry: 5\n\n", None), (b"", None),
+])
+def test_a_reply_with_no_event_is_quoted_unless_it_looks_like_a_stream(body: bytes, quoted: str | None) -> None:
+    failed = run_turn(SSEToy("m", api_key="sk-kkkkk", transport=Scripted((200, NDJSON, [body]))))[-1]
+    message = failed.error.message
+    assert message.startswith("the toy stream ended before the model finished (no stop reason arrived); the text so far is kept")
+    if body.startswith(b"sk-"):
+        assert message.endswith("; it sent no event, only: '[redacted]'") and "sk-kkkkk" not in message
+    elif quoted is None:
+        assert message.endswith("the text so far is kept"), message
+    else:
+        assert message.endswith(f"; it sent no event, only: {quoted}"), message
+
+
+def test_a_reply_that_gave_a_delta_is_not_quoted_when_it_is_cut() -> None:
+    class Echo(StreamDecoder):
+        def feed(self, sse: Any) -> tuple[TextDelta, ...]:
+            return (TextDelta(0, sse.data),) if sse.data else ()
+
+    class Texting(SSEToy):
+        def decoder(self) -> Any:
+            return Echo()
+
+    failed = run_turn(Texting("m", transport=Scripted((200, NDJSON, [b"junk first\ndata: partial\n\n"]))))[-1]
+    assert failed.error.message.endswith("the text so far is kept") and failed.partial.text == "partial"
+
+
+def test_a_usage_that_could_not_be_read_leaves_the_turn_unpriced_and_says_so(spent: list[tuple[Any, ...]]) -> None:
+    done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "a"}, {"bad_usage": "input_tokens is 1.5"},
+                                                                      {"stop": "end_turn"})))))[-1]
+    assert done.type == "model_completed" and done.usage == Usage() and done.metadata["cost"] is None
+    assert done.metadata["usage_error"] == ("toy sent a usage block ipyagent could not read (input_tokens is 1.5); "
+                                            "this turn's usage and price are unknown")
+    assert spent[-1][2] is None  # the ledger's turn is unpriced, not $0
+
+
+def test_a_turn_whose_stream_names_no_model_is_the_model_asked_for() -> None:
+    done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT)))))[-1]
+    assert done.metadata["model"] == "m" and done.message.metadata["model"] == "m"
+
+
+def test_a_turn_failing_before_any_delta_keeps_an_empty_assistant_message() -> None:
+    failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"usage": [1, 0]})))))[-1]
+    assert failed.type == "model_failed" and failed.partial.role == "assistant" and failed.partial.content == []
+    assert failed.partial.metadata["failed"] is True and failed.partial.usage == Usage(input_tokens=1)
+
+
+@pytest.mark.parametrize("raw, kept", [(None, None), ("stop", "stop"), ("", ""), (5, "5")])
+def test_a_raw_stop_reason_is_kept_as_text(raw: Any, kept: str | None) -> None:
+    meta = StreamMeta(stop_kind=StopKind.end_turn, stop_raw=raw)
+    from ipyagent.core import Message
+
+    assert BasePromptDriver._stop_reason(meta, Message(role="assistant")).raw == kept

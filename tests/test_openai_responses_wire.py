@@ -454,7 +454,7 @@ def test_whole_response_helpers_match_the_stream():
     deltas' content as the stream itself."""
     path = DIR / "stream-reasoning-then-function-call.sse"
     exp = expected_from(path)
-    decoder = ResponsesDecoder()
+    decoder = ResponsesDecoder("openai")
     items = [x for ev in response_object_events(exp.final) for x in decoder.handle(ev)]
     calls = [x for x in items if isinstance(x, ToolCallDelta)]
     assert [(c.call_id, c.name, c.arguments) for c in calls] == [(c["call_id"], c["name"], c["raw"]) for c in exp.tool_calls]

@@ -19,7 +19,7 @@ from ipyagent.drivers.base import BasePromptDriver, Capabilities
 class Toy(BasePromptDriver):
     """One JSON object a line: ``{"text": ...}`` is a text delta, ``{"call": [id, name, args]}`` a
     tool call's delta, ``{"stop": KIND}`` the stop reason (``""``: a raw one only), ``{"usage":
-    [in, out]}``, ``{"model": ..}`` and ``{"id": ..}`` stream facts; ``{"end": 1}`` ends the reply
+    [in, out]}`` (``{"bad_usage": WHY}``: one that could not be read), ``{"model": ..}`` and ``{"id": ..}`` stream facts; ``{"end": 1}`` ends the reply
     before its body does (as OpenAI's ``[DONE]``). SSE-style lines (``data:``, ``:``) are read too."""
 
     protocol = "toy"
@@ -56,6 +56,8 @@ class Toy(BasePromptDriver):
             return ToolCallDelta(1, *item["call"])
         if "usage" in item:
             return StreamMeta(usage=Usage(input_tokens=item["usage"][0], output_tokens=item["usage"][1]))
+        if "bad_usage" in item:
+            return StreamMeta(usage_error=item["bad_usage"])
         if "model" in item or "id" in item:
             return StreamMeta(model=item.get("model"), request_id=item.get("id"))
         return StreamMeta(stop_kind=StopKind(item["stop"]) if item["stop"] else None, stop_raw=item["stop"] or "raw")

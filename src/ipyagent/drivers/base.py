@@ -81,9 +81,11 @@ def error_excerpt(text: str) -> str:
 def as_duration(seconds: float) -> str:
     """A wait for people: ``31 s``, ``5 min``, ``3 h``, ``2 days`` (a provider's Retry-After may be
     an HTTP date years ahead: not ``2.3e+09 s``)."""
+    if seconds >= 1e7 * 86400:
+        return "over 10,000,000 days"
     for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
         if seconds >= 2 * size:
-            return f"{seconds / size:.0f} {unit}" if seconds < 1e7 * size else f"over {1e7:,.0f} {unit}"
+            return f"{seconds / size:.0f} {unit}"
     return f"{seconds:g} s"
 
 

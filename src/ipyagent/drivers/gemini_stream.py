@@ -383,7 +383,7 @@ class GeminiDecoder(StreamDecoder):
     or JSON written over lines (a JSON array, the stream's other framing; one object, a
     non-streamed reply; a bare error object), each value read by `GeminiResponseParser`."""
 
-    def __init__(self, provider: str = "gemini") -> None:
+    def __init__(self, provider: str) -> None:
         super().__init__()
         self.provider = provider
         self.parser = GeminiResponseParser()

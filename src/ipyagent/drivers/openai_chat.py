@@ -101,12 +101,11 @@ class ChatDecoder(StreamDecoder):
     the reply (we never ask for ``n`` > 1): its text, reasoning, refusal and tool calls, and
     its ``finish_reason``; usage comes on a last chunk of its own, or in ``x_groq``."""
 
-    def __init__(self, provider: str = "openai") -> None:
+    def __init__(self, provider: str) -> None:
         super().__init__()
         self.provider = provider
         self.index = BlockIndex()
         self.finished = False
-        self.text_at: int | None = None  # the text block's index, once it has one
         self.call_ids: dict[int, str] = {}  # tool_calls[].index -> the id of the call there
         self.generation: dict[int, int] = {}  # how many calls have used that index
         self.call_at: dict[int, int] = {}  # tool_calls[].index -> the block index of its current call
@@ -135,12 +134,7 @@ class ChatDecoder(StreamDecoder):
         if delta and len(delta) == 1 and "content" in delta and not choice.get("finish_reason") and choice.get("index", 0) == 0:
             content = delta["content"]
             if type(content) is str:
-                if not content:
-                    return ()
-                at = self.text_at
-                if at is None:
-                    at = self.text_at = self.index["text"]
-                return (TextDelta(at, content),)
+                return (TextDelta(self.index["text"], content),) if content else ()
         return self.read(choice) if choice.get("index", 0) == 0 else ()
 
     def _not_json(self, data: str) -> Sequence[DeltaMessage]:
@@ -165,12 +159,6 @@ class ChatDecoder(StreamDecoder):
         """The deltas of one chunk's choice 0; its ``finish_reason`` noted."""
         return self._read_all(choice, choice.get("delta") or _NONE)
 
-    def _text_at(self) -> int:
-        at = self.text_at
-        if at is None:
-            at = self.text_at = self.index("text")
-        return at
-
     def _read_all(self, choice: dict[str, Any], delta: dict[str, Any]) -> list[DeltaMessage]:
         index = self.index
         items: list[DeltaMessage] = []
@@ -180,10 +168,10 @@ class ChatDecoder(StreamDecoder):
         content = delta.get("content")
         if content is not None:
             for kind, text in content_parts(content):
-                items.append(TextDelta(self._text_at(), text) if kind == "text" else ReasoningDelta(index("reasoning"), text))
+                items.append(TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text))
         refusal = delta.get("refusal")
         if refusal:
-            items.append(TextDelta(self._text_at(), refusal))
+            items.append(TextDelta(index("text"), refusal))
         for call in delta.get("tool_calls") or ():
             items.append(self._call(call))
         finish = choice.get("finish_reason")
@@ -201,7 +189,7 @@ class ChatDecoder(StreamDecoder):
             # calls without distinct indexes, e.g. Gemini's OpenAI-compatible API).
             self.call_ids[slot] = call_id
             self.generation[slot] = self.generation.get(slot, 0) + 1
-            self.call_at.pop(slot, None)
+            del self.call_at[slot]  # set by the call that had the old id
         at = self.call_at.get(slot)
         if at is None:
             at = self.call_at[slot] = self.index(("tool", slot, self.generation.get(slot, 0)))

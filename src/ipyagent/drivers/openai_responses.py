@@ -142,7 +142,7 @@ class ResponsesDecoder(StreamDecoder):
     ``response.failed`` and ``error`` events raise `ProviderError`.
     """
 
-    def __init__(self, provider: str = "openai") -> None:
+    def __init__(self, provider: str) -> None:
         super().__init__()
         self.provider = provider
         self.index = BlockIndex()
