@@ -570,7 +570,8 @@ class SSEToy(Toy):
     (b"  \n<html><body><h1>502</h1> Bad gateway</body></html>", "'502 Bad gateway'"),
     (b"sk-" + b"k" * 5, None),  # the key: redacted (below)
     (b"{}", None), (b"[]", None), (b": ping\n\n", None), (b"data:\n\n", None), (b"event: x\n\n", None),
-    (b"id: 1\n\n", None), (b"retry: 5\n\n", None), (b"", None),
+    (b"id: 1\n\n", None), (b"retry: 5\n\n", None), (b"", None), (b"\n\n: ping\n\n", None),  # the head from its first non-blank
+    (b"\xff\xfebad gateway", "'\ufffd\ufffdbad gateway'"),  # not UTF-8: shown as far as it reads
 ])
 def test_a_reply_with_no_event_is_quoted_unless_it_looks_like_a_stream(body: bytes, quoted: str | None) -> None:
     failed = run_turn(SSEToy("m", api_key="sk-kkkkk", transport=Scripted((200, NDJSON, [body]))))[-1]
@@ -623,3 +624,18 @@ def test_a_raw_stop_reason_is_kept_as_text(raw: Any, kept: str | None) -> None:
     from ipyagent.core import Message
 
     assert BasePromptDriver._stop_reason(meta, Message(role="assistant")).raw == kept
+
+
+def test_tenacity_is_set_up_only_for_a_try_that_failed_and_may_be_retried(monkeypatch: pytest.MonkeyPatch,
+                                                                           no_sleep: list[float]) -> None:
+    """Its retrier is a reference cycle that held each turn and its response until the garbage
+    collector ran: a turn that answers, or fails without a retry to come, never builds one."""
+    built: list[int] = []
+    real = base.AsyncRetrying
+    monkeypatch.setattr(base, "AsyncRetrying", lambda *a, **kw: built.append(1) or real(*a, **kw))
+    assert run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT)))))[-1].type == "model_completed"
+    assert run_turn(Toy("m", max_attempts=3, transport=Scripted((400, JSON, b"{}"))))[-1].error.type == "invalid_request"
+    assert run_turn(Toy("m", max_attempts=1, transport=Scripted((500, JSON, b"{}"))))[-1].error.type == "server"
+    assert built == []
+    assert run_turn(Toy("m", max_attempts=2, transport=Scripted((500, JSON, b"{}"), (200, NDJSON, ndjson(*TEXT)))))[-1].type \
+        == "model_completed" and built == [1]

@@ -899,8 +899,8 @@ class BasePromptDriver(ABC):
     def _not_a_stream(turn: Turn) -> str:
         """For a reply labelled as a stream that held no event at all (a proxy's HTML page sent as
         ``text/event-stream``): what it began with, as one line; else nothing."""
-        body = turn.opened.response.stream if turn.opened is not None else None
-        head = body.head.lstrip() if isinstance(body, _Deadlined) else b""
+        body = turn.opened.response.stream  # type: ignore[union-attr]  # the turn completes on a response `_open` opened,
+        head = body.head.lstrip()  # type: ignore[attr-defined]  # its body a `_Deadlined`
         if turn.agg or not head or head[:1] in (b"{", b"[", b":") or head.startswith((b"data:", b"event:", b"id:", b"retry:")):
             return ""
         return f"; it sent no event, only: {redact(error_excerpt(head.decode('utf-8', 'replace')))!r}"
@@ -917,9 +917,10 @@ class BasePromptDriver(ABC):
         elif turn.attempts > 1 and error.retryable:
             error.message = f"{error.message} (gave up after {turn.attempts} attempts)"
         try:
-            partial = turn.agg.partial() or Message(role="assistant")
-        except Exception:  # deltas that cannot form a message: keep what reads, the error says the rest
-            partial = Message(role="assistant")
+            kept = turn.agg.partial()
+        except Exception:  # deltas that cannot form a message: the error says what broke
+            kept = None
+        partial = kept or Message(role="assistant")
         model, extra = turn.model_or(self.model), {}
         if turn.meta.usage is not None:  # billed before it failed: the cost and budgets count it
             partial.usage = turn.meta.usage

@@ -8,7 +8,6 @@ Every method is called on ipyagent's background loop (the callbacks of
 from __future__ import annotations
 
 import sys
-from dataclasses import replace
 from typing import Any, TextIO
 
 from ..agent import COLUMNS, NUMERIC, RunFigures, Stat, summarize

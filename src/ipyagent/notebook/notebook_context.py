@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import linecache
 import re
 import sys
 import types

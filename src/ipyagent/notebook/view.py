@@ -33,7 +33,6 @@ from ..core import (
     ToolAction,
     ToolCallCompleted,
     ToolCallDelta,
-    redact,
     redact_data,
 )
 from ..drivers import total_cost
