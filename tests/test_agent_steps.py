@@ -157,6 +157,19 @@ def test_an_on_event_raising_mid_reply_ends_the_run_in_one_line_and_keeps_the_pa
     assert kinds(seen) == ["model_started", "text_delta", "text_delta"]  # not called again, not even with the failure
 
 
+def test_the_callback_s_exception_is_named_in_at_most_300_characters() -> None:
+    from ipyagent.agent.loop import EventCallbackError
+
+    def shown(exc: Exception) -> str:
+        return EventCallbackError(exc).as_provider_error().message.removeprefix("on_event raised ").split("; the run stopped")[0]
+
+    exact = ValueError("v" * (300 - len("ValueError: ")))
+    assert shown(exact) == f"ValueError: {exact}"  # 300 characters: whole
+    longer = ValueError("v" * (301 - len("ValueError: ")))
+    assert shown(longer) == f"ValueError: {longer}"[:299] + "…" and len(shown(longer)) == 300
+    assert EventCallbackError(exact).as_provider_error().retryable is False  # the same callback would raise again
+
+
 def test_an_on_event_raising_after_a_reply_stops_the_run_before_its_tools() -> None:
     ran: list[str] = []
 

@@ -110,10 +110,28 @@ def test_a_call_cut_by_max_tokens_is_reported_and_otherwise_kept_with_its_error_
     assert "partial_tool_calls" not in whole.metadata
 
 
+def test_a_delta_whose_text_is_not_text_fails_the_turn_there_and_keeps_the_text_so_far() -> None:
+    """A server's number or null where text goes (a text delta, tool call arguments, an id) fails the
+    turn at that delta: it never reaches the view, and the text before it is kept."""
+    for bad, what in (({"text": None}, "a text_delta whose text is NoneType (None)"), ({"text": 5}, "a text_delta whose text is int (5)"),
+                      ({"call": ["c1", "f", 7]}, "a tool_call_delta whose arguments is int (7)"),
+                      ({"call": [3, "f", "{}"]}, "a tool_call_delta whose call_id is int (3)"),
+                      ({"call": ["c1", ["f"], "{}"]}, "a tool_call_delta whose name is list (['f'])")):
+        events = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "a"}, bad, {"text": "b"}, {"stop": "end_turn"})))))
+        failed = events[-1]
+        assert_error(failed.error, "invalid_response", f"toy sent a reply ipyagent could not read (TypeError: {what}, not text)",
+                     retryable=False)
+        assert failed.partial.text == "a" and [e.text for e in events if isinstance(e, TextDelta)] == ["a"]
+    first = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": 5}, {"stop": "end_turn"})))))[-1]  # the head
+    assert "a text_delta whose text is int (5)" in first.error.message and first.partial.content == []
+    fine = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"call": [None, None, "{}"]}, {"stop": "end_turn"})))))[-1]
+    assert fine.type == "model_completed"  # no id, no name: None is allowed there (the loop tells the model its call names no tool)
+
+
 def test_deltas_that_form_no_message_fail_the_turn_and_leave_an_empty_partial() -> None:
-    broken = [{"text": "a"}, {"text": None}]
+    broken = [{"text": "a"}, {"call": ["c1", "f", "{}"], "at": 0}]  # text and a call at one index
     failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*broken, {"stop": "end_turn"})))))[-1]
-    assert_error(failed.error, "invalid_response", "sequence item 1: expected str instance, NoneType found", retryable=False)
+    assert failed.error.type == "invalid_response" and failed.error.retryable is False
     assert failed.partial.role == "assistant" and failed.partial.content == []
     cut = run_turn(Toy("m", transport=Scripted((200, NDJSON, [ndjson(*broken), httpx2.ReadError("reset")]))))[-1]
     assert cut.error.type == "connection" and cut.partial.content == [] and cut.partial.metadata["partial"] is True
@@ -449,7 +467,7 @@ def test_a_reply_that_is_neither_stream_nor_json_is_shown_in_one_line(headers: d
     page = b"<html>Sign in to the proxy \xff with key sk-toy-page-0123456789abcdef" + b"." * 300
     driver = Toy("m", api_key="sk-toy-page-0123456789abcdef", transport=Scripted((200, headers, [page, b"more"])))
     failed = run_turn(driver)[-1]
-    quoted = page[:200].decode("utf-8", "replace").replace("sk-toy-page-0123456789abcdef", "[redacted]")
+    quoted = page.decode("utf-8", "replace").replace("sk-toy-page-0123456789abcdef", "[redacted]")[:200]  # redacted, then cut
     assert_error(failed.error, "invalid_response", f"toy replied with content type {shown}, neither its stream nor JSON: {quoted!r}",
         retryable=False)
 

@@ -95,6 +95,14 @@ def test_the_output_is_read_from_the_output_call_else_from_the_text():
     assert (value, error) == (None, "the output does not match Item: price: Field required")
 
 
+def test_an_output_call_with_unreadable_arguments_is_told_that_error_and_only_its_own() -> None:
+    broken = ActionCallBlock(action=call("c2", "final_result"), raw_arguments='{"name": ', error="its arguments are not valid JSON")
+    assert structured.read_output(Message(role="assistant", content=[broken]), Item) == (None, "its arguments are not valid JSON")
+    other = ActionCallBlock(action=call("c1", "Clock_now"), raw_arguments="[", error="another call's error")
+    fine = ActionCallBlock(action=call("c2", "final_result", {"name": "tea", "price": 2}))
+    assert structured.read_output(Message(role="assistant", content=[other, fine]), Item) == (Item(name="tea", price=2.0), None)
+
+
 @pytest.mark.parametrize(
     "schema, name",
     [(Item, "Item"), ({"title": "Order form"}, "Order form"), ({"title": 7}, "7"), ({"title": ""}, "the output schema"),

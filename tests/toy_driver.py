@@ -53,7 +53,7 @@ class Toy(BasePromptDriver):
         if "text" in item:
             return TextDelta(0, item["text"])
         if "call" in item:
-            return ToolCallDelta(1, *item["call"])
+            return ToolCallDelta(item.get("at", 1), *item["call"])
         if "usage" in item:
             return StreamMeta(usage=Usage(input_tokens=item["usage"][0], output_tokens=item["usage"][1]))
         if "bad_usage" in item:

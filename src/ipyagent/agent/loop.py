@@ -86,8 +86,7 @@ class EventCallbackError(Exception):
         """The run's error: ``callback``, one line naming the callback's exception (at most 300 characters)."""
         what = " ".join(f"{type(self.error).__name__}: {self.error}".split())
         what = what if len(what) <= 300 else what[:299] + "…"
-        return ProviderError("callback", f"on_event raised {what}; the run stopped there, the text so far is kept",
-                             retryable=False)
+        return ProviderError("callback", f"on_event raised {what}; the run stopped there, the text so far is kept")
 
 
 class Emitter:
@@ -236,7 +235,6 @@ class AgentRun:
         try:
             return await self._steps()
         except EventCallbackError as exc:  # after a reply (mid-stream, `model_turn` made it a failed turn)
-            self.running = None
             return self._fail(self._partial_reply(), exc.as_provider_error())
         finally:
             self.emit.live = False  # stopped (interrupt, deadline) or ended: the callback's errors no longer count

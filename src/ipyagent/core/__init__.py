@@ -62,6 +62,7 @@ from .redact import (  # the one redactor; `redact` names the function, the modu
     current_forms,
     redact,
     redact_data,
+    redact_head,
     redact_json,
 )
 from .._lazy import lazy_exports

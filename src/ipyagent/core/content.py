@@ -113,14 +113,16 @@ class ActionCallBlock(_Block):
         """Rebuild from `ToolCallDelta`-like objects (`call_id`, `name`, `arguments`); `position`
         is the call's place among the reply's calls (1-based), named in an `error`.
 
-        The last non-empty id and name win; argument fragments concatenate;
-        empty arguments mean ``{}``. Arguments that are not a JSON object, or no name, give a
-        call with `error` set (`call_error`), never an exception.
+        The last non-empty id and name win; a call without an id (some compatible servers send
+        none) is given ``call_<position>``, so its result can name it; argument fragments
+        concatenate; empty arguments mean ``{}``. Arguments that are not a JSON object, or no
+        name, give a call with `error` set (`call_error`), never an exception.
         """
         call_id = name = ""
         for d in deltas:
             call_id = d.call_id or call_id
             name = d.name or name
+        call_id = call_id or f"call_{position}"
         raw = "".join(d.arguments for d in deltas if d.arguments)
         signature = next((s for d in reversed(deltas) if (s := getattr(d, "signature", None))), None)
         try:

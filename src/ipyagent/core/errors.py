@@ -45,7 +45,8 @@ class ProviderError(Exception):
     Attributes:
         type: normalized error type (see `ErrorType`).
         code: the provider's own error code, if any (``"model_not_found"``).
-        message: one human sentence, safe to show: set through the one redactor (`core.redact`).
+        message: one human sentence, safe to show: set through the one redactor (`core.redact`),
+            on one line (line breaks in it are joined with spaces).
         retryable: whether the base driver may retry the request.
         raw: the provider's error body as parsed JSON (or text), for debugging; set through the
             redactor too (`redact_data`): a provider may echo the key back in its body.
@@ -78,6 +79,9 @@ class ProviderError(Exception):
 
     @message.setter
     def message(self, value: str) -> None:
+        lines = value.splitlines()
+        if len(lines) > 1:  # one line: a provider's own text (an error body, pydantic's) may span several
+            value = " ".join(stripped for line in lines if (stripped := line.strip()))
         self._message = redact(value)
         self.args = (self._message,)
 

@@ -159,6 +159,16 @@ def redact(text: str, forms: tuple[str, ...] | None = None) -> str:
     return text
 
 
+#: How far past a cut `redact_head` redacts: a secret that starts before the cut is found whole.
+_QUOTE_SLACK = 1024
+
+
+def redact_head(text: str, limit: int = 200) -> str:
+    """The first `limit` characters of `text`, redacted before the cut (`redact`): a secret
+    across the cut is masked whole, never shown in part."""
+    return redact(text[:limit + _QUOTE_SLACK])[:limit]
+
+
 def current_forms() -> tuple[str, ...]:
     """Every form of every secret in play now (reading the environment costs about 1 ms: a caller
     redacting many texts at once asks once and passes the result to `redact` / `redact_data`)."""

@@ -52,6 +52,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
     redact,
+    redact_head,
 )
 from .models import parse_anthropic
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, check_counts, read_usage, wire_usage
@@ -418,7 +419,7 @@ class AnthropicPromptDriver(BasePromptDriver):
         if raw.strip():
             value = _json_or_none(raw)
             if value is None:
-                raise ProviderError("invalid_response", f"{self.provider} sent a {block.get('type')} block whose input is not JSON: {raw[:200]!r}")
+                raise ProviderError("invalid_response", f"{self.provider} sent a {block.get('type')} block whose input is not JSON: {redact_head(raw)!r}")
             block["input"] = value
         return BlockDelta(position, GenericBlock(value=block))
 
@@ -442,8 +443,8 @@ class AnthropicPromptDriver(BasePromptDriver):
 class MessagesDecoder(StreamDecoder):
     """One Messages stream ("Streaming Messages"): one step per SSE event type, each taking the
     event and returning the deltas it stands for; ``message_start`` and ``message_delta`` note
-    the usage (cumulative) and the stop reason. ``ping``, ``message_stop`` and unknown event
-    types carry nothing we keep; an ``error`` event raises."""
+    the usage (cumulative) and the stop reason; ``message_stop`` ends the reply (`done`). ``ping``
+    and unknown event types carry nothing we keep; an ``error`` event raises."""
 
     def __init__(self, driver: AnthropicPromptDriver) -> None:
         super().__init__()
@@ -545,7 +546,7 @@ class MessagesDecoder(StreamDecoder):
             raise self.driver._stream_error(data.get("error", data))
         if data.get("type") != "message" and not isinstance(data.get("content"), list):
             raise ProviderError("invalid_response", f"{self.driver.provider} sent a JSON reply that is not a message: "
-                                f"{json.dumps(data)[:200]!r}", retryable=False)
+                                f"{redact_head(json.dumps(data))!r}", retryable=False)
         self.note(read_usage(usage_from_anthropic, data.get("usage") or {}, request_id=data.get("id") or None,
                              model=data.get("model") or None))
         deltas = [d for index, block in enumerate(data.get("content") or ()) if isinstance(block, dict)
@@ -554,12 +555,18 @@ class MessagesDecoder(StreamDecoder):
         self.note(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
         return deltas
 
+    def message_stop(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
+        """The stream's last event: nothing after it is read (a proxy's extra bytes, an error)."""
+        self.done = True
+        return ()
+
     STEPS: ClassVar[dict[str, Callable[[MessagesDecoder, dict[str, Any]], Sequence[DeltaMessage]]]] = {
         "content_block_delta": block_delta,
         "content_block_start": block_start,
         "content_block_stop": block_stop,
         "message_start": message_start,
         "message_delta": message_delta,
+        "message_stop": message_stop,
     }
 
 

@@ -45,9 +45,9 @@ from ..core import (
     ModelCompleted,
     ModelFailed,
     ModelStarted,
-    RetryScheduled,
     PromptStack,
     ProviderError,
+    RetryScheduled,
     StopKind,
     StopReason,
     TextDelta,
@@ -55,12 +55,13 @@ from ..core import (
     add_secret,
     add_url,
     redact,
+    redact_head,
     unsupported_setting,
 )
 from . import pricing
 from ._turn import Opened, Turn
 from .aggregate import BlockIndex, StreamMeta  # noqa: F401 - for drivers
-from .decode import StreamDecoder, body_frames, stream_json
+from .decode import StreamDecoder, body_frames, check_text, stream_json
 from .model_rules import DEFAULT_WINDOW, known_context_window
 from .models import ModelListing, parse_openai, with_known_facts
 from .pricing import Cost
@@ -74,7 +75,7 @@ EXCERPT_CHARS = 300
 def error_excerpt(text: str) -> str:
     """A text error body (often a proxy's HTML page) as one short line: tags dropped,
     whitespace collapsed, at most `EXCERPT_CHARS` characters."""
-    line = " ".join(_TAGS.sub(" ", text).split())
+    line = " ".join(_TAGS.sub(" ", redact(text)).split())  # redacted before the cut: no secret shown in part
     return line if len(line) <= EXCERPT_CHARS else line[:EXCERPT_CHARS - 1] + "…"
 
 
@@ -139,7 +140,7 @@ class _Deadlined(httpx2.AsyncByteStream):
                 except StopAsyncIteration:
                     return
             if not self.head:
-                self.head = chunk[:EXCERPT_CHARS]
+                self.head = chunk[:4096]  # past what is shown: a secret across the cut is redacted whole
             yield chunk
 
     async def drain(self) -> bool:
@@ -417,13 +418,13 @@ class BasePromptDriver(ABC):
                 deltas = decoder.whole(data)
                 if deltas is None:
                     raise ProviderError("invalid_response", f"{self.provider} sent one JSON reply where a stream was expected: "
-                                        f"{redact(json.dumps(data)[:200])!r}", retryable=False)
+                                        f"{redact_head(json.dumps(data))!r}", retryable=False)
                 return None, list(deltas)
             stream: httpx2.AsyncByteStream = _Replayed(body)
         elif not start or start[:1] in (b"[", b":") or start.startswith((b"data:", b"event:", b"id:", b"retry:")):
             stream = _Replayed(head, chunks)
         else:
-            shown = redact(head[:200].decode("utf-8", "replace"))
+            shown = redact_head(head[:1400].decode("utf-8", "replace"))
             raise ProviderError("invalid_response", f"{self.provider} replied with content type {content_type or 'none'!r}, "
                                 f"neither its stream nor JSON: {shown!r}", retryable=False)
         headers = [(k, v) for k, v in response.headers.items() if k.lower() not in ("content-type", "content-encoding", "content-length")]
@@ -790,6 +791,7 @@ class BasePromptDriver(ABC):
         if head:
             turn.ttft_s = time.monotonic() - turn.started
             for delta in head:
+                check_text(delta)
                 add(delta)
                 yield delta
         rest, decoder = opened.frames, opened.decoder
@@ -798,14 +800,19 @@ class BasePromptDriver(ABC):
         feed, texts, others = decoder.feed, agg.texts, agg.others
         async for frame in rest:
             for delta in feed(frame):
-                if delta.__class__ is TextDelta:  # Aggregator.add, inline: one Python call less per delta
-                    texts[delta.index].append(delta.text)  # type: ignore[attr-defined]
+                if delta.__class__ is TextDelta:  # Aggregator.add and check_text, inline: two Python calls less per delta
+                    text = delta.text  # type: ignore[attr-defined]
+                    if text.__class__ is not str:
+                        check_text(delta)
+                    texts[delta.index].append(text)
                 else:
+                    check_text(delta)
                     others.append(delta)
                 yield delta
             if decoder.done:
                 break
         for delta in decoder.finish():
+            check_text(delta)
             add(delta)
             yield delta
 
@@ -903,7 +910,7 @@ class BasePromptDriver(ABC):
         head = body.head.lstrip()  # type: ignore[attr-defined]  # its body a `_Deadlined`
         if turn.agg or not head or head[:1] in (b"{", b"[", b":") or head.startswith((b"data:", b"event:", b"id:", b"retry:")):
             return ""
-        return f"; it sent no event, only: {redact(error_excerpt(head.decode('utf-8', 'replace')))!r}"
+        return f"; it sent no event, only: {error_excerpt(head.decode('utf-8', 'replace'))!r}"
 
     async def _failed(self, error: ProviderError, turn: Turn) -> ModelFailed:
         """The turn failed: `error` (redacted as every `ProviderError` is; saying why a retryable one was not tried again:

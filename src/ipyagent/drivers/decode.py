@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx2
 
-from ..core import DeltaMessage, ProviderError
+from ..core import DeltaMessage, ProviderError, ReasoningDelta, TextDelta, ToolCallDelta, redact_head
 from .aggregate import StreamMeta, merge_meta
 
 #: The largest SSE event a driver reads (``EventSource(max_event_size=)``); httpx2's default,
@@ -62,9 +62,33 @@ class StreamDecoder:
         merge_meta(self.meta, update)
 
 
+#: A delta's fields that hold text, and whether None is allowed there: a decoder copies them from
+#: the wire, where a server may put a number or an object (the view and the message join them).
+_TEXT_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {
+    TextDelta: (("text", False),),
+    ReasoningDelta: (("text", False), ("signature", True)),
+    ToolCallDelta: (("arguments", False), ("call_id", True), ("name", True), ("signature", True)),
+}
+
+
+def check_text(delta: DeltaMessage) -> None:
+    """Raises `TypeError` when one of `delta`'s text fields (`_TEXT_FIELDS`) is not a string:
+    the base calls it for each delta a decoder gives, so the turn fails there, its text so
+    far kept, rather than in the view or when the message is built."""
+    if delta.__class__ is ToolCallDelta:  # the usual one after text (the relay checks text itself): no loop
+        call_id, call_name, signature = delta.call_id, delta.name, delta.signature  # type: ignore[attr-defined]
+        if (delta.arguments.__class__ is str and (call_id is None or call_id.__class__ is str)  # type: ignore[attr-defined]
+                and (call_name is None or call_name.__class__ is str) and (signature is None or signature.__class__ is str)):
+            return
+    for name, optional in _TEXT_FIELDS.get(delta.__class__, ()):
+        value = getattr(delta, name)
+        if value.__class__ is not str and not (optional and value is None):
+            raise TypeError(f"a {delta.type} whose {name} is {type(value).__name__} ({value!r:.60}), not text")
+
+
 def not_json(provider: str, line: str) -> ProviderError:
     """The ``invalid_response`` error for a stream line that is not JSON, quoting its first 200 characters."""
-    return ProviderError("invalid_response", f"{provider} sent a stream line that is not JSON: {line[:200]!r}")
+    return ProviderError("invalid_response", f"{provider} sent a stream line that is not JSON: {redact_head(line)!r}")
 
 
 def stream_json(provider: str, line: str) -> Any:
@@ -80,33 +104,44 @@ def stream_json(provider: str, line: str) -> Any:
 class LineFramer:
     """Splits streamed text into lines on CR, LF or CRLF only (not on U+2028, U+0085 and the
     like, which may sit inside a JSON string; ``str.splitlines`` and httpx2's ``aiter_lines``
-    split there)."""
+    split there). A byte order mark opening the text is dropped. A line's pieces are kept
+    apart until it ends, so a long line costs its length once, not once per piece."""
 
-    __slots__ = ("_rest", "_cr")
+    __slots__ = ("_cr", "_rest", "_started")
 
     def __init__(self) -> None:
-        self._rest = ""
+        self._rest: list[str] = []  # the pieces of the line not ended yet
         self._cr = False
+        self._started = False
 
     def feed(self, text: str) -> list[str]:
+        if not self._started and text:
+            text, self._started = text.removeprefix("\ufeff"), True
         if self._cr:
             text, self._cr = "\r" + text, False
         if text.endswith("\r"):
             text, self._cr = text[:-1], True
         if "\r" in text:
             text = text.replace("\r\n", "\n").replace("\r", "\n")
+        rest = self._rest
         if "\n" not in text:
-            self._rest += text
+            if text:
+                rest.append(text)
             return []
         lines = text.split("\n")
-        lines[0] = self._rest + lines[0]
-        self._rest = lines.pop()
+        if rest:
+            rest.append(lines[0])
+            lines[0] = "".join(rest)
+            rest.clear()
+        last = lines.pop()
+        if last:
+            rest.append(last)
         return lines
 
     def flush(self) -> list[str]:
         """The last line, when the text did not end with a line break (or ended with a CR)."""
-        rest, cr = self._rest, self._cr
-        self._rest, self._cr = "", False
+        rest, cr = "".join(self._rest), self._cr
+        self._rest, self._cr = [], False
         return [rest] if rest or cr else []
 
 

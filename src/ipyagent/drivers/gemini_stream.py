@@ -28,6 +28,7 @@ from ..core import (
     ToolCallDelta,
     Usage,
     redact,
+    redact_head,
 )
 from .base import BlockIndex, StreamMeta, read_usage, wire_usage
 from .decode import StreamDecoder, not_json
@@ -152,8 +153,22 @@ class _OpenCall:
         self.continuing: set[str] = set()  # jsonPaths whose string value goes on
 
 
+def _make_room(items: list[Any], index: int) -> None:
+    """Room for `items[index]`: an item that exists or the next one (arguments stream in order).
+
+    Raises:
+        ValueError: an index past the next (``$.a[10000000]`` would allocate ten million items)."""
+    if index > len(items):
+        raise ValueError(f"tool call arguments set item {index} of a list of {len(items)}, out of order")
+    if index == len(items):
+        items.append(None)
+
+
 def _set_path(root: dict[str, Any], path: str, value: Any, append: bool) -> None:
-    """Set (or append to, for a continuing string) the value at a JSONPath like ``$.a[0].b``."""
+    """Set (or append to, for a continuing string) the value at a JSONPath like ``$.a[0].b``.
+
+    Raises:
+        ValueError: a list index past the next item (`_make_room`)."""
     keys: list[str | int] = []
     for name, number, single, double in _PATH_RE.findall(path[1:] if path.startswith("$") else path):
         keys.append(int(number) if number else (name or single or double))
@@ -165,7 +180,7 @@ def _set_path(root: dict[str, Any], path: str, value: Any, append: bool) -> None
         if isinstance(key, int):
             if not isinstance(node, list):
                 return
-            node.extend([None] * (key + 1 - len(node)))
+            _make_room(node, key)
             if not isinstance(node[key], (dict, list)):
                 node[key] = empty
             node = node[key]
@@ -179,7 +194,7 @@ def _set_path(root: dict[str, Any], path: str, value: Any, append: bool) -> None
     if isinstance(last, int):
         if not isinstance(node, list):
             return
-        node.extend([None] * (last + 1 - len(node)))
+        _make_room(node, last)
         old = node[last]
         node[last] = old + value if append and isinstance(old, str) and isinstance(value, str) else value
     elif isinstance(node, dict):
@@ -305,13 +320,13 @@ class GeminiResponseParser:
         index = self._new("call")
         self._calls += 1
         call_id = call.get("id") or _call_id(index, self.response_id)
-        args = call.get("args") if isinstance(call.get("args"), dict) else {}
+        args = call.get("args")
         if call.get("willContinue"):
-            self._open = _OpenCall(index, dict(args))
+            self._open = _OpenCall(index, dict(args) if isinstance(args, dict) else {})
             self._apply_partial(self._open, call)
             yield ToolCallDelta(index, call_id, name, "", signature)
-        else:
-            yield ToolCallDelta(index, call_id, name, json.dumps(args, ensure_ascii=False), signature)
+        else:  # args that are not an object are passed on as sent: the call gets its error, for the model
+            yield ToolCallDelta(index, call_id, name, json.dumps({} if args is None else args, ensure_ascii=False), signature)
 
     @staticmethod
     def _apply_partial(open_call: _OpenCall, call: dict[str, Any]) -> None:
@@ -378,20 +393,32 @@ def stream_error(error: Any) -> ProviderError:
     )
 
 
+#: A JSON string on one line (JSON strings hold no raw line break): skipped when counting brackets.
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
 class GeminiDecoder(StreamDecoder):
     """Gemini's reply a line at a time (``framing = "lines"``): SSE ``data:`` lines (``alt=sse``),
-    or JSON written over lines (a JSON array, the stream's other framing; one object, a
-    non-streamed reply; a bare error object), each value read by `GeminiResponseParser`."""
+    or JSON written over lines without ``data:`` (a JSON array, the stream's other framing; one
+    object, a non-streamed reply; a bare error object), each value read by `GeminiResponseParser`
+    as soon as its last line has come.
+
+    A bare value is cut out by counting brackets outside strings, line by line, so each line is
+    read once (an array's elements are parsed one at a time, as they arrive)."""
 
     def __init__(self, provider: str) -> None:
         super().__init__()
         self.provider = provider
         self.parser = GeminiResponseParser()
         self.data: list[str] = []  # the data lines of the SSE event being read
-        self.bare: list[str] = []  # the lines of a JSON value written without ``data:``
+        self.bare: list[str] = []  # the lines of the JSON value being read without ``data:``
+        self.depth = 0  # brackets open in the bare JSON
+        self.level = 0  # the depth at which a value is whole: 1 inside a top-level array
+        self.sse = False  # a ``data:`` line came: other lines are SSE fields, ignored unless JSON
 
     def feed(self, line: str) -> Sequence[DeltaMessage]:
         if line.startswith("data:"):
+            self.sse = True
             self.data.append(line[6:] if line.startswith("data: ") else line[5:])
             return ()
         chunk = self._line(line)
@@ -401,13 +428,15 @@ class GeminiDecoder(StreamDecoder):
         """The last event (its blank line missing), a still-open call; usage, stop reason and ids noted.
 
         Raises:
-            ProviderError: ``invalid_response`` for lines left that are neither SSE nor JSON.
+            ProviderError: ``invalid_response`` for JSON left open (the stream ended early) or
+                lines that are neither SSE nor JSON.
         """
         chunk = self._line("")
         deltas = list(self.parser.feed(chunk)) if chunk is not None else []
         if self.bare:
             text = "\n".join(self.bare).strip()
-            raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON: {redact(text[:200])!r}")
+            raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON, "
+                                f"or the stream ended inside one: {redact_head(text)!r}")
         for item in self.parser.finish():
             if isinstance(item, StreamMeta):
                 self.note(item)
@@ -416,8 +445,8 @@ class GeminiDecoder(StreamDecoder):
         return deltas
 
     def _line(self, line: str) -> Any:
-        """The JSON value a non-``data:`` line completes, or None: the event's data at a
-        blank line, or a bare JSON value (an error written without ``data:``)."""
+        """The JSON a non-``data:`` line completes, or None: the event's data at a blank line,
+        else the values of bare JSON whose last line this is (`_bare`)."""
         if not line:
             data = self.data
             if data:
@@ -426,20 +455,45 @@ class GeminiDecoder(StreamDecoder):
                 if payload != "[DONE]":
                     return self._json(payload)
             return None
+        if not self.bare and self.depth == 0:
+            head = line.lstrip()
+            if not head.startswith(("{", "[")):
+                return None  # ":" comments, event:, id:, retry: carry nothing Gemini uses
+            self.level = 1 if head.startswith("[") else 0
+        return self._bare(line)
+
+    def _bare(self, line: str) -> list[Any] | None:
+        """The values `line` completes (the elements of an array so far), or None while one is open.
+
+        Raises:
+            ProviderError: the stream's error object; ``invalid_response`` for a whole value that is
+                not JSON (outside an SSE stream, where such a line is a field to ignore).
+        """
         bare = self.bare
-        if bare or line.lstrip().startswith(("{", "[")):
-            bare.append(line)
-            if line.rstrip().endswith(("}", "]")):
-                try:
-                    value = json.loads("\n".join(bare))
-                except ValueError:
-                    return None
-                bare.clear()
-                if isinstance(value, dict) and "error" in value:
-                    raise stream_error(value["error"])
-                return value
-        # ":" comments, event:, id:, retry: carry nothing Gemini uses
-        return None
+        bare.append(line)
+        scan = _JSON_STRING.sub("", line) if '"' in line else line
+        self.depth += scan.count("{") + scan.count("[") - scan.count("}") - scan.count("]")
+        if self.depth > self.level:
+            return None
+        text = "\n".join(bare).strip()
+        bare.clear()
+        if self.depth < 0 or (self.depth == 0 and self.level):  # past the array's end: start again
+            self.depth = self.level = 0
+        text = text[1:] if text.startswith(("[", ",")) else text  # the array's "[" or a separating ","
+        text = text[:-1] if text.endswith(("]", ",")) else text
+        if not text.strip():
+            return None
+        try:
+            values = json.loads(f"[{text}]")
+        except ValueError:
+            if self.sse:
+                return None
+            raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON: "
+                                f"{redact_head(text)!r}") from None
+        for value in values:
+            if isinstance(value, dict) and "error" in value:
+                raise stream_error(value["error"])
+        return values
 
     def _json(self, payload: str) -> Any:
         try:

@@ -119,7 +119,7 @@ class OllamaDecoder(StreamDecoder):
             raise _stream_error(error)
         message = chunk.get("message")
         deltas = self._message(message) if message else self._generated(chunk)
-        if chunk.get("done"):
+        if chunk.get("done") is True:  # a boolean on the wire: "false", a string, is not the end
             reason = chunk.get("done_reason") or None
             if self.calls and reason in (None, "stop"):
                 kind = StopKind.tool_use  # Ollama says "stop" after tool calls too

@@ -17,10 +17,10 @@ from typing import Any
 
 
 from ..core import (
-    DocumentBlock,
     ActionCallBlock,
     ActionResultBlock,
     DeltaMessage,
+    DocumentBlock,
     ImageBlock,
     Message,
     PromptStack,
@@ -31,6 +31,7 @@ from ..core import (
     TextDelta,
     ToolCallDelta,
     Usage,
+    redact_head,
 )
 from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
 from .decode import StreamDecoder, not_json
@@ -202,7 +203,7 @@ class ChatDecoder(StreamDecoder):
         choice = next((c for c in data.get("choices") or () if isinstance(c, dict) and c.get("index", 0) == 0), None)
         if choice is None:
             raise ProviderError("invalid_response", f"{self.provider} sent a JSON reply without choices: "
-                                f"{json.dumps(data)[:200]!r}", retryable=False)
+                                f"{redact_head(json.dumps(data))!r}", retryable=False)
         if data.get("usage"):
             self.note(read_usage(usage_from_openai, data["usage"], request_id=data.get("id") or None, model=data.get("model") or None))
         message, index, deltas = choice.get("message") or {}, self.index, []

@@ -219,9 +219,11 @@ class ResponsesDecoder(StreamDecoder):
         if etype == "response.completed":  # some servers end an incomplete reply with this event too
             response = event.get("response") or {}
             self.note(self._finished(response, "incomplete" if response.get("status") == "incomplete" else "completed"))
+            self.done = True  # the reply's last event: nothing after it is read
             return ()
         if etype == "response.incomplete":
             self.note(self._finished(event.get("response") or {}, "incomplete"))
+            self.done = True
             return ()
         if etype == "response.failed":
             response = event.get("response") or {}
