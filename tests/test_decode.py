@@ -177,6 +177,12 @@ def test_what_is_left_at_the_end_of_the_body_is_relayed_after_the_rest() -> None
     assert done.message.text == "az" and decoder.finished == 1
 
 
+def test_what_is_left_is_checked_like_every_delta() -> None:
+    failed, _ = _turn(b"t:a\nstop\n", left=[TextDelta(0, 5)])  # type: ignore[arg-type]
+    assert failed.type == "model_failed" and failed.partial.text == "a"
+    assert failed.error.message == "toy sent a reply ipyagent could not read (TypeError: a text_delta whose text is int (5), not text)"
+
+
 def test_a_body_read_to_its_end_before_any_delta_asks_once_and_relays_what_is_left() -> None:
     events = run_turn(Lines("m", transport=Scripted((200, NDJSON, b"stop\n"))))
     assert [e.type for e in events] == ["model_started", "model_completed"]

@@ -131,7 +131,7 @@ def test_a_delta_whose_text_is_not_text_fails_the_turn_there_and_keeps_the_text_
 def test_deltas_that_form_no_message_fail_the_turn_and_leave_an_empty_partial() -> None:
     broken = [{"text": "a"}, {"call": ["c1", "f", "{}"], "at": 0}]  # text and a call at one index
     failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*broken, {"stop": "end_turn"})))))[-1]
-    assert failed.error.type == "invalid_response" and failed.error.retryable is False
+    assert_error(failed.error, "invalid_response", "content block 0 holds text and ToolCallDelta deltas", retryable=False)
     assert failed.partial.role == "assistant" and failed.partial.content == []
     cut = run_turn(Toy("m", transport=Scripted((200, NDJSON, [ndjson(*broken), httpx2.ReadError("reset")]))))[-1]
     assert cut.error.type == "connection" and cut.partial.content == [] and cut.partial.metadata["partial"] is True

@@ -37,6 +37,12 @@ def _texts(deltas: Any) -> list[str]:
 def test_a_byte_order_mark_is_dropped_where_the_text_starts_and_nowhere_else() -> None:
     framer = LineFramer()
     assert framer.feed("") == [] and framer.feed('\ufeff{"a": 1}\n\ufeffx\n') == ['{"a": 1}', "\ufeffx"]
+    assert framer.feed("\ufeffy\n") == ["\ufeffy"]  # a later piece keeps it: it is text there
+
+
+def test_the_last_line_in_pieces_is_given_whole() -> None:
+    framer = LineFramer()
+    assert framer.feed("ab") == [] and framer.feed("cd") == [] and framer.flush() == ["abcd"]
 
 
 def test_a_line_in_many_pieces_is_joined_once_whole() -> None:
