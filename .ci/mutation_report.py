@@ -64,6 +64,9 @@ def main() -> int:
     for name, status in sorted(counted.items()):
         if status not in ("killed", "timeout"):
             print(f"  {status}: {name}")
+    for name in sorted(equivalent):  # a listed name a run has killed, or no longer makes, is stale (renumbered by an edit)
+        if found.get(name, "survived") != "survived" or (name not in found and not args.results):
+            print(f"  listed as equivalent but {found.get(name, 'not a mutant now')}: {name}")
     for module, (module_killed, module_counted) in sorted(per_module(counted).items()):
         print(f"  {module}: {module_killed}/{module_counted} killed, {100.0 * module_killed / module_counted:.1f}%")
     print(f"kill rate: {rate:.1f}% of non-equivalent mutants (target {args.target:g}%)")
