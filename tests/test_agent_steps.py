@@ -23,7 +23,6 @@ from ipyagent.core import (
     Message,
     ModelCompleted,
     ModelFailed,
-    ModelStarted,
     ProviderError,
     ReasoningDelta,
     StopKind,
@@ -32,7 +31,6 @@ from ipyagent.core import (
     TextBlock,
     TextDelta,
     ToolCallCompleted,
-    ToolCallDelta,
 )
 from ipyagent.drivers import LEDGER, OUTPUT_TOOL, Cost
 from ipyagent.tools import BaseTool, FunctionTool, MCPServerError, activity

@@ -102,6 +102,9 @@ def test_a_balanced_line_that_is_not_json_is_ignored_in_an_sse_stream_and_fails_
     sse.feed("data: " + json.dumps(_element("Hello", "STOP")))
     assert _texts(sse.feed("")) == ["Hello"]
     assert sse.feed("{keep-alive}") == () and sse.feed("[DONE]") == () and sse.finish() == []
+    unbalanced = GeminiDecoder("gemini")  # a "{" never closed: a field too, once the stream is SSE
+    unbalanced.feed("data: " + json.dumps(_element("Hi", "STOP")))
+    assert unbalanced.feed("{") == () and _texts(unbalanced.feed("")) == ["Hi"] and unbalanced.finish() == []
     bare = GeminiDecoder("gemini")
     with pytest.raises(ProviderError, match="not SSE or JSON: '{keep-alive}'"):
         bare.feed("{keep-alive}")

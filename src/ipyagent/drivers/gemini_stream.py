@@ -429,11 +429,11 @@ class GeminiDecoder(StreamDecoder):
 
         Raises:
             ProviderError: ``invalid_response`` for JSON left open (the stream ended early) or
-                lines that are neither SSE nor JSON.
+                lines that are neither SSE nor JSON, outside an SSE stream.
         """
         chunk = self._line("")
         deltas = list(self.parser.feed(chunk)) if chunk is not None else []
-        if self.bare:
+        if self.bare and not self.sse:  # in an SSE stream, lines that are not JSON are fields to ignore
             text = "\n".join(self.bare).strip()
             raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON, "
                                 f"or the stream ended inside one: {redact_head(text)!r}")
