@@ -46,8 +46,8 @@ def measure(make: Any) -> dict[str, int]:
 def main() -> None:
     import comm
 
-    from ipyagent.notebook.compare_view import CompareWidgetView
-    from ipyagent.notebook.view import WidgetView
+    from ipyagent.notebook.views.compare_view import CompareWidgetView
+    from ipyagent.notebook.views.run_view import WidgetView
 
     args = options(__doc__.splitlines()[0], runs=1)
     comm.create_comm = OpenCounter  # ipywidgets asks `comm.create_comm` for each widget's comm

@@ -95,7 +95,7 @@ class BaselineView:
     def __init__(self) -> None:
         import ipywidgets as widgets
 
-        from ipyagent.notebook.view import FRAME_INTERVAL, RunState
+        from ipyagent.notebook.views.run_view import FRAME_INTERVAL, RunState
 
         self.interval = FRAME_INTERVAL
         self.state = RunState("bench:m")
@@ -117,7 +117,7 @@ class BaselineView:
                 self._pending = asyncio.get_running_loop().call_later(wait, self._frame)
 
     def _frame(self) -> None:
-        from ipyagent.notebook.render import markdown_to_html
+        from ipyagent.notebook.render.html import markdown_to_html
 
         if self._pending is not None:
             self._pending.cancel()
@@ -178,7 +178,7 @@ class WithSavedHtml:
     the saved output's HTML fallback rendered while the answer streams (`StreamedMarkdown`)."""
 
     def __init__(self, view: Any) -> None:
-        from ipyagent.notebook.streamed_html import StreamedMarkdown
+        from ipyagent.notebook.render.streamed_html import StreamedMarkdown
 
         self.view = view
         self.markdown = StreamedMarkdown()
@@ -193,8 +193,8 @@ class WithSavedHtml:
 
 
 def one(kind: str, text: str) -> dict[str, Any]:
-    from ipyagent.notebook.render import markdown_to_html
-    from ipyagent.notebook.view import WidgetView
+    from ipyagent.notebook.render.html import markdown_to_html
+    from ipyagent.notebook.views.run_view import WidgetView
 
     pieces = pieces_of(text)
     view = WithSavedHtml(WidgetView("bench:m")) if kind == "view" else BaselineView()
@@ -211,7 +211,7 @@ def one(kind: str, text: str) -> dict[str, Any]:
         exact = rebuilt_text([d for _, _, d in CountingComm.sent]) == text and saved_html == markdown_to_html(text)
     else:
         frames = [(t, size) for t, size, data in CountingComm.sent if "value" in (data.get("state") or {})]
-        exact = view.body.value == __import__("ipyagent.notebook.render", fromlist=["x"]).markdown_to_html(text)
+        exact = view.body.value == __import__("ipyagent.notebook.render.html", fromlist=["x"]).markdown_to_html(text)
     sizes = [size for _, size in frames]
     return {"chars": len(text), "deltas": len(pieces), "stream_s": seconds, "frames": len(frames),
             "busiest_second_frames": busiest_second([t for t, _ in frames]),
@@ -224,7 +224,7 @@ def main() -> int:
     install_comm()
     sizes = QUICK_SIZES if args.quick else SIZES
     runs: dict[str, list[dict[str, Any]]] = {}
-    from ipyagent.notebook.render import markdown_to_html
+    from ipyagent.notebook.render.html import markdown_to_html
 
     markdown_to_html("*warm*")  # markdown-it's first use builds its rules: not the shortest answer's cost
     for _ in range(args.runs):

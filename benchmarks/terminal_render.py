@@ -54,7 +54,7 @@ def answer(chars: int) -> str:
 
 def stream(text: str, out: io.StringIO) -> float:
     from ipyagent.core import Message, ModelCompleted, ModelStarted, StopReason, TextBlock, TextDelta, Usage
-    from ipyagent.notebook.view import TextView
+    from ipyagent.notebook.views.run_view import TextView
 
     view = TextView("openai:m", stream=out)
     usage = Usage(input_tokens=1, output_tokens=1)

@@ -26,8 +26,8 @@ def view_html(nb, cell) -> tuple[str, str]:
     """(body HTML, footer text) of the run shown by `cell`, as saved: the answer rendered as
     the view renders it, and the footer figures."""
     from ipyagent.core.transcript import Transcript
-    from ipyagent.notebook.render import markdown_to_html
-    from ipyagent.notebook.transcript_render import footer_figures
+    from ipyagent.notebook.render.html import markdown_to_html
+    from ipyagent.notebook.render.transcript import footer_figures
 
     transcript = Transcript.from_json(transcript_of(cell))
     return markdown_to_html(transcript.text), " · ".join(footer_figures(transcript))

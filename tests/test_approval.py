@@ -11,8 +11,8 @@ import pytest
 
 from ipyagent.core import ErrorArtifact, InfoArtifact, ModelStarted, ToolAction, ToolCallCompleted, ToolCallDelta
 from ipyagent.core.transcript import ToolCallPart, Transcript
-from ipyagent.notebook.transcript_render import to_html, to_text, tool_status
-from ipyagent.notebook.view import TextView, WidgetView
+from ipyagent.notebook.render.transcript import to_html, to_text, tool_status
+from ipyagent.notebook.views.run_view import TextView, WidgetView
 
 from .live_front import FrontEnd
 
@@ -274,7 +274,7 @@ def test_a_compare_pane_asks_in_its_card_and_the_click_comes_back_by_its_key() -
     """In a %%compare cell every run talks through the cell's one widget, tagged "pane/run"."""
     import json
 
-    from ipyagent.notebook.compare_view import CompareWidgetView
+    from ipyagent.notebook.views.compare_view import CompareWidgetView
 
     action = ToolAction(tag="call_1", name="get_weather", input={"city": "Paris"})
 

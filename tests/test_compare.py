@@ -22,7 +22,7 @@ from ipyagent import Agent, Comparison, acompare, compare
 from ipyagent.agent.compare import RunFigures, Stat
 from ipyagent.core import ModelStarted, TextDelta
 from ipyagent.drivers.registry import BUILTIN
-from ipyagent.notebook.compare_view import CompareWidgetView, cells_to_html, table_columns, table_rows, table_text
+from ipyagent.notebook.views.compare_view import CompareWidgetView, cells_to_html, table_columns, table_rows, table_text
 from ipyagent.notebook.extension import await_agent_cells
 
 from .recordings import expected_from, status_type
@@ -193,7 +193,7 @@ def test_table_shows_median_and_range_and_escapes() -> None:
 
 
 def test_with_several_runs_the_table_has_each_run_under_its_median() -> None:
-    from ipyagent.notebook.compare_view import table_data
+    from ipyagent.notebook.views.compare_view import table_data
 
     figures = [RunFigures("a:b", 0, r, 0.1 * (r + 1), 1.0 + r, 10, 20 + r, stop_reason="end_turn") for r in (2, 0, 1)]
     figures += [RunFigures("c:d", 1, 0, error_type="rate_limit", error="slow down")]
@@ -332,7 +332,7 @@ def test_compare_cells_await_in_kernels() -> None:
 
 
 def test_text_view_table_is_written_to_its_stream() -> None:
-    from ipyagent.notebook.compare_view import CompareTextView
+    from ipyagent.notebook.views.compare_view import CompareTextView
 
     stream = io.StringIO()
     view = CompareTextView(["a:b"], 1, stream)
@@ -349,7 +349,7 @@ def test_load_declares_every_magic() -> None:
 
     code = ("import sys\nfrom IPython.terminal.interactiveshell import TerminalInteractiveShell\n"
             "shell = TerminalInteractiveShell.instance()\nshell.run_line_magic('load_ext', 'ipyagent')\n"
-            "print(sorted(m for m in ('pydantic', 'httpx2', 'ipyagent.core', 'ipyagent.notebook.magics') if m in sys.modules))")
+            "print(sorted(m for m in ('pydantic', 'httpx2', 'ipyagent.core', 'ipyagent.notebook.magics.agent') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -440,8 +440,8 @@ class _DriverTimed:
 
 
 def test_table_and_pane_footer_read_the_same_recorded_figures() -> None:
-    from ipyagent.notebook.compare_view import table_rows
-    from ipyagent.notebook.transcript_render import footer_figures
+    from ipyagent.notebook.views.compare_view import table_rows
+    from ipyagent.notebook.render.transcript import footer_figures
 
     cmp = compare([_DriverTimed()], "hi")
     (fig,) = cmp.figures
@@ -552,9 +552,9 @@ def test_the_run_picked_in_a_pane_while_it_streams_is_the_one_the_saved_record_s
     """A "select" from the browser (a run tab or a table row clicked live) is kept by the kernel: the
     saved record carries it (its renderer and HTML fallback show that run), and a page reopened mid-run
     gets it with the layout. Anything but a run of the comparison is ignored."""
-    import ipyagent.notebook.transcript_output as transcript_output
+    import ipyagent.notebook.views.transcript_output as transcript_output
     from ipyagent.core import ComparisonRecord
-    from ipyagent.notebook.transcript_render import comparison_to_html, shown_run
+    from ipyagent.notebook.render.transcript import comparison_to_html, shown_run
 
     view = CompareWidgetView(["fake:a", "fake:b"], 2)
     sent: list[dict] = []
@@ -596,7 +596,7 @@ def test_the_run_picked_in_a_pane_while_it_streams_is_the_one_the_saved_record_s
 def test_live_panes_and_table_name_each_provider_as_the_saved_record_does(monkeypatch) -> None:
     """Panes titled by alias ("quick") still name the provider (``fake:timed``) in their footers
     and table rows, live as in the saved record, so nothing changes when the record replaces them."""
-    import ipyagent.notebook.transcript_output as transcript_output
+    import ipyagent.notebook.views.transcript_output as transcript_output
 
     view = CompareWidgetView(["quick", "slow"], 1, ["fake:timed", "fake:timed"])
     view.live.send = lambda content, buffers=None: None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent.notebook.render import markdown_to_html
+from ipyagent.notebook.render.html import markdown_to_html
 
 from .kernels import lab_like_client, widget_state_left
 from .recordings import expected_from, status_type
@@ -57,9 +57,9 @@ def _compare_view(nb, cell) -> tuple[list[tuple[str, str, str]], str]:
     """([(pane title, body HTML, footer text) per pane], table HTML) of the comparison saved by `cell`
     (the live panes are replaced by it when the comparison ends, and leave no widget state)."""
     from ipyagent.core.transcript import Transcript
-    from ipyagent.notebook.compare_view import cells_to_html
-    from ipyagent.notebook.render import escape
-    from ipyagent.notebook.transcript_render import footer_figures
+    from ipyagent.notebook.views.compare_view import cells_to_html
+    from ipyagent.notebook.render.html import escape
+    from ipyagent.notebook.render.transcript import footer_figures
 
     assert widget_state_left(nb) == []  # the panes' widgets were closed when the comparison ended
     (record,) = [o["data"]["application/vnd.ipyagent.comparison+json"] for o in cell.outputs
@@ -240,7 +240,7 @@ def test_one_widget_per_compare_cell_whose_panes_and_table_read_the_same_figures
     import queue
 
     from ipyagent.core.transcript import Transcript
-    from ipyagent.notebook.transcript_render import footer_figures
+    from ipyagent.notebook.render.transcript import footer_figures
 
     with _two_providers(monkeypatch, 0, 0.02) as (km, kc, _):
         msg_id = kc.execute("%%compare openai:quick slow --runs 2\nWhat is the weather?")

@@ -17,8 +17,8 @@ from IPython.testing.globalipapp import start_ipython
 from ipyagent.core.transcript import NextCell, TextPart, Transcript, TranscriptMessage
 from ipyagent.memory.context import ContextBlock, variable_block
 from ipyagent.memory.summarize import summarize
-from ipyagent.notebook.code_blocks import fenced_blocks, pick_code
-from ipyagent.notebook.transcript_render import to_html, to_text
+from ipyagent.notebook.context.code_blocks import fenced_blocks, pick_code
+from ipyagent.notebook.render.transcript import to_html, to_text
 
 from .stub_server import StubServer, openai_text_reply
 
@@ -336,8 +336,8 @@ def test_the_cell_log_keeps_a_runs_whole_answer_not_its_short_plain_text() -> No
     from types import SimpleNamespace
 
     from ipyagent.core.transcript import ComparisonEntry, ComparisonRecord
-    from ipyagent.notebook.cell_log import CellLog
-    from ipyagent.notebook.transcript_output import bundle, comparison_bundle
+    from ipyagent.notebook.context.cell_log import CellLog
+    from ipyagent.notebook.views.transcript_output import bundle, comparison_bundle
 
     answer = "\n".join(f"line {i} of the answer" for i in range(100))
     t = Transcript(provider="openai:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=answer)])])

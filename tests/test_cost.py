@@ -20,7 +20,7 @@ from ipyagent.drivers.gemini import GeminiPromptDriver
 from ipyagent.drivers.ollama import OllamaPromptDriver
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
 from ipyagent.drivers.pricing import Cost, format_usd, price, total_cost
-from ipyagent.notebook.view import TextView
+from ipyagent.notebook.views.run_view import TextView
 
 from .recordings import expected_from, recording_events
 from .stub_server import FIXTURES, Reply, StubServer

@@ -326,7 +326,7 @@ def test_alias_names_and_out_variables_are_checked(ip, capsys):  # noqa: F811
 
 
 def test_compare_panes_are_titled_as_typed_with_the_resolved_id_under():
-    from ipyagent.notebook.compare_view import CompareWidgetView
+    from ipyagent.notebook.views.compare_view import CompareWidgetView
 
     view = CompareWidgetView(["fast", "openai:m"], 1, ["openai:m", "openai:m"])
     assert view.pane_titles() == [{"title": "fast", "resolved": "openai:m"}, {"title": "openai:m", "resolved": "openai:m"}]
@@ -388,8 +388,8 @@ def test_a_tool_cut_off_by_the_runs_end_reads_interrupted_not_not_run(stop, word
 
     from ipyagent.core import ToolCallCompleted
     from ipyagent.memory.recorder import replay_events
-    from ipyagent.notebook.transcript_render import to_html, to_text, tool_status
-    from ipyagent.notebook.view import TextView, WidgetView
+    from ipyagent.notebook.render.transcript import to_html, to_text, tool_status
+    from ipyagent.notebook.views.run_view import TextView, WidgetView
 
     result, events, nodes = _run_a_tool_that_never_returns(stop, tmp_path)
     (cut,) = [e for e in events if isinstance(e, ToolCallCompleted)]

@@ -775,7 +775,7 @@ def test_stop_kind_of_a_cut_stream_is_missing() -> None:
 
 def test_a_stopped_reply_keeps_reasoning_text_and_complete_tool_calls() -> None:
     from ipyagent.core import ActionCallBlock, ReasoningBlock, TextDelta
-    from ipyagent.memory.conversation import TurnBuilder
+    from ipyagent.agent.conversation import TurnBuilder
     from ipyagent.drivers import Aggregator
 
     deltas = [ReasoningDelta(0, "think", "sig"), TextDelta(1, "Hel"), TextDelta(1, "lo"),

@@ -15,10 +15,10 @@ import pytest
 from pydantic import BaseModel
 
 from ipyagent import Agent, Evaluation, aevaluate, evaluate
-from ipyagent.agent.assertions import Outcome, parse_assertion, parse_verdict
-from ipyagent.agent.evaluate import normalize_rows, render_template
+from ipyagent.agent.evaluation.checks import Outcome, parse_assertion, parse_verdict
+from ipyagent.agent.evaluation.runner import normalize_rows, render_template
 from ipyagent.agent.loop_thread import run_in_background, run_sync
-from ipyagent.agent.scheduler import Budget
+from ipyagent.agent.evaluation.scheduler import Budget
 from ipyagent.drivers.rate_gate import RateGate
 from ipyagent.drivers.registry import BUILTIN
 from ipyagent.memory.store import RunStore

@@ -13,8 +13,8 @@ from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
 from ipyagent import Agent, Evaluation, compare, evaluate
-from ipyagent.notebook.evaluation_render import MIME_TYPE, PAGE, evaluation_html, evaluation_markdown, evaluation_text, headline
-from ipyagent.notebook.evaluation_view import bundle
+from ipyagent.notebook.render.evaluation import MIME_TYPE, PAGE, evaluation_html, evaluation_markdown, evaluation_text, headline
+from ipyagent.notebook.views.evaluation_view import bundle
 
 from .stub_server import StubServer
 from .test_evaluate import CAPITALS, KEY_VARS, answering, capital_of

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ipyagent.notebook.evaluation_render import MIME_TYPE
+from ipyagent.notebook.render.evaluation import MIME_TYPE
 
 from .kernels import wait_iopub, wait_reply, widget_values
 from .stub_server import Reply, StubServer, openai_text_reply

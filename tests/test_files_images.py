@@ -19,7 +19,7 @@ import ipyagent
 from ipyagent.agent.files import document_block
 from ipyagent.core.transcript import Transcript
 from ipyagent.agent import transcript_of
-from ipyagent.notebook.transcript_render import to_html
+from ipyagent.notebook.render.transcript import to_html
 
 from .stub_server import Reply, StubServer
 from .test_magics import ip  # noqa: F401 - the in-process IPython fixture

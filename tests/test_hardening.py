@@ -125,7 +125,7 @@ def test_markdown_made_inert_runs_nothing_whatever_the_renderer(text):
     HTML through, nothing may run."""
     from markdown_it import MarkdownIt
 
-    from ipyagent.notebook.transcript_render import inert
+    from ipyagent.notebook.render.transcript import inert
 
     html = MarkdownIt("commonmark", {"html": True}).render(inert(text))
     lowered = html.lower()

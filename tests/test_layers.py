@@ -86,7 +86,7 @@ def test_every_import_points_down_and_goes_through_the_layer_package() -> None:
     ("import ipyagent.drivers.registry", "ipyagent.agent.defaults", "skips the package __init__"),
     ("from ..drivers import registry", "ipyagent.agent.defaults", "is a module of drivers"),
     ("from ..drivers import _turn", "ipyagent.agent.defaults", "private to drivers"),
-    ("from ..core import _artifacts", "ipyagent.notebook.view", "private to core"),
+    ("from ...core import _artifacts", "ipyagent.notebook.views.run_view", "private to core"),
     ("def f():\n    from ..notebook import ApprovalButtons", "ipyagent.agent.loop", "points up"),
     ("from ipyagent.agent import Agent", "ipyagent.memory.recorder", "points up"),
     ("from ...agent import Agent", "ipyagent.tools.builtin.task_memory", "points up"),
@@ -172,7 +172,7 @@ def test_the_check_finds_a_package_out_of_its_layer(source: str, module: str) ->
 
 @pytest.mark.parametrize(("source", "module"), [
     ("import httpx2", "ipyagent.drivers.base"), ("import httpx2", "ipyagent.tools.mcp"),
-    ("from IPython.display import display", "ipyagent.notebook.view"), ("from pydantic import BaseModel", "ipyagent.core.content"),
+    ("from IPython.display import display", "ipyagent.notebook.views.run_view"), ("from pydantic import BaseModel", "ipyagent.core.content"),
     ("import json", "ipyagent.core.content"),
 ])
 def test_the_check_allows_a_package_in_its_layer(source: str, module: str) -> None:

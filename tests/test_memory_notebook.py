@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ipyagent.memory.store import RunStore
-from ipyagent.notebook.render import compact
+from ipyagent.notebook.render.html import compact
 
 from .stub_server import Reply, StubServer
 

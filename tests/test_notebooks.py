@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent.notebook.render import markdown_to_html
+from ipyagent.notebook.render.html import markdown_to_html
 
 from .kernels import view_html as _view_html
 from .kernels import wait_reply as _wait_reply
@@ -107,7 +107,7 @@ def _answer(doc: dict) -> str:
     "cell, ename",
     [
         ("%%agent\nWhat is the weather in San Francisco?", "RunStopped"),
-        ("from ipyagent.notebook.view import TextView\nfrom ipyagent import Agent\n"
+        ("from ipyagent.notebook.views.run_view import TextView\nfrom ipyagent import Agent\n"
          "a = Agent('openai:gpt-4.1-mini', base_url=URL)\nv = TextView('x')\n"
          "try:\n    a.run('What is the weather?', on_event=v.feed)\nfinally:\n    body = v.state.text", "KeyboardInterrupt"),
     ],

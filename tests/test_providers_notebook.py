@@ -13,7 +13,7 @@ from genai_prices import Usage as PriceUsage
 from genai_prices import calc_price
 
 from ipyagent.drivers.pricing import format_usd
-from ipyagent.notebook.render import markdown_to_html
+from ipyagent.notebook.render.html import markdown_to_html
 
 from .kernels import view_html
 from .recordings import sse_events

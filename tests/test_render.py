@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ipyagent.notebook.render import ALLOWED_TAGS, markdown_to_html, sanitize
+from ipyagent.notebook.render.html import ALLOWED_TAGS, markdown_to_html, sanitize
 
 HOSTILE = {
     "script": "<script>alert(1)</script>",
@@ -169,7 +169,7 @@ PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUl
     ("![x][r]\n\n[r]: http://evil.example/ref.png", "http://evil.example/ref.png"),
 ])
 def test_every_image_but_inline_raster_data_becomes_a_link(markdown, href):
-    from ipyagent.notebook.render import markdown_to_html
+    from ipyagent.notebook.render.html import markdown_to_html
 
     html = markdown_to_html(markdown)
     assert "<img" not in html
@@ -178,14 +178,14 @@ def test_every_image_but_inline_raster_data_becomes_a_link(markdown, href):
 
 
 def test_inline_raster_images_stay_and_svg_does_not():
-    from ipyagent.notebook.render import markdown_to_html
+    from ipyagent.notebook.render.html import markdown_to_html
 
     assert f'<img src="{PNG}" alt="dot">' in markdown_to_html(f"![dot]({PNG})")
     assert "<img" not in markdown_to_html("![s](data:image/svg+xml;base64,PHN2Zz48L3N2Zz4=)")
 
 
 def test_links_send_no_referrer_and_sanitized_html_loads_no_image():
-    from ipyagent.notebook.render import markdown_to_html, sanitize
+    from ipyagent.notebook.render.html import markdown_to_html, sanitize
 
     assert markdown_to_html("[a](https://example.org/)") == (
         '<p><a href="https://example.org/" referrerpolicy="no-referrer" rel="noopener noreferrer nofollow">a</a></p>\n')
@@ -194,6 +194,6 @@ def test_links_send_no_referrer_and_sanitized_html_loads_no_image():
 
 
 def test_the_markdown_fallback_has_no_image_to_load():
-    from ipyagent.notebook.transcript_render import inert
+    from ipyagent.notebook.render.transcript import inert
 
     assert inert("see ![x](http://evil/a.png) and ![r][ref]") == "see !\\[x](http://evil/a.png) and !\\[r][ref]"

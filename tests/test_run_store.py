@@ -25,7 +25,7 @@ from ipyagent.core import Message, TextBlock
 from ipyagent.memory import TaskMemory
 from ipyagent.memory.recorder import RunRecorder, replay_events
 from ipyagent.memory.store import RunStore, StoreError
-from ipyagent.notebook.view import WidgetView
+from ipyagent.notebook.views.run_view import WidgetView
 from ipyagent.tools import FunctionTool
 
 from .kernels import wait_reply
@@ -169,7 +169,7 @@ def test_replay_matches_the_original(store: RunStore) -> None:
 def test_a_run_stored_without_its_transcript_replays_with_the_original_figures(store: RunStore) -> None:
     """A store written before transcripts were kept (or by the terminal): %agent replay rebuilds
     the transcript from the nodes with the run's usage summed over its turns and the tool results."""
-    from ipyagent.notebook.session_magics import SessionMagics
+    from ipyagent.notebook.magics.session import SessionMagics
 
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
         result, events, recorder = record_run(store, server, tools=[FunctionTool(get_weather)])

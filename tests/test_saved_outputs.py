@@ -78,8 +78,8 @@ def test_the_live_output_is_marked_and_its_saved_output_kept_by_model_id(monkeyp
     import IPython.display
 
     from ipyagent.notebook import saved_outputs
-    from ipyagent.notebook.transcript_output import LiveTranscript
-    from ipyagent.notebook.view import WidgetView
+    from ipyagent.notebook.views.transcript_output import LiveTranscript
+    from ipyagent.notebook.views.run_view import WidgetView
 
     shown: list[tuple[str, Any]] = []
     monkeypatch.setattr(saved_outputs, "SAVED", SavedOutputs())
@@ -133,9 +133,9 @@ def test_an_evaluations_progress_widget_is_marked_and_its_saved_output_kept(monk
     missed its end gets the matrix, not the last progress drawn."""
     import IPython.display
 
-    from ipyagent.agent.evaluate import Evaluation
+    from ipyagent.agent.evaluation.runner import Evaluation
     from ipyagent.notebook import saved_outputs
-    from ipyagent.notebook.evaluation_view import EvaluationView
+    from ipyagent.notebook.views.evaluation_view import EvaluationView
 
     shown: list[tuple[str, Any]] = []
     monkeypatch.setattr(saved_outputs, "SAVED", SavedOutputs())

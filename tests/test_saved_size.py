@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent.notebook.transcript_render import SOURCE_NOTE
+from ipyagent.notebook.render.transcript import SOURCE_NOTE
 
 from .kernels import lab_like_client, transcript_of, widget_state_left
 from .stub_server import StubServer, openai_text_reply

@@ -1,4 +1,4 @@
-"""The HTML fallback rendered while an answer streams (notebook/streamed_html.py): the same HTML as
+"""The HTML fallback rendered while an answer streams (notebook/render/streamed_html.py): the same HTML as
 rendering the whole answer at the end, and at the end only the unfinished rest is rendered."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ipyagent.notebook import streamed_html
-from ipyagent.notebook.render import _markdown, markdown_to_html
-from ipyagent.notebook.streamed_html import MarkdownHtmlStream, StreamedMarkdown, finished_prefix
+from ipyagent.notebook.render import streamed_html
+from ipyagent.notebook.render.html import _markdown, markdown_to_html
+from ipyagent.notebook.render.streamed_html import MarkdownHtmlStream, StreamedMarkdown, finished_prefix
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from render_path import answer  # noqa: E402  (the benchmark's Markdown: headings, prose, lists, code, tables)
@@ -111,8 +111,8 @@ def test_finished_prefix_matches_the_labextensions_rule():
 
 def test_a_live_run_saves_the_same_html_and_replaces_the_live_view_before_the_widget_hears_of_the_end(monkeypatch):
     from ipyagent.core import Message, ModelCompleted, ModelStarted, StopReason, TextBlock, TextDelta, Usage
-    from ipyagent.notebook import transcript_output
-    from ipyagent.notebook.transcript_output import LiveTranscript, bundle
+    from ipyagent.notebook.views import transcript_output
+    from ipyagent.notebook.views.transcript_output import LiveTranscript, bundle
 
     monkeypatch.setattr(streamed_html, "CHUNK", 256)
     calls: list[str] = []

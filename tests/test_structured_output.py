@@ -327,7 +327,7 @@ def test_tool_strategy_takes_the_call_as_the_answer_and_keeps_a_valid_history():
 def test_the_view_ends_on_an_accepted_output_call_and_not_on_an_invalid_reply():
     import io
 
-    from ipyagent.notebook.view import TextView
+    from ipyagent.notebook.views.run_view import TextView
 
     out = io.StringIO()
     view = TextView("anthropic:claude-sonnet-4-5", stream=out)

@@ -16,7 +16,7 @@ from IPython.testing.globalipapp import start_ipython
 
 from ipyagent.core import ComparisonTable, Transcript, TranscriptError
 from ipyagent.core.transcript import ReasoningPart, TextPart, ToolCallPart, TranscriptMessage
-from ipyagent.notebook.terminal_records import figures_table, print_rendered, transcript_renderables
+from ipyagent.notebook.render.terminal_records import figures_table, print_rendered, transcript_renderables
 
 from .recordings import expected_from
 from .stub_server import FIXTURES, Reply, StubServer
@@ -176,7 +176,7 @@ def test_compare_on_a_colour_terminal_draws_each_answer_then_one_table(ip, monke
 
 
 def test_the_plain_transcript_a_terminal_prints_has_no_control_characters() -> None:
-    from ipyagent.notebook.transcript_render import to_text
+    from ipyagent.notebook.render.transcript import to_text
 
     t = sample()
     t.messages[1].parts[1] = TextPart(text="Done\x1b]0;pwned\x07\r\n\tnext\x9b2J")

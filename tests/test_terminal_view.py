@@ -27,8 +27,8 @@ from ipyagent.core import (
     Usage,
 )
 from ipyagent.core.artifacts import TextArtifact
-from ipyagent.notebook.terminal import TerminalOutput, complete_prefix, rows
-from ipyagent.notebook.view import TextView
+from ipyagent.notebook.views.terminal import TerminalOutput, complete_prefix, rows
+from ipyagent.notebook.views.run_view import TextView
 
 ANSWER = """# Plan
 
@@ -187,7 +187,7 @@ def test_output_object_without_colour_writes_what_it_gets() -> None:
 def test_rich_is_not_imported_by_load_ext_or_a_plain_run() -> None:
     code = ("from IPython.terminal.interactiveshell import TerminalInteractiveShell\n"
             "import io, sys\nshell = TerminalInteractiveShell.instance()\nshell.run_line_magic('load_ext', 'ipyagent')\n"
-            "from ipyagent.notebook.view import TextView\nfrom ipyagent.core import TextDelta\n"
+            "from ipyagent.notebook.views.run_view import TextView\nfrom ipyagent.core import TextDelta\n"
             "TextView('x', stream=io.StringIO()).feed(TextDelta(0, '# hi\\n\\nthere\\n'))\n"
             "print('rich' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -198,7 +198,7 @@ def test_rich_is_not_imported_by_load_ext_or_a_plain_run() -> None:
 def test_a_long_code_block_is_not_parsed_again_per_line(monkeypatch: pytest.MonkeyPatch) -> None:
     """Markdown is parsed when a block may have ended; inside an open fence nothing can, so the
     work for a 2,000-line code block stays one scan of its lines, not 2,000 parses of it."""
-    from ipyagent.notebook import terminal
+    from ipyagent.notebook.views import terminal
 
     parses: list[int] = []
     real = terminal.complete_prefix
@@ -241,7 +241,7 @@ def test_control_characters_from_the_model_never_reach_the_terminal(colour: bool
 
 
 def test_strip_controls_keeps_text_newlines_and_tabs_and_drops_every_control() -> None:
-    from ipyagent.notebook.terminal import strip_controls
+    from ipyagent.notebook.views.terminal import strip_controls
 
     controls = [chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]]
     assert strip_controls("a" + "".join(controls) + "\tb\nc") == "a\tb\nc"

@@ -14,7 +14,7 @@ from IPython.utils.capture import capture_output
 from markdown_it import MarkdownIt
 
 from ipyagent.core import ToolDefinition
-from ipyagent.notebook.tool_table import ToolSource, parameters, to_html, to_markdown, to_text, tools_bundle, type_of
+from ipyagent.notebook.render.tool_table import ToolSource, parameters, to_html, to_markdown, to_text, tools_bundle, type_of
 
 from .test_render import parse
 

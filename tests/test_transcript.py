@@ -18,10 +18,10 @@ from ipyagent.agent import comparison_record, transcript_of
 from ipyagent.core import ArtifactStored, TextArtifact
 from ipyagent.core.transcript import (MIME_TYPE, VERSION, TextPart, ToolCallPart, Transcript, TranscriptError, TranscriptMessage,
                                       json_schema)
-from ipyagent.notebook.render import ALLOWED_TAGS, compact, markdown_to_html, one_line
+from ipyagent.notebook.render.html import ALLOWED_TAGS, compact, markdown_to_html, one_line
 from ipyagent.core.redact import redact_data as redact
-from ipyagent.notebook.transcript_output import bundle
-from ipyagent.notebook.transcript_render import (BUDGET_MIN_CHARS, HTML_BUDGET, PLAIN_CHARS, SOURCE_NOTE, answer_html, footer_figures,
+from ipyagent.notebook.views.transcript_output import bundle
+from ipyagent.notebook.render.transcript import (BUDGET_MIN_CHARS, HTML_BUDGET, PLAIN_CHARS, SOURCE_NOTE, answer_html, footer_figures,
                                                   style_for, to_html, to_text)
 from ipyagent.tools import activity
 
@@ -339,7 +339,7 @@ def test_comparison_record_from_a_real_comparison():
     """Two providers answer the same prompt (recorded streams); one cannot even be built."""
     from ipyagent import compare
     from ipyagent.core.transcript import COMPARISON_MIME_TYPE, ComparisonRecord
-    from ipyagent.notebook.transcript_output import comparison_bundle
+    from ipyagent.notebook.views.transcript_output import comparison_bundle
 
     text = expected_from(TEXT).text
     with StubServer(Reply.sse_file(TEXT)) as a, StubServer(openai_text_reply(HOSTILE)) as b:

@@ -21,8 +21,8 @@ from ipyagent.core import (
     ToolCallDelta,
     Usage,
 )
-from ipyagent.notebook import view as view_module
-from ipyagent.notebook.view import FRAME_INTERVAL, TextView, WidgetView
+from ipyagent.notebook.views import run_view as view_module
+from ipyagent.notebook.views.run_view import FRAME_INTERVAL, TextView, WidgetView
 
 from . import live_front
 from .live_front import FrontEnd
@@ -227,7 +227,7 @@ def test_the_end_message_follows_the_display_update_and_carries_the_same_saved_o
     it comes after the update, so a page the update reached has already dropped its live view."""
     import IPython.display
 
-    from ipyagent.notebook.transcript_output import LiveTranscript
+    from ipyagent.notebook.views.transcript_output import LiveTranscript
 
     sent: list[tuple[str, Any]] = []
     monkeypatch.setattr(IPython.display, "update_display",

@@ -3,7 +3,7 @@
  * sent once, not once per provider), drawn with the saved comparison's own frame
  * (compare.ts), each run in it a `LiveView` of its own `LiveDoc`.
  *
- * Protocol (custom widget messages, kernel -> browser; notebook/compare_view.py):
+ * Protocol (custom widget messages, kernel -> browser; notebook/views/compare_view.py):
  *   {type: "compare", panes: [{title, resolved}], runs, started: [[pane, run]], table, footer, selected}
  *                         the layout and what has happened (the answer to "hello"); `selected`:
  *                         the run the user picked in each pane (null: none picked)

@@ -1,6 +1,6 @@
 /**
  * Evaluation document (`%%compare --over`, Evaluation.to_json()) -> DOM, mirroring the
- * HTML fallback (notebook/evaluation_render.py): a headline, the summary per provider,
+ * HTML fallback (notebook/render/evaluation.py): a headline, the summary per provider,
  * and the matrix rows x providers in pages of PAGE rows, each cell coloured by its outcome
  * with the answer's first line; opening a cell shows the prompt, the whole answer, each
  * assertion and why, and the figures. Every string is set as text, never as HTML.

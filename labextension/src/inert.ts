@@ -1,7 +1,7 @@
 /**
  * Inert model output: rendering model or tool text never loads anything.
  *
- * The same rules as the Python side (src/ipyagent/notebook/render.py):
+ * The same rules as the Python side (src/ipyagent/notebook/render/html.py):
  * - an image is drawn only from a `data:` URL of a raster type (INLINE_IMAGE);
  *   any other image (remote, protocol-relative `//host/…`, same-origin
  *   `/api/…`, relative) becomes a link showing its alt text, fetched only if

@@ -1,6 +1,6 @@
 /**
  * The live view of a run: the front end of ipyagent's anywidget
- * (src/ipyagent/notebook/live_widget.py), built into an ES module by esbuild.
+ * (src/ipyagent/notebook/views/live_widget.py), built into an ES module by esbuild.
  *
  * It draws with the transcript renderer's own parts (transcript.ts,
  * markdown.ts), so a run looks the same streaming and saved.

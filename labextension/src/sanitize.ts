@@ -1,6 +1,6 @@
 /**
  * Model HTML -> safe HTML with DOMPurify, on the same rules as the Python side
- * (src/ipyagent/notebook/render.py): the same tag and attribute allowlist, links
+ * (src/ipyagent/notebook/render/html.py): the same tag and attribute allowlist, links
  * to http, https and mailto only, and only `text-align` kept of a style.
  *
  * Rendering never loads anything from outside (inert.ts has the rules): an image

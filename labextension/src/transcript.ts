@@ -1,7 +1,7 @@
 /**
  * Transcript document -> DOM: the one renderer of a run, used by the saved
  * transcript (index.ts) and, part by part, by the live view (live.ts), so both
- * look the same; the HTML fallback (notebook/transcript_render.py) mirrors it.
+ * look the same; the HTML fallback (notebook/render/transcript.py) mirrors it.
  *
  * The document is read defensively: a missing or malformed field is skipped,
  * never thrown on, and a newer version is shown as far as it is understood.

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .agent import Agent, AgentResult, RunOptions
     from .agent.compare import Comparison, acompare, compare
     from .agent.defaults import set_default, using
-    from .agent.evaluate import Evaluation, aevaluate, evaluate
+    from .agent.evaluation import Evaluation, aevaluate, evaluate
     from .core import ModelSettings, SystemBlock
 
 __all__ = ["Agent", "AgentResult", "RunOptions", "last_result", "ModelSettings", "SystemBlock", "using", "set_default", "compare",
@@ -41,7 +41,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(comparison, name)
     if name in ("evaluate", "aevaluate", "Evaluation"):
-        from .agent import evaluate as evaluation
+        from .agent import evaluation
 
         return getattr(evaluation, name)
     if name == "memory":  # ipyagent.memory["NAMESPACE"]: the session's Task Memory

@@ -13,7 +13,7 @@ CODE = 'per_unit = [p / c if c else float("nan") for p, c in zip(prices, counts)
 
 def test_insert_button_adds_the_code_as_a_cell_below(lab):
     from ipyagent.core.transcript import NextCell, TextPart, Transcript, TranscriptMessage
-    from ipyagent.notebook.transcript_output import bundle
+    from ipyagent.notebook.views.transcript_output import bundle
 
     answer = f"Guard the zero count:\n\n```python\n{CODE}\n```\n"
     transcript = Transcript(provider="openai:gpt-4.1-mini", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=answer)])],

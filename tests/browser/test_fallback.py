@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from ipyagent.core.transcript import TextPart, Transcript, TranscriptMessage
-from ipyagent.notebook.transcript_output import bundle
+from ipyagent.notebook.views.transcript_output import bundle
 
 from .conftest import SCREENSHOTS
 

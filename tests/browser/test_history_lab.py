@@ -9,9 +9,9 @@ import nbformat
 import pytest
 
 from ipyagent.core import ActionCallBlock, ActionResultBlock, Message, TextBlock, ToolAction, Usage
-from ipyagent.memory.conversation import Turn
-from ipyagent.notebook.session_magics import turn_transcript
-from ipyagent.notebook.transcript_output import bundle
+from ipyagent.agent.conversation import Turn
+from ipyagent.notebook.magics.session import turn_transcript
+from ipyagent.notebook.views.transcript_output import bundle
 
 pytestmark = pytest.mark.browser
 

@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 import nbformat
 import pytest
 
-from ipyagent.notebook.render import markdown_to_html
+from ipyagent.notebook.render.html import markdown_to_html
 
 from ..recordings import expected_from
 from ..stub_server import FIXTURES, Reply, openai_text_reply
@@ -301,7 +301,7 @@ def test_notebook7_renders_a_saved_transcript(lab, model_server, monkeypatch):
     """Notebook 7 loads the same extension: a saved transcript renders there, with no kernel involved."""
     from ipyagent import Agent
     from ipyagent.agent import transcript_of
-    from ipyagent.notebook.transcript_output import bundle
+    from ipyagent.notebook.views.transcript_output import bundle
     from ipyagent.tools import activity
 
     @activity

@@ -1,4 +1,4 @@
-"""The memory layer (DESIGN.md, "memory"): Task Memory, conversation threads, the run store.
+"""The memory layer (DESIGN.md, "memory"): Task Memory and the run store.
 
 Sits above core/drivers and below tools/agent; never imports the notebook layer.
 
@@ -26,10 +26,9 @@ __getattr__ = lazy_exports(__name__, {
     "task_memory": ("TaskMemory", "MemoryEntry", "reference"),
     "artifacts": ("describe_size", "size_of", "to_memory_artifact"),
     "reading": ("read_slice", "search", "unit_of"),
-    "conversation": ("DEFAULT_THREAD", "Composition", "Thread", "ThreadStore", "Turn", "TurnBuilder", "result_turn"),
     "recorder": ("RunRecorder", "message_json", "replay_events", "stored_transcript"),
     "store": ("STORE_ENV", "RunStore", "StoreError", "check_store_path", "default_store_path"),
-    "tokens": ("CHARS_PER_TOKEN", "estimate_text", "output_reserve"),
+    "tokens": ("CHARS_PER_TOKEN", "estimate_text", "estimate_tokens", "output_reserve"),
     "summarize": ("DEFAULT_BUDGET", "keep_ends"),
     "context": ("ContextBlock", "variable_block"),
     "query": ("SUMMARY_QUESTION", "ask"),

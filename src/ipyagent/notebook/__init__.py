@@ -7,7 +7,7 @@ __all__ = ["ApprovalButtons"]
 
 def __getattr__(name: str) -> Any:  # lazy: `%load_ext ipyagent` imports this package and must stay light
     if name == "ApprovalButtons":
-        from .approval import ApprovalButtons
+        from .views.approval import ApprovalButtons
 
         return ApprovalButtons
     raise AttributeError(f"module 'ipyagent.notebook' has no attribute {name!r}")

@@ -119,7 +119,7 @@ def load(ipython: Any) -> None:
     if id(ipython) in _registered or id(ipython) in _declared:
         return
     _declared.add(id(ipython))
-    from . import cell_log  # stdlib only: what cells print and raise, for %agent fix and --cells
+    from .context import cell_log  # stdlib only: what cells print and raise, for %agent fix and --cells
 
     cell_log.install(ipython)
     for kind, name in MAGICS:
@@ -129,19 +129,19 @@ def load(ipython: Any) -> None:
 
 
 def _load_now(ipython: Any) -> None:
-    from .magics import AgentMagics
+    from .magics.agent import AgentMagics
 
     if id(ipython) in _registered:
         return
     magics = AgentMagics(ipython)
     ipython.register_magics(magics)
-    from .compare_magics import CompareMagics
+    from .magics.compare import CompareMagics
 
     ipython.register_magics(CompareMagics(ipython, magics))
-    from .session_magics import SessionMagics  # %agent threads/history/memory/inspect/replay
+    from .magics.session import SessionMagics  # %agent threads/history/memory/inspect/replay
 
     ipython.register_magics(SessionMagics(ipython, magics))
-    from .mcp_magics import MCPMagics  # %mcp add/list/log/restart/remove
+    from .magics.mcp import MCPMagics  # %mcp add/list/log/restart/remove
 
     ipython.register_magics(MCPMagics(ipython, magics))
     if getattr(ipython, "kernel", None) is not None and await_agent_cells not in ipython.input_transformers_post:
@@ -156,7 +156,7 @@ def _load_now(ipython: Any) -> None:
 
 
 def unload(ipython: Any) -> None:
-    from . import cell_log
+    from .context import cell_log
 
     cell_log.uninstall(ipython)
     _declared.discard(id(ipython))

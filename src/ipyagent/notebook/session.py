@@ -16,25 +16,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..agent import RunOptions
+from ..agent import DEFAULT_THREAD, Composition, RunOptions, Thread, ThreadStore, Turn, TurnBuilder, result_turn
 from ..core import Event, PromptStack, system_text
 from ..memory import (
-    DEFAULT_THREAD,
     STORE_ENV,
-    Composition,
     RunRecorder,
     RunStore,
     StoreError,
-    Thread,
-    ThreadStore,
-    Turn,
-    TurnBuilder,
     current_memory,
     default_store_path,
     estimate_text,
     output_reserve,
-    result_turn,
 )
+
 
 class Session:
     """Threads, Task Memory and the run store of one kernel (or IPython shell)."""

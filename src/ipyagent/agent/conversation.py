@@ -1,0 +1,241 @@
+"""Conversation threads: named histories of runs, and how the next prompt is composed.
+
+A thread is a list of turns; a turn is one run's messages (the user prompt,
+then each assistant message and the tool results that followed it). A failed
+or interrupted turn is kept, marked, for the record, and skipped when the next
+prompt is composed. History is trimmed by whole turns only, so a tool call is
+never separated from its result.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import (
+    ActionArtifact,
+    ActionCallBlock,
+    ActionResultBlock,
+    Event,
+    EventHandler,
+    HistoryTrimmed,
+    Message,
+    ModelCompleted,
+    ModelFailed,
+    ModelStarted,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallCompleted,
+    ToolCallDelta,
+    to_blocks,
+)
+from ..drivers import Aggregator
+from ..memory import estimate_tokens
+
+DEFAULT_THREAD = "default"
+#: The result given to a call that has none in the record (the ``tool`` structured-output
+#: strategy takes the call as the answer and runs nothing); providers reject a call without one.
+ANSWER_RESULT = "(recorded: this call was the answer itself; nothing was run)"
+
+
+@dataclass
+class Turn:
+    """One run in a thread. `status` is ``ok``, ``failed`` or ``interrupted``."""
+
+    messages: list[Message]
+    status: str = "ok"
+    run_id: str | None = None
+    provider: str | None = None
+    error: str | None = None
+    tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.tokens:
+            self.tokens = estimate_tokens(self.messages)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class Composition:
+    """The history a request carries: `messages`, how many turns were kept and dropped, and
+    `estimated_tokens` (our estimate of `messages`, not a provider count)."""
+
+    messages: list[Message]
+    kept_turns: int
+    dropped_turns: int = 0
+    skipped_failed: int = 0
+    estimated_tokens: int = 0
+    budget_tokens: int | None = None
+    reason: str | None = None
+
+    def notice(self, thread: str) -> HistoryTrimmed | None:
+        """The event telling the view that old turns were left out, or None."""
+        if not self.dropped_turns:
+            return None
+        return HistoryTrimmed(thread, self.dropped_turns, self.kept_turns, self.estimated_tokens,
+                              self.budget_tokens, self.reason or "max_history")
+
+
+def close_dangling_calls(messages: list[Message]) -> list[Message]:
+    """`messages` with a tool result added after any tool call that has none (a structured
+    answer given as a tool call); calls that have results are left as they are."""
+    answered = {b.action.tag for m in messages for b in m.content if isinstance(b, ActionResultBlock)}
+    out: list[Message] = []
+    for message in messages:
+        out.append(message)
+        if message.role != "assistant":
+            continue
+        dangling = [b.action for b in message.content if isinstance(b, ActionCallBlock) and b.action.tag not in answered]
+        if dangling:
+            out.append(Message(role="tool", content=[
+                ActionResultBlock(action=a.model_copy(update={"output": None}), text=ANSWER_RESULT) for a in dangling]))
+    return out
+
+
+class Thread:
+    """A named conversation: its system prompt and its turns."""
+
+    def __init__(self, name: str = DEFAULT_THREAD, system: str | None = None) -> None:
+        self.name = name
+        self.system = system
+        self.turns: list[Turn] = []
+
+    def add(self, turn: Turn) -> Turn:
+        self.turns.append(turn)
+        return turn
+
+    def reset(self) -> None:
+        """Forget the turns (the system prompt stays)."""
+        self.turns.clear()
+
+    def messages(self) -> list[Message]:
+        """Every message of every turn, failed ones included (their partial messages
+        carry ``metadata["partial"]`` and ``["failed"]``)."""
+        return [m for t in self.turns for m in t.messages]
+
+    def compose(self, *, max_turns: int | None = None, budget_tokens: int | None = None) -> Composition:
+        """The history for the next request: completed turns only, newest last.
+
+        `max_turns` keeps at most that many of the latest turns; `budget_tokens` drops the
+        oldest turns, whole, until our estimate of the rest fits. Partial and failed
+        messages are never sent.
+        """
+        usable = [t for t in self.turns if t.ok]
+        skipped = len(self.turns) - len(usable)
+        dropped, reason = 0, None
+        if max_turns is not None and len(usable) > max(0, max_turns):
+            dropped = len(usable) - max(0, max_turns)
+            usable, reason = usable[dropped:], "max_history"
+        if budget_tokens is not None:
+            total = sum(t.tokens for t in usable)
+            while usable and total > budget_tokens:
+                total -= usable.pop(0).tokens
+                dropped += 1
+                reason = "context_window"
+        messages = [m for t in usable for m in close_dangling_calls(t.messages) if not m.metadata.get("partial")]
+        return Composition(messages, len(usable), dropped, skipped, sum(t.tokens for t in usable), budget_tokens, reason)
+
+    def __repr__(self) -> str:
+        return f"<Thread {self.name}: {len(self.turns)} turns>"
+
+
+class ThreadStore:
+    """The session's threads by name; a name used for the first time starts an empty thread."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, Thread] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str | None = None) -> Thread:
+        name = name or DEFAULT_THREAD
+        with self._lock:
+            thread = self._threads.get(name)
+            if thread is None:
+                thread = self._threads[name] = Thread(name)
+            return thread
+
+    def names(self) -> list[str]:
+        return list(self._threads)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._threads
+
+    def remove(self, name: str) -> bool:
+        """Drop thread `name` (turns and system prompt); False when there was none."""
+        with self._lock:
+            return self._threads.pop(name, None) is not None
+
+
+class TurnBuilder(EventHandler):
+    """Rebuilds a run's messages from its events, for runs that end without a result
+    (failed, interrupted): completed model turns and tool results as they were, then
+    the partial assistant message marked ``partial`` and ``failed``."""
+
+    def __init__(self, prompt: Message) -> None:
+        self.messages: list[Message] = [prompt]
+        self._streaming = Aggregator()  # the reply being streamed
+        self._results: Message | None = None
+
+    def feed(self, event: Event) -> None:
+        self.handle(event)
+
+    def _delta(self, event: TextDelta | ReasoningDelta | ToolCallDelta) -> None:
+        self._streaming.add(event)
+
+    on_text_delta = on_reasoning_delta = on_tool_call_delta = _delta
+
+    def on_model_started(self, event: ModelStarted) -> None:
+        self._flush_results()
+        self._streaming.clear()
+
+    def on_model_completed(self, event: ModelCompleted) -> None:
+        self.messages.append(event.message)
+        self._streaming.clear()
+
+    def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
+        if self._results is None:
+            self._results = Message(role="tool")
+        self._results.content.extend(to_blocks(ActionArtifact(value=event.action)))
+
+    def on_model_failed(self, event: ModelFailed) -> None:
+        self._flush_results()
+        if not any(event.partial is m for m in self.messages):
+            partial = event.partial.model_copy(deep=True)
+            partial.metadata = {**partial.metadata, "partial": True, "failed": True, "error": event.error.to_dict()}
+            self.messages.append(partial)
+        self._streaming.clear()
+
+    def _flush_results(self) -> None:
+        if self._results is not None:
+            self.messages.append(self._results)
+            self._results = None
+
+    def partial_message(self) -> Message | None:
+        """The reply being streamed when the run stopped (text and reasoning so far), or None."""
+        return self._streaming.partial(failed=True)
+
+    def interrupted(self) -> list[Message]:
+        """The messages of a run cancelled mid-way (kernel interrupt)."""
+        self._flush_results()
+        partial = self.partial_message()
+        if partial is not None:
+            partial.metadata["interrupted"] = True
+            self.messages.append(partial)
+        self._streaming.clear()
+        return self.messages
+
+
+def result_turn(result: Any, builder: TurnBuilder, *, run_id: str | None = None) -> Turn:
+    """The turn of a finished run (`AgentResult`): its own messages when it completed, else
+    what `builder` saw, marked failed."""
+    provider = getattr(result, "provider", None)
+    if result.error is None and not result.interrupted and result.messages:
+        return Turn(list(result.messages), "ok", run_id, provider)
+    status = "interrupted" if result.interrupted else "failed"
+    error = result.error.message if result.error is not None else "interrupted"
+    messages = builder.interrupted() if result.interrupted else builder.messages
+    return Turn(list(messages), status, run_id, provider, error)

@@ -1,0 +1,298 @@
+"""Assertions of an evaluation: checks of one run's answer, each giving pass/fail and why.
+
+A spec string (``%%compare --assert SPEC``, or an item of ``evaluate(assertions=[...])``):
+
+========================  ==============================================================
+``contains:TEXT``         the answer contains TEXT (case-sensitive)
+``icontains:TEXT``        the answer contains TEXT, ignoring case
+``regex:PATTERN``         PATTERN (Python `re`) matches somewhere in the answer
+``equals:TEXT``           the answer, stripped, equals TEXT stripped
+``json``                  the answer is a JSON value (a fenced ```json block counts)
+``schema``                the structured output validated against the run's output schema
+``python:NAME``           a function called with ``(result, row)``
+``judge:PROVIDER:MODEL``  an LLM judge grades the answer against the rubric (an alias works too)
+========================  ==============================================================
+
+TEXT and PATTERN are Jinja templates over the row (``equals:{{ row.answer }}``). A
+function (``python:NAME``, or a callable given directly) returns a bool, or a score in
+[0, 1] that passes at 0.5 or more; it may be async. Any assertion that raises fails
+with the exception as its reason; a run that failed fails every assertion unchecked.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: A score at or above this passes.
+PASS_SCORE = 0.5
+#: What the judge is asked when no rubric is given.
+DEFAULT_RUBRIC = "The answer is correct, complete and responsive to the question."
+
+JUDGE_PROMPT = """You are grading an answer against a rubric. Reply with one JSON object and nothing else:
+{{"pass": true or false, "reason": "one short sentence"}}
+
+Rubric:
+{rubric}
+
+Question:
+{prompt}
+
+Answer:
+{answer}"""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One assertion's verdict on one run.
+
+    Attributes:
+        name: the assertion (its spec, ``contains:Paris``).
+        passed: whether it passed.
+        score: a function's score in [0, 1] (None for a plain pass/fail).
+        reason: why it failed (or the judge's reason, pass or fail); None when obvious.
+        cost: the judge's cost in USD (None: no judge, or an unknown price).
+    """
+
+    name: str
+    passed: bool
+    score: float | None = None
+    reason: str | None = None
+    cost: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "score": self.score, "reason": self.reason, "cost": self.cost}
+
+
+class Assertion:
+    """A check of one run. Subclasses set `name` and implement `check`."""
+
+    name: str = ""
+    #: True when checking may send a request (a judge): the scheduler runs it in its own lane.
+    needs_model: bool = False
+
+    async def check(self, result: Any, row: Any) -> Outcome:
+        """`result` has ``text``, ``output`` (structured output), ``prompt``, ``error``."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+def _render(text: str, row: Any) -> str:
+    if "{{" not in text and "{%" not in text:
+        return text
+    from .templates import render_template
+
+    return render_template(text, row)
+
+
+class TextAssertion(Assertion):
+    """``contains``, ``icontains``, ``regex`` and ``equals`` over the answer text."""
+
+    KINDS = ("contains", "icontains", "regex", "equals")
+
+    def __init__(self, kind: str, value: str) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown text assertion {kind!r}")
+        if not value:
+            raise ValueError(f"{kind}: needs a value after the colon, e.g. {kind}:Paris")
+        self.kind, self.value, self.name = kind, value, f"{kind}:{value}"
+        self._rendered: dict[int, tuple[Any, str]] = {}  # id(row) -> (row, value rendered for it): once per row
+        if kind == "regex" and "{{" not in value:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"regex:{value}: not a valid pattern ({exc})") from None
+
+    async def check(self, result: Any, row: Any) -> Outcome:
+        return self.check_now(result.text or "", row)
+
+    def want(self, row: Any) -> str:
+        """The value for `row`, rendered once per row (every provider's answer to it is checked)."""
+        if "{{" not in self.value and "{%" not in self.value:
+            return self.value
+        seen = self._rendered.get(id(row))
+        if seen is None or seen[0] is not row:
+            seen = self._rendered[id(row)] = (row, _render(self.value, row))
+        return seen[1]
+
+    def check_now(self, text: str, row: Any) -> Outcome:
+        want = self.want(row)
+        if self.kind == "contains":
+            ok = want in text
+        elif self.kind == "icontains":
+            ok = want.casefold() in text.casefold()
+        elif self.kind == "regex":
+            ok = re.search(want, text) is not None
+        else:
+            ok = text.strip() == want.strip()
+        if ok:
+            return Outcome(self.name, True)
+        quoted = want if len(want) <= 80 else want[:77] + "..."
+        what = {"contains": "does not contain", "icontains": "does not contain (any case)",
+                "regex": "has no match for", "equals": "does not equal"}[self.kind]
+        return Outcome(self.name, False, reason=f"the answer {what} {quoted!r}")
+
+
+class JsonAssertion(Assertion):
+    """The answer parses as JSON (a whole text, or one fenced code block)."""
+
+    name = "json"
+
+    async def check(self, result: Any, row: Any) -> Outcome:
+        text = (result.text or "").strip()
+        fenced = re.match(r"^```[A-Za-z0-9_-]*\s*\n(.*?)\n?```$", text, re.S)
+        try:
+            json.loads(fenced.group(1) if fenced else text)
+        except ValueError as exc:
+            return Outcome(self.name, False, reason=f"not JSON: {exc}")
+        return Outcome(self.name, True)
+
+
+class SchemaAssertion(Assertion):
+    """The run's structured output validated against its output schema (``--schema``)."""
+
+    name = "schema"
+
+    async def check(self, result: Any, row: Any) -> Outcome:
+        if result.output is not None:
+            return Outcome(self.name, True)
+        return Outcome(self.name, False, reason="no structured output")
+
+
+class CallableAssertion(Assertion):
+    """A function called with ``(result, row)``; returns a bool or a score in [0, 1] (may be async)."""
+
+    def __init__(self, function: Callable[..., Any], name: str | None = None) -> None:
+        if not callable(function):
+            raise TypeError(f"an assertion must be callable, not {type(function).__name__}")
+        self.function = function
+        self.name = name or f"python:{getattr(function, '__name__', type(function).__name__)}"
+
+    async def check(self, result: Any, row: Any) -> Outcome:
+        try:
+            value = self.function(result, row)
+            if inspect.isawaitable(value):
+                value = await value
+        except Exception as exc:  # noqa: BLE001 - a failing check is a failed assertion, not a crash
+            return Outcome(self.name, False, reason=f"raised {type(exc).__name__}: {exc}")
+        if isinstance(value, bool) or value is None:
+            return Outcome(self.name, bool(value), reason=None if value else "returned False")
+        if isinstance(value, (int, float)) and 0.0 <= float(value) <= 1.0:
+            score = float(value)
+            ok = score >= PASS_SCORE
+            return Outcome(self.name, ok, score=score, reason=None if ok else f"score {score:g} < {PASS_SCORE:g}")
+        return Outcome(self.name, False, reason=f"returned {value!r}; return a bool or a score in [0, 1]")
+
+
+@dataclass(slots=True)
+class Verdict:
+    passed: bool
+    reason: str
+
+
+def parse_verdict(text: str) -> Verdict:
+    """A judge's reply -> `Verdict`: a JSON object with ``pass`` (or ``passed``) and
+    ``reason``, or failing that a reply starting with PASS or FAIL.
+
+    Raises:
+        ValueError: neither shape; the message quotes the reply.
+    """
+    from ..structured import parse_json
+
+    try:
+        data = parse_json(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        verdict = data.get("pass", data.get("passed"))
+        if isinstance(verdict, str):
+            verdict = verdict.strip().lower() in ("true", "pass", "yes")
+        if isinstance(verdict, bool):
+            return Verdict(verdict, str(data.get("reason") or ""))
+    word = re.match(r"\s*\**\s*(pass|fail)\w*\b[\s:*.-]*(.*)", text, re.I | re.S)
+    if word:
+        return Verdict(word.group(1).lower() == "pass", word.group(2).strip())
+    raise ValueError(f"the judge's reply is not a verdict: {text[:120]!r}")
+
+
+class JudgeAssertion(Assertion):
+    """An LLM judge (``judge:PROVIDER:MODEL``) grading the answer against `rubric`.
+
+    The judge's runs go through the evaluation's scheduler (their own lane, cached by
+    request like every run); the evaluation fills `run` in before checking.
+    """
+
+    needs_model = True
+
+    def __init__(self, provider: str, rubric: str | None = None) -> None:
+        from ...drivers import resolve_alias
+
+        if ":" not in resolve_alias(provider):
+            raise ValueError(f"judge:{provider}: give the judge as judge:PROVIDER:MODEL (or an alias), e.g. judge:openai:gpt-4.1-mini")
+        self.provider, self.rubric = provider, rubric or DEFAULT_RUBRIC
+        self.name = f"judge:{provider}"
+        self.run: Callable[[str], Any] | None = None  # async (prompt) -> (text, cost, error); set by the evaluation
+
+    def prompt_for(self, result: Any, row: Any) -> str:
+        return JUDGE_PROMPT.format(rubric=_render(self.rubric, row), prompt=result.prompt, answer=result.text or "")
+
+    async def check(self, result: Any, row: Any) -> Outcome:
+        if self.run is None:
+            raise RuntimeError("a judge assertion runs inside an evaluation")
+        text, cost, error = await self.run(self.prompt_for(result, row))
+        if error is not None:
+            return Outcome(self.name, False, reason=f"the judge failed: {error}", cost=cost)
+        try:
+            verdict = parse_verdict(text)
+        except ValueError as exc:
+            return Outcome(self.name, False, reason=str(exc), cost=cost)
+        return Outcome(self.name, verdict.passed, reason=verdict.reason or None, cost=cost)
+
+
+def parse_assertion(spec: Any, *, namespace: Mapping[str, Any] | None = None, rubric: str | None = None,
+                    has_schema: bool = False) -> Assertion:
+    """An `Assertion` from a spec string (see the module doc), a callable, or an `Assertion`.
+
+    Args:
+        namespace: where ``python:NAME`` looks NAME up (the notebook's user namespace).
+        rubric: the judges' rubric (``--rubric``).
+        has_schema: whether the runs have an output schema (``schema`` needs one).
+
+    Raises:
+        ValueError: an unknown kind, a missing value, a bad pattern, ``schema`` without a
+            schema, ``python:NAME`` not defined or not callable (one line saying what to do).
+    """
+    if isinstance(spec, Assertion):
+        return spec
+    if callable(spec):
+        return CallableAssertion(spec)
+    if not isinstance(spec, str):
+        raise ValueError(f"an assertion is a spec string (contains:TEXT, ...) or a callable, not {type(spec).__name__}")
+    kind, sep, value = spec.partition(":")
+    kind = kind.strip().lower()
+    if kind in TextAssertion.KINDS:
+        return TextAssertion(kind, value)
+    if kind == "json" and not value:
+        return JsonAssertion()
+    if kind == "schema" and not value:
+        if not has_schema:
+            raise ValueError("--assert schema checks the structured output: give the model with --schema MODEL")
+        return SchemaAssertion()
+    if kind == "python":
+        name = value.strip()
+        function = (namespace or {}).get(name)
+        if function is None:
+            raise ValueError(f"python:{name}: no function {name!r} in the namespace; define def {name or 'check'}(result, row): ... first")
+        if not callable(function):
+            raise ValueError(f"python:{name}: {name!r} is a {type(function).__name__}, not a function")
+        return CallableAssertion(function, f"python:{name}")
+    if kind == "judge":
+        return JudgeAssertion(value.strip(), rubric)
+    raise ValueError(f"unknown assertion {spec!r}; use contains:TEXT, icontains:TEXT, regex:PATTERN, equals:TEXT, "
+                     "json, schema, python:NAME or judge:PROVIDER:MODEL")

@@ -1,0 +1,513 @@
+"""Evaluation: a prompt template over rows × providers, each cell a fresh run, with assertions.
+
+    >>> ev = ipyagent.evaluate(["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-5"],
+    ...                        "Capital of {{ row.country }}? One word.", rows,
+    ...                        assertions=["icontains:{{ row.capital }}"], concurrency=8)
+    >>> ev.summary()          # one dict per provider: pass rate, p50/p90 times, tokens, cost
+    >>> ev.to_dataframe()     # one row per row × provider
+
+Every cell of the matrix is its own conversation (nothing is shared between
+rows). The scheduler (`scheduler`) gives each provider a lane with its own
+concurrency and 429 back-off, under one budget. Each run is keyed by its exact
+request (`eval_cache`): a finished run is served again from the run store
+without a request (``cached``), unless ``cache=False``. Failures never raise:
+they are cells with an error. Results keep the answer's text, not the run's
+messages (those are in the run store, under the cell's ``run_id``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ...core import DeltaMessage, Event, ProviderError, Usage, coerce_settings, system_text
+from ...drivers import resolve_alias
+from ...memory import RunStore, StoreError, default_store_path, estimate_text
+from ..agent import Agent, AgentResult
+from ..compare import provider_keys
+from ..loop_thread import run_in_background, run_sync
+from ..options import RunOptions
+from .cache import PLACEHOLDER, CacheWriter, json_output, prompt_key, request_key
+from .checks import Assertion, JudgeAssertion, Outcome, parse_assertion
+from .results import EvalResult, Evaluation, _tokens
+from .scheduler import Budget, Lane, Scheduler
+from .templates import TemplateError, normalize_rows, render_template, row_fields
+
+#: Output tokens assumed for a run's cost estimate until the lane has finished runs to go by.
+DEFAULT_OUTPUT_TOKENS = 256
+
+
+# -- running ---------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Cell:
+    lane: "_Lane"
+    result: EvalResult
+    row: Any
+    key: str | None = None
+    hit: dict[str, Any] | None = None
+
+
+@dataclass(eq=False)
+class _Lane(Lane):
+    prototype: Agent | None = None
+    error: BaseException | None = None
+    rates: tuple[float, float] | None = None  # USD per input token, per output token
+    outputs: list[int] = field(default_factory=list)
+    costs: list[float] = field(default_factory=list)
+
+
+class _Run:
+    """One evaluation in progress (the body of `aevaluate`)."""
+
+    def __init__(self, evaluation: Evaluation, *, template: str, assertions: list[Assertion], concurrency: int,
+                 budget: float | None, cache: bool, store: RunStore | None, factory: Callable[[str], Agent],
+                 judge_factory: Callable[[str], Agent], run_options: dict[str, Any], namespace: dict[str, Any] | None, raw: bool,
+                 on_start: Callable[[EvalResult], Any] | None, on_result: Callable[[EvalResult], Any] | None) -> None:
+        self.ev, self.template, self.assertions = evaluation, template, assertions
+        self.concurrency, self.cache, self.store, self.factory = concurrency, cache, store, factory
+        self.judge_factory = judge_factory
+        self.run_options, self.namespace, self.raw = run_options, namespace, raw
+        self.on_start, self.on_result = on_start, on_result
+        self.budget = Budget(budget)
+        self.writer = CacheWriter(store, session=evaluation.id)
+        self.owned: list[Agent] = []  # agents built here: their drivers are closed at the end
+        self.judge_lanes: dict[str, tuple[Agent | None, BaseException | None, asyncio.Semaphore]] = {}
+        self.digests: dict[int, str | None] = {}  # id(agent) -> its request digest (`_key`)
+
+    # -- set-up ------------------------------------------------------------------------
+
+    def _lane(self, key: str, entry: Agent | str) -> _Lane:
+        lane = _Lane(key, self.concurrency)
+        try:
+            lane.prototype = self.factory(entry) if isinstance(entry, str) else entry
+        except Exception as exc:  # noqa: BLE001 - a missing key, an unknown provider: this lane only
+            lane.error = exc
+            return lane
+        if isinstance(entry, str):
+            self.owned.append(lane.prototype)
+        return lane
+
+    def _fresh(self, prototype: Agent) -> Agent:
+        """A new conversation with everything else the prototype's (`Agent.fresh`)."""
+        return prototype.fresh()
+
+    def _key(self, prototype: Agent, prompt: str) -> str | None:
+        """The cache key of `prompt` on `prototype` (`eval_cache.prompt_key`): the request the
+        driver builds around a placeholder prompt is hashed once per agent, then each prompt with it."""
+        if id(prototype) not in self.digests:
+            get = self.run_options.get
+            options = RunOptions(settings=get("settings"), output_schema=get("output_schema"), output_strategy=get("output_strategy"))
+            stack = prototype.prompt_stack(PLACEHOLDER, options)
+            images = get("images")
+            if images:
+                stack.messages[-1].content.extend(images)
+            self.digests[id(prototype)] = request_key(prototype.driver, stack,
+                                                      {"max_steps": prototype.max_steps, "react": prototype.uses_react})
+        return prompt_key(self.digests[id(prototype)], prompt)
+
+    def _judge(self, provider: str) -> tuple[Agent | None, BaseException | None, asyncio.Semaphore]:
+        if provider not in self.judge_lanes:
+            try:
+                agent, error = self.judge_factory(provider), None
+                agent.driver.rate_gate = Lane(f"judge {provider}", self.concurrency).gate
+                self.owned.append(agent)
+            except Exception as exc:  # noqa: BLE001 - reported in every judge outcome
+                agent, error = None, exc
+            self.judge_lanes[provider] = (agent, error, asyncio.Semaphore(self.concurrency))
+        return self.judge_lanes[provider]
+
+    # -- one run -----------------------------------------------------------------------
+
+    async def _agent_run(self, agent: Agent, prompt: str, options: dict[str, Any]) -> tuple[AgentResult | None, BaseException | None, float, float | None]:
+        """(result, exception, seconds, seconds to the first delta) of one fresh run."""
+        first: list[float] = []
+
+        def seen(event: Event) -> None:
+            if not first and isinstance(event, DeltaMessage):
+                first.append(time.monotonic())
+
+        started = time.monotonic()
+        result: AgentResult | None = None
+        error: BaseException | None = None
+        try:
+            result = await agent.arun(prompt, on_event=seen, **options)
+        except (ProviderError, ValueError, TypeError, OSError) as exc:  # refused before sending
+            error = exc
+        return result, error, time.monotonic() - started, (first[0] - started) if first else None
+
+    def _record(self, key: str | None, provider: str, prompt: str, cell: EvalResult | None, result: AgentResult | None,
+                metadata: dict[str, Any], *, text: str, output: Any, ok: bool, cost: float | None, seconds: float,
+                ttft: float | None, error: dict[str, Any] | None, usage: Any) -> None:
+        self.writer.add(key=key, provider=provider, prompt=prompt, status="ok" if ok else "failed", result=result,
+                        figures={"duration_s": seconds, "usage": usage, "cost": cost, "error": error},
+                        metadata={**metadata, "text": text, "output": json_output(output), "ttft_s": ttft,
+                                  "tool_calls": cell.tool_calls if cell is not None else []})
+
+    async def _judge_run(self, judge: JudgeAssertion, prompt: str) -> tuple[str, float | None, str | None]:
+        """One judge run: (reply text, USD or None, error or None); cached by request like any run."""
+        agent, error, limit = self._judge(judge.provider)
+        if agent is None:
+            return "", None, str(error)
+        key = self._key(agent, prompt) if self.store is not None else None
+        if key is not None and self.cache:
+            self.writer.flush()  # the same judgement may be waiting in the buffer
+            hit = self.store.cached_runs([key]).get(key) if self.store is not None else None
+            if hit is not None:
+                return (hit.get("metadata") or {}).get("text") or "", None, None
+        async with limit:
+            result, exc, seconds, ttft = await self._agent_run(self._fresh(agent), prompt, {})
+        if result is None or not result.ok:
+            message = str(exc) if result is None else (result.error.message if result.error else "interrupted")
+            return "", _cost(result), message
+        cost = _cost(result)
+        self._record(key, agent.provider, prompt, None, result, {"evaluation": self.ev.id, "judge": True}, text=result.text,
+                     output=None, ok=True, cost=cost, seconds=seconds, ttft=ttft, error=None, usage=result.usage.model_dump())
+        self.budget.add(cost)
+        return result.text, cost, None
+
+    async def _check(self, cell: EvalResult, row: Any) -> None:
+        if cell.ok:
+            cell.outcomes = [await a.check(cell, row) for a in self.assertions]
+            judged = [o.cost for o in cell.outcomes if o.cost is not None]
+            cell.judge_cost = sum(judged) if judged else None
+            cell.passed = all(o.passed for o in cell.outcomes)
+        else:
+            cell.outcomes = [Outcome(a.name, False, reason="not checked: the run failed") for a in self.assertions]
+            cell.passed = False
+
+    def _finish(self, cell: EvalResult) -> None:
+        self.ev.results.append(cell)
+        self.ev.finished_s[cell.provider] = time.monotonic() - self.ev.started
+        if self.on_result is not None:
+            self.on_result(cell)
+
+    async def run_cell(self, job: _Cell) -> float | None:
+        """Run (or serve from the cache) one cell, check it, record it; returns the USD spent."""
+        cell, lane = job.result, job.lane
+        spent: float | None = 0.0
+        if job.hit is not None:
+            _from_cache(cell, job.hit, self.run_options.get("output_schema"))
+        else:
+            if self.on_start is not None:
+                self.on_start(cell)
+            assert lane.prototype is not None
+            result, exc, seconds, ttft = await self._agent_run(self._fresh(lane.prototype), cell.prompt, self.run_options)
+            _fill(cell, result, exc, seconds, ttft)
+            spent = cell.cost
+            lane.outputs.append(cell.output_tokens)
+            if cell.cost is not None:
+                lane.costs.append(cell.cost)
+            self._record(job.key, lane.prototype.provider, cell.prompt, cell, result,
+                         {"evaluation": self.ev.id, "row": cell.row, "provider_key": cell.provider},
+                         text=cell.text, output=cell.output, ok=cell.ok, cost=cell.cost, seconds=seconds, ttft=ttft,
+                         error={"type": cell.error_type, "message": cell.error} if not cell.ok else None,
+                         usage=result.usage.model_dump() if result is not None else None)
+        await self._check(cell, job.row)
+        self._finish(cell)
+        return spent
+
+    def estimate(self, job: _Cell) -> float:
+        """USD a cell's run may cost: the mean cost of the lane's finished runs; before there is one,
+        the prompt's estimated tokens in and `DEFAULT_OUTPUT_TOKENS` (at most ``max_output_tokens``)
+        out at the model's price."""
+        lane = job.lane
+        if job.hit is not None or self.budget.limit is None or lane.prototype is None:
+            return 0.0
+        if lane.costs:
+            return statistics.fmean(lane.costs)
+        if lane.rates is None:
+            lane.rates = _rates(lane.prototype)
+        if lane.rates == (0.0, 0.0):
+            return 0.0
+        out = statistics.fmean(lane.outputs) if lane.outputs else DEFAULT_OUTPUT_TOKENS
+        settings = lane.prototype.settings.merged(self.run_options.get("settings"))
+        if settings.max_output_tokens:  # the reply can be no longer
+            out = min(out, settings.max_output_tokens)
+        tokens_in = estimate_text(system_text(lane.prototype.system) + job.result.prompt)
+        return tokens_in * lane.rates[0] + out * lane.rates[1]
+
+    def skip(self, job: _Cell, reason: str) -> None:
+        cell = job.result
+        cell.status, cell.error_type, cell.passed = "skipped", reason, None
+        cell.error = (f"not run: it would take the spending past the budget of ${self.budget.limit:g}"
+                      if reason == "budget" else f"not run: {reason}")
+        self.ev.budget_stopped = self.ev.budget_stopped or reason == "budget"
+        self._finish(cell)
+
+    # -- the whole matrix ----------------------------------------------------------------
+
+    def _prompts(self, rows: list[Any]) -> list[str]:
+        """Each row's prompt, rendered from the template (the template as it is when `raw`).
+
+        Raises:
+            TemplateError: naming the row whose prompt cannot be rendered or is empty.
+        """
+        if self.raw:
+            return [self.template.strip()] * len(rows)
+        prompts = []
+        for n, row in enumerate(rows):
+            try:
+                prompts.append(render_template(self.template, row, self.namespace).strip())
+            except TemplateError as exc:
+                raise TemplateError(f"row {n}: {exc}") from None
+        empty = next((n for n, p in enumerate(prompts) if not p), None)
+        if empty is not None:
+            raise TemplateError(f"row {empty}: the prompt is empty once rendered")
+        return prompts
+
+    def _lanes(self, entries: list[Agent | str]) -> list[_Lane]:
+        """One lane per provider, named by what was built (a replayed cassette by its recorded
+        provider:model) before any result."""
+        lanes = [self._lane(key, entry) for key, entry in zip(self.ev.providers, entries)]
+        self.ev.providers = provider_keys([lane.prototype.provider if lane.prototype is not None else lane.name for lane in lanes])
+        for lane, key in zip(lanes, self.ev.providers):
+            lane.name = key
+        return lanes
+
+    async def _queue(self, lanes: list[_Lane], rows: list[Any], prompts: list[str]) -> None:
+        """Every cell into its lane's queue, with its cache key (and its cached run, when there is
+        one); a lane whose agent could not be built fails its cells at once."""
+        cells: list[_Cell] = []
+        fields = [row_fields(row) for row in rows]  # one per row, shared by its cells
+        for lane in lanes:
+            for n, (row, prompt) in enumerate(zip(rows, prompts)):
+                cell = EvalResult(n, lane.name, prompt, fields[n])
+                if lane.error is not None:
+                    _fill(cell, None, lane.error, 0.0, None)
+                    await self._check(cell, row)
+                    self._finish(cell)
+                    continue
+                job = _Cell(lane, cell, row)
+                if self.store is not None:
+                    job.key = self._key(lane.prototype, prompt)  # type: ignore[arg-type]
+                cells.append(job)
+                lane.jobs.append(job)
+        if self.cache and self.store is not None:
+            hits = self.store.cached_runs([c.key for c in cells if c.key])
+            for job in cells:
+                job.hit = hits.get(job.key) if job.key else None
+
+    async def run(self, entries: list[Agent | str], rows: list[Any]) -> Evaluation:
+        ev = self.ev
+        prompts = self._prompts(rows)
+        for assertion in self.assertions:
+            if isinstance(assertion, JudgeAssertion):
+                assertion.run = lambda prompt, judge=assertion: self._judge_run(judge, prompt)
+        lanes = self._lanes(entries)
+        await self._queue(lanes, rows, prompts)
+        built = [lane for lane in lanes if lane.prototype is not None]
+        previous = [lane.prototype.driver.rate_gate for lane in built]  # type: ignore[union-attr]
+        for lane in built:
+            lane.prototype.driver.rate_gate = lane.gate  # type: ignore[union-attr]
+        unknown = [lane.name for lane in built if self.budget.limit is not None and _rates(lane.prototype) == (0.0, 0.0)]  # type: ignore[arg-type]
+        if unknown:
+            ev.notes.append(f"budget: no known price for {', '.join(unknown)}; their runs count only when they report a cost")
+        try:
+            await Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip).run()
+        finally:
+            for lane, gate in zip(built, previous):
+                lane.prototype.driver.rate_gate = gate  # type: ignore[union-attr]
+            self.writer.flush()
+            if self.writer.error:
+                ev.notes.append(self.writer.error)
+        return ev
+
+    async def close(self) -> None:
+        for agent in self.owned:
+            try:
+                await agent.aclose()
+            except Exception:  # noqa: BLE001 - closing must not hide the results
+                pass
+
+
+def _cost(result: AgentResult | None) -> float | None:
+    cost = getattr(result, "cost", None)
+    return float(cost) if cost is not None else None
+
+
+def _fill(cell: EvalResult, result: AgentResult | None, exc: BaseException | None, seconds: float, ttft: float | None) -> None:
+    """Copy what a run gave into its cell (text, output, tokens, cost, times, error)."""
+    cell.total_s, cell.ttft_s = seconds, ttft
+    if result is not None:
+        cell.text, cell.output = result.text, result.output
+        cell.input_tokens, cell.output_tokens = _tokens(result.usage)
+        cell.cost = _cost(result)
+        cell.tool_calls = [{"name": a.native_name, "input": a.input,
+                            "output": a.output.to_text()[:500] if a.output is not None else None} for a in result.tool_calls]
+        if result.error is not None:
+            cell.status, cell.error_type, cell.error = "failed", result.error.type, result.error.message
+        elif result.interrupted:
+            cell.status, cell.error_type, cell.error = "failed", "cancelled", "interrupted"
+    if exc is not None:
+        cell.status = "failed"
+        cell.error_type = exc.type if isinstance(exc, ProviderError) else type(exc).__name__
+        cell.error = str(exc) or type(exc).__name__
+
+
+def _from_cache(cell: EvalResult, run: dict[str, Any], schema: Any) -> None:
+    meta = run.get("metadata") or {}
+    cell.cached, cell.run_id = True, run["id"]
+    cell.text = meta.get("text") or ""
+    output = meta.get("output")
+    if output is not None and isinstance(schema, type) and hasattr(schema, "model_validate"):
+        try:
+            output = schema.model_validate(output)
+        except Exception:  # noqa: BLE001 - the schema changed shape: keep the stored JSON
+            pass
+    cell.output = output
+    cell.input_tokens, cell.output_tokens = _tokens(run.get("usage"))
+    cell.cost, cell.total_s, cell.ttft_s = run.get("cost"), run.get("duration_s"), meta.get("ttft_s")
+    cell.tool_calls = meta.get("tool_calls") or []
+
+
+def _rates(agent: Agent) -> tuple[float, float]:
+    """(USD per input token, USD per output token) of the agent's model; zeros when unknown."""
+    million = 1_000_000
+    try:
+        per_in = agent.driver.price(Usage(input_tokens=million))
+        per_out = agent.driver.price(Usage(output_tokens=million))
+    except Exception:  # noqa: BLE001 - an unknown price is not an error
+        return 0.0, 0.0
+    if per_in is None or per_out is None:
+        return 0.0, 0.0
+    return float(per_in) / million, float(per_out) / million
+
+
+def _open_store(store: RunStore | str | Path | bool | None, cache: bool) -> tuple[RunStore | None, bool, str | None]:
+    """(store, whether we opened it, a note when it cannot be used)."""
+    if isinstance(store, RunStore):
+        return store, False, None
+    if store is False:
+        return None, False, ("caching is off: there is no run store" if cache else None)
+    path = Path(store).expanduser() if store is not None else default_store_path()
+    if path is None:
+        return None, False, ("caching is off: no run store ($IPYAGENT_RUN_STORE is off)" if cache else None)
+    try:
+        return RunStore(path), True, None
+    except StoreError as exc:
+        return None, False, f"{exc}; runs are neither cached nor recorded"
+
+
+def _check_arguments(providers: Sequence[Any], concurrency: int, budget: float | None) -> None:
+    if not providers:
+        raise ValueError("evaluate needs at least one provider")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
+    if budget is not None and budget < 0:
+        raise ValueError(f"the budget must be 0 or more USD, not {budget}")
+
+
+def _run_options(output_schema: Any, output_strategy: str | None, images: Any, settings: Any, timeout: float | None) -> dict[str, Any]:
+    """What every run of the matrix is given besides its prompt (`Agent.arun` keywords), those set."""
+    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images),
+                                 ("settings", coerce_settings(settings) if settings else None), ("timeout", timeout)) if v}
+    if "images" in options:
+        from ..images import image_blocks
+
+        options["images"] = image_blocks(images)
+    return options
+
+
+async def _run_matrix(ev: Evaluation, entries: list[Agent | str], rows: list[Any], *, store: RunStore | str | Path | bool | None,
+                      cache: bool, **run: Any) -> Evaluation:
+    """`aevaluate`'s work on ipyagent's loop: open the store, run the matrix, and whatever happens
+    (an interrupt included) note the wall time, close the agents built here and the store opened here."""
+    opened, owned, note = _open_store(store, cache)
+    if note:
+        ev.notes.append(note)
+    matrix = _Run(ev, store=opened, cache=cache, **run)
+    ev.started = time.monotonic()
+    try:
+        return await matrix.run(entries, rows)
+    except asyncio.CancelledError:
+        ev.interrupted = True
+        raise
+    finally:
+        ev.wall_s = time.monotonic() - ev.started
+        await matrix.close()
+        if owned and opened is not None:
+            opened.close()
+
+
+async def aevaluate(providers: Sequence[Agent | str], template: str, rows: Any, *, assertions: Sequence[Any] = (),
+                    rubric: str | None = None, concurrency: int = 4, budget: float | None = None, cache: bool = True,
+                    store: RunStore | str | Path | bool | None = None, system: str | None = None,
+                    tools: list[Any] | None = None, max_steps: int = 10, output_schema: Any = None,
+                    output_strategy: str | None = None, images: Any = None, settings: Any = None, timeout: float | None = None,
+                    namespace: dict[str, Any] | None = None, raw: bool = False, factory: Callable[[str], Agent] | None = None,
+                    judge_factory: Callable[[str], Agent] | None = None, on_start: Callable[[EvalResult], Any] | None = None,
+                    on_result: Callable[[EvalResult], Any] | None = None, evaluation: Evaluation | None = None,
+                    **driver_options: Any) -> Evaluation:
+    """Run `template` over `rows` on every provider: each cell a fresh run, checked by `assertions`.
+
+    Args:
+        providers: ``provider:model`` ids (built with `factory`) or `Agent` objects (their
+            driver, system prompt and tools; never their conversation).
+        template: the prompt, a Jinja2 template with the row as ``row`` (``{{ row.question }}``;
+            ``{{ row }}`` for a string row) and `namespace`'s names; `raw`: sent as it is.
+        rows: a pandas or polars DataFrame, a list of dicts, or a list of strings.
+        assertions: spec strings (`assertions` module: ``contains:TEXT``, ``regex:P``,
+            ``equals:{{ row.answer }}``, ``json``, ``schema``, ``python:NAME``,
+            ``judge:PROVIDER:MODEL``), callables ``(result, row) -> bool | score``, or `Assertion`s.
+        rubric: what ``judge:`` assertions grade against.
+        concurrency: runs in flight per provider (>= 1).
+        budget: USD; no run starts whose estimated cost would take spending past it.
+        cache: serve runs whose exact request already ran from the run store (False: run all anew;
+            new runs are stored either way).
+        store: the run store (a `RunStore` or a path; False: none, so no cache); default
+            ``$IPYAGENT_RUN_STORE`` or ``.ipyagent/runs.sqlite``.
+        system, tools, max_steps, **driver_options: for agents built from ids (as `Agent`).
+        output_schema, output_strategy, images, settings, timeout: as `Agent.arun`, for every run
+            (settings go over each agent's own and, like everything sent, into the cache key;
+            `timeout`: seconds a run may take, its partial text kept past it).
+        factory, judge_factory: build an agent (a judge's) from an id (default ``Agent(id, ...)``;
+            a judge gets no system prompt and no tools).
+        on_start(result), on_result(result): called on ipyagent's loop when a cell's request
+            starts and when a cell ends (finished, failed or skipped).
+        evaluation: an `Evaluation` to fill (so a caller keeps what finished if this is cancelled).
+
+    Returns:
+        `Evaluation`. Provider failures never raise; they are cells with an error.
+
+    Raises:
+        ValueError: no providers, concurrency < 1, a negative budget, a bad assertion spec.
+        TypeError: rows of the wrong type.
+        TemplateError: the template cannot be rendered for a row (which one is said).
+        asyncio.CancelledError: cancelled (interrupt); `evaluation` keeps what finished.
+    """
+    _check_arguments(providers, concurrency, budget)
+    rows = normalize_rows(rows)
+    checks = [parse_assertion(a, namespace=namespace, rubric=rubric, has_schema=output_schema is not None) for a in assertions]
+    keys = provider_keys([resolve_alias(e) if isinstance(e, str) else e.provider for e in providers])
+    ev = evaluation or Evaluation(keys, rows)
+    ev.providers, ev.rows, ev.assertions, ev.budget = keys, rows, [a.name for a in checks], budget
+    make = factory or (lambda provider: Agent(provider, system=system, tools=tools, max_steps=max_steps, **driver_options))
+    return await run_in_background(_run_matrix(
+        ev, list(providers), rows, store=store, cache=cache, template=template, assertions=checks, concurrency=concurrency,
+        budget=budget, factory=make, judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
+        run_options=_run_options(output_schema, output_strategy, images, settings, timeout), namespace=namespace, raw=raw,
+        on_start=on_start, on_result=on_result))
+
+
+def evaluate(providers: Sequence[Agent | str], template: str, rows: Any, **options: Any) -> Evaluation:
+    """Blocking `aevaluate` (works inside a running notebook loop too); same arguments.
+
+    An interrupt (Ctrl-C, the kernel's stop button) stops every run at once and returns
+    the `Evaluation` of what finished, marked ``interrupted``, with a line on stderr.
+    """
+    ev = options.pop("evaluation", None) or Evaluation([], [])
+    try:
+        return run_sync(aevaluate(providers, template, rows, evaluation=ev, **options))
+    except KeyboardInterrupt:
+        ev.interrupted = True
+        print(f"ipyagent: evaluation interrupted: {len(ev.results)} of {ev.total} runs finished; "
+              "the returned Evaluation holds them", file=sys.stderr)
+        return ev

@@ -1,0 +1,227 @@
+"""``%mcp``: add, list, restart, remove MCP servers and read their logs.
+
+The servers are kept on `AgentMagics.mcp_servers`, where ``%%agent --tools NAME``
+and ``--tools NAME.tool`` find them (`resolve_tools`). The work is done by
+`ipyagent.tools.mcp`; each server runs on ipyagent's background loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from ...agent import run_sync
+from ...tools import MCPServer, MCPServerError, MCPToolset
+
+USAGE = {
+    "add": "%mcp add NAME [--env K=V] [--cwd DIR] [--approve] [--off-prompt] [--start] [--timeout S] -- COMMAND [ARGS...]\n"
+           "       %mcp add NAME --url URL [--header K=V] [--transport streamable-http|sse] [--approve] [--off-prompt] [--start]",
+    "list": "%mcp list",
+    "remove": "%mcp remove NAME",
+    "restart": "%mcp restart NAME",
+    "log": "%mcp log NAME [-n LINES]",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one UsageError line instead of argparse's exit
+        raise UsageError(f"%mcp {self.prog}: {message}\nusage: {USAGE[self.prog]}")
+
+
+def _add_parser() -> _Parser:
+    p = _Parser(prog="add", add_help=False)
+    p.add_argument("name")
+    p.add_argument("--url")
+    p.add_argument("--header", action="append", default=[], metavar="K=V")
+    p.add_argument("--transport", choices=("streamable-http", "sse"))
+    p.add_argument("--env", action="append", default=[], metavar="K=V")
+    p.add_argument("--cwd")
+    p.add_argument("--approve", action="store_true")
+    p.add_argument("--off-prompt", action="store_true")
+    p.add_argument("--start", action="store_true")
+    p.add_argument("--timeout", type=float)
+    return p
+
+
+def _pairs(values: list[str], flag: str, sep: str = "=") -> dict[str, str]:
+    out = {}
+    for item in values:
+        key, found, value = item.partition(sep)
+        if not found or not key.strip():
+            raise UsageError(f"%mcp add: {flag} needs KEY{sep}VALUE, not {item!r}")
+        out[key.strip()] = value
+    return out
+
+
+def resolve_tools(servers: dict[str, MCPServer], names: list[str]) -> tuple[list[MCPToolset], list[str]]:
+    """(toolsets for the ``--tools`` names that are MCP servers, the other names).
+
+    ``NAME`` offers all of server NAME's tools, ``NAME.tool`` one of them; several
+    picks of one server merge into one toolset. Servers start here (first use), so a
+    bad server or tool name is reported before anything is sent.
+
+    Raises:
+        UsageError: a server cannot start, or has no such tool (one line).
+    """
+    picks: dict[str, list[str] | None] = {}
+    rest = []
+    for name in names:
+        server, dot, tool = name.partition(".")
+        if server not in servers:
+            rest.append(name)
+            continue
+        if not dot:
+            picks[server] = None
+        elif picks.get(server, []) is not None:
+            picks[server] = [*picks.get(server, []), tool]  # type: ignore[misc]
+    toolsets = []
+    for server, tools in picks.items():
+        toolset = MCPToolset(servers[server], tools)
+        try:
+            run_sync(toolset.prepare())
+        except MCPServerError as exc:
+            raise UsageError(f"--tools {server}: {exc}") from None
+        toolsets.append(toolset)
+    return toolsets, rest
+
+
+@magics_class
+class MCPMagics(Magics):
+    """``%mcp``; the servers live on `AgentMagics.mcp_servers`."""
+
+    def __init__(self, shell: Any, agent_magics: Any) -> None:
+        super().__init__(shell)
+        self.agent_magics = agent_magics
+
+    @property
+    def servers(self) -> dict[str, MCPServer]:
+        return self.agent_magics.mcp_servers
+
+    @staticmethod
+    def _error(message: str) -> None:
+        print(f"ipyagent: {message}", file=sys.stderr)
+
+    def _server(self, name: str | None, sub: str) -> MCPServer:
+        if not name:
+            raise UsageError(f"%mcp {sub}: name the server\nusage: {USAGE[sub]}")
+        if name not in self.servers:
+            known = ", ".join(self.servers) or "none yet (%mcp add NAME -- COMMAND)"
+            raise UsageError(f"%mcp {sub}: no MCP server {name!r}; added: {known}")
+        return self.servers[name]
+
+    @line_magic
+    def mcp(self, line: str) -> None:
+        """Tools from MCP servers, usable with ``%%agent --tools NAME`` (or ``NAME.tool``).
+
+        ``%mcp add NAME -- COMMAND [ARGS...]`` (a stdio server; ``--env K=V``, ``--cwd DIR``),
+        ``%mcp add NAME --url URL [--header K=V] [--transport sse]``, with ``--approve``
+        (ask before every call), ``--off-prompt`` (results to Task Memory), ``--start``
+        (start now; else on first use), ``--timeout S`` (start timeout, default 30 s).
+        ``%mcp list``, ``%mcp log NAME``, ``%mcp restart NAME``, ``%mcp remove NAME``.
+        """
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%mcp: {exc}") from None
+        if not words or words[0] not in USAGE:
+            given = f"unknown subcommand {words[0]!r}; " if words else ""
+            raise UsageError(f"%mcp: {given}use one of: {', '.join(USAGE)}\nusage: {USAGE['add']}")
+        sub, rest = words[0], words[1:]
+        if sub == "add":
+            self._add(rest)
+        elif sub == "list":
+            self._list()
+        elif sub == "log":
+            self._log(rest)
+        else:
+            if len(rest) != 1:
+                raise UsageError(f"%mcp {sub}: takes one server name\nusage: {USAGE[sub]}")
+            server = self._server(rest[0], sub)
+            run_sync(server.aclose())
+            if sub == "remove":
+                del self.servers[server.name]
+                print(f"mcp: removed {server.name} (server stopped)")
+            else:
+                self._start(server)
+
+    def _add(self, words: list[str]) -> None:
+        command: list[str] = []
+        if "--" in words:
+            at = words.index("--")
+            words, command = words[:at], words[at + 1:]
+        args = _add_parser().parse_args(words)
+        if args.name in self.servers:
+            raise UsageError(f"%mcp add: {args.name!r} is already added; %mcp remove {args.name} first")
+        if bool(command) == bool(args.url):
+            raise UsageError(f"%mcp add: give a command after -- or --url URL, one of them\nusage: {USAGE['add']}")
+        if command and (args.header or args.transport):
+            raise UsageError("%mcp add: --header and --transport go with --url")
+        if args.url and (args.env or args.cwd):
+            raise UsageError("%mcp add: --env and --cwd go with a command (after --)")
+        if args.timeout is not None and args.timeout <= 0:
+            raise UsageError(f"%mcp add: --timeout must be more than 0 seconds, not {args.timeout:g}")
+        options: dict[str, Any] = {"requires_approval": args.approve, "off_prompt": args.off_prompt}
+        if args.timeout is not None:
+            options["start_timeout"] = args.timeout
+        try:
+            server = MCPServer(args.name, command or None, url=args.url, env=_pairs(args.env, "--env"), cwd=args.cwd,
+                               headers=_pairs(args.header, "--header"), transport=args.transport, **options)
+        except ValueError as exc:
+            raise UsageError(f"%mcp add: {exc}") from None
+        if server.command and not _found(server):
+            self._error(f"MCP server {server.name!r}: command {server.command[0]!r} not found; check the name, or give its full path")
+            return
+        self.servers[server.name] = server
+        if args.start:
+            self._start(server)
+        else:
+            print(f"mcp: added {server.name} ({server.target}); it starts on first use")
+
+    def _start(self, server: MCPServer) -> None:
+        try:
+            run_sync(server.start())
+        except MCPServerError as exc:
+            self._error(str(exc))
+            return
+        print(f"mcp: {server.name} running; tools: {', '.join(server.names.values()) or 'none'}")
+
+    def _list(self) -> None:
+        if not self.servers:
+            print("no MCP servers: %mcp add NAME -- COMMAND [ARGS...] or %mcp add NAME --url URL")
+            return
+        for server in self.servers.values():
+            flags = "".join(f", {f}" for f, on in (("approve", server.requires_approval), ("off-prompt", server.off_prompt)) if on)
+            print(f"{server.name}  {server.status}{flags}  {server.target}")
+            if server.state == "failed" and server.last_error:
+                print(f"  {server.last_error}")
+            for tool, native in server.names.items():
+                print(f"  {native}: {(server.tools[tool].description or '').splitlines()[0] if server.tools[tool].description else ''}")
+            if not server.names and server.state != "failed":
+                print("  (tools listed once started: %%agent --tools NAME, %tools or %mcp restart NAME)")
+
+    def _log(self, words: list[str]) -> None:
+        lines = 50
+        if "-n" in words:
+            at = words.index("-n")
+            try:
+                lines = int(words[at + 1])
+            except (IndexError, ValueError):
+                raise UsageError(f"%mcp log: -n needs a number of lines\nusage: {USAGE['log']}") from None
+            words = words[:at] + words[at + 2:]
+        if len(words) != 1:
+            raise UsageError(f"%mcp log: takes one server name\nusage: {USAGE['log']}")
+        server = self._server(words[0], "log")
+        text = server.log(lines)
+        print(text if text else f"(the log of {server.name} is empty: {server.log_path})")
+
+
+def _found(server: MCPServer) -> bool:
+    import os
+    import shutil
+
+    return shutil.which(server.command[0], path=server.env.get("PATH", os.environ.get("PATH"))) is not None

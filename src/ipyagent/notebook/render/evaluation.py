@@ -1,0 +1,266 @@
+"""An evaluation as static output: progress, the matrix and the summary, in HTML, Markdown and text.
+
+Everything here reads the JSON of `Evaluation.to_json()` (what a saved notebook
+keeps), so a notebook reopened without a kernel shows the same thing. The
+matrix is rows × providers: each cell coloured by its outcome (passed, an
+assertion failed, the run failed, skipped) with the answer's first line;
+clicking it opens the cell (prompt, full answer, each assertion and why,
+figures). It is cut into pages of `PAGE` rows, each a collapsible section, so
+a long matrix stays quick to open. HTML is built from escaped text only and
+then sanitized (`render.sanitize`), like every HTML output of ipyagent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .html import escape, sanitize
+
+#: The MIME type of a saved evaluation: `Evaluation.to_json()`, secrets redacted.
+MIME_TYPE = "application/vnd.ipyagent.evaluation+json"
+#: Rows per page of the matrix.
+PAGE = 50
+#: Characters of the answer's first line shown in a cell.
+FIRST_LINE = 80
+
+STYLE = """<style>
+.ipyagent-evaluation{font-size:var(--jp-content-font-size1,14px);color:var(--jp-content-font-color1,inherit)}
+div.ipyagent-evaluation table{border-collapse:collapse;margin:4px 0}
+div.ipyagent-evaluation table tr th,div.ipyagent-evaluation table tr td{border:1px solid var(--jp-border-color2,#ddd);padding:2px 6px;text-align:left !important;vertical-align:top}
+div.ipyagent-evaluation .ipyagent-eval-summary table tr td{text-align:right !important}
+div.ipyagent-evaluation .ipyagent-eval-summary table tr td:first-child{text-align:left !important}
+.ipyagent-evaluation .ipyagent-eval-cell{padding:1px 4px;border-radius:3px;max-width:28em;overflow:hidden}
+.ipyagent-evaluation .ipyagent-eval-pass{background:rgba(40,160,70,.16)}
+.ipyagent-evaluation .ipyagent-eval-fail{background:rgba(220,60,40,.18)}
+.ipyagent-evaluation .ipyagent-eval-error{background:rgba(230,150,20,.22)}
+.ipyagent-evaluation .ipyagent-eval-skipped{background:rgba(128,128,128,.15);color:var(--jp-ui-font-color2,#777)}
+.ipyagent-evaluation .ipyagent-eval-none{background:rgba(80,120,220,.12)}
+.ipyagent-evaluation pre{margin:2px 0;white-space:pre-wrap;word-break:break-word;max-height:24em;overflow:auto}
+.ipyagent-evaluation .ipyagent-meta{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}
+.ipyagent-evaluation .ipyagent-eval-title{font-weight:bold;margin:6px 0 2px}
+</style>"""
+
+#: (key of a summary dict, column title).
+SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("provider", "provider:model"), ("pass_rate", "pass rate"), ("passed", "passed"), ("failed", "failed"),
+    ("errors", "errors"), ("skipped", "skipped"), ("cached", "cached"), ("ttft_p50_s", "first token p50 (s)"),
+    ("ttft_p90_s", "first token p90 (s)"), ("total_p50_s", "total p50 (s)"), ("total_p90_s", "total p90 (s)"),
+    ("input_tokens", "in tokens"), ("output_tokens", "out tokens"), ("cost", "cost"), ("judge_cost", "judge cost"),
+)
+PROGRESS_COLUMNS = ("provider:model", "done", "failed", "cost so far", "elapsed", "time left")
+
+
+def usd(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"${value:.4f}" if value >= 0.01 else f"${value:.6f}".rstrip("0").rstrip(".") if value else "$0"
+
+
+def _figure(key: str, value: Any) -> str:
+    if value is None:
+        return "—"
+    if key == "pass_rate":
+        return f"{value:.0%}"
+    if key.endswith("_s"):
+        return f"{value:.2f}"
+    if key in ("cost", "judge_cost"):
+        return usd(value)
+    return str(value)
+
+
+def summary_cells(summary: list[dict[str, Any]]) -> list[list[str]]:
+    """The summary table's cells, one row per provider (header excluded)."""
+    return [[_figure(key, row.get(key)) for key, _ in SUMMARY_COLUMNS] for row in summary]
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    seconds = int(round(seconds))
+    return f"{seconds // 60}m {seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def progress_cells(progress: list[dict[str, Any]]) -> list[list[str]]:
+    """The progress table's cells, one row per provider."""
+    return [[p["provider"], f"{p['done']}/{p['total']}", str(p["failed"]) + (f" ({p['skipped']} skipped)" if p["skipped"] else ""),
+             usd(p["cost"]), _duration(p["elapsed_s"]), _duration(p["eta_s"]) if p["done"] < p["total"] else "done"]
+            for p in progress]
+
+
+def _table(columns: list[str] | tuple[str, ...], rows: list[list[str]], css: str) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<div class="{css}"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def progress_html(progress: list[dict[str, Any]], *, note: str = "") -> str:
+    """The live progress table (per provider: done/total, failed, cost so far, elapsed, time left)."""
+    extra = f'<div class="ipyagent-meta">{escape(note)}</div>' if note else ""
+    return (f'<div class="ipyagent-evaluation">{STYLE}'
+            + sanitize(_table(PROGRESS_COLUMNS, progress_cells(progress), "ipyagent-eval-summary") + extra) + "</div>")
+
+
+def outcome_class(result: dict[str, Any]) -> str:
+    """``pass``, ``fail`` (an assertion failed), ``error`` (the run failed), ``skipped`` or ``none``."""
+    status = result.get("status")
+    if status == "skipped":
+        return "skipped"
+    if status != "ok":
+        return "error"
+    if not result.get("outcomes"):
+        return "none"
+    return "pass" if result.get("passed") else "fail"
+
+
+_MARK = {"pass": "✓", "fail": "✗", "error": "!", "skipped": "–", "none": "·"}
+
+
+def first_line(result: dict[str, Any]) -> str:
+    text = (result.get("text") or "") if result.get("status") == "ok" else (result.get("error") or "")
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= FIRST_LINE else line[:FIRST_LINE - 1] + "…"
+
+
+def _row_label(fields: dict[str, Any]) -> str:
+    if set(fields) == {"value"}:
+        text = str(fields["value"])
+    else:
+        text = ", ".join(f"{k}={v}" for k, v in fields.items())
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def cell_figures(result: dict[str, Any]) -> str:
+    parts = []
+    if result.get("total_s") is not None:
+        parts.append(f"{result['total_s']:.2f} s")
+    if result.get("ttft_s") is not None:
+        parts.append(f"first token {result['ttft_s']:.2f} s")
+    if result.get("input_tokens") or result.get("output_tokens"):
+        parts.append(f"{result.get('input_tokens', 0)} in / {result.get('output_tokens', 0)} out tokens")
+    if result.get("cost") is not None:
+        parts.append(usd(result["cost"]))
+    if result.get("judge_cost") is not None:
+        parts.append(f"judge {usd(result['judge_cost'])}")
+    if result.get("cached"):
+        parts.append("cached")
+    if result.get("run_id"):
+        parts.append(f"run {result['run_id']}")
+    return " · ".join(parts)
+
+
+def _cell_html(result: dict[str, Any] | None) -> str:
+    if result is None:
+        return '<td><div class="ipyagent-eval-cell ipyagent-eval-skipped">not run</div></td>'
+    kind = outcome_class(result)
+    detail = [f"<div><b>prompt</b><pre>{escape(result.get('prompt') or '')}</pre></div>"]
+    if result.get("text"):
+        detail.append(f"<div><b>answer</b><pre>{escape(result['text'])}</pre></div>")
+    if result.get("output") is not None:
+        import json
+
+        detail.append(f"<div><b>structured output</b><pre>{escape(json.dumps(result['output'], ensure_ascii=False, indent=1))}</pre></div>")
+    for call in result.get("tool_calls") or []:
+        detail.append(f"<div class=\"ipyagent-meta\">tool {escape(str(call.get('name')))}({escape(str(call.get('input')))})"
+                      f" → {escape(str(call.get('output')))}</div>")
+    if result.get("status") != "ok":
+        detail.append(f"<div><b>{escape(str(result.get('error_type')))}</b>: {escape(result.get('error') or '')}</div>")
+    items = "".join(f"<li>{'✓' if o['passed'] else '✗'} {escape(o['name'])}"
+                    + (f" ({o['score']:g})" if o.get("score") is not None else "")
+                    + (f" — {escape(o['reason'])}" if o.get("reason") else "") + "</li>" for o in result.get("outcomes") or [])
+    if items:
+        detail.append(f"<ul>{items}</ul>")
+    figures = cell_figures(result)
+    if figures:
+        detail.append(f'<div class="ipyagent-meta">{escape(figures)}</div>')
+    summary = f"{_MARK[kind]} {escape(first_line(result))}"
+    return (f'<td><div class="ipyagent-eval-cell ipyagent-eval-{kind}"><details><summary>{summary}</summary>'
+            f'{"".join(detail)}</details></div></td>')
+
+
+def matrix_html(doc: dict[str, Any]) -> str:
+    """The matrix of an evaluation's JSON, in pages of `PAGE` rows (unsanitized; see `evaluation_html`)."""
+    providers = doc["providers"]
+    by_cell = {(r["row"], r["provider"]): r for r in doc["results"]}
+    rows = sorted({r["row"] for r in doc["results"]})
+    fields = {r["row"]: r.get("fields") or {} for r in doc["results"]}
+    head = "<tr><th>#</th><th>row</th>" + "".join(f"<th>{escape(p)}</th>" for p in providers) + "</tr>"
+    pages = []
+    for start in range(0, len(rows), PAGE):
+        chunk = rows[start:start + PAGE]
+        body = "".join(f"<tr><td>{n}</td><td>{escape(_row_label(fields[n]))}</td>"
+                       + "".join(_cell_html(by_cell.get((n, p))) for p in providers) + "</tr>" for n in chunk)
+        table = f"<table><thead>{head}</thead><tbody>{body}</tbody></table>"
+        if len(rows) <= PAGE:
+            pages.append(table)
+        else:
+            label = f"rows {chunk[0]}–{chunk[-1]} (page {start // PAGE + 1} of {-(-len(rows) // PAGE)})"
+            pages.append(f'<details class="ipyagent-eval-page"{" open" if start == 0 else ""}><summary>{escape(label)}</summary>{table}</details>')
+    return "".join(pages)
+
+
+def wall_time(seconds: float | None) -> str:
+    """A wall time as read: ``0.043`` -> ``"43 ms"`` (a re-run served from the cache takes
+    milliseconds, which ``"0.0 s"`` hid), ``12.34`` -> ``"12.3 s"``."""
+    seconds = seconds or 0.0
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
+
+
+def headline(doc: dict[str, Any]) -> str:
+    """One line: rows × providers, runs done (those served from the cache), passed, assertions,
+    wall time, and why it stopped early."""
+    results = doc["results"]
+    rows = len({r["row"] for r in results}) if results else 0
+    done = sum(r["status"] != "skipped" for r in results)
+    cached = sum(bool(r.get("cached")) for r in results)
+    passed = sum(bool(r.get("passed")) for r in results)
+    text = (f"{len(doc['providers'])} providers × {doc['total'] // max(len(doc['providers']), 1)} rows: "
+            f"{done} of {doc['total']} runs" + (f" ({cached} from the cache)" if cached else "") + f", {passed} passed")
+    if doc.get("assertions"):
+        text += f" ({', '.join(doc['assertions'])})"
+    text += f", {wall_time(doc.get('wall_s'))}"
+    if doc.get("interrupted"):
+        text += f"; interrupted: {rows and doc['total'] - len(results)} runs not finished"
+    if doc.get("budget_stopped"):
+        text += f"; stopped at the budget of {usd(doc.get('budget'))}"
+    return text
+
+
+def evaluation_html(doc: dict[str, Any]) -> str:
+    """The saved evaluation as sanitized HTML: headline, summary per provider, the matrix, notes."""
+    columns = [title for _, title in SUMMARY_COLUMNS]
+    notes = "".join(f'<div class="ipyagent-meta">{escape(n)}</div>' for n in doc.get("notes") or [])
+    body = (f'<div class="ipyagent-eval-title">{escape(headline(doc))}</div>'
+            + _table(columns, summary_cells(doc["summary"]), "ipyagent-eval-summary")
+            + matrix_html(doc) + notes)
+    return f'<div class="ipyagent-evaluation">{STYLE}{sanitize(body)}</div>'
+
+
+def _md(text: str) -> str:
+    from .transcript import _md_escape
+
+    return _md_escape(text).replace("|", "\\|")
+
+
+def evaluation_markdown(doc: dict[str, Any]) -> str:
+    """Headline, the summary table and the matrix (marks and first lines) as Markdown tables."""
+    columns = [title for _, title in SUMMARY_COLUMNS]
+    lines = [_md(headline(doc)), "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in summary_cells(doc["summary"])]
+    by_cell = {(r["row"], r["provider"]): r for r in doc["results"]}
+    rows = sorted({r["row"] for r in doc["results"]})
+    lines += ["", "| # | " + " | ".join(_md(p) for p in doc["providers"]) + " |", "|---|" + "---|" * len(doc["providers"])]
+    for n in rows:
+        cells = []
+        for p in doc["providers"]:
+            r = by_cell.get((n, p))
+            cells.append("" if r is None else f"{_MARK[outcome_class(r)]} {_md(first_line(r))}")
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def evaluation_text(doc: dict[str, Any]) -> str:
+    """Headline and the summary table as aligned plain text (terminal IPython, logs)."""
+    rows = [[title for _, title in SUMMARY_COLUMNS], *summary_cells(doc["summary"])]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+    return f"{headline(doc)}\n{table}"

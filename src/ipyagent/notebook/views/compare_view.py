@@ -1,0 +1,337 @@
+"""Views of a comparison: a grid of live panes (one `WidgetView` per provider) over a
+table that fills in as runs finish; a text view for terminal IPython.
+
+Every method is called on ipyagent's background loop (the callbacks of
+`ipyagent.agent.compare.acompare`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+from ...agent import COLUMNS, NUMERIC, RunFigures, Stat, summarize
+from ...core import ComparisonTable, Event, Message, ModelFailed, ProviderError, ToolAction, redact, redact_data
+from ..render.html import escape
+from .run_view import RunState, TextView, WidgetView
+
+_DECIMALS = {"ttft_s": 2, "total_s": 2, "input_tokens": 0, "output_tokens": 0, "tokens_per_s": 1, "cost": 6}
+
+
+def _number(name: str, value: float) -> str:
+    if name == "cost":
+        return f"${value:.6f}".rstrip("0").rstrip(".") if value else "$0"
+    return f"{value:.{_DECIMALS[name]}f}"
+
+
+def cell_text(name: str, row: dict[str, Any], runs: int) -> str:
+    """One cell of the summary table as text: ``median (min–max)`` when `runs` > 1."""
+    if name == "provider":
+        return row["provider"]
+    if name == "stop_reason":
+        return row["stop_reason"] or ("—" if row["runs"] else "")
+    if name == "error":
+        errors = row["errors"]
+        if not errors:
+            return ""
+        kinds = ", ".join(dict.fromkeys(errors))
+        prefix = f"{len(errors)} of {row['runs']} failed: " if runs > 1 else ""
+        return f"{prefix}{kinds}: {row['error']}"
+    stat: Stat | None = row[name]
+    if stat is None:
+        return "—" if row["runs"] else ""
+    text = _number(name, stat.median)
+    if runs > 1 and stat.min != stat.max:
+        text += f" ({_number(name, stat.min)}–{_number(name, stat.max)})"
+    return text
+
+
+def table_rows(providers: list[str], figures: list[RunFigures], runs: int) -> list[list[str]]:
+    """The summary table's cells (header excluded): per provider a row (``median (min–max)``
+    with several runs), then with several runs one row per finished run (``run 2``)."""
+    return keyed_table_rows(providers, figures, runs)[0]
+
+
+def keyed_table_rows(providers: list[str], figures: list[RunFigures],
+                     runs: int) -> tuple[list[list[str]], list[tuple[int, int | None]]]:
+    """(`table_rows`, each row's (provider index, run): run None for a provider's row).
+
+    A run's own row shows what it recorded, failed or stopped too (the figures its pane's
+    footer shows); a provider's median row, with several runs, is over its successful runs."""
+    rows: list[list[str]] = []
+    keys: list[tuple[int, int | None]] = []
+    for index, row in enumerate(summarize(providers, figures)):
+        mine = sorted((f for f in figures if f.index == index), key=lambda f: f.run)
+        if runs == 1:
+            rows.append([cell_text(name, _run_row(mine[0]) if mine else row, 1) for name, _ in COLUMNS])
+            keys.append((index, None))
+            continue
+        cells = [cell_text(name, row, runs) for name, _ in COLUMNS]
+        done = f"{row['runs']}/{runs}" if row["runs"] < runs else str(runs)
+        cells[0] += f" · median (min–max) of {done} runs"
+        rows.append(cells)
+        keys.append((index, None))
+        for fig in mine:
+            cells = [cell_text(name, _run_row(fig), 1) for name, _ in COLUMNS]
+            cells[0] = f"run {fig.run + 1}"
+            rows.append(cells)
+            keys.append((index, fig.run))
+    return rows, keys
+
+
+def _run_row(fig: RunFigures) -> dict[str, Any]:
+    """One run's figures in `summarize`'s shape; tokens of a run that ended without usage: none."""
+    row: dict[str, Any] = {"provider": fig.provider, "runs": 1, "ok": int(fig.ok)}
+    for name in NUMERIC:
+        value = getattr(fig, name)
+        if name.endswith("_tokens") and not fig.ok and not value:
+            value = None
+        row[name] = Stat(value, value, value) if value is not None else None
+    row["stop_reason"] = fig.stop_reason or ""
+    row["errors"] = [] if fig.ok else [fig.error_type]
+    row["error"] = fig.error
+    return row
+
+
+def table_data(providers: list[str], figures: list[RunFigures], runs: int) -> ComparisonTable:
+    """The figures table as the live view and the saved record both draw it (one source)."""
+    rows, keys = keyed_table_rows(providers, figures, runs)
+    return ComparisonTable(columns=table_columns(runs), rows=rows, row_runs=[list(k) for k in keys])
+
+
+def table_columns(runs: int) -> list[str]:
+    """The summary table's column titles (a provider's row says when it holds medians)."""
+    return [title for _, title in COLUMNS]
+
+
+def cells_to_html(columns: list[str], rows: list[list[str]]) -> str:
+    """A figures table as HTML, every cell escaped; the last column (the error) marked."""
+    head = "".join(f"<th>{escape(title)}</th>" for title in columns)
+    body = []
+    for cells in rows:
+        tds = [f"<td>{escape(c)}</td>" for c in cells[:-1]]
+        tds.append(f'<td class="ipyagent-error">{escape(cells[-1])}</td>' if cells and cells[-1] else "<td></td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return f'<table class="ipyagent-compare-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def table_text(providers: list[str], figures: list[RunFigures], runs: int) -> str:
+    """The summary table as aligned plain text (terminal IPython, logs)."""
+    rows = [[title for _, title in COLUMNS], *table_rows(providers, figures, runs)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS) - 1)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows).rstrip()
+
+
+def _fail(view: Any, fig: RunFigures) -> None:
+    """Show a run that failed without events (its agent could not be built) as a failed run,
+    one stopped midway as interrupted."""
+    if fig.error_type == "cancelled":
+        if not view.state.finished:
+            view.mark_interrupted()
+    elif not view.state.finished:
+        view.feed(ModelFailed(ProviderError(fig.error_type or "invalid_request", fig.error or ""),  # type: ignore[arg-type]
+                              Message(role="assistant")))
+
+
+class _PaneLink:
+    """One run's channel inside its comparison's widget: the run's messages (live_widget.py's
+    protocol) go out tagged with its key, ``"pane/run"`` (Approve / Deny clicks come back so)."""
+
+    def __init__(self, owner: "CompareWidgetView", key: str) -> None:
+        self.owner, self.key = owner, key
+
+    def send(self, content: dict[str, Any]) -> None:
+        self.owner.live.send({**content, "key": self.key})
+
+
+class CompareWidgetView:
+    """A %%compare cell's live view: ONE widget for the whole cell (its ~280 kB front end is
+    sent once, not once per provider), drawn in the browser with the saved comparison's own
+    frame (labextension/src/compare.ts, compare_live.ts has the protocol): one pane per
+    provider with its runs selectable, and the figures table, filled in as runs end.
+
+    Each run is a `WidgetView` whose messages travel through this widget, tagged with the
+    run's key. When a run ends, its pane gets the run's transcript (`RunFigures.transcript`)
+    and the table the figures read from that same transcript, so they agree.
+    """
+
+    def __init__(self, providers: list[str], runs: int, resolved: list[str] | None = None) -> None:
+        """`providers`: the panes' titles as the user typed them (aliases); `resolved`: the
+        ``provider:model`` each stands for, shown beside a title that differs from it."""
+        from .live_widget import live_widget
+
+        self.providers, self.runs = list(providers), runs
+        self.resolved = list(resolved or providers)
+        self.figures: list[RunFigures] = []
+        self.live = live_widget(kind="compare")  # its class: ipyagent-compare
+        self.live.on_msg(self._on_msg)
+        self.widget = self.live
+        self.views: list[WidgetView | None] = [None] * len(self.providers)  # each pane's current run
+        self.run_views: dict[tuple[int, int], WidgetView] = {}
+        self.ended: dict[tuple[int, int], dict[str, Any]] = {}  # finished runs' transcripts, as sent
+        self.selected: dict[int, int] = {}  # pane -> the run the user picked in it (browser -> kernel "select")
+        self.table = table_data(self.resolved, [], runs)  # rows named as the saved record names them
+        self._synced = self._closed = False
+
+    def pane_titles(self) -> list[dict[str, str]]:
+        return [{"title": t, "resolved": r} for t, r in zip(self.providers, self.resolved)]
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        display(self.widget)
+
+    def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
+        """A front end said hello (on the kernel's thread): answer on the loop. A click on
+        Approve / Deny in a run's card (tagged with the run's key) goes to that run's view; a run
+        the user picked in a pane is kept for the saved record."""
+        if not isinstance(content, dict):
+            return
+        if content.get("type") == "select":
+            pane, run = content.get("pane"), content.get("run")
+            if (type(pane) is int and type(run) is int and 0 <= pane < len(self.providers)
+                    and 0 <= run < self.runs):
+                self.selected[pane] = run
+        elif content.get("type") == "hello":
+            from ...agent import background_loop
+
+            background_loop().call_soon_threadsafe(self._hello)
+        elif content.get("type") == "approve":
+            pane, _, run = str(content.get("key")).partition("/")
+            view = self.run_views.get((int(pane), int(run))) if pane.isdigit() and run.isdigit() else None
+            if view is not None:
+                view._on_msg(widget, content, buffers)
+
+    def selected_runs(self) -> list[int | None]:
+        """The run the user picked in each pane (None: not picked), as the saved record keeps it."""
+        return [self.selected.get(index) for index in range(len(self.providers))]
+
+    def _hello(self) -> None:
+        """The layout and everything so far: finished runs' transcripts, running runs' snapshots."""
+        if self._closed:
+            return
+        self._synced = True
+        self.live.send({"type": "compare", "panes": redact_data(self.pane_titles()), "runs": self.runs,
+                        "started": [list(k) for k in self.run_views], "table": self._table_doc(), "footer": "",
+                        "selected": self.selected_runs()})
+        for key, view in self.run_views.items():
+            if key in self.ended:
+                self.live.send({"type": "end", "key": f"{key[0]}/{key[1]}", "doc": self.ended[key]})
+            else:
+                view._hello()
+
+    def _table_doc(self) -> dict[str, Any]:
+        return redact_data(self.table.model_dump(mode="json"))
+
+    def start(self, index: int, run: int) -> None:
+        view = WidgetView(self.resolved[index], link=_PaneLink(self, f"{index}/{run}"))  # its footer as the saved one
+        self.views[index] = self.run_views[(index, run)] = view
+        if self._synced:
+            self.live.send({"type": "run", "pane": index, "run": run})
+            view._hello()
+
+    def feed(self, index: int, run: int, event: Event) -> None:
+        self.run_views[(index, run)].feed(event)
+
+    async def request_approval(self, index: int, action: ToolAction) -> bool:
+        view = self.views[index]
+        assert view is not None, "a tool call before its run started"
+        return await view.request_approval(action)
+
+    def finish(self, fig: RunFigures) -> None:
+        """A run ended: its pane shows its transcript, the table its figures (one record for both)."""
+        view = self.run_views.get((fig.index, fig.run))
+        if view is None:
+            self.start(fig.index, fig.run)
+            view = self.run_views[(fig.index, fig.run)]
+        _fail(view, fig)
+        if fig.transcript is not None:
+            from .transcript_output import draw_artifacts
+
+            # Off-prompt artifacts as %agent memory draws them (the saved record shares this transcript).
+            draw_artifacts(fig.transcript, [s.data for s in view.state.segments.values() if s.kind == "artifact"])
+            doc = self.ended[(fig.index, fig.run)] = redact_data(fig.transcript.to_json())
+            view.end(doc)
+        self.figures.append(fig)
+        self.table = table_data(self.resolved, self.figures, self.runs)
+        if self._synced:
+            self.live.send({"type": "table", "table": self._table_doc()})
+
+    def mark_interrupted(self) -> None:
+        for view in self.run_views.values():
+            if not view.state.finished:
+                view.mark_interrupted()
+
+    def end(self, record: dict[str, Any], output: tuple[dict[str, Any], dict[str, Any]] | None = None) -> None:
+        """The comparison is over: its saved record, once, with the rest of the cell's saved
+        `output` (a page reopened mid-run draws it and puts it in its output; live_widget.end_message)."""
+        if self._synced and not self._closed:
+            from .live_widget import end_message
+
+            self.live.send(end_message(record, output, self.widget))
+
+    def close(self) -> None:
+        """Close every widget of the comparison (its saved record has replaced it)."""
+        from .live_widget import close_widgets
+
+        self._closed = True
+        for view in self.run_views.values():
+            view.close()
+        close_widgets(self.widget)
+
+
+class CompareTextView:
+    """Terminal view: each run's reply printed as a block when it ends, then the table.
+
+    On a colour terminal (`terminal.colour_enabled`) drawn with rich (terminal_records.py):
+    each run's transcript (the answer as Markdown, tool lines, its coloured footer) under a
+    header naming the provider and run, then one table of the figures."""
+
+    def __init__(self, providers: list[str], runs: int, stream: TextIO | None = None) -> None:
+        from .terminal import colour_enabled
+
+        self.providers, self.runs = list(providers), runs
+        self.stream = stream or sys.stdout
+        self.colour = colour_enabled(self.stream)
+        self.figures: list[RunFigures] = []
+        self.states = [RunState(p) for p in self.providers]
+
+    def start(self, index: int, run: int) -> None:
+        self.states[index] = RunState(self.providers[index])
+
+    def feed(self, index: int, run: int, event: Event) -> None:
+        self.states[index].add(event)
+
+    async def request_approval(self, index: int, action: ToolAction) -> bool:
+        return await TextView(self.providers[index], self.stream).request_approval(action)
+
+    def finish(self, fig: RunFigures) -> None:
+        self.figures.append(fig)
+        if self.colour:
+            return self._draw_run(fig)
+        run = f" · run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
+        state = self.states[fig.index]
+        body = state.text if fig.ok else f"[error] {fig.error_type}: {fig.error}"
+        self.stream.write(redact(f"── {fig.provider}{run} ──\n{body}\n"))
+        self.stream.flush()
+
+    def mark_interrupted(self) -> None:
+        self.stream.write("[interrupted]\n")
+
+    def _draw_run(self, fig: RunFigures) -> None:
+        from rich.text import Text
+
+        from ..render.terminal_records import header, print_rendered, transcript_renderables
+
+        note = f"· run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
+        body = (transcript_renderables(fig.transcript) if fig.transcript is not None
+                else [Text(redact(f"[error] {fig.error_type}: {fig.error}"), style="bold red")])
+        print_rendered(self.stream, [header(str(fig.provider), note), *body])
+
+    def show_table(self) -> None:
+        if self.colour:
+            from ..render.terminal_records import figures_table, print_rendered
+
+            return print_rendered(self.stream, [figures_table(table_data(self.providers, self.figures, self.runs))])
+        self.stream.write(redact(table_text(self.providers, self.figures, self.runs)) + "\n")
+        self.stream.flush()

@@ -1,0 +1,95 @@
+"""The output of ``%%compare --over``: live progress while it runs, then the saved matrix.
+
+While the evaluation runs, the cell shows a progress table (per provider:
+done/total, failures, cost so far, elapsed and estimated time left), redrawn at
+most every `FRAME_S` seconds whatever the rate of results; a frame costs the
+same for the thousandth result as for the first (it reads counters, not
+answers). When it ends (finished, stopped by the budget or interrupted), the
+display is replaced by the static bundle: the evaluation's JSON
+(`evaluation_render.MIME_TYPE`) with HTML, Markdown and plain-text fallbacks,
+secrets redacted, so a saved notebook shows the matrix without a kernel.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ...agent import EvalResult, Evaluation
+from ..render.evaluation import MIME_TYPE, evaluation_html, evaluation_markdown, evaluation_text, progress_html
+
+#: Seconds between two redraws of the progress table at most.
+FRAME_S = 0.1
+
+
+def bundle(ev: Evaluation) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, metadata) of a finished evaluation's display: its JSON (secrets redacted) and fallbacks."""
+    from ...core import redact_data
+
+    doc = redact_data(ev.to_json())
+    data = {MIME_TYPE: doc, "text/html": evaluation_html(doc), "text/markdown": evaluation_markdown(doc),
+            "text/plain": evaluation_text(doc)}
+    return data, {"ipyagent": {"evaluation": {"id": doc["id"]}}}
+
+
+class EvaluationView:
+    """Progress of one evaluation in a notebook (a widget under a display id) or a terminal (nothing
+    until the end). `update` may be called from any thread, as often as results come."""
+
+    def __init__(self, ev: Evaluation, *, widgets: bool) -> None:
+        self.ev = ev
+        self.widget: Any = None
+        self.display_id: str | None = None
+        self.frames = 0
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self._closed = False
+        self._last = 0.0
+        if widgets:
+            import ipywidgets
+
+            from .transcript_output import show_live
+
+            self.widget = ipywidgets.HTML(value=progress_html(ev.progress()))
+            self.display_id = show_live(self)  # marked live: a page that misses the end asks for it
+
+    def update(self, result: EvalResult | None = None) -> None:
+        """A cell ended (or started): redraw now if the last frame is `FRAME_S` old, else once later."""
+        if self.widget is None:
+            return
+        with self._lock:
+            if self._scheduled:
+                return
+            wait = self._last + FRAME_S - time.monotonic()
+            if wait > 0:
+                self._scheduled = True
+                threading.Timer(wait, self._frame).start()
+                return
+        self._frame()
+
+    def _frame(self) -> None:
+        with self._lock:
+            self._scheduled = False
+            self._last = time.monotonic()
+            if self._closed:
+                return
+        self.frames += 1
+        self.widget.value = progress_html(self.ev.progress())
+
+    def finish(self) -> None:
+        """Replace the progress with the saved matrix and summary (or print them in a terminal)."""
+        with self._lock:
+            self._closed = True
+        data, metadata = bundle(self.ev)
+        if self.display_id is not None:
+            from IPython.display import update_display
+
+            update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
+            from .transcript_output import keep_saved_output
+
+            keep_saved_output(self, data, metadata)
+        else:
+            from IPython.display import display
+
+            display(data, raw=True, metadata=metadata)
