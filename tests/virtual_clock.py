@@ -5,6 +5,7 @@ the same under any load (no sleeps, no wall-clock bounds)."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from types import ModuleType
@@ -21,7 +22,7 @@ class VirtualClockLoop(asyncio.SelectorEventLoop):
 
     def __init__(self) -> None:
         super().__init__()
-        self.now = time.monotonic()
+        self.now = float(math.ceil(time.monotonic()))  # whole seconds: sums of waits are exact
 
     def time(self) -> float:
         return self.now
