@@ -171,7 +171,7 @@ def gemini_sse_body(reply: str, n: int, prompt_tokens: int, model: str) -> bytes
 def responses_sse_body(reply: str, n: int, input_tokens: int, model: str) -> bytes:
     """A Responses stream saying `reply`, in the shape of the recorded ``openai-responses/stream-text.sse``
     (typed events, no ``[DONE]``, usage in ``response.completed``). Every event validates against the
-    openai SDK's own event models (tests/test_cassettes.py): a ``sequence_number``, ``logprobs`` on
+    openai SDK's own event models (tests/drivers/test_cassettes.py): a ``sequence_number``, ``logprobs`` on
     text events, and the response's ``tools``, ``tool_choice``, ``parallel_tool_calls`` and cache fields."""
     resp_id, item_id, model = f"resp_ipyagent{n}", f"msg_ipyagent{n}", f"{model}-2025-04-14"
     response = {"id": resp_id, "object": "response", "created_at": 1764480000 + n, "status": "in_progress", "error": None,

@@ -1,10 +1,20 @@
 """Shared test set-up: every test's run store is a fresh file under its tmp_path, so no
 test writes `.ipyagent/runs.sqlite` into the repository (kernels started by a test
-inherit the variable)."""
+inherit the variable); the fixtures every layer's tests share.
+
+The tests mirror ``src/ipyagent``: ``tests/<layer>/`` holds the tests of that layer,
+``tests/support/`` what they share that is not a test (local servers, recordings,
+kernels, drivers for tests), ``tests/browser/`` the JupyterLab suite."""
 
 from __future__ import annotations
 
 import pytest
+
+# Fixtures several layers' tests use: an in-process IPython shell with ipyagent loaded (`ip`), a
+# local server with a recorded reply (`server`) and the shell pointed at it (`connected`), and the
+# file where the test MCP server notes its calls (`record`).
+from .support.mcp_servers import record  # noqa: F401
+from .support.shell import connected, ip, server  # noqa: F401
 
 
 @pytest.fixture(autouse=True)

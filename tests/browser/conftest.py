@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ..stub_server import Reply, StubServer
+from ..support.stub_server import Reply, StubServer
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("IPYAGENT_CHROMIUM", "/usr/bin/chromium")

@@ -13,20 +13,12 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from ..stub_server import openai_text_reply, openai_tool_call_reply
-from .test_lab import _rendered, _write_notebook
+from ..support.stub_server import openai_text_reply, openai_tool_call_reply
+from .lab import LOOKUP, renderer_of, write_notebook
 
 pytestmark = pytest.mark.browser
 
 SETUP = "%load_ext ipyagent\n%provider openai:gpt-4.1-mini"
-LOOKUP = '''from ipyagent.tools import activity
-ran = []
-
-@activity(config={"requires_approval": True})
-def lookup(query: str) -> str:
-    """Look a query up."""
-    ran.append(query)
-    return "found it"'''
 QUERY = ("q" * 20 + " ") * 15  # 315 characters, one long argument
 MIME = "application/vnd.ipyagent.transcript+json"
 
@@ -79,23 +71,23 @@ def test_approve_and_deny_sit_in_the_output_area_and_say_what_was_decided(lab, m
                         openai_text_reply("Not looked up, as you asked.", piece=4, delay=slow),
                         openai_tool_call_reply("lookup", arguments, call_id="call_2"),
                         openai_text_reply("It was found.", piece=4, delay=slow))
-    _write_notebook(lab.root / "approval.ipynb", SETUP, LOOKUP,
+    write_notebook(lab.root / "approval.ipynb", SETUP, LOOKUP,
                     "%%agent --tools lookup\nLook it up.", "%%agent --tools lookup\nLook it up again.")
     lab.open("approval.ipynb")
     lab.command("notebook:run-all-cells")
 
     _decide(lab, 2, "deny", "denied")
-    _rendered(lab.cell(2)).wait_for(state="attached", timeout=60000)
+    renderer_of(lab.cell(2)).wait_for(state="attached", timeout=60000)
     _decide(lab, 3, "approve", "approved by you")
-    _rendered(lab.cell(3)).wait_for(state="attached", timeout=60000)
+    renderer_of(lab.cell(3)).wait_for(state="attached", timeout=60000)
 
     def statuses() -> list[str]:
-        return [_rendered(lab.cell(i)).locator("details.ipyagent-tool summary .ipyagent-meta").inner_text() for i in (2, 3)]
+        return [renderer_of(lab.cell(i)).locator("details.ipyagent-tool summary .ipyagent-meta").inner_text() for i in (2, 3)]
 
     final = statuses()
     assert final[0] == "call_1 · denied", final
     assert final[1].startswith("call_2 · approved by you · done in "), final
-    assert not _rendered(lab.cell(2)).locator(".ipyagent-tool-error").count()
+    assert not renderer_of(lab.cell(2)).locator(".ipyagent-tool-error").count()
 
     lab.save_and_shutdown("approval.ipynb")
     saved = nbformat.read(lab.root / "approval.ipynb", as_version=4)
@@ -105,7 +97,7 @@ def test_approve_and_deny_sit_in_the_output_area_and_say_what_was_decided(lab, m
     lab.page.reload()
     lab.open("approval.ipynb", wait_kernel=False)
     for i in (2, 3):
-        _rendered(lab.cell(i)).wait_for(state="attached", timeout=60000)
+        renderer_of(lab.cell(i)).wait_for(state="attached", timeout=60000)
     assert statuses() == final
     lab.screenshot(lab.cell(2), "approval-reloaded.png")
 
@@ -135,11 +127,11 @@ def _opens_rendered(cell) -> None:
 
 def test_an_off_prompt_artifact_opens_rendered(lab, model_server):
     model_server.script(openai_tool_call_reply("sales_report", {}), openai_text_reply("The report is stored."))
-    _write_notebook(lab.root / "artifact.ipynb", SETUP, BIG_REPORT, "%%agent --tools sales_report\nGet the sales report.")
+    write_notebook(lab.root / "artifact.ipynb", SETUP, BIG_REPORT, "%%agent --tools sales_report\nGet the sales report.")
     lab.open("artifact.ipynb")
     lab.command("notebook:run-all-cells")
     cell = lab.cell(2)
-    _rendered(cell).wait_for(state="attached", timeout=90000)
+    renderer_of(cell).wait_for(state="attached", timeout=90000)
     # Over the size limit for a tool result: the model got a reference, the report went to Task Memory.
     request = model_server.requests[-1]["body"]["messages"][-1]
     assert request["role"] == "tool" and "off-prompt" in request["content"] and len(request["content"]) < 10_000

@@ -12,10 +12,8 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from ..stub_server import StubServer, openai_text_reply, openai_tool_call_reply
-from .test_cards_lab import LOOKUP
-from .test_compare_lab import COMPARISON, _two_providers
-from .test_lab import _rendered
+from ..support.stub_server import StubServer, openai_text_reply, openai_tool_call_reply
+from .lab import COMPARISON, LOOKUP, renderer_of, two_providers
 
 pytestmark = pytest.mark.browser
 
@@ -39,7 +37,7 @@ def test_each_compare_pane_asks_and_its_answer_goes_to_its_own_run(lab):
                     openai_text_reply("Not looked up, as you asked.", **slow)) as a, \
             StubServer(openai_tool_call_reply("lookup", {"query": "from b"}),
                        openai_text_reply("It was found.", **slow)) as b:
-        _two_providers(lab, "compare-approval.ipynb", a, b, LOOKUP)
+        two_providers(lab, "compare-approval.ipynb", a, b, LOOKUP)
         nb_path = lab.root / "compare-approval.ipynb"
         nb = nbformat.read(nb_path, as_version=4)
         nb.cells += [nbformat.v4.new_code_cell("%%compare openai:a b --tools lookup\nLook it up."),
@@ -59,7 +57,7 @@ def test_each_compare_pane_asks_and_its_answer_goes_to_its_own_run(lab):
         _decide(panes.nth(1), "approve", "approved by you")
         live = [_status(panes.nth(n)) for n in (0, 1)]
 
-        rendered = _rendered(cell)
+        rendered = renderer_of(cell)
         rendered.wait_for(state="attached", timeout=60000)
         final = [_status(rendered.locator(".ipyagent-pane").nth(n)) for n in (0, 1)]
         lab.cell(3).locator(".jp-OutputArea-output", has_text="ran:").wait_for(timeout=60000)
@@ -85,7 +83,7 @@ def test_each_compare_pane_asks_and_its_answer_goes_to_its_own_run(lab):
 
     lab.page.reload()
     lab.open("compare-approval.ipynb", wait_kernel=False)
-    rendered = _rendered(lab.cell(2))
+    rendered = renderer_of(lab.cell(2))
     rendered.wait_for(state="attached", timeout=60000)
     assert [_status(rendered.locator(".ipyagent-pane").nth(n)) for n in (0, 1)] == final
     assert not rendered.locator(".ipyagent-approval").count()  # nothing left to answer

@@ -13,12 +13,11 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from ..stub_server import StubServer, openai_text_reply
-from .test_lab import _rendered, _words, _write_notebook
+from ..support.stub_server import StubServer, openai_text_reply
+from .lab import COMPARISON, renderer_of, two_providers, words
 
 pytestmark = pytest.mark.browser
 
-COMPARISON = "application/vnd.ipyagent.comparison+json"
 
 # Each animation frame while the live comparison is on screen: its table's look (cell tags, classes and
 # computed styles) and row texts, and the frame's look (pane titles, run tabs), kept in window.__live.
@@ -48,19 +47,13 @@ LOOK_JS = """() => {
 }"""
 
 
-def _two_providers(lab, name: str, a: StubServer, b: StubServer, cell: str) -> None:
-    """A notebook `name`: ipyagent loaded, ``openai:a`` served by `a` and the alias ``b`` by `b`, then `cell`."""
-    _write_notebook(lab.root / name, f"%load_ext ipyagent\n%provider openai:a --base-url {a.url}/v1\n"
-                                     f"%provider --alias b openai:b --base-url {b.url}/v1", cell)
-
-
 def _tab(pane, run: int):
     return pane.locator(f"button.ipyagent-run-tab[data-run='{run}']")
 
 
 def _shown_run(pane) -> str:
     """The text of the run a pane shows (the others are hidden)."""
-    return _words(pane.locator(".ipyagent-run:not([hidden]) .ipyagent-text").inner_text())
+    return words(pane.locator(".ipyagent-run:not([hidden]) .ipyagent-text").inner_text())
 
 
 def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab):
@@ -69,7 +62,7 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
     with StubServer(openai_text_reply(answers["a", 0]), openai_text_reply(answers["a", 1])) as a, \
             StubServer(openai_text_reply(answers["b", 0], piece=4, delay=0.05),
                        openai_text_reply(answers["b", 1], piece=2, delay=0.15)) as b:
-        _two_providers(lab, "runs.ipynb", a, b, "%%compare openai:a b --runs 2\nSay something.")
+        two_providers(lab, "runs.ipynb", a, b, "%%compare openai:a b --runs 2\nSay something.")
         lab.open("runs.ipynb")
         cell = lab.cell(1)
         lab.page.evaluate(LOOK_JS)
@@ -87,11 +80,11 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
         assert live.locator(".ipyagent-run:not([hidden])").count() == 2
         lab.screenshot(cell, "compare-runs-live.png")
 
-        _rendered(cell).wait_for(state="attached", timeout=60000)
+        renderer_of(cell).wait_for(state="attached", timeout=60000)
         live_look = lab.page.evaluate("() => window.__live")
-        final_look = lab.page.evaluate("(root) => window.__look(root)", _rendered(cell).element_handle())
+        final_look = lab.page.evaluate("(root) => window.__look(root)", renderer_of(cell).element_handle())
         # The saved output that replaced the widget shows the run picked live; the other pane its last run.
-        final_panes = _rendered(cell).locator(".ipyagent-pane")
+        final_panes = renderer_of(cell).locator(".ipyagent-pane")
         assert [_shown_run(final_panes.nth(0)), _shown_run(final_panes.nth(1))] == [answers["a", 0], answers["b", 1]]
 
     assert live_look is not None, "the live comparison never drew its table"
@@ -111,7 +104,7 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
     lab.open("runs.ipynb", wait_kernel=False)
     lab.page.evaluate(LOOK_JS)
     cell = lab.cell(1)
-    rendered = _rendered(cell)
+    rendered = renderer_of(cell)
     rendered.wait_for(state="attached", timeout=60000)
     reloaded_look = lab.page.evaluate("(root) => window.__look(root)", rendered.element_handle())
     assert reloaded_look == final_look
@@ -135,7 +128,7 @@ def test_a_stopped_comparison_is_saved_with_the_finished_and_the_partial_answer(
     finished = "The quick provider finished its whole answer."
     slow_text = " ".join(f"word{i}" for i in range(200))
     with StubServer(openai_text_reply(finished)) as a, StubServer(openai_text_reply(slow_text, piece=6, delay=0.1)) as b:
-        _two_providers(lab, "stopped.ipynb", a, b, "%%compare openai:a b -o cmp\nSay something long.")
+        two_providers(lab, "stopped.ipynb", a, b, "%%compare openai:a b -o cmp\nSay something long.")
         lab.open("stopped.ipynb")
         cell = lab.cell(1)
         lab.command("notebook:run-all-cells")
@@ -144,7 +137,7 @@ def test_a_stopped_comparison_is_saved_with_the_finished_and_the_partial_answer(
         live.locator(".ipyagent-pane").nth(1).locator(".ipyagent-text", has_text="word5").wait_for(timeout=60000)
         live_height = live.locator(".ipyagent-pane").nth(0).locator(".ipyagent-run").bounding_box()["height"]  # "a" has finished
         lab.page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']").click()
-        _rendered(cell).wait_for(state="attached", timeout=30000)
+        renderer_of(cell).wait_for(state="attached", timeout=30000)
         assert "Traceback" not in cell.inner_text() and "CancelledError" not in cell.inner_text()
         lab.save_and_shutdown("stopped.ipynb")
 
@@ -152,13 +145,13 @@ def test_a_stopped_comparison_is_saved_with_the_finished_and_the_partial_answer(
     assert not [o for c in saved.cells for o in c.get("outputs", []) if o["output_type"] == "error"]
     lab.page.reload()
     lab.open("stopped.ipynb", wait_kernel=False)
-    rendered = _rendered(lab.cell(1))
+    rendered = renderer_of(lab.cell(1))
     rendered.wait_for(state="attached", timeout=60000)
     panes = rendered.locator(".ipyagent-pane")
-    assert _words(panes.nth(0).locator(".ipyagent-text").inner_text()) == finished
+    assert words(panes.nth(0).locator(".ipyagent-text").inner_text()) == finished
     reloaded_height = panes.nth(0).locator(".ipyagent-run").bounding_box()["height"]
     assert abs(live_height - reloaded_height) <= 2, (live_height, reloaded_height)  # one look: no re-flow
-    partial = _words(panes.nth(1).locator(".ipyagent-text").inner_text())
+    partial = words(panes.nth(1).locator(".ipyagent-text").inner_text())
     assert partial.startswith("word0 word1") and len(partial) < len(slow_text)
     assert "interrupted" in panes.nth(1).inner_text() and "interrupted" not in panes.nth(0).inner_text()
     assert "interrupted" in rendered.locator(".ipyagent-compare-footer").inner_text()

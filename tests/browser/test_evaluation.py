@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ..test_evaluate import answering
-from .test_lab import _write_notebook
+from ..support.evaluation import answering
+from .lab import write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -50,7 +50,7 @@ def _check_matrix(cell) -> None:
 
 
 def test_saved_matrix_is_readable_without_a_kernel(lab, model_server):
-    _write_notebook(lab.root / "evaluation.ipynb", "%load_ext ipyagent",
+    write_notebook(lab.root / "evaluation.ipynb", "%load_ext ipyagent",
                     f"rows = [{{'n': n, 'want': f'It is {{n * 2}}.'}} for n in range({ROWS})]",
                     "%%compare openai:gpt-4.1-mini --over rows --assert 'contains:{{ row.want }}' --concurrency 8 -o ev\n"
                     "What is {{ row.n }} + {{ row.n }}?")

@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import nbformat
 import pytest
 
-from ..stub_server import openai_text_reply
-from .test_lab import _rendered, _write_notebook
+from ..support.stub_server import openai_text_reply
+from .lab import renderer_of, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -53,7 +53,7 @@ def _answer(host: str) -> str:
 
 def _check(cell, requests: list[str], canary: Canary) -> None:
     """Every image form is a link with no referrer; the data: image shows; nothing was fetched."""
-    body = _rendered(cell)
+    body = renderer_of(cell)
     links = {a.get_attribute("href"): a for a in body.locator(".ipyagent-text a").all()}
     for href in (f"http://{canary.host}/remote.png", f"//{canary.host}/proto.png", "/api/contents?canary-same-origin=1",
                  f"http://{canary.host}/reference.png", f"http://{canary.host}/link"):
@@ -72,14 +72,14 @@ def test_remote_images_in_model_output_are_never_fetched(lab, model_server):
     lab.page.on("request", lambda r: requests.append(r.url))
     try:
         answer = _answer(canary.host)
-        _write_notebook(lab.root / "canary.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nHi")
+        write_notebook(lab.root / "canary.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nHi")
         model_server.script(openai_text_reply(answer, piece=7, delay=0.02))
         lab.open("canary.ipynb")
         cell = lab.cell(1)
         lab.command("notebook:run-all-cells")
         # The live view first (the request log covers every frame it drew), then the saved transcript.
         cell.locator("a.ipyagent-image-link").first.wait_for(state="attached", timeout=60000)
-        _rendered(cell).wait_for(state="attached", timeout=60000)
+        renderer_of(cell).wait_for(state="attached", timeout=60000)
         cell.scroll_into_view_if_needed()
         _check(cell, requests, canary)
 
@@ -93,7 +93,7 @@ def test_remote_images_in_model_output_are_never_fetched(lab, model_server):
         cell = lab.cell(1)
         trusted = lab.page.evaluate("() => window.jupyterapp.shell.currentWidget.content.model.cells.get(1).trusted")
         assert trusted is False
-        _rendered(cell).wait_for(state="attached", timeout=60000)
+        renderer_of(cell).wait_for(state="attached", timeout=60000)
         cell.scroll_into_view_if_needed()
         lab.page.wait_for_timeout(300)
         _check(cell, requests, canary)

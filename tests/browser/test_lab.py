@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 import time
-from html.parser import HTMLParser
 
 import nbformat
 import pytest
 
-from ipyagent.notebook.render.html import markdown_to_html
 
-from ..recordings import expected_from
-from ..stub_server import FIXTURES, Reply, openai_text_reply
+from ..support.recordings import expected_from
+from ..support.stub_server import FIXTURES, Reply, openai_text_reply
 from .conftest import ROOT
+from .lab import renderer_of, shown, words, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -66,34 +65,9 @@ def _sse_answer(exchange: dict) -> tuple[str, dict]:
     return "".join(text), usage
 
 
-def _shown(markdown: str) -> str:
-    """The words a person sees of rendered `markdown` (the live view's own rendering of it)."""
-    parser = HTMLParser()
-    words: list[str] = []
-    parser.handle_data = words.append  # type: ignore[method-assign]
-    parser.feed(markdown_to_html(markdown))
-    return _words("".join(words))
-
-
-def _words(text: str) -> str:
-    return " ".join(text.split())
-
-
 def _agent_cell_index(nb_path, nth: int = 0) -> int:
     nb = nbformat.read(nb_path, as_version=4)
     return [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and c.source.startswith("%%agent")][nth]
-
-
-def _write_notebook(path, *sources: str) -> None:
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(s) for s in sources]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, path)
-
-
-def _rendered(cell):
-    """The transcript as drawn by the extension's MIME renderer (not a fallback)."""
-    return cell.locator(".jp-ipyagent-renderer")
 
 
 def test_quickstart_streams_visibly_then_shows_the_transcript(lab, model_server):
@@ -112,7 +86,7 @@ def test_quickstart_streams_visibly_then_shows_the_transcript(lab, model_server)
     assert "first token" in live_footer.text_content() and "streaming" in live_footer.text_content()
     lab.screenshot(cell, "live-streaming.png")
 
-    _rendered(cell).wait_for(state="attached", timeout=60000)
+    renderer_of(cell).wait_for(state="attached", timeout=60000)
     cell.scroll_into_view_if_needed()
     lab.page.wait_for_function("window.__samples.some(s => s.final)")
     samples = lab.page.evaluate("() => { clearInterval(window.__sampler); return window.__samples; }")
@@ -122,8 +96,8 @@ def test_quickstart_streams_visibly_then_shows_the_transcript(lab, model_server)
     final_len = [s["len"] for s in samples if s["final"]][-1]
     assert final_len >= streamed[-1] and final_len > 0
 
-    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(answer)
-    footer = _rendered(cell).locator(".ipyagent-footer").inner_text()
+    assert words(renderer_of(cell).locator(".ipyagent-text").inner_text()) == shown(answer)
+    footer = renderer_of(cell).locator(".ipyagent-footer").inner_text()
     assert f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out tokens" in footer
     assert "first token" in footer and "total" in footer
     assert not lab.dialogs
@@ -147,13 +121,13 @@ def test_saved_notebook_reopens_with_the_transcript_and_tool_cards(lab, model_se
         " || c.querySelector('.jp-ipyagent-renderer') !== null; }", arg=[lab.panel, index])
     lab.screenshot(cell, "live-tools.png")
 
-    _rendered(cell).wait_for(state="attached", timeout=60000)
+    renderer_of(cell).wait_for(state="attached", timeout=60000)
     cell.scroll_into_view_if_needed()
-    live_text = _rendered(cell).locator(".ipyagent-text").inner_text()
-    live_tools = _rendered(cell).locator(".ipyagent-tool-name").all_inner_texts()
+    live_text = renderer_of(cell).locator(".ipyagent-text").inner_text()
+    live_tools = renderer_of(cell).locator(".ipyagent-tool-name").all_inner_texts()
     results = {m["tool_call_id"]: m["content"] for r in model_server.requests for m in r["body"]["messages"] if m["role"] == "tool"}
     assert len(live_tools) == len(results) == 3
-    assert _words(live_text) == _shown(answer)
+    assert words(live_text) == shown(answer)
 
     lab.save_and_shutdown("tools.ipynb")
     saved = nbformat.read(lab.root / "tools.ipynb", as_version=4)
@@ -162,7 +136,7 @@ def test_saved_notebook_reopens_with_the_transcript_and_tool_cards(lab, model_se
     lab.page.reload()
     lab.open("tools.ipynb", wait_kernel=False)
     cell = lab.cell(index)
-    reopened = _rendered(cell)
+    reopened = renderer_of(cell)
     reopened.wait_for(state="attached", timeout=60000)
     cell.scroll_into_view_if_needed()
     assert reopened.locator(".ipyagent-text").inner_text() == live_text
@@ -216,34 +190,34 @@ def _assert_harmless(lab, cell) -> None:
 def test_hostile_model_and_tool_output_runs_nothing(lab, model_server):
     tool = ("from ipyagent.tools import activity\n\n@activity\ndef get_weather(city: str, state: str = '') -> str:\n"
             "    \"\"\"Weather now.\"\"\"\n    return " + repr(HOSTILE))
-    _write_notebook(lab.root / "hostile.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", tool,
+    write_notebook(lab.root / "hostile.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", tool,
                     "%%agent --tools get_weather\nWeather in San Francisco?")
     model_server.script(Reply.sse_file(TOOL_CALL), openai_text_reply(HOSTILE, piece=6, delay=0.02))
     lab.open("hostile.ipynb")
     cell = lab.cell(2)
     lab.command("notebook:run-all-cells")
-    _rendered(cell).wait_for(state="attached", timeout=60000)
+    renderer_of(cell).wait_for(state="attached", timeout=60000)
     cell.scroll_into_view_if_needed()
-    text = _rendered(cell).locator(".ipyagent-text").inner_text()
+    text = renderer_of(cell).locator(".ipyagent-text").inner_text()
     assert "<script>window.__pwned=2;alert(2)</script>" in text  # shown as text
     _assert_harmless(lab, cell)
-    assert _rendered(cell).locator(".ipyagent-result").text_content() == HOSTILE
+    assert renderer_of(cell).locator(".ipyagent-result").text_content() == HOSTILE
     lab.screenshot(cell, "hostile-live.png")
 
     lab.save_and_shutdown("hostile.ipynb")
     lab.page.reload()
     lab.open("hostile.ipynb", wait_kernel=False)
     cell = lab.cell(2)
-    _rendered(cell).wait_for(state="attached", timeout=60000)
+    renderer_of(cell).wait_for(state="attached", timeout=60000)
     cell.scroll_into_view_if_needed()
-    assert _rendered(cell).locator(".ipyagent-text").inner_text() == text
+    assert renderer_of(cell).locator(".ipyagent-text").inner_text() == text
     _assert_harmless(lab, cell)
     lab.screenshot(cell, "hostile-reloaded.png")
 
 
 def test_stop_button_interrupts_and_keeps_the_partial_text(lab, model_server):
     full = expected_from(TEXT).text
-    _write_notebook(lab.root / "interrupt.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini",
+    write_notebook(lab.root / "interrupt.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini",
                     "%%agent\nWhat is the weather in San Francisco?")
     model_server.script(Reply.sse_file(TEXT, delay=0.4), Reply.sse_file(TEXT))
     lab.open("interrupt.ipynb")
@@ -254,10 +228,10 @@ def test_stop_button_interrupts_and_keeps_the_partial_text(lab, model_server):
 
     lab.page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']").click()
     stopped_at = time.monotonic()
-    _rendered(cell).wait_for(state="attached", timeout=30000)
+    renderer_of(cell).wait_for(state="attached", timeout=30000)
     cell.scroll_into_view_if_needed()
     assert time.monotonic() - stopped_at < 20
-    rendered = _rendered(cell)
+    rendered = renderer_of(cell)
     partial = rendered.locator(".ipyagent-text").inner_text()
     assert partial.strip() and len(partial) < len(full) and full.startswith(partial.strip()[:20])
     assert "interrupted" in rendered.locator(".ipyagent-status").inner_text()
@@ -272,27 +246,27 @@ def test_stop_button_interrupts_and_keeps_the_partial_text(lab, model_server):
 
 def test_compare_cell_is_saved_side_by_side(lab, model_server):
     first, second = expected_from(TEXT).text, "The second model says hello."
-    _write_notebook(lab.root / "compare.ipynb", "%load_ext ipyagent",
+    write_notebook(lab.root / "compare.ipynb", "%load_ext ipyagent",
                     "%%compare openai:gpt-4.1-mini openai:gpt-4.1-nano\nWhat is the weather in San Francisco?")
     model_server.script(Reply.sse_file(TEXT), openai_text_reply(second))
     lab.open("compare.ipynb")
     cell = lab.cell(1)
     lab.command("notebook:run-all-cells")
-    panes = _rendered(cell).locator(".ipyagent-pane")
+    panes = renderer_of(cell).locator(".ipyagent-pane")
     panes.nth(1).wait_for(state="attached", timeout=60000)
-    texts = sorted(_words(t) for t in panes.locator(".ipyagent-text").all_text_contents())
-    assert texts == sorted([_words(first), _words(second)])
+    texts = sorted(words(t) for t in panes.locator(".ipyagent-text").all_text_contents())
+    assert texts == sorted([words(first), words(second)])
 
     lab.save_and_shutdown("compare.ipynb")
     lab.page.reload()
     lab.open("compare.ipynb", wait_kernel=False)
     cell = lab.cell(1)
-    panes = _rendered(cell).locator(".ipyagent-pane")
+    panes = renderer_of(cell).locator(".ipyagent-pane")
     panes.nth(1).wait_for(state="attached", timeout=60000)
-    assert sorted(_words(t) for t in panes.locator(".ipyagent-text").all_text_contents()) == texts
+    assert sorted(words(t) for t in panes.locator(".ipyagent-text").all_text_contents()) == texts
     assert [t.split(" ·")[0] for t in panes.locator(".ipyagent-pane-title").all_text_contents()] == [
         "openai:gpt-4.1-mini", "openai:gpt-4.1-nano"]
-    rows = _rendered(cell).locator(".ipyagent-compare-table tbody tr")
+    rows = renderer_of(cell).locator(".ipyagent-compare-table tbody tr")
     assert [r.split("\t")[0] for r in rows.all_inner_texts()] == ["openai:gpt-4.1-mini", "openai:gpt-4.1-nano"]
     lab.screenshot(cell, "reloaded-compare.png")
 
@@ -325,7 +299,7 @@ def test_notebook7_renders_a_saved_transcript(lab, model_server, monkeypatch):
     rendered = lab.page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-ipyagent-renderer")
     rendered.wait_for(state="attached", timeout=60000)
     rendered.scroll_into_view_if_needed()
-    assert _words(rendered.locator(".ipyagent-text").inner_text()) == _shown(expected_from(TEXT).text)
+    assert words(rendered.locator(".ipyagent-text").inner_text()) == shown(expected_from(TEXT).text)
     card = rendered.locator("details.ipyagent-tool")
     card.locator("summary").click()
     assert card.locator(".ipyagent-result").inner_text() == "61 F in San Francisco"

@@ -15,9 +15,9 @@ import time
 import nbformat
 import pytest
 
-from ..stub_server import Reply, openai_text_reply
+from ..support.stub_server import Reply, openai_text_reply
 from .conftest import ROOT  # noqa: F401  (the suite's fixtures and paths)
-from .test_lab import _rendered, _shown, _words, _write_notebook
+from .lab import renderer_of, shown, words, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -135,21 +135,21 @@ def test_a_long_fast_answer_keeps_up_draws_at_most_33_times_a_second_and_ends_ex
     deltas = -(-len(answer) // CHARS_PER_DELTA)
     reply = _batched(openai_text_reply(answer, piece=CHARS_PER_DELTA), BATCH, BATCH / RATE)
     stream_s = len(reply.pieces) * reply.delay  # the stream's own duration, as scripted
-    _write_notebook(lab.root / "long.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nWrite a long report.")
+    write_notebook(lab.root / "long.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nWrite a long report.")
     model_server.script(reply)
     lab.open("long.ipynb")
     cell = lab.cell(1)
     lab.page.evaluate(TIMELINE_JS, [lab.panel, 1])
     lab.command("notebook:run-all-cells")
-    _rendered(cell).wait_for(state="attached", timeout=120_000)
+    renderer_of(cell).wait_for(state="attached", timeout=120_000)
     timeline = lab.page.evaluate("() => window.__timeline")
     frames = lab.page.evaluate(FRAMES_JS)
     wall = time.time() - time.monotonic()  # the server's monotonic clock -> the page's and the kernel's wall clock
     started_ms = (model_server.request_times[0] + wall) * 1000
     wire_end_ms = (model_server.completed[-1] + wall) * 1000
 
-    shown = _words(_rendered(cell).locator(".ipyagent-text").inner_text())
-    exact = shown == _shown(answer)
+    drawn = words(renderer_of(cell).locator(".ipyagent-text").inner_text())
+    exact = drawn == shown(answer)
     lab.save_and_shutdown("long.ipynb")
     saved = nbformat.read(lab.root / "long.ipynb", as_version=4)
     (doc,) = [o["data"]["application/vnd.ipyagent.transcript+json"] for o in saved.cells[1].outputs
@@ -174,11 +174,11 @@ def test_a_long_fast_answer_keeps_up_draws_at_most_33_times_a_second_and_ends_ex
 
 
 def test_stop_leaves_no_traceback_in_the_saved_notebook_and_a_missing_key_is_one_line(lab, model_server):
-    from ..recordings import expected_from
-    from ..stub_server import FIXTURES
+    from ..support.recordings import expected_from
+    from ..support.stub_server import FIXTURES
 
     text = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
-    _write_notebook(lab.root / "stop.ipynb",
+    write_notebook(lab.root / "stop.ipynb",
                     "import os\nos.environ.pop('ANTHROPIC_API_KEY', None)\n%load_ext ipyagent\n%provider openai:gpt-4.1-mini",
                     "%%agent\nWhat is the weather in San Francisco?",
                     "%%agent -p nosuchprovider:model\nHi",
@@ -189,11 +189,11 @@ def test_stop_leaves_no_traceback_in_the_saved_notebook_and_a_missing_key_is_one
     lab.command("notebook:run-all-cells")
     cell.locator(".ipyagent-view .ipyagent-text").first.wait_for(state="attached", timeout=60000)
     lab.page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']").click()
-    _rendered(cell).wait_for(state="attached", timeout=30000)
-    assert "interrupted" in _rendered(cell).locator(".ipyagent-footer").inner_text()
+    renderer_of(cell).wait_for(state="attached", timeout=30000)
+    assert "interrupted" in renderer_of(cell).locator(".ipyagent-footer").inner_text()
     assert cell.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
     assert "CancelledError" not in cell.inner_text() and "Traceback" not in cell.inner_text()
-    assert len(_words(_rendered(cell).locator(".ipyagent-text").inner_text())) < len(_words(expected_from(text).text))
+    assert len(words(renderer_of(cell).locator(".ipyagent-text").inner_text())) < len(words(expected_from(text).text))
 
     # "Run all" stopped at the interrupted cell; run the unknown-provider and missing-key cells on their own.
     for index, word in ((2, "nosuchprovider"), (3, "ANTHROPIC_API_KEY is not set")):
@@ -222,25 +222,25 @@ def test_the_live_view_is_as_tall_as_the_saved_transcript(lab, model_server):
     reply = openai_text_reply(answer, piece=12, delay=0.01)
     # A pause (SSE comments, which parsers skip) before the finish: the live view draws all the text.
     reply.pieces[-3:-3] = [b": keep-alive\n\n"] * 60
-    _write_notebook(lab.root / "height.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nA short report.")
+    write_notebook(lab.root / "height.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nA short report.")
     model_server.script(reply)
     lab.open("height.ipynb")
     cell = lab.cell(1)
     lab.page.evaluate(OBSERVE_JS, [lab.panel, 1])
     lab.command("notebook:run-all-cells")
-    _rendered(cell).wait_for(state="attached", timeout=60000)
+    renderer_of(cell).wait_for(state="attached", timeout=60000)
     lab.page.wait_for_timeout(300)
     live = lab.page.evaluate("() => window.__liveHeight")
-    final = _rendered(cell).bounding_box()["height"]
+    final = renderer_of(cell).bounding_box()["height"]
     lab.screenshot(cell, "height-final.png")
     lab.save_and_shutdown("height.ipynb")
     lab.page.reload()
     lab.open("height.ipynb", wait_kernel=False)
     cell = lab.cell(1)
-    _rendered(cell).wait_for(state="attached", timeout=60000)
+    renderer_of(cell).wait_for(state="attached", timeout=60000)
     cell.scroll_into_view_if_needed()
     lab.page.wait_for_timeout(300)
-    reloaded = _rendered(cell).bounding_box()["height"]
+    reloaded = renderer_of(cell).bounding_box()["height"]
     lab.screenshot(cell, "height-reloaded.png")
     print("\nheights: live", live, "final", final, "reloaded", reloaded)
     assert live is not None, "the live view never drew its last frame"

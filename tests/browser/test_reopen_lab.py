@@ -19,9 +19,9 @@ import time
 import nbformat
 import pytest
 
-from ..stub_server import openai_text_reply
+from ..support.stub_server import openai_text_reply
 from .conftest import TOKEN, api
-from .test_lab import _rendered, _shown, _words, _write_notebook
+from .lab import renderer_of, shown, words, write_notebook
 
 pytestmark = pytest.mark.browser
 
@@ -42,7 +42,7 @@ def _save_mid_run(lab, name: str) -> None:
 def _run_and_save_mid_run(lab, model_server, name: str):
     """Run the %%agent cell and save the notebook while the stream is held; the reply."""
     reply = openai_text_reply(BEFORE + AFTER, piece=PIECE, hold_after=HELD)
-    _write_notebook(lab.root / name, "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nWrite.")
+    write_notebook(lab.root / name, "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nWrite.")
     model_server.script(reply)
     lab.open(name)
     lab.command("notebook:run-all-cells")
@@ -70,7 +70,7 @@ def _reopen_mid_run(lab, model_server, name: str, *, notebook7: bool = False):
     live.first.wait_for(state="attached")
     lab.page.wait_for_function("([el, n]) => el.textContent.split('Streaming text.').length - 1 === n",
                                arg=[live.first.element_handle(), BEFORE.count("Streaming text.")])
-    assert _words(live.inner_text()) == _shown(BEFORE)
+    assert words(live.inner_text()) == shown(BEFORE)
     assert "streaming" in cell.locator(".ipyagent-view .ipyagent-footer").inner_text()
     return reply, cell
 
@@ -91,15 +91,15 @@ def _ends_finished_and_saved(lab, cell, name: str, shot: str) -> None:
     """The cell shows the finished run's saved output (no live view), the saved notebook holds
     its transcript alone, and a reload without the run's kernel draws it whole."""
     assert cell.locator(".ipyagent-view").count() == 0
-    assert "streaming" not in _rendered(cell).locator(".ipyagent-footer").inner_text()
+    assert "streaming" not in renderer_of(cell).locator(".ipyagent-footer").inner_text()
     lab.save_and_shutdown(name)
     doc = _saved_output(lab, name)
     assert doc["status"] == "completed" and _answer(doc) == BEFORE + AFTER
     lab.page.reload()  # no kernel of that run: the saved transcript alone
     lab.open(name, wait_kernel=False)
     cell = lab.cell(1)
-    _rendered(cell).wait_for(state="attached")
-    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
+    renderer_of(cell).wait_for(state="attached")
+    assert words(renderer_of(cell).locator(".ipyagent-text").inner_text()) == shown(BEFORE + AFTER)
     lab.screenshot(cell, shot)
 
 
@@ -110,8 +110,8 @@ def _answer(doc: dict) -> str:
 def test_a_page_reopened_mid_run_catches_up_streams_on_and_saves_the_transcript(lab, model_server):
     reply, cell = _reopen_mid_run(lab, model_server, "reopen.ipynb")
     reply.release.set()
-    _rendered(cell).wait_for(state="attached")  # the saved output took the widget's place
-    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
+    renderer_of(cell).wait_for(state="attached")  # the saved output took the widget's place
+    assert words(renderer_of(cell).locator(".ipyagent-text").inner_text()) == shown(BEFORE + AFTER)
     _ends_finished_and_saved(lab, cell, "reopen.ipynb", "reopened-finished.png")
 
 
@@ -120,8 +120,8 @@ def test_notebook7_reopened_mid_run_ends_with_the_saved_transcript(lab, model_se
     Notebook 7 mid-run, catches up there and ends as the saved transcript, no widget left."""
     reply, cell = _reopen_mid_run(lab, model_server, "reopen7.ipynb", notebook7=True)
     reply.release.set()
-    _rendered(cell).wait_for(state="attached")
-    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
+    renderer_of(cell).wait_for(state="attached")
+    assert words(renderer_of(cell).locator(".ipyagent-text").inner_text()) == shown(BEFORE + AFTER)
     assert cell.locator(".ipyagent-view").count() == 0
     lab.save("reopen7.ipynb")
     doc = _saved_output(lab, "reopen7.ipynb")
@@ -133,10 +133,10 @@ def test_a_run_stopped_from_a_page_reopened_mid_run_keeps_its_partial_transcript
     reply, cell = _reopen_mid_run(lab, model_server, "reopen-stop.ipynb")
     try:
         lab.page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']").click()
-        _rendered(cell).wait_for(state="attached")
-        footer = _rendered(cell).locator(".ipyagent-footer").inner_text()
+        renderer_of(cell).wait_for(state="attached")
+        footer = renderer_of(cell).locator(".ipyagent-footer").inner_text()
         assert "interrupted" in footer, footer
-        assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE)  # the partial text stays
+        assert words(renderer_of(cell).locator(".ipyagent-text").inner_text()) == shown(BEFORE)  # the partial text stays
         assert cell.locator(".ipyagent-view").count() == 0
         assert "Traceback" not in cell.inner_text() and "CancelledError" not in cell.inner_text()
         lab.save_and_shutdown("reopen-stop.ipynb")
@@ -169,7 +169,7 @@ def test_a_page_closed_mid_run_and_reopened_after_the_end_shows_the_whole_transc
     _kernel_idle(lab)  # the run ended with no page to see it
     lab.open("reopen-after.ipynb")
     cell = lab.cell(1)
-    _rendered(cell).wait_for(state="attached")
-    assert _words(_rendered(cell).locator(".ipyagent-text").inner_text()) == _shown(BEFORE + AFTER)
+    renderer_of(cell).wait_for(state="attached")
+    assert words(renderer_of(cell).locator(".ipyagent-text").inner_text()) == shown(BEFORE + AFTER)
     assert "model not found" not in cell.inner_text()
     _ends_finished_and_saved(lab, cell, "reopen-after.ipynb", "reopened-after-the-end.png")

@@ -39,7 +39,7 @@ def _await_fix(line: str) -> str:
 #: Every magic of the extension. ``%load_ext`` only declares them; the package behind them
 #: (pydantic, httpx2, ...) is imported on first use, so loading costs almost nothing
 #: (benchmarks/import_load.py). A magic missing here is found only after another one was
-#: used: tests/test_compare.py::test_load_declares_every_magic checks the list.
+#: used: tests/notebook/test_compare.py::test_load_declares_every_magic checks the list.
 MAGICS = (("line", "provider"), ("line", "tools"), ("line", "agent"), ("cell", "agent"), ("cell", "compare"), ("line", "mcp"))
 _declared: set[int] = set()
 #: Magics whose line IPython must not expand (``{{ row.x }}`` in ``%%compare --assert`` is Jinja).

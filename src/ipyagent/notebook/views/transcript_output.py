@@ -22,7 +22,7 @@ as its Markdown source; ``text/plain`` is the first `PLAIN_CHARS` characters and
 the footer, for a terminal or a text export. No ``text/markdown``: every front end
 that draws Markdown prefers the HTML, so it was a fourth copy of the answer that
 nothing showed. A 23,000-character answer costs 2.33 times its text, one with a
-table every ~260 characters 2.39 (``tests/test_saved_size.py``): the transcript
+table every ~260 characters 2.39 (``tests/notebook/test_saved_size.py``): the transcript
 ~1.05, the HTML ~1.25, the plain text ~0.02.
 
 Keeping the widget reference in the saved output would make every front end

@@ -1,0 +1,399 @@
+"""`ipyagent.evaluate`: rows × providers, each cell a fresh run, assertions, the scheduler's
+lanes (concurrency, 429 back-off for the whole lane, budget, interrupt), the cache in the
+run store, and the `Evaluation`'s data."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from ipyagent import Agent, Evaluation, aevaluate, evaluate
+from ipyagent.agent.evaluation.checks import Outcome, parse_assertion, parse_verdict
+from ipyagent.agent.evaluation.runner import normalize_rows, render_template
+from ipyagent.agent.loop_thread import run_in_background
+from ipyagent.agent.evaluation.scheduler import Budget
+from ipyagent.drivers.rate_gate import RateGate
+from ipyagent.drivers.registry import BUILTIN
+from ipyagent.memory.store import RunStore
+
+from ..support.stub_server import Reply, StubServer, openai_text_reply
+from ..support.evaluation import CAPITALS, answering, capital_of, last_user_text, limited_once
+
+KEY_VARS = sorted({spec.api_key_env for spec in BUILTIN.values() if spec.api_key_env})
+
+
+@pytest.fixture(autouse=True)
+def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in KEY_VARS + ["OPENAI_BASE_URL"]:
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> RunStore:
+    s = RunStore(tmp_path / "runs.sqlite")
+    yield s
+    s.close()
+
+
+def test_every_cell_is_a_fresh_run_with_its_row_rendered(store) -> None:
+    with StubServer(responder=answering(capital_of)) as a, StubServer(responder=answering(lambda q: "No idea")) as b:
+        ev = evaluate([Agent("openai:m1", base_url=a.url), Agent("openai:m2", base_url=b.url)],
+                      "Capital of {{ row.country }}?", CAPITALS, assertions=["contains:{{ row.capital }}"], store=store)
+    # one request per row and provider, each a conversation of one user message
+    for server in (a, b):
+        assert sorted(last_user_text(r["body"]) for r in server.requests) == sorted(f"Capital of {r['country']}?" for r in CAPITALS)
+        assert all(len(r["body"]["messages"]) == 1 for r in server.requests)
+    assert len(ev.results) == 6 and ev.total == 6
+    assert [r.passed for r in ev.ordered()] == [True, False] * 3
+    miss = ev.cell(1, "openai:m2")
+    assert miss.text == "No idea" and miss.outcomes == [Outcome("contains:{{ row.capital }}", False, reason="the answer does not contain 'Tokyo'")]
+    summary = {s["provider"]: s for s in ev.summary()}
+    assert summary["openai:m1"]["pass_rate"] == 1.0 and summary["openai:m2"]["pass_rate"] == 0.0
+    assert summary["openai:m1"]["runs"] == 3 and summary["openai:m1"]["total_p50_s"] is not None
+
+
+def test_an_agent_given_as_provider_keeps_its_system_blocks_budget(store) -> None:
+    from ipyagent.core import SystemBlock
+
+    blocks = [SystemBlock(text="You are terse.", source="user"),
+              SystemBlock(text="Notes: " + "n" * 400, source="memory", priority=1, dynamic=True)]  # ~102 tokens: over the budget
+    with StubServer(responder=answering(capital_of)) as server:
+        evaluate([Agent("openai:m", base_url=server.url, system=blocks, system_budget=20)], "Capital of {{ row.country }}?",
+                 CAPITALS[:1], store=store)
+    assert server.requests[0]["body"]["messages"][0] == {"role": "system", "content": "You are terse."}
+
+
+def test_a_cell_runs_on_an_agent_constructed_with_everything_of_the_one_given(store, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[Agent] = []
+    fresh = Agent.fresh
+    monkeypatch.setattr(Agent, "fresh", lambda self: made.append(fresh(self)) or made[-1])
+
+    def word_count(text: str) -> int:
+        """Count the words of `text`."""
+        return len(text.split())
+
+    with StubServer(responder=answering(capital_of)) as server:
+        given = Agent("openai:m", base_url=server.url, tools=[word_count], timeout=7, max_steps=3, system="Be terse.",
+                      react=False, approve=print)
+        given.messages.append(given.prompt_stack("earlier").messages[-1])
+        evaluate([given], "Capital of {{ row.country }}?", CAPITALS[:1], store=store)
+    [cell] = made
+    assert cell is not given and cell.driver is given.driver and cell.toolbox is given.toolbox
+    assert (cell.timeout, cell.max_steps, cell.system, cell.react, cell.approve, cell.memory) == (7, 3, "Be terse.", False, print, None)
+    assert cell.settings == given.settings
+    body = server.requests[0]["body"]
+    assert [t["function"]["name"] for t in body["tools"]] == ["word_count"] and len(body["messages"]) == 2  # system, question
+
+
+def test_text_assertions_decide_and_say_why() -> None:
+    class R:
+        text = 'Answer: {"city": "Paris"}'
+        output = None
+        prompt = "q"
+
+    row = {"capital": "paris"}
+
+    def check(spec: str) -> Outcome:
+        return asyncio.run(parse_assertion(spec).check(R(), row))
+
+    assert check("contains:Paris").passed and not check("contains:paris").passed
+    assert check("icontains:{{ row.capital }}").passed
+    assert check(r"regex:\{.*\}").passed and not check(r"regex:^\d+$").passed
+    assert not check("equals:Paris").passed
+    assert check("equals:  Answer: {\"city\": \"Paris\"}  ").passed  # both sides stripped
+    assert not check("json").passed  # text around the object: not JSON
+    R.text = '```json\n{"city": "Paris"}\n```'
+    assert check("json").passed
+    with pytest.raises(ValueError, match="unknown assertion"):
+        parse_assertion("startswith:x")
+    with pytest.raises(ValueError, match="--schema"):
+        parse_assertion("schema")
+    with pytest.raises(ValueError, match="no function 'nope'"):
+        parse_assertion("python:nope", namespace={})
+    with pytest.raises(ValueError, match="not a valid pattern"):
+        parse_assertion("regex:(")
+    with pytest.raises(ValueError, match="needs a value"):
+        parse_assertion("contains:")
+
+
+def test_python_assertions_return_bools_or_scores_and_failures_are_reasons() -> None:
+    class R:
+        text, output, prompt = "Lima", None, "q"
+
+    async def judge_async(result, row):
+        return 0.75
+
+    cases = {lambda r, row: r.text == row: (True, None, None), lambda r, row: 0.4: (False, 0.4, "score 0.4 < 0.5"),
+             judge_async: (True, 0.75, None), lambda r, row: 1 / 0: (False, None, "raised ZeroDivisionError: division by zero"),
+             lambda r, row: "yes": (False, None, "returned 'yes'; return a bool or a score in [0, 1]")}
+    for function, (passed, score, reason) in cases.items():
+        outcome = asyncio.run(parse_assertion(function).check(R(), "Lima"))
+        assert (outcome.passed, outcome.score, outcome.reason) == (passed, score, reason)
+    named = parse_assertion("python:same", namespace={"same": lambda r, row: True})
+    assert named.name == "python:same"
+
+
+def shout(text: str) -> str:
+    """Say it louder.
+
+    Args:
+        text: what to say.
+    """
+    return text.upper()
+
+
+def test_a_judge_grades_each_answer_and_its_cost_is_counted_apart(store) -> None:
+    def verdict(prompt: str) -> str:
+        answer = prompt.split("Answer:\n", 1)[1]
+        good = "Paris" in answer or "Tokyo" in answer
+        return json.dumps({"pass": good, "reason": "names the capital" if good else "wrong city"})
+
+    with StubServer(responder=answering(lambda q: "Paris" if "France" in q else "Osaka")) as model, \
+            StubServer(responder=answering(verdict)) as judge:
+        # Local servers have an unknown price unless price_as names it.
+        ev = evaluate(["openai:gpt-4.1-mini"], "Capital of {{ row.country }}?", CAPITALS[:2],
+                      assertions=["judge:openai:gpt-4.1-nano"], rubric="Names the capital of the country.",
+                      factory=lambda pid: Agent(pid, base_url=model.url, system="Be brief.", tools=[shout], price_as=pid),
+                      judge_factory=lambda pid: Agent(pid, base_url=judge.url, price_as=pid), store=store)
+    assert len(judge.requests) == 2
+    assert "Names the capital of the country." in last_user_text(judge.requests[0]["body"])
+    # The judge gets neither the runs' system prompt nor their tools.
+    assert all(len(r["body"]["messages"]) == 1 and "tools" not in r["body"] for r in judge.requests)
+    first, second = ev.ordered()
+    assert first.passed and first.outcomes[0].reason == "names the capital"
+    assert not second.passed and second.outcomes[0].reason == "wrong city"
+    assert first.judge_cost is not None and first.judge_cost > 0  # the judge's price, apart from the run's
+    assert ev.summary()[0]["judge_cost"] == pytest.approx(first.judge_cost + second.judge_cost)
+    assert parse_verdict("FAIL: too vague").passed is False
+    with pytest.raises(ValueError, match="not a verdict"):
+        parse_verdict("maybe")
+
+
+def test_the_cache_serves_a_rerun_without_requests_and_survives_a_new_store(tmp_path) -> None:
+    path = tmp_path / "cache.sqlite"
+    with StubServer(responder=answering(capital_of)) as server:
+        agent = lambda: Agent("openai:m", base_url=server.url)
+        first = evaluate([agent()], "Capital of {{ row.country }}?", CAPITALS, assertions=["contains:{{ row.capital }}"], store=path)
+        assert len(server.requests) == 3 and not any(r.cached for r in first.results)
+        again = evaluate([agent()], "Capital of {{ row.country }}?", CAPITALS, assertions=["contains:{{ row.capital }}"], store=path)
+        assert len(server.requests) == 3  # no request
+        assert all(r.cached for r in again.results) and [r.text for r in again.ordered()] == [r.text for r in first.ordered()]
+        assert [r.passed for r in again.ordered()] == [True] * 3
+        assert [r.output_tokens for r in again.ordered()] == [r.output_tokens for r in first.ordered()]
+        changed = evaluate([agent()], "Capital city of {{ row.country }}?", CAPITALS, store=path)  # another request
+        assert len(server.requests) == 6 and not any(r.cached for r in changed.results)
+        forced = evaluate([agent()], "Capital of {{ row.country }}?", CAPITALS, store=path, cache=False)
+        assert len(server.requests) == 9 and not any(r.cached for r in forced.results)
+    reopened = RunStore(path)  # another process (a restarted kernel) reads the same file
+    try:
+        runs = reopened.runs(thread="evaluation", limit=100)
+        assert len(runs) == 9 and all(r["cache_key"] for r in runs)
+        assert {r["metadata"]["text"] for r in runs} == {capital_of(f"Capital of {c['country']}?") for c in CAPITALS}
+        assert [n["role"] for n in reopened.nodes(runs[0]["id"])] == ["user", "assistant"]
+    finally:
+        reopened.close()
+
+
+def test_a_failed_run_is_not_served_from_the_cache(store) -> None:
+    with StubServer(Reply(status=400, headers={"Content-Type": "application/json"},
+                          pieces=[b'{"error": {"message": "bad", "type": "invalid_request_error"}}'])) as server:
+        for _ in range(2):
+            ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row }}", ["a"], store=store)
+            assert ev.results[0].error_type == "invalid_request" and not ev.results[0].cached
+        assert len(server.requests) == 2
+
+
+def test_a_429_holds_its_whole_lane_for_retry_after_while_others_go_on(store) -> None:
+    rows = [f"q{n}" for n in range(8)]
+    limited = limited_once(lambda q: "ok", wait=0.05)
+    with StubServer(responder=limited) as slow, StubServer(responder=answering(lambda q: "ok", wait=0.05)) as fast:
+        ev = evaluate([Agent("openai:limited", base_url=slow.url), Agent("openai:free", base_url=fast.url)], "{{ row }}", rows,
+                      concurrency=2, store=store)
+    assert all(r.ok for r in ev.results), [r.error for r in ev.results if not r.ok]
+    t429 = limited.too_many.sent_at
+    # The one in flight with it had been sent already; every later request of the lane waited for Retry-After.
+    later = slow.request_times[2:]
+    assert len(later) == 7 and min(later) >= t429 + 1.0  # 6 rows and the retry
+    # The other lane did not wait: it was done before the limited lane resumed.
+    assert max(fast.request_times) < t429 + 1.0
+
+
+def test_rate_gate_holds_never_shorten() -> None:
+    gate = RateGate()
+    gate.hold(5)
+    gate.hold(0.1)
+    assert gate.closed_for > 4 and gate.holds == 2
+
+
+def test_budget_stops_scheduling_before_the_estimate_would_pass_it(store) -> None:
+    budget = Budget(1.0)
+    assert budget.reserve(0.6) and not budget.reserve(0.5) and budget.stopped
+    assert not budget.reserve(0.0)  # stopped for good
+    budget.settle(0.6, 0.2)
+    assert budget.spent == pytest.approx(0.2) and budget.reserved == 0
+
+    rows = [f"question {n}" for n in range(12)]
+    # Long enough that a run costs more than the first estimate (256 output tokens at the same price).
+    with StubServer(responder=answering(lambda q: "word " * 100)) as server:
+        probe = evaluate([Agent("openai:gpt-4.1-mini", base_url=server.url, price_as="openai:gpt-4.1-mini")], "{{ row }}", rows[:1], store=store, cache=False)
+        one = probe.results[0].cost
+        assert one and one > 0
+        ev = evaluate([Agent("openai:gpt-4.1-mini", base_url=server.url, price_as="openai:gpt-4.1-mini")], "{{ row }}", rows, budget=one * 4.5,
+                      concurrency=1, store=store, cache=False)
+    ran = [r for r in ev.results if r.status != "skipped"]
+    skipped = [r for r in ev.results if r.status == "skipped"]
+    assert ev.budget_stopped and skipped and all(r.error_type == "budget" for r in skipped)
+    assert len(ran) == 4 and len(server.requests) == 1 + len(ran)  # a fifth would pass 4.5 runs' worth
+    assert sum(r.cost for r in ran) <= one * 4.5
+    assert len(ev.results) == 12
+
+
+def test_an_interrupt_stops_every_run_keeps_the_finished_and_closes_connections(store) -> None:
+    rows = [f"q{n}" for n in range(6)]
+    done = threading.Event()
+    finished: list[Any] = []
+
+    def on_result(result):
+        finished.append(result)
+        if len(finished) == 2:
+            done.set()
+
+    def reply(body):
+        slow = last_user_text(body) not in ("q0", "q1")
+        return openai_text_reply("a long answer " * 20, piece=4, delay=0.2 if slow else 0.0)
+
+    ev = Evaluation([], [])
+    with StubServer(responder=reply) as server:
+        async def main():
+            task = asyncio.ensure_future(run_in_background(aevaluate(
+                [Agent("openai:m", base_url=server.url)], "{{ row }}", rows, concurrency=6, store=store,
+                on_result=on_result, evaluation=ev)))
+            await asyncio.get_running_loop().run_in_executor(None, done.wait, 10)
+            while len(server.requests) < 6:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+        deadline = 50
+        while len(server.hangups) < 4 and deadline:
+            threading.Event().wait(0.05)
+            deadline -= 1
+    assert ev.interrupted and len(ev.results) == 2
+    assert {r.prompt for r in ev.results} == {"q0", "q1"} and all(r.ok for r in ev.results)
+    assert len(server.hangups) == 4  # the four streams in flight were closed, not read to the end
+
+
+def test_a_provider_that_cannot_be_built_fails_its_cells_only(store) -> None:
+    with StubServer(responder=answering(lambda q: "fine")) as server:
+        ev = evaluate(["anthropic:claude-x", Agent("openai:m", base_url=server.url)], "{{ row }}", ["a", "b"], store=store)
+    broken = [r for r in ev.results if r.provider == "anthropic:claude-x"]
+    assert len(broken) == 2 and all(r.error_type == "configuration" and "ANTHROPIC_API_KEY" in r.error for r in broken)
+    assert all(r.ok for r in ev.results if r.provider == "openai:m")
+    assert broken[0].failures() == [f"configuration: {broken[0].error}"]
+
+
+class City(BaseModel):
+    name: str
+    country: str
+
+
+def test_structured_output_and_the_schema_assertion(store) -> None:
+    def answer(question: str) -> str:
+        return '{"name": "Paris", "country": "France"}' if "France" in question else "Tokyo"
+
+    with StubServer(responder=answering(answer)) as server:
+        ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", CAPITALS[:2], assertions=["schema"],
+                      output_schema=City, output_strategy="rule", store=store)
+        france, japan = ev.ordered()
+        assert france.passed and france.output == City(name="Paris", country="France")
+        assert not japan.passed and japan.error_type == "invalid_output"
+        again = evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", CAPITALS[:1], assertions=["schema"],
+                         output_schema=City, output_strategy="rule", store=store)
+    assert again.results[0].cached and again.results[0].output == City(name="Paris", country="France")
+
+
+def test_rows_of_every_kind_and_templates_that_fail_say_which_row() -> None:
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame(CAPITALS)
+    assert normalize_rows(frame) == CAPITALS
+    assert normalize_rows(("a", "b")) == ["a", "b"]
+    with pytest.raises(TypeError, match="--over needs"):
+        normalize_rows("abc")
+    assert render_template("{{ row }}!", "hi") == "hi!"
+    assert render_template("{{ row.country }} {{ x }}", CAPITALS[0], {"x": 1}) == "France 1"
+    with StubServer(responder=answering(lambda q: "x")) as server:
+        with pytest.raises(ValueError, match="row 1: the template: 'dict object' has no attribute 'country'"):
+            evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", [{"country": "a"}, {"land": "b"}])
+        assert not server.requests
+
+
+def test_the_dataframe_has_a_row_per_cell_with_the_issue_columns(store, tmp_path) -> None:
+    pytest.importorskip("pandas")
+    with StubServer(responder=answering(capital_of)) as a, StubServer(responder=answering(lambda q: "?")) as b:
+        ev = evaluate([Agent("openai:m1", base_url=a.url), Agent("openai:m2", base_url=b.url)], "Capital of {{ row.country }}?",
+                      CAPITALS, assertions=["contains:{{ row.capital }}", "regex:\\."], store=store)
+    frame = ev.to_dataframe()
+    assert len(frame) == 6
+    for column in ["row", "country", "capital", "provider", "prompt", "output", "structured", "passed",
+                   "contains:{{ row.capital }}", "regex:\\.", "error", "input_tokens", "output_tokens", "cost",
+                   "ttft_s", "total_s", "cached"]:
+        assert column in frame.columns, column
+    assert list(frame["row"]) == [0, 0, 1, 1, 2, 2]
+    assert list(frame["provider"]) == ["openai:m1", "openai:m2"] * 3
+    assert frame.loc[0, "output"] == "The capital is Paris." and frame.loc[0, "prompt"] == "Capital of France?"
+    assert frame.loc[1, "failures"].startswith("contains:{{ row.capital }}: the answer does not contain 'Paris'")
+    csv_text = ev.to_csv(tmp_path / "ev.csv").read_text()
+    assert csv_text.splitlines()[0].startswith("row,country,capital,provider,prompt,output")
+    doc = json.loads(ev.to_json(tmp_path / "ev.json").read_text())
+    assert len(doc["results"]) == 6 and doc["summary"][0]["provider"] == "openai:m1"
+    assert doc["results"][0]["outcomes"][0]["passed"] is True
+
+
+def test_a_store_made_before_the_cache_gains_its_column(tmp_path) -> None:
+    import sqlite3
+
+    from ipyagent.memory import store as store_module
+
+    path = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(store_module._SCHEMA + "PRAGMA user_version = 1;")
+    conn.execute("INSERT INTO runs (id, status, started_at) VALUES ('old', 'ok', 0)")
+    conn.commit()
+    conn.close()
+    reopened = RunStore(path)
+    try:
+        assert reopened.run("old")["cache_key"] is None
+        reopened.add_finished_runs([{"run": {"status": "ok", "cache_key": "k", "metadata": {"text": "t"}}, "nodes": []}])
+        assert reopened.cached_runs(["k", "missing"])["k"]["metadata"] == {"text": "t"}
+    finally:
+        reopened.close()
+
+
+def test_settings_go_into_every_request_and_into_the_cache_key(store) -> None:
+    with StubServer(responder=answering(capital_of)) as server:
+        run = lambda t: evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", CAPITALS[:2],
+                                 settings={"temperature": t}, store=store)
+        run(0.1)
+        assert [r["body"]["temperature"] for r in server.requests] == [0.1, 0.1]
+        assert all(r.cached for r in run(0.1).results) and len(server.requests) == 2
+        assert not any(r.cached for r in run(0.7).results) and len(server.requests) == 4
+
+
+def test_a_run_past_its_timeout_is_a_cell_with_the_error(store) -> None:
+    def reply(body: dict[str, Any]) -> Reply:
+        slow = last_user_text(body) == "slow"
+        return openai_text_reply("an answer " * 10, piece=4, delay=0.3 if slow else 0.0)
+
+    with StubServer(responder=reply) as server:
+        ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row }}", ["quick", "slow"], timeout=0.5, store=store)
+    quick, slow = ev.ordered()
+    assert quick.ok and slow.status == "failed" and slow.error_type == "timeout"
+    assert slow.text  # the partial answer is kept

@@ -1,0 +1,86 @@
+"""System blocks: static ones always sent, dynamic ones dropped by priority to fit the budget;
+each driver's own system field (the body a local server receives); `%agent inspect` lists them."""
+
+from __future__ import annotations
+
+import pytest
+
+import ipyagent
+from ipyagent.core import SystemBlock, fit_system_blocks
+
+from ..support.stub_server import StubServer
+from ..support.replies import MODELS, PROTOCOLS, REPLIES
+
+RULES = SystemBlock(text="You are terse.", source="user")  # static
+NOTES = SystemBlock(text="Notes: " + "n" * 400, source="memory", priority=1, dynamic=True)  # ~102 tokens
+DATA = SystemBlock(text="Data: " + "d" * 200, source="context", priority=5, dynamic=True)  # ~52 tokens
+
+
+def test_token_counts_are_our_estimate_unless_given():
+    assert RULES.token_count == 4 and SystemBlock(text="x" * 10, token_count=99).token_count == 99
+
+
+@pytest.mark.parametrize("budget, kept", [
+    (None, ["user", "memory", "context"]),
+    (1000, ["user", "memory", "context"]),
+    (100, ["user", "context"]),  # the lowest priority goes first
+    (50, ["user"]),
+    (0, ["user"]),  # static blocks stay, even past the budget
+])
+def test_dynamic_blocks_are_dropped_lowest_priority_first(budget, kept):
+    chosen, dropped = fit_system_blocks([RULES, NOTES, DATA], budget)
+    assert [b.source for b in chosen] == kept
+    assert {b.source for b in dropped} == {"user", "memory", "context"} - set(kept)
+
+
+def test_equal_priorities_drop_the_later_block_first():
+    a, b = (SystemBlock(text="x" * 40, source=s, dynamic=True) for s in ("a", "b"))
+    assert [x.source for x in fit_system_blocks([a, b], 15)[0]] == ["a"]
+
+
+def _body(provider: str, **agent_options) -> dict:
+    with StubServer(REPLIES[PROTOCOLS.get(provider, provider)]()) as server:
+        agent = ipyagent.Agent(f"{provider}:{MODELS[provider]}", base_url=server.url, **agent_options)
+        result = agent.run("Hello")
+    assert result.ok, result.error
+    assert [b["kept"] for b in result.metadata["system_blocks"]] == [True, True, False]
+    return server.requests[0]["body"]
+
+
+BLOCKS = {"system": [RULES, NOTES, DATA], "system_budget": 100}
+
+
+def test_openai_chat_sends_one_system_message():
+    body = _body("openai", **BLOCKS)
+    assert body["messages"][0] == {"role": "system", "content": f"{RULES.text}\n\n{DATA.text}"}
+    assert body["messages"][1]["role"] == "user"
+
+
+def test_ollama_sends_one_system_message():
+    assert _body("ollama", **BLOCKS)["messages"][0] == {"role": "system", "content": f"{RULES.text}\n\n{DATA.text}"}
+
+
+def test_responses_sends_the_blocks_as_instructions():
+    assert _body("openai-responses", **BLOCKS)["instructions"] == f"{RULES.text}\n\n{DATA.text}"
+
+
+def test_anthropic_sends_a_list_of_text_blocks():
+    assert _body("anthropic", **BLOCKS)["system"] == [{"type": "text", "text": RULES.text}, {"type": "text", "text": DATA.text}]
+
+
+def test_gemini_sends_one_part_per_block():
+    assert _body("gemini", **BLOCKS)["systemInstruction"] == {"parts": [{"text": RULES.text}, {"text": DATA.text}]}
+
+
+def test_inspect_shows_which_blocks_went_in(ip, capsys, tmp_path):
+    with StubServer(REPLIES["openai"]()) as server:
+        ip.run_line_magic("agent", f"store {tmp_path / 'runs.sqlite'}")
+        ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
+        ip.user_ns["blocks"] = [RULES, NOTES, DATA]
+        ip.run_cell_magic("agent", "--system blocks --system-budget 100", "Hello")
+        capsys.readouterr()
+        ip.run_line_magic("agent", "inspect")
+    out = capsys.readouterr().out
+    assert "system blocks: 2 sent, ≈56 tokens (estimate); 1 dropped to fit the budget" in out
+    assert "dropped  memory  priority 1  dynamic" in out and "sent     context  priority 5  dynamic" in out
+    assert server.requests[0]["body"]["messages"][0]["content"] == f"{RULES.text}\n\n{DATA.text}"

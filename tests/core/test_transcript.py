@@ -1,0 +1,483 @@
+"""The run transcript: built from real runs against recorded streams, its schema file,
+its fallbacks (sanitized HTML, inert Markdown, plain text), and what a saved notebook holds."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from ipyagent import Agent
+from ipyagent.agent import RunOptions
+from ipyagent.agent import comparison_record, transcript_of
+from ipyagent.core import ArtifactStored, TextArtifact
+from ipyagent.core.transcript import (MIME_TYPE, VERSION, TextPart, ToolCallPart, Transcript, TranscriptError, TranscriptMessage,
+                                      json_schema)
+from ipyagent.notebook.render.html import ALLOWED_TAGS, compact, markdown_to_html, one_line
+from ipyagent.core.redact import redact_data as redact
+from ipyagent.notebook.views.transcript_output import bundle
+from ipyagent.notebook.render.transcript import (BUDGET_MIN_CHARS, HTML_BUDGET, PLAIN_CHARS, SOURCE_NOTE, answer_html, footer_figures,
+                                                  style_for, to_html, to_text)
+from ipyagent.tools import activity
+
+from ..support.recordings import expected_from
+from ..support.stub_server import FIXTURES, Reply, StubServer, openai_text_reply
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA_FILE = ROOT / "src" / "ipyagent" / "core" / "transcript.schema.json"
+TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+TOOL_CALL = FIXTURES / "openai-chat" / "stream-tool-call-single-fragmented.sse"  # get_weather(city, state)
+
+HOSTILE = ('Hi <img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> '
+           '[click](javascript:window.__pwned=3) <a href="javascript:window.__pwned=4">a</a> '
+           '[ref][r]\n\n[r]: javascript:window.__pwned=5\n')
+
+
+def _run(replies, tools=None, events=None):
+    with StubServer(*replies) as server:
+        agent = Agent("openai:gpt-4.1-mini", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR", tools=tools or [])
+        seen = [] if events is None else events
+        result = agent.run("Weather in San Francisco?", on_event=seen.append)
+    return result, seen
+
+
+@pytest.fixture(autouse=True)
+def _no_key(monkeypatch):
+    monkeypatch.setenv("NO_SUCH_KEY_VAR", "sk-test-transcript-key")
+
+
+def test_text_run_from_a_recorded_stream():
+    expected = expected_from(TEXT)
+    result, events = _run([Reply.sse_file(TEXT)])
+    t = transcript_of(result, events=events)
+    assert t.status == "completed" and t.error is None
+    assert t.text == expected.text
+    assert t.provider == "openai:gpt-4.1-mini"
+    assert t.usage.input_tokens == expected.usage["prompt_tokens"] and t.usage.output_tokens == expected.usage["completion_tokens"]
+    assert t.stop_reason == expected.stop_kind
+    assert [m.role for m in t.messages] == ["user", "assistant"]
+    assert t.messages[0].parts[0].text == "Weather in San Francisco?"
+    assert t.timings.turns == 1 and t.timings.total_s == pytest.approx(result.metadata["latency_s"], abs=1e-3)
+    assert t.timings.first_token_s == pytest.approx(result.metadata["ttft_s"], abs=1e-3)
+    # The document survives JSON and validates against the published schema's model.
+    again = Transcript.from_json(json.dumps(t.to_json()))
+    assert again == t
+
+
+def test_transcript_saved_with_the_old_usage_names_still_loads():
+    """Notebooks saved before issue 12 carry usage as input / output / cache_read ..."""
+    doc = {"format": "ipyagent.transcript", "version": 1, "provider": "openai:gpt-4.1-mini",
+           "usage": {"input": 21, "output": 4, "total": 25, "cache_read": 16, "cache_write": 0, "reasoning": 2}}
+    t = Transcript.from_json(json.dumps(doc))
+    assert (t.usage.input_tokens, t.usage.output_tokens, t.usage.total_tokens) == (21, 4, 25)
+    assert (t.usage.cache_read_tokens, t.usage.reasoning_tokens) == (16, 2)
+    assert t.to_json()["usage"]["input_tokens"] == 21 and "input" not in t.to_json()["usage"]
+
+
+def test_model_is_the_one_that_answered():
+    recorded_model = next(json.loads(line[6:])["model"] for line in TEXT.read_text().splitlines() if line.startswith("data: {"))
+    result, events = _run([Reply.sse_file(TEXT)])
+    assert transcript_of(result, events=events).model == recorded_model
+
+
+def test_tool_run_has_cards_with_arguments_results_and_durations():
+    call = expected_from(TOOL_CALL).tool_calls[0]
+    final = expected_from(TEXT)
+
+    @activity
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        return f"61 F in {city}"
+
+    result, events = _run([Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)], tools=[get_weather])
+    t = transcript_of(result, events=events)
+    (card,) = t.tool_calls
+    assert (card.id, card.name, card.arguments) == (call["id"], call["name"], call["input"])
+    assert card.status == "ok" and card.result == f"61 F in {call['input']['city']}"
+    ran = [e for e in events if e.type == "tool_call_completed"][0]
+    assert card.duration_s == pytest.approx(ran.duration_s, abs=1e-3)
+    assert t.text == final.text and t.timings.turns == 2
+    assert [m.role for m in t.messages] == ["user", "assistant", "assistant"]  # the tool message sits in its call
+    # Without events there is no duration, but the card and its result are still there.
+    bare = transcript_of(result)
+    assert bare.tool_calls[0].result == card.result and bare.tool_calls[0].duration_s is None
+
+
+def test_interrupted_run_keeps_partial_text_and_earlier_cards():
+    """An interrupt leaves no result messages: the transcript is rebuilt from the events."""
+    text = expected_from(TEXT).text
+
+    @activity
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        return "61 F"
+
+    events: list = []
+
+    async def main():
+        # The answer's stream holds after its second text delta: the interrupt surely comes mid-answer.
+        with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT, hold_after=3)) as server:
+            agent = Agent("openai:gpt-4.1-mini", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR", tools=[get_weather])
+            task = asyncio.ensure_future(agent._arun("Weather?", RunOptions(), events.append))
+            while sum(1 for e in events if e.type == "text_delta") < 2:
+                await asyncio.sleep(0.02)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return agent.results[-1]
+
+    result = asyncio.run(main())
+    assert result.interrupted
+    t = transcript_of(result, events=events, prompt="Weather?", elapsed_s=1.5)
+    assert t.status == "interrupted" and t.timings.total_s == 1.5
+    assert [c.name for c in t.tool_calls] == ["get_weather"] and t.tool_calls[0].result == "61 F"
+    streamed = "".join(e.text for e in events if e.type == "text_delta")
+    assert t.text == streamed and text.startswith(streamed) and len(streamed) < len(text)
+    assert t.messages[0].role == "user" and t.messages[0].parts[0].text == "Weather?"
+    assert "interrupted" in footer_figures(t)
+    # With no result at all (cancelled before the run made one), the events are enough.
+    assert transcript_of(None, events=events, provider="openai:gpt-4.1-mini").text == streamed
+
+
+def test_failed_run_reports_the_error():
+    body = FIXTURES / "openai-chat" / "error-404-model-not-found.json"
+    result, events = _run([Reply.error_file(body, body.with_suffix(".http.json"))])
+    t = transcript_of(result, events=events)
+    assert t.status == "failed" and t.error.type == "not_found"
+    assert t.error.message == result.error.message
+    assert "failed" in footer_figures(t)
+
+
+def test_a_turn_failing_mid_stream_keeps_its_partial_reply():
+    # Text, then an in-stream error object (as OpenAI-compatible servers send on overload).
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "start "}, "finish_reason": None}]}
+    error = {"error": {"message": "model overloaded mid stream", "type": "overloaded_error", "code": "overloaded"}}
+    pieces = [f"data: {json.dumps(chunk)}\n\n".encode(), f"data: {json.dumps(error)}\n\n".encode()]
+    result, events = _run([Reply(pieces=pieces)])
+    assert result.error is not None and result.text == "start "
+    t = transcript_of(result, events=events)
+    assert t.status == "failed"
+    assert [m.role for m in t.messages] == ["user", "assistant"]
+    assert t.text == "start "
+    assert "start" in to_html(t) and "start" in to_text(t)
+
+
+def test_artifact_events_become_summaries():
+    long = "row\n" * 500
+    stored = ArtifactStored("call_1", "WebSearch", "search", "TaskMemory", "search-1", TextArtifact(value=long), {"chars": len(long)})
+    result, events = _run([Reply.sse_file(TEXT)])
+    t = transcript_of(result, events=[*events, stored])
+    (a,) = t.artifacts
+    assert (a.namespace, a.tool, a.kind, a.size) == ("search-1", "WebSearch", "text", {"chars": len(long)})
+    assert a.preview.startswith("row\nrow") and len(a.preview) <= 401
+    # An artifact of no known kind is listed too, previewed as its text.
+    other = ArtifactStored("call_2", "Probe", None, "TaskMemory", "x-2", 12345, {"bytes": 5})
+    (b,) = transcript_of(result, events=[other]).artifacts
+    assert (b.namespace, b.kind, b.preview, b.size) == ("x-2", "unknown", "12345", {"bytes": 5})
+
+
+def test_cost_in_any_shape():
+    result, events = _run([Reply.sse_file(TEXT)])
+
+    class Cost:
+        def to_dict(self):
+            return {"input_usd": 0.001, "output_usd": 0.002, "total_usd": 0.003}
+
+    for value, total in ((0.5, 0.5), ({"total_usd": 0.25}, 0.25), (Cost(), 0.003)):
+        result.cost = value
+        assert transcript_of(result, events=events).cost.total_usd == total
+    result.cost = "not a cost"
+    assert transcript_of(result, events=[]).cost is None
+
+
+def test_published_schema_file_is_current():
+    assert json.loads(SCHEMA_FILE.read_text()) == json_schema(), (
+        "regenerate it: python -m ipyagent.core.transcript > src/ipyagent/core/transcript.schema.json")
+    assert json_schema()["$defs"]["Transcript"]["properties"]["version"]["const"] == VERSION
+
+
+def test_reading_a_foreign_or_newer_document_fails_clearly():
+    with pytest.raises(ValueError, match="not an ipyagent transcript"):
+        Transcript.from_json({"hello": 1})
+    with pytest.raises(ValueError, match="version 99 is not supported"):
+        Transcript.from_json({"format": "ipyagent.transcript", "version": 99, "provider": "x"})
+
+
+class _Visible(HTMLParser):
+    """Text and tags of an HTML document, outside script and style."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.tags: list[tuple[str, dict]] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        self._skip += tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self._skip -= tag in ("script", "style") and self._skip > 0
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+def _inert(fragment: str) -> list[str]:
+    """What in `fragment` could run script: tags, handlers, URLs."""
+    p = _Visible()
+    p.feed(fragment)
+    bad = [t for t, _ in p.tags if t in ("script", "iframe", "object", "embed", "svg")]
+    for tag, attrs in p.tags:
+        bad += [f"{tag} {k}" for k in attrs if k.lower().startswith("on")]
+        bad += [f"{tag} {k}={v}" for k, v in attrs.items() if k in ("href", "src") and v and
+                re.match(r"\s*(javascript|vbscript|data):", html.unescape(v), re.I)]
+    return bad
+
+
+def _hostile_transcript() -> Transcript:
+    @activity
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        return HOSTILE
+
+    result, events = _run([Reply.sse_file(TOOL_CALL), openai_text_reply(HOSTILE)], tools=[get_weather])
+    return transcript_of(result, events=events)
+
+
+def test_fallbacks_of_hostile_output_run_nothing():
+    t = _hostile_transcript()
+    assert HOSTILE in t.text and t.tool_calls[0].result == HOSTILE
+    page = to_html(t)
+    body = page.split("</style>", 1)[1]
+    assert _inert(body) == []
+    assert "&lt;script&gt;" in body  # shown as text, not dropped silently
+    assert HOSTILE in to_text(t)
+
+
+def test_html_fallback_looks_like_the_live_view():
+    expected = expected_from(TEXT)
+    result, events = _run([Reply.sse_file(TEXT)])
+    t = transcript_of(result, events=events)
+    page = to_html(t)
+    assert markdown_to_html(expected.text) in page
+    assert f"{expected.usage['prompt_tokens']} in / {expected.usage['completion_tokens']} out tokens" in page
+    assert "first token" in page and "total" in page
+
+
+def test_bundle_redacts_secret_env_values(monkeypatch):
+    monkeypatch.setenv("SOME_SERVICE_API_KEY", "sk-live-abcdef123456")
+
+    @activity
+    def get_weather(city: str, state: str = "") -> str:
+        """Weather now."""
+        return "your key is sk-live-abcdef123456"
+
+    result, events = _run([Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)], tools=[get_weather])
+    data, metadata = bundle(transcript_of(result, events=events))
+    dumped = json.dumps([data, metadata])
+    assert "sk-live-abcdef123456" not in dumped and "[redacted]" in dumped
+    assert set(data) == {MIME_TYPE, "text/html", "text/plain"}  # no Markdown: every front end drawing it prefers the HTML
+    assert metadata["ipyagent"] == {"record": "transcript"}  # one copy of the transcript: in data only
+    assert redact({"a": ["x sk-live-abcdef123456"]}) == {"a": ["x [redacted]"]}
+
+
+@pytest.mark.notebook
+def test_executed_quickstart_saves_transcripts_and_exports_the_answers(monkeypatch):
+    """nbclient runs the quickstart (as `make demo`, widget state stored); every %%agent output is
+    the transcript with its fallbacks, and nbconvert's HTML export shows the answers as text."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    notebook = ROOT / "notebooks" / "quickstart.ipynb"
+    cassette = ROOT / "notebooks" / "quickstart.cassette.jsonl"
+    exchanges = [json.loads(line) for line in cassette.read_text().splitlines() if line.strip()]
+    answers = []
+    for e in exchanges:
+        body = e["response"]["body"]
+        answers.append("".join(c["delta"].get("content") or "" for line in body.splitlines()
+                               if line.startswith("data: {") for c in json.loads(line[6:]).get("choices", [])))
+    replies = [Reply(pieces=[p.encode() + b"\n\n" for p in e["response"]["body"].split("\n\n") if p]) for e in exchanges]
+    with StubServer(*replies) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-transcript")
+        monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+        nb = nbformat.read(notebook, as_version=4)
+        NotebookClient(nb, timeout=60, kernel_name="python3", store_widget_state=True,
+                       resources={"metadata": {"path": str(notebook.parent)}}).execute()
+
+    agent_cells = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%agent")]
+    assert len(agent_cells) == len(answers)
+    for cell, answer in zip(agent_cells, answers):
+        (out,) = [o for o in cell.outputs if o.output_type == "display_data"]
+        assert "application/vnd.jupyter.widget-view+json" not in out.data  # replaced when the run ended
+        doc = out.data[MIME_TYPE]
+        assert Transcript.from_json(doc).text == answer
+        assert doc not in out.metadata.values() and out.metadata["ipyagent"]["record"] == "transcript"
+        plain = out.data["text/plain"]  # the start of the answer and the footer; the HTML shows it all
+        assert plain.startswith(answer[:PLAIN_CHARS // 2]) and len(plain) < len(answer) + 200 and "out tokens" in plain
+        assert "sk-test-transcript" not in json.dumps(out)
+
+    page, _ = HTMLExporter().from_notebook_node(nb)
+    visible = _Visible()
+    visible.feed(page)
+    shown = "".join("".join(visible.text).split())  # white space aside: the fallback is on one line
+    for answer in answers:
+        rendered = _Visible()
+        rendered.feed(markdown_to_html(answer))
+        assert "".join("".join(rendered.text).split()) in shown
+
+
+def test_comparison_record_from_a_real_comparison():
+    """Two providers answer the same prompt (recorded streams); one cannot even be built."""
+    from ipyagent import compare
+    from ipyagent.core.transcript import COMPARISON_MIME_TYPE
+    from ipyagent.notebook.views.transcript_output import comparison_bundle
+
+    text = expected_from(TEXT).text
+    with StubServer(Reply.sse_file(TEXT)) as a, StubServer(openai_text_reply(HOSTILE)) as b:
+        agents = [Agent("openai:gpt-4.1-mini", base_url=s.url, api_key_env="NO_SUCH_KEY_VAR") for s in (a, b)]
+
+        def factory(provider_id):
+            raise ValueError("no such provider here")
+
+        comparison = compare([*agents, "nowhere:model"], "Weather?", factory=factory)
+    record = comparison_record(comparison, prompt="Weather?")
+    assert [e.index for e in record.entries] == [0, 1, 2]
+    assert record.entries[0].transcript.text == text and record.entries[1].transcript.text == HOSTILE
+    failed = record.entries[2].transcript
+    assert failed.status == "failed" and "no such provider here" in failed.error.message
+    data, metadata = comparison_bundle(record)
+    assert data[COMPARISON_MIME_TYPE] == record.to_json() and metadata["ipyagent"] == {"record": "comparison"}
+    assert _inert(data["text/html"].split("</style>", 1)[1]) == []
+    assert one_line(markdown_to_html(text)) in data["text/html"] and text[:PLAIN_CHARS // 2] in data["text/plain"]
+
+
+def test_one_line_html_draws_the_same_on_one_line():
+    """A saved notebook stores text outputs line by line (~12 characters a line): the HTML
+    fallback is written on one line, with soft breaks as spaces and <pre> lines as &#10;."""
+    html = markdown_to_html("A soft\nbreak.\n\n- one\n- two\n\n```python\nx = 1\ny = '<b>'\n```\n\n| a |\n|---|\n| 1 |\n")
+    flat = one_line(html)
+    assert "\n" not in flat
+    assert "<p>A soft break.</p><ul><li>one</li><li>two</li></ul>" in flat
+    assert '<pre><code class="language-python">x = 1&#10;y = \'&lt;b&gt;\'&#10;</code></pre>' in flat
+    assert "<table><thead><tr><th>a</th></tr></thead><tbody><tr><td>1</td></tr></tbody></table>" in flat
+    # what a parser reads back: the same elements and text, the code block's line breaks included
+    before, after = _Visible(), _Visible()
+    before.feed(html)
+    after.feed(flat)
+    assert after.tags == before.tags
+    assert [t for t in after.text if t.strip()] == [t.replace("soft\nbreak", "soft break") for t in before.text if t.strip()]
+    assert "x = 1\ny = '<b>'\n" in after.text
+
+
+def test_the_html_fallback_carries_only_the_rules_its_parts_need():
+    plain = Transcript(provider="openai:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text="Hi")])])
+    html = to_html(plain)
+    assert "ipyagent-footer{" in html and "details.ipyagent-tool" not in html and "ipyagent-error{" not in html
+    with_tool = plain.model_copy(update={"messages": [TranscriptMessage(role="assistant", parts=[
+        ToolCallPart(id="c1", name="f", status="error", result="boom")])], "status": "failed",
+        "error": TranscriptError(type="server", message="x")})
+    html = to_html(with_tool)
+    assert all(rule in html for rule in ("details.ipyagent-tool", "ipyagent-tool-error{", "ipyagent-error{", "pre{"))
+    assert style_for("") == "<style>" + ".ipyagent-transcript .ipyagent-meta,.ipyagent-transcript .ipyagent-footer{" \
+        + "color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}</style>"
+
+
+def test_the_plain_fallback_is_the_start_of_the_run_and_its_footer():
+    text = "\n".join(f"line {i} of a long answer" for i in range(500))
+    t = Transcript(provider="openai:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=text)])])
+    plain = to_text(t, limit=PLAIN_CHARS)
+    head, _, footer = plain.rpartition("\n")
+    assert footer == "[" + " · ".join(footer_figures(t)) + "]"
+    kept = head.rsplit(" … (", 1)[0]
+    assert text.startswith(kept) and PLAIN_CHARS // 2 <= len(kept) <= PLAIN_CHARS and kept.endswith("answer")  # cut at a line end
+    assert head.endswith(f"({len(text) - len(kept):,} more characters)")
+    assert to_text(t) == text + "\n" + footer  # no limit: all of it
+    short = t.model_copy(update={"messages": [TranscriptMessage(role="assistant", parts=[TextPart(text="Hi")])]})
+    assert to_text(short, limit=PLAIN_CHARS) == "Hi\n" + footer
+
+
+def _full_and_compact():
+    """A run with every kind of part, most fields at their defaults; its JSON as older versions
+    wrote it (every field) and as it is written now (defaults left out)."""
+    from ipyagent.core.transcript import ComparisonEntry, ComparisonRecord, OtherPart, ReasoningPart, Timings, TranscriptUsage
+
+    t = Transcript(provider="openai:m", messages=[
+        TranscriptMessage(role="user", parts=[TextPart(text="Q?")]),
+        TranscriptMessage(role="assistant", parts=[ReasoningPart(text="think"), TextPart(text="A **b**"),
+                                                   ToolCallPart(id="c1", name="f", arguments={"x": 1}, status="ok", result="1", duration_s=0.5),
+                                                   ToolCallPart(id="c2", name="g"), OtherPart(kind="audio", summary="<audio>")])],
+        usage=TranscriptUsage(input_tokens=3, output_tokens=4, total_tokens=7), timings=Timings(total_s=1.0, turns=1))
+    record = ComparisonRecord(providers=["openai:m"], entries=[ComparisonEntry(index=0, transcript=t)])
+    return t, record
+
+
+def test_a_saved_transcript_leaves_default_fields_out_and_reads_back_the_same():
+    t, record = _full_and_compact()
+    doc = t.to_json()
+    assert set(doc) == {"format", "version", "provider", "status", "messages", "usage", "timings", "created_at"}
+    assert doc["usage"] == {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7} and doc["timings"] == {"total_s": 1.0, "turns": 1}
+    reasoning, text, done, pending, other = doc["messages"][1]["parts"]
+    assert reasoning == {"type": "reasoning", "text": "think"} and text == {"type": "text", "text": "A **b**"}
+    assert pending == {"type": "tool_call", "id": "c2", "name": "g", "status": "pending"}  # what tells parts and states apart stays
+    assert "approval" not in done and other == {"type": "other", "kind": "audio", "summary": "<audio>"}
+    entry = record.to_json()["entries"][0]
+    assert entry["index"] == 0 and "run" not in entry  # a required field is written even when 0
+    # Both ways: the compact document and one saved by an older version (every field) read as the same run.
+    full = t.model_dump(mode="json")
+    assert len(json.dumps(full)) > len(json.dumps(doc)) + 300
+    assert Transcript.from_json(doc) == t == Transcript.from_json(full)
+    assert to_html(Transcript.from_json(doc)) == to_html(Transcript.from_json(full))
+    assert type(record).model_validate(record.to_json()) == record
+
+
+def _dom(fragment: str) -> str:
+    """`fragment` as an HTML5 parser builds it (html5ever, through nh3), written with every end tag."""
+    import nh3
+
+    return nh3.clean(fragment, tags=ALLOWED_TAGS | {"style"}, clean_content_tags=set(), link_rel=None,
+                     attributes={"*": {"class", "href", "rel", "style", "src", "alt", "open", "start", "align"}}, strip_comments=False)
+
+
+def test_compact_html_builds_the_same_elements_with_fewer_bytes():
+    text = ("## T\n\nA soft\nbreak, **bold**, [a link](https://example.com/a) and `x`.\n\n- one\n- two\n  - nested\n\n"
+            "1. first\n2. second\n\n```python\nx = 1\n```\n\n| a | b |\n|---|---:|\n| 1 | 2 |\n| 3 | 4 |\n\n| h |\n|---|\n\ndone")
+    html = to_html(Transcript(provider="p:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=text)])]))
+    small = compact(html)
+    for tag in ("</td>", "</th>", "</tr>", "</li>", "</tbody>", "<strong>", "language-python", "referrerpolicy"):
+        assert tag not in small, tag
+    assert len(small) < len(one_line(html)) - 150
+    # Drawn the same: the tree a browser builds from it is the one-line HTML's, with <b> for
+    # <strong>, no language class, and a link's rel="noreferrer nofollow" (no Referer, no opener).
+    same = (one_line(html).replace("<strong>", "<b>").replace("</strong>", "</b>").replace(' class="language-python"', "")
+            .replace(' referrerpolicy="no-referrer" rel="noopener noreferrer nofollow"', ' rel="noreferrer nofollow"'))
+    assert _dom(small) == _dom(same)
+    assert "<td>1</td>" in _dom(small) and "<ul><li>nested</li></ul></li><li>" not in _dom(small) and "<li>nested</li></ul></li></ul><ol>" in _dom(small)
+
+
+def test_a_structure_dense_answer_is_drawn_as_its_source_past_the_budget():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        from render_path import answer
+    finally:
+        sys.path.pop(0)
+    dense = answer(6_000)  # a heading, a list, code and a table every ~260 characters
+    assert len(compact(markdown_to_html(dense))) > HTML_BUDGET * len(dense)
+    drawn = answer_html(dense)
+    assert drawn.startswith('<div class="ipyagent-source"><pre>') and html.escape(dense, quote=True) in drawn and SOURCE_NOTE in drawn
+    prose = "\n\n".join(f"Paragraph {i} says what a model says, with **one** word in bold." for i in range(100))
+    assert answer_html(prose) == markdown_to_html(prose)  # within the budget: drawn
+    short = answer(BUDGET_MIN_CHARS - 1)
+    assert answer_html(short) == markdown_to_html(short)  # a short answer is always drawn
+    body = to_html(Transcript(provider="p:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=dense)])]))
+    assert ".ipyagent-source pre{word-break:normal}" in body and "ipyagent-source" in compact(body)

@@ -1,0 +1,160 @@
+"""``%%compare --over`` in terminal IPython, the rendering of the saved matrix (pages, colours,
+escaping), and the one-prompt compare's DataFrame columns."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from html.parser import HTMLParser
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.terminal.interactiveshell import TerminalInteractiveShell
+from IPython.testing.globalipapp import start_ipython
+
+from ipyagent import Agent, Evaluation, compare, evaluate
+from ipyagent.notebook.render.evaluation import MIME_TYPE, PAGE, evaluation_html, evaluation_markdown, evaluation_text, headline
+from ipyagent.notebook.views.evaluation_view import bundle
+
+from ..support.stub_server import StubServer
+from ..support.evaluation import CAPITALS, answering, capital_of
+from ..support.shell import KEY_VARS
+
+
+@pytest.fixture(autouse=True)
+def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in KEY_VARS + ["OPENAI_BASE_URL"]:
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def ip() -> Iterator[object]:
+    shell = start_ipython() or TerminalInteractiveShell.instance()
+    shell.run_line_magic("load_ext", "ipyagent")
+    yield shell
+    shell.run_line_magic("unload_ext", "ipyagent")
+    for name in ("ev", "rows", "short"):
+        shell.user_ns.pop(name, None)
+
+
+def test_over_rows_with_assertions_binds_the_evaluation_and_prints_the_summary(ip, capsys) -> None:
+    with StubServer(responder=answering(capital_of)) as a, StubServer(responder=answering(lambda q: "No idea at all.")) as b:
+        ip.run_line_magic("provider", f"--alias good openai:m1 --base-url {a.url}")
+        ip.run_line_magic("provider", f"--alias bad openai:m2 --base-url {b.url}")
+        ip.user_ns["rows"] = CAPITALS
+        ip.user_ns["short"] = lambda result, row: len(result.text) < 30
+        # The first magic after %load_ext: its line must reach it unexpanded ({{ }} is Jinja, not IPython's).
+        returned = ip.run_cell_magic("compare", "good bad --over rows --assert 'contains:{{ row.capital }}' "
+                                     "--assert python:short --concurrency 2 -o ev", "Capital of {{ row.country }}?")
+    assert returned is None  # the cell does not echo; -o binds
+    ev = ip.user_ns["ev"]
+    assert isinstance(ev, Evaluation) and ev.assertions == ["contains:{{ row.capital }}", "python:short"]
+    assert [r.passed for r in ev.ordered()] == [True, False] * 3
+    assert sorted(last["body"]["messages"][-1]["content"] for last in a.requests) == sorted(f"Capital of {c['country']}?" for c in CAPITALS)
+    out = capsys.readouterr().out
+    assert "2 providers × 3 rows: 6 of 6 runs, 3 passed" in out
+    good = next(line for line in out.splitlines() if line.startswith("openai:m1"))
+    assert re.match(r"openai:m1\s+100%\s+3\s+0\s+0\s+0\s+0\s", good)
+
+
+def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) -> None:
+    with StubServer(responder=answering(capital_of)) as server:
+        ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
+        ip.user_ns["rows"] = CAPITALS
+        for _ in range(2):
+            ip.run_cell_magic("compare", "openai:m --over rows -o ev", "Capital of {{ row.country }}?")
+        assert len(server.requests) == 3 and all(r.cached for r in ip.user_ns["ev"].results)
+        # The terminal's headline says so, with a wall time in milliseconds (it said "0.0 s").
+        ms = round(ip.user_ns["ev"].wall_s * 1000)
+        assert f"1 providers × 3 rows: 3 of 3 runs (3 from the cache), 3 passed, {ms} ms" in capsys.readouterr().out.splitlines()[-3]
+        ip.run_cell_magic("compare", "openai:m --over rows --no-cache -o ev", "Capital of {{ row.country }}?")
+        assert len(server.requests) == 6 and not any(r.cached for r in ip.user_ns["ev"].results)
+
+
+@pytest.mark.parametrize("line, cell, message", [
+    ("openai:m --over nope", "{{ row }}", "--over: 'nope' is not defined"),
+    ("openai:m --over rows --assert startswith:x", "{{ row.country }}", "--assert: unknown assertion 'startswith:x'"),
+    ("openai:m --over rows --assert python:missing", "{{ row.country }}", "--assert: python:missing: no function 'missing'"),
+    ("openai:m --over rows --assert schema", "{{ row.country }}", "give the model with --schema MODEL"),
+    ("openai:m --assert contains:x", "hi", "--assert goes with --over VAR"),
+    ("openai:m --over rows --concurrency 0", "{{ row.country }}", "--concurrency must be 1 or more"),
+    ("openai:m --over rows --budget -1", "{{ row.country }}", "--budget must be 0 or more USD"),
+    ("openai:m --over rows --rubric 'be good'", "{{ row.country }}", "--rubric goes with a judge"),
+    ("openai:m --over rows", "{{ row.land }}", "row 0: the template: 'dict object' has no attribute 'land'"),
+    ("openai:m --over rows --runs 2", "{{ row.country }}", "--runs goes without --over"),
+])
+def test_bad_options_are_one_clear_line_before_anything_runs(ip, line, cell, message) -> None:
+    ip.user_ns["rows"] = CAPITALS
+    with StubServer(responder=answering(capital_of)) as server:
+        ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
+        with pytest.raises(UsageError, match=re.escape(message)):
+            ip.run_cell_magic("compare", line, cell)
+    assert not server.requests
+
+
+def test_rows_of_strings_render_as_row(ip) -> None:
+    with StubServer(responder=answering(lambda q: q.upper())) as server:
+        ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
+        ip.user_ns["rows"] = ["alpha", "beta"]
+        ip.run_cell_magic("compare", "openai:m --over rows --assert 'equals:SAY {{ row | upper }}' -o ev", "say {{ row }}")
+    assert [r.passed for r in ip.user_ns["ev"].ordered()] == [True, True]
+
+
+def _evaluation(n_rows: int, answer=capital_of) -> Evaluation:
+    rows = [CAPITALS[n % 3] for n in range(n_rows)]
+    with StubServer(responder=answering(answer)) as server:
+        return evaluate([Agent("openai:m", base_url=server.url)], "Capital of {{ row.country }}?", rows,
+                        assertions=["contains:{{ row.capital }}"], concurrency=8, store=False)
+
+
+def test_the_saved_matrix_pages_long_evaluations_and_colours_each_cell() -> None:
+    doc = _evaluation(PAGE + 5).to_json()
+    html = evaluation_html(doc)
+    assert html.count('class="ipyagent-eval-page"') == 2  # rows 0–49, 50–54
+    assert "rows 0–49 (page 1 of 2)" in html and "rows 50–54 (page 2 of 2)" in html
+    assert html.count("ipyagent-eval-cell ipyagent-eval-pass") == PAGE + 5
+    small = evaluation_html(_evaluation(3).to_json())
+    assert "ipyagent-eval-page" not in small and small.count("<details>") == 3
+    assert "✓ The capital is Paris." in small
+
+
+def test_model_text_in_the_matrix_is_escaped_and_outcomes_say_why() -> None:
+    doc = _evaluation(2, answer=lambda q: '<img src="https://evil.example/x.png" onerror="alert(1)"> no').to_json()
+    html = evaluation_html(doc)
+    tags: list[tuple[str, list]] = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            tags.append((tag, attrs))
+
+    Tags().feed(html)
+    assert not [t for t, _ in tags if t in ("img", "script")] and not [a for _, attrs in tags for a, _ in attrs if a.startswith("on")]
+    assert "&lt;img" in html  # shown as text
+    assert "ipyagent-eval-fail" in html and "the answer does not contain &#x27;Paris&#x27;" in html.replace("'", "&#x27;")
+    markdown = evaluation_markdown(doc)
+    assert "| # | openai:m |" in markdown and "✗" in markdown
+    assert evaluation_text(doc).startswith("1 providers × 2 rows: 2 of 2 runs, 0 passed")
+
+
+@pytest.mark.parametrize("wall_s, shown", [(0.0, "0 ms"), (0.0434, "43 ms"), (0.9994, "999 ms"), (1.0, "1.0 s"), (12.34, "12.3 s")])
+def test_the_headline_gives_short_wall_times_in_milliseconds(wall_s, shown) -> None:
+    doc = {**_evaluation(1).to_json(), "wall_s": wall_s}
+    assert headline(doc).endswith(f"1 passed (contains:{{{{ row.capital }}}}), {shown}")
+
+
+def test_the_bundle_keeps_the_json_and_redacts_secrets(monkeypatch) -> None:
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-very-secret-123")
+    ev = _evaluation(1, answer=lambda q: "the token is tok-very-secret-123")
+    data, metadata = bundle(ev)
+    assert set(data) == {MIME_TYPE, "text/html", "text/markdown", "text/plain"}
+    assert all("tok-very-secret-123" not in str(v) for v in data.values())
+    assert data[MIME_TYPE]["results"][0]["text"] == "the token is [redacted]"
+    assert metadata["ipyagent"]["evaluation"]["id"] == ev.id
+
+
+def test_one_prompt_compare_dataframe_has_prompt_and_output() -> None:
+    pytest.importorskip("pandas")
+    with StubServer(responder=answering(capital_of)) as server:
+        frame = compare([Agent("openai:m", base_url=server.url)], "Capital of Peru?").to_dataframe()
+    assert list(frame.columns[:4]) == ["provider", "run", "prompt", "output"]
+    assert frame.loc[0, "prompt"] == "Capital of Peru?" and frame.loc[0, "output"] == "The capital is Lima."

@@ -1,0 +1,202 @@
+"""``%%compare --over`` in a real kernel (nbclient) against scripted local servers: every assertion
+kind (a judge provider included), the cache (a re-run sends nothing, --no-cache sends all), a
+429 lane, a budget stop, the saved matrix; an interrupt mid-matrix; notebooks/evaluate.ipynb
+replayed from its cassettes."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipyagent.notebook.render.evaluation import MIME_TYPE
+
+from ..support.kernels import wait_iopub, wait_reply, widget_values
+from ..support.stub_server import Reply, StubServer, openai_text_reply
+from ..support.evaluation import CAPITALS, answering, capital_of, last_user_text, limited_once
+
+pytestmark = pytest.mark.notebook
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "notebooks" / "evaluate.ipynb"
+
+
+def _execute(cells: list[str], tmp_path: Path, monkeypatch) -> Any:
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("IPYAGENT_RUN_STORE", str(tmp_path / "runs.sqlite"))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    NotebookClient(nb, timeout=90, kernel_name="python3", store_widget_state=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return nb
+
+
+def _saved(cell) -> dict[str, Any]:
+    (doc,) = [o["data"][MIME_TYPE] for o in cell.outputs if MIME_TYPE in o.get("data", {})]
+    return doc
+
+
+def _printed(cell) -> Any:
+    return json.loads("".join(o["text"] for o in cell.outputs if o.get("name") == "stdout"))
+
+
+def verdict(prompt: str) -> str:
+    answer = prompt.split("Answer:\n", 1)[1]
+    good = any(c["capital"] in answer for c in CAPITALS)
+    return json.dumps({"pass": good, "reason": "names the capital" if good else "no capital named"})
+
+
+def test_over_rows_in_a_kernel_every_assertion_cache_429_and_budget(tmp_path, monkeypatch) -> None:
+    def structured(body: dict[str, Any]) -> Reply:
+        country = next(c for c in CAPITALS if c["country"] in last_user_text(body))
+        return openai_text_reply(json.dumps({"name": country["capital"], "country": country["country"]}))
+
+    limited = limited_once(capital_of)
+    with StubServer(responder=answering(capital_of)) as good, StubServer(responder=answering(lambda q: "Somewhere nice.")) as bad, \
+            StubServer(responder=answering(verdict)) as judge, StubServer(responder=limited) as slow, \
+            StubServer(responder=structured) as shaped:
+        over = "%%compare good bad --over rows -o {out} {extra}\nCapital of {{{{ row.country }}}}? One sentence."
+        asserts = ("--assert 'contains:{{ row.capital }}' --assert 'icontains:{{ row.capital | lower }}' "
+                   "--assert 'regex:^The capital is [A-Z]' --assert 'equals:The capital is {{ row.capital }}.' "
+                   "--assert python:short --assert judge:grader --rubric 'Names the capital.'")
+        cells = [
+            "%load_ext ipyagent\n"
+            f"%provider --alias good openai:gpt-4.1-mini --base-url {good.url} --price-as openai:gpt-4.1-mini\n"
+            f"%provider --alias bad openai:gpt-4.1-nano --base-url {bad.url}\n"
+            f"%provider --alias grader openai:gpt-4.1-nano --base-url {judge.url}\n"
+            f"%provider --alias slow openai:gpt-4.1-mini --base-url {slow.url}\n"
+            f"%provider --alias shaped openai:gpt-4.1-mini --base-url {shaped.url}\n"
+            f"rows = {CAPITALS!r}\n"
+            "def short(result, row):\n    return 1.0 if len(result.text) < 25 else 0.2\n"
+            "from pydantic import BaseModel\nclass City(BaseModel):\n    name: str\n    country: str",
+            over.format(out="ev", extra=asserts),
+            over.format(out="again", extra=asserts),
+            over.format(out="fresh", extra="--no-cache"),
+            "%%compare slow good --over rows --concurrency 2 -o lane\n{{ row.country }}?",
+            "%%compare shaped --over rows --schema City --strategy rule --assert schema --assert json -o shaped_ev\n"
+            "Capital of {{ row.country }} as JSON.",
+            "%%compare good --over rows --concurrency 1 --no-cache --max-tokens 10 --budget 0.0000195 -o capped\nCapital of {{ row.country }}?",
+            "import json\nprint(json.dumps({name: [[r.row, r.provider, r.passed, r.cached, r.status, r.error_type,"
+            " [(o.name, o.passed, o.reason) for o in r.outcomes]] for r in v.ordered()] for name, v in "
+            "[('ev', ev), ('again', again), ('fresh', fresh), ('lane', lane), ('shaped', shaped_ev), ('capped', capped)]}))",
+        ]
+        nb = _execute(cells, tmp_path, monkeypatch)
+        requests = {name: len(s.requests) for name, s in
+                    [("good", good), ("bad", bad), ("judge", judge), ("slow", slow), ("shaped", shaped)]}
+        slow_times, t429 = slow.request_times, limited.too_many.sent_at
+    results = _printed(nb.cells[-1])
+
+    ev = results["ev"]
+    good_cells = [r for r in ev if r[1] == "openai:gpt-4.1-mini"]
+    bad_cells = [r for r in ev if r[1] == "openai:gpt-4.1-nano"]
+    assert all(r[2] is True for r in good_cells) and all(r[2] is False for r in bad_cells)
+    names = [o[0] for o in good_cells[0][6]]
+    assert names == ["contains:{{ row.capital }}", "icontains:{{ row.capital | lower }}", "regex:^The capital is [A-Z]",
+                     "equals:The capital is {{ row.capital }}.", "python:short", "judge:grader"]
+    failed = {o[0]: o[2] for o in bad_cells[0][6]}
+    assert failed["contains:{{ row.capital }}"] == "the answer does not contain 'Paris'"
+    assert failed["python:short"] is None and failed["judge:grader"] == "no capital named"
+    assert all(o[1] for o in bad_cells[0][6] if o[0] == "python:short")  # "Somewhere nice." is short: score 1.0
+    # The cache: the second cell sent nothing (models or judge); --no-cache sent every model request again.
+    assert all(r[3] for r in results["again"]) and not any(r[3] for r in results["fresh"])
+    assert requests["good"] == 3 + 3 + 3 + 1  # ev, fresh, lane (another prompt), capped (one run)
+    assert requests["judge"] == 6
+    assert requests["bad"] == 6
+    # The 429 lane waited Retry-After as a whole, and every run ended ok: the row in flight with the 429
+    # was answered after it (`limited_once`), so the third row, started in its place, and the retry waited.
+    assert all(r[4] == "ok" for r in results["lane"])
+    assert len(slow_times) == 4 and min(slow_times[2:]) >= t429 + 1.0
+    # Structured output: schema and json assertions.
+    assert all(r[2] for r in results["shaped"]) and [o[0] for o in results["shaped"][0][6]] == ["schema", "json"]
+    # The budget: the first run's estimate (10 tokens out at most) fits, its real cost leaves no room for another.
+    capped = results["capped"]
+    assert any(r[4] == "skipped" and r[5] == "budget" for r in capped) and any(r[4] == "ok" for r in capped)
+
+    # The saved output: the matrix JSON (no widget), with HTML and text fallbacks; the progress widget's last frame.
+    doc = _saved(nb.cells[1])
+    assert len(doc["results"]) == 6 and doc["summary"][0]["pass_rate"] == 1.0
+    bundle = next(o for o in nb.cells[1].outputs if MIME_TYPE in o.get("data", {}))["data"]
+    assert "ipyagent-eval-pass" in bundle["text/html"] and "ipyagent-eval-fail" in bundle["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" not in bundle
+    frames = [s["value"] for s in widget_values(nb).values() if "ipyagent-evaluation" in str(s.get("value", ""))]
+    assert frames and any("3/3" in f for f in frames)
+
+
+def test_an_interrupt_mid_matrix_keeps_the_finished_and_closes_connections(monkeypatch) -> None:
+    from jupyter_client.manager import start_new_kernel
+
+    def reply(body: dict[str, Any]) -> Reply:
+        quick = last_user_text(body) in ("q0", "q1")
+        return openai_text_reply("a long answer " * 30, piece=4, delay=0.0 if quick else 0.3)
+
+    with StubServer(responder=reply) as server:
+        km, kc = start_new_kernel(kernel_name="python3")
+        try:
+            setup = (f"%load_ext ipyagent\n%provider openai:m --base-url {server.url}\n"
+                     "rows = [f'q{n}' for n in range(8)]")
+            answer, _ = wait_reply(kc, kc.execute(setup), 30)
+            assert answer["content"]["status"] == "ok", answer["content"]
+            msg_id = kc.execute("%%compare openai:m --over rows --concurrency 8 -o ev\n{{ row }}")
+            deadline = time.monotonic() + 15
+            while len(server.requests) < 8 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            # The progress table says 2/8 once the two quick rows are recorded; the six others stream
+            # for ~30 s (their pieces 0.3 s apart), so they are in flight when the interrupt comes.
+            seen = wait_iopub(kc, lambda m: m["msg_type"] == "comm_msg" and ">2/8<" in str(m["content"]["data"]), 30)
+            assert len(server.requests) == 8 and len(server.completed) == 2
+            km.interrupt_kernel()
+            answer, iopub = wait_reply(kc, msg_id, 20)
+            iopub = seen + iopub
+            assert answer["content"]["status"] == "error"  # Run all stops here
+            assert answer["content"]["ename"] == "RunStopped"
+            assert not [m for m in iopub if m["msg_type"] == "error"], "a stop printed a traceback"
+            deadline = time.monotonic() + 5
+            while len(server.hangups) < 6 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(server.hangups) == 6, "a stream stayed open after the interrupt"
+            check, iopub = wait_reply(kc, kc.execute("print(ev.interrupted, sorted(r.prompt for r in ev.results))"), 20)
+            out = "".join(m["content"].get("text", "") for m in iopub if m["msg_type"] == "stream")
+            assert out.strip() == "True ['q0', 'q1']"
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+
+
+def test_evaluate_notebook_replays_its_cassettes_and_a_rerun_is_cached(tmp_path, monkeypatch) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    sys.path.insert(0, str(NOTEBOOK.parent))
+    try:
+        from make_evaluate_cassettes import CITIES, MISTAKES
+    finally:
+        sys.path.remove(str(NOTEBOOK.parent))
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("IPYAGENT_RUN_STORE", str(tmp_path / "runs.sqlite"))
+    docs = []
+    for _ in range(2):
+        nb = nbformat.read(NOTEBOOK, as_version=4)
+        NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
+                       resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+        assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o["output_type"] == "error"]
+        (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%compare")]
+        docs.append(_saved(cell))
+        (frame,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("df = ev.to_dataframe()")]
+        table = frame.outputs[0]["data"]["text/html"]  # the failures, as a DataFrame
+        for column in ("row", "country", "provider", "output", "failures"):
+            assert f"<th>{column}</th>" in table
+        assert table.split("<tbody>")[1].count("<tr>") == sum(len(m) for m in MISTAKES.values())
+    first, again = docs
+    assert len(first["results"]) == 3 * len(CITIES) and not any(r["cached"] for r in first["results"])
+    passed = {s["provider"].split(":")[0]: s["passed"] for s in first["summary"]}
+    assert passed == {p: len(CITIES) - len(m) for p, m in MISTAKES.items()}
+    assert all(s["judge_cost"] for s in first["summary"])
+    assert all(r["cached"] for r in again["results"])
+    assert [r["passed"] for r in again["results"]] == [r["passed"] for r in first["results"]]

@@ -1,0 +1,141 @@
+"""MCP in real kernels: notebooks/mcp.ipynb under nbclient (a server written in the notebook's folder,
+a replayed model), no server left after the kernel shuts down, and an interrupt during a slow MCP call."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from ..support.kernels import wait_reply
+from ..support.processes import children, gone
+from ..support.stub_server import StubServer, openai_text_reply
+from ..support.mcp_servers import TEST_SERVER, received
+from ..support.replies import tool_call_reply
+
+pytestmark = pytest.mark.notebook
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "notebooks" / "mcp.ipynb"
+CASSETTE = ROOT / "notebooks" / "mcp.cassette.jsonl"
+
+
+def _outputs_text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+
+
+def test_mcp_notebook_runs_its_own_server_with_a_replayed_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    shutil.copy(NOTEBOOK, tmp_path / NOTEBOOK.name)
+    shutil.copy(CASSETTE, tmp_path / CASSETTE.name)
+    nb = nbformat.read(tmp_path / NOTEBOOK.name, as_version=4)
+    client = NotebookClient(nb, timeout=90, kernel_name="python3", store_widget_state=True,
+                            resources={"metadata": {"path": str(tmp_path)}})
+    with client.setup_kernel():
+        kernel_pid = client.km.provisioner.process.pid
+        servers = []
+        for index, cell in enumerate(nb.cells):
+            client.execute_cell(cell, index)
+            servers = servers or children("mcp_demo_server.py", kernel_pid)
+        assert len(servers) == 1, "the notebook's server was started once, by the kernel"
+    assert gone(servers[0])  # removed in the notebook's last cell, and the kernel is shut down
+
+    assert (tmp_path / "mcp_demo_server.py").exists()  # written in the notebook's folder
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    by_start = {c.source.split("\n", 1)[0]: c for c in code}
+    added = _outputs_text(by_start["import sys"])
+    assert added.startswith("mcp: palette running; tools: palette_mix_colors, palette_swatch")
+    listing = "".join(o["data"]["text/plain"] for o in by_start["%tools"].outputs if o.get("output_type") == "display_data")
+    assert "palette_swatch: A square PNG filled with one colour" in listing and '"color"' in listing
+    shown = next(c for c in code if c.source.startswith("from IPython.display import Image"))
+    assert _outputs_text(shown).startswith("#800080 image/png")
+    assert any("image/png" in o.get("data", {}) for o in shown.outputs)
+    assert _outputs_text(by_start["%mcp remove palette"]).strip() == "mcp: removed palette (server stopped)"
+    for cell in code:  # the server's stderr and the SDK's logging never reach the cells
+        assert not any(o.get("output_type") == "error" for o in cell.outputs), cell.source
+        assert "Processing request" not in _outputs_text(cell)
+
+
+def _kernel(monkeypatch: pytest.MonkeyPatch, record: Path):
+    from jupyter_client.manager import start_new_kernel
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-mcp-kernel")
+    monkeypatch.setenv("MCP_TEST_RECORD", str(record))
+    return start_new_kernel(kernel_name="python3")
+
+
+def _run(kc, code: str, timeout: float = 60) -> tuple[dict, str]:
+    reply, iopub = wait_reply(kc, kc.execute(code), timeout)
+    return reply, "".join(m["content"].get("text", "") for m in iopub if m["msg_type"] == "stream")
+
+
+def test_interrupt_during_a_slow_mcp_call_cancels_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    record = tmp_path / "calls.jsonl"
+    model = StubServer(tool_call_reply([("call_slow", "test_slow", {"seconds": 60})]), openai_text_reply("After."))
+    with model:
+        km, kc = _kernel(monkeypatch, record)
+        try:
+            kernel_pid = km.provisioner.process.pid
+            reply, out = _run(kc, f"%load_ext ipyagent\n%provider openai:m --base-url {model.url}/v1\n"
+                                  f"%mcp add test --start --env MCP_TEST_RECORD={record} -- {sys.executable} {TEST_SERVER[1]}")
+            assert reply["content"]["status"] == "ok" and "mcp: test running" in out
+            [server_pid] = children(TEST_SERVER[1], kernel_pid)
+
+            msg_id = kc.execute("%%agent --tools test.slow\nWait a minute.")
+            deadline = time.monotonic() + 30
+            while not received(record) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert received(record) == [{"tool": "slow", "arguments": {"seconds": 60}}]
+            interrupted_at = datetime.now(timezone.utc)
+            km.interrupt_kernel()
+            reply, _ = wait_reply(kc, msg_id, 20)
+            ended_in = (reply["header"]["date"] - interrupted_at).total_seconds()  # the kernel's reply time, not our polling
+            assert reply["content"]["status"] == "error" and ended_in < 2.0, ended_in
+            deadline = time.monotonic() + 5
+            while len(received(record)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert received(record)[1:] == [{"cancelled": "slow"}]  # the server got notifications/cancelled
+
+            reply, out = _run(kc, "%mcp list")  # the kernel and the server keep working
+            assert reply["content"]["status"] == "ok" and out.startswith("test  running")
+            assert children(TEST_SERVER[1], kernel_pid) == [server_pid]
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel()
+        assert gone(server_pid), "the MCP server outlived the kernel"
+
+
+def test_kernel_shutdown_stops_servers_never_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    km, kc = _kernel(monkeypatch, tmp_path / "calls.jsonl")
+    try:
+        kernel_pid = km.provisioner.process.pid
+        reply, out = _run(kc, "%load_ext ipyagent\n"
+                              f"%mcp add time --start -- {sys.executable} -m mcp_server_time --local-timezone UTC\n"
+                              f"from ipyagent.tools import MCPServer\nfrom ipyagent.agent import run_sync\n"
+                              f"py = MCPServer('py', ['{sys.executable}', '{TEST_SERVER[1]}'])\nrun_sync(py.start())\n"
+                              "print(sorted(py.names.values())[:2])")
+        assert reply["content"]["status"] == "ok", out
+        assert "mcp: time running" in out and "['py_big', 'py_crash']" in out
+        pids = children("mcp_server_time", kernel_pid) + children(TEST_SERVER[1], kernel_pid)
+        assert len(pids) == 2
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+    assert all(gone(pid) for pid in pids), "an MCP server outlived the kernel"
+
+
+def test_mcp_notebook_cassette_matches_the_notebook() -> None:
+    """The cassette was made from this notebook's prompt and server (make_cassettes.py mcp)."""
+    nb = json.loads(NOTEBOOK.read_text())
+    prompt = next("".join(c["source"]) for c in nb["cells"] if "".join(c["source"]).startswith("%%agent")).split("\n", 1)[1]
+    first = json.loads(CASSETTE.read_text().splitlines()[0])
+    assert first["request"]["body"]["messages"][0]["content"] == prompt.strip()
+    assert [t["function"]["name"] for t in first["request"]["body"]["tools"]] == ["palette_mix_colors", "palette_swatch"]

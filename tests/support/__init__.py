@@ -1,0 +1,1 @@
+"""What the tests share that is not a fixture: local servers, recordings, kernels, drivers for tests."""

@@ -1,0 +1,54 @@
+"""Rows and responders for evaluation tests: capitals to ask for, a server answering from the
+question, and one that rate-limits its first request."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .stub_server import Reply, openai_text_reply
+
+CAPITALS = [{"country": "France", "capital": "Paris"}, {"country": "Japan", "capital": "Tokyo"},
+            {"country": "Peru", "capital": "Lima"}]
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content)
+
+
+def answering(answer, **reply: Any):
+    """A responder: the reply text is `answer(question)` (the last user message)."""
+    return lambda body: openai_text_reply(answer(last_user_text(body)), **reply)
+
+
+def capital_of(question: str) -> str:
+    for row in CAPITALS:
+        if row["country"] in question:
+            return f"The capital is {row['capital']}."
+    return "I do not know."
+
+
+def limited_once(answer, **reply: Any):
+    """A responder: the first request gets ``429, Retry-After: 1`` (`respond.too_many`, whose
+    `sent_at` says when it was written whole), every later one `answering(answer)`, but not
+    before that 429 has been sent: a row in flight with the 429 ends after it, so the row that
+    follows in its place starts once the lane knows of the 429 (the order comes from the
+    server, not from timing)."""
+    lock = threading.Lock()
+    too_many = Reply(status=429, headers={"Content-Type": "application/json", "Retry-After": "1"},
+                     pieces=[b'{"error": {"message": "slow down", "type": "rate_limit_error"}}'])
+    answered = answering(answer, **reply)
+    first = [True]
+
+    def respond(body: dict[str, Any]) -> Reply:
+        with lock:
+            limited, first[0] = first[0], False
+        if limited:
+            return too_many
+        later = answered(body)
+        later.after = too_many.sent
+        return later
+
+    respond.too_many = too_many  # type: ignore[attr-defined]
+    return respond

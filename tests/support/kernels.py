@@ -1,0 +1,94 @@
+"""Helpers for tests that drive a real kernel: waiting for replies, reading saved widget state."""
+
+from __future__ import annotations
+
+import queue
+import time
+from pathlib import Path
+from typing import Any
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def widget_values(nb) -> dict[str, dict]:
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    return {model_id: model["state"] for model_id, model in state.items()}
+
+
+def transcript_of(cell) -> dict:
+    """The saved transcript (its JSON) of the run shown by `cell`."""
+    (doc,) = [o["data"]["application/vnd.ipyagent.transcript+json"] for o in cell.outputs
+              if "application/vnd.ipyagent.transcript+json" in o.get("data", {})]
+    return doc
+
+
+def view_html(nb, cell) -> tuple[str, str]:
+    """(body HTML, footer text) of the run shown by `cell`, as saved: the answer rendered as
+    the view renders it, and the footer figures."""
+    from ipyagent.core.transcript import Transcript
+    from ipyagent.notebook.render.html import markdown_to_html
+    from ipyagent.notebook.render.transcript import footer_figures
+
+    transcript = Transcript.from_json(transcript_of(cell))
+    return markdown_to_html(transcript.text), " · ".join(footer_figures(transcript))
+
+
+def wait_reply(kc, msg_id: str, timeout: float | None = None) -> tuple[dict, list[dict]]:
+    """The shell reply to `msg_id` and the iopub messages it caused (until idle). With no
+    `timeout` it waits as long as the kernel takes (pytest's per-test timeout is the guard)."""
+    deadline = time.monotonic() + timeout if timeout is not None else float("inf")
+    iopub: list[dict] = []
+    reply = None
+    idle = False
+    while time.monotonic() < deadline and not (reply and idle):
+        if reply is None:
+            try:
+                msg = kc.get_shell_msg(timeout=0.05)
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    reply = msg
+            except queue.Empty:
+                pass
+        try:
+            while True:
+                msg = kc.get_iopub_msg(timeout=0.05)
+                if msg["parent_header"].get("msg_id") == msg_id or msg["msg_type"] == "comm_msg":
+                    iopub.append(msg)
+                if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle" \
+                        and msg["parent_header"].get("msg_id") == msg_id:
+                    idle = True
+        except queue.Empty:
+            pass
+    assert reply is not None, f"no reply within {timeout} s"
+    return reply, iopub
+
+
+def wait_iopub(kc, until: Any, timeout: float) -> list[dict]:
+    """The iopub messages read until one satisfies `until(msg)` (that one included); fails
+    after `timeout` seconds without one."""
+    deadline = time.monotonic() + timeout
+    seen: list[dict] = []
+    while time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.05)
+        except queue.Empty:
+            continue
+        seen.append(msg)
+        if until(msg):
+            return seen
+    raise AssertionError(f"no such iopub message within {timeout} s ({len(seen)} read)")
+
+
+def lab_like_client(nb, **kwargs):
+    """notebooks/execute.py's client: nbclient that drops closed widgets' state as JupyterLab does."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_ipyagent_execute", NOTEBOOKS / "execute.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.lab_like_client(nb, **kwargs)
+
+
+def widget_state_left(nb) -> list[str]:
+    """The model names of the widgets whose state a saved notebook keeps."""
+    state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    return [m["model_name"] for m in state.values()]
