@@ -18,9 +18,25 @@ if TYPE_CHECKING:
     from .agent.evaluation import Evaluation, aevaluate, evaluate
     from .core import ModelSettings, SystemBlock
 
-__all__ = ["Agent", "AgentResult", "RunOptions", "last_result", "ModelSettings", "SystemBlock", "using", "set_default", "compare",
-           "acompare", "Comparison", "evaluate", "aevaluate", "Evaluation", "load_ipython_extension", "unload_ipython_extension",
-           "__version__"]
+__all__ = [
+    "Agent",
+    "AgentResult",
+    "RunOptions",
+    "last_result",
+    "ModelSettings",
+    "SystemBlock",
+    "using",
+    "set_default",
+    "compare",
+    "acompare",
+    "Comparison",
+    "evaluate",
+    "aevaluate",
+    "Evaluation",
+    "load_ipython_extension",
+    "unload_ipython_extension",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:

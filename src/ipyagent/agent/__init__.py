@@ -18,5 +18,15 @@ __getattr__ = lazy_exports(__name__, {
     "transcript": ("transcript_of", "comparison_record", "artifact_summary"),
 })
 
-__all__ = ["Agent", "AgentResult", "AgentRun", "RunOptions", "background_loop", "background_loop_running", "run_in_background",
-           "run_sync", "stop_background_loop", *__getattr__.exports]
+__all__ = [
+    "Agent",
+    "AgentResult",
+    "AgentRun",
+    "RunOptions",
+    "background_loop",
+    "background_loop_running",
+    "run_in_background",
+    "run_sync",
+    "stop_background_loop",
+    *__getattr__.exports,
+]

@@ -167,10 +167,20 @@ class Agent:
         self.results.append(result)
         return result
 
-    async def arun(self, prompt: str, options: RunOptions | None = None, *, on_event: Callable[[Event], Any] | None = None,
-                   output_schema: Any = None, output_strategy: str | None = None, images: Any = None,
-                   context: Any = None, settings: ModelSettings | dict[str, Any] | None = None,
-                   timeout: float | None = None, files: Any = None) -> AgentResult:
+    async def arun(
+        self,
+        prompt: str,
+        options: RunOptions | None = None,
+        *,
+        on_event: Callable[[Event], Any] | None = None,
+        output_schema: Any = None,
+        output_strategy: str | None = None,
+        images: Any = None,
+        context: Any = None,
+        settings: ModelSettings | dict[str, Any] | None = None,
+        timeout: float | None = None,
+        files: Any = None,
+    ) -> AgentResult:
         """Run `prompt` (model turns and tool calls until the model answers) and return the result.
 
         `on_event` sees every event as it arrives (called on ipyagent's background loop
@@ -205,17 +215,24 @@ class Agent:
             raise ValueError(f"the prompt must be non-empty text, not {prompt!r}")
         blocks = image_blocks(images) if images is not None else None
         documents = tuple(document_blocks(files)) if files is not None else None
-        options = (options or RunOptions()).merged(output_schema=output_schema, output_strategy=output_strategy, images=blocks,
-                                                    files=documents,
-                                                    context=tuple(context) if context is not None else None,
-                                                    settings=settings, timeout=timeout)
+        options = (options or RunOptions()).merged(
+            output_schema=output_schema,
+            output_strategy=output_strategy,
+            images=blocks,
+            files=documents,
+            context=tuple(context) if context is not None else None,
+            settings=settings,
+            timeout=timeout,
+        )
         self._check_not_nested()
         return await run_in_background(self._locked(self._arun(prompt, options, on_event)))
 
     def _check_not_nested(self) -> None:
         if id(self) in RUNNING_AGENTS.get():
-            raise RuntimeError(f"{self!r} is running the tool that tried to run it again; that run would wait for "
-                               "itself. A tool can run another Agent (Agent(...).run(...)), not the one calling it")
+            raise RuntimeError(
+                f"{self!r} is running the tool that tried to run it again; that run would wait for "
+                "itself. A tool can run another Agent (Agent(...).run(...)), not the one calling it"
+            )
 
     async def _locked(self, run: Any) -> AgentResult:
         """One run of this agent at a time (runs share its conversation), in the order they came;
@@ -234,15 +251,36 @@ class Agent:
         finally:
             RUNNING_AGENTS.reset(token)
 
-    def run(self, prompt: str, options: RunOptions | None = None, *, on_event: Callable[[Event], Any] | None = None,
-            output_schema: Any = None, output_strategy: str | None = None, images: Any = None,
-            context: Any = None, settings: ModelSettings | dict[str, Any] | None = None,
-            timeout: float | None = None, files: Any = None) -> AgentResult:
+    def run(
+        self,
+        prompt: str,
+        options: RunOptions | None = None,
+        *,
+        on_event: Callable[[Event], Any] | None = None,
+        output_schema: Any = None,
+        output_strategy: str | None = None,
+        images: Any = None,
+        context: Any = None,
+        settings: ModelSettings | dict[str, Any] | None = None,
+        timeout: float | None = None,
+        files: Any = None,
+    ) -> AgentResult:
         """Blocking `arun` (same arguments); works inside a running event loop (a notebook cell)."""
         self._check_not_nested()
-        return run_sync(self.arun(prompt, options, on_event=on_event, output_schema=output_schema,
-                                  output_strategy=output_strategy, images=images, context=context, settings=settings,
-                                  timeout=timeout, files=files))
+        return run_sync(
+            self.arun(
+                prompt,
+                options,
+                on_event=on_event,
+                output_schema=output_schema,
+                output_strategy=output_strategy,
+                images=images,
+                context=context,
+                settings=settings,
+                timeout=timeout,
+                files=files,
+            )
+        )
 
     def _memory(self) -> TaskMemory:
         return current_memory() if self.memory is None else self.memory
@@ -257,9 +295,18 @@ class Agent:
         and own timeout (None stays None: the default's in force at each run), all passed to
         the constructor. An evaluation runs each cell on one, so cells share no history and
         run concurrently (an agent runs one run at a time)."""
-        return Agent(self.driver, settings=self.settings, system=self.system, system_budget=self.system_budget,
-                     tools=self.toolbox, max_steps=self.max_steps, react=self.react, approve=self.approve,
-                     memory=self.memory, timeout=self._timeout)
+        return Agent(
+            self.driver,
+            settings=self.settings,
+            system=self.system,
+            system_budget=self.system_budget,
+            tools=self.toolbox,
+            max_steps=self.max_steps,
+            react=self.react,
+            approve=self.approve,
+            memory=self.memory,
+            timeout=self._timeout,
+        )
 
     def reset(self) -> None:
         """Forget the conversation (the system prompt stays)."""

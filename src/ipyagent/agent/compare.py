@@ -222,7 +222,8 @@ def _figures(provider: str, index: int, run: int, elapsed: float, events: list[E
         fig.error = str(exc) or type(exc).__name__
     if result is None or exc is not None:
         transcript = Transcript(provider=fig.provider, status="failed", timings=Timings(total_s=round(elapsed, 4)),
-                                error=TranscriptError(type=str(fig.error_type or "error"), message=fig.error or "the run failed"))
+                                error=TranscriptError(type=str(fig.error_type or "error"),
+                                                      message=fig.error or "the run failed"))
     fig.transcript = transcript
     fig.ttft_s, fig.total_s = transcript.timings.first_token_s, transcript.timings.total_s
     fig.input_tokens, fig.output_tokens = transcript.usage.input_tokens, transcript.usage.output_tokens
@@ -279,8 +280,15 @@ async def _compare(
     return comparison
 
 
-async def _one_run(agent: Agent, index: int, run: int, prompt: str, options: RunOptions,
-                   on_event: Callable[[int, int, Event], Any] | None, record: Callable[[RunFigures], Any]) -> RunFigures:
+async def _one_run(
+    agent: Agent,
+    index: int,
+    run: int,
+    prompt: str,
+    options: RunOptions,
+    on_event: Callable[[int, int, Event], Any] | None,
+    record: Callable[[RunFigures], Any],
+) -> RunFigures:
     """One run of one provider, measured. A stopped run is recorded as it stood (marked
     interrupted) before the CancelledError goes on; any other failure is in the figures."""
     began = [time.monotonic()]  # then the first request's time (as the %%agent footer counts)
@@ -300,8 +308,18 @@ async def _one_run(agent: Agent, index: int, run: int, prompt: str, options: Run
         result = await agent.arun(prompt, options, on_event=seen)
     except asyncio.CancelledError:  # stopped: the run as it stood is kept, marked interrupted
         stopped = results[-1] if len(results) > before else None
-        record(_figures(agent.provider, index, run, time.monotonic() - began[0], events, prompt, stopped,
-                        None if stopped is not None else ProviderError("cancelled", "interrupted")))
+        record(
+            _figures(
+                agent.provider,
+                index,
+                run,
+                time.monotonic() - began[0],
+                events,
+                prompt,
+                stopped,
+                None if stopped is not None else ProviderError("cancelled", "interrupted"),
+            )
+        )
         raise
     except Exception as exc:  # e.g. a capability check failing before sending
         error = exc
@@ -362,9 +380,12 @@ async def acompare(
         raise ValueError(f"runs must be at least 1, got {runs}")
     make = factory or (lambda provider: Agent(provider, **agent_options))
     blocks = image_blocks(images) if images is not None else None
-    options = (options or RunOptions()).merged(output_schema=output_schema, output_strategy=output_strategy, images=blocks,
-                                                settings=settings, timeout=timeout)
-    return await run_in_background(_compare(list(entries), prompt, runs, make, on_start, on_event, on_finish, on_stop, options))
+    options = (options or RunOptions()).merged(
+        output_schema=output_schema, output_strategy=output_strategy, images=blocks, settings=settings, timeout=timeout
+    )
+    return await run_in_background(
+        _compare(list(entries), prompt, runs, make, on_start, on_event, on_finish, on_stop, options)
+    )
 
 
 def compare(entries: Sequence[Agent | str], prompt: str, **options: Any) -> Comparison:

@@ -89,10 +89,19 @@ def close_dangling_calls(messages: list[Message]) -> list[Message]:
         out.append(message)
         if message.role != "assistant":
             continue
-        dangling = [b.action for b in message.content if isinstance(b, ActionCallBlock) and b.action.tag not in answered]
+        dangling = [
+            b.action for b in message.content if isinstance(b, ActionCallBlock) and b.action.tag not in answered
+        ]
         if dangling:
-            out.append(Message(role="tool", content=[
-                ActionResultBlock(action=a.model_copy(update={"output": None}), text=ANSWER_RESULT) for a in dangling]))
+            out.append(
+                Message(
+                    role="tool",
+                    content=[
+                        ActionResultBlock(action=a.model_copy(update={"output": None}), text=ANSWER_RESULT)
+                        for a in dangling
+                    ],
+                )
+            )
     return out
 
 
@@ -137,7 +146,9 @@ class Thread:
                 dropped += 1
                 reason = "context_window"
         messages = [m for t in usable for m in close_dangling_calls(t.messages) if not m.metadata.get("partial")]
-        return Composition(messages, len(usable), dropped, skipped, sum(t.tokens for t in usable), budget_tokens, reason)
+        return Composition(
+            messages, len(usable), dropped, skipped, sum(t.tokens for t in usable), budget_tokens, reason
+        )
 
     def __repr__(self) -> str:
         return f"<Thread {self.name}: {len(self.turns)} turns>"

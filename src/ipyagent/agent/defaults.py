@@ -178,4 +178,5 @@ def resolve(provider: str | None, settings: ModelSettings | dict[str, Any] | Non
     driver options that apply to that provider under `driver_options`."""
     base = current_default()
     chosen = provider or base.provider
-    return chosen, base.settings.merged(coerce_settings(settings)), {**base.options_for(chosen), **(driver_options or {})}
+    options = {**base.options_for(chosen), **(driver_options or {})}
+    return chosen, base.settings.merged(coerce_settings(settings)), options

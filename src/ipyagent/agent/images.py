@@ -80,7 +80,11 @@ def image_block(value: Any) -> ImageBlock:
         value.savefig(buffer, format="png", bbox_inches="tight")
         return _from_bytes(buffer.getvalue(), "the figure")
     if type(value).__module__.startswith("PIL.") and callable(getattr(value, "save", None)):
-        image = value if getattr(value, "mode", "RGB") in ("1", "L", "LA", "P", "RGB", "RGBA", "I", "I;16") else value.convert("RGBA")
+        image = (
+            value
+            if getattr(value, "mode", "RGB") in ("1", "L", "LA", "P", "RGB", "RGBA", "I", "I;16")
+            else value.convert("RGBA")
+        )
         buffer = io.BytesIO()
         image.save(buffer, format="PNG")
         return _from_bytes(buffer.getvalue(), "the PIL image")

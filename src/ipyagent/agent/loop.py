@@ -181,8 +181,10 @@ class AgentRun:
                             self.first_token_s = time.monotonic() - started
                         self.streaming.add(event)
                     self.emit(event)
-            raise ProviderError("invalid_response", f"the {self.driver.id} stream ended without a result (a driver bug); "
-                                "the text so far is kept")
+            raise ProviderError(
+                "invalid_response",
+                f"the {self.driver.id} stream ended without a result (a driver bug); the text so far is kept",
+            )
         except (ProviderError, EventCallbackError) as exc:  # the stream is closed by now (aclosing)
             error = exc.as_provider_error() if isinstance(exc, EventCallbackError) else exc
             return ModelFailed(error, self.streaming.partial(failed=True) or Message(role="assistant"))
@@ -193,7 +195,9 @@ class AgentRun:
         value, error = structured.read_output(message, self.options.output_schema)
         call = structured.output_call(message)
         if call is not None:
-            call.output = InfoArtifact(value="accepted as the final result") if error is None else ErrorArtifact(value=error)
+            call.output = (
+                InfoArtifact(value="accepted as the final result") if error is None else ErrorArtifact(value=error)
+            )
             self.emit(ToolCallCompleted(call, call.output, 0.0))
         return Output(value, error)
 
@@ -208,7 +212,10 @@ class AgentRun:
             blocks = []
             for call in calls.parsed:
                 if call.action is None:  # a block that did not parse: its error goes back, nothing ran
-                    action, (artifact, seconds) = ToolAction(tag=call.tag, name="invalid_tool_call"), (ErrorArtifact(value=str(call.error)), 0.0)
+                    action, (artifact, seconds) = (
+                        ToolAction(tag=call.tag, name="invalid_tool_call"),
+                        (ErrorArtifact(value=str(call.error)), 0.0),
+                    )
                 else:
                     action, (artifact, seconds) = call.action, outcomes[id(call.action)]
                 self._completed_call(action, artifact, seconds)
@@ -259,18 +266,24 @@ class AgentRun:
             self.costs.append(turn.metadata.get("cost"))
             self.pending.append(turn.message)
             calls = self._calls_in(turn.message)
-            if self.options.output_schema is not None and (structured.output_call(turn.message) is not None or not calls):
+            if self.options.output_schema is not None and (
+                structured.output_call(turn.message) is not None or not calls
+            ):
                 output = self.structured_output(turn.message)
                 again = output.error is not None and retries > 0
                 self.emit(replace(turn, more_turns=again))
                 if output.error is None:
                     return self._result(turn.message, turn=turn, output=output.value)
                 if not again:
-                    return self._fail(turn.message, _invalid_output(self.options.output_schema, turn.message, output.error))
+                    return self._fail(
+                        turn.message, _invalid_output(self.options.output_schema, turn.message, output.error)
+                    )
                 retries -= 1
                 self.pending.append(structured.correction(turn.message, output.error))
                 continue
-            cut_off = turn.stop_reason.kind is StopKind.max_tokens and bool(calls.actions or turn.metadata.get("partial_tool_calls"))
+            cut_off = turn.stop_reason.kind is StopKind.max_tokens and bool(
+                calls.actions or turn.metadata.get("partial_tool_calls")
+            )
             self.emit(replace(turn, more_turns=bool(calls) and not cut_off))
             if cut_off:
                 return self._fail(turn.message, _cut_off_error())
@@ -278,8 +291,13 @@ class AgentRun:
                 return self._result(turn.message, turn=turn)
             self.pending.append(await self.tool_calls(calls))
         last = self.pending[-2]  # the last reply (its tool results, or a correction, follow it)
-        return self._fail(last, ProviderError(
-            "max_steps", f"stopped after {self.options.max_steps} model turns (max_steps); the tool results so far are kept"))
+        return self._fail(
+            last,
+            ProviderError(
+                "max_steps",
+                f"stopped after {self.options.max_steps} model turns (max_steps); the tool results so far are kept",
+            ),
+        )
 
     def interrupted(self) -> AgentResult:
         """The result of a run cancelled now: the reply being streamed as it stood
@@ -297,9 +315,16 @@ class AgentRun:
         self.stop_running("timeout")
         message = self._partial_reply()
         message.metadata = {**message.metadata, "partial": True}
-        return self._fail(message, ProviderError(
-            "timeout", f"the run did not finish within {timeout:g} s (timeout); the text so far is kept; "
-            "give it longer with --timeout SECONDS (timeout= in Python)", retryable=False), self._stopped_metadata())
+        return self._fail(
+            message,
+            ProviderError(
+                "timeout",
+                f"the run did not finish within {timeout:g} s (timeout); the text so far is kept; "
+                "give it longer with --timeout SECONDS (timeout= in Python)",
+                retryable=False,
+            ),
+            self._stopped_metadata(),
+        )
 
     def stop_running(self, why: str) -> None:
         """The run stopped (`why`: ``interrupted`` or ``timeout``) while it ran tool calls: each
@@ -314,8 +339,12 @@ class AgentRun:
         what = "interrupted" if why == "interrupted" else "stopped at the run's deadline"
         for action in actions:
             if action.output is None:
-                self._completed_call(action, ErrorArtifact(value=f"{what} while the tool ran; it may not have finished"),
-                                     seconds, stopped=why)
+                self._completed_call(
+                    action,
+                    ErrorArtifact(value=f"{what} while the tool ran; it may not have finished"),
+                    seconds,
+                    stopped=why,
+                )
 
     def _keep_failed(self, turn: ModelFailed) -> None:
         """A failed turn's partial reply (marked ``partial`` and ``failed`` by whoever built it)
@@ -354,7 +383,9 @@ class AgentRun:
             self.toolbox.resolve(action)
         return Calls(actions, parsed, unreadable)
 
-    def _completed_call(self, action: ToolAction, artifact: BaseArtifact, seconds: float, stopped: str | None = None) -> None:
+    def _completed_call(
+        self, action: ToolAction, artifact: BaseArtifact, seconds: float, stopped: str | None = None
+    ) -> None:
         action.output = artifact
         self.actions.append(action)
         self.emit(ToolCallCompleted(action, artifact, seconds, self.verdicts.pop(id(action), None), stopped))
@@ -397,26 +428,48 @@ class AgentRun:
         self.emit(ModelFailed(error, message, dict(metadata or {})))
         return self._result(message, error=error, metadata=metadata)
 
-    def _result(self, message: Message, *, turn: ModelCompleted | None = None, error: ProviderError | None = None,
-                metadata: dict[str, Any] | None = None, output: Any = None, interrupted: bool = False) -> AgentResult:
+    def _result(
+        self,
+        message: Message,
+        *,
+        turn: ModelCompleted | None = None,
+        error: ProviderError | None = None,
+        metadata: dict[str, Any] | None = None,
+        output: Any = None,
+        interrupted: bool = False,
+    ) -> AgentResult:
         completed = turn is not None
         new_messages = structured.for_conversation(self.pending) if completed else []  # output calls as their JSON text
         return AgentResult(
-            self.driver.id, message, self.usage, turn.stop_reason if completed else None, error, interrupted,
-            metadata=dict(turn.metadata) if completed else dict(metadata or {}), messages=list(self.pending),
-            new_messages=new_messages, actions=list(self.actions), output=output, cost=total_cost(self.costs),
+            self.driver.id,
+            message,
+            self.usage,
+            turn.stop_reason if completed else None,
+            error,
+            interrupted,
+            metadata=dict(turn.metadata) if completed else dict(metadata or {}),
+            messages=list(self.pending),
+            new_messages=new_messages,
+            actions=list(self.actions),
+            output=output,
+            cost=total_cost(self.costs),
         )
 
 
 def _cut_off_error() -> ProviderError:
-    return ProviderError("invalid_response", "the model ran out of output tokens while writing a tool call; "
-                         "raise max_completion_tokens or ask for less")
+    return ProviderError(
+        "invalid_response",
+        "the model ran out of output tokens while writing a tool call; raise max_completion_tokens or ask for less",
+    )
 
 
 def _invalid_output(schema: Any, message: Message, error: str) -> ProviderError:
     call = structured.output_call(message)
-    return ProviderError("invalid_output", f"the reply did not match {structured.schema_name(schema)}, even when asked again: {error}",
-                         raw={"text": message.text, "tool_input": call.input if call else None})
+    return ProviderError(
+        "invalid_output",
+        f"the reply did not match {structured.schema_name(schema)}, even when asked again: {error}",
+        raw={"text": message.text, "tool_input": call.input if call else None},
+    )
 
 
 __all__ = ["AgentRun", "Calls", "OUTPUT_RETRIES", "Output"]

@@ -66,13 +66,17 @@ def parse_calls(text: str) -> list[ReactCall]:
         body = match.group(2)
         start = body.find("{")  # past any prose or code fence; raw_decode stops at the object's end
         if start < 0:
-            calls.append(ReactCall(tag, error='the tool_call block holds no JSON object; write {"name": ..., "input": {...}}'))
+            calls.append(
+                ReactCall(tag, error='the tool_call block holds no JSON object; write {"name": ..., "input": {...}}')
+            )
             continue
         try:
             value, _ = decoder.raw_decode(body, start)
         except json.JSONDecodeError as exc:
             where = f"at character {exc.pos - start} of the object"  # counted from its "{"
-            calls.append(ReactCall(tag, error=f"the tool_call block is not valid JSON ({exc.msg} {where}); nothing was run"))
+            calls.append(
+                ReactCall(tag, error=f"the tool_call block is not valid JSON ({exc.msg} {where}); nothing was run")
+            )
             continue
         name = value.get("name")  # a JSON value that starts with "{" is an object
         arguments = value.get("input", value.get("arguments", {}))

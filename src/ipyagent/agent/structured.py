@@ -68,7 +68,9 @@ def validate(schema: Any, data: Any) -> Any:
         try:
             return schema.model_validate(data)
         except ValidationError as exc:
-            problems = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors(include_url=False)]
+            problems = [
+                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors(include_url=False)
+            ]
             raise ValueError(f"the output does not match {schema.__name__}: " + "; ".join(problems)) from None
     return data
 
@@ -76,7 +78,9 @@ def validate(schema: Any, data: Any) -> Any:
 def read_output(message: Message, schema: Any) -> tuple[Any, str | None]:
     """(validated output, None), or (None, what was wrong) for the model to fix."""
     call = output_call(message)
-    unreadable = next((b.error for b in message.content if isinstance(b, ActionCallBlock) and b.action is call and b.error), None)
+    unreadable = next(
+        (b.error for b in message.content if isinstance(b, ActionCallBlock) and b.action is call and b.error), None
+    )
     if unreadable is not None:  # its arguments are not a JSON object: that is what the model must fix
         return None, unreadable
     try:
@@ -95,14 +99,20 @@ def correction(message: Message, error: str) -> Message:
     output call (every call of the turn needs a result), else a user message."""
     if output_call(message) is not None:
         results = [
-            ActionResultBlock(action=a, text=f"{error}. Call {OUTPUT_TOOL} again with corrected input."
-                              if a.native_name == OUTPUT_TOOL else NOT_RUN, is_error=True)
+            ActionResultBlock(
+                action=a,
+                text=f"{error}. Call {OUTPUT_TOOL} again with corrected input."
+                if a.native_name == OUTPUT_TOOL
+                else NOT_RUN,
+                is_error=True,
+            )
             for a in message.tool_calls
         ]
         return Message(role="tool", content=results)
-    return Message(role="user", content=[TextBlock(
-        text=f"Your reply could not be used: {error}. Reply again with only the corrected JSON."
-    )])
+    return Message(
+        role="user",
+        content=[TextBlock(text=f"Your reply could not be used: {error}. Reply again with only the corrected JSON.")],
+    )
 
 
 def _synthetic(block: ActionResultBlock) -> bool:

@@ -79,15 +79,23 @@ def transcript_of(result: AgentResult | None, *, events: Iterable[Any] = (), pro
         cost=cost,
         price_unknown=cost is None and any("cost" in (e.metadata or {}) for e in run.completed),
         timings=_timings(run, messages, turn_meta, meta, interrupted, elapsed_s),
-        error=TranscriptError(type=str(error.type), message=str(error.message), code=error.code) if error is not None else None,
+        error=TranscriptError(type=str(error.type), message=str(error.message), code=error.code)
+        if error is not None
+        else None,
         attempts=meta.get("attempts") or next((m.get("attempts") for m in turn_meta if m.get("attempts")), None),
         replayed=bool(meta.get("replayed") or any(m.get("replayed") for m in turn_meta)),
         settings=meta.get("settings") or next((m["settings"] for m in turn_meta if m.get("settings")), {}),
     )
 
 
-def comparison_record(comparison: Comparison, *, prompt: str | None = None, table: ComparisonTable | None = None,
-                      titles: list[str] | None = None, selected: list[int | None] | None = None) -> ComparisonRecord:
+def comparison_record(
+    comparison: Comparison,
+    *,
+    prompt: str | None = None,
+    table: ComparisonTable | None = None,
+    titles: list[str] | None = None,
+    selected: list[int | None] | None = None,
+) -> ComparisonRecord:
     """The saved form of a `Comparison` (``%%compare``): one transcript per run, in provider
     then run order (each run's own, as its figures were read, else built from its result). A
     run whose agent could not be built becomes a failed transcript. `titles` are the panes'
@@ -100,14 +108,23 @@ def comparison_record(comparison: Comparison, *, prompt: str | None = None, tabl
         elif fig.result is not None:
             transcript = transcript_of(fig.result, prompt=prompt)
         else:
-            transcript = Transcript(provider=str(fig.provider), status="failed", error=TranscriptError(
-                type=str(fig.error_type or "error"), message=str(fig.error or "the run failed")))
+            transcript = Transcript(
+                provider=str(fig.provider),
+                status="failed",
+                error=TranscriptError(type=str(fig.error_type or "error"), message=str(fig.error or "the run failed")),
+            )
         entries.append(ComparisonEntry(index=fig.index, run=fig.run, transcript=transcript))
     providers = [str(p) for p in comparison.providers]
-    return ComparisonRecord(providers=providers, runs=int(comparison.runs or 1), wall_s=_round(comparison.wall_s),
-                            entries=entries, table=table, titles=titles if titles and titles != providers else None,
-                            interrupted=bool(comparison.interrupted),
-                            selected=selected if selected and any(r is not None for r in selected) else None)
+    return ComparisonRecord(
+        providers=providers,
+        runs=int(comparison.runs or 1),
+        wall_s=_round(comparison.wall_s),
+        entries=entries,
+        table=table,
+        titles=titles if titles and titles != providers else None,
+        interrupted=bool(comparison.interrupted),
+        selected=selected if selected and any(r is not None for r in selected) else None,
+    )
 
 
 def artifact_summary(event: ArtifactStored) -> ArtifactSummary:
@@ -121,8 +138,14 @@ def artifact_summary(event: ArtifactStored) -> ArtifactSummary:
     if len(preview) > PREVIEW_CHARS:
         preview = preview[:PREVIEW_CHARS] + "…"
     return ArtifactSummary(
-        call_id=event.call_id, tool=event.tool, namespace=event.namespace, memory=event.memory, kind=str(event.kind or "unknown"),
-        size={str(k): int(v) for k, v in dict(event.size or {}).items() if isinstance(v, (int, float))}, preview=preview)
+        call_id=event.call_id,
+        tool=event.tool,
+        namespace=event.namespace,
+        memory=event.memory,
+        kind=str(event.kind or "unknown"),
+        size={str(k): int(v) for k, v in dict(event.size or {}).items() if isinstance(v, (int, float))},
+        preview=preview,
+    )
 
 
 class _RunEvents(EventHandler):
@@ -163,7 +186,9 @@ class _RunEvents(EventHandler):
         self._open = False
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
-        self.durations[event.action.tag].append((float(event.duration_s), bool(event.is_error), event.approval, event.stopped))
+        self.durations[event.action.tag].append(
+            (float(event.duration_s), bool(event.is_error), event.approval, event.stopped)
+        )
         # each tool result after the reply that called it
         result = ActionResultBlock(action=event.action, text=event.result.to_text(), is_error=bool(event.is_error))
         self.streamed.append(Message(role="tool", content=[result]))
@@ -196,8 +221,14 @@ def _messages(result: AgentResult | None, run: _RunEvents, prompt: str | None) -
     return messages
 
 
-def _timings(run: _RunEvents, messages: list[Message], turn_meta: list[dict[str, Any]], meta: dict[str, Any],
-             interrupted: bool, elapsed_s: float | None) -> Timings:
+def _timings(
+    run: _RunEvents,
+    messages: list[Message],
+    turn_meta: list[dict[str, Any]],
+    meta: dict[str, Any],
+    interrupted: bool,
+    elapsed_s: float | None,
+) -> Timings:
     """Total and first-token seconds, turns and each turn's latency. A single finished turn
     reports the driver's own latency, as the live footer shows it."""
     latencies = [round(float(m["latency_s"]), 4) for m in turn_meta if m.get("latency_s") is not None]
@@ -244,9 +275,18 @@ def _cost(cost: Any, completed: list[ModelCompleted]) -> TranscriptCost | None:
         return TranscriptCost(total_usd=float(cost))
     if not isinstance(cost, dict):
         to_dict = getattr(cost, "to_dict", None) or getattr(cost, "model_dump", None)
-        cost = to_dict() if callable(to_dict) else {k: getattr(cost, k, None) for k in ("input_usd", "output_usd", "total_usd")}
+        cost = (
+            to_dict()
+            if callable(to_dict)
+            else {k: getattr(cost, k, None) for k in ("input_usd", "output_usd", "total_usd")}
+        )
     try:
-        return TranscriptCost(**{k: (float(cost[k]) if cost.get(k) is not None else None)
-                                 for k in ("input_usd", "output_usd", "total_usd") if k in cost})
+        return TranscriptCost(
+            **{
+                k: (float(cost[k]) if cost.get(k) is not None else None)
+                for k in ("input_usd", "output_usd", "total_usd")
+                if k in cost
+            }
+        )
     except (TypeError, ValueError, KeyError):
         return None

@@ -70,10 +70,34 @@ from .._lazy import lazy_exports
 __all__ = [name for name in dir() if not name.startswith("_") and name != "lazy_exports"]
 
 #: The saved transcript's model (loaded on first use: the notebook layer and `%agent` history need it).
-__getattr__ = lazy_exports(__name__, {
-    "transcript": ("Transcript", "TranscriptMessage", "TranscriptUsage", "TranscriptCost", "TranscriptError", "Timings",
-                   "NextCell", "ArtifactSummary", "OtherPart", "ReasoningPart", "TextPart", "ToolCallPart",
-                   "ComparisonRecord", "ComparisonEntry", "ComparisonTable", "MIME_TYPE", "COMPARISON_MIME_TYPE",
-                   "RASTER_TYPES", "STOPPED_WORDS", "RESULT_CHARS", "PREVIEW_CHARS", "MAX_IMAGE_CHARS", "transcript_messages"),
-})
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "transcript": (
+            "Transcript",
+            "TranscriptMessage",
+            "TranscriptUsage",
+            "TranscriptCost",
+            "TranscriptError",
+            "Timings",
+            "NextCell",
+            "ArtifactSummary",
+            "OtherPart",
+            "ReasoningPart",
+            "TextPart",
+            "ToolCallPart",
+            "ComparisonRecord",
+            "ComparisonEntry",
+            "ComparisonTable",
+            "MIME_TYPE",
+            "COMPARISON_MIME_TYPE",
+            "RASTER_TYPES",
+            "STOPPED_WORDS",
+            "RESULT_CHARS",
+            "PREVIEW_CHARS",
+            "MAX_IMAGE_CHARS",
+            "transcript_messages",
+        ),
+    },
+)
 __all__ += list(__getattr__.exports)

@@ -157,7 +157,16 @@ class ActionResultBlock(_Block):
 
 
 ContentBlock = Annotated[
-    Union[TextBlock, ReasoningBlock, ImageBlock, AudioBlock, DocumentBlock, GenericBlock, ActionCallBlock, ActionResultBlock],
+    Union[
+        TextBlock,
+        ReasoningBlock,
+        ImageBlock,
+        AudioBlock,
+        DocumentBlock,
+        GenericBlock,
+        ActionCallBlock,
+        ActionResultBlock,
+    ],
     Field(discriminator="type"),
 ]
 

@@ -194,7 +194,8 @@ class HistoryTrimmed:
     type: str = field(default="history_trimmed", init=False)
 
 
-Event = ModelStarted | RetryScheduled | TextDelta | ReasoningDelta | ToolCallDelta | BlockDelta | ModelCompleted | ModelFailed | ToolCallCompleted | ArtifactStored | HistoryTrimmed
+Event = (ModelStarted | RetryScheduled | TextDelta | ReasoningDelta | ToolCallDelta | BlockDelta | ModelCompleted
+         | ModelFailed | ToolCallCompleted | ArtifactStored | HistoryTrimmed)
 
 
 class EventHandler:

@@ -135,4 +135,5 @@ class PromptStack(BaseModel):
             return schema
         if isinstance(schema, type) and issubclass(schema, BaseModel):
             return schema.model_json_schema()
-        raise TypeError(f"output_schema must be a pydantic model class or a JSON Schema dict, not {type(schema).__name__}")
+        raise TypeError("output_schema must be a pydantic model class or a JSON Schema dict, "
+                        f"not {type(schema).__name__}")

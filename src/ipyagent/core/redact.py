@@ -46,7 +46,9 @@ SECRET_PARAM = re.compile(rf"^{_SECRET_PARAM}$", re.I)
 SECRET_FIELDS = frozenset({"authorization", "proxy-authorization", "api_key", "api-key", "apikey", "x-api-key",
                            "x-goog-api-key", "password", "client_secret"})
 
-_KEY_SHAPED = re.compile(r"\b(?:sk-[A-Za-z0-9_\-*]{20,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})")
+_KEY_SHAPED = re.compile(
+    r"\b(?:sk-[A-Za-z0-9_\-*]{20,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})"
+)
 _KEY_PREFIXES = ("sk-", "AIza", "gsk_", "xai-")
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s\"'<>]+(?=@)")
 # A value ends where the URL does: ``)`` too, so "(http://h/x?key=K)" keeps its closing parenthesis
@@ -97,7 +99,9 @@ def env_secrets() -> list[str]:
     data = getattr(os.environ, "_data", None)  # CPython's mapping behind os.environ (bytes on POSIX)
     seen, values = _env_seen
     if data is None or seen != data:
-        values = tuple(v.strip() for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v.strip()) >= MIN_SECRET_LENGTH)
+        values = tuple(
+            v.strip() for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v.strip()) >= MIN_SECRET_LENGTH
+        )
         _env_seen = (dict(data) if data is not None else None, values)
     return list(values)
 
@@ -126,8 +130,15 @@ def _b64_cores(data: bytes) -> set[str]:
 def secret_forms(secret: str) -> set[str]:
     """`secret` as it may appear in output: raw, base64, URL-encoded, JSON- and repr-escaped."""
     escaped_json = json.dumps(secret)[1:-1]
-    forms = {secret, quote(secret, safe=""), quote_plus(secret), escaped_json, json.dumps(escaped_json)[1:-1],
-             json.dumps(secret, ensure_ascii=False)[1:-1], repr(secret)[1:-1]}
+    forms = {
+        secret,
+        quote(secret, safe=""),
+        quote_plus(secret),
+        escaped_json,
+        json.dumps(escaped_json)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        repr(secret)[1:-1],
+    }
     forms |= _b64_cores(secret.encode())
     return {f for f in forms if len(f) >= MIN_SECRET_LENGTH}
 
@@ -166,7 +177,7 @@ _QUOTE_SLACK = 1024
 def redact_head(text: str, limit: int = 200) -> str:
     """The first `limit` characters of `text`, redacted before the cut (`redact`): a secret
     across the cut is masked whole, never shown in part."""
-    return redact(text[:limit + _QUOTE_SLACK])[:limit]
+    return redact(text[: limit + _QUOTE_SLACK])[:limit]
 
 
 def current_forms() -> tuple[str, ...]:
@@ -184,8 +195,10 @@ def redact_data(value: Any, forms: tuple[str, ...] | None = None) -> Any:
     if isinstance(value, str):
         return redact(value, forms)
     if isinstance(value, dict):
-        return {k: MASK if isinstance(k, str) and k.lower() in SECRET_FIELDS and v else redact_data(v, forms)
-                for k, v in value.items()}
+        return {
+            k: MASK if isinstance(k, str) and k.lower() in SECRET_FIELDS and v else redact_data(v, forms)
+            for k, v in value.items()
+        }
     if isinstance(value, (list, tuple)):
         return [redact_data(v, forms) for v in value]
     return value
@@ -207,9 +220,13 @@ def redact_json(value: Any, forms: tuple[str, ...] | None = None) -> str:
     of a secret, URL credentials, a key-shaped word) or a credential field's name shows in the text."""
     forms = current_forms() if forms is None else forms
     text = json.dumps(value, ensure_ascii=False, default=str)
-    if (any(form in text for form in _json_forms(forms)) or ("://" in text and _URL_USERINFO.search(text))
-            or ("=" in text and _URL_PARAM.search(text)) or any(prefix in text for prefix in _KEY_PREFIXES)
-            or _CREDENTIAL_KEY.search(text)):
+    if (
+        any(form in text for form in _json_forms(forms))
+        or ("://" in text and _URL_USERINFO.search(text))
+        or ("=" in text and _URL_PARAM.search(text))
+        or any(prefix in text for prefix in _KEY_PREFIXES)
+        or _CREDENTIAL_KEY.search(text)
+    ):
         return json.dumps(redact_data(value, forms), ensure_ascii=False, default=str)
     return text
 

@@ -52,7 +52,9 @@ class SystemBlock(BaseModel):
                 "token_count": self.token_count, "kept": kept, **({"metadata": self.metadata} if self.metadata else {})}
 
 
-def system_blocks(value: "str | SystemBlock | list[str | SystemBlock] | None", *, source: str = "user") -> list[SystemBlock]:
+def system_blocks(
+    value: "str | SystemBlock | list[str | SystemBlock] | None", *, source: str = "user"
+) -> list[SystemBlock]:
     """Blocks from text, a block, or a list of either (text becomes a static block from `source`).
 
     Raises:

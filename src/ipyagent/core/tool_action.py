@@ -45,7 +45,9 @@ def to_native_name(tool: str, activity: str) -> str:
         )
     native = f"{tool}_{activity}"
     if len(native) > MAX_NATIVE_NAME:
-        raise ToolNameError(f"tool name {native!r} is {len(native)} characters; providers accept at most {MAX_NATIVE_NAME}")
+        raise ToolNameError(
+            f"tool name {native!r} is {len(native)} characters; providers accept at most {MAX_NATIVE_NAME}"
+        )
     return native
 
 

@@ -253,7 +253,8 @@ class Transcript(_Model):
     @property
     def text(self) -> str:
         """The assistant's text, all turns joined (what the live view shows as the answer)."""
-        return "".join(p.text for m in self.messages if m.role == "assistant" for p in m.parts if isinstance(p, TextPart))
+        return "".join(p.text for m in self.messages if m.role == "assistant"
+                       for p in m.parts if isinstance(p, TextPart))
 
     @property
     def tool_calls(self) -> list[ToolCallPart]:
@@ -276,12 +277,21 @@ class Transcript(_Model):
         if not isinstance(data, dict) or data.get("format") != "ipyagent.transcript":
             raise ValueError("not an ipyagent transcript (its 'format' is not 'ipyagent.transcript')")
         if data.get("version") != VERSION:
-            raise ValueError(f"transcript version {data.get('version')!r} is not supported (this ipyagent reads version {VERSION})")
+            raise ValueError(
+                f"transcript version {data.get('version')!r} is not supported (this ipyagent reads version {VERSION})"
+            )
         return cls.model_validate(data)
 
     @classmethod
-    def from_messages(cls, messages: Iterable[Any], *, provider: str, status: str = "completed",
-                      error: str | None = None, title: str | None = None) -> "Transcript":
+    def from_messages(
+        cls,
+        messages: Iterable[Any],
+        *,
+        provider: str,
+        status: str = "completed",
+        error: str | None = None,
+        title: str | None = None,
+    ) -> "Transcript":
         """The transcript of stored messages (a thread's turn: its prompt, replies, tool calls
         and results), drawn with its prompts (`show_prompts`). Usage is the sum of the
         assistant messages' usage; no timings are known beyond the model turns taken.
@@ -293,9 +303,16 @@ class Transcript(_Model):
         usages = [m.usage for m in replies if getattr(m, "usage", None) is not None]
         fields = tuple(TranscriptUsage.model_fields)
         usage = TranscriptUsage(**{f: sum(int(getattr(u, f, 0) or 0) for u in usages) for f in fields})
-        return cls(provider=provider, status=status, messages=transcript_messages(messages), usage=usage,
-                   timings=Timings(turns=len(replies)), title=title, show_prompts=True,
-                   error=TranscriptError(type="failed", message=error) if status == "failed" and error else None)
+        return cls(
+            provider=provider,
+            status=status,
+            messages=transcript_messages(messages),
+            usage=usage,
+            timings=Timings(turns=len(replies)),
+            title=title,
+            show_prompts=True,
+            error=TranscriptError(type="failed", message=error) if status == "failed" and error else None,
+        )
 
 
 #: The MIME type of a comparison (``%%compare``): one transcript per run, side by side.
@@ -402,9 +419,11 @@ def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[t
             elif kind in ("image", "audio"):
                 mime, data = getattr(block, "mime_type", "") or "", getattr(block, "data", None)
                 keep = kind == "image" and mime in RASTER_TYPES and data and len(data) <= MAX_IMAGE_CHARS
-                parts.append(OtherPart(kind=kind, summary=f"<{kind} {mime}>", mime_type=mime or None, data=data if keep else None))
+                parts.append(OtherPart(kind=kind, summary=f"<{kind} {mime}>", mime_type=mime or None,
+                                       data=data if keep else None))
             elif kind is not None:
-                parts.append(OtherPart(kind=str(kind), summary=json.dumps(getattr(block, "value", None), default=str)[:PREVIEW_CHARS]))
+                summary = json.dumps(getattr(block, "value", None), default=str)[:PREVIEW_CHARS]
+                parts.append(OtherPart(kind=str(kind), summary=summary))
         role = getattr(message, "role", "assistant")
         if parts:
             out.append(TranscriptMessage(role=role, parts=parts))

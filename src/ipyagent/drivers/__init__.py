@@ -22,6 +22,26 @@ __getattr__ = lazy_exports(__name__, {
     "rate_gate": ("RateGate",),  # one lane's rate limit and 429 back-off (evaluation's scheduler)
 })
 
-__all__ = ["Capabilities", "BasePromptDriver", "BlockIndex", "StreamDecoder", "StreamMeta", "BUILTIN", "ProviderSpec", "create_driver",
-           "parse_provider_id", "providers", "set_alias", "resolve_alias", "ALIASES", "KEY_FALLBACKS", "Cost", "Aggregator",
-           "total_cost", "format_usd", "LEDGER", "close_all_drivers", *__getattr__.exports]
+__all__ = [
+    "Capabilities",
+    "BasePromptDriver",
+    "BlockIndex",
+    "StreamDecoder",
+    "StreamMeta",
+    "BUILTIN",
+    "ProviderSpec",
+    "create_driver",
+    "parse_provider_id",
+    "providers",
+    "set_alias",
+    "resolve_alias",
+    "ALIASES",
+    "KEY_FALLBACKS",
+    "Cost",
+    "Aggregator",
+    "total_cost",
+    "format_usd",
+    "LEDGER",
+    "close_all_drivers",
+    *__getattr__.exports,
+]

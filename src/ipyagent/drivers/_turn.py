@@ -77,7 +77,11 @@ class Turn:
         """A new dict: attempts, retry waits (seconds), replayed, request id, first-token and
         total latency (seconds), provider and model, and `extra` (cost...); ``usage_error``, one
         line, when the provider's usage block could not be read (usage and price unknown)."""
-        data: dict[str, Any] = {"attempts": self.attempts, "retry_waits": list(self.retry_waits), "replayed": self.replayed}
+        data: dict[str, Any] = {
+            "attempts": self.attempts,
+            "retry_waits": list(self.retry_waits),
+            "replayed": self.replayed,
+        }
         if self.settings:
             data["settings"] = dict(self.settings)  # shown in footers and transcripts
         if self.system_blocks:
@@ -87,8 +91,10 @@ class Turn:
         data["request_id"] = self.meta.request_id or self.request_id
         data["ttft_s"] = self.ttft_s
         if self.meta.usage_error is not None:  # usage is not the answer: the turn goes on, its usage and price unknown
-            data["usage_error"] = redact(f"{provider} sent a usage block ipyagent could not read ({self.meta.usage_error}); "
-                                         "this turn's usage and price are unknown")
+            data["usage_error"] = redact(
+                f"{provider} sent a usage block ipyagent could not read ({self.meta.usage_error}); "
+                "this turn's usage and price are unknown"
+            )
         if self.partial_tool_calls is not None:
             data["partial_tool_calls"] = list(self.partial_tool_calls)
         data["latency_s"] = time.monotonic() - self.started

@@ -155,7 +155,8 @@ def block_deltas(index: int, block: dict[str, Any]) -> list[DeltaMessage]:
         return [BlockDelta(index, ReasoningBlock(text="", redacted=True, signature=block.get("data")))]
     if kind == "tool_use":
         arguments = block.get("input") or {}
-        return [ToolCallDelta(index, block.get("id") or None, block.get("name") or None, json.dumps(arguments) if arguments else "")]
+        text = json.dumps(arguments) if arguments else ""
+        return [ToolCallDelta(index, block.get("id") or None, block.get("name") or None, text)]
     return [BlockDelta(index, GenericBlock(value=block))]
 
 
@@ -166,7 +167,9 @@ def error_from_object(error: Any, provider: str = "anthropic") -> ProviderError:
     raw_type = str(error.get("type") or "")
     etype = ERROR_TYPES.get(raw_type, "server")
     message = error.get("message") or raw_type or "unknown error"
-    return ProviderError(etype, f"{provider} stream error ({raw_type or 'error'}): {message}", code=raw_type or None, raw=error)  # type: ignore[arg-type]
+    return ProviderError(
+        etype, f"{provider} stream error ({raw_type or 'error'}): {message}", code=raw_type or None, raw=error
+    )  # type: ignore[arg-type]
 
 
 class AnthropicPromptDriver(BasePromptDriver):
@@ -193,15 +196,31 @@ class AnthropicPromptDriver(BasePromptDriver):
     api_key_env = "ANTHROPIC_API_KEY"
     capabilities = Capabilities(vision=True, structured_output_native=False, reasoning=True, documents=True)
     known_options = frozenset(
-        {"max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "thinking", "tool_choice", "metadata", "service_tier"}
+        {
+            "max_tokens",
+            "temperature",
+            "top_p",
+            "top_k",
+            "stop_sequences",
+            "thinking",
+            "tool_choice",
+            "metadata",
+            "service_tier",
+        }
     )
 
     def capabilities_for(self, model: str) -> Capabilities:
         """Claude 3 models before 3.7 (and Claude 2) have no extended thinking."""
         name = model.lower()
-        if name.startswith(("claude-2", "claude-instant")) or (name.startswith("claude-3-") and not name.startswith("claude-3-7")):
-            return Capabilities(vision=not name.startswith(("claude-2", "claude-instant")), structured_output_native=False, reasoning=False,
-                                documents=not name.startswith(("claude-2", "claude-instant")))
+        if name.startswith(("claude-2", "claude-instant")) or (
+            name.startswith("claude-3-") and not name.startswith("claude-3-7")
+        ):
+            return Capabilities(
+                vision=not name.startswith(("claude-2", "claude-instant")),
+                structured_output_native=False,
+                reasoning=False,
+                documents=not name.startswith(("claude-2", "claude-instant")),
+            )
         return self.capabilities
 
     def settings_fields(self, prompt_stack: PromptStack, options: dict[str, Any]) -> dict[str, Any]:
@@ -218,13 +237,19 @@ class AnthropicPromptDriver(BasePromptDriver):
         budget = EFFORT_BUDGETS[settings.effort] if settings.effort else settings.budget
         if budget:
             if budget < MIN_THINKING_BUDGET:
-                raise self.unsupported("reasoning", f"a thinking budget is at least {MIN_THINKING_BUDGET} tokens, not {budget}")
+                raise self.unsupported(
+                    "reasoning", f"a thinking budget is at least {MIN_THINKING_BUDGET} tokens, not {budget}"
+                )
             if settings.temperature is not None:
                 raise self.unsupported("temperature", "extended thinking takes no temperature")
             if settings.top_p is not None and settings.top_p < 0.95:
                 raise self.unsupported("top_p", "with extended thinking top_p must be 0.95 to 1")
             fields["thinking"] = {"type": "enabled", "budget_tokens": budget}
-        max_tokens = settings.max_output_tokens or options.get("max_tokens") or (budget + DEFAULT_MAX_TOKENS if budget else DEFAULT_MAX_TOKENS)
+        max_tokens = (
+            settings.max_output_tokens
+            or options.get("max_tokens")
+            or (budget + DEFAULT_MAX_TOKENS if budget else DEFAULT_MAX_TOKENS)
+        )
         if budget and max_tokens <= budget:
             raise self.unsupported("max_output_tokens", f"it must exceed the thinking budget ({budget} tokens)")
         fields["max_tokens"] = max_tokens
@@ -251,7 +276,11 @@ class AnthropicPromptDriver(BasePromptDriver):
         if body.get("system"):
             body["system"][-1] = {**body["system"][-1], "cache_control": CACHE_CONTROL}
         for message in reversed(body["messages"]):
-            cacheable = [n for n, part in enumerate(message["content"]) if part.get("type") not in ("thinking", "redacted_thinking")]
+            cacheable = [
+                n
+                for n, part in enumerate(message["content"])
+                if part.get("type") not in ("thinking", "redacted_thinking")
+            ]
             if cacheable:
                 n = cacheable[-1]
                 message["content"][n] = {**message["content"][n], "cache_control": CACHE_CONTROL}
@@ -328,20 +357,27 @@ class AnthropicPromptDriver(BasePromptDriver):
                 retryable=False,
             )
         if any(t["name"] == STRUCTURED_OUTPUT_TOOL for t in tools):
-            raise ProviderError("invalid_request", f"a tool may not be named {STRUCTURED_OUTPUT_TOOL!r} when an output schema is set", retryable=False)
+            raise ProviderError(
+                "invalid_request",
+                f"a tool may not be named {STRUCTURED_OUTPUT_TOOL!r} when an output schema is set",
+                retryable=False,
+            )
         # Only the output tool: call it. Other tools too: call any tool, the output one in the end.
         choice = {"type": "any"} if tools else {"type": "tool", "name": STRUCTURED_OUTPUT_TOOL}
         if options.get("tool_choice") not in (None, choice):
             raise ProviderError(
                 "invalid_request",
-                f"provider option tool_choice={options['tool_choice']!r} contradicts the output schema, which needs {choice}",
+                f"provider option tool_choice={options['tool_choice']!r} contradicts the output schema, which "
+                f"needs {choice}",
                 retryable=False,
             )
-        tools.append({
-            "name": STRUCTURED_OUTPUT_TOOL,
-            "description": str(schema.get("description") or "Give the final result, in exactly this structure."),
-            "input_schema": schema,
-        })
+        tools.append(
+            {
+                "name": STRUCTURED_OUTPUT_TOOL,
+                "description": str(schema.get("description") or "Give the final result, in exactly this structure."),
+                "input_schema": schema,
+            }
+        )
         options["tool_choice"] = choice
 
     def _messages(self, messages: list[Message]) -> list[dict[str, Any]]:
@@ -370,7 +406,12 @@ class AnthropicPromptDriver(BasePromptDriver):
 
     @staticmethod
     def _tool_result(block: ActionResultBlock) -> dict[str, Any]:
-        return {"type": "tool_result", "tool_use_id": block.action.tag, "content": block.text, "is_error": block.is_error}
+        return {
+            "type": "tool_result",
+            "tool_use_id": block.action.tag,
+            "content": block.text,
+            "is_error": block.is_error,
+        }
 
     def _part(self, block: Any, role: str) -> list[dict[str, Any]]:
         if isinstance(block, TextBlock):
@@ -382,8 +423,11 @@ class AnthropicPromptDriver(BasePromptDriver):
                 source = {"type": "base64", "media_type": block.mime_type, "data": block.data}
             return [{"type": "image", "source": source}]
         if isinstance(block, DocumentBlock):  # "PDF support": a document block, base64 or plain text
-            source = ({"type": "base64", "media_type": "application/pdf", "data": block.data} if block.is_pdf
-                      else {"type": "text", "media_type": "text/plain", "data": block.text or ""})
+            source = (
+                {"type": "base64", "media_type": "application/pdf", "data": block.data}
+                if block.is_pdf
+                else {"type": "text", "media_type": "text/plain", "data": block.text or ""}
+            )
             return [{"type": "document", "source": source, **({"title": block.name} if block.name else {})}]
         if isinstance(block, ActionCallBlock):
             action = block.action
@@ -419,7 +463,10 @@ class AnthropicPromptDriver(BasePromptDriver):
         if raw.strip():
             value = _json_or_none(raw)
             if value is None:
-                raise ProviderError("invalid_response", f"{self.provider} sent a {block.get('type')} block whose input is not JSON: {redact_head(raw)!r}")
+                raise ProviderError(
+                    "invalid_response",
+                    f"{self.provider} sent a {block.get('type')} block whose input is not JSON: {redact_head(raw)!r}",
+                )
             block["input"] = value
         return BlockDelta(position, GenericBlock(value=block))
 
@@ -451,7 +498,9 @@ class MessagesDecoder(StreamDecoder):
         self.driver = driver
         self.index = BlockIndex()
         self.usage: dict[str, Any] = {}
-        self.pending: dict[int, tuple[dict[str, Any], list[str]]] = {}  # passthrough blocks whose input is still streaming
+        self.pending: dict[
+            int, tuple[dict[str, Any], list[str]]
+        ] = {}  # passthrough blocks whose input is still streaming
 
     def feed(self, sse: Any) -> Sequence[DeltaMessage]:
         try:
@@ -512,8 +561,14 @@ class MessagesDecoder(StreamDecoder):
     def message_start(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
         message = event.get("message") or {}
         self.usage = message.get("usage") or {}
-        self.note(read_usage(usage_from_anthropic, self.usage, request_id=message.get("id") or None,
-                             model=message.get("model") or None))
+        self.note(
+            read_usage(
+                usage_from_anthropic,
+                self.usage,
+                request_id=message.get("id") or None,
+                model=message.get("model") or None,
+            )
+        )
         return ()
 
     def message_delta(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
@@ -545,12 +600,25 @@ class MessagesDecoder(StreamDecoder):
         if data.get("type") == "error" or isinstance(data.get("error"), dict):
             raise self.driver._stream_error(data.get("error", data))
         if data.get("type") != "message" and not isinstance(data.get("content"), list):
-            raise ProviderError("invalid_response", f"{self.driver.provider} sent a JSON reply that is not a message: "
-                                f"{redact_head(json.dumps(data))!r}", retryable=False)
-        self.note(read_usage(usage_from_anthropic, data.get("usage") or {}, request_id=data.get("id") or None,
-                             model=data.get("model") or None))
-        deltas = [d for index, block in enumerate(data.get("content") or ()) if isinstance(block, dict)
-                  for d in block_deltas(index, block)]
+            raise ProviderError(
+                "invalid_response",
+                f"{self.driver.provider} sent a JSON reply that is not a message: {redact_head(json.dumps(data))!r}",
+                retryable=False,
+            )
+        self.note(
+            read_usage(
+                usage_from_anthropic,
+                data.get("usage") or {},
+                request_id=data.get("id") or None,
+                model=data.get("model") or None,
+            )
+        )
+        deltas = [
+            d
+            for index, block in enumerate(data.get("content") or ())
+            if isinstance(block, dict)
+            for d in block_deltas(index, block)
+        ]
         reason = data.get("stop_reason") or "end_turn"
         self.note(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
         return deltas

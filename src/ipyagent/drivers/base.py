@@ -164,7 +164,9 @@ class _Deadlined(httpx2.AsyncByteStream):
         await self.stream.aclose()
 
 
-async def _read_head(frames: AsyncIterator[Any], decoder: StreamDecoder, head: list[DeltaMessage]) -> AsyncIterator[Any] | None:
+async def _read_head(
+    frames: AsyncIterator[Any], decoder: StreamDecoder, head: list[DeltaMessage]
+) -> AsyncIterator[Any] | None:
     """Feed `decoder` frames until one gives a delta (put in `head`); the frames left, or None
     when the body was read to its end (or to the stop signal), `decoder.finish` included."""
     feed = decoder.feed
@@ -343,8 +345,11 @@ class BasePromptDriver(ABC):
         price_known: bool = True,
     ) -> None:
         if price_as is not None and ":" not in price_as:
-            raise ProviderError("invalid_request", f"price_as takes PROVIDER:MODEL (openai:gpt-4.1-mini), not {price_as!r}",
-                                retryable=False)
+            raise ProviderError(
+                "invalid_request",
+                f"price_as takes PROVIDER:MODEL (openai:gpt-4.1-mini), not {price_as!r}",
+                retryable=False,
+            )
         self.price_as, self.price_known = price_as, price_known
         self.model = model
         self.provider = provider or self.protocol
@@ -359,7 +364,8 @@ class BasePromptDriver(ABC):
         if unknown:
             raise ProviderError(
                 "invalid_request",
-                f"unknown provider option(s) {sorted(unknown)} for {self.protocol}; known: {sorted(self.known_options)}",
+                f"unknown provider option(s) {sorted(unknown)} for {self.protocol}; known: "
+                f"{sorted(self.known_options)}",
                 retryable=False,
             )
         # Keys read from files often end in a newline, which no header may carry.
@@ -387,7 +393,9 @@ class BasePromptDriver(ABC):
         by `framing`); a driver with a framing of its own overrides this."""
         return body_frames(response, self.framing)
 
-    async def _reply(self, response: httpx2.Response, decoder: StreamDecoder) -> tuple[AsyncIterator[Any] | None, list[DeltaMessage]]:
+    async def _reply(
+        self, response: httpx2.Response, decoder: StreamDecoder
+    ) -> tuple[AsyncIterator[Any] | None, list[DeltaMessage]]:
         """(the frames of a 2xx reply (`frames`), deltas already read). A reply labelled as
         this driver's stream (`stream_types`) is read as it is; another is looked at (`_read_other`)."""
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -395,8 +403,9 @@ class BasePromptDriver(ABC):
             return self.frames(response), []
         return await self._read_other(response, content_type, decoder)
 
-    async def _read_other(self, response: httpx2.Response, content_type: str,
-                          decoder: StreamDecoder) -> tuple[AsyncIterator[Any] | None, list[DeltaMessage]]:
+    async def _read_other(
+        self, response: httpx2.Response, content_type: str, decoder: StreamDecoder
+    ) -> tuple[AsyncIterator[Any] | None, list[DeltaMessage]]:
         """A reply not labelled as this driver's stream, as `_reply` gives it: one JSON object is
         read whole (`StreamDecoder.whole`: no frames, its deltas), a stream labelled otherwise is
         read as the stream, anything else is ``invalid_response`` naming its content type and
@@ -417,19 +426,35 @@ class BasePromptDriver(ABC):
             if isinstance(data, dict):
                 deltas = decoder.whole(data)
                 if deltas is None:
-                    raise ProviderError("invalid_response", f"{self.provider} sent one JSON reply where a stream was expected: "
-                                        f"{redact_head(json.dumps(data))!r}", retryable=False)
+                    raise ProviderError(
+                        "invalid_response",
+                        f"{self.provider} sent one JSON reply where a stream was expected: "
+                        f"{redact_head(json.dumps(data))!r}",
+                        retryable=False,
+                    )
                 return None, list(deltas)
             stream: httpx2.AsyncByteStream = _Replayed(body)
         elif not start or start[:1] in (b"[", b":") or start.startswith((b"data:", b"event:", b"id:", b"retry:")):
             stream = _Replayed(head, chunks)
         else:
             shown = redact_head(head[:1400].decode("utf-8", "replace"))
-            raise ProviderError("invalid_response", f"{self.provider} replied with content type {content_type or 'none'!r}, "
-                                f"neither its stream nor JSON: {shown!r}", retryable=False)
-        headers = [(k, v) for k, v in response.headers.items() if k.lower() not in ("content-type", "content-encoding", "content-length")]
-        replay = httpx2.Response(response.status_code, headers=[*headers, ("content-type", self.stream_types[0])], stream=stream,
-                                 request=response.request)
+            raise ProviderError(
+                "invalid_response",
+                f"{self.provider} replied with content type {content_type or 'none'!r}, "
+                f"neither its stream nor JSON: {shown!r}",
+                retryable=False,
+            )
+        headers = [
+            (k, v)
+            for k, v in response.headers.items()
+            if k.lower() not in ("content-type", "content-encoding", "content-length")
+        ]
+        replay = httpx2.Response(
+            response.status_code,
+            headers=[*headers, ("content-type", self.stream_types[0])],
+            stream=stream,
+            request=response.request,
+        )
         return self.frames(replay), []
 
     def bearer_headers(self, accept: str) -> dict[str, str]:
@@ -484,8 +509,11 @@ class BasePromptDriver(ABC):
             return None
         strategy = prompt_stack.output_strategy or self.default_output_strategy()
         if strategy not in STRATEGIES:
-            raise ProviderError("invalid_request", f"output strategy {strategy!r} is not one of {', '.join(STRATEGIES)}",
-                                retryable=False)
+            raise ProviderError(
+                "invalid_request",
+                f"output strategy {strategy!r} is not one of {', '.join(STRATEGIES)}",
+                retryable=False,
+            )
         return strategy
 
     def price(self, usage: Usage, model: str | None = None) -> Cost | None:
@@ -496,7 +524,9 @@ class BasePromptDriver(ABC):
             return pricing.price(provider, priced_model, usage)
         if not self.price_known:
             return None
-        return pricing.price(self.provider, model or self.model, usage, price_provider=getattr(self, "price_provider", None))
+        return pricing.price(
+            self.provider, model or self.model, usage, price_provider=getattr(self, "price_provider", None)
+        )
 
     def capabilities_for(self, model: str) -> Capabilities:
         """The capabilities for `model` (default: the protocol's)."""
@@ -521,14 +551,17 @@ class BasePromptDriver(ABC):
             needed.append("tools")
         if not caps.vision and any(isinstance(b, ImageBlock) for m in prompt_stack.messages for b in m.content):
             needed.append("vision")
-        if not caps.documents and any(isinstance(b, DocumentBlock) and b.is_pdf for m in prompt_stack.messages for b in m.content):
+        if not caps.documents and any(
+            isinstance(b, DocumentBlock) and b.is_pdf for m in prompt_stack.messages for b in m.content
+        ):
             needed.append("pdf")
         strategy = self.output_strategy(prompt_stack)
         if (strategy == "native" and not caps.structured_output_native) or (strategy == "tool" and not caps.tools):
             raise ProviderError(
                 "unsupported_capability",
                 f"{self.provider} model {self.model} does not support structured output with the {strategy} strategy; "
-                f"use output_strategy={'tool' if caps.tools else 'rule'!r} or another model",  # tool fails only without tools
+                f"use output_strategy={'tool' if caps.tools else 'rule'!r} or another "
+                "model",  # tool fails only without tools
                 code="structured_output",
                 retryable=False,
             )
@@ -565,16 +598,29 @@ class BasePromptDriver(ABC):
         names = {t.name for t in prompt_stack.tools}
         if choice in ("required",) or settings.tool_name:
             if not names:
-                raise ProviderError("invalid_request", f"tool_choice={choice!r} needs tools, and this request offers none "
-                                    "(--tools NAME, or tools= in Python)", retryable=False)
+                raise ProviderError(
+                    "invalid_request",
+                    f"tool_choice={choice!r} needs tools, and this request offers none "
+                    "(--tools NAME, or tools= in Python)",
+                    retryable=False,
+                )
             if settings.tool_name and settings.tool_name not in names:
-                raise ProviderError("invalid_request", f"tool_choice={choice!r} is not one of the request's tools: "
-                                    f"{', '.join(sorted(names))}", retryable=False)
+                raise ProviderError(
+                    "invalid_request",
+                    f"tool_choice={choice!r} is not one of the request's tools: {', '.join(sorted(names))}",
+                    retryable=False,
+                )
         if self.output_strategy(prompt_stack) == "tool":
-            raise ProviderError("invalid_request", f"tool_choice={choice!r} contradicts the tool output strategy, which forces "
-                                "a call to its output tool; drop one of them", retryable=False)
+            raise ProviderError(
+                "invalid_request",
+                f"tool_choice={choice!r} contradicts the tool output strategy, which forces "
+                "a call to its output tool; drop one of them",
+                retryable=False,
+            )
 
-    def put_settings(self, target: dict[str, Any], fields: dict[str, Any], options: dict[str, Any] | None = None) -> None:
+    def put_settings(
+        self, target: dict[str, Any], fields: dict[str, Any], options: dict[str, Any] | None = None
+    ) -> None:
         """Put translated settings into `target` (a body or a nested object). A field that
         `options` (default: `provider_options`) also gives with another value is a conflict.
 
@@ -584,8 +630,11 @@ class BasePromptDriver(ABC):
         options = self.provider_options if options is None else options
         for key, value in fields.items():
             if key in options and options[key] != value:
-                raise ProviderError("invalid_request", f"{key} is set both by a setting ({value!r}) and by provider_options "
-                                    f"({options[key]!r}); keep one", retryable=False)
+                raise ProviderError(
+                    "invalid_request",
+                    f"{key} is set both by a setting ({value!r}) and by provider_options ({options[key]!r}); keep one",
+                    retryable=False,
+                )
             target[key] = value
 
     # -- model lists ------------------------------------------------------------------
@@ -606,13 +655,19 @@ class BasePromptDriver(ABC):
         params, rows = dict(self.models_params), []
         for _ in range(max_pages):
             try:
-                response = await client.get(url, params=params, headers={**self.headers(), "Accept": "application/json"})
+                response = await client.get(
+                    url, params=params, headers={**self.headers(), "Accept": "application/json"}
+                )
             except httpx2.TransportError as exc:
                 raise self._transport_error(exc, url) from None
             if response.status_code in (404, 405):
-                raise ProviderError("not_found", f"{self.provider} at {redact(self.base_url)} has no model list "
-                                    f"(GET {self.models_path} answered HTTP {response.status_code}); name the model yourself",
-                                    status=response.status_code, retryable=False)
+                raise ProviderError(
+                    "not_found",
+                    f"{self.provider} at {redact(self.base_url)} has no model list "
+                    f"(GET {self.models_path} answered HTTP {response.status_code}); name the model yourself",
+                    status=response.status_code,
+                    retryable=False,
+                )
             if response.status_code >= 400:
                 raise self.error_from_response(response.status_code, response.headers, response.content)
             try:
@@ -620,8 +675,11 @@ class BasePromptDriver(ABC):
             except ValueError:
                 data = None
             if not isinstance(data, dict):
-                raise ProviderError("invalid_response", f"{self.provider}'s model list at {redact(url)} is not a JSON object",
-                                    retryable=False)
+                raise ProviderError(
+                    "invalid_response",
+                    f"{self.provider}'s model list at {redact(url)} is not a JSON object",
+                    retryable=False,
+                )
             page, following = self.parse_models(data)
             rows += page
             if not following:
@@ -643,7 +701,8 @@ class BasePromptDriver(ABC):
         etype = etype or STATUS_TYPES.get(status) or ("server" if status >= 500 else "invalid_request")
         message = redact(message or f"HTTP {status} from {self.base_url}")
         if status in (401, 403) and not self._api_key:
-            message += f" (no API key was sent to {redact(self.base_url)}; name the variable holding one: --api-key-env VAR, or api_key_env= in Python)"
+            message += (f" (no API key was sent to {redact(self.base_url)}; name the variable holding one: "
+                        "--api-key-env VAR, or api_key_env= in Python)")
         return ProviderError(
             etype,  # type: ignore[arg-type]
             f"{self.provider} returned HTTP {status}: {message}",
@@ -656,17 +715,27 @@ class BasePromptDriver(ABC):
     def _transport_error(self, exc: Exception, url: str) -> ProviderError:
         url = redact(url)  # a key may sit in the URL (user-info, a query parameter)
         if isinstance(exc, httpx2.SSEError):  # an event over the size limit: the same reply again would be too
-            return ProviderError("invalid_response", f"{self.provider} sent a stream ipyagent cannot read: {exc} "
-                                 "(not retried: the same request would get the same reply)", retryable=False)
+            return ProviderError(
+                "invalid_response",
+                f"{self.provider} sent a stream ipyagent cannot read: {exc} "
+                "(not retried: the same request would get the same reply)",
+                retryable=False,
+            )
         if isinstance(exc, httpx2.TimeoutException):
             return ProviderError("timeout", f"{self.provider} did not answer within {self.read_timeout:g} s ({url})")
         if isinstance(exc, httpx2.ConnectError):
-            return ProviderError("connection", f"could not connect to {url}: {redact(str(exc)) or 'connection refused'}")
+            return ProviderError(
+                "connection", f"could not connect to {url}: {redact(str(exc)) or 'connection refused'}"
+            )
         return ProviderError("connection", f"connection to {url} failed: {type(exc).__name__}: {redact(str(exc))}")
 
     def _unreadable(self, exc: Exception) -> ProviderError:
-        detail = redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:300]  # one line (pydantic's text spans lines)
-        return ProviderError("invalid_response", f"{self.provider} sent a reply ipyagent could not read ({detail})", retryable=False)
+        detail = redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[
+            :300
+        ]  # one line (pydantic's text spans lines)
+        return ProviderError(
+            "invalid_response", f"{self.provider} sent a reply ipyagent could not read ({detail})", retryable=False
+        )
 
     def _as_provider_error(self, exc: Exception, url: str) -> ProviderError:
         """Any failure while sending or reading, as the `ProviderError` it means."""
@@ -688,13 +757,21 @@ class BasePromptDriver(ABC):
         return min(wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5)(state), self.max_retry_wait)
 
     def _too_slow(self) -> ProviderError:
-        return ProviderError("timeout", f"{self.provider} did not finish its response within {self.response_timeout:g} s "
-                             "(response_timeout); the text so far is kept", retryable=False)
+        return ProviderError(
+            "timeout",
+            f"{self.provider} did not finish its response within {self.response_timeout:g} s "
+            "(response_timeout); the text so far is kept",
+            retryable=False,
+        )
 
     def _retryable(self, exc: BaseException) -> bool:
         """Retry a retryable `ProviderError`, unless the provider asks for a longer wait than
         `max_retry_wait`: that is reported at once rather than slept through (DESIGN.md)."""
-        return isinstance(exc, ProviderError) and exc.retryable and (exc.retry_after is None or exc.retry_after <= self.max_retry_wait)
+        return (
+            isinstance(exc, ProviderError)
+            and exc.retryable
+            and (exc.retry_after is None or exc.retry_after <= self.max_retry_wait)
+        )
 
     async def _open(self, request: httpx2.Request) -> Opened:
         """One try: send `request` and read until the first delta (or the end of the stream).
@@ -760,9 +837,15 @@ class BasePromptDriver(ABC):
         """The tries after a first one that `failed` with a retryable error, through tenacity
         (which is handed that first failure as its own first attempt's)."""
         first: ProviderError | None = failed
-        retrying = AsyncRetrying(stop=stop_after_attempt(self.max_attempts), wait=self._wait, sleep=_no_sleep,
-                                 retry=retry_if_exception(self._retryable), before=turn.attempt,
-                                 before_sleep=turn.waiting, reraise=True)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.max_attempts),
+            wait=self._wait,
+            sleep=_no_sleep,
+            retry=retry_if_exception(self._retryable),
+            before=turn.attempt,
+            before_sleep=turn.waiting,
+            reraise=True,
+        )
         async for attempt in retrying:
             if turn.retry_error is not None:
                 # tenacity chose the wait (before_sleep); it is slept here, once announced
@@ -800,7 +883,9 @@ class BasePromptDriver(ABC):
         feed, texts, others = decoder.feed, agg.texts, agg.others
         async for frame in rest:
             for delta in feed(frame):
-                if delta.__class__ is TextDelta:  # Aggregator.add and check_text, inline: two Python calls less per delta
+                if (
+                    delta.__class__ is TextDelta
+                ):  # Aggregator.add and check_text, inline: two Python calls less per delta
                     text = delta.text  # type: ignore[attr-defined]
                     if text.__class__ is not str:
                         check_text(delta)
@@ -832,8 +917,12 @@ class BasePromptDriver(ABC):
         if meta.stop_kind is None and meta.stop_raw is None:
             # Every protocol ends a reply with a stop signal; without one the stream was cut
             # short (a closed connection, a proxy's error page): keep the text, do not pass it off as done.
-            raise ProviderError("invalid_response", f"the {self.provider} stream ended before the model finished "
-                                f"(no stop reason arrived); the text so far is kept{self._not_a_stream(turn)}", retryable=False)
+            raise ProviderError(
+                "invalid_response",
+                f"the {self.provider} stream ended before the model finished "
+                f"(no stop reason arrived); the text so far is kept{self._not_a_stream(turn)}",
+                retryable=False,
+            )
         cut: list[dict[str, Any]] | None = [] if meta.stop_kind is StopKind.max_tokens else None
         try:
             message = turn.agg.message(dropped=cut)
@@ -846,7 +935,9 @@ class BasePromptDriver(ABC):
         cost = await self._bill(turn, usage, model)
         metadata = turn.metadata(self.provider, model, cost=cost.to_dict() if cost is not None else None)
         message.usage, message.metadata = usage, dict(metadata)  # the message's own copy: no dict shared with the event
-        return ModelCompleted(message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata)
+        return ModelCompleted(
+            message=message, usage=usage, stop_reason=self._stop_reason(meta, message), metadata=metadata
+        )
 
     async def _bill(self, turn: Turn, usage: Usage, model: str) -> Cost | None:
         """The price of a turn's `usage`, recorded in the session's ledger (budgets) unless replayed;
@@ -874,13 +965,17 @@ class BasePromptDriver(ABC):
         if self.output_strategy(prompt_stack) == "rule":
             prompt_stack = with_rule_instruction(prompt_stack)
         path, body = self.build_request(prompt_stack)
-        request = self._client_for().build_request("POST", _parsed_url(f"{self.base_url}{path}"), json=body, headers=self.headers())
+        request = self._client_for().build_request(
+            "POST", _parsed_url(f"{self.base_url}{path}"), json=body, headers=self.headers()
+        )
         turn = Turn(time.monotonic(), bool(getattr(self.transport, "replays", False)), prompt_stack.settings.as_dict())
         if prompt_stack.system_blocks or prompt_stack.system_dropped:  # what %agent inspect shows
-            turn.system_blocks = [b.summary(True) for b in prompt_stack.system_blocks] + \
-                [b.summary(False) for b in prompt_stack.system_dropped]
-        yield ModelStarted(provider=self.provider, model=self.model,
-                           request={"url": redact(str(request.url)), "body": body})  # no headers: no key
+            turn.system_blocks = [b.summary(True) for b in prompt_stack.system_blocks] + [
+                b.summary(False) for b in prompt_stack.system_dropped
+            ]
+        yield ModelStarted(
+            provider=self.provider, model=self.model, request={"url": redact(str(request.url)), "body": body}
+        )  # no headers: no key
         try:
             async with aclosing(self._send(request, turn)) as notices:
                 async for notice in notices:
@@ -893,7 +988,9 @@ class BasePromptDriver(ABC):
             if isinstance(opened.response.stream, _Deadlined):  # the connection back to the pool
                 await opened.response.stream.drain()
             completed = await self._complete(turn)
-        except Exception as exc:  # a reply of the wrong shape may trip anything (a number where text goes): a failed turn
+        except (
+            Exception
+        ) as exc:  # a reply of the wrong shape may trip anything (a number where text goes): a failed turn
             yield await self._failed(self._as_provider_error(exc, str(request.url)), turn)
         else:
             yield completed
@@ -908,19 +1005,26 @@ class BasePromptDriver(ABC):
         ``text/event-stream``): what it began with, as one line; else nothing."""
         body = turn.opened.response.stream  # type: ignore[union-attr]  # the turn completes on a response `_open` opened,
         head = body.head.lstrip()  # type: ignore[attr-defined]  # its body a `_Deadlined`
-        if turn.agg or not head or head[:1] in (b"{", b"[", b":") or head.startswith((b"data:", b"event:", b"id:", b"retry:")):
+        if (
+            turn.agg
+            or not head
+            or head[:1] in (b"{", b"[", b":")
+            or head.startswith((b"data:", b"event:", b"id:", b"retry:"))
+        ):
             return ""
         return f"; it sent no event, only: {error_excerpt(head.decode('utf-8', 'replace'))!r}"
 
     async def _failed(self, error: ProviderError, turn: Turn) -> ModelFailed:
-        """The turn failed: `error` (redacted as every `ProviderError` is; saying why a retryable one was not tried again:
-        a longer wait asked than `max_retry_wait`, or the attempts ran out) and the partial
+        """The turn failed: `error` (redacted as every `ProviderError` is; saying why a retryable one was not
+        tried again: a longer wait asked than `max_retry_wait`, or the attempts ran out) and the partial
         message of what arrived (`Aggregator.partial`, marked ``partial`` and ``failed``).
         Usage the provider sent before failing is the partial's `usage`, priced (``cost`` in
         the metadata) and recorded in the ledger like a completed turn's."""
         if error.retryable and error.retry_after is not None and error.retry_after > self.max_retry_wait:
-            error.message = (f"{error.message} (asked to wait {as_duration(error.retry_after)}, more than max_retry_wait="
-                             f"{self.max_retry_wait:g} s: not retried; try again later)")
+            error.message = (
+                f"{error.message} (asked to wait {as_duration(error.retry_after)}, more than max_retry_wait="
+                f"{self.max_retry_wait:g} s: not retried; try again later)"
+            )
         elif turn.attempts > 1 and error.retryable:
             error.message = f"{error.message} (gave up after {turn.attempts} attempts)"
         try:

@@ -108,7 +108,9 @@ def load_cassette(path: str | Path) -> list[dict[str, Any]]:
     """
     path = Path(path)
     if not path.is_file():
-        raise ConfigurationError(f"cassette {str(path)!r} not found; record one with %provider PROVIDER:MODEL --record {path}")
+        raise ConfigurationError(
+            f"cassette {str(path)!r} not found; record one with %provider PROVIDER:MODEL --record {path}"
+        )
     entries = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -117,7 +119,9 @@ def load_cassette(path: str | Path) -> list[dict[str, Any]]:
             entry = json.loads(line)
             entry["request"], entry["response"]  # noqa: B018 - shape check
         except (ValueError, KeyError, TypeError):
-            raise ConfigurationError(f"{path}:{n} is not a cassette line (a JSON object with request and response)") from None
+            raise ConfigurationError(
+                f"{path}:{n} is not a cassette line (a JSON object with request and response)"
+            ) from None
         entries.append(entry)
     if not entries:
         raise ConfigurationError(f"cassette {str(path)!r} holds no exchanges")
@@ -169,7 +173,7 @@ def reasked_at(recorded: Any, current: Any) -> int | None:
     inserted = len(new) - len(old)
     for i in range(len(old) - 1, -1, -1):
         starts_turn = isinstance(old[i], dict) and old[i].get("role") == "user"
-        if starts_turn and old[i:] == new[i + inserted:] and old[:i] == new[:i]:
+        if starts_turn and old[i:] == new[i + inserted :] and old[:i] == new[:i]:
             return i
     return None
 
@@ -223,7 +227,8 @@ class ReplayTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         key = self._key(request.method, str(request.url), await request.aread())
         matches = [
-            i for i, e in enumerate(self.entries)
+            i
+            for i, e in enumerate(self.entries)
             if self._key(e["request"]["method"], e["request"]["url"], e["request"]["body"]) == key
         ]
         if not matches:

@@ -77,8 +77,12 @@ def check_text(delta: DeltaMessage) -> None:
     far kept, rather than in the view or when the message is built."""
     if delta.__class__ is ToolCallDelta:  # the usual one after text (the relay checks text itself): no loop
         call_id, call_name, signature = delta.call_id, delta.name, delta.signature  # type: ignore[attr-defined]
-        if (delta.arguments.__class__ is str and (call_id is None or call_id.__class__ is str)  # type: ignore[attr-defined]
-                and (call_name is None or call_name.__class__ is str) and (signature is None or signature.__class__ is str)):
+        if (
+            delta.arguments.__class__ is str
+            and (call_id is None or call_id.__class__ is str)  # type: ignore[attr-defined]
+            and (call_name is None or call_name.__class__ is str)
+            and (signature is None or signature.__class__ is str)
+        ):
             return
     for name, optional in _TEXT_FIELDS.get(delta.__class__, ()):
         value = getattr(delta, name)

@@ -143,7 +143,9 @@ class GeminiPromptDriver(BasePromptDriver):
         if settings.cache is False:
             raise self.unsupported("cache", "implicit prompt caching is automatic and cannot be turned off")
         generation: dict[str, Any] = {}
-        for name, wire in (("temperature", "temperature"), ("top_p", "topP"), ("max_output_tokens", "maxOutputTokens"), ("seed", "seed")):
+        names = (("temperature", "temperature"), ("top_p", "topP"), ("max_output_tokens", "maxOutputTokens"),
+                 ("seed", "seed"))
+        for name, wire in names:
             if getattr(settings, name) is not None:
                 generation[wire] = getattr(settings, name)
         if settings.stop is not None:
@@ -186,7 +188,9 @@ class GeminiPromptDriver(BasePromptDriver):
         body: dict[str, Any] = {"contents": contents}
         blocks = [b.text for b in prompt_stack.system_blocks if b.text]
         if blocks:  # one part per block ("Content": systemInstruction parts), then the system messages
-            body["systemInstruction"] = {"parts": [{"text": text} for text in blocks] + ([{"text": "\n\n".join(system)}] if system else [])}
+            body["systemInstruction"] = {
+                "parts": [{"text": text} for text in blocks] + ([{"text": "\n\n".join(system)}] if system else [])
+            }
         elif system:
             body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
         strategy = self.output_strategy(prompt_stack)
@@ -223,8 +227,9 @@ class GeminiPromptDriver(BasePromptDriver):
                 _append(contents, role, parts)
         return contents, system
 
-    def _generation_config(self, prompt_stack: PromptStack, strategy: str | None,
-                           schema: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def _generation_config(
+        self, prompt_stack: PromptStack, strategy: str | None, schema: dict[str, Any] | None
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """(``generationConfig``, the settings' ``functionCallingConfig`` or None): provider
         options, then settings, then the native JSON schema.
 
@@ -247,8 +252,9 @@ class GeminiPromptDriver(BasePromptDriver):
             generation["responseJsonSchema"] = schema
         return generation, calling
 
-    def _calling_config(self, prompt_stack: PromptStack, strategy: str | None,
-                        calling: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _calling_config(
+        self, prompt_stack: PromptStack, strategy: str | None, calling: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
         """The ``functionCallingConfig`` a setting or the tool output strategy asks for (None:
         the provider option ``toolConfig``, if any, stands).
 
@@ -257,12 +263,19 @@ class GeminiPromptDriver(BasePromptDriver):
         """
         config = calling
         if calling is not None and "toolConfig" in self.provider_options:
-            raise ProviderError("invalid_request", "tool_choice is set both by a setting and by the provider option "
-                                "toolConfig; keep one", retryable=False)
+            raise ProviderError(
+                "invalid_request",
+                "tool_choice is set both by a setting and by the provider option toolConfig; keep one",
+                retryable=False,
+            )
         if strategy == "tool":
             if "toolConfig" in self.provider_options:
-                raise ProviderError("invalid_request", "provider option toolConfig contradicts the tool output strategy, "
-                                    "which forces a call to its output tool; drop one of them", retryable=False)
+                raise ProviderError(
+                    "invalid_request",
+                    "provider option toolConfig contradicts the tool output strategy, "
+                    "which forces a call to its output tool; drop one of them",
+                    retryable=False,
+                )
             # Mode ANY: some function must be called; with only the output tool, that one.
             config = {"mode": "ANY"}
             if not prompt_stack.tools:
@@ -296,8 +309,11 @@ class GeminiPromptDriver(BasePromptDriver):
             elif isinstance(block, AudioBlock):
                 parts.append({"inlineData": {"mimeType": block.mime_type, "data": block.data}})
             elif isinstance(block, DocumentBlock):  # "Document understanding": a PDF as inline data; text as text
-                parts.append({"inlineData": {"mimeType": "application/pdf", "data": block.data}} if block.is_pdf
-                             else {"text": block.as_text()})
+                parts.append(
+                    {"inlineData": {"mimeType": "application/pdf", "data": block.data}}
+                    if block.is_pdf
+                    else {"text": block.as_text()}
+                )
             elif isinstance(block, ActionCallBlock):
                 call: dict[str, Any] = {"name": block.action.native_name, "args": block.action.input}
                 if is_sent_id(block.action.tag):

@@ -211,7 +211,8 @@ class GeminiResponseParser:
     its own block.
     """
 
-    __slots__ = ("index", "_kind", "_seq", "_calls", "_open", "_reasoning_signed", "usage", "finish_reason", "block_reason", "response_id", "model")
+    __slots__ = ("index", "_kind", "_seq", "_calls", "_open", "_reasoning_signed", "usage", "finish_reason",
+                 "block_reason", "response_id", "model")
 
     def __init__(self) -> None:
         self.index = BlockIndex()
@@ -293,8 +294,10 @@ class GeminiResponseParser:
         if isinstance(inline, dict) and inline.get("data"):
             mime = inline.get("mimeType") or "application/octet-stream"
             block: Any = (
-                ImageBlock(mime_type=mime, data=inline["data"]) if mime.startswith("image/")
-                else AudioBlock(mime_type=mime, data=inline["data"]) if mime.startswith("audio/")
+                ImageBlock(mime_type=mime, data=inline["data"])
+                if mime.startswith("image/")
+                else AudioBlock(mime_type=mime, data=inline["data"])
+                if mime.startswith("audio/")
                 else GenericBlock(value=part)
             )
             yield BlockDelta(self._new(None), block)
@@ -326,7 +329,9 @@ class GeminiResponseParser:
             self._apply_partial(self._open, call)
             yield ToolCallDelta(index, call_id, name, "", signature)
         else:  # args that are not an object are passed on as sent: the call gets its error, for the model
-            yield ToolCallDelta(index, call_id, name, json.dumps({} if args is None else args, ensure_ascii=False), signature)
+            yield ToolCallDelta(
+                index, call_id, name, json.dumps({} if args is None else args, ensure_ascii=False), signature
+            )
 
     @staticmethod
     def _apply_partial(open_call: _OpenCall, call: dict[str, Any]) -> None:
@@ -435,8 +440,11 @@ class GeminiDecoder(StreamDecoder):
         deltas = list(self.parser.feed(chunk)) if chunk is not None else []
         if self.bare and not self.sse:  # in an SSE stream, lines that are not JSON are fields to ignore
             text = "\n".join(self.bare).strip()
-            raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON, "
-                                f"or the stream ended inside one: {redact_head(text)!r}")
+            raise ProviderError(
+                "invalid_response",
+                f"{self.provider} sent a stream line that is not SSE or JSON, "
+                f"or the stream ended inside one: {redact_head(text)!r}",
+            )
         for item in self.parser.finish():
             if isinstance(item, StreamMeta):
                 self.note(item)
@@ -488,8 +496,9 @@ class GeminiDecoder(StreamDecoder):
         except ValueError:
             if self.sse:
                 return None
-            raise ProviderError("invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON: "
-                                f"{redact_head(text)!r}") from None
+            raise ProviderError(
+                "invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON: {redact_head(text)!r}"
+            ) from None
         for value in values:
             if isinstance(value, dict) and "error" in value:
                 raise stream_error(value["error"])

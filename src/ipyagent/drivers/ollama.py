@@ -125,7 +125,8 @@ class OllamaDecoder(StreamDecoder):
                 kind = StopKind.tool_use  # Ollama says "stop" after tool calls too
             else:
                 kind = DONE_REASONS.get(reason or "stop", StopKind.end_turn)
-            self.note(read_usage(usage_from_ollama, chunk, stop_raw=reason, stop_kind=kind, model=chunk.get("model") or None))
+            model = chunk.get("model") or None
+            self.note(read_usage(usage_from_ollama, chunk, stop_raw=reason, stop_kind=kind, model=model))
             self.done = True
         return deltas
 
@@ -142,12 +143,14 @@ class OllamaDecoder(StreamDecoder):
             arguments = function.get("arguments")
             if arguments is None:
                 arguments = {}
-            deltas.append(ToolCallDelta(
-                index(("tool", self.calls)),
-                call.get("id") or f"call_{next(self.call_ids)}",
-                function.get("name") or None,
-                arguments if isinstance(arguments, str) else json.dumps(arguments),
-            ))
+            deltas.append(
+                ToolCallDelta(
+                    index(("tool", self.calls)),
+                    call.get("id") or f"call_{next(self.call_ids)}",
+                    function.get("name") or None,
+                    arguments if isinstance(arguments, str) else json.dumps(arguments),
+                )
+            )
             self.calls += 1
         return deltas
 
@@ -166,8 +169,11 @@ class OllamaDecoder(StreamDecoder):
         """Nothing is left; raises `ProviderError` ``invalid_response`` when the body ended before
         the ``done`` object."""
         if not self.done:
-            raise ProviderError("invalid_response", f"{self.provider} stream ended before its final object (done: true)",
-                                retryable=False)
+            raise ProviderError(
+                "invalid_response",
+                f"{self.provider} stream ended before its final object (done: true)",
+                retryable=False,
+            )
         return ()
 
 
@@ -235,10 +241,19 @@ class OllamaPromptDriver(BasePromptDriver):
         if settings.cache is False:
             raise self.unsupported("cache", "Ollama reuses the cached prompt prefix automatically")
         if settings.budget:
-            raise self.unsupported("reasoning", "Ollama's think takes an effort (low, medium, high) or off, not a budget in tokens")
-        model_options = {wire: getattr(settings, name) for name, wire in (
-            ("temperature", "temperature"), ("top_p", "top_p"), ("max_output_tokens", "num_predict"), ("seed", "seed"))
-            if getattr(settings, name) is not None}
+            raise self.unsupported(
+                "reasoning", "Ollama's think takes an effort (low, medium, high) or off, not a budget in tokens"
+            )
+        model_options = {
+            wire: getattr(settings, name)
+            for name, wire in (
+                ("temperature", "temperature"),
+                ("top_p", "top_p"),
+                ("max_output_tokens", "num_predict"),
+                ("seed", "seed"),
+            )
+            if getattr(settings, name) is not None
+        }
         if settings.stop is not None:
             model_options["stop"] = list(settings.stop)
         top: dict[str, Any] = {}
@@ -251,10 +266,15 @@ class OllamaPromptDriver(BasePromptDriver):
     def build_request(self, prompt_stack: PromptStack) -> tuple[str, dict[str, Any]]:
         options = dict(self.provider_options)
         if "options" in options and not isinstance(options["options"], dict):
-            raise ProviderError("invalid_request", "ollama provider option 'options' must be an object (temperature, num_ctx, ...)", retryable=False)
+            raise ProviderError(
+                "invalid_request",
+                "ollama provider option 'options' must be an object (temperature, num_ctx, ...)",
+                retryable=False,
+            )
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": system_message(prompt_stack) + [m for message in prompt_stack.messages for m in self._messages(message)],
+            "messages": system_message(prompt_stack)
+            + [m for message in prompt_stack.messages for m in self._messages(message)],
             "stream": True,
         }
         schema = prompt_stack.to_output_json_schema()
@@ -263,7 +283,10 @@ class OllamaPromptDriver(BasePromptDriver):
         tools = list(prompt_stack.tools) + ([output_tool(schema)] if strategy == "tool" else [])  # type: ignore[arg-type]
         if tools:
             body["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
                 for t in tools
             ]
         model_options, top = self.settings_fields(prompt_stack)
@@ -311,7 +334,12 @@ class OllamaPromptDriver(BasePromptDriver):
             elif isinstance(block, ImageBlock):
                 images.append(self._image(block))
             elif isinstance(block, ActionCallBlock):
-                calls.append({"id": block.action.tag, "function": {"name": block.action.native_name, "arguments": block.action.input}})
+                calls.append(
+                    {
+                        "id": block.action.tag,
+                        "function": {"name": block.action.native_name, "arguments": block.action.input},
+                    }
+                )
             elif isinstance(block, AudioBlock):
                 raise ProviderError(
                     "unsupported_capability",

@@ -132,7 +132,8 @@ class ChatDecoder(StreamDecoder):
             return [d for item in choices if item.get("index", 0) == 0 for d in self.read(item)]
         choice = choices[0]  # the usual chunk: one choice, its delta one piece of text
         delta = choice.get("delta")
-        if delta and len(delta) == 1 and "content" in delta and not choice.get("finish_reason") and choice.get("index", 0) == 0:
+        if (delta and len(delta) == 1 and "content" in delta and not choice.get("finish_reason")
+                and choice.get("index", 0) == 0):
             content = delta["content"]
             if type(content) is str:
                 return (TextDelta(self.index["text"], content),) if content else ()
@@ -154,7 +155,11 @@ class ChatDecoder(StreamDecoder):
         if not usage:
             usage = (chunk["x_groq"] or _NONE).get("usage")  # Groq
         if usage:
-            self.note(read_usage(usage_from_openai, usage, request_id=chunk.get("id") or None, model=chunk.get("model") or None))
+            self.note(
+                read_usage(
+                    usage_from_openai, usage, request_id=chunk.get("id") or None, model=chunk.get("model") or None
+                )
+            )
 
     def read(self, choice: dict[str, Any]) -> Sequence[DeltaMessage]:
         """The deltas of one chunk's choice 0; its ``finish_reason`` noted."""
@@ -169,7 +174,9 @@ class ChatDecoder(StreamDecoder):
         content = delta.get("content")
         if content is not None:
             for kind, text in content_parts(content):
-                items.append(TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text))
+                items.append(
+                    TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text)
+                )
         refusal = delta.get("refusal")
         if refusal:
             items.append(TextDelta(index("text"), refusal))
@@ -202,23 +209,34 @@ class ChatDecoder(StreamDecoder):
             raise _error_from_object(data["error"])
         choice = next((c for c in data.get("choices") or () if isinstance(c, dict) and c.get("index", 0) == 0), None)
         if choice is None:
-            raise ProviderError("invalid_response", f"{self.provider} sent a JSON reply without choices: "
-                                f"{redact_head(json.dumps(data))!r}", retryable=False)
+            raise ProviderError(
+                "invalid_response",
+                f"{self.provider} sent a JSON reply without choices: {redact_head(json.dumps(data))!r}",
+                retryable=False,
+            )
         if data.get("usage"):
-            self.note(read_usage(usage_from_openai, data["usage"], request_id=data.get("id") or None, model=data.get("model") or None))
+            self.note(
+                read_usage(
+                    usage_from_openai, data["usage"], request_id=data.get("id") or None, model=data.get("model") or None
+                )
+            )
         message, index, deltas = choice.get("message") or {}, self.index, []
         reasoning = message.get("reasoning_content") or message.get("reasoning")
         if reasoning:
             deltas.append(ReasoningDelta(index("reasoning"), reasoning))
         for kind, text in content_parts(message.get("content")):
-            deltas.append(TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text))
+            deltas.append(
+                TextDelta(index("text"), text) if kind == "text" else ReasoningDelta(index("reasoning"), text)
+            )
         if message.get("refusal"):
             deltas.append(TextDelta(index("text"), message["refusal"]))
         for slot, call in enumerate(message.get("tool_calls") or ()):
             function = call.get("function") or {}
             arguments = function.get("arguments")
             arguments = arguments if isinstance(arguments, str) else json.dumps(arguments) if arguments else ""
-            deltas.append(ToolCallDelta(index(("tool", slot)), call.get("id") or None, function.get("name") or None, arguments))
+            deltas.append(
+                ToolCallDelta(index(("tool", slot)), call.get("id") or None, function.get("name") or None, arguments)
+            )
         finish = choice.get("finish_reason") or ("tool_calls" if message.get("tool_calls") else "stop")
         self.note(StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn)))
         return deltas
@@ -232,7 +250,11 @@ def _error_from_object(error: Any) -> ProviderError:
     status = error.get("status_code") or (code if isinstance(code, int) else None)
     etype = STATUS_TYPES.get(status) if isinstance(status, int) else None
     if etype is None:
-        etype = "server" if isinstance(status, int) and status >= 500 else error_type_for(code, error.get("type")) or "server"
+        etype = (
+            "server"
+            if isinstance(status, int) and status >= 500
+            else error_type_for(code, error.get("type")) or "server"
+        )
     return ProviderError(etype, str(error.get("message") or error), code=code, raw=error, status=status)  # type: ignore[arg-type]
 
 
@@ -283,10 +305,28 @@ class OpenAIChatPromptDriver(BasePromptDriver):
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
     known_options = frozenset(
         {
-            "temperature", "top_p", "max_tokens", "max_completion_tokens", "seed", "stop", "n",
-            "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "user",
-            "reasoning_effort", "response_format", "parallel_tool_calls", "tool_choice", "service_tier",
-            "metadata", "store", "verbosity", "extra_body",
+            "temperature",
+            "top_p",
+            "max_tokens",
+            "max_completion_tokens",
+            "seed",
+            "stop",
+            "n",
+            "presence_penalty",
+            "frequency_penalty",
+            "logit_bias",
+            "logprobs",
+            "top_logprobs",
+            "user",
+            "reasoning_effort",
+            "response_format",
+            "parallel_tool_calls",
+            "tool_choice",
+            "service_tier",
+            "metadata",
+            "store",
+            "verbosity",
+            "extra_body",
         }
     )
 
@@ -313,8 +353,12 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             for name in ("temperature", "top_p", "stop"):
                 if getattr(settings, name) is not None:
                     raise self.unsupported(name, "OpenAI reasoning models take no sampling settings")
-        for name, wire in (("temperature", "temperature"), ("top_p", "top_p"), ("max_output_tokens", "max_completion_tokens"),
-                           ("seed", "seed")):
+        for name, wire in (
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("max_output_tokens", "max_completion_tokens"),
+            ("seed", "seed"),
+        ):
             value = getattr(settings, name)
             if value is not None:
                 fields[names.get(name, wire)] = value
@@ -322,8 +366,12 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             if len(settings.stop) > MAX_STOP and self.provider in ("openai", "azure-openai"):
                 raise self.unsupported("stop", f"at most {MAX_STOP} stop sequences")
             fields["stop"] = list(settings.stop)
-        if settings.budget is not None and not (settings.budget == 0 and not self.capabilities_for(self.model).reasoning):
-            raise self.unsupported("reasoning", "Chat Completions takes an effort (low, medium, high), not a budget in tokens")
+        if settings.budget is not None and not (
+            settings.budget == 0 and not self.capabilities_for(self.model).reasoning
+        ):
+            raise self.unsupported(
+                "reasoning", "Chat Completions takes an effort (low, medium, high), not a budget in tokens"
+            )
         if settings.effort:
             fields["reasoning_effort"] = settings.effort
         if settings.cache is False:
@@ -340,7 +388,8 @@ class OpenAIChatPromptDriver(BasePromptDriver):
         extra = options.pop("extra_body", None) or {}
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": system_message(prompt_stack) + [m for message in prompt_stack.messages for m in self._messages(message)],
+            "messages": system_message(prompt_stack)
+            + [m for message in prompt_stack.messages for m in self._messages(message)],
             "stream": True,
             "stream_options": {"include_usage": True},
         }
@@ -359,14 +408,29 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             }
         elif strategy == "tool":
             if "tool_choice" in options:
-                raise ProviderError("invalid_request", "provider option tool_choice contradicts the tool output strategy, "
-                                    "which forces a call to its output tool; drop one of them", retryable=False)
+                raise ProviderError(
+                    "invalid_request",
+                    "provider option tool_choice contradicts the tool output strategy, "
+                    "which forces a call to its output tool; drop one of them",
+                    retryable=False,
+                )
             strict = strict_or_none(schema)  # type: ignore[arg-type]
             tool = output_tool(schema, strict)  # type: ignore[arg-type]
-            tools.append({"type": "function", "function": {"name": tool.name, "description": tool.description,
-                                                           "parameters": tool.parameters, "strict": strict is not None}})
+            tools.append(
+                {
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.parameters,
+                        "strict": strict is not None,
+                    },
+                }
+            )
             # Only the output tool: call it. Other tools too: call some tool, the output one in the end.
-            body["tool_choice"] = "required" if prompt_stack.tools else {"type": "function", "function": {"name": OUTPUT_TOOL}}
+            body["tool_choice"] = (
+                "required" if prompt_stack.tools else {"type": "function", "function": {"name": OUTPUT_TOOL}}
+            )
         if tools:
             body["tools"] = tools
         self.put_settings(body, self.settings_fields(prompt_stack), {**options, **extra})
@@ -390,8 +454,11 @@ class OpenAIChatPromptDriver(BasePromptDriver):
                 url = block.url or f"data:{block.mime_type};base64,{block.data}"
                 parts.append({"type": "image_url", "image_url": {"url": url}})
             elif isinstance(block, DocumentBlock):  # "File inputs": a PDF as a file part; text as text
-                parts.append({"type": "file", "file": {"filename": block.name or "document.pdf", "file_data": block.data_url}}
-                             if block.is_pdf else {"type": "text", "text": "\n\n" + block.as_text()})
+                parts.append(
+                    {"type": "file", "file": {"filename": block.name or "document.pdf", "file_data": block.data_url}}
+                    if block.is_pdf
+                    else {"type": "text", "text": "\n\n" + block.as_text()}
+                )
         out: dict[str, Any] = {"role": message.role}
         if all(p["type"] == "text" for p in parts):
             out["content"] = "".join(p["text"] for p in parts) if parts else None

@@ -255,7 +255,8 @@ class ResponsesDecoder(StreamDecoder):
             if arguments:
                 self._args_seen.add(oi)
             signature = json.dumps({"id": item["id"]}, separators=(",", ":")) if item.get("id") else None
-            return [ToolCallDelta(self.index((oi, "call")), item.get("call_id") or None, item.get("name") or None, arguments, signature)]
+            index = self.index((oi, "call"))
+            return [ToolCallDelta(index, item.get("call_id") or None, item.get("name") or None, arguments, signature)]
         if kind == "reasoning":
             self.index((oi, "reasoning"))  # keep arrival order even if no summary streams
         return ()
@@ -281,7 +282,15 @@ class ResponsesDecoder(StreamDecoder):
             if added is not None and added.get("call_id") and added.get("name") and not arguments:
                 return ()
             signature = json.dumps({"id": item["id"]}, separators=(",", ":")) if item.get("id") else None
-            return [ToolCallDelta(self.index((oi, "call")), item.get("call_id") or None, item.get("name") or None, arguments, signature)]
+            return [
+                ToolCallDelta(
+                    self.index((oi, "call")),
+                    item.get("call_id") or None,
+                    item.get("name") or None,
+                    arguments,
+                    signature,
+                )
+            ]
         if kind == "reasoning":
             text = ""
             if oi not in self._reasoning_part:
@@ -326,7 +335,9 @@ def response_object_events(response: dict[str, Any]) -> Iterator[dict[str, Any]]
         yield {"type": "response.completed", "response": response}
     else:
         raise ProviderError(
-            "invalid_response", f"the response is still {status!r}; a streamed request should not get an unfinished response", raw=response
+            "invalid_response",
+            f"the response is still {status!r}; a streamed request should not get an unfinished response",
+            raw=response,
         )
 
 
@@ -353,8 +364,20 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
     known_options = frozenset(
         {
-            "temperature", "top_p", "max_output_tokens", "reasoning", "parallel_tool_calls", "tool_choice",
-            "store", "previous_response_id", "truncation", "metadata", "user", "service_tier", "include", "text",
+            "temperature",
+            "top_p",
+            "max_output_tokens",
+            "reasoning",
+            "parallel_tool_calls",
+            "tool_choice",
+            "store",
+            "previous_response_id",
+            "truncation",
+            "metadata",
+            "user",
+            "service_tier",
+            "include",
+            "text",
         }
     )
 
@@ -373,22 +396,36 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
             ProviderError: ``unsupported_capability`` for a setting this API or model cannot take.
         """
         settings = prompt_stack.settings
-        for name, why in (("stop", "the Responses API has no stop sequences"), ("seed", "the Responses API has no seed")):
+        for name, why in (
+            ("stop", "the Responses API has no stop sequences"),
+            ("seed", "the Responses API has no seed"),
+        ):
             if getattr(settings, name) is not None:
                 raise self.unsupported(name, why)
         if openai_reasoning_model(self.model):
             for name in ("temperature", "top_p"):
                 if getattr(settings, name) is not None:
                     raise self.unsupported(name, "OpenAI reasoning models take no sampling settings")
-        fields = {name: getattr(settings, name) for name in ("temperature", "top_p", "max_output_tokens")
-                  if getattr(settings, name) is not None}
-        if settings.budget is not None and not (settings.budget == 0 and not self.capabilities_for(self.model).reasoning):
-            raise self.unsupported("reasoning", "the Responses API takes an effort (low, medium, high), not a budget in tokens")
+        fields = {
+            name: getattr(settings, name)
+            for name in ("temperature", "top_p", "max_output_tokens")
+            if getattr(settings, name) is not None
+        }
+        if settings.budget is not None and not (
+            settings.budget == 0 and not self.capabilities_for(self.model).reasoning
+        ):
+            raise self.unsupported(
+                "reasoning", "the Responses API takes an effort (low, medium, high), not a budget in tokens"
+            )
         if settings.effort:
             reasoning = dict(self.provider_options.get("reasoning") or {})
             if reasoning.get("effort") not in (None, settings.effort):
-                raise ProviderError("invalid_request", f"reasoning effort is set both by a setting ({settings.effort!r}) and by "
-                                    f"provider_options ({reasoning['effort']!r}); keep one", retryable=False)
+                raise ProviderError(
+                    "invalid_request",
+                    f"reasoning effort is set both by a setting ({settings.effort!r}) and by "
+                    f"provider_options ({reasoning['effort']!r}); keep one",
+                    retryable=False,
+                )
             fields["reasoning"] = {**reasoning, "effort": settings.effort}
         if settings.cache is False:
             raise self.unsupported("cache", "prompt caching is automatic and cannot be turned off")
@@ -413,10 +450,8 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         body["input"] = [item for m in prompt_stack.messages if m.role != "system" for item in self._items(m)]
         # `strict` must be sent: the API takes a missing value as true, and strict mode
         # rejects ordinary schemas (optional properties, no additionalProperties: false).
-        tools = [
-            {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
-            for t in prompt_stack.tools
-        ]
+        tools = [{"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters,
+                  "strict": False} for t in prompt_stack.tools]
         text = dict(options.pop("text", None) or {})
         schema = prompt_stack.to_output_json_schema()
         strategy = self.output_strategy(prompt_stack)
@@ -426,12 +461,13 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
                                        "strict": strict is not None})
         elif strategy == "tool":
             if "tool_choice" in options:
-                raise ProviderError("invalid_request", "provider option tool_choice contradicts the tool output strategy, "
-                                    "which forces a call to its output tool; drop one of them", retryable=False)
+                raise ProviderError("invalid_request", "provider option tool_choice contradicts the tool output "
+                                    "strategy, which forces a call to its output tool; drop one of them",
+                                    retryable=False)
             strict = strict_or_none(schema)  # type: ignore[arg-type]
             tool = output_tool(schema, strict)  # type: ignore[arg-type]
-            tools.append({"type": "function", "name": tool.name, "description": tool.description, "parameters": tool.parameters,
-                          "strict": strict is not None})
+            tools.append({"type": "function", "name": tool.name, "description": tool.description,
+                          "parameters": tool.parameters, "strict": strict is not None})
             body["tool_choice"] = "required" if prompt_stack.tools else {"type": "function", "name": OUTPUT_TOOL}
         if tools:
             body["tools"] = tools
@@ -447,7 +483,11 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
 
     def _items(self, message: Message) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = [
-            {"type": "function_call_output", "call_id": b.action.tag, "output": f"Error: {b.text}" if b.is_error else b.text}
+            {
+                "type": "function_call_output",
+                "call_id": b.action.tag,
+                "output": f"Error: {b.text}" if b.is_error else b.text,
+            }
             for b in message.content
             if isinstance(b, ActionResultBlock)
         ]
@@ -463,8 +503,11 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
                 url = block.url or f"data:{block.mime_type};base64,{block.data}"
                 parts.append({"type": "input_image", "image_url": url, "detail": "auto"})
             elif isinstance(block, DocumentBlock):  # "File inputs": input_file for a PDF; text as input_text
-                parts.append({"type": "input_file", "filename": block.name or "document.pdf", "file_data": block.data_url}
-                             if block.is_pdf else {"type": "input_text", "text": block.as_text()})
+                parts.append(
+                    {"type": "input_file", "filename": block.name or "document.pdf", "file_data": block.data_url}
+                    if block.is_pdf
+                    else {"type": "input_text", "text": block.as_text()}
+                )
         if parts or not items:
             items.append({"role": message.role, "content": parts})
         return items

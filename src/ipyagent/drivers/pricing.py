@@ -49,7 +49,9 @@ class Cost(float):
 
     def __add__(self, other: Any) -> Any:
         if isinstance(other, Cost):
-            return Cost(self.input_usd + other.input_usd, self.output_usd + other.output_usd, float(self) + float(other))
+            return Cost(
+                self.input_usd + other.input_usd, self.output_usd + other.output_usd, float(self) + float(other)
+            )
         return float(self) + other
 
     def __str__(self) -> str:
@@ -159,7 +161,9 @@ class Ledger:
 
     def record(self, provider: str, model: str, cost: float | None, usage: Usage) -> None:
         with self._lock:
-            self.turns.append((provider, model, None if cost is None else float(cost), usage.input_tokens, usage.output_tokens))
+            self.turns.append(
+                (provider, model, None if cost is None else float(cost), usage.input_tokens, usage.output_tokens)
+            )
 
     @property
     def total(self) -> float:
@@ -168,11 +172,14 @@ class Ledger:
             return sum(c for _, _, c, _, _ in self.turns if c is not None)
 
     def by_provider(self) -> dict[str, dict[str, Any]]:
-        """provider -> ``{"turns", "input_tokens", "output_tokens", "usd" (known part), "unknown" (turns without a price)}``."""
+        """provider -> ``{"turns", "input_tokens", "output_tokens", "usd" (known part), "unknown" (turns without
+        a price)}``."""
         rows: dict[str, dict[str, Any]] = {}
         with self._lock:
             for provider, _, cost, tokens_in, tokens_out in self.turns:
-                row = rows.setdefault(provider, {"turns": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0.0, "unknown": 0})
+                row = rows.setdefault(
+                    provider, {"turns": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0.0, "unknown": 0}
+                )
                 row["turns"] += 1
                 row["input_tokens"] += tokens_in
                 row["output_tokens"] += tokens_out
@@ -184,13 +191,16 @@ class Ledger:
 
     def check_budget(self) -> None:
         """Raises:
-            ProviderError: type ``budget`` once the known total has reached `budget`."""
+        ProviderError: type ``budget`` once the known total has reached `budget`."""
         if self.budget is not None and self.total >= self.budget:
             from ..core import ProviderError
 
-            raise ProviderError("budget", f"this session has spent {format_usd(self.total)} of its {format_usd(self.budget)} budget; "
-                                "no new run starts (%provider --budget USD raises it; %agent cost shows the spending)",
-                                retryable=False)
+            raise ProviderError(
+                "budget",
+                f"this session has spent {format_usd(self.total)} of its {format_usd(self.budget)} budget; "
+                "no new run starts (%provider --budget USD raises it; %agent cost shows the spending)",
+                retryable=False,
+            )
 
     def reset(self) -> None:
         with self._lock:

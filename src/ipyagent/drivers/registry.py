@@ -46,24 +46,73 @@ _OPENAI = "ipyagent.drivers.openai_chat:OpenAIChatPromptDriver"
 BUILTIN: dict[str, ProviderSpec] = {
     s.name: s
     for s in [
-        ProviderSpec("openai", _OPENAI, "OPENAI_API_KEY", None, "OPENAI_BASE_URL",
-                     "OpenAI Chat Completions, or any OpenAI-compatible server with --base-url"),
-        ProviderSpec("openai-responses", "ipyagent.drivers.openai_responses:OpenAIResponsesPromptDriver",
-                     "OPENAI_API_KEY", None, "OPENAI_BASE_URL", "OpenAI Responses API"),
-        ProviderSpec("anthropic", "ipyagent.drivers.anthropic:AnthropicPromptDriver", "ANTHROPIC_API_KEY", None,
-                     "ANTHROPIC_BASE_URL", "Anthropic Messages API"),
-        ProviderSpec("gemini", "ipyagent.drivers.gemini:GeminiPromptDriver", "GEMINI_API_KEY", None, "GEMINI_BASE_URL",
-                     "Google Gemini API (GEMINI_API_KEY, or GOOGLE_API_KEY)"),
-        ProviderSpec("ollama", "ipyagent.drivers.ollama:OllamaPromptDriver", None, None, "OLLAMA_BASE_URL",
-                     "a local Ollama through its native /api/chat (OLLAMA_BASE_URL or --base-url for another host); no key"),
-        ProviderSpec("azure-openai", "ipyagent.drivers.azure_openai:AzureOpenAIChatPromptDriver", "AZURE_OPENAI_API_KEY",
-                     None, "AZURE_OPENAI_ENDPOINT",
-                     "Azure OpenAI: azure-openai:DEPLOYMENT, endpoint in AZURE_OPENAI_ENDPOINT (api version: AZURE_OPENAI_API_VERSION)",
-                     key_required=True),
-        ProviderSpec("groq", _OPENAI, "GROQ_API_KEY", "https://api.groq.com/openai/v1", None, "Groq (OpenAI-compatible)"),
-        ProviderSpec("mistral", _OPENAI, "MISTRAL_API_KEY", "https://api.mistral.ai/v1", None, "Mistral (OpenAI-compatible)"),
-        ProviderSpec("openrouter", _OPENAI, "OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", None, "OpenRouter (OpenAI-compatible)"),
-        ProviderSpec("deepseek", _OPENAI, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", None, "DeepSeek (OpenAI-compatible)"),
+        ProviderSpec(
+            "openai",
+            _OPENAI,
+            "OPENAI_API_KEY",
+            None,
+            "OPENAI_BASE_URL",
+            "OpenAI Chat Completions, or any OpenAI-compatible server with --base-url",
+        ),
+        ProviderSpec(
+            "openai-responses",
+            "ipyagent.drivers.openai_responses:OpenAIResponsesPromptDriver",
+            "OPENAI_API_KEY",
+            None,
+            "OPENAI_BASE_URL",
+            "OpenAI Responses API",
+        ),
+        ProviderSpec(
+            "anthropic",
+            "ipyagent.drivers.anthropic:AnthropicPromptDriver",
+            "ANTHROPIC_API_KEY",
+            None,
+            "ANTHROPIC_BASE_URL",
+            "Anthropic Messages API",
+        ),
+        ProviderSpec(
+            "gemini",
+            "ipyagent.drivers.gemini:GeminiPromptDriver",
+            "GEMINI_API_KEY",
+            None,
+            "GEMINI_BASE_URL",
+            "Google Gemini API (GEMINI_API_KEY, or GOOGLE_API_KEY)",
+        ),
+        ProviderSpec(
+            "ollama",
+            "ipyagent.drivers.ollama:OllamaPromptDriver",
+            None,
+            None,
+            "OLLAMA_BASE_URL",
+            "a local Ollama through its native /api/chat (OLLAMA_BASE_URL or --base-url for another host); no key",
+        ),
+        ProviderSpec(
+            "azure-openai",
+            "ipyagent.drivers.azure_openai:AzureOpenAIChatPromptDriver",
+            "AZURE_OPENAI_API_KEY",
+            None,
+            "AZURE_OPENAI_ENDPOINT",
+            "Azure OpenAI: azure-openai:DEPLOYMENT, endpoint in AZURE_OPENAI_ENDPOINT (api version: "
+            "AZURE_OPENAI_API_VERSION)",
+            key_required=True,
+        ),
+        ProviderSpec(
+            "groq", _OPENAI, "GROQ_API_KEY", "https://api.groq.com/openai/v1", None, "Groq (OpenAI-compatible)"
+        ),
+        ProviderSpec(
+            "mistral", _OPENAI, "MISTRAL_API_KEY", "https://api.mistral.ai/v1", None, "Mistral (OpenAI-compatible)"
+        ),
+        ProviderSpec(
+            "openrouter",
+            _OPENAI,
+            "OPENROUTER_API_KEY",
+            "https://openrouter.ai/api/v1",
+            None,
+            "OpenRouter (OpenAI-compatible)",
+        ),
+        ProviderSpec(
+            "deepseek", _OPENAI, "DEEPSEEK_API_KEY", "https://api.deepseek.com/v1", None, "DeepSeek (OpenAI-compatible)"
+        ),
     ]
 }
 
@@ -83,7 +132,9 @@ def set_alias(name: str, provider_id: str) -> str:
             with a letter), or `provider_id` is not a known ``provider:model``.
     """
     if not _ALIAS_RE.match(name):
-        raise ConfigurationError(f"alias {name!r}: use letters, digits, '-', '_' and '.', starting with a letter (no ':')")
+        raise ConfigurationError(
+            f"alias {name!r}: use letters, digits, '-', '_' and '.', starting with a letter (no ':')"
+        )
     target = resolve_alias(provider_id.strip())
     parse_provider_id(target)
     ALIASES[name] = target
@@ -118,8 +169,12 @@ def plugins() -> dict[str, ProviderSpec]:
     global _plugins
     state = _path_state()
     if _plugins is None or _plugins[0] != state:
-        found = {ep.name: ProviderSpec(ep.name, ep.value, None, None, None, f"from {ep.dist.name if ep.dist else 'a plugin'}")
-                 for ep in entry_points(group="ipyagent.drivers")}
+        found = {
+            ep.name: ProviderSpec(
+                ep.name, ep.value, None, None, None, f"from {ep.dist.name if ep.dist else 'a plugin'}"
+            )
+            for ep in entry_points(group="ipyagent.drivers")
+        }
         _plugins = (state, found)
     return _plugins[1]
 
@@ -147,8 +202,10 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
             raise ConfigurationError("replay needs a cassette file: replay:PATH")
         return name, model
     if not sep or not model:
-        raise ConfigurationError(f"expected PROVIDER:MODEL (e.g. openai:gpt-4.1-mini) or an alias "
-                                 f"(%provider --alias NAME PROVIDER:MODEL), got {provider_id!r}")
+        raise ConfigurationError(
+            f"expected PROVIDER:MODEL (e.g. openai:gpt-4.1-mini) or an alias "
+            f"(%provider --alias NAME PROVIDER:MODEL), got {provider_id!r}"
+        )
     if name not in known:
         raise ConfigurationError(f"unknown provider {name!r}; known providers: {', '.join(sorted(known))}, replay")
     return name, model
@@ -173,8 +230,10 @@ def _check_options(cls: type[BasePromptDriver], provider: str, options: dict[str
     key (read from a variable, so none is saved in a notebook), a model setting, or a typo."""
     for name in options:
         if name == "api_key":
-            raise TypeError("ipyagent takes no api_key: keys are read from environment variables, so none is saved "
-                            "in a notebook; set os.environ[...] and name it with api_key_env='VAR' (--api-key-env VAR)")
+            raise TypeError(
+                "ipyagent takes no api_key: keys are read from environment variables, so none is saved "
+                "in a notebook; set os.environ[...] and name it with api_key_env='VAR' (--api-key-env VAR)"
+            )
         if name in ModelSettings.model_fields:
             raise TypeError(f"{name} is a model setting: pass settings={{{name!r}: ...}}")
         known = _driver_options(cls) | {"base_url", "api_key_env", "record"}
@@ -209,7 +268,9 @@ def create_driver(
         return _replay_driver(model, **kwargs)
     spec = providers()[name]
     if base_url is not None and not base_url.startswith(("http://", "https://")):
-        raise ConfigurationError(f"--base-url must start with http:// or https://, e.g. http://localhost:8000/v1 (got {base_url!r})")
+        raise ConfigurationError(
+            f"--base-url must start with http:// or https://, e.g. http://localhost:8000/v1 (got {base_url!r})"
+        )
     other_host = base_url is not None and base_url.rstrip("/") != (spec.base_url or "").rstrip("/")
     base_url = base_url or (os.environ.get(spec.base_url_env) if spec.base_url_env else None) or spec.base_url
     cls = spec.driver_class()
@@ -228,7 +289,9 @@ def create_driver(
     if record:
         from .cassette import RecordingTransport
 
-        driver.transport = RecordingTransport(record, provider=name, model=model, inner=driver.transport, base_url=driver.base_url)
+        driver.transport = RecordingTransport(
+            record, provider=name, model=model, inner=driver.transport, base_url=driver.base_url
+        )
     return driver
 
 

@@ -43,7 +43,10 @@ class ContextBlock:
         """The block as sent: a ``<context>`` element, followed by a blank line. Secrets in
         play (an API key a cell set, a key in a config dict) are masked (`core.redact`)."""
         cut = ' truncated="true"' if self.truncated else ""
-        return redact(f'<context source="{self.source}" name="{_attr(self.name)}" type="{_attr(self.kind)}"{cut}>\n{self.text}\n</context>\n\n')
+        return redact(
+            f'<context source="{self.source}" name="{_attr(self.name)}" '
+            f'type="{_attr(self.kind)}"{cut}>\n{self.text}\n</context>\n\n'
+        )
 
     def describe(self) -> dict[str, Any]:
         """A JSON record of the block with its token estimate (run store metadata, `%agent inspect`), secrets masked."""

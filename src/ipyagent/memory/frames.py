@@ -42,7 +42,9 @@ def summarize_frame(value: Any, budget_tokens: int) -> Summary | None:
     if (name := _instance_of(value, "pandas", "DataFrame", "Series")) is not None:
         return (pandas_frame if name == "DataFrame" else pandas_series)(value, budget_tokens)
     if (name := _instance_of(value, "polars", "DataFrame", "LazyFrame", "Series")) is not None:
-        return {"DataFrame": polars_frame, "LazyFrame": polars_lazy, "Series": polars_series}[name](value, budget_tokens)
+        return {"DataFrame": polars_frame, "LazyFrame": polars_lazy, "Series": polars_series}[name](
+            value, budget_tokens
+        )
     return None
 
 
@@ -57,7 +59,9 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
     return lines + ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
 
 
-def _head_table(out: Writer, columns: list[str], rows: list[list[Any]], index: list[Any] | None, total_rows: int) -> None:
+def _head_table(
+    out: Writer, columns: list[str], rows: list[list[Any]], index: list[Any] | None, total_rows: int
+) -> None:
     """The first rows as a Markdown table; with too many columns for the budget, the first ones that fit."""
     shown = len(columns)
     while shown > 0:
@@ -70,7 +74,9 @@ def _head_table(out: Writer, columns: list[str], rows: list[list[Any]], index: l
     if shown == 0:
         out.note("… the first rows left out (budget)")
         return
-    what = f"first {len(rows)} of {total_rows:,} rows" + (f", first {shown} of {len(columns):,} columns" if shown < len(columns) else "")
+    what = f"first {len(rows)} of {total_rows:,} rows" + (
+        f", first {shown} of {len(columns):,} columns" if shown < len(columns) else ""
+    )
     out.add(f"{what}:")
     out.add_all(lines, "table lines")
     if shown < len(columns):
@@ -79,7 +85,10 @@ def _head_table(out: Writer, columns: list[str], rows: list[list[Any]], index: l
 
 def _columns(out: Writer, names: list[str], dtypes: list[str], nulls: list[int] | None, note: str = "") -> None:
     header = ["column", "dtype"] + (["nulls"] if nulls is not None else [])
-    rows = [[n, d] + ([f"{c:,}"] if nulls is not None else []) for n, d, c in zip(names, dtypes, nulls or [None] * len(names))]
+    rows = [
+        [n, d] + ([f"{c:,}"] if nulls is not None else [])
+        for n, d, c in zip(names, dtypes, nulls or [None] * len(names))
+    ]
     out.add(f"columns ({len(names):,}){note}:")
     out.add_all(_table(header, rows), "columns")
 
@@ -93,7 +102,11 @@ def pandas_frame(df: Any, budget_tokens: int) -> Summary:
     out.add(f"pandas.DataFrame: {rows:,} rows × {cols:,} columns")
     if type(df.index).__name__ != "RangeIndex" or df.index.name is not None:
         out.add(f"index: {type(df.index).__name__} {df.index.name or ''} dtype {df.index.dtype}".replace("  ", " "))
-    sample, note = (df, "") if rows * cols <= NULL_SCAN_CELLS else (df.iloc[:NULL_SAMPLE_ROWS], f", nulls in the first {NULL_SAMPLE_ROWS:,} rows")
+    sample, note = (
+        (df, "")
+        if rows * cols <= NULL_SCAN_CELLS
+        else (df.iloc[:NULL_SAMPLE_ROWS], f", nulls in the first {NULL_SAMPLE_ROWS:,} rows")
+    )
     nulls = [int(n) for n in sample.isna().sum().tolist()]
     names = [str(c) for c in df.columns]
     _columns(out, names, [str(d) for d in df.dtypes.tolist()], nulls, note)
@@ -156,8 +169,10 @@ def summarize_ndarray(a: Any, budget_tokens: int) -> Summary:
         finite = a[np.isfinite(a)] if a.dtype.kind == "f" else a
         nan = int(a.size - finite.size)
         if finite.size:
-            out.add(f"min {finite.min()}, max {finite.max()}, mean {finite.astype(float).mean():.6g}"
-                    + (f", {nan:,} NaN or infinite" if nan else ""))
+            out.add(
+                f"min {finite.min()}, max {finite.max()}, mean {finite.astype(float).mean():.6g}"
+                + (f", {nan:,} NaN or infinite" if nan else "")
+            )
     elif a.size > STATS_ELEMENTS:
         out.add(f"(no statistics: over {STATS_ELEMENTS:,} elements)")
     text = np.array2string(a, threshold=40, edgeitems=3, max_line_width=100)

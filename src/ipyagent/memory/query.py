@@ -109,7 +109,9 @@ async def ask(driver: Any, entry: MemoryEntry, question: str, *, window: int | N
     frame = _chunk_prompt("", question, 1, 1)
     room = asker.room(frame + " part 999 of 999")
     if room < MIN_CHUNK_CHARS:
-        raise ValueError(f"the context window ({asker.window} tokens) is too small to hold the question and any content")
+        raise ValueError(
+            f"the context window ({asker.window} tokens) is too small to hold the question and any content"
+        )
     chunks = split_text(text, room)
     if len(chunks) == 1:
         answer = await asker.ask([TextBlock(text=_chunk_prompt(chunks[0], question, 1, 1))])
@@ -139,10 +141,14 @@ async def _combine(asker: _Asker, notes: list[str], question: str) -> str:
 def _chunk_prompt(chunk: str, question: str, n: int, total: int) -> str:
     if total == 1:
         return f"Content:\n<<<\n{chunk}\n>>>\n\nQuestion: {question}"
-    return (f"This is part {n} of {total} of a stored document. Answer from this part only; "
-            f"if it holds nothing relevant, reply exactly {NOTHING}.\n\nContent:\n<<<\n{chunk}\n>>>\n\nQuestion: {question}")
+    return (
+        f"This is part {n} of {total} of a stored document. Answer from this part only; "
+        f"if it holds nothing relevant, reply exactly {NOTHING}.\n\nContent:\n<<<\n{chunk}\n>>>\n\nQuestion: {question}"
+    )
 
 
 def _combine_prompt(notes: str, question: str) -> str:
-    return (f"These notes were taken from the parts of a stored document. Combine them into one answer.\n\n"
-            f"Notes:\n<<<\n{notes}\n>>>\n\nQuestion: {question}")
+    return (
+        f"These notes were taken from the parts of a stored document. Combine them into one answer.\n\n"
+        f"Notes:\n<<<\n{notes}\n>>>\n\nQuestion: {question}"
+    )

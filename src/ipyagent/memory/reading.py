@@ -100,9 +100,15 @@ def passages(entry: MemoryEntry) -> list[Passage]:
     a JSON array, else runs of lines of about `PASSAGE_TARGET` characters. Binary content has none."""
     artifact, ns = entry.artifact, entry.namespace
     if isinstance(artifact, TableArtifact):
-        return [Passage(ns, json.dumps(row, ensure_ascii=False, default=str), {"row": i}) for i, row in enumerate(artifact.value)]
+        return [
+            Passage(ns, json.dumps(row, ensure_ascii=False, default=str), {"row": i})
+            for i, row in enumerate(artifact.value)
+        ]
     if isinstance(artifact, JsonArtifact) and isinstance(artifact.value, list):
-        return [Passage(ns, json.dumps(v, ensure_ascii=False, default=str), {"item": i}) for i, v in enumerate(artifact.value)]
+        return [
+            Passage(ns, json.dumps(v, ensure_ascii=False, default=str), {"item": i})
+            for i, v in enumerate(artifact.value)
+        ]
     text = text_of(artifact)
     if not text:
         return []
@@ -120,7 +126,9 @@ def passages(entry: MemoryEntry) -> list[Passage]:
     return found
 
 
-def _hit(p: Passage, score: float | None = None, span: tuple[int, int] | None = None, *, exact: bool = False) -> dict[str, Any]:
+def _hit(
+    p: Passage, score: float | None = None, span: tuple[int, int] | None = None, *, exact: bool = False
+) -> dict[str, Any]:
     """A hit in passage `p`: the text shown is at most `PASSAGE_CHARS`, around `span` (a
     match) when given. With `exact` (a regex match) the position is the match's own;
     otherwise it is that of the text shown, so ``text[offset:end]`` is the passage."""
@@ -132,10 +140,10 @@ def _hit(p: Passage, score: float | None = None, span: tuple[int, int] | None = 
         hi = lo + PASSAGE_CHARS
     if "offset" in p.position:
         base, line = p.position["offset"], p.position["line"]
-        a, b = (span if exact and span is not None else (lo, hi))
+        a, b = span if exact and span is not None else (lo, hi)
         hit["position"] = {"offset": base + a, "end": base + b, "line": line + p.text.count("\n", 0, a)}
     if exact and span is not None:
-        hit["match"] = p.text[span[0]:span[1]]
+        hit["match"] = p.text[span[0] : span[1]]
     if score is not None:
         hit["score"] = round(float(score), 4)
     hit["passage"] = p.text[lo:hi]
@@ -179,7 +187,9 @@ def search(entries: list[MemoryEntry], query: str, *, regex: bool = False, limit
                         if len(hits) >= limit:
                             return hits
         except TimeoutError:
-            raise ValueError(f"the regex {query!r} took longer than {REGEX_TIMEOUT:g} s; use a simpler pattern or regex=false") from None
+            raise ValueError(
+                f"the regex {query!r} took longer than {REGEX_TIMEOUT:g} s; use a simpler pattern or regex=false"
+            ) from None
         return hits
     return _bm25([p for e in entries for p in passages(e)], query, limit)
 

@@ -69,7 +69,8 @@ def artifact_from_json(data: Any) -> Any:
 def message_json(message: Message) -> dict[str, Any]:
     """A message as JSON data, without the tool outputs held by calls (a result's text is
     in its own block; outputs are stored as tool_result nodes)."""
-    data = message.model_dump(mode="json")  # one pass (a partial reply is written every FLUSH_INTERVAL while it streams)
+    # one pass (a partial reply is written every FLUSH_INTERVAL while it streams)
+    data = message.model_dump(mode="json")
     for block in data.get("content", []):
         if isinstance(block.get("action"), dict):
             block["action"]["output"] = None
@@ -100,8 +101,16 @@ class RunRecorder(EventHandler):
         metadata: anything else about the run (tools, options).
     """
 
-    def __init__(self, store: RunStore, *, thread: str | None, provider: str, prompt: Message,
-                 session: str | None = None, metadata: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        *,
+        thread: str | None,
+        provider: str,
+        prompt: Message,
+        session: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         self.store = store
         self.error: str | None = None
         self.turn = 0
@@ -116,9 +125,17 @@ class RunRecorder(EventHandler):
         self.run_id = ""
         self._safe(lambda: self._start(thread, provider, prompt, session, metadata))
 
-    def _start(self, thread: str | None, provider: str, prompt: Message, session: str | None, metadata: dict[str, Any] | None) -> None:
-        self.run_id = self.store.start_run(thread=thread, provider=self.provider, model=self.model, prompt=prompt.text,
-                                           session=session, metadata=metadata)
+    def _start(
+        self, thread: str | None, provider: str, prompt: Message, session: str | None, metadata: dict[str, Any] | None
+    ) -> None:
+        self.run_id = self.store.start_run(
+            thread=thread,
+            provider=self.provider,
+            model=self.model,
+            prompt=prompt.text,
+            session=session,
+            metadata=metadata,
+        )
         self.store.add_node(self.run_id, "message", role="user", data=message_json(prompt))
 
     @property
@@ -130,7 +147,9 @@ class RunRecorder(EventHandler):
             return
         try:
             write()
-        except Exception as exc:  # the store records the run; it must never break it (sqlite, I/O, unserializable values)
+        except (
+            Exception
+        ) as exc:  # the store records the run; it must never break it (sqlite, I/O, unserializable values)
             self.error = f"the run store stopped recording this run: {type(exc).__name__}: {exc}"
 
     def feed(self, event: Event) -> None:
@@ -150,11 +169,19 @@ class RunRecorder(EventHandler):
     def on_model_started(self, event: ModelStarted) -> None:
         self.turn += 1
         self._streaming.clear()
-        self.store.add_node(self.run_id, "request", turn=self.turn, provider=event.provider, model=event.model,
-                            data=event.request or {})
-        self._message_node = self.store.add_node(self.run_id, "message", turn=self.turn, role="assistant", partial=True,
-                                                 provider=event.provider, model=event.model,
-                                                 data=message_json(Message(role="assistant")))
+        self.store.add_node(
+            self.run_id, "request", turn=self.turn, provider=event.provider, model=event.model, data=event.request or {}
+        )
+        self._message_node = self.store.add_node(
+            self.run_id,
+            "message",
+            turn=self.turn,
+            role="assistant",
+            partial=True,
+            provider=event.provider,
+            model=event.model,
+            data=message_json(Message(role="assistant")),
+        )
         self._last_flush = time.monotonic()
 
     def on_model_completed(self, event: ModelCompleted) -> None:
@@ -163,48 +190,102 @@ class RunRecorder(EventHandler):
         data["stop_reason"] = {"kind": event.stop_reason.kind.value, "raw": event.stop_reason.raw}
         data["response"] = _response_meta(meta)
         data["more_turns"] = event.more_turns
-        fields = dict(partial=False, usage=event.usage.model_dump(), latency_s=meta.get("latency_s"),
-                      ttft_s=meta.get("ttft_s"), attempts=meta.get("attempts"), retry=_retry(meta), data=data)
+        fields = dict(
+            partial=False,
+            usage=event.usage.model_dump(),
+            latency_s=meta.get("latency_s"),
+            ttft_s=meta.get("ttft_s"),
+            attempts=meta.get("attempts"),
+            retry=_retry(meta),
+            data=data,
+        )
         if self._message_node is not None:
             self.store.update_node(self._message_node, **fields)
         else:
             self._message_node = self.store.add_node(self.run_id, "message", turn=self.turn, role="assistant", **fields)
         for call in event.message.tool_calls:
-            self.store.add_node(self.run_id, "tool_call", turn=self.turn,
-                                data={**call.model_dump(mode="json", exclude={"output"}), "native_name": call.native_name})
+            self.store.add_node(
+                self.run_id,
+                "tool_call",
+                turn=self.turn,
+                data={**call.model_dump(mode="json", exclude={"output"}), "native_name": call.native_name},
+            )
         self._message_node = None
         self._streaming.clear()
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         action = event.action
-        self.store.add_node(self.run_id, "tool_result", turn=self.turn, failed=event.is_error, latency_s=event.duration_s, data={
-            "action": action.model_dump(mode="json", exclude={"output"}),
-            "result": artifact_json(event.result), "is_error": event.is_error, "approval": event.approval,
-            "stopped": event.stopped})
+        self.store.add_node(
+            self.run_id,
+            "tool_result",
+            turn=self.turn,
+            failed=event.is_error,
+            latency_s=event.duration_s,
+            data={
+                "action": action.model_dump(mode="json", exclude={"output"}),
+                "result": artifact_json(event.result),
+                "is_error": event.is_error,
+                "approval": event.approval,
+                "stopped": event.stopped,
+            },
+        )
 
     def on_artifact_stored(self, event: ArtifactStored) -> None:
-        self.store.add_node(self.run_id, "artifact", turn=self.turn, data={
-            "call_id": event.call_id, "tool": event.tool, "activity": event.activity, "memory": event.memory,
-            "namespace": event.namespace, "kind": event.kind, "size": event.size,
-            "artifact": artifact_json(event.artifact)})
+        self.store.add_node(
+            self.run_id,
+            "artifact",
+            turn=self.turn,
+            data={
+                "call_id": event.call_id,
+                "tool": event.tool,
+                "activity": event.activity,
+                "memory": event.memory,
+                "namespace": event.namespace,
+                "kind": event.kind,
+                "size": event.size,
+                "artifact": artifact_json(event.artifact),
+            },
+        )
 
     def on_history_trimmed(self, event: HistoryTrimmed) -> None:
-        self.store.add_node(self.run_id, "notice", turn=self.turn, data={
-            "type": event.type, "thread": event.thread, "dropped_turns": event.dropped_turns,
-            "kept_turns": event.kept_turns, "estimated_tokens": event.estimated_tokens,
-            "budget_tokens": event.budget_tokens, "reason": event.reason})
+        self.store.add_node(
+            self.run_id,
+            "notice",
+            turn=self.turn,
+            data={
+                "type": event.type,
+                "thread": event.thread,
+                "dropped_turns": event.dropped_turns,
+                "kept_turns": event.kept_turns,
+                "estimated_tokens": event.estimated_tokens,
+                "budget_tokens": event.budget_tokens,
+                "reason": event.reason,
+            },
+        )
 
     def on_model_failed(self, event: ModelFailed) -> None:
         meta = event.metadata
         if self._message_node is not None:
             partial = message_json(event.partial)
             partial["response"] = _response_meta(meta)
-            self.store.update_node(self._message_node, partial=True, failed=True,
-                                   usage=(event.partial.usage or Usage()).model_dump(), latency_s=meta.get("latency_s"),
-                                   attempts=meta.get("attempts"), retry=_retry(meta), data=partial)
+            self.store.update_node(
+                self._message_node,
+                partial=True,
+                failed=True,
+                usage=(event.partial.usage or Usage()).model_dump(),
+                latency_s=meta.get("latency_s"),
+                attempts=meta.get("attempts"),
+                retry=_retry(meta),
+                data=partial,
+            )
             self._message_node = None
-        self.store.add_node(self.run_id, "failure", turn=self.turn, failed=True,
-                            data={"error": event.error.to_dict(), "response": _response_meta(meta)})
+        self.store.add_node(
+            self.run_id,
+            "failure",
+            turn=self.turn,
+            failed=True,
+            data={"error": event.error.to_dict(), "response": _response_meta(meta)},
+        )
 
     def keep_transcript(self, doc: dict[str, Any]) -> None:
         """Keep the transcript the cell showed (`core.transcript.Transcript` JSON), as a
@@ -227,10 +308,19 @@ class RunRecorder(EventHandler):
                 data["metadata"]["interrupted"] = True
                 self.store.update_node(self._message_node, partial=True, failed=True, data=data)
                 self._message_node = None
-            self.store.add_node(self.run_id, "failure", turn=self.turn, failed=True,
-                                data={"error": {"type": "cancelled", "message": "interrupted by the user"}})
-            self.store.finish_run(self.run_id, "interrupted", duration_s=time.monotonic() - self._started,
-                                  error={"type": "cancelled", "message": "interrupted by the user"})
+            self.store.add_node(
+                self.run_id,
+                "failure",
+                turn=self.turn,
+                failed=True,
+                data={"error": {"type": "cancelled", "message": "interrupted by the user"}},
+            )
+            self.store.finish_run(
+                self.run_id,
+                "interrupted",
+                duration_s=time.monotonic() - self._started,
+                error={"type": "cancelled", "message": "interrupted by the user"},
+            )
 
         self._ended = True
         self._safe(write)
@@ -245,14 +335,24 @@ class RunRecorder(EventHandler):
             self.interrupted()
             return
         status = "ok" if result.error is None else "failed"
-        meta = {k: v for k, v in (result.metadata or {}).items() if k in ("latency_s", "ttft_s", "attempts", "replayed")}
+        meta = {
+            k: v for k, v in (result.metadata or {}).items() if k in ("latency_s", "ttft_s", "attempts", "replayed")
+        }
         meta = {**self._metadata, **meta}  # what the run started with (tools, context) stays
         output = getattr(result, "output", None)
         if output is not None:  # the validated structured output
             meta["output"] = output.model_dump(mode="json") if hasattr(output, "model_dump") else output
-        self._safe(lambda: self.store.finish_run(
-            self.run_id, status, duration_s=time.monotonic() - self._started, usage=result.usage.model_dump(),
-            cost=_cost(result), error=result.error.to_dict() if result.error is not None else None, metadata=meta or None))
+        self._safe(
+            lambda: self.store.finish_run(
+                self.run_id,
+                status,
+                duration_s=time.monotonic() - self._started,
+                usage=result.usage.model_dump(),
+                cost=_cost(result),
+                error=result.error.to_dict() if result.error is not None else None,
+                metadata=meta or None,
+            )
+        )
 
 
 def _cost(result: Any) -> float | None:
@@ -288,7 +388,8 @@ def replay_events(nodes: list[dict[str, Any]]) -> list[Any]:
         if kind == "request":
             events.append(ModelStarted(provider=node.get("provider") or "", model=node.get("model") or ""))
         elif kind == "message" and node.get("role") == "assistant":
-            message = Message.model_validate({k: v for k, v in data.items() if k in ("role", "content", "usage", "metadata")})
+            fields = ("role", "content", "usage", "metadata")
+            message = Message.model_validate({k: v for k, v in data.items() if k in fields})
             for index, block in enumerate(message.content):
                 if isinstance(block, TextBlock):
                     events.append(TextDelta(index, block.text))
@@ -303,19 +404,23 @@ def replay_events(nodes: list[dict[str, Any]]) -> list[Any]:
             usage = Usage.model_validate(node.get("usage") or {})
             stop = data.get("stop_reason") or {"kind": "end_turn"}
             metadata = dict(data.get("response") or {})
-            more = bool(data.get("more_turns", metadata.pop("run_continues", False)))  # run_continues: stores before issue 12
-            events.append(ModelCompleted(message, usage, StopReason(kind=stop["kind"], raw=stop.get("raw")), metadata, more))
+            # run_continues: stores before issue 12
+            more = bool(data.get("more_turns", metadata.pop("run_continues", False)))
+            reason = StopReason(kind=stop["kind"], raw=stop.get("raw"))
+            events.append(ModelCompleted(message, usage, reason, metadata, more))
         elif kind == "artifact":
             events.append(ArtifactStored(data["call_id"], data["tool"], data.get("activity"), data["memory"],
-                                         data["namespace"], artifact_from_json(data["artifact"]), data.get("size") or {}))
+                                         data["namespace"], artifact_from_json(data["artifact"]),
+                                         data.get("size") or {}))
         elif kind == "tool_result":
             action = ToolAction.model_validate(data["action"])
             result = artifact_from_json(data["result"])
             action.output = result
-            events.append(ToolCallCompleted(action, result, node.get("latency_s") or 0.0, data.get("approval"), data.get("stopped")))
+            events.append(ToolCallCompleted(action, result, node.get("latency_s") or 0.0, data.get("approval"),
+                                            data.get("stopped")))
         elif kind == "notice" and data.get("type") == "history_trimmed":
-            events.append(HistoryTrimmed(data["thread"], data["dropped_turns"], data["kept_turns"], data["estimated_tokens"],
-                                         data.get("budget_tokens"), data["reason"]))
+            events.append(HistoryTrimmed(data["thread"], data["dropped_turns"], data["kept_turns"],
+                                         data["estimated_tokens"], data.get("budget_tokens"), data["reason"]))
         elif kind == "failure":
             error = data.get("error") or {}
             if error.get("type") == "cancelled":

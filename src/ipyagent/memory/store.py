@@ -84,8 +84,20 @@ _CACHE_INDEX = "CREATE INDEX IF NOT EXISTS runs_by_cache_key ON runs(cache_key, 
 
 _NODE_FIELDS = ("turn", "role", "partial", "failed", "provider", "model", "usage", "latency_s", "ttft_s",
                 "attempts", "retry", "data")
-_RUN_FIELDS = ("status", "ended_at", "duration_s", "usage", "cost", "error", "metadata", "provider", "model", "cache_key")
+_RUN_FIELDS = (
+    "status",
+    "ended_at",
+    "duration_s",
+    "usage",
+    "cost",
+    "error",
+    "metadata",
+    "provider",
+    "model",
+    "cache_key",
+)
 _JSON_FIELDS = ("usage", "retry", "data", "error", "metadata")
+
 
 def _dumps(value: Any, forms: tuple[str, ...] | None = None) -> str | None:
     return None if value is None else redact_json(value, forms)
@@ -143,8 +155,10 @@ def check_store_path(path: str | Path) -> Path:
         with path.open("rb") as f:
             head = f.read(16)
         if head != b"SQLite format 3\x00":
-            raise StoreError(f"{str(path)!r} is not a SQLite file (it starts with {head[:12]!r}); "
-                             "give a new file name or an ipyagent run store")
+            raise StoreError(
+                f"{str(path)!r} is not a SQLite file (it starts with {head[:12]!r}); "
+                "give a new file name or an ipyagent run store"
+            )
     return path
 
 
@@ -212,14 +226,34 @@ class RunStore:
         with self._lock, self._transaction() as conn:
             return conn.execute(sql, params).lastrowid or 0
 
-    def start_run(self, *, thread: str | None, provider: str | None, model: str | None, prompt: str | None,
-                  session: str | None = None, metadata: dict[str, Any] | None = None, run_id: str | None = None) -> str:
+    def start_run(
+        self,
+        *,
+        thread: str | None,
+        provider: str | None,
+        model: str | None,
+        prompt: str | None,
+        session: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> str:
         """Insert a ``running`` run and return its id."""
         run_id = run_id or new_run_id()
         self._write(
             "INSERT INTO runs (id, thread, session, provider, model, status, prompt, started_at, metadata, pid, host) "
             "VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?, ?, ?)",
-            (run_id, thread, session, provider, model, redact(prompt) if prompt else prompt, time.time(), _dumps(metadata), self.pid, self.host),
+            (
+                run_id,
+                thread,
+                session,
+                provider,
+                model,
+                redact(prompt) if prompt else prompt,
+                time.time(),
+                _dumps(metadata),
+                self.pid,
+                self.host,
+            ),
         )
         return run_id
 
@@ -231,18 +265,27 @@ class RunStore:
         unknown = set(fields) - set(_NODE_FIELDS)
         if unknown:
             raise TypeError(f"unknown node fields {sorted(unknown)}")
-        values = {k: (_dumps(v) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v) for k, v in fields.items()}
+        values = {
+            k: (_dumps(v) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v)
+            for k, v in fields.items()
+        }
         columns = ", ".join(values)
         marks = ", ".join("?" for _ in values)
-        sql = (f"INSERT INTO nodes (run_id, seq, kind, created_at{', ' + columns if values else ''}) "
-               f"VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM nodes WHERE run_id = ?), ?, ?{', ' + marks if values else ''})")
+        sql = (
+            f"INSERT INTO nodes (run_id, seq, kind, created_at{', ' + columns if values else ''}) "
+            "VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM nodes WHERE run_id = ?), ?, "
+            f"?{', ' + marks if values else ''})"
+        )
         return self._write(sql, (run_id, run_id, kind, time.time(), *values.values()))
 
     def update_node(self, node_id: int, **fields: Any) -> None:
         unknown = set(fields) - set(_NODE_FIELDS)
         if unknown:
             raise TypeError(f"unknown node fields {sorted(unknown)}")
-        values = {k: (_dumps(v) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v) for k, v in fields.items()}
+        values = {
+            k: (_dumps(v) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v)
+            for k, v in fields.items()
+        }
         sets = ", ".join(f"{k} = ?" for k in values)
         self._write(f"UPDATE nodes SET {sets}, updated_at = ? WHERE id = ?", (*values.values(), time.time(), node_id))
 
@@ -272,18 +315,34 @@ class RunStore:
                 run = dict(record["run"])
                 run_id = run.pop("id", None) or new_run_id()
                 ids.append(run_id)
-                values = {k: (_dumps(v, forms) if k in _JSON_FIELDS else (redact(v, forms) if v else v) if k == "prompt" else v)
-                          for k, v in run.items()}
+                values = {
+                    k: (
+                        _dumps(v, forms)
+                        if k in _JSON_FIELDS
+                        else (redact(v, forms) if v else v)
+                        if k == "prompt"
+                        else v
+                    )
+                    for k, v in run.items()
+                }
                 values.setdefault("started_at", now - (run.get("duration_s") or 0.0))
                 values.setdefault("ended_at", now)
                 values.update(id=run_id, pid=self.pid, host=self.host)
-                conn.execute(f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
-                             tuple(values.values()))
+                conn.execute(
+                    f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
+                    tuple(values.values()),
+                )
                 for seq, node in enumerate(record.get("nodes") or (), 1):
-                    fields = {k: (_dumps(v, forms) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v)
-                              for k, v in node.items() if k != "kind"}
-                    conn.execute(f"INSERT INTO nodes (run_id, seq, kind, created_at{''.join(', ' + k for k in fields)}) "
-                                 f"VALUES (?, ?, ?, ?{', ?' * len(fields)})", (run_id, seq, node["kind"], now, *fields.values()))
+                    fields = {
+                        k: (_dumps(v, forms) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v)
+                        for k, v in node.items()
+                        if k != "kind"
+                    }
+                    conn.execute(
+                        f"INSERT INTO nodes (run_id, seq, kind, created_at{''.join(', ' + k for k in fields)}) "
+                        f"VALUES (?, ?, ?, ?{', ?' * len(fields)})",
+                        (run_id, seq, node["kind"], now, *fields.values()),
+                    )
         return ids
 
     def cached_runs(self, keys: list[str]) -> dict[str, dict[str, Any]]:
@@ -291,10 +350,12 @@ class RunStore:
         found: dict[str, dict[str, Any]] = {}
         unique = list(dict.fromkeys(k for k in keys if k))
         for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
-            chunk = unique[start:start + 500]
+            chunk = unique[start : start + 500]
             rows = self._conn.execute(
                 f"SELECT * FROM runs WHERE status = 'ok' AND cache_key IN ({', '.join('?' for _ in chunk)}) "
-                "ORDER BY started_at", chunk).fetchall()
+                "ORDER BY started_at",
+                chunk,
+            ).fetchall()
             for row in rows:  # newest last, so it wins
                 found[row["cache_key"]] = self._row(row)
         return found
@@ -302,13 +363,20 @@ class RunStore:
     def mark_abandoned(self) -> list[str]:
         """Runs left ``running`` by a process of this host that no longer exists: marked
         ``interrupted`` with their partial nodes ``failed``. Returns their ids."""
-        rows = self._conn.execute("SELECT id, pid FROM runs WHERE status = 'running' AND host = ?", (self.host,)).fetchall()
+        rows = self._conn.execute(
+            "SELECT id, pid FROM runs WHERE status = 'running' AND host = ?", (self.host,)
+        ).fetchall()
         gone = [r["id"] for r in rows if r["pid"] != self.pid and not _pid_alive(r["pid"])]
         if gone:
             with self._lock, self._transaction() as conn:
-                error = json.dumps({"type": "cancelled", "message": "the process stopped mid-run (kernel killed or restarted)"})
+                error = json.dumps(
+                    {"type": "cancelled", "message": "the process stopped mid-run (kernel killed or restarted)"}
+                )
                 for run_id in gone:
-                    conn.execute("UPDATE runs SET status = 'interrupted', error = ? WHERE id = ? AND status = 'running'", (error, run_id))
+                    conn.execute(
+                        "UPDATE runs SET status = 'interrupted', error = ? WHERE id = ? AND status = 'running'",
+                        (error, run_id),
+                    )
                     conn.execute("UPDATE nodes SET failed = 1 WHERE run_id = ? AND partial = 1", (run_id,))
         return gone
 
@@ -331,7 +399,11 @@ class RunStore:
         if session is not None:
             where.append("session = ?")
             params.append(session)
-        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY started_at DESC, rowid DESC LIMIT ?"
+        sql = (
+            "SELECT * FROM runs"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY started_at DESC, rowid DESC LIMIT ?"
+        )
         return [self._row(r) for r in self._conn.execute(sql, (*params, limit)).fetchall()]
 
     def run(self, run_id: str) -> dict[str, Any]:
@@ -340,7 +412,9 @@ class RunStore:
         Raises:
             KeyError: no such run, or a prefix that names several.
         """
-        rows = self._conn.execute("SELECT * FROM runs WHERE id LIKE ? ORDER BY started_at", (run_id.strip() + "%",)).fetchall()
+        rows = self._conn.execute(
+            "SELECT * FROM runs WHERE id LIKE ? ORDER BY started_at", (run_id.strip() + "%",)
+        ).fetchall()
         if not rows:
             raise KeyError(f"no run {run_id!r} in {self.path}")
         if len(rows) > 1 and rows[0]["id"] != run_id:
@@ -348,7 +422,10 @@ class RunStore:
         return self._row(rows[0])
 
     def nodes(self, run_id: str) -> list[dict[str, Any]]:
-        return [self._row(r) for r in self._conn.execute("SELECT * FROM nodes WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()]
+        return [
+            self._row(r)
+            for r in self._conn.execute("SELECT * FROM nodes WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+        ]
 
     def count(self, table: str = "nodes") -> int:
         if table not in ("runs", "nodes"):

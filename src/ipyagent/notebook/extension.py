@@ -40,7 +40,14 @@ def _await_fix(line: str) -> str:
 #: (pydantic, httpx2, ...) is imported on first use, so loading costs almost nothing
 #: (benchmarks/import_load.py). A magic missing here is found only after another one was
 #: used: tests/notebook/test_compare.py::test_load_declares_every_magic checks the list.
-MAGICS = (("line", "provider"), ("line", "tools"), ("line", "agent"), ("cell", "agent"), ("cell", "compare"), ("line", "mcp"))
+MAGICS = (
+    ("line", "provider"),
+    ("line", "tools"),
+    ("line", "agent"),
+    ("cell", "agent"),
+    ("cell", "compare"),
+    ("line", "mcp"),
+)
 _declared: set[int] = set()
 #: Magics whose line IPython must not expand (``{{ row.x }}`` in ``%%compare --assert`` is Jinja).
 _NO_VAR_EXPAND = {("cell", "compare")}
@@ -185,8 +192,12 @@ def unload(ipython: Any) -> None:
     session = ipython.magics_manager.registry.pop("SessionMagics", None)
     mcp = ipython.magics_manager.registry.pop("MCPMagics", None)
     magics.session.close()
-    for kind, names in [*magics.magics.items(), *(compare.magics.items() if compare else ()),
-                        *(session.magics.items() if session else ()), *(mcp.magics.items() if mcp else ())]:
+    for kind, names in [
+        *magics.magics.items(),
+        *(compare.magics.items() if compare else ()),
+        *(session.magics.items() if session else ()),
+        *(mcp.magics.items() if mcp else ()),
+    ]:
         for name in names:
             ipython.magics_manager.magics[kind].pop(name, None)
     if await_agent_cells in ipython.input_transformers_post:

@@ -55,7 +55,10 @@ class Session:
                 self._store.mark_abandoned()
             except StoreError as exc:
                 self.store_error = str(exc)
-                print(f"ipyagent: {exc}; runs are not recorded (%agent store PATH to choose another file)", file=sys.stderr)
+                print(
+                    f"ipyagent: {exc}; runs are not recorded (%agent store PATH to choose another file)",
+                    file=sys.stderr,
+                )
         return self._store
 
     def set_store(self, path: str | Path | None) -> None:
@@ -66,8 +69,18 @@ class Session:
 
     # -- runs --------------------------------------------------------------------------
 
-    def begin(self, agent: Any, prompt: str, options: RunOptions, *, thread: str | None = None, max_history: int | None = None,
-              window: int | None = None, record: bool = True, metadata: dict[str, Any] | None = None) -> "ActiveRun":
+    def begin(
+        self,
+        agent: Any,
+        prompt: str,
+        options: RunOptions,
+        *,
+        thread: str | None = None,
+        max_history: int | None = None,
+        window: int | None = None,
+        record: bool = True,
+        metadata: dict[str, Any] | None = None,
+    ) -> "ActiveRun":
         """Prepare one run of `prompt` by `agent` in `thread`. Returns the run's recorder, whose
         `options` are `options` with the thread's system prompt and history: its completed
         turns, the oldest dropped whole to fit `max_history` turns and the context `window`
@@ -94,16 +107,26 @@ class ActiveRun:
     """One run in progress: feeds its events to the thread's turn builder and the run
     store, then adds the turn to the thread when the run ends."""
 
-    def __init__(self, session: Session, agent: Any, thread: Thread, prompt: str, composition: Composition,
-                 store: RunStore | None, metadata: dict[str, Any] | None, options: RunOptions) -> None:
+    def __init__(
+        self,
+        session: Session,
+        agent: Any,
+        thread: Thread,
+        prompt: str,
+        composition: Composition,
+        store: RunStore | None,
+        metadata: dict[str, Any] | None,
+        options: RunOptions,
+    ) -> None:
         self.session, self.agent, self.thread, self.composition = session, agent, thread, composition
         self.options = options  # what the run is given: the thread's system prompt and history
         user = PromptStack().add_user_message(prompt)
         self.builder = TurnBuilder(user)
         self.recorder: RunRecorder | None = None
         if store is not None:
-            self.recorder = RunRecorder(store, thread=thread.name, provider=agent.provider, prompt=user,
-                                        session=session.id, metadata=metadata)
+            self.recorder = RunRecorder(
+                store, thread=thread.name, provider=agent.provider, prompt=user, session=session.id, metadata=metadata
+            )
             if not self.recorder.active:
                 self._warn(self.recorder.error)
                 self.recorder = None
@@ -168,7 +191,9 @@ class ActiveRun:
         if self._ended:
             return
         self._ended = True
-        self.thread.add(Turn(self.builder.interrupted(), "interrupted", self.run_id, self.agent.provider, "interrupted"))
+        self.thread.add(
+            Turn(self.builder.interrupted(), "interrupted", self.run_id, self.agent.provider, "interrupted")
+        )
         if self.recorder is not None:
             self.recorder.interrupted()
 

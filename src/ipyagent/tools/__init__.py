@@ -12,5 +12,19 @@ __getattr__ = lazy_exports(__name__, {
     "off_prompt": ("store_output",),  # a tool output sent to Task Memory
 })
 
-__all__ = ["ActivityConfig", "ACTIVITY_ATTR", "activity", "BaseTool", "FunctionTool", "as_tool", "to_artifact", "Toolbox",
-           "MCPServer", "MCPServerError", "MCPToolset", "close_all", "close_all_at_exit", *__getattr__.exports]
+__all__ = [
+    "ActivityConfig",
+    "ACTIVITY_ATTR",
+    "activity",
+    "BaseTool",
+    "FunctionTool",
+    "as_tool",
+    "to_artifact",
+    "Toolbox",
+    "MCPServer",
+    "MCPServerError",
+    "MCPToolset",
+    "close_all",
+    "close_all_at_exit",
+    *__getattr__.exports,
+]

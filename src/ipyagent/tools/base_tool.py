@@ -140,11 +140,17 @@ class BaseTool:
         known = set(self._functions)
         if not known:
             raise ValueError(f"tool {self.name!r} has no @activity methods")
-        for label, names in (("allowlist", self.allowlist or []), ("denylist", self.denylist), ("extra_schema_properties", self.extra_schema_properties),
-                             ("output_memory", self.output_memory)):
+        for label, names in (
+            ("allowlist", self.allowlist or []),
+            ("denylist", self.denylist),
+            ("extra_schema_properties", self.extra_schema_properties),
+            ("output_memory", self.output_memory),
+        ):
             unknown = set(names) - known
             if unknown:
-                raise ValueError(f"{label} of tool {self.name!r} names unknown activities {sorted(unknown)}; it has {sorted(known)}")
+                raise ValueError(
+                    f"{label} of tool {self.name!r} names unknown activities {sorted(unknown)}; it has {sorted(known)}"
+                )
         for activity in known:
             self.native_name(activity)  # fails now, when declared, not when the model calls
 
@@ -200,7 +206,11 @@ class BaseTool:
             return template
         import jinja2
 
-        return jinja2.Environment(undefined=jinja2.StrictUndefined).from_string(template).render({**vars(self), "tool": self})
+        return (
+            jinja2.Environment(undefined=jinja2.StrictUndefined)
+            .from_string(template)
+            .render({**vars(self), "tool": self})
+        )
 
     def schema(self) -> dict[str, dict[str, Any]]:
         """{activity: JSON Schema of its input} for every offered activity."""
@@ -230,7 +240,9 @@ class BaseTool:
         try:
             values = model.model_validate(action.input)
         except ValidationError as exc:
-            return ErrorArtifact(value=f"invalid arguments for {action.native_name}: {exc}", exception_type="ValidationError")
+            return ErrorArtifact(
+                value=f"invalid arguments for {action.native_name}: {exc}", exception_type="ValidationError"
+            )
         fn = self._functions[activity]
         single = _single_model_parameter(fn)
         if single is not None and single[1] is model:
@@ -284,7 +296,9 @@ class FunctionTool(BaseTool):
 
     def native_name(self, activity: str) -> str:
         if not _FUNCTION_NAME_RE.match(self.name):
-            raise ToolNameError(f"function {self.name!r} cannot be a tool name: use letters, digits and underscores, at most 64")
+            raise ToolNameError(
+                f"function {self.name!r} cannot be a tool name: use letters, digits and underscores, at most 64"
+            )
         return self.name
 
 

@@ -54,7 +54,9 @@ START_TIMEOUT = 30.0
 CLOSE_TIMEOUT = 10.0
 
 _live: "weakref.WeakSet[MCPServer]" = weakref.WeakSet()
-_server_of_task: contextvars.ContextVar["MCPServer | None"] = contextvars.ContextVar("ipyagent_mcp_server", default=None)
+_server_of_task: contextvars.ContextVar["MCPServer | None"] = contextvars.ContextVar(
+    "ipyagent_mcp_server", default=None
+)
 _log_dir: Path | None = None
 _setup_lock = threading.Lock()
 
@@ -141,11 +143,20 @@ class MCPServer:
         ValueError: a bad name, neither or both of `command` and `url`, a URL that is not http(s).
     """
 
-    def __init__(self, name: str, command: list[str] | str | None = None, *, url: str | None = None,
-                 env: dict[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
-                 headers: dict[str, str] | None = None, transport: str | None = None,
-                 requires_approval: bool = False, off_prompt: bool = False,
-                 start_timeout: float = START_TIMEOUT) -> None:
+    def __init__(
+        self,
+        name: str,
+        command: list[str] | str | None = None,
+        *,
+        url: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        headers: dict[str, str] | None = None,
+        transport: str | None = None,
+        requires_approval: bool = False,
+        off_prompt: bool = False,
+        start_timeout: float = START_TIMEOUT,
+    ) -> None:
         self.name = check_server_name(name)
         if isinstance(command, str):
             command = shlex.split(command)
@@ -155,8 +166,10 @@ class MCPServer:
             raise ValueError(f"MCP server {name!r}: the URL must start with http:// or https://, not {url!r}")
         self.transport = transport or ("stdio" if command else "streamable-http")
         if self.transport not in ("stdio", "streamable-http", "sse") or (self.transport == "stdio") != bool(command):
-            raise ValueError(f"MCP server {name!r}: transport {self.transport!r} does not go with "
-                             f"{'a command' if command else 'a URL'}; use {'stdio' if command else 'streamable-http or sse'}")
+            raise ValueError(
+                f"MCP server {name!r}: transport {self.transport!r} does not go with "
+                f"{'a command' if command else 'a URL'}; use {'stdio' if command else 'streamable-http or sse'}"
+            )
         if start_timeout <= 0:
             raise ValueError(f"start_timeout must be more than 0 seconds, not {start_timeout}")
         self.command, self.url = list(command or []), url
@@ -249,8 +262,10 @@ class MCPServer:
     async def _start(self) -> None:
         if self.command and shutil.which(self.command[0], path=self.env.get("PATH", os.environ.get("PATH"))) is None:
             self.state, self.last_error = "failed", f"command {self.command[0]!r} not found"
-            raise MCPServerError(f"MCP server {self.name!r}: command {self.command[0]!r} not found; "
-                                 "check the name, or give its full path")
+            raise MCPServerError(
+                f"MCP server {self.name!r}: command {self.command[0]!r} not found; "
+                "check the name, or give its full path"
+            )
         self._note(f"starting {self.target}")
         warming = asyncio.ensure_future(asyncio.to_thread(_import_validator))
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -317,8 +332,11 @@ class MCPServer:
         async def to_log(params: Any) -> None:  # the server's logging notifications
             self._note(f"server log [{getattr(params, 'level', '')}]: {getattr(params, 'data', params)}")
 
-        client = Client(await self._transport(stack), logging_callback=to_log,
-                        client_info=Implementation(name="ipyagent", version=__version__))
+        client = Client(
+            await self._transport(stack),
+            logging_callback=to_log,
+            client_info=Implementation(name="ipyagent", version=__version__),
+        )
         return await stack.enter_async_context(client)
 
     async def _transport(self, stack: AsyncExitStack) -> Any:
@@ -326,7 +344,9 @@ class MCPServer:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             errlog = stack.enter_context(open(self.log_path, "a", buffering=1, encoding="utf-8"))
-            params = StdioServerParameters(command=self.command[0], args=self.command[1:], env=self.env or None, cwd=self.cwd)
+            params = StdioServerParameters(
+                command=self.command[0], args=self.command[1:], env=self.env or None, cwd=self.cwd
+            )
             return stdio_client(params, errlog=errlog)
         if self.transport == "sse":
             from mcp.client.sse import sse_client
@@ -336,7 +356,9 @@ class MCPServer:
         from mcp.client.streamable_http import streamable_http_client
 
         # The SDK's own defaults: 30 s to connect/write, 300 s between bytes of a held response stream.
-        http = await stack.enter_async_context(httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0)))
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+        )
         return streamable_http_client(self.url, http_client=http)  # type: ignore[arg-type]
 
     @staticmethod
@@ -421,8 +443,11 @@ class MCPServer:
         died = self.state == "exited"
         if died and not self._can_restart:
             self.state, self.last_error = "failed", "stopped again after a restart"
-            return ErrorArtifact(value=f"MCP server {self.name!r} stopped again after a restart; see %mcp log {self.name}, "
-                                 f"then %mcp restart {self.name}", exception_type="MCPServerError")
+            return ErrorArtifact(
+                value=f"MCP server {self.name!r} stopped again after a restart; see %mcp log {self.name}, "
+                f"then %mcp restart {self.name}",
+                exception_type="MCPServerError",
+            )
         try:
             await self._start_once()
         except MCPServerError as exc:
@@ -434,7 +459,9 @@ class MCPServer:
             note = f"MCP server {self.name!r} had stopped; ipyagent restarted it (restart {self.restarts})"
             self._note(note)
         if tool not in self.tools:
-            return ErrorArtifact(value=f"MCP server {self.name!r} has no tool {tool!r}; it has {', '.join(self.tools) or 'none'}")
+            return ErrorArtifact(
+                value=f"MCP server {self.name!r} has no tool {tool!r}; it has {', '.join(self.tools) or 'none'}"
+            )
         try:
             result = await self._client.call_tool(tool, arguments)
         except Exception as exc:  # noqa: BLE001 - a failed call is an error result for the model
@@ -443,13 +470,20 @@ class MCPServer:
                 self._note(f"stopped during a call of {tool}")
                 await self._halt()
                 self.state = "exited"
-                return ErrorArtifact(value=f"MCP server {self.name!r} stopped during the call (see %mcp log {self.name}); "
-                                     "it is restarted on the next call", exception_type="MCPServerError")
-            return ErrorArtifact(value=f"MCP server {self.name!r}: {getattr(leaf, 'message', None) or leaf}",
-                                 exception_type=type(leaf).__name__)
+                return ErrorArtifact(
+                    value=f"MCP server {self.name!r} stopped during the call (see %mcp log {self.name}); "
+                    "it is restarted on the next call",
+                    exception_type="MCPServerError",
+                )
+            return ErrorArtifact(
+                value=f"MCP server {self.name!r}: {getattr(leaf, 'message', None) or leaf}",
+                exception_type=type(leaf).__name__,
+            )
         self._can_restart = True
         artifact = result_artifact(result)
-        return artifact if note is None else ListArtifact(value=[InfoArtifact(value=note, name="mcp_restart"), artifact])
+        return (
+            artifact if note is None else ListArtifact(value=[InfoArtifact(value=note, name="mcp_restart"), artifact])
+        )
 
 
 class MCPToolset(BaseTool):
@@ -484,8 +518,9 @@ class MCPToolset(BaseTool):
             await self.server.start()
         missing = [t for t in self.allowlist or () if t not in self.server.tools]
         if missing:
-            raise MCPServerError(f"MCP server {self.name!r} has no tool {missing[0]!r}; "
-                                 f"it has {', '.join(self.server.tools) or 'none'}")
+            raise MCPServerError(
+                f"MCP server {self.name!r} has no tool {missing[0]!r}; it has {', '.join(self.server.tools) or 'none'}"
+            )
 
     def activities(self) -> list[str]:
         names = list(self.server.tools)
@@ -507,8 +542,10 @@ class MCPToolset(BaseTool):
         return {a: input_schema(self.server.tools[a]) for a in self.activities()}
 
     def tool_definitions(self) -> list[ToolDefinition]:
-        return [ToolDefinition(name=self.native_name(a), description=self.description(a), parameters=s)
-                for a, s in self.schema().items()]
+        return [
+            ToolDefinition(name=self.native_name(a), description=self.description(a), parameters=s)
+            for a, s in self.schema().items()
+        ]
 
     async def run(self, activity: str, action: ToolAction) -> BaseArtifact:
         if activity not in self.activities():

@@ -123,8 +123,10 @@ def content_artifact(block: Any) -> BaseArtifact:
         mime = _get(block, "mime_type", "mimeType")
         about = f" ({mime})" if mime else ""
         what = _get(block, "description")
-        return InfoArtifact(value=f"resource {_get(block, 'name') or ''} at {block.uri}{about}" + (f": {what}" if what else ""),
-                            name="resource_link")
+        return InfoArtifact(
+            value=f"resource {_get(block, 'name') or ''} at {block.uri}{about}" + (f": {what}" if what else ""),
+            name="resource_link",
+        )
     dump = block.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(block, "model_dump") else block
     return JsonArtifact(value=dump)
 

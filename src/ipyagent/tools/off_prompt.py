@@ -71,8 +71,12 @@ def _cut_error(error: ErrorArtifact, action: ToolAction, default: TaskMemory,
     """An error over `MAX_RESULT_CHARS`: its head for the model, still an error; whole in `default`."""
     tool, activity = route if route is not None else (None, None)
     entry = default.store(error, tool=tool.name if tool else action.native_name, activity=activity, call_id=action.tag)
-    cut = (f"{error.value[:HEAD_CHARS]}… (an error of {len(error.value):,} characters, over the {MAX_RESULT_CHARS:,}-character "
-           f"limit for a tool result: its first {HEAD_CHARS:,} are shown; kept whole in Task Memory, namespace {entry.namespace!r})")
+    cut = (
+        f"{error.value[:HEAD_CHARS]}… (an error of {len(error.value):,} characters, over the "
+        f"{MAX_RESULT_CHARS:,}-character "
+        f"limit for a tool result: its first {HEAD_CHARS:,} are shown; kept whole in Task Memory, namespace "
+        f"{entry.namespace!r})"
+    )
     return error.model_copy(update={"value": cut}), [entry.event()]
 
 
@@ -80,5 +84,7 @@ def oversized_notice(entry: MemoryEntry, text: str, reader: str | None) -> str:
     """What the model gets for a result over `MAX_RESULT_CHARS`: why, where it is, how to read
     it (when a `reader` tool is in the run) and its first `HEAD_CHARS` characters."""
     where = reference(entry, reader) if reader else f"Task Memory, namespace {entry.namespace!r} (the user can read it)"
-    return (f"This result is {len(text):,} characters, over the {MAX_RESULT_CHARS:,}-character limit for a tool result, "
-            f"so it was stored off-prompt: {where}. Its first {HEAD_CHARS:,} characters:\n{text[:HEAD_CHARS]}")
+    return (
+        f"This result is {len(text):,} characters, over the {MAX_RESULT_CHARS:,}-character limit for a tool result, "
+        f"so it was stored off-prompt: {where}. Its first {HEAD_CHARS:,} characters:\n{text[:HEAD_CHARS]}"
+    )

@@ -83,8 +83,9 @@ class Toolbox:
             result = await tool.run(activity, action)
         return result, time.monotonic() - started
 
-    async def run_all(self, actions: list[ToolAction],
-                      refuse: Callable[[ToolAction], Awaitable[BaseArtifact | None]] | None = None) -> list[tuple[BaseArtifact, float]]:
+    async def run_all(
+        self, actions: list[ToolAction], refuse: Callable[[ToolAction], Awaitable[BaseArtifact | None]] | None = None
+    ) -> list[tuple[BaseArtifact, float]]:
         """Run the calls of one model turn concurrently; (result, seconds) come back in call order.
 
         `refuse(action)`, when given, is awaited first for each call: an artifact it returns

@@ -234,7 +234,8 @@ class JudgeAssertion(Assertion):
         from ...drivers import resolve_alias
 
         if ":" not in resolve_alias(provider):
-            raise ValueError(f"judge:{provider}: give the judge as judge:PROVIDER:MODEL (or an alias), e.g. judge:openai:gpt-4.1-mini")
+            raise ValueError(f"judge:{provider}: give the judge as judge:PROVIDER:MODEL (or an alias), "
+                             "e.g. judge:openai:gpt-4.1-mini")
         self.provider, self.rubric = provider, rubric or DEFAULT_RUBRIC
         self.name = f"judge:{provider}"
         self.run: Callable[[str], Any] | None = None  # async (prompt) -> (text, cost, error); set by the evaluation
@@ -255,8 +256,9 @@ class JudgeAssertion(Assertion):
         return Outcome(self.name, verdict.passed, reason=verdict.reason or None, cost=cost)
 
 
-def parse_assertion(spec: Any, *, namespace: Mapping[str, Any] | None = None, rubric: str | None = None,
-                    has_schema: bool = False) -> Assertion:
+def parse_assertion(
+    spec: Any, *, namespace: Mapping[str, Any] | None = None, rubric: str | None = None, has_schema: bool = False
+) -> Assertion:
     """An `Assertion` from a spec string (see the module doc), a callable, or an `Assertion`.
 
     Args:
@@ -288,11 +290,16 @@ def parse_assertion(spec: Any, *, namespace: Mapping[str, Any] | None = None, ru
         name = value.strip()
         function = (namespace or {}).get(name)
         if function is None:
-            raise ValueError(f"python:{name}: no function {name!r} in the namespace; define def {name or 'check'}(result, row): ... first")
+            raise ValueError(
+                f"python:{name}: no function {name!r} in the namespace; define def {name or 'check'}(result, "
+                "row): ... first"
+            )
         if not callable(function):
             raise ValueError(f"python:{name}: {name!r} is a {type(function).__name__}, not a function")
         return CallableAssertion(function, f"python:{name}")
     if kind == "judge":
         return JudgeAssertion(value.strip(), rubric)
-    raise ValueError(f"unknown assertion {spec!r}; use contains:TEXT, icontains:TEXT, regex:PATTERN, equals:TEXT, "
-                     "json, schema, python:NAME or judge:PROVIDER:MODEL")
+    raise ValueError(
+        f"unknown assertion {spec!r}; use contains:TEXT, icontains:TEXT, regex:PATTERN, equals:TEXT, "
+        "json, schema, python:NAME or judge:PROVIDER:MODEL"
+    )

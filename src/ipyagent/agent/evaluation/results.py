@@ -22,7 +22,9 @@ def _tokens(usage: Any) -> tuple[int, int]:
     if usage is None:
         return 0, 0
     if isinstance(usage, dict):
-        return int(usage.get("input_tokens", usage.get("input")) or 0), int(usage.get("output_tokens", usage.get("output")) or 0)
+        return int(usage.get("input_tokens", usage.get("input")) or 0), int(
+            usage.get("output_tokens", usage.get("output")) or 0
+        )
     return usage.input_tokens, usage.output_tokens
 
 
@@ -163,16 +165,26 @@ class Evaluation:
             total = [r.total_s for r in ok if r.total_s is not None]
             costs = [r.cost for r in ran if r.cost is not None]
             judges = [r.judge_cost for r in ran if r.judge_cost is not None]
-            rows.append({
-                "provider": provider, "runs": len(ran), "passed": sum(bool(r.passed) for r in ran),
-                "failed": sum(r.ok and not r.passed for r in ran), "errors": len(ran) - len(ok),
-                "skipped": len(mine) - len(ran), "cached": sum(r.cached for r in ran),
-                "pass_rate": (sum(bool(r.passed) for r in ran) / len(ran)) if ran else None,
-                "ttft_p50_s": _percentile(ttft, 0.5), "ttft_p90_s": _percentile(ttft, 0.9),
-                "total_p50_s": _percentile(total, 0.5), "total_p90_s": _percentile(total, 0.9),
-                "input_tokens": sum(r.input_tokens for r in ran), "output_tokens": sum(r.output_tokens for r in ran),
-                "cost": sum(costs) if costs else None, "judge_cost": sum(judges) if judges else None,
-            })
+            rows.append(
+                {
+                    "provider": provider,
+                    "runs": len(ran),
+                    "passed": sum(bool(r.passed) for r in ran),
+                    "failed": sum(r.ok and not r.passed for r in ran),
+                    "errors": len(ran) - len(ok),
+                    "skipped": len(mine) - len(ran),
+                    "cached": sum(r.cached for r in ran),
+                    "pass_rate": (sum(bool(r.passed) for r in ran) / len(ran)) if ran else None,
+                    "ttft_p50_s": _percentile(ttft, 0.5),
+                    "ttft_p90_s": _percentile(ttft, 0.9),
+                    "total_p50_s": _percentile(total, 0.5),
+                    "total_p90_s": _percentile(total, 0.9),
+                    "input_tokens": sum(r.input_tokens for r in ran),
+                    "output_tokens": sum(r.output_tokens for r in ran),
+                    "cost": sum(costs) if costs else None,
+                    "judge_cost": sum(judges) if judges else None,
+                }
+            )
         return rows
 
     def progress(self) -> list[dict[str, Any]]:
@@ -186,11 +198,18 @@ class Evaluation:
             mine = [r for r in self.results if r.provider == provider]
             done = len(mine)
             rate = done / elapsed if done and elapsed > 0 else 0.0
-            out.append({"provider": provider, "done": done, "total": per,
-                        "failed": sum(not r.passed for r in mine if r.status != "skipped"),
-                        "skipped": sum(r.status == "skipped" for r in mine),
-                        "cost": sum((r.cost or 0.0) + (r.judge_cost or 0.0) for r in mine if not r.cached),
-                        "elapsed_s": elapsed, "eta_s": (per - done) / rate if rate else None})
+            out.append(
+                {
+                    "provider": provider,
+                    "done": done,
+                    "total": per,
+                    "failed": sum(not r.passed for r in mine if r.status != "skipped"),
+                    "skipped": sum(r.status == "skipped" for r in mine),
+                    "cost": sum((r.cost or 0.0) + (r.judge_cost or 0.0) for r in mine if not r.cached),
+                    "elapsed_s": elapsed,
+                    "eta_s": (per - done) / rate if rate else None,
+                }
+            )
         return out
 
     # -- data --------------------------------------------------------------------------
@@ -205,14 +224,30 @@ class Evaluation:
         out = []
         for r in self.ordered():
             rec: dict[str, Any] = {"row": r.row}
-            tail: dict[str, Any] = {"provider": r.provider, "prompt": r.prompt, "output": r.text, "structured": r.output,
-                                    "passed": r.passed}
+            tail: dict[str, Any] = {
+                "provider": r.provider,
+                "prompt": r.prompt,
+                "output": r.text,
+                "structured": r.output,
+                "passed": r.passed,
+            }
             outcomes = {o.name: o.passed for o in r.outcomes}
             for name in self.assertions:
                 tail[name] = outcomes.get(name) if r.ok else (False if r.status == "failed" else None)
-            tail.update(failures="; ".join(r.failures()), status=r.status, error_type=r.error_type, error=r.error,
-                        input_tokens=r.input_tokens, output_tokens=r.output_tokens, cost=r.cost, judge_cost=r.judge_cost,
-                        ttft_s=r.ttft_s, total_s=r.total_s, cached=r.cached, run_id=r.run_id)
+            tail.update(
+                failures="; ".join(r.failures()),
+                status=r.status,
+                error_type=r.error_type,
+                error=r.error,
+                input_tokens=r.input_tokens,
+                output_tokens=r.output_tokens,
+                cost=r.cost,
+                judge_cost=r.judge_cost,
+                ttft_s=r.ttft_s,
+                total_s=r.total_s,
+                cached=r.cached,
+                run_id=r.run_id,
+            )
             for key, value in r.fields.items():
                 rec[f"row.{key}" if key in tail or key == "row" else key] = value
             rec.update(tail)
@@ -236,18 +271,31 @@ class Evaluation:
             writer = csv.DictWriter(handle, fieldnames=columns)
             writer.writeheader()
             for rec in records:
-                writer.writerow({k: json.dumps(json_output(v), default=str) if k == "structured" and v is not None else v
-                                 for k, v in rec.items()})
+                writer.writerow(
+                    {
+                        k: json.dumps(json_output(v), default=str) if k == "structured" and v is not None else v
+                        for k, v in rec.items()
+                    }
+                )
         return path
 
     def to_json(self, path: str | Path | None = None) -> Any:
         """The evaluation as JSON data (``providers``, ``assertions``, ``summary``, ``results``:
         each cell's `EvalResult.to_dict`, with its row's fields); written to `path` when given
         (then the path is returned)."""
-        doc = {"id": self.id, "providers": self.providers, "assertions": self.assertions, "total": self.total,
-               "wall_s": self.wall_s, "interrupted": self.interrupted, "budget": self.budget,
-               "budget_stopped": self.budget_stopped, "notes": self.notes, "summary": self.summary(),
-               "results": [r.to_dict() for r in self.ordered()]}
+        doc = {
+            "id": self.id,
+            "providers": self.providers,
+            "assertions": self.assertions,
+            "total": self.total,
+            "wall_s": self.wall_s,
+            "interrupted": self.interrupted,
+            "budget": self.budget,
+            "budget_stopped": self.budget_stopped,
+            "notes": self.notes,
+            "summary": self.summary(),
+            "results": [r.to_dict() for r in self.ordered()],
+        }
         if path is None:
             return doc
         path = Path(path)
@@ -257,5 +305,7 @@ class Evaluation:
     def __repr__(self) -> str:
         state = " (interrupted)" if self.interrupted else " (budget reached)" if self.budget_stopped else ""
         passed = sum(bool(r.passed) for r in self.results)
-        return (f"<Evaluation {len(self.rows)} rows x {len(self.providers)} providers: {len(self.results)} of {self.total} "
-                f"done, {passed} passed, wall {self.wall_s:.2f} s{state}>")
+        return (
+            f"<Evaluation {len(self.rows)} rows x {len(self.providers)} providers: {len(self.results)} of {self.total} "
+            f"done, {passed} passed, wall {self.wall_s:.2f} s{state}>"
+        )

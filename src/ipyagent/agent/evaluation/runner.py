@@ -67,10 +67,24 @@ class _Lane(Lane):
 class _Run:
     """One evaluation in progress (the body of `aevaluate`)."""
 
-    def __init__(self, evaluation: Evaluation, *, template: str, assertions: list[Assertion], concurrency: int,
-                 budget: float | None, cache: bool, store: RunStore | None, factory: Callable[[str], Agent],
-                 judge_factory: Callable[[str], Agent], run_options: dict[str, Any], namespace: dict[str, Any] | None, raw: bool,
-                 on_start: Callable[[EvalResult], Any] | None, on_result: Callable[[EvalResult], Any] | None) -> None:
+    def __init__(
+        self,
+        evaluation: Evaluation,
+        *,
+        template: str,
+        assertions: list[Assertion],
+        concurrency: int,
+        budget: float | None,
+        cache: bool,
+        store: RunStore | None,
+        factory: Callable[[str], Agent],
+        judge_factory: Callable[[str], Agent],
+        run_options: dict[str, Any],
+        namespace: dict[str, Any] | None,
+        raw: bool,
+        on_start: Callable[[EvalResult], Any] | None,
+        on_result: Callable[[EvalResult], Any] | None,
+    ) -> None:
         self.ev, self.template, self.assertions = evaluation, template, assertions
         self.concurrency, self.cache, self.store, self.factory = concurrency, cache, store, factory
         self.judge_factory = judge_factory
@@ -104,13 +118,16 @@ class _Run:
         driver builds around a placeholder prompt is hashed once per agent, then each prompt with it."""
         if id(prototype) not in self.digests:
             get = self.run_options.get
-            options = RunOptions(settings=get("settings"), output_schema=get("output_schema"), output_strategy=get("output_strategy"))
+            options = RunOptions(
+                settings=get("settings"), output_schema=get("output_schema"), output_strategy=get("output_strategy")
+            )
             stack = prototype.prompt_stack(PLACEHOLDER, options)
             images = get("images")
             if images:
                 stack.messages[-1].content.extend(images)
-            self.digests[id(prototype)] = request_key(prototype.driver, stack,
-                                                      {"max_steps": prototype.max_steps, "react": prototype.uses_react})
+            self.digests[id(prototype)] = request_key(
+                prototype.driver, stack, {"max_steps": prototype.max_steps, "react": prototype.uses_react}
+            )
         return prompt_key(self.digests[id(prototype)], prompt)
 
     def _judge(self, provider: str) -> tuple[Agent | None, BaseException | None, asyncio.Semaphore]:
@@ -126,7 +143,9 @@ class _Run:
 
     # -- one run -----------------------------------------------------------------------
 
-    async def _agent_run(self, agent: Agent, prompt: str, options: dict[str, Any]) -> tuple[AgentResult | None, BaseException | None, float, float | None]:
+    async def _agent_run(
+        self, agent: Agent, prompt: str, options: dict[str, Any]
+    ) -> tuple[AgentResult | None, BaseException | None, float, float | None]:
         """(result, exception, seconds, seconds to the first delta) of one fresh run."""
         first: list[float] = []
 
@@ -143,13 +162,39 @@ class _Run:
             error = exc
         return result, error, time.monotonic() - started, (first[0] - started) if first else None
 
-    def _record(self, key: str | None, provider: str, prompt: str, cell: EvalResult | None, result: AgentResult | None,
-                metadata: dict[str, Any], *, text: str, output: Any, ok: bool, cost: float | None, seconds: float,
-                ttft: float | None, error: dict[str, Any] | None, usage: Any) -> None:
-        self.writer.add(key=key, provider=provider, prompt=prompt, status="ok" if ok else "failed", result=result,
-                        figures={"duration_s": seconds, "usage": usage, "cost": cost, "error": error},
-                        metadata={**metadata, "text": text, "output": json_output(output), "ttft_s": ttft,
-                                  "tool_calls": cell.tool_calls if cell is not None else []})
+    def _record(
+        self,
+        key: str | None,
+        provider: str,
+        prompt: str,
+        cell: EvalResult | None,
+        result: AgentResult | None,
+        metadata: dict[str, Any],
+        *,
+        text: str,
+        output: Any,
+        ok: bool,
+        cost: float | None,
+        seconds: float,
+        ttft: float | None,
+        error: dict[str, Any] | None,
+        usage: Any,
+    ) -> None:
+        self.writer.add(
+            key=key,
+            provider=provider,
+            prompt=prompt,
+            status="ok" if ok else "failed",
+            result=result,
+            figures={"duration_s": seconds, "usage": usage, "cost": cost, "error": error},
+            metadata={
+                **metadata,
+                "text": text,
+                "output": json_output(output),
+                "ttft_s": ttft,
+                "tool_calls": cell.tool_calls if cell is not None else [],
+            },
+        )
 
     async def _judge_run(self, judge: JudgeAssertion, prompt: str) -> tuple[str, float | None, str | None]:
         """One judge run: (reply text, USD or None, error or None); cached by request like any run."""
@@ -168,8 +213,22 @@ class _Run:
             message = str(exc) if result is None else (result.error.message if result.error else "interrupted")
             return "", _cost(result), message
         cost = _cost(result)
-        self._record(key, agent.provider, prompt, None, result, {"evaluation": self.ev.id, "judge": True}, text=result.text,
-                     output=None, ok=True, cost=cost, seconds=seconds, ttft=ttft, error=None, usage=result.usage.model_dump())
+        self._record(
+            key,
+            agent.provider,
+            prompt,
+            None,
+            result,
+            {"evaluation": self.ev.id, "judge": True},
+            text=result.text,
+            output=None,
+            ok=True,
+            cost=cost,
+            seconds=seconds,
+            ttft=ttft,
+            error=None,
+            usage=result.usage.model_dump(),
+        )
         self.budget.add(cost)
         return result.text, cost, None
 
@@ -199,17 +258,30 @@ class _Run:
             if self.on_start is not None:
                 self.on_start(cell)
             assert lane.prototype is not None
-            result, exc, seconds, ttft = await self._agent_run(self._fresh(lane.prototype), cell.prompt, self.run_options)
+            result, exc, seconds, ttft = await self._agent_run(
+                self._fresh(lane.prototype), cell.prompt, self.run_options
+            )
             _fill(cell, result, exc, seconds, ttft)
             spent = cell.cost
             lane.outputs.append(cell.output_tokens)
             if cell.cost is not None:
                 lane.costs.append(cell.cost)
-            self._record(job.key, lane.prototype.provider, cell.prompt, cell, result,
-                         {"evaluation": self.ev.id, "row": cell.row, "provider_key": cell.provider},
-                         text=cell.text, output=cell.output, ok=cell.ok, cost=cell.cost, seconds=seconds, ttft=ttft,
-                         error={"type": cell.error_type, "message": cell.error} if not cell.ok else None,
-                         usage=result.usage.model_dump() if result is not None else None)
+            self._record(
+                job.key,
+                lane.prototype.provider,
+                cell.prompt,
+                cell,
+                result,
+                {"evaluation": self.ev.id, "row": cell.row, "provider_key": cell.provider},
+                text=cell.text,
+                output=cell.output,
+                ok=cell.ok,
+                cost=cell.cost,
+                seconds=seconds,
+                ttft=ttft,
+                error={"type": cell.error_type, "message": cell.error} if not cell.ok else None,
+                usage=result.usage.model_dump() if result is not None else None,
+            )
         await self._check(cell, job.row)
         self._finish(cell)
         return spent
@@ -237,8 +309,11 @@ class _Run:
     def skip(self, job: _Cell, reason: str) -> None:
         cell = job.result
         cell.status, cell.error_type, cell.passed = "skipped", reason, None
-        cell.error = (f"not run: it would take the spending past the budget of ${self.budget.limit:g}"
-                      if reason == "budget" else f"not run: {reason}")
+        cell.error = (
+            f"not run: it would take the spending past the budget of ${self.budget.limit:g}"
+            if reason == "budget"
+            else f"not run: {reason}"
+        )
         self.ev.budget_stopped = self.ev.budget_stopped or reason == "budget"
         self._finish(cell)
 
@@ -267,7 +342,9 @@ class _Run:
         """One lane per provider, named by what was built (a replayed cassette by its recorded
         provider:model) before any result."""
         lanes = [self._lane(key, entry) for key, entry in zip(self.ev.providers, entries)]
-        self.ev.providers = provider_keys([lane.prototype.provider if lane.prototype is not None else lane.name for lane in lanes])
+        self.ev.providers = provider_keys(
+            [lane.prototype.provider if lane.prototype is not None else lane.name for lane in lanes]
+        )
         for lane, key in zip(lanes, self.ev.providers):
             lane.name = key
         return lanes
@@ -307,9 +384,13 @@ class _Run:
         previous = [lane.prototype.driver.rate_gate for lane in built]  # type: ignore[union-attr]
         for lane in built:
             lane.prototype.driver.rate_gate = lane.gate  # type: ignore[union-attr]
-        unknown = [lane.name for lane in built if self.budget.limit is not None and _rates(lane.prototype) == (0.0, 0.0)]  # type: ignore[arg-type]
+        unknown = [
+            lane.name for lane in built if self.budget.limit is not None and _rates(lane.prototype) == (0.0, 0.0)
+        ]  # type: ignore[arg-type]
         if unknown:
-            ev.notes.append(f"budget: no known price for {', '.join(unknown)}; their runs count only when they report a cost")
+            ev.notes.append(
+                f"budget: no known price for {', '.join(unknown)}; their runs count only when they report a cost"
+            )
         try:
             await Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip).run()
         finally:
@@ -333,15 +414,23 @@ def _cost(result: AgentResult | None) -> float | None:
     return float(cost) if cost is not None else None
 
 
-def _fill(cell: EvalResult, result: AgentResult | None, exc: BaseException | None, seconds: float, ttft: float | None) -> None:
+def _fill(
+    cell: EvalResult, result: AgentResult | None, exc: BaseException | None, seconds: float, ttft: float | None
+) -> None:
     """Copy what a run gave into its cell (text, output, tokens, cost, times, error)."""
     cell.total_s, cell.ttft_s = seconds, ttft
     if result is not None:
         cell.text, cell.output = result.text, result.output
         cell.input_tokens, cell.output_tokens = _tokens(result.usage)
         cell.cost = _cost(result)
-        cell.tool_calls = [{"name": a.native_name, "input": a.input,
-                            "output": a.output.to_text()[:500] if a.output is not None else None} for a in result.tool_calls]
+        cell.tool_calls = [
+            {
+                "name": a.native_name,
+                "input": a.input,
+                "output": a.output.to_text()[:500] if a.output is not None else None,
+            }
+            for a in result.tool_calls
+        ]
         if result.error is not None:
             cell.status, cell.error_type, cell.error = "failed", result.error.type, result.error.message
         elif result.interrupted:
@@ -405,10 +494,21 @@ def _check_arguments(providers: Sequence[Any], concurrency: int, budget: float |
         raise ValueError(f"the budget must be 0 or more USD, not {budget}")
 
 
-def _run_options(output_schema: Any, output_strategy: str | None, images: Any, settings: Any, timeout: float | None) -> dict[str, Any]:
+def _run_options(
+    output_schema: Any, output_strategy: str | None, images: Any, settings: Any, timeout: float | None
+) -> dict[str, Any]:
     """What every run of the matrix is given besides its prompt (`Agent.arun` keywords), those set."""
-    options = {k: v for k, v in (("output_schema", output_schema), ("output_strategy", output_strategy), ("images", images),
-                                 ("settings", coerce_settings(settings) if settings else None), ("timeout", timeout)) if v}
+    options = {
+        k: v
+        for k, v in (
+            ("output_schema", output_schema),
+            ("output_strategy", output_strategy),
+            ("images", images),
+            ("settings", coerce_settings(settings) if settings else None),
+            ("timeout", timeout),
+        )
+        if v
+    }
     if "images" in options:
         from ..images import image_blocks
 
@@ -416,8 +516,15 @@ def _run_options(output_schema: Any, output_strategy: str | None, images: Any, s
     return options
 
 
-async def _run_matrix(ev: Evaluation, entries: list[Agent | str], rows: list[Any], *, store: RunStore | str | Path | bool | None,
-                      cache: bool, **run: Any) -> Evaluation:
+async def _run_matrix(
+    ev: Evaluation,
+    entries: list[Agent | str],
+    rows: list[Any],
+    *,
+    store: RunStore | str | Path | bool | None,
+    cache: bool,
+    **run: Any,
+) -> Evaluation:
     """`aevaluate`'s work on ipyagent's loop: open the store, run the matrix, and whatever happens
     (an interrupt included) note the wall time, close the agents built here and the store opened here."""
     opened, owned, note = _open_store(store, cache)
@@ -441,9 +548,10 @@ async def aevaluate(providers: Sequence[Agent | str], template: str, rows: Any, 
                     rubric: str | None = None, concurrency: int = 4, budget: float | None = None, cache: bool = True,
                     store: RunStore | str | Path | bool | None = None, system: str | None = None,
                     tools: list[Any] | None = None, max_steps: int = 10, output_schema: Any = None,
-                    output_strategy: str | None = None, images: Any = None, settings: Any = None, timeout: float | None = None,
-                    namespace: dict[str, Any] | None = None, raw: bool = False, factory: Callable[[str], Agent] | None = None,
-                    judge_factory: Callable[[str], Agent] | None = None, on_start: Callable[[EvalResult], Any] | None = None,
+                    output_strategy: str | None = None, images: Any = None, settings: Any = None,
+                    timeout: float | None = None, namespace: dict[str, Any] | None = None, raw: bool = False,
+                    factory: Callable[[str], Agent] | None = None, judge_factory: Callable[[str], Agent] | None = None,
+                    on_start: Callable[[EvalResult], Any] | None = None,
                     on_result: Callable[[EvalResult], Any] | None = None, evaluation: Evaluation | None = None,
                     **driver_options: Any) -> Evaluation:
     """Run `template` over `rows` on every provider: each cell a fresh run, checked by `assertions`.
@@ -470,8 +578,7 @@ async def aevaluate(providers: Sequence[Agent | str], template: str, rows: Any, 
             `timeout`: seconds a run may take, its partial text kept past it).
         factory, judge_factory: build an agent (a judge's) from an id (default ``Agent(id, ...)``;
             a judge gets no system prompt and no tools).
-        on_start(result), on_result(result): called on ipyagent's loop when a cell's request
-            starts and when a cell ends (finished, failed or skipped).
+        on_start(result), on_result(result): called on ipyagent's loop as a cell's request starts, as a cell ends.
         evaluation: an `Evaluation` to fill (so a caller keeps what finished if this is cancelled).
 
     Returns:
@@ -485,16 +592,18 @@ async def aevaluate(providers: Sequence[Agent | str], template: str, rows: Any, 
     """
     _check_arguments(providers, concurrency, budget)
     rows = normalize_rows(rows)
-    checks = [parse_assertion(a, namespace=namespace, rubric=rubric, has_schema=output_schema is not None) for a in assertions]
+    schema = output_schema is not None
+    checks = [parse_assertion(a, namespace=namespace, rubric=rubric, has_schema=schema) for a in assertions]
     keys = provider_keys([resolve_alias(e) if isinstance(e, str) else e.provider for e in providers])
     ev = evaluation or Evaluation(keys, rows)
     ev.providers, ev.rows, ev.assertions, ev.budget = keys, rows, [a.name for a in checks], budget
-    make = factory or (lambda provider: Agent(provider, system=system, tools=tools, max_steps=max_steps, **driver_options))
+    make = factory or (lambda pid: Agent(pid, system=system, tools=tools, max_steps=max_steps, **driver_options))
     return await run_in_background(_run_matrix(
-        ev, list(providers), rows, store=store, cache=cache, template=template, assertions=checks, concurrency=concurrency,
-        budget=budget, factory=make, judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
-        run_options=_run_options(output_schema, output_strategy, images, settings, timeout), namespace=namespace, raw=raw,
-        on_start=on_start, on_result=on_result))
+        ev, list(providers), rows, store=store, cache=cache, template=template, assertions=checks,
+        concurrency=concurrency, budget=budget, factory=make,
+        judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
+        run_options=_run_options(output_schema, output_strategy, images, settings, timeout), namespace=namespace,
+        raw=raw, on_start=on_start, on_result=on_result))
 
 
 def evaluate(providers: Sequence[Agent | str], template: str, rows: Any, **options: Any) -> Evaluation:
@@ -508,6 +617,9 @@ def evaluate(providers: Sequence[Agent | str], template: str, rows: Any, **optio
         return run_sync(aevaluate(providers, template, rows, evaluation=ev, **options))
     except KeyboardInterrupt:
         ev.interrupted = True
-        print(f"ipyagent: evaluation interrupted: {len(ev.results)} of {ev.total} runs finished; "
-              "the returned Evaluation holds them", file=sys.stderr)
+        print(
+            f"ipyagent: evaluation interrupted: {len(ev.results)} of {ev.total} runs finished; "
+            "the returned Evaluation holds them",
+            file=sys.stderr,
+        )
         return ev

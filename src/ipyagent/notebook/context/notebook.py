@@ -179,7 +179,9 @@ class LastError:
 # -- other cells ----------------------------------------------------------------------------
 
 
-def cell_blocks(shell: Any, n: int, budget_tokens: int = DEFAULT_BUDGET, *, current: int | None = None) -> list[ContextBlock]:
+def cell_blocks(
+    shell: Any, n: int, budget_tokens: int = DEFAULT_BUDGET, *, current: int | None = None
+) -> list[ContextBlock]:
     """The `n` cells before cell `current` (default: the running one, the last input): each one's source and its
     text output — what it printed and displayed (recorded since ``%load_ext``), its result
     (``Out[k]``, summarized) and its exception — within `budget_tokens` each, images left out."""
@@ -224,9 +226,13 @@ class _Cells:
         if not isinstance(index, int):
             raise NotebookContextError(f"{self._name}[{index!r}]: cells are numbered: {self._name}[3]")
         if index >= self._last or index < 1:
-            raise NotebookContextError(f"{self._name}[{index}] does not exist: the cells run so far are 1 to {self._last - 1}")
-        raise NotebookContextError(f"Out[{index}] does not exist: cell In[{index}] produced no result "
-                                   "(it returned None or ended with ';'); use {{ In[" + str(index) + "] }} for its source")
+            raise NotebookContextError(
+                f"{self._name}[{index}] does not exist: the cells run so far are 1 to {self._last - 1}"
+            )
+        raise NotebookContextError(
+            f"Out[{index}] does not exist: cell In[{index}] produced no result "
+            "(it returned None or ended with ';'); use {{ In[" + str(index) + "] }} for its source"
+        )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._data, name)

@@ -78,6 +78,10 @@ def render_cell(body: str, namespace: dict[str, Any]) -> str:
     except TemplateError:  # a clear message already (notebook_context: no error yet, a missing Out[n])
         raise
     except jinja2.UndefinedError as exc:
-        raise TemplateError(f"cell template: {exc.message}; define it first, or use --raw to send the text as it is") from None
+        raise TemplateError(
+            f"cell template: {exc.message}; define it first, or use --raw to send the text as it is"
+        ) from None
     except Exception as exc:  # an expression in the template raised
-        raise TemplateError(f"cell template: {type(exc).__name__}: {exc}; use --raw to send the text as it is") from None
+        raise TemplateError(
+            f"cell template: {type(exc).__name__}: {exc}; use --raw to send the text as it is"
+        ) from None

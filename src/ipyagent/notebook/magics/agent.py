@@ -70,7 +70,9 @@ def check_out_name(name: str | None) -> None:
     if name is None:
         return
     if not name.isidentifier() or keyword.iskeyword(name):
-        raise UsageError(f"-o/--out needs a variable name, not {name!r}" + (" (a Python keyword)" if keyword.iskeyword(name) else ""))
+        raise UsageError(
+            f"-o/--out needs a variable name, not {name!r}" + (" (a Python keyword)" if keyword.iskeyword(name) else "")
+        )
     if hasattr(builtins, name):
         print(f"ipyagent: -o {name} hides the builtin {name}(); `del {name}` brings it back", file=sys.stderr)
 
@@ -86,6 +88,7 @@ def _parse(magic: Any, line: str) -> Any:
     except UsageError as exc:
         usage = " ".join(magic.parser.format_usage().replace("::", "", 1).split())
         raise UsageError(f"{exc}\nusage: {usage}") from None
+
     def unquote(value: Any) -> Any:
         if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             return value[1:-1]
@@ -182,7 +185,11 @@ class AgentMagics(Magics):
             if isinstance(value, (BaseTool, MCPServer)):
                 found[name] = value
             elif isinstance(value, type):
-                if issubclass(value, BaseTool) and value not in (BaseTool, FunctionTool) and value.__module__ == "__main__":
+                if (
+                    issubclass(value, BaseTool)
+                    and value not in (BaseTool, FunctionTool)
+                    and value.__module__ == "__main__"
+                ):
                     found[name] = value
             elif callable(value) and hasattr(value, ACTIVITY_ATTR):
                 found[name] = value
@@ -212,9 +219,15 @@ class AgentMagics(Magics):
             if name not in self.shell.user_ns:
                 raise UsageError(f"--tools: {name!r} is not defined; define the function or tool in a cell first")
             value = self.shell.user_ns[name]
-            if not (isinstance(value, BaseTool) or (isinstance(value, type) and issubclass(value, BaseTool)) or callable(value)):
-                raise UsageError(f"--tools: {name!r} is a {type(value).__name__}, not a tool: "
-                                 "use a function (optionally @activity) or a BaseTool")
+            if not (
+                isinstance(value, BaseTool)
+                or (isinstance(value, type) and issubclass(value, BaseTool))
+                or callable(value)
+            ):
+                raise UsageError(
+                    f"--tools: {name!r} is a {type(value).__name__}, not a tool: "
+                    "use a function (optionally @activity) or a BaseTool"
+                )
             tools.append(value)
         return Toolbox(tools)
 
@@ -234,8 +247,10 @@ class AgentMagics(Magics):
             schema = self.shell.user_ns.get(args.schema)
             if not (isinstance(schema, dict) or (isinstance(schema, type) and issubclass(schema, BaseModel))):
                 what = "not defined" if args.schema not in self.shell.user_ns else f"a {type(schema).__name__}"
-                raise UsageError(f"--schema: {args.schema!r} is {what}; define a pydantic model class "
-                                 f"(class {args.schema}(BaseModel): ...) in a cell first")
+                raise UsageError(
+                    f"--schema: {args.schema!r} is {what}; define a pydantic model class "
+                    f"(class {args.schema}(BaseModel): ...) in a cell first"
+                )
         elif args.strategy:
             raise UsageError("--strategy goes with --schema MODEL")
         images = []
@@ -254,10 +269,18 @@ class AgentMagics(Magics):
             toolbox = self._toolbox(getattr(args, "tools", None))
         except (ValueError, TypeError) as exc:  # a tool that cannot be declared (bad name, bad config)
             raise UsageError(f"--tools: {exc}") from None
-        return RunOptions(tools=toolbox, max_steps=args.max_steps, react=True if getattr(args, "react", False) else None,
-                          output_schema=schema, output_strategy=args.strategy, images=tuple(images), files=tuple(files),
-                          settings=settings_from_args(args), system_budget=getattr(args, "system_budget", None),
-                          timeout=timeout_from_args(args))
+        return RunOptions(
+            tools=toolbox,
+            max_steps=args.max_steps,
+            react=True if getattr(args, "react", False) else None,
+            output_schema=schema,
+            output_strategy=args.strategy,
+            images=tuple(images),
+            files=tuple(files),
+            settings=settings_from_args(args),
+            system_budget=getattr(args, "system_budget", None),
+            timeout=timeout_from_args(args),
+        )
 
     def _system_value(self, value: str) -> Any:
         """``--system``: a variable holding a `SystemBlock` (or a list of them and text) when it
@@ -265,8 +288,9 @@ class AgentMagics(Magics):
         from ...core import SystemBlock
 
         found = self.shell.user_ns.get(value) if value.isidentifier() else None
-        if isinstance(found, SystemBlock) or (isinstance(found, (list, tuple)) and found
-                                              and all(isinstance(b, (SystemBlock, str)) for b in found)):
+        if isinstance(found, SystemBlock) or (
+            isinstance(found, (list, tuple)) and found and all(isinstance(b, (SystemBlock, str)) for b in found)
+        ):
             return list(found) if isinstance(found, (list, tuple)) else [found]
         return value
 
@@ -350,14 +374,37 @@ class AgentMagics(Magics):
 
     @magic_arguments()
     @argument("provider_id", nargs="?", help="PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:llama3.2) or replay:CASSETTE")
-    @argument("--base-url", help="API root of an OpenAI-compatible server, e.g. http://localhost:8000/v1; 'default' goes back to the provider's own")
+    @argument(
+        "--base-url",
+        help="API root of an OpenAI-compatible server, e.g. http://localhost:8000/v1; "
+        "'default' goes back to the provider's own",
+    )
     @argument("--api-key-env", metavar="VAR", help="environment variable holding the API key")
     @argument("--record", metavar="FILE", help="append every HTTP exchange to this cassette (no keys stored)")
-    @argument("--price-as", metavar="PROVIDER:MODEL", help="price this model's turns as another's (a model behind your own --base-url has an unknown price otherwise)")
-    @argument("--budget", type=float, metavar="USD", help="refuse new runs once the session has spent this much (%%agent cost shows the spending)")
+    @argument(
+        "--price-as",
+        metavar="PROVIDER:MODEL",
+        help="price this model's turns as another's "
+        "(a model behind your own --base-url has an unknown price otherwise)",
+    )
+    @argument(
+        "--budget",
+        type=float,
+        metavar="USD",
+        help="refuse new runs once the session has spent this much (%%agent cost shows the spending)",
+    )
     @argument("--list", action="store_true", help="list the known providers and which API-key variables are set")
-    @argument("--models", action="store_true", help="list the models a provider offers (PROVIDER, or the session's), with context window and price where known")
-    @argument("--alias", metavar="NAME", help="make NAME a short name for PROVIDER:MODEL (usable in %%provider NAME and %%agent -p NAME)")
+    @argument(
+        "--models",
+        action="store_true",
+        help="list the models a provider offers (PROVIDER, or the session's), "
+        "with context window and price where known",
+    )
+    @argument(
+        "--alias",
+        metavar="NAME",
+        help="make NAME a short name for PROVIDER:MODEL (usable in %%provider NAME and %%agent -p NAME)",
+    )
     @settings_arguments
     @timeout_argument
     @argument("--clear-settings", action="store_true", help="forget the session's generation settings")
@@ -378,7 +425,14 @@ class AgentMagics(Magics):
         timeout_from_args(args)
         if args.budget is not None:
             self._set_budget(args.budget)
-            if not (args.provider_id or settings or args.clear_settings or args.list or args.alias or args.timeout is not None):
+            if not (
+                args.provider_id
+                or settings
+                or args.clear_settings
+                or args.list
+                or args.alias
+                or args.timeout is not None
+            ):
                 return
         if args.list:
             self._list_providers()
@@ -389,8 +443,10 @@ class AgentMagics(Magics):
             self._set_alias(args)
         elif not args.provider_id:
             if any((args.base_url, args.api_key_env, args.record, args.price_as)):
-                raise UsageError("give PROVIDER:MODEL with --base-url/--api-key-env/--record/--price-as, "
-                                 "e.g. %provider openai:gpt-4.1-mini --base-url URL")
+                raise UsageError(
+                    "give PROVIDER:MODEL with --base-url/--api-key-env/--record/--price-as, "
+                    "e.g. %provider openai:gpt-4.1-mini --base-url URL"
+                )
             if settings or args.clear_settings or args.timeout is not None:
                 set_default(settings=settings, replace_settings=args.clear_settings, timeout=args.timeout)
             self._show_provider()
@@ -399,9 +455,18 @@ class AgentMagics(Magics):
 
     @staticmethod
     def _given_options(args: Any) -> dict[str, Any]:
-        """The driver options ``%provider`` was given (``--base-url``, ``--api-key-env``, ``--record``, ``--price-as``)."""
-        return {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env), ("record", args.record),
-                                  ("price_as", args.price_as)) if v}
+        """The driver options ``%provider`` was given (``--base-url``, ``--api-key-env``, ``--record``,
+        ``--price-as``)."""
+        return {
+            k: v
+            for k, v in (
+                ("base_url", args.base_url),
+                ("api_key_env", args.api_key_env),
+                ("record", args.record),
+                ("price_as", args.price_as),
+            )
+            if v
+        }
 
     def _set_alias(self, args: Any) -> None:
         """``%provider --alias NAME PROVIDER:MODEL [options]``: NAME stands for the id, with those options."""
@@ -460,6 +525,7 @@ class AgentMagics(Magics):
         key = (driver.provider, driver.base_url)
         cached = key in self._model_lists
         if not cached:
+
             async def fetch() -> list[Any]:
                 try:
                     return await driver.list_models()
@@ -472,8 +538,11 @@ class AgentMagics(Magics):
                 self._error(f"could not list the models of {driver.provider}: {exc.message}")
                 return
         rows = self._model_lists[key]
-        print(f"{len(rows)} model{'s' if len(rows) != 1 else ''} from {driver.provider} at {redact(driver.base_url)}"
-              + (" (listed earlier this session)" if cached else "") + f"; use one as %provider {driver.provider}:MODEL")
+        print(
+            f"{len(rows)} model{'s' if len(rows) != 1 else ''} from {driver.provider} at {redact(driver.base_url)}"
+            + (" (listed earlier this session)" if cached else "")
+            + f"; use one as %provider {driver.provider}:MODEL"
+        )
         if rows:
             print(model_table(rows))
 
@@ -484,8 +553,10 @@ class AgentMagics(Magics):
         if usd < 0:
             raise UsageError(f"--budget is in USD, 0 or more, not {usd:g}")
         LEDGER.budget = usd
-        print(f"budget: {format_usd(usd) if usd else '$0'} for this session; spent so far {format_usd(LEDGER.total)} "
-              "(known prices; %agent cost shows it by provider)")
+        print(
+            f"budget: {format_usd(usd) if usd else '$0'} for this session; spent so far {format_usd(LEDGER.total)} "
+            "(known prices; %agent cost shows it by provider)"
+        )
 
     def _show_provider(self) -> None:
         """``%provider`` alone: the session's provider, where it is, and its settings."""
@@ -523,11 +594,15 @@ class AgentMagics(Magics):
     @line_magic
     @redacted_output
     def tools(self, line: str) -> None:
-        """List the tools in your namespace and of MCP servers, with their JSON Schemas (use with ``%%agent --tools``)."""
+        """List the tools in your namespace and of MCP servers, with their JSON Schemas
+        (use with ``%%agent --tools``)."""
         found = {n: v for n, v in self._namespace_tools().items() if not isinstance(v, MCPServer)}
         servers = self._mcp_servers()
         if not found and not servers:
-            print("no tools in the namespace: define a function with @activity or a BaseTool subclass, or %mcp add a server")
+            print(
+                "no tools in the namespace: define a function with @activity or a BaseTool subclass, or %mcp "
+                "add a server"
+            )
             return
         from IPython.display import display
 
@@ -555,29 +630,99 @@ class AgentMagics(Magics):
 
     @magic_arguments(name="%agent")  # usage lines say %%agent
     @argument("-p", "--provider", help="PROVIDER:MODEL for this cell (default: the %%provider one)")
-    @argument("--system", help="system prompt for this conversation from now on: text, or a variable holding SystemBlock objects")
-    @argument("--system-budget", type=int, metavar="TOKENS", help="tokens the system blocks may take: dynamic blocks are dropped, lowest priority first, to fit")
-    @argument("-o", "--out", metavar="VAR", help="bind the result (.text, .output, .message, .usage, .cost, .tool_calls, .stop_reason) to VAR")
+    @argument(
+        "--system",
+        help="system prompt for this conversation from now on: text, or a variable holding SystemBlock objects",
+    )
+    @argument(
+        "--system-budget",
+        type=int,
+        metavar="TOKENS",
+        help="tokens the system blocks may take: dynamic blocks are dropped, lowest priority first, to fit",
+    )
+    @argument(
+        "-o",
+        "--out",
+        metavar="VAR",
+        help="bind the result (.text, .output, .message, .usage, .cost, .tool_calls, .stop_reason) to VAR",
+    )
     @argument("--new", action="store_true", help="start the thread's conversation afresh")
     @argument("--thread", metavar="NAME", help="the conversation thread to continue (default: the default thread)")
     @argument("--max-history", type=int, metavar="N", help="send at most the last N turns of the thread")
-    @argument("--context-window", type=int, metavar="TOKENS", help="the model's context window, when ipyagent does not know it; the oldest turns are left out to fit")
+    @argument(
+        "--context-window",
+        type=int,
+        metavar="TOKENS",
+        help="the model's context window, when ipyagent does not know it; the oldest turns are left out to fit",
+    )
     @argument("--no-store", action="store_true", help="do not record this run in the run store")
     @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
-    @argument("--tools", metavar="NAME[,NAME]", help="tools the model may call: names of functions or BaseTool objects in your namespace")
+    @argument(
+        "--tools",
+        metavar="NAME[,NAME]",
+        help="tools the model may call: names of functions or BaseTool objects in your namespace",
+    )
     @argument("--max-steps", type=int, default=10, help="model turns per cell at most (default 10)")
     @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
-    @argument("--react", action="store_true", help="describe tools in the prompt and parse calls from text (models without native tool calling)")
-    @argument("--compare", metavar="ID,ID", help="send the cell to these providers at once, side by side (as %%%%compare)")
-    @argument("--schema", metavar="MODEL", help="a pydantic model class in your namespace: the reply is validated into an instance (VAR.output with -o)")
-    @argument("--strategy", choices=("native", "tool", "rule"), help="how --schema is asked for (default: the provider's best)")
-    @argument("--image", metavar="PATH_OR_VAR", action="append", help="add an image: a file path, URL, or a variable holding bytes, a PIL image or a matplotlib figure (repeatable)")
-    @argument("--file", metavar="PATH_OR_VAR", action="append", help="attach a PDF or text document: a file path, or a variable holding one or its bytes (repeatable)")
-    @argument("--error", action="store_true", help="send the last exception (traceback, failing cell) and ask to explain and fix it (as %%agent fix)")
-    @argument("--with", dest="with_", metavar="NAME[,NAME]", action="append", help="attach variables (or attribute paths: df.dtypes) summarized for the model (DataFrame schema and head, array shape, ...)")
+    @argument(
+        "--react",
+        action="store_true",
+        help="describe tools in the prompt and parse calls from text (models without native tool calling)",
+    )
+    @argument(
+        "--compare", metavar="ID,ID", help="send the cell to these providers at once, side by side (as %%%%compare)"
+    )
+    @argument(
+        "--schema",
+        metavar="MODEL",
+        help="a pydantic model class in your namespace: the reply is validated into an instance (VAR.output with -o)",
+    )
+    @argument(
+        "--strategy",
+        choices=("native", "tool", "rule"),
+        help="how --schema is asked for (default: the provider's best)",
+    )
+    @argument(
+        "--image",
+        metavar="PATH_OR_VAR",
+        action="append",
+        help="add an image: a file path, URL, or a variable holding bytes, a PIL image or a matplotlib figure "
+        "(repeatable)",
+    )
+    @argument(
+        "--file",
+        metavar="PATH_OR_VAR",
+        action="append",
+        help="attach a PDF or text document: a file path, or a variable holding one or its bytes (repeatable)",
+    )
+    @argument(
+        "--error",
+        action="store_true",
+        help="send the last exception (traceback, failing cell) and ask to explain and fix it (as %%agent fix)",
+    )
+    @argument(
+        "--with",
+        dest="with_",
+        metavar="NAME[,NAME]",
+        action="append",
+        help="attach variables (or attribute paths: df.dtypes) summarized for the model "
+        "(DataFrame schema and head, array shape, ...)",
+    )
     @argument("--cells", type=int, metavar="N", help="attach the N previous cells' sources and text outputs")
-    @argument("--context-budget", type=int, metavar="TOKENS", help=f"tokens each attached summary may take at most (default {DEFAULT_BUDGET})")
-    @argument("--code", nargs="?", const="python", metavar="LANG", help="put the answer's first Python code block (LANG: another language; all: every block) into a new cell below, not run")
+    @argument(
+        "--context-budget",
+        type=int,
+        metavar="TOKENS",
+        help=f"tokens each attached summary may take at most (default {DEFAULT_BUDGET})",
+    )
+    @argument(
+        "--code",
+        nargs="?",
+        const="python",
+        metavar="LANG",
+        help="put the answer's first Python code block (LANG: another language; all: every block) "
+        "into a new cell below, not run",
+    )
     @settings_arguments
     @timeout_argument
     @cell_magic
@@ -599,8 +744,14 @@ class AgentMagics(Magics):
         self._check_cell_args(args)
         if args.compare:  # an alias of %%compare (compare_magics.py)
             return self.shell.magics_manager.registry["CompareMagics"].run(
-                [args.compare], cell, system=args.system, out=args.out, raw=args.raw,
-                await_in_kernel=args.await_in_kernel, run_options=self._run_options(args))
+                [args.compare],
+                cell,
+                system=args.system,
+                out=args.out,
+                raw=args.raw,
+                await_in_kernel=args.await_in_kernel,
+                run_options=self._run_options(args),
+            )
         prompt, context = self._cell_prompt(args, cell)
         run_options = replace(self._run_options(args), context=tuple(context))
         self.session.last_context = [b.describe() for b in context]
@@ -626,7 +777,9 @@ class AgentMagics(Magics):
                 raise UsageError(f"--{name.replace('_', '-')} must be {least} or more, not {value}")
         check_out_name(args.out)
         if args.compare and (args.error or args.with_ or args.cells or args.code):
-            raise UsageError("--error, --with, --cells and --code are not available with --compare; use %%agent without it")
+            raise UsageError(
+                "--error, --with, --cells and --code are not available with --compare; use %%agent without it"
+            )
 
     def _cell_prompt(self, args: Any, cell: str) -> tuple[str, list[Any]]:
         """(the prompt, the context blocks attached to it): the cell rendered as a template
@@ -648,10 +801,20 @@ class AgentMagics(Magics):
 
     def _run_agent_cell(self, agent: Agent, prompt: str, run_options: RunOptions, args: Any) -> Any:
         """Run `prompt` on the cell's thread, streaming into a view; the result is kept (``%agent last``, ``-o``)."""
-        active = self.session.begin(agent, prompt, run_options, thread=args.thread, max_history=args.max_history,
-                                    window=args.context_window, record=not args.no_store,
-                                    metadata={"tools": run_options.tools.names(), "max_steps": args.max_steps,
-                                              "context": self.session.last_context})
+        active = self.session.begin(
+            agent,
+            prompt,
+            run_options,
+            thread=args.thread,
+            max_history=args.max_history,
+            window=args.context_window,
+            record=not args.no_store,
+            metadata={
+                "tools": run_options.tools.names(),
+                "max_steps": args.max_steps,
+                "context": self.session.last_context,
+            },
+        )
         view = make_view(agent.provider, widgets=self._widgets())
         options = replace(active.options, approve=view.request_approval)  # the thread's system prompt and history
         # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
@@ -659,7 +822,9 @@ class AgentMagics(Magics):
 
         async def run() -> AgentResult:
             try:
-                on_event = active.wrap(live.feed if live is not None else view.feed)  # thread + run store, then the view
+                on_event = active.wrap(
+                    live.feed if live is not None else view.feed
+                )  # thread + run store, then the view
                 active.announce(on_event)
                 return await agent.arun(prompt, options, on_event=on_event)
             except asyncio.CancelledError:

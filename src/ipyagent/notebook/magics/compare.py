@@ -63,35 +63,78 @@ class CompareMagics(Magics):
         the session provider's options (``--base-url``, ...) when it is that provider."""
         return self.agent_magics.driver_options(provider_id)
 
-    def _build(self, requested: str, *, system: str | None, approve: Any = None, tools: Any = None, max_steps: int = 10) -> Agent:
+    def _build(
+        self, requested: str, *, system: str | None, approve: Any = None, tools: Any = None, max_steps: int = 10
+    ) -> Agent:
         """An agent for one provider of the cell (the session's settings under it); a cell's other
         options travel in each run's `RunOptions`, an evaluation's (which copies agents) here."""
         provider_id, options = self._driver_options(requested)
         if provider_id.startswith("replay:"):
             options.setdefault("chunk_delay", REPLAY_DELAY)
-        return Agent(create_driver(provider_id, **options), system=system, approve=approve, tools=tools, max_steps=max_steps)
+        return Agent(
+            create_driver(provider_id, **options), system=system, approve=approve, tools=tools, max_steps=max_steps
+        )
 
     @magic_arguments(name="%compare")  # usage lines say %%compare
     @argument("providers", nargs="+", metavar="ID", help="PROVIDER:MODEL ids (or %%provider aliases) to compare")
-    @argument("--runs", type=int, default=1, help="runs per provider, selectable in each pane; the table shows each run and the median (min–max) (default 1)")
-    @argument("--schema", metavar="MODEL", help="structured output: a pydantic model (or JSON Schema dict) in your namespace")
-    @argument("--strategy", choices=("native", "tool", "rule"), help="how to ask for --schema (default: the provider's best)")
+    @argument(
+        "--runs",
+        type=int,
+        default=1,
+        help="runs per provider, selectable in each pane; "
+        "the table shows each run and the median (min–max) (default 1)",
+    )
+    @argument(
+        "--schema", metavar="MODEL", help="structured output: a pydantic model (or JSON Schema dict) in your namespace"
+    )
+    @argument(
+        "--strategy", choices=("native", "tool", "rule"), help="how to ask for --schema (default: the provider's best)"
+    )
     @argument("--image", action="append", metavar="PATH_OR_VAR", help="add an image to the prompt (repeatable)")
     @argument("--file", action="append", metavar="PATH_OR_VAR", help="attach a PDF or text document (repeatable)")
-    @argument("--tools", metavar="NAME[,NAME]", help="tools the models may call: names of functions or BaseTool objects in your namespace")
+    @argument(
+        "--tools",
+        metavar="NAME[,NAME]",
+        help="tools the models may call: names of functions or BaseTool objects in your namespace",
+    )
     @argument("--system", help="system prompt for every provider")
-    @argument("-o", "--out", metavar="VAR", help="bind the comparison (.results, .figures, .summary(), .to_dataframe()) to VAR")
+    @argument(
+        "-o",
+        "--out",
+        metavar="VAR",
+        help="bind the comparison (.results, .figures, .summary(), .to_dataframe()) to VAR",
+    )
     @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
     @argument("--max-steps", type=int, default=10, help="model turns per run at most (default 10)")
-    @argument("--over", metavar="VAR", help="evaluate over the rows of VAR (a DataFrame, a list of dicts or of strings): "
-              "the cell is a template with the row as {{ row }}; one fresh run per row and provider")
-    @argument("--assert", dest="asserts", action="append", metavar="SPEC",
-              help="with --over, check each answer (repeatable): contains:TEXT, icontains:TEXT, regex:PATTERN, "
-                   "equals:TEXT, json, schema, python:NAME, judge:PROVIDER:MODEL")
+    @argument(
+        "--over",
+        metavar="VAR",
+        help="evaluate over the rows of VAR (a DataFrame, a list of dicts or of strings): "
+        "the cell is a template with the row as {{ row }}; one fresh run per row and provider",
+    )
+    @argument(
+        "--assert",
+        dest="asserts",
+        action="append",
+        metavar="SPEC",
+        help="with --over, check each answer (repeatable): contains:TEXT, icontains:TEXT, regex:PATTERN, "
+        "equals:TEXT, json, schema, python:NAME, judge:PROVIDER:MODEL",
+    )
     @argument("--rubric", help="with --over, what judge: assertions grade against")
-    @argument("--concurrency", type=int, default=4, metavar="N", help="with --over, runs in flight per provider (default 4)")
-    @argument("--budget", type=float, metavar="USD", help="with --over, start no run whose estimated cost would pass USD in total")
-    @argument("--no-cache", action="store_true", help="with --over, run every request anew (finished runs are served from the run store otherwise)")
+    @argument(
+        "--concurrency", type=int, default=4, metavar="N", help="with --over, runs in flight per provider (default 4)"
+    )
+    @argument(
+        "--budget",
+        type=float,
+        metavar="USD",
+        help="with --over, start no run whose estimated cost would pass USD in total",
+    )
+    @argument(
+        "--no-cache",
+        action="store_true",
+        help="with --over, run every request anew (finished runs are served from the run store otherwise)",
+    )
     @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
     @settings_arguments
     @timeout_argument
@@ -113,18 +156,37 @@ class CompareMagics(Magics):
 
             outcome = run_evaluation(self, args, cell)
             return resolved(outcome) if args.await_in_kernel and not inspect.isawaitable(outcome) else outcome
-        used = [name for name, value in (("--assert", args.asserts), ("--rubric", args.rubric), ("--budget", args.budget),
-                                         ("--no-cache", args.no_cache)) if value]
+        used = [
+            name
+            for name, value in (
+                ("--assert", args.asserts),
+                ("--rubric", args.rubric),
+                ("--budget", args.budget),
+                ("--no-cache", args.no_cache),
+            )
+            if value
+        ]
         if used:
-            raise UsageError(f"{', '.join(used)} go{'es' if len(used) == 1 else ''} with --over VAR (an evaluation over rows)")
-        outcome = self.run(args.providers, cell, runs=args.runs, system=args.system, out=args.out, raw=args.raw,
-                           await_in_kernel=args.await_in_kernel, run_options=self.agent_magics._run_options(args))
+            raise UsageError(
+                f"{', '.join(used)} go{'es' if len(used) == 1 else ''} with --over VAR (an evaluation over rows)"
+            )
+        outcome = self.run(
+            args.providers,
+            cell,
+            runs=args.runs,
+            system=args.system,
+            out=args.out,
+            raw=args.raw,
+            await_in_kernel=args.await_in_kernel,
+            run_options=self.agent_magics._run_options(args),
+        )
         if args.await_in_kernel and not inspect.isawaitable(outcome):
             return resolved(outcome)  # the kernel awaits whatever the cell returns
         return outcome
 
-    def run(self, providers: list[str], cell: str, *, runs: int = 1, system: str | None = None, out: str | None = None,
-            raw: bool = False, await_in_kernel: bool = False, run_options: RunOptions | None = None) -> Comparison | None:
+    def run(self, providers: list[str], cell: str, *, runs: int = 1, system: str | None = None,
+            out: str | None = None, raw: bool = False, await_in_kernel: bool = False,
+            run_options: RunOptions | None = None) -> Comparison | None:
         """The body of ``%%compare`` (also behind ``%%agent --compare``); arguments as the magic's options,
         `run_options` every run's (tools, max_steps, react, output schema, images, `ModelSettings`:
         the same for every provider, each sent under its own wire names)."""
@@ -191,12 +253,15 @@ class CompareMagics(Magics):
             raise UsageError("the cell is empty: write the prompt below the %%compare line")
         return providers, prompt
 
-    def _entries(self, providers: list[str], system: str | None, views: list[Any]) -> tuple[list[Agent | str], dict[str, Exception]]:
+    def _entries(
+        self, providers: list[str], system: str | None, views: list[Any]
+    ) -> tuple[list[Agent | str], dict[str, Exception]]:
         """(one entry per provider: its agent, or the id as typed when none could be made; why each
         such id failed). A tool call's approval goes to the pane of its provider in ``views[0]``."""
         failures: dict[str, Exception] = {}
         entries: list[Agent | str] = []
         for index, requested in enumerate(providers):
+
             def approve(action: ToolAction, index: int = index) -> Any:
                 return views[0].request_approval(index, action)
 

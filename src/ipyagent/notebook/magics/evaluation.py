@@ -31,7 +31,9 @@ from ..views.evaluation_view import EvaluationView
 
 def _rows(shell: Any, name: str) -> list[Any]:
     if name not in shell.user_ns:
-        raise UsageError(f"--over: {name!r} is not defined; make it a DataFrame, a list of dicts or a list of strings first")
+        raise UsageError(
+            f"--over: {name!r} is not defined; make it a DataFrame, a list of dicts or a list of strings first"
+        )
     try:
         rows = normalize_rows(shell.user_ns[name])
     except TypeError as exc:
@@ -61,7 +63,8 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     rows = _rows(shell, args.over)
     template = cell.strip()
     if not template:
-        raise UsageError("the cell is empty: write the prompt template below the %%compare line, e.g. {{ row.question }}")
+        raise UsageError("the cell is empty: write the prompt template below the %%compare line, "
+                         "e.g. {{ row.question }}")
     if not args.raw:
         for n, row in enumerate(rows):
             try:
@@ -92,7 +95,8 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
         try:
             return await aevaluate(providers, template, rows, assertions=checks, rubric=args.rubric,
                                    concurrency=args.concurrency, budget=args.budget, cache=not args.no_cache,
-                                   store=store, namespace=shell.user_ns, raw=args.raw, factory=factory, judge_factory=judge_factory, on_result=view.update,
+                                   store=store, namespace=shell.user_ns, raw=args.raw, factory=factory,
+                                   judge_factory=judge_factory, on_result=view.update,
                                    evaluation=ev, output_schema=run_options.output_schema,
                                    output_strategy=run_options.output_strategy, images=list(run_options.images) or None,
                                    settings=run_options.settings, timeout=run_options.timeout)

@@ -19,8 +19,10 @@ from ...agent import run_sync
 from ...tools import MCPServer, MCPServerError, MCPToolset
 
 USAGE = {
-    "add": "%mcp add NAME [--env K=V] [--cwd DIR] [--approve] [--off-prompt] [--start] [--timeout S] -- COMMAND [ARGS...]\n"
-           "       %mcp add NAME --url URL [--header K=V] [--transport streamable-http|sse] [--approve] [--off-prompt] [--start]",
+    "add": "%mcp add NAME [--env K=V] [--cwd DIR] [--approve] [--off-prompt] [--start] [--timeout S] -- "
+    "COMMAND [ARGS...]\n"
+    "       %mcp add NAME --url URL [--header K=V] [--transport streamable-http|sse] [--approve] "
+    "[--off-prompt] [--start]",
     "list": "%mcp list",
     "remove": "%mcp remove NAME",
     "restart": "%mcp restart NAME",
@@ -153,7 +155,7 @@ class MCPMagics(Magics):
         command: list[str] = []
         if "--" in words:
             at = words.index("--")
-            words, command = words[:at], words[at + 1:]
+            words, command = words[:at], words[at + 1 :]
         args = _add_parser().parse_args(words)
         if args.name in self.servers:
             raise UsageError(f"%mcp add: {args.name!r} is already added; %mcp remove {args.name} first")
@@ -169,12 +171,23 @@ class MCPMagics(Magics):
         if args.timeout is not None:
             options["start_timeout"] = args.timeout
         try:
-            server = MCPServer(args.name, command or None, url=args.url, env=_pairs(args.env, "--env"), cwd=args.cwd,
-                               headers=_pairs(args.header, "--header"), transport=args.transport, **options)
+            server = MCPServer(
+                args.name,
+                command or None,
+                url=args.url,
+                env=_pairs(args.env, "--env"),
+                cwd=args.cwd,
+                headers=_pairs(args.header, "--header"),
+                transport=args.transport,
+                **options,
+            )
         except ValueError as exc:
             raise UsageError(f"%mcp add: {exc}") from None
         if server.command and not _found(server):
-            self._error(f"MCP server {server.name!r}: command {server.command[0]!r} not found; check the name, or give its full path")
+            self._error(
+                f"MCP server {server.name!r}: command {server.command[0]!r} not found; check the name, or give "
+                "its full path"
+            )
             return
         self.servers[server.name] = server
         if args.start:
@@ -195,12 +208,15 @@ class MCPMagics(Magics):
             print("no MCP servers: %mcp add NAME -- COMMAND [ARGS...] or %mcp add NAME --url URL")
             return
         for server in self.servers.values():
-            flags = "".join(f", {f}" for f, on in (("approve", server.requires_approval), ("off-prompt", server.off_prompt)) if on)
+            flags = "".join(
+                f", {f}" for f, on in (("approve", server.requires_approval), ("off-prompt", server.off_prompt)) if on
+            )
             print(f"{server.name}  {server.status}{flags}  {server.target}")
             if server.state == "failed" and server.last_error:
                 print(f"  {server.last_error}")
             for tool, native in server.names.items():
-                print(f"  {native}: {(server.tools[tool].description or '').splitlines()[0] if server.tools[tool].description else ''}")
+                description = server.tools[tool].description or ""
+                print(f"  {native}: {description.splitlines()[0] if description else ''}")
             if not server.names and server.state != "failed":
                 print("  (tools listed once started: %%agent --tools NAME, %tools or %mcp restart NAME)")
 
@@ -212,7 +228,7 @@ class MCPMagics(Magics):
                 lines = int(words[at + 1])
             except (IndexError, ValueError):
                 raise UsageError(f"%mcp log: -n needs a number of lines\nusage: {USAGE['log']}") from None
-            words = words[:at] + words[at + 2:]
+            words = words[:at] + words[at + 2 :]
         if len(words) != 1:
             raise UsageError(f"%mcp log: takes one server name\nusage: {USAGE['log']}")
         server = self._server(words[0], "log")

@@ -28,7 +28,11 @@ _ARGUMENTS = (
     argument("-t", "--temperature", type=float, metavar="T", help="sampling temperature, 0 to 2"),
     argument("--top-p", type=float, metavar="P", help="nucleus sampling, 0 to 1"),
     argument("--max-tokens", type=int, metavar="N", help="the most output tokens of the reply"),
-    argument("--reasoning", metavar="EFFORT|TOKENS", help="reasoning effort (low, medium, high) or a thinking budget in tokens"),
+    argument(
+        "--reasoning",
+        metavar="EFFORT|TOKENS",
+        help="reasoning effort (low, medium, high) or a thinking budget in tokens",
+    ),
     argument("--tool-choice", metavar="auto|required|none|TOOL", help="whether (and which) tool the model must call"),
     argument("--seed", type=int, metavar="N", help="a seed for reproducible sampling, where the provider has one"),
     argument("--stop", action="append", metavar="TEXT", help="a sequence that ends the reply (repeatable)"),
@@ -70,9 +74,12 @@ def _unquote(value: str) -> str:
 
 #: ``--timeout SECONDS``: the deadline of a run (every model turn and tool), on the same three magics.
 timeout_argument = argument(
-    "--timeout", type=float, metavar="SECONDS",
+    "--timeout",
+    type=float,
+    metavar="SECONDS",
     help="end the run after this many seconds, every model turn and tool included, keeping the text so far "
-         "(%%provider: the session's default; otherwise 600)")
+    "(%%provider: the session's default; otherwise 600)",
+)
 
 
 def timeout_from_args(args: Any) -> float | None:

@@ -65,6 +65,11 @@ SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "inspect
 SHOWN_CHARS = 600
 
 
+def _json_short(value: Any, limit: int) -> str:
+    """`value` as JSON (non-ASCII kept, anything else as text), cut to `limit` characters by `_short`."""
+    return _short(json.dumps(value, ensure_ascii=False, default=str), limit)
+
+
 def _short(text: str, limit: int = SHOWN_CHARS) -> str:
     text = text.replace("\r", "")
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more chars)"
@@ -87,10 +92,15 @@ def message_lines(message: Message) -> list[str]:
         elif isinstance(block, ReasoningBlock):
             lines.append(f"{message.role}{tag} (reasoning): {_short(block.text)}")
         elif isinstance(block, ActionCallBlock):
-            lines.append(f"{message.role}{tag} → {block.action.native_name}({_short(json.dumps(block.action.input), 300)})  [{block.action.tag}]")
+            lines.append(
+                f"{message.role}{tag} → "
+                f"{block.action.native_name}({_short(json.dumps(block.action.input), 300)})  [{block.action.tag}]"
+            )
         elif isinstance(block, ActionResultBlock):
             label = "error" if block.is_error else "result"
-            lines.append(f"tool ← {label} of {block.action.native_name} [{block.action.tag}]: {_short(block.text, 300)}")
+            lines.append(
+                f"tool ← {label} of {block.action.native_name} [{block.action.tag}]: {_short(block.text, 300)}"
+            )
         elif isinstance(block, (ImageBlock, AudioBlock)):
             lines.append(f"{message.role}{tag}: [{block.type} {block.mime_type}]")
         else:
@@ -98,10 +108,14 @@ def message_lines(message: Message) -> list[str]:
     if not message.content:
         lines.append(f"{message.role}{tag}: (nothing had arrived)")
     for call in message.metadata.get("partial_tool_calls") or []:
-        lines.append(f"{message.role}{tag} → {call.get('name')}({_short(call.get('raw_arguments') or '', 300)}  (cut off)")
+        lines.append(
+            f"{message.role}{tag} → {call.get('name')}({_short(call.get('raw_arguments') or '', 300)}  (cut off)"
+        )
     if message.metadata.get("error"):
         error = message.metadata["error"]
-        lines.append(f"  error: {error.get('type')}: {error.get('message')}" if isinstance(error, dict) else f"  error: {error}")
+        lines.append(
+            f"  error: {error.get('type')}: {error.get('message')}" if isinstance(error, dict) else f"  error: {error}"
+        )
     return lines
 
 
@@ -112,8 +126,9 @@ def turn_transcript(turn: Any, number: int) -> Transcript:
     title = f"turn {number}" + (f" · run {turn.run_id}" if turn.run_id else "")
     if not turn.ok:
         title += " · kept for the record, skipped in the next prompt"
-    return Transcript.from_messages(turn.messages, provider=turn.provider or "?", status=status,
-                                    error=turn.error, title=title)
+    return Transcript.from_messages(
+        turn.messages, provider=turn.provider or "?", status=status, error=turn.error, title=title
+    )
 
 
 def _tokens(usage: dict[str, Any]) -> str:
@@ -127,12 +142,16 @@ def system_block_lines(blocks: list[dict[str, Any]]) -> list[str]:
     if not blocks:
         return []
     sent = [b for b in blocks if b.get("kept")]
-    lines = [f"system blocks: {len(sent)} sent, ≈{sum(b.get('token_count', 0) for b in sent):,} tokens (estimate)"
-             + (f"; {len(blocks) - len(sent)} dropped to fit the budget" if len(sent) < len(blocks) else "")]
+    lines = [
+        f"system blocks: {len(sent)} sent, ≈{sum(b.get('token_count', 0) for b in sent):,} tokens (estimate)"
+        + (f"; {len(blocks) - len(sent)} dropped to fit the budget" if len(sent) < len(blocks) else "")
+    ]
     for b in blocks:
         kind = "dynamic" if b.get("dynamic") else "static"
-        lines.append(f"  {'sent   ' if b.get('kept') else 'dropped'}  {b.get('source')}  priority {b.get('priority')}  {kind}  "
-                     f"≈{b.get('token_count', 0):,} tokens")
+        lines.append(
+            f"  {'sent   ' if b.get('kept') else 'dropped'}  {b.get('source')}  priority {b.get('priority')}  {kind}  "
+            f"≈{b.get('token_count', 0):,} tokens"
+        )
     return lines
 
 
@@ -203,14 +222,18 @@ class SessionMagics(Magics):
             word = words[n].split("=", 1)[0]
             action = parser._option_string_actions.get(word)
             if action is None:
-                raise UsageError(f"%agent fix: unknown option {word!r}; the options are %%agent's (--code, -p, --with, --cells, ...)")
+                raise UsageError(
+                    f"%agent fix: unknown option {word!r}; the options are %%agent's (--code, -p, --with, --cells, ...)"
+                )
             options.append(words[n])
-            takes = action.nargs is None or (action.nargs == "?" and n + 1 < len(words) and words[n + 1].lower() in KNOWN_LANGUAGES)
+            takes = action.nargs is None or (
+                action.nargs == "?" and n + 1 < len(words) and words[n + 1].lower() in KNOWN_LANGUAGES
+            )
             if "=" not in words[n] and takes and n + 1 < len(words):
                 options.append(words[n + 1])
                 n += 1
             n += 1
-        question = " ".join(words[n + 1:] if n < len(words) and words[n] == "--" else words[n:])
+        question = " ".join(words[n + 1 :] if n < len(words) and words[n] == "--" else words[n:])
         result = self.agent_magics.agent(" ".join(shlex.quote(o) for o in [*options, "--error"]), question)
         if "--await-in-kernel" in options:  # the line awaits (extension.await_agent_cells): always an awaitable
             return _quietly(result)
@@ -227,8 +250,11 @@ class SessionMagics(Magics):
     # -- threads -----------------------------------------------------------------------
 
     def _threads(self, _: str | None) -> None:
-        names = [n for n in self.session.threads.names()
-                 if self.session.threads.get(n).turns or self.session.threads.get(n).system]
+        names = [
+            n
+            for n in self.session.threads.names()
+            if self.session.threads.get(n).turns or self.session.threads.get(n).system
+        ]
         if not names:
             print("no threads yet: a %%agent cell starts the default one (--thread NAME for others)")
             return
@@ -244,20 +270,29 @@ class SessionMagics(Magics):
     def _history(self, name: str | None) -> None:
         name = name or DEFAULT_THREAD
         if name not in self.session.threads:
-            raise UsageError(f"%agent history: no thread {name!r}; threads: {', '.join(self.session.threads.names()) or 'none yet'}")
+            raise UsageError(
+                f"%agent history: no thread {name!r}; threads: {', '.join(self.session.threads.names()) or 'none yet'}"
+            )
         thread = self.session.threads.get(name)
         from IPython.display import display
 
         turns = len(thread.turns)
-        header = f"thread {name!r}: {turns} turn{'s' if turns != 1 else ''}" + (f"; system: {_short(thread.system, 200)}" if thread.system else "")
+        header = f"thread {name!r}: {turns} turn{'s' if turns != 1 else ''}" + (
+            f"; system: {_short(thread.system, 200)}" if thread.system else ""
+        )
         if self._colour_terminal():
             from rich.text import Text
 
             from ..render.terminal_records import clean, print_rendered, transcript_renderables
 
-            turns_drawn = [r for n, turn in enumerate(thread.turns, 1) for r in transcript_renderables(turn_transcript(turn, n))]
+            turns_drawn = [
+                r for n, turn in enumerate(thread.turns, 1) for r in transcript_renderables(turn_transcript(turn, n))
+            ]
             return print_rendered(sys.stdout, [Text(clean(header), style="bold"), *turns_drawn])
-        display({"text/plain": redact(header), "text/html": f'<div class="ipyagent-footer">{escape(redact(header))}</div>'}, raw=True)
+        display(
+            {"text/plain": redact(header), "text/html": f'<div class="ipyagent-footer">{escape(redact(header))}</div>'},
+            raw=True,
+        )
         for n, turn in enumerate(thread.turns, 1):
             data, metadata = bundle(turn_transcript(turn, n), plain_limit=None)  # a terminal shows each turn whole
             display(data, raw=True, metadata=metadata)
@@ -287,9 +322,12 @@ class SessionMagics(Magics):
         lines = [f"{len(entries)} artifacts in {self.session.memory.name} (ipyagent.memory[NAMESPACE] returns one):"]
         for e in entries:
             s = e.summary()
-            lines.append(f"  {e.namespace}  {e.kind}  {describe_size(e.size)}  from {s['tool']}  call {e.call_id or '-'}")
-        html = STYLE + "".join(artifact_entry_html(e.namespace, e.artifact, tool=e.tool, activity=e.activity, size=e.size)
-                               for e in entries)
+            lines.append(
+                f"  {e.namespace}  {e.kind}  {describe_size(e.size)}  from {s['tool']}  call {e.call_id or '-'}"
+            )
+        html = STYLE + "".join(
+            artifact_entry_html(e.namespace, e.artifact, tool=e.tool, activity=e.activity, size=e.size) for e in entries
+        )
         display({"text/plain": redact("\n".join(lines)), "text/html": redact(html)}, raw=True)
 
     # -- the run store -----------------------------------------------------------------
@@ -318,13 +356,26 @@ class SessionMagics(Magics):
         else:
             width = max(len(p) for p in rows)
             for provider, row in sorted(rows.items()):
-                unknown = f" + {row['unknown']} turn{'s' if row['unknown'] != 1 else ''} at an unknown price" if row["unknown"] else ""
-                print(f"{provider:<{width}}  {row['turns']} turn{'s' if row['turns'] != 1 else ''}  "
-                      f"{row['input_tokens']:,} in / {row['output_tokens']:,} out tokens  {format_usd(row['usd'])}{unknown}")
-            print(f"total: {format_usd(LEDGER.total)}" + (" (known prices only)" if any(r["unknown"] for r in rows.values()) else ""))
+                unknown = (
+                    f" + {row['unknown']} turn{'s' if row['unknown'] != 1 else ''} at an unknown price"
+                    if row["unknown"]
+                    else ""
+                )
+                print(
+                    f"{provider:<{width}}  {row['turns']} turn{'s' if row['turns'] != 1 else ''}  "
+                    f"{row['input_tokens']:,} in / {row['output_tokens']:,} out tokens  "
+                    f"{format_usd(row['usd'])}{unknown}"
+                )
+            print(
+                f"total: {format_usd(LEDGER.total)}"
+                + (" (known prices only)" if any(r["unknown"] for r in rows.values()) else "")
+            )
         if LEDGER.budget is not None:
             left = max(0.0, LEDGER.budget - LEDGER.total)
-            print(f"budget: {format_usd(LEDGER.budget)}, {format_usd(left)} left" + ("; new runs are refused" if not left else ""))
+            print(
+                f"budget: {format_usd(LEDGER.budget)}, {format_usd(left)} left"
+                + ("; new runs are refused" if not left else "")
+            )
 
     def _store(self, path: str | None) -> None:
         if path is not None and path.lower() not in ("off", "none"):
@@ -346,8 +397,10 @@ class SessionMagics(Magics):
         for r in rows:
             usage = r.get("usage") or {}
             tokens = _tokens(usage) if usage else "-"
-            print(f"{r['id']}  {_when(r['started_at'])}  {r['status']:<11}  {r['thread'] or '-':<12}  "
-                  f"{r['provider']}:{r['model']}  {tokens}  {_short(r['prompt'] or '', 60)!r}")
+            print(
+                f"{r['id']}  {_when(r['started_at'])}  {r['status']:<11}  {r['thread'] or '-':<12}  "
+                f"{r['provider']}:{r['model']}  {tokens}  {_short(r['prompt'] or '', 60)!r}"
+            )
 
     @staticmethod
     def _print_context(blocks: list[dict[str, Any]]) -> None:
@@ -374,7 +427,12 @@ class SessionMagics(Magics):
         except KeyError as exc:
             raise UsageError(f"%agent inspect: {exc.args[0]}") from None
         usage = run.get("usage") or {}
-        figures = [f"thread {run['thread']!r}", run["status"], f"{run['provider']}:{run['model']}", f"started {_when(run['started_at'])}"]
+        figures = [
+            f"thread {run['thread']!r}",
+            run["status"],
+            f"{run['provider']}:{run['model']}",
+            f"started {_when(run['started_at'])}",
+        ]
         if run.get("duration_s") is not None:
             figures.append(f"{run['duration_s']:.2f} s")
         if usage:
@@ -422,22 +480,26 @@ class SessionMagics(Magics):
                 for line in system_block_lines((data.get("response") or {}).get("system_blocks") or []):
                     print("  " + line)
                 if data.get("response"):
-                    print("  response metadata: " + _short(json.dumps(data["response"], ensure_ascii=False, default=str), 2000))
+                    print("  response metadata: " + _json_short(data["response"], 2000))
         elif kind == "tool_call":
-            print(f"  {data.get('native_name') or data.get('name')}({_short(json.dumps(data.get('input')), 300)})  [{data.get('tag')}]")
+            name = data.get("native_name") or data.get("name")
+            print(f"  {name}({_short(json.dumps(data.get('input')), 300)})  [{data.get('tag')}]")
         elif kind == "tool_result":
             result = data.get("result") or {}
-            text = result.get("value") if isinstance(result.get("value"), str) else json.dumps(result.get("value"), default=str)
+            value = result.get("value")
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
             label = "error" if data.get("is_error") else result.get("type", "result")
-            print(f"  {label} [{(data.get('action') or {}).get('tag')}] in {node.get('latency_s') or 0:.3f} s: {_short(text or '', 300)}")
+            tag, seconds = (data.get("action") or {}).get("tag"), node.get("latency_s") or 0
+            print(f"  {label} [{tag}] in {seconds:.3f} s: {_short(text or '', 300)}")
         elif kind == "artifact":
-            print(f"  {data.get('namespace')}: {data.get('kind')}, {describe_size(data.get('size') or {})}, from {data.get('tool')}"
+            size = describe_size(data.get("size") or {})
+            print(f"  {data.get('namespace')}: {data.get('kind')}, {size}, from {data.get('tool')}"
                   f" (off-prompt, in {data.get('memory')})")
         elif kind == "failure":
             error = data.get("error") or {}
             print(f"  {error.get('type')}: {error.get('message')}")
             if data.get("response"):
-                print("  response metadata: " + _short(json.dumps(data["response"], ensure_ascii=False, default=str), 2000))
+                print("  response metadata: " + _json_short(data["response"], 2000))
         elif kind == "notice":
             print("  " + _short(json.dumps(data, ensure_ascii=False), 300))
 
@@ -448,18 +510,24 @@ class SessionMagics(Magics):
         except KeyError as exc:
             raise UsageError(f"%agent replay: {exc.args[0]}") from None
         nodes = store.nodes(run["id"])
-        header = f"replay of run {run['id']} from the run store · thread {run['thread']!r} · {_when(run['started_at'])} · {run['status']}"
+        header = (f"replay of run {run['id']} from the run store · thread {run['thread']!r} · "
+                  f"{_when(run['started_at'])} · {run['status']}")
         if not self.agent_magics._widgets():
             print(f"[{header}]")
             self._replay_text(run, replay_events(nodes))
             return
         from IPython.display import display
 
-        display({"text/plain": redact(header), "text/html": f'<div class="ipyagent-footer">{escape(redact(header))}</div>'}, raw=True)
+        display(
+            {"text/plain": redact(header), "text/html": f'<div class="ipyagent-footer">{escape(redact(header))}</div>'},
+            raw=True,
+        )
         # The transcript the cell showed, figures and all; rebuilt from the nodes for a run
         # stored without one. Saved as a live run's is: a static transcript, not a widget.
         doc = stored_transcript(nodes)
-        transcript = Transcript.from_json(doc) if doc is not None else self._rebuilt_transcript(run, replay_events(nodes))
+        transcript = (
+            Transcript.from_json(doc) if doc is not None else self._rebuilt_transcript(run, replay_events(nodes))
+        )
         data, metadata = bundle(transcript)
         display(data, raw=True, metadata=metadata)
 
@@ -472,11 +540,16 @@ class SessionMagics(Magics):
         last = completed[-1] if completed else None
         stopped = "interrupted" in events or run["status"] in ("interrupted", "running")
         result = AgentResult(
-            provider=f"{run['provider']}:{run['model']}", message=last.message if last else Message(role="assistant"),
-            usage=sum((e.usage for e in completed), Usage()), stop_reason=last.stop_reason if last else None,
-            interrupted=stopped, metadata=dict(last.metadata) if last else {})
-        transcript = transcript_of(result, events=runs, prompt=run.get("prompt"), provider=result.provider,
-                                   elapsed_s=run.get("duration_s"))
+            provider=f"{run['provider']}:{run['model']}",
+            message=last.message if last else Message(role="assistant"),
+            usage=sum((e.usage for e in completed), Usage()),
+            stop_reason=last.stop_reason if last else None,
+            interrupted=stopped,
+            metadata=dict(last.metadata) if last else {},
+        )
+        transcript = transcript_of(
+            result, events=runs, prompt=run.get("prompt"), provider=result.provider, elapsed_s=run.get("duration_s")
+        )
         draw_artifacts(transcript, runs)
         return transcript
 

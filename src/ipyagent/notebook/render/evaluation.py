@@ -26,7 +26,8 @@ FIRST_LINE = 80
 STYLE = """<style>
 .ipyagent-evaluation{font-size:var(--jp-content-font-size1,14px);color:var(--jp-content-font-color1,inherit)}
 div.ipyagent-evaluation table{border-collapse:collapse;margin:4px 0}
-div.ipyagent-evaluation table tr th,div.ipyagent-evaluation table tr td{border:1px solid var(--jp-border-color2,#ddd);padding:2px 6px;text-align:left !important;vertical-align:top}
+div.ipyagent-evaluation table tr th,div.ipyagent-evaluation table tr td{border:1px solid var(--jp-border-color2,#ddd);
+padding:2px 6px;text-align:left !important;vertical-align:top}
 div.ipyagent-evaluation .ipyagent-eval-summary table tr td{text-align:right !important}
 div.ipyagent-evaluation .ipyagent-eval-summary table tr td:first-child{text-align:left !important}
 .ipyagent-evaluation .ipyagent-eval-cell{padding:1px 4px;border-radius:3px;max-width:28em;overflow:hidden}
@@ -42,10 +43,21 @@ div.ipyagent-evaluation .ipyagent-eval-summary table tr td:first-child{text-alig
 
 #: (key of a summary dict, column title).
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("provider", "provider:model"), ("pass_rate", "pass rate"), ("passed", "passed"), ("failed", "failed"),
-    ("errors", "errors"), ("skipped", "skipped"), ("cached", "cached"), ("ttft_p50_s", "first token p50 (s)"),
-    ("ttft_p90_s", "first token p90 (s)"), ("total_p50_s", "total p50 (s)"), ("total_p90_s", "total p90 (s)"),
-    ("input_tokens", "in tokens"), ("output_tokens", "out tokens"), ("cost", "cost"), ("judge_cost", "judge cost"),
+    ("provider", "provider:model"),
+    ("pass_rate", "pass rate"),
+    ("passed", "passed"),
+    ("failed", "failed"),
+    ("errors", "errors"),
+    ("skipped", "skipped"),
+    ("cached", "cached"),
+    ("ttft_p50_s", "first token p50 (s)"),
+    ("ttft_p90_s", "first token p90 (s)"),
+    ("total_p50_s", "total p50 (s)"),
+    ("total_p90_s", "total p90 (s)"),
+    ("input_tokens", "in tokens"),
+    ("output_tokens", "out tokens"),
+    ("cost", "cost"),
+    ("judge_cost", "judge cost"),
 )
 PROGRESS_COLUMNS = ("provider:model", "done", "failed", "cost so far", "elapsed", "time left")
 
@@ -82,9 +94,17 @@ def _duration(seconds: float | None) -> str:
 
 def progress_cells(progress: list[dict[str, Any]]) -> list[list[str]]:
     """The progress table's cells, one row per provider."""
-    return [[p["provider"], f"{p['done']}/{p['total']}", str(p["failed"]) + (f" ({p['skipped']} skipped)" if p["skipped"] else ""),
-             usd(p["cost"]), _duration(p["elapsed_s"]), _duration(p["eta_s"]) if p["done"] < p["total"] else "done"]
-            for p in progress]
+    return [
+        [
+            p["provider"],
+            f"{p['done']}/{p['total']}",
+            str(p["failed"]) + (f" ({p['skipped']} skipped)" if p["skipped"] else ""),
+            usd(p["cost"]),
+            _duration(p["elapsed_s"]),
+            _duration(p["eta_s"]) if p["done"] < p["total"] else "done",
+        ]
+        for p in progress
+    ]
 
 
 def _table(columns: list[str] | tuple[str, ...], rows: list[list[str]], css: str) -> str:
@@ -96,8 +116,11 @@ def _table(columns: list[str] | tuple[str, ...], rows: list[list[str]], css: str
 def progress_html(progress: list[dict[str, Any]], *, note: str = "") -> str:
     """The live progress table (per provider: done/total, failed, cost so far, elapsed, time left)."""
     extra = f'<div class="ipyagent-meta">{escape(note)}</div>' if note else ""
-    return (f'<div class="ipyagent-evaluation">{STYLE}'
-            + sanitize(_table(PROGRESS_COLUMNS, progress_cells(progress), "ipyagent-eval-summary") + extra) + "</div>")
+    return (
+        f'<div class="ipyagent-evaluation">{STYLE}'
+        + sanitize(_table(PROGRESS_COLUMNS, progress_cells(progress), "ipyagent-eval-summary") + extra)
+        + "</div>"
+    )
 
 
 def outcome_class(result: dict[str, Any]) -> str:
@@ -118,7 +141,7 @@ _MARK = {"pass": "✓", "fail": "✗", "error": "!", "skipped": "–", "none": "
 def first_line(result: dict[str, Any]) -> str:
     text = (result.get("text") or "") if result.get("status") == "ok" else (result.get("error") or "")
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return line if len(line) <= FIRST_LINE else line[:FIRST_LINE - 1] + "…"
+    return line if len(line) <= FIRST_LINE else line[: FIRST_LINE - 1] + "…"
 
 
 def _row_label(fields: dict[str, Any]) -> str:
@@ -158,23 +181,34 @@ def _cell_html(result: dict[str, Any] | None) -> str:
     if result.get("output") is not None:
         import json
 
-        detail.append(f"<div><b>structured output</b><pre>{escape(json.dumps(result['output'], ensure_ascii=False, indent=1))}</pre></div>")
+        detail.append(
+            "<div><b>structured "
+            f"output</b><pre>{escape(json.dumps(result['output'], ensure_ascii=False, indent=1))}</pre></div>"
+        )
     for call in result.get("tool_calls") or []:
-        detail.append(f"<div class=\"ipyagent-meta\">tool {escape(str(call.get('name')))}({escape(str(call.get('input')))})"
-                      f" → {escape(str(call.get('output')))}</div>")
+        detail.append(
+            f'<div class="ipyagent-meta">tool {escape(str(call.get("name")))}({escape(str(call.get("input")))})'
+            f" → {escape(str(call.get('output')))}</div>"
+        )
     if result.get("status") != "ok":
         detail.append(f"<div><b>{escape(str(result.get('error_type')))}</b>: {escape(result.get('error') or '')}</div>")
-    items = "".join(f"<li>{'✓' if o['passed'] else '✗'} {escape(o['name'])}"
-                    + (f" ({o['score']:g})" if o.get("score") is not None else "")
-                    + (f" — {escape(o['reason'])}" if o.get("reason") else "") + "</li>" for o in result.get("outcomes") or [])
+    items = "".join(
+        f"<li>{'✓' if o['passed'] else '✗'} {escape(o['name'])}"
+        + (f" ({o['score']:g})" if o.get("score") is not None else "")
+        + (f" — {escape(o['reason'])}" if o.get("reason") else "")
+        + "</li>"
+        for o in result.get("outcomes") or []
+    )
     if items:
         detail.append(f"<ul>{items}</ul>")
     figures = cell_figures(result)
     if figures:
         detail.append(f'<div class="ipyagent-meta">{escape(figures)}</div>')
     summary = f"{_MARK[kind]} {escape(first_line(result))}"
-    return (f'<td><div class="ipyagent-eval-cell ipyagent-eval-{kind}"><details><summary>{summary}</summary>'
-            f'{"".join(detail)}</details></div></td>')
+    return (
+        f'<td><div class="ipyagent-eval-cell ipyagent-eval-{kind}"><details><summary>{summary}</summary>'
+        f"{''.join(detail)}</details></div></td>"
+    )
 
 
 def matrix_html(doc: dict[str, Any]) -> str:
@@ -186,15 +220,21 @@ def matrix_html(doc: dict[str, Any]) -> str:
     head = "<tr><th>#</th><th>row</th>" + "".join(f"<th>{escape(p)}</th>" for p in providers) + "</tr>"
     pages = []
     for start in range(0, len(rows), PAGE):
-        chunk = rows[start:start + PAGE]
-        body = "".join(f"<tr><td>{n}</td><td>{escape(_row_label(fields[n]))}</td>"
-                       + "".join(_cell_html(by_cell.get((n, p))) for p in providers) + "</tr>" for n in chunk)
+        chunk = rows[start : start + PAGE]
+        body = "".join(
+            f"<tr><td>{n}</td><td>{escape(_row_label(fields[n]))}</td>"
+            + "".join(_cell_html(by_cell.get((n, p))) for p in providers)
+            + "</tr>"
+            for n in chunk
+        )
         table = f"<table><thead>{head}</thead><tbody>{body}</tbody></table>"
         if len(rows) <= PAGE:
             pages.append(table)
         else:
             label = f"rows {chunk[0]}–{chunk[-1]} (page {start // PAGE + 1} of {-(-len(rows) // PAGE)})"
-            pages.append(f'<details class="ipyagent-eval-page"{" open" if start == 0 else ""}><summary>{escape(label)}</summary>{table}</details>')
+            opened = " open" if start == 0 else ""
+            summary = f"<summary>{escape(label)}</summary>"
+            pages.append(f'<details class="ipyagent-eval-page"{opened}>{summary}{table}</details>')
     return "".join(pages)
 
 
@@ -213,8 +253,10 @@ def headline(doc: dict[str, Any]) -> str:
     done = sum(r["status"] != "skipped" for r in results)
     cached = sum(bool(r.get("cached")) for r in results)
     passed = sum(bool(r.get("passed")) for r in results)
-    text = (f"{len(doc['providers'])} providers × {doc['total'] // max(len(doc['providers']), 1)} rows: "
-            f"{done} of {doc['total']} runs" + (f" ({cached} from the cache)" if cached else "") + f", {passed} passed")
+    text = (
+        f"{len(doc['providers'])} providers × {doc['total'] // max(len(doc['providers']), 1)} rows: "
+        f"{done} of {doc['total']} runs" + (f" ({cached} from the cache)" if cached else "") + f", {passed} passed"
+    )
     if doc.get("assertions"):
         text += f" ({', '.join(doc['assertions'])})"
     text += f", {wall_time(doc.get('wall_s'))}"
@@ -229,9 +271,12 @@ def evaluation_html(doc: dict[str, Any]) -> str:
     """The saved evaluation as sanitized HTML: headline, summary per provider, the matrix, notes."""
     columns = [title for _, title in SUMMARY_COLUMNS]
     notes = "".join(f'<div class="ipyagent-meta">{escape(n)}</div>' for n in doc.get("notes") or [])
-    body = (f'<div class="ipyagent-eval-title">{escape(headline(doc))}</div>'
-            + _table(columns, summary_cells(doc["summary"]), "ipyagent-eval-summary")
-            + matrix_html(doc) + notes)
+    body = (
+        f'<div class="ipyagent-eval-title">{escape(headline(doc))}</div>'
+        + _table(columns, summary_cells(doc["summary"]), "ipyagent-eval-summary")
+        + matrix_html(doc)
+        + notes
+    )
     return f'<div class="ipyagent-evaluation">{STYLE}{sanitize(body)}</div>'
 
 
@@ -248,7 +293,11 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
     lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in summary_cells(doc["summary"])]
     by_cell = {(r["row"], r["provider"]): r for r in doc["results"]}
     rows = sorted({r["row"] for r in doc["results"]})
-    lines += ["", "| # | " + " | ".join(_md(p) for p in doc["providers"]) + " |", "|---|" + "---|" * len(doc["providers"])]
+    lines += [
+        "",
+        "| # | " + " | ".join(_md(p) for p in doc["providers"]) + " |",
+        "|---|" + "---|" * len(doc["providers"]),
+    ]
     for n in rows:
         cells = []
         for p in doc["providers"]:

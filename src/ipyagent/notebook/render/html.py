@@ -71,7 +71,11 @@ def _markdown() -> Any:
     from markdown_it import MarkdownIt
 
     # html=False: raw HTML in model text is escaped, never passed through.
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": False}).enable("table").enable("strikethrough")
+    md = (
+        MarkdownIt("commonmark", {"html": False, "linkify": False, "breaks": False})
+        .enable("table")
+        .enable("strikethrough")
+    )
     md.add_render_rule("image", _image_as_link)
     return md
 
@@ -116,12 +120,16 @@ def one_line(fragment: str) -> str:
 #: tag closes the element for every parser, htmlparser2 included (JupyterLab's sanitizer for
 #: untrusted outputs): a cell before the next cell or its row's end, a row before the next row or
 #: its section's end, a list item before the next item or its list's end, a table body at its table's end.
-_OPTIONAL_END = re.compile(r"</th>(?=<t[dh][\s>]|</tr>)|</td>(?=<td[\s>]|</tr>)|</tr>(?=<tr[\s>]|</t(?:body|head|able)>)"
-                           r"|</li>(?=<li[\s>]|</[ou]l>)|</tbody>(?=</table>)")
+_OPTIONAL_END = re.compile(
+    r"</th>(?=<t[dh][\s>]|</tr>)|</td>(?=<td[\s>]|</tr>)|</tr>(?=<tr[\s>]|</t(?:body|head|able)>)"
+    r"|</li>(?=<li[\s>]|</[ou]l>)|</tbody>(?=</table>)"
+)
 #: Shorter forms drawn the same: markdown-it's fence label as a class (nothing in a viewer
 #: without the extension reads it); ``<strong>`` as ``<b>``; a link's ``rel="noreferrer nofollow"``
 #: alone (``noreferrer`` sends no Referer and implies ``noopener``, so ``referrerpolicy`` adds nothing).
-_SHORTER = re.compile(r'<code class="language-[^"]*">|<(/?)strong>| referrerpolicy="no-referrer" rel="noopener noreferrer nofollow"')
+_SHORTER = re.compile(
+    r'<code class="language-[^"]*">|<(/?)strong>| referrerpolicy="no-referrer" rel="noopener noreferrer nofollow"'
+)
 
 
 def _shorter(m: re.Match[str]) -> str:

@@ -104,7 +104,11 @@ def _content_html(artifact: Any, where: str) -> tuple[str, str]:
         try:
             text = artifact.value[:TEXT_LIMIT].decode("utf-8")
         except UnicodeDecodeError:
-            return f"<p>{len(artifact.value):,} bytes of {escape(artifact.mime_type)}; the bytes are in {escape(where)}.value</p>", ""
+            return (
+                f"<p>{len(artifact.value):,} bytes of {escape(artifact.mime_type)}; the bytes are in "
+                f"{escape(where)}.value</p>",
+                "",
+            )
         return f"<pre>{escape(text)}</pre>", ""
     if isinstance(artifact, ListArtifact):
         parts = [_content_html(a, where) for a in artifact.value]
@@ -116,15 +120,18 @@ def _content_html(artifact: Any, where: str) -> tuple[str, str]:
     return html, ""
 
 
-def artifact_entry_html(namespace: str, artifact: Any, *, tool: str, activity: str | None = None,
-                        size: dict[str, int] | None = None) -> str:
+def artifact_entry_html(
+    namespace: str, artifact: Any, *, tool: str, activity: str | None = None, size: dict[str, int] | None = None
+) -> str:
     """A collapsed ``<details class="ipyagent-artifact">`` entry for one stored artifact."""
     where = f'ipyagent.memory["{namespace}"]'
     kind = getattr(artifact, "type", "artifact")
     producer = f"{tool}.{activity}" if activity and activity != tool else tool
     size_text = describe_size(size or size_of(artifact))
-    summary = (f'<summary><b>{escape(namespace)}</b> <span class="ipyagent-footer">{escape(kind)} · '
-               f'{escape(size_text)} · from {escape(producer)} · off-prompt</span></summary>')
+    summary = (
+        f'<summary><b>{escape(namespace)}</b> <span class="ipyagent-footer">{escape(kind)} · '
+        f"{escape(size_text)} · from {escape(producer)} · off-prompt</span></summary>"
+    )
     body, image = _content_html(artifact, where)
     body = sanitize(f'{summary}<div class="ipyagent-artifact-body">{body}')
     return f'<details class="ipyagent-artifact">{body.removesuffix("</div>")}{image}</div></details>'
@@ -132,7 +139,9 @@ def artifact_entry_html(namespace: str, artifact: Any, *, tool: str, activity: s
 
 def stored_event_html(event: Any) -> str:
     """`artifact_entry_html` for an `ArtifactStored` event."""
-    return artifact_entry_html(event.namespace, event.artifact, tool=event.tool, activity=event.activity, size=event.size)
+    return artifact_entry_html(
+        event.namespace, event.artifact, tool=event.tool, activity=event.activity, size=event.size
+    )
 
 
 def trimmed_text(event: HistoryTrimmed) -> str:
@@ -141,5 +150,6 @@ def trimmed_text(event: HistoryTrimmed) -> str:
     if event.reason == "max_history":
         why = f"--max-history {event.kept_turns}"
     else:
-        why = f"the model's context window: the history kept is ≈{event.estimated_tokens:,} tokens (our estimate) of a {event.budget_tokens:,}-token budget"
+        why = (f"the model's context window: the history kept is ≈{event.estimated_tokens:,} tokens "
+               f"(our estimate) of a {event.budget_tokens:,}-token budget")
     return f"thread {event.thread!r}: the {event.dropped_turns} oldest {turns} left out of this request ({why})"

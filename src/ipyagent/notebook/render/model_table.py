@@ -20,6 +20,16 @@ def model_table(rows: list[Any]) -> str:
     table = [("model", "context", "$/M in", "$/M out", "")]
     for row in rows:
         extra = row.details.get("parameter_size") or (row.name if row.name and row.name != row.id else "")
-        table.append((row.id, _tokens(row.context_window), _usd(row.input_usd_per_mtok), _usd(row.output_usd_per_mtok), extra or ""))
+        table.append(
+            (
+                row.id,
+                _tokens(row.context_window),
+                _usd(row.input_usd_per_mtok),
+                _usd(row.output_usd_per_mtok),
+                extra or "",
+            )
+        )
     widths = [max(len(r[i]) for r in table) for i in range(4)]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths)) + (f"  {r[4]}" if r[4] else "") for r in table).rstrip()
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths)) + (f"  {r[4]}" if r[4] else "") for r in table
+    ).rstrip()

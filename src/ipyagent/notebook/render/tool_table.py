@@ -23,10 +23,12 @@ from .html import escape, sanitize
 #: right-aligned cells). nh3 keeps classes on div, span and details only.
 STYLE = """<style>
 .ipyagent-tools div.ipyagent-tool-table table{border-collapse:collapse;margin:2px 0 10px}
-.ipyagent-tools div.ipyagent-tool-table td,.ipyagent-tools div.ipyagent-tool-table th{border:1px solid var(--jp-border-color2,#ddd);padding:3px 6px;text-align:left;vertical-align:top}
+.ipyagent-tools div.ipyagent-tool-table td,.ipyagent-tools div.ipyagent-tool-table th{border:1px solid
+var(--jp-border-color2,#ddd);padding:3px 6px;text-align:left;vertical-align:top}
 .ipyagent-tools div.ipyagent-tool-table td{white-space:pre-line;overflow-wrap:normal;word-break:normal}
 .ipyagent-tools ul{margin:0;padding-left:1.1em}
-.ipyagent-tools details.ipyagent-schema pre{white-space:pre;overflow-x:auto;word-break:normal;overflow-wrap:normal;max-height:24em;margin:2px 0}
+.ipyagent-tools details.ipyagent-schema pre{white-space:pre;overflow-x:auto;word-break:normal;overflow-wrap:normal;
+max-height:24em;margin:2px 0}
 .ipyagent-tools .ipyagent-type{color:var(--jp-mirror-editor-variable-2-color,#05a)}
 .ipyagent-tools .ipyagent-required{color:var(--jp-warn-color1,#a60);font-size:var(--jp-ui-font-size0,11px)}
 .ipyagent-tools .ipyagent-meta{color:var(--jp-ui-font-color2,#777)}
@@ -78,8 +80,12 @@ def parameters(schema: dict[str, Any]) -> list[Parameter]:
     """The top-level properties of a tool's input schema, in order."""
     required = set(schema.get("required") or [])
     props = schema.get("properties") or {}
-    return [Parameter(name, type_of(s), name in required, str((s or {}).get("description") or "") if isinstance(s, dict) else "")
-            for name, s in props.items()]
+    return [
+        Parameter(
+            name, type_of(s), name in required, str((s or {}).get("description") or "") if isinstance(s, dict) else ""
+        )
+        for name, s in props.items()
+    ]
 
 
 def _schema_text(schema: dict[str, Any]) -> str:
@@ -100,7 +106,9 @@ def _params_html(params: list[Parameter]) -> str:
     for p in params:
         mark = ' <span class="ipyagent-required">required</span>' if p.required else ""
         about = f" — {escape(p.description)}" if p.description else ""
-        items.append(f'<li><code>{escape(p.name)}</code> <span class="ipyagent-type">{escape(p.type)}</span>{mark}{about}</li>')
+        items.append(
+            f'<li><code>{escape(p.name)}</code> <span class="ipyagent-type">{escape(p.type)}</span>{mark}{about}</li>'
+        )
     return f"<ul>{''.join(items)}</ul>"
 
 
@@ -110,10 +118,14 @@ def _source_html(source: ToolSource) -> str:
         return head + f'<div class="ipyagent-meta">cannot be used as a tool: {escape(source.error)}</div>'
     rows = []
     for d in source.definitions:
-        schema = (f'<details class="ipyagent-schema"><summary>JSON Schema</summary>'
-                  f"<pre><code>{escape(_schema_text(d.parameters))}</code></pre></details>")
-        rows.append(f"<tr><td><code>{escape(d.name)}</code></td><td>{escape(d.description)}</td>"
-                    f'<td>{_params_html(parameters(d.parameters))}{schema}</td></tr>')
+        schema = (
+            f'<details class="ipyagent-schema"><summary>JSON Schema</summary>'
+            f"<pre><code>{escape(_schema_text(d.parameters))}</code></pre></details>"
+        )
+        rows.append(
+            f"<tr><td><code>{escape(d.name)}</code></td><td>{escape(d.description)}</td>"
+            f"<td>{_params_html(parameters(d.parameters))}{schema}</td></tr>"
+        )
     table = "<table><thead><tr><th>tool</th><th>description</th><th>parameters</th></tr></thead>"
     return head + f'<div class="ipyagent-tool-table">{table}<tbody>{"".join(rows)}</tbody></table></div>'
 
@@ -144,10 +156,14 @@ def to_markdown(sources: list[ToolSource]) -> str:
             continue
         lines = ["| tool | description | parameters |", "|---|---|---|"]
         for d in source.definitions:
-            params = "; ".join(f"`{p.name}` {_md(p.type)}{' (required)' if p.required else ''}" for p in parameters(d.parameters))
+            params = "; ".join(
+                f"`{p.name}` {_md(p.type)}{' (required)' if p.required else ''}" for p in parameters(d.parameters)
+            )
             lines.append(f"| `{d.name}` | {_md(d.description)} | {params or 'none'} |")
         blocks.append("\n".join(lines))
-        blocks += [f"`{d.name}` JSON Schema:\n\n{_fenced(_schema_text(d.parameters), 'json')}" for d in source.definitions]
+        blocks += [
+            f"`{d.name}` JSON Schema:\n\n{_fenced(_schema_text(d.parameters), 'json')}" for d in source.definitions
+        ]
     return inert("\n\n".join(blocks) + "\n")
 
 
@@ -170,5 +186,8 @@ def to_text(sources: list[ToolSource]) -> str:
 
 def tools_bundle(sources: list[ToolSource]) -> dict[str, str]:
     """The display bundle of ``%tools`` (every type redacted)."""
-    return {"text/html": redact(to_html(sources)), "text/markdown": redact(to_markdown(sources)),
-            "text/plain": redact(to_text(sources))}
+    return {
+        "text/html": redact(to_html(sources)),
+        "text/markdown": redact(to_markdown(sources)),
+        "text/plain": redact(to_text(sources)),
+    }

@@ -38,18 +38,37 @@ from .html import compact, escape, markdown_to_html, sanitize
 #: Scoped CSS of the HTML fallback, rule by rule with what it styles (none: always needed);
 #: JupyterLab theme variables with plain fallbacks. Text takes the output area's own font and colour.
 _RULES = (
-    (("ipyagent-tool", "ipyagent-artifact"), ".ipyagent-transcript details.ipyagent-tool,.ipyagent-transcript details.ipyagent-artifact"
-                                             "{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;margin:4px 0;padding:2px 8px}"),
+    (
+        ("ipyagent-tool", "ipyagent-artifact"),
+        ".ipyagent-transcript details.ipyagent-tool,.ipyagent-transcript details.ipyagent-artifact"
+        "{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;margin:4px 0;padding:2px 8px}",
+    ),
     (("ipyagent-tool-error",), ".ipyagent-transcript .ipyagent-tool-error{border-color:var(--jp-error-color1,#b00)}"),
     (("<pre",), ".ipyagent-transcript pre{margin:2px 0;white-space:pre-wrap;word-break:break-all}"),
     (("ipyagent-tool",), ".ipyagent-transcript details.ipyagent-tool pre{max-height:16em;overflow:auto}"),
     (("ipyagent-source",), ".ipyagent-transcript .ipyagent-source pre{word-break:normal}"),
     (("ipyagent-reasoning",), ".ipyagent-transcript .ipyagent-reasoning{color:var(--jp-ui-font-color2,#666)}"),
-    (("ipyagent-error",), ".ipyagent-transcript .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid var(--jp-error-color1,#b00);padding-left:8px}"),
+    (
+        ("ipyagent-error",),
+        ".ipyagent-transcript .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid "
+        "var(--jp-error-color1,#b00);padding-left:8px}",
+    ),
     (("ipyagent-status",), ".ipyagent-transcript .ipyagent-status{color:var(--jp-warn-color1,#a60)}"),
-    (("ipyagent-prompt",), ".ipyagent-transcript .ipyagent-prompt{border-left:3px solid var(--jp-border-color1,#bbb);padding-left:8px;margin:6px 0}"),
-    (("ipyagent-title",), ".ipyagent-transcript .ipyagent-title{font-weight:bold;border-bottom:1px solid var(--jp-border-color2,#ddd);margin:8px 0 4px}"),
-    ((), ".ipyagent-transcript .ipyagent-meta,.ipyagent-transcript .ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}"),
+    (
+        ("ipyagent-prompt",),
+        ".ipyagent-transcript .ipyagent-prompt{border-left:3px solid "
+        "var(--jp-border-color1,#bbb);padding-left:8px;margin:6px 0}",
+    ),
+    (
+        ("ipyagent-title",),
+        ".ipyagent-transcript .ipyagent-title{font-weight:bold;border-bottom:1px solid "
+        "var(--jp-border-color2,#ddd);margin:8px 0 4px}",
+    ),
+    (
+        (),
+        ".ipyagent-transcript .ipyagent-meta,.ipyagent-transcript "
+        ".ipyagent-footer{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}",
+    ),
 )
 #: Every rule (a comparison's panes may hold anything).
 STYLE = "<style>\n" + "\n".join(rule for _, rule in _RULES) + "\n</style>"
@@ -57,7 +76,9 @@ STYLE = "<style>\n" + "\n".join(rule for _, rule in _RULES) + "\n</style>"
 
 def style_for(body: str) -> str:
     """The rules of `STYLE` that `body` (HTML) needs: a saved notebook keeps them in every output."""
-    return "<style>" + "".join(rule for needs, rule in _RULES if not needs or any(n in body for n in needs)) + "</style>"
+    return (
+        "<style>" + "".join(rule for needs, rule in _RULES if not needs or any(n in body for n in needs)) + "</style>"
+    )
 
 
 #: What a comparison adds to `STYLE`: its panes side by side.
@@ -68,7 +89,8 @@ COMPARISON_STYLE = """<style>
 .ipyagent-comparison .ipyagent-cols-3{grid-template-columns:repeat(3,minmax(0,1fr))}
 .ipyagent-comparison .ipyagent-pane-title{border-bottom:1px solid var(--jp-border-color2,#ddd);margin:4px 0}
 .ipyagent-compare-table{border-collapse:collapse;margin-top:6px;font-size:var(--jp-ui-font-size1,13px)}
-.ipyagent-compare-table th,.ipyagent-compare-table td{border:1px solid var(--jp-border-color2,#ddd);padding:2px 8px;text-align:right}
+.ipyagent-compare-table th,.ipyagent-compare-table td{border:1px solid var(--jp-border-color2,#ddd);padding:2px 8px;
+text-align:right}
 .ipyagent-compare-table td:first-child,.ipyagent-compare-table td:last-child,.ipyagent-compare-table th{text-align:left}
 .ipyagent-compare-table td.ipyagent-error{border:1px solid var(--jp-border-color2,#ddd);padding-left:8px}
 </style>"""
@@ -82,7 +104,9 @@ HTML_BUDGET = 1.3
 #: Answers shorter than this are always drawn (their HTML's weight is the output's frame, not tags).
 BUDGET_MIN_CHARS = 2_000
 #: Said under an answer drawn as its source.
-SOURCE_NOTE = "shown as Markdown source: drawn, it would take too much room in the notebook (the ipyagent extension draws it)"
+SOURCE_NOTE = (
+    "shown as Markdown source: drawn, it would take too much room in the notebook (the ipyagent extension draws it)"
+)
 
 
 def answer_html(text: str, markdown: Callable[[str], str] = markdown_to_html) -> str:
@@ -192,9 +216,11 @@ def to_html(t: Transcript, *, markdown: Callable[[str], str] = markdown_to_html)
 #: Inline handlers of the next-cell buttons (fixed strings; the code is read from the escaped <code>).
 _CODE_OF = "this.closest('.ipyagent-next-cell').querySelector('code').textContent"
 _COPY_JS = f"navigator.clipboard&&navigator.clipboard.writeText({_CODE_OF});this.textContent='copied'"
-_INSERT_JS = (f"var c={_CODE_OF};if(window.Jupyter&&Jupyter.notebook&&Jupyter.notebook.insert_cell_below)"
-              "{Jupyter.notebook.insert_cell_below('code').set_text(c);this.textContent='inserted'}"
-              "else{navigator.clipboard&&navigator.clipboard.writeText(c);this.textContent='copied: paste it into a new cell'}")
+_INSERT_JS = (
+    f"var c={_CODE_OF};if(window.Jupyter&&Jupyter.notebook&&Jupyter.notebook.insert_cell_below)"
+    "{Jupyter.notebook.insert_cell_below('code').set_text(c);this.textContent='inserted'}"
+    "else{navigator.clipboard&&navigator.clipboard.writeText(c);this.textContent='copied: paste it into a new cell'}"
+)
 
 
 def next_cell_html(t: Transcript) -> str:
@@ -204,11 +230,13 @@ def next_cell_html(t: Transcript) -> str:
     cell = t.next_cell
     if cell is None:
         return ""
-    return (f'<div class="ipyagent-next-cell" data-language="{escape(cell.language)}">'
-            f'<div class="ipyagent-meta">code for a new cell below ({escape(cell.language)})'
-            f' <button class="ipyagent-insert" title="insert as a new cell" onclick="{escape(_INSERT_JS)}">insert</button>'
-            f' <button class="ipyagent-copy" title="copy the code" onclick="{escape(_COPY_JS)}">copy</button></div>'
-            f'<pre><code>{escape(cell.source)}</code></pre></div>')
+    return (
+        f'<div class="ipyagent-next-cell" data-language="{escape(cell.language)}">'
+        f'<div class="ipyagent-meta">code for a new cell below ({escape(cell.language)})'
+        f' <button class="ipyagent-insert" title="insert as a new cell" onclick="{escape(_INSERT_JS)}">insert</button>'
+        f' <button class="ipyagent-copy" title="copy the code" onclick="{escape(_COPY_JS)}">copy</button></div>'
+        f"<pre><code>{escape(cell.source)}</code></pre></div>"
+    )
 
 
 def comparison_to_html(record: ComparisonRecord) -> str:
@@ -227,12 +255,16 @@ def comparison_to_html(record: ComparisonRecord) -> str:
         for entry in runs:
             if record.runs > 1:
                 opened = " open" if entry.run == shown else ""
-                body.append(f'<details class="ipyagent-run"{opened}><summary>run {entry.run + 1} of {record.runs}</summary>'
-                            f'{_html_body(entry.transcript)}</details>')
+                body.append(
+                    f'<details class="ipyagent-run"{opened}><summary>run {entry.run + 1} of {record.runs}</summary>'
+                    f"{_html_body(entry.transcript)}</details>"
+                )
             else:
                 body.append(_html_body(entry.transcript))
         panes.append(f'<div class="ipyagent-pane">{"".join(body)}</div>')
-    footer = ([f"compared in {record.wall_s:.2f} s"] if record.wall_s is not None else []) + (["interrupted"] if record.interrupted else [])
+    footer = ([f"compared in {record.wall_s:.2f} s"] if record.wall_s is not None else []) + (
+        ["interrupted"] if record.interrupted else []
+    )
     wall = f'<div class="ipyagent-footer">{" · ".join(footer)}</div>' if footer else ""
     table = sanitize(cells_to_html(record.table.columns, record.table.rows)) if record.table else ""
     # Each pane's body is sanitized by _html_body; the rest is our own markup over escaped text.
@@ -254,22 +286,31 @@ def comparison_to_text(record: ComparisonRecord, *, limit: int | None = None) ->
         rows = [record.table.columns, *record.table.rows]
         widths = [max(len(r[i]) for r in rows) for i in range(len(record.table.columns))]
         table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n\n"
-    return table + "\n\n".join(f"== {e.transcript.provider}{f' (run {e.run + 1})' if record.runs > 1 else ''} ==\n{to_text(e.transcript, limit=limit)}"
-                         for e in record.entries)
+    return table + "\n\n".join(
+        f"== {e.transcript.provider}{f' (run {e.run + 1})' if record.runs > 1 else ''} "
+        f"==\n{to_text(e.transcript, limit=limit)}"
+        for e in record.entries
+    )
 
 
 def image_html(part: OtherPart) -> str | None:
     """An image the model returned as ``<img>`` with a ``data:`` URL (raster types only), else None."""
     if part.kind != "image" or not part.data or part.mime_type not in RASTER_TYPES:
         return None
-    data = "".join(c for c in part.data if c.isalnum() or c in "+/=")  # base64 only: nothing can break out of the attribute
+    data = "".join(
+        c for c in part.data if c.isalnum() or c in "+/="
+    )  # base64 only: nothing can break out of the attribute
     return f'<img class="ipyagent-image" alt="image from the model" src="data:{part.mime_type};base64,{data}">'
 
 
 def _prompt_html(message: TranscriptMessage) -> str:
     """A user's message (`Transcript.show_prompts`): its text as Markdown, other parts as a line."""
-    body = "".join(markdown_to_html(p.text) if isinstance(p, TextPart) else f'<p class="ipyagent-meta">{escape(getattr(p, "summary", p.type))}</p>'
-                   for p in message.parts)
+    body = "".join(
+        markdown_to_html(p.text)
+        if isinstance(p, TextPart)
+        else f'<p class="ipyagent-meta">{escape(getattr(p, "summary", p.type))}</p>'
+        for p in message.parts
+    )
     return f'<div class="ipyagent-prompt"><div class="ipyagent-meta">user</div>{body}</div>'
 
 
@@ -293,11 +334,13 @@ def _html_body(t: Transcript, markdown: Callable[[str], str] = markdown_to_html)
                 result = ""
                 if part.result is not None:
                     label = "error" if _failed(part) else "result"
-                    result = f'<div class="ipyagent-meta">{label}</div><pre class="ipyagent-result">{escape(part.result)}</pre>'
+                    result = (f'<div class="ipyagent-meta">{label}</div>'
+                              f'<pre class="ipyagent-result">{escape(part.result)}</pre>')
                 parts.append(
                     f'<details class="{css}"><summary><b>{escape(part.name)}</b> '
                     f'<span class="ipyagent-meta">{escape(part.id)} · {escape(tool_status(part))}</span></summary>'
-                    f'<div class="ipyagent-meta">arguments</div><pre class="ipyagent-args">{escape(_arguments(part))}</pre>{result}</details>'
+                    '<div class="ipyagent-meta">arguments</div><pre '
+                    f'class="ipyagent-args">{escape(_arguments(part))}</pre>{result}</details>'
                 )
             elif isinstance(part, OtherPart):
                 parts.append(image_html(part) or f'<p class="ipyagent-meta">{escape(part.summary)}</p>')
@@ -306,8 +349,12 @@ def _html_body(t: Transcript, markdown: Callable[[str], str] = markdown_to_html)
         if artifact.html:  # drawn and sanitized by memory_html (its data: image is added after nh3)
             body.append(artifact.html)
         else:
-            body.append(sanitize(f'<details class="ipyagent-artifact"><summary>{escape(artifact_title(artifact))}</summary>'
-                                 f'<pre>{escape(artifact.preview)}</pre></details>'))
+            body.append(
+                sanitize(
+                    f'<details class="ipyagent-artifact"><summary>{escape(artifact_title(artifact))}</summary>'
+                    f"<pre>{escape(artifact.preview)}</pre></details>"
+                )
+            )
     parts = []
     if t.error is not None:
         parts.append(f'<div class="ipyagent-error">⚠ {escape(t.error.message)}</div>')
@@ -360,7 +407,10 @@ def text_pieces(t: Transcript) -> list[tuple[str, str]]:
     pieces: list[tuple[str, str]] = [("title", t.title)] if t.title else []
     for message in t.messages:
         if message.role == "user" and t.show_prompts:
-            pieces += [("prompt", p.text if isinstance(p, TextPart) else f"[{getattr(p, 'summary', p.type)}]") for p in message.parts]
+            pieces += [
+                ("prompt", p.text if isinstance(p, TextPart) else f"[{getattr(p, 'summary', p.type)}]")
+                for p in message.parts
+            ]
         if message.role != "assistant":
             continue
         for part in message.parts:
@@ -371,8 +421,15 @@ def text_pieces(t: Transcript) -> list[tuple[str, str]]:
             elif isinstance(part, ToolCallPart):
                 args = json.dumps(part.arguments, ensure_ascii=False)
                 result = f" -> {part.result}" if part.result is not None else ""
-                kind = ("tool_denied" if part.approval == "denied" else "tool_error" if _failed(part)
-                        else "tool_ok" if part.status == "ok" else "tool")
+                kind = (
+                    "tool_denied"
+                    if part.approval == "denied"
+                    else "tool_error"
+                    if _failed(part)
+                    else "tool_ok"
+                    if part.status == "ok"
+                    else "tool"
+                )
                 pieces.append((kind, f"[tool {part.name}({args}){result} · {tool_status(part)}]"))
             elif isinstance(part, OtherPart):
                 pieces.append(("other", f"[{part.summary}]"))
@@ -382,7 +439,12 @@ def text_pieces(t: Transcript) -> list[tuple[str, str]]:
     if t.status == "interrupted":
         pieces.append(("interrupted", "[interrupted; the text above is partial]"))
     if t.next_cell is not None:
-        pieces.append(("next_cell", f"[code for a new cell below: {t.next_cell.source.count(chr(10)) + 1} lines of {t.next_cell.language}]"))
+        pieces.append(
+            (
+                "next_cell",
+                f"[code for a new cell below: {t.next_cell.source.count(chr(10)) + 1} lines of {t.next_cell.language}]",
+            )
+        )
     return pieces
 
 
@@ -398,7 +460,9 @@ def to_text(t: Transcript, *, limit: int | None = None) -> str:
     """Plain text for terminals: the answer, one bracketed line per tool call, the footer; with
     `limit`, the text before the footer is cut after that many characters (at a line end when
     one is near) and says how much more there is."""
-    lines = [_plain(kind, strip_controls(text)) for kind, text in text_pieces(t)]  # printed by a terminal: no control characters
+    lines = [
+        _plain(kind, strip_controls(text)) for kind, text in text_pieces(t)
+    ]  # printed by a terminal: no control characters
     return _cut("\n".join(lines), limit) + "\n[" + " · ".join(strip_controls(f) for f in footer_figures(t)) + "]"
 
 

@@ -45,7 +45,19 @@ FRAME_INTERVAL = 1 / 32
 class Segment:
     """One block of the transcript: text, reasoning, or a tool call (with its result once run)."""
 
-    __slots__ = ("sid", "kind", "parts", "call_id", "name", "result", "is_error", "duration", "data", "approval", "stopped")
+    __slots__ = (
+        "sid",
+        "kind",
+        "parts",
+        "call_id",
+        "name",
+        "result",
+        "is_error",
+        "duration",
+        "data",
+        "approval",
+        "stopped",
+    )
 
     def __init__(self, kind: str, sid: int = 0) -> None:
         self.sid = sid  # position in the run (the live front end's key)
@@ -420,7 +432,10 @@ class WidgetView(EventHandler):
         self._pending = None
         self._last_frame = time.monotonic()
         status = self.state.live_status()
-        if self._status is None or (status["figures"], status["ticking"]) != (self._status["figures"], self._status["ticking"]):
+        if self._status is None or (status["figures"], status["ticking"]) != (
+            self._status["figures"],
+            self._status["ticking"],
+        ):
             self._ops.append(["status", status])
         ops = [self._text_op(op) if op[0] == "text" else redact_data(op) for op in self._ops]
         self._ops = []
@@ -531,8 +546,13 @@ def _call_json(segment: Segment, event: ToolCallCompleted | None) -> dict[str, A
             arguments = json.loads("".join(segment.parts) or "{}")
         except ValueError:
             arguments = None
-    call = {"id": segment.call_id, "name": segment.name or "tool call", "status": "error" if segment.is_error else "ok",
-            "result": result, "duration_s": segment.duration}
+    call = {
+        "id": segment.call_id,
+        "name": segment.name or "tool call",
+        "status": "error" if segment.is_error else "ok",
+        "result": result,
+        "duration_s": segment.duration,
+    }
     if segment.approval is not None:
         call["approval"] = segment.approval
     if segment.stopped is not None:
@@ -641,8 +661,10 @@ class TextView(EventHandler):
     def on_artifact_stored(self, event: ArtifactStored) -> None:
         from ...memory import describe_size
 
-        self.out.part(f"[stored off-prompt: ipyagent.memory[{event.namespace!r}], {event.kind}, {describe_size(event.size)}]\n",
-                      "magenta")
+        self.out.part(
+            f"[stored off-prompt: ipyagent.memory[{event.namespace!r}], {event.kind}, {describe_size(event.size)}]\n",
+            "magenta",
+        )
 
     def on_history_trimmed(self, event: HistoryTrimmed) -> None:
         self.out.part(f"[{self.state.notices[-1]}]\n", "yellow")

@@ -81,7 +81,9 @@ def complete_prefix(text: str) -> int:
     from ..render.html import _markdown
 
     complete = text.count("\n")
-    starts = [t.map[0] for t in _markdown().parse(text) if t.level == 0 and t.map and t.nesting >= 0 and t.map[0] < complete]
+    starts = [
+        t.map[0] for t in _markdown().parse(text) if t.level == 0 and t.map and t.nesting >= 0 and t.map[0] < complete
+    ]
     return starts[-1] if len(starts) > 1 else 0
 
 
@@ -196,9 +198,13 @@ class TerminalOutput:
             self._fence, self._scanned = m.group(1), pending.index("\n") + 1
         end = pending.rfind("\n")
         fence = self._fence
-        for line in pending[self._scanned:end].split("\n"):
+        for line in pending[self._scanned : end].split("\n"):
             closing = line.strip()
-            if closing.startswith(fence[0] * len(fence)) and not closing.strip(fence[0]) and len(line) - len(line.lstrip(" ")) < 4:
+            if (
+                closing.startswith(fence[0] * len(fence))
+                and not closing.strip(fence[0])
+                and len(line) - len(line.lstrip(" ")) < 4
+            ):
                 self._fence = None
                 return False
         self._scanned = max(self._scanned, end + 1)

@@ -60,12 +60,17 @@ def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any],
     doc = redact_data(record.to_json())
     clean = type(record).model_validate(doc)
     html, text = renderers
-    data = {mime_type: doc, "text/html": redact(compact(html(clean))), "text/plain": redact(text(clean, limit=plain_limit))}
+    data = {
+        mime_type: doc,
+        "text/html": redact(compact(html(clean))),
+        "text/plain": redact(text(clean, limit=plain_limit)),
+    }
     return data, {"ipyagent": {"record": key}}
 
 
-def bundle(transcript: Transcript, *, plain_limit: int | None = PLAIN_CHARS,
-           markdown: Callable[[str], str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+def bundle(
+    transcript: Transcript, *, plain_limit: int | None = PLAIN_CHARS, markdown: Callable[[str], str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a transcript's display: the transcript JSON and its
     HTML / plain-text fallbacks (the plain text cut after `plain_limit` characters; None: the
     whole run, for what a terminal shows in full); metadata ``{"ipyagent": {"record": "transcript"}}``.
@@ -90,8 +95,9 @@ class LiveTranscript:
         show: display the view now (False: the caller displays it and passes `display_id`).
     """
 
-    def __init__(self, view: Any, *, provider: str, prompt: str | None = None, show: bool = True,
-                 display_id: str | None = None) -> None:
+    def __init__(
+        self, view: Any, *, provider: str, prompt: str | None = None, show: bool = True, display_id: str | None = None
+    ) -> None:
         self.view = view
         self.provider = provider
         self.prompt = prompt
@@ -125,8 +131,9 @@ class LiveTranscript:
             if self.transcript is not None:
                 return self.transcript
             elapsed = time.monotonic() - self._first_request if self._first_request is not None else None
-            self.transcript = transcript_of(result, events=self.events, prompt=self.prompt, elapsed_s=elapsed,
-                                            provider=self.provider)
+            self.transcript = transcript_of(
+                result, events=self.events, prompt=self.prompt, elapsed_s=elapsed, provider=self.provider
+            )
             self.transcript.next_cell = next_cell
             draw_artifacts(self.transcript, self.events)
         from IPython.display import update_display
@@ -134,7 +141,9 @@ class LiveTranscript:
         data, metadata = bundle(self.transcript, markdown=self.markdown.html)
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
         keep_saved_output(self.view, data, metadata)
-        if hasattr(self.view, "end"):  # after the update: only a page reopened mid-run still has the view (live_widget.py)
+        if hasattr(
+            self.view, "end"
+        ):  # after the update: only a page reopened mid-run still has the view (live_widget.py)
             self.view.end(data[MIME_TYPE], (data, metadata))
         if hasattr(self.view, "close"):
             self.view.close()
@@ -189,8 +198,9 @@ def _model_id(view: Any) -> str | None:
     return model_id if isinstance(model_id, str) else None
 
 
-def finish_comparison(display_id: str, comparison: Any, *, prompt: str | None = None, view: Any = None,
-                      titles: list[str] | None = None) -> ComparisonRecord:
+def finish_comparison(
+    display_id: str, comparison: Any, *, prompt: str | None = None, view: Any = None, titles: list[str] | None = None
+) -> ComparisonRecord:
     """Replace the live comparison `view` shown under `display_id` with its saved record (see the module doc)."""
     from IPython.display import update_display
 

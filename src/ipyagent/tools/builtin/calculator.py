@@ -9,7 +9,22 @@ from ..base_tool import BaseTool
 
 _FUNCTIONS = {
     name: getattr(math, name)
-    for name in ("sqrt", "log", "log10", "log2", "exp", "sin", "cos", "tan", "asin", "acos", "atan", "floor", "ceil", "factorial")
+    for name in (
+        "sqrt",
+        "log",
+        "log10",
+        "log2",
+        "exp",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "floor",
+        "ceil",
+        "factorial",
+    )
 }
 _FUNCTIONS.update(abs=abs, round=round, min=min, max=max)
 _NAMES = {"pi": math.pi, "e": math.e, "tau": math.tau}

@@ -31,8 +31,16 @@ class TaskMemoryTool(BaseTool):
         name: the tool's name (``TaskMemory``).
     """
 
-    def __init__(self, memories: TaskMemory | list[TaskMemory], *, driver: Any = None, context_window: int | None = None,
-                 max_chars: int = 8000, max_rows: int = 100, name: str = "TaskMemory") -> None:
+    def __init__(
+        self,
+        memories: TaskMemory | list[TaskMemory],
+        *,
+        driver: Any = None,
+        context_window: int | None = None,
+        max_chars: int = 8000,
+        max_rows: int = 100,
+        name: str = "TaskMemory",
+    ) -> None:
         super().__init__(name=name)
         self.memories = list(memories) if isinstance(memories, (list, tuple)) else [memories]
         self.driver = driver
@@ -72,7 +80,9 @@ class TaskMemoryTool(BaseTool):
         return out
 
     @activity
-    def search(self, query: str, namespace: str | None = None, regex: bool = False, limit: int = 5) -> list[dict[str, Any]]:
+    def search(
+        self, query: str, namespace: str | None = None, regex: bool = False, limit: int = 5
+    ) -> list[dict[str, Any]]:
         """Search stored text, tables and JSON for passages matching a query, best first, with
         their positions (character offset and line, or row / item index) to read around.
 
