@@ -378,3 +378,52 @@ def test_killed_kernel_leaves_a_readable_store_with_the_partial_node(tmp_path: P
         assert ["text", 0, text] in body_of(replay_events(store.nodes(run["id"])))
     finally:
         store.close()
+
+
+def test_a_grade_is_kept_against_its_run_replaced_and_removed(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    store = RunStore(path)
+    (run_id,) = store.add_finished_runs([{"run": {"provider": "openai", "model": "m", "status": "ok", "prompt": "q"}}])
+    store.set_grade(run_id, False, f"wrong city; key {SECRET}")
+    store.set_grade("another", True)
+    now = pytest.approx(time.time(), abs=60)
+    assert store.grades([run_id, "another", "none", run_id]) == {
+        run_id: {"passed": False, "note": "wrong city; key [redacted]", "graded_at": now},
+        "another": {"passed": True, "note": "", "graded_at": now}}
+    store.set_grade(run_id, True, "fine after all")  # one grade per run: the last one
+    now = pytest.approx(time.time(), abs=60)
+    store.close()
+    again = RunStore(path)  # kept in the file
+    assert again.grades([run_id])[run_id] == {"passed": True, "note": "fine after all", "graded_at": now}
+    again.set_grade(run_id, None)
+    assert again.grades([run_id]) == {}
+    ids = [f"r{n}" for n in range(1200)]  # past SQLite's limit on bound parameters
+    for n in (0, 600, 1199):
+        again.set_grade(ids[n], n % 2 == 0)
+    assert sorted(again.grades(ids)) == ["r0", "r1199", "r600"]
+    again.close()
+
+
+def test_an_evaluation_finds_the_one_before_it_under_the_same_name(store: RunStore) -> None:
+    assert store.previous_evaluation("cell-1") is None
+    store.add_evaluation("e1", "cell-1", {"cells": [["k", "a", 0, "ok", True, "r1", "d"]]})
+    store.add_evaluation("e2", "cell-2", {"cells": []})
+    store.add_evaluation("e3", "cell-1", {"cells": []})
+    assert store.previous_evaluation("cell-1")["id"] == "e3"
+    previous = store.previous_evaluation("cell-1", before="e3")
+    assert previous["id"] == "e1" and previous["outcomes"] == {"cells": [["k", "a", 0, "ok", True, "r1", "d"]]}
+    assert store.previous_evaluation("cell-3") is None
+
+
+def test_a_store_of_schema_2_gains_the_grades_and_evaluations_tables(tmp_path: Path) -> None:
+    from ipyagent.memory import store as store_module
+
+    path = tmp_path / "runs.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(store_module._SCHEMA.split("CREATE TABLE IF NOT EXISTS grades")[0] + "PRAGMA user_version = 2;")
+    conn.close()
+    store = RunStore(path)
+    store.set_grade("r1", True)
+    assert store.grades(["r1"])["r1"]["passed"] is True
+    assert store._conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    store.close()

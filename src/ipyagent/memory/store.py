@@ -1,13 +1,16 @@
 """The run store: every run, request, message, tool call, tool result, off-prompt
 artifact and failure as a row in SQLite (stdlib `sqlite3`, WAL mode).
 
-Two tables. ``runs``: one row per run (thread, provider, model, status
+Four tables. ``runs``: one row per run (thread, provider, model, status
 ``running | ok | failed | interrupted``, usage, cost, timings, error, and the
 pid and host of the process writing it). ``nodes``: the run's pieces in order
 (``seq``), each with a ``kind`` (``request``, ``message``, ``tool_call``,
 ``tool_result``, ``artifact``, ``failure``, ``notice``, ``transcript``), ``partial`` and
 ``failed`` flags, provider, model, usage, timings, retry metadata and a JSON
-``data`` payload. Nothing secret is stored: no request headers, and any
+``data`` payload. ``grades``: a person's pass / fail and note on a run (an evaluation's
+cell), one per run, apart from its automatic checks. ``evaluations``: what each evaluation
+found per cell, under the name of the cell that ran it, so the next run of that cell can say
+what changed. Nothing secret is stored: no request headers, and any
 secret passes the one redactor (`core.redact`).
 
 Each write is its own short transaction, so several kernels can write one
@@ -31,7 +34,7 @@ from typing import Any
 
 from ..core import current_forms, redact, redact_json
 
-SCHEMA_VERSION = 2  # 2: runs.cache_key (evaluation runs served from the cache)
+SCHEMA_VERSION = 3  # 2: runs.cache_key (evaluation runs served from the cache); 3: grades, evaluations
 #: The default location, relative to the notebook's folder.
 DEFAULT_PATH = Path(".ipyagent") / "runs.sqlite"
 
@@ -76,6 +79,19 @@ CREATE TABLE IF NOT EXISTS nodes (
 );
 CREATE INDEX IF NOT EXISTS nodes_by_run ON nodes(run_id, seq);
 CREATE INDEX IF NOT EXISTS runs_by_thread ON runs(thread, started_at);
+CREATE TABLE IF NOT EXISTS grades (
+    run_id TEXT PRIMARY KEY,
+    passed INTEGER NOT NULL,
+    note TEXT,
+    graded_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS evaluations (
+    id TEXT PRIMARY KEY,
+    name TEXT,
+    created_at REAL NOT NULL,
+    outcomes TEXT
+);
+CREATE INDEX IF NOT EXISTS evaluations_by_name ON evaluations(name, created_at);
 """
 # Added in schema 2; a store made by schema 1 gains it when opened.
 _CACHE_COLUMN = "ALTER TABLE runs ADD COLUMN cache_key TEXT"
@@ -359,6 +375,46 @@ class RunStore:
             for row in rows:  # newest last, so it wins
                 found[row["cache_key"]] = self._row(row)
         return found
+
+    # -- grades and evaluations ------------------------------------------------------------
+
+    def set_grade(self, run_id: str, passed: bool | None, note: str = "") -> None:
+        """A person's grade of run `run_id` (pass / fail and a note), replacing any earlier one;
+        `passed` None removes it. Kept apart from the run's automatic checks."""
+        if passed is None:
+            self._write("DELETE FROM grades WHERE run_id = ?", (run_id,))
+            return
+        self._write("INSERT INTO grades (run_id, passed, note, graded_at) VALUES (?, ?, ?, ?) ON CONFLICT (run_id) "
+                    "DO UPDATE SET passed = excluded.passed, note = excluded.note, graded_at = excluded.graded_at",
+                    (run_id, int(bool(passed)), redact(note) if note else "", time.time()))
+
+    def grades(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The grades of those of `run_ids` that have one: run id -> ``passed`` (bool), ``note``,
+        ``graded_at`` (seconds since the epoch)."""
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(r for r in run_ids if r))
+        for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
+            chunk = unique[start:start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            for row in self._conn.execute(f"SELECT * FROM grades WHERE run_id IN ({marks})", chunk):
+                found[row["run_id"]] = {"passed": bool(row["passed"]), "note": row["note"] or "",
+                                        "graded_at": row["graded_at"]}
+        return found
+
+    def add_evaluation(self, evaluation_id: str, name: str | None, outcomes: Any) -> None:
+        """Keep what an evaluation found (`outcomes`, JSON data), under `name` (what the next run
+        of the same cell compares itself with: `previous_evaluation`)."""
+        self._write("INSERT OR REPLACE INTO evaluations (id, name, created_at, outcomes) VALUES (?, ?, ?, ?)",
+                    (evaluation_id, name, time.time(), _dumps(outcomes)))
+
+    def previous_evaluation(self, name: str, *, before: str | None = None) -> dict[str, Any] | None:
+        """The newest evaluation kept under `name` other than `before` (an id): ``id``, ``name``,
+        ``created_at``, ``outcomes``; None when there is none."""
+        row = self._conn.execute("SELECT * FROM evaluations WHERE name = ? AND id != ? "
+                                 "ORDER BY created_at DESC, rowid DESC LIMIT 1", (name, before or "")).fetchone()
+        if row is None:
+            return None
+        return {**dict(row), "outcomes": json.loads(row["outcomes"]) if row["outcomes"] else None}
 
     def mark_abandoned(self) -> list[str]:
         """Runs left ``running`` by a process of this host that no longer exists: marked
