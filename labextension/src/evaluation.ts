@@ -15,7 +15,7 @@ const MARK: { [kind: string]: string } = { pass: '✓', fail: '✗', error: '!',
 
 /** (key of a summary row, column title): evaluation_render.SUMMARY_COLUMNS. */
 const SUMMARY: [string, string][] = [
-  ['provider', 'provider:model'], ['pass_rate', 'pass rate'], ['passed', 'passed'], ['failed', 'failed'],
+  ['column', 'column'], ['pass_rate', 'pass rate'], ['passed', 'passed'], ['failed', 'failed'],
   ['errors', 'errors'], ['skipped', 'skipped'], ['cached', 'cached'], ['ttft_p50_s', 'first token p50 (s)'],
   ['ttft_p90_s', 'first token p90 (s)'], ['total_p50_s', 'total p50 (s)'], ['total_p90_s', 'total p90 (s)'],
   ['input_tokens', 'in tokens'], ['output_tokens', 'out tokens'], ['cost', 'cost'], ['judge_cost', 'judge cost']
@@ -204,22 +204,24 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
   root.append(el('div', 'ipyagent-eval-title', headline(data)));
   const summaryRows = list(data.summary).filter(isObject).map(row => {
     const tr = el('tr');
-    SUMMARY.forEach(([key]) => tr.append(el('td', '', figure(key, row[key]))));
+    // A document saved before columns names the provider.
+    SUMMARY.forEach(([key]) => tr.append(el('td', '', figure(key, key === 'column' ? row.column ?? row.provider : row[key]))));
     return tr;
   });
   const summary = el('div', 'ipyagent-eval-summary');
   summary.append(table(SUMMARY.map(([, title]) => title), summaryRows));
   root.append(summary);
 
-  const providers = list(data.providers).map(str);
+  // The matrix's columns (a document saved before variants: its providers).
+  const columns = list(data.columns).length ? list(data.columns).map(str) : list(data.providers).map(str);
   const byCell = new Map<string, Json>();
   const fields = new Map<number, unknown>();
   for (const r of list(data.results).filter(isObject)) {
-    byCell.set(`${num(r.row)}\u0000${str(r.provider)}`, r);
+    byCell.set(`${num(r.row)}\u0000${str(r.column ?? r.provider)}`, r);
     fields.set(num(r.row) ?? 0, r.fields);
   }
   const rows = [...fields.keys()].sort((a, b) => a - b);
-  const head = ['#', 'row', ...providers];
+  const head = ['#', 'row', ...columns];
   const pages = Math.ceil(rows.length / PAGE);
   for (let start = 0; start < rows.length; start += PAGE) {
     const chunk = rows.slice(start, start + PAGE);
@@ -227,7 +229,7 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
     const build = (): HTMLElement => table(head, chunk.map(n => {
       const tr = el('tr');
       tr.append(el('td', '', String(n)), el('td', '', rowLabel(fields.get(n))));
-      providers.forEach(p => tr.append(cellNode(byCell.get(`${n}\u0000${p}`))));
+      columns.forEach(c => tr.append(cellNode(byCell.get(`${n}\u0000${c}`))));
       return tr;
     }));
     if (rows.length <= PAGE) {

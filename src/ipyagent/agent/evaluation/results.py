@@ -28,22 +28,35 @@ def _tokens(usage: Any) -> tuple[int, int]:
     return usage.input_tokens, usage.output_tokens
 
 
+#: A cell's status: the run answered, the run failed, not run (the budget), or its row could not be rendered.
+STATUSES = ("ok", "failed", "skipped", "template_error")
+
+
+def column_name(provider: str, variant: str | None) -> str:
+    """A column's name: the provider's key, with ``/VARIANT`` appended when there are variants."""
+    return provider if variant is None else f"{provider}/{variant}"
+
+
 @dataclass(slots=True)
 class EvalResult:
-    """One cell of the matrix: one row run on one provider.
+    """One run of the matrix: one row on one column (a provider × a prompt variant), one repeat.
 
     Attributes:
         row: the row's position (0-based).
         provider: the provider's key (``provider:model``; ``... #2`` when named twice).
-        prompt: the rendered prompt sent.
+        prompt: the rendered prompt sent ("" when it could not be rendered).
         fields: the row's fields (a dict row's items; ``{"value": row}`` otherwise).
+        variant: the prompt variant's name (None: the evaluation has no variants).
+        repeat: which of the cell's ``repeat`` runs this is (0-based); each is its own request.
         text: the answer's text ("" when the run failed before any).
         output: the structured output (an instance of the schema's model), or None.
-        passed: the run succeeded and every assertion passed; None when skipped.
+        passed: the run succeeded and every assertion passed; None when not run (skipped,
+            template_error).
         outcomes: one `Outcome` per assertion, in order.
-        status: ``ok``, ``failed`` (the run failed), or ``skipped`` (not run: the budget).
-        error_type, error: `ProviderError.type` (``rate_limit``, ...; ``budget`` when skipped)
-            and its message; None when the run succeeded.
+        status: ``ok``, ``failed`` (the run failed), ``skipped`` (not run: the budget), or
+            ``template_error`` (not run: its prompt or a check could not be rendered for the row).
+        error_type, error: `ProviderError.type` (``rate_limit``, ...; ``budget`` when skipped,
+            ``template`` for a template_error) and its message, one line; None when the run succeeded.
         input_tokens, output_tokens: billed by the provider, over the run's model turns.
         cost: the run's price in USD (None: unknown); a cached run reports its original price.
         judge_cost: the judges' price in USD for this cell (None: no judge, or unknown).
@@ -57,6 +70,8 @@ class EvalResult:
     provider: str
     prompt: str
     fields: dict[str, Any]
+    variant: str | None = None
+    repeat: int = 0
     text: str = ""
     output: Any = None
     passed: bool | None = None
@@ -75,6 +90,16 @@ class EvalResult:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def column(self) -> str:
+        """The column's name (`column_name`): ``openai:gpt-4.1-mini``, or ``openai:gpt-4.1-mini/terse``."""
+        return column_name(self.provider, self.variant)
+
+    @property
+    def ran(self) -> bool:
+        """The run was sent or served (ok or failed), not skipped nor left unrendered."""
+        return self.status in ("ok", "failed")
+
+    @property
     def ok(self) -> bool:
         return self.status == "ok"
 
@@ -91,8 +116,10 @@ class EvalResult:
         return [f"{o.name}: {o.reason or 'failed'}" for o in self.outcomes if not o.passed]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: every attribute, the structured output as JSON, outcomes as dicts."""
-        out = {name: getattr(self, name) for name in self.__slots__ if name not in ("outcomes", "output")}  # type: ignore[attr-defined]
+        """JSON-ready: every attribute and ``column``, the structured output as JSON, outcomes as dicts."""
+        names = self.__slots__  # type: ignore[attr-defined]
+        out = {name: getattr(self, name) for name in names if name not in ("outcomes", "output")}
+        out["column"] = self.column
         out["output"] = json_output(self.output)
         out["outcomes"] = [o.to_dict() for o in self.outcomes]
         return out
@@ -108,73 +135,146 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 @dataclass
 class Evaluation:
-    """The outcome of `evaluate`: one `EvalResult` per finished cell.
+    """The outcome of `evaluate`: one `EvalResult` per finished run.
+
+    The matrix is rows × columns; a column is a provider × a prompt variant (`columns`), each
+    cell run `repeat` times. A column is named by its provider's key, with ``/VARIANT``
+    appended when there are variants (`column_name`); every method taking a column takes that
+    name, or the provider as the user named it (an alias: `labels`) with the same suffix.
 
     Attributes:
         providers: the providers' keys, in the order given.
         rows: the rows as given (dicts or strings).
         assertions: the assertions' names, in order.
-        results: finished (and skipped) cells, in the order they ended.
+        results: finished (skipped and unrendered) runs, in the order they ended.
+        variants: the prompt variants' names, in order ([]: one prompt, no variant axis).
+        repeat: runs per cell (each a fresh request with its own cache key).
+        labels: provider key -> the name it was given by (an alias, ``openai:m``), when it differs.
         wall_s: seconds the evaluation took.
         interrupted: True when it was stopped (kernel interrupt) before every cell ran.
         budget: the limit in USD (None: none); budget_stopped: True when it stopped scheduling.
-        notes: things worth knowing (an unknown price under a budget, a store that failed).
-        finished_s: per provider, seconds from the start to its last cell's end.
+        spent: USD spent by this evaluation's new requests (runs and judges; a cached run costs
+            nothing); a run of unknown price counts its estimate.
+        reserved: USD reserved for runs in flight (0 once every run has ended).
+        notes: things worth knowing (an unknown price under a budget, a store that failed, rows
+            that could not be rendered).
+        finished_s: per provider, seconds from the start to its last run's end.
     """
 
     providers: list[str]
     rows: list[Any]
     assertions: list[str] = field(default_factory=list)
     results: list[EvalResult] = field(default_factory=list)
+    variants: list[str] = field(default_factory=list)
+    repeat: int = 1
+    labels: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
     interrupted: bool = False
     budget: float | None = None
     budget_stopped: bool = False
+    spent: float = 0.0
+    reserved: float = 0.0
     notes: list[str] = field(default_factory=list)
     finished_s: dict[str, float] = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     started: float = field(default_factory=time.monotonic)
 
     @property
-    def total(self) -> int:
-        return len(self.rows) * len(self.providers)
+    def columns(self) -> list[str]:
+        """The columns' names, provider by provider, each provider's variants in order."""
+        return [column_name(p, v) for p in self.providers for v in (self.variants or [None])]
 
-    def cell(self, row: int, provider: str) -> EvalResult | None:
-        """The result of `row` on `provider` (None: not finished)."""
-        return next((r for r in self.results if r.row == row and r.provider == provider), None)
+    @property
+    def total(self) -> int:
+        """Runs in the matrix: rows × columns × repeat."""
+        return len(self.rows) * len(self.providers) * max(len(self.variants), 1) * self.repeat
+
+    @property
+    def skipped(self) -> int:
+        """Runs not started because of the budget."""
+        return sum(r.status == "skipped" for r in self.results)
+
+    def column(self, name: str) -> str:
+        """The column `name` stands for: a column's name, or a provider as the user named it
+        (``good``, ``good/terse``).
+
+        Raises:
+            KeyError: no such column; the message lists them.
+        """
+        if name in self.columns:
+            return name
+        for key in self.providers:
+            for variant in self.variants or [None]:
+                if name == column_name(self.labels.get(key, key), variant):
+                    return column_name(key, variant)
+        raise KeyError(f"no column {name!r}; the columns are {', '.join(self.columns)}")
+
+    def cell(self, row: int, column: str, repeat: int = 0) -> EvalResult | None:
+        """The result of `row` on `column`, its `repeat`-th run (None: not finished)."""
+        column = self.column(column)
+        return next((r for r in self.results if r.row == row and r.repeat == repeat and r.column == column), None)
+
+    def cells(self, row: int, column: str) -> list[EvalResult]:
+        """Every finished run of `row` on `column`, by repeat."""
+        column = self.column(column)
+        return sorted((r for r in self.results if r.row == row and r.column == column), key=lambda r: r.repeat)
 
     def ordered(self) -> list[EvalResult]:
-        """Results by row, then by provider in the order given."""
-        order = {p: i for i, p in enumerate(self.providers)}
-        return sorted(self.results, key=lambda r: (r.row, order.get(r.provider, 0)))
+        """Results by row, then by column in the order given, then by repeat."""
+        order = {c: i for i, c in enumerate(self.columns)}
+        return sorted(self.results, key=lambda r: (r.row, order.get(r.column, 0), r.repeat))
+
+    def flaky(self) -> list[tuple[int, str]]:
+        """(row, column) of each cell whose repeats disagree: some passed, some did not (runs
+        skipped or not rendered left out). Empty when `repeat` is 1."""
+        verdicts: dict[tuple[int, str], set[bool]] = {}
+        for r in self.results:
+            if r.ran:
+                verdicts.setdefault((r.row, r.column), set()).add(bool(r.passed))
+        order = {c: i for i, c in enumerate(self.columns)}
+        return sorted(
+            (key for key, seen in verdicts.items() if len(seen) > 1), key=lambda k: (k[0], order.get(k[1], 0))
+        )
 
     # -- figures -----------------------------------------------------------------------
 
     def summary(self) -> list[dict[str, Any]]:
-        """One dict per provider: ``provider``, ``runs`` (finished, skipped excluded), ``passed``,
-        ``failed`` (an assertion failed), ``errors`` (the run failed), ``skipped``, ``cached``,
-        ``pass_rate`` (passed / runs, None without runs), ``ttft_p50_s``, ``ttft_p90_s``,
-        ``total_p50_s``, ``total_p90_s`` (seconds, over successful runs), ``input_tokens``,
-        ``output_tokens`` (sums), ``cost`` and ``judge_cost`` (USD sums; None when unknown)."""
+        """One dict per column: ``column``, ``provider``, ``variant``, ``runs`` (sent or served,
+        over every repeat), ``passed``, ``failed`` (an assertion failed), ``errors`` (the run
+        failed), ``skipped`` (the budget), ``template_errors`` (not rendered), ``cached``,
+        ``pass_rate`` (passed / runs, None without runs), ``flaky`` (rows whose repeats disagree),
+        ``ttft_p50_s``, ``ttft_p90_s``, ``total_p50_s``, ``total_p90_s`` (seconds, over
+        successful runs), ``input_tokens``, ``output_tokens`` (sums), ``cost`` and ``judge_cost``
+        (USD sums; None when unknown)."""
+        by_column: dict[str, list[EvalResult]] = {}
+        for r in self.results:
+            by_column.setdefault(r.column, []).append(r)
+        flaky = [column for _, column in self.flaky()]
         rows = []
-        for provider in self.providers:
-            mine = [r for r in self.results if r.provider == provider]
-            ran = [r for r in mine if r.status != "skipped"]
+        for provider, variant in ((p, v) for p in self.providers for v in self.variants or [None]):
+            column = column_name(provider, variant)
+            mine = by_column.get(column, [])
+            ran = [r for r in mine if r.ran]
             ok = [r for r in ran if r.ok]
             ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
             total = [r.total_s for r in ok if r.total_s is not None]
             costs = [r.cost for r in ran if r.cost is not None]
             judges = [r.judge_cost for r in ran if r.judge_cost is not None]
+            passed = sum(bool(r.passed) for r in ran)
             rows.append(
                 {
+                    "column": column,
                     "provider": provider,
+                    "variant": variant,
                     "runs": len(ran),
-                    "passed": sum(bool(r.passed) for r in ran),
+                    "passed": passed,
                     "failed": sum(r.ok and not r.passed for r in ran),
                     "errors": len(ran) - len(ok),
-                    "skipped": len(mine) - len(ran),
+                    "skipped": sum(r.status == "skipped" for r in mine),
+                    "template_errors": sum(r.status == "template_error" for r in mine),
                     "cached": sum(r.cached for r in ran),
-                    "pass_rate": (sum(bool(r.passed) for r in ran) / len(ran)) if ran else None,
+                    "pass_rate": passed / len(ran) if ran else None,
+                    "flaky": flaky.count(column),
                     "ttft_p50_s": _percentile(ttft, 0.5),
                     "ttft_p90_s": _percentile(ttft, 0.9),
                     "total_p50_s": _percentile(total, 0.5),
@@ -188,44 +288,49 @@ class Evaluation:
         return rows
 
     def progress(self) -> list[dict[str, Any]]:
-        """One dict per provider while it runs: ``done`` of ``total``, ``failed`` (errors and
-        failed assertions), ``cost`` so far (USD, new requests only), ``elapsed_s`` and
-        ``eta_s`` (seconds left at the pace so far; None before the first result)."""
-        per = len(self.rows)
+        """One dict per provider while it runs: ``done`` of ``total`` (its rows × variants ×
+        repeats), ``failed`` (errors and failed assertions), ``skipped``, ``cost`` so far (USD,
+        new requests only), ``elapsed_s`` and ``eta_s`` (seconds left at the pace so far; None
+        before the first result)."""
+        per = len(self.rows) * max(len(self.variants), 1) * self.repeat
         elapsed = time.monotonic() - self.started
+        counts = {p: [0, 0, 0, 0.0] for p in self.providers}  # done, failed, skipped, cost
+        for r in self.results:
+            c = counts.get(r.provider)
+            if c is None:
+                continue
+            c[0] += 1
+            if r.status == "skipped":
+                c[2] += 1
+            elif not r.passed:
+                c[1] += 1
+            if not r.cached:
+                c[3] += (r.cost or 0.0) + (r.judge_cost or 0.0)
         out = []
-        for provider in self.providers:
-            mine = [r for r in self.results if r.provider == provider]
-            done = len(mine)
+        for provider, (done, failed, skipped, cost) in counts.items():
             rate = done / elapsed if done and elapsed > 0 else 0.0
-            out.append(
-                {
-                    "provider": provider,
-                    "done": done,
-                    "total": per,
-                    "failed": sum(not r.passed for r in mine if r.status != "skipped"),
-                    "skipped": sum(r.status == "skipped" for r in mine),
-                    "cost": sum((r.cost or 0.0) + (r.judge_cost or 0.0) for r in mine if not r.cached),
-                    "elapsed_s": elapsed,
-                    "eta_s": (per - done) / rate if rate else None,
-                }
-            )
+            out.append({"provider": provider, "done": done, "total": per, "failed": failed, "skipped": skipped,
+                        "cost": cost, "elapsed_s": elapsed, "eta_s": (per - done) / rate if rate else None})
         return out
 
     # -- data --------------------------------------------------------------------------
 
     def records(self) -> list[dict[str, Any]]:
-        """One flat dict per cell (by row, then provider): ``row``, the row's fields (a field
-        named like a column below becomes ``row.NAME``), ``provider``, ``prompt``, ``output``
-        (the answer's text), ``structured`` (the structured output), ``passed``, one column per
-        assertion (True / False), ``failures`` (reasons, ``; ``-joined), ``status``,
-        ``error_type``, ``error``, ``input_tokens``, ``output_tokens``, ``cost``, ``judge_cost``,
-        ``ttft_s``, ``total_s``, ``cached``, ``run_id``."""
+        """One flat dict per run (by row, then column, then repeat): ``row``, the row's fields (a
+        field named like a column below becomes ``row.NAME``), ``column``, ``provider``,
+        ``variant``, ``repeat``, ``prompt``, ``output`` (the answer's text), ``structured`` (the
+        structured output), ``passed``, one column per assertion (True / False; None when not
+        checked), ``failures`` (reasons, ``; ``-joined), ``status``, ``error_type``, ``error``,
+        ``input_tokens``, ``output_tokens``, ``cost``, ``judge_cost``, ``ttft_s``, ``total_s``,
+        ``cached``, ``run_id``."""
         out = []
         for r in self.ordered():
             rec: dict[str, Any] = {"row": r.row}
             tail: dict[str, Any] = {
+                "column": r.column,
                 "provider": r.provider,
+                "variant": r.variant,
+                "repeat": r.repeat,
                 "prompt": r.prompt,
                 "output": r.text,
                 "structured": r.output,
@@ -280,20 +385,29 @@ class Evaluation:
         return path
 
     def to_json(self, path: str | Path | None = None) -> Any:
-        """The evaluation as JSON data (``providers``, ``assertions``, ``summary``, ``results``:
-        each cell's `EvalResult.to_dict`, with its row's fields); written to `path` when given
-        (then the path is returned)."""
+        """The evaluation as JSON data (``providers``, ``columns``, ``variants``, ``repeat``,
+        ``assertions``, ``total``, the budget's ``budget``, ``spent``, ``reserved``, ``skipped``,
+        ``summary``, ``flaky`` (``[row, column]`` pairs), ``results``: each run's
+        `EvalResult.to_dict`, with its row's fields); written to `path` when given (then the
+        path is returned)."""
         doc = {
             "id": self.id,
             "providers": self.providers,
+            "columns": self.columns,
+            "variants": self.variants,
+            "repeat": self.repeat,
             "assertions": self.assertions,
             "total": self.total,
             "wall_s": self.wall_s,
             "interrupted": self.interrupted,
             "budget": self.budget,
             "budget_stopped": self.budget_stopped,
+            "spent": self.spent,
+            "reserved": self.reserved,
+            "skipped": self.skipped,
             "notes": self.notes,
             "summary": self.summary(),
+            "flaky": [list(k) for k in self.flaky()],
             "results": [r.to_dict() for r in self.ordered()],
         }
         if path is None:
@@ -305,7 +419,8 @@ class Evaluation:
     def __repr__(self) -> str:
         state = " (interrupted)" if self.interrupted else " (budget reached)" if self.budget_stopped else ""
         passed = sum(bool(r.passed) for r in self.results)
+        repeats = f" x {self.repeat} repeats" if self.repeat > 1 else ""
         return (
-            f"<Evaluation {len(self.rows)} rows x {len(self.providers)} providers: {len(self.results)} of {self.total} "
-            f"done, {passed} passed, wall {self.wall_s:.2f} s{state}>"
+            f"<Evaluation {len(self.rows)} rows x {len(self.columns)} columns{repeats}: "
+            f"{len(self.results)} of {self.total} done, {passed} passed, wall {self.wall_s:.2f} s{state}>"
         )

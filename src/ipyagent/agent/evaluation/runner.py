@@ -396,6 +396,7 @@ class _Run:
         finally:
             for lane, gate in zip(built, previous):
                 lane.prototype.driver.rate_gate = gate  # type: ignore[union-attr]
+            ev.spent, ev.reserved = self.budget.spent, self.budget.reserved
             self.writer.flush()
             if self.writer.error:
                 ev.notes.append(self.writer.error)
@@ -544,6 +545,13 @@ async def _run_matrix(
             opened.close()
 
 
+def _describe(ev: Evaluation, providers: Sequence[Agent | str], keys: list[str], rows: list[Any],
+              checks: list[Assertion], budget: float | None) -> None:
+    """Set what the evaluation is over: providers (and the names they were given by), rows, checks, budget."""
+    ev.providers, ev.rows, ev.assertions, ev.budget = keys, rows, [a.name for a in checks], budget
+    ev.labels = {key: given for key, given in zip(keys, providers) if isinstance(given, str) and given != key}
+
+
 async def aevaluate(providers: Sequence[Agent | str], template: str, rows: Any, *, assertions: Sequence[Any] = (),
                     rubric: str | None = None, concurrency: int = 4, budget: float | None = None, cache: bool = True,
                     store: RunStore | str | Path | bool | None = None, system: str | None = None,
@@ -596,7 +604,7 @@ async def aevaluate(providers: Sequence[Agent | str], template: str, rows: Any, 
     checks = [parse_assertion(a, namespace=namespace, rubric=rubric, has_schema=schema) for a in assertions]
     keys = provider_keys([resolve_alias(e) if isinstance(e, str) else e.provider for e in providers])
     ev = evaluation or Evaluation(keys, rows)
-    ev.providers, ev.rows, ev.assertions, ev.budget = keys, rows, [a.name for a in checks], budget
+    _describe(ev, providers, keys, rows, checks, budget)
     make = factory or (lambda pid: Agent(pid, system=system, tools=tools, max_steps=max_steps, **driver_options))
     return await run_in_background(_run_matrix(
         ev, list(providers), rows, store=store, cache=cache, template=template, assertions=checks,

@@ -43,21 +43,10 @@ div.ipyagent-evaluation .ipyagent-eval-summary table tr td:first-child{text-alig
 
 #: (key of a summary dict, column title).
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("provider", "provider:model"),
-    ("pass_rate", "pass rate"),
-    ("passed", "passed"),
-    ("failed", "failed"),
-    ("errors", "errors"),
-    ("skipped", "skipped"),
-    ("cached", "cached"),
-    ("ttft_p50_s", "first token p50 (s)"),
-    ("ttft_p90_s", "first token p90 (s)"),
-    ("total_p50_s", "total p50 (s)"),
-    ("total_p90_s", "total p90 (s)"),
-    ("input_tokens", "in tokens"),
-    ("output_tokens", "out tokens"),
-    ("cost", "cost"),
-    ("judge_cost", "judge cost"),
+    ("column", "column"), ("pass_rate", "pass rate"), ("passed", "passed"), ("failed", "failed"),
+    ("errors", "errors"), ("skipped", "skipped"), ("cached", "cached"), ("ttft_p50_s", "first token p50 (s)"),
+    ("ttft_p90_s", "first token p90 (s)"), ("total_p50_s", "total p50 (s)"), ("total_p90_s", "total p90 (s)"),
+    ("input_tokens", "in tokens"), ("output_tokens", "out tokens"), ("cost", "cost"), ("judge_cost", "judge cost"),
 )
 PROGRESS_COLUMNS = ("provider:model", "done", "failed", "cost so far", "elapsed", "time left")
 
@@ -81,8 +70,24 @@ def _figure(key: str, value: Any) -> str:
 
 
 def summary_cells(summary: list[dict[str, Any]]) -> list[list[str]]:
-    """The summary table's cells, one row per provider (header excluded)."""
-    return [[_figure(key, row.get(key)) for key, _ in SUMMARY_COLUMNS] for row in summary]
+    """The summary table's cells, one row per column (header excluded; a document saved before
+    columns names the provider)."""
+    return [
+        [
+            _figure(key, row.get(key, row.get("provider")) if key == "column" else row.get(key))
+            for key, _ in SUMMARY_COLUMNS
+        ]
+        for row in summary
+    ]
+
+
+def columns_of(doc: dict[str, Any]) -> list[str]:
+    """The matrix's columns (a document saved before variants: its providers)."""
+    return doc.get("columns") or doc["providers"]
+
+
+def column_of(result: dict[str, Any]) -> str:
+    return result.get("column") or result["provider"]
 
 
 def _duration(seconds: float | None) -> str:
@@ -213,8 +218,8 @@ def _cell_html(result: dict[str, Any] | None) -> str:
 
 def matrix_html(doc: dict[str, Any]) -> str:
     """The matrix of an evaluation's JSON, in pages of `PAGE` rows (unsanitized; see `evaluation_html`)."""
-    providers = doc["providers"]
-    by_cell = {(r["row"], r["provider"]): r for r in doc["results"]}
+    providers = columns_of(doc)
+    by_cell = {(r["row"], column_of(r)): r for r in doc["results"]}
     rows = sorted({r["row"] for r in doc["results"]})
     fields = {r["row"]: r.get("fields") or {} for r in doc["results"]}
     head = "<tr><th>#</th><th>row</th>" + "".join(f"<th>{escape(p)}</th>" for p in providers) + "</tr>"
@@ -291,16 +296,13 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
     columns = [title for _, title in SUMMARY_COLUMNS]
     lines = [_md(headline(doc)), "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in summary_cells(doc["summary"])]
-    by_cell = {(r["row"], r["provider"]): r for r in doc["results"]}
+    by_cell = {(r["row"], column_of(r)): r for r in doc["results"]}
     rows = sorted({r["row"] for r in doc["results"]})
-    lines += [
-        "",
-        "| # | " + " | ".join(_md(p) for p in doc["providers"]) + " |",
-        "|---|" + "---|" * len(doc["providers"]),
-    ]
+    columns = columns_of(doc)
+    lines += ["", "| # | " + " | ".join(_md(p) for p in columns) + " |", "|---|" + "---|" * len(columns)]
     for n in rows:
         cells = []
-        for p in doc["providers"]:
+        for p in columns:
             r = by_cell.get((n, p))
             cells.append("" if r is None else f"{_MARK[outcome_class(r)]} {_md(first_line(r))}")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")

@@ -1,0 +1,122 @@
+"""The shape of an evaluation's results (`Evaluation`, `EvalResult`): columns are provider ×
+variant and named ``provider/VARIANT``, each cell has ``repeat`` runs, a row that could not be
+rendered is a ``template_error`` run, and the budget's figures travel with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from ipyagent.agent.evaluation.checks import Outcome
+from ipyagent.agent.evaluation.results import EvalResult, Evaluation, column_name
+
+
+def _run(
+    row: int, provider: str, variant: str | None, repeat: int, passed: bool | None, status: str = "ok"
+) -> EvalResult:
+    return EvalResult(
+        row,
+        provider,
+        f"prompt {row}",
+        {"q": row},
+        variant=variant,
+        repeat=repeat,
+        passed=passed,
+        status=status,
+        outcomes=[Outcome("contains:x", bool(passed))] if status == "ok" else [],
+        error_type={"ok": None, "failed": "server", "skipped": "budget", "template_error": "template"}[status],
+        error=None if status == "ok" else "why",
+    )
+
+
+@pytest.fixture
+def ev() -> Evaluation:
+    ev = Evaluation(
+        ["openai:a", "openai:b"],
+        [{"q": 0}, {"q": 1}],
+        assertions=["contains:x"],
+        variants=["terse", "steps"],
+        repeat=2,
+        labels={"openai:a": "good"},
+    )
+    ev.results = [
+        _run(0, "openai:a", "terse", 0, True),
+        _run(0, "openai:a", "terse", 1, False),  # flaky
+        _run(0, "openai:a", "steps", 0, True),
+        _run(0, "openai:a", "steps", 1, True),
+        _run(1, "openai:a", "terse", 1, True),
+        _run(1, "openai:a", "terse", 0, True),
+        _run(1, "openai:a", "steps", 0, None, "template_error"),
+        _run(1, "openai:a", "steps", 1, None, "template_error"),
+        _run(0, "openai:b", "terse", 0, False, "failed"),
+        _run(0, "openai:b", "terse", 1, None, "skipped"),
+    ]
+    return ev
+
+
+def test_a_column_is_a_provider_times_a_variant_named_provider_slash_variant(ev) -> None:
+    assert column_name("openai:a", None) == "openai:a" and column_name("openai:a", "terse") == "openai:a/terse"
+    assert ev.columns == ["openai:a/terse", "openai:a/steps", "openai:b/terse", "openai:b/steps"]
+    assert ev.total == 2 * 4 * 2
+    assert Evaluation(["openai:a"], ["r"]).columns == ["openai:a"]  # no variants: the provider's key alone
+    # Every API taking a column takes its name, or the provider as the user named it.
+    assert ev.column("openai:a/terse") == ev.column("good/terse") == "openai:a/terse"
+    with pytest.raises(KeyError, match="no column 'good'; the columns are openai:a/terse, "):
+        ev.column("good")
+    assert ev.cell(0, "good/terse", repeat=1).passed is False
+    assert [r.repeat for r in ev.cells(1, "openai:a/terse")] == [0, 1]
+    # A provider whose id holds a slash (a model path) still names its columns.
+    slashed = Evaluation(["openrouter:meta/llama"], ["r"], variants=["v"], labels={"openrouter:meta/llama": "ll"})
+    assert slashed.column("ll/v") == "openrouter:meta/llama/v"
+
+
+def test_results_are_ordered_by_row_column_and_repeat_and_repeats_that_disagree_are_flaky(ev) -> None:
+    assert [(r.row, r.column, r.repeat) for r in ev.ordered()][:4] == [
+        (0, "openai:a/terse", 0),
+        (0, "openai:a/terse", 1),
+        (0, "openai:a/steps", 0),
+        (0, "openai:a/steps", 1),
+    ]
+    # A skipped or unrendered run is no verdict: only row 0 on a/terse disagrees with itself.
+    assert ev.flaky() == [(0, "openai:a/terse")]
+
+
+def test_the_summary_is_per_column_over_every_repeat(ev) -> None:
+    summary = {s["column"]: s for s in ev.summary()}
+    assert list(summary) == ev.columns
+    terse = summary["openai:a/terse"]
+    assert (
+        terse["provider"],
+        terse["variant"],
+        terse["runs"],
+        terse["passed"],
+        terse["pass_rate"],
+        terse["flaky"],
+    ) == ("openai:a", "terse", 4, 3, 0.75, 1)
+    steps = summary["openai:a/steps"]
+    assert (steps["runs"], steps["template_errors"], steps["pass_rate"]) == (2, 2, 1.0)
+    b = summary["openai:b/terse"]
+    assert (b["runs"], b["errors"], b["skipped"], b["pass_rate"]) == (1, 1, 1, 0.0)
+    assert summary["openai:b/steps"]["runs"] == 0 and summary["openai:b/steps"]["pass_rate"] is None
+    assert ev.skipped == 1
+
+
+def test_records_and_json_carry_column_variant_repeat_and_the_budget(ev) -> None:
+    records = ev.records()
+    assert len(records) == len(ev.results)
+    first = records[0]
+    assert (first["column"], first["provider"], first["variant"], first["repeat"]) == (
+        "openai:a/terse",
+        "openai:a",
+        "terse",
+        0,
+    )
+    unrendered = next(r for r in records if r["status"] == "template_error")
+    assert (
+        unrendered["passed"] is None and unrendered["contains:x"] is None and unrendered["failures"] == "template: why"
+    )
+    ev.budget, ev.spent, ev.reserved = 0.5, 0.48, 0.0
+    doc = ev.to_json()
+    assert doc["columns"] == ev.columns and doc["variants"] == ["terse", "steps"] and doc["repeat"] == 2
+    assert (doc["budget"], doc["spent"], doc["reserved"], doc["skipped"]) == (0.5, 0.48, 0.0, 1)
+    assert doc["flaky"] == [[0, "openai:a/terse"]]
+    assert doc["results"][0]["column"] == "openai:a/terse" and doc["results"][0]["repeat"] == 0
