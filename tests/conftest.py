@@ -30,7 +30,7 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def fake_sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    import ipyagent.drivers.base
+    import ipyagent.drivers.turn
 
-    monkeypatch.setattr(ipyagent.drivers.base, "retry_sleep", fake_sleep)
+    monkeypatch.setattr(ipyagent.drivers.turn, "retry_sleep", fake_sleep)
     return slept

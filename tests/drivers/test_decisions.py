@@ -648,14 +648,14 @@ def test_gave_up_names_the_attempts_only_after_retrying(no_sleep: list[float]) -
 def test_each_retry_is_announced_before_its_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     """A `RetryScheduled` comes out of the stream before the wait it announces, with the
     failed try's status, the wait and the attempt that follows."""
-    import ipyagent.drivers.base
+    import ipyagent.drivers.turn
 
     log: list[Any] = []
 
     async def fake_sleep(seconds: float) -> None:
         log.append(("sleep", seconds))
 
-    monkeypatch.setattr(ipyagent.drivers.base, "retry_sleep", fake_sleep)
+    monkeypatch.setattr(ipyagent.drivers.turn, "retry_sleep", fake_sleep)
     driver = _chat(transport=Scripted(_error(429, {"retry-after": "2"}), _error(503), OK), max_attempts=3)
     stack = PromptStack()
     stack.add_user_message("hi")
@@ -698,9 +698,9 @@ def test_a_turn_leaves_nothing_for_the_garbage_collector(no_sleep: list[float]) 
     cycle): the turn and its response are freed when the turn ends, not at the next collection
     (an evaluation keeps ~50 turns in flight and runs thousands). After a retry, the opened
     response is still not kept (the failed try's error may be, with its traceback)."""
-    from ipyagent.drivers._turn import Opened, Turn
+    from ipyagent.drivers.turn import Opened, Sent
 
-    kept = (Turn, Opened, httpx2.Response, httpx2.Request, TextDelta)
+    kept = (Sent, Opened, httpx2.Response, httpx2.Request, TextDelta)
     ok = _cyclic_garbage(lambda: _events(_chat(transport=Scripted(OK))))
     assert not [o for o in ok if isinstance(o, kept)]
     retried = _cyclic_garbage(lambda: _events(_chat(transport=Scripted(_error(429), OK), max_attempts=2)))
@@ -803,14 +803,14 @@ def test_prices_are_looked_up_in_a_forked_child_too() -> None:
     """The pricing thread does not survive a fork; the child gets its own instead of waiting forever."""
     import os
 
-    from ipyagent.drivers import base
+    from ipyagent.drivers import http
 
-    assert base._pricing_executor().submit(lambda: 1).result() == 1  # the parent's thread is running
+    assert http._pricing_executor().submit(lambda: 1).result() == 1  # the parent's thread is running
     pid = os.fork()
     if pid == 0:  # the child: exit 0 only if a lookup comes back
         code = 1
         try:
-            code = 0 if base._pricing_executor().submit(lambda: 7).result(timeout=30) == 7 else 1
+            code = 0 if http._pricing_executor().submit(lambda: 7).result(timeout=30) == 7 else 1
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)

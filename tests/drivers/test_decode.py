@@ -1,6 +1,6 @@
 """Reading a reply (`drivers/decode.py`, DESIGN.md "drivers"): the base cuts the body into frames
 (SSE events, or lines ended by CR or LF only) and feeds them to the driver's `StreamDecoder`; the
-read loop (`base._read_head`, `base._relay`) stops at the decoder's stop signal and asks it once
+read loop (`decode.read_head`, `TurnSteps._relay`) stops at the decoder's stop signal and asks it once
 for what is left. Each test fails when its decision flips (`make mutation`)."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pytest
 from tenacity import RetryCallState
 
 from ipyagent.core import PromptStack, ProviderError, StopKind, Usage, redact
-from ipyagent.drivers import StreamMeta, base
+from ipyagent.drivers import StreamMeta, http, models, pricing, turn
 from ipyagent.drivers.base import BasePromptDriver, Capabilities, error_excerpt, parse_retry_after
 
 from ..support.toy_driver import JSON, Coded, Scripted, Toy, assert_error, hi_stack, run_turn
@@ -89,14 +89,14 @@ def test_one_client_per_driver_with_its_timeouts_and_no_environment_proxy() -> N
     async def main() -> None:
         driver = Toy("m", read_timeout=30)
         client = driver._client_for()
-        assert driver._client_for() is client and driver in base._OPEN
+        assert driver._client_for() is client and driver in http._OPEN
         assert client.timeout == httpx2.Timeout(30, connect=10.0)  # connecting takes at most 10 s
         assert client.trust_env is False  # HTTP(S)_PROXY of the kernel's environment are not used
         quick = Toy("m", read_timeout=4)._client_for()
-        assert client._transport._pool._ssl_context is base._tls_context()  # one TLS context for every driver (CA bundle read once)
+        assert client._transport._pool._ssl_context is http._tls_context()  # one TLS context for every driver (CA bundle read once)
         assert quick.timeout == httpx2.Timeout(4, connect=4)
         await driver.close()
-        assert driver._client is None and driver not in base._OPEN
+        assert driver._client is None and driver not in http._OPEN
         await driver.close()  # twice is fine
         await quick.aclose()
 
@@ -109,15 +109,15 @@ def test_close_all_drivers_counts_what_it_closed_and_forgets_what_cannot_close()
             raise RuntimeError("made on another loop")
 
     async def main() -> None:
-        for driver in list(base._OPEN):
+        for driver in list(http._OPEN):
             await driver.close()
         one, two, bad = Toy("a"), Toy("b"), Toy("c")
         one._client_for(), two._client_for()
         bad._client = Stuck()  # type: ignore[assignment]
-        base._OPEN.add(bad)
-        assert await base.close_all_drivers() == 2
-        assert bad._client is None and not base._OPEN
-        assert await base.close_all_drivers() == 0
+        http._OPEN.add(bad)
+        assert await http.close_all_drivers() == 2
+        assert bad._client is None and not http._OPEN
+        assert await http.close_all_drivers() == 0
 
     asyncio.run(main())
 
@@ -244,7 +244,7 @@ def test_the_wait_between_tries_is_slept_on_the_loop() -> None:
     loop = VirtualClockLoop()
     try:
         start = loop.time()
-        loop.run_until_complete(base.retry_sleep(7.5))
+        loop.run_until_complete(turn.retry_sleep(7.5))
         assert loop.time() - start == 7.5
     finally:
         loop.close()
@@ -318,7 +318,7 @@ def test_prices_come_from_the_own_provider_price_as_or_nowhere(monkeypatch: pyte
         calls.append((provider, model, usage, price_provider))
         return "cost"
 
-    monkeypatch.setattr(base.pricing, "price", price)
+    monkeypatch.setattr(pricing, "price", price)
     usage = Usage(input_tokens=10, output_tokens=2)
     assert Toy("m", provider="groq").price(usage, "m-2024") == "cost"
     assert Toy("m", provider="groq").price(usage) == "cost"
@@ -337,10 +337,10 @@ def test_the_stop_reason_is_the_provider_s_or_read_from_the_message() -> None:
     text = Message(role="assistant", content=[TextBlock(text="hi")])
     calls = Message(role="assistant", content=[ActionCallBlock(action=ToolAction(tag="c", name="f", input={}))])
     given = StreamMeta(stop_kind=StopKind.max_tokens, stop_raw="length")
-    assert (Toy._stop_reason(given, calls).kind, Toy._stop_reason(given, calls).raw) == (StopKind.max_tokens, "length")
-    assert Toy._stop_reason(StreamMeta(stop_raw="weird"), calls).kind is StopKind.tool_use
-    assert Toy._stop_reason(StreamMeta(stop_raw="weird"), text).kind is StopKind.end_turn
-    assert Toy._stop_reason(StreamMeta(stop_raw="weird"), text).raw == "weird"
+    assert (turn.stop_reason(given, calls).kind, turn.stop_reason(given, calls).raw) == (StopKind.max_tokens, "length")
+    assert turn.stop_reason(StreamMeta(stop_raw="weird"), calls).kind is StopKind.tool_use
+    assert turn.stop_reason(StreamMeta(stop_raw="weird"), text).kind is StopKind.end_turn
+    assert turn.stop_reason(StreamMeta(stop_raw="weird"), text).raw == "weird"
 
 
 # -- model lists ----------------------------------------------------------------------------------
@@ -370,7 +370,7 @@ def _models(driver: BasePromptDriver, **kw: Any) -> list[Any]:
 
 def test_model_lists_are_asked_as_json_and_followed_page_by_page(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
-    monkeypatch.setattr(base, "with_known_facts", lambda rows, provider: seen.append(provider) or rows)
+    monkeypatch.setattr(models, "with_known_facts", lambda rows, provider: seen.append(provider) or rows)
     pages = Scripted((200, JSON, b'{"ids": ["a", "b"], "next": 2}'), (200, JSON, b'{"ids": ["c"], "next": null}'))
     driver = Paged("m", provider="groq", transport=pages, api_key="sk-k")
     assert [row.id for row in _models(driver)] == ["a", "b", "c"]
@@ -388,7 +388,7 @@ def test_a_model_list_stops_after_max_pages() -> None:
 
 def test_model_list_prices_come_from_the_driver_s_price_provider_or_none(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
-    monkeypatch.setattr(base, "with_known_facts", lambda rows, provider: seen.append(provider) or rows)
+    monkeypatch.setattr(models, "with_known_facts", lambda rows, provider: seen.append(provider) or rows)
     page = (200, JSON, b'{"ids": ["a"], "next": null}')
     plugin = Paged("m", provider="toy", transport=Scripted(page))
     plugin.price_provider = "toy-prices"  # type: ignore[attr-defined]

@@ -17,7 +17,7 @@ import httpx2
 import pytest
 
 from ipyagent.core import PromptStack, StopKind, TextDelta, Usage
-from ipyagent.drivers import StreamDecoder, StreamMeta, base
+from ipyagent.drivers import StreamDecoder, StreamMeta, base, http, pricing, turn
 from ipyagent.drivers.base import BasePromptDriver
 
 from ..support.toy_driver import JSON, NDJSON, TEXT, Coded, Pieces, Scripted, Toy, assert_error, hi_stack, ndjson, run_turn
@@ -176,8 +176,8 @@ def spent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
         def record(self, *args: Any) -> None:
             recorded.append(args)
 
-    monkeypatch.setattr(base.pricing, "LEDGER", Ledger())
-    monkeypatch.setattr(Toy, "price", lambda self, usage, model=None: base.Cost(0.25, 0.5))
+    monkeypatch.setattr(pricing, "LEDGER", Ledger())
+    monkeypatch.setattr(Toy, "price", lambda self, usage, model=None: pricing.Cost(0.25, 0.5))
     return recorded
 
 
@@ -185,8 +185,8 @@ def test_a_replayed_turn_is_not_counted_as_spending(spent: list[tuple[Any, ...]]
     recorded = spent
     live = Scripted((200, NDJSON, ndjson({"model": "m-1"}, *TEXT)))
     done = run_turn(Toy("m", transport=live))[-1]
-    assert recorded == [("toy", "m-1", base.Cost(0.25, 0.5), Usage(input_tokens=7, output_tokens=2))]
-    assert done.metadata["cost"] == base.Cost(0.25, 0.5).to_dict() and done.metadata["replayed"] is False
+    assert recorded == [("toy", "m-1", pricing.Cost(0.25, 0.5), Usage(input_tokens=7, output_tokens=2))]
+    assert done.metadata["cost"] == pricing.Cost(0.25, 0.5).to_dict() and done.metadata["replayed"] is False
     replay = Scripted((200, NDJSON, ndjson(*TEXT)))
     replay.replays = True  # type: ignore[attr-defined]
     done = run_turn(Toy("m", transport=replay))[-1]
@@ -207,8 +207,8 @@ def test_usage_sent_before_a_failure_is_the_partial_s_priced_and_spent(monkeypat
     failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, billed))))[-1]
     usage = Usage(input_tokens=7, output_tokens=2)
     assert failed.type == "model_failed" and failed.partial.text == "Hel" and failed.partial.usage == usage
-    assert failed.metadata["cost"] == failed.partial.metadata["cost"] == base.Cost(0.25, 0.5).to_dict()
-    assert failed.metadata["model"] == "m-1" and recorded == [("toy", "m-1", base.Cost(0.25, 0.5), usage)]
+    assert failed.metadata["cost"] == failed.partial.metadata["cost"] == pricing.Cost(0.25, 0.5).to_dict()
+    assert failed.metadata["model"] == "m-1" and recorded == [("toy", "m-1", pricing.Cost(0.25, 0.5), usage)]
     replay = Scripted((200, NDJSON, billed))
     replay.replays = True  # type: ignore[attr-defined]
     assert run_turn(Toy("m", transport=replay))[-1].partial.usage == usage and len(recorded) == 1  # a replay spends nothing
@@ -230,7 +230,7 @@ def test_the_first_price_is_looked_up_off_the_loop_then_inline(monkeypatch: pyte
 
     monkeypatch.setattr(Toy, "price", price)
     for loaded in (False, True):
-        monkeypatch.setattr(base.pricing, "loaded", lambda loaded=loaded: loaded)
+        monkeypatch.setattr(pricing, "loaded", lambda loaded=loaded: loaded)
         done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"model": "m-1"}, *TEXT)))))[-1]
         assert done.metadata["cost"] is None and "cost" in done.metadata
     usage = Usage(input_tokens=7, output_tokens=2)
@@ -269,7 +269,7 @@ def test_settings_and_system_blocks_travel_in_the_metadata() -> None:
 def _virtual(monkeypatch: pytest.MonkeyPatch, driver: BasePromptDriver, stack: PromptStack | None = None,
              on_event: Any = None) -> list[Any]:
     """The turn's events, run on a virtual clock (pauses take no time; `time.monotonic` follows)."""
-    from ipyagent.drivers import _turn
+    from ipyagent.drivers import turn as _turn
 
     from ..support.virtual_clock import run_virtual
 
@@ -494,7 +494,7 @@ def _drained(pieces: list[Any], *, read: int = 1, deadline: float = 60.0, before
     """(what `drain` answered, pieces sent) for a body of which `read` pieces were read first."""
     async def main() -> tuple[bool, int]:
         body = Pieces(pieces)
-        stream = base._Deadlined(body, asyncio.get_running_loop().time() + deadline)
+        stream = http._Deadlined(body, asyncio.get_running_loop().time() + deadline)
         if before:
             return await stream.drain(), body.sent
         chunks = aiter(stream)
@@ -514,7 +514,7 @@ def test_the_rest_of_a_body_is_read_up_to_64_kib() -> None:
     assert _drained([b"head", b"x" * 32 * kib, b"y" * 32 * kib]) == (True, 3)  # exactly DRAIN_BYTES: read to the end
     assert _drained([b"head", b"x" * 32 * kib, b"y" * (32 * kib + 1), b"z"]) == (False, 3)  # one byte more: closed instead
     assert _drained([b"head"]) == (True, 1)
-    assert base.DRAIN_BYTES == 64 * kib and base.DRAIN_S == 0.5
+    assert http.DRAIN_BYTES == 64 * kib and http.DRAIN_S == 0.5
 
 
 def test_the_rest_of_a_body_is_read_for_half_a_second_and_never_past_the_deadline() -> None:
@@ -537,7 +537,7 @@ def test_a_reply_s_tail_after_its_stop_signal_is_read_so_the_connection_is_reuse
 def test_each_read_of_the_body_ends_by_the_deadline() -> None:
     async def main() -> list[bytes]:
         now = asyncio.get_running_loop().time()
-        stream = base._Deadlined(Pieces([b"a", 5, b"b"]), now + 3)
+        stream = http._Deadlined(Pieces([b"a", 5, b"b"]), now + 3)
         got = []
         with pytest.raises(TimeoutError):
             async for chunk in stream:
@@ -641,7 +641,7 @@ def test_a_raw_stop_reason_is_kept_as_text(raw: Any, kept: str | None) -> None:
     meta = StreamMeta(stop_kind=StopKind.end_turn, stop_raw=raw)
     from ipyagent.core import Message
 
-    assert BasePromptDriver._stop_reason(meta, Message(role="assistant")).raw == kept
+    assert turn.stop_reason(meta, Message(role="assistant")).raw == kept
 
 
 def test_tenacity_is_set_up_only_for_a_try_that_failed_and_may_be_retried(monkeypatch: pytest.MonkeyPatch,
@@ -649,8 +649,8 @@ def test_tenacity_is_set_up_only_for_a_try_that_failed_and_may_be_retried(monkey
     """Its retrier is a reference cycle that held each turn and its response until the garbage
     collector ran: a turn that answers, or fails without a retry to come, never builds one."""
     built: list[int] = []
-    real = base.AsyncRetrying
-    monkeypatch.setattr(base, "AsyncRetrying", lambda *a, **kw: built.append(1) or real(*a, **kw))
+    real = turn.AsyncRetrying
+    monkeypatch.setattr(turn, "AsyncRetrying", lambda *a, **kw: built.append(1) or real(*a, **kw))
     assert run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT)))))[-1].type == "model_completed"
     assert run_turn(Toy("m", max_attempts=3, transport=Scripted((400, JSON, b"{}"))))[-1].error.type == "invalid_request"
     assert run_turn(Toy("m", max_attempts=1, transport=Scripted((500, JSON, b"{}"))))[-1].error.type == "server"

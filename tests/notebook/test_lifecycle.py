@@ -37,9 +37,9 @@ def test_a_stream_ended_by_its_stop_signal_leaves_the_connection_for_the_next_re
 
 
 def test_a_body_still_open_after_the_stop_signal_is_closed_not_waited_for(monkeypatch) -> None:
-    from ipyagent.drivers import base
+    from ipyagent.drivers import http
 
-    monkeypatch.setattr(base, "DRAIN_S", 0.01)
+    monkeypatch.setattr(http, "DRAIN_S", 0.01)
     whole = b"".join(Reply.sse_file(OPENAI_TEXT).pieces)
     with StubServer(Reply(pieces=[whole, b": more after [DONE]\n\n"], delay=0.2)) as server:
         agent = ipyagent.Agent("openai:m", base_url=server.url)

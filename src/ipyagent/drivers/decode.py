@@ -11,13 +11,14 @@ frame, so a delta crosses no generator between the bytes and the driver's `strea
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import Any
 
 import httpx2
 
 from ..core import DeltaMessage, ProviderError, ReasoningDelta, TextDelta, ToolCallDelta, redact_head
 from .aggregate import StreamMeta, merge_meta
+from .http import _Replayed
 
 #: The largest SSE event a driver reads (``EventSource(max_event_size=)``); httpx2's default,
 #: 1 MiB, is less than real single events: an image in base64 (OpenRouter's image models on
@@ -173,3 +174,72 @@ def body_frames(response: httpx2.Response, framing: str) -> AsyncIterator[Any]:
     if framing == "lines":
         return _lines(response)
     raise ValueError(f"framing is 'sse' or 'lines', not {framing!r}")
+
+
+async def read_head(
+    frames: AsyncIterator[Any], decoder: StreamDecoder, head: list[DeltaMessage]
+) -> AsyncIterator[Any] | None:
+    """Feed `decoder` frames until one gives a delta (put in `head`); the frames left, or None
+    when the body was read to its end (or to the stop signal), `decoder.finish` included."""
+    feed = decoder.feed
+    async for frame in frames:
+        head.extend(feed(frame))
+        if decoder.done:
+            break
+        if head:
+            return frames
+    head.extend(decoder.finish())
+    return None
+
+
+async def read_unlabelled(
+    response: httpx2.Response, content_type: str, decoder: StreamDecoder, provider: str, stream_type: str,
+    frames: Callable[[httpx2.Response], AsyncIterator[Any]],
+) -> tuple[AsyncIterator[Any] | None, list[DeltaMessage]]:
+    """A 2xx reply not labelled as the driver's stream (`content_type`): (its `frames`, deltas
+    already read). One JSON object is read whole (`StreamDecoder.whole`: no frames, its deltas);
+    a stream labelled otherwise is read as the stream (relabelled `stream_type`).
+
+    Raises:
+        ProviderError: ``invalid_response`` for a single JSON reply the protocol has no reading
+            of, or a body that is neither a stream nor JSON, naming its content type and first
+            bytes (redacted).
+    """
+    chunks = response.aiter_bytes()
+    head = b""
+    async for chunk in chunks:
+        head += chunk
+        if head.strip():
+            break
+    start = head.lstrip()
+    if start[:1] == b"{":
+        body = head + b"".join([c async for c in chunks])
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None  # several objects (NDJSON, a JSON array stream): parsed as the stream
+        if isinstance(data, dict):
+            deltas = decoder.whole(data)
+            if deltas is None:
+                raise ProviderError(
+                    "invalid_response",
+                    f"{provider} sent one JSON reply where a stream was expected: {redact_head(json.dumps(data))!r}",
+                    retryable=False,
+                )
+            return None, list(deltas)
+        stream: httpx2.AsyncByteStream = _Replayed(body)
+    elif not start or start[:1] in (b"[", b":") or start.startswith((b"data:", b"event:", b"id:", b"retry:")):
+        stream = _Replayed(head, chunks)
+    else:
+        shown = redact_head(head[:1400].decode("utf-8", "replace"))
+        raise ProviderError(
+            "invalid_response",
+            f"{provider} replied with content type {content_type or 'none'!r}, neither its stream nor JSON: {shown!r}",
+            retryable=False,
+        )
+    dropped = ("content-type", "content-encoding", "content-length")
+    headers = [(k, v) for k, v in response.headers.items() if k.lower() not in dropped]
+    replay = httpx2.Response(
+        response.status_code, headers=[*headers, ("content-type", stream_type)], stream=stream, request=response.request
+    )
+    return frames(replay), []

@@ -21,7 +21,12 @@ Context windows and prices come from genai-prices where the provider reports non
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
+
+import httpx2
+
+from ..core import ProviderError, redact
+from . import pricing
 
 
 @dataclass
@@ -115,3 +120,70 @@ def _number(value: Any) -> float | None:
     except (TypeError, ValueError):
         base = getattr(value, "base", None)
         return float(base) if base is not None else None
+
+
+class ModelLists:
+    """The driver template's model list (`list_models`; mixed into `BasePromptDriver`, whose
+    client, headers and error mapping it uses)."""
+
+    provider: str
+    base_url: str
+    price_known: bool
+    models_path: ClassVar[str]
+    models_params: ClassVar[dict[str, Any]]
+
+    def parse_models(self, data: dict[str, Any]) -> tuple[list[ModelListing], dict[str, Any] | None]:
+        """(models on one page of the list, the query for the next page or None); OpenAI's shape."""
+        return parse_openai(data)
+
+    async def list_models(self, *, max_pages: int = 20) -> list[ModelListing]:
+        """The models this provider offers (`models_path`, every page), with context window and
+        price from genai-prices where known (prices only for the provider's own host).
+
+        Raises:
+            ProviderError: ``not_found`` when the server has no model list (404/405), else as
+                for any request (``authentication``, ``connection``...), or ``invalid_response``.
+        """
+        client, url = self._client_for(), f"{self.base_url}{self.models_path}"
+        params, rows = dict(self.models_params), []
+        for _ in range(max_pages):
+            try:
+                headers = {**self.headers(), "Accept": "application/json"}
+                response = await client.get(url, params=params, headers=headers)
+            except httpx2.TransportError as exc:
+                raise self._transport_error(exc, url) from None
+            page, following = self.parse_models(self._models_page(response, url))
+            rows += page
+            if not following:
+                break
+            params = {**self.models_params, **following}
+        provider = getattr(self, "price_provider", None) or pricing.PRICE_PROVIDERS.get(self.provider)
+        return with_known_facts(rows, provider if self.price_known else None)
+
+    def _models_page(self, response: httpx2.Response, url: str) -> dict[str, Any]:
+        """One page of the model list as JSON.
+
+        Raises:
+            ProviderError: ``not_found`` (404/405: no list), the HTTP error's, or ``invalid_response``.
+        """
+        if response.status_code in (404, 405):
+            raise ProviderError(
+                "not_found",
+                f"{self.provider} at {redact(self.base_url)} has no model list "
+                f"(GET {self.models_path} answered HTTP {response.status_code}); name the model yourself",
+                status=response.status_code,
+                retryable=False,
+            )
+        if response.status_code >= 400:
+            raise self.error_from_response(response.status_code, response.headers, response.content)
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise ProviderError(
+                "invalid_response",
+                f"{self.provider}'s model list at {redact(url)} is not a JSON object",
+                retryable=False,
+            )
+        return data
