@@ -16,7 +16,8 @@ export npm_config_fund := false
 export npm_config_audit := false
 LABEXT_OUT := src/ipyagent/labextension
 LIVE_OUT   := src/ipyagent/notebook/static
-LABEXT_SRC := labextension/package.json labextension/package-lock.json labextension/tsconfig.json $(wildcard labextension/src/*.ts labextension/style/*)
+LABEXT_SRC := labextension/package.json labextension/package-lock.json labextension/tsconfig.json \
+              $(wildcard labextension/src/*.ts labextension/style/*) src/ipyagent/notebook/render/policy.json
 
 .PHONY: test test-browser browser-deps demo bench mutation install clean
 

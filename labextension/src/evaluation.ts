@@ -6,20 +6,16 @@
  * assertion and why, and the figures. Every string is set as text, never as HTML.
  */
 
+import { EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS } from './policy';
 import { Json, el, isObject, list, num, str, usd } from './transcript';
 
-/** Rows per page of the matrix (evaluation_render.PAGE). */
-export const PAGE = 50;
-const FIRST_LINE = 80;
+/** Rows per page of the matrix (policy.json, as render/evaluation.py's PAGE). */
+export const PAGE = EVALUATION_PAGE_ROWS;
+const FIRST_LINE = EVALUATION_FIRST_LINE;
 const MARK: { [kind: string]: string } = { pass: '✓', fail: '✗', error: '!', skipped: '–', none: '·' };
 
-/** (key of a summary row, column title): evaluation_render.SUMMARY_COLUMNS. */
-const SUMMARY: [string, string][] = [
-  ['column', 'column'], ['pass_rate', 'pass rate'], ['passed', 'passed'], ['failed', 'failed'],
-  ['errors', 'errors'], ['skipped', 'skipped'], ['cached', 'cached'], ['ttft_p50_s', 'first token p50 (s)'],
-  ['ttft_p90_s', 'first token p90 (s)'], ['total_p50_s', 'total p50 (s)'], ['total_p90_s', 'total p90 (s)'],
-  ['input_tokens', 'in tokens'], ['output_tokens', 'out tokens'], ['cost', 'cost'], ['judge_cost', 'judge cost']
-];
+/** (key of a summary row, column title) (policy.json). */
+const SUMMARY = EVALUATION_SUMMARY_COLUMNS;
 
 function cost(value: number | null): string {
   if (value === null) {

@@ -8,10 +8,10 @@
  * shows every run without a kernel.
  *
  * Model text is untrusted: Markdown is rendered by markdown-it with raw HTML
- * disabled (as the Python side does), then sanitized by DOMPurify on render.py's
- * rules (sanitize.ts), exactly as the live view does, and made inert (inert.ts:
- * nothing rendered loads anything from outside); every other string is set as
- * text, never as HTML.
+ * disabled (as the Python side does), then sanitized by DOMPurify on the policy
+ * the Python renderer applies too, exactly as the live view does, and made inert
+ * (safe_html.ts: nothing rendered loads anything from outside); every other
+ * string is set as text, never as HTML.
  */
 
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';

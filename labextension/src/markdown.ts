@@ -29,8 +29,7 @@ import typescript from 'highlight.js/lib/languages/typescript';
 import xml from 'highlight.js/lib/languages/xml';
 import yaml from 'highlight.js/lib/languages/yaml';
 
-import { inertMarkdown } from './inert';
-import { sanitizeToFragment } from './sanitize';
+import { inertMarkdown, sanitizeToFragment } from './safe_html';
 
 const LANGUAGES = { bash, c, cpp, css, go, java, javascript, json, markdown, python, rust, sql, typescript, xml, yaml };
 for (const [name, language] of Object.entries(LANGUAGES)) {

@@ -8,7 +8,8 @@
  */
 
 import { copyButton, renderMarkdown } from './markdown';
-import { sanitizeToFragment } from './sanitize';
+import { RASTER_TYPES } from './policy';
+import { sanitizeToFragment } from './safe_html';
 
 /** The transcript format version this renderer was written for. */
 export const VERSION = 1;
@@ -90,9 +91,6 @@ export function toolStatus(call: Json): string {
 function failed(call: Json): boolean {
   return call.status === 'error' && call.approval !== 'denied' && !str(call.stopped);
 }
-
-/** Raster image types shown inline; a data: URL of one loads nothing from outside. */
-const RASTER_TYPES = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
 
 /** An image the model returned (an `other` part of kind image with base64 data), as an <img>; else null. */
 export function imageNode(part: Json): HTMLElement | null {

@@ -162,7 +162,10 @@ def test_links_send_no_referrer_and_sanitized_html_loads_no_image():
     assert markdown_to_html("[a](https://example.org/)") == (
         '<p><a href="https://example.org/" referrerpolicy="no-referrer" rel="noopener noreferrer nofollow">a</a></p>\n')
     cleaned = sanitize(f'<img src="http://evil/a.png"><img src="//evil/b.png"><img src="{PNG}"><a href="data:text/html,x">d</a>')
-    assert cleaned == f'<img><img><img src="{PNG}"><a rel="noopener noreferrer nofollow" referrerpolicy="no-referrer">d</a>'
+    link = 'class="ipyagent-image-link" referrerpolicy="no-referrer" rel="noopener noreferrer nofollow">🖼 image</a>'
+    # Raw HTML follows the Markdown rule: an image that would load from outside is a link to it.
+    assert cleaned == (f'<a href="http://evil/a.png" {link}<a href="//evil/b.png" {link}<img src="{PNG}">'
+                       '<a rel="noopener noreferrer nofollow" referrerpolicy="no-referrer">d</a>')
 
 
 def test_the_markdown_fallback_has_no_image_to_load():

@@ -15,13 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from .html import escape, sanitize
+from .policy import EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS
 
 #: The MIME type of a saved evaluation: `Evaluation.to_json()`, secrets redacted.
 MIME_TYPE = "application/vnd.ipyagent.evaluation+json"
-#: Rows per page of the matrix.
-PAGE = 50
+#: Rows per page of the matrix (policy.json, as the labextension's).
+PAGE = EVALUATION_PAGE_ROWS
 #: Characters of the answer's first line shown in a cell.
-FIRST_LINE = 80
+FIRST_LINE = EVALUATION_FIRST_LINE
 
 STYLE = """<style>
 .ipyagent-evaluation{font-size:var(--jp-content-font-size1,14px);color:var(--jp-content-font-color1,inherit)}
@@ -41,13 +42,8 @@ div.ipyagent-evaluation .ipyagent-eval-summary table tr td:first-child{text-alig
 .ipyagent-evaluation .ipyagent-eval-title{font-weight:bold;margin:6px 0 2px}
 </style>"""
 
-#: (key of a summary dict, column title).
-SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("column", "column"), ("pass_rate", "pass rate"), ("passed", "passed"), ("failed", "failed"),
-    ("errors", "errors"), ("skipped", "skipped"), ("cached", "cached"), ("ttft_p50_s", "first token p50 (s)"),
-    ("ttft_p90_s", "first token p90 (s)"), ("total_p50_s", "total p50 (s)"), ("total_p90_s", "total p90 (s)"),
-    ("input_tokens", "in tokens"), ("output_tokens", "out tokens"), ("cost", "cost"), ("judge_cost", "judge cost"),
-)
+#: (key of a summary dict, column title) (policy.json, as the labextension's).
+SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = EVALUATION_SUMMARY_COLUMNS
 PROGRESS_COLUMNS = ("provider:model", "done", "failed", "cost so far", "elapsed", "time left")
 
 

@@ -1,17 +1,19 @@
 """Model text -> safe, inert HTML: Markdown rendered by markdown-it-py, then sanitized by nh3.
 
 Model output is untrusted. Raw HTML in the Markdown is escaped by the
-renderer, and whatever HTML results passes nh3 (Ammonia) with an allowlist of
-tags and attributes, and links limited to http, https and mailto: no
-``<script>``, no event-handler attributes, no ``javascript:`` URLs.
+renderer, and whatever HTML results passes nh3 (Ammonia) with the allowlist of
+tags and attributes of ``policy.json`` (`render.policy`), and links limited to its
+URL schemes or relative: no ``<script>``, no event-handler attributes, no
+``javascript:`` URLs.
 
 Rendering never loads anything (a prompt-injected model could otherwise send
 data out in an image URL): an image is drawn only from a ``data:`` URL of a
 raster type (`INLINE_IMAGE`); any other image (remote, protocol-relative
-``//host/…``, same-origin ``/api/…``, relative) becomes a link showing its alt
-text, fetched only if clicked. Every link gets ``rel="noopener noreferrer
-nofollow"`` and ``referrerpolicy="no-referrer"``. The labextension's renderer
-(``labextension/src/inert.ts``) applies the same rules.
+``//host/…``, same-origin ``/api/…``, relative), in Markdown or in raw HTML,
+becomes `image_link`: a link to its source showing its alt text, fetched only if
+clicked. Every link gets ``rel="noopener noreferrer nofollow"`` and
+``referrerpolicy="no-referrer"``. The labextension's renderer
+(``labextension/src/safe_html.ts``) applies the same policy, read from the same file.
 """
 
 from __future__ import annotations
@@ -21,49 +23,67 @@ import re
 from functools import lru_cache
 from typing import Any
 
-ALLOWED_TAGS = {
-    "a", "abbr", "b", "blockquote", "br", "code", "del", "details", "div", "em", "h1", "h2", "h3",
-    "h4", "h5", "h6", "hr", "i", "img", "kbd", "li", "ol", "p", "pre", "s", "span", "strong",
-    "sub", "summary", "sup", "table", "tbody", "td", "th", "thead", "tr", "ul",
-}
-ALLOWED_ATTRIBUTES = {
-    "a": {"href", "title", "class"},
-    "img": {"src", "alt", "title"},
-    "code": {"class"},
-    "span": {"class"},
-    "div": {"class"},
-    "details": {"open", "class"},
-    # markdown-it writes table column alignment as style="text-align:..."; only that property is kept.
-    "td": {"align", "style"},
-    "th": {"align", "style"},
-    "ol": {"start"},
-}
-URL_SCHEMES = {"http", "https", "mailto", "data"}  # data: only for images of `INLINE_IMAGE` (`_attribute_filter`)
-STYLE_PROPERTIES = {"text-align"}
-#: The only images drawn: inline raster data (no SVG, which may reference other resources).
-INLINE_IMAGE = re.compile(r"data:image/(?:png|jpe?g|gif|webp);base64,[A-Za-z0-9+/=\s]*", re.I)
-LINK_REL = "noopener noreferrer nofollow"
-LINK_ATTRIBUTES = {"referrerpolicy": "no-referrer"}
-IMAGE_LINK_CLASS = "ipyagent-image-link"
+from .policy import (
+    ALLOWED_ATTRIBUTES,
+    ALLOWED_TAGS,
+    IMAGE_DEFAULT_ALT,
+    IMAGE_LINK_CLASS,
+    IMAGE_LINK_LABEL,
+    INLINE_IMAGE,
+    LINK_REFERRER_POLICY,
+    LINK_REL,
+    STYLE_PROPERTIES,
+    URL_SCHEMES,
+    safe_url,
+)
+
+#: nh3's arguments, from the policy (sets made once: `sanitize` runs on every frame of a live answer's HTML).
+_NH3 = {"tags": set(ALLOWED_TAGS), "attributes": {tag: set(names) for tag, names in ALLOWED_ATTRIBUTES.items()},
+        "url_schemes": {*URL_SCHEMES, "data"},  # data: only for images of `INLINE_IMAGE` (`_inert_images`)
+        "filter_style_properties": set(STYLE_PROPERTIES), "link_rel": LINK_REL,
+        "set_tag_attribute_values": {"a": {"referrerpolicy": LINK_REFERRER_POLICY}}}
+
+
+def image_link(src: str, alt: str) -> str:
+    """What stands for an image that would load from outside: a link to its source (kept only
+    when it is a safe URL, `policy.safe_url`) labelled ``🖼 alt``, with the link rules applied.
+    The TypeScript `imageLink` (safe_html.ts) builds the same element."""
+    href = f' href="{escape(src)}"' if src and safe_url(src) else ""
+    return (f'<a{href} class="{IMAGE_LINK_CLASS}" referrerpolicy="{LINK_REFERRER_POLICY}" rel="{LINK_REL}">'
+            f"{escape(IMAGE_LINK_LABEL + (alt or IMAGE_DEFAULT_ALT))}</a>")
 
 
 def _image_as_link(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-    """markdown-it image rule: an inline raster image as is, anything else as a link to it."""
+    """markdown-it image rule: an inline raster image as is, anything else as `image_link`."""
     token = tokens[idx]
     src = token.attrGet("src") or ""
     alt = self.renderInlineAsText(token.children or [], options, env)
     if INLINE_IMAGE.fullmatch(src):
         return f'<img src="{escape(src)}" alt="{escape(alt)}">'
-    return f'<a href="{escape(src)}" class="{IMAGE_LINK_CLASS}">🖼 {escape(alt or "image")}</a>'
+    return image_link(src, alt)
 
 
 def _attribute_filter(tag: str, attribute: str, value: str) -> str | None:
-    """nh3 hook: an image's source must be inline raster data; a link may not be a data: URL."""
-    if tag == "img" and attribute == "src":
-        return value if INLINE_IMAGE.fullmatch(value) else None
+    """nh3 hook: a link may not be a data: URL (an image's source is checked after, `_inert_images`)."""
     if tag == "a" and attribute == "href" and value.strip().lower().startswith("data:"):
         return None
     return value
+
+
+#: An <img> as nh3 writes it: attributes double-quoted, their ``"<>&`` escaped.
+_IMG = re.compile(r'<img((?: [\w:-]+="[^"]*")*) ?/?>')
+_ATTRIBUTE = re.compile(r'([\w:-]+)="([^"]*)"')
+
+
+def _inert_image(m: re.Match[str]) -> str:
+    attributes = {name: html.unescape(value) for name, value in _ATTRIBUTE.findall(m.group(1))}
+    src = attributes.get("src", "")
+    return m.group(0) if INLINE_IMAGE.fullmatch(src) else image_link(src, attributes.get("alt", ""))
+
+
+def _inert_images(fragment: str) -> str:
+    """Every <img> of sanitized `fragment` not drawn from inline raster data, as `image_link`."""
+    return _IMG.sub(_inert_image, fragment) if "<img" in fragment else fragment
 
 
 @lru_cache(maxsize=1)
@@ -81,20 +101,12 @@ def _markdown() -> Any:
 
 
 def sanitize(fragment: str) -> str:
-    """Sanitize an HTML fragment: nh3 allowlist; images only from inline raster data; links get
-    ``rel="noopener noreferrer nofollow"`` and ``referrerpolicy="no-referrer"``."""
+    """Sanitize an HTML fragment: nh3 with the policy's allowlist; images only from inline raster
+    data, others as `image_link`; links get ``rel="noopener noreferrer nofollow"`` and
+    ``referrerpolicy="no-referrer"``."""
     import nh3
 
-    return nh3.clean(
-        fragment,
-        tags=ALLOWED_TAGS,
-        attributes=ALLOWED_ATTRIBUTES,
-        url_schemes=URL_SCHEMES,
-        filter_style_properties=STYLE_PROPERTIES,
-        link_rel=LINK_REL,
-        set_tag_attribute_values={"a": LINK_ATTRIBUTES},
-        attribute_filter=_attribute_filter,
-    )
+    return _inert_images(nh3.clean(fragment, attribute_filter=_attribute_filter, **_NH3))
 
 
 def markdown_to_html(text: str) -> str:

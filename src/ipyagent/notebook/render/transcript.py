@@ -20,7 +20,6 @@ import re
 from collections.abc import Callable
 
 from ...core import (
-    RASTER_TYPES,
     STOPPED_WORDS,
     ArtifactSummary,
     ComparisonRecord,
@@ -34,6 +33,7 @@ from ...core import (
 from ..views.compare_view import cells_to_html
 from ..views.terminal import strip_controls
 from .html import compact, escape, markdown_to_html, sanitize
+from .policy import RASTER_TYPES
 
 #: Scoped CSS of the HTML fallback, rule by rule with what it styles (none: always needed);
 #: JupyterLab theme variables with plain fallbacks. Text takes the output area's own font and colour.
