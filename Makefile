@@ -18,6 +18,8 @@ LABEXT_OUT := src/ipyagent/labextension
 LIVE_OUT   := src/ipyagent/notebook/static
 LABEXT_SRC := labextension/package.json labextension/package-lock.json labextension/tsconfig.json \
               $(wildcard labextension/src/*.ts labextension/style/*) src/ipyagent/notebook/render/policy.json
+# The reference MCP servers the tests run (server-everything, server-filesystem), pinned in tests/support/mcp_npm/.
+MCP_NPM    := $(BUILD)/mcp-servers
 
 .PHONY: test test-browser browser-deps demo bench mutation install clean
 
@@ -31,17 +33,24 @@ $(VENV)/.installed-%: pyproject.toml $(LABEXT_SRC)
 	$(PY) -m pip install -q -e '.[$*]'
 	touch $@
 
-install: $(VENV)/.installed-test
+# npm ci into build/mcp-servers: the exact versions of the lock file, no install scripts run.
+$(MCP_NPM)/.installed: tests/support/mcp_npm/package.json tests/support/mcp_npm/package-lock.json
+	mkdir -p $(MCP_NPM)
+	cp tests/support/mcp_npm/package.json tests/support/mcp_npm/package-lock.json $(MCP_NPM)/
+	cd $(MCP_NPM) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(VENV)/.installed-test $(MCP_NPM)/.installed
 
 ## make test: set up .venv (test extras, labextension) and Chromium, then run the unit/notebook suite and
 ## the browser suite, each its own pytest process (TOOLCHAIN.md §8, failure 7); fails if either fails
-test: $(VENV)/.installed-test browser-deps
+test: $(VENV)/.installed-test $(MCP_NPM)/.installed browser-deps
 	$(PY) -m pytest -q; unit=$$?; \
 	$(PY) -m pytest -q -m browser tests/browser; browser=$$?; \
 	exit $$(( unit || browser ))
 
 ## make test-browser: only the browser suite (JupyterLab in headless Chromium); screenshots in build/screenshots/
-test-browser: $(VENV)/.installed-test browser-deps
+test-browser: $(VENV)/.installed-test $(MCP_NPM)/.installed browser-deps
 	$(PY) -m pytest -q -m browser tests/browser
 
 # Debian's Chromium, driven by Playwright (no browser download). Installed when missing (needs root, as in CI).
