@@ -15,8 +15,11 @@ from .artifacts import (
     InfoArtifact,
     JsonArtifact,
     ListArtifact,
+    MEDIA_TYPES,
     TableArtifact,
     TextArtifact,
+    flatten,
+    split_media,
 )
 from .content import (
     ActionCallBlock,
@@ -97,6 +100,10 @@ __getattr__ = lazy_exports(
             "PREVIEW_CHARS",
             "MAX_IMAGE_CHARS",
             "transcript_messages",
+            "MediaPart",
+            "card_result",
+            "AUDIO_TYPES",
+            "MEDIA_CHARS",
         ),
     },
 )

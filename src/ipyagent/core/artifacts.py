@@ -20,6 +20,9 @@ class BaseArtifact(BaseModel):
     model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
 
     name: str | None = None
+    #: Drawn for the user but not sent to the model: another view of what it already reads
+    #: (an MCP result's ``structuredContent`` that only wraps its text).
+    shown_only: bool = False
 
     def to_text(self) -> str:  # pragma: no cover - every subclass overrides
         raise NotImplementedError
@@ -138,7 +141,33 @@ class ListArtifact(BaseArtifact):
     value: list["Artifact"] = Field(default_factory=list)
 
     def to_text(self) -> str:
-        return "\n\n".join(a.to_text() for a in self.value)
+        """The items' text, blank lines between; items `shown_only` are left out (the model reads this)."""
+        return "\n\n".join(a.to_text() for a in self.value if not a.shown_only)
+
+
+#: Artifact types a tool result carries as media (drawn in its card; images and audio also sent to the model).
+MEDIA_TYPES = ("image", "audio", "blob")
+
+
+def flatten(artifact: Any) -> list[Any]:
+    """`artifact` as a flat list: a `ListArtifact`'s items (nested lists too), else `[artifact]`."""
+    if isinstance(artifact, ListArtifact):
+        return [a for item in artifact.value for a in flatten(item)]
+    return [artifact]
+
+
+def split_media(artifact: Any, kinds: tuple[str, ...] = ("image", "audio"), *, shown: bool = False) -> tuple[str, list[Any]]:
+    """(the text of `artifact` without its media, its media artifacts in order).
+
+    `kinds` are the artifact types taken out as media: ``("image", "audio")`` for the model (a
+    blob stays its one-line description), `MEDIA_TYPES` for a card. The text joins the other
+    items' `to_text()` with blank lines, as `ListArtifact.to_text` does; items `shown_only` are
+    left out (what the model reads) unless `shown` (what a card shows).
+    """
+    items = [a for a in flatten(artifact) if shown or not getattr(a, "shown_only", False)]
+    media = [a for a in items if getattr(a, "type", None) in kinds]
+    texts = [a.to_text() if hasattr(a, "to_text") else str(a) for a in items if getattr(a, "type", None) not in kinds]
+    return "\n\n".join(t for t in texts if t), media
 
 
 Artifact = Annotated[

@@ -148,12 +148,18 @@ def call_error(position: int, call_id: str, name: str, problem: str) -> str:
 
 
 class ActionResultBlock(_Block):
-    """The result of one tool call, tied to it by `tag`."""
+    """The result of one tool call, tied to it by `tag`.
+
+    `text` is what the model reads; `media` the images and audio the tool returned, sent as
+    such where the provider takes them in (or after) a tool result, each driver within its
+    limits (`drivers.tool_media`); a medium left out is named in a note after the text.
+    """
 
     type: Literal["action_result"] = "action_result"
     action: ToolAction
     text: str
     is_error: bool = False
+    media: list[Annotated[Union[ImageBlock, AudioBlock], Field(discriminator="type")]] = Field(default_factory=list)
 
 
 ContentBlock = Annotated[

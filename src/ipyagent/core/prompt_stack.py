@@ -15,6 +15,7 @@ from .artifacts import (
     ImageArtifact,
     ListArtifact,
     TextArtifact,
+    split_media,
 )
 from .content import (
     ActionCallBlock,
@@ -43,8 +44,8 @@ def to_blocks(value: Any) -> list[ContentBlock]:
     """Reduce any artifact (or str, block, list of those) to content blocks.
 
     A string or text artifact becomes text; image/audio/generic map to their
-    blocks; an action without output is a call, with output a result; a list
-    flattens recursively; anything else falls back to its text.
+    blocks; an action without output is a call, with output a result (its images and audio
+    as the result's `media`); a list flattens recursively; anything else falls back to its text.
     """
     if isinstance(value, str):
         return [TextBlock(text=value)]
@@ -67,8 +68,9 @@ def to_blocks(value: Any) -> list[ContentBlock]:
         if action.output is None:
             return [ActionCallBlock(action=action)]
         out = action.output
-        text = out.to_text() if hasattr(out, "to_text") else str(out)
-        return [ActionResultBlock(action=action, text=text, is_error=getattr(out, "type", None) == "error")]
+        text, media = split_media(out)
+        return [ActionResultBlock(action=action, text=text, is_error=getattr(out, "type", None) == "error",
+                                  media=[b for m in media for b in to_blocks(m)])]
     if isinstance(value, BaseArtifact):
         return [TextBlock(text=value.to_text())]
     return [TextBlock(text=str(value))]

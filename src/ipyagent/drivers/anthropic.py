@@ -59,6 +59,7 @@ from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, check_
 from .decode import StreamDecoder, not_json
 from .model_rules import EFFORT_BUDGETS
 from .structured import OUTPUT_TOOL
+from .tool_media import result_text, tool_media
 
 #: The `anthropic-version` header this driver speaks.
 API_VERSION = "2023-06-01"
@@ -195,6 +196,8 @@ class AnthropicPromptDriver(BasePromptDriver):
     stream_types = ("text/event-stream",)
     api_key_env = "ANTHROPIC_API_KEY"
     capabilities = Capabilities(vision=True, structured_output_native=False, reasoning=True, documents=True)
+    #: "Vision": at most 5 MB an image through the API (tool results included: `tool_media`).
+    max_image_bytes = 5 * 1024 * 1024
     known_options = frozenset(
         {
             "max_tokens",
@@ -404,14 +407,15 @@ class AnthropicPromptDriver(BasePromptDriver):
                 turn["content"].sort(key=lambda p: p["type"] != "tool_result")
         return turns
 
-    @staticmethod
-    def _tool_result(block: ActionResultBlock) -> dict[str, Any]:
-        return {
-            "type": "tool_result",
-            "tool_use_id": block.action.tag,
-            "content": block.text,
-            "is_error": block.is_error,
-        }
+    def _tool_result(self, block: ActionResultBlock) -> dict[str, Any]:
+        """A ``tool_result`` block; images the tool returned go inside it as image blocks ("Tool use":
+        its content is a string or a list of text and image blocks)."""
+        media, notes = tool_media(self, block)
+        text = result_text(block, notes, len(media))
+        content: str | list[dict[str, Any]] = text
+        if media:
+            content = [{"type": "text", "text": text}] + [p for m in media for p in self._part(m, "user")]
+        return {"type": "tool_result", "tool_use_id": block.action.tag, "content": content, "is_error": block.is_error}
 
     def _part(self, block: Any, role: str) -> list[dict[str, Any]]:
         if isinstance(block, TextBlock):

@@ -67,6 +67,7 @@ from .gemini_stream import (
     usage_from_gemini,
 )
 from .structured import OUTPUT_TOOL, output_tool
+from .tool_media import caption, result_text, tool_media
 
 #: `provider_options` keys that go into `generationConfig`; the others are top-level fields.
 _GENERATION_OPTIONS = frozenset(
@@ -115,6 +116,10 @@ class GeminiPromptDriver(BasePromptDriver):
     stream_types = ("text/event-stream", "application/json")
     framing = "lines"  # SSE, and JSON over lines: `GeminiDecoder`
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
+    #: "Image understanding" / "Audio understanding": the types Gemini reads (tool results: `tool_media`).
+    tool_image_types = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
+    tool_audio_types = frozenset({"audio/wav", "audio/x-wav", "audio/mp3", "audio/mpeg", "audio/aiff", "audio/aac",
+                                  "audio/ogg", "audio/flac"})
     known_options = _GENERATION_OPTIONS | {"safetySettings", "toolConfig"}
 
     def capabilities_for(self, model: str) -> Capabilities:
@@ -218,7 +223,7 @@ class GeminiPromptDriver(BasePromptDriver):
             if message.role == "system":
                 system.extend(b.text for b in message.content if isinstance(b, TextBlock) and b.text)
                 continue
-            results = [self._result_part(b) for b in message.content if isinstance(b, ActionResultBlock)]
+            results = self._result_parts([b for b in message.content if isinstance(b, ActionResultBlock)])
             if results:
                 _append(contents, "user", results)
             role = "model" if message.role == "assistant" else "user"
@@ -282,13 +287,30 @@ class GeminiPromptDriver(BasePromptDriver):
                 config["allowedFunctionNames"] = [OUTPUT_TOOL]
         return config
 
-    @staticmethod
-    def _result_part(block: ActionResultBlock) -> dict[str, Any]:
-        response = {"error": block.text} if block.is_error else {"result": block.text}
-        part: dict[str, Any] = {"name": block.action.native_name, "response": response}
-        if is_sent_id(block.action.tag):
-            part["id"] = block.action.tag
-        return {"functionResponse": part}
+    def _result_parts(self, blocks: list[ActionResultBlock]) -> list[dict[str, Any]]:
+        """One ``functionResponse`` part per result, then the media none of them could carry.
+
+        Gemini 3 models take a tool's images inside its ``functionResponse.parts`` ("Multimodal
+        function responses"); other models, and audio, get them as inline data after the
+        responses, each call's introduced by a text part naming it (`tool_media.caption`).
+        """
+        responses: list[dict[str, Any]] = []
+        after: list[dict[str, Any]] = []
+        inside = self.model.rsplit("/", 1)[-1].lower().startswith("gemini-3")
+        for block in blocks:
+            media, notes = tool_media(self, block)
+            text = result_text(block, notes, len(media))
+            part: dict[str, Any] = {"name": block.action.native_name, "response": {"error": text} if block.is_error else {"result": text}}
+            if is_sent_id(block.action.tag):
+                part["id"] = block.action.tag
+            inline = [(m, {"inlineData": {"mimeType": m.mime_type, "data": m.data}}) for m in media]
+            if inside and any(isinstance(m, ImageBlock) for m, _ in inline):
+                part["parts"] = [p for m, p in inline if isinstance(m, ImageBlock)]
+                inline = [(m, p) for m, p in inline if not isinstance(m, ImageBlock)]
+            responses.append({"functionResponse": part})
+            if inline:
+                after += [{"text": caption(block)}, *(p for _, p in inline)]
+        return responses + after
 
     def _parts(self, message: Message, role: str) -> list[dict[str, Any]]:
         parts: list[dict[str, Any]] = []

@@ -51,6 +51,7 @@ from .base import BasePromptDriver, BlockIndex, Capabilities, read_usage, wire_u
 from .decode import StreamDecoder, stream_json
 from .openai_chat import system_message
 from .structured import output_tool
+from .tool_media import caption, result_text, tool_media
 
 DONE_REASONS: dict[str, StopKind] = {
     "stop": StopKind.end_turn,
@@ -306,17 +307,26 @@ class OllamaPromptDriver(BasePromptDriver):
         body.update(options)
         return "/api/chat", body
 
+    def _results(self, message: Message) -> list[dict[str, Any]]:
+        """The ``tool`` messages of `message`'s results, then one user message with the images the
+        tools returned (its text naming each call), which a ``tool`` message does not carry."""
+        results: list[dict[str, Any]] = []
+        captions: list[str] = []
+        images: list[str] = []
+        for b in message.content:
+            if not isinstance(b, ActionResultBlock):
+                continue
+            sent, notes = tool_media(self, b)
+            text = result_text(b, notes, len(sent))
+            results.append({"role": "tool", "content": f"Error: {text}" if b.is_error else text,
+                            "tool_name": b.action.native_name, "tool_call_id": b.action.tag})
+            if sent:
+                captions.append(f"{caption(b)} {len(sent)} image{'s' if len(sent) > 1 else ''}")
+                images += [self._image(m) for m in sent]  # type: ignore[arg-type]
+        return results + ([{"role": "user", "content": "\n".join(captions), "images": images}] if images else [])
+
     def _messages(self, message: Message) -> list[dict[str, Any]]:
-        results = [
-            {
-                "role": "tool",
-                "content": f"Error: {b.text}" if b.is_error else b.text,
-                "tool_name": b.action.native_name,
-                "tool_call_id": b.action.tag,
-            }
-            for b in message.content
-            if isinstance(b, ActionResultBlock)
-        ]
+        results = self._results(message)
         if message.role == "tool":
             return results
         text: list[str] = []

@@ -38,6 +38,7 @@ from .decode import StreamDecoder, not_json
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .error_types import error_type_for
 from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
+from .tool_media import caption, result_text, tool_media
 
 FINISH_REASONS: dict[str, StopKind] = {
     "stop": StopKind.end_turn,
@@ -438,12 +439,24 @@ class OpenAIChatPromptDriver(BasePromptDriver):
         body.update(extra)
         return "/chat/completions", body
 
+    def _results(self, message: Message) -> list[dict[str, Any]]:
+        """The ``tool`` messages of `message`'s results, then, when the tools returned images, one
+        user message with them, each call's introduced by a text part naming it: a ``tool``
+        message's content is text only ("Chat Completions", messages)."""
+        results: list[dict[str, Any]] = []
+        media: list[dict[str, Any]] = []
+        for block in message.content:
+            if not isinstance(block, ActionResultBlock):
+                continue
+            sent, notes = tool_media(self, block)
+            results.append({"role": "tool", "tool_call_id": block.action.tag, "content": result_text(block, notes, len(sent))})
+            if sent:
+                media += [{"type": "text", "text": caption(block)}]
+                media += [{"type": "image_url", "image_url": {"url": f"data:{m.mime_type};base64,{m.data}"}} for m in sent]
+        return results + ([{"role": "user", "content": media}] if media else [])
+
     def _messages(self, message: Message) -> list[dict[str, Any]]:
-        results = [
-            {"role": "tool", "tool_call_id": b.action.tag, "content": b.text}
-            for b in message.content
-            if isinstance(b, ActionResultBlock)
-        ]
+        results = self._results(message)
         if message.role == "tool":
             return results
         parts: list[dict[str, Any]] = []

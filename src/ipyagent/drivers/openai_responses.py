@@ -65,6 +65,7 @@ from .model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .openai_chat import openai_tool_choice
 from .error_types import error_type_for
 from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
+from .tool_media import result_text, tool_media
 
 #: incomplete_details.reason -> StopKind.
 INCOMPLETE_REASONS: dict[str, StopKind] = {
@@ -482,15 +483,7 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         return "/responses", body
 
     def _items(self, message: Message) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = [
-            {
-                "type": "function_call_output",
-                "call_id": b.action.tag,
-                "output": f"Error: {b.text}" if b.is_error else b.text,
-            }
-            for b in message.content
-            if isinstance(b, ActionResultBlock)
-        ]
+        items = [self._call_output(b) for b in message.content if isinstance(b, ActionResultBlock)]
         if message.role == "assistant":
             return items + self._assistant_items(message)
         if message.role == "tool":
@@ -511,6 +504,18 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         if parts or not items:
             items.append({"role": message.role, "content": parts})
         return items
+
+    def _call_output(self, block: ActionResultBlock) -> dict[str, Any]:
+        """A ``function_call_output`` item: its output is text, or, with images the tool returned,
+        a list of ``input_text`` and ``input_image`` items ("Function calling", function outputs)."""
+        media, notes = tool_media(self, block)
+        text = result_text(block, notes, len(media))
+        text = f"Error: {text}" if block.is_error else text
+        output: str | list[dict[str, Any]] = text
+        if media:
+            output = [{"type": "input_text", "text": text}] + [
+                {"type": "input_image", "image_url": f"data:{m.mime_type};base64,{m.data}", "detail": "auto"} for m in media]
+        return {"type": "function_call_output", "call_id": block.action.tag, "output": output}
 
     def _assistant_items(self, message: Message) -> list[dict[str, Any]]:
         """An assistant turn as output items, in block order.

@@ -31,7 +31,7 @@ def estimate_message(message: Message) -> int:
         elif isinstance(block, ActionCallBlock):
             total += estimate_text(block.action.native_name + json.dumps(block.action.input))
         elif isinstance(block, ActionResultBlock):
-            total += estimate_text(block.text) + 8
+            total += estimate_text(block.text) + 8 + IMAGE_TOKENS * len(block.media)
         else:
             total += estimate_text(getattr(block, "text", None) or json.dumps(getattr(block, "value", ""), default=str))
     return total

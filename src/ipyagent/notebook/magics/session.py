@@ -98,8 +98,9 @@ def message_lines(message: Message) -> list[str]:
             )
         elif isinstance(block, ActionResultBlock):
             label = "error" if block.is_error else "result"
+            media = "".join(f" [{m.type} {m.mime_type}]" for m in block.media)
             lines.append(
-                f"tool ← {label} of {block.action.native_name} [{block.action.tag}]: {_short(block.text, 300)}"
+                f"tool ← {label} of {block.action.native_name} [{block.action.tag}]: {_short(block.text, 300)}{media}"
             )
         elif isinstance(block, (ImageBlock, AudioBlock)):
             lines.append(f"{message.role}{tag}: [{block.type} {block.mime_type}]")
