@@ -195,14 +195,29 @@ def test_resource_links_and_several_blocks_become_a_list() -> None:
 
 
 def test_structured_content_is_json_and_never_said_twice() -> None:
+    """A ``structuredContent`` that only wraps a text block (its JSON, or an object of one field that is
+    the text) is kept for the card but not for the model (`shown_only`); other JSON goes first, for both."""
     data = {"timezone": "Europe/Paris", "is_dst": False}
-    repeated = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=json.dumps(data, indent=2))], structured_content=data)
-    assert result_artifact(repeated) == JsonArtifact(value=data, name="structuredContent")
-    # FastMCP wraps a plain return value as {"result": value}: the text already says it
-    wrapped = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="hi")], structured_content={"result": "hi"})
-    assert result_artifact(wrapped) == TextArtifact(value="hi")
+    text = json.dumps(data, indent=2)
+    repeated = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)], structured_content=data))
+    assert repeated == ListArtifact(value=[TextArtifact(value=text), JsonArtifact(value=data, name="structuredContent", shown_only=True)])
+    assert repeated.to_text() == text
+    # server-filesystem's read_text_file: {"content": text}
+    filesystem = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="a file\n")],
+                                          structured_content={"content": "a file\n"})
+    out = result_artifact(filesystem)
+    assert out.to_text() == "a file\n" and out.value[-1] == JsonArtifact(value={"content": "a file\n"}, name="structuredContent",
+                                                                        shown_only=True)
+    # the Python SDK wraps a plain return value as {"result": value}: the text already says it, nothing to show
+    for wrapper, said in (({"result": "hi"}, "hi"), ({"result": 42}, "42")):
+        out = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=said)], structured_content=wrapper))
+        assert out == TextArtifact(value=said)
     other = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="a summary")], structured_content=data)
     assert result_artifact(other) == ListArtifact(value=[JsonArtifact(value=data, name="structuredContent"), TextArtifact(value="a summary")])
+    # an object of more fields says more than its text: not a wrapper
+    more = {"content": "x", "size": 1}
+    out = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="x")], structured_content=more))
+    assert not out.value[0].shown_only and json.loads(out.to_text().split("\n\n")[0]) == more
 
 
 def test_is_error_is_an_error_result() -> None:
@@ -230,7 +245,7 @@ def test_reference_time_server_called_by_a_model(servers: list[MCPServer]) -> No
         assert answer["timezone"] == arguments["timezone"] and answer["datetime"]
     cards = [e for e in events if isinstance(e, ToolCallCompleted)]
     assert [c.action.native_name for c in cards] == ["time_get_current_time"] * 2
-    assert all(isinstance(c.result, JsonArtifact) for c in cards)
+    assert all(isinstance(c.result.value[-1], JsonArtifact) and c.result.value[-1].shown_only for c in cards)
 
 
 def test_reference_server_error_goes_back_as_an_error_result(servers: list[MCPServer]) -> None:

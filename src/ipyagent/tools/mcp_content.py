@@ -138,17 +138,30 @@ def _same_json(text: str, value: Any) -> bool:
         return False
 
 
+def _wraps(structured: Any, text: str) -> bool:
+    """`structured` only repeats `text`: equal to it decoded as JSON (the spec asks servers to send
+    the JSON as text too), or an object of one field that is the text, or its JSON (server-filesystem's
+    ``{"content": text}``, FastMCP's ``{"result": value}``). An object with more fields says more
+    than the text, so it is not a wrapper."""
+    if _same_json(text, structured):
+        return True
+    if not isinstance(structured, dict) or len(structured) != 1:
+        return False
+    [value] = structured.values()
+    return value == text or (not isinstance(value, str) and _same_json(text, value))
+
+
 def _merge_structured(blocks: list[BaseArtifact], structured: Any) -> list[BaseArtifact]:
-    """Content plus ``structuredContent``, each thing once. The spec asks servers to send the
-    JSON as text too: a text block that only repeats it is left out. A FastMCP-style wrapper
-    of a plain value, ``{"result": value}``, whose value the text already says, is left out instead."""
-    texts = [a for a in blocks if isinstance(a, TextArtifact)]
-    if isinstance(structured, dict) and set(structured) == {"result"} and len(texts) == 1:
-        value = structured["result"]
-        if texts[0].value == value or _same_json(texts[0].value, value):
-            return blocks
-    kept = [a for a in blocks if not (isinstance(a, TextArtifact) and _same_json(a.value, structured))]
-    return [JsonArtifact(value=structured, name="structuredContent"), *kept]
+    """Content plus ``structuredContent``, each thing once for the model. When the JSON only wraps a
+    text block (`_wraps`), the model reads the text and the JSON is kept `shown_only`: the card
+    shows both views. Other JSON comes first, for the model too. The Python SDK's own wrapper of a
+    plain return value, ``{"result": value}`` (structure no server author wrote), is left out."""
+    wrapped = [a for a in blocks if isinstance(a, TextArtifact) and _wraps(structured, a.value)]
+    if wrapped and isinstance(structured, dict) and set(structured) == {"result"}:
+        return blocks
+    if wrapped:
+        return [*blocks, JsonArtifact(value=structured, name="structuredContent", shown_only=True)]
+    return [JsonArtifact(value=structured, name="structuredContent"), *blocks]
 
 
 def result_artifact(result: Any) -> BaseArtifact:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import ArtifactStored, BaseArtifact, ErrorArtifact, InfoArtifact, ToolAction
+from ..core import ArtifactStored, BaseArtifact, ErrorArtifact, InfoArtifact, ListArtifact, ToolAction
 from ..memory import MemoryEntry, TaskMemory, reference
 from .toolbox import Toolbox
 
@@ -59,11 +59,21 @@ def store_output(toolbox: Toolbox, action: ToolAction, artifact: BaseArtifact, d
         readable = any(t.name == reader for t in toolbox.tools)
         return InfoArtifact(value=oversized_notice(entry, text, reader if readable else None),
                             name="off_prompt_reference"), [entry.event()]
+    artifact = model_view(artifact)
     memories: list[Any] = tool.output_memory.get(activity) or [default]
     first = memories[0].store(artifact, tool=tool.name, activity=activity, call_id=action.tag)
     entries = [first] + [m.store(artifact, tool=tool.name, activity=activity, call_id=action.tag,
                                  namespace=first.namespace) for m in memories[1:]]
     return InfoArtifact(value=reference(first, reader), name="off_prompt_reference"), [e.event() for e in entries]
+
+
+def model_view(artifact: BaseArtifact) -> BaseArtifact:
+    """`artifact` without the items only shown to the user (`BaseArtifact.shown_only`): what Task
+    Memory keeps of an off-prompt output; a list left with one item is that item."""
+    if not isinstance(artifact, ListArtifact) or not any(a.shown_only for a in artifact.value):
+        return artifact
+    kept = [a for a in artifact.value if not a.shown_only]
+    return kept[0] if len(kept) == 1 else artifact.model_copy(update={"value": kept})
 
 
 def _cut_error(error: ErrorArtifact, action: ToolAction, default: TaskMemory,
