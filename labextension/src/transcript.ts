@@ -106,6 +106,59 @@ export function imageNode(part: Json): HTMLElement | null {
   return img;
 }
 
+/** Audio types a card plays from a data: URL (core.transcript.AUDIO_TYPES). */
+const AUDIO_TYPES = new Set([
+  'audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mpeg', 'audio/mp3', 'audio/ogg', 'audio/webm', 'audio/flac', 'audio/aac', 'audio/mp4'
+]);
+
+/** `image image/png, 4,033 bytes` (core.transcript.MediaPart.summary). */
+function mediaSummary(part: Json): string {
+  const name = str(part.name) ? ` ${str(part.name)}` : '';
+  return `${str(part.kind)}${name} ${str(part.mime_type)}, ${(num(part.size) ?? 0).toLocaleString('en-US')} bytes`;
+}
+
+/** A file name for a download: the last segment of the part's name (a URI), safe characters only. */
+function fileName(part: Json): string {
+  const last = str(part.name).split(/[/\\]/).pop() || '';
+  return last.replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '').slice(0, 100) || 'download.bin';
+}
+
+/** An image, audio or file a tool returned (a `media` item of its call): an <img>, an <audio>
+ * player, or a download link, each from a base64 data: URL (nothing loads from outside); a part
+ * without data (too large, or a type not drawn) as a line saying what it is. */
+export function mediaNode(part: Json): HTMLElement {
+  const kind = str(part.kind);
+  const mime = str(part.mime_type);
+  const data = str(part.data).replace(/[^A-Za-z0-9+/=]/g, '');
+  const node = el('div', 'ipyagent-media');
+  const summary = mediaSummary(part);
+  if (kind === 'image' && data && RASTER_TYPES.has(mime)) {
+    const img = document.createElement('img');
+    img.className = 'ipyagent-image';
+    img.alt = summary;
+    img.src = `data:${mime};base64,${data}`;
+    node.append(img);
+  } else if (kind === 'audio' && data && AUDIO_TYPES.has(mime)) {
+    const audio = document.createElement('audio');
+    audio.controls = true;
+    audio.preload = 'none';
+    audio.src = `data:${mime};base64,${data}`;
+    node.append(audio);
+  } else if (kind === 'blob' && data) {
+    const link = document.createElement('a');
+    link.className = 'ipyagent-download';
+    link.download = fileName(part);
+    link.href = `data:application/octet-stream;base64,${data}`; // downloaded, never opened as a page
+    link.textContent = `download ${fileName(part)}`;
+    node.append(link);
+  } else {
+    node.append(el('p', 'ipyagent-meta', `${summary}: ${data ? 'not a type shown here' : 'too large to show'}`));
+    return node;
+  }
+  node.append(el('div', 'ipyagent-meta', summary));
+  return node;
+}
+
 /** The footer figures, as the live view shows them (transcript_render.footer_figures). */
 export function footerFigures(t: Json): string[] {
   const figures = [str(t.provider) || 'unknown'];
@@ -206,11 +259,16 @@ export function toolCard(call: Json, approval?: HTMLElement): HTMLElement {
     card.setAttribute('open', '');
     card.append(approval);
   }
-  if (typeof call.result === 'string') {
+  const media = list(call.media).filter(isObject);
+  if (typeof call.result === 'string' && (call.result || !media.length)) {
     card.append(
       el('div', 'ipyagent-meta', error ? 'error' : 'result'),
       el('pre', 'ipyagent-result', call.result)
     );
+  }
+  if (media.length) {
+    card.setAttribute('open', ''); // an image, audio or file is what the call is for: shown, not folded
+    card.append(...media.map(mediaNode));
   }
   return card;
 }

@@ -481,3 +481,43 @@ def test_a_structure_dense_answer_is_drawn_as_its_source_past_the_budget():
     assert answer_html(short) == markdown_to_html(short)  # a short answer is always drawn
     body = to_html(Transcript(provider="p:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=dense)])]))
     assert ".ipyagent-source pre{word-break:normal}" in body and "ipyagent-source" in compact(body)
+
+
+def test_a_tools_images_audio_and_files_are_saved_in_its_card_size_capped():
+    """The card of a tool that returned an image, audio, a file and an image too large to keep: each is a
+    media part (base64 data, size, name); the large one keeps no data ("too large to show"); an SVG is
+    never drawn. The HTML fallback draws the image inline and names the others; the plain one names all."""
+    import base64
+
+    from ipyagent.core import AudioArtifact, BlobArtifact, ImageArtifact, ListArtifact
+    from ipyagent.core.transcript import MEDIA_CHARS
+
+    png = b"\x89PNG\r\n\x1a\n" + b"p" * 40
+    huge = b"\x89PNG\r\n\x1a\n" + b"h" * (MEDIA_CHARS * 3 // 4 + 10)
+
+    @activity
+    def get_weather(city: str, state: str = "") -> ListArtifact:
+        """Weather now, as pictures."""
+        return ListArtifact(value=[TextArtifact(value="the map"), ImageArtifact(value=png), ImageArtifact(value=huge),
+                                   ImageArtifact(value=b"<svg onload=x>", mime_type="image/svg+xml"),
+                                   AudioArtifact(value=b"ID3", mime_type="audio/mpeg"),
+                                   BlobArtifact(value=b"\x1f\x8b\x08", mime_type="application/gzip", name="file:///r/a.gz")])
+
+    result, events = _run([Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)], tools=[get_weather])
+    t = transcript_of(result, events=events)
+    (card,) = t.tool_calls
+    assert card.result == "the map"
+    shown = [(m.kind, m.mime_type, m.size, m.data) for m in card.media]
+    assert shown == [("image", "image/png", len(png), base64.b64encode(png).decode()),
+                     ("image", "image/png", len(huge), None),
+                     ("image", "image/svg+xml", 14, None),
+                     ("audio", "audio/mpeg", 3, "SUQz"),
+                     ("blob", "application/gzip", 3, "H4sI")]
+    assert card.media[-1].name == "file:///r/a.gz"
+    assert Transcript.from_json(json.loads(json.dumps(t.to_json()))).tool_calls[0].media == card.media
+    body = to_html(t).split("</style>", 1)[1]
+    assert body.count("<img ") == 1 and f'src="data:image/png;base64,{base64.b64encode(png).decode()}"' in body
+    assert f"image image/png, {len(huge):,} bytes: too large to show" in body and "data:image/svg" not in body
+    assert "audio audio/mpeg, 3 bytes" in body and "blob file:///r/a.gz application/gzip, 3 bytes" in body
+    assert [b for b in _inert(body) if not b.startswith("img src=data:image/png;base64,")] == []
+    assert "[audio audio/mpeg, 3 bytes]" in to_text(t)

@@ -448,3 +448,37 @@ def test_a_retry_in_a_later_turn_is_a_line_of_its_own_on_a_tty() -> None:
     head, notice = out.getvalue().rsplit("[429 rate limit, retrying in 1 s, attempt 2 of 3]", 1)
     assert "First turn." in head and head.rstrip("\x1b[0123456789m").endswith("\n")  # a line of its own
     assert "waiting for the first token" not in notice
+
+
+def test_a_cards_media_and_views_go_live_with_its_result(monkeypatch) -> None:
+    """A tool's image, audio and file reach the live card as media (base64, drawn by the front end),
+    its text without ``<image …>`` placeholders, and a ``structuredContent`` kept only for the user
+    (`shown_only`) in the card's text."""
+    from ipyagent.core import (AudioArtifact, BlobArtifact, ImageArtifact, JsonArtifact, ListArtifact, TextArtifact,
+                               ToolAction, ToolCallCompleted)
+
+    png = b"\x89PNG\r\n\x1a\n" + b"p" * 20
+    result = ListArtifact(value=[TextArtifact(value="Here it is"), ImageArtifact(value=png),
+                                 AudioArtifact(value=b"RIFF", mime_type="audio/wav"),
+                                 BlobArtifact(value=b"\x1f\x8b", mime_type="application/gzip", name="file:///tmp/x.gz"),
+                                 JsonArtifact(value={"content": "Here it is"}, name="structuredContent", shown_only=True)])
+
+    async def main() -> FrontEnd:
+        view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        front.hello()
+        view.feed(ModelStarted(provider="openai", model="m"))
+        view.feed(ToolCallDelta(0, call_id="call_1", name="draw", arguments="{}"))
+        view.feed(ToolCallCompleted(ToolAction(tag="call_1", name="draw", input={}), result, 0.1))
+        await asyncio.sleep(0.05)
+        return front
+
+    front = run_virtual(main, monkeypatch, view_module, live_front)
+    (card,) = front.segments.values()
+    call = card["call"]
+    assert call["result"] == 'Here it is\n\n{"content": "Here it is"}' and "<image" not in call["result"]
+    import base64
+    assert call["media"] == [
+        {"kind": "image", "mime_type": "image/png", "size": len(png), "data": base64.b64encode(png).decode()},
+        {"kind": "audio", "mime_type": "audio/wav", "size": 4, "data": base64.b64encode(b"RIFF").decode()},
+        {"kind": "blob", "mime_type": "application/gzip", "size": 2, "name": "file:///tmp/x.gz", "data": "H4s="}]

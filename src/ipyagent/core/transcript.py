@@ -90,6 +90,65 @@ class ReasoningPart(_Model):
     redacted: bool = False
 
 
+#: Audio types a card plays from a ``data:`` URL (nothing loads from outside).
+AUDIO_TYPES = frozenset({"audio/wav", "audio/x-wav", "audio/wave", "audio/mpeg", "audio/mp3", "audio/ogg", "audio/webm",
+                         "audio/flac", "audio/aac", "audio/mp4"})
+#: Base64 characters of one image, audio or file a card keeps (about 1.5 MB); a larger one is
+#: described ("too large to show") instead.
+MEDIA_CHARS = 2_000_000
+
+
+class MediaPart(_Model):
+    """An image, audio or file a tool returned, drawn in its card: an image inline, audio as a
+    player, a file as a download link (`kind` ``image`` / ``audio`` / ``blob``).
+
+    `size` is in bytes. `data` is the base64 content, None when it is larger than `MEDIA_CHARS`
+    or of a type not drawn (an image other than `RASTER_TYPES`, audio other than `AUDIO_TYPES`):
+    the card then says what it is and why it is not shown.
+    """
+
+    kind: Literal["image", "audio", "blob"]
+    mime_type: str
+    size: int = 0
+    name: str | None = None
+    data: str | None = None
+
+    @classmethod
+    def of(cls, artifact: Any) -> "MediaPart":
+        """The part of an image, audio or blob artifact (raw bytes in `value`)."""
+        import base64
+
+        kind, mime, raw = artifact.type, str(artifact.mime_type or ""), bytes(artifact.value)
+        drawn = kind == "blob" or mime in (RASTER_TYPES if kind == "image" else AUDIO_TYPES)
+        data = base64.b64encode(raw).decode() if drawn and len(raw) * 4 // 3 <= MEDIA_CHARS else None
+        return cls(kind=kind, mime_type=mime, size=len(raw), name=artifact.name, data=data)
+
+    @classmethod
+    def of_block(cls, block: Any) -> "MediaPart":
+        """The part of an image or audio content block (base64 `data`; a URL image has no data here)."""
+        data = str(getattr(block, "data", None) or "")
+        size = len(data) * 3 // 4 - data[-2:].count("=")
+        drawn = block.mime_type in (RASTER_TYPES if block.type == "image" else AUDIO_TYPES) and len(data) <= MEDIA_CHARS
+        return cls(kind=block.type, mime_type=block.mime_type, size=size, data=data if drawn and data else None)
+
+    @property
+    def summary(self) -> str:
+        """``image image/png, 4,033 bytes`` (and its name): the line a terminal and a fallback show."""
+        name = f" {self.name}" if self.name else ""
+        return f"{self.kind}{name} {self.mime_type}, {self.size:,} bytes"
+
+
+def card_result(output: Any) -> tuple[str, list[MediaPart]]:
+    """A call's result as its card shows it: its text (views the model does not read, such as a
+    ``structuredContent`` that wraps the text, included) and its images, audio and files."""
+    from .artifacts import MEDIA_TYPES, split_media
+
+    if not hasattr(output, "to_text"):
+        return str(output), []
+    text, media = split_media(output, MEDIA_TYPES, shown=True)
+    return text, [MediaPart.of(m) for m in media]
+
+
 class ToolCallPart(_Model):
     """A tool call with its result once run.
 
@@ -110,6 +169,8 @@ class ToolCallPart(_Model):
     duration_s: float | None = None
     approval: Literal["approved", "denied"] | None = None
     stopped: Literal["interrupted", "timeout"] | None = None
+    #: Images, audio and files the tool returned (`MediaPart`), drawn under the result.
+    media: list[MediaPart] = Field(default_factory=list)
 
     @field_validator("result")
     @classmethod
@@ -368,10 +429,6 @@ class ComparisonRecord(_Model):
 # -- building helpers ------------------------------------------------------------------
 
 
-def _result_text(output: Any) -> str:
-    return output.to_text() if hasattr(output, "to_text") else str(output)
-
-
 def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[tuple[Any, ...]]] | None = None
                         ) -> list[TranscriptMessage]:
     """`messages` (core `Message`s) as a transcript's messages: text joined per message, reasoning,
@@ -396,7 +453,7 @@ def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[t
                 action = block.action
                 call = ToolCallPart(id=action.tag, name=_native_name(action), arguments=dict(action.input or {}))
                 if action.output is not None:
-                    call.result = _result_text(action.output)
+                    call.result, call.media = card_result(action.output)
                     call.status = "error" if getattr(action.output, "type", None) == "error" else "ok"
                 queue = durations.get(action.tag)
                 if queue:
@@ -413,9 +470,11 @@ def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[t
                 if call is None:  # a result whose call we do not have: keep it visible
                     parts.append(ToolCallPart(id=block.action.tag, name=_native_name(block.action),
                                               arguments=dict(block.action.input or {}), result=block.text,
-                                              status="error" if block.is_error else "ok"))
+                                              status="error" if block.is_error else "ok",
+                                              media=[MediaPart.of_block(m) for m in block.media]))
                 elif call.result is None:
                     call.result, call.status = block.text, "error" if block.is_error else "ok"
+                    call.media = [MediaPart.of_block(m) for m in block.media]
             elif kind in ("image", "audio"):
                 mime, data = getattr(block, "mime_type", "") or "", getattr(block, "data", None)
                 keep = kind == "image" and mime in RASTER_TYPES and data and len(data) <= MAX_IMAGE_CHARS

@@ -23,6 +23,7 @@ from ...core import (
     STOPPED_WORDS,
     ArtifactSummary,
     ComparisonRecord,
+    MediaPart,
     OtherPart,
     ReasoningPart,
     TextPart,
@@ -303,6 +304,18 @@ def image_html(part: OtherPart) -> str | None:
     return f'<img class="ipyagent-image" alt="image from the model" src="data:{part.mime_type};base64,{data}">'
 
 
+def media_html(part: MediaPart) -> str:
+    """A tool's image as ``<img>`` (a raster ``data:`` URL, as `image_html`) with its summary under it;
+    audio and files as their summary line (the labextension plays and offers them; HTML exports do not)."""
+    summary = f'<div class="ipyagent-meta">{escape(part.summary)}</div>'
+    if part.kind == "image" and part.data and part.mime_type in RASTER_TYPES:
+        data = "".join(c for c in part.data if c.isalnum() or c in "+/=")
+        return (f'<div class="ipyagent-media"><img class="ipyagent-image" alt="{escape(part.summary)}" '
+                f'src="data:{part.mime_type};base64,{data}">{summary}</div>')
+    why = "" if part.data else ": too large to show"
+    return f'<div class="ipyagent-media"><p class="ipyagent-meta">{escape(part.summary)}{why}</p></div>'
+
+
 def _prompt_html(message: TranscriptMessage) -> str:
     """A user's message (`Transcript.show_prompts`): its text as Markdown, other parts as a line."""
     body = "".join(
@@ -332,12 +345,13 @@ def _html_body(t: Transcript, markdown: Callable[[str], str] = markdown_to_html)
             elif isinstance(part, ToolCallPart):
                 css = "ipyagent-tool ipyagent-tool-error" if _failed(part) else "ipyagent-tool"
                 result = ""
-                if part.result is not None:
+                if part.result is not None and (part.result or not part.media):
                     label = "error" if _failed(part) else "result"
                     result = (f'<div class="ipyagent-meta">{label}</div>'
                               f'<pre class="ipyagent-result">{escape(part.result)}</pre>')
+                result += "".join(media_html(m) for m in part.media)
                 parts.append(
-                    f'<details class="{css}"><summary><b>{escape(part.name)}</b> '
+                    f'<details class="{css}"{" open" if part.media else ""}><summary><b>{escape(part.name)}</b> '
                     f'<span class="ipyagent-meta">{escape(part.id)} · {escape(tool_status(part))}</span></summary>'
                     '<div class="ipyagent-meta">arguments</div><pre '
                     f'class="ipyagent-args">{escape(_arguments(part))}</pre>{result}</details>'
@@ -421,6 +435,7 @@ def text_pieces(t: Transcript) -> list[tuple[str, str]]:
             elif isinstance(part, ToolCallPart):
                 args = json.dumps(part.arguments, ensure_ascii=False)
                 result = f" -> {part.result}" if part.result is not None else ""
+                result += "".join(f" [{m.summary}]" for m in part.media)
                 kind = (
                     "tool_denied"
                     if part.approval == "denied"

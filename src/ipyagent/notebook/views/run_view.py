@@ -57,6 +57,7 @@ class Segment:
         "data",
         "approval",
         "stopped",
+        "media",
     )
 
     def __init__(self, kind: str, sid: int = 0) -> None:
@@ -70,6 +71,7 @@ class Segment:
         self.data: Any = None  # an "artifact" segment's ArtifactStored event
         self.approval: str | None = None  # "approved" / "denied" by the user, None: not asked
         self.stopped: str | None = None  # "interrupted" / "timeout": the run ended while the call ran
+        self.media: list[Any] = []  # a tool call's images, audio and files (transcript.MediaPart)
 
 
 class RunState(EventHandler):
@@ -151,8 +153,10 @@ class RunState(EventHandler):
         return self._streamed()
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> bool:
+        from ...core import card_result
+
         segment = self.tool_segment(event.action)
-        segment.result = event.result.to_text()
+        segment.result, segment.media = card_result(event.result)
         segment.is_error, segment.duration = event.is_error, event.duration_s
         segment.approval = event.approval or segment.approval
         segment.stopped = event.stopped
@@ -557,6 +561,8 @@ def _call_json(segment: Segment, event: ToolCallCompleted | None) -> dict[str, A
         call["approval"] = segment.approval
     if segment.stopped is not None:
         call["stopped"] = segment.stopped
+    if segment.media:
+        call["media"] = [m.model_dump(mode="json", exclude_none=True) for m in segment.media]
     if isinstance(arguments, dict):
         call["arguments"] = arguments
     return call
