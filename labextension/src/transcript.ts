@@ -108,7 +108,8 @@ export function imageNode(part: Json): HTMLElement | null {
 
 /** Audio types a card plays from a data: URL (core.transcript.AUDIO_TYPES). */
 const AUDIO_TYPES = new Set([
-  'audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mpeg', 'audio/mp3', 'audio/ogg', 'audio/webm', 'audio/flac', 'audio/aac', 'audio/mp4'
+  'audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mpeg', 'audio/mp3',
+  'audio/ogg', 'audio/webm', 'audio/flac', 'audio/aac', 'audio/mp4'
 ]);
 
 /** `image image/png, 4,033 bytes` (core.transcript.MediaPart.summary). */

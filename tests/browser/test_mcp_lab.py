@@ -54,7 +54,8 @@ def test_a_tool_image_is_drawn_live_saved_and_reopened(lab, model_server):
     # the model got the image as an image part after each tool result
     for request in (model_server.requests[1], model_server.requests[3]):
         after = request["body"]["messages"][-1]
-        assert after["role"] == "user" and after["content"][1]["image_url"]["url"].startswith(f"data:image/png;base64,{TINY}")
+        assert after["role"] == "user"
+        assert after["content"][1]["image_url"]["url"].startswith(f"data:image/png;base64,{TINY}")
         assert "<image" not in json.dumps(request["body"])
     saved = nbformat.read(lab.root / "mcp_image.ipynb", as_version=4)
     cards = [p for i in (2, 3) for o in saved.cells[i].outputs if MIME in o.get("data", {})

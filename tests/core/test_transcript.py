@@ -501,7 +501,8 @@ def test_a_tools_images_audio_and_files_are_saved_in_its_card_size_capped():
         return ListArtifact(value=[TextArtifact(value="the map"), ImageArtifact(value=png), ImageArtifact(value=huge),
                                    ImageArtifact(value=b"<svg onload=x>", mime_type="image/svg+xml"),
                                    AudioArtifact(value=b"ID3", mime_type="audio/mpeg"),
-                                   BlobArtifact(value=b"\x1f\x8b\x08", mime_type="application/gzip", name="file:///r/a.gz")])
+                                   BlobArtifact(value=b"\x1f\x8b\x08", mime_type="application/gzip",
+                                                name="file:///r/a.gz")])
 
     result, events = _run([Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)], tools=[get_weather])
     t = transcript_of(result, events=events)

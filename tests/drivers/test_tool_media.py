@@ -37,12 +37,14 @@ CASES = {
                   reply_for(FIXTURES / "anthropic" / "stream-text.sse")),
     "gemini": ("gemini:gemini-2.5-flash", reply_for(FIXTURES / "gemini" / "stream-function-call.sse"),
                reply_for(FIXTURES / "gemini" / "stream-text.sse")),
-    "gemini-3": ("gemini:gemini-3-pro-preview", reply_for(FIXTURES / "gemini" / "stream-function-call-no-args-gemini3.sse"),
+    "gemini-3": ("gemini:gemini-3-pro-preview",
+                 reply_for(FIXTURES / "gemini" / "stream-function-call-no-args-gemini3.sse"),
                  reply_for(FIXTURES / "gemini" / "stream-text.sse")),
-    "openai-responses": ("openai-responses:test-model", reply_for(FIXTURES / "openai-responses" / "stream-function-call.sse"),
+    "openai-responses": ("openai-responses:test-model",
+                         reply_for(FIXTURES / "openai-responses" / "stream-function-call.sse"),
                          reply_for(FIXTURES / "openai-responses" / "stream-text.sse")),
-    "ollama": ("ollama:test-model", Reply(headers={"Content-Type": "application/json"},
-                                          pieces=[(FIXTURES / "ollama" / "chat-nonstream-tool-call-thinking-cloud.json").read_bytes()]),
+    "ollama": ("ollama:test-model", Reply(headers={"Content-Type": "application/json"}, pieces=[
+        (FIXTURES / "ollama" / "chat-nonstream-tool-call-thinking-cloud.json").read_bytes()]),
                _ndjson(FIXTURES / "ollama" / "chat-stream-text.ndjson")),
 }
 

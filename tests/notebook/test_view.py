@@ -461,7 +461,8 @@ def test_a_cards_media_and_views_go_live_with_its_result(monkeypatch) -> None:
     result = ListArtifact(value=[TextArtifact(value="Here it is"), ImageArtifact(value=png),
                                  AudioArtifact(value=b"RIFF", mime_type="audio/wav"),
                                  BlobArtifact(value=b"\x1f\x8b", mime_type="application/gzip", name="file:///tmp/x.gz"),
-                                 JsonArtifact(value={"content": "Here it is"}, name="structuredContent", shown_only=True)])
+                                 JsonArtifact(value={"content": "Here it is"}, name="structuredContent",
+                                              shown_only=True)])
 
     async def main() -> FrontEnd:
         view = WidgetView("openai:m")

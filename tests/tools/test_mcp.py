@@ -199,24 +199,28 @@ def test_structured_content_is_json_and_never_said_twice() -> None:
     the text) is kept for the card but not for the model (`shown_only`); other JSON goes first, for both."""
     data = {"timezone": "Europe/Paris", "is_dst": False}
     text = json.dumps(data, indent=2)
-    repeated = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)], structured_content=data))
-    assert repeated == ListArtifact(value=[TextArtifact(value=text), JsonArtifact(value=data, name="structuredContent", shown_only=True)])
+    repeated = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=text)],
+                                                        structured_content=data))
+    assert repeated == ListArtifact(value=[TextArtifact(value=text),
+                                           JsonArtifact(value=data, name="structuredContent", shown_only=True)])
     assert repeated.to_text() == text
     # server-filesystem's read_text_file: {"content": text}
     filesystem = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="a file\n")],
                                           structured_content={"content": "a file\n"})
     out = result_artifact(filesystem)
-    assert out.to_text() == "a file\n" and out.value[-1] == JsonArtifact(value={"content": "a file\n"}, name="structuredContent",
-                                                                        shown_only=True)
+    assert out.to_text() == "a file\n"
+    assert out.value[-1] == JsonArtifact(value={"content": "a file\n"}, name="structuredContent", shown_only=True)
     # the Python SDK wraps a plain return value as {"result": value}: the text already says it, nothing to show
     for wrapper, said in (({"result": "hi"}, "hi"), ({"result": 42}, "42")):
-        out = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=said)], structured_content=wrapper))
+        out = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=said)],
+                                                       structured_content=wrapper))
         assert out == TextArtifact(value=said)
     other = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="a summary")], structured_content=data)
     assert result_artifact(other) == ListArtifact(value=[JsonArtifact(value=data, name="structuredContent"), TextArtifact(value="a summary")])
     # an object of more fields says more than its text: not a wrapper
     more = {"content": "x", "size": 1}
-    out = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="x")], structured_content=more))
+    out = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="x")],
+                                                   structured_content=more))
     assert not out.value[0].shown_only and json.loads(out.to_text().split("\n\n")[0]) == more
 
 

@@ -64,7 +64,8 @@ def test_tiny_image_goes_to_the_model_as_an_image_part(ev: MCPServer) -> None:
     """get-tiny-image returns text, an image, text: the card's result holds the PNG, and the next
     request holds it as an image part (Chat Completions: a user message after the tool message,
     naming the call), never as ``<image …>`` text."""
-    with StubServer(tool_call_reply([("call_img", "ev_get-tiny-image", {})]), openai_text_reply("The MCP logo.")) as model:
+    reply = tool_call_reply([("call_img", "ev_get-tiny-image", {})])
+    with StubServer(reply, openai_text_reply("The MCP logo.")) as model:
         result, events = run_agent(model.url, [ev.toolset(["get-tiny-image"])])
     assert result.ok, result.error
     [card] = [e for e in events if isinstance(e, ToolCallCompleted)]

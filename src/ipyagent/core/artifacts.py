@@ -156,7 +156,8 @@ def flatten(artifact: Any) -> list[Any]:
     return [artifact]
 
 
-def split_media(artifact: Any, kinds: tuple[str, ...] = ("image", "audio"), *, shown: bool = False) -> tuple[str, list[Any]]:
+def split_media(artifact: Any, kinds: tuple[str, ...] = ("image", "audio"), *,
+                shown: bool = False) -> tuple[str, list[Any]]:
     """(the text of `artifact` without its media, its media artifacts in order).
 
     `kinds` are the artifact types taken out as media: ``("image", "audio")`` for the model (a

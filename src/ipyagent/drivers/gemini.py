@@ -300,7 +300,8 @@ class GeminiPromptDriver(BasePromptDriver):
         for block in blocks:
             media, notes = tool_media(self, block)
             text = result_text(block, notes, len(media))
-            part: dict[str, Any] = {"name": block.action.native_name, "response": {"error": text} if block.is_error else {"result": text}}
+            response = {"error": text} if block.is_error else {"result": text}
+            part: dict[str, Any] = {"name": block.action.native_name, "response": response}
             if is_sent_id(block.action.tag):
                 part["id"] = block.action.tag
             inline = [(m, {"inlineData": {"mimeType": m.mime_type, "data": m.data}}) for m in media]

@@ -449,10 +449,12 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             if not isinstance(block, ActionResultBlock):
                 continue
             sent, notes = tool_media(self, block)
-            results.append({"role": "tool", "tool_call_id": block.action.tag, "content": result_text(block, notes, len(sent))})
+            text = result_text(block, notes, len(sent))
+            results.append({"role": "tool", "tool_call_id": block.action.tag, "content": text})
             if sent:
                 media += [{"type": "text", "text": caption(block)}]
-                media += [{"type": "image_url", "image_url": {"url": f"data:{m.mime_type};base64,{m.data}"}} for m in sent]
+                media += [{"type": "image_url", "image_url": {"url": f"data:{m.mime_type};base64,{m.data}"}}
+                          for m in sent]
         return results + ([{"role": "user", "content": media}] if media else [])
 
     def _messages(self, message: Message) -> list[dict[str, Any]]:

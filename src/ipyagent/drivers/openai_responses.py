@@ -513,8 +513,9 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         text = f"Error: {text}" if block.is_error else text
         output: str | list[dict[str, Any]] = text
         if media:
-            output = [{"type": "input_text", "text": text}] + [
-                {"type": "input_image", "image_url": f"data:{m.mime_type};base64,{m.data}", "detail": "auto"} for m in media]
+            images = [{"type": "input_image", "image_url": f"data:{m.mime_type};base64,{m.data}", "detail": "auto"}
+                      for m in media]
+            output = [{"type": "input_text", "text": text}, *images]
         return {"type": "function_call_output", "call_id": block.action.tag, "output": output}
 
     def _assistant_items(self, message: Message) -> list[dict[str, Any]]:

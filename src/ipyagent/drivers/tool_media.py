@@ -52,7 +52,8 @@ def tool_media(driver: Any, block: ActionResultBlock) -> tuple[list[ImageBlock |
         size = decoded_size(medium)
         what = f"{medium.type} {n} ({medium.mime_type}, {_megabytes(size)})"
         if isinstance(medium, AudioBlock):
-            why = None if medium.mime_type in audio_types else f"{driver.provider} takes no {medium.mime_type} audio here"
+            taken = medium.mime_type in audio_types
+            why = None if taken else f"{driver.provider} takes no {medium.mime_type} audio here"
         elif not vision:
             why = f"{driver.provider} model {driver.model} takes no images"
         elif medium.mime_type not in image_types:
