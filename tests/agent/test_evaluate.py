@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from ipyagent import Agent, Evaluation, aevaluate, evaluate
 from ipyagent.agent.evaluation.checks import Outcome, parse_assertion, parse_verdict
-from ipyagent.agent.evaluation.runner import normalize_rows, render_template
+from ipyagent.agent.evaluation.templates import normalize_rows, render_template
 from ipyagent.agent.loop_thread import run_in_background
 from ipyagent.agent.evaluation.scheduler import Budget
 from ipyagent.drivers.rate_gate import RateGate
@@ -320,7 +320,7 @@ def test_structured_output_and_the_schema_assertion(store) -> None:
     assert again.results[0].cached and again.results[0].output == City(name="Paris", country="France")
 
 
-def test_rows_of_every_kind_and_templates_that_fail_say_which_row() -> None:
+def test_rows_of_every_kind_are_normalized() -> None:
     pd = pytest.importorskip("pandas")
     frame = pd.DataFrame(CAPITALS)
     assert normalize_rows(frame) == CAPITALS
@@ -329,10 +329,42 @@ def test_rows_of_every_kind_and_templates_that_fail_say_which_row() -> None:
         normalize_rows("abc")
     assert render_template("{{ row }}!", "hi") == "hi!"
     assert render_template("{{ row.country }} {{ x }}", CAPITALS[0], {"x": 1}) == "France 1"
+
+
+MESSY = [{"country": "France", "capital": "Paris", "pattern": "Par.s"},
+         {"country": "Japan", "pattern": "Tok.o"},  # no capital: the contains check cannot be rendered
+         {"country": "Peru", "capital": "Lima", "pattern": "Lim(a"}]  # an invalid pattern
+
+
+def test_a_row_that_cannot_be_rendered_is_a_template_error_and_the_others_run(store) -> None:
+    with StubServer(responder=answering(capital_of)) as server:
+        ev = evaluate([Agent("openai:m", base_url=server.url)], "Capital of {{ row.country }}?", MESSY,
+                      assertions=["contains:{{ row.capital }}", "regex:{{ row.pattern }}"], store=store)
+    # Only row 0 was sent; rows 1 and 2 are template_error runs naming the row, the check and why.
+    assert [last_user_text(r["body"]) for r in server.requests] == ["Capital of France?"]
+    first, second, third = ev.ordered()
+    assert first.ok and first.passed
+    assert (second.status, second.error_type, second.passed) == ("template_error", "template", None)
+    assert second.error == "row 1: check contains:{{ row.capital }}: the template: 'dict object' has no attribute 'capital'"
+    assert third.status == "template_error" and third.error.startswith(
+        "row 2: check regex:{{ row.pattern }}: 'Lim(a' is not a valid pattern (missing )")
+    assert ev.notes == [f"2 rows could not be rendered (not sent: template_error): {second.error}; {third.error}"]
+    summary = ev.summary()[0]
+    assert (summary["runs"], summary["template_errors"], summary["pass_rate"]) == (1, 2, 1.0)
+
+
+def test_a_prompt_that_cannot_be_rendered_names_its_row_and_no_row_rendered_sends_nothing(store) -> None:
+    rows = [{"country": "a"}, {"land": "b"}, {"country": "  "}]
     with StubServer(responder=answering(lambda q: "x")) as server:
-        with pytest.raises(ValueError, match="row 1: the template: 'dict object' has no attribute 'country'"):
-            evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", [{"country": "a"}, {"land": "b"}])
-        assert not server.requests
+        ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", rows, store=store)
+        assert [r.error for r in ev.ordered()] == [
+            None, "row 1: the template: 'dict object' has no attribute 'country'",
+            "row 2: the prompt is empty once rendered"]
+        assert len(server.requests) == 1
+        with pytest.raises(ValueError, match="no row could be rendered, so nothing was sent: 2 rows could not be "
+                                             "rendered .*row 0: the template: 'dict object' has no attribute 'country'"):
+            evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", [{"x": 1}, {"y": 2}], store=store)
+        assert len(server.requests) == 1
 
 
 def test_the_dataframe_has_a_row_per_cell_with_the_issue_columns(store, tmp_path) -> None:
@@ -397,3 +429,64 @@ def test_a_run_past_its_timeout_is_a_cell_with_the_error(store) -> None:
     quick, slow = ev.ordered()
     assert quick.ok and slow.status == "failed" and slow.error_type == "timeout"
     assert slow.text  # the partial answer is kept
+
+
+def test_a_regex_past_its_time_limit_fails_timed_out_and_a_linear_one_answers() -> None:
+    class R:
+        text, output, prompt = "a" * 50 + "b", None, "q"
+
+    def outcome(spec: str) -> Outcome:
+        check = parse_assertion(spec)
+        check.timeout = 0.05
+        return asyncio.run(check.check(R(), {}))
+
+    # The regex engine answers the classic catastrophic pattern at once (no match) ...
+    assert outcome("regex:^(a+)+$") == Outcome("regex:^(a+)+$", False, reason="the answer has no match for '^(a+)+$'")
+    # ... and stops one it cannot, past the limit: a failed check, not a hung kernel.
+    assert outcome("regex:^(a|a)+$") == Outcome("regex:^(a|a)+$", False,
+                                                reason="timed out: the pattern ran past 0.05 s")
+    assert outcome("regex:a{50}b").passed
+
+
+def test_a_python_check_past_its_limit_fails_timed_out_and_its_thread_is_stopped(store) -> None:
+    entered, left = threading.Event(), threading.Event()
+
+    def spin(result, row):
+        entered.set()
+        try:
+            while True:
+                pass
+        finally:
+            left.set()
+
+    with StubServer(responder=answering(lambda q: "fine")) as server:
+        ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row }}", ["a"], assertions=[spin, "contains:fine"],
+                      check_timeout=0.2, timeout=0.1, store=store)
+    (cell,) = ev.results
+    assert entered.is_set() and left.wait(10)  # the loop was ended in its thread
+    assert cell.outcomes[0] == Outcome("python:spin", False, reason="timed out: the check ran past 0.2 s")
+    assert cell.outcomes[1].passed and not cell.passed
+
+
+def test_an_interrupt_stops_a_python_check_in_its_thread(store) -> None:
+    entered, left = threading.Event(), threading.Event()
+
+    def spin(result, row):
+        entered.set()
+        try:
+            while True:
+                pass
+        finally:
+            left.set()
+
+    with StubServer(responder=answering(lambda q: "fine")) as server:
+        async def main():
+            task = asyncio.ensure_future(run_in_background(aevaluate(
+                [Agent("openai:m", base_url=server.url)], "{{ row }}", ["a"], assertions=[spin], store=store)))
+            await asyncio.get_running_loop().run_in_executor(None, entered.wait, 10)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(main())
+    assert left.wait(10)

@@ -200,3 +200,78 @@ def test_evaluate_notebook_replays_its_cassettes_and_a_rerun_is_cached(tmp_path,
     assert all(s["judge_cost"] for s in first["summary"])
     assert all(r["cached"] for r in again["results"])
     assert [r["passed"] for r in again["results"]] == [r["passed"] for r in first["results"]]
+
+
+def _execute_allowing_errors(cells: list[str], tmp_path: Path, monkeypatch) -> Any:
+    import nbformat
+    from nbclient import NotebookClient
+
+    monkeypatch.setenv("IPYAGENT_RUN_STORE", str(tmp_path / "runs.sqlite"))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    NotebookClient(nb, timeout=90, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return nb
+
+
+def _tracebacks(nb) -> list[Any]:
+    return [o for c in nb.cells for o in c.outputs if o["output_type"] == "error" and o.get("traceback")]
+
+
+def test_rows_that_cannot_be_rendered_are_template_errors_and_the_rest_runs(tmp_path, monkeypatch) -> None:
+    rows = [{"country": "France", "capital": "Paris", "pattern": "Par.s"},
+            {"country": "Japan", "pattern": "Tok.o"},  # no capital, which --assert contains: uses
+            {"country": "Peru", "capital": "Lima", "pattern": "Lim(a"}]  # an invalid pattern
+    with StubServer(responder=answering(capital_of)) as server:
+        cells = [
+            f"%load_ext ipyagent\n%provider openai:m --base-url {server.url}\nrows = {rows!r}\nbad = [{{'x': 1}}]",
+            "%%compare openai:m --over rows --assert 'contains:{{ row.capital }}' --assert 'regex:{{ row.pattern }}' "
+            "-o ev\nCapital of {{ row.country }}?",
+            "import json\nprint(json.dumps([[r.row, r.status, r.error] for r in ev.ordered()]))",
+            "%%compare openai:m --over bad -o nothing\nCapital of {{ row.country }}?",
+            "print('nothing' in globals())",
+        ]
+        nb = _execute_allowing_errors(cells, tmp_path, monkeypatch)
+        sent = [last_user_text(r["body"]) for r in server.requests]
+    assert sent == ["Capital of France?"]  # row 0 only; the matrix with no row rendered sent nothing
+    results = _printed(nb.cells[2])
+    assert results[0][:2] == [0, "ok"]
+    assert results[1] == [1, "template_error",
+                          "row 1: check contains:{{ row.capital }}: the template: 'dict object' has no attribute 'capital'"]
+    assert results[2][:2] == [2, "template_error"]
+    assert results[2][2].startswith("row 2: check regex:{{ row.pattern }}: 'Lim(a' is not a valid pattern")
+    doc = _saved(nb.cells[1])
+    assert doc["notes"][0].startswith("2 rows could not be rendered (not sent: template_error): row 1: check")
+    assert not _tracebacks(nb), "a template error printed a traceback"
+    said = "".join(o.get("text", "") for o in nb.cells[3].outputs)
+    assert "no row could be rendered, so nothing was sent: 1 row could not be rendered" in said
+    assert "row 0: the template: 'dict object' has no attribute 'country'" in said
+    assert "".join(o["text"] for o in nb.cells[4].outputs).strip() == "False"
+
+
+def test_a_catastrophic_regex_ends_within_the_timeout_and_the_kernel_answers(monkeypatch) -> None:
+    from jupyter_client.manager import start_new_kernel
+
+    with StubServer(responder=answering(lambda q: "a" * 50 + "b")) as server:
+        km, kc = start_new_kernel(kernel_name="python3")
+        try:
+            answer, _ = wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:m --base-url {server.url}"), 30)
+            assert answer["content"]["status"] == "ok", answer["content"]
+            cell = ("%%compare openai:m --over rows --timeout 5 --assert 'regex:^(a+)+$' --assert 'regex:^(a|a)+$' "
+                    "--assert 'regex:a+b$' -o ev\n{{ row }}")
+            wait_reply(kc, kc.execute("rows = ['q']"), 10)
+            started = time.monotonic()
+            answer, iopub = wait_reply(kc, kc.execute(cell), 30)
+            took = time.monotonic() - started
+            assert answer["content"]["status"] == "ok", answer["content"]
+            assert took < 5 + 2, f"the matrix took {took:.1f} s"
+            shown = kc.execute("print([(o.name, o.passed, o.reason) for o in ev.results[0].outcomes])")
+            answer, iopub = wait_reply(kc, shown, 10)  # the kernel answers the next cell
+            out = "".join(m["content"].get("text", "") for m in iopub if m["msg_type"] == "stream")
+            outcomes = eval(out)  # noqa: S307 - the kernel printed a list of tuples
+            assert outcomes == [("regex:^(a+)+$", False, "the answer has no match for '^(a+)+$'"),
+                                ("regex:^(a|a)+$", False, "timed out: the pattern ran past 1 s"),
+                                ("regex:a+b$", True, None)]
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)

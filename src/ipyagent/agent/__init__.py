@@ -9,8 +9,8 @@ from .result import AgentResult
 
 __getattr__ = lazy_exports(__name__, {
     "compare": ("Comparison", "acompare", "COLUMNS", "NUMERIC", "RunFigures", "Stat", "summarize", "provider_keys"),
-    "evaluation": ("Evaluation", "EvalResult", "TemplateError", "aevaluate", "normalize_rows", "render_template",
-                   "parse_assertion"),
+    "evaluation": ("Evaluation", "EvalResult", "TemplateError", "aevaluate", "make_variants", "normalize_rows",
+                   "render_template", "parse_assertion"),
     "conversation": ("DEFAULT_THREAD", "Composition", "Thread", "ThreadStore", "Turn", "TurnBuilder", "result_turn"),
     "defaults": ("DEFAULT_PROVIDER", "current_default", "reset_default", "session_default", "set_default"),
     "files": ("document_block",),

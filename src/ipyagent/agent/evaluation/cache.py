@@ -43,12 +43,14 @@ def request_key(driver: Any, stack: PromptStack, extra: dict[str, Any]) -> str |
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str, separators=(",", ":")).encode()).hexdigest()
 
 
-def prompt_key(digest: str | None, prompt: str) -> str | None:
-    """The cache key of a run whose request is the one `digest` stands for, with `prompt` as its
-    user prompt (None when there is no digest: the driver refuses the request)."""
+def prompt_key(digest: str | None, prompt: str, repeat: int = 0) -> str | None:
+    """The cache key of the `repeat`-th run (0-based) of the request `digest` stands for, with
+    `prompt` as its user prompt (None when there is no digest: the driver refuses the request).
+    Each repeat has its own key; the first's is the key of a run without repeats."""
     if digest is None:
         return None
-    return hashlib.sha256(f"{digest}\x00{prompt}".encode()).hexdigest()
+    tail = f"\x00{repeat}" if repeat else ""
+    return hashlib.sha256(f"{digest}\x00{prompt}{tail}".encode()).hexdigest()
 
 
 def json_output(output: Any) -> Any:

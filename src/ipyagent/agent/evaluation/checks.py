@@ -13,10 +13,14 @@ A spec string (``%%compare --assert SPEC``, or an item of ``evaluate(assertions=
 ``judge:PROVIDER:MODEL``  an LLM judge grades the answer against the rubric (an alias works too)
 ========================  ==============================================================
 
-TEXT and PATTERN are Jinja templates over the row (``equals:{{ row.answer }}``). A
-function (``python:NAME``, or a callable given directly) returns a bool, or a score in
-[0, 1] that passes at 0.5 or more; it may be async. Any assertion that raises fails
-with the exception as its reason; a run that failed fails every assertion unchecked.
+TEXT and PATTERN are Jinja templates over the row (``equals:{{ row.answer }}``), rendered
+(and a pattern compiled) for every row before the first request (`Assertion.prepare`): a
+row for which one cannot be is not run. A pattern runs on the `regex` package with a time
+limit (`limits`). A function (``python:NAME``, or a callable given directly) returns a
+bool, or a score in [0, 1] that passes at 0.5 or more; it may be async; a synchronous one
+runs in a thread that a deadline or an interrupt stops. Any assertion that raises fails
+with the exception as its reason, one that runs past its limit fails "timed out"; a run
+that failed fails every assertion unchecked.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .limits import CHECK_TIMEOUT_S, Stoppable, compile_pattern, search
 
 #: A score at or above this passes.
 PASS_SCORE = 0.5
@@ -69,11 +75,24 @@ class Outcome:
 
 
 class Assertion:
-    """A check of one run. Subclasses set `name` and implement `check`."""
+    """A check of one run. Subclasses set `name` and implement `check` (and `prepare` when
+    they have a row template)."""
 
     name: str = ""
     #: True when checking may send a request (a judge): the scheduler runs it in its own lane.
     needs_model: bool = False
+    #: True when `check` keeps to its own time limit (`timeout`) and never blocks the loop;
+    #: the evaluation runs any other check under a deadline it enforces.
+    bounded: bool = False
+    #: Seconds a check may take (``--check-timeout``); set by the evaluation.
+    timeout: float = CHECK_TIMEOUT_S
+
+    def prepare(self, row: Any) -> None:
+        """Render and compile what this check needs for `row`, ahead of any request.
+
+        Raises:
+            ValueError: it cannot be for this row (the reason, without the check's name).
+        """
 
     async def check(self, result: Any, row: Any) -> Outcome:
         """`result` has ``text``, ``output`` (structured output), ``prompt``, ``error``."""
@@ -96,41 +115,75 @@ class TextAssertion(Assertion):
 
     KINDS = ("contains", "icontains", "regex", "equals")
 
+    bounded = True
+
     def __init__(self, kind: str, value: str) -> None:
         if kind not in self.KINDS:
             raise ValueError(f"unknown text assertion {kind!r}")
         if not value:
             raise ValueError(f"{kind}: needs a value after the colon, e.g. {kind}:Paris")
         self.kind, self.value, self.name = kind, value, f"{kind}:{value}"
-        self._rendered: dict[int, tuple[Any, str]] = {}  # id(row) -> (row, value rendered for it): once per row
-        if kind == "regex" and "{{" not in value:
+        self.templated = "{{" in value or "{%" in value
+        self._rendered: dict[int, tuple[Any, str, Any]] = {}  # id(row) -> (row, value for it, its pattern)
+        self._pattern: Any = None
+        if kind == "regex" and not self.templated:
             try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"regex:{value}: not a valid pattern ({exc})") from None
+                self._pattern = compile_pattern(value)
+            except ValueError as exc:
+                raise ValueError(f"regex:{value}: {exc}") from None
 
-    async def check(self, result: Any, row: Any) -> Outcome:
-        return self.check_now(result.text or "", row)
+    def prepare(self, row: Any) -> None:
+        self._for(row)
 
-    def want(self, row: Any) -> str:
-        """The value for `row`, rendered once per row (every provider's answer to it is checked)."""
-        if "{{" not in self.value and "{%" not in self.value:
-            return self.value
+    def _for(self, row: Any) -> tuple[str, Any]:
+        """(the value for `row`, its compiled pattern for a regex), rendered once per row (every
+        column's answer to it is checked).
+
+        Raises:
+            ValueError: the template does not render for `row`, or the pattern does not compile.
+        """
+        if not self.templated:
+            return self.value, self._pattern
         seen = self._rendered.get(id(row))
         if seen is None or seen[0] is not row:
-            seen = self._rendered[id(row)] = (row, _render(self.value, row))
-        return seen[1]
+            value = _render(self.value, row)
+            pattern = None
+            if self.kind == "regex":
+                try:
+                    pattern = compile_pattern(value)
+                except ValueError as exc:
+                    raise ValueError(f"{value!r} is {exc}") from None
+            seen = self._rendered[id(row)] = (row, value, pattern)
+        return seen[1], seen[2]
+
+    def want(self, row: Any) -> str:
+        """The value for `row` (its template rendered)."""
+        return self._for(row)[0]
+
+    async def check(self, result: Any, row: Any) -> Outcome:
+        text = result.text or ""
+        want, pattern = self._for(row)
+        if self.kind == "regex":
+            found = await search(pattern, text, self.timeout)
+            if found is None:
+                return Outcome(self.name, False, reason=f"timed out: the pattern ran past {self.timeout:g} s")
+            return self._outcome(found, want)
+        return self.check_now(text, row)
 
     def check_now(self, text: str, row: Any) -> Outcome:
+        """The verdict of ``contains``, ``icontains`` and ``equals`` (no waiting; not ``regex``)."""
         want = self.want(row)
         if self.kind == "contains":
             ok = want in text
         elif self.kind == "icontains":
             ok = want.casefold() in text.casefold()
-        elif self.kind == "regex":
-            ok = re.search(want, text) is not None
-        else:
+        elif self.kind == "equals":
             ok = text.strip() == want.strip()
+        else:
+            raise ValueError("a regex check is awaited: check(result, row)")
+        return self._outcome(ok, want)
+
+    def _outcome(self, ok: bool, want: str) -> Outcome:
         if ok:
             return Outcome(self.name, True)
         quoted = want if len(want) <= 80 else want[:77] + "..."
@@ -143,6 +196,7 @@ class JsonAssertion(Assertion):
     """The answer parses as JSON (a whole text, or one fenced code block)."""
 
     name = "json"
+    bounded = True
 
     async def check(self, result: Any, row: Any) -> Outcome:
         text = (result.text or "").strip()
@@ -158,6 +212,7 @@ class SchemaAssertion(Assertion):
     """The run's structured output validated against its output schema (``--schema``)."""
 
     name = "schema"
+    bounded = True
 
     async def check(self, result: Any, row: Any) -> Outcome:
         if result.output is not None:
@@ -173,10 +228,14 @@ class CallableAssertion(Assertion):
             raise TypeError(f"an assertion must be callable, not {type(function).__name__}")
         self.function = function
         self.name = name or f"python:{getattr(function, '__name__', type(function).__name__)}"
+        self.threads: Stoppable | None = None  # set by the evaluation: a synchronous function runs there
 
     async def check(self, result: Any, row: Any) -> Outcome:
         try:
-            value = self.function(result, row)
+            if self.threads is None or inspect.iscoroutinefunction(self.function):
+                value = self.function(result, row)
+            else:
+                value = await self.threads.call(self.function, result, row)
             if inspect.isawaitable(value):
                 value = await value
         except Exception as exc:  # noqa: BLE001 - a failing check is a failed assertion, not a crash
@@ -239,6 +298,9 @@ class JudgeAssertion(Assertion):
         self.provider, self.rubric = provider, rubric or DEFAULT_RUBRIC
         self.name = f"judge:{provider}"
         self.run: Callable[[str], Any] | None = None  # async (prompt) -> (text, cost, error); set by the evaluation
+
+    def prepare(self, row: Any) -> None:
+        _render(self.rubric, row)
 
     def prompt_for(self, result: Any, row: Any) -> str:
         return JUDGE_PROMPT.format(rubric=_render(self.rubric, row), prompt=result.prompt, answer=result.text or "")

@@ -34,10 +34,12 @@ from ..compare import provider_keys
 from ..loop_thread import run_in_background, run_sync
 from ..options import RunOptions
 from .cache import PLACEHOLDER, CacheWriter, json_output, prompt_key, request_key
-from .checks import Assertion, JudgeAssertion, Outcome, parse_assertion
+from .checks import Assertion, CallableAssertion, JudgeAssertion, Outcome, parse_assertion
 from .results import EvalResult, Evaluation, _tokens
 from .scheduler import Budget, Lane, Scheduler
-from .templates import TemplateError, normalize_rows, render_template, row_fields
+from .limits import CHECK_TIMEOUT_S, Stoppable
+from .plan import Plan, Variant, make_plan
+from .templates import normalize_rows, row_fields
 
 #: Output tokens assumed for a run's cost estimate until the lane has finished runs to go by.
 DEFAULT_OUTPUT_TOKENS = 256
@@ -46,11 +48,12 @@ DEFAULT_OUTPUT_TOKENS = 256
 # -- running ---------------------------------------------------------------------------
 
 
-@dataclass(eq=False)
+@dataclass(slots=True, eq=False)
 class _Cell:
     lane: "_Lane"
     result: EvalResult
     row: Any
+    variant: Variant
     key: str | None = None
     hit: dict[str, Any] | None = None
 
@@ -71,7 +74,9 @@ class _Run:
         self,
         evaluation: Evaluation,
         *,
-        template: str,
+        variants: list[Variant],
+        repeat: int,
+        check_timeout: float,
         assertions: list[Assertion],
         concurrency: int,
         budget: float | None,
@@ -85,7 +90,8 @@ class _Run:
         on_start: Callable[[EvalResult], Any] | None,
         on_result: Callable[[EvalResult], Any] | None,
     ) -> None:
-        self.ev, self.template, self.assertions = evaluation, template, assertions
+        self.ev, self.variants, self.assertions = evaluation, variants, assertions
+        self.repeat, self.check_timeout = repeat, check_timeout
         self.concurrency, self.cache, self.store, self.factory = concurrency, cache, store, factory
         self.judge_factory = judge_factory
         self.run_options, self.namespace, self.raw = run_options, namespace, raw
@@ -94,7 +100,12 @@ class _Run:
         self.writer = CacheWriter(store, session=evaluation.id)
         self.owned: list[Agent] = []  # agents built here: their drivers are closed at the end
         self.judge_lanes: dict[str, tuple[Agent | None, BaseException | None, asyncio.Semaphore]] = {}
-        self.digests: dict[int, str | None] = {}  # id(agent) -> its request digest (`_key`)
+        self.digests: dict[tuple[int, str | None], str | None] = {}  # (id(agent), variant) -> digest (`_key`)
+        self.threads = Stoppable()  # synchronous python: checks run there
+        for check in assertions:
+            check.timeout = check_timeout
+            if isinstance(check, CallableAssertion):
+                check.threads = self.threads
 
     # -- set-up ------------------------------------------------------------------------
 
@@ -113,22 +124,24 @@ class _Run:
         """A new conversation with everything else the prototype's (`Agent.fresh`)."""
         return prototype.fresh()
 
-    def _key(self, prototype: Agent, prompt: str) -> str | None:
-        """The cache key of `prompt` on `prototype` (`eval_cache.prompt_key`): the request the
-        driver builds around a placeholder prompt is hashed once per agent, then each prompt with it."""
-        if id(prototype) not in self.digests:
+    def _key(self, prototype: Agent, prompt: str, variant: Variant | None = None, repeat: int = 0) -> str | None:
+        """The cache key of the `repeat`-th run of `prompt` on `prototype` in `variant` (its system
+        prompt) (`cache.prompt_key`): the request the driver builds around a placeholder prompt is
+        hashed once per agent and variant, then each prompt and repeat with it."""
+        system = variant.system if variant is not None else None
+        slot = (id(prototype), system)
+        if slot not in self.digests:
             get = self.run_options.get
-            options = RunOptions(
-                settings=get("settings"), output_schema=get("output_schema"), output_strategy=get("output_strategy")
-            )
+            options = RunOptions(system=system, settings=get("settings"), output_schema=get("output_schema"),
+                                 output_strategy=get("output_strategy"))
             stack = prototype.prompt_stack(PLACEHOLDER, options)
             images = get("images")
             if images:
                 stack.messages[-1].content.extend(images)
-            self.digests[id(prototype)] = request_key(
+            self.digests[slot] = request_key(
                 prototype.driver, stack, {"max_steps": prototype.max_steps, "react": prototype.uses_react}
             )
-        return prompt_key(self.digests[id(prototype)], prompt)
+        return prompt_key(self.digests[slot], prompt, repeat)
 
     def _judge(self, provider: str) -> tuple[Agent | None, BaseException | None, asyncio.Semaphore]:
         if provider not in self.judge_lanes:
@@ -232,9 +245,21 @@ class _Run:
         self.budget.add(cost)
         return result.text, cost, None
 
-    async def _check(self, cell: EvalResult, row: Any) -> None:
+    async def _outcome(self, check: Assertion, cell: EvalResult, row: Any, deadline: float) -> Outcome:
+        """`check`'s verdict on `cell`: a bounded check (text, regex, JSON, schema) keeps to its own
+        limit; any other (a function, a judge) has until the run's `deadline`, at least the check
+        timeout, then fails "timed out" (its thread stopped, its request closed)."""
+        if check.bounded:
+            return await check.check(cell, row)
+        limit = max(self.check_timeout, deadline - time.monotonic())
+        try:
+            return await asyncio.wait_for(check.check(cell, row), limit)
+        except TimeoutError:
+            return Outcome(check.name, False, reason=f"timed out: the check ran past {limit:.3g} s")
+
+    async def _check(self, cell: EvalResult, row: Any, deadline: float) -> None:
         if cell.ok:
-            cell.outcomes = [await a.check(cell, row) for a in self.assertions]
+            cell.outcomes = [await self._outcome(a, cell, row, deadline) for a in self.assertions]
             judged = [o.cost for o in cell.outcomes if o.cost is not None]
             cell.judge_cost = sum(judged) if judged else None
             cell.passed = all(o.passed for o in cell.outcomes)
@@ -252,15 +277,17 @@ class _Run:
         """Run (or serve from the cache) one cell, check it, record it; returns the USD spent."""
         cell, lane = job.result, job.lane
         spent: float | None = 0.0
+        assert lane.prototype is not None
+        deadline = time.monotonic() + (self.run_options.get("timeout") or lane.prototype.timeout)
         if job.hit is not None:
             _from_cache(cell, job.hit, self.run_options.get("output_schema"))
         else:
             if self.on_start is not None:
                 self.on_start(cell)
-            assert lane.prototype is not None
-            result, exc, seconds, ttft = await self._agent_run(
-                self._fresh(lane.prototype), cell.prompt, self.run_options
-            )
+            options = self.run_options
+            if job.variant.system is not None:
+                options = {**options, "options": RunOptions(system=job.variant.system)}
+            result, exc, seconds, ttft = await self._agent_run(self._fresh(lane.prototype), cell.prompt, options)
             _fill(cell, result, exc, seconds, ttft)
             spent = cell.cost
             lane.outputs.append(cell.output_tokens)
@@ -272,7 +299,8 @@ class _Run:
                 cell.prompt,
                 cell,
                 result,
-                {"evaluation": self.ev.id, "row": cell.row, "provider_key": cell.provider},
+                {"evaluation": self.ev.id, "row": cell.row, "provider_key": cell.provider, "variant": cell.variant,
+                 "repeat": cell.repeat},
                 text=cell.text,
                 output=cell.output,
                 ok=cell.ok,
@@ -282,7 +310,7 @@ class _Run:
                 error={"type": cell.error_type, "message": cell.error} if not cell.ok else None,
                 usage=result.usage.model_dump() if result is not None else None,
             )
-        await self._check(cell, job.row)
+        await self._check(cell, job.row, deadline)
         self._finish(cell)
         return spent
 
@@ -319,25 +347,6 @@ class _Run:
 
     # -- the whole matrix ----------------------------------------------------------------
 
-    def _prompts(self, rows: list[Any]) -> list[str]:
-        """Each row's prompt, rendered from the template (the template as it is when `raw`).
-
-        Raises:
-            TemplateError: naming the row whose prompt cannot be rendered or is empty.
-        """
-        if self.raw:
-            return [self.template.strip()] * len(rows)
-        prompts = []
-        for n, row in enumerate(rows):
-            try:
-                prompts.append(render_template(self.template, row, self.namespace).strip())
-            except TemplateError as exc:
-                raise TemplateError(f"row {n}: {exc}") from None
-        empty = next((n for n, p in enumerate(prompts) if not p), None)
-        if empty is not None:
-            raise TemplateError(f"row {empty}: the prompt is empty once rendered")
-        return prompts
-
     def _lanes(self, entries: list[Agent | str]) -> list[_Lane]:
         """One lane per provider, named by what was built (a replayed cassette by its recorded
         provider:model) before any result."""
@@ -349,37 +358,51 @@ class _Run:
             lane.name = key
         return lanes
 
-    async def _queue(self, lanes: list[_Lane], rows: list[Any], prompts: list[str]) -> None:
-        """Every cell into its lane's queue, with its cache key (and its cached run, when there is
-        one); a lane whose agent could not be built fails its cells at once."""
+    def _queue(self, lanes: list[_Lane], rows: list[Any], plan: Plan) -> None:
+        """Every run into its lane's queue (row by row, each variant, each repeat), with its cache key
+        (and its cached run, when there is one); a run whose row could not be rendered, or whose lane's
+        agent could not be built, ends at once (``template_error``, ``failed``)."""
         cells: list[_Cell] = []
         fields = [row_fields(row) for row in rows]  # one per row, shared by its cells
         for lane in lanes:
-            for n, (row, prompt) in enumerate(zip(rows, prompts)):
-                cell = EvalResult(n, lane.name, prompt, fields[n])
-                if lane.error is not None:
-                    _fill(cell, None, lane.error, 0.0, None)
-                    await self._check(cell, row)
-                    self._finish(cell)
-                    continue
-                job = _Cell(lane, cell, row)
-                if self.store is not None:
-                    job.key = self._key(lane.prototype, prompt)  # type: ignore[arg-type]
-                cells.append(job)
-                lane.jobs.append(job)
+            for n, row in enumerate(rows):
+                for variant in plan.variants:
+                    prompt, error = plan.prompts[variant.name][n], plan.errors[variant.name][n]
+                    for repeat in range(self.repeat):
+                        cell = EvalResult(n, lane.name, prompt, fields[n], variant=variant.name, repeat=repeat)
+                        if error is not None or lane.error is not None:
+                            self._unsent(cell, error, lane.error)
+                            continue
+                        job = _Cell(lane, cell, row, variant)
+                        if self.store is not None:
+                            job.key = self._key(lane.prototype, prompt, variant, repeat)  # type: ignore[arg-type]
+                        cells.append(job)
+                        lane.jobs.append(job)
         if self.cache and self.store is not None:
             hits = self.store.cached_runs([c.key for c in cells if c.key])
             for job in cells:
                 job.hit = hits.get(job.key) if job.key else None
 
+    def _unsent(self, cell: EvalResult, template_error: str | None, lane_error: BaseException | None) -> None:
+        """A run that is never sent: its row could not be rendered, or its provider could not be built."""
+        if template_error is not None:
+            cell.status, cell.error_type, cell.error = "template_error", "template", template_error
+        else:
+            _fill(cell, None, lane_error, 0.0, None)
+            cell.outcomes = [Outcome(a.name, False, reason="not checked: the run failed") for a in self.assertions]
+            cell.passed = False
+        self._finish(cell)
+
     async def run(self, entries: list[Agent | str], rows: list[Any]) -> Evaluation:
         ev = self.ev
-        prompts = self._prompts(rows)
+        plan = make_plan(self.variants, rows, self.assertions, namespace=self.namespace, raw=self.raw)
+        if plan.note():
+            ev.notes.append(plan.note())  # type: ignore[arg-type]
         for assertion in self.assertions:
             if isinstance(assertion, JudgeAssertion):
                 assertion.run = lambda prompt, judge=assertion: self._judge_run(judge, prompt)
         lanes = self._lanes(entries)
-        await self._queue(lanes, rows, prompts)
+        self._queue(lanes, rows, plan)
         built = [lane for lane in lanes if lane.prototype is not None]
         previous = [lane.prototype.driver.rate_gate for lane in built]  # type: ignore[union-attr]
         for lane in built:
@@ -403,6 +426,7 @@ class _Run:
         return ev
 
     async def close(self) -> None:
+        self.threads.close()
         for agent in self.owned:
             try:
                 await agent.aclose()
@@ -486,13 +510,18 @@ def _open_store(store: RunStore | str | Path | bool | None, cache: bool) -> tupl
         return None, False, f"{exc}; runs are neither cached nor recorded"
 
 
-def _check_arguments(providers: Sequence[Any], concurrency: int, budget: float | None) -> None:
+def _check_arguments(providers: Sequence[Any], concurrency: int, budget: float | None, repeat: int = 1,
+                     check_timeout: float = CHECK_TIMEOUT_S) -> None:
     if not providers:
         raise ValueError("evaluate needs at least one provider")
     if concurrency < 1:
         raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
     if budget is not None and budget < 0:
         raise ValueError(f"the budget must be 0 or more USD, not {budget}")
+    if not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat must be a whole number, 1 or more, not {repeat!r}")
+    if not check_timeout > 0:
+        raise ValueError(f"the check timeout must be more than 0 seconds, not {check_timeout!r}")
 
 
 def _run_options(
@@ -546,14 +575,47 @@ async def _run_matrix(
 
 
 def _describe(ev: Evaluation, providers: Sequence[Agent | str], keys: list[str], rows: list[Any],
-              checks: list[Assertion], budget: float | None) -> None:
-    """Set what the evaluation is over: providers (and the names they were given by), rows, checks, budget."""
+              checks: list[Assertion], variants: list[Variant], repeat: int, budget: float | None) -> None:
+    """Set what the evaluation is over: providers (and the names they were given by), rows, checks,
+    variants, repeats, budget."""
     ev.providers, ev.rows, ev.assertions, ev.budget = keys, rows, [a.name for a in checks], budget
+    ev.variants, ev.repeat = [v.name for v in variants if v.name is not None], repeat
     ev.labels = {key: given for key, given in zip(keys, providers) if isinstance(given, str) and given != key}
 
 
-async def aevaluate(providers: Sequence[Agent | str], template: str, rows: Any, *, assertions: Sequence[Any] = (),
-                    rubric: str | None = None, concurrency: int = 4, budget: float | None = None, cache: bool = True,
+def make_variants(
+    template: str | None, prompts: dict[str, str] | None, systems: dict[str, str] | None
+) -> list[Variant]:
+    """The prompt variants: one per name of `prompts` and `systems` (in that order), each with its
+    prompt template (`template` when `prompts` has none for it) and system prompt (None: the
+    agent's); no names: `template` alone, no variant axis.
+
+    Raises:
+        ValueError: no template for a variant (or at all), both `template` and `prompts`, or a
+            name that is empty or holds a ``/`` or white space (it names a column ``provider/NAME``).
+    """
+    prompts, systems = dict(prompts or {}), dict(systems or {})
+    if prompts and template is not None:
+        raise ValueError("give the prompt as template or as prompts={name: template}, not both (template=None)")
+    names = list(dict.fromkeys([*prompts, *systems]))
+    for name in names:
+        if not isinstance(name, str) or not name or "/" in name or any(c.isspace() for c in name):
+            raise ValueError(
+                f"a variant's name is one word without '/' (it names a column provider/NAME), not {name!r}"
+            )
+    variants = [Variant(name, prompts.get(name, template), systems.get(name))  # type: ignore[arg-type]
+                for name in names]
+    variants = variants or [Variant(None, template)]  # type: ignore[arg-type]
+    missing = [v.name or "the prompt" for v in variants if not isinstance(v.template, str)]
+    if missing:
+        raise ValueError(f"no prompt template for {', '.join(map(str, missing))}; give template= or prompts=")
+    return variants
+
+
+async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, *,
+                    prompts: dict[str, str] | None = None, systems: dict[str, str] | None = None, repeat: int = 1,
+                    assertions: Sequence[Any] = (), rubric: str | None = None, check_timeout: float = CHECK_TIMEOUT_S,
+                    concurrency: int = 4, budget: float | None = None, cache: bool = True,
                     store: RunStore | str | Path | bool | None = None, system: str | None = None,
                     tools: list[Any] | None = None, max_steps: int = 10, output_schema: Any = None,
                     output_strategy: str | None = None, images: Any = None, settings: Any = None,
@@ -562,59 +624,57 @@ async def aevaluate(providers: Sequence[Agent | str], template: str, rows: Any, 
                     on_start: Callable[[EvalResult], Any] | None = None,
                     on_result: Callable[[EvalResult], Any] | None = None, evaluation: Evaluation | None = None,
                     **driver_options: Any) -> Evaluation:
-    """Run `template` over `rows` on every provider: each cell a fresh run, checked by `assertions`.
+    """Run `template` over `rows` on every column (provider × prompt variant), each cell `repeat`
+    times, each run a fresh conversation checked by `assertions`.
 
     Args:
         providers: ``provider:model`` ids (built with `factory`) or `Agent` objects (their
             driver, system prompt and tools; never their conversation).
         template: the prompt, a Jinja2 template with the row as ``row`` (``{{ row.question }}``;
-            ``{{ row }}`` for a string row) and `namespace`'s names; `raw`: sent as it is.
+            ``{{ row }}`` for a string row) and `namespace`'s names; `raw`: sent as it is. None with `prompts`.
         rows: a pandas or polars DataFrame, a list of dicts, or a list of strings.
-        assertions: spec strings (`assertions` module: ``contains:TEXT``, ``regex:P``,
-            ``equals:{{ row.answer }}``, ``json``, ``schema``, ``python:NAME``,
-            ``judge:PROVIDER:MODEL``), callables ``(result, row) -> bool | score``, or `Assertion`s.
-        rubric: what ``judge:`` assertions grade against.
-        concurrency: runs in flight per provider (>= 1).
-        budget: USD; no run starts whose estimated cost would take spending past it.
-        cache: serve runs whose exact request already ran from the run store (False: run all anew;
-            new runs are stored either way).
-        store: the run store (a `RunStore` or a path; False: none, so no cache); default
-            ``$IPYAGENT_RUN_STORE`` or ``.ipyagent/runs.sqlite``.
+        prompts, systems: prompt variants: name -> prompt template, name -> system prompt (`make_variants`).
+        repeat: runs per cell (>= 1), each its own request and cache key.
+        assertions: spec strings (``contains:TEXT``, ``regex:P``, ``equals:{{ row.answer }}``, ``json``,
+            ``schema``, ``python:NAME``, ``judge:PROVIDER:MODEL``: `checks`), callables
+            ``(result, row) -> bool | score``, or `Assertion`s; `rubric`: what judges grade against.
+        check_timeout: seconds a check may take (a function or a judge: until the run's deadline, at least this).
+        concurrency: runs in flight per provider (>= 1); budget: USD no run may take spending past.
+        cache: serve runs whose exact request already ran from `store` (False: send all; each is stored);
+            store: a `RunStore` or a path (False: none); default ``$IPYAGENT_RUN_STORE`` or ``.ipyagent/runs.sqlite``.
         system, tools, max_steps, **driver_options: for agents built from ids (as `Agent`).
         output_schema, output_strategy, images, settings, timeout: as `Agent.arun`, for every run
-            (settings go over each agent's own and, like everything sent, into the cache key;
-            `timeout`: seconds a run may take, its partial text kept past it).
-        factory, judge_factory: build an agent (a judge's) from an id (default ``Agent(id, ...)``;
-            a judge gets no system prompt and no tools).
-        on_start(result), on_result(result): called on ipyagent's loop as a cell's request starts, as a cell ends.
+            (everything sent goes into the cache key; `timeout`: seconds a run may take, partial text kept).
+        factory, judge_factory: build an agent (a judge's: no system prompt, no tools) from an id.
+        on_start(result), on_result(result): called on ipyagent's loop as a run starts, as a run ends.
         evaluation: an `Evaluation` to fill (so a caller keeps what finished if this is cancelled).
 
     Returns:
-        `Evaluation`. Provider failures never raise; they are cells with an error.
+        `Evaluation`: a provider's failure, a row that cannot be rendered (never sent) are runs with an error.
 
     Raises:
-        ValueError: no providers, concurrency < 1, a negative budget, a bad assertion spec.
+        ValueError: no providers, concurrency or repeat < 1, a negative budget, a bad assertion or variant.
         TypeError: rows of the wrong type.
-        TemplateError: the template cannot be rendered for a row (which one is said).
+        TemplateError: no row can be rendered (nothing is sent).
         asyncio.CancelledError: cancelled (interrupt); `evaluation` keeps what finished.
     """
-    _check_arguments(providers, concurrency, budget)
-    rows = normalize_rows(rows)
+    _check_arguments(providers, concurrency, budget, repeat, check_timeout)
+    rows, variants = normalize_rows(rows), make_variants(template, prompts, systems)
     schema = output_schema is not None
     checks = [parse_assertion(a, namespace=namespace, rubric=rubric, has_schema=schema) for a in assertions]
     keys = provider_keys([resolve_alias(e) if isinstance(e, str) else e.provider for e in providers])
     ev = evaluation or Evaluation(keys, rows)
-    _describe(ev, providers, keys, rows, checks, budget)
+    _describe(ev, providers, keys, rows, checks, variants, repeat, budget)
     make = factory or (lambda pid: Agent(pid, system=system, tools=tools, max_steps=max_steps, **driver_options))
     return await run_in_background(_run_matrix(
-        ev, list(providers), rows, store=store, cache=cache, template=template, assertions=checks,
-        concurrency=concurrency, budget=budget, factory=make,
+        ev, list(providers), rows, store=store, cache=cache, variants=variants, repeat=repeat,
+        check_timeout=check_timeout, assertions=checks, concurrency=concurrency, budget=budget, factory=make,
         judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
         run_options=_run_options(output_schema, output_strategy, images, settings, timeout), namespace=namespace,
         raw=raw, on_start=on_start, on_result=on_result))
 
 
-def evaluate(providers: Sequence[Agent | str], template: str, rows: Any, **options: Any) -> Evaluation:
+def evaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, **options: Any) -> Evaluation:
     """Blocking `aevaluate` (works inside a running notebook loop too); same arguments.
 
     An interrupt (Ctrl-C, the kernel's stop button) stops every run at once and returns

@@ -135,6 +135,15 @@ class CompareMagics(Magics):
         action="store_true",
         help="with --over, run every request anew (finished runs are served from the run store otherwise)",
     )
+    @argument("--repeat", type=int, default=1, metavar="N",
+              help="with --over, run each row on each column N times, each its own request (default 1)")
+    @argument("--variant", action="append", metavar="NAME=VAR",
+              help="with --over, a prompt variant (repeatable): VAR a string holding a prompt template; "
+              "or split the cell with '--- variant NAME ---' lines. A column is provider x variant")
+    @argument("--system-variant", action="append", metavar="NAME=VAR",
+              help="with --over, a system prompt variant (repeatable): VAR a string; a column is provider x variant")
+    @argument("--check-timeout", type=float, default=1.0, metavar="S",
+              help="with --over, seconds a check may take before it fails 'timed out' (default 1)")
     @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
     @settings_arguments
     @timeout_argument
@@ -163,6 +172,10 @@ class CompareMagics(Magics):
                 ("--rubric", args.rubric),
                 ("--budget", args.budget),
                 ("--no-cache", args.no_cache),
+                ("--repeat", args.repeat != 1),
+                ("--variant", args.variant),
+                ("--system-variant", args.system_variant),
+                ("--check-timeout", args.check_timeout != 1.0),
             )
             if value
         ]

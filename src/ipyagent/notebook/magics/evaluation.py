@@ -11,19 +11,12 @@ cache. An interrupt stops every run, keeps what finished (shown, and bound to
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 from IPython.core.error import UsageError
 
-from ...agent import (
-    Evaluation,
-    TemplateError,
-    aevaluate,
-    normalize_rows,
-    parse_assertion,
-    provider_keys,
-    render_template,
-)
+from ...agent import Evaluation, TemplateError, aevaluate, make_variants, normalize_rows, parse_assertion, provider_keys
 from ...drivers import resolve_alias
 from ..outcomes import run_cell
 from ..views.evaluation_view import EvaluationView
@@ -43,9 +36,74 @@ def _rows(shell: Any, name: str) -> list[Any]:
     return rows
 
 
+#: A line of the cell that starts a prompt variant: ``--- variant NAME ---``.
+VARIANT_LINE = re.compile(r"^---\s*variant\s+(\S+)\s*---\s*$", re.M)
+
+
+def _named_strings(shell: Any, items: list[str] | None, option: str) -> dict[str, str]:
+    """``NAME=VAR`` items -> {NAME: the string VAR holds}.
+
+    Raises:
+        UsageError: an item without ``=``, a name given twice, VAR undefined or not a string.
+    """
+    named: dict[str, str] = {}
+    for item in items or ():
+        name, sep, var = item.partition("=")
+        name, var = name.strip(), var.strip()
+        if not sep or not name or not var:
+            raise UsageError(f"{option} takes NAME=VAR (VAR a string in your namespace), not {item!r}")
+        if name in named:
+            raise UsageError(f"{option}: the variant {name!r} is given twice")
+        value = shell.user_ns.get(var)
+        if not isinstance(value, str):
+            what = "is not defined" if var not in shell.user_ns else f"is a {type(value).__name__}, not a string"
+            raise UsageError(f"{option} {item}: {var!r} {what}; make it a string holding the prompt first")
+        named[name] = value
+    return named
+
+
+def variants_of(shell: Any, args: Any, cell: str) -> tuple[str | None, dict[str, str], dict[str, str]]:
+    """(the prompt template, or None; prompt variants; system variants) of the cell: its body split
+    at ``--- variant NAME ---`` lines, ``--variant NAME=VAR`` and ``--system-variant NAME=VAR``.
+
+    Raises:
+        UsageError: text above the first variant line, a variant named twice, an empty variant,
+            the cell's prompt beside ``--variant``, or no prompt at all.
+    """
+    prompts = _named_strings(shell, args.variant, "--variant")
+    systems = _named_strings(shell, args.system_variant, "--system-variant")
+    parts = VARIANT_LINE.split(cell)
+    template: str | None = parts[0].strip() or None
+    if len(parts) > 1:
+        if template is not None:
+            raise UsageError("the cell has text above its first '--- variant NAME ---' line: put it in a variant")
+        for name, body in zip(parts[1::2], parts[2::2]):
+            if name in prompts:
+                raise UsageError(f"the variant {name!r} is given twice")
+            if not body.strip():
+                raise UsageError(f"the variant {name!r} is empty: write its prompt under its '--- variant' line")
+            prompts[name] = body.strip()
+    if template is not None and prompts:
+        raise UsageError("the cell's prompt and --variant: make the cell's prompt a variant too "
+                         "(a '--- variant NAME ---' line above it)")
+    if template is None and not prompts:
+        raise UsageError("the cell is empty: write the prompt template below the %%compare line, "
+                         "e.g. {{ row.question }}")
+    try:
+        make_variants(template, prompts, systems)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return template, prompts, systems
+
+
 def _check_options(args: Any) -> None:
     if args.runs != 1:
-        raise UsageError("--runs goes without --over; an evaluation runs each row once per provider")
+        raise UsageError("--runs goes without --over; an evaluation runs each row once per column "
+                         "(--repeat N: N times)")
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be 1 or more, not {args.repeat}")
+    if not args.check_timeout > 0:
+        raise UsageError(f"--check-timeout must be more than 0 seconds, not {args.check_timeout}")
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be 1 or more, not {args.concurrency}")
     if args.budget is not None and args.budget < 0:
@@ -61,16 +119,7 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     _check_options(args)
     providers = [p.strip() for item in args.providers for p in item.split(",") if p.strip()]
     rows = _rows(shell, args.over)
-    template = cell.strip()
-    if not template:
-        raise UsageError("the cell is empty: write the prompt template below the %%compare line, "
-                         "e.g. {{ row.question }}")
-    if not args.raw:
-        for n, row in enumerate(rows):
-            try:
-                render_template(template, row, shell.user_ns)
-            except TemplateError as exc:
-                raise UsageError(f"row {n}: {exc}; fields are {{{{ row.NAME }}}}, or use --raw") from None
+    template, prompts, systems = variants_of(shell, args, cell)
     run_options = agent_magics._run_options(args)  # --tools, --schema, --image, settings
     try:
         checks = [parse_assertion(spec, namespace=shell.user_ns, rubric=args.rubric,
@@ -93,7 +142,8 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
 
     async def evaluated() -> Evaluation:
         try:
-            return await aevaluate(providers, template, rows, assertions=checks, rubric=args.rubric,
+            return await aevaluate(providers, template, rows, prompts=prompts, systems=systems, repeat=args.repeat,
+                                   check_timeout=args.check_timeout, assertions=checks, rubric=args.rubric,
                                    concurrency=args.concurrency, budget=args.budget, cache=not args.no_cache,
                                    store=store, namespace=shell.user_ns, raw=args.raw, factory=factory,
                                    judge_factory=judge_factory, on_result=view.update,
@@ -103,6 +153,9 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
         except asyncio.CancelledError:
             done(ev)
             raise
+        except TemplateError as exc:  # no row could be rendered: nothing was sent
+            view.discard()
+            raise UsageError(f"{exc}; fields are {{{{ row.NAME }}}}, or use --raw") from None
 
     def done(result: Evaluation) -> None:
         if getattr(view, "_closed", False):

@@ -77,6 +77,15 @@ class EvaluationView:
         self.frames += 1
         self.widget.value = progress_html(self.ev.progress())
 
+    def discard(self) -> None:
+        """The evaluation did not start (no row could be rendered): the progress table goes."""
+        with self._lock:
+            self._closed = True
+        if self.display_id is not None:
+            from IPython.display import update_display
+
+            update_display({"text/plain": ""}, raw=True, display_id=self.display_id)
+
     def finish(self) -> None:
         """Replace the progress with the saved matrix and summary (or print them in a terminal)."""
         with self._lock:
