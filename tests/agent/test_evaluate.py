@@ -232,11 +232,19 @@ def test_rate_gate_holds_never_shorten() -> None:
 
 
 def test_budget_stops_scheduling_before_the_estimate_would_pass_it(store) -> None:
-    budget = Budget(1.0)
-    assert budget.reserve(0.6) and not budget.reserve(0.5) and budget.stopped
-    assert not budget.reserve(0.0)  # stopped for good
-    budget.settle(0.6, 0.2)
-    assert budget.spent == pytest.approx(0.2) and budget.reserved == 0
+    async def reservations() -> None:
+        budget = Budget(1.0)
+        assert await budget.reserve(lambda: 0.6) == 0.6
+        waiting = asyncio.ensure_future(budget.reserve(lambda: 0.5))  # 0.6 in flight could settle for less
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        budget.settle(0.6, 0.2)  # it did: room for 0.5
+        assert await waiting == 0.5 and budget.spent == pytest.approx(0.2) and budget.reserved == 0.5
+        budget.settle(0.5, 0.7)
+        assert await budget.reserve(lambda: 0.2) is None and budget.refused == 1  # nothing in flight: refused
+        assert await budget.reserve(lambda: 0.05) == 0.05  # a cheaper one still fits
+
+    asyncio.run(reservations())
 
     rows = [f"question {n}" for n in range(12)]
     # Long enough that a run costs more than the first estimate (256 output tokens at the same price).
@@ -252,6 +260,20 @@ def test_budget_stops_scheduling_before_the_estimate_would_pass_it(store) -> Non
     assert len(ran) == 4 and len(server.requests) == 1 + len(ran)  # a fifth would pass 4.5 runs' worth
     assert sum(r.cost for r in ran) <= one * 4.5
     assert len(ev.results) == 12
+
+
+def test_the_budget_holds_under_concurrency_and_counts_what_it_skipped(store) -> None:
+    # gpt-4.1: $2 / M tokens in, $8 / M out; 20,000 tokens out (--max-tokens, the first estimate): $0.16 a run.
+    reply = lambda body: openai_text_reply("ok", usage=(10, 20_000))
+    with StubServer(responder=reply) as server:
+        ev = evaluate([Agent("openai:gpt-4.1", base_url=server.url, price_as="openai:gpt-4.1")], "{{ row }}",
+                      [f"q{n}" for n in range(20)], budget=0.50, concurrency=8, settings={"max_output_tokens": 20_000},
+                      store=store)
+    ran = [r for r in ev.results if r.ran]
+    assert [round(r.cost, 5) for r in ran] == [0.16002] * 3 and len(server.requests) == 3
+    assert ev.spent == pytest.approx(3 * 0.16002) and ev.spent <= 0.50 and ev.reserved == 0
+    assert ev.skipped == 17 and ev.budget_stopped
+    assert ev.to_json()["skipped"] == 17
 
 
 def test_an_interrupt_stops_every_run_keeps_the_finished_and_closes_connections(store) -> None:
@@ -490,3 +512,53 @@ def test_an_interrupt_stops_a_python_check_in_its_thread(store) -> None:
 
         asyncio.run(main())
     assert left.wait(10)
+
+
+def test_repeats_are_fresh_requests_with_their_own_cache_keys_and_flaky_rows_are_found(store) -> None:
+    answers = iter(["Paris", "Lyon", "Paris"] + ["Tokyo"] * 3)  # France's three repeats disagree
+
+    def reply(body):
+        return openai_text_reply(next(answers))
+
+    with StubServer(responder=reply) as server:
+        run = lambda: evaluate([Agent("openai:m", base_url=server.url)], "Capital of {{ row.country }}?", CAPITALS[:2],
+                               repeat=3, assertions=["contains:{{ row.capital }}"], concurrency=1, store=store)
+        ev = run()
+        assert len(server.requests) == 6  # each repeat its own request
+        again = run()
+        assert len(server.requests) == 6 and all(r.cached for r in again.results)  # all served from the store
+    assert ev.total == 6 and [r.repeat for r in ev.cells(0, "openai:m")] == [0, 1, 2]
+    assert [r.text for r in again.cells(0, "openai:m")] == ["Paris", "Lyon", "Paris"]  # each repeat its own answer
+    assert ev.flaky() == [(0, "openai:m")]
+    summary = ev.summary()[0]
+    assert (summary["runs"], summary["passed"], summary["flaky"]) == (6, 5, 1)
+    assert summary["pass_rate"] == pytest.approx(5 / 6)
+    assert [(r["row"], r["repeat"], r["passed"]) for r in ev.records()][:3] == [(0, 0, True), (0, 1, False), (0, 2, True)]
+    with pytest.raises(ValueError, match="repeat must be a whole number, 1 or more"):
+        evaluate(["openai:m"], "{{ row }}", ["a"], repeat=0)
+
+
+def test_prompt_and_system_variants_are_columns_named_provider_slash_variant(store) -> None:
+    with StubServer(responder=answering(capital_of)) as server:
+        ev = evaluate([Agent("openai:m", base_url=server.url)], None, CAPITALS[:2],
+                      prompts={"terse": "{{ row.country }}? One word.", "steps": "Think, then name the capital of {{ row.country }}."},
+                      systems={"steps": "You reason step by step."}, assertions=["contains:{{ row.capital }}"], store=store)
+        sent = sorted((r["body"]["messages"][0]["content"] if len(r["body"]["messages"]) > 1 else "",
+                       last_user_text(r["body"])) for r in server.requests)
+        again = evaluate([Agent("openai:m", base_url=server.url)], None, CAPITALS[:2],
+                         prompts={"terse": "{{ row.country }}? One word.", "steps": "Think, then name the capital of {{ row.country }}."},
+                         systems={"steps": "You reason step by step."}, store=store)
+        assert len(server.requests) == 4 and all(r.cached for r in again.results)
+    assert ev.columns == ["openai:m/terse", "openai:m/steps"] and ev.variants == ["terse", "steps"]
+    assert sent == [("", "France? One word."), ("", "Japan? One word."),
+                    ("You reason step by step.", "Think, then name the capital of France."),
+                    ("You reason step by step.", "Think, then name the capital of Japan.")]
+    assert ev.cell(1, "openai:m/steps").prompt == "Think, then name the capital of Japan."
+    assert {r["column"]: r["variant"] for r in ev.records()} == {"openai:m/terse": "terse", "openai:m/steps": "steps"}
+    assert [s["column"] for s in ev.summary()] == ["openai:m/terse", "openai:m/steps"]
+    with pytest.raises(ValueError, match="not both"):
+        evaluate(["openai:m"], "{{ row }}", ["a"], prompts={"a": "{{ row }}"})
+    with pytest.raises(ValueError, match="one word without '/'"):
+        evaluate(["openai:m"], None, ["a"], prompts={"a/b": "{{ row }}"})
+    with pytest.raises(ValueError, match="no prompt template for only_system"):
+        evaluate(["openai:m"], None, ["a"], systems={"only_system": "Be brief."})

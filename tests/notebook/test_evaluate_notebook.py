@@ -275,3 +275,81 @@ def test_a_catastrophic_regex_ends_within_the_timeout_and_the_kernel_answers(mon
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
+
+
+def test_after_a_sigkill_a_rerun_sends_only_the_runs_that_had_not_finished(tmp_path) -> None:
+    import signal
+    import threading
+
+    from jupyter_client.manager import start_new_kernel
+
+    sent: list[tuple[str, Reply]] = []  # every reply with its prompt; `reply.sent` once written whole
+    lock = threading.Lock()
+
+    def reply(body: dict[str, Any]) -> Reply:
+        answer = openai_text_reply("done " + last_user_text(body), delay=0.01)
+        with lock:
+            sent.append((last_user_text(body), answer))
+        return answer
+
+    def answered() -> set[str]:
+        with lock:
+            return {prompt for prompt, r in sent if r.sent.is_set()}
+
+    setup = ("%load_ext ipyagent\n%provider openai:m --base-url URL\n"
+             f"%agent store {tmp_path / 'runs.sqlite'}\nrows = [f'q{{n}}' for n in range(400)]")
+    matrix = "%%compare openai:m --over rows --concurrency 4 -o ev\n{{ row }}"
+    with StubServer(responder=reply) as server:
+        km, kc = start_new_kernel(kernel_name="python3")
+        try:
+            answer, _ = wait_reply(kc, kc.execute(setup.replace("URL", server.url)), 30)
+            assert answer["content"]["status"] == "ok", answer["content"]
+            kc.execute(matrix)
+            deadline = time.monotonic() + 60
+            while len(answered()) < 100 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            km.signal_kernel(signal.SIGKILL)  # no clean-up of any kind
+            before = answered()
+            assert 100 <= len(before) < 400
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+        with lock:
+            sent.clear()
+        km, kc = start_new_kernel(kernel_name="python3")
+        try:
+            answer, _ = wait_reply(kc, kc.execute(setup.replace("URL", server.url)), 30)
+            assert answer["content"]["status"] == "ok", answer["content"]
+            answer, _ = wait_reply(kc, kc.execute(matrix), 120)
+            assert answer["content"]["status"] == "ok", answer["content"]
+            _, iopub = wait_reply(kc, kc.execute("print(sum(r.cached for r in ev.results), len(ev.results))"), 10)
+        finally:
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    with lock:
+        again = [prompt for prompt, _ in sent]
+    paid_twice = [p for p in again if p in before]
+    assert len(paid_twice) <= 4, f"{len(paid_twice)} finished runs were sent again"  # at most the ones in flight
+    assert len(set(again)) == len(again) and set(again) | before == {f"q{n}" for n in range(400)}
+    cached, total = map(int, "".join(m["content"].get("text", "") for m in iopub if m["msg_type"] == "stream").split())
+    assert total == 400 and cached == 400 - len(again)
+
+
+def test_the_budget_holds_at_concurrency_8_and_the_skipped_runs_are_counted(tmp_path, monkeypatch) -> None:
+    # gpt-4.1: $2 / M tokens in, $8 / M out; 20,000 tokens out (--max-tokens, the first estimate): $0.16 a run.
+    with StubServer(responder=lambda body: openai_text_reply("ok", usage=(10, 20_000))) as server:
+        cells = [
+            f"%load_ext ipyagent\n%provider --alias big openai:gpt-4.1 --base-url {server.url} --price-as openai:gpt-4.1\n"
+            "rows = [f'q{n}' for n in range(24)]",
+            "%%compare big --over rows --budget 0.50 --concurrency 8 --max-tokens 20000 -o ev\n{{ row }}",
+            "print(json.dumps([ev.spent, ev.reserved, ev.skipped, sum(r.cost or 0 for r in ev.results)]))",
+        ]
+        nb = _execute(["import json", *cells], tmp_path, monkeypatch)
+        requests = len(server.requests)
+    spent, reserved, skipped, costs = _printed(nb.cells[-1])
+    assert requests == 3 and spent == pytest.approx(costs) and spent <= 0.50 and reserved == 0
+    assert skipped == 21
+    headline = _saved(nb.cells[2])
+    assert headline["skipped"] == 21 and headline["spent"] <= 0.50
+    shown = next(o for o in nb.cells[2].outputs if MIME_TYPE in o.get("data", {}))["data"]["text/plain"]
+    assert "budget $0.5000: spent $0.4801, reserved $0, 21 runs skipped" in shown

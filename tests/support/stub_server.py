@@ -217,11 +217,14 @@ def openai_tool_call_reply(name: str, arguments: dict[str, Any], *, call_id: str
     return Reply(pieces=pieces + [b"data: [DONE]\n\n"], **kw)
 
 
-def openai_text_reply(text: str, *, piece: int = 8, **kw: Any) -> Reply:
+def openai_text_reply(text: str, *, piece: int = 8, usage: tuple[int, int] | None = None, **kw: Any) -> Reply:
     """An OpenAI Chat text stream saying `text`, in the shape of the recorded
-    ``openai-chat/stream-text-include-usage.sse`` (its first chunk is the template)."""
+    ``openai-chat/stream-text-include-usage.sse`` (its first chunk is the template); `usage`:
+    (prompt, completion) tokens it reports (default 10 and one per piece)."""
     chunk = _openai_chunk_maker()
     pieces = [chunk({"role": "assistant", "content": ""})]
     pieces += [chunk({"content": text[i:i + piece]}) for i in range(0, len(text), piece)]
-    pieces += [chunk({}, "stop"), chunk({}, usage={"prompt_tokens": 10, "completion_tokens": len(pieces), "total_tokens": 10 + len(pieces)})]
+    tokens_in, tokens_out = usage or (10, len(pieces))
+    pieces += [chunk({}, "stop"), chunk({}, usage={"prompt_tokens": tokens_in, "completion_tokens": tokens_out,
+                                                   "total_tokens": tokens_in + tokens_out})]
     return Reply(pieces=pieces + [b"data: [DONE]\n\n"], **kw)

@@ -14,16 +14,18 @@ indexed read and no request. The store is a file: the cache outlives the kernel.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import time
 from typing import Any
 
 from ...core import PromptStack
 from ...drivers import with_rule_instruction
 from ...memory import RunStore, message_json
 
-#: Finished runs written per transaction.
-BATCH = 64
+#: Seconds a finished run may wait to be committed to the run store, at most (under load).
+COMMIT_S = 0.25
 #: The user prompt of the request a provider's digest is built from.
 PLACEHOLDER = "\x00ipyagent:prompt\x00"
 
@@ -59,42 +61,76 @@ def json_output(output: Any) -> Any:
 
 
 class CacheWriter:
-    """Buffers finished runs and writes them to `store` `BATCH` at a time (and on `flush`).
+    """Commits finished runs to `store` by group commits on the event loop: every run that ends
+    in one turn of the loop goes into one transaction, written by a callback scheduled for the
+    loop's next turn (no thread: a writer thread would take the GIL from the loop at each run).
+    So a run is in the store a transaction after it ended (milliseconds; `COMMIT_S` at most
+    under load), and the caller may wait for it (`add`'s future): an evaluation's lane starts no
+    run before its last one is committed, so a killed kernel loses no more finished runs than it
+    had in flight.
 
     Never raises: a store that fails stops the writing and keeps the reason in `error`.
     """
 
     def __init__(self, store: RunStore | None, *, session: str | None = None) -> None:
         self.store, self.session = store, session
-        self.pending: list[dict[str, Any]] = []
+        self.pending: list[tuple[float, dict[str, Any], asyncio.Future[None] | None]] = []  # (queued, record, done)
         self.error: str | None = None
         self.written = 0
+        self.commits = 0
+        self.max_lag_s = 0.0  # the longest a run waited from `add` to its commit
+        self._scheduled = False
 
     def add(self, *, key: str | None, provider: str, prompt: str, status: str, result: Any, figures: dict[str, Any],
-            metadata: dict[str, Any]) -> None:
-        """Queue one run: `result` an `AgentResult` (None: the run never started); `figures`
-        duration_s, usage, cost, error; `metadata` what the cache serves back (text, output, ...)."""
+            metadata: dict[str, Any]) -> asyncio.Future[None] | None:
+        """Queue one run for the next commit: `result` an `AgentResult` (None: the run never
+        started); `figures` duration_s, usage, cost, error; `metadata` what the cache serves back
+        (text, output, ...). On an event loop, returns a future done once the run is committed
+        (or the store failed), the commit scheduled for the loop's next turn; None without a store
+        (or a loop: then `flush` commits)."""
         if self.store is None or self.error is not None:
-            return
+            return None
         name, _, model = provider.partition(":")
         nodes: list[dict[str, Any]] = []
         if result is not None:
             for message in result.messages:
                 nodes.append({"kind": "message", "role": message.role, "data": message_json(message),
                               "provider": name if message.role == "assistant" else None})
-        self.pending.append({"run": {"thread": "evaluation", "session": self.session, "provider": name, "model": model,
-                                     "status": status, "prompt": prompt, "cache_key": key if status == "ok" else None,
-                                     "metadata": metadata, **figures},
-                             "nodes": nodes})
-        if len(self.pending) >= BATCH:
-            self.flush()
+        record = {"run": {"thread": "evaluation", "session": self.session, "provider": name, "model": model,
+                          "status": status, "prompt": prompt, "cache_key": key if status == "ok" else None,
+                          "metadata": metadata, **figures},
+                  "nodes": nodes}
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.pending.append((time.monotonic(), record, None))
+            return None
+        done = loop.create_future()
+        self.pending.append((time.monotonic(), record, done))
+        if not self._scheduled:
+            self._scheduled = True
+            loop.call_soon(self.flush)
+        return done
 
     def flush(self) -> None:
-        if not self.pending or self.store is None or self.error is not None:
-            return
+        """Commit every queued run now, in one transaction."""
+        self._scheduled = False
         batch, self.pending = self.pending, []
+        if not batch:
+            return
         try:
-            self.store.add_finished_runs(batch)
-            self.written += len(batch)
+            if self.error is None and self.store is not None:
+                self.store.add_finished_runs([record for _, record, _ in batch])
+                self.written += len(batch)
+                self.commits += 1
+                self.max_lag_s = max(self.max_lag_s, time.monotonic() - batch[0][0])
         except Exception as exc:  # noqa: BLE001 - the store must never break the evaluation
             self.error = f"the run store stopped recording the evaluation: {type(exc).__name__}: {exc}"
+        finally:
+            for _, _, done in batch:
+                if done is not None and not done.done():
+                    done.set_result(None)
+
+    def close(self) -> None:
+        """Commit what is queued (the end of the evaluation, or an interrupt)."""
+        self.flush()

@@ -87,7 +87,7 @@ class EvalResult:
     total_s: float | None = None
     cached: bool = False
     run_id: str | None = None
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] | tuple[()] = ()  # () when none: a matrix keeps thousands
 
     @property
     def column(self) -> str:

@@ -274,9 +274,11 @@ class _Run:
             self.on_result(cell)
 
     async def run_cell(self, job: _Cell) -> float | None:
-        """Run (or serve from the cache) one cell, check it, record it; returns the USD spent."""
+        """Run (or serve from the cache) one cell, check it, record it; returns the USD spent once the
+        run is committed to the store (so the lane starts no run while a finished one is not)."""
         cell, lane = job.result, job.lane
         spent: float | None = 0.0
+        committed: asyncio.Future[None] | None = None
         assert lane.prototype is not None
         deadline = time.monotonic() + (self.run_options.get("timeout") or lane.prototype.timeout)
         if job.hit is not None:
@@ -293,7 +295,7 @@ class _Run:
             lane.outputs.append(cell.output_tokens)
             if cell.cost is not None:
                 lane.costs.append(cell.cost)
-            self._record(
+            committed = self._record(
                 job.key,
                 lane.prototype.provider,
                 cell.prompt,
@@ -312,12 +314,14 @@ class _Run:
             )
         await self._check(cell, job.row, deadline)
         self._finish(cell)
+        if committed is not None:
+            await committed
         return spent
 
     def estimate(self, job: _Cell) -> float:
         """USD a cell's run may cost: the mean cost of the lane's finished runs; before there is one,
-        the prompt's estimated tokens in and `DEFAULT_OUTPUT_TOKENS` (at most ``max_output_tokens``)
-        out at the model's price."""
+        the prompt's estimated tokens in and ``max_output_tokens`` out (`DEFAULT_OUTPUT_TOKENS`
+        when not set) at the model's price."""
         lane = job.lane
         if job.hit is not None or self.budget.limit is None or lane.prototype is None:
             return 0.0
@@ -327,8 +331,11 @@ class _Run:
             lane.rates = _rates(lane.prototype)
         if lane.rates == (0.0, 0.0):
             return 0.0
-        out = statistics.fmean(lane.outputs) if lane.outputs else DEFAULT_OUTPUT_TOKENS
         settings = lane.prototype.settings.merged(self.run_options.get("settings"))
+        if lane.outputs:
+            out = statistics.fmean(lane.outputs)
+        else:  # before any run ended: the longest reply allowed, else a usual one
+            out = settings.max_output_tokens or DEFAULT_OUTPUT_TOKENS
         if settings.max_output_tokens:  # the reply can be no longer
             out = min(out, settings.max_output_tokens)
         tokens_in = estimate_text(system_text(lane.prototype.system) + job.result.prompt)
@@ -420,7 +427,7 @@ class _Run:
             for lane, gate in zip(built, previous):
                 lane.prototype.driver.rate_gate = gate  # type: ignore[union-attr]
             ev.spent, ev.reserved = self.budget.spent, self.budget.reserved
-            self.writer.flush()
+            self.writer.close()  # what finished is committed, an interrupt too
             if self.writer.error:
                 ev.notes.append(self.writer.error)
         return ev
@@ -455,7 +462,7 @@ def _fill(
                 "output": a.output.to_text()[:500] if a.output is not None else None,
             }
             for a in result.tool_calls
-        ]
+        ] or ()
         if result.error is not None:
             cell.status, cell.error_type, cell.error = "failed", result.error.type, result.error.message
         elif result.interrupted:
@@ -479,7 +486,7 @@ def _from_cache(cell: EvalResult, run: dict[str, Any], schema: Any) -> None:
     cell.output = output
     cell.input_tokens, cell.output_tokens = _tokens(run.get("usage"))
     cell.cost, cell.total_s, cell.ttft_s = run.get("cost"), run.get("duration_s"), meta.get("ttft_s")
-    cell.tool_calls = meta.get("tool_calls") or []
+    cell.tool_calls = meta.get("tool_calls") or ()
 
 
 def _rates(agent: Agent) -> tuple[float, float]:

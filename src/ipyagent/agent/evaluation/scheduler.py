@@ -6,9 +6,10 @@ every request of the lane for the ``Retry-After`` the provider asked, while the
 other lanes go on. A job that fails is recorded by the job itself (the driver
 has already retried what its rules allow); it never stops the rest.
 
-The `Budget` is shared: before a job starts, its estimated cost is reserved; a
-job whose estimate would take spending (finished plus reserved) past the limit
-is not started, and from then on no job is (each is reported as skipped).
+The `Budget` is shared: before a job starts, its estimated cost is reserved and
+when it ends the reservation is settled at its real cost; a job whose estimate
+would take spending (settled plus reserved) past the limit waits for the jobs in
+flight to settle, and is skipped when, with none in flight, it still would.
 Cancelling `Scheduler.run` cancels every worker at once (an interrupt); what
 finished before stays finished.
 """
@@ -26,12 +27,18 @@ from ...drivers import RateGate
 
 
 class Budget:
-    """A spending limit in USD shared by every lane (None: no limit).
+    """A spending limit in USD shared by every lane (None: no limit), held by reservations.
+
+    A job reserves its estimated cost before it starts and settles it when it ends (its real
+    cost replaces the estimate). A job whose reservation would take spending (settled plus
+    reserved) past the limit waits while other jobs are in flight (they may settle for less);
+    with nothing in flight it is refused. So spending stays within the limit when the estimates
+    are right, and passes it by at most the in-flight jobs' costs over their estimates.
 
     Attributes:
         spent: USD of finished work (actual cost, or the estimate when the price is unknown).
         reserved: USD estimated for work in flight.
-        stopped: True once a job was refused; no job starts after that.
+        refused: jobs refused (not started).
     """
 
     def __init__(self, limit: float | None) -> None:
@@ -40,22 +47,43 @@ class Budget:
         self.limit = limit
         self.spent = 0.0
         self.reserved = 0.0
-        self.stopped = False
+        self.in_flight = 0  # reservations not settled yet
+        self.refused = 0
+        self._settled: asyncio.Event | None = None  # set when a reservation is settled
 
-    def reserve(self, estimate: float) -> bool:
-        """Reserve `estimate` USD for a job about to start; False (and stop) if that would pass the limit."""
-        if self.stopped:
-            return False
-        if self.limit is not None and self.spent + self.reserved + estimate > self.limit:
-            self.stopped = True
-            return False
-        self.reserved += estimate
-        return True
+    @property
+    def stopped(self) -> bool:
+        """True once a job was refused."""
+        return self.refused > 0
+
+    def _fits(self, estimate: float) -> bool:
+        return self.limit is None or self.spent + self.reserved + estimate <= self.limit * (1 + 1e-9)
+
+    async def reserve(self, estimate: Callable[[], float]) -> float | None:
+        """Reserve what `estimate()` says (USD) for a job about to start, asked again after each wait
+        (the estimate learns from the jobs that ended); returns the USD reserved, or None (refused)
+        when it does not fit and nothing in flight could settle to make room."""
+        usd = estimate()
+        while not self._fits(usd):
+            if not self.in_flight:
+                self.refused += 1
+                return None
+            if self._settled is None:
+                self._settled = asyncio.Event()
+            await self._settled.wait()
+            usd = estimate()
+        self.reserved += usd
+        self.in_flight += 1
+        return usd
 
     def settle(self, estimate: float, cost: float | None) -> None:
         """A job that reserved `estimate` ended having cost `cost` (None: unknown, the estimate counts)."""
-        self.reserved = max(0.0, self.reserved - estimate)
+        self.in_flight -= 1
+        self.reserved = max(0.0, self.reserved - estimate) if self.in_flight else 0.0
         self.spent += estimate if cost is None else cost
+        settled, self._settled = self._settled, None
+        if settled is not None:
+            settled.set()  # every waiting job looks again
 
     def add(self, cost: float | None) -> None:
         """Spending not reserved ahead (a judge's run)."""
@@ -102,8 +130,8 @@ class Scheduler:
     async def _worker(self, lane: Lane) -> None:
         while lane.jobs:
             job = lane.jobs.popleft()
-            estimate = self._estimate(job)
-            if not self.budget.reserve(estimate):
+            estimate = await self.budget.reserve(lambda: self._estimate(job))
+            if estimate is None:
                 self._skip(job, "budget")
                 continue
             lane.running += 1
