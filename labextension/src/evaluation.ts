@@ -12,7 +12,9 @@ import { Json, el, isObject, list, num, str, usd } from './transcript';
 /** Rows per page of the matrix (policy.json, as render/evaluation.py's PAGE). */
 export const PAGE = EVALUATION_PAGE_ROWS;
 const FIRST_LINE = EVALUATION_FIRST_LINE;
-const MARK: { [kind: string]: string } = { pass: '✓', fail: '✗', error: '!', skipped: '–', none: '·' };
+const MARK: { [kind: string]: string } = {
+  pass: '✓', fail: '✗', error: '!', skipped: '–', none: '·', flaky: '≈', template: '?'
+};
 
 /** (key of a summary row, column title) (policy.json). */
 const SUMMARY = EVALUATION_SUMMARY_COLUMNS;
@@ -44,10 +46,13 @@ function figure(key: string, value: unknown): string {
   return String(n);
 }
 
-/** pass | fail (an assertion failed) | error (the run failed) | skipped | none (no assertions). */
+/** pass | fail (an assertion failed) | error (the run failed) | skipped | template (not rendered) | none (no assertions). */
 export function outcomeClass(r: Json): string {
   if (r.status === 'skipped') {
     return 'skipped';
+  }
+  if (r.status === 'template_error') {
+    return 'template';
   }
   if (r.status !== 'ok') {
     return 'error';
@@ -105,16 +110,46 @@ function labelled(label: string, text: string): HTMLElement {
   return block;
 }
 
-function cellNode(r: Json | undefined): HTMLElement {
+/** evaluation_render.repeats_class: pass (all passed), fail/error (none did), flaky (they disagree). */
+export function repeatsClass(runs: Json[]): string {
+  const kinds = new Set(runs.map(outcomeClass));
+  if (kinds.size === 1) {
+    return [...kinds][0];
+  }
+  const verdicts = new Set(runs.filter(r => r.status === 'ok' || r.status === 'failed').map(r => Boolean(r.passed)));
+  return verdicts.size > 1 ? 'flaky' : verdicts.has(false) ? 'fail' : 'skipped';
+}
+
+function cellNode(runs: Json[] | undefined, repeat: number): HTMLElement {
   const td = el('td');
-  if (!r) {
+  if (!runs || !runs.length) {
     td.append(el('div', 'ipyagent-eval-cell ipyagent-eval-skipped', 'not run'));
     return td;
   }
-  const kind = outcomeClass(r);
-  const box = el('div', `ipyagent-eval-cell ipyagent-eval-${kind}`);
   const details = el('details');
-  details.append(el('summary', '', `${MARK[kind]} ${firstLine(r)}`), labelled('prompt', str(r.prompt)));
+  let kind: string;
+  if (repeat <= 1 && runs.length === 1) {
+    kind = outcomeClass(runs[0]);
+    details.append(el('summary', '', `${MARK[kind]} ${firstLine(runs[0])}`));
+    runDetail(details, runs[0]);
+  } else {
+    kind = repeatsClass(runs);
+    const passed = runs.filter(r => r.passed).length;
+    details.append(el('summary', '', `${MARK[kind]} ${passed}/${repeat} passed · ${firstLine(runs[0])}`));
+    for (const r of runs) {
+      details.append(el('div', 'ipyagent-eval-title', `repeat ${(num(r.repeat) ?? 0) + 1}: ${MARK[outcomeClass(r)]}`));
+      runDetail(details, r);
+    }
+  }
+  const box = el('div', `ipyagent-eval-cell ipyagent-eval-${kind}`);
+  box.append(details);
+  td.append(box);
+  return td;
+}
+
+/** One run's detail: prompt, answer, structured output, tool calls, error, each check and why, figures. */
+function runDetail(details: HTMLElement, r: Json): void {
+  details.append(labelled('prompt', str(r.prompt)));
   if (str(r.text)) {
     details.append(labelled('answer', str(r.text)));
   }
@@ -144,9 +179,6 @@ function cellNode(r: Json | undefined): HTMLElement {
   if (figures) {
     details.append(el('div', 'ipyagent-meta', figures));
   }
-  box.append(details);
-  td.append(box);
-  return td;
 }
 
 function table(head: string[], rows: HTMLElement[]): HTMLElement {
@@ -161,6 +193,11 @@ function table(head: string[], rows: HTMLElement[]): HTMLElement {
   return node;
 }
 
+/** The matrix's columns (a document saved before variants: its providers). */
+function columnsOf(doc: Json): string[] {
+  return list(doc.columns).length ? list(doc.columns).map(str) : list(doc.providers).map(str);
+}
+
 /** evaluation_render.wall_time: milliseconds under a second ("43 ms"), else "12.3 s". */
 export function wallTime(seconds: number | null): string {
   const value = seconds ?? 0;
@@ -170,12 +207,18 @@ export function wallTime(seconds: number | null): string {
 /** evaluation_render.headline: rows x providers, runs done (and cached), passed, assertions, wall time, early stops. */
 export function headline(doc: Json): string {
   const providers = list(doc.providers).map(str);
+  const columns = columnsOf(doc);
+  const repeat = num(doc.repeat) ?? 1;
   const results = list(doc.results).filter(isObject);
   const total = num(doc.total) ?? 0;
-  const done = results.filter(r => r.status !== 'skipped').length;
+  const done = results.filter(r => r.status === 'ok' || r.status === 'failed').length;
   const cached = results.filter(r => r.cached).length;
   const passed = results.filter(r => r.passed).length;
-  let text = `${providers.length} providers × ${Math.floor(total / Math.max(providers.length, 1))} rows: ${done} of ${total} runs`;
+  const rows = Math.floor(total / Math.max(columns.length * repeat, 1));
+  const head = list(doc.variants).length
+    ? `${columns.length} columns (${providers.length} providers × ${Math.floor(columns.length / Math.max(providers.length, 1))} variants)`
+    : `${providers.length} providers`;
+  let text = `${head} × ${rows} rows${repeat > 1 ? ` × ${repeat} repeats` : ''}: ${done} of ${total} runs`;
   text += (cached ? ` (${cached} from the cache)` : '') + `, ${passed} passed`;
   const assertions = list(doc.assertions).map(str);
   if (assertions.length) {
@@ -185,8 +228,12 @@ export function headline(doc: Json): string {
   if (doc.interrupted) {
     text += `; interrupted: ${total - results.length} runs not finished`;
   }
-  if (doc.budget_stopped) {
-    text += `; stopped at the budget of ${cost(num(doc.budget))}`;
+  if (num(doc.budget) !== null) {
+    text += `; budget ${cost(num(doc.budget))}: spent ${cost(num(doc.spent) ?? 0)}, reserved ${cost(num(doc.reserved) ?? 0)}, `;
+    text += `${num(doc.skipped) ?? 0} runs skipped`;
+  }
+  if (list(doc.flaky).length) {
+    text += `; ${list(doc.flaky).length} flaky (repeats disagree)`;
   }
   return text;
 }
@@ -208,14 +255,16 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
   summary.append(table(SUMMARY.map(([, title]) => title), summaryRows));
   root.append(summary);
 
-  // The matrix's columns (a document saved before variants: its providers).
-  const columns = list(data.columns).length ? list(data.columns).map(str) : list(data.providers).map(str);
-  const byCell = new Map<string, Json>();
+  const columns = columnsOf(data);
+  const repeat = num(data.repeat) ?? 1;
+  const byCell = new Map<string, Json[]>();
   const fields = new Map<number, unknown>();
   for (const r of list(data.results).filter(isObject)) {
-    byCell.set(`${num(r.row)}\u0000${str(r.column ?? r.provider)}`, r);
+    const key = `${num(r.row)}\u0000${str(r.column ?? r.provider)}`;
+    byCell.set(key, [...(byCell.get(key) ?? []), r]);
     fields.set(num(r.row) ?? 0, r.fields);
   }
+  byCell.forEach(runs => runs.sort((a, b) => (num(a.repeat) ?? 0) - (num(b.repeat) ?? 0)));
   const rows = [...fields.keys()].sort((a, b) => a - b);
   const head = ['#', 'row', ...columns];
   const pages = Math.ceil(rows.length / PAGE);
@@ -225,7 +274,7 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
     const build = (): HTMLElement => table(head, chunk.map(n => {
       const tr = el('tr');
       tr.append(el('td', '', String(n)), el('td', '', rowLabel(fields.get(n))));
-      columns.forEach(c => tr.append(cellNode(byCell.get(`${n}\u0000${c}`))));
+      columns.forEach(c => tr.append(cellNode(byCell.get(`${n}\u0000${c}`), repeat)));
       return tr;
     }));
     if (rows.length <= PAGE) {

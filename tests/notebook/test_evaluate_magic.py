@@ -13,11 +13,13 @@ from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
 from ipyagent import Agent, Evaluation, compare, evaluate
+from ipyagent.agent import EvalResult
+from ipyagent.agent.evaluation.checks import Outcome
 from ipyagent.notebook.render.evaluation import MIME_TYPE, PAGE, evaluation_html, evaluation_markdown, evaluation_text, headline
 from ipyagent.notebook.views.evaluation_view import bundle
 
 from ..support.stub_server import StubServer
-from ..support.evaluation import CAPITALS, answering, capital_of
+from ..support.evaluation import CAPITALS, answering, capital_of, last_user_text
 from ..support.shell import KEY_VARS
 
 
@@ -33,7 +35,7 @@ def ip() -> Iterator[object]:
     shell.run_line_magic("load_ext", "ipyagent")
     yield shell
     shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("ev", "rows", "short"):
+    for name in ("ev", "rows", "short", "careful", "tpl"):
         shell.user_ns.pop(name, None)
 
 
@@ -82,14 +84,54 @@ def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) ->
     ("openai:m --over rows --rubric 'be good'", "{{ row.country }}", "--rubric goes with a judge"),
     ("openai:m --over rows", "{{ row.land }}", "row 0: the template: 'dict object' has no attribute 'land'"),
     ("openai:m --over rows --runs 2", "{{ row.country }}", "--runs goes without --over"),
+    ("openai:m --over rows --repeat 0", "{{ row.country }}", "--repeat must be 1 or more"),
+    ("openai:m --over rows --check-timeout 0", "{{ row.country }}", "--check-timeout must be more than 0 seconds"),
+    ("openai:m --over rows --variant terse=nope", "{# -- #}", "--variant terse=nope: 'nope' is not defined"),
+    ("openai:m --over rows --variant terse", "{# -- #}", "--variant takes NAME=VAR"),
+    ("openai:m --over rows --variant terse=rows", "{# -- #}", "--variant terse=rows: 'rows' is a list, not a string"),
+    ("openai:m --over rows --variant t=tpl", "{{ row.country }}", "the cell's prompt and --variant"),
+    ("openai:m --over rows", "intro\n--- variant a ---\n{{ row.country }}", "text above its first '--- variant NAME ---'"),
+    ("openai:m --over rows", "--- variant a ---\n{{ row.country }}\n--- variant a ---\nx", "the variant 'a' is given twice"),
+    ("openai:m --over rows", "--- variant a ---\n  \n--- variant b ---\nx", "the variant 'a' is empty"),
+    ("openai:m --repeat 2", "hi", "--repeat goes with --over VAR"),
 ])
 def test_bad_options_are_one_clear_line_before_anything_runs(ip, line, cell, message) -> None:
     ip.user_ns["rows"] = CAPITALS
+    ip.user_ns["tpl"] = "{{ row.country }}"
     with StubServer(responder=answering(capital_of)) as server:
         ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
         with pytest.raises(UsageError, match=re.escape(message)):
             ip.run_cell_magic("compare", line, cell)
     assert not server.requests
+
+
+def test_variants_from_the_cell_and_options_are_columns_and_repeats_show_k_of_n(ip, capsys) -> None:
+    with StubServer(responder=answering(capital_of)) as server:
+        ip.run_line_magic("provider", f"--alias good openai:m --base-url {server.url}")
+        ip.user_ns["rows"] = CAPITALS[:2]
+        ip.user_ns["careful"] = "You check your answer."
+        cell = "--- variant terse ---\n{{ row.country }}?\n--- variant polite ---\nPlease, the capital of {{ row.country }}?"
+        ip.run_cell_magic("compare", "good --over rows --system-variant polite=careful --repeat 2 "
+                          "--assert 'contains:{{ row.capital }}' -o ev", cell)
+        ev = ip.user_ns["ev"]
+        assert len(server.requests) == 2 * 2 * 2
+        systems = sorted(r["body"]["messages"][0]["content"] for r in server.requests if len(r["body"]["messages"]) == 2)
+        assert systems == ["You check your answer."] * 4
+    assert ev.columns == ["openai:m/terse", "openai:m/polite"] and ev.column("good/polite") == "openai:m/polite"
+    assert [r.repeat for r in ev.cells(0, "good/terse")] == [0, 1]
+    out = capsys.readouterr().out
+    assert "2 columns (1 providers × 2 variants) × 2 rows × 2 repeats: 8 of 8 runs, 8 passed" in out
+    html = evaluation_html(ev.to_json())
+    assert "<th>openai:m/terse</th><th>openai:m/polite</th>" in html and html.count("✓ 2/2 passed · ") == 4
+    assert "repeat 2: ✓" in html
+    with StubServer(responder=answering(capital_of)) as server:  # --variant NAME=VAR: prompts held in strings
+        ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
+        ip.user_ns["short"] = "{{ row.country }}?"
+        ip.run_cell_magic("compare", "openai:m --over rows --variant short=short --variant careful=careful -o ev",
+                          "{# the prompts are in --variant #}")
+        assert sorted(last_user_text(r["body"]) for r in server.requests) == [
+            "France?", "Japan?", "You check your answer.", "You check your answer."]
+    assert ip.user_ns["ev"].columns == ["openai:m/short", "openai:m/careful"]
 
 
 def test_rows_of_strings_render_as_row(ip) -> None:
@@ -134,6 +176,23 @@ def test_model_text_in_the_matrix_is_escaped_and_outcomes_say_why() -> None:
     markdown = evaluation_markdown(doc)
     assert "| # | openai:m |" in markdown and "✗" in markdown
     assert evaluation_text(doc).startswith("1 providers × 2 rows: 2 of 2 runs, 0 passed")
+
+
+def test_cells_not_rendered_flaky_repeats_and_the_budget_are_drawn() -> None:
+    ev = Evaluation(["openai:m"], ["a", "b"], assertions=["contains:x"], repeat=2, budget=0.5, spent=0.48, reserved=0.0)
+    passed = lambda n, k, ok: EvalResult(n, "openai:m", "p", {"value": "a"}, repeat=k, passed=ok, text="ans",
+                                         outcomes=[Outcome("contains:x", ok)])
+    ev.results = [passed(0, 0, True), passed(0, 1, False),
+                  *[EvalResult(1, "openai:m", "", {"value": "b"}, repeat=k, status="template_error", error_type="template",
+                               error="row 1: the template: no field") for k in (0, 1)]]
+    doc = ev.to_json()
+    html = evaluation_html(doc)
+    assert "ipyagent-eval-cell ipyagent-eval-flaky" in html and "≈ 1/2 passed · ans" in html
+    assert "ipyagent-eval-cell ipyagent-eval-template" in html and "row 1: the template: no field" in html
+    line = headline(doc)
+    assert "1 providers × 2 rows × 2 repeats: 2 of 4 runs, 1 passed" in line
+    assert "; budget $0.5000: spent $0.4800, reserved $0, 0 runs skipped; 1 flaky (repeats disagree)" in line
+    assert "≈ 1/2 passed · ans" in evaluation_markdown(doc)
 
 
 @pytest.mark.parametrize("wall_s, shown", [(0.0, "0 ms"), (0.0434, "43 ms"), (0.9994, "999 ms"), (1.0, "1.0 s"), (12.34, "12.3 s")])

@@ -38,6 +38,7 @@ def _rows(shell: Any, name: str) -> list[Any]:
 
 #: A line of the cell that starts a prompt variant: ``--- variant NAME ---``.
 VARIANT_LINE = re.compile(r"^---\s*variant\s+(\S+)\s*---\s*$", re.M)
+JINJA_COMMENT = re.compile(r"\{#.*?#\}", re.S)
 
 
 def _named_strings(shell: Any, items: list[str] | None, option: str) -> dict[str, str]:
@@ -73,7 +74,8 @@ def variants_of(shell: Any, args: Any, cell: str) -> tuple[str | None, dict[str,
     prompts = _named_strings(shell, args.variant, "--variant")
     systems = _named_strings(shell, args.system_variant, "--system-variant")
     parts = VARIANT_LINE.split(cell)
-    template: str | None = parts[0].strip() or None
+    # A body of Jinja comments only is no prompt: IPython wants a body, --variant gives the prompts.
+    template: str | None = parts[0].strip() if JINJA_COMMENT.sub("", parts[0]).strip() else None
     if len(parts) > 1:
         if template is not None:
             raise UsageError("the cell has text above its first '--- variant NAME ---' line: put it in a variant")
@@ -85,7 +87,7 @@ def variants_of(shell: Any, args: Any, cell: str) -> tuple[str | None, dict[str,
             prompts[name] = body.strip()
     if template is not None and prompts:
         raise UsageError("the cell's prompt and --variant: make the cell's prompt a variant too "
-                         "(a '--- variant NAME ---' line above it)")
+                         "(a '--- variant NAME ---' line above it), or leave only a {# comment #} in the cell")
     if template is None and not prompts:
         raise UsageError("the cell is empty: write the prompt template below the %%compare line, "
                          "e.g. {{ row.question }}")

@@ -37,6 +37,9 @@ div.ipyagent-evaluation .ipyagent-eval-summary table tr td:first-child{text-alig
 .ipyagent-evaluation .ipyagent-eval-error{background:rgba(230,150,20,.22)}
 .ipyagent-evaluation .ipyagent-eval-skipped{background:rgba(128,128,128,.15);color:var(--jp-ui-font-color2,#777)}
 .ipyagent-evaluation .ipyagent-eval-none{background:rgba(80,120,220,.12)}
+.ipyagent-evaluation .ipyagent-eval-flaky{background:repeating-linear-gradient(135deg,
+rgba(40,160,70,.16) 0 6px,rgba(220,60,40,.18) 6px 12px)}
+.ipyagent-evaluation .ipyagent-eval-template{background:rgba(160,80,200,.15)}
 .ipyagent-evaluation pre{margin:2px 0;white-space:pre-wrap;word-break:break-word;max-height:24em;overflow:auto}
 .ipyagent-evaluation .ipyagent-meta{color:var(--jp-ui-font-color2,#777);font-size:var(--jp-ui-font-size0,11px)}
 .ipyagent-evaluation .ipyagent-eval-title{font-weight:bold;margin:6px 0 2px}
@@ -125,10 +128,13 @@ def progress_html(progress: list[dict[str, Any]], *, note: str = "") -> str:
 
 
 def outcome_class(result: dict[str, Any]) -> str:
-    """``pass``, ``fail`` (an assertion failed), ``error`` (the run failed), ``skipped`` or ``none``."""
+    """``pass``, ``fail`` (an assertion failed), ``error`` (the run failed), ``skipped``,
+    ``template`` (its row could not be rendered) or ``none`` (no assertions)."""
     status = result.get("status")
     if status == "skipped":
         return "skipped"
+    if status == "template_error":
+        return "template"
     if status != "ok":
         return "error"
     if not result.get("outcomes"):
@@ -136,7 +142,7 @@ def outcome_class(result: dict[str, Any]) -> str:
     return "pass" if result.get("passed") else "fail"
 
 
-_MARK = {"pass": "✓", "fail": "✗", "error": "!", "skipped": "–", "none": "·"}
+_MARK = {"pass": "✓", "fail": "✗", "error": "!", "skipped": "–", "none": "·", "flaky": "≈", "template": "?"}
 
 
 def first_line(result: dict[str, Any]) -> str:
@@ -172,10 +178,8 @@ def cell_figures(result: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def _cell_html(result: dict[str, Any] | None) -> str:
-    if result is None:
-        return '<td><div class="ipyagent-eval-cell ipyagent-eval-skipped">not run</div></td>'
-    kind = outcome_class(result)
+def _run_detail(result: dict[str, Any]) -> list[str]:
+    """One run's detail: prompt, answer, structured output, tool calls, error, each check and why, figures."""
     detail = [f"<div><b>prompt</b><pre>{escape(result.get('prompt') or '')}</pre></div>"]
     if result.get("text"):
         detail.append(f"<div><b>answer</b><pre>{escape(result['text'])}</pre></div>")
@@ -205,17 +209,53 @@ def _cell_html(result: dict[str, Any] | None) -> str:
     figures = cell_figures(result)
     if figures:
         detail.append(f'<div class="ipyagent-meta">{escape(figures)}</div>')
-    summary = f"{_MARK[kind]} {escape(first_line(result))}"
+    return detail
+
+
+def repeats_class(runs: list[dict[str, Any]]) -> str:
+    """A cell of several repeats: ``pass`` (all passed), ``fail`` / ``error`` (none did),
+    ``flaky`` (they disagree), or the one kind they all share."""
+    kinds = {outcome_class(r) for r in runs}
+    if len(kinds) == 1:
+        return kinds.pop()
+    verdicts = {bool(r.get("passed")) for r in runs if r.get("status") in ("ok", "failed")}
+    return "flaky" if len(verdicts) > 1 else "fail" if verdicts == {False} else "skipped"
+
+
+def _cell_html(runs: list[dict[str, Any]] | None, repeat: int = 1) -> str:
+    """A matrix cell: its run (its `repeat` runs: ``k/N passed`` and each repeat's detail)."""
+    if not runs:
+        return '<td><div class="ipyagent-eval-cell ipyagent-eval-skipped">not run</div></td>'
+    if repeat <= 1 and len(runs) == 1:
+        kind = outcome_class(runs[0])
+        summary = f"{_MARK[kind]} {escape(first_line(runs[0]))}"
+        body = "".join(_run_detail(runs[0]))
+    else:
+        kind = repeats_class(runs)
+        passed = sum(bool(r.get("passed")) for r in runs)
+        summary = f"{_MARK[kind]} {passed}/{repeat} passed · {escape(first_line(runs[0]))}"
+        body = "".join(f'<div class="ipyagent-eval-title">repeat {r.get("repeat", 0) + 1}: '
+                       f"{_MARK[outcome_class(r)]}</div>" + "".join(_run_detail(r)) for r in runs)
     return (
         f'<td><div class="ipyagent-eval-cell ipyagent-eval-{kind}"><details><summary>{summary}</summary>'
-        f"{''.join(detail)}</details></div></td>"
+        f"{body}</details></div></td>"
     )
+
+
+def cells_of(doc: dict[str, Any]) -> dict[tuple[int, str], list[dict[str, Any]]]:
+    """(row, column) -> its runs, by repeat."""
+    cells: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r in doc["results"]:
+        cells.setdefault((r["row"], column_of(r)), []).append(r)
+    for runs in cells.values():
+        runs.sort(key=lambda r: r.get("repeat", 0))
+    return cells
 
 
 def matrix_html(doc: dict[str, Any]) -> str:
     """The matrix of an evaluation's JSON, in pages of `PAGE` rows (unsanitized; see `evaluation_html`)."""
     providers = columns_of(doc)
-    by_cell = {(r["row"], column_of(r)): r for r in doc["results"]}
+    by_cell, repeat = cells_of(doc), doc.get("repeat") or 1
     rows = sorted({r["row"] for r in doc["results"]})
     fields = {r["row"]: r.get("fields") or {} for r in doc["results"]}
     head = "<tr><th>#</th><th>row</th>" + "".join(f"<th>{escape(p)}</th>" for p in providers) + "</tr>"
@@ -224,7 +264,7 @@ def matrix_html(doc: dict[str, Any]) -> str:
         chunk = rows[start : start + PAGE]
         body = "".join(
             f"<tr><td>{n}</td><td>{escape(_row_label(fields[n]))}</td>"
-            + "".join(_cell_html(by_cell.get((n, p))) for p in providers)
+            + "".join(_cell_html(by_cell.get((n, p)), repeat) for p in providers)
             + "</tr>"
             for n in chunk
         )
@@ -246,25 +286,39 @@ def wall_time(seconds: float | None) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
+def _shape(doc: dict[str, Any]) -> str:
+    """``2 providers × 20 rows``, ``4 columns (2 providers × 2 variants) × 20 rows × 3 repeats``."""
+    columns, providers = len(columns_of(doc)), len(doc["providers"])
+    repeat = doc.get("repeat") or 1
+    rows = doc["total"] // max(columns * repeat, 1)
+    head = (f"{columns} columns ({providers} providers × {columns // max(providers, 1)} variants)"
+            if doc.get("variants") else f"{providers} providers")
+    return f"{head} × {rows} rows" + (f" × {repeat} repeats" if repeat > 1 else "")
+
+
 def headline(doc: dict[str, Any]) -> str:
-    """One line: rows × providers, runs done (those served from the cache), passed, assertions,
-    wall time, and why it stopped early."""
+    """One line: columns × rows (× repeats), runs done (those served from the cache), passed,
+    assertions, wall time, the budget (spent, reserved, runs skipped), flaky cells, and why it
+    stopped early."""
     results = doc["results"]
     rows = len({r["row"] for r in results}) if results else 0
-    done = sum(r["status"] != "skipped" for r in results)
+    done = sum(r["status"] in ("ok", "failed") for r in results)
     cached = sum(bool(r.get("cached")) for r in results)
     passed = sum(bool(r.get("passed")) for r in results)
     text = (
-        f"{len(doc['providers'])} providers × {doc['total'] // max(len(doc['providers']), 1)} rows: "
-        f"{done} of {doc['total']} runs" + (f" ({cached} from the cache)" if cached else "") + f", {passed} passed"
+        f"{_shape(doc)}: {done} of {doc['total']} runs" + (f" ({cached} from the cache)" if cached else "")
+        + f", {passed} passed"
     )
     if doc.get("assertions"):
         text += f" ({', '.join(doc['assertions'])})"
     text += f", {wall_time(doc.get('wall_s'))}"
     if doc.get("interrupted"):
         text += f"; interrupted: {rows and doc['total'] - len(results)} runs not finished"
-    if doc.get("budget_stopped"):
-        text += f"; stopped at the budget of {usd(doc.get('budget'))}"
+    if doc.get("budget") is not None:
+        text += (f"; budget {usd(doc.get('budget'))}: spent {usd(doc.get('spent') or 0.0)}, "
+                 f"reserved {usd(doc.get('reserved') or 0.0)}, {doc.get('skipped') or 0} runs skipped")
+    if doc.get("flaky"):
+        text += f"; {len(doc['flaky'])} flaky (repeats disagree)"
     return text
 
 
@@ -292,15 +346,21 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
     columns = [title for _, title in SUMMARY_COLUMNS]
     lines = [_md(headline(doc)), "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in summary_cells(doc["summary"])]
-    by_cell = {(r["row"], column_of(r)): r for r in doc["results"]}
+    by_cell, repeat = cells_of(doc), doc.get("repeat") or 1
     rows = sorted({r["row"] for r in doc["results"]})
     columns = columns_of(doc)
     lines += ["", "| # | " + " | ".join(_md(p) for p in columns) + " |", "|---|" + "---|" * len(columns)]
     for n in rows:
         cells = []
         for p in columns:
-            r = by_cell.get((n, p))
-            cells.append("" if r is None else f"{_MARK[outcome_class(r)]} {_md(first_line(r))}")
+            runs = by_cell.get((n, p))
+            if not runs:
+                cells.append("")
+            elif repeat > 1:
+                passed = sum(bool(r.get("passed")) for r in runs)
+                cells.append(f"{_MARK[repeats_class(runs)]} {passed}/{repeat} passed · {_md(first_line(runs[0]))}")
+            else:
+                cells.append(f"{_MARK[outcome_class(runs[0])]} {_md(first_line(runs[0]))}")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
