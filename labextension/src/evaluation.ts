@@ -128,7 +128,8 @@ function cellNode(runs: Json[] | undefined, repeat: number): HTMLElement {
   }
   const details = el('details');
   let kind: string;
-  if (repeat <= 1 && runs.length === 1) {
+  // One run, or a row never sent (its repeats alike): the run's line; else k/N passed and each repeat.
+  if ((repeat <= 1 && runs.length === 1) || runs.every(r => r.status === 'template_error')) {
     kind = outcomeClass(runs[0]);
     details.append(el('summary', '', `${MARK[kind]} ${firstLine(runs[0])}`));
     runDetail(details, runs[0]);

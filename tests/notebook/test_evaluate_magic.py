@@ -189,6 +189,7 @@ def test_cells_not_rendered_flaky_repeats_and_the_budget_are_drawn() -> None:
     html = evaluation_html(doc)
     assert "ipyagent-eval-cell ipyagent-eval-flaky" in html and "≈ 1/2 passed · ans" in html
     assert "ipyagent-eval-cell ipyagent-eval-template" in html and "row 1: the template: no field" in html
+    assert "? row 1: the template: no field</summary>" in html  # a row never sent is not "0/2 passed"
     line = headline(doc)
     assert "1 providers × 2 rows × 2 repeats: 2 of 4 runs, 1 passed" in line
     assert "; budget $0.5000: spent $0.4800, reserved $0, 0 runs skipped; 1 flaky (repeats disagree)" in line

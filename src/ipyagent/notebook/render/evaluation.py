@@ -226,7 +226,7 @@ def _cell_html(runs: list[dict[str, Any]] | None, repeat: int = 1) -> str:
     """A matrix cell: its run (its `repeat` runs: ``k/N passed`` and each repeat's detail)."""
     if not runs:
         return '<td><div class="ipyagent-eval-cell ipyagent-eval-skipped">not run</div></td>'
-    if repeat <= 1 and len(runs) == 1:
+    if (repeat <= 1 and len(runs) == 1) or all(r.get("status") == "template_error" for r in runs):
         kind = outcome_class(runs[0])
         summary = f"{_MARK[kind]} {escape(first_line(runs[0]))}"
         body = "".join(_run_detail(runs[0]))
@@ -356,7 +356,7 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
             runs = by_cell.get((n, p))
             if not runs:
                 cells.append("")
-            elif repeat > 1:
+            elif repeat > 1 and not all(r.get("status") == "template_error" for r in runs):
                 passed = sum(bool(r.get("passed")) for r in runs)
                 cells.append(f"{_MARK[repeats_class(runs)]} {passed}/{repeat} passed · {_md(first_line(runs[0]))}")
             else:
