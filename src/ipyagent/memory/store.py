@@ -362,13 +362,16 @@ class RunStore:
         return ids
 
     def cached_runs(self, keys: list[str]) -> dict[str, dict[str, Any]]:
-        """The newest successful run for each cache key that has one: key -> run (as `run` returns)."""
+        """The newest successful run for each cache key that has one: key -> run, with what serving
+        it takes (``id``, ``cache_key``, ``usage``, ``cost``, ``duration_s``, ``metadata``; JSON decoded).
+        A re-run of a matrix reads thousands: the other columns are left unread."""
         found: dict[str, dict[str, Any]] = {}
         unique = list(dict.fromkeys(k for k in keys if k))
         for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
             chunk = unique[start : start + 500]
             rows = self._conn.execute(
-                f"SELECT * FROM runs WHERE status = 'ok' AND cache_key IN ({', '.join('?' for _ in chunk)}) "
+                "SELECT id, cache_key, usage, cost, duration_s, metadata FROM runs "
+                f"WHERE status = 'ok' AND cache_key IN ({', '.join('?' for _ in chunk)}) "
                 "ORDER BY started_at",
                 chunk,
             ).fetchall()

@@ -365,10 +365,10 @@ class _Run:
             lane.name = key
         return lanes
 
-    def _queue(self, lanes: list[_Lane], rows: list[Any], plan: Plan) -> None:
-        """Every run into its lane's queue (row by row, each variant, each repeat), with its cache key
-        (and its cached run, when there is one); a run whose row could not be rendered, or whose lane's
-        agent could not be built, ends at once (``template_error``, ``failed``)."""
+    def _queue(self, lanes: list[_Lane], rows: list[Any], plan: Plan) -> list[_Cell]:
+        """Every run into its lane's queue (row by row, each variant, each repeat), with its cache key;
+        returns the runs the store has (served without a lane). A run whose row could not be rendered,
+        or whose lane's agent could not be built, ends at once (``template_error``, ``failed``)."""
         cells: list[_Cell] = []
         fields = [row_fields(row) for row in rows]  # one per row, shared by its cells
         for lane in lanes:
@@ -384,11 +384,14 @@ class _Run:
                         if self.store is not None:
                             job.key = self._key(lane.prototype, prompt, variant, repeat)  # type: ignore[arg-type]
                         cells.append(job)
-                        lane.jobs.append(job)
         if self.cache and self.store is not None:
             hits = self.store.cached_runs([c.key for c in cells if c.key])
             for job in cells:
                 job.hit = hits.get(job.key) if job.key else None
+        for job in cells:
+            if job.hit is None:
+                job.lane.jobs.append(job)
+        return [job for job in cells if job.hit is not None]
 
     def _unsent(self, cell: EvalResult, template_error: str | None, lane_error: BaseException | None) -> None:
         """A run that is never sent: its row could not be rendered, or its provider could not be built."""
@@ -409,7 +412,7 @@ class _Run:
             if isinstance(assertion, JudgeAssertion):
                 assertion.run = lambda prompt, judge=assertion: self._judge_run(judge, prompt)
         lanes = self._lanes(entries)
-        self._queue(lanes, rows, plan)
+        cached = self._queue(lanes, rows, plan)
         built = [lane for lane in lanes if lane.prototype is not None]
         previous = [lane.prototype.driver.rate_gate for lane in built]  # type: ignore[union-attr]
         for lane in built:
@@ -422,6 +425,8 @@ class _Run:
                 f"budget: no known price for {', '.join(unknown)}; their runs count only when they report a cost"
             )
         try:
+            for job in cached:  # served from the store: no request, no lane
+                await self.run_cell(job)
             await Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip).run()
         finally:
             for lane, gate in zip(built, previous):
