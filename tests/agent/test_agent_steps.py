@@ -21,6 +21,7 @@ from ipyagent.core import (
     ErrorArtifact,
     InfoArtifact,
     Message,
+    MessageError,
     ModelCompleted,
     ModelFailed,
     ProviderError,
@@ -149,7 +150,7 @@ def test_an_on_event_raising_mid_reply_ends_the_run_in_one_line_and_keeps_the_pa
     result = asyncio.run(agent._arun("hi", RunOptions(), _raising_on("text_delta", seen, 2)))
     assert result.error is not None and (result.error.type, result.error.retryable) == ("callback", False)
     assert result.error.message == "on_event raised KeyError: 'widget\\ngone'; the run stopped there, the text so far is kept"
-    assert result.message.text == "Hello" and result.message.metadata["partial"] and result.message.metadata["failed"]
+    assert result.message.text == "Hello" and result.message.status == "failed"
     assert [m.role for m in result.messages] == ["user", "assistant"] and result.messages[-1] is result.message
     assert result.new_messages == [] and agent.messages == [] and not result.ok
     assert kinds(seen) == ["model_started", "text_delta", "text_delta"]  # not called again, not even with the failure
@@ -181,7 +182,7 @@ def test_an_on_event_raising_after_a_reply_stops_the_run_before_its_tools() -> N
     result = asyncio.run(agent._arun("hi", RunOptions(), _raising_on("model_completed", seen)))
     assert result.error is not None and result.error.type == "callback" and ran == [] and len(driver.stacks) == 1
     assert result.message is result.messages[-1] and result.message.tool_calls[0].tag == "c1"
-    assert "failed" not in result.message.metadata  # a whole reply, kept as it came
+    assert result.message.complete and result.message.error is None  # a whole reply, kept as it came
     assert kinds(seen) == ["model_started", "tool_call_delta", "model_completed"]
 
 
@@ -215,8 +216,8 @@ def test_an_interrupt_mid_reply_keeps_its_reasoning_text_and_tool_calls(monkeypa
     assert message.text == "Let me look that up."
     [kept] = message.tool_calls
     assert (kept.tag, kept.name, kept.input, kept.output) == ("c1", "get_weather", {"city": "Paris"}, None)
-    assert message.metadata == {"partial": True, "interrupted": True,
-                                "partial_tool_calls": [{"id": "c2", "name": "get_weather", "raw_arguments": '{"city": "Lon'}]}
+    assert message.status == "interrupted" and message.error is None
+    assert message.metadata == {"partial_tool_calls": [{"id": "c2", "name": "get_weather", "raw_arguments": '{"city": "Lon'}]}
     assert [m.role for m in result.messages] == ["user", "assistant"] and result.messages[1] is message
     assert result.metadata == {"ttft_s": 1.5}  # the first delta came 1.5 s into the turn
     assert result.new_messages == [] and agent.messages == []  # an interrupted run does not join the conversation
@@ -241,7 +242,7 @@ def test_an_interrupt_while_a_tool_runs_keeps_the_reply_that_asked_for_it(monkey
 
     assert result.interrupted and [m.role for m in result.messages] == ["user", "assistant"]
     assert result.message is result.messages[1] and result.message.tool_calls[0].tag == "c1"
-    assert result.message.metadata["partial"] is True and result.message.metadata["interrupted"] is True
+    assert result.message.status == "interrupted"
     assert result.metadata == {"ttft_s": 0.75}
     # the completed turn stays billed
     assert (result.usage.input_tokens, result.usage.output_tokens) == (10, 3)
@@ -291,7 +292,8 @@ def test_the_deadline_ends_a_stalled_reply_as_timeout_keeping_its_text(monkeypat
     assert error.message == ("the run did not finish within 2.5 s (timeout); the text so far is kept; "
                              "give it longer with --timeout SECONDS (timeout= in Python)")
     assert not result.interrupted and result.stop_reason is None
-    assert result.text == "first words" and result.message.metadata == {"partial": True}
+    assert result.text == "first words" and result.message.metadata == {} and result.message.status == "failed"
+    assert result.message.error == MessageError.of(result.error)
     assert [m.role for m in result.messages] == ["user", "assistant"] and result.messages[1] is result.message
     assert result.metadata == {"ttft_s": 0.5}
     # the view and the run store see the end as a failure carrying the partial reply
@@ -313,7 +315,7 @@ def test_the_deadline_cuts_a_running_tool_and_keeps_the_reply_that_called_it(mon
 
     assert result.error is not None and result.error.type == "timeout" and "within 3 s" in result.error.message
     assert result.text == "Checking. " and result.message.tool_calls[0].tag == "c1"
-    assert result.message.metadata["partial"] is True and "interrupted" not in result.message.metadata
+    assert result.message.status == "failed" and result.message.error.type == "timeout"
     assert [m.role for m in result.messages] == ["user", "assistant"]
     # the running call is marked as cut by the deadline (not "not run"), before the run's failure
     assert kinds(events)[-3:] == ["model_completed", "tool_call_completed", "model_failed"]
@@ -420,7 +422,7 @@ def test_a_failed_turn_keeps_its_partial_reply_in_the_run_but_not_in_the_convers
 
     assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
     partial = result.messages[-1]
-    assert partial is result.message and partial.metadata["partial"] and partial.metadata["failed"]
+    assert partial is result.message and partial.status == "failed"
     assert (partial.reasoning, partial.content[0].signature, partial.text) == ("hm", "sig", "It is")
     assert result.new_messages == [] and agent.messages == []  # never joins the conversation as if complete
     assert result.cost == Cost(0.011, 0.022, 0.033)  # the failed turn's billed usage has its price
@@ -446,9 +448,10 @@ def test_a_request_refused_before_sending_is_a_failed_turn() -> None:
     events: list[Any] = []
     result = run(ScriptedDriver(Script(refuse=refusal)), events=events)
 
-    assert result.error is refusal and result.message == Message(role="assistant") and result.usage.total_tokens == 0
+    nothing = Message(role="assistant", status="failed", error=MessageError.of(refusal))
+    assert result.error is refusal and result.message == nothing and result.usage.total_tokens == 0
     [failed] = events
-    assert isinstance(failed, ModelFailed) and failed.error is refusal and failed.partial == Message(role="assistant")
+    assert isinstance(failed, ModelFailed) and failed.error is refusal and failed.partial == nothing
 
 
 def test_a_spent_budget_starts_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -738,7 +741,7 @@ def test_an_interrupt_while_tool_sources_start_keeps_only_the_prompt(monkeypatch
     driver.held = starting
     agent, events = Agent(driver, tools=[Slow()]), []
     result = on_virtual_clock(monkeypatch, interrupt_when_held(agent, driver, "Read it.", events))
-    assert result.interrupted and result.message == Message(role="assistant", metadata={"partial": True, "interrupted": True})
+    assert result.interrupted and result.message == Message(role="assistant", status="interrupted")
     assert [m.role for m in result.messages] == ["user"] and driver.stacks == [] and events == []
 
 
@@ -854,6 +857,7 @@ def test_a_stream_that_ends_without_a_result_is_a_failed_turn_keeping_its_text()
     error = result.error
     assert error is not None and error.type == "invalid_response" and not error.retryable
     assert error.message == "the scripted:m stream ended without a result (a driver bug); the text so far is kept"
-    assert result.text == "Half an answer" and result.message.metadata == {"partial": True, "failed": True}
+    assert result.text == "Half an answer" and result.message.metadata == {} and result.message.status == "failed"
+    assert result.message.error == MessageError.of(error)
     assert result.messages[-1] is result.message
     assert kinds(events) == ["model_started", "text_delta", "model_failed"] and events[-1].partial is result.message

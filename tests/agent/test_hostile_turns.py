@@ -76,7 +76,7 @@ def test_an_on_event_raising_mid_stream_closes_the_response_and_keeps_the_text()
     assert transport.body.closed and transport.body.sent < len([p for p in transport.body.pieces if isinstance(p, bytes)])
     assert result.error is not None and result.error.type == "callback"
     assert result.error.message == "on_event raised RuntimeError: the view broke; the run stopped there, the text so far is kept"
-    assert result.message.text == "".join(texts) and result.message.metadata["failed"] is True
+    assert result.message.text == "".join(texts) and result.message.status == "failed" and result.message.error.type == "callback"
 
 
 def test_an_interrupt_at_every_await_of_a_run_keeps_what_arrived_and_closes_every_stream():
@@ -125,7 +125,7 @@ def test_an_interrupt_at_every_await_of_a_run_keeps_what_arrived_and_closes_ever
             full = result
             break
         assert result.interrupted and result.error is None, steps
-        assert result.message.metadata.get("interrupted") and result.message.metadata.get("partial"), steps
+        assert result.message.status == "interrupted", steps
         for action in result.actions:
             assert action.output is not None, steps
         asked = [e for e in events if isinstance(e, ToolCallCompleted)]

@@ -24,7 +24,7 @@ def _history_notebook(path) -> None:
                  Message(role="assistant", content=[TextBlock(text="It is *18 C* and clear.")], usage=Usage(input_tokens=30, output_tokens=8))],
                 "ok", "run0001", "openai:gpt-4.1-mini")
     failed = Turn([Message(role="user", content=[TextBlock(text="And tomorrow?")]),
-                   Message(role="assistant", content=[TextBlock(text="Tomorrow it")], metadata={"partial": True, "failed": True})],
+                   Message(role="assistant", content=[TextBlock(text="Tomorrow it")], status="failed")],
                   "failed", "run0002", "openai:gpt-4.1-mini", "server: 502 Bad Gateway")
     outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "thread 'default': 2 turns"})]
     for n, t in enumerate([turn, failed], 1):

@@ -24,7 +24,9 @@ from ipyagent.core import (
     InfoArtifact,
     ListArtifact,
     Message,
+    MessageError,
     PromptStack,
+    ProviderError,
     ReasoningBlock,
     StopKind,
     StopReason,
@@ -70,6 +72,39 @@ def test_message_round_trips_every_block_type_through_json():
     assert [type(b) for b in back.content] == [type(b) for b in blocks]
     assert back == msg
     assert Message.model_validate_json(msg.model_dump_json()) == msg
+
+
+@pytest.mark.parametrize(("metadata", "status"), [
+    ({"partial": True}, "partial"),  # a process killed mid-turn
+    ({"partial": True, "failed": True}, "failed"),
+    ({"failed": True}, "failed"),
+    ({"partial": True, "interrupted": True}, "interrupted"),
+    ({"partial": True, "failed": True, "interrupted": True}, "interrupted"),  # the run store's interrupted node
+    ({"latency_s": 0.5}, "complete"),
+])
+def test_old_metadata_flags_become_the_message_status(metadata: dict, status: str) -> None:
+    """Saved transcripts and run stores from before issue 27 said how whole a message was in its
+    metadata; they load with the typed status, the flags out of the metadata, the rest kept."""
+    message = Message.model_validate({"role": "assistant", "metadata": {**metadata, "latency_s": 0.5}})
+    assert message.status == status and message.metadata == {"latency_s": 0.5} and message.error is None
+    assert message.complete is (status == "complete")
+
+
+def test_an_old_error_in_the_metadata_becomes_the_message_error() -> None:
+    old = {"type": "overloaded", "code": None, "message": "busy", "retryable": True, "status": 529}
+    message = Message.model_validate({"role": "assistant", "metadata": {"partial": True, "error": old}})
+    assert message.status == "failed" and message.error == MessageError(**old) and message.metadata == {}
+    given = Message.model_validate({"role": "assistant", "status": "interrupted", "metadata": {"failed": True}})
+    assert given.status == "interrupted" and given.metadata == {}  # a status given outright wins
+
+
+def test_a_failed_message_round_trips_with_its_error() -> None:
+    error = ProviderError("rate_limit", "slow down", status=429)
+    message = Message(role="assistant", status="failed", error=MessageError.of(error))
+    assert message.error.model_dump() == error.to_dict()
+    assert Message.model_validate_json(message.model_dump_json()) == message
+    with pytest.raises(pydantic.ValidationError):
+        Message(role="assistant", status="half")
 
 
 def test_message_from_plain_dicts_dispatches_on_type():

@@ -353,8 +353,8 @@ def test_overloaded_error_mid_stream_keeps_partial_output():
     assert len(server.requests) == 1  # deltas were shown: no retry
     assert terminal.partial.text == terminal.partial_text == exp.text
     assert [(c.tag, c.input) for c in terminal.partial.tool_calls] == [(c["id"], c["input"]) for c in exp.tool_calls]
-    assert terminal.partial.metadata["partial"] is True
-    assert terminal.partial.metadata["error"]["type"] == "overloaded"
+    assert terminal.partial.status == "failed"
+    assert terminal.partial.error.type == "overloaded"
 
 
 def test_overloaded_error_before_any_delta_is_retried():

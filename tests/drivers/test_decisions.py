@@ -784,11 +784,11 @@ def test_a_stopped_reply_keeps_reasoning_text_and_complete_tool_calls() -> None:
     assert aggregator.partial() is None
     for delta in deltas:
         aggregator.add(delta)
-    message = aggregator.partial(interrupted=True)
+    message = aggregator.partial("interrupted")
     assert [type(b) for b in message.content] == [ReasoningBlock, type(message.content[1]), ActionCallBlock]
     assert message.reasoning == "think" and message.content[0].signature == "sig" and message.text == "Hello"
     assert message.tool_calls[0].input == {"city": "Oslo"}
-    assert message.metadata["partial"] and message.metadata["interrupted"]
+    assert message.status == "interrupted" and message.error is None
     assert message.metadata["partial_tool_calls"] == [{"id": "c2", "name": "get_time", "raw_arguments": '{"tz": '}]
 
     from ipyagent.core import Message as M
@@ -796,7 +796,7 @@ def test_a_stopped_reply_keeps_reasoning_text_and_complete_tool_calls() -> None:
     for delta in deltas:
         builder.feed(delta)
     [*_, kept] = builder.interrupted()
-    assert kept.reasoning == "think" and kept.tool_calls and kept.metadata["interrupted"]
+    assert kept.reasoning == "think" and kept.tool_calls and kept.status == "interrupted"
 
 
 def test_prices_are_looked_up_in_a_forked_child_too() -> None:

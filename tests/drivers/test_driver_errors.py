@@ -154,7 +154,7 @@ def test_cut_after_first_delta_is_not_retried_and_keeps_partial_text():
     assert terminal.partial.text == sent_text
     assert terminal.partial_text == sent_text
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == sent_text
-    assert terminal.partial.metadata["partial"] is True
+    assert terminal.partial.status == "failed"
     assert terminal.metadata["attempts"] == 1
 
 

@@ -89,7 +89,7 @@ def test_a_stream_without_a_stop_reason_was_cut_short() -> None:
     failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "par"}, {"usage": [1, 1]})))))[-1]
     assert_error(failed.error, "invalid_response", "the toy stream ended before the model finished (no stop reason arrived); "
         "the text so far is kept", retryable=False)
-    assert failed.partial.text == "par" and failed.partial.metadata["partial"] is True
+    assert failed.partial.text == "par" and failed.partial.status == "failed"
 
 
 def test_a_call_cut_by_max_tokens_is_reported_and_otherwise_kept_with_its_error_for_the_model() -> None:
@@ -134,7 +134,7 @@ def test_deltas_that_form_no_message_fail_the_turn_and_leave_an_empty_partial() 
     assert_error(failed.error, "invalid_response", "content block 0 holds text and ToolCallDelta deltas", retryable=False)
     assert failed.partial.role == "assistant" and failed.partial.content == []
     cut = run_turn(Toy("m", transport=Scripted((200, NDJSON, [ndjson(*broken), httpx2.ReadError("reset")]))))[-1]
-    assert cut.error.type == "connection" and cut.partial.content == [] and cut.partial.metadata["partial"] is True
+    assert cut.error.type == "connection" and cut.partial.content == [] and cut.partial.status == "failed"
 
 
 def test_a_failed_turn_keeps_its_text_and_says_what_broke() -> None:
@@ -143,8 +143,8 @@ def test_a_failed_turn_keeps_its_text_and_says_what_broke() -> None:
     failed = run_turn(Toy("m", api_key=key, transport=transport))[-1]
     assert_error(failed.error, "connection", "connection to http://toy.invalid/v1/chat failed: ReadError: reset", retryable=True)
     assert failed.partial.text == "Hello" and len(transport.requests) == 1  # after a delta: not retried
-    assert failed.partial.metadata["partial"] is True and failed.partial.metadata["error"] == failed.error.to_dict()
-    assert failed.partial.metadata["failed"] is True
+    assert failed.partial.status == "failed" and failed.partial.error.model_dump() == failed.error.to_dict()
+    assert not {"partial", "failed", "error"} & set(failed.partial.metadata)
     assert (failed.metadata["provider"], failed.metadata["model"], failed.metadata["attempts"]) == ("toy", "m", 1)
     assert "partial" not in failed.metadata
 
@@ -155,7 +155,7 @@ def test_a_provider_error_echoing_the_key_is_redacted_in_message_and_body(no_sle
     failed = run_turn(Coded("m", api_key=key, transport=Scripted((401, JSON, body))))[-1]
     assert failed.error.message == "toy returned HTTP 401: bad key [redacted]"
     assert failed.error.raw == {"message": "bad key [redacted]", "type": "authentication", "detail": {"key": "[redacted]"}}
-    assert failed.partial.metadata["error"]["message"] == failed.error.message
+    assert failed.partial.error.message == failed.error.message
 
 
 @pytest.mark.parametrize("statuses, attempts, gave_up", [([503, 503], 2, True), ([503, 400], 2, False), ([503], 1, False)])
@@ -633,7 +633,7 @@ def test_a_turn_whose_stream_names_no_model_is_the_model_asked_for() -> None:
 def test_a_turn_failing_before_any_delta_keeps_an_empty_assistant_message() -> None:
     failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"usage": [1, 0]})))))[-1]
     assert failed.type == "model_failed" and failed.partial.role == "assistant" and failed.partial.content == []
-    assert failed.partial.metadata["failed"] is True and failed.partial.usage == Usage(input_tokens=1)
+    assert failed.partial.status == "failed" and failed.partial.usage == Usage(input_tokens=1)
 
 
 @pytest.mark.parametrize("raw, kept", [(None, None), ("stop", "stop"), ("", ""), (5, "5")])

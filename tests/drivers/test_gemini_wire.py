@@ -252,7 +252,7 @@ def test_recorded_stream(path):
         assert terminal.error.retryable is False
         assert exp.text, "an error recording should carry output before the error"
         assert terminal.partial.text == terminal.partial_text == exp.text
-        assert terminal.partial.metadata["partial"] is True
+        assert terminal.partial.status == "failed"
         return
 
     assert isinstance(terminal, ModelCompleted), getattr(terminal, "error", None)

@@ -164,7 +164,7 @@ def test_recorded_response(path):
         assert exp.error in terminal.error.message
         assert terminal.error.raw == exp.error
         assert exp.text and terminal.partial.text == terminal.partial_text == exp.text
-        assert terminal.partial.metadata["partial"] is True
+        assert terminal.partial.status == "failed"
         assert terminal.metadata["attempts"] == 1  # output was shown: never retried
         return
 

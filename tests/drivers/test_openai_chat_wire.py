@@ -83,7 +83,7 @@ def test_recorded_stream(path):
         assert terminal.partial.text == exp.text
         assert terminal.partial.reasoning == exp.reasoning
         assert terminal.partial_text == exp.text
-        assert terminal.partial.metadata["partial"] is True and terminal.partial.metadata["failed"] is True
+        assert terminal.partial.status == "failed"
         assert (exp.reasoning or exp.text), "an error recording should carry output before the error"
         # usage billed before the error (OpenRouter's error chunk carries it) stays on the partial
         if exp.usage is None:

@@ -144,7 +144,7 @@ def test_a_stream_failing_after_its_usage_is_stored_partial_with_that_usage(stor
     assert (result.usage.input_tokens, result.usage.output_tokens) == (billed["prompt_tokens"], billed["completion_tokens"])
     run = store.run(recorder.run_id)
     message = next(n for n in store.nodes(run["id"]) if n["kind"] == "message" and n["role"] == "assistant")
-    assert message["partial"] and message["failed"] and message["data"]["metadata"]["failed"]
+    assert message["partial"] and message["failed"] and message["data"]["status"] == "failed"
     assert message["data"]["content"][0]["text"] == result.message.reasoning
     tokens = (billed["prompt_tokens"], billed["completion_tokens"])
     assert (message["usage"]["input_tokens"], message["usage"]["output_tokens"]) == tokens
@@ -335,7 +335,7 @@ def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(tmp_path: Path
         assert statuses == ["ok", "interrupted", "ok"]
         interrupted = store.runs()[1]
         message = next(n for n in store.nodes(interrupted["id"]) if n["kind"] == "message" and n["role"] == "assistant")
-        assert message["partial"] and message["failed"] and message["data"]["metadata"].get("interrupted")
+        assert message["partial"] and message["failed"] and message["data"]["status"] == "interrupted"
         partial = message["data"]["content"][0]["text"]
         assert partial and exp.text.startswith(partial) and partial != exp.text
     finally:

@@ -19,6 +19,7 @@ from typing import Any
 from ipyagent.core import (
     DeltaMessage,
     Event,
+    MessageError,
     ModelCompleted,
     ModelFailed,
     ModelStarted,
@@ -112,7 +113,7 @@ class ScriptedDriver(BasePromptDriver):
         message = aggregator.message(dropped=dropped)
         message.usage = script.usage
         if script.error is not None:
-            message.metadata = {"partial": True, "failed": True}
+            message.status, message.error = "failed", MessageError.of(script.error)
             metadata = {"cost": script.cost, **script.metadata} if script.cost is not None else dict(script.metadata)
             yield ModelFailed(script.error, message, metadata)
             return

@@ -21,6 +21,7 @@ from ..core import (
     EventHandler,
     HistoryTrimmed,
     Message,
+    MessageError,
     ModelCompleted,
     ModelFailed,
     ModelStarted,
@@ -123,7 +124,7 @@ class Thread:
 
     def messages(self) -> list[Message]:
         """Every message of every turn, failed ones included (their partial messages
-        carry ``metadata["partial"]`` and ``["failed"]``)."""
+        have a `Message.status` other than ``complete``)."""
         return [m for t in self.turns for m in t.messages]
 
     def compose(self, *, max_turns: int | None = None, budget_tokens: int | None = None) -> Composition:
@@ -145,7 +146,7 @@ class Thread:
                 total -= usable.pop(0).tokens
                 dropped += 1
                 reason = "context_window"
-        messages = [m for t in usable for m in close_dangling_calls(t.messages) if not m.metadata.get("partial")]
+        messages = [m for t in usable for m in close_dangling_calls(t.messages) if m.complete]
         return Composition(
             messages, len(usable), dropped, skipped, sum(t.tokens for t in usable), budget_tokens, reason
         )
@@ -184,7 +185,7 @@ class ThreadStore:
 class TurnBuilder(EventHandler):
     """Rebuilds a run's messages from its events, for runs that end without a result
     (failed, interrupted): completed model turns and tool results as they were, then
-    the partial assistant message marked ``partial`` and ``failed``."""
+    the partial assistant message, its status ``failed`` (or ``interrupted``)."""
 
     def __init__(self, prompt: Message) -> None:
         self.messages: list[Message] = [prompt]
@@ -216,7 +217,7 @@ class TurnBuilder(EventHandler):
         self._flush_results()
         if not any(event.partial is m for m in self.messages):
             partial = event.partial.model_copy(deep=True)
-            partial.metadata = {**partial.metadata, "partial": True, "failed": True, "error": event.error.to_dict()}
+            partial.status, partial.error = "failed", MessageError.of(event.error)
             self.messages.append(partial)
         self._streaming.clear()
 
@@ -227,14 +228,14 @@ class TurnBuilder(EventHandler):
 
     def partial_message(self) -> Message | None:
         """The reply being streamed when the run stopped (text and reasoning so far), or None."""
-        return self._streaming.partial(failed=True)
+        return self._streaming.partial("failed")
 
     def interrupted(self) -> list[Message]:
         """The messages of a run cancelled mid-way (kernel interrupt)."""
         self._flush_results()
         partial = self.partial_message()
         if partial is not None:
-            partial.metadata["interrupted"] = True
+            partial.status = "interrupted"
             self.messages.append(partial)
         self._streaming.clear()
         return self.messages

@@ -31,6 +31,7 @@ from ..core import (
     Event,
     InfoArtifact,
     Message,
+    MessageError,
     ModelCompleted,
     ModelFailed,
     PromptStack,
@@ -187,7 +188,8 @@ class AgentRun:
             )
         except (ProviderError, EventCallbackError) as exc:  # the stream is closed by now (aclosing)
             error = exc.as_provider_error() if isinstance(exc, EventCallbackError) else exc
-            return ModelFailed(error, self.streaming.partial(failed=True) or Message(role="assistant"))
+            kept = self.streaming.partial("failed", error)
+            return ModelFailed(error, kept or Message(role="assistant", status="failed", error=MessageError.of(error)))
 
     def structured_output(self, message: Message) -> Output:
         """`message` read against the output schema; the output tool's call (never run:
@@ -305,7 +307,7 @@ class AgentRun:
         ``interrupted`` (`stop_running`)."""
         self.stop_running("interrupted")
         message = self._partial_reply()
-        message.metadata = {**message.metadata, "partial": True, "interrupted": True}
+        message.status = "interrupted"
         return self._result(message, interrupted=True, metadata=self._stopped_metadata())
 
     def timed_out(self, timeout: float) -> AgentResult:
@@ -313,18 +315,15 @@ class AgentRun:
         with a ``timeout`` error, emitted so the view and the run store show it; calls it was
         running read "stopped at the deadline" (`stop_running`)."""
         self.stop_running("timeout")
-        message = self._partial_reply()
-        message.metadata = {**message.metadata, "partial": True}
-        return self._fail(
-            message,
-            ProviderError(
-                "timeout",
-                f"the run did not finish within {timeout:g} s (timeout); the text so far is kept; "
-                "give it longer with --timeout SECONDS (timeout= in Python)",
-                retryable=False,
-            ),
-            self._stopped_metadata(),
+        error = ProviderError(
+            "timeout",
+            f"the run did not finish within {timeout:g} s (timeout); the text so far is kept; "
+            "give it longer with --timeout SECONDS (timeout= in Python)",
+            retryable=False,
         )
+        message = self._partial_reply()
+        message.status, message.error = "failed", MessageError.of(error)
+        return self._fail(message, error, self._stopped_metadata())
 
     def stop_running(self, why: str) -> None:
         """The run stopped (`why`: ``interrupted`` or ``timeout``) while it ran tool calls: each
@@ -347,7 +346,7 @@ class AgentRun:
                 )
 
     def _keep_failed(self, turn: ModelFailed) -> None:
-        """A failed turn's partial reply (marked ``partial`` and ``failed`` by whoever built it)
+        """A failed turn's partial reply (its status ``failed``, set by whoever built it)
         joins the run's `messages` when something had arrived, never `new_messages`; the usage
         billed before the failure counts, with its price."""
         if turn.partial.content:

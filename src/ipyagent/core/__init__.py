@@ -51,7 +51,7 @@ from .events import (
     ToolCallCompleted,
     ToolCallDelta,
 )
-from .messages import Message, StopKind, StopReason, Usage
+from .messages import MESSAGE_FIELDS, Message, MessageError, MessageStatus, StopKind, StopReason, Usage
 from .system import SystemBlock, fit_system_blocks, system_blocks, system_text
 from .settings import ModelSettings, coerce_settings, unsupported_setting
 from .prompt_stack import OutputStrategy, PromptStack, ToolDefinition, to_blocks

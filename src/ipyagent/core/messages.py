@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from .content import ActionCallBlock, ActionResultBlock, ContentBlock, ReasoningBlock, TextBlock
+from .errors import ProviderError
 from .tool_action import ToolAction
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -98,17 +99,82 @@ class StopReason(BaseModel):
         return self.kind.value
 
 
+#: Whether a message is whole: ``complete``; ``partial`` (the reply so far of a stream that has
+#: not ended: a snapshot, or what a process killed mid-turn left); ``failed`` (the turn's stream
+#: ended with an error, `Message.error`, after the content it has); ``interrupted`` (the run was
+#: stopped, Stop or a kernel interrupt, while it streamed).
+MessageStatus = Literal["complete", "partial", "failed", "interrupted"]
+
+#: The metadata keys that said this before issue 27 (saved transcripts and run stores still load).
+LEGACY_STATUS_KEYS = ("partial", "failed", "interrupted", "error")
+
+
+class MessageError(BaseModel):
+    """The error a message's turn ended with: a `ProviderError` as `ProviderError.to_dict` gives
+    it (type, one line of message, the provider's code, whether a retry may help, HTTP status)."""
+
+    type: str
+    message: str = ""
+    code: str | int | None = None
+    retryable: bool | None = None
+    status: int | None = None
+
+    @classmethod
+    def of(cls, error: ProviderError) -> "MessageError":
+        return cls(type=str(error.type), message=error.message, code=error.code, retryable=error.retryable,
+                   status=error.status)
+
+
+def upgrade_status_keys(data: Any) -> Any:
+    """Message data whose metadata says ``partial`` / ``failed`` / ``interrupted`` / ``error`` (as
+    before issue 27) with those keys moved to `Message.status` and `Message.error`; anything
+    else as it is. A status or error given outright wins."""
+    if not isinstance(data, dict):
+        return data
+    metadata = data.get("metadata")
+    if not isinstance(metadata, dict) or not any(key in metadata for key in LEGACY_STATUS_KEYS):
+        return data
+    metadata = dict(metadata)
+    partial, failed, interrupted = (bool(metadata.pop(key, False)) for key in ("partial", "failed", "interrupted"))
+    error = metadata.pop("error", None)
+    status = "interrupted" if interrupted else "failed" if failed or error else "partial" if partial else "complete"
+    upgraded = {"status": status, **data, "metadata": metadata}
+    if isinstance(error, dict) and error.get("type") and upgraded.get("error") is None:
+        upgraded["error"] = error
+    return upgraded
+
+
+#: The fields of `Message` (a run store's message node holds others beside them: stop reason, response).
+MESSAGE_FIELDS = ("role", "content", "usage", "metadata", "status", "error")
+
+
 class Message(BaseModel):
     """One message of a conversation: a role and its content blocks.
 
     `usage` is set on assistant messages that came from a provider; `metadata`
     holds what the driver measured (latency in seconds, retries, request id).
+    `status` says whether the message is whole (`MessageStatus`); `error` is the
+    error a ``failed`` one's turn ended with. Only complete messages are sent again
+    in a later request. Data with the old metadata keys (``partial``, ``failed``,
+    ``interrupted``, ``error``) validates too.
     """
 
     role: Role
     content: list[ContentBlock] = Field(default_factory=list)
     usage: Usage | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
+    status: MessageStatus = "complete"
+    error: MessageError | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_legacy_status(cls, data: Any) -> Any:
+        return upgrade_status_keys(data)
+
+    @property
+    def complete(self) -> bool:
+        """True for a whole message (`status` ``complete``)."""
+        return self.status == "complete"
 
     @property
     def text(self) -> str:

@@ -23,6 +23,9 @@ from ..core import (
     BlockDelta,
     DeltaMessage,
     Message,
+    MessageError,
+    MessageStatus,
+    ProviderError,
     ReasoningBlock,
     ReasoningDelta,
     StopKind,
@@ -166,12 +169,12 @@ class Aggregator:
                 blocks.append(first.block)
         return Message(role="assistant", content=blocks)
 
-    def partial(self, **metadata: Any) -> Message | None:
-        """The reply so far of a stream that stopped before its end, or None when nothing had
-        arrived: its text, reasoning (with its signature) and the tool calls whose arguments
-        are complete. Marked ``{"partial": True, **metadata}``; a call cut inside its
-        arguments is left out and described in ``metadata["partial_tool_calls"]`` (id, name,
-        raw argument text).
+    def partial(self, status: MessageStatus = "partial", error: ProviderError | None = None) -> Message | None:
+        """The reply so far of a stream that stopped before its end (or has not ended), or None
+        when nothing had arrived: its text, reasoning (with its signature) and the tool calls
+        whose arguments are complete, with `status` (``partial``, ``failed``, ``interrupted``)
+        and `error`. A call cut inside its arguments is left out and described in
+        ``metadata["partial_tool_calls"]`` (id, name, raw argument text).
 
         Raises:
             ValueError: the deltas form no message (one content index holding different kinds).
@@ -180,7 +183,9 @@ class Aggregator:
             return None
         dropped: list[dict[str, Any]] = []
         message = self.message(dropped=dropped)
-        message.metadata = {"partial": True, **metadata}
+        message.status = status
+        if error is not None:
+            message.error = MessageError.of(error)
         if dropped:
             message.metadata["partial_tool_calls"] = dropped
         return message

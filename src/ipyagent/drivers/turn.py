@@ -24,6 +24,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from ..core import (
     DeltaMessage,
     Message,
+    MessageError,
     ModelCompleted,
     ModelFailed,
     ProviderError,
@@ -421,15 +422,15 @@ class TurnSteps:
                       ttft_s: float | None) -> ModelFailed:
         """The turn failed: `error` (redacted as every `ProviderError` is; saying why a retryable one was not
         tried again: a longer wait asked than `max_retry_wait`, or the attempts ran out) and the partial
-        message of what arrived (`Aggregator.partial`, marked ``partial`` and ``failed``).
+        message of what arrived (`Aggregator.partial`, its status ``failed``, its error `error`).
         Usage the provider sent before failing is the partial's `usage`, priced (``cost`` in
         the metadata) and recorded in the ledger like a completed turn's."""
         self._not_retried(error, sent.attempts if sent is not None else 1)
         try:
-            kept = reply.partial()
+            kept = reply.partial("failed", error)
         except Exception:  # deltas that cannot form a message: the error says what broke
             kept = None
-        partial = kept or Message(role="assistant")
+        partial = kept or Message(role="assistant", status="failed", error=MessageError.of(error))
         meta = sent.meta if sent is not None else StreamMeta()
         model, extra = model_or(meta, self.model), {}
         if meta.usage is not None:  # billed before it failed: the cost and budgets count it
@@ -437,5 +438,5 @@ class TurnSteps:
             cost = await self._bill(start, meta, partial.usage, model)
             extra["cost"] = cost.to_dict() if cost is not None else None
         metadata = turn_metadata(start, sent, ttft_s, self.provider, model, **extra)
-        partial.metadata = {**metadata, "partial": True, **partial.metadata, "failed": True, "error": error.to_dict()}
+        partial.metadata = {**metadata, **partial.metadata}
         return ModelFailed(error=error, partial=partial, metadata=metadata)

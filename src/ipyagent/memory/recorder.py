@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ..core import (
+    MESSAGE_FIELDS,
     ActionCallBlock,
     Artifact,
     ArtifactStored,
@@ -80,7 +81,7 @@ def message_json(message: Message) -> dict[str, Any]:
 def _response_meta(metadata: dict[str, Any]) -> dict[str, Any]:
     """What the driver said about a response (request id, latency, attempts, retry waits,
     cost), JSON-ready."""
-    return {k: v for k, v in metadata.items() if k not in ("partial", "error")}
+    return dict(metadata)
 
 
 def _retry(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -294,7 +295,7 @@ class RunRecorder(EventHandler):
             self._safe(lambda: self.store.add_node(self.run_id, "transcript", turn=self.turn or None, data=doc))
 
     def _partial(self) -> Message:
-        return self._streaming.partial() or Message(role="assistant", metadata={"partial": True})
+        return self._streaming.partial() or Message(role="assistant", status="partial")
 
     def interrupted(self) -> None:
         """The run was cancelled (kernel interrupt): its streaming message is saved as it
@@ -305,7 +306,7 @@ class RunRecorder(EventHandler):
         def write() -> None:
             if self._message_node is not None:
                 data = message_json(self._partial())
-                data["metadata"]["interrupted"] = True
+                data["status"] = "interrupted"
                 self.store.update_node(self._message_node, partial=True, failed=True, data=data)
                 self._message_node = None
             self.store.add_node(
@@ -388,8 +389,7 @@ def replay_events(nodes: list[dict[str, Any]]) -> list[Any]:
         if kind == "request":
             events.append(ModelStarted(provider=node.get("provider") or "", model=node.get("model") or ""))
         elif kind == "message" and node.get("role") == "assistant":
-            fields = ("role", "content", "usage", "metadata")
-            message = Message.model_validate({k: v for k, v in data.items() if k in fields})
+            message = Message.model_validate({k: v for k, v in data.items() if k in MESSAGE_FIELDS})
             for index, block in enumerate(message.content):
                 if isinstance(block, TextBlock):
                     events.append(TextDelta(index, block.text))

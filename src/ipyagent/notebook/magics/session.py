@@ -30,6 +30,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 
 from ...agent import DEFAULT_THREAD, AgentResult, transcript_of
 from ...core import (
+    MESSAGE_FIELDS,
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
@@ -77,14 +78,8 @@ def _short(text: str, limit: int = SHOWN_CHARS) -> str:
 
 def message_lines(message: Message) -> list[str]:
     """A message as readable lines: text, reasoning, tool calls and results, flags."""
-    flags = []
-    if message.metadata.get("partial"):
-        flags.append("partial")
-    if message.metadata.get("failed") or message.metadata.get("error"):
-        flags.append("failed")
-    if message.metadata.get("interrupted"):
-        flags.append("interrupted")
-    tag = f" [{', '.join(flags)}]" if flags else ""
+    flags = {"complete": "", "partial": "partial"}.get(message.status, f"partial, {message.status}")
+    tag = f" [{flags}]" if flags else ""
     lines = []
     for block in message.content:
         if isinstance(block, TextBlock):
@@ -112,11 +107,8 @@ def message_lines(message: Message) -> list[str]:
         lines.append(
             f"{message.role}{tag} → {call.get('name')}({_short(call.get('raw_arguments') or '', 300)}  (cut off)"
         )
-    if message.metadata.get("error"):
-        error = message.metadata["error"]
-        lines.append(
-            f"  error: {error.get('type')}: {error.get('message')}" if isinstance(error, dict) else f"  error: {error}"
-        )
+    if message.error is not None:
+        lines.append(f"  error: {message.error.type}: {message.error.message}")
     return lines
 
 
@@ -460,7 +452,7 @@ class SessionMagics(Magics):
             print(f"  POST {data.get('url', '?')}  ({node.get('provider')}:{node.get('model')})")
             print("  body: " + _short(json.dumps(data.get("body"), ensure_ascii=False), 4000))
         elif kind == "message":
-            message = Message.model_validate({k: v for k, v in data.items() if k in ("role", "content", "metadata")})
+            message = Message.model_validate({k: v for k, v in data.items() if k in MESSAGE_FIELDS})
             for text in message_lines(message):
                 print("  " + text)
             if node.get("role") == "assistant":
