@@ -470,6 +470,18 @@ def test_a_regex_past_its_time_limit_fails_timed_out_and_a_linear_one_answers() 
     assert outcome("regex:a{50}b").passed
 
 
+def test_a_cells_checks_together_end_by_the_runs_deadline(store) -> None:
+    catastrophic = [f"regex:^(a|a)+${'$' * n}" for n in range(3)]  # three patterns the engine cannot answer
+    with StubServer(responder=answering(lambda q: "a" * 50 + "b")) as server:
+        ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row }}", ["q"], assertions=catastrophic,
+                      check_timeout=0.3, timeout=0.5, store=store)
+    first, second, third = ev.results[0].outcomes
+    assert first.reason == "timed out: the pattern ran past 0.3 s"
+    assert not second.passed and second.reason.startswith("timed out")
+    # The run's deadline (0.5 s), or a check timeout after the checks began, had passed: the third never ran.
+    assert third.reason == "timed out: no time was left before the run's deadline"
+
+
 def test_a_python_check_past_its_limit_fails_timed_out_and_its_thread_is_stopped(store) -> None:
     entered, left = threading.Event(), threading.Event()
 

@@ -84,6 +84,9 @@ class Assertion:
     #: True when `check` keeps to its own time limit (`timeout`) and never blocks the loop;
     #: the evaluation runs any other check under a deadline it enforces.
     bounded: bool = False
+    #: True when the check is linear in the answer and never waits (contains, equals, json, schema):
+    #: it always runs, even when its cell's time for checks is spent.
+    instant: bool = False
     #: Seconds a check may take (``--check-timeout``); set by the evaluation.
     timeout: float = CHECK_TIMEOUT_S
 
@@ -123,6 +126,7 @@ class TextAssertion(Assertion):
         if not value:
             raise ValueError(f"{kind}: needs a value after the colon, e.g. {kind}:Paris")
         self.kind, self.value, self.name = kind, value, f"{kind}:{value}"
+        self.instant = kind != "regex"
         self._passed = Outcome(self.name, True)  # one for every cell it passes: a matrix keeps thousands
         self.templated = "{{" in value or "{%" in value
         self._rendered: dict[int, tuple[Any, str, Any]] = {}  # id(row) -> (row, value for it, its pattern)
@@ -197,7 +201,7 @@ class JsonAssertion(Assertion):
     """The answer parses as JSON (a whole text, or one fenced code block)."""
 
     name = "json"
-    bounded = True
+    bounded = instant = True
 
     async def check(self, result: Any, row: Any) -> Outcome:
         text = (result.text or "").strip()
@@ -213,7 +217,7 @@ class SchemaAssertion(Assertion):
     """The run's structured output validated against its output schema (``--schema``)."""
 
     name = "schema"
-    bounded = True
+    bounded = instant = True
 
     async def check(self, result: Any, row: Any) -> Outcome:
         if result.output is not None:

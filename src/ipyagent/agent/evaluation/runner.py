@@ -245,21 +245,29 @@ class _Run:
         self.budget.add(cost)
         return result.text, cost, None
 
-    async def _outcome(self, check: Assertion, cell: EvalResult, row: Any, deadline: float) -> Outcome:
-        """`check`'s verdict on `cell`: a bounded check (text, regex, JSON, schema) keeps to its own
-        limit; any other (a function, a judge) has until the run's `deadline`, at least the check
-        timeout, then fails "timed out" (its thread stopped, its request closed)."""
-        if check.bounded:
+    async def _outcome(self, check: Assertion, cell: EvalResult, row: Any, end: float) -> Outcome:
+        """`check`'s verdict on `cell`, by `end` (monotonic seconds): an instant check (contains,
+        equals, JSON, schema) always runs; a regex keeps to its own limit while that fits; any other
+        (a function, a judge), or a regex that would not fit, is stopped at `end` and fails "timed
+        out" (its thread stopped, its request closed)."""
+        if check.instant:
             return await check.check(cell, row)
-        limit = max(self.check_timeout, deadline - time.monotonic())
+        left = end - time.monotonic()
+        if check.bounded and left >= self.check_timeout:
+            return await check.check(cell, row)
+        if left <= 0:
+            return Outcome(check.name, False, reason="timed out: no time was left before the run's deadline")
         try:
-            return await asyncio.wait_for(check.check(cell, row), limit)
+            return await asyncio.wait_for(check.check(cell, row), left)
         except TimeoutError:
-            return Outcome(check.name, False, reason=f"timed out: the check ran past {limit:.3g} s")
+            return Outcome(check.name, False, reason=f"timed out: the check ran past {left:.3g} s")
 
     async def _check(self, cell: EvalResult, row: Any, deadline: float) -> None:
+        """Run every check of `cell`; together they end by the run's `deadline`, or one check timeout
+        after they start when that is later: a cell ends by then whatever its checks do."""
         if cell.ok:
-            cell.outcomes = [await self._outcome(a, cell, row, deadline) for a in self.assertions]
+            end = max(deadline, time.monotonic() + self.check_timeout)
+            cell.outcomes = [await self._outcome(a, cell, row, end) for a in self.assertions]
             judged = [o.cost for o in cell.outcomes if o.cost is not None]
             cell.judge_cost = sum(judged) if judged else None
             cell.passed = all(o.passed for o in cell.outcomes)
