@@ -23,6 +23,7 @@ from ipyagent.drivers.base import parse_retry_after
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver, _error_from_object, usage_from_openai
 from ipyagent.drivers.structured import schema_name
 
+from ..support.finalizer import left_to_the_loop
 from ..support.recordings import decode_body
 
 # -- the aggregator ------------------------------------------------------------------------------
@@ -597,17 +598,17 @@ def _error(status: int, headers: dict[str, str] | None = None) -> tuple[int, dic
     return status, {"content-type": "application/json", **(headers or {})}, json.dumps({"error": {"message": f"HTTP {status}"}}).encode()
 
 
-def _events(driver: OpenAIChatPromptDriver) -> list[Any]:
+async def _turn(driver: OpenAIChatPromptDriver) -> list[Any]:
     stack = PromptStack()
     stack.add_user_message("hi")
+    try:
+        return [e async for e in driver.stream(stack)]
+    finally:
+        await driver.close()
 
-    async def main() -> list[Any]:
-        try:
-            return [e async for e in driver.stream(stack)]
-        finally:
-            await driver.close()
 
-    return asyncio.run(main())
+def _events(driver: OpenAIChatPromptDriver) -> list[Any]:
+    return asyncio.run(_turn(driver))
 
 
 @pytest.mark.parametrize("status, etype", [(408, "timeout"), (429, "rate_limit"), (500, "server"), (503, "server"), (529, "overloaded")])
@@ -705,6 +706,16 @@ def test_a_turn_leaves_nothing_for_the_garbage_collector(no_sleep: list[float]) 
     assert not [o for o in ok if isinstance(o, kept)]
     retried = _cyclic_garbage(lambda: _events(_chat(transport=Scripted(_error(429), OK), max_attempts=2)))
     assert no_sleep and not [o for o in retried if isinstance(o, Opened) or isinstance(o, httpx2.Response) and o.status_code == 200]
+
+
+@pytest.mark.parametrize("replies", [[OK], [_error(429), OK], [(200, OK[1], b"data: {oops\n\n" + OK[2])],
+                                     [(200, OK[1], OK[2].split(b"\n\n")[0] + b"\n\ndata: {oops\n\n" + OK[2])], [_error(400)]],
+                         ids=["completed", "retried", "unreadable-first-event", "unreadable-later-event", "failed"])
+def test_a_turn_closes_every_iterator_it_opens(no_sleep: list[float], replies: list[Any]) -> None:
+    """However the turn ends, the iterators over its body (the frames, the text, the bytes) are
+    closed by the turn, not left to the event loop's finalizer (a task each, later, holding the
+    response until it runs)."""
+    assert left_to_the_loop(lambda: _turn(_chat(transport=Scripted(*replies), max_attempts=2))) == []
 
 
 def test_no_retry_no_notice(no_sleep: list[float]) -> None:

@@ -16,6 +16,7 @@ from ipyagent.core import ProviderError, StopKind, TextDelta, Usage
 from ipyagent.drivers import StreamDecoder, StreamMeta
 from ipyagent.drivers.decode import LineFramer, body_frames, stream_json
 
+from ..support.finalizer import left_to_the_loop
 from ..support.toy_driver import NDJSON, TEXT, Scripted, Toy, assert_error, ndjson, run_turn
 
 
@@ -92,6 +93,41 @@ def test_an_sse_event_may_take_64_mib_but_no_more(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(decode, "MAX_EVENT_BYTES", 1000)
     with pytest.raises(httpx2.SSEError, match="1000 byte limit"):
         _frames(b"data: " + b"x" * 2000 + b"\n\n", "sse", "text/event-stream")
+
+
+def _two_events() -> httpx2.Response:
+    async def stream() -> Any:
+        yield b"data: 1\n\n"
+        yield b"data: 2\n\n"
+
+    return httpx2.Response(200, headers={"content-type": "text/event-stream"}, content=stream(),
+                           request=httpx2.Request("POST", "http://h"))
+
+
+def test_httpx2_s_event_source_closed_early_leaves_what_it_reads_to_the_event_loop() -> None:
+    """httpx2 2.17: closing `EventSource`'s iterator (as a reader does at the stop signal) does not
+    close the ``aiter_text`` it reads, nor that one its ``aiter_bytes``: the loop's finalizer does,
+    later, in tasks of their own that hold the response (once the loop has ended, in a reference
+    cycle on Python 3.12+). Hence `body_frames` gives EventSource text it closes itself (`_text`);
+    when this fails, httpx2 closes them and `EventSource(response)` will do again."""
+    async def run() -> None:
+        events = aiter(httpx2.EventSource(_two_events()))
+        await anext(events)
+        await events.aclose()  # type: ignore[attr-defined]
+
+    assert left_to_the_loop(run) == ["Response.aiter_text", "Response.aiter_bytes"]
+
+
+@pytest.mark.parametrize("framing", ["sse", "lines"])
+def test_frames_closed_early_close_what_they_read_and_the_response(framing: str) -> None:
+    response = _two_events()
+
+    async def run() -> None:
+        frames = body_frames(response, framing)
+        await anext(frames)
+        await frames.aclose()  # type: ignore[attr-defined]
+
+    assert left_to_the_loop(run) == [] and response.is_closed
 
 
 def test_another_framing_is_refused() -> None:

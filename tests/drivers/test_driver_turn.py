@@ -495,12 +495,14 @@ def _drained(pieces: list[Any], *, read: int = 1, deadline: float = 60.0, before
     async def main() -> tuple[bool, int]:
         body = Pieces(pieces)
         stream = http._Deadlined(body, asyncio.get_running_loop().time() + deadline)
-        if before:
+        try:
+            if not before:
+                chunks = aiter(stream)
+                for _ in range(read):
+                    await anext(chunks)
             return await stream.drain(), body.sent
-        chunks = aiter(stream)
-        for _ in range(read):
-            await anext(chunks)
-        return await stream.drain(), body.sent
+        finally:
+            await stream.aclose()  # as the response's `aclose` does
 
     loop = VirtualClockLoop()
     try:

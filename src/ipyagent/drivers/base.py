@@ -45,7 +45,7 @@ from .aggregate import Aggregator, BlockIndex, StreamMeta
 from .capabilities import Capabilities, CapabilityChecks
 from .decode import StreamDecoder, body_frames, stream_json
 from .errors import STATUS_TYPES, ErrorMapping, as_duration, error_excerpt
-from .http import _OPEN, RESPONSE_TIMEOUT, _Deadlined, _parsed_url, close_all_drivers, new_client, parse_retry_after
+from .http import _OPEN, RESPONSE_TIMEOUT, _Deadlined, _parsed_url, aclose, close_all_drivers, new_client, parse_retry_after
 from .models import ModelLists
 from .structured import with_rule_instruction
 from .turn import Sent, TurnStart, TurnSteps
@@ -239,6 +239,7 @@ class BasePromptDriver(TurnSteps, CapabilityChecks, ErrorMapping, ModelLists, AB
             opened = sent.opened if sent is not None else None
             sent = None  # nothing of the response outlives the turn
             if opened is not None:
+                await aclose(opened.reader)  # after the drain: closing the frames closes the response
                 await opened.response.aclose()
 
     async def run(self, prompt_stack: PromptStack) -> ModelCompleted:

@@ -10,15 +10,17 @@ frame, so a delta crosses no generator between the bytes and the driver's `strea
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import aclosing
 from typing import Any
 
 import httpx2
 
 from ..core import DeltaMessage, ProviderError, ReasoningDelta, TextDelta, ToolCallDelta, redact_head
 from .aggregate import StreamMeta, merge_meta
-from .http import _Replayed
+from .http import _Replayed, aclose
 
 #: The largest SSE event a driver reads (``EventSource(max_event_size=)``); httpx2's default,
 #: 1 MiB, is less than real single events: an image in base64 (OpenRouter's image models on
@@ -150,11 +152,46 @@ class LineFramer:
         return [rest] if rest or cr else []
 
 
+async def _text(response: httpx2.Response) -> AsyncIterator[str]:
+    """`response`'s body as text, decoded as httpx2's ``aiter_text`` does (its charset, else
+    UTF-8; bytes that do not decode replaced), from an ``aiter_bytes`` closed with it:
+    ``aiter_text`` and `httpx2.EventSource` do not close the iterators they read when they are
+    closed early (httpx2 2.17), which left them, the response with them, to the event loop."""
+    decoder = codecs.getincrementaldecoder(response.encoding or "utf-8")(errors="replace")
+    async with aclosing(response.aiter_bytes()) as chunks:
+        async for chunk in chunks:
+            if text := decoder.decode(chunk):
+                yield text
+    if text := decoder.decode(b"", True):
+        yield text
+
+
+class _TextBody:
+    """What `httpx2.EventSource` reads of a response (its headers, request and text), the text
+    an iterator of ours (`_text`) that `_events` closes."""
+
+    def __init__(self, response: httpx2.Response, text: AsyncIterator[str]) -> None:
+        self.headers, self.request, self._text = response.headers, response.request, text
+
+    def aiter_text(self) -> AsyncIterator[str]:
+        return self._text
+
+
+async def _events(response: httpx2.Response) -> AsyncIterator[httpx2.ServerSentEvent]:
+    """httpx2's `EventSource` over `_text`: closing this closes both, and so the response."""
+    async with aclosing(_text(response)) as text:
+        source = httpx2.EventSource(_TextBody(response, text), max_event_size=MAX_EVENT_BYTES)  # type: ignore[arg-type]
+        async with aclosing(aiter(source)) as events:  # type: ignore[type-var]
+            async for event in events:
+                yield event
+
+
 async def _lines(response: httpx2.Response) -> AsyncIterator[str]:
     framer = LineFramer()
-    async for text in response.aiter_text():
-        for line in framer.feed(text):
-            yield line
+    async with aclosing(_text(response)) as texts:
+        async for text in texts:
+            for line in framer.feed(text):
+                yield line
     for line in framer.flush():
         yield line
 
@@ -162,7 +199,8 @@ async def _lines(response: httpx2.Response) -> AsyncIterator[str]:
 def body_frames(response: httpx2.Response, framing: str) -> AsyncIterator[Any]:
     """`response`'s body as frames: ``"sse"``, one `httpx2.ServerSentEvent` each (a reply
     labelled otherwise is read as SSE all the same: the driver chose to read it so);
-    ``"lines"``, one line of text each, without its line break.
+    ``"lines"``, one line of text each, without its line break. Closing the iterator (`aclose`)
+    closes every iterator under it and the response.
 
     Raises:
         ValueError: another framing.
@@ -170,7 +208,7 @@ def body_frames(response: httpx2.Response, framing: str) -> AsyncIterator[Any]:
     if framing == "sse":
         if not response.headers.get("content-type", "").startswith("text/event-stream"):
             response.headers["content-type"] = "text/event-stream"  # EventSource reads nothing else
-        return aiter(httpx2.EventSource(response, max_event_size=MAX_EVENT_BYTES))
+        return _events(response)
     if framing == "lines":
         return _lines(response)
     raise ValueError(f"framing is 'sse' or 'lines', not {framing!r}")
@@ -231,6 +269,7 @@ async def read_unlabelled(
     elif not start or start[:1] in (b"[", b":") or start.startswith((b"data:", b"event:", b"id:", b"retry:")):
         stream = _Replayed(head, chunks)
     else:
+        await chunks.aclose()
         shown = redact_head(head[:1400].decode("utf-8", "replace"))
         raise ProviderError(
             "invalid_response",

@@ -32,31 +32,40 @@ DRAIN_BYTES = 64 * 1024
 DRAIN_S = 0.5
 
 
+async def aclose(iterator: Any) -> None:
+    """Close an async iterator that can be closed (an async generator; a driver's own frames may
+    be a plain iterator), rather than leave it to the event loop's finalizer."""
+    close = getattr(iterator, "aclose", None)
+    if close is not None:
+        await close()
+
+
 class _Deadlined(httpx2.AsyncByteStream):
     """A response body whose every network read ends by `deadline` (loop time), else
     `TimeoutError`: one timer per chunk of bytes, not one per parsed delta.
 
-    The body's iterator is kept here, not in the generator a reader iterates: a parser that
-    stops at its stop signal leaves the rest of the body for `drain`."""
+    It is its own iterator, the transport's kept in it: a parser that stops at its stop signal
+    leaves the rest of the body for `drain`, and no generator is left suspended to close."""
 
     def __init__(self, stream: httpx2.AsyncByteStream, deadline: float) -> None:
         self.stream, self.deadline = stream, deadline
         self._chunks: AsyncIterator[bytes] | None = None
         self.head = b""  # the body's first bytes, to quote a reply that was no stream at all
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    def __aiter__(self) -> _Deadlined:  # type: ignore[override]  # an iterator, not a generator: nothing to close
         if self._chunks is None:
             self._chunks = aiter(self.stream)
+        return self
+
+    async def __anext__(self) -> bytes:
         chunks = self._chunks
-        while True:
-            async with asyncio.timeout_at(self.deadline):
-                try:
-                    chunk = await anext(chunks)
-                except StopAsyncIteration:
-                    return
-            if not self.head:
-                self.head = chunk[:4096]  # past what is shown: a secret across the cut is redacted whole
-            yield chunk
+        if chunks is None:  # closed
+            raise StopAsyncIteration
+        async with asyncio.timeout_at(self.deadline):
+            chunk = await anext(chunks)
+        if not self.head:
+            self.head = chunk[:4096]  # past what is shown: a secret across the cut is redacted whole
+        return chunk
 
     async def drain(self) -> bool:
         """Read the rest of the body (`DRAIN_BYTES` at most, within `DRAIN_S` and the deadline);
@@ -75,7 +84,8 @@ class _Deadlined(httpx2.AsyncByteStream):
         return True
 
     async def aclose(self) -> None:
-        self._chunks = None  # a body not read to its end: its iterators are closed as they were before `drain`
+        chunks, self._chunks = self._chunks, None
+        await aclose(chunks)  # the transport's iterator, read to its end or not
         await self.stream.aclose()
 
 
@@ -86,10 +96,13 @@ class _Replayed(httpx2.AsyncByteStream):
         self.head, self.rest = head, rest
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        yield self.head
-        if self.rest is not None:
-            async for chunk in self.rest:
-                yield chunk
+        try:
+            yield self.head
+            if self.rest is not None:
+                async for chunk in self.rest:
+                    yield chunk
+        finally:
+            await aclose(self.rest)
 
 
 @lru_cache(maxsize=1)

@@ -39,20 +39,22 @@ from . import pricing
 from .aggregate import Aggregator, StreamMeta
 from .decode import StreamDecoder, check_text, read_head, read_unlabelled
 from .errors import error_excerpt
-from .http import _Deadlined, _pricing_executor
+from .http import _Deadlined, _pricing_executor, aclose
 from .pricing import Cost
 
 
 @dataclass(slots=True)
 class Opened:
     """A response that answered 2xx (its body bounded by the response deadline): the frames
-    of its body not read yet (None: read to its end), the decoder reading them, and the
-    deltas read up to the first (`head`)."""
+    of its body not read yet (None: read to its end), the decoder reading them, the
+    deltas read up to the first (`head`), and the iterator of its frames (`reader`, None for
+    a reply read whole), closed when the turn ends."""
 
     response: httpx2.Response
     frames: AsyncIterator[Any] | None
     decoder: StreamDecoder
     head: list[DeltaMessage]
+    reader: AsyncIterator[Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +113,9 @@ class _Tries:
         self.retry_waits.append(round(state.upcoming_sleep, 3))
         exc = state.outcome.exception() if state.outcome else None
         self.last_error = str(exc)
-        self.retry_error = exc  # type: ignore[assignment]
+        # kept without its traceback: its frames reach `stream`'s (Python 3.12+ keeps a frame's
+        # caller), and so the next try's response, in a cycle only the garbage collector frees
+        self.retry_error = exc.with_traceback(None) if exc is not None else None  # type: ignore[assignment]
 
     def sent(self, opened: Opened | None, error: ProviderError | None = None) -> Sent:
         return Sent(opened, error, self.attempts, tuple(self.retry_waits), self.last_error)
@@ -213,6 +217,7 @@ class TurnSteps:
                 response = await self._client_for().send(request, stream=True)
         except (httpx2.TransportError, TimeoutError) as exc:
             raise self._as_provider_error(exc, str(request.url)) from None
+        reader = None
         try:
             if response.status_code >= 400:
                 async with asyncio.timeout_at(deadline):
@@ -223,11 +228,11 @@ class TurnSteps:
                 raise error
             response.stream = _Deadlined(response.stream, deadline)  # a trickling server trips it
             decoder = self.decoder()
-            rest, head = await self._reply(response, decoder)
-            if rest is not None:
-                rest = await read_head(rest, decoder, head)
-            return Opened(response, rest, decoder, head)
+            reader, head = await self._reply(response, decoder)
+            rest = None if reader is None else await read_head(reader, decoder, head)
+            return Opened(response, rest, decoder, head, reader)
         except BaseException as exc:
+            await aclose(reader)
             await response.aclose()
             if isinstance(exc, Exception):
                 raise self._as_provider_error(exc, str(request.url)) from None
