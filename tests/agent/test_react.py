@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ipyagent import Agent
@@ -51,10 +53,15 @@ def test_a_bad_block_does_not_stop_the_blocks_after_it():
 
 
 def test_invalid_json_says_where_counted_from_the_object():
-    for block in ('{"name": "add", "input": {"a": 1,}}', '\n```json\n{"name": "add", "input": {"a": 1,}}\n```\n'):
+    """The position is the one the object alone would give, wherever the block puts it; the
+    words and the position are Python's `json` (3.13 words a trailing comma otherwise)."""
+    bad = '{"name": "add", "input": {"a": 1,}}'
+    with pytest.raises(json.JSONDecodeError) as alone:
+        json.loads(bad)
+    for block in (bad, f"\n```json\n{bad}\n```\n", f"I will add them: {bad}"):
         (call,) = react.parse_calls(f'<tool_call id="k">{block}</tool_call>')
-        assert call.error == ("the tool_call block is not valid JSON (Expecting property name enclosed in double quotes "
-                              "at character 33 of the object); nothing was run")
+        assert call.error == (f"the tool_call block is not valid JSON ({alone.value.msg} "
+                              f"at character {alone.value.pos} of the object); nothing was run")
 
 
 def test_input_defaults_to_empty_and_arguments_is_read_too():
