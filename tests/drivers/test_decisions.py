@@ -810,6 +810,9 @@ def test_a_stopped_reply_keeps_reasoning_text_and_complete_tool_calls() -> None:
     assert kept.reasoning == "think" and kept.tool_calls and kept.status == "interrupted"
 
 
+# A user's fork of a process that runs threads (the pricing thread) is the case under test:
+# Python 3.12+ warns about any such fork.
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
 def test_prices_are_looked_up_in_a_forked_child_too() -> None:
     """The pricing thread does not survive a fork; the child gets its own instead of waiting forever."""
     import os
