@@ -1,5 +1,7 @@
 # Every target sets itself up: a fresh clone needs only python3 (>= 3.11) and make.
 VENV   ?= .venv
+# The interpreter a new $(VENV) is made with (make test-pythons sets it for each of its virtualenvs).
+BASE_PYTHON ?= python3
 PY     := $(VENV)/bin/python
 BUILD  := build
 # Keep Jupyter and IPython state inside the build tree (TOOLCHAIN.md §9).
@@ -21,14 +23,14 @@ LABEXT_SRC := labextension/package.json labextension/package-lock.json labextens
 # The reference MCP servers the tests run (server-everything, server-filesystem), pinned in tests/support/mcp_npm/.
 MCP_NPM    := $(BUILD)/mcp-servers
 
-.PHONY: test test-browser browser-deps demo bench mutation install clean
+.PHONY: test test-pythons test-browser browser-deps demo bench mutation install clean
 
 # The install runs the build hook (pyproject.toml), which builds the labextension with npm when its
 # output is missing and copies it where JupyterLab finds it, editable install included. An output
 # older than its sources is removed first, so it is rebuilt.
 $(VENV)/.installed-%: pyproject.toml $(LABEXT_SRC)
 	mkdir -p $(IPYTHONDIR) $(JUPYTER_CONFIG_DIR) $(JUPYTER_DATA_DIR) $(JUPYTER_RUNTIME_DIR)
-	test -x $(PY) || python3 -m venv $(VENV)
+	test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
 	if [ -f $(LABEXT_OUT)/package.json ] && [ -n "$$(find $(LABEXT_SRC) -newer $(LABEXT_OUT)/package.json)" ]; then rm -rf $(LABEXT_OUT) $(LIVE_OUT); fi
 	$(PY) -m pip install -q -e '.[$*]'
 	touch $@
@@ -48,6 +50,27 @@ test: $(VENV)/.installed-test $(MCP_NPM)/.installed browser-deps
 	$(PY) -m pytest -q; unit=$$?; \
 	$(PY) -m pytest -q -m browser tests/browser; browser=$$?; \
 	exit $$(( unit || browser ))
+
+## make test-pythons: the unit/notebook suite on each Python of PYTHONS found (python3.X on PATH, else pyenv's
+## newest 3.X), each in its own virtualenv build/py3.X (installed once, like .venv); an absent one is named, not
+## tested. One of them: make test-pythons PYTHONS=3.13. Those in RAN (CI: the one make test just ran the suite on)
+## are named and not run again. Fails if a suite fails.
+PYTHONS ?= 3.11 3.12 3.13
+RAN ?=
+test-pythons: $(VENV)/.installed-test
+	@tested=; absent=; failed=; \
+	for v in $(PYTHONS); do \
+	  case " $(RAN) " in *" $$v "*) echo "== Python $$v: its suite already ran (make test), not run again"; continue;; esac; \
+	  py=$$(command -v python$$v) && $$py -c '' 2>/dev/null \
+	    || py=$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V | tail -n 1); \
+	  if [ -z "$$py" ]; then echo "make test-pythons: Python $$v not found (PATH or pyenv): not tested" >&2; \
+	    absent="$$absent $$v"; continue; fi; \
+	  echo "== Python $$v: $$py, virtualenv $(BUILD)/py$$v"; tested="$$tested $$v"; \
+	  $(MAKE) --no-print-directory VENV=$(BUILD)/py$$v BASE_PYTHON=$$py $(BUILD)/py$$v/.installed-test \
+	    && $(BUILD)/py$$v/bin/python -m pytest -q || failed="$$failed $$v"; \
+	done; \
+	echo "make test-pythons: tested:$${tested:- none}; failed:$${failed:- none}; not found:$${absent:- none}"; \
+	[ -z "$$failed" ]
 
 ## make test-browser: only the browser suite (JupyterLab in headless Chromium); screenshots in build/screenshots/
 test-browser: $(VENV)/.installed-test $(MCP_NPM)/.installed browser-deps
