@@ -718,6 +718,26 @@ def test_a_turn_closes_every_iterator_it_opens(no_sleep: list[float], replies: l
     assert left_to_the_loop(lambda: _turn(_chat(transport=Scripted(*replies), max_attempts=2))) == []
 
 
+def test_a_driver_dropped_without_close_has_its_client_closed_on_its_loop() -> None:
+    """``Agent(...).run(...)`` in a cell drops its driver without `close`: its client (its pooled
+    connections) is closed on the loop it connected on, not left to the garbage collector."""
+    async def main() -> tuple[bool, bool]:
+        driver = _chat(transport=Scripted(OK))
+        stack = PromptStack()
+        stack.add_user_message("hi")
+        [_ async for _ in driver.stream(stack)]
+        client = driver._client
+        assert client is not None
+        del driver
+        gc.collect()
+        open_when_dropped = not client.is_closed
+        for _ in range(3):  # the closing is scheduled on the loop, then runs
+            await asyncio.sleep(0)
+        return open_when_dropped, client.is_closed
+
+    assert asyncio.run(main()) == (True, True)
+
+
 def test_no_retry_no_notice(no_sleep: list[float]) -> None:
     events = _events(_chat(transport=Scripted(_error(400), OK), max_attempts=3))
     assert [e.type for e in events] == ["model_started", "model_failed"]

@@ -128,7 +128,34 @@ def new_client(driver: BasePromptDriver) -> httpx2.AsyncClient:
         verify=_tls_context(),
     )
     _OPEN.add(driver)
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # made outside a loop: nothing to close it on
+        return client
+    weakref.finalize(driver, _close_dropped, client, loop).atexit = False  # at exit: close_all_drivers
     return client
+
+
+#: The closings of dropped drivers' clients under way (a task is only weakly held by its loop).
+_CLOSING: set[asyncio.Task[None]] = set()
+
+
+def _close_dropped(client: httpx2.AsyncClient, loop: asyncio.AbstractEventLoop) -> None:
+    """A driver was dropped without `close` (``Agent(...).run(...)`` in a cell): its client, still
+    open, is closed on the loop it connected on, rather than its pooled sockets left to the
+    garbage collector. Called by the collector, in any thread."""
+    if client.is_closed or loop.is_closed():
+        return
+
+    def close() -> None:
+        task = loop.create_task(client.aclose())
+        _CLOSING.add(task)
+        task.add_done_callback(_CLOSING.discard)
+
+    try:
+        loop.call_soon_threadsafe(close)
+    except RuntimeError:  # the loop closed meanwhile: its sockets went with it
+        pass
 
 
 @lru_cache(maxsize=1)
