@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -44,6 +45,10 @@ def test_task_memory_questions_fit_the_window_the_driver_gives() -> None:
     """No window passed: the query is cut into parts that fit the driver's window."""
     entry = TaskMemory().store(TextArtifact(value="word " * 3_000), tool="probe")
     with StubServer(*[openai_text_reply(f"fact {n}") for n in range(40)]) as server:
-        answer = asyncio.run(ask(SmallWindow("m", api_key="sk-test", base_url=server.url), entry, "how many words?"))
+        async def main() -> Any:
+            async with SmallWindow("m", api_key="sk-test", base_url=server.url) as driver:  # closed on this loop
+                return await ask(driver, entry, "how many words?")
+
+        answer = asyncio.run(main())
         sent = len(server.requests)
     assert answer.chunks > 3 and sent == answer.requests == answer.chunks + 1  # one per part, then the combining one

@@ -76,12 +76,16 @@ def test_each_endpoint(provider, name, path):
     assert all(r.input_usd_per_mtok is None for r in rows)  # a user-named host: no price
 
 
+async def _listed_by(driver) -> list:
+    async with driver:  # closed on the loop it connected on
+        return await driver.list_models()
+
+
 def test_the_providers_own_host_gets_context_windows_and_prices(monkeypatch):
     with StubServer(json_reply("openai.json")) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-models")
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-        driver = create_driver("openai:*")
-        rows = {r.id: r for r in asyncio.run(driver.list_models())}
+        rows = {r.id: r for r in asyncio.run(_listed_by(create_driver("openai:*")))}
     assert server.requests[0]["headers"]["Authorization"] == "Bearer sk-test-models"
     mini = rows["gpt-4.1-mini"]
     assert mini.context_window and mini.input_usd_per_mtok == pytest.approx(0.4) and mini.output_usd_per_mtok == pytest.approx(1.6)
