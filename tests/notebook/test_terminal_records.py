@@ -180,5 +180,5 @@ def test_the_plain_transcript_a_terminal_prints_has_no_control_characters() -> N
     t = sample()
     t.messages[1].parts[1] = TextPart(text="Done\x1b]0;pwned\x07\r\n\tnext\x9b2J")
     plain = to_text(t)
-    assert "Plan it?[2J" in plain and "Done]0;pwned\n\tnext2J" in plain
+    assert "Plan it?␛[2J" in plain and "Done␛]0;pwned␇\n\tnext␛[2J" in plain
     assert not any(c in plain for c in "\x1b\x07\r\x9b")

@@ -225,17 +225,11 @@ def test_control_characters_from_the_model_never_reach_the_terminal(colour: bool
     assert not [seq for seq in ACTS if seq in raw]
     footer = Tty() if colour else io.StringIO()
     TerminalOutput(footer, colour=colour).footer(["openai:m", "stop: odd\x1b[2J\x07"])  # a provider's raw stop reason
-    assert "stop: odd[2J" in footer.getvalue() and not [seq for seq in ACTS if seq in footer.getvalue()]
+    assert "stop: odd␛[2J␇" in footer.getvalue() and not [seq for seq in ACTS if seq in footer.getvalue()]
     if colour:
-        assert "Hi[2J]0;pwned there" in "\n".join(screen_of(raw)) and "line" in "\n".join(screen_of(raw))
-    else:  # the text as sent, its control characters dropped: newline and tab kept, \r\n read as \n
-        assert raw.startswith("Hi[2J]0;pwned there\nline\ttab31m end\n") and "found[5m it" in raw
+        assert "Hi␛[2J␛]0;pwned␇ there" in "\n".join(screen_of(raw)) and "line" in "\n".join(screen_of(raw))
+    else:  # the text as sent, its control characters shown: newline and tab kept, \r\n (across deltas) read as \n
+        assert raw.startswith("Hi␛[2J␛]0;pwned␇ there\nline\ttab␈␛[31m end␡\n") and "found␛[5m it" in raw
         assert "\x1b" not in raw and "\r" not in raw
 
 
-def test_strip_controls_keeps_text_newlines_and_tabs_and_drops_every_control() -> None:
-    from ipyagent.notebook.views.terminal import strip_controls
-
-    controls = [chr(c) for c in [*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0)]]
-    assert strip_controls("a" + "".join(controls) + "\tb\nc") == "a\tb\nc"
-    assert strip_controls("é — 日本 ✓ \u00a0") == "é — 日本 ✓ \u00a0"  # printable text, from U+00A0 on, is kept

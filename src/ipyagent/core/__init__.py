@@ -56,6 +56,7 @@ from .system import SystemBlock, fit_system_blocks, system_blocks, system_text
 from .settings import ModelSettings, coerce_settings, unsupported_setting
 from .prompt_stack import OutputStrategy, PromptStack, ToolDefinition, to_blocks
 from .tool_action import MAX_NATIVE_NAME, ToolAction, ToolNameError, from_native_name, to_native_name
+from .controls import visible_controls
 from .redact import (  # the one redactor; `redact` names the function, the module is `core.redact` in sys.modules
     SECRET_ENV,
     SECRET_FIELDS,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, TextIO
 
-from ...core import ComparisonTable, Transcript, redact, redact_data
-from ..views.terminal import console_for, footer_text, strip_controls
+from ...core import ComparisonTable, Transcript, redact, redact_data, visible_controls
+from ..views.terminal import console_for, footer_text
 from .transcript import footer_figures, text_pieces
 
 #: Styles of a transcript's pieces (`text_pieces` kinds); text and prompts are Markdown.
@@ -25,8 +25,8 @@ _FIGURE = re.compile(r"^(—|\$?[0-9][0-9.,]*( \(.*\))?)$")
 
 
 def clean(text: str) -> str:
-    """`text` redacted, without terminal control characters (a model's ``\\x1b[2J`` stays inert)."""
-    return redact(strip_controls(text))
+    """`text` redacted, its control characters shown, not run (a model's ``\\x1b[2J`` is ``␛[2J``)."""
+    return visible_controls(redact(text))
 
 
 def transcript_renderables(t: Transcript) -> list[Any]:

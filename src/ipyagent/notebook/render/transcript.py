@@ -30,9 +30,9 @@ from ...core import (
     ToolCallPart,
     Transcript,
     TranscriptMessage,
+    visible_controls,
 )
 from ..views.compare_view import cells_to_html
-from ..views.terminal import strip_controls
 from .html import compact, escape, markdown_to_html, sanitize
 from .policy import RASTER_TYPES
 
@@ -475,10 +475,9 @@ def to_text(t: Transcript, *, limit: int | None = None) -> str:
     """Plain text for terminals: the answer, one bracketed line per tool call, the footer; with
     `limit`, the text before the footer is cut after that many characters (at a line end when
     one is near) and says how much more there is."""
-    lines = [
-        _plain(kind, strip_controls(text)) for kind, text in text_pieces(t)
-    ]  # printed by a terminal: no control characters
-    return _cut("\n".join(lines), limit) + "\n[" + " · ".join(strip_controls(f) for f in footer_figures(t)) + "]"
+    # printed by a terminal: control characters shown, not run
+    lines = [_plain(kind, visible_controls(text)) for kind, text in text_pieces(t)]
+    return _cut("\n".join(lines), limit) + "\n[" + " · ".join(visible_controls(f) for f in footer_figures(t)) + "]"
 
 
 def _cut(text: str, limit: int | None) -> str:

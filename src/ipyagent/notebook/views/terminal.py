@@ -12,9 +12,10 @@ than the screen cannot be erased (it has scrolled away), so it stays as streamed
 Anywhere else (a pipe, a file, a test, ``NO_COLOR``) it is plain text, no escape codes.
 rich is imported on the first colour output only.
 
-Model and tool output is untrusted: every piece loses its control characters
-(`strip_controls`) before it is written, on either path, so an escape sequence, a carriage
-return or a bell from a model never acts on the terminal; newlines and tabs stay.
+Model and tool output is untrusted: every piece has its control characters replaced by
+visible forms (`core.visible_controls`: ``␛[2J``) before it is written, on either path, so an
+escape sequence, a carriage return or a bell from a model never acts on the terminal (rich
+strips only BEL, BS, VT, FF and CR, and passes ESC); newlines and tabs stay.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import re
 import shutil
 from typing import Any, TextIO
 
-from ...core import StreamRedactor, redact
+from ...core import StreamRedactor, redact, visible_controls
 
 #: Styles of the footer figures that say how the run ended (else the footer is dim).
 FOOTER_STYLES = {"failed": "bold red", "interrupted": "bold yellow", "streaming…": "yellow"}
@@ -32,17 +33,6 @@ FOOTER_STYLES = {"failed": "bold red", "interrupted": "bold yellow", "streaming�
 FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 #: ANSI "dim" and "reset" for reasoning while it streams.
 DIM, RESET = "\x1b[2m", "\x1b[0m"
-#: C0 controls but tab and newline, DEL, and C1 controls (``\x9b`` is a one-byte CSI): what a
-#: terminal may act on. rich strips only BEL, BS, VT, FF and CR, and passes ESC.
-CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def strip_controls(text: str) -> str:
-    """`text` without terminal control characters (`CONTROLS`): a model's ``\\x1b[2J``, ``\\r`` or
-    ``\\a`` is dropped, newlines and tabs kept (``\\r\\n`` reads as ``\\n``)."""
-    return CONTROLS.sub("", text)
-
-
 def colour_enabled(stream: Any) -> bool:
     """True when `stream` is a terminal and ``NO_COLOR`` (https://no-color.org) is not set."""
     if os.environ.get("NO_COLOR"):
@@ -70,7 +60,7 @@ def footer_text(figures: list[str]) -> Any:
     line = Text("[")
     for n, figure in enumerate(figures):
         line.append(" · " if n else "", style="dim")
-        line.append(redact(strip_controls(figure)), style="bold cyan" if n == 0 else FOOTER_STYLES.get(figure, "dim"))
+        line.append(visible_controls(redact(figure)), style="bold cyan" if n == 0 else FOOTER_STYLES.get(figure, "dim"))
     line.append("]")
     return line
 
@@ -117,20 +107,20 @@ class TerminalOutput:
 
     def text(self, piece: str) -> None:
         self._switch("text")
-        self._stream(self._redactor.feed(strip_controls(piece)))
+        self._stream(visible_controls(self._redactor.feed(piece)))
         if self.colour and "\n" in piece:
             self._draw_complete()
 
     def reasoning(self, piece: str) -> None:
         self._switch("reasoning")
-        piece = self._redactor.feed(strip_controls(piece))
+        piece = visible_controls(self._redactor.feed(piece))
         self._write(f"{DIM}{piece}{RESET}" if self.colour and piece else piece)
 
     def part(self, piece: str, style: str | None = None) -> None:
         """Anything else, written as it comes (a tool call and its arguments, a result, an error),
         in `style` on a colour terminal; the answer's text so far is drawn first."""
         self._switch(None)
-        piece = redact(strip_controls(piece))
+        piece = visible_controls(redact(piece))
         if self.colour and style and piece:
             self._rich().print(piece, style=style, markup=False, highlight=False, end="")
             tail = piece.rsplit("\n", 1)[-1]
@@ -146,7 +136,7 @@ class TerminalOutput:
             self._rich().print(Text("\n" if self._column else "") + footer_text(figures), highlight=False)
             self._column = 0
         else:
-            self._write(f"\n[{' · '.join(redact(strip_controls(f)) for f in figures)}]\n")
+            self._write(f"\n[{' · '.join(visible_controls(redact(f)) for f in figures)}]\n")
         self.flush()
 
     def flush(self) -> None:
@@ -158,7 +148,7 @@ class TerminalOutput:
         """A new kind of piece: the last one's held-back word is released and its text drawn."""
         if kind == self._kind:
             return
-        rest = self._redactor.flush()
+        rest = visible_controls(self._redactor.flush())
         if self._kind == "reasoning":
             self._write(f"{DIM}{rest}{RESET}\n" if self.colour else rest)
         elif self._kind == "text":
