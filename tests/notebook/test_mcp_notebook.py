@@ -4,6 +4,7 @@ a replayed model), no server left after the kernel shuts down, and an interrupt 
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 import time
@@ -15,7 +16,7 @@ import pytest
 from ..support.kernels import wait_reply
 from ..support.processes import children, gone
 from ..support.stub_server import StubServer, openai_text_reply
-from ..support.mcp_servers import TEST_SERVER, received
+from ..support.mcp_servers import TEST_SERVER, pid_in, received, wrapped_server
 from ..support.replies import tool_call_reply
 
 pytestmark = pytest.mark.notebook
@@ -130,6 +131,22 @@ def test_kernel_shutdown_stops_servers_never_removed(tmp_path: Path, monkeypatch
         kc.stop_channels()
         km.shutdown_kernel()
     assert all(gone(pid) for pid in pids), "an MCP server outlived the kernel"
+
+
+def test_kernel_shutdown_ends_a_servers_whole_process_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``sh -c`` wrapper's other child, which never reads the server's stdin, ends with the kernel."""
+    pidfile = tmp_path / "child.pid"
+    km, kc = _kernel(monkeypatch, tmp_path / "calls.jsonl")
+    try:
+        kernel_pid = km.provisioner.process.pid
+        reply, out = _run(kc, f"%load_ext ipyagent\n%mcp add fam --start -- {shlex.join(wrapped_server(pidfile))}")
+        assert reply["content"]["status"] == "ok" and "mcp: fam running" in out, out
+        [leader] = children(TEST_SERVER[1], kernel_pid)  # the sh wrapper, the kernel's child
+        child = pid_in(pidfile)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel()
+    assert gone(leader) and gone(child), "a process of the MCP server outlived the kernel"
 
 
 def test_mcp_notebook_cassette_matches_the_notebook() -> None:

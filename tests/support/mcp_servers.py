@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -101,3 +102,23 @@ def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def received(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def wrapped_server(pidfile: Path, *, leave_group: bool = False) -> list[str]:
+    """The test server behind a ``sh -c`` wrapper that first starts a Python child writing its PID to
+    `pidfile` and sleeping; with `leave_group` the child calls ``setsid`` first (it leaves the group).
+    One line, so it fits a ``%mcp add`` magic line."""
+    child = "; ".join(["import os, sys, time", *(["os.setsid()"] if leave_group else []), "p = sys.argv[1]",
+                       "open(p + '.tmp', 'w').write(str(os.getpid()))", "os.rename(p + '.tmp', p)", "time.sleep(600)"])
+    py = shlex.quote(sys.executable)
+    server = f"{py} {shlex.quote(TEST_SERVER[1])}"
+    return ["sh", "-c", f"{py} -c {shlex.quote(child)} {shlex.quote(str(pidfile))} & {server}"]
+
+
+def pid_in(pidfile: Path, timeout: float = 15.0) -> int:
+    """The PID `wrapped_server`'s child wrote (waiting for it up to `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while not pidfile.exists():
+        assert time.monotonic() < deadline, f"no PID in {pidfile}"
+        time.sleep(0.02)
+    return int(pidfile.read_text())

@@ -37,8 +37,8 @@ def children(match: str, parent: int | None = None) -> list[int]:
 def gone(pid: int, timeout: float = 15.0) -> bool:
     """True once process `pid` has exited (gone, or a zombie), polling up to `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _state(pid) in (None, "Z"):
-            return True
+    while _state(pid) not in (None, "Z"):  # looked at once at least (timeout=0: ended already?)
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.02)
-    return False
+    return True

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -38,7 +41,7 @@ from ipyagent.tools.mcp_content import input_schema, native_names, result_artifa
 
 from ..support.processes import children, gone
 from ..support.stub_server import StubServer, openai_text_reply
-from ..support.mcp_servers import TEST_SERVER, TIME_SERVER, received
+from ..support.mcp_servers import TEST_SERVER, pid_in, wrapped_server, TIME_SERVER, received
 from ..support.replies import tool_call_reply
 
 HERE = Path(__file__).parent
@@ -463,3 +466,92 @@ def test_a_url_that_refuses_is_one_line(servers: list[MCPServer]) -> None:
         run_sync(refused.start())
     message = str(caught.value)
     assert "cannot connect" in message and "\n" not in message and refused.state == "failed"
+
+
+# -- process groups: no process outlives its server ------------------------------------------
+
+
+def test_closing_a_server_ends_its_whole_process_group(servers: list[MCPServer], tmp_path: Path) -> None:
+    """A ``sh -c`` wrapper exits as soon as its server does (stdin closed): the SDK then kills
+    nothing, and the wrapper's other child would be left; ipyagent ends the group."""
+    test = make(servers, "fam", wrapped_server(tmp_path / "child.pid"))
+    run_sync(test.start())
+    child, leader = pid_in(tmp_path / "child.pid"), test.processes.leader
+    assert leader is not None and os.getpgid(child) == leader == os.getsid(child)  # its own session and group
+    assert test.left_processes == []
+    run_sync(test.aclose())
+    assert gone(leader, timeout=0) and gone(child, timeout=0)  # ended by the time aclose returns
+
+
+def test_closing_ends_the_group_even_when_the_leader_ignores_sigterm(servers: list[MCPServer], tmp_path: Path) -> None:
+    """SIGTERM first, SIGKILL after the grace for what is left."""
+    from ipyagent.tools import process_group
+
+    ignoring = tmp_path / "ignore.py"
+    ignoring.write_text("import signal, sys, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                        "open(sys.argv[1], 'w').write('up')\ntime.sleep(600)\n")
+    processes = process_group.ServerProcesses("x")
+    proc = subprocess.Popen([sys.executable, str(ignoring), str(tmp_path / "up")], start_new_session=True,
+                            env={**os.environ, **processes.environment({})})
+    try:
+        while not (tmp_path / "up").exists():
+            assert proc.poll() is None
+            time.sleep(0.01)
+        processes.leader = proc.pid
+        terms: list[int] = []
+        real_signal = processes.signal
+        processes.signal = lambda signum: terms.append(signum) or real_signal(signum)  # type: ignore[method-assign]
+        assert processes.end(grace=0.2) == []
+        assert terms == [signal.SIGTERM, signal.SIGKILL] and proc.wait(timeout=5) == -signal.SIGKILL
+    finally:
+        proc.kill()
+
+
+def test_a_process_that_left_the_group_is_reported_by_pid(servers: list[MCPServer], tmp_path: Path) -> None:
+    test = make(servers, "escapee", wrapped_server(tmp_path / "child.pid", leave_group=True))
+    run_sync(test.start())
+    child = pid_in(tmp_path / "child.pid")
+    try:
+        assert os.getsid(child) == child != test.processes.leader  # its own session: out of the group
+        assert test.left_processes == [child]
+        run_sync(test.aclose())
+        assert not gone(child, timeout=0)  # not signalled: it is outside the group ...
+        assert test.left_processes == [child] and f"outside its process group: {child}" in test.log()  # ... but said
+    finally:
+        os.kill(child, signal.SIGKILL)
+    assert gone(child) and test.left_processes == []
+
+
+def test_interpreter_exit_ends_every_group_at_once(servers: list[MCPServer], tmp_path: Path) -> None:
+    from ipyagent.tools import mcp as mcp_module
+
+    first = make(servers, "one", wrapped_server(tmp_path / "one.pid"))
+    second = make(servers, "two", wrapped_server(tmp_path / "two.pid"))
+    run_sync(first.start())
+    run_sync(second.start())
+    pids = [pid_in(tmp_path / "one.pid"), pid_in(tmp_path / "two.pid"), first.processes.leader, second.processes.leader]
+    log_dir = mcp_module.log_dir()
+    try:
+        mcp_module.close_all_at_exit()
+        assert all(gone(pid, timeout=0) for pid in pids)
+    finally:
+        log_dir.mkdir(exist_ok=True)  # the other tests of this process keep logging there
+
+
+# -- what a server prints is shown redacted --------------------------------------------------
+
+LEAK = "sk-live-" + "Q" * 24
+
+
+def test_a_failing_servers_start_error_and_log_hold_no_key(servers: list[MCPServer]) -> None:
+    script = f'echo "starting with $SERVICE_TOKEN and {LEAK}" >&2; printf "\\033]52;c;aGk=\\007bye\\n" >&2; exit 3'
+    bad = MCPServer("leaky", ["sh", "-c", script], env={"SERVICE_TOKEN": "tok-0123456789abcdef"})
+    servers.append(bad)
+    with pytest.raises(MCPServerError) as raised:
+        run_sync(bad.start())
+    message = str(raised.value)
+    assert "exited during start-up" in message and "its last log line" in message
+    log = bad.log()
+    for shown in (message, bad.last_error or "", log):
+        assert LEAK not in shown and "tok-0123456789abcdef" not in shown
+    assert "starting with [redacted] and [redacted]" in log

@@ -6,7 +6,9 @@ the event loop of whoever first awaits it (ipyagent's background loop: the
 agent and the magics run there), lists the server's tools, and keeps one
 `mcp.Client` open in a task of its own until closed. The server's stderr and
 the SDK's log records go to a log file (`log_path`, ``%mcp log NAME``), never
-to the kernel's streams.
+to the kernel's streams; what is read back from it, and every start error, passes
+the one redactor (`core.redact`). A stdio server runs in a process group of its
+own, ended whole when it closes and at interpreter exit (`process_group`).
 
 `MCPToolset` is the `BaseTool` face of a server (all its tools, or some): tools
 are offered as ``server_tool`` (`mcp_content.native_names`) and run through the
@@ -45,6 +47,7 @@ from ..core import (
 )
 from .base_tool import BaseTool
 from .mcp_content import check_server_name, description, input_schema, native_names, result_artifact
+from .process_group import ServerProcesses, end_all
 
 T = TypeVar("T")
 
@@ -183,6 +186,8 @@ class MCPServer:
         self.restarts = 0
         self.last_error: str | None = None
         self.log_path = log_dir() / f"{self.name}.log"
+        #: Its processes (stdio): the group ended on close, processes that left it (`left_processes`).
+        self.processes = ServerProcesses(self.name) if self.command else None
         self._client: Any = None
         self._runner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
@@ -218,13 +223,20 @@ class MCPServer:
         tools = f", tools={list(self.tools)}" if self.tools else ""
         return f"<MCPServer {self.name} ({self.state}): {self.target}{tools}>"
 
+    @property
+    def left_processes(self) -> list[int]:
+        """PIDs of running processes the server started that left its process group (a double
+        fork), so closing the server did not end them; empty for a URL server."""
+        return self.processes.check_left() if self.processes is not None and self.processes.leader else []
+
     def log(self, lines: int = 50) -> str:
-        """The last `lines` lines of the server's log (its stderr, connection events, SDK records)."""
+        """The last `lines` lines of the server's log (its stderr, connection events, SDK
+        records), redacted (`core.redact`): a key the server printed is masked."""
         try:
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return redact("\n".join(text.splitlines()[-lines:]))
 
     def _note(self, message: str) -> None:
         import time
@@ -288,6 +300,7 @@ class MCPServer:
         self._note(f"running; tools: {', '.join(self.tools) or 'none'}")
 
     def _failed(self, why: str) -> None:
+        why = redact(why)
         self.state, self.last_error = "failed", why
         self._note(f"failed: {why}")
         tail = [line for line in self.log(5).splitlines() if "ipyagent:" not in line]
@@ -300,6 +313,8 @@ class MCPServer:
         try:
             async with AsyncExitStack() as stack:
                 client = await self._connect(stack)
+                if self.processes is not None:
+                    self.processes.found()  # the group's leader, while it runs
                 tools = await self._list_tools(client)
                 self._client, self.tools = client, {t.name: t for t in tools}
                 self.names = native_names(self.name, list(self.tools))
@@ -344,9 +359,8 @@ class MCPServer:
             from mcp.client.stdio import StdioServerParameters, stdio_client
 
             errlog = stack.enter_context(open(self.log_path, "a", buffering=1, encoding="utf-8"))
-            params = StdioServerParameters(
-                command=self.command[0], args=self.command[1:], env=self.env or None, cwd=self.cwd
-            )
+            env = self.processes.environment(self.env) if self.processes is not None else self.env
+            params = StdioServerParameters(command=self.command[0], args=self.command[1:], env=env, cwd=self.cwd)
             return stdio_client(params, errlog=errlog)
         if self.transport == "sse":
             from mcp.client.sse import sse_client
@@ -390,25 +404,30 @@ class MCPServer:
         return f"failed: {name}: {text}"
 
     async def _halt(self, *, now: bool = False) -> None:
-        """Stop the runner task and wait (bounded) for the SDK to stop the process: closing its
-        stdin, then SIGTERM and SIGKILL to its process group. `now`: cancel the runner at once
-        (a start that timed out or was interrupted), else let it close the client in order."""
+        """Stop the runner task and wait (bounded) for the SDK to stop the process (closing its
+        stdin, then SIGTERM and SIGKILL to its process group if it is still running), then end
+        whatever is left of the group (`ServerProcesses.end`: a wrapper's children). `now`: cancel
+        the runner at once (a start that timed out or was interrupted), else let it close the
+        client in order."""
         runner, self._runner = self._runner, None
-        if runner is None or runner.done():
-            return
-        if now:
-            runner.cancel()
-        elif self._stop is not None:
-            self._stop.set()
-        done, _ = await asyncio.wait([runner], timeout=CLOSE_TIMEOUT)
-        if not done:
-            runner.cancel()
-            await asyncio.wait([runner], timeout=CLOSE_TIMEOUT)
+        if runner is not None and not runner.done():
+            if now:
+                runner.cancel()
+            elif self._stop is not None:
+                self._stop.set()
+            done, _ = await asyncio.wait([runner], timeout=CLOSE_TIMEOUT)
+            if not done:
+                runner.cancel()
+                await asyncio.wait([runner], timeout=CLOSE_TIMEOUT)
+        if self.processes is not None:
+            left = await asyncio.to_thread(self.processes.end)
+            if left:
+                self._note(f"processes left running outside its process group: {', '.join(map(str, left))}")
 
     async def aclose(self) -> None:
         """Stop the server (its process included); it starts again on next use. Safe to call twice."""
         self._can_restart = True  # closed (or restarted) by the user: automatic restarts allowed again
-        if self._runner is None:
+        if self._runner is None and (self.processes is None or not self.processes.started):
             self.state = "stopped"
             return
         await self._owned(self._halt())
@@ -568,8 +587,14 @@ async def close_all() -> None:
 
 
 def close_all_at_exit() -> None:
-    """At interpreter exit (kernel shutdown): stop every running server on its own loop, so no
-    process outlives the kernel (bounded by `CLOSE_TIMEOUT` seconds a server), then remove the logs."""
+    """At interpreter exit (kernel shutdown): end every stdio server's process group at once
+    (SIGTERM, then SIGKILL after 2 s: `process_group.end_all`), so no process outlives the
+    kernel; then close the connections on their own loop (bounded by `CLOSE_TIMEOUT` seconds a
+    server) and remove the logs."""
+    try:
+        end_all(s.processes for s in list(_live) if s.processes is not None and s.processes.leader is not None)
+    except Exception:  # noqa: BLE001 - exiting anyway
+        pass
     futures = []
     for server in list(_live):
         loop = server._loop
