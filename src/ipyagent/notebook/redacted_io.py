@@ -1,4 +1,5 @@
-"""What a line magic prints passes the one redactor (`core.redact`) on its way to the cell."""
+"""What a line magic prints passes the one redactor (`core.redact`) on its way to the cell;
+with `plain_output`, its control characters are shown as well, not run (`core.visible_controls`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from typing import Any, TypeVar
 
-from ..core import redact
+from ..core import redact, visible_controls
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,7 +36,16 @@ def redacted_output(fn: F) -> F:
 
     The output is short (listings, one-line answers), so it is collected and written once.
     """
+    return _collected(fn, redact)
 
+
+def plain_output(fn: F) -> F:
+    """`redacted_output` for a magic that prints servers' text and never draws colour (``%mcp``):
+    control characters and escape sequences in what it prints are shown, not run."""
+    return _collected(fn, lambda text: visible_controls(redact(text)))
+
+
+def _collected(fn: F, clean: Callable[[str], str]) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from IPython.core.error import UsageError
@@ -45,11 +55,11 @@ def redacted_output(fn: F) -> F:
             with redirect_stdout(out), redirect_stderr(err):
                 return fn(*args, **kwargs)
         except UsageError as exc:
-            raise UsageError(redact(str(exc))) from None
+            raise UsageError(clean(str(exc))) from None
         finally:
             if out.getvalue():
-                sys.stdout.write(redact(out.getvalue()))
+                sys.stdout.write(clean(out.getvalue()))
             if err.getvalue():
-                sys.stderr.write(redact(err.getvalue()))
+                sys.stderr.write(clean(err.getvalue()))
 
     return wrapper  # type: ignore[return-value]

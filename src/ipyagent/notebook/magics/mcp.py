@@ -17,6 +17,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 
 from ...agent import run_sync
 from ...tools import MCPServer, MCPServerError, MCPToolset
+from ..redacted_io import plain_output
 
 USAGE = {
     "add": "%mcp add NAME [--env K=V] [--cwd DIR] [--approve] [--off-prompt] [--start] [--timeout S] -- "
@@ -117,6 +118,7 @@ class MCPMagics(Magics):
         return self.servers[name]
 
     @line_magic
+    @plain_output
     def mcp(self, line: str) -> None:
         """Tools from MCP servers, usable with ``%%agent --tools NAME`` (or ``NAME.tool``).
 
@@ -125,6 +127,7 @@ class MCPMagics(Magics):
         (ask before every call), ``--off-prompt`` (results to Task Memory), ``--start``
         (start now; else on first use), ``--timeout S`` (start timeout, default 30 s).
         ``%mcp list``, ``%mcp log NAME``, ``%mcp restart NAME``, ``%mcp remove NAME``.
+        What it prints is redacted, and servers' control characters are shown, not run.
         """
         try:
             words = shlex.split(line)
@@ -147,7 +150,7 @@ class MCPMagics(Magics):
             run_sync(server.aclose())
             if sub == "remove":
                 del self.servers[server.name]
-                print(f"mcp: removed {server.name} (server stopped)")
+                print(f"mcp: removed {server.name} (server stopped){_left(server)}")
             else:
                 self._start(server)
 
@@ -214,6 +217,8 @@ class MCPMagics(Magics):
             print(f"{server.name}  {server.status}{flags}  {server.target}")
             if server.state == "failed" and server.last_error:
                 print(f"  {server.last_error}")
+            if server.left_processes:
+                print(f"  {_left(server).lstrip('; ')}")
             for tool, native in server.names.items():
                 description = server.tools[tool].description or ""
                 print(f"  {native}: {description.splitlines()[0] if description else ''}")
@@ -234,6 +239,17 @@ class MCPMagics(Magics):
         server = self._server(words[0], "log")
         text = server.log(lines)
         print(text if text else f"(the log of {server.name} is empty: {server.log_path})")
+
+
+def _left(server: MCPServer) -> str:
+    """``; it left ...`` naming the processes a server started that left its process group and
+    still run (closing the server did not end them), or nothing."""
+    pids = server.left_processes
+    if not pids:
+        return ""
+    listed = ", ".join(map(str, pids))
+    return (f"; it left process{'es' if len(pids) > 1 else ''} {listed} running outside its process group "
+            f"(not stopped by ipyagent: kill {' '.join(map(str, pids))})")
 
 
 def _found(server: MCPServer) -> bool:

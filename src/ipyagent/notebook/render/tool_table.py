@@ -7,7 +7,8 @@ sanitized ``text/html`` (the schema pretty-printed in a ``<details>``, never
 wrapped mid-word), ``text/markdown`` and ``text/plain`` (terminal IPython).
 
 Descriptions come from docstrings and MCP servers, so they are untrusted:
-escaped, and the whole fragment passes the sanitizer.
+escaped, and the whole fragment passes the sanitizer; in the plain text a
+terminal prints, control characters are shown, not run (`core.visible_controls`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core import redact
+from ...core import redact, visible_controls
 from .html import escape, sanitize
 
 #: Selectors outrank JupyterLab's ``.jp-ThemedContainer .jp-RenderedHTMLCommon pre / td`` (pre-wrap,
@@ -185,9 +186,9 @@ def to_text(sources: list[ToolSource]) -> str:
 
 
 def tools_bundle(sources: list[ToolSource]) -> dict[str, str]:
-    """The display bundle of ``%tools`` (every type redacted)."""
+    """The display bundle of ``%tools`` (every type redacted; the plain text's control characters shown)."""
     return {
         "text/html": redact(to_html(sources)),
         "text/markdown": redact(to_markdown(sources)),
-        "text/plain": redact(to_text(sources)),
+        "text/plain": visible_controls(redact(to_text(sources))),
     }
