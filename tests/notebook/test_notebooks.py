@@ -164,3 +164,41 @@ def test_kernel_interrupt_cancels_the_stream(monkeypatch, cell, ename):
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
+
+
+def test_out_is_bound_however_the_run_ends(monkeypatch):
+    """``%%agent -o VAR`` binds the result when the run is interrupted mid-stream (``interrupted`` set,
+    the partial text) and when it passes its ``--timeout`` on a stalled stream (``error`` set)."""
+    from jupyter_client.manager import start_new_kernel
+
+    path = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
+    whole, _ = _sse_text_and_usage(path.read_text())
+    stopped, stalled = Reply.sse_file(path, hold_after=4), Reply.sse_file(path, hold_after=4)
+    with StubServer(stopped, stalled) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-interrupt")
+        km, kc = start_new_kernel(kernel_name="python3")
+        try:
+            def run(code: str) -> tuple[dict, str]:
+                reply, iopub = _wait_reply(kc, kc.execute(code), 60)
+                return reply, "".join(m["content"].get("text", "") for m in iopub if m["msg_type"] == "stream")
+
+            run(f"%load_ext ipyagent\n%provider openai:gpt-4.1-mini --base-url {server.url}/v1")
+            msg_id = kc.execute("%%agent -o r\nWhat is the weather in San Francisco?")
+            assert stopped.held.wait(30)  # the role piece and some text have gone out
+            km.interrupt_kernel()
+            reply, _ = _wait_reply(kc, msg_id, 20)
+            assert reply["content"]["ename"] == "RunStopped"
+            _, out = run("import json; print(json.dumps([r.interrupted, r.error, r.text]))")
+            interrupted, error, text = json.loads(out)
+            assert interrupted is True and error is None and text and whole.startswith(text) and len(text) < len(whole)
+
+            reply, _ = run("%%agent -o t --timeout 1\nAnd tomorrow?")
+            assert stalled.held.is_set() and reply["content"]["status"] == "ok"
+            _, out = run("print(json.dumps([t.interrupted, t.error.type, t.text]))")
+            interrupted, error, text = json.loads(out)
+            assert interrupted is False and error == "timeout" and text and whole.startswith(text) and len(text) < len(whole)
+        finally:
+            stopped.release.set()
+            stalled.release.set()
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)

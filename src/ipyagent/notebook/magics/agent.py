@@ -77,6 +77,16 @@ def check_out_name(name: str | None) -> None:
         print(f"ipyagent: -o {name} hides the builtin {name}(); `del {name}` brings it back", file=sys.stderr)
 
 
+def _stopped_result(agent: Agent) -> AgentResult:
+    """The result of `agent`'s run that was just interrupted: the one `Agent` kept (`interrupted`
+    set, the partial reply as its message), or an empty interrupted one when it was stopped
+    before it began (the cell's agent is its own: its last result is this run's)."""
+    last = agent.results[-1] if agent.results else None
+    if last is not None and last.interrupted:
+        return last
+    return AgentResult(agent.provider, Message(role="assistant"), interrupted=True)
+
+
 def _parse(magic: Any, line: str) -> Any:
     """`parse_argstring`, with the magic's usage line added to a bad-arguments error.
 
@@ -832,16 +842,20 @@ class AgentMagics(Magics):
                 view.mark_interrupted()
                 if live is not None:
                     active.keep_transcript(live.finish(None))  # the partial run, marked interrupted
+                keep(_stopped_result(agent))  # -o binds whatever the end
                 raise
+
+        def keep(result: AgentResult) -> None:
+            self.last_result = result
+            if args.out:
+                self.shell.user_ns[args.out] = result
 
         def done(result: AgentResult) -> None:
             active.finish(result)
             code = self._next_cell(result, args.code)
             if live is not None:
                 active.keep_transcript(live.finish(result, next_cell=code))
-            self.last_result = result
-            if args.out:
-                self.shell.user_ns[args.out] = result
+            keep(result)
 
         # In a kernel the cell awaits (see extension.await_agent_cells): the kernel stays free
         # for widget events such as Approve / Deny, and an interrupt cancels the run.
