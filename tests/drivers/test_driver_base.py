@@ -167,8 +167,9 @@ def test_any_failure_reads_as_the_provider_error_it_means() -> None:
 def test_a_whole_json_reply_is_not_readable_by_default() -> None:
     body = json.dumps({"answer": "a" * 300}).encode()
     failed = run_turn(Toy("m", transport=Scripted((200, JSON, body))))[-1]
-    shown = json.dumps({"answer": "a" * 300})[:200]
-    assert_error(failed.error, "invalid_response", f"toy sent one JSON reply where a stream was expected: {shown!r}", retryable=False)
+    shown = json.dumps({"answer": "a" * 300})[:299] + "…"  # 300 characters
+    assert_error(failed.error, "invalid_response", "toy answered HTTP 200 (content type 'application/json') "
+                 f"with a body that is not its stream: {shown!r}", retryable=False)
 
 
 def test_a_stream_line_that_is_not_json_is_quoted_up_to_200_characters() -> None:

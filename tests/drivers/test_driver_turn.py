@@ -457,24 +457,28 @@ def test_a_stream_labelled_otherwise_is_read_as_the_stream(start: bytes) -> None
     assert seen.headers["x-request-id"] == "r-9" and seen.status_code == 200 and seen.request is transport.requests[0]
 
 
-def test_an_empty_reply_is_a_stream_that_ended_early() -> None:
+def test_an_empty_reply_is_said_to_be_empty() -> None:
     failed = run_turn(Toy("m", transport=Scripted((200, {"content-type": "text/plain"}, [b"", b"  "]))))[-1]
-    assert failed.error.message.startswith("the toy stream ended before the model finished")
+    assert_error(failed.error, "invalid_response",
+                 "toy answered HTTP 200 (content type 'text/plain') with a body that is not its stream: an empty body",
+                 retryable=False)
 
 
 @pytest.mark.parametrize("headers, shown", [({"content-type": "text/html; charset=utf-8"}, "'text/html'"), ({}, "'none'")])
 def test_a_reply_that_is_neither_stream_nor_json_is_shown_in_one_line(headers: dict[str, str], shown: str) -> None:
-    page = b"<html>Sign in to the proxy \xff with key sk-toy-page-0123456789abcdef" + b"." * 300
+    page = b"<html>Sign in to the proxy \xff with key sk-toy-page-0123456789abcdef\n\n" + b"." * 300
     driver = Toy("m", api_key="sk-toy-page-0123456789abcdef", transport=Scripted((200, headers, [page, b"more"])))
     failed = run_turn(driver)[-1]
-    quoted = page.decode("utf-8", "replace").replace("sk-toy-page-0123456789abcdef", "[redacted]")[:200]  # redacted, then cut
-    assert_error(failed.error, "invalid_response", f"toy replied with content type {shown}, neither its stream nor JSON: {quoted!r}",
-        retryable=False)
+    line = " ".join(page.decode("utf-8", "replace").replace("sk-toy-page-0123456789abcdef", "[redacted]").split())
+    quoted = line[:299] + "…"  # redacted, one line, then cut to 300 characters
+    assert_error(failed.error, "invalid_response",
+                 f"toy answered HTTP 200 (content type {shown}) with a body that is not its stream: {quoted!r}",
+                 retryable=False)
 
 
-def test_what_is_shown_of_such_a_reply_starts_at_its_first_byte() -> None:
+def test_what_is_shown_of_such_a_reply_starts_at_its_first_non_blank_character() -> None:
     failed = run_turn(Toy("m", transport=Scripted((200, {"content-type": "text/html"}, [b"\n", b"  ", b"<p>oops</p>", b"more"]))))[-1]
-    assert failed.error.message.endswith("""neither its stream nor JSON: '\\n  <p>oops</p>'""")
+    assert failed.error.message.endswith("with a body that is not its stream: '<p>oops</p>'")
 
 
 def test_a_compressed_reply_labelled_otherwise_is_read_once_decompressed() -> None:
@@ -587,22 +591,25 @@ class SSEToy(Toy):
 
 @pytest.mark.parametrize("body, quoted", [
     (b"504 Gateway Timeout", "'504 Gateway Timeout'"),
-    (b"  \n<html><body><h1>502</h1> Bad gateway</body></html>", "'502 Bad gateway'"),
-    (b"sk-" + b"k" * 5, None),  # the key: redacted (below)
-    (b"{}", None), (b"[]", None), (b": ping\n\n", None), (b"data:\n\n", None), (b"event: x\n\n", None),
-    (b"id: 1\n\n", None), (b"retry: 5\n\n", None), (b"", None), (b"\n\n: ping\n\n", None),  # the head from its first non-blank
+    (b"  \n<html><body><h1>502</h1> Bad gateway</body></html>", "'<html><body><h1>502</h1> Bad gateway</body></html>'"),
+    (b"sk-" + b"k" * 5, "'[redacted]'"),  # the key: redacted
+    (b"{}", "'{}'"), (b"[]", "'[]'"), (b"{malformed json: <<<chaos>>>", "'{malformed json: <<<chaos>>>'"),
+    (b"", "an empty body"), (b"\n \n", "an empty body"),
+    (b": ping\n\n", None), (b"data:\n\n", None), (b"event: x\n\n", None), (b"id: 1\n\n", None), (b"retry: 5\n\n", None),
+    (b"\n\n: ping\n\n", None),  # SSE with no event: a stream that ended early
     (b"\xff\xfebad gateway", "'\ufffd\ufffdbad gateway'"),  # not UTF-8: shown as far as it reads
 ])
 def test_a_reply_with_no_event_is_quoted_unless_it_looks_like_a_stream(body: bytes, quoted: str | None) -> None:
     failed = run_turn(SSEToy("m", api_key="sk-kkkkk", transport=Scripted((200, NDJSON, [body]))))[-1]
     message = failed.error.message
-    assert message.startswith("the toy stream ended before the model finished (no stop reason arrived); the text so far is kept")
-    if body.startswith(b"sk-"):
-        assert message.endswith("; it sent no event, only: '[redacted]'") and "sk-kkkkk" not in message
-    elif quoted is None:
-        assert message.endswith("the text so far is kept"), message
+    assert failed.error.type == "invalid_response" and not failed.error.retryable
+    if quoted is None:
+        assert message == ("the toy stream ended before the model finished (no stop reason arrived); "
+                           "the text so far is kept")
     else:
-        assert message.endswith(f"; it sent no event, only: {quoted}"), message
+        assert message == ("toy answered HTTP 200 (content type 'application/x-ndjson') "
+                           f"with a body that is not its stream: {quoted}")
+        assert "sk-kkkkk" not in message
 
 
 def test_a_reply_that_gave_a_delta_is_not_quoted_when_it_is_cut() -> None:

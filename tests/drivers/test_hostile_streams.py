@@ -232,7 +232,9 @@ def test_a_page_sent_as_a_stream_is_quoted_not_called_a_cut_stream():
     page = b"<html><head><title>504</title></head><body><h1>Gateway Timeout</h1>\n<p>nginx</p></body></html>"
     end = turn(Reply(pieces=[page]))
     assert isinstance(end, ModelFailed) and end.error.type == "invalid_response"
-    assert end.error.message.endswith("the text so far is kept; it sent no event, only: '504 Gateway Timeout nginx'")
+    assert end.error.message == (
+        "openai answered HTTP 200 (content type 'text/event-stream') with a body that is not its stream: "
+        "'<html><head><title>504</title></head><body><h1>Gateway Timeout</h1> <p>nginx</p></body></html>'")
 
 
 def test_keep_alives_alone_are_a_cut_stream_with_nothing_quoted():
@@ -240,3 +242,25 @@ def test_keep_alives_alone_are_a_cut_stream_with_nothing_quoted():
     assert isinstance(end, ModelFailed)
     assert end.error.message == ("the openai stream ended before the model finished (no stop reason arrived); "
                                  "the text so far is kept")
+
+
+#: aimock's malformed-JSON fault: an HTTP 200 ``application/json`` body that is no JSON at all.
+CHAOS = b"{malformed json: <<<chaos>>>"
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-responses", "azure-openai", "anthropic", "gemini", "ollama"])
+@pytest.mark.parametrize("content_type", ["application/json", "text/event-stream"])
+def test_a_malformed_200_says_what_the_server_sent_and_is_not_retried(provider: str, content_type: str,
+                                                                       monkeypatch: pytest.MonkeyPatch):
+    """It read "stream ended before the model finished" (openai, openai-responses, anthropic),
+    hiding what the server sent: now the status, the content type and the body's start, one try."""
+    from ipyagent.drivers import create_driver
+
+    monkeypatch.setenv("IPYAGENT_TEST_KEY", "sk-test-malformed-0123")
+    with StubServer(Reply(headers={"Content-Type": content_type}, pieces=[CHAOS])) as server:
+        driver = create_driver(f"{provider}:m", base_url=server.url, api_key_env="IPYAGENT_TEST_KEY")
+        end = check_shape(collect(driver))
+        assert len(server.requests) == 1  # not retried: asking again gets the same
+    assert isinstance(end, ModelFailed) and end.error.type == "invalid_response" and not end.error.retryable
+    assert end.error.message == (f"{driver.provider} answered HTTP 200 (content type {content_type!r}) with a body "
+                                 "that is not its stream: '{malformed json: <<<chaos>>>'")

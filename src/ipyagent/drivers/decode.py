@@ -20,7 +20,7 @@ import httpx2
 
 from ..core import DeltaMessage, ProviderError, ReasoningDelta, TextDelta, ToolCallDelta, redact_head
 from .aggregate import StreamMeta, merge_meta
-from .http import _Replayed, aclose
+from .http import _Replayed
 
 #: The largest SSE event a driver reads (``EventSource(max_event_size=)``); httpx2's default,
 #: 1 MiB, is less than real single events: an image in base64 (OpenRouter's image models on
@@ -214,24 +214,71 @@ def body_frames(response: httpx2.Response, framing: str) -> AsyncIterator[Any]:
     raise ValueError(f"framing is 'sse' or 'lines', not {framing!r}")
 
 
+class NotAStream(Exception):
+    """No frame of a 2xx body could be read as the driver's stream: there was none (`no_frame`),
+    or the first was unreadable. `_open` reports it with the status, the content type and the
+    body's first characters (`not_its_stream`)."""
+
+    def __init__(self, no_frame: bool, head: bytes | None = None) -> None:
+        super().__init__("not the stream")
+        self.no_frame, self.head = no_frame, head  # head: the body's first bytes, when the raiser read them
+
+
+#: How much of a body that is not the stream an error quotes, characters.
+QUOTE_CHARS = 300
+#: How an SSE body may begin (after blank lines): a comment or a field.
+_SSE_START = (b":", b"data:", b"event:", b"id:", b"retry:")
+
+
+def looks_like_sse(head: bytes) -> bool:
+    """True when `head` (a body's first bytes) begins as an SSE stream does, keep-alive comments
+    included: such a body with no event is a stream that ended early, not another kind of reply."""
+    return head.lstrip().startswith(_SSE_START)
+
+
+def not_its_stream(provider: str, status: int, content_type: str, head: bytes) -> ProviderError:
+    """``invalid_response`` for a 2xx reply that is not `provider`'s stream (malformed JSON, an HTML
+    page, an empty body, a wrong content type): its status, content type and first `QUOTE_CHARS`
+    characters (redacted before the cut, as one line). Not retried: asking again gets the same."""
+    line = " ".join(redact_head(head.decode("utf-8", "replace"), 4 * QUOTE_CHARS).split())
+    quote = repr(line if len(line) <= QUOTE_CHARS else line[: QUOTE_CHARS - 1] + "…") if line else "an empty body"
+    what = f"HTTP {status} (content type {content_type or 'none'!r})"
+    return ProviderError("invalid_response", f"{provider} answered {what} with a body that is not its stream: {quote}",
+                         retryable=False)
+
+
 async def read_head(
     frames: AsyncIterator[Any], decoder: StreamDecoder, head: list[DeltaMessage]
 ) -> AsyncIterator[Any] | None:
     """Feed `decoder` frames until one gives a delta (put in `head`); the frames left, or None
-    when the body was read to its end (or to the stop signal), `decoder.finish` included."""
+    when the body was read to its end (or to the stop signal), `decoder.finish` included.
+
+    Raises:
+        NotAStream: the body held no frame (blank lines are none), or it was unreadable
+            (``invalid_response``) before any delta came (the decoder recognised nothing of it).
+    """
     feed = decoder.feed
-    async for frame in frames:
-        head.extend(feed(frame))
-        if decoder.done:
-            break
-        if head:
-            return frames
-    head.extend(decoder.finish())
+    fed = False
+    try:
+        async for frame in frames:
+            head.extend(feed(frame))
+            fed = fed or frame.__class__ is not str or bool(frame.strip())  # blank lines are no frame of a stream
+            if decoder.done:
+                break
+            if head:
+                return frames
+        if not fed:
+            raise NotAStream(no_frame=True)
+        head.extend(decoder.finish())
+    except ProviderError as exc:
+        if head or exc.type != "invalid_response":
+            raise
+        raise NotAStream(no_frame=False) from exc
     return None
 
 
 async def read_unlabelled(
-    response: httpx2.Response, content_type: str, decoder: StreamDecoder, provider: str, stream_type: str,
+    response: httpx2.Response, decoder: StreamDecoder, stream_type: str,
     frames: Callable[[httpx2.Response], AsyncIterator[Any]],
 ) -> tuple[AsyncIterator[Any] | None, list[DeltaMessage]]:
     """A 2xx reply not labelled as the driver's stream (`content_type`): (its `frames`, deltas
@@ -239,9 +286,8 @@ async def read_unlabelled(
     a stream labelled otherwise is read as the stream (relabelled `stream_type`).
 
     Raises:
-        ProviderError: ``invalid_response`` for a single JSON reply the protocol has no reading
-            of, or a body that is neither a stream nor JSON, naming its content type and first
-            bytes (redacted).
+        NotAStream: a single JSON reply the protocol has no reading of, or a body that is neither
+            a stream nor JSON.
     """
     chunks = response.aiter_bytes()
     head = b""
@@ -259,23 +305,14 @@ async def read_unlabelled(
         if isinstance(data, dict):
             deltas = decoder.whole(data)
             if deltas is None:
-                raise ProviderError(
-                    "invalid_response",
-                    f"{provider} sent one JSON reply where a stream was expected: {redact_head(json.dumps(data))!r}",
-                    retryable=False,
-                )
+                raise NotAStream(no_frame=False, head=body[:4096])
             return None, list(deltas)
         stream: httpx2.AsyncByteStream = _Replayed(body)
-    elif not start or start[:1] in (b"[", b":") or start.startswith((b"data:", b"event:", b"id:", b"retry:")):
+    elif not start or start[:1] == b"[" or looks_like_sse(start):
         stream = _Replayed(head, chunks)
     else:
         await chunks.aclose()
-        shown = redact_head(head[:1400].decode("utf-8", "replace"))
-        raise ProviderError(
-            "invalid_response",
-            f"{provider} replied with content type {content_type or 'none'!r}, neither its stream nor JSON: {shown!r}",
-            retryable=False,
-        )
+        raise NotAStream(no_frame=False, head=head[:4096])
     dropped = ("content-type", "content-encoding", "content-length")
     headers = [(k, v) for k, v in response.headers.items() if k.lower() not in dropped]
     replay = httpx2.Response(

@@ -63,8 +63,8 @@ class _Deadlined(httpx2.AsyncByteStream):
             raise StopAsyncIteration
         async with asyncio.timeout_at(self.deadline):
             chunk = await anext(chunks)
-        if not self.head:
-            self.head = chunk[:4096]  # past what is shown: a secret across the cut is redacted whole
+        if len(self.head) < 4096:  # past what is shown: a secret across the cut is redacted whole
+            self.head += chunk[: 4096 - len(self.head)]
         return chunk
 
     async def drain(self) -> bool:

@@ -37,8 +37,7 @@ from ..core import (
 )
 from . import pricing
 from .aggregate import Aggregator, StreamMeta
-from .decode import StreamDecoder, check_text, read_head, read_unlabelled
-from .errors import error_excerpt
+from .decode import NotAStream, StreamDecoder, check_text, looks_like_sse, not_its_stream, read_head, read_unlabelled
 from .http import _Deadlined, _pricing_executor, aclose
 from .pricing import Cost
 
@@ -177,15 +176,6 @@ def stop_reason(meta: StreamMeta, message: Message) -> StopReason:
     return StopReason(kind=kind, raw=raw if raw is None or isinstance(raw, str) else str(raw))  # a server's number
 
 
-def not_a_stream(opened: Opened, reply: Aggregator) -> str:
-    """For a reply labelled as a stream that held no event at all (a proxy's HTML page sent as
-    ``text/event-stream``): what it began with, as one line; else nothing."""
-    head = opened.response.stream.head.lstrip()  # type: ignore[attr-defined]  # `_open` made it a `_Deadlined`
-    if reply or not head or head[:1] in (b"{", b"[", b":") or head.startswith((b"data:", b"event:", b"id:", b"retry:")):
-        return ""
-    return f"; it sent no event, only: {error_excerpt(head.decode('utf-8', 'replace'))!r}"
-
-
 class TurnSteps:
     """The steps of one model turn (mixed into `BasePromptDriver`): `_send` (`_open` each try,
     `_retry`), `_relay`, `_complete` or `_failed`."""
@@ -198,6 +188,7 @@ class TurnSteps:
     max_retry_wait: float
     response_timeout: float
     stream_types: tuple[str, ...]
+    framing: str
     rate_gate: Any
 
     # -- step 1: send, with retries ------------------------------------------------------
@@ -228,8 +219,15 @@ class TurnSteps:
                 raise error
             response.stream = _Deadlined(response.stream, deadline)  # a trickling server trips it
             decoder = self.decoder()
-            reader, head = await self._reply(response, decoder)
-            rest = None if reader is None else await read_head(reader, decoder, head)
+            content_type = response.headers.get("content-type", "").split(";")[0].strip()  # as sent (SSE relabels)
+            try:
+                reader, head = await self._reply(response, decoder)
+                rest = None if reader is None else await read_head(reader, decoder, head)
+            except NotAStream as exc:
+                body = response.stream.head if exc.head is None else exc.head
+                if not (exc.no_frame and self.framing == "sse" and looks_like_sse(body)):
+                    raise not_its_stream(self.provider, response.status_code, content_type, body) from None
+                rest, head = None, []  # keep-alives alone: a stream that ended early (`_complete` says so)
             return Opened(response, rest, decoder, head, reader)
         except BaseException as exc:
             await aclose(reader)
@@ -246,7 +244,7 @@ class TurnSteps:
         content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if not self.stream_types or content_type in self.stream_types:
             return self.frames(response), []
-        return await read_unlabelled(response, content_type, decoder, self.provider, self.stream_types[0], self.frames)
+        return await read_unlabelled(response, decoder, self.stream_types[0], self.frames)
 
     async def _send(self, request: httpx2.Request) -> AsyncIterator[RetryScheduled | Sent]:
         """Step 1, send with retries: timeouts, connection errors, 429, 5xx and overloaded
@@ -377,11 +375,10 @@ class TurnSteps:
         if meta.stop_kind is None and meta.stop_raw is None:
             # Every protocol ends a reply with a stop signal; without one the stream was cut
             # short (a closed connection, a proxy's error page): keep the text, do not pass it off as done.
-            head = not_a_stream(sent.opened, reply) if sent.opened is not None else ""
             raise ProviderError(
                 "invalid_response",
-                f"the {self.provider} stream ended before the model finished "
-                f"(no stop reason arrived); the text so far is kept{head}",
+                f"the {self.provider} stream ended before the model finished (no stop reason arrived); "
+                "the text so far is kept",
                 retryable=False,
             )
         cut: list[dict[str, Any]] | None = [] if meta.stop_kind is StopKind.max_tokens else None
