@@ -145,3 +145,82 @@ def test_redact_json_is_the_dump_of_redact_data(value) -> None:
     from ipyagent.core.redact import redact_json
 
     assert redact_json(value) == json.dumps(redact_data(value), ensure_ascii=False, default=str)
+
+
+# -- issue 26: key formats, the environment, and context sent to a model ----------------------
+
+from ipyagent.core.redact import mask_named, redact_context, secret_name  # noqa: E402
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
+
+
+@pytest.mark.parametrize("key", [
+    "sk-ant-api03-" + "a" * 40, "sk-proj-" + "b" * 30, "AKIAIOSFODNN7EXAMPLE", "ASIAIOSFODNN7EXAMPLE",
+    "ghp_" + "c" * 36, "github_pat_" + "d" * 40, "xoxb-1234567890-abcdefghij", "xoxp-1234567890-abc",
+    "AIza" + "e" * 35, "glpat-" + "f" * 20, "hf_" + "g" * 34, "sk_live_" + "h" * 24, JWT,
+])
+def test_each_well_known_key_format_is_masked(key):
+    assert redact(f"key {key} here") == f"key {MASK} here"
+
+
+@pytest.mark.parametrize("text", ["AKIA is a prefix", "ghp_short", "eyJhbGciOiJIUzI1NiJ9 alone", "xox-nope",
+                                  "github_pat_x", "glpat-short", "hf_hub_download"])
+def test_lookalikes_of_key_formats_are_kept(text):
+    assert redact(text) == text
+
+
+def test_a_bearer_token_is_masked_and_the_word_bearer_kept():
+    assert redact("Authorization: Bearer abcdefghij0123456789") == f"Authorization: Bearer {MASK}"
+    assert redact("bearer  q1w2e3r4t5y6u7i8o9p0") == f"bearer  {MASK}"
+    assert redact("the Bearer authentication scheme") == "the Bearer authentication scheme"  # no digit: a word
+
+
+def test_environment_secrets_by_name_part_and_url_password(monkeypatch):
+    monkeypatch.setenv("GITHUB_TOKEN_RO", "ro-token-value-1234")
+    monkeypatch.setenv("DATABASE_URL", "postgres://app:Db-Pass-98765@db:5432/x")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false-but-long")  # a part TOKENIZERS, not TOKEN
+    assert redact("ro-token-value-1234 / Db-Pass-98765 / false-but-long") == f"{MASK} / {MASK} / false-but-long"
+
+
+@pytest.mark.parametrize("name, secret", [
+    ("OPENAI_API_KEY", True), ("api_key", True), ("apiKey", True), ("accessToken", True), ("x-api-key", True),
+    ("Authorization", True), ("db_password", True), ("client_secret", True), ("github_token", True),
+    ("passphrase", True), ("credentials", True), ("key", False), ("max_tokens", False), ("tokens", False),
+    ("tokenizer", False), ("token_type", False), ("PWD", False), ("monkey", False), ("secretary_name", False),
+])
+def test_which_names_look_secret(name, secret):
+    assert secret_name(name) is secret
+
+
+@pytest.mark.parametrize("text, shown, masked", [
+    ("{'password': 'hunter2', 'n': 3}", f"{{'password': '{MASK}', 'n': 3}}", 1),
+    ('api_key = "plain-value"', f'api_key = "{MASK}"', 1),
+    ("Config(api_key='zzz', timeout=3)", f"Config(api_key='{MASK}', timeout=3)", 1),
+    ("PASSWORD=hunter2 user=bob", f"PASSWORD={MASK} user=bob", 1),
+    ("password: hunter2\nname: x", f"password: {MASK}\nname: x", 1),
+    ("token = tokenizer(text)", "token = tokenizer(text)", 0),  # code: an expression, not a secret
+    ("if token==x: pass", "if token==x: pass", 0),
+    ("max_tokens = 5, tokens: 7", "max_tokens = 5, tokens: 7", 0),
+    ('  "token": get_token(),', '  "token": get_token(),', 0),
+    ("db at postgres://app:pw-1@db/x", f"db at postgres://{MASK}@db/x", 1),
+    ("", "", 0),
+])
+def test_context_masks_values_written_under_secret_names(text, shown, masked):
+    assert redact_context(text) == (shown, masked)
+
+
+def test_mask_named_masks_secret_entries_at_any_depth_and_keeps_the_rest():
+    value = {"api_key": "k", "nested": [{"token": "t", "max_tokens": 5}, ("x", {"password": "p"})], "password": "",
+             "secret": None, "retries": 3}
+    masked, count = mask_named(value)
+    assert count == 3 and masked == {"api_key": MASK, "password": "", "secret": None, "retries": 3,
+                                     "nested": [{"token": MASK, "max_tokens": 5}, ("x", {"password": MASK})]}
+    assert value["api_key"] == "k"  # a copy: the user's value is untouched
+
+
+def test_mask_named_leaves_what_is_too_big_to_walk_to_the_text_rules():
+    from ipyagent.core.redact import MASK_NODES
+
+    big = [{"token": "t"}] * (MASK_NODES + 1)
+    assert mask_named(big) == (big, 0)
+    assert mask_named("text") == ("text", 0) and mask_named(5) == (5, 0)

@@ -31,6 +31,8 @@ from .content import (
     ImageBlock,
     ReasoningBlock,
     TextBlock,
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
     join_text,
     parse_arguments,
 )
@@ -58,16 +60,20 @@ from .prompt_stack import OutputStrategy, PromptStack, ToolDefinition, to_blocks
 from .tool_action import MAX_NATIVE_NAME, ToolAction, ToolNameError, from_native_name, to_native_name
 from .controls import visible_controls
 from .redact import (  # the one redactor; `redact` names the function, the module is `core.redact` in sys.modules
+    MASK,
     SECRET_ENV,
     SECRET_FIELDS,
     StreamRedactor,
     add_secret,
     add_url,
     current_forms,
+    mask_named,
     redact,
+    redact_context,
     redact_data,
     redact_head,
     redact_json,
+    secret_name,
 )
 from .._lazy import lazy_exports
 

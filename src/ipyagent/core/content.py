@@ -190,22 +190,48 @@ def join_text(pieces: Any) -> str:
     return text
 
 
+#: The longest a tool call's arguments may be, characters (the agent loop stops reading a stream there).
+MAX_ARGUMENT_CHARS = 1_000_000
+#: The deepest a tool call's arguments may nest (objects and arrays): deeper is refused, never a RecursionError.
+MAX_ARGUMENT_DEPTH = 64
+
+
 def parse_arguments(raw: str, name: str = "") -> dict[str, Any]:
     """Parse a tool call's argument text. Empty or blank text means ``{}``.
 
     Raises:
-        ValueError: not JSON, or JSON that is not an object; the message says which and
-            quotes the text's head (`ARGUMENTS_HEAD` characters).
+        ValueError: not JSON, JSON that is not an object, longer than `MAX_ARGUMENT_CHARS` or nested
+            deeper than `MAX_ARGUMENT_DEPTH`; the message says which and quotes the text's head
+            (`ARGUMENTS_HEAD` characters).
     """
     if not raw.strip():
         return {}
+    if len(raw) > MAX_ARGUMENT_CHARS:
+        raise ValueError(f"its arguments are {len(raw):,} characters, more than the {MAX_ARGUMENT_CHARS:,} "
+                         "a call may have")
+    too_deep = f"its arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels: {_head(raw)}"
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ValueError(f"its arguments are not valid JSON ({exc.msg}): {_head(raw)}") from None
+    except RecursionError:  # deeper than Python reads
+        raise ValueError(too_deep) from None
+    if _depth_over(value, MAX_ARGUMENT_DEPTH):
+        raise ValueError(too_deep)
     if not isinstance(value, dict):
         raise ValueError(f"its arguments are JSON but not an object: {_head(raw)}")
     return value
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """True when `value` (parsed JSON) holds objects or arrays more than `limit` levels deep (no recursion)."""
+    level = [value] if isinstance(value, (dict, list)) else []
+    for _ in range(limit):
+        level = [v for item in level for v in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(v, (dict, list))]
+        if not level:
+            return False
+    return bool(level)
 
 
 #: How much of a call's broken arguments an error quotes, characters.

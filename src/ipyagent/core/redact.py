@@ -14,11 +14,18 @@ out: base64 (standard and URL-safe, at any offset inside a longer encoded text, 
 ``Authorization: Basic b64(user:password)`` and ``b64("Bearer KEY")`` are caught),
 URL-encoded, JSON-escaped (once and twice) and repr-escaped. Independently of any
 registry, `redact` masks URL user-info (``https://user:PASS@host``), secret-named
-query parameters, and strings shaped like well-known provider keys (``sk-…``,
-``AIza…``, ``gsk_…``, ``xai-…``). Every match becomes `MASK`.
+query parameters, strings shaped like well-known keys (`KEY_FORMATS`: ``sk-…``,
+``sk-ant-…``, ``AKIA…``, ``ghp_…``, ``github_pat_…``, ``xoxb-…``, ``AIza…``, ``glpat-…``,
+JWTs, ...) and the token of ``Bearer …``. Every match becomes `MASK`.
 
 `redact` works on text; `redact_data` on JSON-like data (dicts, lists, strings),
 also masking the values of credential fields (``authorization``, ``api_key``, ...).
+
+Context sent to a model (a cell template's values, ``--with``, ``--cells``, the last
+error, tool results) passes `redact_context`: `redact`, and besides every value under a
+secret-looking name (`secret_name`: ``api_key``, ``token``, ``password``, ``secret``,
+``authorization``, ...), in a mapping (`mask_named`) or written in text (``"password":
+"…"``, ``token=…``, a ``password: …`` line); it says how many values it masked.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import os
 import re
 import threading
 from functools import lru_cache
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 
@@ -37,8 +45,13 @@ MASK = "[redacted]"
 #: Shorter values are not treated as secrets (placeholders such as ``ollama`` or ``EMPTY``).
 MIN_SECRET_LENGTH = 8
 
-#: Environment variables whose values are secrets.
-SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|AUTH)$", re.I)
+#: Environment variables whose values are secrets: a name ending in one of these words, or holding
+#: one as a part of its own (``GITHUB_TOKEN_RO``, ``DB_PASSWORD_PROD``).
+SECRET_ENV = re.compile(
+    r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASS|CREDENTIALS?|AUTH)$"
+    r"|(?:^|_)(?:SECRET|TOKEN|PASSWORD|PASSWD|API_?KEY|PRIVATE_KEY|CREDENTIALS?)(?:_|$)",
+    re.I,
+)
 #: Query parameters whose values are secrets (``?key=…``, ``&access_token=…``, ``&sig=…``).
 _SECRET_PARAM = r"(?:api[-_]?key|key|[a-z_]*token|secret|[a-z_]*sig|signature|password|passwd|pwd|auth|code)"
 SECRET_PARAM = re.compile(rf"^{_SECRET_PARAM}$", re.I)
@@ -46,10 +59,28 @@ SECRET_PARAM = re.compile(rf"^{_SECRET_PARAM}$", re.I)
 SECRET_FIELDS = frozenset({"authorization", "proxy-authorization", "api_key", "api-key", "apikey", "x-api-key",
                            "x-goog-api-key", "password", "client_secret"})
 
-_KEY_SHAPED = re.compile(
-    r"\b(?:sk-[A-Za-z0-9_\-*]{20,}|AIza[0-9A-Za-z_\-]{30,}|gsk_[A-Za-z0-9]{20,}|xai-[A-Za-z0-9]{20,})"
+#: Well-known key formats (masked wherever they appear), by issuer.
+KEY_FORMATS = {
+    "OpenAI, Anthropic (sk-ant-), DeepSeek, ...": r"sk-[A-Za-z0-9_\-*]{20,}",
+    "Stripe": r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}",
+    "Google": r"AIza[0-9A-Za-z_\-]{30,}",
+    "Groq": r"gsk_[A-Za-z0-9]{20,}",
+    "xAI": r"xai-[A-Za-z0-9]{20,}",
+    "AWS access key id": r"(?:AKIA|ASIA)[0-9A-Z]{16}",
+    "GitHub": r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}",
+    "Slack": r"xox[abposr]-[A-Za-z0-9-]{10,}",
+    "GitLab": r"glpat-[A-Za-z0-9_\-]{20,}",
+    "Hugging Face": r"hf_[A-Za-z0-9]{30,}",
+    "JWT": r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",
+}
+_KEY_SHAPED = re.compile(r"\b(?:" + "|".join(KEY_FORMATS.values()) + ")")
+#: What the formats start with: the regular expression runs only where one occurs.
+_KEY_PREFIXES = (
+    "sk-", "sk_", "rk_", "AIza", "gsk_", "xai-", "AKIA", "ASIA", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_",
+    "xox", "glpat-", "hf_", "eyJ",
 )
-_KEY_PREFIXES = ("sk-", "AIza", "gsk_", "xai-")
+#: ``Bearer TOKEN`` (an Authorization header's value): the token, 16 characters or more with a digit.
+_BEARER = re.compile(r"\b([Bb]earer|BEARER)(\s+)(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*")
 _URL_USERINFO = re.compile(r"(?<=://)[^/@\s\"'<>]+(?=@)")
 # A value ends where the URL does: ``)`` too, so "(http://h/x?key=K)" keeps its closing parenthesis
 # (a key holding one is sent percent-encoded).
@@ -94,16 +125,27 @@ _env_seen: tuple[dict[Any, Any] | None, tuple[str, ...]] = (None, ())
 
 
 def env_secrets() -> list[str]:
-    """The values of secret-named environment variables (8 characters or more), as they are now."""
+    """The secrets the environment holds now (8 characters or more): the values of secret-named
+    variables, and the password of a URL any variable holds (``DATABASE_URL=postgres://u:PASS@h/db``)."""
     global _env_seen
     data = getattr(os.environ, "_data", None)  # CPython's mapping behind os.environ (bytes on POSIX)
     seen, values = _env_seen
     if data is None or seen != data:
-        values = tuple(
-            v.strip() for k, v in os.environ.items() if SECRET_ENV.search(k) and len(v.strip()) >= MIN_SECRET_LENGTH
-        )
+        found = [v.strip() for k, v in os.environ.items() if SECRET_ENV.search(k)]
+        found += [password for v in os.environ.values() if "://" in v for password in _url_passwords(v)]
+        values = tuple(dict.fromkeys(v for v in found if len(v) >= MIN_SECRET_LENGTH))
         _env_seen = (dict(data) if data is not None else None, values)
     return list(values)
+
+
+def _url_passwords(text: str) -> list[str]:
+    """The passwords of the URLs in `text` (``scheme://user:PASSWORD@host``), decoded."""
+    found = []
+    for userinfo in _URL_USERINFO.findall(text):
+        _, colon, password = userinfo.partition(":")
+        if colon and password:
+            found.append(unquote(password))
+    return found
 
 
 def secrets() -> frozenset[str]:
@@ -167,6 +209,8 @@ def redact(text: str, forms: tuple[str, ...] | None = None) -> str:
         text = _URL_PARAM.sub(rf"\g<1>{MASK}", text)
     if any(prefix in text for prefix in _KEY_PREFIXES):
         text = _KEY_SHAPED.sub(MASK, text)
+    if "earer" in text or "EARER" in text:
+        text = _BEARER.sub(rf"\g<1>\g<2>{MASK}", text)
     return text
 
 
@@ -226,6 +270,7 @@ def redact_json(value: Any, forms: tuple[str, ...] | None = None) -> str:
         or ("=" in text and _URL_PARAM.search(text))
         or any(prefix in text for prefix in _KEY_PREFIXES)
         or _CREDENTIAL_KEY.search(text)
+        or (("earer" in text or "EARER" in text) and _BEARER.search(text))
     ):
         return json.dumps(redact_data(value, forms), ensure_ascii=False, default=str)
     return text
@@ -258,3 +303,99 @@ class StreamRedactor:
         """The held-back rest, redacted."""
         text, self._pending = self._pending, ""
         return redact(text)
+
+
+# -- context sent to a model ------------------------------------------------------------------
+
+#: The words that make a name secret-looking (`secret_name`), at its end: ``OPENAI_API_KEY``,
+#: ``db_password``, ``accessToken``, ``x-api-key``, ``Authorization``; not ``max_tokens`` nor ``key``.
+_SECRET_WORDS = (r"(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|secret|token"
+                 r"|password|passwd|passphrase|authorization|credentials?|cookie)")
+_SECRET_NAME = re.compile(rf"(?:^|[_\-.]|(?<=[a-z])(?=[A-Z])){_SECRET_WORDS}$", re.I)
+#: A secret-named value written in text, quoted: ``"password": "…"``, ``api_key='…'``, ``TOKEN = "…"``.
+_NAMED_QUOTED = re.compile(
+    rf"(?<![\w-])([\"']?)[\w.-]*?{_SECRET_WORDS}\1\s*[:=]\s*[bru]?([\"'])(?P<value>(?:\\.|(?!\2)[^\\\n])+)\2", re.I
+)
+#: ... unquoted after ``=`` with no space around it (environment files, logs, query strings, options).
+_NAMED_BARE = re.compile(
+    rf"(?<![\w-])[\w.-]*?{_SECRET_WORDS}=(?![\s\"'=]|\[redacted\])"
+    r"(?P<value>(?:(?:Bearer|Basic|Token)\s+)?[^\s\"',;&)}\]]+)", re.I
+)
+#: ... as a line ``name: value`` (YAML, HTTP headers), a value that is no quote, flow or code.
+_NAMED_LINE = re.compile(
+    rf"^[ \t]*(?:-[ \t]+)?[\"']?[\w.-]*?{_SECRET_WORDS}[\"']?[ \t]*:[ \t]+(?![\"'\[{{|>&*])"
+    r"(?P<value>[^\n(]*?[^\s,(])[ \t]*$", re.I | re.M
+)
+#: Containers `mask_named` walks at most (nodes), so a huge list is left to the text rules.
+MASK_NODES = 10_000
+
+
+@lru_cache(maxsize=4096)
+def secret_name(name: str) -> bool:
+    """True when `name` (a mapping key, a variable, an attribute) says its value is a credential:
+    it ends in ``api_key``, ``access_key``, ``secret``, ``token``, ``password``, ``passphrase``,
+    ``authorization``, ``credentials``, ``cookie`` ... after a separator, a case change or nothing."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def _masks(value: Any) -> bool:
+    """A value under a secret name is masked when it is non-blank text (numbers and None stay)."""
+    return isinstance(value, (str, bytes)) and bool(value.strip()) and value != MASK
+
+
+def mask_named(value: Any) -> tuple[Any, int]:
+    """(`value` with every secret-named entry of its mappings masked, how many were): mappings
+    (``os.environ`` too) become dicts, lists and tuples keep their type, the rest is kept as it
+    is. A value of more than `MASK_NODES` containers and items is returned unchanged (0)."""
+    budget = [MASK_NODES]
+
+    def walk(item: Any) -> tuple[Any, int]:
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise OverflowError
+        if isinstance(item, Mapping):
+            out, count = {}, 0
+            for key, inner in item.items():
+                if isinstance(key, str) and secret_name(key) and _masks(inner):
+                    out[key], count = MASK, count + 1
+                else:
+                    out[key], n = walk(inner)
+                    count += n
+            return out, count
+        if isinstance(item, (list, tuple)):
+            pairs = [walk(inner) for inner in item]
+            return type(item)(v for v, _ in pairs) if isinstance(item, tuple) else [v for v, _ in pairs], sum(
+                n for _, n in pairs)
+        return item, 0
+
+    if not isinstance(value, (Mapping, list, tuple)):
+        return value, 0
+    try:
+        return walk(value)
+    except (OverflowError, RecursionError):
+        return value, 0
+
+
+def _mask_value(match: re.Match[str]) -> str:
+    start, end = match.span("value")
+    text = match.string
+    return text[match.start():start] + MASK + text[end:match.end()]
+
+
+def redact_context(text: str, forms: tuple[str, ...] | None = None) -> tuple[str, int]:
+    """(`text` as a model may be sent it, how many values were masked): `redact`, then every value
+    written under a secret-looking name (`secret_name`) quoted (``"password": "…"``), after ``=``
+    (``token=…``) or on a ``name: value`` line. Cost: `redact`'s, and three regular-expression
+    scans where a secret word occurs."""
+    if not text:
+        return text, 0
+    before = text.count(MASK)
+    text = redact(text, forms)
+    if _NAMED_WORD.search(text):
+        for rule in (_NAMED_QUOTED, _NAMED_BARE, _NAMED_LINE):
+            text = rule.sub(_mask_value, text)
+    return text, text.count(MASK) - before
+
+
+#: A secret word anywhere (the cheap test before the three rules above).
+_NAMED_WORD = re.compile(_SECRET_WORDS, re.I)
