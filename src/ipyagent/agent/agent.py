@@ -136,6 +136,10 @@ class Agent:
             context=tuple(given.context),
             settings=self.settings.merged(coerce_settings(given.settings)),
             timeout=given.timeout or self.timeout,
+            max_tool_calls=given.max_tool_calls if given.max_tool_calls is not None
+            else defaults.current_default().max_tool_calls,
+            redact_context=given.redact_context if given.redact_context is not None
+            else defaults.current_default().redact_context,
         )
 
     def prompt_stack(self, prompt: str | None = None, options: RunOptions | None = None) -> PromptStack:

@@ -31,6 +31,9 @@ DEFAULT_PROVIDER = "openai:gpt-4.1-mini"
 #: Seconds a run may take, every model turn and tool included, unless told otherwise: a stream
 #: that never ends, or a tool that never returns, ends as ``timeout`` after ten minutes.
 DEFAULT_TIMEOUT = 600.0
+#: Tool calls a run may make, all its model turns together: a turn whose calls would pass it ends the
+#: run before any of them runs (`RunOptions.max_tool_calls`, ``%agent settings max_tool_calls=N``).
+DEFAULT_MAX_TOOL_CALLS = 128
 #: Driver options a provider's own session settings carry to another model of that provider.
 PROVIDER_SCOPED = ("base_url", "api_key_env")
 
@@ -44,12 +47,18 @@ class Defaults:
         settings: generation settings every agent starts from.
         driver_options: `create_driver` options for `provider` (``base_url``, ``api_key_env``, ``record``...).
         timeout: the deadline of a run, seconds (every model turn and tool; `DEFAULT_TIMEOUT`).
+        max_tool_calls: tool calls a run may make (`DEFAULT_MAX_TOOL_CALLS`).
+        redact_context: context sent to a model (cell templates' values, ``--with``, ``--cells``,
+            the last error, tool results) passes the one redactor's context rule
+            (`core.redact_context`); False sends it as it is (``%agent settings redact_context=false``).
     """
 
     provider: str = DEFAULT_PROVIDER
     settings: ModelSettings = field(default_factory=ModelSettings)
     driver_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     timeout: float = DEFAULT_TIMEOUT
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
+    redact_context: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "driver_options", MappingProxyType(dict(self.driver_options)))
@@ -87,12 +96,29 @@ def session_default() -> Defaults:
 
 
 def _changed(base: Defaults, provider: str | None, settings: Any, fields: dict[str, Any],
-             driver_options: dict[str, Any] | None, timeout: float | None = None) -> Defaults:
+             driver_options: dict[str, Any] | None, timeout: float | None = None, **limits: Any) -> Defaults:
     new_settings = base.settings.merged(coerce_settings(settings), fields or None)
     kept = dict(base.driver_options) if provider is None else base.options_for(provider)
     options = {k: v for k, v in {**kept, **(driver_options or {})}.items() if v is not None}  # None: back to default
-    return Defaults(provider or base.provider, new_settings, options,
-                    base.timeout if timeout is None else check_timeout(timeout))
+    changed = {k: v for k, v in limits.items() if v is not None}
+    if "max_tool_calls" in changed:
+        changed["max_tool_calls"] = check_max_tool_calls(changed["max_tool_calls"])
+    if "redact_context" in changed and not isinstance(changed["redact_context"], bool):
+        raise ValueError(f"redact_context must be True or False, not {changed['redact_context']!r}")
+    return replace(Defaults(provider or base.provider, new_settings, options,
+                            base.timeout if timeout is None else check_timeout(timeout),
+                            base.max_tool_calls, base.redact_context), **changed)
+
+
+def check_max_tool_calls(value: Any) -> int:
+    """`value` if it is a whole number of 0 or more (0: no tool may be called).
+
+    Raises:
+        ValueError: anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"max_tool_calls must be a whole number, 0 or more, not {value!r}")
+    return value
 
 
 def check_timeout(timeout: float) -> float:
@@ -113,7 +139,8 @@ def split_settings(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 
 
 def set_default(provider: str | None = None, *, settings: ModelSettings | dict[str, Any] | None = None,
-                replace_settings: bool = False, timeout: float | None = None, **kwargs: Any) -> Defaults:
+                replace_settings: bool = False, timeout: float | None = None, max_tool_calls: int | None = None,
+                redact_context: bool | None = None, **kwargs: Any) -> Defaults:
     """Change the session's default (what ``%provider`` does) and return it.
 
     Args:
@@ -121,18 +148,21 @@ def set_default(provider: str | None = None, *, settings: ModelSettings | dict[s
             of the same provider keeps its base URL and key variable.
         settings: settings merged over the current ones (all of them when `replace_settings`).
         timeout: the deadline of every run from now on, seconds (None: unchanged).
+        max_tool_calls: tool calls a run may make from now on (None: unchanged).
+        redact_context: whether context sent to a model passes the context rule (None: unchanged).
         **kwargs: `ModelSettings` fields (``temperature=0``) and driver options (``base_url=...``;
             ``base_url=None`` goes back to the provider's own API root).
 
     Raises:
         pydantic.ValidationError: a bad setting.
-        ValueError: a timeout that is not a positive number.
+        ValueError: a timeout that is not a positive number, a bad `max_tool_calls` or `redact_context`.
     """
     global _session
     fields, options = split_settings(kwargs)
     with _lock:
         base = replace(_session, settings=ModelSettings()) if replace_settings else _session
-        _session = _changed(base, provider, settings, fields, options, timeout)
+        _session = _changed(base, provider, settings, fields, options, timeout, max_tool_calls=max_tool_calls,
+                            redact_context=redact_context)
         return _session
 
 

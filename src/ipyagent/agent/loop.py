@@ -29,6 +29,7 @@ from ..core import (
     DeltaMessage,
     ErrorArtifact,
     Event,
+    MAX_ARGUMENT_CHARS,
     InfoArtifact,
     Message,
     MessageError,
@@ -40,13 +41,16 @@ from ..core import (
     TextBlock,
     ToolAction,
     ToolCallCompleted,
+    ToolCallDelta,
     Usage,
 )
 from ..drivers import LEDGER, Aggregator, BasePromptDriver, total_cost
 from ..memory import TaskMemory
 from ..tools import MCPServerError, Toolbox, store_output, with_task_memory
 from . import react, structured
+from .defaults import DEFAULT_MAX_TOOL_CALLS
 from .options import RunOptions
+from .tool_results import context_safe
 from .result import AgentResult
 
 #: An output that fails validation is asked for this many more times.
@@ -74,6 +78,41 @@ class Calls:
 
     def __bool__(self) -> bool:
         return bool(self.actions or self.parsed)
+
+
+class CallLimits:
+    """A model turn's tool calls checked as they stream (`check`, each `ToolCallDelta`): at most
+    `left` calls (what is left of the run's `max_tool_calls`), the arguments of each at most
+    `MAX_ARGUMENT_CHARS` characters. Past either the turn ends there, so a model asking for
+    100,000 calls costs the reading of `left` + 1 of them."""
+
+    __slots__ = ("left", "limit", "ran", "sizes")
+
+    def __init__(self, limit: int, ran: int) -> None:
+        self.limit, self.ran, self.left = limit, ran, max(0, limit - ran)
+        self.sizes: dict[int, int] = {}  # content index of each call -> characters of its arguments so far
+
+    def check(self, delta: ToolCallDelta) -> None:
+        """Raises `ProviderError` (``max_tool_calls``, ``tool_arguments``) for the delta that passes a limit."""
+        size = self.sizes.get(delta.index)
+        if size is None:
+            if len(self.sizes) >= self.left:
+                raise self.too_many(f"more than {self.left}")
+            size = 0
+        size += len(delta.arguments)
+        if size > MAX_ARGUMENT_CHARS:
+            raise ProviderError("tool_arguments", f"the arguments of the model's tool call {delta.name or ''} passed "
+                                f"{MAX_ARGUMENT_CHARS:,} characters, the most a call may have; the run stopped "
+                                "there and no call of that turn was run")
+        self.sizes[delta.index] = size
+
+    def too_many(self, asked: str) -> ProviderError:
+        """The ``max_tool_calls`` error of a turn that asked for `asked` calls."""
+        earlier = f" ({self.ran} ran earlier in this run)" if self.ran else ""
+        return ProviderError("max_tool_calls", f"the model asked for {asked} tool calls in one turn{earlier}, past "
+                             f"max_tool_calls={self.limit} for this run; none of them was run. If that many are meant, "
+                             "raise it: --max-tool-calls N, %agent settings max_tool_calls=N, or "
+                             "RunOptions(max_tool_calls=N)")
 
 
 class EventCallbackError(Exception):
@@ -143,6 +182,8 @@ class AgentRun:
         self.first_token_s: float | None = None  # seconds to the run's first delta, for a stopped run's figures
         self.verdicts: dict[int, str] = {}  # id(action) -> "approved" / "denied", until its result is emitted
         self.running: tuple[list[ToolAction], float] | None = None  # the calls being run, and since when (monotonic)
+        self.max_tool_calls = DEFAULT_MAX_TOOL_CALLS if options.max_tool_calls is None else options.max_tool_calls
+        self.redact_results = options.redact_context is not False
 
     # -- the steps ---------------------------------------------------------------------
 
@@ -171,6 +212,7 @@ class AgentRun:
         without a result, is a `ModelFailed` too, with what had arrived."""
         self.streaming = Aggregator()
         started = time.monotonic()
+        limits = CallLimits(self.max_tool_calls, len(self.actions))
         try:
             async with aclosing(self.driver.stream(stack)) as events:
                 async for event in events:
@@ -181,6 +223,8 @@ class AgentRun:
                         if self.first_token_s is None:
                             self.first_token_s = time.monotonic() - started
                         self.streaming.add(event)
+                        if event.__class__ is ToolCallDelta:
+                            limits.check(event)  # past a limit: the stream is closed here, nothing read further
                     self.emit(event)
             raise ProviderError(
                 "invalid_response",
@@ -291,6 +335,9 @@ class AgentRun:
                 return self._fail(turn.message, _cut_off_error())
             if not calls:
                 return self._result(turn.message, turn=turn)
+            limits = CallLimits(self.max_tool_calls, len(self.actions))
+            if len(calls.actions) > limits.left:  # ReAct's calls, or a reply read whole: none runs
+                return self._fail(turn.message, limits.too_many(str(len(calls.actions))))
             self.pending.append(await self.tool_calls(calls))
         last = self.pending[-2]  # the last reply (its tool results, or a correction, follow it)
         return self._fail(
@@ -385,6 +432,8 @@ class AgentRun:
     def _completed_call(
         self, action: ToolAction, artifact: BaseArtifact, seconds: float, stopped: str | None = None
     ) -> None:
+        if self.redact_results:  # what the model is sent: secrets in a tool's result masked (`context_safe`)
+            artifact = context_safe(artifact)
         action.output = artifact
         self.actions.append(action)
         self.emit(ToolCallCompleted(action, artifact, seconds, self.verdicts.pop(id(action), None), stopped))

@@ -50,6 +50,12 @@ class RunOptions:
         timeout: the run's deadline, seconds, every model turn and tool included; past it
             the run ends with a ``timeout`` error, its text so far kept (None: the agent's,
             by default `defaults.DEFAULT_TIMEOUT`).
+        max_tool_calls: tool calls the run may make, all turns together (0 or more; None: the
+            default's, `defaults.DEFAULT_MAX_TOOL_CALLS`). A turn whose calls would pass it ends
+            the run with a ``max_tool_calls`` error before any of them runs; its stream is not
+            read past the call that passes it.
+        redact_context: tool results pass the one redactor's context rule before they are sent
+            (None: the default's, True unless ``%agent settings redact_context=false``).
     """
 
     system: Any = None
@@ -66,6 +72,8 @@ class RunOptions:
     context: Sequence[Any] = field(default_factory=tuple)
     settings: ModelSettings | dict[str, Any] | None = None
     timeout: float | None = None
+    max_tool_calls: int | None = None
+    redact_context: bool | None = None
 
     def __post_init__(self) -> None:
         if self.max_steps is not None and self.max_steps < 1:
@@ -74,6 +82,10 @@ class RunOptions:
             from .defaults import check_timeout
 
             object.__setattr__(self, "timeout", check_timeout(self.timeout))
+        if self.max_tool_calls is not None:
+            from .defaults import check_max_tool_calls
+
+            check_max_tool_calls(self.max_tool_calls)
 
     def merged(self, **changes: Any) -> "RunOptions":
         """A copy with the `changes` that are not None (keyword shortcuts of `Agent.arun`)."""
