@@ -2,16 +2,20 @@
 
 A `ContextBlock` is sent as one text block at the head of the user message,
 wrapped in a ``<context>`` element naming what it is, so the model can tell
-the attached material from the question; secrets in play are masked first. `%agent inspect` lists the blocks a
-run carried with our token estimate of each.
+the attached material from the question. Its text passes the one redactor's
+context rule (`core.redact_context`: secrets in play, values under secret-looking
+names) when it is made (`context_block`, `variable_block`), which counts the values
+it masked, and again when it is sent, unless the session turned that off
+(``redact_context=false``: `raw`). `%agent inspect` lists the blocks a run carried
+with our token estimate of each and how many values were masked.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..core import redact
+from ..core import mask_named, redact, redact_context
 from .summarize import DEFAULT_BUDGET, summarize
 from .tokens import estimate_text
 
@@ -26,6 +30,8 @@ class ContextBlock:
         kind: the value's type (``pandas.DataFrame``) or ``traceback`` / ``cell``.
         text: the summary sent to the model.
         truncated: True when the summary was cut to its budget.
+        masked: how many values of it were masked (secrets, values under secret-looking names).
+        raw: sent as it is, not redacted (the session's ``redact_context`` is off).
     """
 
     name: str
@@ -33,6 +39,8 @@ class ContextBlock:
     kind: str
     text: str
     truncated: bool = False
+    masked: int = 0
+    raw: bool = False
 
     @property
     def tokens(self) -> int:
@@ -40,16 +48,17 @@ class ContextBlock:
         return estimate_text(self.to_text())
 
     def to_text(self) -> str:
-        """The block as sent: a ``<context>`` element, followed by a blank line. Secrets in
-        play (an API key a cell set, a key in a config dict) are masked (`core.redact`)."""
+        """The block as sent: a ``<context>`` element, followed by a blank line. Unless `raw`, it
+        passes the context rule (`core.redact_context`): an API key a cell set, a password in a
+        config dict, are masked."""
         cut = ' truncated="true"' if self.truncated else ""
-        return redact(
-            f'<context source="{self.source}" name="{_attr(self.name)}" '
-            f'type="{_attr(self.kind)}"{cut}>\n{self.text}\n</context>\n\n'
-        )
+        name, kind = _attr(self.name), _attr(self.kind)
+        text = f'<context source="{self.source}" name="{name}" type="{kind}"{cut}>\n{self.text}\n</context>\n\n'
+        return text if self.raw else redact_context(text)[0]
 
     def describe(self) -> dict[str, Any]:
-        """A JSON record of the block with its token estimate (run store metadata, `%agent inspect`), secrets masked."""
+        """A JSON record of the block with its token estimate and masked count (run store metadata,
+        `%agent inspect`); its text redacted whatever `raw` says (it is shown and stored)."""
         return {**asdict(self), "text": redact(self.text), "tokens": self.tokens}
 
 
@@ -57,7 +66,23 @@ def _attr(text: str) -> str:
     return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
 
 
-def variable_block(name: str, value: Any, budget_tokens: int = DEFAULT_BUDGET) -> ContextBlock:
-    """`value` summarized (`summarize.summarize`) as the context block of variable `name`."""
+def context_block(name: str, source: str, kind: str, text: str, truncated: bool = False, *,
+                  redacting: bool = True) -> ContextBlock:
+    """A `ContextBlock` whose text has passed the context rule (`core.redact_context`), with the
+    count of values masked; with `redacting` False (the session's opt-out), a `raw` one."""
+    masked = 0
+    if redacting:
+        text, masked = redact_context(text)
+    return ContextBlock(name, source, kind, text, truncated, masked, raw=not redacting)
+
+
+def variable_block(name: str, value: Any, budget_tokens: int = DEFAULT_BUDGET, *,
+                   redacting: bool = True) -> ContextBlock:
+    """`value` summarized (`summarize.summarize`) as the context block of variable `name`; while
+    `redacting`, the secret-named entries of its mappings are masked before it is summarized."""
+    named = 0
+    if redacting:
+        value, named = mask_named(value)
     summary = summarize(value, budget_tokens=budget_tokens)
-    return ContextBlock(name, "variable", summary.kind, summary.text, summary.truncated)
+    block = context_block(name, "variable", summary.kind, summary.text, summary.truncated, redacting=redacting)
+    return replace(block, masked=block.masked + named)

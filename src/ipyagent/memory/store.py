@@ -139,6 +139,22 @@ def new_run_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
+def _texts(value: Any) -> set[str]:
+    """Every string in JSON-like `value` (keys and values), without recursion."""
+    found: set[str] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.add(item)
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -490,6 +506,55 @@ class RunStore:
         if table not in ("runs", "nodes"):
             raise ValueError("table is runs or nodes")
         return self._conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+    # -- size and pruning (store_admin.py decides what goes) ---------------------------------
+
+    def size(self) -> int:
+        """Bytes on disk: the file and its write-ahead log."""
+        return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+
+    def live_bytes(self) -> int:
+        """Bytes of the pages in use (the file's size once vacuumed): pages less free pages."""
+        pages, free, size = (self._conn.execute(f"PRAGMA {name}").fetchone()[0]
+                             for name in ("page_count", "freelist_count", "page_size"))
+        return (pages - free) * size
+
+    def counts(self) -> dict[str, int]:
+        """Rows: ``runs``, ``evaluations``, ``artifacts`` (off-prompt artifact nodes), ``nodes``, ``grades``."""
+        queries = {"runs": "runs", "evaluations": "evaluations", "artifacts": "nodes WHERE kind = 'artifact'",
+                   "nodes": "nodes", "grades": "grades"}
+        return {name: self._conn.execute(f"SELECT COUNT(*) FROM {rows}").fetchone()[0] for name, rows in queries.items()}
+
+    def finished_runs(self) -> list[tuple[str, float, int]]:
+        """(id, started_at, bytes of its rows, roughly) of every run not ``running``, oldest first."""
+        sql = ("SELECT r.id, r.started_at, COALESCE(LENGTH(r.prompt), 0) + COALESCE(LENGTH(r.metadata), 0) + "
+               "COALESCE((SELECT SUM(COALESCE(LENGTH(n.data), 0) + COALESCE(LENGTH(n.usage), 0) + 64) FROM nodes n "
+               "WHERE n.run_id = r.id), 0) + 128 FROM runs r WHERE r.status != 'running' ORDER BY r.started_at, r.rowid")
+        return [(row[0], row[1], row[2]) for row in self._conn.execute(sql)]
+
+    def referenced_runs(self) -> set[str]:
+        """Ids of the runs something else keeps: a grade, or an evaluation's saved outcomes naming it
+        (any text in them equal to a run's id)."""
+        kept = {row[0] for row in self._conn.execute("SELECT run_id FROM grades")}
+        ids = {row[0] for row in self._conn.execute("SELECT id FROM runs")}
+        for (outcomes,) in self._conn.execute("SELECT outcomes FROM evaluations WHERE outcomes IS NOT NULL"):
+            kept |= _texts(json.loads(outcomes)) & ids
+        return kept
+
+    def delete_runs(self, run_ids: list[str]) -> None:
+        """Delete runs with their nodes and grades, in one transaction."""
+        with self._lock, self._transaction() as conn:
+            for start in range(0, len(run_ids), 500):  # SQLite's limit on bound parameters
+                chunk = run_ids[start:start + 500]
+                marks = ", ".join("?" for _ in chunk)
+                for table, column in (("nodes", "run_id"), ("grades", "run_id"), ("runs", "id")):
+                    conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
+
+    def vacuum(self) -> None:
+        """Give the free pages back to the file system (VACUUM), and empty the write-ahead log."""
+        with self._lock:
+            self._conn.execute("VACUUM")
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
         with self._lock:
