@@ -201,6 +201,10 @@ export function footerFigures(t: Json): string[] {
   } else if (t.price_unknown === true) {
     figures.push('unknown price');
   }
+  const masked = maskedText(t.masked);
+  if (masked) {
+    figures.push(masked);
+  }
   if (status !== 'completed') {
     figures.push(status);
   }
@@ -209,6 +213,19 @@ export function footerFigures(t: Json): string[] {
     figures.push(settings);
   }
   return figures;
+}
+
+/** What the redactor kept from the model (transcript_render.masked_figure): `3 values masked (cell template 1, error 2)`. */
+export function maskedText(masked: unknown): string {
+  if (!isObject(masked)) {
+    return '';
+  }
+  const counts = Object.entries(masked).filter(([, n]) => typeof n === 'number' && n > 0) as [string, number][];
+  const total = counts.reduce((sum, [, n]) => sum + n, 0);
+  if (!total) {
+    return '';
+  }
+  return `${total} value${total === 1 ? '' : 's'} masked (${counts.map(([name, n]) => `${name} ${n}`).join(', ')})`;
 }
 
 /** The run's generation settings in one line (ModelSettings.describe): `temperature 0 · max_output_tokens 64`. */

@@ -304,6 +304,9 @@ class Transcript(_Model):
     next_cell: NextCell | None = None
     #: The generation settings the run used (`ModelSettings.as_dict`), empty when none was set.
     settings: dict[str, Any] = Field(default_factory=dict)
+    #: Values the one redactor masked in the context the run was sent, by where they were (``cell
+    #: template``, ``error``, a variable's name, ``In[3]``); empty when none was.
+    masked: dict[str, int] = Field(default_factory=dict)
     #: A heading drawn above the run (``%agent history``: ``turn 2 · run 1a2b3c``).
     title: str | None = None
     #: Draw the user's messages too, each above the reply it got (``%agent history``). A cell's

@@ -19,6 +19,7 @@ from typing import Any
 from ..agent import DEFAULT_THREAD, Composition, RunOptions, Thread, ThreadStore, Turn, TurnBuilder, result_turn
 from ..core import Event, PromptStack, system_text
 from ..memory import (
+    DEFAULT_STORE_MAX_SIZE,
     STORE_ENV,
     RunRecorder,
     RunStore,
@@ -26,6 +27,7 @@ from ..memory import (
     current_memory,
     default_store_path,
     estimate_text,
+    human_size,
     output_reserve,
 )
 
@@ -42,6 +44,9 @@ class Session:
         self.store_error: str | None = None
         self.run_ids: list[str] = []
         self.last_context: list[dict[str, Any]] = []  # the context blocks of the last run (%agent inspect)
+        self.last_masked: dict[str, int] = {}  # values masked in its context, by block (%agent inspect)
+        self.store_max_size = DEFAULT_STORE_MAX_SIZE  # bytes past which `check_store_size` warns (0: never)
+        self.size_warned = False
 
     # -- the run store -----------------------------------------------------------------
 
@@ -60,6 +65,18 @@ class Session:
                     file=sys.stderr,
                 )
         return self._store
+
+    def check_store_size(self) -> None:
+        """Warn once (one line on stderr) when the run store has grown past `store_max_size`."""
+        store = self._store
+        if store is None or not self.store_max_size or self.size_warned:
+            return
+        size = store.size()
+        if size > self.store_max_size:
+            self.size_warned = True
+            print(f"ipyagent: the run store {store.path} is {human_size(size)}, past store_max_size="
+                  f"{human_size(self.store_max_size)}; %agent store --prune deletes its oldest runs to that size "
+                  "(--max-size, --older-than 30d), %agent settings store_max_size=... moves the cap", file=sys.stderr)
 
     def set_store(self, path: str | Path | None) -> None:
         """Use the store at `path` from now on (None: keep no store)."""
@@ -175,6 +192,7 @@ class ActiveRun:
         if self.recorder is not None:
             self.recorder.finish(result)
             self._warn(self.recorder.error)
+            self.session.check_store_size()
         if self.run_id and isinstance(getattr(result, "metadata", None), dict):
             result.metadata["run_id"] = self.run_id
         return result

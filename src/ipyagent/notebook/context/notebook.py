@@ -17,7 +17,7 @@ import types
 from pathlib import Path
 from typing import Any
 
-from ...memory import CHARS_PER_TOKEN, DEFAULT_BUDGET, ContextBlock, keep_ends, summarize
+from ...memory import CHARS_PER_TOKEN, DEFAULT_BUDGET, ContextBlock, context_block, keep_ends, summarize
 from . import cell_log
 from .template import TemplateError
 
@@ -141,8 +141,9 @@ def traceback_lines(shell: Any, exc: BaseException) -> list[str]:
     return strip_ansi("\n".join(lines)).splitlines()
 
 
-def error_block(shell: Any, budget_tokens: int = DEFAULT_BUDGET) -> ContextBlock:
-    """The last exception as a context block.
+def error_block(shell: Any, budget_tokens: int = DEFAULT_BUDGET, *, redacting: bool = True) -> ContextBlock:
+    """The last exception as a context block, its text through the context rule while `redacting`
+    (`memory.context_block`).
 
     Raises:
         NotebookContextError: no exception in this session yet.
@@ -157,7 +158,7 @@ def error_block(shell: Any, budget_tokens: int = DEFAULT_BUDGET) -> ContextBlock
     cell, cell_cut = keep_ends(source.splitlines(), chars // 2) if source else ("(source not available)", False)
     tb, tb_cut = keep_ends(traceback_lines(shell, exc), chars - len(cell) - len(header) - 100)
     text = f"{header}\nraised by cell {where}:\n```python\n{cell}\n```\ntraceback:\n{tb}"
-    return ContextBlock("error", "error", type(exc).__name__, text, cell_cut or tb_cut)
+    return context_block("error", "error", type(exc).__name__, text, cell_cut or tb_cut, redacting=redacting)
 
 
 class LastError:
@@ -169,8 +170,8 @@ class LastError:
     def __init__(self, shell: Any) -> None:
         self._shell = shell
 
-    def __str__(self) -> str:
-        return error_block(self._shell).text
+    def __str__(self) -> str:  # the template's own rule masks what it renders (`template.render_template`)
+        return error_block(self._shell, redacting=False).text
 
     def __html__(self) -> str:  # Jinja's markup protocol; no autoescape here, but keep it text
         return str(self)
@@ -180,11 +181,12 @@ class LastError:
 
 
 def cell_blocks(
-    shell: Any, n: int, budget_tokens: int = DEFAULT_BUDGET, *, current: int | None = None
+    shell: Any, n: int, budget_tokens: int = DEFAULT_BUDGET, *, current: int | None = None, redacting: bool = True
 ) -> list[ContextBlock]:
     """The `n` cells before cell `current` (default: the running one, the last input): each one's source and its
     text output — what it printed and displayed (recorded since ``%load_ext``), its result
-    (``Out[k]``, summarized) and its exception — within `budget_tokens` each, images left out."""
+    (``Out[k]``, summarized) and its exception — within `budget_tokens` each, images left out;
+    through the context rule while `redacting` (`memory.context_block`)."""
     history = _inputs(shell)
     current = len(history) - 1 if current is None else current  # the running cell is the last input
     outputs = shell.user_ns.get("Out") or {}
@@ -204,7 +206,8 @@ def cell_blocks(
         if log is not None and log.error is not None and log.error[1] == count:
             pieces.append(f"raised {type(log.error[0]).__name__}: {log.error[0]}")
         text, truncated = keep_ends("\n".join(pieces).splitlines(), chars)
-        blocks.append(ContextBlock(f"In[{count}]", "cell", "cell", text, truncated or len(source) > chars // 2))
+        cut = truncated or len(source) > chars // 2
+        blocks.append(context_block(f"In[{count}]", "cell", "cell", text, cut, redacting=redacting))
     return blocks
 
 

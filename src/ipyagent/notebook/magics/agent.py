@@ -48,7 +48,8 @@ from ...memory import DEFAULT_BUDGET, ContextBlock, variable_block
 from ...tools import ACTIVITY_ATTR, BaseTool, FunctionTool, MCPServer, MCPServerError, Toolbox
 from ..context.code_blocks import next_cell, pick_code
 from ..context.notebook import FIX_INSTRUCTION, cell_blocks, error_block, template_namespace
-from ..context.template import TemplateError, interruptible, render_cell
+from ..context.masking import masked_counts, warn_masked
+from ..context.template import TemplateError, interruptible, render_template
 from ..outcomes import resolved, run_cell
 from ..redacted_io import redacted_output
 from ..session import Session
@@ -290,6 +291,7 @@ class AgentMagics(Magics):
             settings=settings_from_args(args),
             system_budget=getattr(args, "system_budget", None),
             timeout=timeout_from_args(args),
+            max_tool_calls=getattr(args, "max_tool_calls", None),
         )
 
     def _system_value(self, value: str) -> Any:
@@ -341,13 +343,14 @@ class AgentMagics(Magics):
             UsageError: a ``--with`` name that is not defined.
         """
         budget = args.context_budget or DEFAULT_BUDGET
-        blocks = [error_block(self.shell, budget)] if args.error else []
+        redacting = current_default().redact_context  # %agent settings redact_context=false: sent as they are
+        blocks = [error_block(self.shell, budget, redacting=redacting)] if args.error else []
         for name in (n.strip() for group in args.with_ or () for n in group.split(",")):
             if not name:
                 continue
-            blocks.append(variable_block(name, self._lookup(name), budget))
+            blocks.append(variable_block(name, self._lookup(name), budget, redacting=redacting))
         if args.cells:
-            blocks += cell_blocks(self.shell, args.cells, budget)
+            blocks += cell_blocks(self.shell, args.cells, budget, redacting=redacting)
         return blocks
 
     def _lookup(self, name: str) -> Any:
@@ -673,6 +676,8 @@ class AgentMagics(Magics):
         help="tools the model may call: names of functions or BaseTool objects in your namespace",
     )
     @argument("--max-steps", type=int, default=10, help="model turns per cell at most (default 10)")
+    @argument("--max-tool-calls", type=int, metavar="N",
+              help="tool calls the run may make at most (default 128; %%agent settings max_tool_calls=N for all)")
     @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
     @argument(
         "--react",
@@ -762,9 +767,10 @@ class AgentMagics(Magics):
                 await_in_kernel=args.await_in_kernel,
                 run_options=self._run_options(args),
             )
-        prompt, context = self._cell_prompt(args, cell)
+        prompt, context, masked = self._cell_prompt(args, cell)
         run_options = replace(self._run_options(args), context=tuple(context))
         self.session.last_context = [b.describe() for b in context]
+        self.session.last_masked = masked_counts(masked, context)
         if args.new:
             self.session.threads.get(args.thread).reset()
         if args.system is not None:
@@ -780,9 +786,10 @@ class AgentMagics(Magics):
     def _check_cell_args(args: Any) -> None:
         """Raises `UsageError` for a count under its least value, a bad ``-o`` name, or options
         that do not go with ``--compare``."""
-        for name in ("max_steps", "max_history", "context_window", "cells", "context_budget", "system_budget"):
+        for name in ("max_steps", "max_history", "context_window", "cells", "context_budget", "system_budget",
+                     "max_tool_calls"):
             value = getattr(args, name, None)
-            least = 0 if name in ("max_history", "system_budget") else 1
+            least = 0 if name in ("max_history", "system_budget", "max_tool_calls") else 1
             if value is not None and value < least:
                 raise UsageError(f"--{name.replace('_', '-')} must be {least} or more, not {value}")
         check_out_name(args.out)
@@ -791,12 +798,18 @@ class AgentMagics(Magics):
                 "--error, --with, --cells and --code are not available with --compare; use %%agent without it"
             )
 
-    def _cell_prompt(self, args: Any, cell: str) -> tuple[str, list[Any]]:
-        """(the prompt, the context blocks attached to it): the cell rendered as a template
-        (unless ``--raw``), ``--error``'s instruction before it. Raises `UsageError` for a
-        template error, an interrupt while summarizing, or an empty cell."""
+    def _cell_prompt(self, args: Any, cell: str) -> tuple[str, list[Any], int]:
+        """(the prompt, the context blocks attached to it, values the template masked): the cell
+        rendered as a template (unless ``--raw``), ``--error``'s instruction before it. Raises
+        `UsageError` for a template error, an interrupt while summarizing, or an empty cell."""
+        masked = 0
         try:
-            prompt = (cell if args.raw else render_cell(cell, template_namespace(self.shell))).strip()
+            if args.raw:
+                prompt = cell.strip()
+            else:
+                redacting = current_default().redact_context
+                prompt, masked = render_template(cell, template_namespace(self.shell), redacting=redacting)
+                prompt = prompt.strip()
             with interruptible():  # summaries call the user's objects (a slow __repr__)
                 context = self._context(args)
         except TemplateError as exc:
@@ -807,7 +820,8 @@ class AgentMagics(Magics):
             prompt = f"{FIX_INSTRUCTION}\n\n{prompt}".strip()
         if not prompt.strip():
             raise UsageError("the cell is empty: write the prompt below the %%agent line")
-        return prompt, context
+        warn_masked(masked_counts(masked, context))
+        return prompt, context, masked
 
     def _run_agent_cell(self, agent: Agent, prompt: str, run_options: RunOptions, args: Any) -> Any:
         """Run `prompt` on the cell's thread, streaming into a view; the result is kept (``%agent last``, ``-o``)."""
@@ -823,12 +837,14 @@ class AgentMagics(Magics):
                 "tools": run_options.tools.names(),
                 "max_steps": args.max_steps,
                 "context": self.session.last_context,
+                **({"masked": self.session.last_masked} if self.session.last_masked else {}),
             },
         )
         view = make_view(agent.provider, widgets=self._widgets())
         options = replace(active.options, approve=view.request_approval)  # the thread's system prompt and history
         # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
-        live = LiveTranscript(view, provider=agent.provider, prompt=prompt) if self._widgets() else None
+        live = (LiveTranscript(view, provider=agent.provider, prompt=prompt, masked=self.session.last_masked)
+                if self._widgets() else None)
 
         async def run() -> AgentResult:
             try:

@@ -16,10 +16,11 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ...agent import Agent, Comparison, RunOptions, acompare
+from ...agent import Agent, Comparison, RunOptions, acompare, current_default
 from ...core import ToolAction
 from ...drivers import create_driver
-from ..context.template import TemplateError, render_cell
+from ..context.masking import masked_counts, warn_masked
+from ..context.template import TemplateError, render_template
 from ..outcomes import resolved, run_cell
 from ..views.compare_view import CompareTextView, CompareWidgetView
 from ..views.transcript_output import finish_comparison, show_live
@@ -259,7 +260,12 @@ class CompareMagics(Magics):
         if runs < 1:
             raise UsageError(f"--runs must be at least 1, got {runs}")
         try:
-            prompt = (cell if raw else render_cell(cell, self.shell.user_ns)).strip()
+            if raw:
+                prompt = cell.strip()
+            else:
+                text, masked = render_template(cell, self.shell.user_ns, redacting=current_default().redact_context)
+                prompt = text.strip()
+                warn_masked(masked_counts(masked, ()))
         except TemplateError as exc:
             raise UsageError(str(exc)) from None
         if not prompt:

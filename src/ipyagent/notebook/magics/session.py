@@ -50,8 +50,10 @@ from ...memory import (
     StoreError,
     check_store_path,
     describe_size,
+    prune,
     replay_events,
     stored_transcript,
+    summary,
 )
 from ..context.code_blocks import KNOWN_LANGUAGES
 from ..redacted_io import redacted_output
@@ -61,7 +63,8 @@ from ..session import Session
 from ..views.run_view import make_view
 from ..views.transcript_output import bundle, draw_artifacts
 
-SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix", "cost")
+SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix", "cost",
+               "settings")
 #: Characters of one message block shown by history and inspect.
 SHOWN_CHARS = 600
 
@@ -182,7 +185,8 @@ class SessionMagics(Magics):
     @redacted_output
     def agent_line(self, line: str) -> Any:
         """``%agent last | fix [OPTIONS] [QUESTION] | threads | history [NAME] | reset [NAME] | memory |
-        runs [THREAD] | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off]`` (``%%agent`` is the cell magic)."""
+        runs [THREAD] | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off|--prune ...] | settings [NAME=VALUE ...]``
+        (``%%agent`` is the cell magic)."""
         try:
             words = shlex.split(line)
         except ValueError as exc:
@@ -191,8 +195,8 @@ class SessionMagics(Magics):
             given = f"unknown subcommand {words[0]!r}; " if words else ""
             raise UsageError(f"%agent: {given}use one of: {', '.join(SUBCOMMANDS)} (the prompt goes in a %%agent cell)")
         sub, rest = words[0], words[1:]
-        if sub == "fix":
-            return self._fix(rest)
+        if sub in ("fix", "settings", "store"):  # several words
+            return getattr(self, f"_{sub}")(rest)
         if len(rest) > 1:
             raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
         arg = rest[0] if rest else None
@@ -370,7 +374,19 @@ class SessionMagics(Magics):
                 + ("; new runs are refused" if not left else "")
             )
 
-    def _store(self, path: str | None) -> None:
+    def _settings(self, words: list[str]) -> None:
+        """``%agent settings [NAME=VALUE ...]``: show or set the session's settings (`settings`)."""
+        from .settings import apply, current
+
+        if words:
+            apply(self.session, words)
+        else:
+            print(current(self.session))
+
+    def _store(self, words: list[str]) -> None:
+        if len(words) > 1 or (words and words[0].startswith("-")):
+            return self._store_admin(words)
+        path = words[0] if words else None
         if path is not None and path.lower() not in ("off", "none"):
             try:  # checked and opened now, so a bad path is said here, not at the next run
                 RunStore(check_store_path(path)).close()
@@ -378,8 +394,37 @@ class SessionMagics(Magics):
                 raise UsageError(f"%agent store: {exc}; runs are still recorded where they were") from None
         if path is not None:
             self.session.set_store(None if path.lower() in ("off", "none") else path)
-        where = self.session.store_path
-        print(f"run store: {where}" if where is not None else "run store: off")
+        store = self.session.store if self.session.store_path is not None else None
+        print(f"run store: {summary(store)}" if store is not None else f"run store: {self.session.store_path or 'off'}")
+
+    def _store_admin(self, words: list[str]) -> None:
+        """``%agent store --prune [--older-than 30d] [--max-size 500MB] [--all]``: delete the oldest runs
+        (to the session's ``store_max_size`` when no limit is given), then VACUUM."""
+        from .settings import parse_duration, parse_size
+
+        usage = "usage: %agent store --prune [--older-than 30d] [--max-size 500MB] [--all]"
+        options: dict[str, Any] = {}
+        rest = list(words)
+        while rest:
+            word = rest.pop(0)
+            if word in ("--prune", "--all"):
+                options[word[2:]] = True
+            elif word in ("--older-than", "--max-size") and rest:
+                value = rest.pop(0)
+                options[word[2:]] = parse_duration(value) if word == "--older-than" else parse_size(value, word)
+            else:
+                raise UsageError(f"%agent store: unexpected {word!r}\n{usage}")
+        if not options.pop("prune", False):
+            raise UsageError(f"%agent store: give --prune to delete runs\n{usage}")
+        if "older-than" not in options and "max-size" not in options:
+            options["max-size"] = self.session.store_max_size  # to the cap
+        keep = {t.run_id for name in self.session.threads.names() for t in self.session.threads.get(name).turns
+                if t.run_id}
+        store = self._store_or_fail()
+        done = prune(store, older_than=options.get("older-than"), max_size=options.get("max-size"),
+                     everything=options.get("all", False), keep=keep)
+        self.session.size_warned = False
+        print(f"{done.describe()}\nrun store: {summary(store)}")
 
     def _runs(self, thread: str | None) -> None:
         store = self._store_or_fail()
@@ -396,8 +441,13 @@ class SessionMagics(Magics):
             )
 
     @staticmethod
-    def _print_context(blocks: list[dict[str, Any]]) -> None:
-        """The context blocks a run carried, with our token estimate of each."""
+    def _print_context(blocks: list[dict[str, Any]], masked: dict[str, int] | None = None) -> None:
+        """The context blocks a run carried, with our token estimate of each and the values masked in
+        each (`masked`: by block name, the cell template's too)."""
+        from ..context.masking import OPT_OUT, describe
+
+        if masked:
+            print(f"masked: {describe(masked)}; {OPT_OUT} sends them as they are")
         if not blocks:
             print("context: none (--with NAME, --cells N, --error or %agent fix attach some)")
             return
@@ -405,14 +455,16 @@ class SessionMagics(Magics):
         print(f"context: {len(blocks)} block{'s' if len(blocks) != 1 else ''}, ≈{total:,} tokens (our estimate)")
         for b in blocks:
             cut = ", truncated to the budget" if b.get("truncated") else ""
-            print(f"  {b.get('source')} {b.get('name')} ({b.get('kind')}): ≈{b.get('tokens', 0):,} tokens{cut}")
+            count = b.get("masked") or 0
+            hidden = f", {count} value{'s' if count != 1 else ''} masked" if count else ""
+            print(f"  {b.get('source')} {b.get('name')} ({b.get('kind')}): ≈{b.get('tokens', 0):,} tokens{cut}{hidden}")
             for line in _short(b.get("text") or "", 300).splitlines()[:6]:
                 print("    " + line)
 
     def _inspect(self, run_id: str | None) -> None:
         if self.session.store is None and run_id is None and self.session.last_context:
             print("run store off: the last run's context only (%agent store PATH records whole runs)")
-            self._print_context(self.session.last_context)
+            self._print_context(self.session.last_context, self.session.last_masked)
             return
         store = self._store_or_fail()
         try:
@@ -435,7 +487,8 @@ class SessionMagics(Magics):
         print(f"run {run['id']} · " + " · ".join(figures))
         if run.get("error"):
             print(f"  error: {run['error'].get('type')}: {run['error'].get('message')}")
-        self._print_context((run.get("metadata") or {}).get("context") or [])
+        metadata = run.get("metadata") or {}
+        self._print_context(metadata.get("context") or [], metadata.get("masked"))
         for node in store.nodes(run["id"]):
             self._print_node(node)
 

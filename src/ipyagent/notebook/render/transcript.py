@@ -144,6 +144,8 @@ def footer_figures(t: Transcript) -> list[str]:
         figures.append(_usd(t.cost.total_usd))
     elif t.price_unknown:
         figures.append("unknown price")
+    if masked_figure(t.masked):
+        figures.append(masked_figure(t.masked))
     if t.status != "completed":
         figures.append(t.status)
     if t.settings:
@@ -154,6 +156,15 @@ def footer_figures(t: Transcript) -> list[str]:
         except ValueError:  # a transcript from a newer ipyagent: show what it says
             figures.append(" · ".join(f"{k} {v}" for k, v in t.settings.items()))
     return figures
+
+
+def masked_figure(masked: dict[str, int]) -> str:
+    """``3 values masked (cell template 1, error 2)``: what the redactor kept from the model (labextension's
+    ``maskedText``); empty when nothing was."""
+    counts = {name: n for name, n in masked.items() if n}
+    total = sum(counts.values())
+    return f"{total} value{'s' if total != 1 else ''} masked ({', '.join(f'{k} {v}' for k, v in counts.items())})" \
+        if total else ""
 
 
 def _usd(amount: float) -> str:

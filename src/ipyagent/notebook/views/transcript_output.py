@@ -93,12 +93,15 @@ class LiveTranscript:
         provider: ``provider:model`` of the run.
         prompt: the user's prompt (kept in the transcript of an interrupted run).
         show: display the view now (False: the caller displays it and passes `display_id`).
+        masked: values the redactor masked in the run's context, by block (`Transcript.masked`).
     """
 
     def __init__(
-        self, view: Any, *, provider: str, prompt: str | None = None, show: bool = True, display_id: str | None = None
+        self, view: Any, *, provider: str, prompt: str | None = None, show: bool = True, display_id: str | None = None,
+        masked: dict[str, int] | None = None,
     ) -> None:
         self.view = view
+        self.masked = dict(masked or {})  # values masked in the run's context, by block (the footer says so)
         self.provider = provider
         self.prompt = prompt
         self.events: list[Any] = []
@@ -135,6 +138,7 @@ class LiveTranscript:
                 result, events=self.events, prompt=self.prompt, elapsed_s=elapsed, provider=self.provider
             )
             self.transcript.next_cell = next_cell
+            self.transcript.masked = dict(self.masked)
             draw_artifacts(self.transcript, self.events)
         from IPython.display import update_display
 
