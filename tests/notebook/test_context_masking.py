@@ -81,3 +81,17 @@ def test_settings_show_check_and_set(ip, capsys) -> None:
                        ("settings store_max_size=big", "store_max_size takes a size")):
         with pytest.raises(UsageError, match=said):
             ip.run_line_magic("agent", line)
+
+
+def test_inspect_shows_a_models_escape_sequences_instead_of_running_them(ip, monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-masking-test-0123456789")
+    ip.run_line_magic("agent", f"store {tmp_path / 'runs.sqlite'}")
+    with StubServer(openai_text_reply("Done\x1b]52;c;cm0gLXJm\x07 and \x1b[2J clear")) as server:
+        ip.run_line_magic("provider", f"openai:m --base-url {server.url}/v1")
+        ip.run_cell_magic("agent", "", "Hi")
+    capsys.readouterr()
+    ip.run_line_magic("agent", "inspect")
+    ip.run_line_magic("agent", "runs")
+    out = capsys.readouterr().out
+    assert "Done␛]52;c;cm0gLXJm␇ and ␛[2J clear" in out and "\x1b" not in out and "\x07" not in out
+    ip.run_line_magic("agent", "store off")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import functools
 import io
 import sys
-from collections.abc import Callable
-from contextlib import redirect_stderr, redirect_stdout
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from typing import Any, TypeVar
 
 from ..core import redact, visible_controls
@@ -63,3 +63,16 @@ def _collected(fn: F, clean: Callable[[str], str]) -> F:
                 sys.stderr.write(clean(err.getvalue()))
 
     return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def controls_shown() -> Iterator[None]:
+    """Inside: what is printed to stdout (plain listings holding model, tool or server text:
+    ``%agent inspect``, ``runs``, ``threads``) has its control characters shown, not run."""
+    out = _Collected(sys.stdout)
+    try:
+        with redirect_stdout(out):
+            yield
+    finally:
+        if out.getvalue():
+            sys.stdout.write(visible_controls(out.getvalue()))

@@ -33,7 +33,7 @@ from ...agent import (
     session_default,
     set_default,
 )
-from ...core import ConfigurationError, Message, NextCell, redact
+from ...core import ConfigurationError, Message, NextCell, redact, visible_controls
 from ...drivers import (
     ALIASES,
     KEY_FALLBACKS,
@@ -317,7 +317,7 @@ class AgentMagics(Magics):
 
     @staticmethod
     def _error(message: str) -> None:
-        print(f"ipyagent: {redact(message)}", file=sys.stderr)
+        print(f"ipyagent: {visible_controls(redact(message))}", file=sys.stderr)
 
     def close(self) -> None:
         """Close every driver's HTTP client and every MCP server (``%unload_ext``)."""

@@ -56,7 +56,7 @@ from ...memory import (
     summary,
 )
 from ..context.code_blocks import KNOWN_LANGUAGES
-from ..redacted_io import redacted_output
+from ..redacted_io import controls_shown, redacted_output
 from ..render.html import escape
 from ..render.memory_html import STYLE, artifact_entry_html
 from ..session import Session
@@ -200,6 +200,9 @@ class SessionMagics(Magics):
         if len(rest) > 1:
             raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
         arg = rest[0] if rest else None
+        if sub in ("inspect", "runs", "threads"):  # plain listings of model and tool text: controls shown, not run
+            with controls_shown():
+                return getattr(self, f"_{sub}")(arg)
         return getattr(self, f"_{sub}")(arg)
 
     # -- fix ---------------------------------------------------------------------------------
