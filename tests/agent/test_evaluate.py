@@ -53,7 +53,7 @@ def test_every_cell_is_a_fresh_run_with_its_row_rendered(store) -> None:
     assert [r.passed for r in ev.ordered()] == [True, False] * 3
     miss = ev.cell(1, "openai:m2")
     assert miss.text == "No idea" and miss.outcomes == [Outcome("contains:{{ row.capital }}", False, reason="the answer does not contain 'Tokyo'")]
-    summary = {s["provider"]: s for s in ev.summary()}
+    summary = {s["provider"]: s for s in ev.summary_records()}
     assert summary["openai:m1"]["pass_rate"] == 1.0 and summary["openai:m2"]["pass_rate"] == 0.0
     assert summary["openai:m1"]["runs"] == 3 and summary["openai:m1"]["total_p50_s"] is not None
 
@@ -169,7 +169,7 @@ def test_a_judge_grades_each_answer_and_its_cost_is_counted_apart(store) -> None
     assert first.passed and first.outcomes[0].reason == "names the capital"
     assert not second.passed and second.outcomes[0].reason == "wrong city"
     assert first.judge_cost is not None and first.judge_cost > 0  # the judge's price, apart from the run's
-    assert ev.summary()[0]["judge_cost"] == pytest.approx(first.judge_cost + second.judge_cost)
+    assert ev.summary_records()[0]["judge_cost"] == pytest.approx(first.judge_cost + second.judge_cost)
     assert parse_verdict("FAIL: too vague").passed is False
     with pytest.raises(ValueError, match="not a verdict"):
         parse_verdict("maybe")

@@ -81,7 +81,7 @@ def test_results_are_ordered_by_row_column_and_repeat_and_repeats_that_disagree_
 
 
 def test_the_summary_is_per_column_over_every_repeat(ev) -> None:
-    summary = {s["column"]: s for s in ev.summary()}
+    summary = {s["column"]: s for s in ev.summary_records()}
     assert list(summary) == ev.columns
     terse = summary["openai:a/terse"]
     assert (

@@ -27,7 +27,7 @@ __getattr__ = lazy_exports(__name__, {
     "artifacts": ("describe_size", "size_of", "to_memory_artifact"),
     "reading": ("read_slice", "search", "unit_of"),
     "recorder": ("RunRecorder", "message_json", "replay_events", "stored_transcript"),
-    "store": ("STORE_ENV", "RunStore", "StoreError", "check_store_path", "default_store_path"),
+    "store": ("STORE_ENV", "RunStore", "StoreError", "check_store_path", "default_store_path", "new_run_id"),
     "store_admin": ("DEFAULT_STORE_MAX_SIZE", "Pruned", "human_size", "prune", "summary"),
     "tokens": ("CHARS_PER_TOKEN", "estimate_text", "estimate_tokens", "output_reserve"),
     "summarize": ("DEFAULT_BUDGET", "keep_ends"),

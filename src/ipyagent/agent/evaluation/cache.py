@@ -82,12 +82,12 @@ class CacheWriter:
         self._scheduled = False
 
     def add(self, *, key: str | None, provider: str, prompt: str, status: str, result: Any, figures: dict[str, Any],
-            metadata: dict[str, Any]) -> asyncio.Future[None] | None:
+            metadata: dict[str, Any], run_id: str | None = None) -> asyncio.Future[None] | None:
         """Queue one run for the next commit: `result` an `AgentResult` (None: the run never
         started); `figures` duration_s, usage, cost, error; `metadata` what the cache serves back
-        (text, output, ...). On an event loop, returns a future done once the run is committed
-        (or the store failed), the commit scheduled for the loop's next turn; None without a store
-        (or a loop: then `flush` commits)."""
+        (text, output, ...); `run_id` its id (None: one is made). On an event loop, returns a
+        future done once the run is committed (or the store failed), the commit scheduled for the
+        loop's next turn; None without a store (or a loop: then `flush` commits)."""
         if self.store is None or self.error is not None:
             return None
         name, _, model = provider.partition(":")
@@ -96,7 +96,8 @@ class CacheWriter:
             for message in result.messages:
                 nodes.append({"kind": "message", "role": message.role, "data": message_json(message),
                               "provider": name if message.role == "assistant" else None})
-        record = {"run": {"thread": "evaluation", "session": self.session, "provider": name, "model": model,
+        record = {"run": {"id": run_id, "thread": "evaluation", "session": self.session, "provider": name,
+                          "model": model,
                           "status": status, "prompt": prompt, "cache_key": key if status == "ok" else None,
                           "metadata": metadata, **figures},
                   "nodes": nodes}

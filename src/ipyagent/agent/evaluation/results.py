@@ -14,7 +14,9 @@ from typing import Any
 
 from ..compare import dataframe
 from .cache import json_output
+from .analysis import FIGURES, Analysis, versus
 from .checks import Outcome
+from .statistics import SEED
 
 
 def _tokens(usage: Any) -> tuple[int, int]:
@@ -64,6 +66,8 @@ class EvalResult:
         cached: served from the run store without a request.
         run_id: the run's id in the run store (the full transcript: ``%agent inspect RUN``).
         tool_calls: the tools called, ``[{"name", "input", "output"}]`` (output text, shortened).
+        human: a person's grade (pass True / fail False; None: not graded), kept in the run store
+            against `run_id`, apart from the automatic `passed`; human_note: what they noted.
     """
 
     row: int
@@ -88,6 +92,8 @@ class EvalResult:
     cached: bool = False
     run_id: str | None = None
     tool_calls: list[dict[str, Any]] | tuple[()] = ()  # () when none: a matrix keeps thousands
+    human: bool | None = None
+    human_note: str = ""
 
     @property
     def column(self) -> str:
@@ -134,7 +140,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 @dataclass
-class Evaluation:
+class Evaluation(Analysis):
     """The outcome of `evaluate`: one `EvalResult` per finished run.
 
     The matrix is rows × columns; a column is a provider × a prompt variant (`columns`), each
@@ -159,6 +165,13 @@ class Evaluation:
         notes: things worth knowing (an unknown price under a budget, a store that failed, rows
             that could not be rendered).
         finished_s: per provider, seconds from the start to its last run's end.
+        baseline: the column the others are compared with (None: the first).
+        seed: the bootstrap's seed (the same runs give the same intervals).
+        name: what the run store keeps this evaluation under (the notebook cell that ran it), so the
+            next run of that cell finds it and says what changed (`changes`); None: not kept.
+        store_path: the run store's file, where grades are kept (None: no store; grades stay here).
+        changes: what changed since the previous evaluation of the same name (`history.changes`).
+        listeners: called with a run when it is graded (`grade`): the view redraws the matrix.
     """
 
     providers: list[str]
@@ -178,6 +191,12 @@ class Evaluation:
     finished_s: dict[str, float] = field(default_factory=dict)
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     started: float = field(default_factory=time.monotonic)
+    baseline: str | None = None
+    seed: int = SEED
+    name: str | None = None
+    store_path: str | None = None
+    changes: dict[str, Any] | None = None
+    listeners: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
     def columns(self) -> list[str]:
@@ -238,14 +257,21 @@ class Evaluation:
 
     # -- figures -----------------------------------------------------------------------
 
-    def summary(self) -> list[dict[str, Any]]:
-        """One dict per column: ``column``, ``provider``, ``variant``, ``runs`` (sent or served,
+    def summary_records(self, baseline: str | None = None, stats: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+        """One dict per column (`summary` is their DataFrame): ``column``, ``provider``, ``variant``,
+        ``runs`` (sent or served,
         over every repeat), ``passed``, ``failed`` (an assertion failed), ``errors`` (the run
         failed), ``skipped`` (the budget), ``template_errors`` (not rendered), ``cached``,
         ``pass_rate`` (passed / runs, None without runs), ``flaky`` (rows whose repeats disagree),
         ``ttft_p50_s``, ``ttft_p90_s``, ``total_p50_s``, ``total_p90_s`` (seconds, over
         successful runs), ``input_tokens``, ``output_tokens`` (sums), ``cost`` and ``judge_cost``
-        (USD sums; None when unknown)."""
+        (USD sums; None when unknown); then the statistics (`analysis.FIGURES`: the pass rate's
+        interval, the mean score's, median latency and cost) and against the baseline (`analysis.VERSUS`:
+        the paired difference, its interval, McNemar's p, the verdict; ``baseline`` for the baseline).
+        `stats`: `statistics` already computed (else computed for `baseline`)."""
+        stats = stats or self.statistics(baseline)
+        figures = {f["column"]: f for f in stats["columns"]}
+        against = {c.column: c for c in stats["comparisons"]}
         by_column: dict[str, list[EvalResult]] = {}
         for r in self.results:
             by_column.setdefault(r.column, []).append(r)
@@ -283,6 +309,8 @@ class Evaluation:
                     "output_tokens": sum(r.output_tokens for r in ran),
                     "cost": sum(costs) if costs else None,
                     "judge_cost": sum(judges) if judges else None,
+                    **{key: figures[column][key] for key in FIGURES},
+                    **versus(against.get(column) if column != stats["baseline"] else None),
                 }
             )
         return rows
@@ -322,7 +350,8 @@ class Evaluation:
         structured output), ``passed``, one column per assertion (True / False; None when not
         checked), ``failures`` (reasons, ``; ``-joined), ``status``, ``error_type``, ``error``,
         ``input_tokens``, ``output_tokens``, ``cost``, ``judge_cost``, ``ttft_s``, ``total_s``,
-        ``cached``, ``run_id``."""
+        ``cached``, ``run_id``, ``human`` (a person's grade: True / False; None: not graded) and
+        ``human_note``."""
         out = []
         for r in self.ordered():
             rec: dict[str, Any] = {"row": r.row}
@@ -352,6 +381,8 @@ class Evaluation:
                 total_s=r.total_s,
                 cached=r.cached,
                 run_id=r.run_id,
+                human=r.human,
+                human_note=r.human_note,
             )
             for key, value in r.fields.items():
                 rec[f"row.{key}" if key in tail or key == "row" else key] = value
@@ -389,7 +420,9 @@ class Evaluation:
         ``assertions``, ``total``, the budget's ``budget``, ``spent``, ``reserved``, ``skipped``,
         ``summary``, ``flaky`` (``[row, column]`` pairs), ``results``: each run's
         `EvalResult.to_dict`, with its row's fields); written to `path` when given (then the
-        path is returned)."""
+        path is returned). Then the statistics (`Analysis.analysis_json`): ``baseline``,
+        ``comparisons``, ``agreement``, ``changes``, ``row_flags``."""
+        stats = self.statistics()
         doc = {
             "id": self.id,
             "providers": self.providers,
@@ -406,7 +439,8 @@ class Evaluation:
             "reserved": self.reserved,
             "skipped": self.skipped,
             "notes": self.notes,
-            "summary": self.summary(),
+            "summary": self.summary_records(stats=stats),
+            **self.analysis_json(stats),
             "flaky": [list(k) for k in self.flaky()],
             "results": [r.to_dict() for r in self.ordered()],
         }

@@ -3,7 +3,7 @@
     >>> ev = ipyagent.evaluate(["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-5"],
     ...                        "Capital of {{ row.country }}? One word.", rows,
     ...                        assertions=["icontains:{{ row.capital }}"], concurrency=8)
-    >>> ev.summary()          # one dict per provider: pass rate, p50/p90 times, tokens, cost
+    >>> ev.summary()          # a DataFrame, one row per column: pass rate and its interval, times, cost, verdict
     >>> ev.to_dataframe()     # one row per row × provider
 
 Every cell of the matrix is its own conversation (nothing is shared between
@@ -28,11 +28,12 @@ from typing import Any
 
 from ...core import DeltaMessage, Event, ProviderError, Usage, coerce_settings, system_text
 from ...drivers import resolve_alias
-from ...memory import RunStore, StoreError, default_store_path, estimate_text
+from ...memory import RunStore, StoreError, default_store_path, estimate_text, new_run_id
 from ..agent import Agent, AgentResult
 from ..compare import provider_keys
 from ..loop_thread import run_in_background, run_sync
 from ..options import RunOptions
+from .history import keep
 from .cache import PLACEHOLDER, CacheWriter, json_output, prompt_key, request_key
 from .checks import Assertion, CallableAssertion, JudgeAssertion, Outcome, parse_assertion
 from .results import EvalResult, Evaluation, _tokens
@@ -193,7 +194,11 @@ class _Run:
         error: dict[str, Any] | None,
         usage: Any,
     ) -> None:
+        run_id = None
+        if cell is not None and self.store is not None:  # the cell knows its run (graded against it)
+            run_id = cell.run_id = new_run_id()
         self.writer.add(
+            run_id=run_id,
             key=key,
             provider=provider,
             prompt=prompt,
@@ -419,7 +424,10 @@ class _Run:
         for assertion in self.assertions:
             if isinstance(assertion, JudgeAssertion):
                 assertion.run = lambda prompt, judge=assertion: self._judge_run(judge, prompt)
+        base = ev.columns.index(ev.baseline) if ev.baseline is not None else None
         lanes = self._lanes(entries)
+        if base is not None:  # the columns are named by what was built (a cassette by its recorded model)
+            ev.baseline = ev.columns[base]
         cached = self._queue(lanes, rows, plan)
         built = [lane for lane in lanes if lane.prototype is not None]
         previous = [lane.prototype.driver.rate_gate for lane in built]  # type: ignore[union-attr]
@@ -432,10 +440,12 @@ class _Run:
             ev.notes.append(
                 f"budget: no known price for {', '.join(unknown)}; their runs count only when they report a cost"
             )
+        finished = False
         try:
             for job in cached:  # served from the store: no request, no lane
                 await self.run_cell(job)
             await Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip).run()
+            finished = True
         finally:
             for lane, gate in zip(built, previous):
                 lane.prototype.driver.rate_gate = gate  # type: ignore[union-attr]
@@ -443,6 +453,10 @@ class _Run:
             self.writer.close()  # what finished is committed, an interrupt too
             if self.writer.error:
                 ev.notes.append(self.writer.error)
+            if self.store is not None and not self.writer.error:
+                note = keep(ev, self.store, finished=finished)  # grades read back; what changed since the last run
+                if note:
+                    ev.notes.append(note)
         return ev
 
     async def close(self) -> None:
@@ -641,9 +655,9 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
                     output_strategy: str | None = None, images: Any = None, settings: Any = None,
                     timeout: float | None = None, namespace: dict[str, Any] | None = None, raw: bool = False,
                     factory: Callable[[str], Agent] | None = None, judge_factory: Callable[[str], Agent] | None = None,
-                    on_start: Callable[[EvalResult], Any] | None = None,
-                    on_result: Callable[[EvalResult], Any] | None = None, evaluation: Evaluation | None = None,
-                    **driver_options: Any) -> Evaluation:
+                    on_start: Callable[[EvalResult], Any] | None = None, on_result: Callable[..., Any] | None = None,
+                    evaluation: Evaluation | None = None, baseline: str | None = None, seed: int | None = None,
+                    name: str | None = None, **driver_options: Any) -> Evaluation:
     """Run `template` over `rows` on every column (provider × prompt variant), each cell `repeat`
     times, each run a fresh conversation checked by `assertions`.
 
@@ -668,12 +682,12 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
         factory, judge_factory: build an agent (a judge's: no system prompt, no tools) from an id.
         on_start(result), on_result(result): called on ipyagent's loop as a run starts, as a run ends.
         evaluation: an `Evaluation` to fill (so a caller keeps what finished if this is cancelled).
+        baseline, seed, name: `Evaluation`'s (statistics' baseline column, bootstrap seed, run store name).
 
-    Returns:
-        `Evaluation`: a provider's failure, a row that cannot be rendered (never sent) are runs with an error.
+    Returns `Evaluation`: a provider's failure, a row that cannot be rendered (never sent) are runs with an error.
 
     Raises:
-        ValueError: no providers, concurrency or repeat < 1, a negative budget, a bad assertion or variant.
+        ValueError: no providers, concurrency or repeat < 1, a negative budget, a bad assertion, variant or baseline.
         TypeError: rows of the wrong type.
         TemplateError: no row can be rendered (nothing is sent).
         asyncio.CancelledError: cancelled (interrupt); `evaluation` keeps what finished.
@@ -685,6 +699,7 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
     keys = provider_keys([resolve_alias(e) if isinstance(e, str) else e.provider for e in providers])
     ev = evaluation or Evaluation(keys, rows)
     _describe(ev, providers, keys, rows, checks, variants, repeat, budget)
+    _analysis_options(ev, baseline, seed, name)
     make = factory or (lambda pid: Agent(pid, system=system, tools=tools, max_steps=max_steps, **driver_options))
     return await run_in_background(_run_matrix(
         ev, list(providers), rows, store=store, cache=cache, variants=variants, repeat=repeat,
@@ -692,6 +707,19 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
         judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
         run_options=_run_options(output_schema, output_strategy, images, settings, timeout), namespace=namespace,
         raw=raw, on_start=on_start, on_result=on_result))
+
+
+def _analysis_options(ev: Evaluation, baseline: str | None, seed: int | None, name: str | None) -> None:
+    """The evaluation's baseline (checked: a column), seed and name (those given)."""
+    if baseline is not None:
+        try:
+            ev.baseline = ev.column(baseline)
+        except KeyError as exc:
+            raise ValueError(f"baseline: {exc.args[0]}") from None
+    if seed is not None:
+        ev.seed = seed
+    if name is not None:
+        ev.name = name
 
 
 def evaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, **options: Any) -> Evaluation:
