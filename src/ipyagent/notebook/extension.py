@@ -159,6 +159,9 @@ def _load_now(ipython: Any) -> None:
     from .saved_outputs import register
 
     register(ipython)  # a page that missed a run's end asks for its saved output
+    from .grading import register as register_grading
+
+    register_grading(ipython, lambda: magics.session.store)  # a click in a matrix grades a run
     _registered[id(ipython)] = magics
 
 
@@ -183,6 +186,9 @@ def unload(ipython: Any) -> None:
     from .saved_outputs import unregister
 
     unregister(ipython)
+    from .grading import unregister as unregister_grading
+
+    unregister_grading(ipython)
     magics.close()
     reset_default()
     from ..drivers import LEDGER

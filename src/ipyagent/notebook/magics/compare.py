@@ -145,6 +145,11 @@ class CompareMagics(Magics):
               help="with --over, a system prompt variant (repeatable): VAR a string; a column is provider x variant")
     @argument("--check-timeout", type=float, default=1.0, metavar="S",
               help="with --over, seconds a check may take before it fails 'timed out' (default 1)")
+    @argument(
+        "--baseline",
+        metavar="COLUMN",
+        help="with --over, the column the others are compared with (default the first): paired difference, verdict",
+    )
     @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
     @settings_arguments
     @timeout_argument
@@ -177,6 +182,7 @@ class CompareMagics(Magics):
                 ("--variant", args.variant),
                 ("--system-variant", args.system_variant),
                 ("--check-timeout", args.check_timeout != 1.0),
+                ("--baseline", args.baseline),
             )
             if value
         ]

@@ -114,6 +114,32 @@ def _check_options(args: Any) -> None:
         raise UsageError(f"--max-steps must be 1 or more, not {args.max_steps}")
 
 
+def _analysis_options(ev: Evaluation, providers: list[str], args: Any, shell: Any) -> Evaluation:
+    """The evaluation's name in the run store (`cell_name`) and ``--baseline`` (checked: a column,
+    as `Evaluation.column` reads it: a provider id or its alias)."""
+    ev.name = cell_name(shell, args)
+    if args.baseline is None:
+        return ev
+    ev.labels = {key: given for key, given in zip(ev.providers, providers) if given != key}
+    try:
+        ev.baseline = ev.column(args.baseline)
+    except KeyError as exc:
+        raise UsageError(f"--baseline: {exc.args[0]}") from None
+    return ev
+
+
+def cell_name(shell: Any, args: Any) -> str:
+    """What the run store keeps this cell's evaluation under, so its next run says what changed:
+    the notebook and the cell's id (JupyterLab sends it), else the ``-o`` or ``--over`` variable."""
+    import os
+
+    kernel = getattr(shell, "kernel", None)
+    parent = kernel.get_parent("shell") if kernel is not None and hasattr(kernel, "get_parent") else None
+    cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
+    notebook = os.environ.get("JPY_SESSION_NAME") or ""
+    return f"{notebook}#{cell_id or (f'-o {args.out}' if args.out else f'--over {args.over}')}"
+
+
 def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     """The body of ``%%compare --over`` (`magics`: the `CompareMagics`); returns None (or, in a
     kernel, a coroutine the cell awaits). ``-o VAR`` gets the `Evaluation`."""
@@ -137,7 +163,7 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     def judge_factory(provider_id: str) -> Any:  # a judge gets neither the cell's system prompt nor its tools
         return magics._build(provider_id, system=None, max_steps=1)
 
-    ev = Evaluation(provider_keys([resolve_alias(p) for p in providers]), rows)
+    ev = _analysis_options(Evaluation(provider_keys([*map(resolve_alias, providers)]), rows), providers, args, shell)
     view = EvaluationView(ev, widgets=agent_magics._widgets())
     session = agent_magics.session
     store = (session.store if session.store_path is not None else None) or False  # False: no store, no cache

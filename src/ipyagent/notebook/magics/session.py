@@ -10,6 +10,8 @@
     %agent store [PATH|off]        show or choose the run store
     %agent cost                    what this session spent, by provider (known prices), and the budget
     %agent fix [OPTIONS] [QUESTION]  explain and fix the last exception (%%agent options: --code, -p, --with, ...)
+    %agent grade ROW COLUMN pass|fail|clear [NOTE] [--repeat N] [--eval VAR]
+                                   grade a run of the last evaluation by hand (Evaluation.grade)
 
 RUN_ID may be the first characters of the id; without one, the session's last run.
 """
@@ -64,7 +66,7 @@ from ..views.run_view import make_view
 from ..views.transcript_output import bundle, draw_artifacts
 
 SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix", "cost",
-               "settings")
+               "settings", "grade")
 #: Characters of one message block shown by history and inspect.
 SHOWN_CHARS = 600
 
@@ -185,7 +187,8 @@ class SessionMagics(Magics):
     @redacted_output
     def agent_line(self, line: str) -> Any:
         """``%agent last | fix [OPTIONS] [QUESTION] | threads | history [NAME] | reset [NAME] | memory |
-        runs [THREAD] | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off|--prune ...] | settings [NAME=VALUE ...]``
+        runs [THREAD] | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off|--prune ...] | settings [NAME=VALUE ...] |
+        grade ROW COLUMN pass|fail [NOTE]``
         (``%%agent`` is the cell magic)."""
         try:
             words = shlex.split(line)
@@ -197,6 +200,10 @@ class SessionMagics(Magics):
         sub, rest = words[0], words[1:]
         if sub in ("fix", "settings", "store"):  # several words
             return getattr(self, f"_{sub}")(rest)
+        if sub == "grade":
+            from ..grading import grade_command
+
+            return grade_command(self.shell, rest)
         if len(rest) > 1:
             raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
         arg = rest[0] if rest else None

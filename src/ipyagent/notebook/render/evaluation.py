@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .evaluation_stats import STYLE as STATS_STYLE
+from .evaluation_stats import grade_detail_html, grade_mark_html, statistics_html, statistics_markdown, statistics_text
 from .html import escape, sanitize
 from .policy import EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS
 
@@ -206,6 +208,7 @@ def _run_detail(result: dict[str, Any]) -> list[str]:
     )
     if items:
         detail.append(f"<ul>{items}</ul>")
+    detail.append(grade_detail_html(result))
     figures = cell_figures(result)
     if figures:
         detail.append(f'<div class="ipyagent-meta">{escape(figures)}</div>')
@@ -228,14 +231,15 @@ def _cell_html(runs: list[dict[str, Any]] | None, repeat: int = 1) -> str:
         return '<td><div class="ipyagent-eval-cell ipyagent-eval-skipped">not run</div></td>'
     if (repeat <= 1 and len(runs) == 1) or all(r.get("status") == "template_error" for r in runs):
         kind = outcome_class(runs[0])
-        summary = f"{_MARK[kind]} {escape(first_line(runs[0]))}"
+        summary = f"{_MARK[kind]} {escape(first_line(runs[0]))}{grade_mark_html(runs[0])}"
         body = "".join(_run_detail(runs[0]))
     else:
         kind = repeats_class(runs)
         passed = sum(bool(r.get("passed")) for r in runs)
-        summary = f"{_MARK[kind]} {passed}/{repeat} passed · {escape(first_line(runs[0]))}"
+        marks = "".join(grade_mark_html(r) for r in runs)
+        summary = f"{_MARK[kind]} {passed}/{repeat} passed · {escape(first_line(runs[0]))}{marks}"
         body = "".join(f'<div class="ipyagent-eval-title">repeat {r.get("repeat", 0) + 1}: '
-                       f"{_MARK[outcome_class(r)]}</div>" + "".join(_run_detail(r)) for r in runs)
+                       f"{_MARK[outcome_class(r)]}{grade_mark_html(r)}</div>" + "".join(_run_detail(r)) for r in runs)
     return (
         f'<td><div class="ipyagent-eval-cell ipyagent-eval-{kind}"><details><summary>{summary}</summary>'
         f"{body}</details></div></td>"
@@ -323,16 +327,18 @@ def headline(doc: dict[str, Any]) -> str:
 
 
 def evaluation_html(doc: dict[str, Any]) -> str:
-    """The saved evaluation as sanitized HTML: headline, summary per provider, the matrix, notes."""
+    """The saved evaluation as sanitized HTML: headline, summary per column, the statistics
+    (`evaluation_stats`), the matrix, notes."""
     columns = [title for _, title in SUMMARY_COLUMNS]
     notes = "".join(f'<div class="ipyagent-meta">{escape(n)}</div>' for n in doc.get("notes") or [])
     body = (
         f'<div class="ipyagent-eval-title">{escape(headline(doc))}</div>'
         + _table(columns, summary_cells(doc["summary"]), "ipyagent-eval-summary")
+        + statistics_html(doc)
         + matrix_html(doc)
         + notes
     )
-    return f'<div class="ipyagent-evaluation">{STYLE}{sanitize(body)}</div>'
+    return f'<div class="ipyagent-evaluation">{STYLE}{STATS_STYLE}{sanitize(body)}</div>'
 
 
 def _md(text: str) -> str:
@@ -342,10 +348,12 @@ def _md(text: str) -> str:
 
 
 def evaluation_markdown(doc: dict[str, Any]) -> str:
-    """Headline, the summary table and the matrix (marks and first lines) as Markdown tables."""
+    """Headline, the summary table, the statistics and the matrix (marks, first lines, human
+    grades) as Markdown."""
     columns = [title for _, title in SUMMARY_COLUMNS]
     lines = [_md(headline(doc)), "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in summary_cells(doc["summary"])]
+    lines.append(statistics_markdown(doc))
     by_cell, repeat = cells_of(doc), doc.get("repeat") or 1
     rows = sorted({r["row"] for r in doc["results"]})
     columns = columns_of(doc)
@@ -354,13 +362,14 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
         cells = []
         for p in columns:
             runs = by_cell.get((n, p))
+            human = "".join(f" (human {'✓' if r['human'] else '✗'})" for r in runs or () if r.get("human") is not None)
             if not runs:
                 cells.append("")
             elif repeat > 1 and not all(r.get("status") == "template_error" for r in runs):
                 passed = sum(bool(r.get("passed")) for r in runs)
-                cells.append(f"{_MARK[repeats_class(runs)]} {passed}/{repeat} passed · {_md(first_line(runs[0]))}")
+                cells.append(f"{_MARK[repeats_class(runs)]} {passed}/{repeat} passed · {_md(first_line(runs[0]))}{human}")
             else:
-                cells.append(f"{_MARK[outcome_class(runs[0])]} {_md(first_line(runs[0]))}")
+                cells.append(f"{_MARK[outcome_class(runs[0])]} {_md(first_line(runs[0]))}{human}")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -370,4 +379,5 @@ def evaluation_text(doc: dict[str, Any]) -> str:
     rows = [[title for _, title in SUMMARY_COLUMNS], *summary_cells(doc["summary"])]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
-    return f"{headline(doc)}\n{table}"
+    stats = statistics_text(doc)
+    return f"{headline(doc)}\n{table}" + (f"\n\n{stats}" if stats else "")

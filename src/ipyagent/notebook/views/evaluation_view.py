@@ -7,7 +7,9 @@ same for the thousandth result as for the first (it reads counters, not
 answers). When it ends (finished, stopped by the budget or interrupted), the
 display is replaced by the static bundle: the evaluation's JSON
 (`evaluation_render.MIME_TYPE`) with HTML, Markdown and plain-text fallbacks,
-secrets redacted, so a saved notebook shows the matrix without a kernel.
+secrets redacted, so a saved notebook shows the matrix without a kernel. A grade given later
+(`Evaluation.grade`: a click in the matrix, ``ev.grade``, ``%agent grade``) redraws that output
+the same way (`regrade`), so the saved notebook keeps the grades too.
 """
 
 from __future__ import annotations
@@ -31,6 +33,12 @@ def bundle(ev: Evaluation) -> tuple[dict[str, Any], dict[str, Any]]:
     data = {MIME_TYPE: doc, "text/html": evaluation_html(doc), "text/markdown": evaluation_markdown(doc),
             "text/plain": evaluation_text(doc)}
     return data, {"ipyagent": {"evaluation": {"id": doc["id"]}}}
+
+
+def saved_output(ev: Evaluation) -> dict[str, Any]:
+    """The nbformat output (``display_data``) of `ev`'s saved matrix (`bundle`)."""
+    data, metadata = bundle(ev)
+    return {"output_type": "display_data", "data": data, "metadata": metadata}
 
 
 class EvaluationView:
@@ -90,6 +98,10 @@ class EvaluationView:
         """Replace the progress with the saved matrix and summary (or print them in a terminal)."""
         with self._lock:
             self._closed = True
+        from ..grading import shown
+
+        shown(self.ev)  # gradable from its matrix, and %agent grade's default
+        self.ev.listeners.append(self.regrade)
         data, metadata = bundle(self.ev)
         if self.display_id is not None:
             from IPython.display import update_display
@@ -102,3 +114,15 @@ class EvaluationView:
             from IPython.display import display
 
             display(data, raw=True, metadata=metadata)
+
+    def regrade(self, result: EvalResult) -> None:
+        """A run was graded: draw the saved matrix again in place (nothing in a terminal)."""
+        if self.display_id is None:
+            return
+        from IPython.display import update_display
+
+        from .transcript_output import keep_saved_output
+
+        data, metadata = bundle(self.ev)
+        update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
+        keep_saved_output(self, data, metadata)

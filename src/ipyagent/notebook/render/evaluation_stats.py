@@ -1,0 +1,161 @@
+"""An evaluation's statistics under its matrix, and the marks of a person's grades, in HTML,
+Markdown and text (read from `Evaluation.to_json()`, like the rest of `render.evaluation`).
+
+Per column: runs, pass rate with its 95% interval, mean score with its interval, median
+seconds and cost per run, and against the baseline the paired difference in points with its
+interval, McNemar's p and the verdict; then each verdict in words, the judges' agreement with
+the grades, and what changed since the previous run of the cell. A graded cell carries a mark
+apart from its automatic result: ``human ✓`` or ``human ✗``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .html import escape
+
+STATS_COLUMNS = ("column", "runs", "pass rate (95% CI)", "mean score (95% CI)", "median s", "median cost",
+                 "vs baseline, points (95% CI)", "McNemar p", "verdict")
+AGREEMENT_COLUMNS = ("judge", "runs graded", "agreement", "Cohen's κ")
+
+STYLE = """<style>
+.ipyagent-evaluation .ipyagent-eval-human{font-size:var(--jp-ui-font-size0,11px);padding:0 3px;margin-left:4px;
+border-radius:3px;border:1px solid var(--jp-border-color1,#999)}
+.ipyagent-evaluation .ipyagent-eval-human-pass{color:var(--jp-success-color1,#2a7)}
+.ipyagent-evaluation .ipyagent-eval-human-fail{color:var(--jp-error-color1,#c33)}
+.ipyagent-evaluation .ipyagent-eval-verdict{margin:2px 0}
+</style>"""
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.0f}%"
+
+
+def _interval(value: float | None, low: float | None, high: float | None, fmt: Any) -> str:
+    if value is None:
+        return "—"
+    return fmt(value) + (f" ({fmt(low)}–{fmt(high)})" if low is not None and high is not None else "")
+
+
+def _points(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:+.0f}"
+
+
+def p_value(p: float | None) -> str:
+    if p is None:
+        return "—"
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _money(value: float | None) -> str:
+    from .evaluation import usd
+
+    return usd(value)
+
+
+def _versus(s: dict[str, Any]) -> str:
+    if s.get("difference_low") is None:
+        return _points(s.get("difference"))
+    return f"{_points(s.get('difference'))} ({_points(s['difference_low'])} to {_points(s.get('difference_high'))})"
+
+
+def stats_cells(doc: dict[str, Any]) -> list[list[str]]:
+    """The statistics table's cells, one row per column (`STATS_COLUMNS`)."""
+    rows = []
+    for s in doc.get("summary") or []:
+        if "pass_low" not in s:  # a document saved before the statistics
+            continue
+        verdict = s.get("verdict") or "—"
+        rows.append([
+            s.get("column") or s.get("provider") or "", str(s.get("runs", "")),
+            _interval(s.get("pass_rate"), s.get("pass_low"), s.get("pass_high"), _percent),
+            _interval(s.get("score"), s.get("score_low"), s.get("score_high"), lambda v: f"{v:.2f}"),
+            "—" if s.get("total_p50_s") is None else f"{s['total_p50_s']:.2f}", _money(s.get("cost_p50")),
+            "" if verdict == "baseline" else _versus(s),
+            "" if verdict == "baseline" else p_value(s.get("p_value")), verdict])
+    return rows
+
+
+def agreement_cells(doc: dict[str, Any]) -> list[list[str]]:
+    """Per judge check: its agreement with the grades (`AGREEMENT_COLUMNS`)."""
+    return [[a["check"], str(a["n"]), _percent(a["percent"] / 100 if a["percent"] is not None else None),
+             "—" if a["kappa"] is None else f"{a['kappa']:.2f}"] for a in doc.get("agreement") or []]
+
+
+def verdicts(doc: dict[str, Any]) -> list[str]:
+    """Each comparison's verdict in words, then what changed since the cell's last run."""
+    lines = [f"{c['column']} vs {c['baseline']}: {c['sentence']}" for c in doc.get("comparisons") or []]
+    if doc.get("changes"):
+        lines.append(doc["changes"]["sentence"])
+    return lines
+
+
+def _table(columns: tuple[str, ...], rows: list[list[str]], css: str) -> str:
+    head = "".join(f"<th>{escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<div class="{css}"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def statistics_html(doc: dict[str, Any]) -> str:
+    """The statistics (unsanitized, escaped: `evaluation_html` sanitizes the whole)."""
+    rows = stats_cells(doc)
+    if not rows:
+        return ""
+    parts = [_table(STATS_COLUMNS, rows, "ipyagent-eval-summary ipyagent-eval-stats")]
+    parts += [f'<div class="ipyagent-eval-verdict">{escape(line)}</div>' for line in verdicts(doc)]
+    agreement = agreement_cells(doc)
+    if agreement:
+        parts.append(_table(AGREEMENT_COLUMNS, agreement, "ipyagent-eval-summary ipyagent-eval-agreement"))
+    return "".join(parts)
+
+
+def _md_row(cells: list[str] | tuple[str, ...]) -> str:
+    from .evaluation import _md
+
+    return "| " + " | ".join(_md(c) for c in cells) + " |"
+
+
+def statistics_markdown(doc: dict[str, Any]) -> str:
+    rows = stats_cells(doc)
+    if not rows:
+        return ""
+    lines = ["", _md_row(STATS_COLUMNS), "|" + "---|" * len(STATS_COLUMNS), *map(_md_row, rows), ""]
+    lines += [f"- {line}" for line in verdicts(doc)]
+    agreement = agreement_cells(doc)
+    if agreement:
+        lines += ["", _md_row(AGREEMENT_COLUMNS), "|" + "---|" * len(AGREEMENT_COLUMNS), *map(_md_row, agreement)]
+    return "\n".join(lines)
+
+
+def _aligned(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def statistics_text(doc: dict[str, Any]) -> str:
+    rows = stats_cells(doc)
+    if not rows:
+        return ""
+    out = [_aligned([list(STATS_COLUMNS), *rows]), *verdicts(doc)]
+    agreement = agreement_cells(doc)
+    if agreement:
+        out.append(_aligned([list(AGREEMENT_COLUMNS), *agreement]))
+    return "\n".join(out)
+
+
+def grade_mark_html(result: dict[str, Any]) -> str:
+    """A graded cell's mark, apart from its automatic one: ``human ✓`` / ``human ✗`` ("" ungraded)."""
+    human = result.get("human")
+    if human is None:
+        return ""
+    kind = "pass" if human else "fail"
+    return f' <span class="ipyagent-eval-human ipyagent-eval-human-{kind}">human {"✓" if human else "✗"}</span>'
+
+
+def grade_detail_html(result: dict[str, Any]) -> str:
+    """In a cell's detail: the person's grade and note."""
+    human = result.get("human")
+    if human is None:
+        return ""
+    note = result.get("human_note") or ""
+    return f"<div><b>human grade</b>: {'pass' if human else 'fail'}{' — ' + escape(note) if note else ''}</div>"
