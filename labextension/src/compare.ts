@@ -8,6 +8,7 @@
  * the comparison ends. Every string is set as text, never as HTML.
  */
 
+import { comparisonDiff } from './compare_diff';
 import { el, isObject, list, num, renderTranscript, str } from './transcript';
 
 /** A pane's title as the user typed it, and the `provider:model` it stands for. */
@@ -232,5 +233,5 @@ export function renderComparison(data: unknown, selected?: number[]): HTMLElemen
   });
   frame.setTable(data.table);
   frame.setFooter(comparisonFooter(data));
-  return frame.nodes;
+  return [...frame.nodes, ...comparisonDiff(data, paneTitles(data).map(t => t.title), frame.selected)];
 }

@@ -6,6 +6,9 @@
  * assertion and why, and the figures. Every string is set as text, never as HTML.
  */
 
+import { CellContext, decorateRun, keepOpen, matrixState } from './evaluation_cell';
+import { gradeMark, statisticsNodes } from './evaluation_stats';
+import { Filter, filterBar, filteredRows } from './matrix_filters';
 import { EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS } from './policy';
 import { Json, el, isObject, list, num, str, usd } from './transcript';
 
@@ -120,28 +123,38 @@ export function repeatsClass(runs: Json[]): string {
   return verdicts.size > 1 ? 'flaky' : verdicts.has(false) ? 'fail' : 'skipped';
 }
 
-function cellNode(runs: Json[] | undefined, repeat: number): HTMLElement {
+function cellNode(runs: Json[] | undefined, repeat: number, column: string, context: CellContext): HTMLElement {
   const td = el('td');
   if (!runs || !runs.length) {
     td.append(el('div', 'ipyagent-eval-cell ipyagent-eval-skipped', 'not run'));
     return td;
   }
-  const details = el('details');
+  const details = el('details') as HTMLDetailsElement;
   let kind: string;
   // One run, or a row never sent (its repeats alike): the run's line; else k/N passed and each repeat.
   if ((repeat <= 1 && runs.length === 1) || runs.every(r => r.status === 'template_error')) {
     kind = outcomeClass(runs[0]);
-    details.append(el('summary', '', `${MARK[kind]} ${firstLine(runs[0])}`));
+    const summary = el('summary', '', `${MARK[kind]} ${firstLine(runs[0])}`);
+    details.append(summary);
     runDetail(details, runs[0]);
+    decorateRun(details, summary, runs[0], column, context);
   } else {
     kind = repeatsClass(runs);
     const passed = runs.filter(r => r.passed).length;
-    details.append(el('summary', '', `${MARK[kind]} ${passed}/${repeat} passed · ${firstLine(runs[0])}`));
+    const summary = el('summary', '', `${MARK[kind]} ${passed}/${repeat} passed · ${firstLine(runs[0])}`);
+    details.append(summary);
     for (const r of runs) {
-      details.append(el('div', 'ipyagent-eval-title', `repeat ${(num(r.repeat) ?? 0) + 1}: ${MARK[outcomeClass(r)]}`));
+      const title = el('div', 'ipyagent-eval-title', `repeat ${(num(r.repeat) ?? 0) + 1}: ${MARK[outcomeClass(r)]}`);
+      details.append(title);
       runDetail(details, r);
+      decorateRun(details, title, r, column, context);
+      const mark = gradeMark(r);
+      if (mark) {
+        summary.append(' ', mark);
+      }
     }
   }
+  keepOpen(details, `${num(runs[0].row)}\u0000${column}`, context.state);
   const box = el('div', `ipyagent-eval-cell ipyagent-eval-${kind}`);
   box.append(details);
   td.append(box);
@@ -239,6 +252,43 @@ export function headline(doc: Json): string {
   return text;
 }
 
+/** The matrix of `rows` (row numbers) in pages of PAGE rows, each page's rows built when it is first opened. */
+function matrixPages(rows: number[], columns: string[], fields: Map<number, unknown>,
+  cells: (row: number, column: string) => Json[] | undefined, repeat: number, context: CellContext): HTMLElement[] {
+  const head = ['#', 'row', ...columns];
+  const pages = Math.ceil(rows.length / PAGE);
+  const out: HTMLElement[] = [];
+  for (let start = 0; start < rows.length; start += PAGE) {
+    const chunk = rows.slice(start, start + PAGE);
+    // A page's rows are built when it is first opened: a long matrix opens at once.
+    const build = (): HTMLElement => table(head, chunk.map(n => {
+      const tr = el('tr');
+      tr.append(el('td', '', String(n)), el('td', '', rowLabel(fields.get(n))));
+      columns.forEach(c => tr.append(cellNode(cells(n, c), repeat, c, context)));
+      return tr;
+    }));
+    if (rows.length <= PAGE) {
+      out.push(build());
+      continue;
+    }
+    const page = el('details', 'ipyagent-eval-page') as HTMLDetailsElement;
+    page.append(el('summary', '', `rows ${chunk[0]}–${chunk[chunk.length - 1]} (page ${start / PAGE + 1} of ${pages})`));
+    const fill = (): void => {
+      if (page.childElementCount === 1) {
+        page.append(build());
+      }
+    };
+    if (start === 0) {
+      page.open = true;
+      fill();
+    } else {
+      page.addEventListener('toggle', fill);
+    }
+    out.push(page);
+  }
+  return out;
+}
+
 /** The nodes of a saved evaluation. */
 export function renderEvaluation(data: unknown): HTMLElement[] {
   if (!isObject(data) || !Array.isArray(data.results) || !Array.isArray(data.providers)) {
@@ -256,6 +306,8 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
   summary.append(table(SUMMARY.map(([, title]) => title), summaryRows));
   root.append(summary);
 
+  root.append(...statisticsNodes(data));
+
   const columns = columnsOf(data);
   const repeat = num(data.repeat) ?? 1;
   const byCell = new Map<string, Json[]>();
@@ -267,36 +319,19 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
   }
   byCell.forEach(runs => runs.sort((a, b) => (num(a.repeat) ?? 0) - (num(b.repeat) ?? 0)));
   const rows = [...fields.keys()].sort((a, b) => a - b);
-  const head = ['#', 'row', ...columns];
-  const pages = Math.ceil(rows.length / PAGE);
-  for (let start = 0; start < rows.length; start += PAGE) {
-    const chunk = rows.slice(start, start + PAGE);
-    // A page's rows are built when it is first opened: a long matrix opens at once.
-    const build = (): HTMLElement => table(head, chunk.map(n => {
-      const tr = el('tr');
-      tr.append(el('td', '', String(n)), el('td', '', rowLabel(fields.get(n))));
-      columns.forEach(c => tr.append(cellNode(byCell.get(`${n}\u0000${c}`), repeat)));
-      return tr;
-    }));
-    if (rows.length <= PAGE) {
-      root.append(build());
-      continue;
-    }
-    const page = el('details', 'ipyagent-eval-page') as HTMLDetailsElement;
-    page.append(el('summary', '', `rows ${chunk[0]}–${chunk[chunk.length - 1]} (page ${start / PAGE + 1} of ${pages})`));
-    const fill = (): void => {
-      if (page.childElementCount === 1) {
-        page.append(build());
-      }
-    };
-    if (start === 0) {
-      page.open = true;
-      fill();
-    } else {
-      page.addEventListener('toggle', fill);
-    }
-    root.append(page);
-  }
+  const state = matrixState(str(data.id));
+  const cells = (row: number, c: string): Json[] | undefined => byCell.get(`${row}\u0000${c}`);
+  const run = (row: number, c: string, k: number): Json | undefined => cells(row, c)?.find(r => (num(r.repeat) ?? 0) === k);
+  const context: CellContext = { evaluation: str(data.id), columns, run, state };
+  const matrix = el('div', 'ipyagent-eval-matrix');
+  const draw = (filter: Filter): void => {
+    state.filter = filter;
+    const shown = filteredRows(data, rows, filter);
+    matrix.replaceChildren(...(shown.length ? matrixPages(shown, columns, fields, cells, repeat, context)
+      : [el('div', 'ipyagent-meta', 'no row to show under this filter')]));
+  };
+  root.append(filterBar(data, rows, state.filter, draw), matrix);
+  draw(state.filter);
   for (const note of list(data.notes)) {
     root.append(el('div', 'ipyagent-meta', str(note)));
   }

@@ -20,6 +20,7 @@ import {
 import { Compartment, EditorState, Extension, Prec } from '@codemirror/state';
 import { Decoration, DecorationSet, EditorView, MatchDecorator, ViewPlugin, ViewUpdate } from '@codemirror/view';
 
+import gradesPlugin from './grades_plugin';
 import reopenedOutput from './reopened';
 
 /** Cell magics whose body is a prompt template. */
@@ -106,4 +107,4 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, reopenedOutput];
+export default [plugin, reopenedOutput, gradesPlugin];

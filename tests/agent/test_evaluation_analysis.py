@@ -93,7 +93,8 @@ def test_scores_have_a_mean_with_a_bootstrap_interval_by_row() -> None:
     scores = [0.25 if r.text == "no" else 1.0 for r in ev.ordered()]
     assert figures["score"] == pytest.approx(sum(scores) / 40) and figures["scored"] == 40
     low, high = _scipy_interval(scores)
-    assert figures["score_low"] == pytest.approx(low, abs=5e-4) and figures["score_high"] == pytest.approx(high, abs=5e-4)
+    assert figures["score_low"] == pytest.approx(low, abs=5e-4)
+    assert figures["score_high"] == pytest.approx(high, abs=5e-4)
 
 
 def _verdict(prompt: str) -> str:

@@ -71,3 +71,72 @@ def test_saved_matrix_is_readable_without_a_kernel(lab, model_server):
     cell = lab.cell(2)
     _check_matrix(cell)
     lab.screenshot(cell, "reloaded-evaluation.png")
+
+
+GRADED_ROWS = 6
+
+
+def _by_model(body: dict) -> object:
+    """The mini model answers every row right; the nano one says 'maybe' on odd rows."""
+    from ..support.evaluation import last_user_text
+    from ..support.stub_server import openai_text_reply
+
+    n = int(last_user_text(body).split()[-1].rstrip("?"))
+    right = body["model"] == "gpt-4.1-mini" or n % 2 == 0
+    return openai_text_reply(f"It is {n * 2}." if right else f"It is maybe {n * 2 + 1}.")
+
+
+def test_a_grade_clicked_in_the_matrix_survives_save_reopen_and_a_kernel_restart(lab, model_server):
+    write_notebook(lab.root / "grading.ipynb", "%load_ext ipyagent",
+                   f"rows = [{{'n': n, 'want': f'It is {{n * 2}}.'}} for n in range({GRADED_ROWS})]",
+                   "%%compare openai:gpt-4.1-mini openai:gpt-4.1-nano --over rows "
+                   "--assert 'contains:{{ row.want }}' -o ev\n"
+                   "What is {{ row.n }} + {{ row.n }}?",
+                   "print(ev.to_dataframe().dropna(subset=['human'])[['row', 'column', 'human', 'human_note']]"
+                   ".to_dict('records'))")
+    model_server.responder = _by_model
+    try:
+        lab.open("grading.ipynb")
+        lab.command("notebook:run-all-cells")
+        matrix = lab.cell(2).locator(".jp-ipyagent-renderer .ipyagent-evaluation")
+        matrix.locator(".ipyagent-eval-verdict").first.wait_for(timeout=60000)
+        assert "no significant difference (n=6" in matrix.locator(".ipyagent-eval-verdict").first.inner_text()
+        # Filters: the rows where the columns disagree are the odd ones.
+        matrix.locator("button[data-filter='disagree']").click()
+        assert matrix.locator(".ipyagent-eval-matrix tbody tr").count() == GRADED_ROWS // 2
+        matrix.locator("button[data-filter='all']").click()
+        assert matrix.locator(".ipyagent-eval-matrix tbody tr").count() == GRADED_ROWS
+        # Row 1 on nano: open it, compare with mini word by word, then grade it "fail" with a note.
+        cell = matrix.locator(".ipyagent-eval-matrix tbody tr").nth(1).locator("td").nth(3)
+        cell.locator("summary").click()
+        cell.locator("select.ipyagent-eval-diff-select").select_option("openai:gpt-4.1-mini")
+        assert cell.locator(".ipyagent-diff ins").inner_text() == "2"
+        assert cell.locator(".ipyagent-diff del").inner_text() == "maybe 3"
+        cell.locator(".ipyagent-eval-grade-note").fill("a guess, and wrong")
+        cell.locator("button", has_text="✗ fail").click()
+        # The kernel kept it and sent the new output: the cell shows the mark, still open.
+        graded = matrix.locator(".ipyagent-eval-matrix tbody tr").nth(1).locator("td").nth(3)
+        graded.locator(".ipyagent-eval-human-fail").wait_for(timeout=20000)
+        assert graded.locator("details").get_attribute("open") is not None
+        assert graded.locator(".ipyagent-eval-grade-note").input_value() == "a guess, and wrong"
+        assert matrix.locator(".ipyagent-eval-agreement").count() == 0  # no judge here: no agreement table
+        lab.screenshot(lab.cell(2), "graded-evaluation.png")
+        requests = len(model_server.requests)
+        lab.save_and_shutdown("grading.ipynb")
+        # Reopened without a kernel: the grade is drawn from the saved output.
+        lab.page.reload()
+        lab.open("grading.ipynb", wait_kernel=False)
+        reopened = lab.cell(2).locator(".jp-ipyagent-renderer .ipyagent-evaluation")
+        reopened.locator(".ipyagent-eval-human-fail").wait_for(timeout=60000)
+        assert reopened.locator(".ipyagent-eval-human").count() == 1
+        # A new kernel: the cell runs again from the cache, and reads the grade back from the run store.
+        lab.page.reload()
+        lab.open("grading.ipynb")
+        lab.command("notebook:run-all-cells")
+        printed = lab.cell(3).locator(".jp-OutputArea-output")
+        printed.wait_for(timeout=60000)
+        assert printed.inner_text().strip() == ("[{'row': 1, 'column': 'openai:gpt-4.1-nano', 'human': False, "
+                                                "'human_note': 'a guess, and wrong'}]")
+        assert len(model_server.requests) == requests  # every run served from the cache
+    finally:
+        model_server.responder = None

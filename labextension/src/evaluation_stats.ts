@@ -1,0 +1,123 @@
+/**
+ * An evaluation's statistics under its summary, mirroring notebook/render/evaluation_stats.py:
+ * per column the pass rate with its 95% interval, the mean score with its interval, median
+ * seconds and cost, and against the baseline the paired difference in points, McNemar's p and
+ * the verdict; then each verdict in words, the judges' agreement with the people's grades, and
+ * what changed since the cell's last run. Every string is set as text, never as HTML.
+ */
+
+import { Json, el, isObject, list, num, str, usd } from './transcript';
+
+const STATS = ['column', 'runs', 'pass rate (95% CI)', 'mean score (95% CI)', 'median s', 'median cost',
+  'vs baseline, points (95% CI)', 'McNemar p', 'verdict'];
+const AGREEMENT = ['judge', 'runs graded', 'agreement', "Cohen's κ"];
+
+function percent(value: number | null): string {
+  return value === null ? '—' : `${Math.round(value * 100)}%`;
+}
+
+function interval(value: number | null, low: number | null, high: number | null, fmt: (v: number) => string): string {
+  if (value === null) {
+    return '—';
+  }
+  return fmt(value) + (low !== null && high !== null ? ` (${fmt(low)}–${fmt(high)})` : '');
+}
+
+function points(value: number | null): string {
+  if (value === null) {
+    return '—';
+  }
+  const rounded = Math.round(value * 100);
+  return (rounded >= 0 ? '+' : '') + String(rounded);
+}
+
+/** evaluation_stats.p_value: "< 0.001" or three decimals. */
+export function pValue(p: number | null): string {
+  return p === null ? '—' : p < 0.001 ? '< 0.001' : p.toFixed(3);
+}
+
+function money(value: number | null): string {
+  return value === null ? '—' : value >= 0.01 ? `$${value.toFixed(4)}` : usd(value);
+}
+
+function versus(s: Json): string {
+  const low = num(s.difference_low);
+  const difference = points(num(s.difference));
+  return low === null ? difference : `${difference} (${points(low)} to ${points(num(s.difference_high))})`;
+}
+
+/** The statistics table's cells (evaluation_stats.stats_cells). */
+export function statsCells(doc: Json): string[][] {
+  return list(doc.summary).filter(isObject).filter(s => 'pass_low' in s).map(s => {
+    const verdict = str(s.verdict) || '—';
+    const total = num(s.total_p50_s);
+    return [
+      str(s.column) || str(s.provider), String(num(s.runs) ?? ''),
+      interval(num(s.pass_rate), num(s.pass_low), num(s.pass_high), percent),
+      interval(num(s.score), num(s.score_low), num(s.score_high), v => v.toFixed(2)),
+      total === null ? '—' : total.toFixed(2), money(num(s.cost_p50)),
+      verdict === 'baseline' ? '' : versus(s), verdict === 'baseline' ? '' : pValue(num(s.p_value)), verdict
+    ];
+  });
+}
+
+function agreementCells(doc: Json): string[][] {
+  return list(doc.agreement).filter(isObject).map(a => {
+    const share = num(a.percent);
+    const kappa = num(a.kappa);
+    const agreement = percent(share === null ? null : share / 100);
+    return [str(a.check), String(num(a.n) ?? 0), agreement, kappa === null ? '—' : kappa.toFixed(2)];
+  });
+}
+
+/** Each verdict in words, then what changed since the cell's last run (evaluation_stats.verdicts). */
+export function verdictLines(doc: Json): string[] {
+  const lines = list(doc.comparisons).filter(isObject)
+    .map(c => `${str(c.column)} vs ${str(c.baseline)}: ${str(c.sentence)}`);
+  if (isObject(doc.changes)) {
+    lines.push(str(doc.changes.sentence));
+  }
+  return lines;
+}
+
+function table(head: string[], rows: string[][], className: string): HTMLElement {
+  const holder = el('div', className);
+  const node = el('table');
+  const tr = el('tr');
+  head.forEach(title => tr.append(el('th', '', title)));
+  const thead = el('thead');
+  thead.append(tr);
+  const tbody = el('tbody');
+  for (const row of rows) {
+    const line = el('tr');
+    row.forEach(cell => line.append(el('td', '', cell)));
+    tbody.append(line);
+  }
+  node.append(thead, tbody);
+  holder.append(node);
+  return holder;
+}
+
+/** The statistics' nodes (none for a document saved before them). */
+export function statisticsNodes(doc: Json): HTMLElement[] {
+  const rows = statsCells(doc);
+  if (!rows.length) {
+    return [];
+  }
+  const nodes = [table(STATS, rows, 'ipyagent-eval-summary ipyagent-eval-stats')];
+  nodes.push(...verdictLines(doc).map(line => el('div', 'ipyagent-eval-verdict', line)));
+  const agreement = agreementCells(doc);
+  if (agreement.length) {
+    nodes.push(table(AGREEMENT, agreement, 'ipyagent-eval-summary ipyagent-eval-agreement'));
+  }
+  return nodes;
+}
+
+/** A graded cell's mark, apart from its automatic one (evaluation_stats.grade_mark_html). */
+export function gradeMark(r: Json): HTMLElement | null {
+  if (typeof r.human !== 'boolean') {
+    return null;
+  }
+  const kind = r.human ? 'pass' : 'fail';
+  return el('span', `ipyagent-eval-human ipyagent-eval-human-${kind}`, `human ${r.human ? '✓' : '✗'}`);
+}
