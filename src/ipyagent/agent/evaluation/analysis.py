@@ -24,10 +24,17 @@ def _median(values: list[float]) -> float | None:
 
 def by_column(ev: Evaluation) -> dict[str, list[EvalResult]]:
     """The runs of each column (in `ev.columns` order), skipped and unrendered ones left out."""
+    from .results import column_name
+
     out: dict[str, list[EvalResult]] = {column: [] for column in ev.columns}
+    names: dict[tuple[str, str | None], str] = {}  # (provider, variant) -> column, named once
     for r in ev.results:
-        if r.ran:
-            out.setdefault(r.column, []).append(r)
+        if r.status == "ok" or r.status == "failed":  # `EvalResult.ran`, without a call per run
+            key = (r.provider, r.variant)
+            name = names.get(key)
+            if name is None:
+                name = names[key] = column_name(*key)
+            out.setdefault(name, []).append(r)
     return out
 
 
@@ -42,11 +49,12 @@ def run_score(r: EvalResult) -> float | None:
     return sum(scores) / len(scores) if scores else None
 
 
-def _scores(runs: list[EvalResult], seed: int | None) -> dict[str, Any]:
-    """Mean score over the runs that have one, with a bootstrap interval resampling rows."""
+def _scores(runs: list[EvalResult], seed: int | None, scored: bool = True) -> dict[str, Any]:
+    """Mean score over the runs that have one, with a bootstrap interval resampling rows; `scored`:
+    whether any check may give a score (a ``python:`` one), else none is looked for."""
     sums: dict[int, float] = {}
     counts: dict[int, int] = {}
-    for r in runs:
+    for r in runs if scored else ():
         score = run_score(r)
         if score is not None:
             sums[r.row] = sums.get(r.row, 0.0) + score
@@ -59,7 +67,7 @@ def _scores(runs: list[EvalResult], seed: int | None) -> dict[str, Any]:
             "score_high": interval[1] if interval else None, "scored": total}
 
 
-def column_figures(column: str, runs: list[EvalResult], seed: int | None) -> dict[str, Any]:
+def column_figures(column: str, runs: list[EvalResult], seed: int | None, scored: bool = True) -> dict[str, Any]:
     """One column's figures: ``column``, ``runs``, ``passed``, ``pass_rate`` with its Wilson
     interval ``pass_low`` .. ``pass_high``, ``score`` (mean) with ``score_low`` .. ``score_high``
     and ``scored`` (runs with a score), ``cost_p50`` (median USD per run, those with a known
@@ -68,7 +76,7 @@ def column_figures(column: str, runs: list[EvalResult], seed: int | None) -> dic
     interval = wilson_interval(passed, len(runs))
     return {"column": column, "runs": len(runs), "passed": passed, "pass_rate": passed / len(runs) if runs else None,
             "pass_low": interval[0] if interval else None, "pass_high": interval[1] if interval else None,
-            **_scores(runs, seed), "cost_p50": _median([r.cost for r in runs if r.cost is not None])}
+            **_scores(runs, seed, scored), "cost_p50": _median([r.cost for r in runs if r.cost is not None])}
 
 
 def judge_agreement(ev: Evaluation) -> list[dict[str, Any]]:
@@ -90,12 +98,15 @@ def judge_agreement(ev: Evaluation) -> list[dict[str, Any]]:
 
 
 def compare_columns(ev: Evaluation, baseline: str, column: str, *, seed: int | None = None,
-                    runs: dict[str, list[EvalResult]] | None = None) -> Comparison:
-    """`column` against `baseline` (names as `Evaluation.column` takes them) on the pairs both ran."""
+                    verdicts: dict[str, dict[tuple[int, int], bool]] | None = None) -> Comparison:
+    """`column` against `baseline` (names as `Evaluation.column` takes them) on the pairs both ran;
+    `verdicts`: each column's `pass_fail`, when already read."""
     baseline, column = ev.column(baseline), ev.column(column)
-    runs = runs if runs is not None else by_column(ev)
-    return compare_paired(pass_fail(runs.get(baseline, [])), pass_fail(runs.get(column, [])), baseline=baseline,
-                          column=column, seed=ev.seed if seed is None else seed)
+    if verdicts is None:
+        runs = by_column(ev)
+        verdicts = {c: pass_fail(runs.get(c, [])) for c in (baseline, column)}
+    return compare_paired(verdicts[baseline], verdicts[column], baseline=baseline, column=column,
+                          seed=ev.seed if seed is None else seed)
 
 
 def statistics(ev: Evaluation, *, baseline: str | None = None, seed: int | None = None) -> dict[str, Any]:
@@ -106,9 +117,11 @@ def statistics(ev: Evaluation, *, baseline: str | None = None, seed: int | None 
     runs = by_column(ev)
     columns = ev.columns
     base = ev.column(baseline or ev.baseline or columns[0]) if columns else None
+    verdicts = {c: pass_fail(runs.get(c, [])) for c in columns}
     others = [c for c in columns if base is not None and c != base]
-    comparisons = [compare_columns(ev, base, c, seed=seed, runs=runs) for c in others]  # type: ignore[arg-type]
-    return {"baseline": base, "columns": [column_figures(c, runs.get(c, []), seed) for c in columns],
+    comparisons = [compare_columns(ev, base, c, seed=seed, verdicts=verdicts) for c in others]  # type: ignore[arg-type]
+    scored = any(name.startswith("python:") for name in ev.assertions)  # only functions give scores
+    return {"baseline": base, "columns": [column_figures(c, runs.get(c, []), seed, scored) for c in columns],
             "comparisons": comparisons, "agreement": judge_agreement(ev)}
 
 

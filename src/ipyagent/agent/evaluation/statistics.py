@@ -92,7 +92,10 @@ def _resampled_ratios(sums: Sequence[float], counts: Sequence[int], resamples: i
     n = len(sums)
     if n * resamples <= INDEX_DRAWS:
         picks = rng.integers(0, n, (resamples, n))
-        return np.asarray(sums, dtype=float)[picks].sum(axis=1) / np.asarray(counts, dtype=float)[picks].sum(axis=1)
+        drawn = np.asarray(sums, dtype=float)[picks].sum(axis=1)
+        if min(counts) == max(counts):  # every row as many values (one per repeat): n of them in each draw
+            return drawn / (n * counts[0])
+        return drawn / np.asarray(counts, dtype=float)[picks].sum(axis=1)
     kinds = Counter(zip(sums, counts))
     values = np.array(list(kinds), dtype=float)  # (kinds, 2): sum, count
     drawn = rng.multinomial(n, np.fromiter(kinds.values(), dtype=float, count=len(kinds)) / n, size=resamples)
