@@ -233,5 +233,5 @@ export function renderComparison(data: unknown, selected?: number[]): HTMLElemen
   });
   frame.setTable(data.table);
   frame.setFooter(comparisonFooter(data));
-  return [...frame.nodes, ...comparisonDiff(data, paneTitles(data).map(t => t.title), frame.selected)];
+  return [...frame.nodes, ...comparisonDiff(data, paneTitles(data).map(t => t.title), () => frame.selected)];
 }

@@ -23,13 +23,13 @@ function select(titles: string[], chosen: number): HTMLSelectElement {
   return node;
 }
 
-/** "word diff": two panes' answers (each pane's run `selected[pane]`, else its last) compared. */
-export function comparisonDiff(data: Json, titles: string[], selected: number[]): HTMLElement[] {
+/** "word diff": two panes' answers (each pane's run shown when the diff is drawn: `selected()`) compared. */
+export function comparisonDiff(data: Json, titles: string[], selected: () => number[]): HTMLElement[] {
   const texts = new Map<string, string>();
   for (const entry of list(data.entries).filter(isObject)) {
     texts.set(`${num(entry.index)}/${num(entry.run) ?? 0}`, answerText(entry.transcript));
   }
-  const text = (pane: number): string => texts.get(`${pane}/${selected[pane] ?? 0}`) ?? '';
+  const text = (pane: number): string => texts.get(`${pane}/${selected()[pane] ?? 0}`) ?? '';
   if (titles.length < 2 || !titles.some((_, i) => text(i))) {
     return [];
   }
@@ -47,8 +47,8 @@ export function comparisonDiff(data: Json, titles: string[], selected: number[])
   bar.append('compare ', left, ' with ', right);
   holder.append(el('summary', '', 'word diff'), bar, shown);
   holder.addEventListener('toggle', () => {
-    if (holder.open && !shown.childElementCount) {
-      draw();
+    if (holder.open) {
+      draw(); // the runs the panes show now
     }
   });
   return [holder];

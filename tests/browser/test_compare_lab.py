@@ -122,6 +122,11 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
     assert _shown_run(panes.nth(1)) == answers["b", 1]
     assert rendered.locator("tr.ipyagent-selected[data-index='1'][data-run='1']").count() == 1
     lab.screenshot(cell, "compare-runs-reloaded.png")
+    # The two panes' answers word by word: the runs they show now.
+    rendered.locator("details.ipyagent-compare-diff > summary").click()
+    diff = rendered.locator(".ipyagent-compare-diff .ipyagent-diff")
+    assert diff.locator("del").all_inner_texts() == ["Alpha"]
+    assert diff.locator("ins").all_inner_texts() == ["Beta", ", more slowly"]
 
 
 def test_a_stopped_comparison_is_saved_with_the_finished_and_the_partial_answer(lab):
