@@ -76,6 +76,23 @@ def test_saved_matrix_is_readable_without_a_kernel(lab, model_server):
 GRADED_ROWS = 6
 
 
+def _light_and_dark(lab, matrix) -> None:
+    """The matrix drawn in JupyterLab Light, then Dark (its text and controls follow the theme), then
+    Light again for the tests after this one."""
+    def colours() -> list[str]:
+        return matrix.evaluate("(root) => [root, root.querySelector('.ipyagent-eval-filter')]"
+                               ".map(n => getComputedStyle(n).color + ' ' + getComputedStyle(n).backgroundColor)")
+    light = colours()
+    lab.screenshot(matrix, "evaluation-light.png")
+    for theme, flag in (("JupyterLab Dark", "false"), ("JupyterLab Light", "true")):
+        lab.page.evaluate(f"() => {{ window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}}); }}")
+        lab.page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{flag}'", timeout=30000)
+        lab.page.wait_for_timeout(500)
+        if flag == "false":
+            assert colours() != light
+            lab.screenshot(matrix, "evaluation-dark.png")
+
+
 def _by_model(body: dict) -> object:
     """The mini model answers every row right; the nano one says 'maybe' on odd rows."""
     from ..support.evaluation import last_user_text
@@ -129,6 +146,7 @@ def test_a_grade_clicked_in_the_matrix_survives_save_reopen_and_a_kernel_restart
         reopened = lab.cell(2).locator(".jp-ipyagent-renderer .ipyagent-evaluation")
         reopened.locator(".ipyagent-eval-human-fail").wait_for(timeout=60000)
         assert reopened.locator(".ipyagent-eval-human").count() == 1
+        _light_and_dark(lab, reopened)
         # A new kernel: the cell runs again from the cache, and reads the grade back from the run store.
         lab.page.reload()
         lab.open("grading.ipynb")
