@@ -371,7 +371,7 @@ def test_a_row_that_cannot_be_rendered_is_a_template_error_and_the_others_run(st
     assert third.status == "template_error" and third.error.startswith(
         "row 2: check regex:{{ row.pattern }}: 'Lim(a' is not a valid pattern (missing )")
     assert ev.notes == [f"2 rows could not be rendered (not sent: template_error): {second.error}; {third.error}"]
-    summary = ev.summary()[0]
+    summary = ev.summary_records()[0]
     assert (summary["runs"], summary["template_errors"], summary["pass_rate"]) == (1, 2, 1.0)
 
 
@@ -542,7 +542,7 @@ def test_repeats_are_fresh_requests_with_their_own_cache_keys_and_flaky_rows_are
     assert ev.total == 6 and [r.repeat for r in ev.cells(0, "openai:m")] == [0, 1, 2]
     assert [r.text for r in again.cells(0, "openai:m")] == ["Paris", "Lyon", "Paris"]  # each repeat its own answer
     assert ev.flaky() == [(0, "openai:m")]
-    summary = ev.summary()[0]
+    summary = ev.summary_records()[0]
     assert (summary["runs"], summary["passed"], summary["flaky"]) == (6, 5, 1)
     assert summary["pass_rate"] == pytest.approx(5 / 6)
     assert [(r["row"], r["repeat"], r["passed"]) for r in ev.records()][:3] == [(0, 0, True), (0, 1, False), (0, 2, True)]
@@ -567,7 +567,7 @@ def test_prompt_and_system_variants_are_columns_named_provider_slash_variant(sto
                     ("You reason step by step.", "Think, then name the capital of Japan.")]
     assert ev.cell(1, "openai:m/steps").prompt == "Think, then name the capital of Japan."
     assert {r["column"]: r["variant"] for r in ev.records()} == {"openai:m/terse": "terse", "openai:m/steps": "steps"}
-    assert [s["column"] for s in ev.summary()] == ["openai:m/terse", "openai:m/steps"]
+    assert [s["column"] for s in ev.summary_records()] == ["openai:m/terse", "openai:m/steps"]
     with pytest.raises(ValueError, match="not both"):
         evaluate(["openai:m"], "{{ row }}", ["a"], prompts={"a": "{{ row }}"})
     with pytest.raises(ValueError, match="one word without '/'"):
