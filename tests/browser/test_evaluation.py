@@ -158,3 +158,31 @@ def test_a_grade_clicked_in_the_matrix_survives_save_reopen_and_a_kernel_restart
         assert len(model_server.requests) == requests  # every run served from the cache
     finally:
         model_server.responder = None
+
+
+def test_the_evaluate_notebook_draws_its_verdict_grades_and_filters_without_a_kernel(lab, tmp_path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    from .conftest import ROOT
+
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("IPYAGENT_RUN_STORE", str(tmp_path / "runs.sqlite"))
+    nb = nbformat.read(ROOT / "notebooks" / "evaluate.ipynb", as_version=4)
+    NotebookClient(nb, timeout=240, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    nbformat.write(nb, lab.root / "evaluate-executed.ipynb")
+    lab.open("evaluate-executed.ipynb", wait_kernel=False)
+    index = next(i for i, c in enumerate(nb.cells) if c.source.startswith("%%compare"))
+    matrix = lab.cell(index).locator(".jp-ipyagent-renderer .ipyagent-evaluation")
+    matrix.locator(".ipyagent-eval-verdict").first.wait_for(timeout=60000)
+    verdicts = matrix.locator(".ipyagent-eval-verdict").all_inner_texts()
+    assert any("openai:gpt-4.1-mini/careful better by 15 points" in v for v in verdicts)
+    assert matrix.locator("summary .ipyagent-eval-human").count() == 4  # the grades given in later cells
+    assert matrix.locator(".ipyagent-eval-agreement td").all_inner_texts()[1:] == ["4", "75%", "0.50"]
+    matrix.locator("button[data-filter='disagree']").click()
+    shown = matrix.locator(".ipyagent-eval-matrix tbody tr").count()
+    assert 0 < shown < 20
+    matrix.locator("button[data-filter='all']").click()
+    _light_and_dark(lab, matrix)

@@ -174,32 +174,52 @@ def test_evaluate_notebook_replays_its_cassettes_and_a_rerun_is_cached(tmp_path,
 
     sys.path.insert(0, str(NOTEBOOK.parent))
     try:
-        from make_evaluate_cassettes import CITIES, MISTAKES
+        from make_evaluate_cassettes import CITIES, MISTAKES, REPEAT
     finally:
         sys.path.remove(str(NOTEBOOK.parent))
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("IPYAGENT_RUN_STORE", str(tmp_path / "runs.sqlite"))
-    docs = []
+    docs, frames = [], []
     for _ in range(2):
         nb = nbformat.read(NOTEBOOK, as_version=4)
-        NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
+        NotebookClient(nb, timeout=240, kernel_name="python3", store_widget_state=True,
                        resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
         assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o["output_type"] == "error"]
-        (cell,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%compare")]
-        docs.append(_saved(cell))
-        (frame,) = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("df = ev.to_dataframe()")]
-        table = frame.outputs[0]["data"]["text/html"]  # the failures, as a DataFrame
-        for column in ("row", "country", "provider", "output", "failures"):
-            assert f"<th>{column}</th>" in table
-        assert table.split("<tbody>")[1].count("<tr>") == sum(len(m) for m in MISTAKES.values())
+        matrix, by_name = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%compare")]
+        docs.append(_saved(matrix))
+        frames.append(nb)
     first, again = docs
-    assert len(first["results"]) == 3 * len(CITIES) and not any(r["cached"] for r in first["results"])
-    passed = {s["provider"].split(":")[0]: s["passed"] for s in first["summary"]}
-    assert passed == {p: len(CITIES) - len(m) for p, m in MISTAKES.items()}
-    assert all(s["judge_cost"] for s in first["summary"])
+    runs = len(CITIES) * 2 * 2 * REPEAT  # rows x 2 models x 2 variants x repeats
+    assert len(first["results"]) == runs and not any(r["cached"] for r in first["results"])
+    passed = {s["column"]: s["passed"] for s in first["summary"]}
+    assert passed == {f"{p}:{m}/{v}": len(CITIES) * REPEAT - sum(len(k) for k, _ in MISTAKES[p, v].values())
+                      for p, m in (("openai", "gpt-4.1-mini"), ("anthropic", "claude-sonnet-4-5"))
+                      for v in ("terse", "careful")}
+    # The verdicts: the careful prompt beats the terse baseline on both models; Anthropic's terse one
+    # cannot be told apart from it.
+    verdicts = {c["column"]: (c["verdict"], c["sentence"]) for c in first["comparisons"]}
+    assert verdicts["openai:gpt-4.1-mini/careful"][0] == "better"
+    assert verdicts["anthropic:claude-sonnet-4-5/careful"][0] == "better"
+    verdict, sentence = verdicts["anthropic:claude-sonnet-4-5/terse"]
+    assert verdict == "no significant difference"
+    assert sentence.startswith("no significant difference (n=20 rows, 60 pairs")
+    # The grades given in later cells are in the matrix's saved output, and the judge's agreement with them.
+    graded = sorted((r["row"], r["column"], r["human"]) for r in first["results"] if r["human"] is not None)
+    assert graded == [(0, "openai:gpt-4.1-mini/terse", True), (5, "openai:gpt-4.1-mini/terse", False),
+                      (13, "anthropic:claude-sonnet-4-5/terse", True), (16, "anthropic:claude-sonnet-4-5/terse", False)]
+    (agreement,) = first["agreement"]
+    assert (agreement["n"], agreement["percent"], agreement["kappa"]) == (4, 75.0, pytest.approx(0.5))
+    compare_cell = next(c for c in frames[0].cells if c.source.startswith("%%compare"))
+    html = next(o for o in compare_cell.outputs if MIME_TYPE in o.get("data", {}))["data"]["text/html"]
+    assert "human ✓" in html and "better by 15 points" in html
+    # The diff: the name check alone passes the three Bolivia runs only the judge failed.
+    diff = [c for c in frames[0].cells if c.cell_type == "code" and c.source.startswith("by_name.diff(ev)")][0]
+    assert diff.outputs[0]["data"]["text/html"].count("fixed") == 3
+    # Run again: every run from the store, the same verdicts, and nothing changed since the last run.
     assert all(r["cached"] for r in again["results"])
     assert [r["passed"] for r in again["results"]] == [r["passed"] for r in first["results"]]
+    assert again["changes"]["sentence"] == "since the last run: no change"
 
 
 def _execute_allowing_errors(cells: list[str], tmp_path: Path, monkeypatch) -> Any:
