@@ -476,7 +476,8 @@ def test_a_cells_checks_together_end_by_the_runs_deadline(store) -> None:
         ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row }}", ["q"], assertions=catastrophic,
                       check_timeout=0.3, timeout=0.5, store=store)
     first, second, third = ev.results[0].outcomes
-    assert first.reason == "timed out: the pattern ran past 0.3 s"
+    # Its own 0.3 s limit when the model answered at once, else the run's deadline (a loaded machine).
+    assert not first.passed and first.reason.startswith(("timed out: the pattern ran past", "timed out: the check"))
     assert not second.passed and second.reason.startswith("timed out")
     # The run's deadline (0.5 s), or a check timeout after the checks began, had passed: the third never ran.
     assert third.reason == "timed out: no time was left before the run's deadline"
