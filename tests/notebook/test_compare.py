@@ -343,6 +343,27 @@ def test_text_view_table_is_written_to_its_stream() -> None:
     assert stream.getvalue().startswith("── a:b ──\nhello\n") and "end_turn" in stream.getvalue()
 
 
+def test_compare_in_a_terminal_shows_control_characters_instead_of_running_them(ip, monkeypatch, capsys) -> None:
+    """Model text and error messages reach the terminal with their escape sequences visible (an OSC 52
+    clipboard write, a screen clear), as `%%agent` prints them; the plain-text path once wrote them raw."""
+    from ..support.stub_server import openai_text_reply
+
+    hostile = "Lima \x1b]52;c;aGVsbG8=\x07 \x1b[2J end"
+    bad_request = Reply(status=400, headers={"Content-Type": "application/json"},
+                        pieces=[json.dumps({"error": {"message": "no \x1b]0;title\x07 here"}}).encode()])
+    def respond(request: dict[str, Any]) -> Reply:
+        return openai_text_reply(hostile) if request["body"]["model"] == "a" else bad_request
+
+    with StubServer(respond=respond) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+        ip.run_cell_magic("compare", "openai:a openai:b", "hi")
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert "Lima ␛]52;c;aGVsbG8=␇ ␛[2J end" in out  # the answer, its controls shown
+    assert "␛]0;title␇" in out  # the failing provider's error, in its pane and in the table
+
+
 def test_load_declares_every_magic() -> None:
     """`%load_ext` declares `MAGICS` without importing the package; every real magic is declared."""
     import subprocess

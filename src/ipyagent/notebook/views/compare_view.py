@@ -11,7 +11,17 @@ import sys
 from typing import Any, TextIO
 
 from ...agent import COLUMNS, NUMERIC, RunFigures, Stat, summarize
-from ...core import ComparisonTable, Event, Message, ModelFailed, ProviderError, ToolAction, redact, redact_data
+from ...core import (
+    ComparisonTable,
+    Event,
+    Message,
+    ModelFailed,
+    ProviderError,
+    ToolAction,
+    redact,
+    redact_data,
+    visible_controls,
+)
 from ..render.html import escape
 from .run_view import RunState, TextView, WidgetView
 
@@ -312,7 +322,7 @@ class CompareTextView:
         run = f" · run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
         state = self.states[fig.index]
         body = state.text if fig.ok else f"[error] {fig.error_type}: {fig.error}"
-        self.stream.write(redact(f"── {fig.provider}{run} ──\n{body}\n"))
+        self.stream.write(visible_controls(redact(f"── {fig.provider}{run} ──\n{body}\n")))
         self.stream.flush()
 
     def mark_interrupted(self) -> None:
@@ -325,7 +335,7 @@ class CompareTextView:
 
         note = f"· run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
         body = (transcript_renderables(fig.transcript) if fig.transcript is not None
-                else [Text(redact(f"[error] {fig.error_type}: {fig.error}"), style="bold red")])
+                else [Text(visible_controls(redact(f"[error] {fig.error_type}: {fig.error}")), style="bold red")])
         print_rendered(self.stream, [header(str(fig.provider), note), *body])
 
     def show_table(self) -> None:
@@ -333,5 +343,5 @@ class CompareTextView:
             from ..render.terminal_records import figures_table, print_rendered
 
             return print_rendered(self.stream, [figures_table(table_data(self.providers, self.figures, self.runs))])
-        self.stream.write(redact(table_text(self.providers, self.figures, self.runs)) + "\n")
+        self.stream.write(visible_controls(redact(table_text(self.providers, self.figures, self.runs))) + "\n")
         self.stream.flush()
