@@ -107,3 +107,23 @@ def test_the_cap_warns_once(ip, tmp_path: Path, capsys, connected) -> None:  # n
     ip.run_cell_magic("agent", "", "Hi again")
     assert "past store_max_size" not in capsys.readouterr().err  # once
     ip.run_line_magic("agent", "store off")
+
+
+def test_a_word_that_is_no_store_file_never_moves_the_run_store(ip, tmp_path: Path, monkeypatch, capsys) -> None:
+    """``%agent store prune`` (for ``--prune``) or ``on`` once made a new empty store file of that name
+    and moved the session's runs, grades and cache there, without a word."""
+    from IPython.core.error import UsageError
+
+    monkeypatch.chdir(tmp_path)
+    ip.run_line_magic("agent", f"store {tmp_path / 'runs.sqlite'}")
+    for word in ("prune", "on", "runs"):
+        with pytest.raises(UsageError, match=r"there is no file .* ends in \.sqlite.*--prune deletes old runs"):
+            ip.run_line_magic("agent", f"store {word}")
+    assert not [p for p in tmp_path.iterdir() if not p.name.startswith("runs.sqlite")]  # no file was made
+    capsys.readouterr()
+    ip.run_line_magic("agent", "store")
+    assert capsys.readouterr().out.startswith(f"run store: {tmp_path / 'runs.sqlite'} · ")  # still where it was
+    (tmp_path / "existing").write_bytes((tmp_path / "runs.sqlite").read_bytes())
+    ip.run_line_magic("agent", "store existing")  # an existing store may be called anything
+    assert capsys.readouterr().out.startswith("run store: existing · ")
+    ip.run_line_magic("agent", "store off")

@@ -25,6 +25,7 @@ import json
 import shlex
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -127,6 +128,26 @@ def turn_transcript(turn: Any, number: int) -> Transcript:
     return Transcript.from_messages(
         turn.messages, provider=turn.provider or "?", status=status, error=turn.error, title=title
     )
+
+
+#: What a new run store's file name ends with (an existing SQLite file may be called anything).
+STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+
+
+def _check_new_store_name(path: str) -> None:
+    """A word that names no existing file is a new store only when it ends like one: a mistyped
+    subcommand (``%agent store prune``, ``on``) would otherwise move the session's runs, grades and
+    cache to a new empty file of that name.
+
+    Raises:
+        UsageError: a new file not ending in `STORE_SUFFIXES`, saying what to give instead.
+    """
+    given = Path(path).expanduser()
+    if given.exists() or given.suffix.lower() in STORE_SUFFIXES:
+        return
+    raise UsageError(f"%agent store: there is no file {path!r}, and a new run store's name ends in "
+                     f"{', '.join(STORE_SUFFIXES)} (%agent store runs.sqlite); %agent store off stops recording, "
+                     "%agent store --prune deletes old runs; runs are still recorded where they were")
 
 
 def _tokens(usage: dict[str, Any]) -> str:
@@ -398,6 +419,7 @@ class SessionMagics(Magics):
             return self._store_admin(words)
         path = words[0] if words else None
         if path is not None and path.lower() not in ("off", "none"):
+            _check_new_store_name(path)
             try:  # checked and opened now, so a bad path is said here, not at the next run
                 RunStore(check_store_path(path)).close()
             except StoreError as exc:
