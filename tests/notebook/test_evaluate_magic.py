@@ -142,6 +142,30 @@ def test_rows_of_strings_render_as_row(ip) -> None:
     assert [r.passed for r in ip.user_ns["ev"].ordered()] == [True, True]
 
 
+def test_the_values_a_row_puts_in_a_prompt_pass_the_context_rule(ip, capsys) -> None:
+    """A row's key, a field or a variable under a secret-looking name reached the provider as they were:
+    the prompts of ``%%compare --over`` are cell templates, so they pass the context rule as ``%%agent``'s do
+    (and ``%agent settings redact_context=false`` sends them as they are)."""
+    key = "sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX1234"
+    with StubServer(responder=answering(lambda q: "ok")) as server:
+        ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
+        ip.user_ns["rows"] = [{"q": f"my key {key}", "password": "hunter2hunter2", "city": "Lima"}]
+        ip.user_ns["api_token"] = "tok-1234567890abcdef"
+        cell = "{{ row.q }} / {{ row['password'] }} / {{ api_token }} / {{ row }} / {{ row.city }}"
+        ip.run_cell_magic("compare", "openai:m --over rows -o ev", cell)
+        sent = [last_user_text(r["body"]) for r in server.requests]
+        assert sent == ["my key [redacted] / [redacted] / [redacted] / "
+                        "{'q': 'my key [redacted]', 'password': '[redacted]', 'city': 'Lima'} / Lima"]
+        assert ip.user_ns["ev"].ordered()[0].prompt == sent[0]  # the matrix and the store show what was sent
+        ip.run_line_magic("agent", "settings redact_context=false")
+        try:
+            ip.run_cell_magic("compare", "openai:m --over rows", "{{ row.q }} / {{ row.password }}")
+        finally:
+            ip.run_line_magic("agent", "settings redact_context=true")
+        assert last_user_text(server.requests[-1]["body"]) == f"my key {key} / hunter2hunter2"
+    ip.user_ns.pop("api_token")
+
+
 def _evaluation(n_rows: int, answer=capital_of) -> Evaluation:
     rows = [CAPITALS[n % 3] for n in range(n_rows)]
     with StubServer(responder=answering(answer)) as server:

@@ -81,11 +81,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def make_plan(variants: list[Variant], rows: list[Any], checks: list[Assertion], *,
-              namespace: dict[str, Any] | None = None, raw: bool = False) -> Plan:
+              namespace: dict[str, Any] | None = None, raw: bool = False, redacting: bool = False) -> Plan:
     """Render every variant's prompt for every row and prepare every check for every row.
 
     Args:
         raw: send each variant's template as it is (no rendering).
+        redacting: the values the prompts take pass the context rule (`render_template`).
 
     Raises:
         TemplateError: no row can be sent in any variant; the message gives the first reasons.
@@ -100,7 +101,8 @@ def make_plan(variants: list[Variant], rows: list[Any], checks: list[Assertion],
             if errors[n] is None:
                 try:
                     prompt = (
-                        variant.template.strip() if raw else render_template(variant.template, row, namespace).strip()
+                        variant.template.strip() if raw
+                        else render_template(variant.template, row, namespace, redacting=redacting).strip()
                     )
                 except TemplateError as exc:
                     errors[n] = f"row {n}{where}: {_one_line(exc)}"

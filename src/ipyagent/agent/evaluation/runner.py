@@ -88,6 +88,7 @@ class _Run:
         run_options: dict[str, Any],
         namespace: dict[str, Any] | None,
         raw: bool,
+        redacting: bool,
         on_start: Callable[[EvalResult], Any] | None,
         on_result: Callable[[EvalResult], Any] | None,
     ) -> None:
@@ -95,7 +96,7 @@ class _Run:
         self.repeat, self.check_timeout = repeat, check_timeout
         self.concurrency, self.cache, self.store, self.factory = concurrency, cache, store, factory
         self.judge_factory = judge_factory
-        self.run_options, self.namespace, self.raw = run_options, namespace, raw
+        self.run_options, self.namespace, self.raw, self.redacting = run_options, namespace, raw, redacting
         self.on_start, self.on_result = on_start, on_result
         self.budget = Budget(budget)
         self.writer = CacheWriter(store, session=evaluation.id)
@@ -418,7 +419,8 @@ class _Run:
 
     async def run(self, entries: list[Agent | str], rows: list[Any]) -> Evaluation:
         ev = self.ev
-        plan = make_plan(self.variants, rows, self.assertions, namespace=self.namespace, raw=self.raw)
+        plan = make_plan(self.variants, rows, self.assertions, namespace=self.namespace, raw=self.raw,
+                         redacting=self.redacting)
         if plan.note():
             ev.notes.append(plan.note())  # type: ignore[arg-type]
         for assertion in self.assertions:
@@ -649,7 +651,7 @@ def make_variants(
 async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, *,
                     prompts: dict[str, str] | None = None, systems: dict[str, str] | None = None, repeat: int = 1,
                     assertions: Sequence[Any] = (), rubric: str | None = None, check_timeout: float = CHECK_TIMEOUT_S,
-                    concurrency: int = 4, budget: float | None = None, cache: bool = True,
+                    concurrency: int = 4, budget: float | None = None, cache: bool = True, redact_context: bool = False,
                     store: RunStore | str | Path | bool | None = None, system: str | None = None,
                     tools: list[Any] | None = None, max_steps: int = 10, output_schema: Any = None,
                     output_strategy: str | None = None, images: Any = None, settings: Any = None,
@@ -666,7 +668,7 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
             driver, system prompt and tools; never their conversation).
         template: the prompt, a Jinja2 template with the row as ``row`` (``{{ row.question }}``;
             ``{{ row }}`` for a string row) and `namespace`'s names; `raw`: sent as it is. None with `prompts`.
-        rows: a pandas or polars DataFrame, a list of dicts, or a list of strings.
+        rows: a pandas or polars DataFrame, a list of dicts or strings; `redact_context`: values pass the context rule.
         prompts, systems: prompt variants: name -> prompt template, name -> system prompt (`make_variants`).
         repeat: runs per cell (>= 1), each its own request and cache key.
         assertions: spec strings (``contains:TEXT``, ``regex:P``, ``equals:{{ row.answer }}``, ``json``,
@@ -705,7 +707,7 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
         check_timeout=check_timeout, assertions=checks, concurrency=concurrency, budget=budget, factory=make,
         judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
         run_options=_run_options(output_schema, output_strategy, images, settings, timeout), namespace=namespace,
-        raw=raw, on_start=on_start, on_result=on_result))
+        raw=raw, redacting=redact_context, on_start=on_start, on_result=on_result))
 
 
 def _analysis_options(ev: Evaluation, baseline: str | None, seed: int | None, name: str | None) -> None:

@@ -9,21 +9,52 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from ...core import MASK, mask_named, redact_context, secret_name
+
 
 class TemplateError(ValueError):
     """The prompt template cannot be rendered for a row (an undefined field, a failing expression)."""
 
 
+def _named(name: Any, value: Any) -> Any:
+    """`value`, or the mask when `name` looks secret (`core.secret_name`) and `value` is non-blank text."""
+    if isinstance(name, str) and isinstance(value, (str, bytes)) and value.strip() and secret_name(name):
+        return MASK
+    return value
+
+
+def _context_value(value: Any) -> str:
+    """What a ``{{ }}`` puts in a prompt under the context rule: a mapping's secret-named entries
+    and the secrets in its text masked (`core.mask_named`, `core.redact_context`)."""
+    value, _ = mask_named(value)
+    return redact_context(value if isinstance(value, str) else str(value))[0]
+
+
 @lru_cache(maxsize=32)
-def _compiled(template: str) -> Any:
+def _compiled(template: str, redacting: bool = False) -> Any:
     import jinja2
 
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    class ContextEnvironment(jinja2.Environment):
+        """Fields, attributes and items under a secret-looking name read as the mask (`_named`)."""
+
+        def getattr(self, obj: Any, attribute: str) -> Any:
+            return _named(attribute, super().getattr(obj, attribute))
+
+        def getitem(self, obj: Any, argument: Any) -> Any:
+            return _named(argument, super().getitem(obj, argument))
+
+    kind = ContextEnvironment if redacting else jinja2.Environment
+    environment = kind(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
+                       finalize=_context_value if redacting else None)
     return environment.from_string(template)
 
 
-def render_template(template: str, row: Any, namespace: dict[str, Any] | None = None) -> str:
-    """`template` (Jinja2) rendered with `row` as ``row`` (and `namespace`'s names).
+def render_template(template: str, row: Any, namespace: dict[str, Any] | None = None, *,
+                    redacting: bool = False) -> str:
+    """`template` (Jinja2) rendered with `row` as ``row`` (and `namespace`'s names). With
+    `redacting`, what it puts in the prompt is context for a model and passes the context rule,
+    as a ``%%agent`` cell's values do: a name, field or key that looks secret (``{{ api_key }}``,
+    ``{{ row.password }}``) is the mask, and each value's secrets are masked (``sk-...`` keys).
 
     Raises:
         TemplateError: a syntax error, an undefined name or field, or a failing expression.
@@ -31,8 +62,9 @@ def render_template(template: str, row: Any, namespace: dict[str, Any] | None = 
     import jinja2
 
     try:
-        compiled = _compiled(template)
-        return compiled.render({**(namespace or {}), "row": row})
+        compiled = _compiled(template, redacting)
+        names = {name: _named(name, value) for name, value in (namespace or {}).items()} if redacting else namespace
+        return compiled.render({**(names or {}), "row": row})
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"the template does not parse: {exc.message} (line {exc.lineno})") from None
     except jinja2.UndefinedError as exc:

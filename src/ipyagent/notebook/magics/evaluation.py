@@ -16,7 +16,16 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ...agent import Evaluation, TemplateError, aevaluate, make_variants, normalize_rows, parse_assertion, provider_keys
+from ...agent import (
+    Evaluation,
+    TemplateError,
+    aevaluate,
+    current_default,
+    make_variants,
+    normalize_rows,
+    parse_assertion,
+    provider_keys,
+)
 from ...drivers import resolve_alias
 from ..outcomes import run_cell
 from ..views.evaluation_view import EvaluationView
@@ -167,6 +176,7 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     view = EvaluationView(ev, widgets=agent_magics._widgets())
     session = agent_magics.session
     store = (session.store if session.store_path is not None else None) or False  # False: no store, no cache
+    redacting = current_default().redact_context  # the values the prompts take are context (%agent settings)
 
     async def evaluated() -> Evaluation:
         try:
@@ -174,6 +184,7 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
                                    check_timeout=args.check_timeout, assertions=checks, rubric=args.rubric,
                                    concurrency=args.concurrency, budget=args.budget, cache=not args.no_cache,
                                    store=store, namespace=shell.user_ns, raw=args.raw, factory=factory,
+                                   redact_context=redacting,
                                    judge_factory=judge_factory, on_result=view.update,
                                    evaluation=ev, output_schema=run_options.output_schema,
                                    output_strategy=run_options.output_strategy, images=list(run_options.images) or None,
