@@ -151,6 +151,23 @@ def test_a_secret_split_across_deltas_is_redacted_on_screen(monkeypatch: pytest.
         assert "sk-term-0123456789abcdefXYZ" not in out.getvalue() and "[redacted]" in out.getvalue()
 
 
+def test_a_secret_split_across_tool_call_argument_deltas_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool call's arguments stream in fragments; each was redacted alone, so a key cut between two
+    fragments reached the screen whole. They go through the stream's redactor as text does."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-term-0123456789abcdefXYZ")
+    arguments = '{"note": "use sk-term-0123456789abcdefXYZ or sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX1234 now"}'
+    for out in (io.StringIO(), Tty()):
+        view = TextView("openai:m", stream=out)
+        view.feed(ModelStarted(provider="openai", model="m"))
+        for i in range(0, len(arguments), 7):
+            view.feed(ToolCallDelta(0, call_id="c1", name="lookup", arguments=arguments[i:i + 7]))
+        view.feed(completed("done"))
+        raw = out.getvalue()
+        assert "0123456789abcdef" not in raw and "ABCDEFGHIJKLMNOP" not in raw
+        shown = "\n".join(screen_of(raw)) if isinstance(out, Tty) else raw
+        assert '[tool call lookup] {"note": "use [redacted] or [redacted] now"}' in shown
+
+
 def test_a_block_taller_than_the_screen_stays_as_streamed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LINES", "5")
     out = Tty()

@@ -654,7 +654,7 @@ class TextView(EventHandler):
         if event.index != self._tool_index:
             self._tool_index = event.index
             self.out.part(f"\n[tool call {event.name or ''}] ", "bold cyan")
-        self.out.part(event.arguments, "cyan")
+        self.out.streamed_part(event.arguments, "cyan")
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         self._tool_index = None

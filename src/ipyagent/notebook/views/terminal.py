@@ -87,16 +87,17 @@ def rows(text: str, width: int) -> int:
 class TerminalOutput:
     """What a `TextView` writes to: answer text, reasoning, notes (tool lines, errors), the footer.
 
-    Every piece passes the one redactor: streamed text through a `StreamRedactor`
-    (a secret split across deltas is caught; the word held back is released when
-    the block ends), notes whole.
+    Every piece passes the one redactor: streamed text and streamed notes (a tool call's
+    arguments) through a `StreamRedactor` (a secret split across deltas is caught; the word
+    held back is released when the block ends), other notes whole.
     """
 
     def __init__(self, stream: TextIO, *, colour: bool | None = None) -> None:
         self.stream = stream
         self.colour = colour_enabled(stream) if colour is None else colour
         self._redactor = StreamRedactor()
-        self._kind: str | None = None  # "text" / "reasoning" while one streams
+        self._kind: str | None = None  # "text" / "reasoning" / "part" (a streamed note) while one streams
+        self._part_style: str | None = None  # the style of the streamed note
         self._pending = ""  # the answer's text not yet drawn by rich (colour only)
         self._column = 0  # where the cursor is on its row (0: at the start of a row)
         self._console: Any = None
@@ -117,10 +118,19 @@ class TerminalOutput:
         self._write(f"{DIM}{piece}{RESET}" if self.colour and piece else piece)
 
     def part(self, piece: str, style: str | None = None) -> None:
-        """Anything else, written as it comes (a tool call and its arguments, a result, an error),
-        in `style` on a colour terminal; the answer's text so far is drawn first."""
+        """Anything else, written as it comes (a tool call's name, a result, an error), in `style`
+        on a colour terminal; the answer's text so far is drawn first."""
         self._switch(None)
-        piece = visible_controls(redact(piece))
+        self._styled(visible_controls(redact(piece)), style)
+
+    def streamed_part(self, piece: str, style: str | None = None) -> None:
+        """A piece of a note that streams (a tool call's arguments), written as it comes in
+        `style`; a secret split between pieces is masked, as in text."""
+        self._switch("part")
+        self._part_style = style
+        self._styled(visible_controls(self._redactor.feed(piece)), style)
+
+    def _styled(self, piece: str, style: str | None) -> None:
         if self.colour and style and piece:
             self._rich().print(piece, style=style, markup=False, highlight=False, end="")
             tail = piece.rsplit("\n", 1)[-1]
@@ -151,6 +161,8 @@ class TerminalOutput:
         rest = visible_controls(self._redactor.flush())
         if self._kind == "reasoning":
             self._write(f"{DIM}{rest}{RESET}\n" if self.colour else rest)
+        elif self._kind == "part":
+            self._styled(rest, self._part_style)
         elif self._kind == "text":
             self._stream(rest)
             if self.colour:
