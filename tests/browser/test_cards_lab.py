@@ -18,7 +18,7 @@ from .lab import LOOKUP, renderer_of, write_notebook
 
 pytestmark = pytest.mark.browser
 
-SETUP = "%load_ext ipyagent\n%provider openai:gpt-4.1-mini"
+SETUP = "%load_ext ipyagent\n%provider openai:gpt-6-luna"
 QUERY = ("q" * 20 + " ") * 15  # 315 characters, one long argument
 MIME = "application/vnd.ipyagent.transcript+json"
 

@@ -16,7 +16,7 @@ def test_insert_button_adds_the_code_as_a_cell_below(lab):
     from ipyagent.notebook.views.transcript_output import bundle
 
     answer = f"Guard the zero count:\n\n```python\n{CODE}\n```\n"
-    transcript = Transcript(provider="openai:gpt-4.1-mini", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=answer)])],
+    transcript = Transcript(provider="openai:gpt-6-luna", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=answer)])],
                             next_cell=NextCell(language="python", source=CODE))
     data, metadata = bundle(transcript)
     nb = nbformat.v4.new_notebook()

@@ -46,13 +46,13 @@ def _check_matrix(cell) -> None:
     two_lines = passed.first
     assert two_lines.locator("summary").inner_text().strip() == "✓ It is 2."
     summary = matrix.locator(".ipyagent-eval-summary tbody tr").first.inner_text()
-    assert summary.split("\t")[:3] == ["openai:gpt-4.1-mini", "85%", str(passed.count())]
+    assert summary.split("\t")[:3] == ["openai:gpt-6-luna", "85%", str(passed.count())]
 
 
 def test_saved_matrix_is_readable_without_a_kernel(lab, model_server):
     write_notebook(lab.root / "evaluation.ipynb", "%load_ext ipyagent",
                     f"rows = [{{'n': n, 'want': f'It is {{n * 2}}.'}} for n in range({ROWS})]",
-                    "%%compare openai:gpt-4.1-mini --over rows --assert 'contains:{{ row.want }}' --concurrency 8 -o ev\n"
+                    "%%compare openai:gpt-6-luna --over rows --assert 'contains:{{ row.want }}' --concurrency 8 -o ev\n"
                     "What is {{ row.n }} + {{ row.n }}?")
     model_server.responder = answering(_answer)
     try:

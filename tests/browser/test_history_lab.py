@@ -22,10 +22,10 @@ def _history_notebook(path) -> None:
                  Message(role="assistant", content=[ActionCallBlock(action=action)], usage=Usage(input_tokens=10, output_tokens=5)),
                  Message(role="tool", content=[ActionResultBlock(action=action, text="18 C and clear")]),
                  Message(role="assistant", content=[TextBlock(text="It is *18 C* and clear.")], usage=Usage(input_tokens=30, output_tokens=8))],
-                "ok", "run0001", "openai:gpt-4.1-mini")
+                "ok", "run0001", "openai:gpt-6-luna")
     failed = Turn([Message(role="user", content=[TextBlock(text="And tomorrow?")]),
                    Message(role="assistant", content=[TextBlock(text="Tomorrow it")], status="failed")],
-                  "failed", "run0002", "openai:gpt-4.1-mini", "server: 502 Bad Gateway")
+                  "failed", "run0002", "openai:gpt-6-luna", "server: 502 Bad Gateway")
     outputs = [nbformat.v4.new_output("display_data", data={"text/plain": "thread 'default': 2 turns"})]
     for n, t in enumerate([turn, failed], 1):
         data, metadata = bundle(turn_transcript(t, n))

@@ -72,7 +72,7 @@ def test_remote_images_in_model_output_are_never_fetched(lab, model_server):
     lab.page.on("request", lambda r: requests.append(r.url))
     try:
         answer = _answer(canary.host)
-        write_notebook(lab.root / "canary.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nHi")
+        write_notebook(lab.root / "canary.ipynb", "%load_ext ipyagent\n%provider openai:gpt-6-luna", "%%agent\nHi")
         model_server.script(openai_text_reply(answer, piece=7, delay=0.02))
         lab.open("canary.ipynb")
         cell = lab.cell(1)

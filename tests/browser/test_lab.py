@@ -190,7 +190,7 @@ def _assert_harmless(lab, cell) -> None:
 def test_hostile_model_and_tool_output_runs_nothing(lab, model_server):
     tool = ("from ipyagent.tools import activity\n\n@activity\ndef get_weather(city: str, state: str = '') -> str:\n"
             "    \"\"\"Weather now.\"\"\"\n    return " + repr(HOSTILE))
-    write_notebook(lab.root / "hostile.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", tool,
+    write_notebook(lab.root / "hostile.ipynb", "%load_ext ipyagent\n%provider openai:gpt-6-luna", tool,
                     "%%agent --tools get_weather\nWeather in San Francisco?")
     model_server.script(Reply.sse_file(TOOL_CALL), openai_text_reply(HOSTILE, piece=6, delay=0.02))
     lab.open("hostile.ipynb")
@@ -217,7 +217,7 @@ def test_hostile_model_and_tool_output_runs_nothing(lab, model_server):
 
 def test_stop_button_interrupts_and_keeps_the_partial_text(lab, model_server):
     full = expected_from(TEXT).text
-    write_notebook(lab.root / "interrupt.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini",
+    write_notebook(lab.root / "interrupt.ipynb", "%load_ext ipyagent\n%provider openai:gpt-6-luna",
                     "%%agent\nWhat is the weather in San Francisco?")
     model_server.script(Reply.sse_file(TEXT, delay=0.4), Reply.sse_file(TEXT))
     lab.open("interrupt.ipynb")
@@ -247,7 +247,7 @@ def test_stop_button_interrupts_and_keeps_the_partial_text(lab, model_server):
 def test_compare_cell_is_saved_side_by_side(lab, model_server):
     first, second = expected_from(TEXT).text, "The second model says hello."
     write_notebook(lab.root / "compare.ipynb", "%load_ext ipyagent",
-                    "%%compare openai:gpt-4.1-mini openai:gpt-4.1-nano\nWhat is the weather in San Francisco?")
+                    "%%compare openai:gpt-6-luna openai:gpt-6.1-terra\nWhat is the weather in San Francisco?")
     model_server.script(Reply.sse_file(TEXT), openai_text_reply(second))
     lab.open("compare.ipynb")
     cell = lab.cell(1)
@@ -265,9 +265,9 @@ def test_compare_cell_is_saved_side_by_side(lab, model_server):
     panes.nth(1).wait_for(state="attached", timeout=60000)
     assert sorted(words(t) for t in panes.locator(".ipyagent-text").all_text_contents()) == texts
     assert [t.split(" ·")[0] for t in panes.locator(".ipyagent-pane-title").all_text_contents()] == [
-        "openai:gpt-4.1-mini", "openai:gpt-4.1-nano"]
+        "openai:gpt-6-luna", "openai:gpt-6.1-terra"]
     rows = renderer_of(cell).locator(".ipyagent-compare-table tbody tr")
-    assert [r.split("\t")[0] for r in rows.all_inner_texts()] == ["openai:gpt-4.1-mini", "openai:gpt-4.1-nano"]
+    assert [r.split("\t")[0] for r in rows.all_inner_texts()] == ["openai:gpt-6-luna", "openai:gpt-6.1-terra"]
     lab.screenshot(cell, "reloaded-compare.png")
 
 
@@ -286,7 +286,7 @@ def test_notebook7_renders_a_saved_transcript(lab, model_server, monkeypatch):
     model_server.script(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT))
     monkeypatch.setenv("IPYAGENT_BROWSER_TEST_KEY", "sk-test-notebook7")
     events: list = []
-    result = Agent("openai:gpt-4.1-mini", base_url=model_server.url, api_key_env="IPYAGENT_BROWSER_TEST_KEY",
+    result = Agent("openai:gpt-6-luna", base_url=model_server.url, api_key_env="IPYAGENT_BROWSER_TEST_KEY",
                    tools=[get_weather]).run("Weather in San Francisco?", on_event=events.append)
     data, metadata = bundle(transcript_of(result, events=events))
     nb = nbformat.v4.new_notebook()

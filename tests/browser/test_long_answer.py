@@ -135,7 +135,7 @@ def test_a_long_fast_answer_keeps_up_draws_at_most_33_times_a_second_and_ends_ex
     deltas = -(-len(answer) // CHARS_PER_DELTA)
     reply = _batched(openai_text_reply(answer, piece=CHARS_PER_DELTA), BATCH, BATCH / RATE)
     stream_s = len(reply.pieces) * reply.delay  # the stream's own duration, as scripted
-    write_notebook(lab.root / "long.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nWrite a long report.")
+    write_notebook(lab.root / "long.ipynb", "%load_ext ipyagent\n%provider openai:gpt-6-luna", "%%agent\nWrite a long report.")
     model_server.script(reply)
     lab.open("long.ipynb")
     cell = lab.cell(1)
@@ -179,10 +179,10 @@ def test_stop_leaves_no_traceback_in_the_saved_notebook_and_a_missing_key_is_one
 
     text = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
     write_notebook(lab.root / "stop.ipynb",
-                    "import os\nos.environ.pop('ANTHROPIC_API_KEY', None)\n%load_ext ipyagent\n%provider openai:gpt-4.1-mini",
+                    "import os\nos.environ.pop('ANTHROPIC_API_KEY', None)\n%load_ext ipyagent\n%provider openai:gpt-6-luna",
                     "%%agent\nWhat is the weather in San Francisco?",
                     "%%agent -p nosuchprovider:model\nHi",
-                    "%%agent -p anthropic:claude-sonnet-4-5\nHi")
+                    "%%agent -p anthropic:claude-sonnet-5-5\nHi")
     model_server.script(Reply.sse_file(text, delay=0.4))
     lab.open("stop.ipynb")
     cell = lab.cell(1)
@@ -222,7 +222,7 @@ def test_the_live_view_is_as_tall_as_the_saved_transcript(lab, model_server):
     reply = openai_text_reply(answer, piece=12, delay=0.01)
     # A pause (SSE comments, which parsers skip) before the finish: the live view draws all the text.
     reply.pieces[-3:-3] = [b": keep-alive\n\n"] * 60
-    write_notebook(lab.root / "height.ipynb", "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nA short report.")
+    write_notebook(lab.root / "height.ipynb", "%load_ext ipyagent\n%provider openai:gpt-6-luna", "%%agent\nA short report.")
     model_server.script(reply)
     lab.open("height.ipynb")
     cell = lab.cell(1)

@@ -42,7 +42,7 @@ def _save_mid_run(lab, name: str) -> None:
 def _run_and_save_mid_run(lab, model_server, name: str):
     """Run the %%agent cell and save the notebook while the stream is held; the reply."""
     reply = openai_text_reply(BEFORE + AFTER, piece=PIECE, hold_after=HELD)
-    write_notebook(lab.root / name, "%load_ext ipyagent\n%provider openai:gpt-4.1-mini", "%%agent\nWrite.")
+    write_notebook(lab.root / name, "%load_ext ipyagent\n%provider openai:gpt-6-luna", "%%agent\nWrite.")
     model_server.script(reply)
     lab.open(name)
     lab.command("notebook:run-all-cells")

@@ -55,7 +55,7 @@ def test_max_attempts_is_at_least_one(given: int, kept: int) -> None:
 def test_price_as_must_name_provider_and_model() -> None:
     with pytest.raises(ProviderError) as raised:
         Toy("m", price_as="gpt-4.1")
-    assert_error(raised.value, "invalid_request", "price_as takes PROVIDER:MODEL (openai:gpt-4.1-mini), not 'gpt-4.1'", retryable=False)
+    assert_error(raised.value, "invalid_request", "price_as takes PROVIDER:MODEL (openai:gpt-6-luna), not 'gpt-4.1'", retryable=False)
     assert Toy("m", price_as="openai:gpt-4.1").price_as == "openai:gpt-4.1"
 
 

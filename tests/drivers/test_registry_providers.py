@@ -106,19 +106,19 @@ def test_aliases_in_provider_and_agent_magics(ip, monkeypatch, capsys):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-alias-test")
     with StubServer(Reply.sse_file(OPENAI_TEXT)) as server:
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
-        ip.run_line_magic("provider", "--alias fast openai:gpt-4.1-mini")
-        assert capsys.readouterr().out.strip() == "alias: fast = openai:gpt-4.1-mini"
-        ip.run_line_magic("provider", "--alias smart openai:gpt-4.1")
+        ip.run_line_magic("provider", "--alias fast openai:gpt-6-luna")
+        assert capsys.readouterr().out.strip() == "alias: fast = openai:gpt-6-luna"
+        ip.run_line_magic("provider", "--alias smart openai:gpt-6.1-terra")
         ip.run_line_magic("provider", "fast")
-        assert capsys.readouterr().out.splitlines()[-1].startswith("provider: openai:gpt-4.1-mini at ")
+        assert capsys.readouterr().out.splitlines()[-1].startswith("provider: openai:gpt-6-luna at ")
         ip.run_cell_magic("agent", "", "One.")
         ip.run_cell_magic("agent", "-p smart -o res", "Two.")
         ip.run_line_magic("provider", "--list")
         listing = capsys.readouterr().out
-    assert [r["body"]["model"] for r in server.requests] == ["gpt-4.1-mini", "gpt-4.1"]
-    assert ip.user_ns["res"].provider == "openai:gpt-4.1"
-    assert any(line.split()[:3] == ["fast", "alias", "="] and line.endswith("openai:gpt-4.1-mini") for line in listing.splitlines())
-    assert Agent("fast").provider == "openai:gpt-4.1-mini"  # from Python too
+    assert [r["body"]["model"] for r in server.requests] == ["gpt-6-luna", "gpt-6.1-terra"]
+    assert ip.user_ns["res"].provider == "openai:gpt-6.1-terra"
+    assert any(line.split()[:3] == ["fast", "alias", "="] and line.endswith("openai:gpt-6-luna") for line in listing.splitlines())
+    assert Agent("fast").provider == "openai:gpt-6-luna"  # from Python too
 
 
 def test_aliases_and_p_keep_their_server_options(ip, monkeypatch):

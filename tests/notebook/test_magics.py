@@ -50,7 +50,7 @@ def test_unknown_provider_is_one_short_line(ip, capsys) -> None:
         assert name in message
     # The session's provider did not change.
     ip.run_line_magic("provider", "")
-    assert "openai:gpt-4.1-mini (default)" in capsys.readouterr().out
+    assert "openai:gpt-6-luna (default)" in capsys.readouterr().out
 
 
 def test_missing_key_names_the_variable(ip, capsys) -> None:

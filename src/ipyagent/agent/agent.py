@@ -33,7 +33,7 @@ class Agent:
     The keyword arguments are the agent's defaults; a run's `RunOptions` override them.
 
     Args:
-        provider: ``provider:model`` (``openai:gpt-4.1-mini``), ``replay:CASSETTE``,
+        provider: ``provider:model`` (``openai:gpt-6-luna``), ``replay:CASSETTE``,
             or a ready prompt driver; None: the default's (``%provider``, or the
             innermost ``with ipyagent.using(...)`` block), with its driver options.
         settings: `ModelSettings` (or a dict of its fields) for every run, over the

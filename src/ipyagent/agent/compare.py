@@ -8,7 +8,7 @@ conversation. A provider that fails (bad key, 429, timeout, even a
 configuration error when its agent is built) gets an error figure; the others
 go on.
 
-    >>> cmp = ipyagent.compare(["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-5"], "Say hi", runs=3)
+    >>> cmp = ipyagent.compare(["openai:gpt-6-luna", "anthropic:claude-sonnet-5-5"], "Say hi", runs=3)
     >>> cmp.summary()            # one dict per provider: median, min, max of each figure
     >>> cmp.to_dataframe()       # one row per run (needs pandas)
 """

@@ -25,9 +25,11 @@ from types import MappingProxyType
 from typing import Any
 
 from ..core import ModelSettings, coerce_settings
+from ..drivers import example_id
 
-#: The provider used when nothing else says which.
-DEFAULT_PROVIDER = "openai:gpt-4.1-mini"
+#: The provider used when nothing else says which: OpenAI's current model in the shipped lifecycle
+#: table (``drivers/lifecycle.json``, the one place that choice is made).
+DEFAULT_PROVIDER = example_id("openai")
 #: Seconds a run may take, every model turn and tool included, unless told otherwise: a stream
 #: that never ends, or a tool that never returns, ends as ``timeout`` after ten minutes.
 DEFAULT_TIMEOUT = 600.0
@@ -178,7 +180,7 @@ def using(provider: str | None = None, /, *, settings: ModelSettings | dict[str,
           timeout: float | None = None, **kwargs: Any) -> Iterator[Defaults]:
     """Switch the default inside a ``with`` block only (this thread or asyncio task).
 
-        with ipyagent.using("anthropic:claude-sonnet-4-5", temperature=0):
+        with ipyagent.using("anthropic:claude-sonnet-5-5", temperature=0):
             ipyagent.Agent().run("...")       # Anthropic, at temperature 0
 
     Args:

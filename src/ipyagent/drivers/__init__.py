@@ -4,6 +4,7 @@ from .._lazy import lazy_exports
 from .aggregate import Aggregator
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, close_all_drivers
 from .decode import StreamDecoder
+from .lifecycle import Lifecycle, current_model, driver_notice, example_id, lifecycle, shutdown_notice
 from .pricing import LEDGER, Cost, format_usd, total_cost
 from .registry import (
     ALIASES,
@@ -43,5 +44,11 @@ __all__ = [
     "format_usd",
     "LEDGER",
     "close_all_drivers",
+    "Lifecycle",
+    "current_model",
+    "driver_notice",
+    "example_id",
+    "lifecycle",
+    "shutdown_notice",
     *__getattr__.exports,
 ]

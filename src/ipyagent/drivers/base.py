@@ -46,6 +46,7 @@ from .capabilities import Capabilities, CapabilityChecks
 from .decode import StreamDecoder, body_frames, stream_json
 from .errors import STATUS_TYPES, ErrorMapping, as_duration, error_excerpt
 from .http import _OPEN, RESPONSE_TIMEOUT, _Deadlined, _parsed_url, aclose, close_all_drivers, new_client, parse_retry_after
+from .lifecycle import example_id
 from .models import ModelLists
 from .structured import with_rule_instruction
 from .turn import Sent, TurnStart, TurnSteps
@@ -61,7 +62,7 @@ class BasePromptDriver(TurnSteps, CapabilityChecks, ErrorMapping, ModelLists, AB
     """Template for a prompt driver speaking one wire protocol.
 
     Args:
-        model: the provider's model name (``gpt-4.1-mini``).
+        model: the provider's model name (``gpt-6-luna``).
         api_key: sent as the provider expects; never logged or shown.
         base_url: the API root (``https://api.openai.com/v1``).
         read_timeout: seconds to connect and between two received bytes.
@@ -120,7 +121,7 @@ class BasePromptDriver(TurnSteps, CapabilityChecks, ErrorMapping, ModelLists, AB
         if price_as is not None and ":" not in price_as:
             raise ProviderError(
                 "invalid_request",
-                f"price_as takes PROVIDER:MODEL (openai:gpt-4.1-mini), not {price_as!r}",
+                f"price_as takes PROVIDER:MODEL ({example_id()}), not {price_as!r}",
                 retryable=False,
             )
         self.price_as, self.price_known = price_as, price_known

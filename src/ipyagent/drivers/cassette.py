@@ -2,7 +2,7 @@
 
 A cassette is a JSON-lines file, one exchange a line::
 
-    {"provider": "openai", "model": "gpt-4.1-mini", "base_url": "https://api.openai.com/v1",
+    {"provider": "openai", "model": "gpt-6-luna", "base_url": "https://api.openai.com/v1",
      "request": {"method": "POST", "url": "https://.../chat/completions", "body": {...}},
      "response": {"status": 200, "headers": {"content-type": "..."}, "body": "data: ...\\n\\n"}}
 

@@ -81,6 +81,12 @@ class ErrorMapping:
             message = error_excerpt(message)
         etype = etype or STATUS_TYPES.get(status) or ("server" if status >= 500 else "invalid_request")
         message = redact(message or f"HTTP {status} from {self.base_url}")
+        if status == 404 and getattr(self, "price_known", False):  # the provider's own API: a shut-down model says so
+            from .lifecycle import retired_hint
+
+            hint = retired_hint(self.provider, getattr(self, "model", ""))
+            if hint:
+                message += f" ({hint})"
         if status in (401, 403) and not self._api_key:
             message += (f" (no API key was sent to {redact(self.base_url)}; name the variable holding one: "
                         "--api-key-env VAR, or api_key_env= in Python)")

@@ -1,6 +1,6 @@
 """What known models can take, where a protocol's own rules are not enough.
 
-OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 but not gpt-5-chat) reject
+OpenAI's reasoning models (o1, o3, o4-mini, gpt-5 but not gpt-5-chat, gpt-6) reject
 sampling settings (``temperature``, ``top_p``, ``stop``: "Unsupported parameter",
 OpenAI reasoning guide), and its other chat models reject ``reasoning_effort``.
 A model ipyagent does not know (a local server's) is given every setting its
@@ -19,7 +19,7 @@ import re
 #: minimum is 1024; Gemini 2.5 Flash's maximum is 24576.
 EFFORT_BUDGETS: dict[str, int] = {"low": 2048, "medium": 8192, "high": 24576}
 
-_OPENAI_REASONING = re.compile(r"^(o\d+|gpt-5)")
+_OPENAI_REASONING = re.compile(r"^(o\d+|gpt-[56])")
 _OPENAI_NON_REASONING = re.compile(r"^(gpt-4|gpt-3\.5|chatgpt-|gpt-5[\w.]*-chat)")
 
 
@@ -31,10 +31,14 @@ CONTEXT_WINDOWS: dict[str, int] = {
     "gpt-4": 8_192,
     "gpt-3.5": 16_385,
     "gpt-5": 400_000,
+    "gpt-6": 922_000,
     "o1": 200_000,
     "o3": 200_000,
     "o4": 200_000,
     "claude": 200_000,
+    "claude-sonnet-5": 1_000_000,
+    "claude-opus-5": 1_000_000,
+    "claude-fable": 1_000_000,
     "gemini": 1_048_576,
     "llama3.1": 131_072,
     "llama3.2": 131_072,

@@ -3,8 +3,8 @@
 Each protocol's list endpoint (`BasePromptDriver.list_models`):
 
 * OpenAI and every compatible server: ``GET {base}/models`` -> ``{"object": "list",
-  "data": [{"id", "object": "model", "created", "owned_by"}]}`` (OpenAI API
-  reference, "Models: List models");
+  "data": [{"id", "object": "model", "created", "owned_by", "shutdown_date"?}]}`` (OpenAI API
+  reference, "Models: List models"; ``shutdown_date`` is ``YYYY-MM-DD`` or null, "Deprecations");
 * Anthropic: ``GET {base}/models?limit=1000`` -> ``{"data": [{"type": "model", "id",
   "display_name", "created_at"}], "has_more", "first_id", "last_id"}``, paged with
   ``after_id`` (Anthropic API reference, "Models: List Models");
@@ -15,12 +15,14 @@ Each protocol's list endpoint (`BasePromptDriver.list_models`):
   "details": {"family", "parameter_size", "quantization_level"}}]}`` (Ollama API,
   "List Local Models").
 
-Context windows and prices come from genai-prices where the provider reports none.
+Context windows and prices come from genai-prices where the provider reports none; shutdown
+dates from the shipped lifecycle table (`lifecycle`) where the provider's list gives none.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, ClassVar
 
 import httpx2
@@ -34,10 +36,13 @@ class ModelListing:
     """One model a provider offers.
 
     Attributes:
-        id: the id to use after ``provider:`` (``gpt-4.1-mini``).
+        id: the id to use after ``provider:`` (``gpt-6-luna``).
         name: a display name, when the provider gives one.
         context_window: input tokens the model takes, when known.
         input_usd_per_mtok, output_usd_per_mtok: USD per million tokens (genai-prices), when known.
+        shutdown_date: the day the provider shuts the model down: its list's ``shutdown_date``
+            (OpenAI), else the shipped lifecycle table's; None when neither names one.
+        replacement: the model the provider recommends instead, when it names one.
         details: anything else the provider said (created, owner, size, family...).
     """
 
@@ -46,14 +51,27 @@ class ModelListing:
     context_window: int | None = None
     input_usd_per_mtok: float | None = None
     output_usd_per_mtok: float | None = None
+    shutdown_date: date | None = None
+    replacement: str | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_openai(data: Any) -> tuple[list[ModelListing], dict[str, Any] | None]:
-    """An OpenAI-style list (``data[].id``); no paging."""
-    rows = [ModelListing(m["id"], details={k: m[k] for k in ("created", "owned_by") if m.get(k) is not None})
+    """An OpenAI-style list (``data[].id``, ``shutdown_date`` where given); no paging."""
+    rows = [ModelListing(m["id"], shutdown_date=_day(m.get("shutdown_date")),
+                         details={k: m[k] for k in ("created", "owned_by") if m.get(k) is not None})
             for m in (data.get("data") or []) if isinstance(m, dict) and m.get("id")]
     return rows, None
+
+
+def _day(value: Any) -> date | None:
+    """A ``YYYY-MM-DD`` date (a longer ISO timestamp read as its day); None for anything else."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return date.fromisoformat(value[:10])
+    except ValueError:
+        return None
 
 
 def parse_anthropic(data: Any) -> tuple[list[ModelListing], dict[str, Any] | None]:
@@ -82,6 +100,19 @@ def parse_ollama(data: Any) -> tuple[list[ModelListing], dict[str, Any] | None]:
             details.update({k: m[k] for k in ("size", "modified_at") if m.get(k) is not None})
             rows.append(ModelListing(m.get("model") or m["name"], details=details))
     return rows, None
+
+
+def with_shutdowns(rows: list[ModelListing], provider: str) -> list[ModelListing]:
+    """Fill each row's shutdown date (where the list gave none) and replacement from the shipped
+    lifecycle table of `provider` (our id: ``openai``, ``anthropic``...)."""
+    from .lifecycle import replacement, shutdown_of
+
+    for row in rows:
+        entry = shutdown_of(provider, row.id, row.shutdown_date)
+        if entry is not None:
+            row.shutdown_date = entry.shutdown
+            row.replacement = replacement(provider, row.id)
+    return rows
 
 
 def with_known_facts(rows: list[ModelListing], price_provider: str | None) -> list[ModelListing]:
@@ -138,7 +169,9 @@ class ModelLists:
 
     async def list_models(self, *, max_pages: int = 20) -> list[ModelListing]:
         """The models this provider offers (`models_path`, every page), with context window and
-        price from genai-prices where known (prices only for the provider's own host).
+        price from genai-prices where known, and shutdown dates: the list's own (OpenAI's
+        ``shutdown_date``), and for the provider's own host the shipped lifecycle table's
+        (prices too only for the provider's own host).
 
         Raises:
             ProviderError: ``not_found`` when the server has no model list (404/405), else as
@@ -158,6 +191,8 @@ class ModelLists:
                 break
             params = {**self.models_params, **following}
         provider = getattr(self, "price_provider", None) or pricing.PRICE_PROVIDERS.get(self.provider)
+        if self.price_known:  # the provider's own host: its announced shutdowns (a list's own dates are kept)
+            rows = with_shutdowns(rows, self.provider)
         return with_known_facts(rows, provider if self.price_known else None)
 
     def _models_page(self, response: httpx2.Response, url: str) -> dict[str, Any]:

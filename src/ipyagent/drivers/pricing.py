@@ -99,7 +99,7 @@ def price(provider: str, model: str, usage: Usage, *, price_provider: str | None
 
     Args:
         provider: our provider id (``openai``, ``gemini``...).
-        model: the model as the provider reported it (``gpt-4.1-mini-2025-04-14``).
+        model: the model as the provider reported it (a dated snapshot, as the reply named it).
         usage: the turn's billed tokens (`Usage.input_tokens` includes cache reads and writes).
         price_provider: a genai-prices provider id overriding `PRICE_PROVIDERS` (plug-in drivers).
     """

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core import ConfigurationError, ModelSettings
 from .base import BasePromptDriver
+from .lifecycle import example_id
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ BUILTIN: dict[str, ProviderSpec] = {
 #: A second variable accepted for a provider's key (Google documents both).
 KEY_FALLBACKS = {"GEMINI_API_KEY": "GOOGLE_API_KEY"}
 
-#: Short names for provider ids (``%provider --alias fast openai:gpt-4.1-mini``): name -> ``provider:model``.
+#: Short names for provider ids (``%provider --alias fast openai:gpt-6-luna``): name -> ``provider:model``.
 ALIASES: dict[str, str] = {}
 _ALIAS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
@@ -188,7 +189,7 @@ def providers() -> dict[str, ProviderSpec]:
 
 
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
-    """``"openai:gpt-4.1-mini"`` -> ``("openai", "gpt-4.1-mini")``; the model may hold ``:``.
+    """``"openai:gpt-6-luna"`` -> ``("openai", "gpt-6-luna")``; the model may hold ``:``.
     An alias (`set_alias`) is replaced by the id it stands for.
 
     Raises:
@@ -202,10 +203,8 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
             raise ConfigurationError("replay needs a cassette file: replay:PATH")
         return name, model
     if not sep or not model:
-        raise ConfigurationError(
-            f"expected PROVIDER:MODEL (e.g. openai:gpt-4.1-mini) or an alias "
-            f"(%provider --alias NAME PROVIDER:MODEL), got {provider_id!r}"
-        )
+        raise ConfigurationError(f"expected PROVIDER:MODEL (e.g. {example_id()}) or an alias "
+                                 f"(%provider --alias NAME PROVIDER:MODEL), got {provider_id!r}")
     if name not in known:
         raise ConfigurationError(f"unknown provider {name!r}; known providers: {', '.join(sorted(known))}, replay")
     return name, model

@@ -295,11 +295,11 @@ class JudgeAssertion(Assertion):
     needs_model = True
 
     def __init__(self, provider: str, rubric: str | None = None) -> None:
-        from ...drivers import resolve_alias
+        from ...drivers import example_id, resolve_alias
 
         if ":" not in resolve_alias(provider):
             raise ValueError(f"judge:{provider}: give the judge as judge:PROVIDER:MODEL (or an alias), "
-                             "e.g. judge:openai:gpt-4.1-mini")
+                             f"e.g. judge:{example_id()}")
         self.provider, self.rubric = provider, rubric or DEFAULT_RUBRIC
         self.name = f"judge:{provider}"
         self.run: Callable[[str], Any] | None = None  # async (prompt) -> (text, cost, error); set by the evaluation

@@ -1,6 +1,6 @@
 """Evaluation: a prompt template over rows × providers, each cell a fresh run, with assertions.
 
-    >>> ev = ipyagent.evaluate(["openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-5"],
+    >>> ev = ipyagent.evaluate(["openai:gpt-6-luna", "anthropic:claude-sonnet-5-5"],
     ...                        "Capital of {{ row.country }}? One word.", rows,
     ...                        assertions=["icontains:{{ row.capital }}"], concurrency=8)
     >>> ev.summary()          # a DataFrame, one row per column: pass rate and its interval, times, cost, verdict

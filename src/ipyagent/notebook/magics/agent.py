@@ -39,6 +39,7 @@ from ...drivers import (
     KEY_FALLBACKS,
     BasePromptDriver,
     create_driver,
+    driver_notice,
     parse_provider_id,
     providers,
     resolve_alias,
@@ -123,6 +124,7 @@ class AgentMagics(Magics):
         self._drivers: dict[tuple[str, tuple[tuple[str, Any], ...]], BasePromptDriver] = {}  # one HTTP client each
         self.mcp_servers: dict[str, MCPServer] = {}  # %mcp add NAME ... (mcp_magics.py)
         self.last_result: AgentResult | None = None
+        self._noticed: set[tuple[str, str]] = set()  # models whose shutdown notice was printed this session
 
     @property
     def provider_id(self) -> str | None:
@@ -184,7 +186,19 @@ class AgentMagics(Magics):
         if driver is None:
             extra = {"chunk_delay": REPLAY_DELAY} if provider_id.startswith("replay:") else {}
             driver = self._drivers[key] = create_driver(provider_id, **options, **extra)
+            self.note_shutdown(driver)
         return Agent(driver)
+
+    def note_shutdown(self, driver: BasePromptDriver) -> None:
+        """One line, once a session per model, when `driver`'s model shuts down within 60 days or
+        has shut down (`driver_notice`: its date and the replacement the provider recommends)."""
+        key = (driver.provider, driver.model)
+        if key in self._noticed:
+            return
+        self._noticed.add(key)
+        notice = driver_notice(driver)
+        if notice:
+            print(f"note: {notice}")
 
     def _namespace_tools(self) -> dict[str, Any]:
         """Tools visible in the user namespace: BaseTool instances, BaseTool subclasses defined in
@@ -386,7 +400,7 @@ class AgentMagics(Magics):
     # -- %provider --------------------------------------------------------------------
 
     @magic_arguments()
-    @argument("provider_id", nargs="?", help="PROVIDER:MODEL (openai:gpt-4.1-mini, ollama:llama3.2) or replay:CASSETTE")
+    @argument("provider_id", nargs="?", help="PROVIDER:MODEL (openai:gpt-6-luna, ollama:llama3.2) or replay:CASSETTE")
     @argument(
         "--base-url",
         help="API root of an OpenAI-compatible server, e.g. http://localhost:8000/v1; "
@@ -426,10 +440,10 @@ class AgentMagics(Magics):
     def provider(self, line: str) -> None:
         """Show or set the default provider of ``%%agent`` cells, and the session's settings.
 
-        ``%provider`` shows it; ``%provider openai:gpt-4.1-mini`` sets it;
+        ``%provider`` shows it; ``%provider openai:gpt-6-luna`` sets it;
         ``%provider --temperature 0 --max-tokens 256`` sets session defaults for
         every cell and comparison (a cell's own options go over them);
-        ``%provider --alias fast openai:gpt-4.1-mini`` names it;
+        ``%provider --alias fast openai:gpt-6-luna`` names it;
         ``%provider --list`` lists the providers. Python shares this default:
         ``ipyagent.Agent()`` uses it, ``with ipyagent.using(...)`` switches it for a block.
         """
@@ -456,10 +470,8 @@ class AgentMagics(Magics):
             self._set_alias(args)
         elif not args.provider_id:
             if any((args.base_url, args.api_key_env, args.record, args.price_as)):
-                raise UsageError(
-                    "give PROVIDER:MODEL with --base-url/--api-key-env/--record/--price-as, "
-                    "e.g. %provider openai:gpt-4.1-mini --base-url URL"
-                )
+                raise UsageError("give PROVIDER:MODEL with --base-url/--api-key-env/--record/--price-as, "
+                                 f"e.g. %provider {DEFAULT_PROVIDER} --base-url URL")
             if settings or args.clear_settings or args.timeout is not None:
                 set_default(settings=settings, replace_settings=args.clear_settings, timeout=args.timeout)
             self._show_provider()
@@ -484,7 +496,7 @@ class AgentMagics(Magics):
     def _set_alias(self, args: Any) -> None:
         """``%provider --alias NAME PROVIDER:MODEL [options]``: NAME stands for the id, with those options."""
         if not args.provider_id:
-            raise UsageError("--alias NAME needs the id it stands for: %provider --alias fast openai:gpt-4.1-mini")
+            raise UsageError(f"--alias NAME needs the id it stands for: %provider --alias fast {DEFAULT_PROVIDER}")
         options = self._given_options(args)
         try:
             target = set_alias(args.alias, args.provider_id)
@@ -515,6 +527,7 @@ class AgentMagics(Magics):
         note = " (replaying a cassette: no network, no key)" if args.provider_id.startswith("replay:") else ""
         note += f", recording to {args.record}" if args.record else ""
         print(f"provider: {driver.id} at {driver.base_url}{note}")
+        self.note_shutdown(driver)
         if session_default().settings:
             print(f"settings: {session_default().settings.describe()}")
 

@@ -18,7 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 
 from ...agent import Agent, Comparison, RunOptions, acompare, current_default
 from ...core import ToolAction
-from ...drivers import create_driver
+from ...drivers import create_driver, example_id
 from ..context.masking import masked_counts, warn_masked
 from ..context.template import TemplateError, render_template
 from ..outcomes import resolved, run_cell
@@ -72,9 +72,9 @@ class CompareMagics(Magics):
         provider_id, options = self._driver_options(requested)
         if provider_id.startswith("replay:"):
             options.setdefault("chunk_delay", REPLAY_DELAY)
-        return Agent(
-            create_driver(provider_id, **options), system=system, approve=approve, tools=tools, max_steps=max_steps
-        )
+        driver = create_driver(provider_id, **options)
+        self.agent_magics.note_shutdown(driver)
+        return Agent(driver, system=system, approve=approve, tools=tools, max_steps=max_steps)
 
     @magic_arguments(name="%compare")  # usage lines say %%compare
     @argument("providers", nargs="+", metavar="ID", help="PROVIDER:MODEL ids (or %%provider aliases) to compare")
@@ -262,7 +262,7 @@ class CompareMagics(Magics):
         """
         providers = [p for item in providers for p in item.split(",") if p.strip()]
         if not providers:
-            raise UsageError("give the providers to compare: %%compare openai:gpt-4.1-mini anthropic:claude-sonnet-4-5")
+            raise UsageError(f"give the providers to compare: %%compare {example_id()} {example_id('anthropic')}")
         if runs < 1:
             raise UsageError(f"--runs must be at least 1, got {runs}")
         try:

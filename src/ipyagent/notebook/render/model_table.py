@@ -15,21 +15,27 @@ def _usd(value: float | None) -> str:
     return "?" if value is None else f"${value:g}"
 
 
+def _shutdown(row: Any) -> str:
+    """``2027-01-14 -> gpt-6-luna`` (the replacement when the provider names one); empty when none is announced."""
+    day = getattr(row, "shutdown_date", None)
+    if day is None:
+        return ""
+    instead = getattr(row, "replacement", None)
+    return day.isoformat() + (f" -> {instead}" if instead else "")
+
+
 def model_table(rows: list[Any]) -> str:
-    """One line per model: id, context window, USD per million input / output tokens ("?": unknown), details."""
-    table = [("model", "context", "$/M in", "$/M out", "")]
-    for row in rows:
+    """One line per model: id, context window, USD per million input / output tokens ("?": unknown),
+    shutdown date (and replacement) where announced, details. The shutdown column is shown only
+    when some model has one."""
+    shutdowns = [_shutdown(row) for row in rows]
+    dated = any(shutdowns)
+    table = [("model", "context", "$/M in", "$/M out", *(("shuts down",) if dated else ()), "")]
+    for row, shutdown in zip(rows, shutdowns):
         extra = row.details.get("parameter_size") or (row.name if row.name and row.name != row.id else "")
-        table.append(
-            (
-                row.id,
-                _tokens(row.context_window),
-                _usd(row.input_usd_per_mtok),
-                _usd(row.output_usd_per_mtok),
-                extra or "",
-            )
-        )
-    widths = [max(len(r[i]) for r in table) for i in range(4)]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths)) + (f"  {r[4]}" if r[4] else "") for r in table
-    ).rstrip()
+        prices = (_usd(row.input_usd_per_mtok), _usd(row.output_usd_per_mtok))
+        table.append((row.id, _tokens(row.context_window), *prices, *((shutdown,) if dated else ()), extra or ""))
+    columns = len(table[0]) - 1
+    widths = [max(len(r[i]) for r in table) for i in range(columns)]
+    lines = ("  ".join(cell.ljust(w) for cell, w in zip(r[:columns], widths)) + (f"  {r[-1]}" if r[-1] else "") for r in table)
+    return "\n".join(line.rstrip() for line in lines).rstrip()

@@ -3,7 +3,7 @@
 Use it from Python in a cell with top-level await (ipykernel processes widget
 events while such a cell awaits)::
 
-    agent = Agent("openai:gpt-4.1-mini", tools=[delete_file], approve=ApprovalButtons())
+    agent = Agent("openai:gpt-6-luna", tools=[delete_file], approve=ApprovalButtons())
     result = await agent.arun("Clean up the temp files")
 
 ``%%agent`` cells use it too; as they block, the magic lets clicks through
