@@ -24,6 +24,7 @@ import httpx2
 
 from ipyagent import Agent
 from ipyagent.drivers.anthropic import AnthropicPromptDriver
+from ipyagent.drivers import current_model
 from ipyagent.drivers.base import BasePromptDriver
 from ipyagent.drivers.cassette import RecordingTransport
 from ipyagent.drivers.gemini import GeminiPromptDriver
@@ -32,7 +33,8 @@ from ipyagent.drivers.registry import BUILTIN
 from ipyagent.tools import activity
 from ipyagent.tools.builtin import Calculator, Clock
 
-MODEL = "gpt-4.1-mini"
+#: The models the notebooks name: each provider's current model in ipyagent's lifecycle table.
+MODEL = current_model("openai")
 HERE = Path(__file__).parent
 
 #: Each run: (prompt, [reply per model turn]); a reply is text, or a list of (tool name, arguments).
@@ -65,16 +67,16 @@ TOOLS = [
 #: (provider, model, seconds between replayed events, reply).
 COMPARE_PROMPT = "In two sentences, what is a Jupyter kernel?"
 COMPARE = [
-    ("openai", "gpt-4.1-mini", 0.01,
+    ("openai", MODEL, 0.01,
      "A Jupyter kernel is the process that runs the code of a notebook: the front end sends it each cell "
      "and displays what it sends back. It keeps your variables in memory between cells, and each kernel "
      "speaks one language, such as Python with **ipykernel**."),
-    ("anthropic", "claude-sonnet-4-5", 0.015,
+    ("anthropic", current_model("anthropic"), 0.015,
      "A Jupyter kernel is a separate process that executes the code you write in a notebook and returns "
      "outputs, errors and rich displays to the interface over a messaging protocol. Because it holds the "
      "session's state, variables defined in one cell remain available to every later cell until the kernel "
      "is restarted."),
-    ("gemini", "gemini-2.5-flash", 0.04,
+    ("gemini", current_model("gemini"), 0.04,
      "A Jupyter kernel is the computational engine behind a notebook: it runs your code and sends the "
      "results back. There are kernels for many languages, not just Python."),
 ]
@@ -92,7 +94,7 @@ def word_count(text: str) -> int:
 
 def sse_body(reply: str | list[tuple[str, dict[str, Any]]], n: int, prompt_tokens: int) -> bytes:
     base = {"id": f"chatcmpl-ipyagent{n}", "object": "chat.completion.chunk", "created": 1764480000 + n,
-            "model": "gpt-4.1-mini-2025-04-14", "system_fingerprint": "fp_ipyagent", "service_tier": "default"}
+            "model": MODEL, "system_fingerprint": "fp_ipyagent", "service_tier": "default"}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], "usage": None}
@@ -134,7 +136,7 @@ def anthropic_sse_body(reply: str, n: int, input_tokens: int, model: str) -> byt
     pieces = _text_pieces(reply)
     events = [
         ("message_start", {"type": "message_start", "message": {
-            "id": f"msg_ipyagent{n}", "type": "message", "role": "assistant", "model": f"{model}-20250929", "content": [],
+            "id": f"msg_ipyagent{n}", "type": "message", "role": "assistant", "model": model, "content": [],
             "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
                       "output_tokens": 1, "service_tier": "standard"}}}),
@@ -173,7 +175,7 @@ def responses_sse_body(reply: str, n: int, input_tokens: int, model: str) -> byt
     (typed events, no ``[DONE]``, usage in ``response.completed``). Every event validates against the
     openai SDK's own event models (tests/drivers/test_cassettes.py): a ``sequence_number``, ``logprobs`` on
     text events, and the response's ``tools``, ``tool_choice``, ``parallel_tool_calls`` and cache fields."""
-    resp_id, item_id, model = f"resp_ipyagent{n}", f"msg_ipyagent{n}", f"{model}-2025-04-14"
+    resp_id, item_id = f"resp_ipyagent{n}", f"msg_ipyagent{n}"
     response = {"id": resp_id, "object": "response", "created_at": 1764480000 + n, "status": "in_progress", "error": None,
                 "incomplete_details": None, "instructions": None, "max_output_tokens": None, "model": model,
                 "output": [], "parallel_tool_calls": True, "previous_response_id": None, "prompt_cache_key": None,
@@ -223,14 +225,14 @@ WRITERS = {
 #: notebooks/providers.ipynb: the same cell against each provider (the notebook renders {{ QUESTION }} to this).
 PROVIDERS_PROMPT = "In one sentence, what is a Jupyter kernel?"
 PROVIDERS = [
-    ("openai", "gpt-4.1-mini",
+    ("openai", MODEL,
      "A Jupyter kernel is the process that runs a notebook's code and sends the results back to the page."),
-    ("openai-responses", "gpt-4.1-mini",
+    ("openai-responses", MODEL,
      "A Jupyter kernel is the separate process that executes your notebook cells and keeps their variables in memory."),
-    ("anthropic", "claude-sonnet-4-5",
+    ("anthropic", current_model("anthropic"),
      "A Jupyter kernel is the language-specific process that executes the code from your notebook cells and "
      "returns outputs, errors and rich displays over Jupyter's messaging protocol."),
-    ("gemini", "gemini-2.5-flash",
+    ("gemini", current_model("gemini"),
      "A Jupyter kernel is the computational engine that runs the code in a notebook and returns its results."),
     ("ollama", "llama3.2",
      "A Jupyter kernel is a program that runs your notebook's code, such as **ipykernel** for Python."),
@@ -425,7 +427,7 @@ async def main() -> None:
         cls = create_driver_class(provider)
         await record(HERE / f"providers-{provider}.cassette.jsonl", [(PROVIDERS_PROMPT, [reply])],
                      driver=cls(model, api_key=None if provider == "ollama" else "not-a-real-key", provider=provider),
-                     settings={"temperature": 0})  # the notebook compares at --temperature 0
+                     settings={"max_output_tokens": 300})  # the notebook runs each at --max-tokens 300
     await memory_cassette()
     context_cassette()
     await mcp_cassette()

@@ -30,6 +30,7 @@ from make_cassettes import WRITERS, compare_driver, sse_body  # noqa: E402
 
 import ipyagent  # noqa: E402
 from ipyagent import Agent  # noqa: E402
+from ipyagent.drivers import current_model  # noqa: E402
 from ipyagent.drivers.cassette import RecordingTransport  # noqa: E402
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver  # noqa: E402
 
@@ -48,8 +49,8 @@ VARIANTS = {
 }
 REPEAT = 3
 RUBRIC = "The answer names the official capital city of the country and says nothing false."
-JUDGE = ("openai", "gpt-4.1-nano")
-MODELS = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5"}
+JUDGE = ("openai", current_model("openai"))
+MODELS = {p: current_model(p) for p in ("openai", "anthropic")}
 
 #: Each column's mistakes: (provider, variant) -> country -> (the repeats that get it, the answer). Every other
 #: answer is right. Anthropic's terse Bolivia names the capital but calls La Paz one too: the judge fails it.

@@ -186,3 +186,38 @@ async def _events(driver, prompt):
         return [event async for event in driver.stream(prompt)]
     finally:
         await driver.close()
+
+
+# -- nothing the user reads names a model past its shutdown or within 60 days of it ----------------
+
+_ID = re.compile(r"\b(openai|openai-responses|anthropic|gemini):([A-Za-z0-9][\w.\-]*[A-Za-z0-9])")
+
+
+def _texts() -> dict[str, str]:
+    """README, the notebooks' cells and every source file (the lifecycle module and table, which
+    name shut-down models on purpose, left out)."""
+    texts = {"README.md": (ROOT / "README.md").read_text()}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        texts[path.name] = "\n".join("".join(c["source"]) for c in json.loads(path.read_text())["cells"])
+    for path in sorted((ROOT / "notebooks").glob("*.py")):
+        texts[path.name] = path.read_text()
+    for path in sorted((ROOT / "src" / "ipyagent").rglob("*.py")):
+        if path.name != "lifecycle.py":
+            texts[str(path.relative_to(ROOT))] = path.read_text()
+    return texts
+
+
+def test_no_example_default_or_hint_names_a_model_near_or_past_its_shutdown():
+    named = {(where, m.group(0)) for where, text in _texts().items() for m in _ID.finditer(text)}
+    assert len(named) > 20  # the scan sees the examples
+    near = sorted(f"{where}: {name} ({shutdown_notice(*name.split(':', 1), today())})" for where, name in named
+                  if shutdown_notice(*name.split(":", 1), today()))
+    assert near == []
+
+
+def test_the_readme_and_notebooks_name_no_listed_model_bare():
+    listed = {m for row in table()["models"] for m in row["ids"]}
+    texts = {k: v for k, v in _texts().items() if not k.startswith("src")}
+    found = sorted((where, m) for where, text in texts.items() for m in listed
+                   if re.search(rf"(?<![\w.\-:]){re.escape(m)}(?![\w.\-])", text))
+    assert found == []

@@ -101,7 +101,7 @@ def test_compare_notebook_with_a_failing_provider(monkeypatch):
     assert all(len(r["body"]["messages"]) == 1 for r in openai_server.requests)  # every run a fresh conversation
 
     error_message = json.loads(AUTH_401.read_text())["error"]["message"]
-    ids = {"openai": "openai:gpt-4.1-mini", "anthropic": "anthropic:claude-sonnet-4-5", "gemini": "gemini:gemini-2.5-flash"}
+    ids = {"openai": "openai:gpt-6-luna", "anthropic": "anthropic:claude-sonnet-5-5", "gemini": "gemini:gemini-3.8-flash"}
     first, runs3 = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%compare")]
 
     panes, table = _compare_view(nb, first)
@@ -128,14 +128,14 @@ def test_compare_notebook_with_a_failing_provider(monkeypatch):
     assert saved["data"]["text/plain"].startswith("provider:model") and "text/markdown" not in saved["data"]
 
     printed = "".join(o.get("text", "") for o in nb.cells[nb.cells.index(first) + 2].outputs)
-    assert re.search(rf"anthropic:claude-sonnet-4-5 +0 tokens out +{status_type(401)}", printed)
-    assert re.search(rf"gemini:gemini-2.5-flash +{_expected('gemini')[2]} tokens out +ok", printed)
+    assert re.search(rf"anthropic:claude-sonnet-5-5 +0 tokens out +{status_type(401)}", printed)
+    assert re.search(rf"gemini:gemini-3.8-flash +{_expected('gemini')[2]} tokens out +ok", printed)
 
     panes, table = _compare_view(nb, runs3)
     rows = _rows(table)
     assert all(re.sub(r"<[^>]+>", "", title).endswith("run 3 of 3") for title, _, _ in panes)
-    assert rows["anthropic:claude-sonnet-4-5"][0].endswith(" · median (min–max) of 3 runs")
-    assert rows["anthropic:claude-sonnet-4-5"][-1].startswith(f"3 of 3 failed: {status_type(401)}: ")
+    assert rows["anthropic:claude-sonnet-5-5"][0].endswith(" · median (min–max) of 3 runs")
+    assert rows["anthropic:claude-sonnet-5-5"][-1].startswith(f"3 of 3 failed: {status_type(401)}: ")
     for provider in ("openai", "gemini"):
         _, tokens_in, tokens_out = _expected(provider)
         assert rows[ids[provider]][3:5] == [str(tokens_in), str(tokens_out)]  # the same every run: no range

@@ -89,10 +89,10 @@ def test_providers_notebook_shows_the_same_view_for_each_provider(monkeypatch):
         url = urlsplit(entries[provider]["request"]["url"])
         assert request["path"] == url.path + (f"?{url.query}" if url.query else ""), provider
         assert request["body"] == entries[provider]["request"]["body"], provider
-    # --temperature 0 under each provider's own name (the notebook compares at the same settings)
+    # --max-tokens 300 under each provider's own name (the notebook compares at the same settings)
     bodies = [r["body"] for r in server.requests]
-    assert [bodies[0]["temperature"], bodies[1]["temperature"], bodies[2]["temperature"],
-            bodies[3]["generationConfig"]["temperature"], bodies[4]["options"]["temperature"]] == [0, 0, 0, 0, 0]
+    assert [bodies[0]["max_completion_tokens"], bodies[1]["max_output_tokens"], bodies[2]["max_tokens"],
+            bodies[3]["generationConfig"]["maxOutputTokens"], bodies[4]["options"]["num_predict"]] == [300] * 5
     headers = [{k.lower(): v for k, v in r["headers"].items()} for r in server.requests]
     assert headers[0]["authorization"] == headers[1]["authorization"] == f"Bearer {KEYS['OPENAI_API_KEY']}"
     assert headers[2]["x-api-key"] == KEYS["ANTHROPIC_API_KEY"] and headers[3]["x-goog-api-key"] == KEYS["GEMINI_API_KEY"]
@@ -111,6 +111,6 @@ def test_providers_notebook_shows_the_same_view_for_each_provider(monkeypatch):
         assert "replayed" not in footer
         if PRICED_AS[provider]:
             expected = calc_price(PriceUsage(input_tokens=tokens_in, output_tokens=tokens_out), model, provider_id=PRICED_AS[provider])
-            assert footer.endswith(f" · {format_usd(float(expected.total_price))} · temperature 0"), footer
+            assert footer.endswith(f" · {format_usd(float(expected.total_price))} · max_output_tokens 300"), footer
         else:
-            assert footer.endswith(" · unknown price · temperature 0"), footer
+            assert footer.endswith(" · unknown price · max_output_tokens 300"), footer
