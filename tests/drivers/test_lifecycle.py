@@ -87,7 +87,8 @@ def test_the_notice_says_the_date_and_the_replacement():
         "openai:gpt-4.1-mini shuts down on 2027-01-14 (in 39 days); use openai:gpt-6-luna"
     assert shutdown_notice("gemini", "gemini-2.5-flash", DAY) == \
         "gemini:gemini-2.5-flash was shut down on 2026-12-01; use gemini:gemini-3.5-flash-lite"
-    assert shutdown_notice("openai", "gpt-5.1", date(2027, 3, 1)).endswith("; choose another model (%provider --models lists them)")
+    none_named = shutdown_notice("openai", "gpt-5.1", date(2027, 3, 1))
+    assert none_named.endswith("; choose another model (%provider --models lists them)")
 
 
 def test_the_notice_starts_sixty_days_before():
@@ -107,11 +108,13 @@ def test_a_listed_shutdown_date_wins_over_the_table():
 
 def test_no_notice_for_another_host_or_a_replay(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    assert driver_notice(create_driver("openai:gpt-4.1-nano")).startswith("openai:gpt-4.1-nano was shut down on 2026-10-23")
+    notice = driver_notice(create_driver("openai:gpt-4.1-nano"))
+    assert notice.startswith("openai:gpt-4.1-nano was shut down on 2026-10-23")
     assert driver_notice(create_driver("openai:gpt-4.1-nano", base_url="http://127.0.0.1:9/v1")) is None
     cassette = tmp_path / "old.jsonl"
-    cassette.write_text(json.dumps({"provider": "openai", "model": "gpt-4.1-nano", "base_url": "https://api.openai.com/v1",
-                                    "request": {"method": "POST", "url": "https://api.openai.com/v1/chat/completions", "body": {}},
+    api = "https://api.openai.com/v1"
+    cassette.write_text(json.dumps({"provider": "openai", "model": "gpt-4.1-nano", "base_url": api,
+                                    "request": {"method": "POST", "url": f"{api}/chat/completions", "body": {}},
                                     "response": {"status": 200, "headers": {}, "body": ""}}) + "\n")
     assert driver_notice(create_driver(f"replay:{cassette}")) is None
 
@@ -137,7 +140,7 @@ def test_models_shows_the_lists_shutdown_date(ip, capsys):
     header = next(line for line in lines if line.startswith("model "))
     assert "shuts down" in header
     rows = {line.split()[0]: line for line in lines[2:]}
-    assert rows["my-tuned-model"].split()[4] == "2026-12-20"  # the server's own date, for a model the table does not know
+    assert rows["my-tuned-model"].split()[4] == "2026-12-20"  # the server's own date, for a model not in the table
     assert rows["gpt-4.1-mini"].split()[4] == "2027-01-14"
     assert len(rows["gpt-6-luna"].split()) == 4  # null: none announced
 
@@ -150,7 +153,8 @@ def test_models_of_the_providers_own_host_adds_the_tables_dates(monkeypatch):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
         monkeypatch.setenv("OPENAI_BASE_URL", server.url)
         rows = {r.id: r for r in asyncio.run(create_driver("openai:*").list_models())}
-    assert rows["gpt-4o-2024-08-06"].shutdown_date == date(2027, 1, 14) and rows["gpt-4o-2024-08-06"].replacement == "gpt-6-luna"
+    snapshot = rows["gpt-4o-2024-08-06"]
+    assert snapshot.shutdown_date == date(2027, 1, 14) and snapshot.replacement == "gpt-6-luna"
     assert rows["text-embedding-3-small"].shutdown_date is None
 
 
@@ -175,7 +179,8 @@ def test_a_404_for_a_shut_down_model_says_so(monkeypatch):
         return events[-1].error.message
 
     message = failed("gpt-4.1-nano")
-    assert message.endswith("(gpt-4.1-nano was shut down on 2026-10-23; use openai:gpt-5.6-luna)") and "HTTP 404" in message
+    assert message.endswith("(gpt-4.1-nano was shut down on 2026-10-23; use openai:gpt-5.6-luna)")
+    assert "HTTP 404" in message
     assert "shut down" not in failed("gpt-6-luna")  # a 404 for a model the table does not retire: as the provider said
     assert "shut down" not in failed("gpt-4.1-nano", other_host=True)  # another host's 404 is about its own models
     assert retired_hint("openai", "gpt-4.1-mini", DAY) is None  # not yet shut down

@@ -97,7 +97,7 @@ class EvalResult:
 
     @property
     def column(self) -> str:
-        """The column's name (`column_name`): ``openai:gpt-4.1-mini``, or ``openai:gpt-4.1-mini/terse``."""
+        """The column's name (`column_name`): ``openai:gpt-6-luna``, or ``openai:gpt-6-luna/terse``."""
         return column_name(self.provider, self.variant)
 
     @property
