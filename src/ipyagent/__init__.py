@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .agent.compare import Comparison, acompare, compare
     from .agent.defaults import set_default, using
     from .agent.evaluation import Evaluation, aevaluate, evaluate
-    from .core import ModelSettings, SystemBlock
+    from .core import BuiltinTool, Citation, ModelSettings, SystemBlock
 
 __all__ = [
     "Agent",
@@ -25,6 +25,8 @@ __all__ = [
     "last_result",
     "ModelSettings",
     "SystemBlock",
+    "BuiltinTool",
+    "Citation",
     "using",
     "set_default",
     "compare",
@@ -48,7 +50,7 @@ def __getattr__(name: str) -> Any:
         from .agent import defaults
 
         return getattr(defaults, name)
-    if name in ("ModelSettings", "SystemBlock"):
+    if name in ("ModelSettings", "SystemBlock", "BuiltinTool", "Citation"):
         from . import core
 
         return getattr(core, name)

@@ -62,7 +62,7 @@ def _user_content(provider: str, body: dict):
     ("openai", {"type": "file", "file": {"filename": "report.pdf", "file_data": f"data:application/pdf;base64,{PDF64}"}}),
     ("openai-responses", {"type": "input_file", "filename": "report.pdf", "file_data": f"data:application/pdf;base64,{PDF64}"}),
     ("anthropic", {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF64},
-                   "title": "report.pdf"}),
+                   "title": "report.pdf", "citations": {"enabled": True}}),  # --file documents cite ("Citations")
     ("gemini", {"inlineData": {"mimeType": "application/pdf", "data": PDF64}}),
 ])
 def test_a_pdf_reaches_each_provider_in_its_format(provider, expected, files):

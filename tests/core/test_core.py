@@ -402,7 +402,7 @@ def test_usage_saved_with_the_old_names_still_loads():
     assert (u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens, u.raw) == (8, 2, 1, {"x": 1})
     assert Usage.model_validate({"input": 1, "input_tokens": 7}).input_tokens == 7  # the new name wins
     assert set(Usage().model_dump()) == {"input_tokens", "output_tokens", "total_tokens", "cache_read_tokens",
-                                         "cache_write_tokens", "reasoning_tokens", "raw"}
+                                         "cache_write_tokens", "reasoning_tokens", "raw", "server_tool_calls"}
 
 
 def test_stop_reason_compares_with_strings():

@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 
 from ipyagent.core import (
+    Citation,
+    CitationDelta,
     ArtifactStored,
     BlockDelta,
     EventHandler,
@@ -18,6 +20,7 @@ from ipyagent.core import (
     ProviderError,
     RetryScheduled,
     ReasoningDelta,
+    ServerToolDelta,
     StopReason,
     TextArtifact,
     TextBlock,
@@ -36,6 +39,8 @@ EVENTS = [
     ReasoningDelta(1, "think"),
     ToolCallDelta(2, "call_1", "f", "{}"),
     BlockDelta(3, TextBlock(text="whole")),
+    ServerToolDelta(4, "srv_1", "web_search", "web_search", '{"query"', "searching"),
+    CitationDelta(0, Citation(url="https://example.com")),
     ModelCompleted(Message(role="assistant"), Usage(), StopReason(kind="end_turn")),
     ModelFailed(ProviderError("server", "boom"), Message(role="assistant")),
     ToolCallCompleted(ToolAction(tag="call_1", name="f", input={}), TextArtifact(value="ok"), 0.1),

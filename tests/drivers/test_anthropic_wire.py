@@ -31,6 +31,9 @@ from ipyagent.core import (
     ProviderError,
     ReasoningBlock,
     ReasoningDelta,
+    ServerToolCallBlock,
+    ServerToolDelta,
+    ServerToolResultBlock,
     TextBlock,
     TextDelta,
     ToolAction,
@@ -163,7 +166,9 @@ class Expected:
         return block
 
     def core_types(self) -> list[str]:
-        kinds = {"text": "text", "thinking": "reasoning", "redacted_thinking": "reasoning", "tool_use": "action_call"}
+        kinds = {"text": "text", "thinking": "reasoning", "redacted_thinking": "reasoning", "tool_use": "action_call",
+                 "server_tool_use": "server_tool_call", "bash_code_execution_tool_result": "server_tool_result",
+                 "web_search_tool_result": "server_tool_result"}
         out = []
         for i in sorted(self.blocks):
             b = self.blocks[i]
@@ -230,7 +235,7 @@ def test_recorded_stream(path):
     server, events = run_stream(reply_for(path))
     terminal = check_shape(events)
     deltas = events[1:-1]
-    assert all(isinstance(d, (TextDelta, ReasoningDelta, ToolCallDelta, BlockDelta)) for d in deltas)
+    assert all(isinstance(d, (TextDelta, ReasoningDelta, ToolCallDelta, BlockDelta, ServerToolDelta)) for d in deltas)
 
     # what the server was asked
     assert len(server.requests) == 1
@@ -273,9 +278,10 @@ def test_recorded_stream(path):
     assert [(c.tag, c.native_name, c.input) for c in calls] == [(w["id"], w["name"], w["input"]) for w in exp.tool_calls]
     for call, want_call in zip(calls, exp.tool_calls):
         assert (call.name, call.path) == (want_call["name"], None)
-    # server tool blocks pass through whole, their streamed input parsed
-    generic = [b.value for b in msg.content if isinstance(b, GenericBlock)]
-    assert generic == [exp.passthrough(b) for b in exp.of_type(*_other_types(exp))]
+    # server tool blocks are kept whole (to go back as they came), their streamed input parsed
+    kept = [b.raw for b in msg.content if isinstance(b, (ServerToolCallBlock, ServerToolResultBlock))]
+    assert kept == [exp.passthrough(b) for b in exp.of_type(*_other_types(exp))]
+    assert not any(isinstance(b, GenericBlock) for b in msg.content)
 
     # usage (message_start, then message_delta's cumulative counts), stop reason, ids
     usage = terminal.usage
@@ -725,7 +731,8 @@ def test_same_result_as_the_official_sdk(path):
     else:
         assert our_calls == sdk_calls
     other = [b.to_dict() for b in final.content if b.type not in ("text", "thinking", "redacted_thinking", "tool_use")]
-    assert [b.value for b in ours.message.content if isinstance(b, GenericBlock)] == other
+    kept = [b.raw for b in ours.message.content if isinstance(b, (ServerToolCallBlock, ServerToolResultBlock))]
+    assert kept == other  # server tool blocks, kept whole as the SDK has them
     sdk_usage = final.usage
     cached = (sdk_usage.cache_read_input_tokens or 0) + (sdk_usage.cache_creation_input_tokens or 0)
     assert (ours.usage.input_tokens, ours.usage.output_tokens) == (sdk_usage.input_tokens + cached, sdk_usage.output_tokens)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..core import Event, Message, ModelSettings, PromptStack, SystemBlock, TextBlock, coerce_settings
+from ..core import BuiltinTool, Event, Message, ModelSettings, PromptStack, SystemBlock, TextBlock, coerce_settings
 from ..drivers import BasePromptDriver, create_driver
 from ..memory import TaskMemory, current_memory
 from ..tools import Toolbox, with_task_memory
@@ -43,6 +43,11 @@ class Agent:
             dropped lowest priority first to fit `system_budget`.
         system_budget: tokens (our estimate) the system blocks may take; None: no limit.
         tools: `BaseTool` instances or functions the model may call (or a `Toolbox`).
+        builtin_tools: provider-side tools the model may use: names (``"web_search"``,
+            ``"web_fetch"``, ``"code_execution"``, ``"file_search"``, ``"url_context"``) or
+            `core.BuiltinTool` objects with options (``BuiltinTool("web_search",
+            allowed_domains=["python.org"])``); the provider runs them. A driver without one
+            refuses the run, naming the providers that have it.
         max_steps: model turns per run at most; the run stops there, keeping
             everything so far, with an error saying so.
         react: use the ReAct text protocol for tools (None: only when the
@@ -72,6 +77,7 @@ class Agent:
         system: str | SystemBlock | list[str | SystemBlock] | None = None,
         system_budget: int | None = None,
         tools: Any = None,
+        builtin_tools: Any = None,
         max_steps: int = 10,
         react: bool | None = None,
         approve: Approve | None = None,
@@ -87,6 +93,7 @@ class Agent:
         self.system = system
         self.system_budget = system_budget
         self.toolbox = _toolbox(tools)
+        self.builtin_tools = builtin_list(builtin_tools)
         self.max_steps = max_steps
         self.react = react
         self.approve = approve
@@ -126,6 +133,7 @@ class Agent:
             system_budget=given.system_budget if given.system_budget is not None else self.system_budget,
             history=list(given.history) if given.history is not None else list(self.messages),
             tools=_toolbox(given.tools) if given.tools is not None else self.toolbox,
+            builtin_tools=builtin_list(given.builtin_tools) if given.builtin_tools is not None else self.builtin_tools,
             max_steps=given.max_steps or self.max_steps,
             react=given.react if given.react is not None else self.react,
             approve=given.approve or self.approve,
@@ -305,6 +313,7 @@ class Agent:
             system=self.system,
             system_budget=self.system_budget,
             tools=self.toolbox,
+            builtin_tools=self.builtin_tools,
             max_steps=self.max_steps,
             react=self.react,
             approve=self.approve,
@@ -318,6 +327,18 @@ class Agent:
 
     async def aclose(self) -> None:
         await self.driver.close()
+
+
+def builtin_list(tools: Any) -> list[BuiltinTool]:
+    """Built-in tools given as a name, a `BuiltinTool`, or a list of those (None: none), each
+    once (a later one of the same name replaces an earlier).
+
+    Raises:
+        ValueError: an unknown tool name; TypeError: something that names no built-in tool.
+    """
+    given = [tools] if isinstance(tools, (str, BuiltinTool, dict)) else list(tools or ())
+    found = {tool.name: tool for tool in map(BuiltinTool.of, given)}
+    return list(found.values())
 
 
 def _toolbox(tools: Any) -> Toolbox:

@@ -191,7 +191,8 @@ class AgentRun:
         """The next request: the system prompt (and the ReAct protocol), the history, this
         run's messages, the tools and the output schema."""
         definitions = self.toolbox.definitions()
-        stack = PromptStack(tools=[] if self.react_mode else definitions, settings=self.options.settings)
+        stack = PromptStack(tools=[] if self.react_mode else definitions, settings=self.options.settings,
+                            builtin_tools=list(self.options.builtin_tools or ()))
         protocol = react.system_prompt(definitions) if self.react_mode else None
         if isinstance(self.options.system, (str, type(None))):
             system = "\n\n".join(p for p in (self.options.system, protocol) if p)

@@ -35,6 +35,8 @@ class RunOptions:
             notebook threads, comparisons, evaluations); None: the agent's conversation,
             which a completed run then joins.
         tools: the tools the model may call: `BaseTool` objects, functions, or a `Toolbox`.
+        builtin_tools: provider-side tools (names or `core.BuiltinTool`: web search, code
+            execution, ...) the model may use; None: the agent's.
         max_steps: model turns at most (>= 1); past it the run ends with a ``max_steps`` error.
         react: True: tools through the ReAct text protocol; False: native tool calls.
         approve: asked before each call whose activity `requires_approval`; without it
@@ -62,6 +64,7 @@ class RunOptions:
     system_budget: int | None = None
     history: Sequence[Message] | None = None
     tools: Any = None
+    builtin_tools: Any = None
     max_steps: int | None = None
     react: bool | None = None
     approve: Approve | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import Message, ProviderError, StopReason, ToolAction, Usage
+from ..core import Citation, Message, ProviderError, StopReason, ToolAction, Usage
 from ..drivers import Cost
 
 
@@ -64,6 +64,31 @@ class AgentResult:
 
         messages = [m for m in (self.messages or [self.message]) if m is not None and m.role == "assistant"]
         return [b for m in messages for b in m.content if isinstance(b, ImageBlock)]
+
+    @property
+    def citations(self) -> list[Citation]:
+        """The sources the answer cites, in order, across the run's replies (`core.Citation`: the
+        span of the answer cited as `text` and its `start` / `end` in its text block, the URL or
+        document, title, and the quoted text where the provider gives it)."""
+        from ..core import TextBlock
+
+        messages = [m for m in (self.messages or [self.message]) if m is not None and m.role == "assistant"]
+        found = []
+        for block in (b for m in messages for b in m.content if isinstance(b, TextBlock) and b.citations):
+            for cited in block.citations:
+                start = cited.start if cited.start is not None else 0
+                end = cited.end if cited.end is not None else len(block.text)
+                found.append(cited.model_copy(update={"text": block.text[start:end] or None}))
+        return found
+
+    @property
+    def server_tool_calls(self) -> list[Any]:
+        """The provider-side tool calls of the run (`core.ServerToolCallBlock`: web searches, code
+        executions...), in order; their results are `core.ServerToolResultBlock` in `messages`."""
+        from ..core import ServerToolCallBlock
+
+        messages = [m for m in (self.messages or [self.message]) if m is not None and m.role == "assistant"]
+        return [b for m in messages for b in m.content if isinstance(b, ServerToolCallBlock)]
 
     @property
     def ok(self) -> bool:

@@ -22,9 +22,14 @@ from .artifacts import (
     split_media,
 )
 from .content import (
+    BUILTIN_TOOLS,
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
+    Citation,
+    ServerToolCallBlock,
+    ServerToolResultBlock,
+    WebSource,
     ContentBlock,
     DocumentBlock,
     GenericBlock,
@@ -40,6 +45,7 @@ from .errors import ConfigurationError, ProviderError
 from .events import (
     ArtifactStored,
     BlockDelta,
+    CitationDelta,
     DeltaMessage,
     Event,
     EventHandler,
@@ -49,6 +55,7 @@ from .events import (
     ModelStarted,
     ReasoningDelta,
     RetryScheduled,
+    ServerToolDelta,
     TextDelta,
     ToolCallCompleted,
     ToolCallDelta,
@@ -56,7 +63,7 @@ from .events import (
 from .messages import MESSAGE_FIELDS, Message, MessageError, MessageStatus, StopKind, StopReason, Usage
 from .system import SystemBlock, fit_system_blocks, system_blocks, system_text
 from .settings import ModelSettings, coerce_settings, unsupported_setting
-from .prompt_stack import OutputStrategy, PromptStack, ToolDefinition, to_blocks
+from .prompt_stack import BuiltinTool, OutputStrategy, PromptStack, ToolDefinition, to_blocks
 from .tool_action import MAX_NATIVE_NAME, ToolAction, ToolNameError, from_native_name, to_native_name
 from .controls import visible_controls
 from .redact import (  # the one redactor; `redact` names the function, the module is `core.redact` in sys.modules
@@ -95,6 +102,9 @@ __getattr__ = lazy_exports(
             "OtherPart",
             "ReasoningPart",
             "TextPart",
+            "TranscriptCitation",
+            "ServerToolPart",
+            "ServerSource",
             "ToolCallPart",
             "ComparisonRecord",
             "ComparisonEntry",

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_serializer
 
 from .tool_action import ToolAction
 
@@ -22,9 +22,48 @@ class _Block(BaseModel):
         raise TypeError(f"{cls.__name__} cannot be streamed, so it cannot be rebuilt from deltas")
 
 
+class Citation(BaseModel):
+    """A source the model cited for a span of its text, in one shape for every provider: Anthropic
+    citation blocks (``web_search_result_location``, ``char_location``, ``page_location``...),
+    OpenAI's ``url_citation`` / ``file_citation`` annotations, Gemini's grounding supports.
+
+    `start` / `end` are character offsets into the `TextBlock`'s text (None: the whole block, as
+    Anthropic cites a block); `url` and `title` name a web source, `document` an attached document
+    or file (its title or file name) and `location` where in it (``pages 2-3``); `quote` is the
+    source's text the model relied on, when the provider gives it; `kind` the provider's citation
+    type. `text` is the cited span of the answer, filled in by `AgentResult.citations`.
+    """
+
+    start: int | None = None
+    end: int | None = None
+    url: str | None = None
+    title: str | None = None
+    document: str | None = None
+    location: str | None = None
+    quote: str | None = None
+    kind: str = "url"
+    text: str | None = None
+
+    def source_key(self) -> tuple[str, str]:
+        """What makes two citations the same source (one footnote number): the URL, else the document."""
+        return ("url", self.url) if self.url else ("document", self.document or self.title or "")
+
+
 class TextBlock(_Block):
+    """Text of a message; `citations` the sources the provider says it rests on (assistant text)."""
+
     type: Literal["text"] = "text"
     text: str
+    citations: list[Citation] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_citations(self, handler: Any) -> Any:
+        """Dumped without ``citations`` when there are none (most text): stores and cassettes
+        keep their shape."""
+        data = handler(self)
+        if not self.citations and isinstance(data, dict):
+            data.pop("citations", None)
+        return data
 
     @classmethod
     def from_deltas(cls, deltas: list[Any]) -> "TextBlock":
@@ -162,6 +201,55 @@ class ActionResultBlock(_Block):
     media: list[Annotated[Union[ImageBlock, AudioBlock], Field(discriminator="type")]] = Field(default_factory=list)
 
 
+#: The provider-side ("built-in") tools ipyagent knows, by their neutral names.
+BUILTIN_TOOLS = ("web_search", "web_fetch", "code_execution", "file_search", "url_context")
+
+
+class WebSource(BaseModel):
+    """A page a provider-side tool read or found: its URL and title; `status` a fetch's outcome
+    where the provider reports one (Gemini's URL context)."""
+
+    url: str | None = None
+    title: str | None = None
+    status: str | None = None
+
+
+class ServerToolCallBlock(_Block):
+    """A call of a provider-side tool (web search, code execution, ...): the provider ran it.
+
+    `tool` is its neutral kind (`BUILTIN_TOOLS`), `name` the provider's own name for it
+    (``web_search``, ``bash_code_execution``, ``code_interpreter``, ``google_search``); `input`
+    what it was given (``query`` / ``queries``, ``code``, ``url`` / ``urls``). `provider` is the
+    protocol that made it and `raw` its wire form (an Anthropic block, a Responses output item, a
+    Gemini part), sent back unchanged to that protocol on the next turn; None when nothing goes back.
+    """
+
+    type: Literal["server_tool_call"] = "server_tool_call"
+    id: str
+    tool: str
+    name: str = ""
+    input: dict[str, Any] = Field(default_factory=dict)
+    provider: str = ""
+    raw: Any = None
+
+
+class ServerToolResultBlock(_Block):
+    """What a provider-side tool gave back, tied to its call by `call_id`: the `sources` it found
+    or fetched, a program's `output` (stdout, logs) and the `images` and `files` (``{"id",
+    "name"}``, or ``{"url", "name"}``) it made, or an `error`. `provider` / `raw` as for the call."""
+
+    type: Literal["server_tool_result"] = "server_tool_result"
+    call_id: str
+    tool: str
+    sources: list[WebSource] = Field(default_factory=list)
+    output: str | None = None
+    error: str | None = None
+    images: list[ImageBlock] = Field(default_factory=list)
+    files: list[dict[str, str]] = Field(default_factory=list)
+    provider: str = ""
+    raw: Any = None
+
+
 ContentBlock = Annotated[
     Union[
         TextBlock,
@@ -172,6 +260,8 @@ ContentBlock = Annotated[
         GenericBlock,
         ActionCallBlock,
         ActionResultBlock,
+        ServerToolCallBlock,
+        ServerToolResultBlock,
     ],
     Field(discriminator="type"),
 ]

@@ -61,6 +61,30 @@ class ToolCallDelta(DeltaMessage):
 
 
 @dataclass(slots=True)
+class ServerToolDelta(DeltaMessage):
+    """Progress of a provider-side tool call at content block `index`, for views: its id, kind
+    (`core.BUILTIN_TOOLS`) and provider name when known, a fragment of its input (partial JSON, or
+    code as it is written: `arguments`, for display only) and its `status` (``searching``,
+    ``interpreting``, ``completed``...). The call itself arrives whole, as a `BlockDelta`."""
+
+    call_id: str | None = None
+    tool: str | None = None
+    name: str | None = None
+    arguments: str = ""
+    status: str | None = None
+    type: str = field(default="server_tool_delta", init=False)
+
+
+@dataclass(slots=True)
+class CitationDelta(DeltaMessage):
+    """A source cited for the text of content block `index` (`core.Citation`: offsets into that
+    block's text, or the whole block)."""
+
+    citation: Any
+    type: str = field(default="citation_delta", init=False)
+
+
+@dataclass(slots=True)
 class BlockDelta(DeltaMessage):
     """A whole content block that arrives at once and is not streamed (Anthropic
     redacted thinking, a server tool's result): kept as it is in the final message."""
@@ -194,8 +218,8 @@ class HistoryTrimmed:
     type: str = field(default="history_trimmed", init=False)
 
 
-Event = (ModelStarted | RetryScheduled | TextDelta | ReasoningDelta | ToolCallDelta | BlockDelta | ModelCompleted
-         | ModelFailed | ToolCallCompleted | ArtifactStored | HistoryTrimmed)
+Event = (ModelStarted | RetryScheduled | TextDelta | ReasoningDelta | ToolCallDelta | ServerToolDelta | CitationDelta
+         | BlockDelta | ModelCompleted | ModelFailed | ToolCallCompleted | ArtifactStored | HistoryTrimmed)
 
 
 class EventHandler:
@@ -220,6 +244,10 @@ class EventHandler:
                 return self.on_reasoning_delta(event)
             case BlockDelta():
                 return self.on_block_delta(event)
+            case ServerToolDelta():
+                return self.on_server_tool_delta(event)
+            case CitationDelta():
+                return self.on_citation_delta(event)
             case ModelStarted():
                 return self.on_model_started(event)
             case RetryScheduled():
@@ -243,6 +271,10 @@ class EventHandler:
     def on_tool_call_delta(self, event: ToolCallDelta) -> Any: ...
 
     def on_block_delta(self, event: BlockDelta) -> Any: ...
+
+    def on_server_tool_delta(self, event: ServerToolDelta) -> Any: ...
+
+    def on_citation_delta(self, event: CitationDelta) -> Any: ...
 
     def on_model_started(self, event: ModelStarted) -> Any: ...
 

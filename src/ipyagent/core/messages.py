@@ -62,15 +62,24 @@ class TokenCounts(BaseModel):
 class Usage(TokenCounts):
     """Token counts as billed by the provider (see `TokenCounts`); `raw` is the provider's own usage object.
 
+    `server_tool_calls` counts the provider-side tool calls the turn was billed for, by kind
+    (``{"web_search": 2}``: Anthropic's ``server_tool_use``, the Responses API's search calls,
+    Gemini's search queries); they are priced per call.
+
     Usages add with ``+``: counts are summed, `raw` is dropped.
     """
 
     raw: dict[str, Any] | None = None
+    server_tool_calls: dict[str, int] = Field(default_factory=dict)
 
     def __add__(self, other: "Usage") -> "Usage":
         if not isinstance(other, Usage):
             return NotImplemented
-        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in TokenCounts.model_fields})
+        calls = dict(self.server_tool_calls)
+        for kind, count in other.server_tool_calls.items():
+            calls[kind] = calls.get(kind, 0) + count
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in TokenCounts.model_fields},
+                     server_tool_calls=calls)
 
 
 class StopKind(str, Enum):

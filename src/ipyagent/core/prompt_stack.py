@@ -18,6 +18,7 @@ from .artifacts import (
     split_media,
 )
 from .content import (
+    BUILTIN_TOOLS,
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
@@ -30,6 +31,47 @@ from .content import (
 from .messages import Message, Role
 from .settings import ModelSettings
 from .system import SystemBlock
+
+
+class BuiltinTool(BaseModel):
+    """A provider-side tool the model may use (`core.BUILTIN_TOOLS`: ``web_search``, ``web_fetch``,
+    ``code_execution``, ``file_search``, ``url_context``), with its options, each driver mapping
+    them to its provider's tool or refusing one it has no counterpart for: ``allowed_domains``,
+    ``blocked_domains``, ``max_uses``, ``user_location``, ``container`` (a code container's id),
+    ``file_ids``, ``vector_store_ids``, ``max_results``, ``search_context_size``.
+
+    ``BuiltinTool("web_search", allowed_domains=["python.org"])``.
+
+    Raises:
+        ValueError: a name that is not one of `BUILTIN_TOOLS`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    def __init__(self, name: str, /, **options: Any) -> None:
+        given = options.pop("options", None) or {}
+        if name not in BUILTIN_TOOLS:
+            raise ValueError(f"unknown built-in tool {name!r}; the built-in tools are {', '.join(BUILTIN_TOOLS)}")
+        super().__init__(name=name, options={**given, **options})
+
+    @classmethod
+    def of(cls, value: Any) -> "BuiltinTool":
+        """`value` as a `BuiltinTool`: one already, a name, or ``{"name": ..., **options}``.
+
+        Raises:
+            ValueError: an unknown name; TypeError: anything else.
+        """
+        if isinstance(value, BuiltinTool):
+            return value
+        if isinstance(value, str):
+            return cls(value.strip())
+        if isinstance(value, dict) and isinstance(value.get("name"), str):
+            options = {k: v for k, v in value.items() if k != "name"}
+            return cls(value["name"], **options)
+        raise TypeError(f"a built-in tool is a name ({', '.join(BUILTIN_TOOLS)}) or a BuiltinTool, not {value!r}")
 
 
 class ToolDefinition(BaseModel):
@@ -96,6 +138,8 @@ class PromptStack(BaseModel):
 
     messages: list[Message] = Field(default_factory=list)
     tools: list[ToolDefinition] = Field(default_factory=list)
+    #: Provider-side tools the model may use (web search, code execution, ...): the provider runs them.
+    builtin_tools: list[BuiltinTool] = Field(default_factory=list)
     output_schema: Any = None
     output_strategy: OutputStrategy | None = None
     settings: ModelSettings = Field(default_factory=ModelSettings)

@@ -77,9 +77,64 @@ def _drop_defaults(model: BaseModel, data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+class TranscriptCitation(_Model):
+    """A source cited for `text[start:end]` of its `TextPart` (`core.Citation`): a web page
+    (`url`, `title`) or a document (`document`, `location`), with the `quote` relied on."""
+
+    start: int = 0
+    end: int = 0
+    url: str | None = None
+    title: str | None = None
+    document: str | None = None
+    location: str | None = None
+    quote: str | None = None
+
+
 class TextPart(_Model):
+    """Text of a message; `citations` the sources of its spans, drawn as numbered footnotes."""
+
     type: Literal["text"] = "text"
     text: str
+    citations: list[TranscriptCitation] = Field(default_factory=list)
+
+
+class ServerSource(_Model):
+    """A page a provider-side tool found or read: `url`, `title`, and a fetch's `status`."""
+
+    url: str | None = None
+    title: str | None = None
+    status: str | None = None
+
+
+class ServerToolPart(_Model):
+    """A provider-side tool call and what it gave (`core.ServerToolCallBlock` with its result).
+
+    `tool` is the neutral kind (``web_search``, ``web_fetch``, ``code_execution``, ``file_search``,
+    ``url_context``), `name` the provider's; `input` the query, code or URL; `status` ``ok`` /
+    ``error`` / ``pending`` (no result yet); then the `sources` found or fetched, the program's
+    `output`, the `images` it drew (raster, base64) and the `files` it made (``{"id" | "url",
+    "name"}``), or the `error`.
+    """
+
+    type: Literal["server_tool"] = "server_tool"
+    id: str
+    tool: str
+    name: str = ""
+    input: dict[str, Any] = Field(default_factory=dict)
+    status: Literal["ok", "error", "pending"] = "pending"
+    sources: list[ServerSource] = Field(default_factory=list)
+    output: str | None = None
+    error: str | None = None
+    images: list[dict[str, str]] = Field(default_factory=list)
+    files: list[dict[str, str]] = Field(default_factory=list)
+
+    @field_validator("output")
+    @classmethod
+    def _cap(cls, value: str | None) -> str | None:
+        """A program's long output keeps its head (`RESULT_CHARS`), as a tool result does."""
+        if value is not None and len(value) > RESULT_CHARS:
+            return f"{value[:RESULT_CHARS]}\n… ({len(value) - RESULT_CHARS:,} more characters not saved)"
+        return value
 
 
 class ReasoningPart(_Model):
@@ -204,7 +259,7 @@ class OtherPart(_Model):
     data: str | None = None
 
 
-Part = Annotated[Union[TextPart, ReasoningPart, ToolCallPart, OtherPart], Field(discriminator="type")]
+Part = Annotated[Union[TextPart, ReasoningPart, ToolCallPart, ServerToolPart, OtherPart], Field(discriminator="type")]
 
 
 class TranscriptMessage(_Model):
@@ -441,15 +496,15 @@ def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[t
     durations = durations or {}
     out: list[TranscriptMessage] = []
     open_calls: dict[str, ToolCallPart] = {}
+    open_servers: dict[str, ServerToolPart] = {}
     for message in messages:
         parts: list[Any] = []
         for block in getattr(message, "content", []):
             kind = getattr(block, "type", None)
             if kind == "text":
-                if parts and isinstance(parts[-1], TextPart):
-                    parts[-1].text += block.text
-                else:
-                    parts.append(TextPart(text=block.text))
+                _add_text(parts, block)
+            elif kind in ("server_tool_call", "server_tool_result"):
+                _add_server(parts, block, open_servers)
             elif kind == "reasoning":
                 parts.append(ReasoningPart(text=block.text, redacted=bool(getattr(block, "redacted", False))))
             elif kind == "action_call":
@@ -490,6 +545,41 @@ def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[t
         if parts:
             out.append(TranscriptMessage(role=role, parts=parts))
     return out
+
+
+def _add_text(parts: list[Any], block: Any) -> None:
+    """A text block onto `parts`: joined to the text part before it (its citations' offsets moved
+    along), else a new part."""
+    joined = parts[-1] if parts and isinstance(parts[-1], TextPart) else None
+    offset = len(joined.text) if joined is not None else 0
+    cited = [TranscriptCitation(start=offset + (c.start if c.start is not None else 0),
+                                end=offset + (c.end if c.end is not None else len(block.text)),
+                                url=c.url, title=c.title, document=c.document, location=c.location, quote=c.quote)
+             for c in getattr(block, "citations", None) or ()]
+    if joined is not None:
+        joined.text += block.text
+        joined.citations += cited
+    else:
+        parts.append(TextPart(text=block.text, citations=cited))
+
+
+def _add_server(parts: list[Any], block: Any, open_servers: dict[str, ServerToolPart]) -> None:
+    """A provider-side tool's call (a new card) or result (onto its call's card; a card of its
+    own when its call is not there)."""
+    if block.type == "server_tool_call":
+        part = open_servers[block.id] = ServerToolPart(id=block.id, tool=block.tool, name=block.name,
+                                                       input=dict(block.input or {}))
+        parts.append(part)
+        return
+    part = open_servers.pop(block.call_id, None)
+    if part is None:
+        part = ServerToolPart(id=block.call_id, tool=block.tool)
+        parts.append(part)
+    part.status = "error" if block.error else "ok"
+    part.sources = [ServerSource(url=s.url, title=s.title, status=s.status) for s in block.sources]
+    part.output, part.error, part.files = block.output, block.error, [dict(f) for f in block.files]
+    part.images = [{"mime_type": i.mime_type, "data": i.data} for i in block.images
+                   if i.data and i.mime_type in RASTER_TYPES and len(i.data) <= MAX_IMAGE_CHARS]
 
 
 def _native_name(action: Any) -> str:

@@ -21,6 +21,8 @@ from typing import Any
 from ..core import (
     ActionCallBlock,
     BlockDelta,
+    Citation,
+    CitationDelta,
     DeltaMessage,
     Message,
     MessageError,
@@ -28,6 +30,8 @@ from ..core import (
     ProviderError,
     ReasoningBlock,
     ReasoningDelta,
+    ServerToolCallBlock,
+    ServerToolDelta,
     StopKind,
     TextBlock,
     join_text,
@@ -41,7 +45,10 @@ from ..core import (
 class StreamMeta:
     """Facts of a stream a decoder notes (`StreamDecoder.note`): any field left None is
     unchanged. `usage_error`: the provider's usage block could not be read (`usage.read_usage`);
-    it replaces a usage read before, as a usage read later replaces it."""
+    it replaces a usage read before, as a usage read later replaces it. `server_tool_calls`:
+    provider-side tool calls counted from the stream, by kind (``{"web_search": 1}``), where the
+    usage block does not count them; `extra`: facts of the reply kept in its message's metadata
+    (Anthropic's code execution ``container``). A decoder notes each whole, not a change."""
 
     usage: Usage | None = None
     usage_error: str | None = None
@@ -49,6 +56,8 @@ class StreamMeta:
     stop_kind: StopKind | None = None
     request_id: str | None = None
     model: str | None = None
+    server_tool_calls: dict[str, int] | None = None
+    extra: dict[str, Any] | None = None
 
 
 _INDEX = attrgetter("index")
@@ -113,13 +122,16 @@ class Aggregator:
 
     def blocks(self) -> dict[int, list[Any]]:
         """By content index, in index order: a text block's pieces (strings), or another block's
-        deltas in arrival order.
+        deltas in arrival order. Citations are not a block's: see `citations`.
 
         Raises:
             ValueError: one content index holding text and deltas of another kind.
         """
         buckets: dict[int, list[Any]] = {}
-        for index, run in groupby(self.others, _INDEX):  # runs of one index, so one lookup per run
+        others = self.others
+        if any(d.__class__ is CitationDelta for d in others):
+            others = [d for d in others if d.__class__ is not CitationDelta]
+        for index, run in groupby(others, _INDEX):  # runs of one index, so one lookup per run
             bucket = buckets.get(index)
             if bucket is None:
                 buckets[index] = list(run)
@@ -131,12 +143,21 @@ class Aggregator:
             buckets[index] = pieces
         return dict(sorted(buckets.items()))
 
+    def citations(self) -> dict[int, list[Citation]]:
+        """Content index -> the citations of that text block, in arrival order (`CitationDelta`)."""
+        found: dict[int, list[Citation]] = {}
+        for delta in self.others:
+            if delta.__class__ is CitationDelta:
+                found.setdefault(delta.index, []).append(delta.citation)  # type: ignore[attr-defined]
+        return found
+
     def message(self, *, dropped: list[dict[str, Any]] | None = None) -> Message:
         """The message so far. A tool call that cannot run as written (`ActionCallBlock.error`:
         arguments that are not a JSON object, no name) is kept with its error, for the model to
         read; with `dropped` given it is left out instead (a call cut off by the end of the
         stream or by max_tokens was not the model's mistake) and described there ({"id",
-        "name", "raw_arguments"}).
+        "name", "raw_arguments"}). A text block gets its citations; a provider-side tool call is
+        the whole block that closed it, or, cut off before, what its progress deltas said.
 
         Raises:
             TypeError, ValueError: the deltas form no message (a text delta that is not text, one
@@ -144,10 +165,11 @@ class Aggregator:
         """
         blocks: list[Any] = []
         calls = 0
+        cited = self.citations() if self.others else {}
         for index, bucket in self.blocks().items():
             first = bucket[0]
             if index in self.texts:
-                blocks.append(TextBlock(text=join_text(bucket)))
+                blocks.append(TextBlock(text=join_text(bucket), citations=cited.get(index, [])))
             elif isinstance(first, TextDelta):  # a subclass of it
                 blocks.append(TextBlock.from_deltas(bucket))
             elif isinstance(first, ReasoningDelta):
@@ -165,8 +187,8 @@ class Aggregator:
                         "name": next((d.name for d in reversed(bucket) if d.name), None),
                         "raw_arguments": call.raw_arguments,
                     })
-            elif isinstance(first, BlockDelta):
-                blocks.append(first.block)
+            elif isinstance(first, (BlockDelta, ServerToolDelta)):
+                blocks.append(_whole_block(bucket))
         return Message(role="assistant", content=blocks)
 
     def partial(self, status: MessageStatus = "partial", error: ProviderError | None = None) -> Message | None:
@@ -189,6 +211,20 @@ class Aggregator:
         if dropped:
             message.metadata["partial_tool_calls"] = dropped
         return message
+
+
+def _whole_block(bucket: list[Any]) -> Any:
+    """The block a run of `BlockDelta` / `ServerToolDelta` stands for: the last whole block; a
+    provider-side call that never closed, from its progress (its input as far as it came, in
+    ``input["partial"]``)."""
+    for delta in reversed(bucket):
+        if delta.__class__ is BlockDelta:
+            return delta.block
+    call_id = next((d.call_id for d in reversed(bucket) if d.call_id), "")
+    tool = next((d.tool for d in reversed(bucket) if d.tool), "")
+    name = next((d.name for d in reversed(bucket) if d.name), "")
+    text = "".join(d.arguments for d in bucket)
+    return ServerToolCallBlock(id=call_id, tool=tool, name=name, input={"partial": text} if text else {})
 
 
 def merge_meta(meta: StreamMeta, update: StreamMeta) -> None:

@@ -37,6 +37,7 @@ from ..core import (
     ActionResultBlock,
     AudioBlock,
     BlockDelta,
+    CitationDelta,
     DeltaMessage,
     DocumentBlock,
     GenericBlock,
@@ -46,6 +47,9 @@ from ..core import (
     ProviderError,
     ReasoningBlock,
     ReasoningDelta,
+    ServerToolCallBlock,
+    ServerToolDelta,
+    ServerToolResultBlock,
     StopKind,
     TextBlock,
     TextDelta,
@@ -57,6 +61,7 @@ from ..core import (
 from .models import parse_anthropic
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, check_counts, read_usage, wire_usage
 from .decode import StreamDecoder, not_json
+from .anthropic_server import TOOL_KINDS, citation, container_to_reuse, sent_back, server_block, tool_definitions
 from .model_rules import EFFORT_BUDGETS
 from .structured import OUTPUT_TOOL
 from .tool_media import result_text, tool_media
@@ -120,7 +125,7 @@ def usage_from_anthropic(raw: dict[str, Any]) -> Usage:
     cache_write = raw.get("cache_creation_input_tokens") or 0
     check_counts(input_tokens=uncached, cache_read_input_tokens=cache_read, cache_creation_input_tokens=cache_write)
     details = raw.get("output_tokens_details") or {}
-    return wire_usage(
+    usage = wire_usage(
         raw,
         input_tokens=uncached + cache_read + cache_write,
         output_tokens=raw.get("output_tokens") or 0,
@@ -128,6 +133,11 @@ def usage_from_anthropic(raw: dict[str, Any]) -> Usage:
         cache_write_tokens=cache_write,
         reasoning_tokens=details.get("thinking_tokens") or 0,
     )
+    server = raw.get("server_tool_use") or {}
+    calls = {"web_search": server.get("web_search_requests") or 0, "web_fetch": server.get("web_fetch_requests") or 0}
+    check_counts(**calls)
+    usage.server_tool_calls = {kind: count for kind, count in calls.items() if count}
+    return usage
 
 
 def stop_kind(stop_reason: str) -> StopKind:
@@ -135,20 +145,22 @@ def stop_kind(stop_reason: str) -> StopKind:
     return STOP_REASONS.get(stop_reason, StopKind.end_turn)
 
 
-def block_deltas(index: int, block: dict[str, Any]) -> list[DeltaMessage]:
+def block_deltas(index: int, block: dict[str, Any], provider: str = "anthropic") -> list[DeltaMessage]:
     """The deltas that stand for one whole content block, as it appears in
     `content_block_start` or in a non-streaming message's `content`.
 
     Text and thinking give their text (nothing when empty, as at the start of a
     stream); `tool_use` gives its id and name and its input as JSON text (none
     for ``{}``, the streaming start); `redacted_thinking` becomes a redacted
-    `ReasoningBlock` whose signature is the opaque `data`; any other block (server
-    tool use and results, ...) passes through whole as a `GenericBlock`.
+    `ReasoningBlock` whose signature is the opaque `data`; a server tool's call or result
+    becomes its neutral block (`anthropic_server.server_block`); any other block passes through
+    whole as a `GenericBlock`. A text block's citations (a whole message's) come after its text.
     """
     kind = block.get("type")
     if kind == "text":
         text = block.get("text") or ""
-        return [TextDelta(index, text)] if text else []
+        cited = [CitationDelta(index, c) for c in map(citation, block.get("citations") or ()) if c is not None]
+        return ([TextDelta(index, text)] if text else []) + cited
     if kind == "thinking":
         text, signature = block.get("thinking") or "", block.get("signature") or None
         return [ReasoningDelta(index, text, signature=signature)] if (text or signature) else []
@@ -158,7 +170,7 @@ def block_deltas(index: int, block: dict[str, Any]) -> list[DeltaMessage]:
         arguments = block.get("input") or {}
         text = json.dumps(arguments) if arguments else ""
         return [ToolCallDelta(index, block.get("id") or None, block.get("name") or None, text)]
-    return [BlockDelta(index, GenericBlock(value=block))]
+    return [BlockDelta(index, server_block(block, provider))]
 
 
 def error_from_object(error: Any, provider: str = "anthropic") -> ProviderError:
@@ -198,6 +210,7 @@ class AnthropicPromptDriver(BasePromptDriver):
     capabilities = Capabilities(vision=True, structured_output_native=False, reasoning=True, documents=True)
     #: "Vision": at most 5 MB an image through the API (tool results included: `tool_media`).
     max_image_bytes = 5 * 1024 * 1024
+    builtin_tools = frozenset({"web_search", "web_fetch", "code_execution"})
     known_options = frozenset(
         {
             "max_tokens",
@@ -327,6 +340,9 @@ class AnthropicPromptDriver(BasePromptDriver):
             for t in prompt_stack.tools
         ]
         schema = prompt_stack.to_output_json_schema()
+        self._add_builtin_tools(prompt_stack, body, tools)
+        if schema is None:  # "Citations": documents cite; the API refuses citations with structured output
+            _cite_documents(body["messages"])
         if self.output_strategy(prompt_stack) == "tool":
             self._add_output_tool(schema, tools, options)  # type: ignore[arg-type]
         if tools:
@@ -348,6 +364,19 @@ class AnthropicPromptDriver(BasePromptDriver):
             self.add_cache_breakpoints(body)
         body["stream"] = True
         return "/messages", body
+
+    def _add_builtin_tools(self, prompt_stack: PromptStack, body: dict[str, Any], tools: list[dict[str, Any]]) -> None:
+        """The server tools asked for (`anthropic_server.tool_definitions`) after the functions, and
+        the code execution container to work in: the one an option names, else the one the
+        conversation's last reply used (while it has not expired)."""
+        if not prompt_stack.builtin_tools:
+            return
+        definitions, container = tool_definitions(prompt_stack.builtin_tools)
+        tools.extend(definitions)
+        if any(t.name == "code_execution" for t in prompt_stack.builtin_tools):
+            container = container or container_to_reuse(prompt_stack.messages)
+            if container:
+                body["container"] = container
 
     def _add_output_tool(self, schema: dict[str, Any], tools: list[dict[str, Any]], options: dict[str, Any]) -> None:
         """The "tool" strategy: a synthetic tool whose input is the output, and a forced call to it."""
@@ -442,10 +471,12 @@ class AnthropicPromptDriver(BasePromptDriver):
             if block.redacted:
                 return [{"type": "redacted_thinking", "data": block.signature}]
             return [{"type": "thinking", "thinking": block.text, "signature": block.signature}]
+        if isinstance(block, (ServerToolCallBlock, ServerToolResultBlock)):
+            return sent_back(block, self.protocol) if role == "assistant" else []
         if isinstance(block, GenericBlock):
             value = block.value
             if isinstance(value, dict) and value.get("type"):
-                return [value]  # a block we received (server tool use / result): back unchanged
+                return [value]  # a block we received (of a type we do not know): back unchanged
             text = value if isinstance(value, str) else json.dumps(value, default=str)
             return [{"type": "text", "text": text}] if text else []
         if isinstance(block, AudioBlock):
@@ -472,7 +503,7 @@ class AnthropicPromptDriver(BasePromptDriver):
                     f"{self.provider} sent a {block.get('type')} block whose input is not JSON: {redact_head(raw)!r}",
                 )
             block["input"] = value
-        return BlockDelta(position, GenericBlock(value=block))
+        return BlockDelta(position, server_block(block, self.protocol))
 
     def _stream_error(self, error: Any) -> ProviderError:
         exc = error_from_object(error, self.provider)
@@ -537,23 +568,31 @@ class MessagesDecoder(StreamDecoder):
             fragment = delta.get("partial_json") or ""
             if wire in self.pending:
                 self.pending[wire][1].append(fragment)
+                if fragment and self.pending[wire][0].get("type") == "server_tool_use":  # shown as it is written
+                    return (ServerToolDelta(self.index(wire), arguments=fragment),)
             elif fragment:
                 return (ToolCallDelta(self.index(wire), None, None, fragment),)
+        elif kind == "citations_delta":
+            cited = citation(delta.get("citation"))
+            return (CitationDelta(self.index(wire), cited),) if cited is not None else ()
         elif kind == "thinking_delta":
             if delta.get("thinking"):
                 return (ReasoningDelta(self.index(wire), delta["thinking"]),)
         elif kind == "signature_delta":
             if delta.get("signature"):
                 return (ReasoningDelta(self.index(wire), "", signature=delta["signature"]),)
-        return ()  # citations_delta and unknown delta types carry nothing we keep
+        return ()  # unknown delta types carry nothing we keep
 
     def block_start(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
         wire = event.get("index", 0)
         block = event.get("content_block") or {}
         position = self.index(wire)  # the arrival order fixes the position, even for a block emitted at its stop
         if block.get("type") in _KNOWN_BLOCKS:
-            return block_deltas(position, block)
+            return block_deltas(position, block, self.driver.protocol)
         self.pending[wire] = (dict(block), [])
+        if block.get("type") == "server_tool_use":  # its card opens now; the call is whole at its stop
+            name = str(block.get("name") or "")
+            return (ServerToolDelta(position, block.get("id") or None, TOOL_KINDS.get(name, name), name or None),)
         return ()
 
     def block_stop(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
@@ -576,9 +615,12 @@ class MessagesDecoder(StreamDecoder):
         return ()
 
     def message_delta(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
-        reason = (event.get("delta") or {}).get("stop_reason")
+        delta = event.get("delta") or {}
+        reason = delta.get("stop_reason")
         if reason:
             self.note(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
+        if isinstance(delta.get("container"), dict):  # code ran in a container: the next request may reuse it
+            self.note(StreamMeta(extra={"container": delta["container"]}))
         counts = event.get("usage")
         if counts:
             self.note(read_usage(self._cumulative, counts))
@@ -621,10 +663,12 @@ class MessagesDecoder(StreamDecoder):
             d
             for index, block in enumerate(data.get("content") or ())
             if isinstance(block, dict)
-            for d in block_deltas(index, block)
+            for d in block_deltas(index, block, self.driver.protocol)
         ]
         reason = data.get("stop_reason") or "end_turn"
         self.note(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
+        if isinstance(data.get("container"), dict):
+            self.note(StreamMeta(extra={"container": data["container"]}))
         return deltas
 
     def message_stop(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
@@ -643,6 +687,14 @@ class MessagesDecoder(StreamDecoder):
 
 
 _NONE: dict[str, Any] = {}  # read only: a delta without fields
+
+
+def _cite_documents(turns: list[dict[str, Any]]) -> None:
+    """Ask for citations on every document of the user's turns ("Citations": ``citations.enabled``)."""
+    for turn in turns:
+        for part in turn["content"]:
+            if part.get("type") == "document":
+                part.setdefault("citations", {"enabled": True})
 
 
 def _json_or_none(raw: str) -> Any:

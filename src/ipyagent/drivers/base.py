@@ -89,6 +89,8 @@ class BasePromptDriver(TurnSteps, CapabilityChecks, ErrorMapping, ModelLists, AB
     known_options: ClassVar[frozenset[str]] = frozenset()
     #: What the protocol can do; `capabilities_for(model)` may narrow it per model.
     capabilities: ClassVar[Capabilities] = Capabilities()
+    #: The provider-side tools (`core.BUILTIN_TOOLS`) this protocol can ask for (`core.BuiltinTool`).
+    builtin_tools: ClassVar[frozenset[str]] = frozenset()
     default_base_url: ClassVar[str]
     #: Content types this protocol streams as; another reply is looked at (`_reply`).
     #: Empty (a third-party driver that did not say): every reply is read as the stream.

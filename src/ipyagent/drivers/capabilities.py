@@ -37,6 +37,7 @@ class CapabilityChecks:
     model: str
     provider_options: dict[str, Any]
     capabilities: ClassVar[Capabilities]
+    builtin_tools: ClassVar[frozenset[str]]
 
     @property
     def supports_tools(self) -> bool:
@@ -103,6 +104,7 @@ class CapabilityChecks:
                 retryable=False,
             )
         self.check_settings(prompt_stack)
+        self.check_builtin_tools(prompt_stack)
         for capability in needed:
             raise ProviderError(
                 "unsupported_capability",
@@ -111,6 +113,24 @@ class CapabilityChecks:
                 code=capability,
                 retryable=False,
             )
+
+    def builtin_tools_for(self, model: str) -> frozenset[str]:
+        """The provider-side tools `model` can use (default: the protocol's `builtin_tools`)."""
+        return self.builtin_tools
+
+    def check_builtin_tools(self, prompt_stack: PromptStack) -> None:
+        """Raises `ProviderError` ``unsupported_capability`` for a provider-side tool this protocol
+        or model has no counterpart for, naming the providers that have it."""
+        have = self.builtin_tools_for(self.model)
+        for tool in prompt_stack.builtin_tools:
+            if tool.name in have:
+                continue
+            from .registry import providers_with_builtin
+
+            others = providers_with_builtin(tool.name)
+            where = f"; {', '.join(others)} {'have' if len(others) > 1 else 'has'} it" if others else ""
+            raise ProviderError("unsupported_capability", f"{self.provider} model {self.model} has no built-in "
+                                f"{tool.name} tool{where}", code="builtin_tool", retryable=False)
 
     # -- settings (ModelSettings): checks shared by every driver's translation -----------
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx2
 
-from ..core import DeltaMessage, ProviderError, ReasoningDelta, TextDelta, ToolCallDelta, redact_head
+from ..core import DeltaMessage, ProviderError, ReasoningDelta, ServerToolDelta, TextDelta, ToolCallDelta, redact_head
 from .aggregate import StreamMeta, merge_meta
 from .http import _Replayed
 
@@ -71,6 +71,7 @@ _TEXT_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {
     TextDelta: (("text", False),),
     ReasoningDelta: (("text", False), ("signature", True)),
     ToolCallDelta: (("arguments", False), ("call_id", True), ("name", True), ("signature", True)),
+    ServerToolDelta: (("arguments", False), ("call_id", True), ("tool", True), ("name", True), ("status", True)),
 }
 
 

@@ -49,12 +49,15 @@ from ..core import (
     PromptStack,
     ProviderError,
     ReasoningBlock,
+    ServerToolCallBlock,
+    ServerToolResultBlock,
     TextBlock,
     ToolDefinition,
 )
 from .models import parse_gemini
 from .base import BasePromptDriver, Capabilities
 from .gemini_schema import to_gemini_schema
+from .gemini_tools import tool_entries
 from .model_rules import EFFORT_BUDGETS
 from .gemini_stream import (
     GeminiDecoder,
@@ -120,6 +123,7 @@ class GeminiPromptDriver(BasePromptDriver):
     tool_image_types = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
     tool_audio_types = frozenset({"audio/wav", "audio/x-wav", "audio/mp3", "audio/mpeg", "audio/aiff", "audio/aac",
                                   "audio/ogg", "audio/flac"})
+    builtin_tools = frozenset({"web_search", "code_execution", "url_context"})
     known_options = _GENERATION_OPTIONS | {"safetySettings", "toolConfig"}
 
     def capabilities_for(self, model: str) -> Capabilities:
@@ -203,6 +207,8 @@ class GeminiPromptDriver(BasePromptDriver):
         tools = list(prompt_stack.tools) + ([output_tool(schema)] if strategy == "tool" else [])  # type: ignore[arg-type]
         if tools:
             body["tools"] = [{"functionDeclarations": [_declaration(tool) for tool in tools]}]
+        if prompt_stack.builtin_tools:  # "Tool": google_search, code_execution, url_context, each its own
+            body.setdefault("tools", []).extend(tool_entries(prompt_stack.builtin_tools))
         generation, calling = self._generation_config(prompt_stack, strategy, schema)
         if generation:
             body["generationConfig"] = generation
@@ -361,6 +367,10 @@ class GeminiPromptDriver(BasePromptDriver):
                         skip_next = True
                     else:
                         parts.append({"text": "", "thoughtSignature": block.signature})
+            elif isinstance(block, (ServerToolCallBlock, ServerToolResultBlock)):
+                # A code execution's parts go back as they came; a search (no part) has nothing to send.
+                if role == "model" and block.provider == "gemini" and isinstance(block.raw, dict):
+                    parts.append(block.raw)
             elif isinstance(block, GenericBlock):
                 # Only a value shaped like a Gemini `Part` (one this driver received) can go back.
                 if isinstance(block.value, dict) and block.value and set(block.value) <= PART_KEYS:

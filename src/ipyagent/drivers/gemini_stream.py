@@ -17,6 +17,7 @@ from typing import Any
 from ..core import (
     AudioBlock,
     BlockDelta,
+    CitationDelta,
     DeltaMessage,
     GenericBlock,
     ImageBlock,
@@ -32,6 +33,7 @@ from ..core import (
 )
 from .base import BlockIndex, StreamMeta, read_usage, wire_usage
 from .decode import StreamDecoder, not_json
+from .gemini_tools import code_call, code_result, grounding_citations, search_blocks, url_blocks
 
 #: `Candidate.finishReason` -> StopKind. STOP with function calls is tool_use.
 FINISH_REASONS: dict[str, StopKind] = {
@@ -212,7 +214,7 @@ class GeminiResponseParser:
     """
 
     __slots__ = ("index", "_kind", "_seq", "_calls", "_open", "_reasoning_signed", "usage", "finish_reason",
-                 "block_reason", "response_id", "model")
+                 "block_reason", "response_id", "model", "_texts", "_codes", "_code_id", "grounding", "url_context")
 
     def __init__(self) -> None:
         self.index = BlockIndex()
@@ -226,6 +228,11 @@ class GeminiResponseParser:
         self.block_reason: str | None = None
         self.response_id: str | None = None
         self.model: str | None = None
+        self._texts: dict[int, list[str]] = {}  # text block -> its pieces (grounding offsets are into the text)
+        self._codes = 0  # code executions so far (Gemini gives them no id)
+        self._code_id: str | None = None  # the code execution a result answers
+        self.grounding: dict[str, Any] | None = None  # the candidate's groundingMetadata (its last)
+        self.url_context: dict[str, Any] | None = None  # the candidate's urlContextMetadata
 
     def feed(self, chunk: Any) -> Iterator[DeltaMessage]:
         """Deltas for one response object. Raises `ProviderError` for an ``error`` object."""
@@ -259,6 +266,10 @@ class GeminiResponseParser:
             finish = candidate.get("finishReason")
             if finish:
                 self.finish_reason = finish
+            if isinstance(candidate.get("groundingMetadata"), dict):
+                self.grounding = candidate["groundingMetadata"]
+            if isinstance(candidate.get("urlContextMetadata"), dict):
+                self.url_context = candidate["urlContextMetadata"]
 
     def _new(self, kind: str | None) -> int:
         self._seq += 1
@@ -288,7 +299,9 @@ class GeminiResponseParser:
             if text:
                 if self._kind != "text":
                     self._new("text")
-                yield TextDelta(self.index(("block", self._seq)), text)
+                index = self.index(("block", self._seq))
+                self._texts.setdefault(index, []).append(text)
+                yield TextDelta(index, text)
             return
         inline = part.get("inlineData")
         if isinstance(inline, dict) and inline.get("data"):
@@ -302,8 +315,15 @@ class GeminiResponseParser:
             )
             yield BlockDelta(self._new(None), block)
             return
-        if part:
-            # executableCode, codeExecutionResult, fileData...: kept whole, sent back as they came.
+        if "executableCode" in part:  # the code execution tool: a call, its part kept to go back
+            self._codes += 1
+            call = code_call(part, self._codes)
+            self._code_id = call.id
+            yield BlockDelta(self._new(None), call)
+        elif "codeExecutionResult" in part:
+            yield BlockDelta(self._new(None), code_result(part, self._code_id or f"code_{self._codes}"))
+        elif part:
+            # fileData and parts we do not know: kept whole, sent back as they came.
             yield BlockDelta(self._new(None), GenericBlock(value=part))
 
     def _function_call(self, call: dict[str, Any], signature: str | None) -> Iterator[DeltaMessage]:
@@ -360,13 +380,29 @@ class GeminiResponseParser:
         assert open_call is not None
         return ToolCallDelta(open_call.index, None, None, json.dumps(open_call.args, ensure_ascii=False))
 
+    def _grounded(self) -> list[DeltaMessage]:
+        """The URL context and Google Search the reply rested on, as calls and results placed before
+        its first block (negative indices: the metadata comes last, the tools ran first), and the
+        citations of its text."""
+        blocks = url_blocks(self.url_context, self.response_id) if self.url_context else []
+        blocks += search_blocks(self.grounding, self.response_id) if self.grounding else []
+        items: list[DeltaMessage] = [BlockDelta(n - len(blocks), block) for n, block in enumerate(blocks)]
+        if self.grounding and self._texts:
+            texts = {index: "".join(pieces) for index, pieces in self._texts.items()}
+            items += [CitationDelta(index, cited) for index, cited in grounding_citations(self.grounding, texts)]
+        return items
+
     def finish(self) -> list[DeltaMessage | StreamMeta]:
         """What the end of the response tells: a still-open call closed, usage, stop reason, ids."""
         items: list[DeltaMessage | StreamMeta] = []
         if self._open is not None:
             items.append(self._close())
+        items += self._grounded()
         ids = {"request_id": self.response_id, "model": self.model}
         meta = read_usage(usage_from_gemini, self.usage, **ids) if self.usage else StreamMeta(**ids)
+        queries = (self.grounding or {}).get("webSearchQueries")
+        if isinstance(queries, list) and queries:  # Gemini 3 bills each search query
+            meta.server_tool_calls = {"web_search": len(queries)}
         if self.finish_reason:
             meta.stop_raw = self.finish_reason
             kind = FINISH_REASONS.get(self.finish_reason, StopKind.end_turn)

@@ -43,6 +43,10 @@ import httpx2
 
 from ..core import (
     BlockDelta,
+    CitationDelta,
+    ServerToolCallBlock,
+    ServerToolDelta,
+    ServerToolResultBlock,
     DocumentBlock,
     ActionCallBlock,
     ActionResultBlock,
@@ -62,6 +66,7 @@ from ..core import (
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
 from .decode import StreamDecoder, not_json
 from .model_rules import openai_non_reasoning_model, openai_reasoning_model
+from .openai_server import ITEM_TOOLS, PROGRESS, annotation, item_blocks, tool_definitions
 from .openai_chat import openai_tool_choice
 from .error_types import error_type_for
 from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
@@ -152,6 +157,8 @@ class ResponsesDecoder(StreamDecoder):
         self._calls: dict[int, dict[str, Any]] = {}  # output index -> the item as added
         self._args_seen: set[int] = set()
         self.has_calls = False
+        self._cited: set[tuple[int, int]] = set()  # text parts whose annotations streamed
+        self._tool_calls: dict[str, int] = {}  # built-in tool calls made, by tool (priced per call)
 
     def feed(self, sse: Any) -> Sequence[DeltaMessage]:
         data = sse.data
@@ -232,6 +239,20 @@ class ResponsesDecoder(StreamDecoder):
         if etype == "error":
             error = event.get("error")
             raise error_from_object(error if isinstance(error, dict) else event)
+        return self._builtin_event(etype, event)
+
+    def _builtin_event(self, etype: Any, event: dict[str, Any]) -> Sequence[DeltaMessage]:
+        """A built-in tool's progress (its status, code as it is written) or a text annotation."""
+        oi = event.get("output_index", 0)
+        if etype == "response.output_text.annotation.added":
+            cited = annotation(event.get("annotation"))
+            key = (oi, event.get("content_index", 0))
+            self._cited.add(key)
+            return (CitationDelta(self.index(key), cited),) if cited is not None else ()
+        if etype in PROGRESS:
+            return (ServerToolDelta(self.index((oi, "server")), status=PROGRESS[etype]),)
+        if etype == "response.code_interpreter_call_code.delta" and event.get("delta"):
+            return (ServerToolDelta(self.index((oi, "server")), arguments=event["delta"]),)
         return ()
 
     # -- items --------------------------------------------------------------------------
@@ -260,6 +281,10 @@ class ResponsesDecoder(StreamDecoder):
             return [ToolCallDelta(index, item.get("call_id") or None, item.get("name") or None, arguments, signature)]
         if kind == "reasoning":
             self.index((oi, "reasoning"))  # keep arrival order even if no summary streams
+        if kind in ITEM_TOOLS:
+            tool, name = ITEM_TOOLS[kind]
+            return [ServerToolDelta(self.index((oi, "server")), item.get("id") or None, tool, name,
+                                    status=item.get("status") or None)]
         return ()
 
     def item_done(self, oi: int, item: dict[str, Any]) -> Sequence[DeltaMessage]:
@@ -274,7 +299,7 @@ class ResponsesDecoder(StreamDecoder):
                 if text:
                     self._text_seen.add((oi, ci))
                     out.append(TextDelta(self.index((oi, ci)), text))
-            return out
+            return out + self._annotations(oi, item)
         if kind == "function_call":
             self.has_calls = True
             added = self._calls.get(oi)
@@ -306,7 +331,22 @@ class ResponsesDecoder(StreamDecoder):
         if kind == "image_generation_call" and item.get("result"):  # "Image generation" tool: base64 image
             mime = f"image/{item.get('output_format') or 'png'}".replace("image/jpg", "image/jpeg")
             return [BlockDelta(self.index((oi, "image")), ImageBlock(mime_type=mime, data=item["result"]))]
-        return ()  # other built-in tool items (web search, ...) are not part of our content model
+        if kind in ITEM_TOOLS:
+            call, result = item_blocks(item, "openai-responses")
+            self._tool_calls[call.tool] = self._tool_calls.get(call.tool, 0) + 1
+            self.note(StreamMeta(server_tool_calls=dict(self._tool_calls)))
+            return [BlockDelta(self.index((oi, "server")), call), BlockDelta(self.index((oi, "result")), result)]
+        return ()  # other items (computer use, MCP, ...) are not part of our content model
+
+    def _annotations(self, oi: int, item: dict[str, Any]) -> list[DeltaMessage]:
+        """The citations of a finished message's text parts whose annotations did not stream."""
+        out: list[DeltaMessage] = []
+        for ci, part in enumerate(item.get("content") or ()):
+            if (oi, ci) in self._cited or not isinstance(part, dict):
+                continue
+            self._cited.add((oi, ci))
+            out += [CitationDelta(self.index((oi, ci)), c) for c in map(annotation, part.get("annotations") or ()) if c]
+        return out
 
     def _finished(self, response: dict[str, Any], status: str) -> StreamMeta:
         usage = response.get("usage")
@@ -363,6 +403,7 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
     default_base_url = "https://api.openai.com/v1"
     stream_types = ("text/event-stream",)  # a whole Response object (JSON) is read by `ResponsesDecoder.whole`
     capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
+    builtin_tools = frozenset({"web_search", "code_execution", "file_search"})
     known_options = frozenset(
         {
             "temperature",
@@ -470,6 +511,11 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
             tools.append({"type": "function", "name": tool.name, "description": tool.description,
                           "parameters": tool.parameters, "strict": strict is not None})
             body["tool_choice"] = "required" if prompt_stack.tools else {"type": "function", "name": OUTPUT_TOOL}
+        if prompt_stack.builtin_tools:
+            builtin, include = tool_definitions(prompt_stack.builtin_tools)
+            tools += builtin
+            given = list(options.pop("include", None) or [])
+            body["include"] = given + [i for i in include if i not in given]
         if tools:
             body["tools"] = tools
         if text:
@@ -529,10 +575,11 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         look items up, so reasoning without ``encrypted_content`` stays out.
         Reasoning the API cannot take is dropped: the model does not need it.
         """
-        blocks = [b for b in message.content if not isinstance(b, ActionResultBlock)]
+        blocks = [b for b in message.content if not isinstance(b, (ActionResultBlock, ServerToolResultBlock))]
         items: list[dict[str, Any]] = []
         texts: list[dict[str, Any]] = []
         paired = False  # the calls now being sent follow a reasoning item that went back
+        reasoned = False  # a reasoning item of ours came before: a built-in tool item needs it back
 
         def flush() -> None:
             if texts:
@@ -546,11 +593,17 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
                     paired = False
             elif isinstance(block, ReasoningBlock):
                 item = self._reasoning_item(block)
+                reasoned = reasoned or _loads_object(block.signature) is not None
                 following = blocks[n + 1] if n + 1 < len(blocks) else None
-                paired = bool(item) and isinstance(following, ActionCallBlock) and _call_item_id(following) is not None
+                paired = bool(item) and _item_id(following) is not None
                 if paired:
                     flush()
                     items.append(item)  # type: ignore[arg-type]
+            elif isinstance(block, ServerToolCallBlock):
+                # A built-in tool's item goes back whole, after its reasoning item when the model reasoned.
+                if _item_id(block) is not None and (paired or not reasoned):
+                    flush()
+                    items.append(block.raw)
             elif isinstance(block, ActionCallBlock):
                 flush()
                 call: dict[str, Any] = {
@@ -602,6 +655,16 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         if error.code in NOT_RETRYABLE_CODES:
             error.retryable = False
         return error
+
+
+def _item_id(block: Any) -> str | None:
+    """The output item id a block goes back with: a function call's (`_call_item_id`), a built-in
+    tool call of ours' (its item); None for anything else."""
+    if isinstance(block, ActionCallBlock):
+        return _call_item_id(block)
+    if isinstance(block, ServerToolCallBlock) and block.provider == "openai-responses" and isinstance(block.raw, dict):
+        return block.raw.get("id") or None
+    return None
 
 
 def _call_item_id(block: ActionCallBlock) -> str | None:

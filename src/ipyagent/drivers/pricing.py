@@ -26,6 +26,12 @@ PRICE_PROVIDERS: dict[str, str] = {
     "deepseek": "deepseek",
 }
 
+#: Provider-side tool calls (`Usage.server_tool_calls`) -> genai-prices' per-call units: a web search
+#: ($10 per thousand at OpenAI and Anthropic, Gemini's per-query grounding), a file search (OpenAI's
+#: "storage searches"), a code execution. Web fetch and URL context cost their tokens only.
+TOOL_UNITS: dict[str, str] = {"web_search": "web_searches", "file_search": "storage_searches",
+                              "code_execution": "code_executions"}
+
 #: Providers whose `Usage.output_tokens` leaves out the reasoning tokens they bill as output (Gemini's thoughts).
 REASONING_OUTSIDE_OUTPUT = frozenset({"gemini"})
 
@@ -100,7 +106,8 @@ def price(provider: str, model: str, usage: Usage, *, price_provider: str | None
     Args:
         provider: our provider id (``openai``, ``gemini``...).
         model: the model as the provider reported it (a dated snapshot, as the reply named it).
-        usage: the turn's billed tokens (`Usage.input_tokens` includes cache reads and writes).
+        usage: the turn's billed tokens (`Usage.input_tokens` includes cache reads and writes) and
+            provider-side tool calls (`Usage.server_tool_calls`, priced per call: `TOOL_UNITS`).
         price_provider: a genai-prices provider id overriding `PRICE_PROVIDERS` (plug-in drivers).
     """
     provider_id = price_provider or PRICE_PROVIDERS.get(provider)
@@ -112,6 +119,9 @@ def price(provider: str, model: str, usage: Usage, *, price_provider: str | None
         tokens["cache_read_tokens"] = usage.cache_read_tokens
     if usage.cache_write_tokens:
         tokens["cache_write_tokens"] = usage.cache_write_tokens
+    for kind, count in usage.server_tool_calls.items():
+        if kind in TOOL_UNITS and count:
+            tokens[TOOL_UNITS[kind]] = count
     key = (provider_id, model, *tokens.items(), int(time.time() // 3600))
     if key not in _PRICED:
         if len(_PRICED) >= _PRICED_MAX:

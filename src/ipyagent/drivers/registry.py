@@ -188,6 +188,18 @@ def providers() -> dict[str, ProviderSpec]:
     return found
 
 
+def providers_with_builtin(tool: str) -> list[str]:
+    """The providers whose driver can ask for provider-side tool `tool` (``web_search``), sorted."""
+    found = []
+    for name, spec in providers().items():
+        try:
+            if tool in getattr(spec.driver_class(), "builtin_tools", ()):
+                found.append(name)
+        except Exception:  # noqa: BLE001 - a plug-in that does not import names nothing here
+            continue
+    return sorted(found)
+
+
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
     """``"openai:gpt-6-luna"`` -> ``("openai", "gpt-6-luna")``; the model may hold ``:``.
     An alias (`set_alias`) is replaced by the id it stands for.

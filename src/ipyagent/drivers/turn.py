@@ -387,12 +387,12 @@ class TurnSteps:
         except Exception as exc:
             raise ProviderError("invalid_response", str(exc), retryable=False) from None
         model = model_or(meta, self.model)
-        usage = meta.usage or Usage()
+        usage = _with_tool_calls(meta.usage or Usage(), meta)
         cost = await self._bill(start, meta, usage, model)
         metadata = turn_metadata(start, sent, ttft_s, self.provider, model,
                                  cut or None,  # cut off by max_tokens inside a tool call: partial, not a mistake
                                  cost=cost.to_dict() if cost is not None else None)
-        message.usage, message.metadata = usage, dict(metadata)  # the message's own copy: no dict shared with the event
+        message.usage, message.metadata = usage, {**(meta.extra or {}), **metadata}  # the message's own copy
         return ModelCompleted(message=message, usage=usage, stop_reason=stop_reason(meta, message), metadata=metadata)
 
     def price(self, usage: Usage, model: str | None = None) -> Cost | None:
@@ -436,9 +436,17 @@ class TurnSteps:
         meta = sent.meta if sent is not None else StreamMeta()
         model, extra = model_or(meta, self.model), {}
         if meta.usage is not None:  # billed before it failed: the cost and budgets count it
-            partial.usage = meta.usage
+            partial.usage = _with_tool_calls(meta.usage, meta)
             cost = await self._bill(start, meta, partial.usage, model)
             extra["cost"] = cost.to_dict() if cost is not None else None
         metadata = turn_metadata(start, sent, ttft_s, self.provider, model, **extra)
         partial.metadata = {**metadata, **partial.metadata}
         return ModelFailed(error=error, partial=partial, metadata=metadata)
+
+
+def _with_tool_calls(usage: Usage, meta: StreamMeta) -> Usage:
+    """`usage` with the provider-side tool calls the stream counted (`StreamMeta.server_tool_calls`)
+    where its usage block did not count them."""
+    if not meta.server_tool_calls:
+        return usage
+    return usage.model_copy(update={"server_tool_calls": {**meta.server_tool_calls, **usage.server_tool_calls}})
