@@ -22,6 +22,7 @@
  */
 
 import { CompareDoc, CompareLiveView } from './compare_live';
+import { liveSourcesNode, serverCard } from './citations';
 import { FrameScheduler } from './frame';
 import { MarkdownStream } from './markdown';
 import { offerSavedOutput } from './saved_output';
@@ -38,12 +39,14 @@ interface AnyModel {
 
 interface Segment {
   sid: number;
-  kind: 'text' | 'reasoning' | 'tool' | 'artifact';
+  kind: 'text' | 'reasoning' | 'tool' | 'artifact' | 'server';
   text: string;
   rev: number;
   call: Json;
   artifact: Json;
   ask: Json | null;
+  /** A text segment's cited sources, as they arrive. */
+  citations: Json[];
 }
 
 interface Status {
@@ -112,11 +115,12 @@ export class LiveDoc {
 
   /** One change: ["seg", sid, kind, call], ["text", sid, text], ["tool", sid, call],
    * ["ask", sid, {request, name, arguments} | null] (an approval asked / answered),
+   * ["server", sid, card] (a provider-side tool's card), ["cite", sid, citation] (a source of a text segment),
    * ["artifact", sid, summary], ["notice", text], ["error", text], ["interrupted"], ["status", status]. */
   apply(op: any[]): void {
     const [name, a, b, c] = op;
     if (name === 'seg' && !this.segments.has(a)) {
-      this.segments.set(a, { sid: a, kind: b, text: '', rev: 0, call: c || {}, artifact: {}, ask: null });
+      this.segments.set(a, { sid: a, kind: b, text: '', rev: 0, call: c || {}, artifact: {}, ask: null, citations: [] });
       this.order.push(a);
     } else if (name === 'text') {
       const segment = this.segment(a);
@@ -128,6 +132,18 @@ export class LiveDoc {
       const segment = this.segment(a);
       if (segment) {
         segment.call = { ...segment.call, ...b };
+        segment.rev++;
+      }
+    } else if (name === 'server') {
+      const segment = this.segment(a);
+      if (segment) {
+        segment.call = b && typeof b === 'object' ? b : segment.call;
+        segment.rev++;
+      }
+    } else if (name === 'cite') {
+      const segment = this.segment(a);
+      if (segment && b && typeof b === 'object') {
+        segment.citations.push(b);
         segment.rev++;
       }
     } else if (name === 'artifact') {
@@ -165,6 +181,9 @@ interface Drawn {
   rev: number;
   stream?: MarkdownStream;
   consumed: number;
+  /** A text segment's sources list, after its text, and how many citations it shows. */
+  sources?: HTMLElement;
+  cited?: number;
 }
 
 /** One view (one output) of a live run. */
@@ -282,11 +301,31 @@ export class LiveView {
       drawn.stream.append(segment.text.slice(drawn.consumed));
       drawn.consumed = segment.text.length;
       drawn.stream.render();
+      if (segment.citations.length !== (drawn.cited ?? 0)) {
+        this.sources(segment, drawn);
+      }
       return;
     }
-    const node = segment.kind === 'tool' ? this.card(segment) : artifactNode(segment.artifact);
+    const node =
+      segment.kind === 'tool'
+        ? this.card(segment)
+        : segment.kind === 'server'
+          ? serverCard({ ...segment.call, partial_input: segment.text })
+          : artifactNode(segment.artifact);
     drawn.node.replaceWith(node);
     drawn.node = node;
+  }
+
+  /** A text segment's sources, under its text: redrawn when a citation arrives (a few per answer). */
+  private sources(segment: Segment, drawn: Drawn): void {
+    const node = liveSourcesNode(segment.citations);
+    if (drawn.sources) {
+      drawn.sources.replaceWith(node);
+    } else {
+      drawn.node.after(node);
+    }
+    drawn.sources = node;
+    drawn.cited = segment.citations.length;
   }
 
   private card(segment: Segment): HTMLElement {

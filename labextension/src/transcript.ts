@@ -7,6 +7,7 @@
  * never thrown on, and a newer version is shown as far as it is understood.
  */
 
+import { markedText, numberSources, renderCited, serverCard, sourcesNode } from './citations';
 import { copyButton, renderMarkdown } from './markdown';
 import { RASTER_TYPES } from './policy';
 import { sanitizeToFragment } from './safe_html';
@@ -346,6 +347,7 @@ export function renderTranscript(data: unknown): HTMLElement[] {
     return [el('div', 'ipyagent-error', '⚠ this output is not an ipyagent transcript')];
   }
   const nodes: HTMLElement[] = [];
+  const sources = numberSources(list(data.messages));
   const version = num(data.version);
   if (version !== null && version > VERSION) {
     nodes.push(
@@ -366,8 +368,14 @@ export function renderTranscript(data: unknown): HTMLElement[] {
       if (!isObject(part)) {
         continue;
       }
-      if (part.type === 'text') {
+      if (part.type === 'text' && list(part.citations).length) {
+        const node = el('div', 'ipyagent-text jp-RenderedHTMLCommon');
+        node.append(...renderCited(markedText(part, sources))); // markers become <sup> after sanitizing
+        nodes.push(node);
+      } else if (part.type === 'text') {
         nodes.push(markdownBlock('ipyagent-text', str(part.text)));
+      } else if (part.type === 'server_tool') {
+        nodes.push(serverCard(part));
       } else if (part.type === 'reasoning') {
         const details = el('details', 'ipyagent-reasoning');
         details.append(el('summary', '', 'reasoning'));
@@ -383,6 +391,9 @@ export function renderTranscript(data: unknown): HTMLElement[] {
         nodes.push(imageNode(part) ?? el('p', 'ipyagent-meta', str(part.summary)));
       }
     }
+  }
+  if (sources.size) {
+    nodes.push(sourcesNode(sources.values()));
   }
   for (const artifact of list(data.artifacts)) {
     if (!isObject(artifact)) {

@@ -33,7 +33,7 @@ from ...agent import (
     session_default,
     set_default,
 )
-from ...core import ConfigurationError, Message, NextCell, redact, visible_controls
+from ...core import BUILTIN_TOOLS, ConfigurationError, Message, NextCell, redact, visible_controls
 from ...drivers import (
     ALIASES,
     KEY_FALLBACKS,
@@ -109,6 +109,27 @@ def _parse(magic: Any, line: str) -> Any:
     for key, value in vars(args).items():  # repeatable options (--assert, --image) are lists
         setattr(args, key, [unquote(v) for v in value] if isinstance(value, list) else unquote(value))
     return args
+
+
+#: ``--builtin``'s help line.
+BUILTIN_HELP = ("provider-side tools the model may use: " + ", ".join(BUILTIN_TOOLS)
+                + " (the provider runs them; Python: builtin_tools= with options)")
+
+
+def builtin_names(value: str | None) -> list[str] | None:
+    """``--builtin web_search,code_execution`` as names; None when not given.
+
+    Raises:
+        UsageError: a name that is no built-in tool, saying which are.
+    """
+    if not value:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BUILTIN_TOOLS]
+    if unknown:
+        raise UsageError(f"--builtin: {', '.join(unknown)} is not a built-in tool; the built-in tools are "
+                         f"{', '.join(BUILTIN_TOOLS)}")
+    return names
 
 
 @magics_class
@@ -296,6 +317,7 @@ class AgentMagics(Magics):
             raise UsageError(f"--tools: {exc}") from None
         return RunOptions(
             tools=toolbox,
+            builtin_tools=builtin_names(getattr(args, "builtin", None)),
             max_steps=args.max_steps,
             react=True if getattr(args, "react", False) else None,
             output_schema=schema,
@@ -688,6 +710,7 @@ class AgentMagics(Magics):
         metavar="NAME[,NAME]",
         help="tools the model may call: names of functions or BaseTool objects in your namespace",
     )
+    @argument("--builtin", metavar="NAME[,NAME]", help=BUILTIN_HELP)
     @argument("--max-steps", type=int, default=10, help="model turns per cell at most (default 10)")
     @argument("--max-tool-calls", type=int, metavar="N",
               help="tool calls the run may make at most (default 128; %%agent settings max_tool_calls=N for all)")

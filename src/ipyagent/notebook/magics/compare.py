@@ -24,7 +24,7 @@ from ..context.template import TemplateError, render_template
 from ..outcomes import resolved, run_cell
 from ..views.compare_view import CompareTextView, CompareWidgetView
 from ..views.transcript_output import finish_comparison, show_live
-from .agent import REPLAY_DELAY, AgentMagics, _parse, check_out_name
+from .agent import BUILTIN_HELP, REPLAY_DELAY, AgentMagics, _parse, check_out_name
 from .options import settings_arguments, timeout_argument
 
 _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
@@ -98,6 +98,7 @@ class CompareMagics(Magics):
         metavar="NAME[,NAME]",
         help="tools the models may call: names of functions or BaseTool objects in your namespace",
     )
+    @argument("--builtin", metavar="NAME[,NAME]", help=BUILTIN_HELP)
     @argument("--system", help="system prompt for every provider")
     @argument(
         "-o",

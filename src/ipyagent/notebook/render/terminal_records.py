@@ -19,7 +19,7 @@ from .transcript import footer_figures, text_pieces
 #: Styles of a transcript's pieces (`text_pieces` kinds); text and prompts are Markdown.
 STYLES = {"title": "bold", "reasoning": "dim italic", "tool": "cyan", "tool_ok": "green", "tool_error": "red",
           "tool_denied": "yellow", "other": "magenta", "artifact": "magenta", "error": "bold red",
-          "interrupted": "bold yellow", "next_cell": "dim"}
+          "interrupted": "bold yellow", "next_cell": "dim", "server": "cyan", "sources": "blue"}
 #: A figure cell: a number, a cost, a median with its range, or "—" (right-aligned).
 _FIGURE = re.compile(r"^(—|\$?[0-9][0-9.,]*( \(.*\))?)$")
 

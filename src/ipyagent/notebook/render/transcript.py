@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
+from typing import Any
 
 from ...core import (
     STOPPED_WORDS,
@@ -26,6 +27,7 @@ from ...core import (
     MediaPart,
     OtherPart,
     ReasoningPart,
+    ServerToolPart,
     TextPart,
     ToolCallPart,
     Transcript,
@@ -33,6 +35,16 @@ from ...core import (
     visible_controls,
 )
 from ..views.compare_view import cells_to_html
+from .citations import (
+    marked,
+    markers_as_html,
+    markers_as_text,
+    numbered_sources,
+    server_html,
+    server_text,
+    sources_html,
+    sources_text,
+)
 from .html import compact, escape, markdown_to_html, sanitize
 from .policy import RASTER_TYPES
 
@@ -55,6 +67,10 @@ _RULES = (
         "var(--jp-error-color1,#b00);padding-left:8px}",
     ),
     (("ipyagent-status",), ".ipyagent-transcript .ipyagent-status{color:var(--jp-warn-color1,#a60)}"),
+    (
+        ("ipyagent-sources",),
+        ".ipyagent-transcript .ipyagent-sources{border-top:1px solid var(--jp-border-color2,#ddd);margin-top:6px}",
+    ),
     (
         ("ipyagent-prompt",),
         ".ipyagent-transcript .ipyagent-prompt{border-left:3px solid "
@@ -338,38 +354,46 @@ def _prompt_html(message: TranscriptMessage) -> str:
     return f'<div class="ipyagent-prompt"><div class="ipyagent-meta">user</div>{body}</div>'
 
 
+def _part_html(part: Any, markdown: Callable[[str], str], numbers: dict[Any, Any]) -> str:
+    """One part of an assistant message as HTML (sanitized again with the body): its text (cited
+    spans marked with their footnote numbers), reasoning, a tool card (with its media), an image."""
+    if isinstance(part, TextPart):
+        if part.citations:  # markers after the Markdown was rendered and sanitized: never the model's
+            return f'<div class="ipyagent-text">{markers_as_html(answer_html(marked(part, numbers), markdown))}</div>'
+        return f'<div class="ipyagent-text">{answer_html(part.text, markdown)}</div>'
+    if isinstance(part, ReasoningPart):
+        body = "<p>(redacted by the provider)</p>" if part.redacted and not part.text else markdown(part.text)
+        return f'<details class="ipyagent-reasoning"><summary>reasoning</summary>{body}</details>'
+    if isinstance(part, ToolCallPart):
+        css = "ipyagent-tool ipyagent-tool-error" if _failed(part) else "ipyagent-tool"
+        result = ""
+        if part.result is not None and (part.result or not part.media):
+            label = "error" if _failed(part) else "result"
+            result = f'<div class="ipyagent-meta">{label}</div><pre class="ipyagent-result">{escape(part.result)}</pre>'
+        result += "".join(media_html(m) for m in part.media)
+        return (f'<details class="{css}"{" open" if part.media else ""}><summary><b>{escape(part.name)}</b> '
+                f'<span class="ipyagent-meta">{escape(part.id)} · {escape(tool_status(part))}</span></summary>'
+                '<div class="ipyagent-meta">arguments</div><pre '
+                f'class="ipyagent-args">{escape(_arguments(part))}</pre>{result}</details>')
+    if isinstance(part, ServerToolPart):
+        return server_html(part)
+    if isinstance(part, OtherPart):
+        return image_html(part) or f'<p class="ipyagent-meta">{escape(part.summary)}</p>'
+    return ""
+
+
 def _html_body(t: Transcript, markdown: Callable[[str], str] = markdown_to_html) -> str:
     """The body's HTML, sanitized: model and tool text through nh3, artifacts as memory_html drew
     (and sanitized) them, with their data: images."""
     parts: list[str] = [f'<div class="ipyagent-title">{escape(t.title)}</div>'] if t.title else []
+    numbers = numbered_sources(t)
     for message in t.messages:
         if message.role == "user" and t.show_prompts:
             parts.append(_prompt_html(message))
         if message.role != "assistant":
             continue  # the prompt is the cell above; tool results sit in their calls
-        for part in message.parts:
-            if isinstance(part, TextPart):
-                parts.append(f'<div class="ipyagent-text">{answer_html(part.text, markdown)}</div>')
-            elif isinstance(part, ReasoningPart):
-                body = "<p>(redacted by the provider)</p>" if part.redacted and not part.text else markdown(part.text)
-                parts.append(f'<details class="ipyagent-reasoning"><summary>reasoning</summary>{body}</details>')
-            elif isinstance(part, ToolCallPart):
-                css = "ipyagent-tool ipyagent-tool-error" if _failed(part) else "ipyagent-tool"
-                result = ""
-                if part.result is not None and (part.result or not part.media):
-                    label = "error" if _failed(part) else "result"
-                    result = (f'<div class="ipyagent-meta">{label}</div>'
-                              f'<pre class="ipyagent-result">{escape(part.result)}</pre>')
-                result += "".join(media_html(m) for m in part.media)
-                parts.append(
-                    f'<details class="{css}"{" open" if part.media else ""}><summary><b>{escape(part.name)}</b> '
-                    f'<span class="ipyagent-meta">{escape(part.id)} · {escape(tool_status(part))}</span></summary>'
-                    '<div class="ipyagent-meta">arguments</div><pre '
-                    f'class="ipyagent-args">{escape(_arguments(part))}</pre>{result}</details>'
-                )
-            elif isinstance(part, OtherPart):
-                parts.append(image_html(part) or f'<p class="ipyagent-meta">{escape(part.summary)}</p>')
-    body = [sanitize("".join(parts))]
+        parts += [_part_html(part, markdown, numbers) for part in message.parts]
+    body = [sanitize("".join(parts) + sources_html(numbers))]
     for artifact in t.artifacts:
         if artifact.html:  # drawn and sanitized by memory_html (its data: image is added after nh3)
             body.append(artifact.html)
@@ -426,10 +450,12 @@ PLAIN_CHARS = 200
 
 def text_pieces(t: Transcript) -> list[tuple[str, str]]:
     """`t` as (kind, text) pieces in reading order, what a terminal shows of it: ``title``,
-    ``prompt`` (with `show_prompts`), ``text`` (Markdown), ``reasoning``, ``tool_ok`` /
-    ``tool_error`` / ``tool_denied`` / ``tool`` (not run) and ``other``, ``artifact``,
-    ``error``, ``interrupted`` and ``next_cell`` lines. The footer is `footer_figures`."""
+    ``prompt`` (with `show_prompts`), ``text`` (Markdown, cited spans marked ``[n]``),
+    ``reasoning``, ``tool_ok`` / ``tool_error`` / ``tool_denied`` / ``tool`` (not run),
+    ``server`` (a provider-side tool), ``other``, ``sources`` (the numbered footnotes),
+    ``artifact``, ``error``, ``interrupted`` and ``next_cell`` lines. The footer is `footer_figures`."""
     pieces: list[tuple[str, str]] = [("title", t.title)] if t.title else []
+    numbers = numbered_sources(t)
     for message in t.messages:
         if message.role == "user" and t.show_prompts:
             pieces += [
@@ -440,7 +466,9 @@ def text_pieces(t: Transcript) -> list[tuple[str, str]]:
             continue
         for part in message.parts:
             if isinstance(part, TextPart):
-                pieces.append(("text", part.text))
+                pieces.append(("text", markers_as_text(marked(part, numbers)) if part.citations else part.text))
+            elif isinstance(part, ServerToolPart):
+                pieces.append(("server", server_text(part)))
             elif isinstance(part, ReasoningPart):
                 pieces.append(("reasoning", part.text))
             elif isinstance(part, ToolCallPart):
@@ -459,6 +487,8 @@ def text_pieces(t: Transcript) -> list[tuple[str, str]]:
                 pieces.append((kind, f"[tool {part.name}({args}){result} · {tool_status(part)}]"))
             elif isinstance(part, OtherPart):
                 pieces.append(("other", f"[{part.summary}]"))
+    if numbers:
+        pieces.append(("sources", "\n".join(["sources:", *sources_text(numbers)])))
     pieces += [("artifact", f"[artifact {artifact_title(a)}]") for a in t.artifacts]
     if t.error is not None:
         pieces.append(("error", f"[error] {t.error.message}"))

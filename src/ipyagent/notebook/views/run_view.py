@@ -18,6 +18,8 @@ from typing import Any, TextIO
 
 from ...core import (
     ArtifactStored,
+    BlockDelta,
+    CitationDelta,
     Event,
     EventHandler,
     HistoryTrimmed,
@@ -28,6 +30,9 @@ from ...core import (
     ProviderError,
     ReasoningDelta,
     RetryScheduled,
+    ServerToolCallBlock,
+    ServerToolDelta,
+    ServerToolResultBlock,
     StreamRedactor,
     TextDelta,
     ToolAction,
@@ -36,6 +41,7 @@ from ...core import (
     redact_data,
 )
 from ...drivers import total_cost
+from .server_cards import citation_json, new_card, progress, with_call, with_result
 
 #: Seconds between two frames sent to the front end: at most 33 in any second.
 FRAME_INTERVAL = 1 / 32
@@ -43,7 +49,8 @@ FRAME_INTERVAL = 1 / 32
 
 
 class Segment:
-    """One block of the transcript: text, reasoning, or a tool call (with its result once run)."""
+    """One block of the transcript: text, reasoning, a tool call (with its result once run), a
+    provider-side tool call (``server``: its `card`, a `ServerToolPart` as JSON)."""
 
     __slots__ = (
         "sid",
@@ -58,6 +65,8 @@ class Segment:
         "approval",
         "stopped",
         "media",
+        "card",
+        "citations",
     )
 
     def __init__(self, kind: str, sid: int = 0) -> None:
@@ -72,6 +81,8 @@ class Segment:
         self.approval: str | None = None  # "approved" / "denied" by the user, None: not asked
         self.stopped: str | None = None  # "interrupted" / "timeout": the run ended while the call ran
         self.media: list[Any] = []  # a tool call's images, audio and files (transcript.MediaPart)
+        self.card: dict[str, Any] | None = None  # a "server" segment's card (a ServerToolPart as JSON)
+        self.citations: list[dict[str, Any]] = []  # a text segment's sources, as they arrive
 
 
 class RunState(EventHandler):
@@ -151,6 +162,37 @@ class RunState(EventHandler):
         call.name = event.name or call.name
         call.parts.append(event.arguments)
         return self._streamed()
+
+    def on_server_tool_delta(self, event: ServerToolDelta) -> bool:
+        segment = self._server_segment(event.index)
+        progress(segment.card, event)  # type: ignore[arg-type]
+        segment.parts.append(event.arguments)
+        return self._streamed()
+
+    def on_block_delta(self, event: BlockDelta) -> bool:
+        """A provider-side tool's whole call or result: onto its card."""
+        block = event.block
+        if isinstance(block, ServerToolCallBlock):
+            with_call(self._server_segment(event.index).card, block)  # type: ignore[arg-type]
+        elif isinstance(block, ServerToolResultBlock):
+            found = [s for (turn, _), s in self.segments.items()
+                     if turn == self.turn and s.kind == "server" and s.card and s.card.get("id") == block.call_id]
+            segment = self.touched = found[-1] if found else self._server_segment(event.index)
+            with_result(segment.card, block)  # type: ignore[arg-type]
+        else:
+            return False
+        return self._streamed()
+
+    def on_citation_delta(self, event: CitationDelta) -> bool:
+        segment = self._segment(event.index, "text")
+        segment.citations.append(citation_json(event.citation, sum(map(len, segment.parts))))
+        return True
+
+    def _server_segment(self, index: int) -> Segment:
+        segment = self._segment(index, "server")
+        if segment.card is None:
+            segment.card = new_card()
+        return segment
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> bool:
         from ...core import card_result
@@ -354,6 +396,23 @@ class WidgetView(EventHandler):
             self._ops.append(["tool", touched.sid, {"id": touched.call_id, "name": touched.name}])
         self._delta_text(event.arguments)
 
+    def on_server_tool_delta(self, event: ServerToolDelta) -> None:
+        touched = self.state.touched
+        if touched is not None and (event.call_id or event.tool or event.name or event.status):
+            self._ops.append(["server", touched.sid, dict(touched.card or {})])
+        self._delta_text(event.arguments)
+
+    def on_block_delta(self, event: BlockDelta) -> None:
+        touched = self.state.touched
+        if touched is not None and touched.kind == "server":
+            self._release(touched.sid)  # its input is whole
+            self._ops.append(["server", touched.sid, dict(touched.card or {})])
+
+    def on_citation_delta(self, event: CitationDelta) -> None:
+        segment = self.state.segments.get((self.state.turn, event.index))
+        if segment is not None and segment.citations:
+            self._ops.append(["cite", segment.sid, segment.citations[-1]])
+
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         touched = self.state.touched
         if touched is not None:
@@ -384,6 +443,9 @@ class WidgetView(EventHandler):
             if s.finished or self._final or segment.sid in self._complete:
                 text += redactor.flush()
             ops.append(["text", segment.sid, text])
+            ops += [["cite", segment.sid, c] for c in segment.citations]
+            if segment.card is not None:
+                ops.append(["server", segment.sid, dict(segment.card)])
             if segment.kind == "tool" and segment.result is not None:
                 ops.append(["tool", segment.sid, _call_json(segment, None)])
             elif segment.approval is not None:
@@ -707,8 +769,53 @@ class TextView(EventHandler):
         answer = await asyncio.to_thread(input, question)
         return answer.strip().lower() in ("y", "yes")
 
+    def on_server_tool_delta(self, event: ServerToolDelta) -> None:
+        if event.index != self._tool_index:
+            self._tool_index = event.index
+            self.out.part(f"\n[{_server_title(event.tool, event.name)}] ", "bold cyan")
+        self.out.part(event.arguments, "cyan")
+
+    def on_block_delta(self, event: BlockDelta) -> None:
+        """A provider-side tool's call (a line, unless its input streamed) and result (a line)."""
+        block = event.block
+        if isinstance(block, ServerToolCallBlock) and event.index != self._tool_index:
+            given = next((block.input[k] for k in ("query", "queries", "url", "urls") if block.input.get(k)), None)
+            self.out.part(f"\n[{_server_title(block.tool, block.name)}{f': {given}' if given else ''}]", "bold cyan")
+            if block.input.get("code"):
+                self.out.part(f"\n{block.input['code']}", "cyan")
+        elif isinstance(block, ServerToolResultBlock):
+            self._tool_index = None
+            found = f"{len(block.sources)} source{'s' if len(block.sources) != 1 else ''}" if block.sources else "done"
+            self.out.part(f"\n[{block.error or found}]", "red" if block.error else "green")
+            if block.output:
+                self.out.part(f"\n{block.output.rstrip()}", "")
+            self.out.part("\n", None)
+
     def finish(self) -> None:
+        cited = [c for s in self.state.segments.values() for c in s.citations]
+        if cited:
+            from ..render.citations import sources_text
+
+            numbers: dict[Any, Any] = {}
+            for c in cited:
+                key = ("url", c["url"]) if c.get("url") else ("document", c.get("document") or c.get("title") or "")
+                numbers.setdefault(key, (len(numbers) + 1, _Cited(c)))
+            self.out.part("\n" + "\n".join(["sources:", *sources_text(numbers)]) + "\n", "blue")
         self.out.footer(self.state.footer_figures())
+
+
+class _Cited:
+    """A citation's JSON read as attributes (what `render.citations.sources_text` reads)."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.url, self.title, self.document = data.get("url"), data.get("title"), data.get("document")
+        self.location, self.quote = data.get("location"), data.get("quote")
+
+
+def _server_title(tool: str | None, name: str | None) -> str:
+    from ..render.citations import TOOL_TITLES
+
+    return TOOL_TITLES.get(tool or "", name or tool or "provider tool")
 
 
 def _call_line(event: ToolCallCompleted) -> str:
