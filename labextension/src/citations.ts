@@ -9,8 +9,8 @@
  * one. Links carry rel="noopener noreferrer nofollow" and load nothing.
  */
 
-import { LINK_REL } from './inert';
 import { renderMarkdown } from './markdown';
+import { LINK_REFERRER_POLICY, LINK_REL } from './policy';
 import { el, imageNode, isObject, Json, list, str } from './transcript';
 
 /** A marker in rendered text: \ue000 numbers \ue001. */
@@ -115,7 +115,7 @@ export function safeLink(url: string, text: string): HTMLElement {
   const a = el('a', '', text) as HTMLAnchorElement;
   a.href = url;
   a.rel = LINK_REL;
-  a.referrerPolicy = 'no-referrer';
+  a.setAttribute('referrerpolicy', LINK_REFERRER_POLICY);
   a.target = '_blank';
   return a;
 }
@@ -182,15 +182,18 @@ export function serverDetail(part: Json): string {
 }
 
 function section(card: HTMLElement, label: string, text: string): void {
-  card.append(el('div', 'ipyagent-meta', label), el('pre', label === 'code' ? 'ipyagent-args' : 'ipyagent-result', text));
+  const kind = label === 'code' ? 'ipyagent-args' : 'ipyagent-result';
+  card.append(el('div', 'ipyagent-meta', label), el('pre', kind, text));
 }
 
 /** A provider-side tool call as a collapsed card: input (code, query…), output, error, sources,
  * images and files. `partial_input`: its input as it streams (the live view). */
 export function serverCard(part: Json): HTMLElement {
-  const card = el('details', part.status === 'error' ? 'ipyagent-tool ipyagent-server-tool ipyagent-tool-error' : 'ipyagent-tool ipyagent-server-tool');
+  const css = 'ipyagent-tool ipyagent-server-tool' + (part.status === 'error' ? ' ipyagent-tool-error' : '');
+  const card = el('details', css);
   const summary = el('summary');
-  summary.append(el('b', 'ipyagent-tool-name', serverTitle(part)), ' ', el('span', 'ipyagent-meta', serverDetail(part)));
+  const title = el('b', 'ipyagent-tool-name', serverTitle(part));
+  summary.append(title, ' ', el('span', 'ipyagent-meta', serverDetail(part)));
   card.append(summary);
   const given = isObject(part.input) ? part.input : {};
   const code = str(given.code) || str(given.command) || str(given.partial) || str(part.partial_input);

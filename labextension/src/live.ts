@@ -120,7 +120,8 @@ export class LiveDoc {
   apply(op: any[]): void {
     const [name, a, b, c] = op;
     if (name === 'seg' && !this.segments.has(a)) {
-      this.segments.set(a, { sid: a, kind: b, text: '', rev: 0, call: c || {}, artifact: {}, ask: null, citations: [] });
+      const segment = { sid: a, kind: b, text: '', rev: 0, call: c || {}, artifact: {}, ask: null, citations: [] };
+      this.segments.set(a, segment);
       this.order.push(a);
     } else if (name === 'text') {
       const segment = this.segment(a);
