@@ -99,11 +99,12 @@ class TextPart(_Model):
 
 
 class ServerSource(_Model):
-    """A page a provider-side tool found or read: `url`, `title`, and a fetch's `status`."""
+    """A page a provider-side tool found or read: `url`, `title`, and how reading it went
+    (`retrieval`: ``success`` / ``error``..., where the provider says)."""
 
     url: str | None = None
     title: str | None = None
-    status: str | None = None
+    retrieval: str | None = None
 
 
 class ServerToolPart(_Model):
@@ -576,7 +577,7 @@ def _add_server(parts: list[Any], block: Any, open_servers: dict[str, ServerTool
         part = ServerToolPart(id=block.call_id, tool=block.tool)
         parts.append(part)
     part.status = "error" if block.error else "ok"
-    part.sources = [ServerSource(url=s.url, title=s.title, status=s.status) for s in block.sources]
+    part.sources = [ServerSource(url=s.url, title=s.title, retrieval=s.status) for s in block.sources]
     part.output, part.error, part.files = block.output, block.error, [dict(f) for f in block.files]
     part.images = [{"mime_type": i.mime_type, "data": i.data} for i in block.images
                    if i.data and i.mime_type in RASTER_TYPES and len(i.data) <= MAX_IMAGE_CHARS]

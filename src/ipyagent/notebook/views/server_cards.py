@@ -33,7 +33,8 @@ def with_call(card: dict[str, Any], block: ServerToolCallBlock) -> None:
 def with_result(card: dict[str, Any], block: ServerToolResultBlock) -> None:
     """A result onto its call's card: status, sources, output, error, images, files."""
     card.pop("progress", None)
-    sources = [s.model_dump(exclude_none=True) for s in block.sources]
+    sources = [{k: v for k, v in (("url", s.url), ("title", s.title), ("retrieval", s.status)) if v is not None}
+               for s in block.sources]
     card.update(status="error" if block.error else "ok", sources=sources,
                 output=block.output, error=block.error, files=[dict(f) for f in block.files],
                 images=[{"mime_type": i.mime_type, "data": i.data} for i in block.images
