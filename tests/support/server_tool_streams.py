@@ -219,9 +219,10 @@ def anthropic_web_fetch(model: str, url: str, title: str, page: str, answer: str
 # -- Gemini ------------------------------------------------------------------------------------
 
 
-def gemini_code_execution(code: str, output: str, answer: list[str], model: str = "gemini-3.8-flash") -> list[dict]:
+def gemini_code_execution(code: str, output: str, answer: list[str], model: str = "gemini-3.8-flash",
+                          chart: str = PNG) -> list[dict]:
     """streamGenerateContent chunks: text, an ``executableCode`` part, its ``codeExecutionResult``,
-    the chart it drew (``inlineData``), then the answer; usage and ``finishReason`` last."""
+    the `chart` it drew (``inlineData``, a base64 PNG), then the answer; usage and ``finishReason`` last."""
     def chunk(parts: list[dict[str, Any]], last: bool = False) -> dict[str, Any]:
         candidate: dict[str, Any] = {"content": {"role": "model", "parts": parts}, "index": 0}
         usage = {"promptTokenCount": 30, "totalTokenCount": 30}
@@ -235,7 +236,7 @@ def gemini_code_execution(code: str, output: str, answer: list[str], model: str 
         chunk([{"text": "I'll compute that with Python.\n"}]),
         chunk([{"executableCode": {"language": "PYTHON", "code": code}}]),
         chunk([{"codeExecutionResult": {"outcome": "OUTCOME_OK", "output": output}}]),
-        chunk([{"inlineData": {"mimeType": "image/png", "data": PNG}}]),
+        chunk([{"inlineData": {"mimeType": "image/png", "data": chart}}]),
         *(chunk([{"text": piece}], last=n == len(answer) - 1) for n, piece in enumerate(answer)),
     ]
 

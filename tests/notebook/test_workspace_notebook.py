@@ -1,0 +1,68 @@
+"""notebooks/workspace.ipynb under nbclient, replaying its cassettes (no key, no network): a web
+search (OpenAI Responses) answered with numbered footnotes, and a code execution (Gemini) that
+draws a chart; both saved as cards and footnotes in the transcript and its HTML fallback. The
+cassettes' streams follow the documented shapes (`tests/support/server_tool_streams.py`;
+tests/drivers/test_cassettes.py checks each Responses event against the openai SDK)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ..support.kernels import transcript_of
+
+pytestmark = pytest.mark.notebook
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "notebooks" / "workspace.ipynb"
+
+
+def _cell(nb, start: str):
+    return next(c for c in nb.cells if c.cell_type == "code" and c.source.startswith(start))
+
+
+def test_workspace_notebook_replays_a_cited_search_and_a_chart(monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    for var in ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    folder = {"metadata": {"path": str(NOTEBOOK.parent)}}
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources=folder).execute()
+
+    search = _cell(nb, "%%agent -p {search}")
+    doc = transcript_of(search)
+    (reply,) = [m for m in doc["messages"] if m["role"] == "assistant"]
+    card, text = reply["parts"]
+    assert (card["type"], card["tool"]) == ("server_tool", "web_search")
+    assert card["input"] == {"query": "Euro 2024 final winner venue"}
+    titles = ["Spain 2-1 England: final report", "UEFA Euro 2024 final - Wikipedia"]
+    assert [c["title"] for c in text["citations"]] == titles
+    html = next(o["data"]["text/html"] for o in search.outputs if "text/html" in o.get("data", {}))
+    assert "Spain won Euro 2024<sup>[1]</sup>" in html and "July 2024.<sup>[2]</sup>" in html
+    assert 'rel="noreferrer nofollow"' in html  # saved compacted: noreferrer implies noopener
+    assert "replayed from cassette" in html
+    printed = "".join(o.get("text", "") for o in _cell(nb, "for c in found.citations").outputs)
+    assert printed.splitlines()[0].startswith("'Spain won Euro 2024'") and "<https://en.wikipedia.org/" in printed
+
+    code = _cell(nb, "%%agent -p {coder}")
+    (reply,) = [m for m in transcript_of(code)["messages"] if m["role"] == "assistant"]
+    parts = reply["parts"]
+    (run,) = [p for p in parts if p["type"] == "server_tool"]
+    assert run["tool"] == "code_execution" and "plt.bar" in run["input"]["code"] and run["output"] == "385\n"
+    (chart,) = [p for p in parts if p["type"] == "other" and p["kind"] == "image"]
+    assert chart["mime_type"] == "image/png" and chart["data"]
+    html = next(o["data"]["text/html"] for o in code.outputs if "text/html" in o.get("data", {}))
+    assert "data:image/png;base64," in html and "<b>code execution</b>" in html
+    assert "<strong>385</strong>" in html or "<b>385</b>" in html
+
+
+def test_workspace_cassettes_hold_the_documented_requests():
+    search = json.loads((ROOT / "notebooks" / "workspace-search.cassette.jsonl").read_text().splitlines()[0])
+    assert search["request"]["body"]["tools"] == [{"type": "web_search"}]
+    assert search["request"]["body"]["include"] == ["web_search_call.action.sources"]
+    code = json.loads((ROOT / "notebooks" / "workspace-code.cassette.jsonl").read_text().splitlines()[0])
+    assert code["request"]["body"]["tools"] == [{"code_execution": {}}]
