@@ -177,7 +177,32 @@ def test_the_terminal_shows_the_search_and_numbered_sources():
     text = out.getvalue()
     assert '[web search] {"query": "euro 2024 winner"}' in text
     assert "[2 sources]" in text
-    assert f"sources:\n[1] UEFA <{UEFA}>" in text
+    # Anthropic sends a text block's citations before its text: they support the whole block
+    assert f"sources:\n[1] UEFA <{UEFA}>\n    “Spain won Euro 2024.”" in text
+
+
+def test_the_terminal_shows_a_call_whose_input_came_whole_and_the_spans_each_source_supports():
+    """The Responses API announces a search (``output_item.added``, no input) and gives its
+    query only when it is done: the query goes on the title's line then, once."""
+    message = reply()
+    out = _Tty()
+    view = TextView("openai-responses:gpt-6-luna", stream=out)
+    for event in [ModelStarted("openai-responses", "gpt-6-luna"),
+                  ServerToolDelta(0, "s1", "web_search", "web_search", "", "in_progress"),
+                  *[BlockDelta(0, message.content[0])] * 2,
+                  BlockDelta(1, message.content[1]),
+                  TextDelta(2, "Spain won Euro 2024."), CitationDelta(2, message.content[2].citations[0]),
+                  TextDelta(3, " They beat England 2–1."),
+                  *(CitationDelta(3, c) for c in message.content[3].citations),
+                  BlockDelta(4, message.content[4]), BlockDelta(5, message.content[5]),
+                  ModelCompleted(message, Usage(input_tokens=10, output_tokens=5), StopReason(kind="end_turn"))]:
+        view.feed(event)
+    text = out.getvalue()
+    assert text.count("euro 2024 winner") == 1 and "\n[web search] euro 2024 winner\n[2 sources]" in text
+    assert "[code execution]\nprint(2 ** 10)\n[done · 1 image · chart.png]\n1024" in text
+    assert text.split("sources:\n", 1)[1].splitlines()[:5] == [
+        f"[1] UEFA <{UEFA}>", "    “Spain won Euro 2024.”", "    “England”",
+        f"[2] BBC <{BBC}>", "    “England”"]
 
 
 def test_transcript_of_a_run_keeps_the_cards():

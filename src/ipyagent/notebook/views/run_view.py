@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from ...core import (
     ArtifactStored,
     BlockDelta,
+    Citation,
     CitationDelta,
     Event,
     EventHandler,
@@ -692,6 +693,8 @@ class TextView(EventHandler):
         inner = stream or sys.stdout
         self.out = TerminalOutput(inner)
         self._tool_index: int | None = None
+        self._input_shown = False  # the current provider-side call's input is on screen
+        self._cited: list[tuple[Segment, Citation]] = []  # the answer's citations and the text each is in
         isatty = getattr(inner, "isatty", None)
         self._wait = _WaitLine(inner, self.state) if callable(isatty) and isatty() else None
 
@@ -770,46 +773,80 @@ class TextView(EventHandler):
         return answer.strip().lower() in ("y", "yes")
 
     def on_server_tool_delta(self, event: ServerToolDelta) -> None:
+        """A provider-side call as it starts: its title, then its input if that streams."""
         if event.index != self._tool_index:
-            self._tool_index = event.index
-            self.out.part(f"\n[{_server_title(event.tool, event.name)}] ", "bold cyan")
-        self.out.part(event.arguments, "cyan")
+            self._tool_index, self._input_shown = event.index, False
+            self.out.part(f"\n[{_server_title(event.tool, event.name)}]", "bold cyan")
+        if event.arguments:
+            self.out.part(("" if self._input_shown else " ") + event.arguments, "cyan")
+            self._input_shown = True
 
     def on_block_delta(self, event: BlockDelta) -> None:
-        """A provider-side tool's call (a line, unless its input streamed) and result (a line)."""
+        """A provider-side tool's call (its title, query or URL and code, unless its input streamed) and
+        result (a line, and the code's output)."""
         block = event.block
-        if isinstance(block, ServerToolCallBlock) and event.index != self._tool_index:
-            given = next((block.input[k] for k in ("query", "queries", "url", "urls") if block.input.get(k)), None)
-            self.out.part(f"\n[{_server_title(block.tool, block.name)}{f': {given}' if given else ''}]", "bold cyan")
-            if block.input.get("code"):
-                self.out.part(f"\n{block.input['code']}", "cyan")
+        if isinstance(block, ServerToolCallBlock):
+            if event.index != self._tool_index:
+                self._tool_index, self._input_shown = event.index, False
+                self.out.part(f"\n[{_server_title(block.tool, block.name)}]", "bold cyan")
+            if not self._input_shown:
+                given = next((block.input[k] for k in ("query", "queries", "url", "urls") if block.input.get(k)), None)
+                if given:
+                    self.out.part(f" {', '.join(given) if isinstance(given, list) else given}", "cyan")
+                if block.input.get("code"):
+                    self.out.part(f"\n{block.input['code']}", "cyan")
+                self._input_shown = True
         elif isinstance(block, ServerToolResultBlock):
             self._tool_index = None
-            found = f"{len(block.sources)} source{'s' if len(block.sources) != 1 else ''}" if block.sources else "done"
-            self.out.part(f"\n[{block.error or found}]", "red" if block.error else "green")
+            self.out.part(f"\n[{block.error or _result_line(block)}]", "red" if block.error else "green")
             if block.output:
                 self.out.part(f"\n{block.output.rstrip()}", "")
             self.out.part("\n", None)
 
-    def finish(self) -> None:
-        cited = [c for s in self.state.segments.values() for c in s.citations]
-        if cited:
-            from ..render.citations import sources_text
+    def on_citation_delta(self, event: CitationDelta) -> None:
+        if self.state.touched is not None:  # the text segment RunState put it on
+            self._cited.append((self.state.touched, event.citation))
 
-            numbers: dict[Any, Any] = {}
-            for c in cited:
-                key = ("url", c["url"]) if c.get("url") else ("document", c.get("document") or c.get("title") or "")
-                numbers.setdefault(key, (len(numbers) + 1, _Cited(c)))
-            self.out.part("\n" + "\n".join(["sources:", *sources_text(numbers)]) + "\n", "blue")
+    def finish(self) -> None:
+        """The numbered sources the answer cited (each with the spans it supports: the text is on
+        screen already, so it takes no markers), then the footer."""
+        lines = _sources_lines(self._cited)
+        if lines:
+            self.out.part("\n" + "\n".join(["sources:", *lines]) + "\n", "blue")
         self.out.footer(self.state.footer_figures())
 
 
-class _Cited:
-    """A citation's JSON read as attributes (what `render.citations.sources_text` reads)."""
+def _sources_lines(cited: list[tuple[Segment, Citation]]) -> list[str]:
+    """``[1] Title <url>`` and, under it, ``“the span it supports”`` once each, numbered as the
+    saved answer numbers them (`render.citations.source_key`, first cited first). A citation
+    without a span (Anthropic's, sent before its text) supports its whole text block."""
+    from ..render.citations import source_key, sources_text
 
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.url, self.title, self.document = data.get("url"), data.get("title"), data.get("document")
-        self.location, self.quote = data.get("location"), data.get("quote")
+    numbers: dict[Any, Any] = {}
+    spans: dict[Any, list[str]] = {}
+    for segment, citation in cited:
+        key = source_key(citation)
+        numbers.setdefault(key, (len(numbers) + 1, citation))
+        text = "".join(segment.parts)
+        span = " ".join(text[citation.start or 0:len(text) if citation.end is None else citation.end].split())
+        span = span if len(span) <= 100 else span[:99] + "…"
+        if span and span not in spans.setdefault(key, []):
+            spans[key].append(span)
+    ordered = sorted(numbers, key=lambda k: numbers[k][0])
+    heads = sources_text(numbers)
+    return [line for key, head in zip(ordered, heads)
+            for line in [head, *(f"    “{span}”" for span in spans.get(key, ()))]]
+
+
+def _result_line(block: ServerToolResultBlock) -> str:
+    """``2 sources``, ``done · 1 image · chart.csv``: what a provider-side call gave, in a line."""
+    def count(n: int, noun: str) -> str:
+        return f"{n} {noun}{'s' if n != 1 else ''}"
+
+    said = [count(len(block.sources), "source")] if block.sources else ["done"]
+    said += [count(len(block.images), "image")] if block.images else []
+    said += [f.get("name") or f.get("id") or "a file" for f in block.files]
+    return " · ".join(said)
 
 
 def _server_title(tool: str | None, name: str | None) -> str:
