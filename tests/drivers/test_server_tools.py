@@ -378,6 +378,8 @@ def test_gemini_grounding_becomes_a_search_card_and_citations_in_characters():
     assert search.tool == "web_search" and search.input == {"queries": ["vainqueur euro 2024", "finale euro 2024"]}
     assert [s.title for s in found.sources] == ["uefa.com", "lequipe.fr"]
     assert search.raw is None and found.raw is None  # nothing of a search goes back to Gemini
+    # Google's search suggestions are kept for an app that must show them, never drawn
+    assert turn.message.metadata["search_entry_point"].startswith("<style>")
     # segment offsets are UTF-8 bytes; the citations are characters of the text (é, – and 🏆 are several bytes)
     spans = [(text.text[c.start:c.end], c.title) for c in text.citations]
     assert spans == [(supports[0][0], "uefa.com"), (supports[1][0], "lequipe.fr"), (supports[1][0], "uefa.com")]

@@ -403,6 +403,11 @@ class GeminiResponseParser:
         queries = (self.grounding or {}).get("webSearchQueries")
         if isinstance(queries, list) and queries:  # Gemini 3 bills each search query
             meta.server_tool_calls = {"web_search": len(queries)}
+        entry = (self.grounding or {}).get("searchEntryPoint")
+        if isinstance(entry, dict) and entry.get("renderedContent"):
+            # Google's search suggestions (HTML and CSS that load from Google), which its terms ask an app
+            # showing grounded answers to display: kept for such an app, never drawn here.
+            meta.extra = {"search_entry_point": entry["renderedContent"]}
         if self.finish_reason:
             meta.stop_raw = self.finish_reason
             kind = FINISH_REASONS.get(self.finish_reason, StopKind.end_turn)
