@@ -152,12 +152,14 @@ def _anthropic_start(model: str) -> dict[str, Any]:
 
 
 def anthropic_web_search(model: str, query: str, results: list[tuple[str, str]],
-                         answer: list[tuple[str, list[dict[str, Any]]]]) -> list[dict[str, Any]]:
+                         answer: list[tuple[str, list[dict[str, Any]]]], *, stop: str = "end_turn",
+                         call_id: str = "srvtoolu_1") -> list[dict[str, Any]]:
     """A Messages stream: a ``web_search`` call for `query` (its input streamed in two pieces),
     its results (url, title), then the answer, each text block with its citations
-    (``web_search_result_location``) streamed before its text."""
-    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
-    found = {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1",
+    (``web_search_result_location``) streamed before its text; `stop`: its ``stop_reason``
+    (``pause_turn``: "Server tools", the API paused its loop after the search)."""
+    search = {"type": "server_tool_use", "id": call_id, "name": "web_search", "input": {}}
+    found = {"type": "web_search_tool_result", "tool_use_id": call_id,
              "content": [{"type": "web_search_result", "url": u, "title": t, "encrypted_content": "EqgfCioIARgBIiQ3",
                           "page_age": "June 4, 2026"} for u, t in results]}
     given = json.dumps({"query": query})
@@ -177,7 +179,7 @@ def anthropic_web_search(model: str, query: str, results: list[tuple[str, str]],
         events.append({"type": "content_block_delta", "index": n, "delta": {"type": "text_delta", "text": text}})
         events.append({"type": "content_block_stop", "index": n})
     events += [
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+        {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
          "usage": {"input_tokens": 2100, "output_tokens": 118, "server_tool_use": {"web_search_requests": 1,
                                                                                   "web_fetch_requests": 0}}},
         {"type": "message_stop"},

@@ -313,6 +313,10 @@ class AgentRun:
             self.costs.append(turn.metadata.get("cost"))
             self.pending.append(turn.message)
             calls = self._calls_in(turn.message)
+            if not calls and turn.message.metadata.get("paused"):
+                # The provider paused its own tool loop (Anthropic's pause_turn): sent back as it is, it goes on.
+                self.emit(replace(turn, more_turns=True))
+                continue
             if self.options.output_schema is not None and (
                 structured.output_call(turn.message) is not None or not calls
             ):
@@ -340,7 +344,8 @@ class AgentRun:
             if len(calls.actions) > limits.left:  # ReAct's calls, or a reply read whole: none runs
                 return self._fail(turn.message, limits.too_many(str(len(calls.actions))))
             self.pending.append(await self.tool_calls(calls))
-        last = self.pending[-2]  # the last reply (its tool results, or a correction, follow it)
+        # the last reply (its tool results, or a correction, follow it; a paused reply is the last)
+        last = self.pending[-1] if self.pending[-1].role == "assistant" else self.pending[-2]
         return self._fail(
             last,
             ProviderError(

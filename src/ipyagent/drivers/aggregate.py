@@ -48,7 +48,9 @@ class StreamMeta:
     it replaces a usage read before, as a usage read later replaces it. `server_tool_calls`:
     provider-side tool calls counted from the stream, by kind (``{"web_search": 1}``), where the
     usage block does not count them; `extra`: facts of the reply kept in its message's metadata
-    (Anthropic's code execution ``container``). A decoder notes each whole, not a change."""
+    (Anthropic's code execution ``container``; ``paused``: the provider paused its own tool loop,
+    and sending the conversation back continues the turn). A decoder notes each whole, not a
+    change; `extra` keys add to those noted before."""
 
     usage: Usage | None = None
     usage_error: str | None = None
@@ -233,7 +235,7 @@ def merge_meta(meta: StreamMeta, update: StreamMeta) -> None:
     for name in StreamMeta.__slots__:
         value = getattr(update, name)
         if value is not None:
-            setattr(meta, name, value)
+            setattr(meta, name, {**(meta.extra or {}), **value} if name == "extra" else value)
     if update.usage_error is not None:
         meta.usage = None
     elif update.usage is not None:

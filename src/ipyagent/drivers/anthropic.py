@@ -73,8 +73,9 @@ DEFAULT_MAX_TOKENS = 4096
 #: Name of the synthetic tool that carries structured output (the "tool" strategy).
 STRUCTURED_OUTPUT_TOOL = OUTPUT_TOOL
 
-#: stop_reason -> StopKind ("Handling stop reasons"). `pause_turn` (a server tool
-#: paused a long turn) ends this turn; the raw value is kept so a caller can resume.
+#: stop_reason -> StopKind ("Handling stop reasons"). `pause_turn` (the API paused a long turn of
+#: server tools) ends this turn, marked ``paused`` in its metadata: the loop sends it back as it is,
+#: which continues it ("Server tools": "The server-side loop and pause_turn").
 STOP_REASONS: dict[str, StopKind] = {
     "end_turn": StopKind.end_turn,
     "tool_use": StopKind.tool_use,
@@ -618,7 +619,8 @@ class MessagesDecoder(StreamDecoder):
         delta = event.get("delta") or {}
         reason = delta.get("stop_reason")
         if reason:
-            self.note(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
+            self.note(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason),
+                                 extra={"paused": True} if reason == "pause_turn" else None))
         if isinstance(delta.get("container"), dict):  # code ran in a container: the next request may reuse it
             self.note(StreamMeta(extra={"container": delta["container"]}))
         counts = event.get("usage")
@@ -666,7 +668,8 @@ class MessagesDecoder(StreamDecoder):
             for d in block_deltas(index, block, self.driver.protocol)
         ]
         reason = data.get("stop_reason") or "end_turn"
-        self.note(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason)))
+        self.note(StreamMeta(stop_raw=reason, stop_kind=stop_kind(reason),
+                             extra={"paused": True} if reason == "pause_turn" else None))
         if isinstance(data.get("container"), dict):
             self.note(StreamMeta(extra={"container": data["container"]}))
         return deltas
