@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from ipyagent.drivers import current_model
+
 from ..support.evaluation import answering
 from .lab import write_notebook
 
@@ -178,7 +180,7 @@ def test_the_evaluate_notebook_draws_its_verdict_grades_and_filters_without_a_ke
     matrix = lab.cell(index).locator(".jp-ipyagent-renderer .ipyagent-evaluation")
     matrix.locator(".ipyagent-eval-verdict").first.wait_for(timeout=60000)
     verdicts = matrix.locator(".ipyagent-eval-verdict").all_inner_texts()
-    assert any("openai:gpt-4.1-mini/careful better by 15 points" in v for v in verdicts)
+    assert any(f"openai:{current_model('openai')}/careful better by 15 points" in v for v in verdicts)
     assert matrix.locator("summary .ipyagent-eval-human").count() == 4  # the grades given in later cells
     assert matrix.locator(".ipyagent-eval-agreement td").all_inner_texts()[1:] == ["4", "75%", "0.50"]
     matrix.locator("button[data-filter='disagree']").click()

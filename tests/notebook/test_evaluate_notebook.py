@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ipyagent.drivers import current_model
 from ipyagent.notebook.render.evaluation import MIME_TYPE
 
 from ..support.kernels import wait_iopub, wait_reply, widget_values
@@ -23,6 +24,9 @@ pytestmark = pytest.mark.notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "evaluate.ipynb"
+
+#: The models notebooks/evaluate.ipynb replays (its cassettes name them).
+OPENAI, ANTHROPIC = current_model("openai"), current_model("anthropic")
 
 
 def _execute(cells: list[str], tmp_path: Path, monkeypatch) -> Any:
@@ -194,20 +198,21 @@ def test_evaluate_notebook_replays_its_cassettes_and_a_rerun_is_cached(tmp_path,
     assert len(first["results"]) == runs and not any(r["cached"] for r in first["results"])
     passed = {s["column"]: s["passed"] for s in first["summary"]}
     assert passed == {f"{p}:{m}/{v}": len(CITIES) * REPEAT - sum(len(k) for k, _ in MISTAKES[p, v].values())
-                      for p, m in (("openai", "gpt-4.1-mini"), ("anthropic", "claude-sonnet-4-5"))
+                      for p, m in (("openai", OPENAI), ("anthropic", ANTHROPIC))
                       for v in ("terse", "careful")}
     # The verdicts: the careful prompt beats the terse baseline on both models; Anthropic's terse one
     # cannot be told apart from it.
     verdicts = {c["column"]: (c["verdict"], c["sentence"]) for c in first["comparisons"]}
-    assert verdicts["openai:gpt-4.1-mini/careful"][0] == "better"
-    assert verdicts["anthropic:claude-sonnet-4-5/careful"][0] == "better"
-    verdict, sentence = verdicts["anthropic:claude-sonnet-4-5/terse"]
+    assert verdicts[f"openai:{OPENAI}/careful"][0] == "better"
+    assert verdicts[f"anthropic:{ANTHROPIC}/careful"][0] == "better"
+    verdict, sentence = verdicts[f"anthropic:{ANTHROPIC}/terse"]
     assert verdict == "no significant difference"
     assert sentence.startswith("no significant difference (n=20 rows, 60 pairs")
     # The grades given in later cells are in the matrix's saved output, and the judge's agreement with them.
     graded = sorted((r["row"], r["column"], r["human"]) for r in first["results"] if r["human"] is not None)
-    assert graded == [(0, "openai:gpt-4.1-mini/terse", True), (5, "openai:gpt-4.1-mini/terse", False),
-                      (13, "anthropic:claude-sonnet-4-5/terse", True), (16, "anthropic:claude-sonnet-4-5/terse", False)]
+    terse_openai, terse_anthropic = f"openai:{OPENAI}/terse", f"anthropic:{ANTHROPIC}/terse"
+    assert graded == [(0, terse_openai, True), (5, terse_openai, False),
+                      (13, terse_anthropic, True), (16, terse_anthropic, False)]
     (agreement,) = first["agreement"]
     assert (agreement["n"], agreement["percent"], agreement["kappa"]) == (4, 75.0, pytest.approx(0.5))
     compare_cell = next(c for c in frames[0].cells if c.source.startswith("%%compare"))
