@@ -112,10 +112,12 @@ def test_over_rows_in_a_kernel_every_assertion_cache_429_and_budget(tmp_path, mo
     assert requests["good"] == 3 + 3 + 3 + 1  # ev, fresh, lane (another prompt), capped (one run)
     assert requests["judge"] == 6
     assert requests["bad"] == 6
-    # The 429 lane waited Retry-After as a whole, and every run ended ok: the row in flight with the 429
-    # was answered after it (`limited_once`), so the third row, started in its place, and the retry waited.
+    # The 429 lane waited Retry-After, and every run ended ok: the retry was sent a second after the 429. (The
+    # row in flight with the 429 is answered after it (`limited_once`), and the third row starts in its place:
+    # on a loaded machine the client can read that answer before the 429 and send the third row at once, so
+    # only the retry's wait is certain.)
     assert all(r[4] == "ok" for r in results["lane"])
-    assert len(slow_times) == 4 and min(slow_times[2:]) >= t429 + 1.0
+    assert len(slow_times) == 4 and max(slow_times[2:]) >= t429 + 1.0
     # Structured output: schema and json assertions.
     assert all(r[2] for r in results["shaped"]) and [o[0] for o in results["shaped"][0][6]] == ["schema", "json"]
     # The budget: the first run's estimate (10 tokens out at most) fits, its real cost leaves no room for another.
