@@ -48,8 +48,13 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
         assert verdict["exact"] is True  # the front end rebuilds the answer exactly
         assert verdict["max_frames_per_s"] <= verdict["target_frames_per_s"]  # coalesced, whatever the rate
         summary = data["summary"]
-        # Each frame carries what changed: no bigger for a 10x longer answer (the baseline's grows with it).
-        assert summary["view-20000"]["max_bytes_per_frame"] < 2 * summary["view-2000"]["max_bytes_per_frame"] + 200
+        # Each frame carries what changed: the bytes sent per character of the answer do not grow with a 10x longer
+        # answer (the baseline's do). Not the largest frame: on a loaded machine frames coalesce, and a frame that
+        # waited carries more of what changed.
+        def per_char(s: dict) -> float:
+            return s["bytes_per_frame"] * s["frames"] / s["chars"]
+
+        assert per_char(summary["view-20000"]) < 2 * per_char(summary["view-2000"]) + 1
         assert summary["baseline-20000"]["max_bytes_per_frame"] > 5 * summary["baseline-2000"]["max_bytes_per_frame"]
     elif name == "import_load":
         assert data["results"]["import ipyagent"]["median_s"] > 0
