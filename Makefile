@@ -57,7 +57,7 @@ test: $(VENV)/.installed-test $(MCP_NPM)/.installed browser-deps
 ## are named and not run again. Fails if a suite fails.
 PYTHONS ?= 3.11 3.12 3.13
 RAN ?=
-test-pythons: $(VENV)/.installed-test
+test-pythons: $(VENV)/.installed-test $(MCP_NPM)/.installed
 	@tested=; absent=; failed=; \
 	for v in $(PYTHONS); do \
 	  case " $(RAN) " in *" $$v "*) echo "== Python $$v: its suite already ran (make test), not run again"; continue;; esac; \
