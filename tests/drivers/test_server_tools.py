@@ -453,3 +453,38 @@ def test_a_tool_call_block_is_not_a_function_call():
     message = Message(role="assistant", content=[ServerToolCallBlock(id="s", tool="web_search"),
                                                  ActionCallBlock(action=ToolAction(tag="c", name="f"))])
     assert [a.tag for a in message.tool_calls] == ["c"]  # the loop runs only our own tools
+
+
+def test_a_citation_or_source_field_of_the_wrong_type_is_left_out_not_the_turn():
+    """A provider's malformed citation or source (a URL that is a number, an offset that is a string,
+    a title that is an object) once failed the whole turn as ``invalid_response``; it only describes
+    the answer, so the field is left out and the answer, its calls and other fields stay."""
+    wire = responses_web_search("gpt-6-luna", "q", ["https://a.example/1"], ANSWER, CITED)
+    for event in wire:
+        if event["type"] == "response.output_text.annotation.added" and event["annotation"]["end_index"] == 19:
+            event["annotation"].update(start_index="0", end_index=1.5, url=123)
+        if event["type"] == "response.output_item.done" and event["item"]["type"] == "web_search_call":
+            event["item"]["action"]["sources"] = [{"type": "url", "url": 7}]
+    turn = done(run(OpenAIResponsesPromptDriver, "gpt-6-luna", sse(wire), stack("web_search"))[0])
+    call, result, text = turn.message.content
+    assert text.text == "".join(ANSWER) and [s.url for s in result.sources] == [None]
+    assert [(c.start, c.end, c.url, c.title) for c in text.citations] == [(0, None, None, CITED[0][3]), CITED[1]]
+
+    bad = dict(web_search_citation(RESULTS[0][0], "title", "quote"), url=5, title=["a list"])
+    wire = anthropic_web_search("claude-sonnet-5-5", "q", [(RESULTS[0][0], 404)], [("Spain won.", [bad])])
+    turn = done(run(AnthropicPromptDriver, "claude-sonnet-5-5", sse(wire), stack("web_search"))[0])
+    call, result, text = turn.message.content
+    assert [(s.url, s.title) for s in result.sources] == [(RESULTS[0][0], None)]
+    assert text.text == "Spain won." and [(c.url, c.title, c.quote) for c in text.citations] == [(None, None, "quote")]
+
+    chunks = gemini_grounded(["Spain won."], ["q"], [("https://a.example/1", "A")], [("Spain won.", [0])])
+    chunks[-1]["candidates"][0]["groundingMetadata"]["groundingChunks"][0]["web"]["uri"] = 5
+    turn = done(run_gemini(chunks, stack("web_search"))[0])
+    call, found, text = turn.message.content
+    assert text.text == "Spain won." and [(s.url, s.title) for s in found.sources] == [(None, "A")]
+    assert [(c.start, c.end, c.url, c.title) for c in text.citations] == [(0, 10, None, "A")]
+    chunks = gemini_code_execution("print(1)", "1", ["done"])
+    chunks[2]["candidates"][0]["content"]["parts"][0]["codeExecutionResult"]["output"] = {"not": "text"}
+    turn = done(run_gemini(chunks, stack("code_execution"))[0])
+    ran = next(b for b in turn.message.content if isinstance(b, ServerToolResultBlock))
+    assert ran.output is None and turn.message.content[-1].text == "done"

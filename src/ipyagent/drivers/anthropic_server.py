@@ -37,6 +37,7 @@ from ..core import (
     ServerToolResultBlock,
     WebSource,
 )
+from .decode import lenient
 
 #: The tool definition of each built-in tool (a ``type`` and ``name``), before its options.
 TOOL_TYPES: dict[str, dict[str, str]] = {
@@ -123,7 +124,8 @@ def _result(block: dict[str, Any], tool: str, provider: str) -> ServerToolResult
     content = block.get("content")
     result = ServerToolResultBlock(call_id=str(block.get("tool_use_id") or ""), tool=tool, provider=provider, raw=block)
     if isinstance(content, list):  # web search results
-        result.sources = [WebSource(url=r.get("url"), title=r.get("title")) for r in content if isinstance(r, dict)]
+        result.sources = [lenient(WebSource, url=r.get("url"), title=r.get("title"))
+                          for r in content if isinstance(r, dict)]
         return result
     if not isinstance(content, dict):
         return result
@@ -132,7 +134,7 @@ def _result(block: dict[str, Any], tool: str, provider: str) -> ServerToolResult
         return result
     if content.get("type") == "web_fetch_result":
         document = content.get("content") if isinstance(content.get("content"), dict) else {}
-        result.sources = [WebSource(url=content.get("url"), title=document.get("title"))]
+        result.sources = [lenient(WebSource, url=content.get("url"), title=document.get("title"))]
         return result
     _program_output(result, content)
     return result
@@ -163,7 +165,8 @@ def citation(raw: Any) -> Citation | None:
     kind = str(raw.get("type") or "")
     quote = raw.get("cited_text") if isinstance(raw.get("cited_text"), str) else None
     if kind in ("web_search_result_location", "search_result_location"):
-        return Citation(url=raw.get("url") or raw.get("source"), title=raw.get("title"), quote=quote, kind=kind)
+        return lenient(Citation, url=raw.get("url") or raw.get("source"), title=raw.get("title"), quote=quote,
+                       kind=kind)
     document = raw.get("document_title") or (f"document {raw['document_index'] + 1}"
                                              if isinstance(raw.get("document_index"), int) else None)
     where = {"char_location": ("characters", "start_char_index", "end_char_index"),
@@ -173,7 +176,7 @@ def citation(raw: Any) -> Citation | None:
     if where and isinstance(raw.get(where[1]), int) and isinstance(raw.get(where[2]), int):
         first, last = raw[where[1]], raw[where[2]] - 1  # the end is exclusive ("Citations")
         location = f"{where[0][:-1] if first >= last else where[0]} {first}" + (f"–{last}" if last > first else "")
-    return Citation(document=document, location=location, quote=quote, kind=kind or "document")
+    return lenient(Citation, document=document, location=location, quote=quote, kind=kind or "document")
 
 
 def sent_back(block: Any, provider: str) -> list[dict[str, Any]]:

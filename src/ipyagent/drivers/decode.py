@@ -14,9 +14,10 @@ import codecs
 import json
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx2
+from pydantic import BaseModel, ValidationError
 
 from ..core import DeltaMessage, ProviderError, ReasoningDelta, ServerToolDelta, TextDelta, ToolCallDelta, redact_head
 from .aggregate import StreamMeta, merge_meta
@@ -92,6 +93,20 @@ def check_text(delta: DeltaMessage) -> None:
         value = getattr(delta, name)
         if value.__class__ is not str and not (optional and value is None):
             raise TypeError(f"a {delta.type} whose {name} is {type(value).__name__} ({value!r:.60}), not text")
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def lenient(model: type[_Model], **fields: Any) -> _Model:
+    """`model` built from a provider's `fields`, each field whose value has the wrong type (a
+    URL that is a number, an offset that is a string) left at its default: what only describes
+    the answer (a citation, a source a tool found) must not fail the turn that carries it."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        wrong = {error["loc"][0] for error in exc.errors() if error["loc"]}
+        return model(**{name: value for name, value in fields.items() if name not in wrong})
 
 
 def not_json(provider: str, line: str) -> ProviderError:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core import BuiltinTool, Citation, ProviderError, ServerToolCallBlock, ServerToolResultBlock, WebSource
+from .decode import lenient
 
 #: Our built-in tools -> Gemini's `Tool` field.
 TOOL_FIELDS = {"web_search": "google_search", "code_execution": "code_execution", "url_context": "url_context"}
@@ -42,7 +43,7 @@ def tool_entries(tools: list[BuiltinTool]) -> list[dict[str, Any]]:
 
 def code_call(part: dict[str, Any], number: int) -> ServerToolCallBlock:
     """An ``executableCode`` part as a call (the part kept whole, to go back)."""
-    code = part.get("executableCode") or {}
+    code = part.get("executableCode") if isinstance(part.get("executableCode"), dict) else {}
     call_id = str(code.get("id") or f"code_{number}")
     source = {"code": code.get("code") or "", "language": str(code.get("language") or "PYTHON")}
     return ServerToolCallBlock(id=call_id, tool="code_execution", name="code_execution", provider="gemini", raw=part,
@@ -51,10 +52,10 @@ def code_call(part: dict[str, Any], number: int) -> ServerToolCallBlock:
 
 def code_result(part: dict[str, Any], call_id: str) -> ServerToolResultBlock:
     """A ``codeExecutionResult`` part as the result of call `call_id`."""
-    result = part.get("codeExecutionResult") or {}
+    result = part.get("codeExecutionResult") if isinstance(part.get("codeExecutionResult"), dict) else {}
     outcome = str(result.get("outcome") or "OUTCOME_OK")
-    return ServerToolResultBlock(call_id=str(result.get("id") or call_id), tool="code_execution", provider="gemini",
-                                 raw=part, output=result.get("output"), error=FAILED_OUTCOMES.get(outcome))
+    return lenient(ServerToolResultBlock, call_id=str(result.get("id") or call_id), tool="code_execution",
+                   provider="gemini", raw=part, output=result.get("output"), error=FAILED_OUTCOMES.get(outcome))
 
 
 def search_blocks(grounding: dict[str, Any], response_id: str | None) -> list[Any]:
@@ -65,7 +66,7 @@ def search_blocks(grounding: dict[str, Any], response_id: str | None) -> list[An
     if not queries and not chunks:
         return []
     call_id = f"search_{response_id or 1}"
-    sources = [WebSource(url=s.get("uri"), title=s.get("title")) for s in map(_chunk_source, chunks) if s]
+    sources = [lenient(WebSource, url=s.get("uri"), title=s.get("title")) for s in map(_chunk_source, chunks) if s]
     return [ServerToolCallBlock(id=call_id, tool="web_search", name="google_search", input={"queries": queries},
                                 provider="gemini"),
             ServerToolResultBlock(call_id=call_id, tool="web_search", sources=sources, provider="gemini")]
@@ -80,7 +81,7 @@ def url_blocks(metadata: dict[str, Any], response_id: str | None) -> list[Any]:
     urls = [str(p.get("retrievedUrl") or p.get("retrieved_url") or "") for p in pages]
     statuses = [str(p.get("urlRetrievalStatus") or p.get("url_retrieval_status") or "") for p in pages]
     failed = [u for u, s in zip(urls, statuses) if s and s != "URL_RETRIEVAL_STATUS_SUCCESS"]
-    sources = [WebSource(url=u, status=s.removeprefix("URL_RETRIEVAL_STATUS_").lower() or None)
+    sources = [lenient(WebSource, url=u, status=s.removeprefix("URL_RETRIEVAL_STATUS_").lower() or None)
                for u, s in zip(urls, statuses)]
     result = ServerToolResultBlock(call_id=call_id, tool="url_context", provider="gemini", sources=sources,
                                    error=f"could not read {', '.join(failed)}" if failed else None)
@@ -120,8 +121,8 @@ def grounding_citations(grounding: dict[str, Any], texts: dict[int, str]) -> lis
         for n in support.get("groundingChunkIndices") or ():
             source = _chunk_source(chunks[n]) if isinstance(n, int) and 0 <= n < len(chunks) else None
             if source is not None:
-                found.append((block, Citation(start=start, end=end, url=source.get("uri"), title=source.get("title"),
-                                              kind="grounding")))
+                found.append((block, lenient(Citation, start=start, end=end, url=source.get("uri"),
+                                             title=source.get("title"), kind="grounding")))
     return found
 
 

@@ -31,6 +31,7 @@ from ..core import (
     ServerToolResultBlock,
     WebSource,
 )
+from .decode import lenient
 
 #: Output item types of built-in tools -> (the neutral tool, the tool's name in the request).
 ITEM_TOOLS = {"web_search_call": ("web_search", "web_search"),
@@ -104,16 +105,17 @@ def item_blocks(item: dict[str, Any], provider: str) -> tuple[ServerToolCallBloc
     if tool == "web_search":
         action = item.get("action") if isinstance(item.get("action"), dict) else {}
         call.input = {k: action[k] for k in ("query", "queries", "url", "pattern") if action.get(k)}
-        result.sources = [WebSource(url=s.get("url")) for s in action.get("sources") or () if isinstance(s, dict)]
+        result.sources = [lenient(WebSource, url=s.get("url")) for s in action.get("sources") or ()
+                          if isinstance(s, dict)]
         if action.get("type") in ("open_page", "find_in_page") and action.get("url"):
-            result.sources = [WebSource(url=action["url"])]
+            result.sources = [lenient(WebSource, url=action["url"])]
     elif tool == "code_execution":
         call.input = {"code": item.get("code") or ""}
         _interpreter_outputs(result, item)
     else:
         call.input = {"queries": list(item.get("queries") or ())}
-        result.sources = [WebSource(title=r.get("filename") or r.get("file_id")) for r in item.get("results") or ()
-                          if isinstance(r, dict)]
+        result.sources = [lenient(WebSource, title=r.get("filename") or r.get("file_id"))
+                          for r in item.get("results") or () if isinstance(r, dict)]
     return call, result
 
 
@@ -146,12 +148,12 @@ def annotation(raw: Any) -> Citation | None:
         return None
     kind = raw.get("type")
     if kind == "url_citation":
-        return Citation(start=raw.get("start_index"), end=raw.get("end_index"), url=raw.get("url"),
+        return lenient(Citation, start=raw.get("start_index"), end=raw.get("end_index"), url=raw.get("url"),
                         title=raw.get("title"), kind=kind)
     if kind == "file_citation":
         index = raw.get("index")
-        return Citation(start=index, end=index, document=raw.get("filename") or raw.get("file_id"), kind=kind)
+        return lenient(Citation, start=index, end=index, document=raw.get("filename") or raw.get("file_id"), kind=kind)
     if kind == "container_file_citation":
-        return Citation(start=raw.get("start_index"), end=raw.get("end_index"),
+        return lenient(Citation, start=raw.get("start_index"), end=raw.get("end_index"),
                         document=raw.get("filename") or raw.get("file_id"), kind=kind)
     return None
