@@ -168,6 +168,25 @@ def test_a_secret_split_across_tool_call_argument_deltas_is_redacted(monkeypatch
         assert '[tool call lookup] {"note": "use [redacted] or [redacted] now"}' in shown
 
 
+def test_a_secret_split_across_a_provider_side_call_input_is_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A provider-side call's input (a search's query, code as it is written) streams like a tool
+    call's arguments, and is redacted across its pieces as they are."""
+    from ipyagent.core import ServerToolDelta
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-term-0123456789abcdefXYZ")
+    given = '{"query": "is sk-term-0123456789abcdefXYZ or sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX1234 leaked"}'
+    for out in (io.StringIO(), Tty()):
+        view = TextView("openai:m", stream=out)
+        view.feed(ModelStarted(provider="openai", model="m"))
+        for i in range(0, len(given), 7):
+            view.feed(ServerToolDelta(0, call_id="s1", tool="web_search", name="web_search", arguments=given[i:i + 7]))
+        view.feed(completed("done"))
+        raw = out.getvalue()
+        assert "0123456789abcdef" not in raw and "ABCDEFGHIJKLMNOP" not in raw
+        shown = "\n".join(screen_of(raw)) if isinstance(out, Tty) else raw
+        assert '{"query": "is [redacted] or [redacted] leaked"}' in shown
+
+
 def test_a_block_taller_than_the_screen_stays_as_streamed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LINES", "5")
     out = Tty()

@@ -778,7 +778,7 @@ class TextView(EventHandler):
             self._tool_index, self._input_shown = event.index, False
             self.out.part(f"\n[{_server_title(event.tool, event.name)}]", "bold cyan")
         if event.arguments:
-            self.out.part(("" if self._input_shown else " ") + event.arguments, "cyan")
+            self.out.streamed_part(("" if self._input_shown else " ") + event.arguments, "cyan")
             self._input_shown = True
 
     def on_block_delta(self, event: BlockDelta) -> None:
