@@ -423,7 +423,11 @@ def _full_and_compact():
 def test_a_saved_transcript_leaves_default_fields_out_and_reads_back_the_same():
     t, record = _full_and_compact()
     doc = t.to_json()
-    assert set(doc) == {"format", "version", "provider", "status", "messages", "usage", "timings", "created_at"}
+    assert set(doc) == {"format", "version", "provider", "status", "messages", "usage", "timings", "created_at",
+                        "footer"}
+    # The footer is computed once, here, from the fields: every renderer draws it as written.
+    assert doc["footer"] == footer_figures(t) == ["openai:m", "3 in / 4 out tokens", "total 1.00 s"]
+    assert record.to_json()["entries"][0]["transcript"]["footer"] == doc["footer"]
     assert doc["usage"] == {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7} and doc["timings"] == {"total_s": 1.0, "turns": 1}
     reasoning, text, done, pending, other = doc["messages"][1]["parts"]
     assert reasoning == {"type": "reasoning", "text": "think"} and text == {"type": "text", "text": "A **b**"}

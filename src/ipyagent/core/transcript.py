@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from .figures import comparison_footer, footer_figures
 from .messages import TokenCounts
 
 #: The MIME type of a transcript in a cell output.
@@ -36,6 +37,11 @@ MIME_TYPE = "application/vnd.ipyagent.transcript+json"
 VERSION = 1
 #: Artifact previews are cut to this many characters.
 PREVIEW_CHARS = 400
+#: The field of a saved document holding its footer's figures, computed by ``to_json`` from the other
+#: fields (`figures.footer_figures`, `figures.comparison_footer`): renderers draw them as they are and
+#: compute none. A model read back leaves it out (it is computed again when written).
+FOOTER = "footer"
+FOOTER_DOC = "The footer's figures, computed from the other fields when written: drawn as they are."
 #: Characters of a tool result kept in a saved transcript (the model saw the whole result).
 RESULT_CHARS = 20_000
 
@@ -381,8 +387,9 @@ class Transcript(_Model):
         return [p for m in self.messages for p in m.parts if isinstance(p, ToolCallPart)]
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON document (plain dicts and lists), default-valued fields left out (`compact_json`)."""
-        return compact_json(self)
+        """The JSON document (plain dicts and lists), default-valued fields left out (`compact_json`),
+        with the `FOOTER` figures computed from them (`figures.footer_figures`)."""
+        return {**compact_json(self), FOOTER: footer_figures(self)}
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | str) -> "Transcript":
@@ -481,8 +488,12 @@ class ComparisonRecord(_Model):
     selected: list[int | None] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON document, default-valued fields left out (`compact_json`)."""
-        return compact_json(self)
+        """The JSON document, default-valued fields left out (`compact_json`), with its `FOOTER`
+        figures (`figures.comparison_footer`) and each run's."""
+        doc = compact_json(self)
+        for entry, saved in zip(self.entries, doc.get("entries", [])):
+            saved["transcript"][FOOTER] = footer_figures(entry.transcript)
+        return {**doc, FOOTER: comparison_footer(self)}
 
 
 # -- building helpers ------------------------------------------------------------------
@@ -592,8 +603,13 @@ def _native_name(action: Any) -> str:
 
 def json_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of both documents: a transcript (`MIME_TYPE`) or a
-    comparison (`COMPARISON_MIME_TYPE`), told apart by ``format``."""
+    comparison (`COMPARISON_MIME_TYPE`), told apart by ``format``; with the `FOOTER` each
+    ``to_json`` writes beside the fields."""
     schema = TypeAdapter(Union[Transcript, ComparisonRecord]).json_schema()
+    for name in ("Transcript", "ComparisonRecord"):
+        schema["$defs"][name]["properties"][FOOTER] = {
+            "description": FOOTER_DOC, "items": {"type": "string"}, "type": "array", "title": "Footer"
+        }
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "ipyagent transcript", **schema}
 
 

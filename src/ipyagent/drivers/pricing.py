@@ -7,11 +7,10 @@ the price is unknown) on every `ModelCompleted`.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
-from ..core import Usage
+from ..core import Usage, format_usd
 
 #: Our provider ids -> genai-prices provider ids. Others (ollama, plug-ins) have no known price.
 PRICE_PROVIDERS: dict[str, str] = {
@@ -75,17 +74,6 @@ class Cost(float):
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Cost":
         return cls(float(data["input_usd"]), float(data["output_usd"]), float(data["total_usd"]))
-
-
-def format_usd(amount: float) -> str:
-    """``0.00117`` -> ``"$0.00117"``: cents for a dollar or more, else three significant digits."""
-    if amount <= 0:
-        return "$0"
-    if amount >= 1:
-        return f"${amount:,.2f}"
-    decimals = 2 - math.floor(math.log10(amount))
-    text = f"{amount:.{decimals}f}".rstrip("0").rstrip(".")
-    return f"${text}"
 
 
 #: Turns priced so far: (genai-prices provider, model, tokens, hour) -> (input, output, total) USD or None.

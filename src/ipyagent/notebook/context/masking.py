@@ -12,6 +12,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
+from ...core import masked_figure
+
 #: The name the template's count goes under.
 TEMPLATE = "cell template"
 #: The setting that turns it off, as the warning and ``%agent settings`` name it.
@@ -29,8 +31,6 @@ def masked_counts(template: int, blocks: Iterable[Any]) -> dict[str, int]:
 
 def describe(counts: dict[str, int]) -> str:
     """``3 values masked (cell template 1, error 2)`` (the transcript footer's figure); empty for none."""
-    from ..render.transcript import masked_figure
-
     return masked_figure(counts) if counts else ""
 
 

@@ -32,6 +32,9 @@ from ...core import (
     ToolCallPart,
     Transcript,
     TranscriptMessage,
+    comparison_footer,
+    footer_figures,
+    masked_figure,
     visible_controls,
 )
 from ..views.compare_view import cells_to_html
@@ -132,61 +135,6 @@ def answer_html(text: str, markdown: Callable[[str], str] = markdown_to_html) ->
     if len(text) < BUDGET_MIN_CHARS or len(compact(html)) <= HTML_BUDGET * len(text):
         return html
     return f'<div class="ipyagent-source"><pre>{escape(text)}</pre></div><p class="ipyagent-meta">{SOURCE_NOTE}</p>'
-
-
-def _seconds(value: float | None) -> str:
-    return f"{value:.2f} s" if value is not None else ""
-
-
-def footer_figures(t: Transcript) -> list[str]:
-    """The footer of the live view, from a transcript: provider, tokens, times, state."""
-    figures = [t.provider]
-    u = t.usage
-    if u.input_tokens or u.output_tokens or t.status == "completed":
-        figures.append(f"{u.input_tokens} in / {u.output_tokens} out tokens")
-    if t.timings.first_token_s is not None:
-        figures.append(f"first token {t.timings.first_token_s:.2f} s")
-    if t.timings.total_s is not None:
-        figures.append(f"total {t.timings.total_s:.2f} s")
-    if t.timings.turns > 1:
-        figures.append(f"{t.timings.turns} model turns")
-    if t.status == "completed" and t.stop_reason not in (None, "end_turn"):
-        figures.append(f"stop: {t.stop_reason}")
-    if t.attempts and t.attempts > 1:
-        figures.append(f"{t.attempts - 1} retries")
-    if t.replayed:
-        figures.append("replayed from cassette")
-    if t.cost is not None:
-        figures.append(_usd(t.cost.total_usd))
-    elif t.price_unknown:
-        figures.append("unknown price")
-    if masked_figure(t.masked):
-        figures.append(masked_figure(t.masked))
-    if t.status != "completed":
-        figures.append(t.status)
-    if t.settings:
-        from ...core import ModelSettings
-
-        try:
-            figures.append(ModelSettings(**t.settings).describe())
-        except ValueError:  # a transcript from a newer ipyagent: show what it says
-            figures.append(" · ".join(f"{k} {v}" for k, v in t.settings.items()))
-    return figures
-
-
-def masked_figure(masked: dict[str, int]) -> str:
-    """``3 values masked (cell template 1, error 2)``: what the redactor kept from the model (labextension's
-    ``maskedText``); empty when nothing was."""
-    counts = {name: n for name, n in masked.items() if n}
-    total = sum(counts.values())
-    return f"{total} value{'s' if total != 1 else ''} masked ({', '.join(f'{k} {v}' for k, v in counts.items())})" \
-        if total else ""
-
-
-def _usd(amount: float) -> str:
-    from ...drivers import format_usd  # the live footer's format
-
-    return format_usd(amount)
 
 
 def tool_status(call: ToolCallPart) -> str:
@@ -290,9 +238,7 @@ def comparison_to_html(record: ComparisonRecord) -> str:
             else:
                 body.append(_html_body(entry.transcript))
         panes.append(f'<div class="ipyagent-pane">{"".join(body)}</div>')
-    footer = ([f"compared in {record.wall_s:.2f} s"] if record.wall_s is not None else []) + (
-        ["interrupted"] if record.interrupted else []
-    )
+    footer = comparison_footer(record)
     wall = f'<div class="ipyagent-footer">{" · ".join(footer)}</div>' if footer else ""
     table = sanitize(cells_to_html(record.table.columns, record.table.rows)) if record.table else ""
     # Each pane's body is sanitized by _html_body; the rest is our own markup over escaped text.
