@@ -11,7 +11,9 @@ import { build } from 'esbuild';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const tests = process.argv.slice(2).map(p => resolve(p));
 if (!tests.length) {
-  const names = readdirSync(join(root, 'test')).filter(f => f.endsWith('.test.ts')).sort();
+  const names = readdirSync(join(root, 'test'))
+    .filter(f => f.endsWith('.test.ts'))
+    .sort();
   tests.push(...names.map(f => join(root, 'test', f)));
 }
 const tsc = spawnSync(
@@ -28,12 +30,24 @@ mkdirSync(join(root, 'lib-test'), { recursive: true });
 const out = mkdtempSync(join(root, 'lib-test', 'run-'));
 try {
   await build({
-    entryPoints: tests, outdir: out, bundle: true, platform: 'node', format: 'esm', target: 'node20',
-    outExtension: { '.js': '.mjs' }, external: ['jsdom'], logLevel: 'warning',
+    entryPoints: tests,
+    outdir: out,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    outExtension: { '.js': '.mjs' },
+    external: ['jsdom', 'typescript'],
+    logLevel: 'warning',
     ignoreAnnotations: true // package.json's sideEffects would drop test/dom.ts, imported for its effect
   });
-  const bundles = readdirSync(out).filter(f => f.endsWith('.test.mjs')).map(f => join(out, f));
-  const run = spawnSync(process.execPath, ['--test', '--test-reporter=spec', ...bundles], { stdio: 'inherit' });
+  const bundles = readdirSync(out)
+    .filter(f => f.endsWith('.test.mjs'))
+    .map(f => join(out, f));
+  const run = spawnSync(process.execPath, ['--test', '--test-reporter=spec', ...bundles], {
+    stdio: 'inherit',
+    cwd: root
+  });
   process.exitCode = run.status ?? 1;
 } finally {
   rmSync(out, { recursive: true, force: true });

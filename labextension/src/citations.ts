@@ -11,7 +11,15 @@
 
 import { renderMarkdown } from './markdown';
 import { LINK_REFERRER_POLICY, LINK_REL } from './policy';
-import { el, imageNode, isObject, Json, list, str } from './transcript';
+import { el, imageNode, isObject, list, str } from './nodes';
+import type { ServerToolPart, TextPart, TranscriptCitation, Unchecked } from './wire';
+
+/** A citation as read from a document or the live wire, each value checked where it is read. */
+type Citation = Unchecked<TranscriptCitation>;
+
+/** A provider-side tool's card: a saved `ServerToolPart`, or the live one with the provider's
+ * `progress` while it runs and its input as it streams (`partial_input`). */
+export type ServerCardData = Unchecked<ServerToolPart & { progress: string; partial_input: string }>;
 
 /** A marker in rendered text: \ue000 numbers \ue001. */
 const MARK = /\ue000([0-9,]+)\ue001/g;
@@ -25,10 +33,10 @@ const TOOL_TITLES: { [key: string]: string } = {
   url_context: 'URL context'
 };
 
-export type Sources = Map<string, { n: number; citation: Json }>;
+export type Sources = Map<string, { n: number; citation: Citation }>;
 
 /** What makes citations one source: the URL, else the document (or title). */
-export function sourceKey(citation: Json): string {
+export function sourceKey(citation: Citation): string {
   return str(citation.url) ? `url:${str(citation.url)}` : `document:${str(citation.document) || str(citation.title)}`;
 }
 
@@ -54,7 +62,7 @@ export function numberSources(messages: unknown[]): Sources {
 }
 
 /** `part`'s text with a marker where each cited span ends (not inside a word). */
-export function markedText(part: Json, sources: Sources): string {
+export function markedText(part: Unchecked<TextPart>, sources: Sources): string {
   const text = str(part.text).replace(/[\ue000\ue001]/g, '\ufffd'); // the model's own: no marker
   const at = new Map<number, Set<number>>();
   for (const citation of list(part.citations)) {
@@ -126,7 +134,7 @@ function short(text: string, limit = 200): string {
 }
 
 /** The numbered list of sources under the answer. */
-export function sourcesNode(sources: Iterable<{ n: number; citation: Json }>): HTMLElement {
+export function sourcesNode(sources: Iterable<{ n: number; citation: Citation }>): HTMLElement {
   const node = el('div', 'ipyagent-sources');
   node.append(el('div', 'ipyagent-meta', 'sources'));
   const ol = el('ol');
@@ -147,7 +155,7 @@ export function sourcesNode(sources: Iterable<{ n: number; citation: Json }>): H
 }
 
 /** The live view's sources of one text segment, as they arrive (numbered within it). */
-export function liveSourcesNode(citations: Json[]): HTMLElement {
+export function liveSourcesNode(citations: Citation[]): HTMLElement {
   const sources: Sources = new Map();
   for (const citation of citations) {
     if (!sources.has(sourceKey(citation))) {
@@ -158,12 +166,12 @@ export function liveSourcesNode(citations: Json[]): HTMLElement {
 }
 
 /** `web search` (the neutral tool), or the provider's name for a tool ipyagent does not name. */
-export function serverTitle(part: Json): string {
+export function serverTitle(part: ServerCardData): string {
   return TOOL_TITLES[str(part.tool)] ?? (str(part.name) || str(part.tool) || 'provider tool');
 }
 
 /** The card's summary line: the query, URL or first line of the code, and how it went. */
-export function serverDetail(part: Json): string {
+export function serverDetail(part: ServerCardData): string {
   const given = isObject(part.input) ? part.input : {};
   const code = str(given.code) || str(given.partial) || str(part.partial_input);
   const what =
@@ -188,7 +196,7 @@ function section(card: HTMLElement, label: string, text: string): void {
 
 /** A provider-side tool call as a collapsed card: input (code, query…), output, error, sources,
  * images and files. `partial_input`: its input as it streams (the live view). */
-export function serverCard(part: Json): HTMLElement {
+export function serverCard(part: ServerCardData): HTMLElement {
   const css = 'ipyagent-tool ipyagent-server-tool' + (part.status === 'error' ? ' ipyagent-tool-error' : '');
   const card = el('details', css);
   const summary = el('summary');

@@ -10,12 +10,7 @@
 
 import { comparisonDiff } from './compare_diff';
 import { el, isObject, list, num, renderTranscript, str } from './transcript';
-
-/** A pane's title as the user typed it, and the `provider:model` it stands for. */
-export interface PaneTitle {
-  title: string;
-  resolved: string;
-}
+import type { ComparisonRecord, ComparisonTable, PaneTitle, Unchecked } from './wire';
 
 interface Pane {
   node: HTMLElement;
@@ -33,7 +28,7 @@ export class ComparisonFrame {
   private panes: Pane[];
   private tableHolder: HTMLElement;
   private footer: HTMLElement;
-  private table: unknown = null;
+  private table: Unchecked<ComparisonTable> | null = null;
   /** Told when the user picks a run (a tab or a table row): the live view tells the kernel. */
   onPick: ((index: number, run: number) => void) | null = null;
 
@@ -127,7 +122,7 @@ export class ComparisonFrame {
 
   /** The figures table ({columns, rows, row_runs}); the same for a live and a saved comparison. */
   setTable(table: unknown): void {
-    this.table = table;
+    this.table = isObject(table) ? table : null;
     const node = figuresTable(table, (index, run) => this.select(index, run, true));
     this.tableHolder.replaceChildren(...(node ? [node] : []));
     this.markRows();
@@ -139,7 +134,7 @@ export class ComparisonFrame {
 
   /** Highlight each pane's selected run in the table. */
   private markRows(): void {
-    const keys = isObject(this.table) ? list(this.table.row_runs) : [];
+    const keys = this.table ? list(this.table.row_runs) : [];
     this.tableHolder.querySelectorAll('tbody tr').forEach((tr, i) => {
       const key = list(keys[i]);
       const run = num(key[1]);
@@ -188,18 +183,8 @@ export function figuresTable(table: unknown, onSelect?: (index: number, run: num
   return node;
 }
 
-/** The footer line of a finished comparison. */
-export function comparisonFooter(data: { [key: string]: unknown }): string {
-  const wall = num(data.wall_s);
-  const bits = wall !== null ? [`compared in ${wall.toFixed(2)} s`] : [];
-  if (data.interrupted === true) {
-    bits.push('interrupted');
-  }
-  return bits.join(' · ');
-}
-
 /** The panes' titles of a saved comparison (`titles` as typed, `providers` resolved). */
-export function paneTitles(data: { [key: string]: unknown }): PaneTitle[] {
+export function paneTitles(data: Unchecked<ComparisonRecord>): PaneTitle[] {
   const providers = list(data.providers).map(str);
   const titles = list(data.titles).map(str);
   return providers.map((resolved, i) => ({ title: titles[i] || resolved, resolved }));
@@ -232,6 +217,6 @@ export function renderComparison(data: unknown, selected?: number[]): HTMLElemen
     frame.select(index, choice !== null && runs.has(`${index}/${choice}`) ? choice : run);
   });
   frame.setTable(data.table);
-  frame.setFooter(comparisonFooter(data));
+  frame.setFooter(list(data.footer).map(str).join(' · ')); // computed by the Python side (core/figures.py)
   return [...frame.nodes, ...comparisonDiff(data, paneTitles(data).map(t => t.title), () => frame.selected)];
 }

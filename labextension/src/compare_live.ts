@@ -16,37 +16,47 @@
  * saved record shows it too), and a run's {type: "approve", ..., key} (live.ts).
  */
 
-import { ComparisonFrame, PaneTitle, comparisonFooter, renderComparison } from './compare';
+import { ComparisonFrame, renderComparison } from './compare';
 import { FrameScheduler } from './frame';
-import { LiveDoc, LiveView } from './live';
+import { LiveDoc, LiveView } from './live_run';
 import { isObject, list, num, str } from './transcript';
+import type {
+  CompareMessage,
+  ComparisonRecord,
+  ComparisonTable,
+  FrontMessage,
+  KeyedRunMessage,
+  PaneTitle,
+  SavedOutputParts
+} from './wire';
 
-type Json = { [key: string]: any };
+/** A run's message tagged with its key ("pane/run"), not the comparison's own. */
+function isRunMessage(msg: CompareMessage | KeyedRunMessage): msg is KeyedRunMessage {
+  return 'key' in msg && typeof msg.key === 'string';
+}
 
 /** A comparison as far as the browser knows it. */
 export class CompareDoc {
   panes: PaneTitle[] | null = null;
   runs = 1;
-  table: unknown = null;
+  table: ComparisonTable | null = null;
   footer = '';
   started: [number, number][] = [];
   /** The run the user picked in each pane (null: none; the pane follows the newest run). */
   selected: (number | null)[] = [];
   docs = new Map<string, LiveDoc>();
-  final: Json | null = null;
+  final: ComparisonRecord | null = null;
   /** The rest of the saved output the `end` message brought (saved_output.ts). */
-  output: Json | null = null;
+  output: SavedOutputParts | null = null;
   /** Counts layout messages: a view rebuilds its frame when it changes. */
   resets = 0;
   listeners = new Set<() => void>();
   /** Sends a message to the kernel (the widget model's `send`); a run's go tagged with its key. */
-  send: (msg: Json) => void = () => undefined;
+  send: (msg: FrontMessage) => void = () => undefined;
 
-  receive(msg: Json): void {
-    if (!msg || typeof msg !== 'object') {
-      return;
-    }
-    if (typeof msg.key === 'string') {
+  /** One message (wire.ts `CompareMessage`, or a run's tagged with its key). */
+  receive(msg: CompareMessage | KeyedRunMessage): void {
+    if (isRunMessage(msg)) {
       this.run(msg.key).receive(msg); // the run's own views redraw themselves
       return;
     }
@@ -106,7 +116,7 @@ export class CompareLiveView {
   private frame: ComparisonFrame | null = null;
   private views = new Map<string, LiveView>();
   private resets = -1;
-  private table: unknown = undefined;
+  private table: ComparisonTable | null | undefined = undefined;
   private scheduler: FrameScheduler;
   private ended = false;
 
@@ -160,6 +170,6 @@ export class CompareLiveView {
       this.table = doc.table;
       frame.setTable(doc.table);
     }
-    frame.setFooter(doc.footer || comparisonFooter({}));
+    frame.setFooter(doc.footer);
   }
 }

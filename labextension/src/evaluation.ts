@@ -7,10 +7,10 @@
  */
 
 import { CellContext, decorateRun, keepOpen, matrixState } from './evaluation_cell';
-import { gradeMark, statisticsNodes } from './evaluation_stats';
+import { gradeMark, money, statisticsNodes } from './evaluation_stats';
 import { Filter, filterBar, filteredRows } from './matrix_filters';
 import { EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS } from './policy';
-import { Json, el, isObject, list, num, str, usd } from './transcript';
+import { Json, el, isObject, list, num, str } from './transcript';
 
 /** Rows per page of the matrix (policy.json, as render/evaluation.py's PAGE). */
 export const PAGE = EVALUATION_PAGE_ROWS;
@@ -21,13 +21,6 @@ const MARK: { [kind: string]: string } = {
 
 /** (key of a summary row, column title) (policy.json). */
 const SUMMARY = EVALUATION_SUMMARY_COLUMNS;
-
-function cost(value: number | null): string {
-  if (value === null) {
-    return '—';
-  }
-  return value >= 0.01 ? `$${value.toFixed(4)}` : usd(value);
-}
 
 function figure(key: string, value: unknown): string {
   const n = num(value);
@@ -44,7 +37,7 @@ function figure(key: string, value: unknown): string {
     return n.toFixed(2);
   }
   if (key === 'cost' || key === 'judge_cost') {
-    return cost(n);
+    return money(n);
   }
   return String(n);
 }
@@ -93,10 +86,10 @@ function cellFigures(r: Json): string {
     parts.push(`${num(r.input_tokens) ?? 0} in / ${num(r.output_tokens) ?? 0} out tokens`);
   }
   if (num(r.cost) !== null) {
-    parts.push(cost(num(r.cost)));
+    parts.push(money(num(r.cost)));
   }
   if (num(r.judge_cost) !== null) {
-    parts.push(`judge ${cost(num(r.judge_cost))}`);
+    parts.push(`judge ${money(num(r.judge_cost))}`);
   }
   if (r.cached) {
     parts.push('cached');
@@ -243,7 +236,8 @@ export function headline(doc: Json): string {
     text += `; interrupted: ${total - results.length} runs not finished`;
   }
   if (num(doc.budget) !== null) {
-    text += `; budget ${cost(num(doc.budget))}: spent ${cost(num(doc.spent) ?? 0)}, reserved ${cost(num(doc.reserved) ?? 0)}, `;
+    const [budget, spent, reserved] = [num(doc.budget), num(doc.spent) ?? 0, num(doc.reserved) ?? 0].map(money);
+    text += `; budget ${budget}: spent ${spent}, reserved ${reserved}, `;
     text += `${num(doc.skipped) ?? 0} runs skipped`;
   }
   if (list(doc.flaky).length) {

@@ -6,7 +6,7 @@
  * what changed since the cell's last run. Every string is set as text, never as HTML.
  */
 
-import { Json, el, isObject, list, num, str, usd } from './transcript';
+import { Json, el, isObject, list, num, str } from './transcript';
 
 const STATS = ['column', 'runs', 'pass rate (95% CI)', 'mean score (95% CI)', 'median s', 'median cost',
   'vs baseline, points (95% CI)', 'McNemar p', 'verdict'];
@@ -36,7 +36,20 @@ export function pValue(p: number | null): string {
   return p === null ? '—' : p < 0.001 ? '< 0.001' : p.toFixed(3);
 }
 
-function money(value: number | null): string {
+/** drivers/pricing.format_usd: cents for a dollar or more, else three significant digits. */
+export function usd(amount: number): string {
+  if (amount <= 0) {
+    return '$0';
+  }
+  if (amount >= 1) {
+    return '$' + amount.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  }
+  const decimals = 2 - Math.floor(Math.log10(amount));
+  return '$' + amount.toFixed(decimals).replace(/0+$/, '').replace(/\.$/, '');
+}
+
+/** A cost in the matrix (render/evaluation.usd): `$0.1235`, under a cent `usd`'s; `—` when unknown. */
+export function money(value: number | null): string {
   return value === null ? '—' : value >= 0.01 ? `$${value.toFixed(4)}` : usd(value);
 }
 

@@ -14,6 +14,7 @@
 import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker } from '@jupyterlab/notebook';
 import type { ICodeCellModel } from '@jupyterlab/cells';
+import type { IDisplayData, IMimeBundle, OutputMetadata } from '@jupyterlab/nbformat';
 import type { NotebookPanel } from '@jupyterlab/notebook';
 
 import { GRADE_EVENT, GradeEventDetail } from './grading';
@@ -22,11 +23,13 @@ import { GRADE_EVENT, GradeEventDetail } from './grading';
 export const GRADE_TARGET = 'ipyagent.grade';
 const EVALUATION = 'application/vnd.ipyagent.evaluation+json';
 
-type Output = { output_type: string; data: { [mime: string]: any }; metadata?: { [key: string]: any } };
+/** An evaluation's output, as the kernel sends it (nbformat display data). */
+type Output = IDisplayData;
 
 /** Put `output` in place of every output of `panel` showing the evaluation it carries; the number replaced. */
 export function replaceEvaluation(panel: NotebookPanel, output: Output): number {
-  const id = output?.data?.[EVALUATION]?.id;
+  const shownBy = output?.data?.[EVALUATION];
+  const id = shownBy && typeof shownBy === 'object' && !Array.isArray(shownBy) ? shownBy.id : undefined;
   const cells = panel.content.model?.cells;
   let replaced = 0;
   for (let c = 0; typeof id === 'string' && cells && c < cells.length; c++) {
@@ -38,7 +41,7 @@ export function replaceEvaluation(panel: NotebookPanel, output: Output): number 
     for (let i = 0; i < outputs.length; i++) {
       const shown = outputs.get(i).data[EVALUATION] as { id?: unknown } | undefined;
       if (shown && shown.id === id) {
-        outputs.set(i, output as any);
+        outputs.set(i, output);
         replaced++;
       }
     }
@@ -72,7 +75,7 @@ export function sendGrade(panel: NotebookPanel, detail: GradeEventDetail): void 
     detail.done(data.message || (data.ok ? '' : 'not graded'));
     comm.close();
   };
-  comm.open(detail.request as any);
+  comm.open({ ...detail.request });
 }
 
 /** Watch `panel`'s kernel (and the next ones) for display updates of an evaluation. */
@@ -85,9 +88,9 @@ function watchUpdates(panel: NotebookPanel): void {
     }
     watched.add(kernel);
     kernel.iopubMessage.connect((_, msg) => {
-      const content = msg.content as { data?: { [mime: string]: unknown }; metadata?: { [key: string]: any } };
+      const content = msg.content as { data?: IMimeBundle; metadata?: OutputMetadata };
       if (msg.header.msg_type === 'update_display_data' && content.data && EVALUATION in content.data) {
-        const output = { output_type: 'display_data', data: content.data as any, metadata: content.metadata ?? {} };
+        const output: Output = { output_type: 'display_data', data: content.data, metadata: content.metadata ?? {} };
         replaceEvaluation(panel, output);
       }
     });

@@ -18,6 +18,8 @@ export const STYLE_PROPERTIES: string[] = policy.sanitizer.style_properties;
 export const URL_SCHEMES: string[] = policy.sanitizer.url_schemes;
 /** Image types drawn inline, from a base64 `data:` URL. */
 export const RASTER_TYPES: ReadonlySet<string> = new Set(policy.images.raster_types);
+/** Audio types a tool's card plays, from a base64 `data:` URL. */
+export const AUDIO_TYPES: ReadonlySet<string> = new Set(policy.images.audio_types);
 export const IMAGE_LINK_CLASS = policy.images.link_class;
 export const IMAGE_LINK_LABEL = policy.images.link_label;
 export const IMAGE_DEFAULT_ALT = policy.images.default_alt;

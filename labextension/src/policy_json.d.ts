@@ -11,7 +11,13 @@ declare module '*/render/policy.json' {
       style_properties: string[];
       url_schemes: string[];
     };
-    images: { raster_types: string[]; link_class: string; link_label: string; default_alt: string };
+    images: {
+      raster_types: string[];
+      audio_types: string[];
+      link_class: string;
+      link_label: string;
+      default_alt: string;
+    };
     links: { rel: string; referrerpolicy: string };
     evaluation: { page_rows: number; first_line_chars: number; summary_columns: [string, string][] };
   };

@@ -24,6 +24,7 @@ import { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application'
 import { INotebookTracker } from '@jupyterlab/notebook';
 import type { ICodeCellModel } from '@jupyterlab/cells';
 import type { INotebookModel, NotebookPanel } from '@jupyterlab/notebook';
+import type { IDisplayData } from '@jupyterlab/nbformat';
 
 import { SAVED_OUTPUT_EVENT } from './saved_output';
 
@@ -61,7 +62,7 @@ export function liveWidgetIds(model: INotebookModel | null | undefined): string[
 }
 
 /** Set every output showing widget `modelId` to `output`; the number replaced. */
-export function replaceWidgetOutputs(tracker: INotebookTracker, modelId: string, output: any): number {
+export function replaceWidgetOutputs(tracker: INotebookTracker, modelId: string, output: IDisplayData): number {
   let replaced = 0;
   tracker.forEach(panel => {
     for (const { outputs, index, output: shown } of outputsOf(panel.content.model)) {
@@ -85,7 +86,8 @@ export function askSavedOutputs(tracker: INotebookTracker, panel: NotebookPanel)
   }
   const comm = kernel.createComm(SAVED_OUTPUT_TARGET);
   comm.onMsg = msg => {
-    const data = msg.content.data as { outputs?: { [id: string]: any }; pending?: unknown[] };
+    // The kernel's answer (saved_outputs.py): saved outputs by widget model id, and the ids still running.
+    const data = msg.content.data as { outputs?: { [id: string]: IDisplayData }; pending?: unknown[] };
     for (const [modelId, output] of Object.entries(data.outputs || {})) {
       replaceWidgetOutputs(tracker, modelId, output);
     }
@@ -116,7 +118,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     tracker.forEach(panel => void watch(tracker, panel));
     tracker.widgetAdded.connect((_, panel) => void watch(tracker, panel));
     document.addEventListener(SAVED_OUTPUT_EVENT, event => {
-      const detail = (event as CustomEvent).detail;
+      const detail = (event as CustomEvent<{ modelId?: unknown; output?: IDisplayData } | null>).detail;
       if (detail && typeof detail.modelId === 'string' && detail.output && replaceWidgetOutputs(tracker, detail.modelId, detail.output)) {
         event.preventDefault();
       }

@@ -10,33 +10,34 @@
  * has no such output left, and a front end without the plugin lets the view draw the
  * transcript itself.
  *
- * No imports: live.ts is bundled on its own for anywidget and must not pull JupyterLab in.
+ * No JupyterLab import but types: live.ts is bundled on its own for anywidget and must not pull
+ * JupyterLab in.
  */
 
-type Json = { [key: string]: any };
+import type { SavedOutput, SavedOutputParts } from './wire';
 
 /** The event the page listens for (on `document`); its detail is `{modelId, output}`. */
 export const SAVED_OUTPUT_EVENT = 'ipyagent-saved-output';
 
 /** What an `end` message leaves in a run's (or a comparison's) document. */
 export interface Ended {
-  final: Json | null;
-  output: Json | null;
+  final: object | null;
+  output: SavedOutputParts | null;
 }
 
 /** The nbformat output an `end` message carries — `{mime, fallbacks, metadata, model_id}` beside
  * the record (`doc`), held under `mime` — and the widget it replaces; null without one. */
-export function savedOutput(doc: Ended): { modelId: string; output: Json } | null {
+export function savedOutput(doc: Ended): { modelId: string; output: SavedOutput } | null {
   const output = doc.output;
   if (!doc.final || !output || typeof output.mime !== 'string' || typeof output.model_id !== 'string') {
     return null;
   }
   const fallbacks = output.fallbacks && typeof output.fallbacks === 'object' ? output.fallbacks : {};
   const metadata = output.metadata && typeof output.metadata === 'object' ? output.metadata : {};
-  return {
-    modelId: output.model_id,
-    output: { output_type: 'display_data', data: { ...fallbacks, [output.mime]: doc.final }, metadata }
-  };
+  // The kernel's bundle (the record under its MIME type, the fallbacks) and metadata: JSON, as nbformat has them.
+  const data = { ...fallbacks, [output.mime]: doc.final } as SavedOutput['data'];
+  const saved: SavedOutput = { output_type: 'display_data', data, metadata: metadata as SavedOutput['metadata'] };
+  return { modelId: output.model_id, output: saved };
 }
 
 /** Once `doc` has ended with a saved output, ask the page to put it in place of every output

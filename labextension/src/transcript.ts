@@ -1,6 +1,6 @@
 /**
  * Transcript document -> DOM: the one renderer of a run, used by the saved
- * transcript (index.ts) and, part by part, by the live view (live.ts), so both
+ * transcript (index.ts) and, part by part, by the live view (live_run.ts), so both
  * look the same; the HTML fallback (notebook/render/transcript.py) mirrors it.
  *
  * The document is read defensively: a missing or malformed field is skipped,
@@ -9,56 +9,27 @@
 
 import { markedText, numberSources, renderCited, serverCard, sourcesNode } from './citations';
 import { copyButton, renderMarkdown } from './markdown';
-import { RASTER_TYPES } from './policy';
+import { el, imageNode, isObject, list, num, str } from './nodes';
+import { AUDIO_TYPES, RASTER_TYPES } from './policy';
 import { sanitizeToFragment } from './safe_html';
+import type {
+  ArtifactSummary,
+  Json,
+  MediaPart,
+  ToolCallPart,
+  Transcript,
+  TranscriptMessage,
+  Unchecked
+} from './wire';
+
+export type { Json } from './wire';
+export { el, imageNode, isObject, list, num, str } from './nodes';
 
 /** The transcript format version this renderer was written for. */
 export const VERSION = 1;
 
-export type Json = { [key: string]: unknown };
-
-export function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-export function str(value: unknown): string {
-  return typeof value === 'string' ? value : '';
-}
-
-export function num(value: unknown): number | null {
-  return typeof value === 'number' && isFinite(value) ? value : null;
-}
-
-export function list(value: unknown): unknown[] {
-  return Array.isArray(value) ? value : [];
-}
-
-/** An element with classes and text (text, never HTML). */
-export function el(tag: string, className = '', text?: string): HTMLElement {
-  const node = document.createElement(tag);
-  if (className) {
-    node.className = className;
-  }
-  if (text !== undefined) {
-    node.textContent = text;
-  }
-  return node;
-}
-
 function seconds(value: number): string {
   return `${value.toFixed(2)} s`;
-}
-
-/** drivers/pricing.format_usd: cents for a dollar or more, else three significant digits. */
-export function usd(amount: number): string {
-  if (amount <= 0) {
-    return '$0';
-  }
-  if (amount >= 1) {
-    return '$' + amount.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
-  }
-  const decimals = 2 - Math.floor(Math.log10(amount));
-  return '$' + amount.toFixed(decimals).replace(/0+$/, '').replace(/\.$/, '');
 }
 
 /** How a call cut off by the run's end reads (core.transcript.STOPPED_WORDS). */
@@ -67,7 +38,7 @@ const STOPPED_WORDS: { [key: string]: string } = { interrupted: 'interrupted', t
 /** `done in 0.01 s` / `error in 0.01 s` / `not run`; a call that needed approval: `denied`
  * or `approved by you · done in 0.01 s`; a call the run's end cut off: `interrupted after 0.50 s`
  * or `stopped at the deadline after 0.50 s` (transcript_render.tool_status). */
-export function toolStatus(call: Json): string {
+export function toolStatus(call: Unchecked<ToolCallPart>): string {
   const approval = str(call.approval);
   if (approval === 'denied') {
     return 'denied';
@@ -89,38 +60,18 @@ export function toolStatus(call: Json): string {
 }
 
 /** Drawn as an error: the tool failed (a denied call was not run, a stopped one was cut off: neither failed). */
-function failed(call: Json): boolean {
+function failed(call: Unchecked<ToolCallPart>): boolean {
   return call.status === 'error' && call.approval !== 'denied' && !str(call.stopped);
 }
 
-/** An image the model returned (an `other` part of kind image with base64 data), as an <img>; else null. */
-export function imageNode(part: Json): HTMLElement | null {
-  const mime = str(part.mime_type);
-  const data = str(part.data).replace(/[^A-Za-z0-9+/=]/g, '');
-  if (part.kind !== 'image' || !data || !RASTER_TYPES.has(mime)) {
-    return null;
-  }
-  const img = document.createElement('img');
-  img.className = 'ipyagent-image';
-  img.alt = 'image from the model';
-  img.src = `data:${mime};base64,${data}`;
-  return img;
-}
-
-/** Audio types a card plays from a data: URL (core.transcript.AUDIO_TYPES). */
-const AUDIO_TYPES = new Set([
-  'audio/wav', 'audio/x-wav', 'audio/wave', 'audio/mpeg', 'audio/mp3',
-  'audio/ogg', 'audio/webm', 'audio/flac', 'audio/aac', 'audio/mp4'
-]);
-
 /** `image image/png, 4,033 bytes` (core.transcript.MediaPart.summary). */
-function mediaSummary(part: Json): string {
+function mediaSummary(part: Unchecked<MediaPart>): string {
   const name = str(part.name) ? ` ${str(part.name)}` : '';
   return `${str(part.kind)}${name} ${str(part.mime_type)}, ${(num(part.size) ?? 0).toLocaleString('en-US')} bytes`;
 }
 
 /** A file name for a download: the last segment of the part's name (a URI), safe characters only. */
-function fileName(part: Json): string {
+function fileName(part: Unchecked<MediaPart>): string {
   const last = str(part.name).split(/[/\\]/).pop() || '';
   return last.replace(/[^A-Za-z0-9._-]/g, '_').replace(/^\.+/, '').slice(0, 100) || 'download.bin';
 }
@@ -128,7 +79,7 @@ function fileName(part: Json): string {
 /** An image, audio or file a tool returned (a `media` item of its call): an <img>, an <audio>
  * player, or a download link, each from a base64 data: URL (nothing loads from outside); a part
  * without data (too large, or a type not drawn) as a line saying what it is. */
-export function mediaNode(part: Json): HTMLElement {
+export function mediaNode(part: Unchecked<MediaPart>): HTMLElement {
   const kind = str(part.kind);
   const mime = str(part.mime_type);
   const data = str(part.data).replace(/[^A-Za-z0-9+/=]/g, '');
@@ -161,85 +112,16 @@ export function mediaNode(part: Json): HTMLElement {
   return node;
 }
 
-/** The footer figures, as the live view shows them (transcript_render.footer_figures). */
-export function footerFigures(t: Json): string[] {
-  const figures = [str(t.provider) || 'unknown'];
-  const usage = isObject(t.usage) ? t.usage : {};
-  const timings = isObject(t.timings) ? t.timings : {};
-  const status = str(t.status) || 'completed';
-  // `input` / `output`: the names before input_tokens / output_tokens (older saved notebooks)
-  const input = num(usage.input_tokens) ?? num(usage.input) ?? 0;
-  const output = num(usage.output_tokens) ?? num(usage.output) ?? 0;
-  if (input || output || status === 'completed') {
-    figures.push(`${input} in / ${output} out tokens`);
+/** The footer line of a saved run: the figures the Python side computed when it wrote the document
+ * (core/figures.py `footer_figures`), drawn as they are; a document written before it had them
+ * shows its provider and state. */
+export function footerText(t: Unchecked<Transcript>): string {
+  const figures = list(t.footer).map(str);
+  if (!figures.length) {
+    const status = str(t.status);
+    figures.push(str(t.provider) || 'unknown', ...(status && status !== 'completed' ? [status] : []));
   }
-  const first = num(timings.first_token_s);
-  if (first !== null) {
-    figures.push(`first token ${seconds(first)}`);
-  }
-  const total = num(timings.total_s);
-  if (total !== null) {
-    figures.push(`total ${seconds(total)}`);
-  }
-  const turns = num(timings.turns) ?? 0;
-  if (turns > 1) {
-    figures.push(`${turns} model turns`);
-  }
-  const stop = str(t.stop_reason);
-  if (status === 'completed' && stop && stop !== 'end_turn') {
-    figures.push(`stop: ${stop}`);
-  }
-  const attempts = num(t.attempts) ?? 0;
-  if (attempts > 1) {
-    figures.push(`${attempts - 1} retries`);
-  }
-  if (t.replayed === true) {
-    figures.push('replayed from cassette');
-  }
-  const cost = isObject(t.cost) ? num(t.cost.total_usd) : null;
-  if (cost !== null) {
-    figures.push(usd(cost));
-  } else if (t.price_unknown === true) {
-    figures.push('unknown price');
-  }
-  const masked = maskedText(t.masked);
-  if (masked) {
-    figures.push(masked);
-  }
-  if (status !== 'completed') {
-    figures.push(status);
-  }
-  const settings = settingsText(t.settings);
-  if (settings) {
-    figures.push(settings);
-  }
-  return figures;
-}
-
-/** What the redactor kept from the model (transcript_render.masked_figure): `3 values masked (cell template 1, error 2)`. */
-export function maskedText(masked: unknown): string {
-  if (!isObject(masked)) {
-    return '';
-  }
-  const counts = Object.entries(masked).filter(([, n]) => typeof n === 'number' && n > 0) as [string, number][];
-  const total = counts.reduce((sum, [, n]) => sum + n, 0);
-  if (!total) {
-    return '';
-  }
-  return `${total} value${total === 1 ? '' : 's'} masked (${counts.map(([name, n]) => `${name} ${n}`).join(', ')})`;
-}
-
-/** The run's generation settings in one line (ModelSettings.describe): `temperature 0 · max_output_tokens 64`. */
-export function settingsText(settings: unknown): string {
-  if (!isObject(settings)) {
-    return '';
-  }
-  return Object.entries(settings)
-    .filter(([, value]) => value !== null && value !== undefined)
-    .map(([name, value]) =>
-      `${name} ${Array.isArray(value) ? value.map(v => `'${String(v)}'`).join(', ') : String(value)}`
-    )
-    .join(' · ');
+  return figures.join(' · ');
 }
 
 function sizeText(size: unknown): string {
@@ -261,7 +143,10 @@ function sizeText(size: unknown): string {
 
 /** A tool call's card; `partial_arguments`: the arguments' JSON text while it streams.
  * `approval`: the live view's Approve / Deny bar, shown in the card, opened. */
-export function toolCard(call: Json, approval?: HTMLElement): HTMLElement {
+export function toolCard(
+  call: Unchecked<ToolCallPart> & { partial_arguments?: string },
+  approval?: HTMLElement
+): HTMLElement {
   const error = failed(call);
   const card = el('details', error ? 'ipyagent-tool ipyagent-tool-error' : 'ipyagent-tool');
   const summary = el('summary');
@@ -299,7 +184,7 @@ function markdownBlock(className: string, text: string): HTMLElement {
 }
 
 /** An off-prompt artifact: its title, and its preview when opened. */
-export function artifactNode(artifact: Json): HTMLElement {
+export function artifactNode(artifact: Unchecked<ArtifactSummary>): HTMLElement {
   if (str(artifact.html)) {
     // As `%agent memory` draws it (Markdown, a table with "show N more rows", an image), sanitized again.
     const holder = el('div');
@@ -324,7 +209,7 @@ export function footerNode(text: string, answer: () => string): HTMLElement {
 }
 
 /** A user's message (`show_prompts`): its text as Markdown, other parts as a line. */
-function promptNode(message: Json): HTMLElement {
+function promptNode(message: Unchecked<TranscriptMessage>): HTMLElement {
   const node = el('div', 'ipyagent-prompt');
   node.append(el('div', 'ipyagent-meta', 'user'));
   for (const part of list(message.parts)) {
@@ -413,6 +298,6 @@ export function renderTranscript(data: unknown): HTMLElement[] {
     .filter(p => isObject(p) && p.type === 'text')
     .map(p => str((p as Json).text))
     .join('');
-  nodes.push(footerNode(footerFigures(data).join(' · '), () => answer));
+  nodes.push(footerNode(footerText(data), () => answer));
   return nodes;
 }

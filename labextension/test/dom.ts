@@ -8,8 +8,20 @@ import { JSDOM } from 'jsdom';
 const dom = new JSDOM('<!doctype html><html><body></body></html>', { pretendToBeVisual: true });
 const globals = globalThis as unknown as { [name: string]: unknown };
 const names = [
-  'window', 'document', 'Node', 'Element', 'HTMLElement', 'HTMLAnchorElement', 'HTMLDetailsElement',
-  'DocumentFragment', 'DOMParser', 'Event', 'CustomEvent', 'NodeFilter', 'requestAnimationFrame', 'cancelAnimationFrame'
+  'window',
+  'document',
+  'Node',
+  'Element',
+  'HTMLElement',
+  'HTMLAnchorElement',
+  'HTMLDetailsElement',
+  'DocumentFragment',
+  'DOMParser',
+  'Event',
+  'CustomEvent',
+  'NodeFilter',
+  'requestAnimationFrame',
+  'cancelAnimationFrame'
 ];
 const window = dom.window as unknown as { [name: string]: unknown };
 for (const name of names) {

@@ -37,8 +37,18 @@ function setUp() {
   const listeners = new Set<() => void>();
   const node = { writes: 0, text: '' };
   const doc = { text: '' };
-  const scheduler = new FrameScheduler(() => { node.writes++; node.text = doc.text; }, listeners, clock);
-  const change = (s: string) => { doc.text += s; listeners.forEach(listener => listener()); };
+  const scheduler = new FrameScheduler(
+    () => {
+      node.writes++;
+      node.text = doc.text;
+    },
+    listeners,
+    clock
+  );
+  const change = (s: string) => {
+    doc.text += s;
+    listeners.forEach(listener => listener());
+  };
   return { clock, listeners, node, scheduler, change };
 }
 

@@ -122,7 +122,10 @@ describe('the policy allowlist', () => {
     const html = '<a href="javascript:alert(1)">a</a><a href="https://ok.example/">b</a><a href="rel/x">c</a>';
     const fragment = sanitizeToFragment(html);
     const links = [...fragment.querySelectorAll('a')];
-    assert.deepEqual(links.map(a => a.getAttribute('href')), [null, 'https://ok.example/', 'rel/x']);
+    assert.deepEqual(
+      links.map(a => a.getAttribute('href')),
+      [null, 'https://ok.example/', 'rel/x']
+    );
     for (const a of links) {
       assert.equal(a.getAttribute('rel'), LINK_REL);
       assert.equal(a.getAttribute('referrerpolicy'), 'no-referrer');
@@ -142,10 +145,22 @@ describe('the policy allowlist', () => {
   test('safeUrl: the policy schemes or relative, once white space is out', () => {
     const safe = ['http://x', 'HTTPS://x', 'mailto:a@b', '//h/x', '/api/x', 'rel/a.png', '#top', '?q', './a:b', ''];
     const unsafe = [
-      'javascript:x', ' javascript:x', 'java\tscript:x', 'java\nscript:x',
-      'data:text/html,x', 'vbscript:x', 'file:///etc', 'x:y'
+      'javascript:x',
+      ' javascript:x',
+      'java\tscript:x',
+      'java\nscript:x',
+      'data:text/html,x',
+      'vbscript:x',
+      'file:///etc',
+      'x:y'
     ];
-    assert.deepEqual(safe.filter(u => !safeUrl(u)), []);
-    assert.deepEqual(unsafe.filter(u => safeUrl(u)), []);
+    assert.deepEqual(
+      safe.filter(u => !safeUrl(u)),
+      []
+    );
+    assert.deepEqual(
+      unsafe.filter(u => safeUrl(u)),
+      []
+    );
   });
 });

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ipyagent.core import AUDIO_TYPES as KEPT_AUDIO_TYPES
 from ipyagent.core import RASTER_TYPES as KEPT_RASTER_TYPES
 from ipyagent.notebook.render import policy
 from ipyagent.notebook.render.html import markdown_to_html, sanitize
@@ -90,8 +91,9 @@ def test_the_policy_is_one_file_that_both_sides_read() -> None:
     assert policy.POLICY == json.loads(path.read_text(encoding="utf-8"))
     source = (Path(__file__).resolve().parents[2] / "labextension" / "src" / "policy.ts").read_text()
     assert "from '../../src/ipyagent/notebook/render/policy.json'" in source
-    # Every image a transcript keeps (core) is one the renderers draw inline.
+    # Every image and sound a transcript keeps (core) is one the renderers draw or play.
     assert KEPT_RASTER_TYPES <= policy.RASTER_TYPES
+    assert KEPT_AUDIO_TYPES == policy.AUDIO_TYPES
     for kind in policy.RASTER_TYPES:
         assert policy.INLINE_IMAGE.fullmatch(f"data:{kind};base64,AAAA")
     assert not policy.INLINE_IMAGE.fullmatch("data:image/svg+xml;base64,AAAA")

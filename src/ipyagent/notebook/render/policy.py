@@ -31,6 +31,8 @@ RASTER_TYPES: frozenset[str] = frozenset(_IMAGES["raster_types"])
 INLINE_IMAGE = re.compile(
     "data:(?:" + "|".join(re.escape(t) for t in _IMAGES["raster_types"]) + r");base64,[A-Za-z0-9+/=\s]*", re.I
 )
+#: Audio types a tool's card plays (from a base64 ``data:`` URL).
+AUDIO_TYPES: frozenset[str] = frozenset(_IMAGES["audio_types"])
 IMAGE_LINK_CLASS: str = _IMAGES["link_class"]
 IMAGE_LINK_LABEL: str = _IMAGES["link_label"]
 IMAGE_DEFAULT_ALT: str = _IMAGES["default_alt"]
