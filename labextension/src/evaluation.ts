@@ -7,8 +7,9 @@
  */
 
 import { CellContext, decorateRun, keepOpen, matrixState } from './evaluation_cell';
-import { gradeMark, money, statisticsNodes } from './evaluation_stats';
+import { gradeMark, statisticsNodes } from './evaluation_stats';
 import { Filter, filterBar, filteredRows } from './matrix_filters';
+import { fixed, usd } from './numbers';
 import { EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS } from './policy';
 import { Json, el, isObject, list, num, str } from './transcript';
 
@@ -31,13 +32,13 @@ function figure(key: string, value: unknown): string {
     return '—';
   }
   if (key === 'pass_rate') {
-    return `${Math.round(n * 100)}%`;
+    return `${fixed(n * 100, 0)}%`;
   }
   if (key.endsWith('_s')) {
-    return n.toFixed(2);
+    return fixed(n, 2);
   }
   if (key === 'cost' || key === 'judge_cost') {
-    return money(n);
+    return usd(n);
   }
   return String(n);
 }
@@ -77,19 +78,19 @@ function cellFigures(r: Json): string {
   const total = num(r.total_s);
   const ttft = num(r.ttft_s);
   if (total !== null) {
-    parts.push(`${total.toFixed(2)} s`);
+    parts.push(`${fixed(total, 2)} s`);
   }
   if (ttft !== null) {
-    parts.push(`first token ${ttft.toFixed(2)} s`);
+    parts.push(`first token ${fixed(ttft, 2)} s`);
   }
   if (num(r.input_tokens) || num(r.output_tokens)) {
     parts.push(`${num(r.input_tokens) ?? 0} in / ${num(r.output_tokens) ?? 0} out tokens`);
   }
   if (num(r.cost) !== null) {
-    parts.push(money(num(r.cost)));
+    parts.push(usd(num(r.cost)));
   }
   if (num(r.judge_cost) !== null) {
-    parts.push(`judge ${money(num(r.judge_cost))}`);
+    parts.push(`judge ${usd(num(r.judge_cost))}`);
   }
   if (r.cached) {
     parts.push('cached');
@@ -208,7 +209,7 @@ function columnsOf(doc: Json): string[] {
 /** evaluation_render.wall_time: milliseconds under a second ("43 ms"), else "12.3 s". */
 export function wallTime(seconds: number | null): string {
   const value = seconds ?? 0;
-  return value < 1 ? `${(value * 1000).toFixed(0)} ms` : `${value.toFixed(1)} s`;
+  return value < 1 ? `${fixed(value * 1000, 0)} ms` : `${fixed(value, 1)} s`;
 }
 
 /** evaluation_render.headline: rows x providers, runs done (and cached), passed, assertions, wall time, early stops. */
@@ -236,7 +237,7 @@ export function headline(doc: Json): string {
     text += `; interrupted: ${total - results.length} runs not finished`;
   }
   if (num(doc.budget) !== null) {
-    const [budget, spent, reserved] = [num(doc.budget), num(doc.spent) ?? 0, num(doc.reserved) ?? 0].map(money);
+    const [budget, spent, reserved] = [num(doc.budget), num(doc.spent) ?? 0, num(doc.reserved) ?? 0].map(usd);
     text += `; budget ${budget}: spent ${spent}, reserved ${reserved}, `;
     text += `${num(doc.skipped) ?? 0} runs skipped`;
   }

@@ -6,6 +6,7 @@
  * what changed since the cell's last run. Every string is set as text, never as HTML.
  */
 
+import { fixed, usd } from './numbers';
 import { Json, el, isObject, list, num, str } from './transcript';
 
 const STATS = ['column', 'runs', 'pass rate (95% CI)', 'mean score (95% CI)', 'median s', 'median cost',
@@ -13,7 +14,7 @@ const STATS = ['column', 'runs', 'pass rate (95% CI)', 'mean score (95% CI)', 'm
 const AGREEMENT = ['judge', 'runs graded', 'agreement', "Cohen's κ"];
 
 function percent(value: number | null): string {
-  return value === null ? '—' : `${Math.round(value * 100)}%`;
+  return value === null ? '—' : `${fixed(value * 100, 0)}%`;
 }
 
 function interval(value: number | null, low: number | null, high: number | null, fmt: (v: number) => string): string {
@@ -27,30 +28,13 @@ function points(value: number | null): string {
   if (value === null) {
     return '—';
   }
-  const rounded = Math.round(value * 100);
-  return (rounded >= 0 ? '+' : '') + String(rounded);
+  const rounded = fixed(value * 100, 0);
+  return rounded.startsWith('-') ? rounded : `+${rounded}`;
 }
 
 /** evaluation_stats.p_value: "< 0.001" or three decimals. */
 export function pValue(p: number | null): string {
-  return p === null ? '—' : p < 0.001 ? '< 0.001' : p.toFixed(3);
-}
-
-/** drivers/pricing.format_usd: cents for a dollar or more, else three significant digits. */
-export function usd(amount: number): string {
-  if (amount <= 0) {
-    return '$0';
-  }
-  if (amount >= 1) {
-    return '$' + amount.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
-  }
-  const decimals = 2 - Math.floor(Math.log10(amount));
-  return '$' + amount.toFixed(decimals).replace(/0+$/, '').replace(/\.$/, '');
-}
-
-/** A cost in the matrix (render/evaluation.usd): `$0.1235`, under a cent `usd`'s; `—` when unknown. */
-export function money(value: number | null): string {
-  return value === null ? '—' : value >= 0.01 ? `$${value.toFixed(4)}` : usd(value);
+  return p === null ? '—' : p < 0.001 ? '< 0.001' : fixed(p, 3);
 }
 
 function versus(s: Json): string {
@@ -67,8 +51,8 @@ export function statsCells(doc: Json): string[][] {
     return [
       str(s.column) || str(s.provider), String(num(s.runs) ?? ''),
       interval(num(s.pass_rate), num(s.pass_low), num(s.pass_high), percent),
-      interval(num(s.score), num(s.score_low), num(s.score_high), v => v.toFixed(2)),
-      total === null ? '—' : total.toFixed(2), money(num(s.cost_p50)),
+      interval(num(s.score), num(s.score_low), num(s.score_high), v => fixed(v, 2)),
+      total === null ? '—' : fixed(total, 2), usd(num(s.cost_p50)),
       verdict === 'baseline' ? '' : versus(s), verdict === 'baseline' ? '' : pValue(num(s.p_value)), verdict
     ];
   });
@@ -79,7 +63,7 @@ function agreementCells(doc: Json): string[][] {
     const share = num(a.percent);
     const kappa = num(a.kappa);
     const agreement = percent(share === null ? null : share / 100);
-    return [str(a.check), String(num(a.n) ?? 0), agreement, kappa === null ? '—' : kappa.toFixed(2)];
+    return [str(a.check), String(num(a.n) ?? 0), agreement, kappa === null ? '—' : fixed(kappa, 2)];
   });
 }
 

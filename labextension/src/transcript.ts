@@ -10,6 +10,7 @@
 import { markedText, numberSources, renderCited, serverCard, sourcesNode } from './citations';
 import { copyButton, renderMarkdown } from './markdown';
 import { el, imageNode, isObject, list, num, str } from './nodes';
+import { fixed } from './numbers';
 import { AUDIO_TYPES, RASTER_TYPES } from './policy';
 import { sanitizeToFragment } from './safe_html';
 import type {
@@ -29,7 +30,7 @@ export { el, imageNode, isObject, list, num, str } from './nodes';
 export const VERSION = 1;
 
 function seconds(value: number): string {
-  return `${value.toFixed(2)} s`;
+  return `${fixed(value, 2)} s`;
 }
 
 /** How a call cut off by the run's end reads (core.transcript.STOPPED_WORDS). */
