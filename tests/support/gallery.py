@@ -18,6 +18,7 @@ from ipyagent.core.transcript import (
     ComparisonEntry,
     ComparisonRecord,
     ComparisonTable,
+    MediaPart,
     NextCell,
     OtherPart,
     ReasoningPart,
@@ -72,6 +73,12 @@ def transcripts() -> dict[str, Transcript]:
                     status="ok",
                     result="sunny, 21 °C",
                     duration_s=0.0123,
+                    media=[
+                        MediaPart(kind="image", mime_type="image/png", size=68, data=PNG),
+                        MediaPart(
+                            kind="blob", mime_type="application/pdf", size=3_000_000, name="file:///r/report.pdf"
+                        ),
+                    ],
                 ),
                 ToolCallPart(
                     id="call_2",
@@ -244,7 +251,7 @@ def evaluation() -> Evaluation:
             outcomes=ok,
             input_tokens=10,
             output_tokens=6,
-            cost=0.000125,
+            cost=0.0012345,
             ttft_s=0.25,
             total_s=0.5,
             run_id="r1",
