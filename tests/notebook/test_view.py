@@ -16,11 +16,16 @@ from ipyagent.core import (
     ProviderError,
     TextBlock,
     TextDelta,
+    Timings,
     ToolCallDelta,
+    Transcript,
+    TranscriptCost,
+    TranscriptUsage,
     Usage,
+    footer_figures,
 )
 from ipyagent.notebook.views import run_view as view_module
-from ipyagent.notebook.views.run_view import FRAME_INTERVAL, TextView, WidgetView
+from ipyagent.notebook.views.run_view import FRAME_INTERVAL, TextView, WidgetView, make_view
 
 from ..support import live_front
 from ..support.live_front import FrontEnd
@@ -298,13 +303,32 @@ def test_a_failed_turn_billed_before_it_failed_shows_its_tokens_and_price() -> N
     view.feed(ModelFailed(ProviderError("invalid_request", "Token limit reached"), billed,
                           {"cost": {"input_usd": 0.5, "output_usd": 0.25, "total_usd": 0.75}}))
     footer = out.getvalue().splitlines()[-1]
-    assert "57 in / 40 out tokens" in footer and footer.endswith(" · failed · $0.85]")
+    assert "57 in / 40 out tokens" in footer and footer.endswith(" · $0.85 · failed]")
     # the loop's own failure after a completed turn (max_steps, a cut-off call) carries that turn's
     # message, already counted: no "cost" in its metadata, so not counted twice
     again = TextView("openai:m", stream=io.StringIO())
     again.feed(first)
     again.feed(ModelFailed(ProviderError("max_steps", "stopped after 1 model turns"), first.message, {}))
     assert (again.state.input_tokens, again.state.output_tokens, len(again.state.costs)) == (14, 30, 1)
+
+
+def test_the_footer_at_the_end_reads_as_the_saved_transcripts_masked_values_included(capsys) -> None:
+    """RunState's footer (the terminal's last line, the widget's until the saved transcript replaces
+    it) has core.footer_figures' figures in its order: the cost, the values masked, then the state."""
+    view = make_view("openai:m", widgets=False, masked={"cell template": 1, "error": 2})
+    first = completed("", kind="tool_use")  # 14 in / 30 out, $0.10
+    first.metadata["cost"], first.more_turns = {"input_usd": 0.04, "output_usd": 0.06, "total_usd": 0.1}, True
+    view.feed(first)
+    view.feed(ModelFailed(ProviderError("invalid_request", "Token limit reached"), first.message, {}))
+    live = view.state.footer_figures()
+    saved = Transcript(provider="openai:m", status="failed", usage=TranscriptUsage(input_tokens=14, output_tokens=30),
+                       cost=TranscriptCost(total_usd=0.1), masked={"cell template": 1, "error": 2},
+                       timings=Timings(total_s=0.5))
+    timeless = [re.sub(r"[0-9.]+ s$", "N s", figure) for figure in live]
+    assert timeless == [re.sub(r"[0-9.]+ s$", "N s", figure) for figure in footer_figures(saved)]
+    assert live[-2:] == ["3 values masked (cell template 1, error 2)", "failed"]
+    plain = make_view("openai:m", widgets=False)
+    assert not any("masked" in figure for figure in plain.state.footer_figures())
 
 
 def test_text_view_interrupted() -> None:

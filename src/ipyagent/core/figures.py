@@ -61,8 +61,8 @@ def footer_figures(t: Transcript) -> list[str]:
 
 
 def masked_figure(masked: dict[str, int]) -> str:
-    """``3 values masked (cell template 1, error 2)``: what the redactor kept from the model (labextension's
-    ``maskedText``); empty when nothing was."""
+    """``3 values masked (cell template 1, error 2)``: what the redactor kept from the model; empty when
+    nothing was."""
     counts = {name: n for name, n in masked.items() if n}
     total = sum(counts.values())
     return f"{total} value{'s' if total != 1 else ''} masked ({', '.join(f'{k} {v}' for k, v in counts.items())})" \

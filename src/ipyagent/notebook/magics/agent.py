@@ -876,7 +876,7 @@ class AgentMagics(Magics):
                 **({"masked": self.session.last_masked} if self.session.last_masked else {}),
             },
         )
-        view = make_view(agent.provider, widgets=self._widgets())
+        view = make_view(agent.provider, widgets=self._widgets(), masked=self.session.last_masked)
         options = replace(active.options, approve=view.request_approval)  # the thread's system prompt and history
         # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
         live = (LiveTranscript(view, provider=agent.provider, prompt=prompt, masked=self.session.last_masked)

@@ -34,7 +34,6 @@ from ...core import (
     TranscriptMessage,
     comparison_footer,
     footer_figures,
-    masked_figure,
     visible_controls,
 )
 from ..views.compare_view import cells_to_html

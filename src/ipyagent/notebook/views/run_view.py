@@ -39,6 +39,7 @@ from ...core import (
     ToolAction,
     ToolCallCompleted,
     ToolCallDelta,
+    masked_figure,
     redact_data,
 )
 from ...drivers import total_cost
@@ -110,6 +111,7 @@ class RunState(EventHandler):
         self.touched: Segment | None = None  # the segment the last event went to
         self.retry: str | None = None  # a retry notice, shown until the turn's first token
         self.asking = 0  # tool calls waiting for the user's Approve / Deny
+        self.masked: dict[str, int] = {}  # values masked in the run's context, by block (`Transcript.masked`)
 
     def _new(self, key: tuple[int, int], kind: str) -> Segment:
         segment = self.segments[key] = Segment(kind, len(self.segments))
@@ -274,6 +276,8 @@ class RunState(EventHandler):
         return {"figures": figures, "ticking": ticking, "elapsed": round(time.monotonic() - self.started, 2)}
 
     def footer_figures(self) -> list[str]:
+        """The footer when the run ends (the terminal's last line; the widget's until the saved
+        transcript replaces it): `core.footer_figures`' figures, words and order, from the events."""
         figures = [self.provider]
         if self.input_tokens or self.output_tokens or self.done is not None:
             figures.append(f"{self.input_tokens} in / {self.output_tokens} out tokens")
@@ -293,15 +297,14 @@ class RunState(EventHandler):
                 figures.append("replayed from cassette")
         else:  # a run that ended is timed as the transcript's footer times it: "total"
             figures.append(f"total {elapsed:.2f} s" if self.finished else f"{elapsed:.2f} s")
-            if self.interrupted:
-                figures.append("interrupted")
-            elif self.error is not None:
-                figures.append("failed")
-            else:
-                figures.append("streaming…")
         if self.costs:
             cost = total_cost(self.costs)
             figures.append(str(cost) if cost is not None else "unknown price")
+        if masked_figure(self.masked):
+            figures.append(masked_figure(self.masked))
+        if self.done is None:
+            state = "interrupted" if self.interrupted else "failed" if self.error is not None else "streaming…"
+            figures.append(state)
         if self.settings:
             figures.append(ModelSettings(**self.settings).describe())
         return figures
@@ -870,5 +873,9 @@ def _call_line(event: ToolCallCompleted) -> str:
     return f"{'error' if event.is_error else 'result'} {name}{approved}, {event.duration_s:.2f} s"
 
 
-def make_view(provider: str, *, widgets: bool) -> Any:
-    return WidgetView(provider) if widgets else TextView(provider)
+def make_view(provider: str, *, widgets: bool, masked: dict[str, int] | None = None) -> Any:
+    """The live view of a run: the widget in a notebook, else the terminal's; `masked`: values the
+    redactor masked in the run's context, by block (its footer says so, as the saved transcript's)."""
+    view = WidgetView(provider) if widgets else TextView(provider)
+    view.state.masked = dict(masked or {})
+    return view
