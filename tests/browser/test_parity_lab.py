@@ -28,6 +28,7 @@ from ipyagent.notebook.render.evaluation import (
     outcome_class,
     summary_cells,
 )
+from ipyagent.notebook.render.evaluation_stats import agreement_cells, stats_cells, verdicts
 from ipyagent.notebook.render.transcript import comparison_to_text, footer_figures, text_pieces, to_text
 
 from ..support.gallery import outputs, write_gallery
@@ -184,17 +185,23 @@ def _check_comparison(renderer, record: ComparisonRecord) -> None:
     assert renderer.locator(".ipyagent-compare-footer").inner_text() == "compared in 2.50 s"
 
 
+def _cells(table) -> list[list[str]]:
+    return [[c.inner_text() for c in row.locator("td").all()] for row in table.locator("tbody tr").all()]
+
+
 def _check_evaluation(renderer, doc: dict) -> None:
     text = evaluation_text(doc).splitlines()
     assert renderer.locator(".ipyagent-eval-title").inner_text() == headline(doc) == text[0]
-    cells = [
-        [c.inner_text() for c in row.locator("td").all()]
-        for row in renderer.locator(".ipyagent-eval-summary tbody tr").all()
-    ]
+    cells = _cells(renderer.locator(".ipyagent-eval-summary").first)
     assert cells == summary_cells(doc["summary"])
-    assert [line.split() for line in text[2:]] == [" ".join(row).split() for row in cells]
+    assert [line.split() for line in text[2 : 2 + len(cells)]] == [" ".join(row).split() for row in cells]
+    # the statistics under it (pass rate and score intervals, the paired test, the judges' agreement)
+    assert _cells(renderer.locator(".ipyagent-eval-stats")) == stats_cells(doc) != []
+    assert [v.inner_text() for v in renderer.locator(".ipyagent-eval-verdict").all()] == verdicts(doc)
+    agreement = renderer.locator(".ipyagent-eval-agreement")
+    assert (_cells(agreement) if agreement.count() else []) == agreement_cells(doc)
     by_cell = {(r["row"], r["provider"]): r for r in doc["results"]}
-    matrix = renderer.locator("table").nth(1).locator("tbody tr")
+    matrix = renderer.locator(".ipyagent-eval-matrix table").first.locator(":scope > tbody > tr")
     for i, row in enumerate(matrix.all()):
         summaries = [s.inner_text().strip() for s in row.locator("summary").all()]
         expected = [
