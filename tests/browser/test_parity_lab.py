@@ -55,6 +55,14 @@ PIECES_JS = """(root) => {
     else if (has('ipyagent-text')) pieces.push(['text', text(node)]);
     else if (has('ipyagent-reasoning'))
       pieces.push(['reasoning', text(node.querySelector('.ipyagent-reasoning-text, p'))]);
+    else if (has('ipyagent-server-tool')) pieces.push(['server', {
+      title: text(node.querySelector('.ipyagent-tool-name')),
+      detail: text(node.querySelector('summary .ipyagent-meta')),
+      output: [...node.querySelectorAll(':scope > .ipyagent-meta')].filter(m => text(m) === 'output')
+        .map(m => m.nextElementSibling.textContent)[0] ?? null}]);
+    else if (has('ipyagent-sources')) pieces.push(['sources', [...node.querySelectorAll('li')].map(li => ({
+      label: text(li.firstElementChild), url: li.querySelector('a') ? li.querySelector('a').getAttribute('href') : '',
+      location: li.childNodes[1] && li.childNodes[1].nodeType === 3 ? li.childNodes[1].textContent : ''}))]);
     else if (has('ipyagent-tool')) pieces.push(['tool', {
       name: text(node.querySelector('.ipyagent-tool-name')), meta: text(node.querySelector('summary .ipyagent-meta')),
       args: node.querySelector('.ipyagent-args').textContent,
@@ -107,6 +115,16 @@ def typescript_pieces(pieces: list) -> list[tuple[str, str]]:
             # An image, audio or file the tool returned: its summary (the card says why one is not shown).
             result += "".join(f" [{re.sub(WHY_NOT_SHOWN, '', m)}]" for m in value["media"])
             out.append(("tool", words(f"[tool {value['name']}({arguments}){result} · {status}]")))
+        elif kind == "server":
+            output = f"\n{value['output'].rstrip()}" if value["output"] else ""
+            out.append((kind, words(f"[{value['title']}: {value['detail']}]{output}")))
+        elif kind == "sources":  # the text renderer's lines; the quotes the list adds are left out
+            lines = [
+                f"[{n}] {s['label']}{s['location'].replace(' · ', ', ') if not s['url'] else ''}"
+                + (f" <{s['url']}>" if s["url"] and s["url"] != s["label"] else "")
+                for n, s in enumerate(value, 1)
+            ]
+            out.append((kind, words("\n".join(["sources:", *lines]))))
         elif kind == "error":
             out.append((kind, words(value.removeprefix("⚠ "))))
         elif kind == "status":
@@ -162,7 +180,7 @@ def test_python_and_typescript_renderers_draw_the_same_visible_text(lab):
         else:
             _check_evaluation(renderer, data["application/vnd.ipyagent.evaluation+json"])
         checked += 1
-    assert checked == len(names) == 8
+    assert checked == len(names) == 9
 
 
 def _check_comparison(renderer, record: ComparisonRecord) -> None:

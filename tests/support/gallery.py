@@ -22,10 +22,13 @@ from ipyagent.core.transcript import (
     NextCell,
     OtherPart,
     ReasoningPart,
+    ServerSource,
+    ServerToolPart,
     TextPart,
     Timings,
     ToolCallPart,
     Transcript,
+    TranscriptCitation,
     TranscriptCost,
     TranscriptError,
     TranscriptMessage,
@@ -178,11 +181,36 @@ def transcripts() -> dict[str, Transcript]:
     return {
         "text": text,
         "tools": tools,
+        "search": _search(),
         "artifacts": artifacts,
         "failed": failed,
         "interrupted": interrupted,
         "history": history,
     }
+
+
+def _search() -> Transcript:
+    """Provider-side tools (a web search with its sources, code run by the provider) and an answer
+    citing a page twice and a document, with values masked in what the cell sent."""
+    page = TranscriptCitation(url="https://example.com/paris", title="Paris weather", quote="Sunny, 24 °C.")
+    answer = "Paris is **sunny** today, about 24 °C, and the forecast holds; the city guide agrees."
+    search = ServerToolPart(
+        id="ws1", tool="web_search", name="web_search", input={"query": "paris weather today"}, status="ok",
+        sources=[ServerSource(url="https://example.com/paris", title="Paris weather"),
+                 ServerSource(url="https://example.com/guide", title="City guide")])
+    code = ServerToolPart(id="ce1", tool="code_execution", name="code_execution",
+                          input={"code": "print(24 * 9 / 5 + 32)\n"}, status="ok", output="75.2")
+    return Transcript(
+        provider="anthropic:claude-sonnet-4-5",
+        messages=[_assistant(search, code, TextPart(text=answer, citations=[
+            page.model_copy(update={"start": 0, "end": 15}),
+            page.model_copy(update={"start": 17, "end": 30}),
+            TranscriptCitation(start=60, end=83, document="guide.pdf", location="page 3", quote="agrees"),
+        ]))],
+        usage=TranscriptUsage(input_tokens=900, output_tokens=80),
+        timings=Timings(total_s=3.25, first_token_s=1.125, turns=1),
+        masked={"cell template": 1, "error": 2},
+    )
 
 
 def comparison() -> ComparisonRecord:
