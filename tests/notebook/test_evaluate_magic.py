@@ -94,6 +94,9 @@ def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) ->
     ("openai:m --over rows", "--- variant a ---\n{{ row.country }}\n--- variant a ---\nx", "the variant 'a' is given twice"),
     ("openai:m --over rows", "--- variant a ---\n  \n--- variant b ---\nx", "the variant 'a' is empty"),
     ("openai:m --repeat 2", "hi", "--repeat goes with --over VAR"),
+    # a column that is neither PROVIDER:MODEL nor an alias: nothing sent, not a matrix with one column failing
+    ("m openai:m --over rows", "{{ row.country }}", "expected PROVIDER:MODEL"),
+    ("openai:m nosuch:m --over rows", "{{ row.country }}", "unknown provider 'nosuch'"),
 ])
 def test_bad_options_are_one_clear_line_before_anything_runs(ip, line, cell, message) -> None:
     ip.user_ns["rows"] = CAPITALS

@@ -26,7 +26,8 @@ from ...agent import (
     parse_assertion,
     provider_keys,
 )
-from ...drivers import resolve_alias
+from ...core import ConfigurationError
+from ...drivers import parse_provider_id, resolve_alias
 from ..outcomes import run_cell
 from ..views.evaluation_view import EvaluationView
 
@@ -123,6 +124,22 @@ def _check_options(args: Any) -> None:
         raise UsageError(f"--max-steps must be 1 or more, not {args.max_steps}")
 
 
+def _provider_ids(args: Any) -> list[str]:
+    """The columns' provider ids as given (ids or aliases, comma-separated or not).
+
+    Raises:
+        UsageError: one is neither ``PROVIDER:MODEL`` nor an alias: no column of the matrix is
+            sent, rather than one column failing on every row with the reason in its cells only.
+    """
+    providers = [p.strip() for item in args.providers for p in item.split(",") if p.strip()]
+    for provider in providers:
+        try:
+            parse_provider_id(provider)
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from None
+    return providers
+
+
 def _analysis_options(ev: Evaluation, providers: list[str], args: Any, shell: Any) -> Evaluation:
     """The evaluation's name in the run store (`cell_name`) and ``--baseline`` (checked: a column,
     as `Evaluation.column` reads it: a provider id or its alias)."""
@@ -154,7 +171,7 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     kernel, a coroutine the cell awaits). ``-o VAR`` gets the `Evaluation`."""
     shell, agent_magics = magics.shell, magics.agent_magics
     _check_options(args)
-    providers = [p.strip() for item in args.providers for p in item.split(",") if p.strip()]
+    providers = _provider_ids(args)
     rows = _rows(shell, args.over)
     template, prompts, systems = variants_of(shell, args, cell)
     run_options = agent_magics._run_options(args)  # --tools, --schema, --image, settings
