@@ -201,6 +201,19 @@ def test_the_cache_serves_a_rerun_without_requests_and_survives_a_new_store(tmp_
         reopened.close()
 
 
+
+def test_one_request_in_two_columns_keeps_each_columns_answers_in_the_cache(store) -> None:
+    asked = iter(range(100))
+    with StubServer(responder=answering(lambda q: f"answer {next(asked)}")) as server:
+        twins = lambda: [Agent("openai:m", base_url=server.url), Agent("openai:m", base_url=server.url)]
+        first = evaluate(twins(), "Capital of {{ row.country }}?", CAPITALS, store=store, concurrency=1)
+        again = evaluate(twins(), "Capital of {{ row.country }}?", CAPITALS, store=store, concurrency=1)
+    assert first.columns == ["openai:m", "openai:m #2"] and len(server.requests) == 6
+    assert all(r.cached for r in again.results)
+    for column in first.columns:  # each column served its own answers, not the other column's
+        assert [again.cell(n, column).text for n in range(3)] == [first.cell(n, column).text for n in range(3)]
+    assert len({r.text for r in again.results}) == 6
+
 def test_a_failed_run_is_not_served_from_the_cache(store) -> None:
     with StubServer(Reply(status=400, headers={"Content-Type": "application/json"},
                           pieces=[b'{"error": {"message": "bad", "type": "invalid_request_error"}}'])) as server:

@@ -18,6 +18,7 @@ messages (those are in the run store, under the cell's ``run_id``).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import statistics
 import sys
 import time
@@ -103,6 +104,7 @@ class _Run:
         self.owned: list[Agent] = []  # agents built here: their drivers are closed at the end
         self.judge_lanes: dict[str, tuple[Agent | None, BaseException | None, asyncio.Semaphore]] = {}
         self.digests: dict[tuple[int, str | None], str | None] = {}  # (id(agent), variant) -> digest (`_key`)
+        self.twins: dict[str, int] = {}  # a request's digest -> the columns that send it so far (`_key`)
         self.threads = Stoppable()  # synchronous python: checks run there
         for check in assertions:
             check.timeout = check_timeout
@@ -140,10 +142,21 @@ class _Run:
             images = get("images")
             if images:
                 stack.messages[-1].content.extend(images)
-            self.digests[slot] = request_key(
+            digest = request_key(
                 prototype.driver, stack, {"max_steps": prototype.max_steps, "react": prototype.uses_react}
             )
+            self.digests[slot] = self._own_digest(digest)
         return prompt_key(self.digests[slot], prompt, repeat)
+
+    def _own_digest(self, digest: str | None) -> str | None:
+        """`digest`, or for the n-th column sending the very same request (one model named twice, or
+        by two aliases of one server) a digest of its own: its runs are samples of their own, and a
+        re-run served from the cache gives each column its answers, not one column's to both."""
+        if digest is None:
+            return None
+        twin = self.twins.get(digest, 0)
+        self.twins[digest] = twin + 1
+        return digest if not twin else hashlib.sha256(f"{digest}\x00column {twin + 1}".encode()).hexdigest()
 
     def _judge(self, provider: str) -> tuple[Agent | None, BaseException | None, asyncio.Semaphore]:
         if provider not in self.judge_lanes:
