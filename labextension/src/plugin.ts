@@ -80,6 +80,21 @@ export function promptCellExtension(prompt: Extension, initial: string): Extensi
   return [compartment.of(isPromptCell(initial.split('\n', 1)[0]) ? on : []), follow];
 }
 
+/**
+ * True for the editor of a Python code cell. A notebook whose kernel has not said its language
+ * yet (a new notebook, or one saved without `language_info`) makes its cells' editors with
+ * `text/plain` and switches them to Python when the kernel answers, without making them again:
+ * a code cell of `text/plain` is taken as Python, else its `%%agent` body would stay Python.
+ */
+export function onPythonCell(model: { mimeType: string; sharedModel: unknown }): boolean {
+  const mime = model.mimeType;
+  if (/python/.test(mime)) {
+    return true;
+  }
+  const cellType = (model.sharedModel as { cell_type?: string }).cell_type;
+  return mime === 'text/plain' && cellType === 'code';
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'ipyagent:prompt-cells',
   description: '%%agent and %%compare cell bodies are highlighted as Markdown (Jinja), not Python',
@@ -95,8 +110,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     extensions.addExtension({
       name: 'ipyagent:prompt-cells',
       factory: options => {
-        const mime = options.model.mimeType;
-        if (options.inline === false || !/python/.test(mime)) {
+        if (options.inline === false || !onPythonCell(options.model)) {
           return null; // Python cells of a notebook or console only
         }
         return EditorExtensionRegistry.createImmutableExtension(

@@ -13,6 +13,8 @@ from ipyagent.agent.conversation import Turn
 from ipyagent.notebook.magics.session import turn_transcript
 from ipyagent.notebook.views.transcript_output import bundle
 
+from .conftest import WAIT_KERNEL_JS
+
 pytestmark = pytest.mark.browser
 
 
@@ -107,6 +109,30 @@ def test_prompt_cells_are_highlighted_as_markdown(lab):
     lab.screenshot(lab.page.locator(lab.panel + " .jp-Notebook"), "prompt-cell-highlighting.png")
     assert not lab.errors
 
+
+
+def test_prompt_cells_are_markdown_before_the_kernel_names_its_language(lab):
+    """A notebook saved without ``language_info`` and a new notebook's first cell: their editors are
+    made before the kernel says it is Python (as text/plain), and stay Markdown once it has."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%%agent\n# Weather {{ city }}\nWhat is it?"), nbformat.v4.new_code_cell("x = 1")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lab.root / "no_language_info.ipynb")
+    lab.open("no_language_info.ipynb")  # the kernel is idle: the cells are Python now
+    editors = [lab.cell(i).locator(".cm-editor") for i in range(2)]
+    assert [e.get_attribute("data-ipyagent-language") for e in editors] == ["markdown", None]
+    assert lab.cell(0).locator(".ipyagent-jinja").inner_text() == "{{ city }}"
+    # File > New > Notebook: the magic typed into the cell that was there before the kernel answered
+    lab.page.evaluate("() => { window.jupyterapp.commands.execute('notebook:create-new', {kernelName: 'python3'}); }")
+    lab.page.wait_for_function("() => window.jupyterapp.shell.currentWidget.context"
+                               " && window.jupyterapp.shell.currentWidget.context.path.startsWith('Untitled')")
+    lab.panel = "#" + lab.page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
+    assert lab.page.evaluate(WAIT_KERNEL_JS), "the kernel did not become idle"
+    lab.cell(0).locator(".cm-content").click()
+    lab.page.keyboard.type("%%agent\n# Weather")
+    lab.page.wait_for_function("(el) => el.getAttribute('data-ipyagent-language') === 'markdown'",
+                               arg=lab.cell(0).locator(".cm-editor").element_handle())
+    assert not lab.errors
 
 def test_tools_listing_is_a_table_with_the_schema_folded(lab):
     tool = ("from typing import Literal\nfrom ipyagent.tools import activity\n\n@activity\n"
