@@ -66,6 +66,18 @@ function firstLine(r: Json): string {
   return line.length <= FIRST_LINE ? line : line.slice(0, FIRST_LINE - 1) + '…';
 }
 
+/**
+ * A row's fields in the order the rows gave them (`field_order`; a document without it: as
+ * stored). A saved notebook's JSON has its keys sorted, so `capital` would come before `country`.
+ */
+function inOrder(fields: unknown, order: string[]): unknown {
+  if (!isObject(fields)) {
+    return fields;
+  }
+  const keys = [...order.filter(k => k in fields), ...Object.keys(fields).filter(k => !order.includes(k))];
+  return Object.fromEntries(keys.map(k => [k, fields[k]]));
+}
+
 function rowLabel(fields: unknown): string {
   const f = isObject(fields) ? fields : {};
   const keys = Object.keys(f);
@@ -307,10 +319,11 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
   const repeat = num(data.repeat) ?? 1;
   const byCell = new Map<string, Json[]>();
   const fields = new Map<number, unknown>();
+  const order = list(data.field_order).map(String);
   for (const r of list(data.results).filter(isObject)) {
     const key = `${num(r.row)}\u0000${str(r.column ?? r.provider)}`;
     byCell.set(key, [...(byCell.get(key) ?? []), r]);
-    fields.set(num(r.row) ?? 0, r.fields);
+    fields.set(num(r.row) ?? 0, inOrder(r.fields, order));
   }
   byCell.forEach(runs => runs.sort((a, b) => (num(a.repeat) ?? 0) - (num(b.repeat) ?? 0)));
   const rows = [...fields.keys()].sort((a, b) => a - b);

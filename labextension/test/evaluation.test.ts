@@ -40,6 +40,14 @@ describe('a matrix of repeats and variants', () => {
     assert.deepEqual([...root.querySelectorAll('th')].map(th => th.textContent).slice(-1), ['openai:m/terse']);
   });
 
+  test("a row's fields keep the rows' order, though a saved notebook sorts their keys", () => {
+    const sorted = { ...run(0, 0, true), repeat: 0, fields: { capital: 'Paris', country: 'France' } };
+    const doc = { ...DOC, repeat: 1, total: 1, flaky: [], results: [sorted], field_order: ['country', 'capital'] };
+    const [root] = renderEvaluation(doc);
+    const label = root.querySelectorAll('.ipyagent-eval-matrix tbody td')[1];
+    assert.equal(label.textContent, 'country=France, capital=Paris');
+  });
+
   test('the headline names columns, repeats, the budget and the flaky cells', () => {
     assert.equal(
       headline(DOC),

@@ -120,3 +120,11 @@ def test_records_and_json_carry_column_variant_repeat_and_the_budget(ev) -> None
     assert (doc["budget"], doc["spent"], doc["reserved"], doc["skipped"]) == (0.5, 0.48, 0.0, 1)
     assert doc["flaky"] == [[0, "openai:a/terse"]]
     assert doc["results"][0]["column"] == "openai:a/terse" and doc["results"][0]["repeat"] == 0
+
+
+def test_the_json_keeps_the_rows_field_order() -> None:
+    """A saved notebook sorts JSON keys: ``field_order`` keeps the order the rows gave their fields."""
+    row = {"country": "France", "capital": "Paris"}
+    ev = Evaluation(["openai:a"], [row])
+    ev.results.append(EvalResult(0, "openai:a", "Capital of France?", row))
+    assert ev.to_json()["field_order"] == ["country", "capital"]

@@ -419,7 +419,8 @@ class Evaluation(Analysis):
         """The evaluation as JSON data (``providers``, ``columns``, ``variants``, ``repeat``,
         ``assertions``, ``total``, the budget's ``budget``, ``spent``, ``reserved``, ``skipped``,
         ``summary``, ``flaky`` (``[row, column]`` pairs), ``results``: each run's
-        `EvalResult.to_dict`, with its row's fields); written to `path` when given (then the
+        `EvalResult.to_dict`, with its row's fields, and ``field_order``: those fields' names in
+        the rows' order); written to `path` when given (then the
         path is returned). Then the statistics (`Analysis.analysis_json`): ``baseline``,
         ``comparisons``, ``agreement``, ``changes``, ``row_flags``."""
         stats = self.statistics()
@@ -443,6 +444,8 @@ class Evaluation(Analysis):
             **self.analysis_json(stats),
             "flaky": [list(k) for k in self.flaky()],
             "results": [r.to_dict() for r in self.ordered()],
+            # the rows' field names as the rows gave them: a saved notebook's JSON has its keys sorted
+            "field_order": list(dict.fromkeys(k for r in self.ordered() for k in r.fields)),
         }
         if path is None:
             return doc
