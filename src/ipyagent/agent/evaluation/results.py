@@ -204,6 +204,12 @@ class Evaluation(Analysis):
         return [column_name(p, v) for p in self.providers for v in (self.variants or [None])]
 
     @property
+    def aliases(self) -> dict[str, str]:
+        """Provider key -> the ``%provider --alias`` name it was given by (a label without ``:``);
+        a provider named by its id has none."""
+        return {key: label for key, label in self.labels.items() if ":" not in label}
+
+    @property
     def total(self) -> int:
         """Runs in the matrix: rows × columns × repeat."""
         return len(self.rows) * len(self.providers) * max(len(self.variants), 1) * self.repeat
@@ -440,6 +446,7 @@ class Evaluation(Analysis):
             "reserved": self.reserved,
             "skipped": self.skipped,
             "notes": self.notes,
+            "aliases": self.aliases,
             "summary": self.summary_records(stats=stats),
             **self.analysis_json(stats),
             "flaky": [list(k) for k in self.flaky()],
