@@ -56,33 +56,77 @@ def transcript_renderables(t: Transcript) -> list[Any]:
     return out
 
 
-def figures_table(table: ComparisonTable, *, caption: str | None = None) -> Any:
+class _FiguresTable:
+    """A figures table laid out for the width it is drawn at (see `figures_table`)."""
+
+    def __init__(self, data: ComparisonTable, shown: list[int], caption: str | None, titles: list[str] | None) -> None:
+        self.data, self.shown, self.caption, self.titles = data, shown, caption, titles
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        from rich import box
+        from rich.cells import cell_len
+        from rich.table import Table
+
+        data, last = self.data, len(self.data.columns) - 1
+        keys = data.row_runs or [[None, None]] * len(data.rows)
+        rows = [[_figures_cell(n, cells, list(key), self.titles, last=last) for n in self.shown]
+                for cells, key in zip(data.rows, keys)]
+        widest = [max([cell_len(r[i].plain) for r in rows] or [0]) for i in range(len(self.shown))]
+        titles = [clean(data.columns[n]) for n in self.shown]
+        # figures keep their width (their titles wrap between words); the provider and error share the rest
+        fixed = [max(widest[i], *(cell_len(w) for w in titles[i].split())) for i in range(len(self.shown))]
+        give = [i for i, n in enumerate(self.shown) if n in (0, last)]
+        room = options.max_width - 3 * len(self.shown) - sum(w for i, w in enumerate(fixed) if i not in give)
+        widths: dict[int, int] = {}
+        error = widest[self.shown.index(last)] if last in self.shown and last != 0 else 0
+        if 0 in self.shown:  # all it needs, unless the error then gets less than half
+            widths[0] = max(8, min(widest[0], max(room - error, room // 2) if error else room))
+        if last in self.shown and last != 0:
+            i = self.shown.index(last)
+            widths[i] = max(8, min(widest[i], room - widths.get(0, 0)))
+        grid = Table(caption=self.caption, header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
+        for i, n in enumerate(self.shown):
+            cells = [row[n] for row in data.rows if n < len(row) and row[n]]
+            figure = n > 0 and all(_FIGURE.match(c) for c in cells)
+            grid.add_column(titles[i], justify="right" if figure else "left", width=widths.get(i, fixed[i]))
+        for row in rows:
+            grid.add_row(*row)
+        yield grid
+
+
+def figures_table(table: ComparisonTable, *, caption: str | None = None, titles: list[str] | None = None) -> Any:
     """A comparison's figures (`compare_view.table_data`) as one rich table: a provider's row
     bold, its runs' rows under it indented and dim, an error cell red; figures right-aligned.
-    A column empty in every row (no run failed: the error column) is left out."""
-    from rich import box
-    from rich.table import Table
+
+    Every column that has a value in some row is kept (the error column when a run failed; a
+    cost column of unknown prices only, "—", has none). Each cell is one line: the figures keep
+    their width (their titles wrap between words) and the provider and error cells share the
+    rest of the screen, cut with ``…`` (the run's pane above shows its whole error).
+    `titles`: per provider index the name the user gave it (an alias), shown before its id."""
+    data = ComparisonTable.model_validate(redact_data(table.model_dump(mode="json")))
+    cost = data.columns.index("cost") if "cost" in data.columns else None
+    shown = [n for n in range(len(data.columns))
+             if any(n < len(row) and row[n] and (n != cost or row[n] != "—") for row in data.rows)]
+    return _FiguresTable(data, shown, caption, titles)
+
+
+def _figures_cell(n: int, cells: list[str], key: list[Any], titles: list[str] | None, *, last: int) -> Any:
+    """Cell `n` of a figures row, one line (cut with ``…``): the provider's (its alias first,
+    bold; a run's indented, dim), the error (red), or a figure."""
     from rich.text import Text
 
-    data = ComparisonTable.model_validate(redact_data(table.model_dump(mode="json")))
-    shown = [n for n in range(len(data.columns)) if any(n < len(row) and row[n] for row in data.rows)]
-    grid = Table(caption=caption, header_style="bold", box=box.SIMPLE_HEAD)
-    for n in shown:
-        cells = [row[n] for row in data.rows if n < len(row) and row[n]]
-        figure = n > 0 and all(_FIGURE.match(c) for c in cells)
-        grid.add_column(clean(data.columns[n]), justify="right" if figure else "left", overflow="fold")
-    keys = data.row_runs or [[None, None]] * len(data.rows)
-    for cells, key in zip(data.rows, keys):
-        run = key[1] if len(key) > 1 else None
-        texts = []
-        for n in shown:
-            cell = clean(cells[n]) if n < len(cells) else ""
-            if n == 0:
-                texts.append(Text("  " + cell, style="dim") if run is not None else Text(cell, style="bold"))
-            else:
-                texts.append(Text(cell, style="red" if n == len(data.columns) - 1 and cell else ""))
-        grid.add_row(*texts)
-    return grid
+    cell = clean(cells[n]) if n < len(cells) else ""
+    index, run = (key + [None, None])[:2]
+    if n == 0 and run is not None:
+        return Text("  " + cell, style="dim", no_wrap=True, overflow="ellipsis")
+    if n == 0:
+        title = titles[index] if titles and index is not None and index < len(titles) else None
+        if title and title != cell.split(" · ")[0]:  # an alias: it first, bold, then the id
+            return Text.assemble((clean(title), "bold"), (" · " + cell, "dim"), no_wrap=True, overflow="ellipsis")
+        return Text(cell, style="bold", no_wrap=True, overflow="ellipsis")
+    if n == last:  # the error wraps within its column: all of it is read
+        return Text(cell, style="red" if cell else "")
+    return Text(cell, no_wrap=True, overflow="ellipsis")
 
 
 def header(title: str, note: str = "") -> Any:
@@ -94,9 +138,14 @@ def header(title: str, note: str = "") -> Any:
                 align="left", style="cyan")
 
 
-def print_rendered(stream: TextIO, renderables: Iterable[Any]) -> None:
-    """Draw `renderables` on `stream` (a colour terminal) one under the other, then flush."""
+def print_rendered(stream: TextIO, renderables: Iterable[Any], *, colour: bool = True) -> None:
+    """Draw `renderables` on `stream` (a terminal) one under the other, then flush; without
+    `colour` (``NO_COLOR``) as plain text, no escape codes, laid out the same."""
     console = console_for(stream)
+    if not colour:
+        from rich.console import Console
+
+        console = Console(file=stream, width=console.width, color_system=None, highlight=False, soft_wrap=False)
     for item in renderables:
         console.print(item)
     stream.flush()

@@ -41,6 +41,26 @@ def saved_output(ev: Evaluation) -> dict[str, Any]:
     return {"output_type": "display_data", "data": data, "metadata": metadata}
 
 
+def show_in_terminal(data: dict[str, Any], metadata: dict[str, Any], stream: Any = None) -> None:
+    """Terminal IPython: on a TTY the evaluation drawn with rich for its width
+    (`evaluation_terminal`: summary, matrix one line per row, failures with their reasons),
+    coloured unless ``NO_COLOR``; elsewhere (a pipe, a file) its plain text, as displayed."""
+    import sys
+
+    stream = stream or sys.stdout
+    isatty = getattr(stream, "isatty", None)
+    if not (isatty and isatty()):
+        from IPython.display import display
+
+        return display(data, raw=True, metadata=metadata)
+    from ..render.evaluation_terminal import evaluation_renderables
+    from ..render.terminal_records import print_rendered
+
+    from .terminal import colour_enabled
+
+    print_rendered(stream, evaluation_renderables(data[MIME_TYPE]), colour=colour_enabled(stream))
+
+
 class EvaluationView:
     """Progress of one evaluation in a notebook (a widget under a display id) or a terminal (nothing
     until the end). `update` may be called from any thread, as often as results come."""
@@ -111,9 +131,7 @@ class EvaluationView:
 
             keep_saved_output(self, data, metadata)
         else:
-            from IPython.display import display
-
-            display(data, raw=True, metadata=metadata)
+            show_in_terminal(data, metadata)
 
     def regrade(self, result: EvalResult) -> None:
         """A run was graded: draw the saved matrix again in place (nothing in a terminal)."""
