@@ -154,7 +154,9 @@ def test_compare_on_a_colour_terminal_draws_each_answer_then_one_table(ip, monke
     lines = [line.strip() for line in visible(raw)]
     headers = [n for n, line in enumerate(lines) if line.endswith("───") and not line.startswith("─")]
     heads = [lines[n].split(" ─")[0] for n in headers]
-    assert sorted(heads) == ["openai:a · run 1 of 2", "openai:a · run 2 of 2", "openai:b · run 1 of 2", "openai:b · run 2 of 2"]
+    # the alias first, then the id
+    assert sorted(heads) == ["b · openai:b · run 1 of 2", "b · openai:b · run 2 of 2",
+                             "openai:a · run 1 of 2", "openai:a · run 2 of 2"]
     starts = [lines[n + 1] for n in headers]
     first = " ".join(text.split()[:4])
     assert len(starts) == 4 and all(s.startswith(first) for s in starts)  # each answer under its header
@@ -164,7 +166,7 @@ def test_compare_on_a_colour_terminal_draws_each_answer_then_one_table(ip, monke
     assert re.match(r"provider:model\s+first token \(s\)\s+total \(s\)", lines[head]) and "error" not in lines[head]
     firsts = [re.split(r"\s{2,}", line)[0] for line in lines[head + 2:]]
     assert firsts == ["openai:a · median (min–max) of 2 runs", "run 1", "run 2",
-                      "openai:b · median (min–max) of 2 runs", "run 1", "run 2"]
+                      "b · openai:b · median (min–max) of 2 runs", "run 1", "run 2"]
     assert "\x1b[1;36mopenai:a" in raw  # the panes' headers coloured
 
     monkeypatch.setenv("NO_COLOR", "1")

@@ -219,7 +219,7 @@ class CompareMagics(Magics):
         widgets = self.agent_magics._widgets()
         # Panes are titled as the user typed them (eight aliases of one model are eight panes), the id under it.
         view: CompareWidgetView | CompareTextView = (CompareWidgetView(providers, runs, ids) if widgets
-                                                     else CompareTextView(ids, runs))
+                                                     else CompareTextView(ids, runs, titles=providers))
         views.append(view)
         # Live panes while it runs; when it ends, the saved comparison replaces them (transcript_output.py).
         display_id = show_live(view) if widgets else None

@@ -297,10 +297,14 @@ class CompareTextView:
     each run's transcript (the answer as Markdown, tool lines, its coloured footer) under a
     header naming the provider and run, then one table of the figures."""
 
-    def __init__(self, providers: list[str], runs: int, stream: TextIO | None = None) -> None:
+    def __init__(self, providers: list[str], runs: int, stream: TextIO | None = None,
+                 titles: list[str] | None = None) -> None:
+        """`providers`: the ``provider:model`` ids; `titles`: the names the user gave them (aliases),
+        shown first wherever a provider is named, the id beside."""
         from .terminal import colour_enabled
 
         self.providers, self.runs = list(providers), runs
+        self.titles = list(titles or providers)
         self.stream = stream or sys.stdout
         self.colour = colour_enabled(self.stream)
         self.figures: list[RunFigures] = []
@@ -322,7 +326,7 @@ class CompareTextView:
         run = f" · run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
         state = self.states[fig.index]
         body = state.text if fig.ok else f"[error] {fig.error_type}: {fig.error}"
-        self.stream.write(visible_controls(redact(f"── {fig.provider}{run} ──\n{body}\n")))
+        self.stream.write(visible_controls(redact(f"── {self._named(fig)}{run} ──\n{body}\n")))
         self.stream.flush()
 
     def mark_interrupted(self) -> None:
@@ -333,15 +337,23 @@ class CompareTextView:
 
         from ..render.terminal_records import header, print_rendered, transcript_renderables
 
-        note = f"· run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
+        title = self.titles[fig.index] if fig.index < len(self.titles) else str(fig.provider)
+        note = "".join(([f"· {fig.provider} "] if title != fig.provider else [])
+                       + ([f"· run {fig.run + 1} of {self.runs}"] if self.runs > 1 else [])).strip()
         body = (transcript_renderables(fig.transcript) if fig.transcript is not None
                 else [Text(visible_controls(redact(f"[error] {fig.error_type}: {fig.error}")), style="bold red")])
-        print_rendered(self.stream, [header(str(fig.provider), note), *body])
+        print_rendered(self.stream, [header(title, note), *body])
+
+    def _named(self, fig: RunFigures) -> str:
+        """``small · openai:gpt-6-luna`` (an alias), else the id."""
+        title = self.titles[fig.index] if fig.index < len(self.titles) else str(fig.provider)
+        return f"{title} · {fig.provider}" if title != fig.provider else str(fig.provider)
 
     def show_table(self) -> None:
         if self.colour:
             from ..render.terminal_records import figures_table, print_rendered
 
-            return print_rendered(self.stream, [figures_table(table_data(self.providers, self.figures, self.runs))])
+            table = table_data(self.providers, self.figures, self.runs)
+            return print_rendered(self.stream, [figures_table(table, titles=self.titles)])
         self.stream.write(visible_controls(redact(table_text(self.providers, self.figures, self.runs))) + "\n")
         self.stream.flush()
