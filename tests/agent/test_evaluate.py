@@ -419,7 +419,7 @@ def test_the_dataframe_has_a_row_per_cell_with_the_issue_columns(store, tmp_path
     assert frame.loc[0, "output"] == "The capital is Paris." and frame.loc[0, "prompt"] == "Capital of France?"
     assert frame.loc[1, "failures"].startswith("contains:{{ row.capital }}: the answer does not contain 'Paris'")
     csv_text = ev.to_csv(tmp_path / "ev.csv").read_text()
-    assert csv_text.splitlines()[0].startswith("row,country,capital,column,provider,variant,repeat,prompt,output")
+    assert csv_text.splitlines()[0].startswith("row,country,capital,column,provider,alias,variant,repeat,prompt,output")
     doc = json.loads(ev.to_json(tmp_path / "ev.json").read_text())
     assert len(doc["results"]) == 6 and doc["summary"][0]["provider"] == "openai:m1"
     assert doc["results"][0]["outcomes"][0]["passed"] is True

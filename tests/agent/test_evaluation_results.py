@@ -110,6 +110,8 @@ def test_records_and_json_carry_column_variant_repeat_and_the_budget(ev) -> None
         "terse",
         0,
     )
+    other = next(r for r in records if r["provider"] == "openai:b")
+    assert first["alias"] == "good" and other["alias"] is None  # named by its alias / by its id
     unrendered = next(r for r in records if r["status"] == "template_error")
     assert (
         unrendered["passed"] is None and unrendered["contains:x"] is None and unrendered["failures"] == "template: why"
@@ -119,6 +121,9 @@ def test_records_and_json_carry_column_variant_repeat_and_the_budget(ev) -> None
     assert doc["columns"] == ev.columns and doc["variants"] == ["terse", "steps"] and doc["repeat"] == 2
     assert (doc["budget"], doc["spent"], doc["reserved"], doc["skipped"]) == (0.5, 0.48, 0.0, 1)
     assert doc["flaky"] == [[0, "openai:a/terse"]]
+    assert doc["aliases"] == {"openai:a": "good"}
+    ev.labels["openai:b"] = "openai:b-2"  # a label that is an id, not an alias
+    assert ev.to_json()["aliases"] == {"openai:a": "good"}
     assert doc["results"][0]["column"] == "openai:a/terse" and doc["results"][0]["repeat"] == 0
 
 

@@ -352,18 +352,20 @@ class Evaluation(Analysis):
     def records(self) -> list[dict[str, Any]]:
         """One flat dict per run (by row, then column, then repeat): ``row``, the row's fields (a
         field named like a column below becomes ``row.NAME``), ``column``, ``provider``,
+        ``alias`` (the ``%provider --alias`` name it was given by; None: named by its id),
         ``variant``, ``repeat``, ``prompt``, ``output`` (the answer's text), ``structured`` (the
         structured output), ``passed``, one column per assertion (True / False; None when not
         checked), ``failures`` (reasons, ``; ``-joined), ``status``, ``error_type``, ``error``,
         ``input_tokens``, ``output_tokens``, ``cost``, ``judge_cost``, ``ttft_s``, ``total_s``,
         ``cached``, ``run_id``, ``human`` (a person's grade: True / False; None: not graded) and
         ``human_note``."""
-        out = []
+        out, aliases = [], self.aliases
         for r in self.ordered():
             rec: dict[str, Any] = {"row": r.row}
             tail: dict[str, Any] = {
                 "column": r.column,
                 "provider": r.provider,
+                "alias": aliases.get(r.provider),
                 "variant": r.variant,
                 "repeat": r.repeat,
                 "prompt": r.prompt,
