@@ -101,6 +101,14 @@ def test_the_figures_table_is_one_table_with_each_run_under_its_provider() -> No
     assert "error" not in visible(drawn(figures_table(quiet)))[0]  # nothing failed: no error column
 
 
+def test_the_figures_table_leaves_out_a_cost_no_run_knows() -> None:
+    unknown = ComparisonTable(columns=["provider:model", "total (s)", "cost", "error"],
+                              rows=[["openai:a", "0.50", "—", ""], ["openai:b", "0.60", "—", ""]])
+    assert "cost" not in visible(drawn(figures_table(unknown)))[0]
+    unknown.rows[1][2] = "$0.0012"
+    assert "cost" in visible(drawn(figures_table(unknown)))[0]
+
+
 @pytest.fixture
 def ip(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-records-0a1b2c3d4e5f")

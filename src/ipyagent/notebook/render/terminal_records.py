@@ -73,10 +73,14 @@ class _FiguresTable:
                 for cells, key in zip(data.rows, keys)]
         widest = [max([cell_len(r[i].plain) for r in rows] or [0]) for i in range(len(self.shown))]
         titles = [clean(data.columns[n]) for n in self.shown]
-        # figures keep their width (their titles wrap between words); the provider and error share the rest
-        fixed = [max(widest[i], *(cell_len(w) for w in titles[i].split())) for i in range(len(self.shown))]
+        # figures keep their width (their titles wrap between words when the screen is narrow);
+        # the provider and the error share the rest
         give = [i for i, n in enumerate(self.shown) if n in (0, last)]
+        fixed = [max(widest[i], cell_len(titles[i])) for i in range(len(self.shown))]
         room = options.max_width - 3 * len(self.shown) - sum(w for i, w in enumerate(fixed) if i not in give)
+        if room < sum(min(widest[i], 24) for i in give):
+            fixed = [max(widest[i], *(cell_len(w) for w in titles[i].split())) for i in range(len(self.shown))]
+            room = options.max_width - 3 * len(self.shown) - sum(w for i, w in enumerate(fixed) if i not in give)
         widths: dict[int, int] = {}
         error = widest[self.shown.index(last)] if last in self.shown and last != 0 else 0
         if 0 in self.shown:  # all it needs, unless the error then gets less than half
