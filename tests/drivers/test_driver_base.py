@@ -143,9 +143,11 @@ def test_transport_errors_are_typed_and_say_where() -> None:
         f"toy did not answer within 7.5 s ({redact(url)})", retryable=True)
     assert key not in redact(url)
     assert_error(driver._transport_error(httpx2.ConnectError(""), "http://h"), "connection",
-        "could not connect to http://h: connection refused", retryable=True)
+        "could not connect to http://h: connection refused "
+        "(check the base URL http://toy.invalid/v1: is a server listening there? --base-url sets it)", retryable=True)
     assert_error(driver._transport_error(httpx2.ConnectError("no route"), "http://h"), "connection",
-        "could not connect to http://h: no route", retryable=True)
+        "could not connect to http://h: no route "
+        "(check the base URL http://toy.invalid/v1: is a server listening there? --base-url sets it)", retryable=True)
     assert_error(driver._transport_error(httpx2.RemoteProtocolError("eof"), "http://h"), "connection",
         "connection to http://h failed: RemoteProtocolError: eof", retryable=True)
 
@@ -157,7 +159,8 @@ def test_any_failure_reads_as_the_provider_error_it_means() -> None:
     assert_error(driver._as_provider_error(TimeoutError(), "http://h"), "timeout",
         "toy did not finish its response within 2.5 s (response_timeout); the text so far is kept", retryable=False)
     assert_error(driver._as_provider_error(httpx2.ConnectError("down"), "http://h"), "connection",
-        "could not connect to http://h: down", retryable=True)
+        "could not connect to http://h: down "
+        "(check the base URL http://toy.invalid/v1: is a server listening there? --base-url sets it)", retryable=True)
     assert_error(driver._as_provider_error(KeyError("choices"), "http://h"), "invalid_response",
         "toy sent a reply ipyagent could not read (KeyError: 'choices')", retryable=False)
     long = driver._as_provider_error(ValueError("v" * 400), "http://h")
@@ -431,7 +434,8 @@ def test_a_model_list_that_cannot_connect() -> None:
 
     with pytest.raises(ProviderError) as raised:
         _models(Paged("m", transport=Down()))
-    assert_error(raised.value, "connection", "could not connect to http://toy.invalid/v1/models: down", retryable=True)
+    assert_error(raised.value, "connection", "could not connect to http://toy.invalid/v1/models: down "
+        "(check the base URL http://toy.invalid/v1: is a server listening there? --base-url sets it)", retryable=True)
 
 
 # -- error replies --------------------------------------------------------------------------------
@@ -481,9 +485,34 @@ def test_a_refusal_without_a_key_says_how_to_give_one(status: int, hint: bool) -
     without = Toy("m", base_url="http://h/v1").error_from_response(status, httpx2.Headers(), b"denied")
     tail = (" (no API key was sent to http://h/v1; name the variable holding one: --api-key-env VAR, "
             "or api_key_env= in Python)")
-    assert without.message == f"toy returned HTTP {status}: denied" + (tail if hint else "")
+    model = " (check the model name 'm': %provider --models lists the models toy offers)"
+    assert without.message == f"toy returned HTTP {status}: denied" + (tail if hint else model if status == 404 else "")
     with_key = Toy("m", api_key="k-1", base_url="http://h/v1").error_from_response(status, httpx2.Headers(), b"denied")
-    assert with_key.message == f"toy returned HTTP {status}: denied"
+    given = " (check the API key given as api_key=)"
+    expected = given if hint else model if status == 404 else ""
+    assert with_key.message == f"toy returned HTTP {status}: denied" + expected
+
+
+def test_a_refused_key_names_the_variable_it_came_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ipyagent.drivers import create_driver
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-refused-0123456789")
+    driver = create_driver("openai:gpt-4.1-mini")
+    error = driver.error_from_response(401, httpx2.Headers(), b'{"error": {"message": "Incorrect API key provided"}}')
+    assert error.message == "openai returned HTTP 401: Incorrect API key provided (check the API key in OPENAI_API_KEY)"
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.setenv("GOOGLE_API_KEY", "AIza-refused-0123456789")
+    assert create_driver("gemini:gemini-2.5-flash").key_env == "GOOGLE_API_KEY"  # the fallback that held it
+
+
+def test_a_404_names_the_model_and_where_its_list_is() -> None:
+    own = Toy("gpt-4.1-mni", api_key="k-1", price_known=True).error_from_response(
+        404, httpx2.Headers(), b"The model `gpt-4.1-mni` does not exist")
+    assert own.message == ("toy returned HTTP 404: The model `gpt-4.1-mni` does not exist "
+                           "(check the model name 'gpt-4.1-mni': %provider --models lists the models toy offers)")
+    other = Toy("m", base_url="http://h/v1", price_known=False).error_from_response(404, httpx2.Headers(), b"Not Found")
+    assert other.message == ("toy returned HTTP 404: Not Found (check the model name 'm': %provider --models lists "
+                             "the models toy offers; and the base URL http://h/v1)")  # a path the server does not have
 
 
 # -- capability and settings checks, before anything is sent --------------------------------------

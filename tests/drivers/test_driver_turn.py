@@ -153,7 +153,7 @@ def test_a_provider_error_echoing_the_key_is_redacted_in_message_and_body(no_sle
     key = "sk-toy-echoed-0123456789"
     body = json.dumps({"message": f"bad key {key}", "type": "authentication", "detail": {"key": key}}).encode()
     failed = run_turn(Coded("m", api_key=key, transport=Scripted((401, JSON, body))))[-1]
-    assert failed.error.message == "toy returned HTTP 401: bad key [redacted]"
+    assert failed.error.message == "toy returned HTTP 401: bad key [redacted] (check the API key given as api_key=)"
     assert failed.error.raw == {"message": "bad key [redacted]", "type": "authentication", "detail": {"key": "[redacted]"}}
     assert failed.partial.error.message == failed.error.message
 
@@ -358,7 +358,9 @@ def test_a_refused_connection_names_the_url() -> None:
             raise httpx2.ConnectError("refused")
 
     failed = run_turn(Toy("m", max_attempts=1, transport=Down()))[-1]
-    assert_error(failed.error, "connection", "could not connect to http://toy.invalid/v1/chat: refused", retryable=True)
+    assert_error(failed.error, "connection", "could not connect to http://toy.invalid/v1/chat: refused "
+                 "(check the base URL http://toy.invalid/v1: is a server listening there? --base-url sets it)",
+                 retryable=True)
 
 
 class Gate:

@@ -103,6 +103,9 @@ class BasePromptDriver(TurnSteps, CapabilityChecks, ErrorMapping, ModelLists, AB
     models_params: ClassVar[dict[str, Any]] = {}
     #: A lane's shared 429 back-off (`RateGate`), set by a scheduler; None: each request alone.
     rate_gate: Any = None
+    #: The environment variable the API key was read from (`registry.create_driver`), named in a
+    #: 401's next step; None: the key was given as api_key=, or none was sent.
+    key_env: str | None = None
 
     def __init__(
         self,

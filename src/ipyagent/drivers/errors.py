@@ -81,15 +81,7 @@ class ErrorMapping:
             message = error_excerpt(message)
         etype = etype or STATUS_TYPES.get(status) or ("server" if status >= 500 else "invalid_request")
         message = redact(message or f"HTTP {status} from {self.base_url}")
-        if status == 404 and getattr(self, "price_known", False):  # the provider's own API: a shut-down model says so
-            from .lifecycle import retired_hint
-
-            hint = retired_hint(self.provider, getattr(self, "model", ""))
-            if hint:
-                message += f" ({hint})"
-        if status in (401, 403) and not self._api_key:
-            message += (f" (no API key was sent to {redact(self.base_url)}; name the variable holding one: "
-                        "--api-key-env VAR, or api_key_env= in Python)")
+        message += self._next_step(status)
         return ProviderError(
             etype,  # type: ignore[arg-type]
             f"{self.provider} returned HTTP {status}: {message}",
@@ -98,6 +90,31 @@ class ErrorMapping:
             status=status,
             retry_after=parse_retry_after(headers),
         )
+
+    def _next_step(self, status: int) -> str:
+        """What to do about an HTTP error, as a parenthesis to its message ("" when nothing helps):
+        a 404 names the model and ``%provider --models`` (a model the provider shut down says so,
+        and what replaced it), and the base URL when it is not the provider's own; a 401 / 403
+        names the variable the key came from, or says how to send one."""
+        model = getattr(self, "model", "")
+        if status == 404:
+            own = getattr(self, "price_known", False)
+            if own:  # the provider's own API: a shut-down model says so
+                from .lifecycle import retired_hint
+
+                hint = retired_hint(self.provider, model)
+                if hint:
+                    return f" ({hint})"
+            where = "" if own else f"; and the base URL {redact(self.base_url)}"
+            return (f" (check the model name {model!r}: %provider --models lists the models {self.provider} "
+                    f"offers{where})")
+        if status not in (401, 403):
+            return ""
+        if not self._api_key:
+            return (f" (no API key was sent to {redact(self.base_url)}; name the variable holding one: "
+                    "--api-key-env VAR, or api_key_env= in Python)")
+        key_env = getattr(self, "key_env", None)
+        return f" (check the API key in {key_env})" if key_env else " (check the API key given as api_key=)"
 
     def _transport_error(self, exc: Exception, url: str) -> ProviderError:
         url = redact(url)  # a key may sit in the URL (user-info, a query parameter)
@@ -112,7 +129,8 @@ class ErrorMapping:
             return ProviderError("timeout", f"{self.provider} did not answer within {self.read_timeout:g} s ({url})")
         if isinstance(exc, httpx2.ConnectError):
             return ProviderError(
-                "connection", f"could not connect to {url}: {redact(str(exc)) or 'connection refused'}"
+                "connection", f"could not connect to {url}: {redact(str(exc)) or 'connection refused'} "
+                f"(check the base URL {redact(self.base_url)}: is a server listening there? --base-url sets it)"
             )
         return ProviderError("connection", f"connection to {url} failed: {type(exc).__name__}: {redact(str(exc))}")
 

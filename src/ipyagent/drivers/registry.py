@@ -297,6 +297,8 @@ def create_driver(
     _check_options(cls, name, kwargs)
     kwargs.setdefault("price_known", not other_host)
     driver = cls(model, api_key=api_key, base_url=base_url, provider=name, **kwargs)
+    if api_key and env:  # which variable held it: a 401 says to check that one
+        driver.key_env = env if os.environ.get(env) else KEY_FALLBACKS.get(env)
     if record:
         from .cassette import RecordingTransport
 
