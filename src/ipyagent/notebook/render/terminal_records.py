@@ -10,10 +10,11 @@ so they say the same things. rich is imported when something is drawn, never bef
 from __future__ import annotations
 
 import re
+import shutil
 from typing import Any, Iterable, TextIO
 
 from ...core import ComparisonTable, Transcript, redact, redact_data, visible_controls
-from ..views.terminal import console_for, footer_text
+from ..views.terminal import console_for, fit_figures, footer_text
 from .transcript import footer_figures, text_pieces
 
 #: Styles of a transcript's pieces (`text_pieces` kinds); text and prompts are Markdown.
@@ -52,7 +53,7 @@ def transcript_renderables(t: Transcript) -> list[Any]:
             out.append(Rule(Text(text, style=STYLES["title"]), align="left", style="dim"))
         else:
             out.append(Text(text, style=STYLES.get(kind, "")))
-    out.append(footer_text(footer_figures(t)))
+    out.append(footer_text(fit_figures(footer_figures(t), max(shutil.get_terminal_size().columns, 20))))
     return out
 
 

@@ -33,6 +33,12 @@ FOOTER_STYLES = {"failed": "bold red", "interrupted": "bold yellow", "streaming�
 FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 #: ANSI "dim" and "reset" for reasoning while it streams.
 DIM, RESET = "\x1b[2m", "\x1b[0m"
+#: Markdown headings bold, never underlined or coloured as rich draws them by default (an
+#: underlined magenta heading reads as a link).
+HEADING_STYLES = {"markdown.h1": "bold", "markdown.h2": "bold", "markdown.h3": "bold", "markdown.h4": "bold italic",
+                  "markdown.h5": "italic", "markdown.h6": "dim"}
+
+
 def colour_enabled(stream: Any) -> bool:
     """True when `stream` is a terminal and ``NO_COLOR`` (https://no-color.org) is not set."""
     if os.environ.get("NO_COLOR"):
@@ -47,9 +53,42 @@ def colour_enabled(stream: Any) -> bool:
 def console_for(stream: TextIO) -> Any:
     """A rich console writing to `stream`, a colour terminal, as wide as the terminal."""
     from rich.console import Console
+    from rich.theme import Theme
 
     width = max(shutil.get_terminal_size().columns, 20)
-    return Console(file=stream, force_terminal=True, width=width, highlight=False, soft_wrap=False)
+    return Console(file=stream, force_terminal=True, width=width, highlight=False, soft_wrap=False,
+                   theme=Theme(HEADING_STYLES))
+
+
+def _rank(figure: str) -> int:
+    """How late a footer figure is left out for room: the run's time and cost last, its tokens
+    before them, anything else (first token, turns, retries, settings) first."""
+    if figure.startswith(("total ", "$")):
+        return 1
+    return 2 if figure.endswith(" tokens") else 3
+
+
+def fit_figures(figures: list[str], width: int) -> list[str]:
+    """`figures` as a footer ``[a · b · c]`` no wider than `width` cells: the least telling
+    figures (`_rank`) left out first, the last of them first, ``…`` in their place; never the
+    provider, nor how the run ended (`FOOTER_STYLES`); a provider too long for the line is cut."""
+    from rich.cells import cell_len
+
+    def size(shown: list[str]) -> int:
+        return cell_len(" · ".join(shown)) + 2
+
+    shown = list(figures)
+    while size(shown) > width:
+        kept = [i for i in range(1, len(shown)) if shown[i] not in FOOTER_STYLES and shown[i] != "…"]
+        if not kept:
+            break
+        del shown[max(reversed(kept), key=lambda i: _rank(shown[i]))]
+        if "…" not in shown:
+            shown.append("…")
+    if size(shown) > width:
+        room = max(width - size(shown[1:]) - 3, 2) if len(shown) > 1 else max(width - 2, 2)
+        shown[0] = shown[0] if cell_len(shown[0]) <= room else shown[0][: room - 1] + "…"
+    return shown
 
 
 def footer_text(figures: list[str]) -> Any:
@@ -139,14 +178,19 @@ class TerminalOutput:
             self._write(piece)
 
     def footer(self, figures: list[str]) -> None:
+        """The run's footer on a line of its own: on a terminal no wider than the screen
+        (`fit_figures`), so it never wraps; whole on a pipe."""
         self._switch(None)
+        figures = [visible_controls(redact(f)) for f in figures]
+        if getattr(self.stream, "isatty", lambda: False)():
+            figures = fit_figures(figures, self._size()[0])
         if self.colour:
             from rich.text import Text
 
             self._rich().print(Text("\n" if self._column else "") + footer_text(figures), highlight=False)
             self._column = 0
         else:
-            self._write(f"\n[{' · '.join(visible_controls(redact(f)) for f in figures)}]\n")
+            self._write(f"\n[{' · '.join(figures)}]\n")
         self.flush()
 
     def flush(self) -> None:
