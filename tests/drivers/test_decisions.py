@@ -672,10 +672,10 @@ def test_each_retry_is_announced_before_its_wait(monkeypatch: pytest.MonkeyPatch
     kinds = [e[0] if isinstance(e, tuple) else e.type for e in log]
     assert kinds == ["model_started", "retry_scheduled", "sleep", "retry_scheduled", "sleep", "text_delta", "model_completed"]
     first, second = log[1], log[3]
-    assert first.text == "429 rate limit, retrying in 2 s, attempt 2 of 3" and log[2] == ("sleep", 2.0)
+    assert first.text == "retrying 2/3 in 2.0 s · 429 rate limit" and log[2] == ("sleep", 2.0)
     assert (second.attempt, second.max_attempts, second.error.status) == (3, 3, 503)
     assert 1.0 <= second.wait_s <= 1.5 and log[4] == ("sleep", second.wait_s)  # 0.5 s doubled, plus jitter
-    assert second.text == f"503 server error, retrying in {round(second.wait_s, 1):g} s, attempt 3 of 3"
+    assert second.text == f"retrying 3/3 in {second.wait_s:.1f} s · 503 server error"
     assert log[-1].metadata["retry_waits"] == [2.0, second.wait_s]
 
 
@@ -746,11 +746,11 @@ def test_no_retry_no_notice(no_sleep: list[float]) -> None:
 
 
 @pytest.mark.parametrize("error, wait, text", [
-    (ProviderError("rate_limit", "slow down", status=429), 2.0, "429 rate limit, retrying in 2 s, attempt 2 of 3"),
-    (ProviderError("overloaded", "busy", status=529), 1.26, "529 overloaded, retrying in 1.3 s, attempt 2 of 3"),
-    (ProviderError("server", "oops", status=500), 0.5, "500 server error, retrying in 0.5 s, attempt 2 of 3"),
-    (ProviderError("connection", "refused"), 0.74, "connection error, retrying in 0.7 s, attempt 2 of 3"),
-    (ProviderError("timeout", "read timed out"), 8.0, "timed out, retrying in 8 s, attempt 2 of 3"),
+    (ProviderError("rate_limit", "slow down", status=429), 2.0, "retrying 2/3 in 2.0 s · 429 rate limit"),
+    (ProviderError("overloaded", "busy", status=529), 1.26, "retrying 2/3 in 1.3 s · 529 overloaded"),
+    (ProviderError("server", "oops", status=500), 0.5, "retrying 2/3 in 0.5 s · 500 server error"),
+    (ProviderError("connection", "refused"), 0.74, "retrying 2/3 in 0.7 s · connection error"),
+    (ProviderError("timeout", "read timed out"), 8.0, "retrying 2/3 in 8.0 s · timed out"),
 ])
 def test_retry_notice_text(error: ProviderError, wait: float, text: str) -> None:
     from ipyagent.core import RetryScheduled

@@ -9,7 +9,7 @@ import pyte
 import pytest
 from rich.cells import cell_len
 
-from ipyagent.core import ModelStarted, TextDelta
+from ipyagent.core import ModelStarted, ProviderError, RetryScheduled, TextDelta
 from ipyagent.notebook.views.run_view import TextView
 from ipyagent.notebook.views.terminal import fit_figures
 
@@ -60,3 +60,13 @@ def test_the_footer_on_a_narrow_terminal_is_one_line(monkeypatch: pytest.MonkeyP
     heading = next(m.group(1) for m in SGR.finditer(out.getvalue())
                    if out.getvalue()[m.end():].startswith("Jupyter kernels in short"))
     assert "1" in heading.split(";") and not {"4", "35"} & set(heading.split(";"))  # bold; not underlined, not magenta
+
+
+def test_the_wait_line_with_a_retry_notice_is_cut_to_the_screen(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "40")
+    out = Tty()
+    view = TextView("openai:m", stream=out)
+    view.feed(ModelStarted(provider="openai", model="m"))
+    view.feed(RetryScheduled(2, 3, 1.0, ProviderError("connection", "could not connect")))
+    line = out.getvalue().rsplit("\r\x1b[2K", 1)[1]
+    assert line == "retrying 2/3 in 1.0 s · connection err…"  # 39 cells: rewritten in place, never wrapped

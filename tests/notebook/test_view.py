@@ -381,7 +381,7 @@ def test_the_live_footer_shows_a_retry_notice_until_the_first_token() -> None:
         front.hello()
         view.feed(ModelStarted(provider="openai", model="m"))
         view.feed(_retry())
-        while front.status.get("figures", [])[-1:] != ["429 rate limit, retrying in 2 s, attempt 2 of 3"]:
+        while front.status.get("figures", [])[-1:] != ["retrying 2/3 in 2.0 s · 429 rate limit"]:
             await asyncio.sleep(0.005)
         retrying = dict(front.status)
         view.feed(TextDelta(0, "hello "))
@@ -391,7 +391,7 @@ def test_the_live_footer_shows_a_retry_notice_until_the_first_token() -> None:
 
     retrying, streaming = asyncio.run(main())
     assert retrying["ticking"] == "waiting"  # "… · waiting for the first token · 3.1 s", ticking in the browser
-    assert retrying["figures"] == ["openai:m", "429 rate limit, retrying in 2 s, attempt 2 of 3"]
+    assert retrying["figures"] == ["openai:m", "retrying 2/3 in 2.0 s · 429 rate limit"]
     assert streaming["figures"][-1].startswith("first token") and streaming["ticking"] == "streaming"
 
 
@@ -422,14 +422,15 @@ class _Terminal(io.StringIO):
         return self.tty
 
 
-def test_a_tty_shows_the_wait_and_the_retry_notice_then_erases_them() -> None:
+def test_a_tty_shows_the_wait_and_the_retry_notice_then_erases_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")  # the whole line fits
     out = _Terminal(tty=True)
     view = TextView("openai:m", stream=out)
     view.feed(ModelStarted(provider="openai", model="m"))
     assert re.fullmatch(r"\r\x1b\[2Kwaiting for the first token · 0\.\d s", out.getvalue()), repr(out.getvalue())
     view.feed(_retry())
     last = out.getvalue().rsplit("\r\x1b[2K", 1)[1]
-    assert re.fullmatch(r"429 rate limit, retrying in 2 s, attempt 2 of 3 · waiting for the first token · 0\.\d s", last), last
+    assert re.fullmatch(r"retrying 2/3 in 2\.0 s · 429 rate limit · waiting for the first token · 0\.\d s", last), last
     view._wait.show()  # what its timer does every TICK seconds
     view.feed(TextDelta(0, "Hello "))
     assert out.getvalue().endswith("\r\x1b[2KHello ")  # erased before the answer
@@ -469,7 +470,7 @@ def test_a_retry_in_a_later_turn_is_a_line_of_its_own_on_a_tty() -> None:
     view.feed(TextDelta(0, "First turn. "))
     view.feed(ModelStarted(provider="openai", model="m"))
     view.feed(_retry(wait=1.0))
-    head, notice = out.getvalue().rsplit("[429 rate limit, retrying in 1 s, attempt 2 of 3]", 1)
+    head, notice = out.getvalue().rsplit("[retrying 2/3 in 1.0 s · 429 rate limit]", 1)
     assert "First turn." in head and head.rstrip("\x1b[0123456789m").endswith("\n")  # a line of its own
     assert "waiting for the first token" not in notice
 

@@ -107,12 +107,12 @@ class RetryScheduled:
 
     @property
     def text(self) -> str:
-        """``429 rate limit, retrying in 2 s, attempt 2 of 3`` (``connection error, retrying in
-        0.6 s, attempt 2 of 3``)."""
+        """``retrying 2/3 in 2.0 s · 429 rate limit`` (``retrying 2/3 in 0.6 s · connection error``):
+        the attempt and the wait first, so a line cut to the screen keeps them."""
         what = _RETRY_WORDS.get(self.error.type, str(self.error.type).replace("_", " "))
         if self.error.status:
             what = f"{self.error.status} {what}"
-        return f"{what}, retrying in {round(self.wait_s, 1):g} s, attempt {self.attempt} of {self.max_attempts}"
+        return f"retrying {self.attempt}/{self.max_attempts} in {self.wait_s:.1f} s · {what}"
 
 
 #: How a retry notice names the failure of each retryable error type.

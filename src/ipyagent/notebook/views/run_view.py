@@ -657,8 +657,14 @@ class _WaitLine:
         self._timer: asyncio.TimerHandle | None = None
 
     def text(self) -> str:
+        """The line, cut with ``…`` to the screen's width less one: a line that wrapped could not
+        be rewritten in place."""
+        import shutil
+
         waiting = f"waiting for the first token · {time.monotonic() - self.state.started:.1f} s"
-        return f"{self.state.retry} · {waiting}" if self.state.retry else waiting
+        line = f"{self.state.retry} · {waiting}" if self.state.retry else waiting
+        room = max(shutil.get_terminal_size().columns - 1, 10)
+        return line if len(line) <= room else line[: room - 1] + "…"
 
     def show(self) -> None:
         """Draw the line now, and again every `TICK` seconds while a loop runs."""
@@ -686,7 +692,7 @@ class TextView(EventHandler):
     colour terminal, plain text elsewhere); tool calls, results and errors as lines, then a footer.
 
     On a TTY it also shows, before the first token, ``waiting for the first token · N s``
-    and the driver's retry notices (``429 rate limit, retrying in 2 s, attempt 2 of 3``).
+    and the driver's retry notices (``retrying 2/3 in 2.0 s · 429 rate limit``).
     """
 
     def __init__(self, provider: str, stream: TextIO | None = None) -> None:
