@@ -55,8 +55,8 @@ def test_over_rows_with_assertions_binds_the_evaluation_and_prints_the_summary(i
     assert sorted(last["body"]["messages"][-1]["content"] for last in a.requests) == sorted(f"Capital of {c['country']}?" for c in CAPITALS)
     out = capsys.readouterr().out
     assert "2 providers × 3 rows: 6 of 6 runs, 3 passed" in out
-    good = next(line for line in out.splitlines() if line.startswith("openai:m1"))
-    assert re.match(r"openai:m1\s+100%\s+3\s+0\s+0\s+0\s+0\s", good)
+    good = next(line for line in out.splitlines() if line.startswith("good (openai:m1)"))  # the alias, then the id
+    assert re.match(r"good \(openai:m1\)\s+100%\s+3\s+0\s+0\s+0\s+0\s", good)
 
 
 def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) -> None:
@@ -125,7 +125,9 @@ def test_variants_from_the_cell_and_options_are_columns_and_repeats_show_k_of_n(
     out = capsys.readouterr().out
     assert "2 columns (1 providers × 2 variants) × 2 rows × 2 repeats: 8 of 8 runs, 8 passed" in out
     html = evaluation_html(ev.to_json())
-    assert "<th>openai:m/terse</th><th>openai:m/polite</th>" in html and html.count("✓ 2/2 passed · ") == 4
+    assert ('<th>good/terse<br><span class="ipyagent-meta">openai:m/terse</span></th>'
+            '<th>good/polite<br><span class="ipyagent-meta">openai:m/polite</span></th>') in html
+    assert html.count("✓ 2/2 passed · ") == 4
     assert "repeat 2: ✓" in html
     with StubServer(responder=answering(capital_of)) as server:  # --variant NAME=VAR: prompts held in strings
         ip.run_line_magic("provider", f"openai:m --base-url {server.url}")

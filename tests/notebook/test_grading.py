@@ -60,10 +60,12 @@ def test_baseline_grades_and_statistics_in_the_terminal(ip, capsys, tmp_path) ->
         out = capsys.readouterr().out
     ev = ip.user_ns["ev"]
     assert ev.baseline == "openai:m2"
-    assert "openai:m1 vs openai:m2: no significant difference (n=3, need ≈ 783 rows to detect a 10-point gap)" in out
-    stats = [line for line in out.splitlines() if line.startswith("openai:m1  ")][-1]  # the statistics table's
-    assert re.match(r"openai:m1\s+3\s+100% \(44%–100%\)\s+—\s+[0-9.]+\s+—\s+\+100 \(\+100 to \+100\)\s+0.250\s+"
-                    r"no significant difference$", stats)
+    # named by the alias, then the id
+    assert ("good (openai:m1) vs bad (openai:m2): no significant difference (n=3, need ≈ 783 rows to detect a "
+            "10-point gap)") in out
+    stats = [line for line in out.splitlines() if line.startswith("good (openai:m1)  ")][-1]  # the statistics table's
+    assert re.match(r"good \(openai:m1\)\s+3\s+100% \(44%–100%\)\s+—\s+[0-9.]+\s+—\s+\+100 \(\+100 to \+100\)\s+"
+                    r"0.250\s+no significant difference$", stats)
     ip.run_line_magic("agent", "grade 1 good fail 'Tokyo, but rude'")
     ip.run_line_magic("agent", "grade 2 openai:m2 pass --eval ev")
     assert capsys.readouterr().out.splitlines() == ["row 1 on openai:m1 (repeat 0): fail — Tokyo, but rude",

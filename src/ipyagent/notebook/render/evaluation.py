@@ -70,12 +70,30 @@ def _figure(key: str, value: Any) -> str:
     return str(value)
 
 
-def summary_cells(summary: list[dict[str, Any]]) -> list[list[str]]:
+def column_label(doc: dict[str, Any], column: str) -> tuple[str, str]:
+    """(the name a person gave `column`: its provider's alias, with ``/VARIANT``; the full column
+    name, or "" when that is the name): ``("small", "openai:gpt-6-luna")``, ``("openai:m", "")``.
+    A document saved before aliases names its columns by id."""
+    aliases = doc.get("aliases") or {}
+    for provider in doc.get("providers") or ():
+        if provider in aliases and (column == provider or column.startswith(provider + "/")):
+            return aliases[provider] + column[len(provider):], column
+    return column, ""
+
+
+def column_title(doc: dict[str, Any], column: str) -> str:
+    """`column_label` as one text: ``small (openai:gpt-6-luna)``, or the column's name."""
+    name, full = column_label(doc, column)
+    return f"{name} ({full})" if full else name
+
+
+def summary_cells(summary: list[dict[str, Any]], doc: dict[str, Any] | None = None) -> list[list[str]]:
     """The summary table's cells, one row per column (header excluded; a document saved before
-    columns names the provider)."""
+    columns names the provider), a column named as `column_title` when `doc` is given."""
     return [
         [
-            _figure(key, row.get(key, row.get("provider")) if key == "column" else row.get(key))
+            column_title(doc or {}, row.get(key, row.get("provider"))) if key == "column"
+            else _figure(key, row.get(key))
             for key, _ in SUMMARY_COLUMNS
         ]
         for row in summary
@@ -246,6 +264,12 @@ def _cell_html(runs: list[dict[str, Any]] | None, repeat: int = 1) -> str:
     )
 
 
+def _label_html(doc: dict[str, Any], column: str) -> str:
+    """A column's header: its alias, the full id under it in small type (escaped)."""
+    name, full = column_label(doc, column)
+    return escape(name) + (f'<br><span class="ipyagent-meta">{escape(full)}</span>' if full else "")
+
+
 def cells_of(doc: dict[str, Any]) -> dict[tuple[int, str], list[dict[str, Any]]]:
     """(row, column) -> its runs, by repeat."""
     cells: dict[tuple[int, str], list[dict[str, Any]]] = {}
@@ -262,7 +286,7 @@ def matrix_html(doc: dict[str, Any]) -> str:
     by_cell, repeat = cells_of(doc), doc.get("repeat") or 1
     rows = sorted({r["row"] for r in doc["results"]})
     fields = {r["row"]: r.get("fields") or {} for r in doc["results"]}
-    head = "<tr><th>#</th><th>row</th>" + "".join(f"<th>{escape(p)}</th>" for p in providers) + "</tr>"
+    head = "<tr><th>#</th><th>row</th>" + "".join(f"<th>{_label_html(doc, p)}</th>" for p in providers) + "</tr>"
     pages = []
     for start in range(0, len(rows), PAGE):
         chunk = rows[start : start + PAGE]
@@ -333,7 +357,7 @@ def evaluation_html(doc: dict[str, Any]) -> str:
     notes = "".join(f'<div class="ipyagent-meta">{escape(n)}</div>' for n in doc.get("notes") or [])
     body = (
         f'<div class="ipyagent-eval-title">{escape(headline(doc))}</div>'
-        + _table(columns, summary_cells(doc["summary"]), "ipyagent-eval-summary")
+        + _table(columns, summary_cells(doc["summary"], doc), "ipyagent-eval-summary")
         + statistics_html(doc)
         + matrix_html(doc)
         + notes
@@ -352,12 +376,13 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
     grades) as Markdown."""
     columns = [title for _, title in SUMMARY_COLUMNS]
     lines = [_md(headline(doc)), "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in summary_cells(doc["summary"])]
+    lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in summary_cells(doc["summary"], doc)]
     lines.append(statistics_markdown(doc))
     by_cell, repeat = cells_of(doc), doc.get("repeat") or 1
     rows = sorted({r["row"] for r in doc["results"]})
     columns = columns_of(doc)
-    lines += ["", "| # | " + " | ".join(_md(p) for p in columns) + " |", "|---|" + "---|" * len(columns)]
+    lines += ["", "| # | " + " | ".join(_md(column_title(doc, p)) for p in columns) + " |",
+              "|---|" + "---|" * len(columns)]
     for n in rows:
         cells = []
         for p in columns:
@@ -376,7 +401,7 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
 
 def evaluation_text(doc: dict[str, Any]) -> str:
     """Headline and the summary table as aligned plain text (terminal IPython, logs)."""
-    rows = [[title for _, title in SUMMARY_COLUMNS], *summary_cells(doc["summary"])]
+    rows = [[title for _, title in SUMMARY_COLUMNS], *summary_cells(doc["summary"], doc)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
     stats = statistics_text(doc)

@@ -27,6 +27,12 @@ border-radius:3px;border:1px solid var(--jp-border-color1,#999)}
 </style>"""
 
 
+def column_title(doc: dict[str, Any], column: str) -> str:
+    from .evaluation import column_title as title
+
+    return title(doc, column)
+
+
 def _percent(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.0f}%"
 
@@ -67,7 +73,7 @@ def stats_cells(doc: dict[str, Any]) -> list[list[str]]:
             continue
         verdict = s.get("verdict") or "—"
         rows.append([
-            s.get("column") or s.get("provider") or "", str(s.get("runs", "")),
+            column_title(doc, s.get("column") or s.get("provider") or ""), str(s.get("runs", "")),
             _interval(s.get("pass_rate"), s.get("pass_low"), s.get("pass_high"), _percent),
             _interval(s.get("score"), s.get("score_low"), s.get("score_high"), lambda v: f"{v:.2f}"),
             "—" if s.get("total_p50_s") is None else f"{s['total_p50_s']:.2f}", _money(s.get("cost_p50")),
@@ -84,7 +90,8 @@ def agreement_cells(doc: dict[str, Any]) -> list[list[str]]:
 
 def verdicts(doc: dict[str, Any]) -> list[str]:
     """Each comparison's verdict in words, then what changed since the cell's last run."""
-    lines = [f"{c['column']} vs {c['baseline']}: {c['sentence']}" for c in doc.get("comparisons") or []]
+    lines = [f"{column_title(doc, c['column'])} vs {column_title(doc, c['baseline'])}: {c['sentence']}"
+             for c in doc.get("comparisons") or []]
     if doc.get("changes"):
         lines.append(doc["changes"]["sentence"])
     return lines

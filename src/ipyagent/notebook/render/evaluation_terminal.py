@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .evaluation import _MARK, cells_of, column_of, columns_of, headline, outcome_class, repeats_class, usd
+from .evaluation import (_MARK, cells_of, column_label, column_of, columns_of, headline, outcome_class, repeats_class,
+                         usd)
 from .evaluation_stats import verdicts
 from .terminal_records import clean
 
@@ -35,16 +36,6 @@ KEY_FIELDS = 3
 FIELD_CHARS = 24
 #: Failures listed under the matrix at most (``ev.to_dataframe()`` has them all).
 FAILURES_SHOWN = 50
-
-
-def column_label(doc: dict[str, Any], column: str) -> tuple[str, str]:
-    """(the name a person gave the column: its alias, with ``/VARIANT``; the full id, or "" when
-    that is the name): ``("small", "openai:gpt-4.1-nano")``, ``("openai:m", "")``."""
-    provider, _, variant = column.partition("/")
-    alias = (doc.get("aliases") or {}).get(provider)
-    if not alias:
-        return column, ""
-    return alias + (f"/{variant}" if variant else ""), column
 
 
 def _label_text(doc: dict[str, Any], column: str, *, pass_rate: float | None = None) -> Any:

@@ -36,7 +36,7 @@ from ...core import (
     footer_figures,
     visible_controls,
 )
-from ..views.compare_view import cells_to_html
+from ..views.compare_view import cells_to_html, with_titles
 from .citations import (
     marked,
     markers_as_html,
@@ -239,7 +239,8 @@ def comparison_to_html(record: ComparisonRecord) -> str:
         panes.append(f'<div class="ipyagent-pane">{"".join(body)}</div>')
     footer = comparison_footer(record)
     wall = f'<div class="ipyagent-footer">{" · ".join(footer)}</div>' if footer else ""
-    table = sanitize(cells_to_html(record.table.columns, record.table.rows)) if record.table else ""
+    table = (sanitize(cells_to_html(record.table.columns, with_titles(record.table.rows, record.table.row_runs,
+                                                                     record.titles))) if record.table else "")
     # Each pane's body is sanitized by _html_body; the rest is our own markup over escaped text.
     grid = f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{table}{wall}'
     return f'<div class="ipyagent-transcript ipyagent-comparison">{STYLE}{COMPARISON_STYLE}{grid}</div>'

@@ -114,6 +114,22 @@ def table_columns(runs: int) -> list[str]:
     return [title for _, title in COLUMNS]
 
 
+def with_titles(rows: list[list[str]], row_runs: list[list[Any]] | None, titles: list[str] | None) -> list[list[str]]:
+    """`rows` of a figures table with each provider's row named as the user named it: an alias
+    first, then the cell (``small · openai:gpt-6-luna``); a run's row and a provider named by
+    its id unchanged."""
+    if not titles or not row_runs:
+        return rows
+    out = []
+    for cells, key in zip(rows, row_runs):
+        index, run = (list(key) + [None, None])[:2]
+        title = titles[index] if index is not None and index < len(titles) else None
+        if run is None and cells and title and title != cells[0].split(" · ")[0]:
+            cells = [f"{title} · {cells[0]}", *cells[1:]]
+        out.append(cells)
+    return out + rows[len(out):]
+
+
 def cells_to_html(columns: list[str], rows: list[list[str]]) -> str:
     """A figures table as HTML, every cell escaped; the last column (the error) marked."""
     head = "".join(f"<th>{escape(title)}</th>" for title in columns)
@@ -125,9 +141,11 @@ def cells_to_html(columns: list[str], rows: list[list[str]]) -> str:
     return f'<table class="ipyagent-compare-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def table_text(providers: list[str], figures: list[RunFigures], runs: int) -> str:
-    """The summary table as aligned plain text (terminal IPython, logs)."""
-    rows = [[title for _, title in COLUMNS], *table_rows(providers, figures, runs)]
+def table_text(providers: list[str], figures: list[RunFigures], runs: int, titles: list[str] | None = None) -> str:
+    """The summary table as aligned plain text (terminal IPython, logs); `titles`: the names the
+    providers were given (`with_titles`)."""
+    cells, keys = keyed_table_rows(providers, figures, runs)
+    rows = [[title for _, title in COLUMNS], *with_titles(cells, [list(k) for k in keys], titles)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS) - 1)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows).rstrip()
 
@@ -355,5 +373,5 @@ class CompareTextView:
 
             table = table_data(self.providers, self.figures, self.runs)
             return print_rendered(self.stream, [figures_table(table, titles=self.titles)])
-        self.stream.write(visible_controls(redact(table_text(self.providers, self.figures, self.runs))) + "\n")
+        self.stream.write(visible_controls(redact(table_text(self.providers, self.figures, self.runs, self.titles))) + "\n")
         self.stream.flush()

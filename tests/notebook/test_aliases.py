@@ -1,0 +1,41 @@
+"""A provider named by an alias (``%provider --alias small openai:gpt-4.1-nano``) is shown by it
+in every table Python draws, the full id beside it: the saved comparison's and evaluation's
+HTML, Markdown and text fallbacks."""
+
+from __future__ import annotations
+
+from ipyagent.agent import EvalResult, Evaluation
+from ipyagent.agent.evaluation.checks import Outcome
+from ipyagent.core import ComparisonRecord, ComparisonTable
+from ipyagent.notebook.render.evaluation import column_title, evaluation_html, evaluation_markdown, evaluation_text
+from ipyagent.notebook.render.transcript import comparison_to_html
+from ipyagent.notebook.views.compare_view import with_titles
+
+
+def test_a_provider_row_is_named_by_its_alias_and_a_run_row_is_not() -> None:
+    rows = [["openai:gpt-4.1-nano · median (min–max) of 2 runs", "0.5"], ["run 1", "0.4"], ["openai:m", "0.6"]]
+    named = with_titles(rows, [[0, None], [0, 0], [1, None]], ["small", "openai:m"])
+    assert [r[0] for r in named] == ["small · openai:gpt-4.1-nano · median (min–max) of 2 runs", "run 1",
+                                     "openai:m"]
+    assert with_titles(rows, [], ["small"]) == rows  # an older record, without row keys: as saved
+
+
+def test_the_saved_comparison_table_names_the_alias() -> None:
+    table = ComparisonTable(columns=["provider:model", "total (s)", "error"], rows=[["openai:gpt-4.1-nano", "0.5", ""]],
+                            row_runs=[[0, None]])
+    record = ComparisonRecord(providers=["openai:gpt-4.1-nano"], table=table, titles=["small"])
+    assert "<td>small · openai:gpt-4.1-nano</td>" in comparison_to_html(record)
+
+
+def test_the_evaluation_fallbacks_name_the_alias_then_the_id() -> None:
+    ev = Evaluation(["openai:a", "openrouter:meta/llama"], [{"q": "x"}], assertions=["contains:x"], variants=["v"],
+                    labels={"openai:a": "good", "openrouter:meta/llama": "ll"})
+    ev.results = [EvalResult(row=0, provider=p, prompt="x", fields={"q": "x"}, variant="v", text="x", passed=True,
+                             outcomes=[Outcome("contains:x", True)], status="ok") for p in ev.providers]
+    doc = ev.to_json()
+    assert column_title(doc, "openai:a/v") == "good/v (openai:a/v)"
+    assert column_title(doc, "openrouter:meta/llama/v") == "ll/v (openrouter:meta/llama/v)"  # a '/' in the model
+    assert column_title({"providers": ["openai:a"]}, "openai:a") == "openai:a"  # saved before aliases
+    assert '<th>good/v<br><span class="ipyagent-meta">openai:a/v</span></th>' in evaluation_html(doc)
+    assert r"| # | good/v \(openai:a/v\) | ll/v \(openrouter:meta/llama/v\) |" in evaluation_markdown(doc)
+    assert any(line.startswith("good/v (openai:a/v)  ") for line in evaluation_text(doc).splitlines())
