@@ -44,7 +44,7 @@ def test_the_limit_counts_every_turn_of_the_run() -> None:
     ran: list[str] = []
     driver = ScriptedDriver(asks(2), asks(1, start=2), text("done"))
     result = Agent(driver, tools=[weather_tool(ran)]).run("go", RunOptions(max_tool_calls=2))
-    assert ran == ["C0", "C1"] and result.error.type == "max_tool_calls"
+    assert sorted(ran) == ["C0", "C1"] and result.error.type == "max_tool_calls"  # calls run concurrently
     assert "asked for more than 0 tool calls in one turn (2 ran earlier in this run)" in result.error.message
     exactly = Agent(ScriptedDriver(asks(2), text("done")), tools=[weather_tool([])]).run(
         "go", RunOptions(max_tool_calls=2))
