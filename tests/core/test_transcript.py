@@ -144,6 +144,24 @@ def test_interrupted_run_keeps_partial_text_and_earlier_cards():
     assert transcript_of(None, events=events, provider="openai:gpt-4.1-mini").text == streamed
 
 
+def test_a_run_log_keeps_no_delta_and_reads_the_reply_s_record():
+    """A live view keeps a `RunLog`, not the run's events: the reply of a turn that never ended
+    comes from its driver's record (`ModelStarted.reply`), as it stands when it is asked."""
+    from ipyagent.agent import RunLog
+    from ipyagent.core import ModelStarted, TextDelta
+    from ipyagent.drivers import Aggregator
+
+    reply, log = Aggregator(), RunLog()
+    log.feed(ModelStarted("openai", "m", reply=reply))
+    for delta in (TextDelta(0, "Hel"), TextDelta(0, "lo")):
+        reply.add(delta)
+        log.feed(delta)
+    assert log.streamed == log.completed == log.failed == [] and log.turns == 1
+    reply.add(TextDelta(0, "!"))
+    assert log.open_turn().text == "Hello!" and log.open_turn().status == "interrupted"
+    assert transcript_of(None, log=log, provider="openai:m").text == "Hello!"
+
+
 def test_failed_run_reports_the_error():
     body = FIXTURES / "openai-chat" / "error-404-model-not-found.json"
     result, events = _run([Reply.error_file(body, body.with_suffix(".http.json"))])

@@ -805,7 +805,7 @@ def test_stop_kind_of_a_cut_stream_is_missing() -> None:
 
 
 def test_a_stopped_reply_keeps_reasoning_text_and_complete_tool_calls() -> None:
-    from ipyagent.core import ActionCallBlock, ReasoningBlock, TextDelta
+    from ipyagent.core import ActionCallBlock, ModelStarted, ReasoningBlock, TextDelta
     from ipyagent.agent.conversation import TurnBuilder
     from ipyagent.drivers import Aggregator
 
@@ -824,8 +824,9 @@ def test_a_stopped_reply_keeps_reasoning_text_and_complete_tool_calls() -> None:
 
     from ipyagent.core import Message as M
     builder = TurnBuilder(M(role="user", content=[TextBlock(text="hi")]))
+    builder.feed(ModelStarted("p", "m", reply=aggregator))
     for delta in deltas:
-        builder.feed(delta)
+        builder.feed(delta)  # kept by the reply's one record, not again by the builder
     [*_, kept] = builder.interrupted()
     assert kept.reasoning == "think" and kept.tool_calls and kept.status == "interrupted"
 

@@ -151,6 +151,30 @@ def test_a_stream_failing_after_its_usage_is_stored_partial_with_that_usage(stor
     assert (run["usage"]["input_tokens"], run["usage"]["output_tokens"]) == tokens
 
 
+def test_a_streaming_reply_is_written_once_when_the_run_is_interrupted(store: RunStore) -> None:
+    """Nothing is written while a reply streams; an interrupt writes it once, as the driver's
+    record of it stood (`ModelStarted.reply`): partial and failed, its status interrupted."""
+    from ipyagent.core import ModelStarted, TextDelta
+    from ipyagent.drivers import Aggregator
+
+    prompt = Message(role="user", content=[TextBlock(text="hi")])
+    recorder = RunRecorder(store, thread="t", provider="openai:m", prompt=prompt)
+    reply = Aggregator()
+    recorder.feed(ModelStarted("openai", "m", {"url": "u", "body": {}}, reply=reply))
+    for delta in (TextDelta(0, "Hel"), TextDelta(0, "lo")):
+        reply.add(delta)
+        recorder.feed(delta)
+    assert [n["kind"] for n in store.nodes(recorder.run_id)] == ["message", "request"]
+    reply.add(TextDelta(0, "!"))  # what the record holds when the run stops is what is kept
+    recorder.interrupted()
+    _, _, message, failure = store.nodes(recorder.run_id)
+    assert (message["kind"], message["role"], message["partial"], message["failed"]) == ("message", "assistant", 1, 1)
+    assert message["data"]["status"] == "interrupted" and message["data"]["content"] == [{"type": "text", "text": "Hello!"}]
+    assert (message["provider"], message["model"]) == ("openai", "m")
+    assert failure["kind"] == "failure" and failure["data"]["error"]["type"] == "cancelled"
+    assert store.run(recorder.run_id)["status"] == "interrupted"
+
+
 def test_replay_matches_the_original(store: RunStore) -> None:
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
         _, events, recorder = record_run(store, server, tools=[FunctionTool(get_weather, off_prompt=True)], memory=TaskMemory())
@@ -296,7 +320,7 @@ def _wait_for(condition: Any, timeout: float = 15) -> None:
 
 
 def _partial_text(path: Path) -> str:
-    """The text saved so far in the streaming assistant message (read by a second connection)."""
+    """The text of a partial assistant message node, read by a second connection ("" when there is none)."""
     try:
         with sqlite3.connect(path) as conn:
             row = conn.execute("SELECT data FROM nodes WHERE kind = 'message' AND role = 'assistant' AND partial = 1").fetchone()
@@ -315,8 +339,10 @@ def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(tmp_path: Path
         km, kc = _start_kernel(path, server, monkeypatch)
         try:
             _output(kc, "%%agent\nfirst")
+            first = server.pieces_sent
             msg_id = kc.execute("%%agent\nthis one is interrupted")
-            _wait_for(lambda: len(_partial_text(path)) > 0)  # the partial text reached the store while streaming
+            _wait_for(lambda: server.pieces_sent >= first + 3)  # the reply is streaming, a piece every 0.25 s
+            assert _partial_text(path) == ""  # nothing is written while it streams
             km.interrupt_kernel()
             reply, _ = wait_reply(kc, msg_id, 20)
             assert reply["content"]["status"] == "error"
@@ -346,14 +372,15 @@ def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(tmp_path: Path
 
 
 @pytest.mark.notebook
-def test_killed_kernel_leaves_a_readable_store_with_the_partial_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    exp = expected_from(TEXT)
+def test_killed_kernel_leaves_a_readable_store_with_the_run_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The streaming reply is written once, on an interrupt (not while it streams): a kernel killed
+    mid-reply leaves its run and request, which a later session marks interrupted."""
     path = tmp_path / "runs.sqlite"
     with StubServer(Reply.sse_file(TEXT, delay=0.25)) as server:
         km, kc = _start_kernel(path, server, monkeypatch)
         try:
             kc.execute("%%agent\nthis kernel is killed mid-run")
-            _wait_for(lambda: len(_partial_text(path)) > 0)
+            _wait_for(lambda: server.pieces_sent >= 3)
             process = km.provisioner.process
             pid = process.pid
             os.kill(pid, signal.SIGKILL)  # no chance to clean up
@@ -371,11 +398,9 @@ def test_killed_kernel_leaves_a_readable_store_with_the_partial_node(tmp_path: P
         assert store.mark_abandoned() == [run["id"]]
         [run] = store.runs()
         assert run["status"] == "interrupted" and "process stopped" in run["error"]["message"]
-        message = next(n for n in store.nodes(run["id"]) if n["kind"] == "message" and n["role"] == "assistant")
-        assert message["partial"] and message["failed"]
-        text = message["data"]["content"][0]["text"]
-        assert text and exp.text.startswith(text)
-        assert ["text", 0, text] in body_of(replay_events(store.nodes(run["id"])))
+        nodes = store.nodes(run["id"])
+        assert [(n["kind"], n["role"]) for n in nodes] == [("message", "user"), ("request", None)]
+        assert [type(e).__name__ for e in replay_events(nodes)] == ["ModelStarted"]
     finally:
         store.close()
 

@@ -98,10 +98,10 @@ class ScriptedDriver(BasePromptDriver):
             script = script(prompt_stack)
         if script.refuse is not None:
             raise script.refuse
-        yield ModelStarted(self.provider, self.model)
+        aggregator = Aggregator()  # as the driver template does: the reply's one record, given to readers
+        yield ModelStarted(self.provider, self.model, reply=aggregator)
         if script.wait_s:
             await asyncio.sleep(script.wait_s)
-        aggregator = Aggregator()
         for n, delta in enumerate([*script.deltas, None]):
             if n == script.hold_after:
                 self.held.set()

@@ -16,7 +16,7 @@ __getattr__ = lazy_exports(__name__, {
                  "set_default"),
     "files": ("document_block",),
     "images": ("image_blocks",),
-    "transcript": ("transcript_of", "comparison_record", "artifact_summary"),
+    "transcript": ("transcript_of", "comparison_record", "artifact_summary", "RunLog"),
 })
 
 __all__ = [

@@ -27,7 +27,7 @@ from .agent import Agent, AgentResult
 from .images import image_blocks
 from .loop_thread import run_in_background, run_sync
 from .options import RunOptions
-from .transcript import transcript_of
+from .transcript import RunLog, transcript_of
 
 #: (field of `RunFigures`, column title) in the order a table shows them.
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -205,14 +205,14 @@ def summarize(providers: Sequence[str], figures: Sequence[RunFigures]) -> list[d
     return rows
 
 
-def _figures(provider: str, index: int, run: int, elapsed: float, events: list[Event], prompt: str,
+def _figures(provider: str, index: int, run: int, elapsed: float, log: RunLog, prompt: str,
              result: AgentResult | None, exc: BaseException | None) -> RunFigures:
-    """One run's figures, read from its transcript (built here, once, from the result and the
-    events: the same record a pane draws), `elapsed` seconds from its first request."""
+    """One run's figures, read from its transcript (built here, once, from the result and what
+    its events said, `log`: the same record a pane draws), `elapsed` seconds from its first request."""
     fig = RunFigures(provider, index, run, result=result)
     if result is not None:
         fig.provider = result.provider
-        transcript = transcript_of(result, events=events, prompt=prompt, elapsed_s=elapsed)
+        transcript = transcript_of(result, log=log, prompt=prompt, elapsed_s=elapsed)
         if result.error is not None:
             fig.error_type, fig.error = result.error.type, result.error.message
         elif result.interrupted:
@@ -292,12 +292,12 @@ async def _one_run(
     """One run of one provider, measured. A stopped run is recorded as it stood (marked
     interrupted) before the CancelledError goes on; any other failure is in the figures."""
     began = [time.monotonic()]  # then the first request's time (as the %%agent footer counts)
-    events: list[Event] = []
+    log = RunLog()  # what the run's transcript reads from its events (no delta kept)
 
     def seen(event: Event) -> None:
-        if isinstance(event, ModelStarted) and not any(isinstance(e, ModelStarted) for e in events):
+        if isinstance(event, ModelStarted) and not log.turns:
             began[0] = time.monotonic()
-        events.append(event)
+        log.feed(event)
         if on_event is not None:
             on_event(index, run, event)
 
@@ -314,7 +314,7 @@ async def _one_run(
                 index,
                 run,
                 time.monotonic() - began[0],
-                events,
+                log,
                 prompt,
                 stopped,
                 None if stopped is not None else ProviderError("cancelled", "interrupted"),
@@ -323,7 +323,7 @@ async def _one_run(
         raise
     except Exception as exc:  # e.g. a capability check failing before sending
         error = exc
-    return _figures(agent.provider, index, run, time.monotonic() - began[0], events, prompt, result, error)
+    return _figures(agent.provider, index, run, time.monotonic() - began[0], log, prompt, result, error)
 
 
 async def acompare(

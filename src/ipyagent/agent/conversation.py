@@ -25,13 +25,11 @@ from ..core import (
     ModelCompleted,
     ModelFailed,
     ModelStarted,
-    ReasoningDelta,
-    TextDelta,
+    PartialReply,
     ToolCallCompleted,
-    ToolCallDelta,
+    reply_so_far,
     to_blocks,
 )
-from ..drivers import Aggregator
 from ..memory import estimate_tokens
 
 DEFAULT_THREAD = "default"
@@ -189,24 +187,19 @@ class TurnBuilder(EventHandler):
 
     def __init__(self, prompt: Message) -> None:
         self.messages: list[Message] = [prompt]
-        self._streaming = Aggregator()  # the reply being streamed
+        self._streaming: PartialReply | None = None  # the reply being streamed (its driver's record)
         self._results: Message | None = None
 
     def feed(self, event: Event) -> None:
         self.handle(event)
 
-    def _delta(self, event: TextDelta | ReasoningDelta | ToolCallDelta) -> None:
-        self._streaming.add(event)
-
-    on_text_delta = on_reasoning_delta = on_tool_call_delta = _delta
-
     def on_model_started(self, event: ModelStarted) -> None:
         self._flush_results()
-        self._streaming.clear()
+        self._streaming = event.reply
 
     def on_model_completed(self, event: ModelCompleted) -> None:
         self.messages.append(event.message)
-        self._streaming.clear()
+        self._streaming = None
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         if self._results is None:
@@ -219,25 +212,21 @@ class TurnBuilder(EventHandler):
             partial = event.partial.model_copy(deep=True)
             partial.status, partial.error = "failed", MessageError.of(event.error)
             self.messages.append(partial)
-        self._streaming.clear()
+        self._streaming = None
 
     def _flush_results(self) -> None:
         if self._results is not None:
             self.messages.append(self._results)
             self._results = None
 
-    def partial_message(self) -> Message | None:
-        """The reply being streamed when the run stopped (text and reasoning so far), or None."""
-        return self._streaming.partial("failed")
-
     def interrupted(self) -> list[Message]:
-        """The messages of a run cancelled mid-way (kernel interrupt)."""
+        """The messages of a run cancelled mid-way (kernel interrupt): the reply being streamed
+        as its driver's record has it, its status ``interrupted``."""
         self._flush_results()
-        partial = self.partial_message()
+        partial = reply_so_far(self._streaming, "interrupted")
         if partial is not None:
-            partial.status = "interrupted"
             self.messages.append(partial)
-        self._streaming.clear()
+        self._streaming = None
         return self.messages
 
 

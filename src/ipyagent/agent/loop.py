@@ -35,6 +35,8 @@ from ..core import (
     MessageError,
     ModelCompleted,
     ModelFailed,
+    ModelStarted,
+    PartialReply,
     PromptStack,
     ProviderError,
     StopKind,
@@ -43,8 +45,9 @@ from ..core import (
     ToolCallCompleted,
     ToolCallDelta,
     Usage,
+    reply_so_far,
 )
-from ..drivers import LEDGER, Aggregator, BasePromptDriver, total_cost
+from ..drivers import LEDGER, BasePromptDriver, total_cost
 from ..memory import TaskMemory
 from ..tools import MCPServerError, Toolbox, store_output, with_task_memory
 from . import react, structured
@@ -178,7 +181,7 @@ class AgentRun:
         self.usage = Usage()
         self.costs: list[dict[str, Any] | None] = []  # each completed turn's price (None: unknown)
         self.actions: list[ToolAction] = []  # every call run, ReAct ones included
-        self.streaming: Aggregator | None = None  # the turn being streamed, for an interrupted run
+        self.streaming: PartialReply | None = None  # the reply being streamed (its driver's record), for a stopped run
         self.first_token_s: float | None = None  # seconds to the run's first delta, for a stopped run's figures
         self.verdicts: dict[int, str] = {}  # id(action) -> "approved" / "denied", until its result is emitted
         self.running: tuple[list[ToolAction], float] | None = None  # the calls being run, and since when (monotonic)
@@ -211,7 +214,6 @@ class AgentRun:
         """Stream one reply: every event but the last goes to `emit`; the last is returned.
         A request refused before sending (a missing capability), or a stream that ends
         without a result, is a `ModelFailed` too, with what had arrived."""
-        self.streaming = Aggregator()
         started = time.monotonic()
         limits = CallLimits(self.max_tool_calls, len(self.actions))
         try:
@@ -223,9 +225,10 @@ class AgentRun:
                     if isinstance(event, DeltaMessage):
                         if self.first_token_s is None:
                             self.first_token_s = time.monotonic() - started
-                        self.streaming.add(event)
                         if event.__class__ is ToolCallDelta:
                             limits.check(event)  # past a limit: the stream is closed here, nothing read further
+                    elif event.__class__ is ModelStarted:
+                        self.streaming = event.reply  # type: ignore[union-attr]  # the driver's record of the reply
                     self.emit(event)
             raise ProviderError(
                 "invalid_response",
@@ -233,7 +236,8 @@ class AgentRun:
             )
         except (ProviderError, EventCallbackError) as exc:  # the stream is closed by now (aclosing)
             error = exc.as_provider_error() if isinstance(exc, EventCallbackError) else exc
-            kept = self.streaming.partial("failed", error)
+            kept = reply_so_far(self.streaming, "failed", error)
+            self.streaming = None
             return ModelFailed(error, kept or Message(role="assistant", status="failed", error=MessageError.of(error)))
 
     def structured_output(self, message: Message) -> Output:
@@ -413,9 +417,9 @@ class AgentRun:
         return {"ttft_s": self.first_token_s} if self.first_token_s is not None else {}
 
     def _partial_reply(self) -> Message:
-        """The reply being streamed, as threads and the run store keep it (`Aggregator.partial`),
-        else the last reply."""
-        streamed = self.streaming.partial() if self.streaming is not None else None
+        """The reply being streamed as its driver's record has it (`ModelStarted.reply`), else the
+        last reply."""
+        streamed = reply_so_far(self.streaming)
         if streamed is not None:
             self.pending.append(streamed)
             return streamed

@@ -24,16 +24,16 @@ from ..core import (
     ModelCompleted,
     ModelFailed,
     ModelStarted,
-    ReasoningBlock,
-    ReasoningDelta,
+    PartialReply,
     TextBlock,
-    TextDelta,
     Timings,
     ToolCallCompleted,
+    ToolTiming,
     Transcript,
     TranscriptCost,
     TranscriptError,
     TranscriptUsage,
+    reply_so_far,
     transcript_messages,
 )
 from .result import AgentResult
@@ -42,22 +42,24 @@ if TYPE_CHECKING:
     from .compare import Comparison
 
 
-def transcript_of(result: AgentResult | None, *, events: Iterable[Any] = (), prompt: str | None = None,
-                  elapsed_s: float | None = None, provider: str | None = None) -> Transcript:
+def transcript_of(result: AgentResult | None, *, log: RunLog | None = None, events: Iterable[Any] = (),
+                  prompt: str | None = None, elapsed_s: float | None = None, provider: str | None = None) -> Transcript:
     """The transcript of a finished (or interrupted) run.
 
     Args:
         result: the run's `AgentResult`, or None when the run was interrupted before it made one.
-        events: the run's events, as a view received them, when available: they add tool
-            durations, Task Memory artifacts (`ArtifactStored`), and the messages of an
-            interrupted run.
+        log: what the run's events said (`RunLog`), when available: tool timings, Task Memory
+            artifacts (`ArtifactStored`), and the messages of an interrupted run.
+        events: the run's events instead of `log` (a stored run's, read back).
         prompt: the user's prompt, used when `result` does not hold it.
         elapsed_s: the run's wall time in seconds, measured by the caller.
         provider: ``provider:model`` when `result` is None.
     """
-    run = _RunEvents()
-    for event in events:
-        run.handle(event)
+    run = log
+    if run is None:
+        run = RunLog()
+        for event in events:
+            run.feed(event)
     interrupted = result is None or result.interrupted
     error = result.error if result is not None else None
     if error is None and run.failed and not interrupted:
@@ -73,7 +75,7 @@ def transcript_of(result: AgentResult | None, *, events: Iterable[Any] = (), pro
         status="interrupted" if interrupted else ("failed" if error is not None else "completed"),
         stop_reason=str(stop) if stop is not None else None,
         stop_reason_raw=getattr(stop, "raw", None),
-        messages=transcript_messages(messages, run.durations),
+        messages=transcript_messages(messages, {tag: deque(queue) for tag, queue in run.timings.items()}),
         artifacts=[artifact_summary(e) for e in run.artifacts],
         usage=_usage(result, run.completed),
         cost=cost,
@@ -148,32 +150,29 @@ def artifact_summary(event: ArtifactStored) -> ArtifactSummary:
     )
 
 
-class _RunEvents(EventHandler):
-    """What a transcript reads from a run's events: the finished and failed turns, tool
-    durations and results, stored artifacts, and the text of a turn still streaming when the
-    run stopped."""
+class RunLog(EventHandler):
+    """What a transcript reads from a run's events, kept as they come (`feed`): the finished and
+    failed turns, each tool call's `ToolTiming` and result, the stored artifacts, and the reply of
+    a turn still streaming (its driver's record, `ModelStarted.reply`). No delta is kept: a live
+    view keeps this rather than the run's events."""
 
     def __init__(self) -> None:
         self.completed: list[ModelCompleted] = []
         self.failed: list[ModelFailed] = []
         self.artifacts: list[ArtifactStored] = []
-        #: Tool call id -> (seconds, is_error, approval, stopped) in the order they ran (ids may repeat across turns).
-        self.durations: dict[str, deque[tuple[float, bool, str | None, str | None]]] = defaultdict(deque)
+        #: Tool call id -> its calls' timings in the order they ran (ids may repeat across turns).
+        self.timings: dict[str, deque[ToolTiming]] = defaultdict(deque)
         self.turns = 0
         self.streamed: list[Message] = []  # the turns' messages, in order, as the events tell them
-        self._text: list[str] = []
-        self._reasoning: list[str] = []
-        self._open = False
+        self._open: PartialReply | bool = False  # the streaming turn's reply (True: one without a record)
+
+    def feed(self, event: Any) -> None:
+        """Keep what `event` says (call for each event of the run, in order)."""
+        self.handle(event)
 
     def on_model_started(self, event: ModelStarted) -> None:
         self.turns += 1
-        self._text, self._reasoning, self._open = [], [], True
-
-    def on_text_delta(self, event: TextDelta) -> None:
-        self._text.append(event.text)
-
-    def on_reasoning_delta(self, event: ReasoningDelta) -> None:
-        self._reasoning.append(event.text)
+        self._open = event.reply if event.reply is not None else True
 
     def on_model_completed(self, event: ModelCompleted) -> None:
         self.completed.append(event)
@@ -186,8 +185,8 @@ class _RunEvents(EventHandler):
         self._open = False
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
-        self.durations[event.action.tag].append(
-            (float(event.duration_s), bool(event.is_error), event.approval, event.stopped)
+        self.timings[event.action.tag].append(
+            ToolTiming(float(event.duration_s), bool(event.is_error), event.approval, event.stopped)
         )
         # each tool result after the reply that called it
         result = ActionResultBlock(action=event.action, text=event.result.to_text(), is_error=bool(event.is_error))
@@ -197,15 +196,15 @@ class _RunEvents(EventHandler):
         self.artifacts.append(event)
 
     def open_turn(self) -> Message | None:
-        """The reply of a turn that started and never ended (interrupted), None when it said nothing."""
-        if not self._open or not (self._text or self._reasoning):
+        """The reply of a turn that started and never ended (interrupted), as its driver's record
+        gives it; None when it said nothing."""
+        if self._open is True or self._open is False:
             return None
-        content: list[Any] = [ReasoningBlock(text="".join(self._reasoning))] if self._reasoning else []
-        content += [TextBlock(text="".join(self._text))] if self._text else []
-        return Message(role="assistant", content=content)
+        message = reply_so_far(self._open, "interrupted")
+        return message if message is not None and message.content else None
 
 
-def _messages(result: AgentResult | None, run: _RunEvents, prompt: str | None) -> list[Message]:
+def _messages(result: AgentResult | None, run: RunLog, prompt: str | None) -> list[Message]:
     """The run's messages: the result's (a failed turn's partial reply among them), else
     rebuilt from the events (a result that carries none, a run stored without its result)."""
     last = result.message if result is not None else None
@@ -222,7 +221,7 @@ def _messages(result: AgentResult | None, run: _RunEvents, prompt: str | None) -
 
 
 def _timings(
-    run: _RunEvents,
+    run: RunLog,
     messages: list[Message],
     turn_meta: list[dict[str, Any]],
     meta: dict[str, Any],
@@ -238,7 +237,7 @@ def _timings(
     if single is not None:
         elapsed_s = single
     elif elapsed_s is None:
-        tool_seconds = sum(d for q in run.durations.values() for d, *_ in q)
+        tool_seconds = sum(t.seconds for q in run.timings.values() for t in q)
         elapsed_s = (sum(latencies) + tool_seconds) or None
     return Timings(total_s=_round(elapsed_s), first_token_s=_round(ttft), turns=turns, turn_latencies_s=latencies)
 

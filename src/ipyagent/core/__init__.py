@@ -53,12 +53,14 @@ from .events import (
     ModelCompleted,
     ModelFailed,
     ModelStarted,
+    PartialReply,
     ReasoningDelta,
     RetryScheduled,
     ServerToolDelta,
     TextDelta,
     ToolCallCompleted,
     ToolCallDelta,
+    reply_so_far,
 )
 from .messages import MESSAGE_FIELDS, Message, MessageError, MessageStatus, StopKind, StopReason, Usage
 from .system import SystemBlock, fit_system_blocks, system_blocks, system_text
@@ -122,6 +124,7 @@ __getattr__ = lazy_exports(
             "card_result",
             "AUDIO_TYPES",
             "MEDIA_CHARS",
+            "ToolTiming",
         ),
     },
 )

@@ -8,11 +8,34 @@ streamed fragment tagged with the index of the content block it belongs to.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import ProviderError
-from .messages import Message, StopReason, Usage
+from .messages import Message, MessageStatus, StopReason, Usage
 from .tool_action import ToolAction
+
+
+class PartialReply(Protocol):
+    """A model turn's reply while it streams: the one record of its deltas (the driver's
+    `Aggregator`), which its readers ask instead of keeping the deltas again."""
+
+    def partial(self, status: MessageStatus = "partial", error: ProviderError | None = None) -> Message | None:
+        """The reply so far with `status` and `error`, or None when nothing has arrived.
+
+        Raises:
+            ValueError, TypeError: the deltas form no message (`reply_so_far` says None)."""
+
+
+def reply_so_far(reply: PartialReply | None, status: MessageStatus = "partial",
+                 error: ProviderError | None = None) -> Message | None:
+    """`reply.partial(status, error)`, or None when there is no reply, nothing had arrived, or the
+    deltas form no message (a stream that broke that way ends as a failed turn, which says why)."""
+    if reply is None:
+        return None
+    try:
+        return reply.partial(status, error)
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass(slots=True)
@@ -21,11 +44,16 @@ class ModelStarted:
 
     It is yielded before the request is sent (so a view can show the wait, and the retries), when
     no provider has named the request yet: its id is in the turn's last event,
-    ``ModelCompleted.metadata["request_id"]`` / ``ModelFailed.metadata["request_id"]``."""
+    ``ModelCompleted.metadata["request_id"]`` / ``ModelFailed.metadata["request_id"]``.
+    `reply` is the turn's reply as it streams (`PartialReply`: the driver aggregates the deltas,
+    once): a reader that needs the reply of a turn that never ended (an interrupted run) asks it
+    (`reply_so_far`) rather than aggregating the deltas itself; None where there is none (a stored
+    run's events)."""
 
     provider: str
     model: str
     request: dict[str, Any] | None = None
+    reply: PartialReply | None = field(default=None, repr=False, compare=False)
     type: str = field(default="model_started", init=False)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
@@ -499,13 +500,26 @@ class ComparisonRecord(_Model):
 # -- building helpers ------------------------------------------------------------------
 
 
-def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[tuple[Any, ...]]] | None = None
+@dataclass(frozen=True, slots=True)
+class ToolTiming:
+    """How one tool call ran, as its card shows it: the `seconds` it took, whether its result
+    is an error, `approval` (``approved`` / ``denied`` by the user, None when it needed none) and
+    `stopped` (``interrupted`` / ``timeout`` when the run's end cut it off, else None)."""
+
+    seconds: float
+    is_error: bool = False
+    approval: str | None = None
+    stopped: str | None = None
+
+
+def transcript_messages(messages: Iterable[Any], timings: Mapping[str, deque[ToolTiming]] | None = None
                         ) -> list[TranscriptMessage]:
     """`messages` (core `Message`s) as a transcript's messages: text joined per message, reasoning,
     each tool call with its result (from the call's output or a later result block), images kept
-    when small. `durations` (tool call id -> (seconds, is_error, approval[, stopped]) in the order run)
-    times the calls, says which the user approved or denied and which the run's end cut off."""
-    durations = durations or {}
+    when small. `timings` (tool call id -> its calls' `ToolTiming`s in the order run; each read is
+    taken off its queue) times the calls, says which the user approved or denied and which the
+    run's end cut off."""
+    timings = timings or {}
     out: list[TranscriptMessage] = []
     open_calls: dict[str, ToolCallPart] = {}
     open_servers: dict[str, ServerToolPart] = {}
@@ -525,13 +539,14 @@ def transcript_messages(messages: Iterable[Any], durations: Mapping[str, deque[t
                 if action.output is not None:
                     call.result, call.media = card_result(action.output)
                     call.status = "error" if getattr(action.output, "type", None) == "error" else "ok"
-                queue = durations.get(action.tag)
+                queue = timings.get(action.tag)
                 if queue:
-                    call.duration_s, is_error, approval, *stopped = queue.popleft()
+                    timing = queue.popleft()
+                    call.duration_s = round(timing.seconds, 4)
+                    approval, stopped = timing.approval, timing.stopped
                     call.approval = approval if approval in ("approved", "denied") else None  # type: ignore[assignment]
-                    call.stopped = stopped[0] if stopped and stopped[0] in ("interrupted", "timeout") else None  # type: ignore[assignment]
-                    call.duration_s = round(call.duration_s, 4)
-                    if call.result is not None and is_error:
+                    call.stopped = stopped if stopped in ("interrupted", "timeout") else None  # type: ignore[assignment]
+                    if call.result is not None and timing.is_error:
                         call.status = "error"
                 open_calls[action.tag] = call
                 parts.append(call)

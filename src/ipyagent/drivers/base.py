@@ -212,11 +212,11 @@ class BasePromptDriver(TurnSteps, CapabilityChecks, ErrorMapping, ModelLists, AB
             "POST", _parsed_url(f"{self.base_url}{path}"), json=body, headers=self.headers()
         )
         start = _turn_start(prompt_stack, bool(getattr(self.transport, "replays", False)))
-        reply = Aggregator()  # the turn's one record of its deltas
+        reply = Aggregator()  # the turn's one record of its deltas: every reader asks it (ModelStarted.reply)
         sent: Sent | None = None
         ttft_s: float | None = None
         shown = {"url": redact(str(request.url)), "body": body}  # no headers: no key
-        yield ModelStarted(provider=self.provider, model=self.model, request=shown)
+        yield ModelStarted(provider=self.provider, model=self.model, request=shown, reply=reply)
         try:
             async with aclosing(self._send(request)) as steps:
                 async for step in steps:

@@ -1,12 +1,14 @@
 """`RunRecorder`: writes one run's events to the run store as they happen, and
 `replay_events` reads them back as events a view can draw again.
 
-The assistant message of a model turn is a node from the moment the turn
-starts, marked ``partial``; its text so far is saved at most every
-`FLUSH_INTERVAL` seconds while it streams, and it is completed (``partial``
-cleared) when the turn completes. A turn that fails or is interrupted keeps
-``partial`` and gets ``failed``; a process killed mid-turn leaves ``partial``,
-which the next store on the host marks ``failed`` (`RunStore.mark_abandoned`).
+Each node is written once, when what it records has ended: the request when the
+turn starts, the assistant message when the turn completes or fails (a failed
+turn's partial reply marked ``partial`` and ``failed``), then its tool calls and
+results. Nothing is written while a reply streams: an interrupted run's reply is
+written once, as the driver's record of it stood (`ModelStarted.reply`), marked
+``partial`` and ``failed``, its status ``interrupted``. A process killed mid-turn
+leaves its run ``running`` without that reply, which the next store on the host
+marks ``interrupted`` (`RunStore.mark_abandoned`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..core import (
     EventHandler,
     HistoryTrimmed,
     Message,
+    MessageError,
     ModelCompleted,
     ModelFailed,
     ModelStarted,
@@ -37,12 +40,9 @@ from ..core import (
     ToolCallCompleted,
     ToolCallDelta,
     Usage,
+    reply_so_far,
 )
-from ..drivers import Aggregator
 from .store import RunStore
-
-#: Seconds between two saves of a streaming message's partial text.
-FLUSH_INTERVAL = 0.5
 
 _ARTIFACT = None
 
@@ -70,7 +70,7 @@ def artifact_from_json(data: Any) -> Any:
 def message_json(message: Message) -> dict[str, Any]:
     """A message as JSON data, without the tool outputs held by calls (a result's text is
     in its own block; outputs are stored as tool_result nodes)."""
-    # one pass (a partial reply is written every FLUSH_INTERVAL while it streams)
+    # one pass
     data = message.model_dump(mode="json")
     for block in data.get("content", []):
         if isinstance(block.get("action"), dict):
@@ -115,9 +115,7 @@ class RunRecorder(EventHandler):
         self.store = store
         self.error: str | None = None
         self.turn = 0
-        self._message_node: int | None = None
-        self._streaming = Aggregator()  # the reply being streamed
-        self._last_flush = 0.0
+        self._open: ModelStarted | None = None  # the start of the turn whose reply streams
         self._started = time.monotonic()
         self._ended = False
         self._metadata = dict(metadata or {})
@@ -158,32 +156,18 @@ class RunRecorder(EventHandler):
         if self.active:
             self._safe(lambda: self.handle(event))
 
-    def _delta(self, event: TextDelta | ReasoningDelta | ToolCallDelta) -> None:
-        self._streaming.add(event)
-        now = time.monotonic()
-        if self._message_node is not None and now - self._last_flush >= FLUSH_INTERVAL:
-            self._last_flush = now
-            self.store.update_node(self._message_node, data=message_json(self._partial()))
-
-    on_text_delta = on_reasoning_delta = on_tool_call_delta = _delta
-
     def on_model_started(self, event: ModelStarted) -> None:
         self.turn += 1
-        self._streaming.clear()
+        self._open = event
         self.store.add_node(
             self.run_id, "request", turn=self.turn, provider=event.provider, model=event.model, data=event.request or {}
         )
-        self._message_node = self.store.add_node(
-            self.run_id,
-            "message",
-            turn=self.turn,
-            role="assistant",
-            partial=True,
-            provider=event.provider,
-            model=event.model,
-            data=message_json(Message(role="assistant")),
-        )
-        self._last_flush = time.monotonic()
+
+    def _reply_node(self, **fields: Any) -> None:
+        """The assistant message node of the turn that ends now."""
+        started, self._open = self._open, None
+        where = {"provider": started.provider, "model": started.model} if started is not None else {}
+        self.store.add_node(self.run_id, "message", turn=self.turn, role="assistant", **where, **fields)
 
     def on_model_completed(self, event: ModelCompleted) -> None:
         meta = event.metadata
@@ -191,8 +175,7 @@ class RunRecorder(EventHandler):
         data["stop_reason"] = {"kind": event.stop_reason.kind.value, "raw": event.stop_reason.raw}
         data["response"] = _response_meta(meta)
         data["more_turns"] = event.more_turns
-        fields = dict(
-            partial=False,
+        self._reply_node(
             usage=event.usage.model_dump(),
             latency_s=meta.get("latency_s"),
             ttft_s=meta.get("ttft_s"),
@@ -200,10 +183,6 @@ class RunRecorder(EventHandler):
             retry=_retry(meta),
             data=data,
         )
-        if self._message_node is not None:
-            self.store.update_node(self._message_node, **fields)
-        else:
-            self._message_node = self.store.add_node(self.run_id, "message", turn=self.turn, role="assistant", **fields)
         for call in event.message.tool_calls:
             self.store.add_node(
                 self.run_id,
@@ -211,8 +190,6 @@ class RunRecorder(EventHandler):
                 turn=self.turn,
                 data={**call.model_dump(mode="json", exclude={"output"}), "native_name": call.native_name},
             )
-        self._message_node = None
-        self._streaming.clear()
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
         action = event.action
@@ -265,12 +242,13 @@ class RunRecorder(EventHandler):
         )
 
     def on_model_failed(self, event: ModelFailed) -> None:
+        """A failed turn: its partial reply's node (when the turn was streaming: the loop's own failure
+        after a completed reply, max_steps or invalid output, has none to add), then the failure."""
         meta = event.metadata
-        if self._message_node is not None:
+        if self._open is not None:
             partial = message_json(event.partial)
             partial["response"] = _response_meta(meta)
-            self.store.update_node(
-                self._message_node,
+            self._reply_node(
                 partial=True,
                 failed=True,
                 usage=(event.partial.usage or Usage()).model_dump(),
@@ -279,7 +257,6 @@ class RunRecorder(EventHandler):
                 retry=_retry(meta),
                 data=partial,
             )
-            self._message_node = None
         self.store.add_node(
             self.run_id,
             "failure",
@@ -294,21 +271,17 @@ class RunRecorder(EventHandler):
         if self.run_id and self.error is None:
             self._safe(lambda: self.store.add_node(self.run_id, "transcript", turn=self.turn or None, data=doc))
 
-    def _partial(self) -> Message:
-        return self._streaming.partial() or Message(role="assistant", status="partial")
-
     def interrupted(self) -> None:
-        """The run was cancelled (kernel interrupt): its streaming message is saved as it
-        stood, marked partial and failed, and the run ``interrupted``."""
+        """The run was cancelled (kernel interrupt): the reply that was streaming is written as
+        its driver's record of it stood (status ``interrupted``, node ``partial`` and ``failed``),
+        and the run ``interrupted``."""
         if not self.active or self._ended:
             return
 
         def write() -> None:
-            if self._message_node is not None:
-                data = message_json(self._partial())
-                data["status"] = "interrupted"
-                self.store.update_node(self._message_node, partial=True, failed=True, data=data)
-                self._message_node = None
+            if self._open is not None:
+                reply = reply_so_far(self._open.reply, "interrupted") or Message(role="assistant", status="interrupted")
+                self._reply_node(partial=True, failed=True, data=message_json(reply))
             self.store.add_node(
                 self.run_id,
                 "failure",
@@ -377,17 +350,35 @@ def stored_transcript(nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
     return found[-1] if found else None
 
 
+class _StoredReply:
+    """A stored turn's partial reply, as `ModelStarted.reply` gives a live one (`PartialReply`)."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: Message) -> None:
+        self.message = message
+
+    def partial(self, status: Any = "partial", error: ProviderError | None = None) -> Message | None:
+        if not self.message.content:
+            return None
+        update = {"status": status} if error is None else {"status": status, "error": MessageError.of(error)}
+        return self.message.model_copy(update=update)
+
+
 def replay_events(nodes: list[dict[str, Any]]) -> list[Any]:
     """The events of a stored run, rebuilt from its nodes in order, for a view to draw
-    again: ModelStarted, the message's blocks as whole deltas, ModelCompleted or
-    ModelFailed, ArtifactStored, ToolCallCompleted, HistoryTrimmed. A cancelled run
-    ends with the string ``"interrupted"`` (views have `mark_interrupted`)."""
+    again: ModelStarted (with the partial reply of a turn that never ended as its `reply`), the
+    message's blocks as whole deltas, ModelCompleted or ModelFailed, ArtifactStored,
+    ToolCallCompleted, HistoryTrimmed. A cancelled run ends with the string ``"interrupted"``
+    (views have `mark_interrupted`)."""
     events: list[Any] = []
     partial: Message | None = None
+    started: ModelStarted | None = None
     for node in nodes:
         kind, data = node["kind"], node.get("data") or {}
         if kind == "request":
-            events.append(ModelStarted(provider=node.get("provider") or "", model=node.get("model") or ""))
+            started = ModelStarted(provider=node.get("provider") or "", model=node.get("model") or "")
+            events.append(started)
         elif kind == "message" and node.get("role") == "assistant":
             message = Message.model_validate({k: v for k, v in data.items() if k in MESSAGE_FIELDS})
             for index, block in enumerate(message.content):
@@ -400,6 +391,8 @@ def replay_events(nodes: list[dict[str, Any]]) -> list[Any]:
                     events.append(ToolCallDelta(index, block.action.tag, block.action.native_name, raw))
             if node.get("partial"):
                 partial = message
+                if started is not None:
+                    started.reply = _StoredReply(message)
                 continue
             usage = Usage.model_validate(node.get("usage") or {})
             stop = data.get("stop_reason") or {"kind": "end_turn"}

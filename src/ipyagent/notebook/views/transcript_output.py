@@ -44,7 +44,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from ...agent import comparison_record, transcript_of
+from ...agent import RunLog, comparison_record, transcript_of
 from ...core import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript, redact, redact_data
 from ..render.html import compact
 from ..render.streamed_html import StreamedMarkdown
@@ -83,9 +83,10 @@ def bundle(
 class LiveTranscript:
     """The output of one run in a notebook.
 
-    Displays `view` (its ``widget``) under a new display id, records the
-    events it forwards to ``view.feed``, and on `finish` replaces the view with
-    the transcript bundle. `feed` and `finish` may be called from ipyagent's
+    Displays `view` (its ``widget``) under a new display id, keeps what the transcript needs
+    from the events it forwards to ``view.feed`` (a `RunLog`: turns, tool timings, artifacts,
+    the streaming reply's record; no delta), and on `finish` replaces the view with the
+    transcript bundle. `feed` and `finish` may be called from ipyagent's
     background loop thread.
 
     Args:
@@ -104,7 +105,7 @@ class LiveTranscript:
         self.masked = dict(masked or {})  # values masked in the run's context, by block (the footer says so)
         self.provider = provider
         self.prompt = prompt
-        self.events: list[Any] = []
+        self.log = RunLog()
         self.display_id = display_id or f"ipyagent-{uuid.uuid4().hex}"
         self.transcript: Transcript | None = None
         # The answer's Markdown rendered for the HTML fallback while it streams (the end renders only the rest).
@@ -121,7 +122,7 @@ class LiveTranscript:
             self._turn += 1
             if self._first_request is None:
                 self._first_request = time.monotonic()
-        self.events.append(event)
+        self.log.feed(event)
         self.view.feed(event)
         if kind in ("text_delta", "reasoning_delta"):
             self.markdown.append((self._turn, event.index, kind), event.text)
@@ -135,11 +136,11 @@ class LiveTranscript:
                 return self.transcript
             elapsed = time.monotonic() - self._first_request if self._first_request is not None else None
             self.transcript = transcript_of(
-                result, events=self.events, prompt=self.prompt, elapsed_s=elapsed, provider=self.provider
+                result, log=self.log, prompt=self.prompt, elapsed_s=elapsed, provider=self.provider
             )
             self.transcript.next_cell = next_cell
             self.transcript.masked = dict(self.masked)
-            draw_artifacts(self.transcript, self.events)
+            draw_artifacts(self.transcript, self.log.artifacts)
         from IPython.display import update_display
 
         data, metadata = bundle(self.transcript, markdown=self.markdown.html)
