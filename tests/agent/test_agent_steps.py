@@ -19,6 +19,7 @@ from ipyagent import Agent, RunOptions
 from ipyagent.agent import AgentResult
 from ipyagent.core import (
     ErrorArtifact,
+    HistoryTrimmed,
     InfoArtifact,
     Message,
     MessageError,
@@ -32,8 +33,9 @@ from ipyagent.core import (
     TextBlock,
     TextDelta,
     ToolCallCompleted,
+    Usage,
 )
-from ipyagent.drivers import LEDGER, OUTPUT_TOOL, Cost
+from ipyagent.drivers import OUTPUT_TOOL, Cost, Ledger
 from ipyagent.tools import BaseTool, FunctionTool, MCPServerError, activity
 
 from ..support.scripted_driver import Script, ScriptedDriver, call, calls, text, usage
@@ -454,12 +456,32 @@ def test_a_request_refused_before_sending_is_a_failed_turn() -> None:
     assert isinstance(failed, ModelFailed) and failed.error is refusal and failed.partial == nothing
 
 
-def test_a_spent_budget_starts_no_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(LEDGER, "budget", 0.0)  # spent: the total (0) has reached it
+def test_a_spent_budget_starts_no_run() -> None:
+    spent = Ledger()
+    spent.budget = 0.0  # spent: the total (0) has reached it
     driver, events = ScriptedDriver(text("never asked")), []
-    result = run(driver, events=events)
+    result = run(driver, events=events, options=RunOptions(ledger=spent))  # the budget comes with the run
     assert driver.stacks == [] and result.error is not None and result.error.type == "budget"
     assert [e.error for e in events] == [result.error] and result.message == Message(role="assistant")
+    fresh = ScriptedDriver(text("asked"))
+    assert run(fresh, options=RunOptions(ledger=Ledger())).ok and len(fresh.stacks) == 1  # another ledger, no budget
+
+
+def test_a_run_records_its_billed_turns_in_its_ledger_replays_excepted() -> None:
+    """The run, not the driver, records what it spent, in the ledger it was given
+    (`RunOptions.ledger`; by default the session's, `Defaults.ledger`)."""
+    billed = Usage(input_tokens=3, output_tokens=4)
+    ledger = Ledger()
+    paid = Script(deltas=[TextDelta(0, "ok")], usage=billed, cost={"input_usd": 0.1, "output_usd": 0.2, "total_usd": 0.3},
+                  metadata={"provider": "scripted", "model": "m-1"})
+    assert run(ScriptedDriver(paid), options=RunOptions(ledger=ledger)).ok
+    assert ledger.turns == [("scripted", "m-1", 0.3, 3, 4)]
+    replayed = Script(deltas=[TextDelta(0, "ok")], usage=billed, cost=None, metadata={"replayed": True})
+    assert run(ScriptedDriver(replayed), options=RunOptions(ledger=ledger)).ok and len(ledger.turns) == 1
+    broke = Script(deltas=[TextDelta(0, "o")], usage=billed, error=ProviderError("server", "down"),
+                   cost={"input_usd": 0.0, "output_usd": 0.1, "total_usd": 0.1}, metadata={"provider": "scripted"})
+    assert run(ScriptedDriver(broke), options=RunOptions(ledger=ledger)).error.type == "server"
+    assert ledger.turns[-1] == ("scripted", "", 0.1, 3, 4)  # billed before it failed: spent all the same
 
 
 def test_a_tool_source_that_cannot_start_fails_the_run_before_sending() -> None:
@@ -810,8 +832,10 @@ def test_a_tool_source_that_turns_out_off_prompt_gets_the_task_memory_reader() -
 
     memory = TaskMemory()
     driver = ScriptedDriver(calls(call("c1", "Late_dump", "{}")), summarize_it, text("It repeats itself."), text("Done."))
-    result = run(driver, tools=[Late()], memory=memory)
+    ledger = Ledger()
+    result = run(driver, tools=[Late()], memory=memory, options=RunOptions(ledger=ledger))
     assert result.ok and [e.tool for e in memory.entries()] == ["Late"]  # stored in the run's memory
+    assert len(ledger.turns) == 4  # three turns of the run, and the reader's question to the model
     assert {"Late_dump", "TaskMemory_summarize"} <= {t.name for t in driver.stacks[0].tools}
     # the reader found it there, and asked the run's model about it
     assert "all of it all of it" in driver.stacks[2].messages[-1].text
@@ -861,3 +885,79 @@ def test_a_stream_that_ends_without_a_result_is_a_failed_turn_keeping_its_text()
     assert result.message.error == MessageError.of(error)
     assert result.messages[-1] is result.message
     assert kinds(events) == ["model_started", "text_delta", "model_failed"] and events[-1].partial is result.message
+
+
+# -- the agent's own thread (issue 27) -----------------------------------------------------------
+
+
+def _turn(agent: Agent, prompt: Any, options: RunOptions | None = None, events: list[Any] | None = None) -> AgentResult:
+    return asyncio.run(agent._arun(prompt, options or RunOptions(), (events if events is not None else []).append))
+
+
+def test_an_agent_owns_its_thread_and_each_run_adds_its_turn() -> None:
+    """A failed run's turn is kept, marked, and left out of the next request; `messages` is what
+    the next request carries; another agent on the same thread continues the conversation."""
+    from ipyagent.agent import Thread
+
+    thread = Thread("t")
+    down = Script([TextDelta(0, "brok")], error=ProviderError("server", "down"), usage=None)
+    driver = ScriptedDriver(text("first"), down, text("second"))
+    agent = Agent(driver, thread=thread, system="Be brief.")
+    assert agent.thread is thread and thread.system == "Be brief."
+    for prompt in ("one", "two", "three"):
+        _turn(agent, prompt)
+    assert [(t.status, t.messages[0].text) for t in thread.turns] == [("ok", "one"), ("failed", "two"), ("ok", "three")]
+    assert thread.turns[1].messages[-1].status == "failed" and thread.turns[1].error == "down"
+    assert [m.text for m in driver.stacks[2].messages[1:]] == ["one", "first", "three"]  # the failed turn left out
+    assert [m.text for m in agent.messages] == ["one", "first", "three", "second"]
+    assert agent.messages == thread.compose().messages
+    other = ScriptedDriver(text("fourth"))
+    _turn(Agent(other, thread=thread), "four")
+    assert other.stacks[0].messages[0].text == "Be brief." and len(thread.turns) == 4
+    agent.reset()
+    assert thread.turns == [] and agent.messages == [] and thread.system == "Be brief."
+
+
+def test_a_run_given_a_history_leaves_the_agent_s_thread_alone() -> None:
+    agent = Agent(ScriptedDriver(text("a"), text("b")))
+    _turn(agent, "one")
+    _turn(agent, "two", RunOptions(history=[]))
+    assert len(agent.thread.turns) == 1 and [m.text for m in agent.messages] == ["one", "a"]
+
+
+def test_an_interrupted_run_s_turn_joins_the_thread_marked(monkeypatch: pytest.MonkeyPatch) -> None:
+    driver = ScriptedDriver(Script([TextDelta(0, "Hel"), TextDelta(0, "lo")], hold_after=1))
+    agent, events = Agent(driver), []
+    result = on_virtual_clock(monkeypatch, interrupt_when_held(agent, driver, "Say hello", events))
+    [turn] = agent.thread.turns
+    assert result.interrupted and turn.status == "interrupted" and turn.messages[-1].text == "Hel"
+    assert turn.messages[-1].status == "interrupted" and agent.messages == []
+
+
+def test_old_turns_are_left_out_whole_to_fit_max_history_and_the_window() -> None:
+    driver = ScriptedDriver(*(text(f"answer {n}") for n in range(5)))
+    agent = Agent(driver)
+    for n in range(3):
+        _turn(agent, f"question {n}")
+    events: list[Any] = []
+    _turn(agent, "question 3", RunOptions(max_history=1), events)
+    [notice] = [e for e in events if isinstance(e, HistoryTrimmed)]
+    assert (notice.dropped_turns, notice.kept_turns, notice.reason) == (2, 1, "max_history")
+    assert [m.text for m in driver.stacks[3].messages] == ["question 2", "answer 2", "question 3"]
+    tight: list[Any] = []  # a window that holds the prompt and the reply's reserve, no history
+    _turn(agent, "question 4", RunOptions(context_window=270), tight)
+    assert [e.reason for e in tight if isinstance(e, HistoryTrimmed)] == ["context_window"]
+    assert [m.text for m in driver.stacks[4].messages] == ["question 4"]
+
+
+def test_the_user_message_is_built_once_and_sent_as_built() -> None:
+    from ipyagent.memory import ContextBlock
+
+    driver = ScriptedDriver(text("ok"))
+    agent = Agent(driver)
+    block = ContextBlock(source="variable", name="df", kind="DataFrame", text="3 rows")
+    user = agent.user_message("What is in df?", RunOptions(context=(block,)))
+    assert [b.text for b in user.content] == [block.to_text(), "What is in df?"]
+    result = _turn(agent, user, RunOptions(context=(block,)))  # the context is in the message: not added again
+    assert driver.stacks[0].messages[-1] is user and result.messages[0] is user
+    assert agent.thread.turns[0].messages[0] is user

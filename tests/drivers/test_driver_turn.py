@@ -168,29 +168,23 @@ def test_gave_up_after_n_attempts_only_when_retries_ran_out(no_sleep: list[float
 
 
 @pytest.fixture
-def spent(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
-    """What the session's ledger is told, each turn priced at 0.25 + 0.5 USD."""
-    recorded: list[tuple[Any, ...]] = []
-
-    class Ledger:
-        def record(self, *args: Any) -> None:
-            recorded.append(args)
-
-    monkeypatch.setattr(pricing, "LEDGER", Ledger())
+def spent(monkeypatch: pytest.MonkeyPatch) -> pricing.Ledger:
+    """A ledger the tests record each turn's event in (as a run does), each turn priced at 0.25 + 0.5 USD."""
     monkeypatch.setattr(Toy, "price", lambda self, usage, model=None: pricing.Cost(0.25, 0.5))
-    return recorded
+    return pricing.Ledger()
 
 
-def test_a_replayed_turn_is_not_counted_as_spending(spent: list[tuple[Any, ...]]) -> None:
-    recorded = spent
+def test_a_replayed_turn_is_not_counted_as_spending(spent: pricing.Ledger) -> None:
     live = Scripted((200, NDJSON, ndjson({"model": "m-1"}, *TEXT)))
     done = run_turn(Toy("m", transport=live))[-1]
-    assert recorded == [("toy", "m-1", pricing.Cost(0.25, 0.5), Usage(input_tokens=7, output_tokens=2))]
+    spent.record_turn(done.metadata, done.usage)
+    assert spent.turns == [("toy", "m-1", 0.75, 7, 2)]
     assert done.metadata["cost"] == pricing.Cost(0.25, 0.5).to_dict() and done.metadata["replayed"] is False
     replay = Scripted((200, NDJSON, ndjson(*TEXT)))
     replay.replays = True  # type: ignore[attr-defined]
     done = run_turn(Toy("m", transport=replay))[-1]
-    assert len(recorded) == 1 and done.metadata["replayed"] is True
+    spent.record_turn(done.metadata, done.usage)
+    assert len(spent.turns) == 1 and done.metadata["replayed"] is True
 
 
 def test_a_failed_turn_s_partial_leaves_a_cut_call_out_and_describes_it() -> None:
@@ -201,23 +195,27 @@ def test_a_failed_turn_s_partial_leaves_a_cut_call_out_and_describes_it() -> Non
 
 
 def test_usage_sent_before_a_failure_is_the_partial_s_priced_and_spent(monkeypatch: pytest.MonkeyPatch,
-                                                                       spent: list[tuple[Any, ...]]) -> None:
-    recorded = spent
+                                                                       spent: pricing.Ledger) -> None:
     billed = [ndjson({"model": "m-1"}, {"text": "Hel"}, {"usage": [7, 2]}), httpx2.ReadError("reset")]
     failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, billed))))[-1]
     usage = Usage(input_tokens=7, output_tokens=2)
     assert failed.type == "model_failed" and failed.partial.text == "Hel" and failed.partial.usage == usage
     assert failed.metadata["cost"] == failed.partial.metadata["cost"] == pricing.Cost(0.25, 0.5).to_dict()
-    assert failed.metadata["model"] == "m-1" and recorded == [("toy", "m-1", pricing.Cost(0.25, 0.5), usage)]
+    spent.record_turn(failed.metadata, failed.partial.usage)
+    assert failed.metadata["model"] == "m-1" and spent.turns == [("toy", "m-1", 0.75, 7, 2)]
     replay = Scripted((200, NDJSON, billed))
     replay.replays = True  # type: ignore[attr-defined]
-    assert run_turn(Toy("m", transport=replay))[-1].partial.usage == usage and len(recorded) == 1  # a replay spends nothing
+    replayed = run_turn(Toy("m", transport=replay))[-1]
+    spent.record_turn(replayed.metadata, replayed.partial.usage)
+    assert replayed.partial.usage == usage and len(spent.turns) == 1  # a replay spends nothing
     unbilled = run_turn(Toy("m", transport=Scripted((200, NDJSON, [ndjson({"text": "Hel"}), httpx2.ReadError("x")]))))[-1]
-    assert unbilled.partial.usage is None and "cost" not in unbilled.metadata and len(recorded) == 1
+    spent.record_turn(unbilled.metadata, unbilled.partial.usage)
+    assert unbilled.partial.usage is None and "cost" not in unbilled.metadata and len(spent.turns) == 1
     monkeypatch.setattr(Toy, "price", lambda self, usage, model=None: None)  # a model without a known price
     unpriced = run_turn(Toy("m", transport=Scripted((200, NDJSON, billed))))[-1]
     assert unpriced.partial.usage == usage and unpriced.metadata["cost"] is None and "cost" in unpriced.metadata
-    assert recorded[-1] == ("toy", "m-1", None, usage)
+    spent.record_turn(unpriced.metadata, unpriced.partial.usage)
+    assert spent.turns[-1] == ("toy", "m-1", None, 7, 2)
 
 
 def test_the_first_price_is_looked_up_off_the_loop_then_inline(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -627,13 +625,14 @@ def test_a_reply_that_gave_a_delta_is_not_quoted_when_it_is_cut() -> None:
     assert failed.error.message.endswith("the text so far is kept") and failed.partial.text == "partial"
 
 
-def test_a_usage_that_could_not_be_read_leaves_the_turn_unpriced_and_says_so(spent: list[tuple[Any, ...]]) -> None:
+def test_a_usage_that_could_not_be_read_leaves_the_turn_unpriced_and_says_so(spent: pricing.Ledger) -> None:
     done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "a"}, {"bad_usage": "input_tokens is 1.5"},
                                                                       {"stop": "end_turn"})))))[-1]
     assert done.type == "model_completed" and done.usage == Usage() and done.metadata["cost"] is None
     assert done.metadata["usage_error"] == ("toy sent a usage block ipyagent could not read (input_tokens is 1.5); "
                                             "this turn's usage and price are unknown")
-    assert spent[-1][2] is None  # the ledger's turn is unpriced, not $0
+    spent.record_turn(done.metadata, done.usage)
+    assert spent.turns[-1][2] is None  # the ledger's turn is unpriced, not $0
 
 
 def test_a_turn_whose_stream_names_no_model_is_the_model_asked_for() -> None:

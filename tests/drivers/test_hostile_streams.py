@@ -118,7 +118,7 @@ def test_a_usage_block_of_the_wrong_shape_leaves_usage_unknown_and_the_reply_who
     turn completes with its text, usage unknown (zero counts, no price, not billed in the ledger)
     and one line saying so in its metadata. Every driver reads usage through `read_usage`."""
     from ipyagent.core import Usage
-    from ipyagent.drivers import LEDGER
+    from ipyagent.drivers import Ledger
 
     _, _, count = USAGE_STREAMS[name]
     good = _usage_turn(name, lambda k, v: v)
@@ -129,7 +129,6 @@ def test_a_usage_block_of_the_wrong_shape_leaves_usage_unknown_and_the_reply_who
         change = lambda k, v: "n/a" if k in USAGE_BLOCKS else v  # noqa: E731
     else:
         change = lambda k, v: bad if k == count else v  # noqa: E731
-    LEDGER.reset()
     end = _usage_turn(name, change)
     assert isinstance(end, ModelCompleted), end
     assert end.message.text == good.message.text and end.usage == Usage() and end.message.usage == Usage()
@@ -139,8 +138,9 @@ def test_a_usage_block_of_the_wrong_shape_leaves_usage_unknown_and_the_reply_who
     assert note.endswith("); this turn's usage and price are unknown") and "\n" not in note
     if bad is not None:
         assert f"input_tokens is {bad!r}, not a whole number of tokens" in note
-    assert end.metadata["cost"] is None and [t[2] for t in LEDGER.turns] == [None]  # unknown, not $0
-    LEDGER.reset()
+    ledger = Ledger()
+    ledger.record_turn(end.metadata, end.usage)  # as a run records it
+    assert end.metadata["cost"] is None and [t[2] for t in ledger.turns] == [None]  # unknown, not $0
 
 
 def test_a_usage_read_later_replaces_an_unreadable_one_and_the_other_way_round() -> None:

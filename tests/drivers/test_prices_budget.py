@@ -9,7 +9,7 @@ from genai_prices import Usage as PriceUsage
 from genai_prices import calc_price
 
 import ipyagent
-from ipyagent.drivers.pricing import LEDGER
+from ipyagent.agent import session_default
 
 from ..support.recordings import expected_from
 from ..support.stub_server import FIXTURES, Reply, StubServer
@@ -26,9 +26,9 @@ def server() -> Iterator[StubServer]:
 
 @pytest.fixture(autouse=True)
 def fresh_ledger() -> Iterator[None]:
-    LEDGER.reset()
+    session_default().ledger.reset()  # the session's spending: every run's ledger unless it is given another
     yield
-    LEDGER.reset()
+    session_default().ledger.reset()
 
 
 def price_of(model: str) -> float:

@@ -38,7 +38,7 @@ from ipyagent.drivers import Aggregator, BasePromptDriver
 @dataclass
 class Script:
     """One model turn. `error`: the turn fails after its deltas (`ModelFailed`, the partial
-    message marked ``partial`` and ``failed`` as the base template marks it, billed `usage`
+    message's status ``failed`` as the base template sets it, billed `usage`
     unless that is None: nothing billed); `refuse`: raised before any event (a capability check);
     `wait_s`: seconds before the first delta; `hold_after`: deltas sent before the stream
     stops until the driver's `release` is set (`held` is set then)."""

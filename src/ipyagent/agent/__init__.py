@@ -11,7 +11,7 @@ __getattr__ = lazy_exports(__name__, {
     "compare": ("Comparison", "acompare", "COLUMNS", "NUMERIC", "RunFigures", "Stat", "summarize", "provider_keys"),
     "evaluation": ("Evaluation", "EvalResult", "TemplateError", "aevaluate", "make_variants", "normalize_rows",
                    "render_template", "parse_assertion"),
-    "conversation": ("DEFAULT_THREAD", "Composition", "Thread", "ThreadStore", "Turn", "TurnBuilder", "result_turn"),
+    "conversation": ("DEFAULT_THREAD", "Composition", "Thread", "ThreadStore", "Turn", "result_turn"),
     "defaults": ("DEFAULT_MAX_TOOL_CALLS", "DEFAULT_PROVIDER", "current_default", "reset_default", "session_default",
                  "set_default"),
     "files": ("document_block",),

@@ -10,15 +10,27 @@ what a run is given besides its prompt is a `RunOptions`.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from ..core import BuiltinTool, Event, Message, ModelSettings, PromptStack, SystemBlock, TextBlock, coerce_settings
+from ..core import (
+    BuiltinTool,
+    Event,
+    Message,
+    ModelSettings,
+    PromptStack,
+    SystemBlock,
+    TextBlock,
+    coerce_settings,
+    system_text,
+)
 from ..drivers import BasePromptDriver, create_driver
-from ..memory import TaskMemory, current_memory
+from ..memory import TaskMemory, current_memory, estimate_text, estimate_tokens, output_reserve
 from ..tools import Toolbox, with_task_memory
 from . import defaults
+from .conversation import Thread, result_turn
 from .files import document_blocks
 from .images import image_blocks
 from .loop import AgentRun
@@ -60,6 +72,10 @@ class Agent:
         timeout: a run's deadline, seconds, every model turn and tool included (None:
             the default's, `defaults.DEFAULT_TIMEOUT` = 600 s unless ``%provider --timeout``
             or ``ipyagent.using(timeout=...)`` says otherwise).
+        thread: the conversation this agent continues (a `Thread`, shared with whoever else
+            holds it: a notebook's named thread); None: a new one of its own. Each run adds
+            its turn to it, a failed or interrupted one marked; `messages` is what the next
+            request carries of it. `system`, given, becomes the thread's system prompt.
         **driver_options: passed to `create_driver` (``base_url``, ``api_key_env``,
             ``record``, ``max_attempts``, ``provider_options``; ``read_timeout``: seconds
             between two received bytes; ``response_timeout``: seconds for one whole response).
@@ -83,6 +99,7 @@ class Agent:
         approve: Approve | None = None,
         memory: TaskMemory | None = None,
         timeout: float | None = None,
+        thread: Thread | None = None,
         **driver_options: Any,
     ) -> None:
         if isinstance(provider, BasePromptDriver):
@@ -90,7 +107,9 @@ class Agent:
         else:
             provider_id, self.settings, options = defaults.resolve(provider, settings, driver_options)
             self.driver = create_driver(provider_id, **options)
-        self.system = system
+        self.thread = thread if thread is not None else Thread()
+        if system is not None or thread is None:
+            self.thread.system = system
         self.system_budget = system_budget
         self.toolbox = _toolbox(tools)
         self.builtin_tools = builtin_list(builtin_tools)
@@ -99,7 +118,6 @@ class Agent:
         self.approve = approve
         self.memory = memory  # Task Memory for off-prompt outputs (None: the session's, ipyagent.memory)
         self._lock: asyncio.Lock | None = None
-        self.messages: list[Message] = []
         self.results: list[AgentResult] = []
         self._timeout = None if timeout is None else defaults.check_timeout(timeout)
 
@@ -115,6 +133,21 @@ class Agent:
     @property
     def provider(self) -> str:
         return self.driver.id
+
+    @property
+    def system(self) -> Any:
+        """The system prompt: its thread's (text, or `SystemBlock` objects and text)."""
+        return self.thread.system
+
+    @system.setter
+    def system(self, value: Any) -> None:
+        self.thread.system = value
+
+    @property
+    def messages(self) -> list[Message]:
+        """The conversation as the next request carries it (a new list): the messages of the
+        thread's completed turns, oldest first (`Thread.compose`)."""
+        return self.thread.compose().messages
 
     @property
     def uses_react(self) -> bool:
@@ -148,6 +181,10 @@ class Agent:
             else defaults.current_default().max_tool_calls,
             redact_context=given.redact_context if given.redact_context is not None
             else defaults.current_default().redact_context,
+            max_history=given.max_history,
+            context_window=given.context_window,
+            ledger=given.ledger if given.ledger is not None else defaults.current_default().ledger,
+            run_id=given.run_id,
         )
 
     def prompt_stack(self, prompt: str | None = None, options: RunOptions | None = None) -> PromptStack:
@@ -155,14 +192,40 @@ class Agent:
         user = PromptStack().add_user_message(prompt) if prompt is not None else None
         return AgentRun(self.driver, user, self.options(options), self._memory(), _ignore).compose()
 
-    async def _arun(self, prompt: str, options: RunOptions, on_event: Callable[[Event], Any] | None) -> AgentResult:
-        resolved, memory = self.options(options), self._memory()
-        resolved = replace(resolved, tools=with_task_memory(resolved.tools, memory, self.driver))
+    def user_message(self, prompt: str, options: RunOptions | None = None) -> Message:
+        """The user message of a run of `prompt`, built once: the context blocks (`options.context`)
+        as text ahead of the question, then the prompt, the images and the files."""
+        given = options or RunOptions()
         user = PromptStack().add_user_message(prompt)
-        user.content[:0] = [TextBlock(text=block.to_text()) for block in resolved.context]  # ahead of the question
-        user.content.extend(resolved.images)
-        user.content.extend(resolved.files)
-        run = AgentRun(self.driver, user, resolved, memory, on_event or _ignore)
+        user.content[:0] = [TextBlock(text=block.to_text()) for block in given.context]  # ahead of the question
+        user.content.extend(given.images)
+        user.content.extend(given.files)
+        return user
+
+    def _composed(self, user: Message, options: RunOptions, emit: Callable[[Event], Any]) -> RunOptions:
+        """`options` with this agent's conversation as the history: its completed turns, the oldest
+        dropped whole to fit `options.max_history` turns and the context window (tokens:
+        `options.context_window`, else the model's) beside the system prompt, `user` and the tool
+        definitions (our estimate); a `HistoryTrimmed` notice goes to `emit` when turns were left out."""
+        window = options.context_window or self.driver.context_window
+        fixed = estimate_text(system_text(options.system)) + estimate_tokens([user])
+        fixed += estimate_text(json.dumps([d.model_dump() for d in options.tools.definitions()]))
+        budget = max(0, window - output_reserve(window) - fixed)
+        composition = self.thread.compose(max_turns=options.max_history, budget_tokens=budget)
+        notice = composition.notice(self.thread.name)
+        if notice is not None:
+            emit(notice)
+        return replace(options, history=composition.messages)
+
+    async def _arun(self, prompt: str | Message, options: RunOptions,
+                    on_event: Callable[[Event], Any] | None) -> AgentResult:
+        resolved, memory, emit = self.options(options), self._memory(), on_event or _ignore
+        resolved = replace(resolved, tools=with_task_memory(resolved.tools, memory, self.driver, resolved.ledger))
+        user = prompt if isinstance(prompt, Message) else self.user_message(prompt, resolved)
+        own = options.history is None  # the agent's own conversation: the run's turn joins it
+        if own:
+            resolved = self._composed(user, resolved, emit)
+        run = AgentRun(self.driver, user, resolved, memory, emit)
         deadline = asyncio.timeout(resolved.timeout)
         try:
             async with deadline:  # every model turn and tool
@@ -172,16 +235,22 @@ class Agent:
                 raise
             result = run.timed_out(resolved.timeout)  # type: ignore[arg-type]
         except asyncio.CancelledError:
-            self.results.append(run.interrupted())
+            result = run.interrupted()
+            self._keep(result, own, resolved.run_id)
             raise
-        if options.history is None:  # the agent's own conversation: a completed run joins it
-            self.messages.extend(result.new_messages)
-        self.results.append(result)
+        self._keep(result, own, resolved.run_id)
         return result
+
+    def _keep(self, result: AgentResult, own: bool, run_id: str | None) -> None:
+        """`result` joins `results`, and its turn this agent's thread (`own`: the run continued
+        it), completed or marked failed or interrupted (`result_turn`)."""
+        if own:
+            self.thread.add(result_turn(result, run_id=run_id))
+        self.results.append(result)
 
     async def arun(
         self,
-        prompt: str,
+        prompt: str | Message,
         options: RunOptions | None = None,
         *,
         on_event: Callable[[Event], Any] | None = None,
@@ -200,6 +269,8 @@ class Agent:
         leaves this agent's conversation alone; otherwise a completed run joins it.
 
         Args:
+            prompt: the prompt, or the run's user message built already (`user_message`: its
+                context, images and files in it; those of `options` are then not added again).
             options: this run's `RunOptions` (fields left None: this agent's settings).
             output_schema, output_strategy: shortcuts for the `RunOptions` fields: a pydantic
                 model class (or a JSON Schema dict) the reply is validated into (`result.output`;
@@ -223,7 +294,7 @@ class Agent:
             RuntimeError: a tool of this agent's own run calls it (`Agent.run` or ``%%agent``):
                 that run would wait for itself. A tool may run another `Agent`.
         """
-        if not isinstance(prompt, str) or not prompt.strip():
+        if not (isinstance(prompt, str) and prompt.strip() or isinstance(prompt, Message) and prompt.content):
             raise ValueError(f"the prompt must be non-empty text, not {prompt!r}")
         blocks = image_blocks(images) if images is not None else None
         documents = tuple(document_blocks(files)) if files is not None else None
@@ -265,7 +336,7 @@ class Agent:
 
     def run(
         self,
-        prompt: str,
+        prompt: str | Message,
         options: RunOptions | None = None,
         *,
         on_event: Callable[[Event], Any] | None = None,
@@ -323,7 +394,7 @@ class Agent:
 
     def reset(self) -> None:
         """Forget the conversation (the system prompt stays)."""
-        self.messages.clear()
+        self.thread.reset()
 
     async def aclose(self) -> None:
         await self.driver.close()

@@ -1,6 +1,7 @@
 """Conversation threads: named histories of runs, and how the next prompt is composed.
 
-A thread is a list of turns; a turn is one run's messages (the user prompt,
+An `Agent` owns its thread (a notebook's named thread, shared by the cells that name it):
+each run adds its turn (`result_turn`). A thread is a list of turns; a turn is one run's messages (the user prompt,
 then each assistant message and the tool results that followed it). A failed
 or interrupted turn is kept, marked, for the record, and skipped when the next
 prompt is composed. History is trimmed by whole turns only, so a tool call is
@@ -13,23 +14,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import (
-    ActionArtifact,
-    ActionCallBlock,
-    ActionResultBlock,
-    Event,
-    EventHandler,
-    HistoryTrimmed,
-    Message,
-    MessageError,
-    ModelCompleted,
-    ModelFailed,
-    ModelStarted,
-    PartialReply,
-    ToolCallCompleted,
-    reply_so_far,
-    to_blocks,
-)
+from ..core import ActionCallBlock, ActionResultBlock, HistoryTrimmed, Message
 from ..memory import estimate_tokens
 
 DEFAULT_THREAD = "default"
@@ -180,63 +165,14 @@ class ThreadStore:
             return self._threads.pop(name, None) is not None
 
 
-class TurnBuilder(EventHandler):
-    """Rebuilds a run's messages from its events, for runs that end without a result
-    (failed, interrupted): completed model turns and tool results as they were, then
-    the partial assistant message, its status ``failed`` (or ``interrupted``)."""
-
-    def __init__(self, prompt: Message) -> None:
-        self.messages: list[Message] = [prompt]
-        self._streaming: PartialReply | None = None  # the reply being streamed (its driver's record)
-        self._results: Message | None = None
-
-    def feed(self, event: Event) -> None:
-        self.handle(event)
-
-    def on_model_started(self, event: ModelStarted) -> None:
-        self._flush_results()
-        self._streaming = event.reply
-
-    def on_model_completed(self, event: ModelCompleted) -> None:
-        self.messages.append(event.message)
-        self._streaming = None
-
-    def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
-        if self._results is None:
-            self._results = Message(role="tool")
-        self._results.content.extend(to_blocks(ActionArtifact(value=event.action)))
-
-    def on_model_failed(self, event: ModelFailed) -> None:
-        self._flush_results()
-        if not any(event.partial is m for m in self.messages):
-            partial = event.partial.model_copy(deep=True)
-            partial.status, partial.error = "failed", MessageError.of(event.error)
-            self.messages.append(partial)
-        self._streaming = None
-
-    def _flush_results(self) -> None:
-        if self._results is not None:
-            self.messages.append(self._results)
-            self._results = None
-
-    def interrupted(self) -> list[Message]:
-        """The messages of a run cancelled mid-way (kernel interrupt): the reply being streamed
-        as its driver's record has it, its status ``interrupted``."""
-        self._flush_results()
-        partial = reply_so_far(self._streaming, "interrupted")
-        if partial is not None:
-            self.messages.append(partial)
-        self._streaming = None
-        return self.messages
-
-
-def result_turn(result: Any, builder: TurnBuilder, *, run_id: str | None = None) -> Turn:
-    """The turn of a finished run (`AgentResult`): its own messages when it completed, else
-    what `builder` saw, marked failed."""
+def result_turn(result: Any, *, run_id: str | None = None) -> Turn:
+    """The turn a finished run (`AgentResult`) adds to its thread: a completed run's
+    `new_messages` (as a later request must carry them); a failed or interrupted run's
+    `messages` as they were, its partial reply marked by its status, kept for the record
+    and skipped when the next prompt is composed."""
     provider = getattr(result, "provider", None)
-    if result.error is None and not result.interrupted and result.messages:
-        return Turn(list(result.messages), "ok", run_id, provider)
+    if result.error is None and not result.interrupted:
+        return Turn(list(result.new_messages or result.messages), "ok", run_id, provider)
     status = "interrupted" if result.interrupted else "failed"
     error = result.error.message if result.error is not None else "interrupted"
-    messages = builder.interrupted() if result.interrupted else builder.messages
-    return Turn(list(messages), status, run_id, provider, error)
+    return Turn(list(result.messages), status, run_id, provider, error)

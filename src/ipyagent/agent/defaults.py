@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..core import ModelSettings, coerce_settings
-from ..drivers import example_id
+from ..drivers import Ledger, example_id, resolve_alias
 
 #: The provider used when nothing else says which: OpenAI's current model in the shipped lifecycle
 #: table (``drivers/lifecycle.json``, the one place that choice is made).
@@ -53,6 +53,9 @@ class Defaults:
         redact_context: context sent to a model (cell templates' values, ``--with``, ``--cells``,
             the last error, tool results) passes the one redactor's context rule
             (`core.redact_context`); False sends it as it is (``%agent settings redact_context=false``).
+        ledger: the session's spending and budget (``%provider --budget``, ``%agent cost``): each
+            run records its billed turns there (`RunOptions.ledger`); a default changed from this
+            one (`set_default`, `using`) keeps it, `reset_default` starts a new one.
     """
 
     provider: str = DEFAULT_PROVIDER
@@ -61,6 +64,7 @@ class Defaults:
     timeout: float = DEFAULT_TIMEOUT
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
     redact_context: bool = True
+    ledger: Ledger = field(default_factory=Ledger, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "driver_options", MappingProxyType(dict(self.driver_options)))
@@ -77,8 +81,6 @@ class Defaults:
 
 
 def _provider_name(provider_id: str) -> str:
-    from ..drivers import resolve_alias
-
     return resolve_alias(provider_id).partition(":")[0]
 
 
@@ -109,7 +111,7 @@ def _changed(base: Defaults, provider: str | None, settings: Any, fields: dict[s
         raise ValueError(f"redact_context must be True or False, not {changed['redact_context']!r}")
     return replace(Defaults(provider or base.provider, new_settings, options,
                             base.timeout if timeout is None else check_timeout(timeout),
-                            base.max_tool_calls, base.redact_context), **changed)
+                            base.max_tool_calls, base.redact_context, base.ledger), **changed)
 
 
 def check_max_tool_calls(value: Any) -> int:

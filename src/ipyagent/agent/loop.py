@@ -47,7 +47,7 @@ from ..core import (
     Usage,
     reply_so_far,
 )
-from ..drivers import LEDGER, BasePromptDriver, total_cost
+from ..drivers import BasePromptDriver, total_cost
 from ..memory import TaskMemory
 from ..tools import MCPServerError, Toolbox, store_output, with_task_memory
 from . import react, structured
@@ -282,7 +282,7 @@ class AgentRun:
         """Let tools that learn theirs at run time do so (MCP servers start on first use and
         list their tools), then add the Task Memory reader if one of them is off-prompt."""
         await self.toolbox.prepare()
-        self.toolbox = with_task_memory(self.toolbox, self.memory, self.driver)
+        self.toolbox = with_task_memory(self.toolbox, self.memory, self.driver, self.options.ledger)
         self.react_mode = bool(self.toolbox) and self.react_wanted
 
     # -- the loop ----------------------------------------------------------------------
@@ -299,7 +299,8 @@ class AgentRun:
 
     async def _steps(self) -> AgentResult:
         try:
-            LEDGER.check_budget()  # %provider --budget: no new run once the session has spent it
+            if self.options.ledger is not None:
+                self.options.ledger.check_budget()  # %provider --budget: no new run once it is spent
         except ProviderError as exc:
             return self._fail(Message(role="assistant"), exc)
         try:
@@ -313,8 +314,7 @@ class AgentRun:
                 self._keep_failed(turn)
                 self.emit(turn)
                 return self._result(turn.partial, error=turn.error, metadata=turn.metadata)
-            self.usage += turn.usage
-            self.costs.append(turn.metadata.get("cost"))
+            self._bill(turn.metadata, turn.usage)
             self.pending.append(turn.message)
             calls = self._calls_in(turn.message)
             if not calls and turn.message.metadata.get("paused"):
@@ -409,8 +409,15 @@ class AgentRun:
         if turn.partial.content:
             self.pending.append(turn.partial)
         if turn.partial.usage is not None:
-            self.usage += turn.partial.usage
-            self.costs.append(turn.metadata.get("cost"))
+            self._bill(turn.metadata, turn.partial.usage)
+
+    def _bill(self, metadata: dict[str, Any], usage: Usage) -> None:
+        """A billed model turn: its `usage` and price (``metadata["cost"]``) count in the run's,
+        and it is recorded in the run's ledger (`RunOptions.ledger`)."""
+        self.usage += usage
+        self.costs.append(metadata.get("cost"))
+        if self.options.ledger is not None:
+            self.options.ledger.record_turn(metadata, usage)
 
     def _stopped_metadata(self) -> dict[str, Any]:
         """Figures of a run stopped mid-stream that no driver event carries: its first token's time."""

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core import Message, ModelSettings, ToolAction
+from ..drivers import Ledger
+from .defaults import check_max_tool_calls, check_timeout
 
 #: ``approve(action)``: True (or an awaitable of True) to run a call that needs approval.
 Approve = Callable[[ToolAction], "bool | Awaitable[bool]"]
@@ -58,6 +60,15 @@ class RunOptions:
             read past the call that passes it.
         redact_context: tool results pass the one redactor's context rule before they are sent
             (None: the default's, True unless ``%agent settings redact_context=false``).
+        max_history: with the agent's own conversation, the latest completed turns sent at most
+            (None: as many as fit); older turns are left out whole.
+        context_window: with the agent's own conversation, the tokens (our estimate) the request
+            is fitted to by leaving out the oldest turns (None: the model's window).
+        ledger: the session spending this run is checked against (``budget``: no run starts
+            once it is spent) and records its model turns in (None: the default's,
+            `defaults.Defaults.ledger`, which ``%provider --budget`` sets).
+        run_id: the id this run is recorded under (a run store's), kept with its turn in the
+            agent's thread.
     """
 
     system: Any = None
@@ -77,17 +88,17 @@ class RunOptions:
     timeout: float | None = None
     max_tool_calls: int | None = None
     redact_context: bool | None = None
+    max_history: int | None = None
+    context_window: int | None = None
+    ledger: Ledger | None = None
+    run_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be 1 or more, not {self.max_steps}")
         if self.timeout is not None:
-            from .defaults import check_timeout
-
             object.__setattr__(self, "timeout", check_timeout(self.timeout))
         if self.max_tool_calls is not None:
-            from .defaults import check_max_tool_calls
-
             check_max_tool_calls(self.max_tool_calls)
 
     def merged(self, **changes: Any) -> "RunOptions":

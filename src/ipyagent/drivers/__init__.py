@@ -5,7 +5,7 @@ from .aggregate import Aggregator
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, close_all_drivers
 from .decode import StreamDecoder
 from .lifecycle import Lifecycle, current_model, driver_notice, example_id, lifecycle, shutdown_notice
-from .pricing import LEDGER, Cost, format_usd, total_cost
+from .pricing import Cost, Ledger, format_usd, total_cost
 from .registry import (
     ALIASES,
     BUILTIN,
@@ -42,7 +42,7 @@ __all__ = [
     "Aggregator",
     "total_cost",
     "format_usd",
-    "LEDGER",
+    "Ledger",
     "close_all_drivers",
     "Lifecycle",
     "current_model",

@@ -143,8 +143,10 @@ def total_cost(costs: list[dict[str, Any] | None]) -> Cost | None:
 
 
 class Ledger:
-    """What this session spent, turn by turn: every driver records each completed model
-    turn here (replays excepted), whatever started it (a cell, a comparison, Python).
+    """What a session spent, turn by turn: each run records its billed model turns here
+    (`record_turn`; replays excepted), whatever started it (a cell, a comparison, Python).
+    A run is given its ledger (`RunOptions.ledger`); the session's is the default's
+    (`agent.defaults.Defaults.ledger`).
 
     `budget` (USD, None: none) is what ``%provider --budget`` sets; `check_budget`
     refuses new runs once the known total has reached it.
@@ -162,6 +164,16 @@ class Ledger:
             self.turns.append(
                 (provider, model, None if cost is None else float(cost), usage.input_tokens, usage.output_tokens)
             )
+
+    def record_turn(self, metadata: dict[str, Any], usage: Usage | None) -> None:
+        """Record a model turn from its event's `metadata` (``provider``, ``model``, ``cost``:
+        `Cost.to_dict()` or None when unknown) and billed `usage`; a replayed turn, or one
+        without usage or a price entry (nothing was billed), is not recorded."""
+        if usage is None or "cost" not in metadata or metadata.get("replayed"):
+            return
+        cost = metadata["cost"]
+        total = float(cost["total_usd"]) if isinstance(cost, dict) else None
+        self.record(str(metadata.get("provider") or ""), str(metadata.get("model") or ""), total, usage)
 
     @property
     def total(self) -> float:
@@ -205,6 +217,3 @@ class Ledger:
             self.turns.clear()
             self.budget = None
 
-
-#: The session's spending (one per process: one kernel, one session).
-LEDGER = Ledger()

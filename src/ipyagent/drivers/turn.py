@@ -388,7 +388,7 @@ class TurnSteps:
             raise ProviderError("invalid_response", str(exc), retryable=False) from None
         model = model_or(meta, self.model)
         usage = _with_tool_calls(meta.usage or Usage(), meta)
-        cost = await self._bill(start, meta, usage, model)
+        cost = await self._bill(meta, usage, model)
         metadata = turn_metadata(start, sent, ttft_s, self.provider, model,
                                  cut or None,  # cut off by max_tokens inside a tool call: partial, not a mistake
                                  cost=cost.to_dict() if cost is not None else None)
@@ -407,18 +407,16 @@ class TurnSteps:
             self.provider, model or self.model, usage, price_provider=getattr(self, "price_provider", None)
         )
 
-    async def _bill(self, start: TurnStart, meta: StreamMeta, usage: Usage, model: str) -> Cost | None:
-        """The price of a turn's `usage`, recorded in the session's ledger (budgets) unless replayed;
-        None (unknown) when the provider's usage could not be read (`StreamMeta.usage_error`)."""
+    async def _bill(self, meta: StreamMeta, usage: Usage, model: str) -> Cost | None:
+        """The price of a turn's `usage` (the event's ``cost``; a run records it in its ledger,
+        `Ledger.record_turn`); None (unknown) when the provider's usage could not be read
+        (`StreamMeta.usage_error`)."""
         if meta.usage_error is not None:
-            cost = None
-        elif pricing.loaded():  # ~0.1 ms at most, usually a lookup: no thread hop
-            cost = self.price(usage, model)
-        else:  # off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams
-            cost = await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, model)
-        if not start.replayed:
-            pricing.LEDGER.record(self.provider, model, cost, usage)
-        return cost
+            return None
+        if pricing.loaded():  # ~0.1 ms at most, usually a lookup: no thread hop
+            return self.price(usage, model)
+        # off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams
+        return await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, model)
 
     async def _failed(self, error: ProviderError, start: TurnStart, sent: Sent | None, reply: Aggregator,
                       ttft_s: float | None) -> ModelFailed:
@@ -426,7 +424,7 @@ class TurnSteps:
         tried again: a longer wait asked than `max_retry_wait`, or the attempts ran out) and the partial
         message of what arrived (`Aggregator.partial`, its status ``failed``, its error `error`).
         Usage the provider sent before failing is the partial's `usage`, priced (``cost`` in
-        the metadata) and recorded in the ledger like a completed turn's."""
+        the metadata) like a completed turn's."""
         self._not_retried(error, sent.attempts if sent is not None else 1)
         try:
             kept = reply.partial("failed", error)
@@ -437,7 +435,7 @@ class TurnSteps:
         model, extra = model_or(meta, self.model), {}
         if meta.usage is not None:  # billed before it failed: the cost and budgets count it
             partial.usage = _with_tool_calls(meta.usage, meta)
-            cost = await self._bill(start, meta, partial.usage, model)
+            cost = await self._bill(meta, partial.usage, model)
             extra["cost"] = cost.to_dict() if cost is not None else None
         metadata = turn_metadata(start, sent, ttft_s, self.provider, model, **extra)
         partial.metadata = {**metadata, **partial.metadata}

@@ -68,8 +68,8 @@ def content_text(entry: MemoryEntry) -> str:
 
 
 class _Asker:
-    def __init__(self, driver: Any, window: int) -> None:
-        self.driver, self.window = driver, window
+    def __init__(self, driver: Any, window: int, ledger: Any = None) -> None:
+        self.driver, self.window, self.ledger = driver, window, ledger
         self.requests, self.usage = 0, Usage()
 
     def room(self, fixed: str) -> int:
@@ -82,16 +82,20 @@ class _Asker:
         stack.add_system_message(SYSTEM)
         stack.messages.append(Message(role="user", content=blocks))
         completed = await self.driver.run(stack)
+        if self.ledger is not None:  # spent within the run that asked: its ledger counts it
+            self.ledger.record_turn(completed.metadata, completed.usage)
         self.requests += 1
         u = completed.usage
         self.usage = self.usage + u
         return completed.message.text.strip()
 
 
-async def ask(driver: Any, entry: MemoryEntry, question: str, *, window: int | None = None) -> Answer:
+async def ask(driver: Any, entry: MemoryEntry, question: str, *, window: int | None = None,
+              ledger: Any = None) -> Answer:
     """Answer `question` from the stored artifact with `driver` (any prompt driver).
 
-    `window` is the context window in tokens (default: the model's, `driver.context_window`).
+    `window` is the context window in tokens (default: the model's, `driver.context_window`);
+    `ledger` (a `drivers.Ledger`) records each sub-request's spending.
 
     Raises:
         ValueError: an empty question; binary content other than an image; a window
@@ -101,7 +105,7 @@ async def ask(driver: Any, entry: MemoryEntry, question: str, *, window: int | N
     if not question.strip():
         raise ValueError("the question is empty")
     text = None if isinstance(entry.artifact, ImageArtifact) else content_text(entry)
-    asker = _Asker(driver, window or driver.context_window)
+    asker = _Asker(driver, window or driver.context_window, ledger)
     if text is None:
         image = ImageBlock(mime_type=entry.artifact.mime_type, data=base64.b64encode(entry.artifact.value).decode())
         answer = await asker.ask([image, TextBlock(text=question)])

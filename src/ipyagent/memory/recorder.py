@@ -97,7 +97,9 @@ class RunRecorder(EventHandler):
         store: the run store.
         thread: the conversation thread's name.
         provider: ``provider:model``.
-        prompt: the user prompt message.
+        prompt: the run's user message (its context blocks, images and files included).
+        prompt_text: the prompt as the user wrote it, for the list of runs (default: the
+            message's text).
         session: the writing session's id.
         metadata: anything else about the run (tools, options).
     """
@@ -109,6 +111,7 @@ class RunRecorder(EventHandler):
         thread: str | None,
         provider: str,
         prompt: Message,
+        prompt_text: str | None = None,
         session: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> None:
@@ -122,16 +125,17 @@ class RunRecorder(EventHandler):
         name, _, model = provider.partition(":")
         self.provider, self.model = name, model
         self.run_id = ""
-        self._safe(lambda: self._start(thread, provider, prompt, session, metadata))
+        text = prompt.text if prompt_text is None else prompt_text
+        self._safe(lambda: self._start(thread, prompt, text, session, metadata))
 
     def _start(
-        self, thread: str | None, provider: str, prompt: Message, session: str | None, metadata: dict[str, Any] | None
+        self, thread: str | None, prompt: Message, text: str, session: str | None, metadata: dict[str, Any] | None
     ) -> None:
         self.run_id = self.store.start_run(
             thread=thread,
             provider=self.provider,
             model=self.model,
-            prompt=prompt.text,
+            prompt=text,
             session=session,
             metadata=metadata,
         )

@@ -190,10 +190,7 @@ def unload(ipython: Any) -> None:
 
     unregister_grading(ipython)
     magics.close()
-    reset_default()
-    from ..drivers import LEDGER
-
-    LEDGER.reset()  # the session's spending and budget  # the %provider default goes with the extension
+    reset_default()  # the %provider default goes with the extension, and the session's spending and budget
     compare = ipython.magics_manager.registry.pop("CompareMagics", None)
     session = ipython.magics_manager.registry.pop("SessionMagics", None)
     mcp = ipython.magics_manager.registry.pop("MCPMagics", None)

@@ -1,23 +1,22 @@
 """The notebook session's shared state: conversation threads, Task Memory and the run store.
 
-``%%agent`` (magics.py) and the ``%agent`` subcommands (session_magics.py)
-share one `Session`. A cell's run goes through `Session.begin`, which
-composes the thread's history for the request (trimmed to ``--max-history``
-and to the model's context window) and returns an `ActiveRun` that records
-the run's events in the thread and the run store as they come.
+``%%agent`` (magics/agent.py) and the ``%agent`` subcommands (magics/session.py)
+share one `Session`. Wiring only: a cell's agent owns the cell's thread (it composes
+the history, trimmed to ``--max-history`` and the context window, and adds the run's
+turn); `Session.begin` builds the run's user message once and returns an `ActiveRun`
+that records the run's events in the run store as they come.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import uuid
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..agent import DEFAULT_THREAD, Composition, RunOptions, Thread, ThreadStore, Turn, TurnBuilder, result_turn
-from ..core import Event, PromptStack, system_text
+from ..agent import DEFAULT_THREAD, RunOptions, ThreadStore
+from ..core import Event, Message
 from ..memory import (
     DEFAULT_STORE_MAX_SIZE,
     STORE_ENV,
@@ -26,9 +25,7 @@ from ..memory import (
     StoreError,
     current_memory,
     default_store_path,
-    estimate_text,
     human_size,
-    output_reserve,
 )
 
 
@@ -86,33 +83,13 @@ class Session:
 
     # -- runs --------------------------------------------------------------------------
 
-    def begin(
-        self,
-        agent: Any,
-        prompt: str,
-        options: RunOptions,
-        *,
-        thread: str | None = None,
-        max_history: int | None = None,
-        window: int | None = None,
-        record: bool = True,
-        metadata: dict[str, Any] | None = None,
-    ) -> "ActiveRun":
-        """Prepare one run of `prompt` by `agent` in `thread`. Returns the run's recorder, whose
-        `options` are `options` with the thread's system prompt and history: its completed
-        turns, the oldest dropped whole to fit `max_history` turns and the context `window`
-        (tokens; default the model's) after the prompt and its attached context blocks
-        (`options.context`, our estimate). `options.tools` is a `Toolbox`."""
-        chosen = self.threads.get(thread)
-        driver = agent.driver
-        window = window or driver.context_window
-        fixed = estimate_text(system_text(chosen.system) + prompt) + sum(block.tokens for block in options.context)
-        fixed += estimate_text(json.dumps([d.model_dump() for d in options.tools.definitions()]))
-        budget = max(0, window - output_reserve(window) - fixed)
-        composition = chosen.compose(max_turns=max_history, budget_tokens=budget)
-        options = replace(options, system=chosen.system, history=list(composition.messages))
+    def begin(self, agent: Any, prompt: str, options: RunOptions, *, record: bool = True,
+              metadata: dict[str, Any] | None = None) -> "ActiveRun":
+        """Prepare one run of `prompt` by `agent` (whose thread is the cell's: the agent composes
+        the history and adds the run's turn). Returns the run's wiring: its user message, built
+        once (`Agent.user_message`), and its recorder in the run store (`record`)."""
         store = self.store if record else None
-        return ActiveRun(self, agent, chosen, prompt, composition, store, metadata, options)
+        return ActiveRun(self, agent, prompt, agent.user_message(prompt, options), store, metadata, options)
 
     def close(self) -> None:
         if self._store is not None:
@@ -121,35 +98,24 @@ class Session:
 
 
 class ActiveRun:
-    """One run in progress: feeds its events to the thread's turn builder and the run
-    store, then adds the turn to the thread when the run ends."""
+    """One run in progress: feeds its events to the run store, and gives the store the outcome
+    when the run ends. `user` is the run's user message; `options` the run's options with its
+    run id (the agent keeps it with the run's turn in its thread)."""
 
-    def __init__(
-        self,
-        session: Session,
-        agent: Any,
-        thread: Thread,
-        prompt: str,
-        composition: Composition,
-        store: RunStore | None,
-        metadata: dict[str, Any] | None,
-        options: RunOptions,
-    ) -> None:
-        self.session, self.agent, self.thread, self.composition = session, agent, thread, composition
-        self.options = options  # what the run is given: the thread's system prompt and history
-        user = PromptStack().add_user_message(prompt)
-        self.builder = TurnBuilder(user)
+    def __init__(self, session: Session, agent: Any, prompt: str, user: Message, store: RunStore | None,
+                 metadata: dict[str, Any] | None, options: RunOptions) -> None:
+        self.session, self.agent, self.user = session, agent, user
         self.recorder: RunRecorder | None = None
         if store is not None:
-            self.recorder = RunRecorder(
-                store, thread=thread.name, provider=agent.provider, prompt=user, session=session.id, metadata=metadata
-            )
+            self.recorder = RunRecorder(store, thread=agent.thread.name, provider=agent.provider, prompt=user,
+                                        prompt_text=prompt, session=session.id, metadata=metadata)
             if not self.recorder.active:
                 self._warn(self.recorder.error)
                 self.recorder = None
         self.run_id = self.recorder.run_id if self.recorder is not None else None
         if self.run_id:
             session.run_ids.append(self.run_id)
+        self.options = replace(options, run_id=self.run_id)
         self._ended = False
 
     @staticmethod
@@ -158,7 +124,6 @@ class ActiveRun:
             print(f"ipyagent: {message}", file=sys.stderr)
 
     def feed(self, event: Event) -> None:
-        self.builder.feed(event)
         if self.recorder is not None:
             self.recorder.feed(event)
 
@@ -171,24 +136,11 @@ class ActiveRun:
 
         return both
 
-    def announce(self, on_event: Any) -> None:
-        """Tell `on_event` (the view) that old turns were left out, when they were."""
-        notice = self.composition.notice(self.thread.name)
-        if notice is not None:
-            self.feed(notice)
-            on_event(notice)
-
     def finish(self, result: Any) -> Any:
-        """The run ended: its turn joins the thread (completed: what the run adds to the
-        conversation; failed: what was seen, marked), and the store gets the outcome."""
+        """The run ended: the store gets the outcome, and `result` its run id."""
         if self._ended:
             return result
         self._ended = True
-        if result.ok and result.new_messages:
-            turn = Turn(list(result.new_messages), "ok", self.run_id, result.provider)
-        else:
-            turn = result_turn(result, self.builder, run_id=self.run_id)
-        self.thread.add(turn)
         if self.recorder is not None:
             self.recorder.finish(result)
             self._warn(self.recorder.error)
@@ -204,14 +156,11 @@ class ActiveRun:
             self.recorder.keep_transcript(transcript.to_json())
 
     def interrupted(self) -> None:
-        """The run was cancelled: the partial turn joins the thread marked, and the store
-        marks its streaming message partial and failed."""
+        """The run was cancelled: the store writes the reply that was streaming, marked, and the
+        run ``interrupted`` (the agent added the interrupted turn to its thread)."""
         if self._ended:
             return
         self._ended = True
-        self.thread.add(
-            Turn(self.builder.interrupted(), "interrupted", self.run_id, self.agent.provider, "interrupted")
-        )
         if self.recorder is not None:
             self.recorder.interrupted()
 

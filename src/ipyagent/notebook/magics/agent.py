@@ -26,6 +26,7 @@ from ...agent import (
     Agent,
     AgentResult,
     RunOptions,
+    Thread,
     Turn,
     current_default,
     document_block,
@@ -40,6 +41,7 @@ from ...drivers import (
     BasePromptDriver,
     create_driver,
     driver_notice,
+    format_usd,
     parse_provider_id,
     providers,
     resolve_alias,
@@ -197,10 +199,10 @@ class AgentMagics(Magics):
         resolved = resolve_alias(provider_id)
         return resolved, current.options_for(resolved)
 
-    def _agent(self, provider_id: str | None) -> Agent:
+    def _agent(self, provider_id: str | None, thread: Thread | None = None) -> Agent:
         """A cell's agent for `provider_id` (default: the ``%provider`` one), on a driver kept for the
-        session, with the session's settings as they are now. What the cell asks for (thread history,
-        tools, ...) goes into the run's `RunOptions`, never onto the agent."""
+        session, with the session's settings as they are now, continuing `thread` (the cell's). What
+        the cell asks for (tools, history limits...) goes into the run's `RunOptions`, never onto the agent."""
         provider_id, options = self.driver_options(provider_id)
         key = (provider_id, tuple(sorted(options.items())))
         driver = self._drivers.get(key)
@@ -208,7 +210,7 @@ class AgentMagics(Magics):
             extra = {"chunk_delay": REPLAY_DELAY} if provider_id.startswith("replay:") else {}
             driver = self._drivers[key] = create_driver(provider_id, **options, **extra)
             self.note_shutdown(driver)
-        return Agent(driver)
+        return Agent(driver, thread=thread)
 
     def note_shutdown(self, driver: BasePromptDriver) -> None:
         """One line, once a session per model, when `driver`'s model shuts down within 60 days or
@@ -596,13 +598,12 @@ class AgentMagics(Magics):
 
     @staticmethod
     def _set_budget(usd: float) -> None:
-        from ...drivers import LEDGER, format_usd
-
         if usd < 0:
             raise UsageError(f"--budget is in USD, 0 or more, not {usd:g}")
-        LEDGER.budget = usd
+        ledger = session_default().ledger
+        ledger.budget = usd
         print(
-            f"budget: {format_usd(usd) if usd else '$0'} for this session; spent so far {format_usd(LEDGER.total)} "
+            f"budget: {format_usd(usd) if usd else '$0'} for this session; spent so far {format_usd(ledger.total)} "
             "(known prices; %agent cost shows it by provider)"
         )
 
@@ -807,12 +808,13 @@ class AgentMagics(Magics):
         run_options = replace(self._run_options(args), context=tuple(context))
         self.session.last_context = [b.describe() for b in context]
         self.session.last_masked = masked_counts(masked, context)
+        thread = self.session.threads.get(args.thread)
         if args.new:
-            self.session.threads.get(args.thread).reset()
+            thread.reset()
         if args.system is not None:
-            self.session.threads.get(args.thread).system = self._system_value(args.system)
+            thread.system = self._system_value(args.system)
         try:
-            agent = self._agent(args.provider)
+            agent = self._agent(args.provider, thread)
         except ConfigurationError as exc:
             self._error(str(exc))
             return None
@@ -861,34 +863,21 @@ class AgentMagics(Magics):
 
     def _run_agent_cell(self, agent: Agent, prompt: str, run_options: RunOptions, args: Any) -> Any:
         """Run `prompt` on the cell's thread, streaming into a view; the result is kept (``%agent last``, ``-o``)."""
-        active = self.session.begin(
-            agent,
-            prompt,
-            run_options,
-            thread=args.thread,
-            max_history=args.max_history,
-            window=args.context_window,
-            record=not args.no_store,
-            metadata={
-                "tools": run_options.tools.names(),
-                "max_steps": args.max_steps,
-                "context": self.session.last_context,
-                **({"masked": self.session.last_masked} if self.session.last_masked else {}),
-            },
-        )
+        metadata = {"tools": run_options.tools.names(), "max_steps": args.max_steps,
+                    "context": self.session.last_context,
+                    **({"masked": self.session.last_masked} if self.session.last_masked else {})}
+        active = self.session.begin(agent, prompt, run_options, record=not args.no_store, metadata=metadata)
         view = make_view(agent.provider, widgets=self._widgets(), masked=self.session.last_masked)
-        options = replace(active.options, approve=view.request_approval)  # the thread's system prompt and history
+        options = replace(active.options, approve=view.request_approval, max_history=args.max_history,
+                          context_window=args.context_window)
         # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
         live = (LiveTranscript(view, provider=agent.provider, prompt=prompt, masked=self.session.last_masked)
                 if self._widgets() else None)
 
         async def run() -> AgentResult:
             try:
-                on_event = active.wrap(
-                    live.feed if live is not None else view.feed
-                )  # thread + run store, then the view
-                active.announce(on_event)
-                return await agent.arun(prompt, options, on_event=on_event)
+                on_event = active.wrap(live.feed if live is not None else view.feed)  # the run store, then the view
+                return await agent.arun(active.user, options, on_event=on_event)
             except asyncio.CancelledError:
                 active.interrupted()
                 view.mark_interrupted()

@@ -31,7 +31,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from ...agent import DEFAULT_THREAD, AgentResult, transcript_of
+from ...agent import DEFAULT_THREAD, AgentResult, session_default, transcript_of
+from ...drivers import format_usd
 from ...core import (
     MESSAGE_FIELDS,
     ActionCallBlock,
@@ -376,9 +377,8 @@ class SessionMagics(Magics):
 
     def _cost(self, _: str | None) -> None:
         """The session's spending by provider: turns, tokens, USD at known prices, turns without one."""
-        from ...drivers import LEDGER, format_usd
-
-        rows = LEDGER.by_provider()
+        ledger = session_default().ledger
+        rows = ledger.by_provider()
         if not rows:
             print("nothing spent yet in this session (replayed runs cost nothing)")
         else:
@@ -395,13 +395,13 @@ class SessionMagics(Magics):
                     f"{format_usd(row['usd'])}{unknown}"
                 )
             print(
-                f"total: {format_usd(LEDGER.total)}"
+                f"total: {format_usd(ledger.total)}"
                 + (" (known prices only)" if any(r["unknown"] for r in rows.values()) else "")
             )
-        if LEDGER.budget is not None:
-            left = max(0.0, LEDGER.budget - LEDGER.total)
+        if ledger.budget is not None:
+            left = max(0.0, ledger.budget - ledger.total)
             print(
-                f"budget: {format_usd(LEDGER.budget)}, {format_usd(left)} left"
+                f"budget: {format_usd(ledger.budget)}, {format_usd(left)} left"
                 + ("; new runs are refused" if not left else "")
             )
 

@@ -26,6 +26,7 @@ class TaskMemoryTool(BaseTool):
     Args:
         memories: the memories it reads (one or several).
         driver: the prompt driver that `summarize` and `query` ask (the run's own).
+        ledger: where those sub-requests' spending is recorded (the run's `Ledger`; None: nowhere).
         context_window: tokens the sub-prompts may use (default: the model's).
         max_chars, max_rows: the most one `read` returns (characters or bytes; rows or items).
         name: the tool's name (``TaskMemory``).
@@ -36,6 +37,7 @@ class TaskMemoryTool(BaseTool):
         memories: TaskMemory | list[TaskMemory],
         *,
         driver: Any = None,
+        ledger: Any = None,
         context_window: int | None = None,
         max_chars: int = 8000,
         max_rows: int = 100,
@@ -43,7 +45,7 @@ class TaskMemoryTool(BaseTool):
     ) -> None:
         super().__init__(name=name)
         self.memories = list(memories) if isinstance(memories, (list, tuple)) else [memories]
-        self.driver = driver
+        self.driver, self.ledger = driver, ledger
         self.context_window = context_window
         self.max_chars, self.max_rows = max_chars, max_rows
 
@@ -118,20 +120,20 @@ class TaskMemoryTool(BaseTool):
         entry = self._entry(namespace)
         if self.driver is None:
             raise ValueError("no model to ask: give TaskMemoryTool a driver")
-        answer = await ask_memory(self.driver, entry, question, window=self.context_window)
+        answer = await ask_memory(self.driver, entry, question, window=self.context_window, ledger=self.ledger)
         return {"namespace": namespace, **answer.to_dict()}
 
 
-def with_task_memory(toolbox: Toolbox, memory: TaskMemory, driver: Any = None) -> Toolbox:
+def with_task_memory(toolbox: Toolbox, memory: TaskMemory, driver: Any = None, ledger: Any = None) -> Toolbox:
     """`toolbox` plus a `TaskMemoryTool` over `memory` (and the tools' own output memories)
     when any of its tools is off-prompt; unchanged otherwise, or when it has one already
-    (which then gets `driver` if it had none)."""
+    (which then gets `driver` and `ledger` if it had none)."""
     if not toolbox or not has_off_prompt(toolbox):
         return toolbox
     memories = memories_of(toolbox, memory)
     for tool in toolbox.tools:
         if isinstance(tool, TaskMemoryTool):
-            tool.driver = tool.driver or driver
+            tool.driver, tool.ledger = tool.driver or driver, tool.ledger or ledger
             tool.memories += [m for m in memories if all(m is not k for k in tool.memories)]
             return toolbox
-    return Toolbox([*toolbox.tools, TaskMemoryTool(memories, driver=driver)])
+    return Toolbox([*toolbox.tools, TaskMemoryTool(memories, driver=driver, ledger=ledger)])
