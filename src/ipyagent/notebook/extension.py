@@ -137,10 +137,13 @@ def load(ipython: Any) -> None:
 
 def _load_now(ipython: Any) -> None:
     from .magics.agent import AgentMagics
+    from .magics.provider import ProviderMagics
 
     if id(ipython) in _registered:
         return
-    magics = AgentMagics(ipython)
+    providers = ProviderMagics(ipython)  # %provider
+    ipython.register_magics(providers)
+    magics = AgentMagics(ipython, providers)
     ipython.register_magics(magics)
     from .magics.compare import CompareMagics
 
@@ -194,9 +197,11 @@ def unload(ipython: Any) -> None:
     compare = ipython.magics_manager.registry.pop("CompareMagics", None)
     session = ipython.magics_manager.registry.pop("SessionMagics", None)
     mcp = ipython.magics_manager.registry.pop("MCPMagics", None)
+    ipython.magics_manager.registry.pop("ProviderMagics", None)
     magics.session.close()
     for kind, names in [
         *magics.magics.items(),
+        *magics.providers.magics.items(),
         *(compare.magics.items() if compare else ()),
         *(session.magics.items() if session else ()),
         *(mcp.magics.items() if mcp else ()),

@@ -7,7 +7,6 @@ and draws the panes and the table (`compare_view`).
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import re
 from typing import Any
@@ -24,8 +23,8 @@ from ..context.template import TemplateError, render_template
 from ..outcomes import resolved, run_cell
 from ..views.compare_view import CompareTextView, CompareWidgetView
 from ..views.transcript_output import finish_comparison, show_live
-from .agent import BUILTIN_HELP, REPLAY_DELAY, AgentMagics, _parse, check_out_name
-from .options import settings_arguments, timeout_argument
+from .agent import REPLAY_DELAY, AgentMagics
+from .options import check_out_name, parse_line, run_arguments
 
 _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
 
@@ -62,7 +61,7 @@ class CompareMagics(Magics):
     def _driver_options(self, provider_id: str) -> tuple[str, dict[str, Any]]:
         """(provider id, options) for `provider_id`, a ``%provider --alias`` name resolved; with
         the session provider's options (``--base-url``, ...) when it is that provider."""
-        return self.agent_magics.driver_options(provider_id)
+        return self.agent_magics.providers.driver_options(provider_id)
 
     def _build(
         self, requested: str, *, system: str | None, approve: Any = None, tools: Any = None, max_steps: int = 10
@@ -73,7 +72,7 @@ class CompareMagics(Magics):
         if provider_id.startswith("replay:"):
             options.setdefault("chunk_delay", REPLAY_DELAY)
         driver = create_driver(provider_id, **options)
-        self.agent_magics.note_shutdown(driver)
+        self.agent_magics.providers.note_shutdown(driver)
         return Agent(driver, system=system, approve=approve, tools=tools, max_steps=max_steps)
 
     @magic_arguments(name="%compare")  # usage lines say %%compare
@@ -85,29 +84,6 @@ class CompareMagics(Magics):
         help="runs per provider, selectable in each pane; "
         "the table shows each run and the median (min–max) (default 1)",
     )
-    @argument(
-        "--schema", metavar="MODEL", help="structured output: a pydantic model (or JSON Schema dict) in your namespace"
-    )
-    @argument(
-        "--strategy", choices=("native", "tool", "rule"), help="how to ask for --schema (default: the provider's best)"
-    )
-    @argument("--image", action="append", metavar="PATH_OR_VAR", help="add an image to the prompt (repeatable)")
-    @argument("--file", action="append", metavar="PATH_OR_VAR", help="attach a PDF or text document (repeatable)")
-    @argument(
-        "--tools",
-        metavar="NAME[,NAME]",
-        help="tools the models may call: names of functions or BaseTool objects in your namespace",
-    )
-    @argument("--builtin", metavar="NAME[,NAME]", help=BUILTIN_HELP)
-    @argument("--system", help="system prompt for every provider")
-    @argument(
-        "-o",
-        "--out",
-        metavar="VAR",
-        help="bind the comparison (.results, .figures, .summary(), .to_dataframe()) to VAR",
-    )
-    @argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering")
-    @argument("--max-steps", type=int, default=10, help="model turns per run at most (default 10)")
     @argument(
         "--over",
         metavar="VAR",
@@ -151,9 +127,8 @@ class CompareMagics(Magics):
         metavar="COLUMN",
         help="with --over, the column the others are compared with (default the first): paired difference, verdict",
     )
-    @argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS)
-    @settings_arguments
-    @timeout_argument
+    @run_arguments(out="the comparison (.results, .figures, .summary(), .to_dataframe())",
+                   system="system prompt for every provider", tools="the models")
     @no_var_expand  # expand_line: {var} and $var as IPython does, but --assert 'equals:{{ row.answer }}' as written
     @cell_magic
     def compare(self, line: str, cell: str) -> Any:
@@ -165,7 +140,7 @@ class CompareMagics(Magics):
         Each run is a fresh conversation: the ``%%agent`` conversation is not used
         or changed. The cell is a Jinja2 template over your variables.
         """
-        args = _parse(self.compare, expand_line(line, self.shell.user_ns))
+        args = parse_line(self.compare, expand_line(line, self.shell.user_ns))
         check_out_name(args.out)
         if args.over is not None:
             from .evaluation import run_evaluation
@@ -199,7 +174,7 @@ class CompareMagics(Magics):
             out=args.out,
             raw=args.raw,
             await_in_kernel=args.await_in_kernel,
-            run_options=self.agent_magics._run_options(args),
+            run_options=self.agent_magics.inputs.run_options(args),
         )
         if args.await_in_kernel and not inspect.isawaitable(outcome):
             return resolved(outcome)  # the kernel awaits whatever the cell returns

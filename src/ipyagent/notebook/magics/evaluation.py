@@ -174,7 +174,7 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     providers = _provider_ids(args)
     rows = _rows(shell, args.over)
     template, prompts, systems = variants_of(shell, args, cell)
-    run_options = agent_magics._run_options(args)  # --tools, --schema, --image, settings
+    run_options = agent_magics.inputs.run_options(args)  # --tools, --schema, --image, settings
     try:
         checks = [parse_assertion(spec, namespace=shell.user_ns, rubric=args.rubric,
                                   has_schema=run_options.output_schema is not None) for spec in args.asserts or ()]

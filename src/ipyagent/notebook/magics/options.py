@@ -1,22 +1,30 @@
-"""The generation-settings options shared by ``%%agent``, ``%%compare`` and ``%provider``.
+"""What the magics share: their options and how a magic line is read.
+
+The generation-settings options of ``%%agent``, ``%%compare`` and ``%provider``:
 
     -t/--temperature T   --top-p P   --max-tokens N   --reasoning low|medium|high|TOKENS
     --tool-choice auto|required|none|TOOL   --seed N   --stop TEXT (repeatable)
 
 `settings_arguments` adds them to a magic; `settings_from_args` reads them into a
 `ModelSettings` (only the options given), so a cell's options go over the
-session's defaults.
+session's defaults. `run_arguments` adds the options of a run that ``%%agent`` and
+``%%compare`` share (``--tools``, ``--schema``, ``--image``, ``-o``...); `parse_line` reads
+a magic line, `check_out_name` a ``-o`` name, `print_error` says what went wrong in one line.
 """
 
 from __future__ import annotations
 
+import argparse
+import builtins
+import keyword
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument
+from IPython.core.magic_arguments import argument, parse_argstring
 
-from ...core import ModelSettings
+from ...core import BUILTIN_TOOLS, ModelSettings, redact, visible_controls
 
 #: (option, `ModelSettings` field) for each settings option.
 OPTIONS: tuple[tuple[str, str], ...] = (
@@ -91,3 +99,100 @@ def timeout_from_args(args: Any) -> float | None:
     if args.timeout is not None and not args.timeout > 0:
         raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
     return args.timeout
+
+
+def print_error(message: str) -> None:
+    """An expected failure (a missing key, an unknown provider) as one line on stderr, redacted."""
+    print(f"ipyagent: {visible_controls(redact(message))}", file=sys.stderr)
+
+
+def check_out_name(name: str | None) -> None:
+    """``-o VAR``: a variable name that is not a Python keyword; a warning (stderr) before
+    shadowing a builtin such as ``print``.
+
+    Raises:
+        UsageError: not an identifier, or a keyword.
+    """
+    if name is None:
+        return
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise UsageError(
+            f"-o/--out needs a variable name, not {name!r}" + (" (a Python keyword)" if keyword.iskeyword(name) else "")
+        )
+    if hasattr(builtins, name):
+        print(f"ipyagent: -o {name} hides the builtin {name}(); `del {name}` brings it back", file=sys.stderr)
+
+
+def parse_line(magic: Any, line: str) -> Any:
+    """`parse_argstring`, with the magic's usage line added to a bad-arguments error.
+
+    IPython splits magic lines without removing quotes, so ``--system "Be brief."``
+    would arrive as ``"Be brief."``; one pair of surrounding quotes is removed.
+    """
+    try:
+        args = parse_argstring(magic, line)
+    except UsageError as exc:
+        usage = " ".join(magic.parser.format_usage().replace("::", "", 1).split())
+        raise UsageError(f"{exc}\nusage: {usage}") from None
+    for key, value in vars(args).items():  # repeatable options (--assert, --image) are lists
+        setattr(args, key, [_unquote_any(v) for v in value] if isinstance(value, list) else _unquote_any(value))
+    return args
+
+
+def _unquote_any(value: Any) -> Any:
+    return _unquote(value) if isinstance(value, str) else value
+
+
+#: ``--builtin``'s help line.
+BUILTIN_HELP = ("provider-side tools the model may use: " + ", ".join(BUILTIN_TOOLS)
+                + " (the provider runs them; Python: builtin_tools= with options)")
+
+
+def builtin_names(value: str | None) -> list[str] | None:
+    """``--builtin web_search,code_execution`` as names; None when not given.
+
+    Raises:
+        UsageError: a name that is no built-in tool, saying which are.
+    """
+    if not value:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BUILTIN_TOOLS]
+    if unknown:
+        raise UsageError(f"--builtin: {', '.join(unknown)} is not a built-in tool; the built-in tools are "
+                         f"{', '.join(BUILTIN_TOOLS)}")
+    return names
+
+
+def run_arguments(*, out: str, system: str, tools: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """The options of a run that ``%%agent`` and ``%%compare`` share, with the help of the three
+    that differ (`out`: what ``-o VAR`` binds; `system`: what ``--system`` is; `tools`: who calls
+    ``--tools``): ``--system``, ``-o``, ``--raw``, ``--tools``, ``--builtin``, ``--max-steps``, ``--schema``,
+    ``--strategy``, ``--image``, ``--file``, the settings and ``--timeout``."""
+    added = (
+        argument("--system", help=system),
+        argument("-o", "--out", metavar="VAR", help=f"bind {out} to VAR"),
+        argument("--raw", action="store_true", help="send the cell as it is, without Jinja rendering"),
+        argument("--tools", metavar="NAME[,NAME]",
+                 help=f"tools {tools} may call: names of functions or BaseTool objects in your namespace"),
+        argument("--builtin", metavar="NAME[,NAME]", help=BUILTIN_HELP),
+        argument("--max-steps", type=int, default=10, help="model turns per run at most (default 10)"),
+        argument("--schema", metavar="MODEL", help="a pydantic model class (or JSON Schema dict) in your "
+                 "namespace: the reply is validated into an instance (VAR.output with -o)"),
+        argument("--strategy", choices=("native", "tool", "rule"),
+                 help="how --schema is asked for (default: the provider's best)"),
+        argument("--image", metavar="PATH_OR_VAR", action="append",
+                 help="add an image: a file path, URL, or a variable holding bytes, a PIL image or a matplotlib "
+                 "figure (repeatable)"),
+        argument("--file", metavar="PATH_OR_VAR", action="append",
+                 help="attach a PDF or text document: a file path, or a variable holding one or its bytes "
+                 "(repeatable)"),
+        argument("--await-in-kernel", action="store_true", help=argparse.SUPPRESS),
+    )
+
+    def add(func: Callable[..., Any]) -> Callable[..., Any]:
+        for each in (*reversed(added), settings_arguments, timeout_argument):
+            func = each(func)
+        return func
+
+    return add
