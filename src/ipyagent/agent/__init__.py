@@ -10,7 +10,7 @@ from .result import AgentResult
 __getattr__ = lazy_exports(__name__, {
     "compare": ("Comparison", "acompare", "COLUMNS", "NUMERIC", "RunFigures", "Stat", "summarize", "provider_keys"),
     "evaluation": ("Evaluation", "EvalResult", "TemplateError", "aevaluate", "make_variants", "normalize_rows",
-                   "render_template", "parse_assertion"),
+                   "render_template", "render_cell", "parse_assertion"),
     "conversation": ("DEFAULT_THREAD", "Composition", "Thread", "ThreadStore", "Turn", "result_turn"),
     "defaults": ("DEFAULT_MAX_TOOL_CALLS", "DEFAULT_PROVIDER", "current_default", "reset_default", "session_default",
                  "set_default"),

@@ -10,7 +10,7 @@ and caches them in the run store (`cache`); `results` holds what came back (`Eva
 from .checks import parse_assertion
 from .results import EvalResult, Evaluation
 from .runner import aevaluate, evaluate, make_variants
-from .templates import TemplateError, normalize_rows, render_template, row_fields
+from .templates import TemplateError, normalize_rows, render_cell, render_template, row_fields
 
 __all__ = ["EvalResult", "Evaluation", "TemplateError", "aevaluate", "evaluate", "make_variants", "normalize_rows",
-           "parse_assertion", "render_template", "row_fields"]
+           "parse_assertion", "render_cell", "render_template", "row_fields"]

@@ -1,41 +1,74 @@
-"""An evaluation's templates: the prompt and check templates (Jinja2, strict), and the rows they read.
+"""Templates: the one Jinja2 environment and its one `TemplateError`, for an evaluation's prompt and
+check templates and for ``%%agent`` / ``%%compare`` cells, and the rows an evaluation reads.
 
-`render_template` renders one template for one row; `normalize_rows` turns a DataFrame or a
-list into rows; `row_fields` gives a row's fields as columns.
+`render_template` renders one template for one row; `render_cell` a cell body with a namespace
+(text that does not parse as a template passes through as it is); `normalize_rows` turns a
+DataFrame or a list into rows; `row_fields` gives a row's fields as columns.
+
+What a cell template (or an evaluation's prompt template) puts in the prompt is context for a
+model, so with ``redacting`` (the session's ``redact_context``) each value passes the one redactor's context rule
+(`core.redact_context`): a variable, attribute or item under a secret-looking name
+(``{{ api_key }}``, ``{{ cfg.password }}``, ``{{ os.environ["GITHUB_TOKEN"] }}``) is the mask;
+a mapping's secret-named entries are masked (``{{ cfg }}``, ``{{ os.environ }}``); and the text
+of every value has its secrets masked (``{{ error }}``). `render_cell` says how many values were
+masked.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
 
-from ...core import MASK, mask_named, redact_context, secret_name
+from ...core import MASK, mask_named, redact, redact_context, secret_name
+from ...memory import DEFAULT_BUDGET, summarize
 
 
 class TemplateError(ValueError):
-    """The prompt template cannot be rendered for a row (an undefined field, a failing expression)."""
+    """A template that cannot be rendered: a syntax error (an evaluation's), an undefined name or
+    field, a failing expression, a missing ``Out[n]``; the message says which."""
+
+
+class _Masked(str):
+    """The mask standing for a value under a secret-looking name (counted once where it is shown)."""
+
+
+_MASKED = _Masked(MASK)
+#: The values masked by the render under way (a one-item list), None when values are not redacted.
+_masked_count: ContextVar[list[int] | None] = ContextVar("ipyagent_template_masked", default=None)
 
 
 def _named(name: Any, value: Any) -> Any:
-    """`value`, or the mask when `name` looks secret (`core.secret_name`) and `value` is non-blank text."""
+    """`value`, or the mask when `name` looks secret and `value` is non-blank text."""
     if isinstance(name, str) and isinstance(value, (str, bytes)) and value.strip() and secret_name(name):
-        return MASK
+        return _MASKED
     return value
 
 
-def _context_value(value: Any) -> str:
-    """What a ``{{ }}`` puts in a prompt under the context rule: a mapping's secret-named entries
-    and the secrets in its text masked (`core.mask_named`, `core.redact_context`)."""
-    value, _ = mask_named(value)
-    return redact_context(value if isinstance(value, str) else str(value))[0]
+def _finalize(value: Any) -> Any:
+    """What a ``{{ }}`` puts in the prompt, masked by the context rule; the count goes to `_masked_count`."""
+    counter = _masked_count.get()
+    if counter is None:
+        return value
+    if type(value) is _Masked:
+        counter[0] += 1
+        return MASK
+    value, named = mask_named(value)
+    text, masked = redact_context(value if isinstance(value, str) else str(value))
+    counter[0] += named + masked
+    return text
 
 
-@lru_cache(maxsize=32)
-def _compiled(template: str, redacting: bool = False) -> Any:
+@lru_cache(maxsize=2)
+def environment(redacting: bool = False) -> Any:
+    """The one Jinja2 environment: undefined names are errors (`StrictUndefined`), nothing is
+    HTML-escaped (the text goes to a model), trailing newlines are kept, and the ``context``
+    filter summarizes a value for a model (`context_filter`). `redacting`: the same, with each
+    value, and each attribute or item under a secret-looking name, through the context rule."""
     import jinja2
 
     class ContextEnvironment(jinja2.Environment):
-        """Fields, attributes and items under a secret-looking name read as the mask (`_named`)."""
+        """Attributes and items under a secret-looking name read as the mask (`_named`)."""
 
         def getattr(self, obj: Any, attribute: str) -> Any:
             return _named(attribute, super().getattr(obj, attribute))
@@ -44,9 +77,63 @@ def _compiled(template: str, redacting: bool = False) -> Any:
             return _named(argument, super().getitem(obj, argument))
 
     kind = ContextEnvironment if redacting else jinja2.Environment
-    environment = kind(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
-                       finalize=_context_value if redacting else None)
-    return environment.from_string(template)
+    env = kind(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
+               finalize=_finalize if redacting else None)
+    env.filters["context"] = context_filter
+    return env
+
+
+def context_filter(value: Any, budget: int | None = None) -> str:
+    """``{{ df | context }}`` / ``{{ df | context(500) }}``: `value` summarized for a model
+    (`memory.summarize`) within `budget` tokens (default `memory.DEFAULT_BUDGET`); while values
+    are redacted, a mapping's secret-named entries are masked first (and counted)."""
+    counter = _masked_count.get()
+    if counter is not None:
+        value, named = mask_named(value)
+        counter[0] += named
+    return summarize(value, budget_tokens=budget or DEFAULT_BUDGET).text
+
+
+@lru_cache(maxsize=32)
+def _compiled(template: str, redacting: bool = False) -> Any:
+    return environment(redacting).from_string(template)
+
+
+def render_cell(body: str, namespace: dict[str, Any], *, redacting: bool = False) -> tuple[str, int]:
+    """(a cell's body rendered with `namespace`, how many values were masked). A body that does
+    not parse as a template (code, JSON) is returned as it is. With `redacting`, every value
+    passes the context rule (module docstring); without, values go in as they are (0).
+
+    Raises:
+        TemplateError: the template refers to an undefined name or its expression fails; the
+            message says which and how to send the text raw.
+    """
+    if "{{" not in body and "{%" not in body and "{#" not in body:
+        return body, 0
+    import jinja2
+
+    try:
+        template = _compiled(body, redacting)
+    except jinja2.TemplateSyntaxError:
+        return body, 0
+    counter = [0]
+    token = _masked_count.set(counter if redacting else None)
+    try:
+        if redacting:  # variables under secret-looking names (`api_key`, `GITHUB_TOKEN`) read as the mask
+            namespace = {name: _named(name, value) for name, value in namespace.items()}
+        return template.render(namespace), counter[0]
+    except TemplateError:  # a clear message already (the notebook's context: no error yet, a missing Out[n])
+        raise
+    except jinja2.UndefinedError as exc:
+        raise TemplateError(
+            f"cell template: {exc.message}; define it first, or use --raw to send the text as it is"
+        ) from None
+    except Exception as exc:  # an expression in the template raised
+        raise TemplateError(
+            redact(f"cell template: {type(exc).__name__}: {exc}; use --raw to send the text as it is")
+        ) from None
+    finally:
+        _masked_count.reset(token)
 
 
 def render_template(template: str, row: Any, namespace: dict[str, Any] | None = None, *,
@@ -61,6 +148,7 @@ def render_template(template: str, row: Any, namespace: dict[str, Any] | None = 
     """
     import jinja2
 
+    token = _masked_count.set([0] if redacting else None)  # `_finalize` masks while a count is kept
     try:
         compiled = _compiled(template, redacting)
         names = {name: _named(name, value) for name, value in (namespace or {}).items()} if redacting else namespace
@@ -71,6 +159,8 @@ def render_template(template: str, row: Any, namespace: dict[str, Any] | None = 
         raise TemplateError(f"the template: {exc.message}") from None
     except Exception as exc:  # an expression in the template raised
         raise TemplateError(f"the template: {type(exc).__name__}: {exc}") from None
+    finally:
+        _masked_count.reset(token)
 
 
 def normalize_rows(rows: Any) -> list[Any]:

@@ -1,4 +1,6 @@
-"""Cell bodies are Jinja2 templates rendered with the user namespace.
+"""Cell bodies are Jinja2 templates rendered with the user namespace (the one environment and its
+`TemplateError` are the agent layer's: `agent.evaluation.templates`); here, what only a kernel
+needs: a render that a kernel interrupt can stop.
 
 ``{{ df.shape }}`` is replaced; text that is not Jinja syntax (code, JSON)
 passes through untouched: a body that does not parse as a template is sent
@@ -19,78 +21,12 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
-from functools import lru_cache
 from typing import Any
 
-from ...core import MASK, mask_named, redact, redact_context, secret_name
+from ...agent import TemplateError
+from ...agent import render_cell as render_text
 
-
-class TemplateError(ValueError):
-    """A template that parses but cannot render (an undefined name, a failing expression, a missing ``Out[n]``)."""
-
-
-class _Masked(str):
-    """The mask standing for a value under a secret-looking name (counted once where it is shown)."""
-
-
-_MASKED = _Masked(MASK)
-#: The values masked by the render under way (a one-item list), None when values are not redacted.
-_masked_count: ContextVar[list[int] | None] = ContextVar("ipyagent_template_masked", default=None)
-
-
-def _named(name: Any, value: Any) -> Any:
-    """`value`, or the mask when `name` looks secret and `value` is non-blank text."""
-    if isinstance(name, str) and isinstance(value, (str, bytes)) and value.strip() and secret_name(name):
-        return _MASKED
-    return value
-
-
-def _finalize(value: Any) -> Any:
-    """What a ``{{ }}`` puts in the prompt, masked by the context rule; the count goes to `_masked_count`."""
-    counter = _masked_count.get()
-    if counter is None:
-        return value
-    if type(value) is _Masked:
-        counter[0] += 1
-        return MASK
-    value, named = mask_named(value)
-    text, masked = redact_context(value if isinstance(value, str) else str(value))
-    counter[0] += named + masked
-    return text
-
-
-@lru_cache(maxsize=2)
-def _environment(redacting: bool = False) -> Any:
-    import jinja2
-
-    class ContextEnvironment(jinja2.Environment):
-        """Attributes and items under a secret-looking name read as the mask (`_named`)."""
-
-        def getattr(self, obj: Any, attribute: str) -> Any:
-            return _named(attribute, super().getattr(obj, attribute))
-
-        def getitem(self, obj: Any, argument: Any) -> Any:
-            return _named(argument, super().getitem(obj, argument))
-
-    kind = ContextEnvironment if redacting else jinja2.Environment
-    env = kind(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True,
-               finalize=_finalize if redacting else None)
-    env.filters["context"] = context_filter
-    return env
-
-
-def context_filter(value: Any, budget: int | None = None) -> str:
-    """``{{ df | context }}`` / ``{{ df | context(500) }}``: `value` summarized for a model
-    (memory/summarize.py) within `budget` tokens (default `summarize.DEFAULT_BUDGET`); while
-    values are redacted, a mapping's secret-named entries are masked first (and counted)."""
-    from ...memory import DEFAULT_BUDGET, summarize
-
-    counter = _masked_count.get()
-    if counter is not None:
-        value, named = mask_named(value)
-        counter[0] += named
-    return summarize(value, budget_tokens=budget or DEFAULT_BUDGET).text
+__all__ = ["TemplateError", "interruptible", "render_cell", "render_template"]
 
 
 @contextmanager
@@ -118,40 +54,16 @@ def render_cell(body: str, namespace: dict[str, Any]) -> str:
 
 
 def render_template(body: str, namespace: dict[str, Any], *, redacting: bool = True) -> tuple[str, int]:
-    """(`body` rendered with `namespace`, how many values were masked). With `redacting` (the
-    session's ``redact_context``), every value passes the context rule (module docstring);
-    without, values go in as they are (0).
+    """(`body` rendered with `namespace`, how many values were masked), a kernel interrupt stopping
+    it (`agent.evaluation.templates.render_cell`). With `redacting` (the session's
+    ``redact_context``), every value passes the context rule (module docstring); without, values
+    go in as they are (0).
 
     Raises:
-        TemplateError: the template refers to an undefined name or its
-            expression fails; the message says which and how to send the text raw.
+        TemplateError: an undefined name, a failing expression, or an interrupt while rendering.
     """
-    if "{{" not in body and "{%" not in body and "{#" not in body:
-        return body, 0
-    import jinja2
-
     try:
-        template = _environment(redacting).from_string(body)
-    except jinja2.TemplateSyntaxError:
-        return body, 0
-    counter = [0]
-    token = _masked_count.set(counter if redacting else None)
-    try:
-        if redacting:  # variables under secret-looking names (`api_key`, `GITHUB_TOKEN`) read as the mask
-            namespace = {name: _named(name, value) for name, value in namespace.items()}
         with interruptible():
-            return template.render(namespace), counter[0]
+            return render_text(body, namespace, redacting=redacting)
     except KeyboardInterrupt:
         raise TemplateError("cell template: interrupted while rendering; nothing was sent") from None
-    except TemplateError:  # a clear message already (notebook_context: no error yet, a missing Out[n])
-        raise
-    except jinja2.UndefinedError as exc:
-        raise TemplateError(
-            f"cell template: {exc.message}; define it first, or use --raw to send the text as it is"
-        ) from None
-    except Exception as exc:  # an expression in the template raised
-        raise TemplateError(
-            redact(f"cell template: {type(exc).__name__}: {exc}; use --raw to send the text as it is")
-        ) from None
-    finally:
-        _masked_count.reset(token)
