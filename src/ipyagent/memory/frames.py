@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .summarize import CELL_CHARS, Summary, Writer, cut
+from .summary_writer import CELL_CHARS, Summary, Writer, cut
 
 #: Rows shown of a frame or series.
 HEAD_ROWS = 5

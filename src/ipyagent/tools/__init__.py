@@ -3,9 +3,9 @@ for the tools of an MCP server (the `mcp` SDK is imported only when one starts).
 
 from .._lazy import lazy_exports
 from .activity import ACTIVITY_ATTR, ActivityConfig, activity
-from .base_tool import BaseTool, FunctionTool, as_tool, to_artifact
+from .base_tool import BaseTool, FunctionTool, to_artifact
 from .mcp import MCPServer, MCPServerError, MCPToolset, close_all, close_all_at_exit
-from .toolbox import Toolbox
+from .toolbox import Toolbox, as_tool
 
 __getattr__ = lazy_exports(__name__, {
     "builtin.task_memory": ("with_task_memory",),  # the Task Memory activities, added to an agent's tools

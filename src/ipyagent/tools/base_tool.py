@@ -300,23 +300,3 @@ class FunctionTool(BaseTool):
                 f"function {self.name!r} cannot be a tool name: use letters, digits and underscores, at most 64"
             )
         return self.name
-
-
-def as_tool(obj: Any) -> BaseTool:
-    """A `BaseTool` as it is; an `MCPServer` as its `MCPToolset`; a function (marked with
-    @activity or not) as a `FunctionTool`.
-
-    Raises:
-        TypeError: `obj` is neither.
-    """
-    if isinstance(obj, BaseTool):
-        return obj
-    from .mcp import MCPServer
-
-    if isinstance(obj, MCPServer):  # all of an MCP server's tools
-        return obj.toolset()
-    if isinstance(obj, type) and issubclass(obj, BaseTool):
-        return obj()
-    if callable(obj):
-        return FunctionTool(obj)
-    raise TypeError(f"{obj!r} is not a tool: use a BaseTool subclass instance or a function")

@@ -8,7 +8,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from ..core import BaseArtifact, ErrorArtifact, ToolAction, ToolDefinition
-from .base_tool import BaseTool, FunctionTool, as_tool
+from .base_tool import BaseTool, FunctionTool
+from .mcp import MCPServer, MCPToolset
 
 
 class Toolbox:
@@ -60,8 +61,6 @@ class Toolbox:
         """`action` (changed in place) with `name` and `path` set to the `BaseTool` method it
         calls (``Calculator_add`` -> ``Calculator`` / ``add``); a function tool's, an MCP
         tool's (``server_tool``) or an unknown name stays whole."""
-        from .mcp import MCPToolset
-
         route = self.route(action)
         if route is not None and not isinstance(route[0], (FunctionTool, MCPToolset)):
             action.name, action.path = route[0].name, route[1]
@@ -97,3 +96,21 @@ class Toolbox:
             return (refusal, 0.0) if refusal is not None else await self.run_one(action, position)
 
         return list(await asyncio.gather(*(one(n, a) for n, a in enumerate(actions, 1))))
+
+
+def as_tool(obj: Any) -> BaseTool:
+    """A `BaseTool` as it is; an `MCPServer` as its `MCPToolset`; a function (marked with
+    @activity or not) as a `FunctionTool`.
+
+    Raises:
+        TypeError: `obj` is neither.
+    """
+    if isinstance(obj, BaseTool):
+        return obj
+    if isinstance(obj, MCPServer):  # all of an MCP server's tools
+        return obj.toolset()
+    if isinstance(obj, type) and issubclass(obj, BaseTool):
+        return obj()
+    if callable(obj):
+        return FunctionTool(obj)
+    raise TypeError(f"{obj!r} is not a tool: use a BaseTool subclass instance or a function")

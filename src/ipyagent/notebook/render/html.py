@@ -160,3 +160,30 @@ def compact(fragment: str) -> str:
 
 def escape(text: str) -> str:
     return html.escape(text, quote=True)
+
+
+def with_titles(rows: list[list[str]], row_runs: list[list[Any]] | None, titles: list[str] | None) -> list[list[str]]:
+    """`rows` of a figures table with each provider's row named as the user named it: an alias
+    first, then the cell (``small · openai:gpt-6-luna``); a run's row and a provider named by
+    its id unchanged."""
+    if not titles or not row_runs:
+        return rows
+    out = []
+    for cells, key in zip(rows, row_runs):
+        index, run = (list(key) + [None, None])[:2]
+        title = titles[index] if index is not None and index < len(titles) else None
+        if run is None and cells and title and title != cells[0].split(" · ")[0]:
+            cells = [f"{title} · {cells[0]}", *cells[1:]]
+        out.append(cells)
+    return out + rows[len(out):]
+
+
+def cells_to_html(columns: list[str], rows: list[list[str]]) -> str:
+    """A figures table as HTML, every cell escaped; the last column (the error) marked."""
+    head = "".join(f"<th>{escape(title)}</th>" for title in columns)
+    body = []
+    for cells in rows:
+        tds = [f"<td>{escape(c)}</td>" for c in cells[:-1]]
+        tds.append(f'<td class="ipyagent-error">{escape(cells[-1])}</td>' if cells and cells[-1] else "<td></td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return f'<table class="ipyagent-compare-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from ...core import (
+    Transcript,
     BlobArtifact,
     HistoryTrimmed,
     ImageArtifact,
@@ -153,3 +154,11 @@ def trimmed_text(event: HistoryTrimmed) -> str:
         why = (f"the model's context window: the history kept is ≈{event.estimated_tokens:,} tokens "
                f"(our estimate) of a {event.budget_tokens:,}-token budget")
     return f"thread {event.thread!r}: the {event.dropped_turns} oldest {turns} left out of this request ({why})"
+
+
+def draw_artifacts(transcript: Transcript, events: list[Any]) -> None:
+    """Give `transcript`'s artifacts the HTML ``%agent memory`` draws for them (from the
+    ``artifact_stored`` events, in order), so the saved run shows them as the live one did."""
+    stored = [e for e in events if getattr(e, "type", None) == "artifact_stored"]
+    for summary, event in zip(transcript.artifacts, stored):
+        summary.html = stored_event_html(event)

@@ -14,7 +14,7 @@ import shutil
 from typing import Any, Iterable, TextIO
 
 from ...core import ComparisonTable, Transcript, redact, redact_data, visible_controls
-from ..views.terminal import console_for, fit_figures, footer_text
+from .terminal_text import console_for, fit_figures, footer_text
 from .transcript import footer_figures, text_pieces
 
 #: Styles of a transcript's pieces (`text_pieces` kinds); text and prompts are Markdown.

@@ -36,7 +36,6 @@ from ...core import (
     footer_figures,
     visible_controls,
 )
-from ..views.compare_view import cells_to_html, with_titles
 from .citations import (
     marked,
     markers_as_html,
@@ -47,7 +46,7 @@ from .citations import (
     sources_html,
     sources_text,
 )
-from .html import compact, escape, markdown_to_html, sanitize
+from .html import cells_to_html, compact, escape, markdown_to_html, sanitize, with_titles
 from .policy import RASTER_TYPES
 
 #: Scoped CSS of the HTML fallback, rule by rule with what it styles (none: always needed);

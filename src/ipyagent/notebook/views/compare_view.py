@@ -22,7 +22,10 @@ from ...core import (
     redact_data,
     visible_controls,
 )
-from ..render.html import escape
+from ..render.html import cells_to_html, escape, with_titles  # noqa: F401 - the table's HTML and titles, known here too
+from ..render.memory_html import draw_artifacts
+from ..render.terminal_records import figures_table, header, print_rendered, transcript_renderables
+from ..render.terminal_text import colour_enabled
 from .run_view import RunState, TextView, WidgetView
 
 _DECIMALS = {"ttft_s": 2, "total_s": 2, "input_tokens": 0, "output_tokens": 0, "tokens_per_s": 1, "cost": 6}
@@ -112,33 +115,6 @@ def table_data(providers: list[str], figures: list[RunFigures], runs: int) -> Co
 def table_columns(runs: int) -> list[str]:
     """The summary table's column titles (a provider's row says when it holds medians)."""
     return [title for _, title in COLUMNS]
-
-
-def with_titles(rows: list[list[str]], row_runs: list[list[Any]] | None, titles: list[str] | None) -> list[list[str]]:
-    """`rows` of a figures table with each provider's row named as the user named it: an alias
-    first, then the cell (``small · openai:gpt-6-luna``); a run's row and a provider named by
-    its id unchanged."""
-    if not titles or not row_runs:
-        return rows
-    out = []
-    for cells, key in zip(rows, row_runs):
-        index, run = (list(key) + [None, None])[:2]
-        title = titles[index] if index is not None and index < len(titles) else None
-        if run is None and cells and title and title != cells[0].split(" · ")[0]:
-            cells = [f"{title} · {cells[0]}", *cells[1:]]
-        out.append(cells)
-    return out + rows[len(out):]
-
-
-def cells_to_html(columns: list[str], rows: list[list[str]]) -> str:
-    """A figures table as HTML, every cell escaped; the last column (the error) marked."""
-    head = "".join(f"<th>{escape(title)}</th>" for title in columns)
-    body = []
-    for cells in rows:
-        tds = [f"<td>{escape(c)}</td>" for c in cells[:-1]]
-        tds.append(f'<td class="ipyagent-error">{escape(cells[-1])}</td>' if cells and cells[-1] else "<td></td>")
-        body.append("<tr>" + "".join(tds) + "</tr>")
-    return f'<table class="ipyagent-compare-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
 def table_text(providers: list[str], figures: list[RunFigures], runs: int, titles: list[str] | None = None) -> str:
@@ -274,8 +250,6 @@ class CompareWidgetView:
             view = self.run_views[(fig.index, fig.run)]
         _fail(view, fig)
         if fig.transcript is not None:
-            from .transcript_output import draw_artifacts
-
             # Off-prompt artifacts as %agent memory draws them (the saved record shares this transcript).
             draw_artifacts(fig.transcript, [s.data for s in view.state.segments.values() if s.kind == "artifact"])
             doc = self.ended[(fig.index, fig.run)] = redact_data(fig.transcript.to_json())
@@ -319,8 +293,6 @@ class CompareTextView:
                  titles: list[str] | None = None) -> None:
         """`providers`: the ``provider:model`` ids; `titles`: the names the user gave them (aliases),
         shown first wherever a provider is named, the id beside."""
-        from .terminal import colour_enabled
-
         self.providers, self.runs = list(providers), runs
         self.titles = list(titles or providers)
         self.stream = stream or sys.stdout
@@ -353,8 +325,6 @@ class CompareTextView:
     def _draw_run(self, fig: RunFigures) -> None:
         from rich.text import Text
 
-        from ..render.terminal_records import header, print_rendered, transcript_renderables
-
         title = self.titles[fig.index] if fig.index < len(self.titles) else str(fig.provider)
         note = "".join(([f"· {fig.provider} "] if title != fig.provider else [])
                        + ([f"· run {fig.run + 1} of {self.runs}"] if self.runs > 1 else [])).strip()
@@ -369,8 +339,6 @@ class CompareTextView:
 
     def show_table(self) -> None:
         if self.colour:
-            from ..render.terminal_records import figures_table, print_rendered
-
             table = table_data(self.providers, self.figures, self.runs)
             return print_rendered(self.stream, [figures_table(table, titles=self.titles)])
         self.stream.write(visible_controls(redact(table_text(self.providers, self.figures, self.runs, self.titles))) + "\n")

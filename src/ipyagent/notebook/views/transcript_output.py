@@ -47,8 +47,10 @@ from typing import Any
 from ...agent import RunLog, comparison_record, transcript_of
 from ...core import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript, redact, redact_data
 from ..render.html import compact
+from ..render.memory_html import draw_artifacts
 from ..render.streamed_html import StreamedMarkdown
 from ..render.transcript import PLAIN_CHARS, comparison_to_html, comparison_to_text, to_html, to_text
+from .compare_view import table_data
 
 
 def _bundle(record: Any, mime_type: str, key: str, renderers: tuple[Any, Any],
@@ -155,16 +157,6 @@ class LiveTranscript:
         return self.transcript
 
 
-def draw_artifacts(transcript: Transcript, events: list[Any]) -> None:
-    """Give `transcript`'s artifacts the HTML ``%agent memory`` draws for them (from the
-    ``artifact_stored`` events, in order), so the saved run shows them as the live one did."""
-    from ..render.memory_html import stored_event_html
-
-    stored = [e for e in events if getattr(e, "type", None) == "artifact_stored"]
-    for summary, event in zip(transcript.artifacts, stored):
-        summary.html = stored_event_html(event)
-
-
 def comparison_bundle(record: ComparisonRecord) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a ``%%compare`` output: the comparison JSON and its fallbacks;
     metadata ``{"ipyagent": {"record": "comparison"}}``."""
@@ -208,8 +200,6 @@ def finish_comparison(
 ) -> ComparisonRecord:
     """Replace the live comparison `view` shown under `display_id` with its saved record (see the module doc)."""
     from IPython.display import update_display
-
-    from .compare_view import table_data
 
     table = table_data(list(comparison.providers), list(comparison.figures), int(getattr(comparison, "runs", 1) or 1))
     selected = view.selected_runs() if hasattr(view, "selected_runs") else None  # kept as the user left them
