@@ -597,7 +597,7 @@ def test_the_run_picked_in_a_pane_while_it_streams_is_the_one_the_saved_record_s
     assert sent[-1 - len(view.ended)]["selected"] == [0, None]  # the layout message, before the runs' ends
 
     updates: list[dict] = []
-    monkeypatch.setattr("IPython.display.update_display", lambda data, **kw: updates.append(data))
+    monkeypatch.setattr(transcript_output, "update_display", lambda data, **kw: updates.append(data))
     record = transcript_output.finish_comparison("id", cmp, view=view)
     assert record.selected == [0, None]
     (saved,) = updates
@@ -623,7 +623,7 @@ def test_live_panes_and_table_name_each_provider_as_the_saved_record_does(monkey
     view.live.send = lambda content, buffers=None: None
     cmp = asyncio.run(acompare([_DriverTimed(), _DriverTimed()], "hi", on_start=view.start, on_event=view.feed,
                                on_finish=view.finish))
-    monkeypatch.setattr("IPython.display.update_display", lambda data, **kw: None)
+    monkeypatch.setattr(transcript_output, "update_display", lambda data, **kw: None)
     record = transcript_output.finish_comparison("id", cmp, view=view, titles=["quick", "slow"])
     assert view.table.rows == record.table.rows and [r[0] for r in view.table.rows] == ["fake:timed"] * 2
     assert [view.run_views[(i, 0)].state.footer_figures()[0] for i in (0, 1)] == ["fake:timed"] * 2

@@ -74,16 +74,15 @@ def test_a_malformed_question_gets_an_empty_answer(data: Any) -> None:
 def test_the_live_output_is_marked_and_its_saved_output_kept_by_model_id(monkeypatch) -> None:
     """What a run displays live (marked, so a page knows to ask) and the output a page that
     asked while it ran gets: the display update's own data and metadata."""
-    import IPython.display
-
     from ipyagent.notebook import saved_outputs
+    from ipyagent.notebook.views import transcript_output
     from ipyagent.notebook.views.transcript_output import LiveTranscript
     from ipyagent.notebook.views.run_view import WidgetView
 
     shown: list[tuple[str, Any]] = []
     monkeypatch.setattr(saved_outputs, "SAVED", SavedOutputs())
-    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append(("display", (obj, kw))))
-    monkeypatch.setattr(IPython.display, "update_display",
+    monkeypatch.setattr(transcript_output, "display", lambda obj, **kw: shown.append(("display", (obj, kw))))
+    monkeypatch.setattr(transcript_output, "update_display",
                         lambda data, **kw: shown.append(("update", {"data": data, "metadata": kw["metadata"]})))
 
     view = None
@@ -130,17 +129,17 @@ def test_the_comm_target_is_registered_in_a_kernel_only() -> None:
 def test_an_evaluations_progress_widget_is_marked_and_its_saved_output_kept(monkeypatch) -> None:
     """%%compare --over's progress widget (an ipywidgets HTML) takes the same path: a page that
     missed its end gets the matrix, not the last progress drawn."""
-    import IPython.display
-
     from ipyagent.agent.evaluation.runner import Evaluation
     from ipyagent.notebook import saved_outputs
+    from ipyagent.notebook.views import evaluation_view, transcript_output
     from ipyagent.notebook.views.evaluation_view import EvaluationView
 
     shown: list[tuple[str, Any]] = []
     monkeypatch.setattr(saved_outputs, "SAVED", SavedOutputs())
-    monkeypatch.setattr(IPython.display, "display", lambda obj, **kw: shown.append(("display", kw)))
-    monkeypatch.setattr(IPython.display, "update_display",
-                        lambda data, **kw: shown.append(("update", {"data": data, "metadata": kw["metadata"]})))
+    for module in (evaluation_view, transcript_output):  # where each name is used
+        monkeypatch.setattr(module, "display", lambda obj, **kw: shown.append(("display", kw)), raising=False)
+        monkeypatch.setattr(module, "update_display", raising=False,
+                            value=lambda data, **kw: shown.append(("update", {"data": data, "metadata": kw["metadata"]})))
     view = EvaluationView(Evaluation(["openai:m"], ["a row"]), widgets=True)
     asked = _ask(saved_outputs.SAVED, view.widget.model_id)
     view.finish()

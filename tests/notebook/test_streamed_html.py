@@ -127,7 +127,7 @@ def test_a_live_run_saves_the_same_html_and_replaces_the_live_view_before_the_wi
         def close(self):
             calls.append("widget closed")
 
-    monkeypatch.setattr("IPython.display.update_display", lambda data, **kw: calls.append("saved output"))
+    monkeypatch.setattr(transcript_output, "update_display", lambda data, **kw: calls.append("saved output"))
     text = answer(6_000)
     live = LiveTranscript(View(), provider="openai:m", prompt="p", show=False)
     live.feed(ModelStarted(provider="openai", model="m"))

@@ -220,12 +220,11 @@ def test_the_end_message_follows_the_display_update_and_carries_the_same_saved_o
     """A page reopened mid-run has no display id for the update: it puts the output the `end`
     message carries in place itself (live.ts), so that output must be the update's, whole; and
     it comes after the update, so a page the update reached has already dropped its live view."""
-    import IPython.display
-
+    from ipyagent.notebook.views import transcript_output
     from ipyagent.notebook.views.transcript_output import LiveTranscript
 
     sent: list[tuple[str, Any]] = []
-    monkeypatch.setattr(IPython.display, "update_display",
+    monkeypatch.setattr(transcript_output, "update_display",
                         lambda data, **kw: sent.append(("update", {"data": data, "metadata": kw["metadata"]})))
 
     async def main() -> tuple[FrontEnd, str]:

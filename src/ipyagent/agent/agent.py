@@ -269,8 +269,7 @@ class Agent:
         leaves this agent's conversation alone; otherwise a completed run joins it.
 
         Args:
-            prompt: the prompt, or the run's user message built already (`user_message`: its
-                context, images and files in it; those of `options` are then not added again).
+            prompt: the prompt, or the user message built already (`user_message`; options' context not added again).
             options: this run's `RunOptions` (fields left None: this agent's settings).
             output_schema, output_strategy: shortcuts for the `RunOptions` fields: a pydantic
                 model class (or a JSON Schema dict) the reply is validated into (`result.output`;

@@ -5,7 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import Citation, Message, ProviderError, StopReason, ToolAction, Usage
+from ..core import (
+    Citation,
+    ImageBlock,
+    Message,
+    ProviderError,
+    ServerToolCallBlock,
+    StopReason,
+    TextBlock,
+    ToolAction,
+    Usage,
+)
 from ..drivers import Cost
 
 
@@ -60,7 +70,6 @@ class AgentResult:
     def images(self) -> list[Any]:
         """The images the model returned in this run (`ImageBlock`: ``mime_type``, base64 ``data``),
         in order: Gemini inline image parts, Responses image generation results."""
-        from ..core import ImageBlock
 
         messages = [m for m in (self.messages or [self.message]) if m is not None and m.role == "assistant"]
         return [b for m in messages for b in m.content if isinstance(b, ImageBlock)]
@@ -70,8 +79,6 @@ class AgentResult:
         """The sources the answer cites, in order, across the run's replies (`core.Citation`: the
         span of the answer cited as `text` and its `start` / `end` in its text block, the URL or
         document, title, and the quoted text where the provider gives it)."""
-        from ..core import TextBlock
-
         messages = [m for m in (self.messages or [self.message]) if m is not None and m.role == "assistant"]
         found = []
         for block in (b for m in messages for b in m.content if isinstance(b, TextBlock) and b.citations):
@@ -85,8 +92,6 @@ class AgentResult:
     def server_tool_calls(self) -> list[Any]:
         """The provider-side tool calls of the run (`core.ServerToolCallBlock`: web searches, code
         executions...), in order; their results are `core.ServerToolResultBlock` in `messages`."""
-        from ..core import ServerToolCallBlock
-
         messages = [m for m in (self.messages or [self.message]) if m is not None and m.role == "assistant"]
         return [b for m in messages for b in m.content if isinstance(b, ServerToolCallBlock)]
 

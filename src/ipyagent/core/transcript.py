@@ -20,6 +20,7 @@ both is published beside this module as ``transcript.schema.json``
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -29,6 +30,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from .artifacts import MEDIA_TYPES, split_media
 from .figures import comparison_footer, footer_figures
 from .messages import TokenCounts
 
@@ -179,7 +181,6 @@ class MediaPart(_Model):
     @classmethod
     def of(cls, artifact: Any) -> "MediaPart":
         """The part of an image, audio or blob artifact (raw bytes in `value`)."""
-        import base64
 
         kind, mime, raw = artifact.type, str(artifact.mime_type or ""), bytes(artifact.value)
         drawn = kind == "blob" or mime in (RASTER_TYPES if kind == "image" else AUDIO_TYPES)
@@ -204,7 +205,6 @@ class MediaPart(_Model):
 def card_result(output: Any) -> tuple[str, list[MediaPart]]:
     """A call's result as its card shows it: its text (views the model does not read, such as a
     ``structuredContent`` that wraps the text, included) and its images, audio and files."""
-    from .artifacts import MEDIA_TYPES, split_media
 
     if not hasattr(output, "to_text"):
         return str(output), []

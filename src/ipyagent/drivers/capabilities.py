@@ -9,12 +9,23 @@ translates them (`put_settings`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core import DocumentBlock, ImageBlock, PromptStack, ProviderError, unsupported_setting
 from .model_rules import DEFAULT_WINDOW, known_context_window
 from .structured import STRATEGIES
+
+
+def _nobody(tool: str) -> list[str]:
+    return []
+
+
+#: ``(tool) -> providers``: those whose driver can ask for the provider-side tool (``web_search``), named
+#: in the error of a driver that cannot. `registry.providers_with_builtin`, set by the registry: it knows
+#: the drivers and imports this module (through `base`), so this module cannot import it.
+providers_with_builtin: Callable[[str], list[str]] = _nobody
 
 
 @dataclass(frozen=True)
@@ -125,8 +136,6 @@ class CapabilityChecks:
         for tool in prompt_stack.builtin_tools:
             if tool.name in have:
                 continue
-            from .registry import providers_with_builtin
-
             others = providers_with_builtin(tool.name)
             where = f"; {', '.join(others)} {'have' if len(others) > 1 else 'has'} it" if others else ""
             raise ProviderError("unsupported_capability", f"{self.provider} model {self.model} has no built-in "

@@ -16,6 +16,7 @@ import httpx2
 
 from ..core import ProviderError, redact
 from .http import parse_retry_after
+from .lifecycle import retired_hint
 
 _TAGS = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.S | re.I)
 EXCERPT_CHARS = 300
@@ -100,8 +101,6 @@ class ErrorMapping:
         if status == 404:
             own = getattr(self, "price_known", False)
             if own:  # the provider's own API: a shut-down model says so
-                from .lifecycle import retired_hint
-
                 hint = retired_hint(self.provider, model)
                 if hint:
                     return f" ({hint})"

@@ -8,6 +8,7 @@ never touches HTTP (DESIGN.md, "drivers": a driver translates).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import os
 import time
 import weakref
@@ -161,7 +162,6 @@ def _close_dropped(client: httpx2.AsyncClient, loop: asyncio.AbstractEventLoop) 
 @lru_cache(maxsize=1)
 def _pricing_executor() -> Any:
     """One thread for genai-prices lookups, apart from asyncio's default pool (which hung tools may fill)."""
-    import concurrent.futures
 
     return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ipyagent-price")
 

@@ -29,6 +29,7 @@ import httpx2
 
 from ..core import ProviderError, redact
 from . import pricing
+from .lifecycle import replacement, shutdown_of
 
 
 @dataclass
@@ -105,8 +106,6 @@ def parse_ollama(data: Any) -> tuple[list[ModelListing], dict[str, Any] | None]:
 def with_shutdowns(rows: list[ModelListing], provider: str) -> list[ModelListing]:
     """Fill each row's shutdown date (where the list gave none) and replacement from the shipped
     lifecycle table of `provider` (our id: ``openai``, ``anthropic``...)."""
-    from .lifecycle import replacement, shutdown_of
-
     for row in rows:
         entry = shutdown_of(provider, row.id, row.shutdown_date)
         if entry is not None:

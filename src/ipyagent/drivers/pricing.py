@@ -7,10 +7,11 @@ the price is unknown) on every `ModelCompleted`.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
-from ..core import Usage, format_usd
+from ..core import ProviderError, Usage, format_usd
 
 #: Our provider ids -> genai-prices provider ids. Others (ollama, plug-ins) have no known price.
 PRICE_PROVIDERS: dict[str, str] = {
@@ -153,8 +154,6 @@ class Ledger:
     """
 
     def __init__(self) -> None:
-        import threading
-
         self._lock = threading.Lock()
         self.turns: list[tuple[str, str, float | None, int, int]] = []  # provider, model, USD or None, in, out tokens
         self.budget: float | None = None
@@ -203,8 +202,6 @@ class Ledger:
         """Raises:
         ProviderError: type ``budget`` once the known total has reached `budget`."""
         if self.budget is not None and self.total >= self.budget:
-            from ..core import ProviderError
-
             raise ProviderError(
                 "budget",
                 f"this session has spent {format_usd(self.total)} of its {format_usd(self.budget)} budget; "

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core import ConfigurationError, ModelSettings
+from . import capabilities
 from .base import BasePromptDriver
+from .cassette import RecordingTransport, ReplayTransport
 from .lifecycle import example_id
 
 
@@ -200,6 +202,9 @@ def providers_with_builtin(tool: str) -> list[str]:
     return sorted(found)
 
 
+capabilities.providers_with_builtin = providers_with_builtin  # the error of a driver without the tool names these
+
+
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
     """``"openai:gpt-6-luna"`` -> ``("openai", "gpt-6-luna")``; the model may hold ``:``.
     An alias (`set_alias`) is replaced by the id it stands for.
@@ -300,8 +305,6 @@ def create_driver(
     if api_key and env:  # which variable held it: a 401 says to check that one
         driver.key_env = env if os.environ.get(env) else KEY_FALLBACKS.get(env)
     if record:
-        from .cassette import RecordingTransport
-
         driver.transport = RecordingTransport(
             record, provider=name, model=model, inner=driver.transport, base_url=driver.base_url
         )
@@ -309,8 +312,6 @@ def create_driver(
 
 
 def _replay_driver(path: str, **kwargs: Any) -> BasePromptDriver:
-    from .cassette import ReplayTransport
-
     transport = ReplayTransport(path, chunk_delay=kwargs.pop("chunk_delay", 0.0))
     first = transport.entries[0]
     name = first.get("provider", "openai")

@@ -17,6 +17,8 @@ import json
 import time
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from ..core import (
     MESSAGE_FIELDS,
     ActionCallBlock,
@@ -50,8 +52,6 @@ _ARTIFACT = None
 def _artifact_adapter() -> Any:
     global _ARTIFACT
     if _ARTIFACT is None:
-        from pydantic import TypeAdapter
-
         _ARTIFACT = TypeAdapter(Artifact)
     return _ARTIFACT
 

@@ -26,6 +26,7 @@ from typing import Any
 from IPython.core.error import UsageError
 
 from ..agent import Evaluation
+from .render.evaluation import saved_output
 
 #: The comm target a page opens to grade a run.
 TARGET = "ipyagent.grade"
@@ -61,8 +62,6 @@ def _verdict(value: Any) -> bool | None:
 
 def grade_request(data: dict[str, Any], store: Callable[[], Any]) -> dict[str, Any]:
     """The answer to a page's grade (see the module doc); `store` gives the session's run store."""
-    from .views.evaluation_view import saved_output
-
     try:
         passed, note = _verdict(data.get("passed")), str(data.get("note") or "")
         row, repeat = int(data["row"]), int(data.get("repeat") or 0)

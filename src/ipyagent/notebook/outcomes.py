@@ -11,8 +11,11 @@ published, so nothing of it is saved in the notebook.
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
+
+from ..agent import run_in_background, run_sync
 
 
 class RunStopped(Exception):
@@ -70,9 +73,7 @@ def run_cell(coro: Any, done: Any, *, await_in_kernel: bool) -> Any:
     events keep flowing and an interrupt cancels the run; elsewhere it blocks. A stop
     (toolbar Stop, kernel interrupt, Ctrl-C) raises `RunStopped`: the view already says so.
     """
-    import asyncio
 
-    from ..agent import run_in_background, run_sync
 
     if await_in_kernel:
         async def awaited() -> None:

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from typing import Any, TypeVar
 
+from IPython.core.error import UsageError
+
 from ..core import redact, visible_controls
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,8 +50,6 @@ def plain_output(fn: F) -> F:
 def _collected(fn: F, clean: Callable[[str], str]) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from IPython.core.error import UsageError
-
         out, err = _Collected(sys.stdout), io.StringIO()
         try:
             with redirect_stdout(out), redirect_stderr(err):

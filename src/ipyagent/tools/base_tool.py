@@ -30,7 +30,14 @@ from ..core import (
     ToolNameError,
     to_native_name,
 )
-from .activity import ACTIVITY_ATTR, ActivityConfig, input_model, parse_docstring, schema_of
+from ..memory import to_memory_artifact
+from .activity import (
+    ACTIVITY_ATTR,
+    ActivityConfig,
+    input_model,
+    parse_docstring,
+    schema_of,
+)
 
 _FUNCTION_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
@@ -264,7 +271,6 @@ class BaseTool:
                 if isinstance(result, _Raised):
                     raise result.exc
             if self.is_off_prompt(activity):  # kept in its own shape (a table, bytes) for Task Memory
-                from ..memory import to_memory_artifact
 
                 return to_memory_artifact(result)
             return to_artifact(result)

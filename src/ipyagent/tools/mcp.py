@@ -26,12 +26,16 @@ import shlex
 import shutil
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Coroutine, Iterable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx2
+
+from .. import __version__
 from ..core import (
     SECRET_ENV,
     SECRET_FIELDS,
@@ -46,7 +50,13 @@ from ..core import (
     redact,
 )
 from .base_tool import BaseTool
-from .mcp_content import check_server_name, description, input_schema, native_names, result_artifact
+from .mcp_content import (
+    check_server_name,
+    description,
+    input_schema,
+    native_names,
+    result_artifact,
+)
 from .process_group import ServerProcesses, end_all
 
 T = TypeVar("T")
@@ -239,8 +249,6 @@ class MCPServer:
         return redact("\n".join(text.splitlines()[-lines:]))
 
     def _note(self, message: str) -> None:
-        import time
-
         with open(self.log_path, "a", encoding="utf-8") as f:
             f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ipyagent: {message}\n")
 
@@ -342,7 +350,6 @@ class MCPServer:
             from mcp.types import Implementation
         except ImportError:
             raise MCPServerError("needs the `mcp` package: pip install 'ipyagent[mcp]'") from None
-        from .. import __version__
 
         async def to_log(params: Any) -> None:  # the server's logging notifications
             self._note(f"server log [{getattr(params, 'level', '')}]: {getattr(params, 'data', params)}")
@@ -366,7 +373,6 @@ class MCPServer:
             from mcp.client.sse import sse_client
 
             return sse_client(self.url, headers=self.headers or None)  # type: ignore[arg-type]
-        import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
         # The SDK's own defaults: 30 s to connect/write, 300 s between bytes of a held response stream.

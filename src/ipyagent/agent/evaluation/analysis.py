@@ -12,10 +12,18 @@ from __future__ import annotations
 import statistics as stdlib_statistics
 from typing import TYPE_CHECKING, Any
 
+from ...memory import RunStore
+from ..compare import dataframe
+from .history import diff_records
 from .statistics import Comparison, cohen_kappa, compare_paired, row_bootstrap, wilson_interval
 
 if TYPE_CHECKING:
     from .results import EvalResult, Evaluation
+
+
+def column_name(provider: str, variant: str | None) -> str:
+    """A column's name: the provider's key, with ``/VARIANT`` appended when there are variants."""
+    return provider if variant is None else f"{provider}/{variant}"
 
 
 def _median(values: list[float]) -> float | None:
@@ -24,8 +32,6 @@ def _median(values: list[float]) -> float | None:
 
 def by_column(ev: Evaluation) -> dict[str, list[EvalResult]]:
     """The runs of each column (in `ev.columns` order), skipped and unrendered ones left out."""
-    from .results import column_name
-
     out: dict[str, list[EvalResult]] = {column: [] for column in ev.columns}
     names: dict[tuple[str, str | None], str] = {}  # (provider, variant) -> column, named once
     for r in ev.results:
@@ -152,8 +158,6 @@ class Analysis:
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
-        from ..compare import dataframe
-
         return dataframe(self.summary_records(baseline=baseline))
 
     def compare(self: Any, a: str, b: str, *, seed: int | None = None) -> Comparison:
@@ -183,8 +187,6 @@ class Analysis:
             raise LookupError(f"{where} {state}: there is no answer to grade")
         cell.human, cell.human_note = (None, "") if passed is None else (bool(passed), note or "")
         if self.store_path is not None and cell.run_id is not None:
-            from ...memory import RunStore
-
             store = RunStore(self.store_path)
             try:
                 store.set_grade(cell.run_id, cell.human, cell.human_note)
@@ -201,9 +203,6 @@ class Analysis:
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
-        from ..compare import dataframe
-        from .history import diff_records
-
         return dataframe(diff_records(self, other))
 
     def analysis_json(self: Any, stats: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...drivers import example_id, resolve_alias
+from ..structured import parse_json
 from .limits import CHECK_TIMEOUT_S, Stoppable, compile_pattern, search
+from .templates import render_template
 
 #: A score at or above this passes.
 PASS_SCORE = 0.5
@@ -108,7 +111,6 @@ class Assertion:
 def _render(text: str, row: Any) -> str:
     if "{{" not in text and "{%" not in text:
         return text
-    from .templates import render_template
 
     return render_template(text, row)
 
@@ -267,7 +269,6 @@ def parse_verdict(text: str) -> Verdict:
     Raises:
         ValueError: neither shape; the message quotes the reply.
     """
-    from ..structured import parse_json
 
     try:
         data = parse_json(text)
@@ -295,8 +296,6 @@ class JudgeAssertion(Assertion):
     needs_model = True
 
     def __init__(self, provider: str, rubric: str | None = None) -> None:
-        from ...drivers import example_id, resolve_alias
-
         if ":" not in resolve_alias(provider):
             raise ValueError(f"judge:{provider}: give the judge as judge:PROVIDER:MODEL (or an alias), "
                              f"e.g. judge:{example_id()}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..compare import dataframe
 from .cache import json_output
-from .analysis import FIGURES, Analysis, versus
+from .analysis import FIGURES, Analysis, column_name, versus
 from .checks import Outcome
 from .statistics import SEED
 
@@ -32,11 +32,6 @@ def _tokens(usage: Any) -> tuple[int, int]:
 
 #: A cell's status: the run answered, the run failed, not run (the budget), or its row could not be rendered.
 STATUSES = ("ok", "failed", "skipped", "template_error")
-
-
-def column_name(provider: str, variant: str | None) -> str:
-    """A column's name: the provider's key, with ``/VARIANT`` appended when there are variants."""
-    return provider if variant is None else f"{provider}/{variant}"
 
 
 @dataclass(slots=True)

@@ -27,11 +27,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...core import DeltaMessage, Event, ProviderError, Usage, coerce_settings, system_text
+from ...core import (
+    DeltaMessage,
+    Event,
+    ProviderError,
+    Usage,
+    coerce_settings,
+    system_text,
+)
 from ...drivers import resolve_alias
 from ...memory import RunStore, StoreError, default_store_path, estimate_text, new_run_id
 from ..agent import Agent, AgentResult
 from ..compare import provider_keys
+from ..images import image_blocks
 from ..loop_thread import run_in_background, run_sync
 from ..options import RunOptions
 from .history import keep
@@ -589,8 +597,6 @@ def _run_options(
         if v
     }
     if "images" in options:
-        from ..images import image_blocks
-
         options["images"] = image_blocks(images)
     return options
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..render.html import _markdown
+
 #: Fence labels that mean Python; an unlabelled fence counts as Python too.
 PYTHON_LABELS = {"", "python", "py", "python3", "py3", "ipython", "ipython3", "pycon"}
 #: Fence labels ``--code`` accepts as a language name without ambiguity in ``%agent fix --code QUESTION``.
@@ -23,7 +25,6 @@ KNOWN_LANGUAGES = {
 def fenced_blocks(markdown: str) -> list[tuple[str, str]]:
     """(language label, code) of every fenced code block in `markdown`, in order; the label
     is the info string's first word, lower-cased (``""`` when there is none)."""
-    from ..render.html import _markdown
 
     blocks = []
     for token in _markdown().parse(markdown):

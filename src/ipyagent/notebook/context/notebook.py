@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import re
 import sys
+import traceback
 import types
 from pathlib import Path
 from typing import Any
+
+from IPython import get_ipython
 
 from ...memory import CHARS_PER_TOKEN, DEFAULT_BUDGET, ContextBlock, context_block, keep_ends, summarize
 from . import cell_log
@@ -115,10 +118,6 @@ def _is_cell(filename: str) -> bool:
 
 
 def _shell() -> Any:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return None
     return get_ipython()
 
 
@@ -135,8 +134,6 @@ def traceback_lines(shell: Any, exc: BaseException) -> list[str]:
         else:
             raise TypeError
     except Exception:  # no shell, or a formatter that failed: the standard traceback
-        import traceback
-
         lines = traceback.format_exception(type(exc), exc, tb)
     return strip_ansi("\n".join(lines)).splitlines()
 

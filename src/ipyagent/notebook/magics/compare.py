@@ -14,6 +14,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.utils.text import DollarFormatter
 
 from ...agent import Agent, Comparison, RunOptions, acompare, current_default
 from ...core import ToolAction
@@ -24,6 +25,7 @@ from ..outcomes import resolved, run_cell
 from ..views.compare_view import CompareTextView, CompareWidgetView
 from ..views.transcript_output import finish_comparison, show_live
 from .agent import REPLAY_DELAY, AgentMagics
+from .evaluation import run_evaluation
 from .options import check_out_name, parse_line, run_arguments
 
 _JINJA = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.S)
@@ -33,7 +35,6 @@ def expand_line(line: str, namespace: dict[str, Any]) -> str:
     """`line` with ``{expr}`` and ``$name`` expanded from `namespace`, as IPython expands magic
     lines, except inside Jinja's ``{{ ... }}`` and ``{% ... %}`` (an assertion's row template),
     which stay as written. A line that does not expand is kept as it is (IPython's rule)."""
-    from IPython.utils.text import DollarFormatter
 
     kept: list[str] = []
 
@@ -143,8 +144,6 @@ class CompareMagics(Magics):
         args = parse_line(self.compare, expand_line(line, self.shell.user_ns))
         check_out_name(args.out)
         if args.over is not None:
-            from .evaluation import run_evaluation
-
             outcome = run_evaluation(self, args, cell)
             return resolved(outcome) if args.await_in_kernel and not inspect.isawaitable(outcome) else outcome
         used = [

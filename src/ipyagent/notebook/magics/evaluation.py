@@ -11,6 +11,7 @@ cache. An interrupt stops every run, keeps what finished (shown, and bound to
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from typing import Any
 
@@ -157,8 +158,6 @@ def _analysis_options(ev: Evaluation, providers: list[str], args: Any, shell: An
 def cell_name(shell: Any, args: Any) -> str:
     """What the run store keeps this cell's evaluation under, so its next run says what changed:
     the notebook and the cell's id (JupyterLab sends it), else the ``-o`` or ``--over`` variable."""
-    import os
-
     kernel = getattr(shell, "kernel", None)
     parent = kernel.get_parent("shell") if kernel is not None and hasattr(kernel, "get_parent") else None
     cell_id = ((parent or {}).get("metadata") or {}).get("cellId")

@@ -8,7 +8,9 @@ and ``--tools NAME.tool`` find them (`resolve_tools`). The work is done by
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+import shutil
 import sys
 from typing import Any
 
@@ -253,7 +255,4 @@ def _left(server: MCPServer) -> str:
 
 
 def _found(server: MCPServer) -> bool:
-    import os
-    import shutil
-
     return shutil.which(server.command[0], path=server.env.get("PATH", os.environ.get("PATH"))) is not None

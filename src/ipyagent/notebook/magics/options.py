@@ -23,6 +23,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, parse_argstring
+from pydantic import ValidationError
 
 from ...core import BUILTIN_TOOLS, ModelSettings, redact, visible_controls
 
@@ -60,7 +61,6 @@ def settings_from_args(args: Any) -> ModelSettings:
     Raises:
         UsageError: a value out of range (``--temperature 5``), in one line naming the option.
     """
-    from pydantic import ValidationError
 
     values = {field: getattr(args, option[2:].replace("-", "_"), None) for option, field in OPTIONS}
     values = {k: v for k, v in values.items() if v is not None}

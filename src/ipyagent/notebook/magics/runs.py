@@ -9,9 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
+from IPython.display import display
 
 from ...agent import AgentResult, transcript_of
-from ...core import MESSAGE_FIELDS, Message, ModelCompleted, ModelStarted, Transcript, Usage, redact, redact_data
+from ...core import (
+    MESSAGE_FIELDS,
+    Message,
+    ModelCompleted,
+    ModelStarted,
+    Transcript,
+    Usage,
+    redact,
+    redact_data,
+)
 from ...memory import (
     RunStore,
     StoreError,
@@ -22,11 +32,20 @@ from ...memory import (
     stored_transcript,
     summary,
 )
+from ..context.masking import OPT_OUT, describe
 from ..render.html import escape
-from ..render.session_text import json_short, message_lines, short, system_block_lines, tokens_text, when_text
+from ..render.session_text import (
+    json_short,
+    message_lines,
+    short,
+    system_block_lines,
+    tokens_text,
+    when_text,
+)
 from ..session import Session
 from ..views.run_view import make_view
 from ..views.transcript_output import bundle, draw_artifacts
+from .settings import parse_duration, parse_size
 
 
 #: What a new run store's file name ends with (an existing SQLite file may be called anything).
@@ -88,8 +107,6 @@ class RunStoreCommands:
     def _store_admin(self, words: list[str]) -> None:
         """``%agent store --prune [--older-than 30d] [--max-size 500MB] [--all]``: delete the oldest runs
         (to the session's ``store_max_size`` when no limit is given), then VACUUM."""
-        from .settings import parse_duration, parse_size
-
         usage = "usage: %agent store --prune [--older-than 30d] [--max-size 500MB] [--all]"
         options: dict[str, Any] = {}
         rest = list(words)
@@ -132,8 +149,6 @@ class RunStoreCommands:
     def _print_context(blocks: list[dict[str, Any]], masked: dict[str, int] | None = None) -> None:
         """The context blocks a run carried, with our token estimate of each and the values masked in
         each (`masked`: by block name, the cell template's too)."""
-        from ..context.masking import OPT_OUT, describe
-
         if masked:
             print(f"masked: {describe(masked)}; {OPT_OUT} sends them as they are")
         if not blocks:
@@ -250,7 +265,6 @@ class RunStoreCommands:
             print(f"[{header}]")
             self._replay_text(run, replay_events(nodes))
             return
-        from IPython.display import display
 
         display(
             {"text/plain": redact(header), "text/html": f'<div class="ipyagent-footer">{escape(redact(header))}</div>'},

@@ -26,20 +26,25 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.display import display
 
 from ...agent import DEFAULT_THREAD, session_default
 from ...core import Transcript, redact
 from ...drivers import format_usd
 from ...memory import describe_size
 from ..context.code_blocks import KNOWN_LANGUAGES
+from ..grading import grade_command
 from ..outcomes import RunStopped
 from ..redacted_io import controls_shown, redacted_output
 from ..render.html import escape
 from ..render.memory_html import STYLE, artifact_entry_html
 from ..render.session_text import short
+from ..render.terminal_records import clean, print_rendered, transcript_renderables
 from ..session import Session
+from ..views.terminal import colour_enabled
 from ..views.transcript_output import bundle
 from .runs import RunStoreCommands
+from .settings import apply, current
 
 SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix", "cost",
                "settings", "grade")
@@ -97,8 +102,6 @@ class SessionMagics(RunStoreCommands, Magics):
         if sub in ("fix", "settings", "store"):  # several words
             return getattr(self, f"_{sub}")(rest)
         if sub == "grade":
-            from ..grading import grade_command
-
             return grade_command(self.shell, rest)
         if len(rest) > 1:
             raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
@@ -177,7 +180,6 @@ class SessionMagics(RunStoreCommands, Magics):
                 f"%agent history: no thread {name!r}; threads: {', '.join(self.session.threads.names()) or 'none yet'}"
             )
         thread = self.session.threads.get(name)
-        from IPython.display import display
 
         turns = len(thread.turns)
         header = f"thread {name!r}: {turns} turn{'s' if turns != 1 else ''}" + (
@@ -186,7 +188,6 @@ class SessionMagics(RunStoreCommands, Magics):
         if self._colour_terminal():
             from rich.text import Text
 
-            from ..render.terminal_records import clean, print_rendered, transcript_renderables
 
             turns_drawn = [
                 r for n, turn in enumerate(thread.turns, 1) for r in transcript_renderables(turn_transcript(turn, n))
@@ -202,7 +203,6 @@ class SessionMagics(RunStoreCommands, Magics):
 
     def _colour_terminal(self) -> bool:
         """True in terminal IPython on a TTY without NO_COLOR: records are drawn with rich."""
-        from ..views.terminal import colour_enabled
 
         return not self.agent_magics._widgets() and colour_enabled(sys.stdout)
 
@@ -216,8 +216,6 @@ class SessionMagics(RunStoreCommands, Magics):
     # -- memory ------------------------------------------------------------------------
 
     def _memory(self, _: str | None) -> None:
-        from IPython.display import display
-
         entries = self.session.memory.entries()
         if not entries:
             print("Task Memory is empty: outputs of off-prompt tools are stored here (BaseTool(off_prompt=True))")
@@ -267,8 +265,6 @@ class SessionMagics(RunStoreCommands, Magics):
 
     def _settings(self, words: list[str]) -> None:
         """``%agent settings [NAME=VALUE ...]``: show or set the session's settings (`settings`)."""
-        from .settings import apply, current
-
         if words:
             apply(self.session, words)
         else:

@@ -12,9 +12,12 @@ then sanitized (`render.sanitize`), like every HTML output of ipyagent.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from ...core import redact_data
 from .evaluation_stats import STYLE as STATS_STYLE
+from .evaluation_stats import _md, column_label, column_title, usd
 from .evaluation_stats import grade_detail_html, grade_mark_html, statistics_html, statistics_markdown, statistics_text
 from .html import escape, sanitize
 from .policy import EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS
@@ -52,12 +55,6 @@ SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = EVALUATION_SUMMARY_COLUMNS
 PROGRESS_COLUMNS = ("provider:model", "done", "failed", "cost so far", "elapsed", "time left")
 
 
-def usd(value: float | None) -> str:
-    if value is None:
-        return "—"
-    return f"${value:.4f}" if value >= 0.01 else f"${value:.6f}".rstrip("0").rstrip(".") if value else "$0"
-
-
 def _figure(key: str, value: Any) -> str:
     if value is None:
         return "—"
@@ -68,23 +65,6 @@ def _figure(key: str, value: Any) -> str:
     if key in ("cost", "judge_cost"):
         return usd(value)
     return str(value)
-
-
-def column_label(doc: dict[str, Any], column: str) -> tuple[str, str]:
-    """(the name a person gave `column`: its provider's alias, with ``/VARIANT``; the full column
-    name, or "" when that is the name): ``("small", "openai:gpt-6-luna")``, ``("openai:m", "")``.
-    A document saved before aliases names its columns by id."""
-    aliases = doc.get("aliases") or {}
-    for provider in doc.get("providers") or ():
-        if provider in aliases and (column == provider or column.startswith(provider + "/")):
-            return aliases[provider] + column[len(provider):], column
-    return column, ""
-
-
-def column_title(doc: dict[str, Any], column: str) -> str:
-    """`column_label` as one text: ``small (openai:gpt-6-luna)``, or the column's name."""
-    name, full = column_label(doc, column)
-    return f"{name} ({full})" if full else name
 
 
 def summary_cells(summary: list[dict[str, Any]], doc: dict[str, Any] | None = None) -> list[list[str]]:
@@ -204,8 +184,6 @@ def _run_detail(result: dict[str, Any]) -> list[str]:
     if result.get("text"):
         detail.append(f"<div><b>answer</b><pre>{escape(result['text'])}</pre></div>")
     if result.get("output") is not None:
-        import json
-
         detail.append(
             "<div><b>structured "
             f"output</b><pre>{escape(json.dumps(result['output'], ensure_ascii=False, indent=1))}</pre></div>"
@@ -365,12 +343,6 @@ def evaluation_html(doc: dict[str, Any]) -> str:
     return f'<div class="ipyagent-evaluation">{STYLE}{STATS_STYLE}{sanitize(body)}</div>'
 
 
-def _md(text: str) -> str:
-    from .transcript import _md_escape
-
-    return _md_escape(text).replace("|", "\\|")
-
-
 def evaluation_markdown(doc: dict[str, Any]) -> str:
     """Headline, the summary table, the statistics and the matrix (marks, first lines, human
     grades) as Markdown."""
@@ -406,3 +378,18 @@ def evaluation_text(doc: dict[str, Any]) -> str:
     table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
     stats = statistics_text(doc)
     return f"{headline(doc)}\n{table}" + (f"\n\n{stats}" if stats else "")
+
+
+def bundle(ev: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, metadata) of a finished evaluation's display (an `agent.Evaluation`): its JSON (secrets
+    redacted) and fallbacks."""
+    doc = redact_data(ev.to_json())
+    data = {MIME_TYPE: doc, "text/html": evaluation_html(doc), "text/markdown": evaluation_markdown(doc),
+            "text/plain": evaluation_text(doc)}
+    return data, {"ipyagent": {"evaluation": {"id": doc["id"]}}}
+
+
+def saved_output(ev: Any) -> dict[str, Any]:
+    """The nbformat output (``display_data``) of `ev`'s saved matrix (`bundle`)."""
+    data, metadata = bundle(ev)
+    return {"output_type": "display_data", "data": data, "metadata": metadata}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .html import escape
+from .transcript import _md_escape
 
 STATS_COLUMNS = ("column", "runs", "pass rate (95% CI)", "mean score (95% CI)", "median s", "median cost",
                  "vs baseline, points (95% CI)", "McNemar p", "verdict")
@@ -27,10 +28,21 @@ border-radius:3px;border:1px solid var(--jp-border-color1,#999)}
 </style>"""
 
 
-def column_title(doc: dict[str, Any], column: str) -> str:
-    from .evaluation import column_title as title
+def column_label(doc: dict[str, Any], column: str) -> tuple[str, str]:
+    """(the name a person gave `column`: its provider's alias, with ``/VARIANT``; the full column
+    name, or "" when that is the name): ``("small", "openai:gpt-6-luna")``, ``("openai:m", "")``.
+    A document saved before aliases names its columns by id."""
+    aliases = doc.get("aliases") or {}
+    for provider in doc.get("providers") or ():
+        if provider in aliases and (column == provider or column.startswith(provider + "/")):
+            return aliases[provider] + column[len(provider):], column
+    return column, ""
 
-    return title(doc, column)
+
+def column_title(doc: dict[str, Any], column: str) -> str:
+    """`column_label` as one text: ``small (openai:gpt-6-luna)``, or the column's name."""
+    name, full = column_label(doc, column)
+    return f"{name} ({full})" if full else name
 
 
 def _percent(value: float | None) -> str:
@@ -53,9 +65,18 @@ def p_value(p: float | None) -> str:
     return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _money(value: float | None) -> str:
-    from .evaluation import usd
+def usd(value: float | None) -> str:
+    """``$0.0012``: a cost in USD for the matrix and its statistics ("—": unknown)."""
+    if value is None:
+        return "—"
+    return f"${value:.4f}" if value >= 0.01 else f"${value:.6f}".rstrip("0").rstrip(".") if value else "$0"
 
+
+def _md(text: str) -> str:
+    return _md_escape(text).replace("|", "\\|")
+
+
+def _money(value: float | None) -> str:
     return usd(value)
 
 
@@ -117,8 +138,6 @@ def statistics_html(doc: dict[str, Any]) -> str:
 
 
 def _md_row(cells: list[str] | tuple[str, ...]) -> str:
-    from .evaluation import _md
-
     return "| " + " | ".join(_md(c) for c in cells) + " |"
 
 

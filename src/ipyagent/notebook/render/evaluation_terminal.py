@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .evaluation import (_MARK, cells_of, column_label, column_of, columns_of, headline, outcome_class, repeats_class,
-                         usd)
-from .evaluation_stats import verdicts
+from .evaluation import (_MARK, cells_of, column_label, column_of, columns_of, first_line, headline, outcome_class,
+                         repeats_class, usd)
+from .evaluation_stats import _interval, _percent, verdicts
 from .terminal_records import clean
 
 #: The styles of a cell's outcome (`evaluation.outcome_class`).
@@ -55,8 +55,6 @@ def summary_table(doc: dict[str, Any]) -> Any:
     out, and cost (judge cost) only when some run's is known."""
     from rich import box
     from rich.table import Table
-
-    from .evaluation_stats import _interval, _percent
 
     summary = doc.get("summary") or []
     costs = any(s.get("cost") is not None for s in summary)
@@ -95,8 +93,6 @@ def key_fields(doc: dict[str, Any]) -> list[str]:
 def _cell(runs: list[dict[str, Any]] | None, repeat: int) -> Any:
     """A matrix cell: the mark and the answer's first words (``k/N`` of its repeats), coloured."""
     from rich.text import Text
-
-    from .evaluation import first_line
 
     if not runs:
         return Text("not run", style="dim", no_wrap=True, overflow="ellipsis")

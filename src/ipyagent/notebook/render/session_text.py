@@ -7,7 +7,16 @@ import datetime
 import json
 from typing import Any
 
-from ...core import ActionCallBlock, ActionResultBlock, AudioBlock, ImageBlock, Message, ReasoningBlock, TextBlock, Usage
+from ...core import (
+    ActionCallBlock,
+    ActionResultBlock,
+    AudioBlock,
+    ImageBlock,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    Usage,
+)
 
 #: Characters of one message block shown by history and inspect.
 SHOWN_CHARS = 600

@@ -14,11 +14,13 @@ terminal prints, control characters are shown, not run (`core.visible_controls`)
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...core import redact, visible_controls
 from .html import escape, sanitize
+from .transcript import _fenced, inert
 
 #: Selectors outrank JupyterLab's ``.jp-ThemedContainer .jp-RenderedHTMLCommon pre / td`` (pre-wrap,
 #: right-aligned cells). nh3 keeps classes on div, span and details only.
@@ -141,14 +143,10 @@ def to_html(sources: list[ToolSource]) -> str:
 
 
 def _md(text: str) -> str:
-    import re
-
     return re.sub(r"([\\`*_{}\[\]<>()#+!|~])", r"\\\1", text).replace("\n", " ")
 
 
 def to_markdown(sources: list[ToolSource]) -> str:
-    from .transcript import _fenced, inert
-
     blocks = []
     for source in sources:
         blocks.append(f"**{_md(source.name)}** ({_md(source.kind)})")

@@ -16,6 +16,8 @@ import asyncio
 import json
 from typing import Any
 
+from IPython.display import display
+
 from ...core import ToolAction, redact_data
 from ..render.html import escape
 
@@ -38,8 +40,6 @@ class ApprovalButtons:
         import ipywidgets as widgets
 
         if self.container is None:
-            from IPython.display import display
-
             self.container = widgets.VBox([])
             display(self.container)
         loop = asyncio.get_running_loop()

@@ -10,7 +10,9 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from ...agent import COLUMNS, NUMERIC, RunFigures, Stat, summarize
+from IPython.display import display
+
+from ...agent import COLUMNS, NUMERIC, RunFigures, Stat, background_loop, summarize
 from ...core import (
     ComparisonTable,
     Event,
@@ -24,8 +26,14 @@ from ...core import (
 )
 from ..render.html import cells_to_html, escape, with_titles  # noqa: F401 - the table's HTML and titles, known here too
 from ..render.memory_html import draw_artifacts
-from ..render.terminal_records import figures_table, header, print_rendered, transcript_renderables
+from ..render.terminal_records import (
+    figures_table,
+    header,
+    print_rendered,
+    transcript_renderables,
+)
 from ..render.terminal_text import colour_enabled
+from .live_widget import close_widgets, end_message, live_widget
 from .run_view import RunState, TextView, WidgetView
 
 _DECIMALS = {"ttft_s": 2, "total_s": 2, "input_tokens": 0, "output_tokens": 0, "tokens_per_s": 1, "cost": 6}
@@ -162,7 +170,6 @@ class CompareWidgetView:
     def __init__(self, providers: list[str], runs: int, resolved: list[str] | None = None) -> None:
         """`providers`: the panes' titles as the user typed them (aliases); `resolved`: the
         ``provider:model`` each stands for, shown beside a title that differs from it."""
-        from .live_widget import live_widget
 
         self.providers, self.runs = list(providers), runs
         self.resolved = list(resolved or providers)
@@ -181,8 +188,6 @@ class CompareWidgetView:
         return [{"title": t, "resolved": r} for t, r in zip(self.providers, self.resolved)]
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
         display(self.widget)
 
     def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
@@ -197,8 +202,6 @@ class CompareWidgetView:
                     and 0 <= run < self.runs):
                 self.selected[pane] = run
         elif content.get("type") == "hello":
-            from ...agent import background_loop
-
             background_loop().call_soon_threadsafe(self._hello)
         elif content.get("type") == "approve":
             pane, _, run = str(content.get("key")).partition("/")
@@ -268,13 +271,10 @@ class CompareWidgetView:
         """The comparison is over: its saved record, once, with the rest of the cell's saved
         `output` (a page reopened mid-run draws it and puts it in its output; live_widget.end_message)."""
         if self._synced and not self._closed:
-            from .live_widget import end_message
-
             self.live.send(end_message(record, output, self.widget))
 
     def close(self) -> None:
         """Close every widget of the comparison (its saved record has replaced it)."""
-        from .live_widget import close_widgets
 
         self._closed = True
         for view in self.run_views.values():

@@ -14,50 +14,33 @@ the same way (`regrade`), so the saved notebook keeps the grades too.
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from typing import Any
 
+from IPython.display import display, update_display
+
 from ...agent import EvalResult, Evaluation
-from ..render.evaluation import MIME_TYPE, evaluation_html, evaluation_markdown, evaluation_text, progress_html
+from ..grading import shown
+from ..render.evaluation import MIME_TYPE, bundle, progress_html
+from ..render.evaluation_terminal import evaluation_renderables
+from ..render.terminal_records import print_rendered
+from .terminal import colour_enabled
+from .transcript_output import keep_saved_output, show_live
 
 #: Seconds between two redraws of the progress table at most.
 FRAME_S = 0.1
-
-
-def bundle(ev: Evaluation) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(data, metadata) of a finished evaluation's display: its JSON (secrets redacted) and fallbacks."""
-    from ...core import redact_data
-
-    doc = redact_data(ev.to_json())
-    data = {MIME_TYPE: doc, "text/html": evaluation_html(doc), "text/markdown": evaluation_markdown(doc),
-            "text/plain": evaluation_text(doc)}
-    return data, {"ipyagent": {"evaluation": {"id": doc["id"]}}}
-
-
-def saved_output(ev: Evaluation) -> dict[str, Any]:
-    """The nbformat output (``display_data``) of `ev`'s saved matrix (`bundle`)."""
-    data, metadata = bundle(ev)
-    return {"output_type": "display_data", "data": data, "metadata": metadata}
 
 
 def show_in_terminal(data: dict[str, Any], metadata: dict[str, Any], stream: Any = None) -> None:
     """Terminal IPython: on a TTY the evaluation drawn with rich for its width
     (`evaluation_terminal`: summary, matrix one line per row, failures with their reasons),
     coloured unless ``NO_COLOR``; elsewhere (a pipe, a file) its plain text, as displayed."""
-    import sys
-
     stream = stream or sys.stdout
     isatty = getattr(stream, "isatty", None)
     if not (isatty and isatty()):
-        from IPython.display import display
-
         return display(data, raw=True, metadata=metadata)
-    from ..render.evaluation_terminal import evaluation_renderables
-    from ..render.terminal_records import print_rendered
-
-    from .terminal import colour_enabled
-
     print_rendered(stream, evaluation_renderables(data[MIME_TYPE]), colour=colour_enabled(stream))
 
 
@@ -77,7 +60,6 @@ class EvaluationView:
         if widgets:
             import ipywidgets
 
-            from .transcript_output import show_live
 
             self.widget = ipywidgets.HTML(value=progress_html(ev.progress()))
             self.display_id = show_live(self)  # marked live: a page that misses the end asks for it
@@ -110,24 +92,17 @@ class EvaluationView:
         with self._lock:
             self._closed = True
         if self.display_id is not None:
-            from IPython.display import update_display
-
             update_display({"text/plain": ""}, raw=True, display_id=self.display_id)
 
     def finish(self) -> None:
         """Replace the progress with the saved matrix and summary (or print them in a terminal)."""
         with self._lock:
             self._closed = True
-        from ..grading import shown
-
         shown(self.ev)  # gradable from its matrix, and %agent grade's default
         self.ev.listeners.append(self.regrade)
         data, metadata = bundle(self.ev)
         if self.display_id is not None:
-            from IPython.display import update_display
-
             update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
-            from .transcript_output import keep_saved_output
 
             keep_saved_output(self, data, metadata)
         else:
@@ -137,10 +112,6 @@ class EvaluationView:
         """A run was graded: draw the saved matrix again in place (nothing in a terminal)."""
         if self.display_id is None:
             return
-        from IPython.display import update_display
-
-        from .transcript_output import keep_saved_output
-
         data, metadata = bundle(self.ev)
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
         keep_saved_output(self, data, metadata)

@@ -12,11 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sys
 import time
 from typing import Any, TextIO
 
+from IPython.display import display
+
+from ...agent import artifact_summary, background_loop
 from ...core import (
+    RESULT_CHARS,
+    STOPPED_WORDS,
     ArtifactStored,
     BlockDelta,
     Citation,
@@ -39,11 +45,17 @@ from ...core import (
     ToolAction,
     ToolCallCompleted,
     ToolCallDelta,
+    card_result,
     masked_figure,
     redact_data,
 )
 from ...drivers import total_cost
+from ...memory import describe_size
+from ..render.citations import TOOL_TITLES, source_key, sources_text
+from ..render.memory_html import stored_event_html, trimmed_text
+from .live_widget import close_widgets, end_message, live_widget
 from .server_cards import citation_json, new_card, progress, with_call, with_result
+from .terminal import TerminalOutput
 
 #: Seconds between two frames sent to the front end: at most 33 in any second.
 FRAME_INTERVAL = 1 / 32
@@ -198,8 +210,6 @@ class RunState(EventHandler):
         return segment
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> bool:
-        from ...core import card_result
-
         segment = self.tool_segment(event.action)
         segment.result, segment.media = card_result(event.result)
         segment.is_error, segment.duration = event.is_error, event.duration_s
@@ -236,8 +246,6 @@ class RunState(EventHandler):
         return True
 
     def on_history_trimmed(self, event: HistoryTrimmed) -> bool:
-        from ..render.memory_html import trimmed_text
-
         self.notices.append(trimmed_text(event))
         return True
 
@@ -328,8 +336,6 @@ class WidgetView(EventHandler):
         if link is not None:
             self.live, self.widget = link, None
         else:
-            from .live_widget import live_widget
-
             self.live = live_widget()
             self.live.on_msg(self._on_msg)
             self.widget = self.live
@@ -351,8 +357,6 @@ class WidgetView(EventHandler):
         self._asks: dict[str, tuple[asyncio.Future[bool], Segment, dict[str, Any]]] = {}
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
         display(self.widget)
 
     # -- events -> ops (on the background loop) ------------------------------------------
@@ -469,7 +473,6 @@ class WidgetView(EventHandler):
         id, "verdict": true | false}`` (a click on Approve / Deny)."""
         if not isinstance(content, dict):
             return
-        from ...agent import background_loop
 
         if content.get("type") == "hello":
             background_loop().call_soon_threadsafe(self._hello)
@@ -589,7 +592,6 @@ class WidgetView(EventHandler):
             return
         self.finish()
         self._ended = True
-        from .live_widget import end_message
 
         self._send(end_message(transcript, output, self.widget))
 
@@ -598,14 +600,12 @@ class WidgetView(EventHandler):
         self._ended = True
         if self._pending is not None:
             self._pending.cancel()
-        from .live_widget import close_widgets
 
         close_widgets(self.widget)
 
 
 def _call_json(segment: Segment, event: ToolCallCompleted | None) -> dict[str, Any]:
     """A finished tool call's card, as the transcript has it (transcript.ToolCallPart)."""
-    from ...core import RESULT_CHARS
 
     result = segment.result or ""
     if len(result) > RESULT_CHARS:
@@ -636,8 +636,6 @@ def _call_json(segment: Segment, event: ToolCallCompleted | None) -> dict[str, A
 
 def _artifact_json(event: ArtifactStored) -> dict[str, Any]:
     """An off-prompt artifact as the transcript has it, drawn as ``%agent memory`` draws it."""
-    from ...agent import artifact_summary
-    from ..render.memory_html import stored_event_html
 
     summary = artifact_summary(event)
     summary.html = stored_event_html(event)
@@ -659,8 +657,6 @@ class _WaitLine:
     def text(self) -> str:
         """The line, cut with ``…`` to the screen's width less one: a line that wrapped could not
         be rewritten in place."""
-        import shutil
-
         waiting = f"waiting for the first token · {time.monotonic() - self.state.started:.1f} s"
         line = f"{self.state.retry} · {waiting}" if self.state.retry else waiting
         room = max(shutil.get_terminal_size().columns - 1, 10)
@@ -696,8 +692,6 @@ class TextView(EventHandler):
     """
 
     def __init__(self, provider: str, stream: TextIO | None = None) -> None:
-        from .terminal import TerminalOutput
-
         self.state = RunState(provider)
         inner = stream or sys.stdout
         self.out = TerminalOutput(inner)
@@ -739,8 +733,6 @@ class TextView(EventHandler):
         self.out.part(f"\n[error] {event.error.message}", "bold red")
 
     def on_artifact_stored(self, event: ArtifactStored) -> None:
-        from ...memory import describe_size
-
         self.out.part(
             f"[stored off-prompt: ipyagent.memory[{event.namespace!r}], {event.kind}, {describe_size(event.size)}]\n",
             "magenta",
@@ -829,8 +821,6 @@ def _sources_lines(cited: list[tuple[Segment, Citation]]) -> list[str]:
     """``[1] Title <url>`` and, under it, ``“the span it supports”`` once each, numbered as the
     saved answer numbers them (`render.citations.source_key`, first cited first). A citation
     without a span (Anthropic's, sent before its text) supports its whole text block."""
-    from ..render.citations import source_key, sources_text
-
     numbers: dict[Any, Any] = {}
     spans: dict[Any, list[str]] = {}
     for segment, citation in cited:
@@ -859,8 +849,6 @@ def _result_line(block: ServerToolResultBlock) -> str:
 
 
 def _server_title(tool: str | None, name: str | None) -> str:
-    from ..render.citations import TOOL_TITLES
-
     return TOOL_TITLES.get(tool or "", name or tool or "provider tool")
 
 
@@ -873,8 +861,6 @@ def _call_line(event: ToolCallCompleted) -> str:
         return f"denied {name}"
     approved = ", approved by you" if event.approval == "approved" else ""
     if event.stopped:
-        from ...core import STOPPED_WORDS
-
         return f"{STOPPED_WORDS.get(event.stopped, event.stopped)} {name}{approved}, after {event.duration_s:.2f} s"
     return f"{'error' if event.is_error else 'result'} {name}{approved}, {event.duration_s:.2f} s"
 

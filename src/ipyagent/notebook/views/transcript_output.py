@@ -44,12 +44,28 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from IPython.display import display, update_display
+
 from ...agent import RunLog, comparison_record, transcript_of
-from ...core import COMPARISON_MIME_TYPE, MIME_TYPE, ComparisonRecord, Transcript, redact, redact_data
+from ...core import (
+    COMPARISON_MIME_TYPE,
+    MIME_TYPE,
+    ComparisonRecord,
+    Transcript,
+    redact,
+    redact_data,
+)
 from ..render.html import compact
 from ..render.memory_html import draw_artifacts
 from ..render.streamed_html import StreamedMarkdown
-from ..render.transcript import PLAIN_CHARS, comparison_to_html, comparison_to_text, to_html, to_text
+from ..render.transcript import (
+    PLAIN_CHARS,
+    comparison_to_html,
+    comparison_to_text,
+    to_html,
+    to_text,
+)
+from .. import saved_outputs
 from .compare_view import table_data
 
 
@@ -143,7 +159,6 @@ class LiveTranscript:
             self.transcript.next_cell = next_cell
             self.transcript.masked = dict(self.masked)
             draw_artifacts(self.transcript, self.log.artifacts)
-        from IPython.display import update_display
 
         data, metadata = bundle(self.transcript, markdown=self.markdown.html)
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
@@ -167,15 +182,13 @@ def show_live(view: Any, display_id: str | None = None) -> str:
     """Display a live view (its ``widget``) under `display_id` (None: a new one), and return the id.
     The output is marked live (saved_outputs.live_metadata), so a page that missed the run's end
     can ask the kernel for the saved output that replaced it."""
-    from IPython.display import display
 
-    from ..saved_outputs import SAVED, live_metadata
 
     display_id = display_id or f"ipyagent-{uuid.uuid4().hex}"
     model_id = _model_id(view)
     if model_id is not None:
-        SAVED.started(model_id)
-    display(getattr(view, "widget", view), display_id=display_id, metadata=live_metadata())
+        saved_outputs.SAVED.started(model_id)
+    display(getattr(view, "widget", view), display_id=display_id, metadata=saved_outputs.live_metadata())
     return display_id
 
 
@@ -184,9 +197,7 @@ def keep_saved_output(view: Any, data: dict[str, Any], metadata: dict[str, Any])
     `show_live`: kept for a page that missed the update (saved_outputs.py)."""
     model_id = _model_id(view)
     if model_id is not None:
-        from ..saved_outputs import SAVED
-
-        SAVED.finished(model_id, data, metadata)
+        saved_outputs.SAVED.finished(model_id, data, metadata)
 
 
 def _model_id(view: Any) -> str | None:
@@ -199,7 +210,6 @@ def finish_comparison(
     display_id: str, comparison: Any, *, prompt: str | None = None, view: Any = None, titles: list[str] | None = None
 ) -> ComparisonRecord:
     """Replace the live comparison `view` shown under `display_id` with its saved record (see the module doc)."""
-    from IPython.display import update_display
 
     table = table_data(list(comparison.providers), list(comparison.figures), int(getattr(comparison, "runs", 1) or 1))
     selected = view.selected_runs() if hasattr(view, "selected_runs") else None  # kept as the user left them
