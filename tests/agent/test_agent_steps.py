@@ -15,6 +15,7 @@ import pytest
 from pydantic import BaseModel
 
 import ipyagent.agent.loop as loop_module
+import ipyagent.agent.tool_steps as tool_steps_module
 from ipyagent import Agent, RunOptions
 from ipyagent.agent import AgentResult
 from ipyagent.core import (
@@ -58,7 +59,7 @@ def run(driver: ScriptedDriver, prompt: str = "Weather in Paris?", options: RunO
 
 def on_virtual_clock(monkeypatch: pytest.MonkeyPatch, main: Callable[[], Awaitable[Any]]) -> Any:
     """`main()` on a loop whose clock jumps to the next timer (the loop's `time.monotonic` reads it)."""
-    return run_virtual(main, monkeypatch, loop_module)
+    return run_virtual(main, monkeypatch, loop_module, tool_steps_module)
 
 
 def interrupt_when_held(agent: Agent, driver: ScriptedDriver, prompt: str, events: list[Any]) -> Callable[[], Awaitable[AgentResult]]:

@@ -10,7 +10,6 @@ what a run is given besides its prompt is a `RunOptions`.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -24,17 +23,16 @@ from ..core import (
     SystemBlock,
     TextBlock,
     coerce_settings,
-    system_text,
 )
 from ..drivers import BasePromptDriver, create_driver
-from ..memory import TaskMemory, current_memory, estimate_text, estimate_tokens, output_reserve
+from ..memory import TaskMemory, current_memory
 from ..tools import Toolbox, with_task_memory
 from . import defaults
-from .conversation import Thread, result_turn
+from .conversation import Thread, history_for, result_turn
 from .files import document_blocks
 from .images import image_blocks
 from .loop import AgentRun
-from .loop_thread import RUNNING_AGENTS, run_in_background, run_sync
+from .loop_thread import OneRunAtATime, run_in_background, run_sync
 from .options import Approve, RunOptions
 from .result import AgentResult
 
@@ -117,7 +115,7 @@ class Agent:
         self.react = react
         self.approve = approve
         self.memory = memory  # Task Memory for off-prompt outputs (None: the session's, ipyagent.memory)
-        self._lock: asyncio.Lock | None = None
+        self._gate = OneRunAtATime(self)  # runs share the conversation: one at a time, in order
         self.results: list[AgentResult] = []
         self._timeout = None if timeout is None else defaults.check_timeout(timeout)
 
@@ -203,15 +201,9 @@ class Agent:
         return user
 
     def _composed(self, user: Message, options: RunOptions, emit: Callable[[Event], Any]) -> RunOptions:
-        """`options` with this agent's conversation as the history: its completed turns, the oldest
-        dropped whole to fit `options.max_history` turns and the context window (tokens:
-        `options.context_window`, else the model's) beside the system prompt, `user` and the tool
-        definitions (our estimate); a `HistoryTrimmed` notice goes to `emit` when turns were left out."""
-        window = options.context_window or self.driver.context_window
-        fixed = estimate_text(system_text(options.system)) + estimate_tokens([user])
-        fixed += estimate_text(json.dumps([d.model_dump() for d in options.tools.definitions()]))
-        budget = max(0, window - output_reserve(window) - fixed)
-        composition = self.thread.compose(max_turns=options.max_history, budget_tokens=budget)
+        """`options` with this agent's conversation as the history (`conversation.history_for`); a
+        `HistoryTrimmed` notice goes to `emit` when turns were left out."""
+        composition = history_for(self.thread, user, options, options.context_window or self.driver.context_window)
         notice = composition.notice(self.thread.name)
         if notice is not None:
             emit(notice)
@@ -306,63 +298,14 @@ class Agent:
             settings=settings,
             timeout=timeout,
         )
-        self._check_not_nested()
-        return await run_in_background(self._locked(self._arun(prompt, options, on_event)))
+        self._gate.check()
+        return await run_in_background(self._gate.run(self._arun(prompt, options, on_event)))
 
-    def _check_not_nested(self) -> None:
-        if id(self) in RUNNING_AGENTS.get():
-            raise RuntimeError(
-                f"{self!r} is running the tool that tried to run it again; that run would wait for "
-                "itself. A tool can run another Agent (Agent(...).run(...)), not the one calling it"
-            )
-
-    async def _locked(self, run: Any) -> AgentResult:
-        """One run of this agent at a time (runs share its conversation), in the order they came;
-        its tools see this agent in `RUNNING_AGENTS` while it runs."""
-        if self._lock is None:
-            self._lock = asyncio.Lock()  # created on the background loop, where every run executes
-        try:
-            self._check_not_nested()
-        except RuntimeError:
-            run.close()
-            raise
-        token = RUNNING_AGENTS.set(RUNNING_AGENTS.get() | {id(self)})  # seen by this run's tools only
-        try:
-            async with self._lock:
-                return await run
-        finally:
-            RUNNING_AGENTS.reset(token)
-
-    def run(
-        self,
-        prompt: str | Message,
-        options: RunOptions | None = None,
-        *,
-        on_event: Callable[[Event], Any] | None = None,
-        output_schema: Any = None,
-        output_strategy: str | None = None,
-        images: Any = None,
-        context: Any = None,
-        settings: ModelSettings | dict[str, Any] | None = None,
-        timeout: float | None = None,
-        files: Any = None,
-    ) -> AgentResult:
-        """Blocking `arun` (same arguments); works inside a running event loop (a notebook cell)."""
-        self._check_not_nested()
-        return run_sync(
-            self.arun(
-                prompt,
-                options,
-                on_event=on_event,
-                output_schema=output_schema,
-                output_strategy=output_strategy,
-                images=images,
-                context=context,
-                settings=settings,
-                timeout=timeout,
-                files=files,
-            )
-        )
+    def run(self, prompt: str | Message, options: RunOptions | None = None, **shortcuts: Any) -> AgentResult:
+        """Blocking `arun` (the same arguments: `on_event`, `output_schema`, `output_strategy`, `images`,
+        `context`, `settings`, `timeout`, `files`); works inside a running event loop (a notebook cell)."""
+        self._gate.check()
+        return run_sync(self.arun(prompt, options, **shortcuts))
 
     def _memory(self) -> TaskMemory:
         return current_memory() if self.memory is None else self.memory
@@ -377,19 +320,9 @@ class Agent:
         and own timeout (None stays None: the default's in force at each run), all passed to
         the constructor. An evaluation runs each cell on one, so cells share no history and
         run concurrently (an agent runs one run at a time)."""
-        return Agent(
-            self.driver,
-            settings=self.settings,
-            system=self.system,
-            system_budget=self.system_budget,
-            tools=self.toolbox,
-            builtin_tools=self.builtin_tools,
-            max_steps=self.max_steps,
-            react=self.react,
-            approve=self.approve,
-            memory=self.memory,
-            timeout=self._timeout,
-        )
+        return Agent(self.driver, settings=self.settings, system=self.system, system_budget=self.system_budget,
+                     tools=self.toolbox, builtin_tools=self.builtin_tools, max_steps=self.max_steps,
+                     react=self.react, approve=self.approve, memory=self.memory, timeout=self._timeout)
 
     def reset(self) -> None:
         """Forget the conversation (the system prompt stays)."""

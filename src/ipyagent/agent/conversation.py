@@ -10,12 +10,13 @@ never separated from its result.
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import ActionCallBlock, ActionResultBlock, HistoryTrimmed, Message
-from ..memory import estimate_tokens
+from ..core import ActionCallBlock, ActionResultBlock, HistoryTrimmed, Message, system_text
+from ..memory import estimate_text, estimate_tokens, output_reserve
 
 DEFAULT_THREAD = "default"
 #: The result given to a call that has none in the record (the ``tool`` structured-output
@@ -163,6 +164,16 @@ class ThreadStore:
         """Drop thread `name` (turns and system prompt); False when there was none."""
         with self._lock:
             return self._threads.pop(name, None) is not None
+
+
+def history_for(thread: Thread, user: Message, options: Any, window: int) -> Composition:
+    """What a run of `user` with `options` (a `RunOptions`) carries of `thread`: its completed turns,
+    the oldest left out whole to fit `options.max_history` turns and the context `window` (tokens,
+    our estimate) beside the system prompt, `user` and the tool definitions."""
+    fixed = estimate_text(system_text(options.system)) + estimate_tokens([user])
+    fixed += estimate_text(json.dumps([d.model_dump() for d in options.tools.definitions()]))
+    budget = max(0, window - output_reserve(window) - fixed)
+    return thread.compose(max_turns=options.max_history, budget_tokens=budget)
 
 
 def result_turn(result: Any, *, run_id: str | None = None) -> Turn:

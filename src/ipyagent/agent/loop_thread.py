@@ -121,6 +121,41 @@ async def run_in_background(coro: Coroutine[Any, Any, T]) -> T:
         raise
 
 
+class OneRunAtATime:
+    """The runs of one agent (`owner`): one at a time (they share its conversation), in the order
+    they came, on the background loop; its tools see it in `RUNNING_AGENTS` while it runs, and one
+    that asks it to run again is refused at once (`check`) rather than wait for itself."""
+
+    def __init__(self, owner: Any) -> None:
+        self.owner = owner
+        self._lock: asyncio.Lock | None = None
+
+    def check(self) -> None:
+        """Raises:
+            RuntimeError: called from a tool of the owner's own run."""
+        if id(self.owner) in RUNNING_AGENTS.get():
+            raise RuntimeError(
+                f"{self.owner!r} is running the tool that tried to run it again; that run would wait for "
+                "itself. A tool can run another Agent (Agent(...).run(...)), not the one calling it"
+            )
+
+    async def run(self, run: Coroutine[Any, Any, T]) -> T:
+        """Await `run` when the owner's earlier runs are done (`run` is closed, unrun, if `check` fails)."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()  # created on the background loop, where every run executes
+        try:
+            self.check()
+        except RuntimeError:
+            run.close()
+            raise
+        token = RUNNING_AGENTS.set(RUNNING_AGENTS.get() | {id(self.owner)})  # seen by this run's tools only
+        try:
+            async with self._lock:
+                return await run
+        finally:
+            RUNNING_AGENTS.reset(token)
+
+
 def stop_background_loop() -> None:
     """Stop the shared loop (``%unload_ext``). A later call to `background_loop` starts a new one."""
     global _loop, _thread
