@@ -8,6 +8,7 @@ promise back to Playwright.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -225,10 +227,19 @@ class Lab:
     def save_and_shutdown(self, name: str) -> None:
         """Save the notebook, wait until it is on disk, and shut its kernel down."""
         self.save(name)
-        for session in api(self.url, "GET", "/api/sessions"):  # type: ignore[union-attr]
-            if session["path"].endswith(name):
-                api(self.url, "DELETE", f"/api/sessions/{session['id']}")
-        assert not [s for s in api(self.url, "GET", "/api/kernels")], "a kernel is still running"  # type: ignore[union-attr]
+        deadline = time.monotonic() + 30
+        while True:  # a kernel JupyterLab was still starting (a restart, a late session) is shut down too
+            for session in api(self.url, "GET", "/api/sessions"):  # type: ignore[union-attr]
+                if session["path"].endswith(name):
+                    api(self.url, "DELETE", f"/api/sessions/{session['id']}")
+            kernels = api(self.url, "GET", "/api/kernels")
+            if not kernels or time.monotonic() > deadline:
+                break
+            for kernel in kernels:  # type: ignore[union-attr]
+                with contextlib.suppress(urllib.error.HTTPError):  # gone meanwhile
+                    api(self.url, "DELETE", f"/api/kernels/{kernel['id']}")
+            time.sleep(0.2)
+        assert not kernels, "a kernel is still running"
 
     def screenshot(self, locator, name: str) -> Path:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
