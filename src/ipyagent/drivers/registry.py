@@ -119,6 +119,18 @@ BUILTIN: dict[str, ProviderSpec] = {
     ]
 }
 
+#: ``gen_ai.provider.name`` (OpenTelemetry's GenAI semantic conventions) of each built-in provider id; one the
+#: conventions do not list keeps its own id (``ollama``, ``openrouter``).
+OTEL_PROVIDER_NAMES = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic",
+                       "gemini": "gcp.gemini", "azure-openai": "azure.ai.openai", "groq": "groq",
+                       "mistral": "mistral_ai", "deepseek": "deepseek"}
+
+
+def otel_provider_name(provider: str) -> str:
+    """The ``gen_ai.provider.name`` of provider id `provider` (`OTEL_PROVIDER_NAMES`, else the id)."""
+    return OTEL_PROVIDER_NAMES.get(provider, provider)
+
+
 #: A second variable accepted for a provider's key (Google documents both).
 KEY_FALLBACKS = {"GEMINI_API_KEY": "GOOGLE_API_KEY"}
 
