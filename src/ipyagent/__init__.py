@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .agent.compare import Comparison, acompare, compare
     from .agent.defaults import set_default, using
     from .agent.evaluation import Evaluation, aevaluate, evaluate
+    from .agent.tracing import trace
     from .core import BuiltinTool, Citation, ModelSettings, SystemBlock
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "evaluate",
     "aevaluate",
     "Evaluation",
+    "trace",
     "load_ipython_extension",
     "unload_ipython_extension",
     "__version__",
@@ -62,6 +64,10 @@ def __getattr__(name: str) -> Any:
         from .agent import evaluation
 
         return getattr(evaluation, name)
+    if name == "trace":  # OpenTelemetry spans of every run (the SDK imported only when turned on)
+        from .agent.tracing import trace
+
+        return trace
     if name == "memory":  # ipyagent.memory["NAMESPACE"]: the session's Task Memory
         import importlib
 

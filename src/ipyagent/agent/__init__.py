@@ -16,6 +16,7 @@ __getattr__ = lazy_exports(__name__, {
                  "set_default"),
     "files": ("document_block",),
     "images": ("image_blocks",),
+    "tracing": ("trace", "Tracing", "tracing_status"),
     "transcript": ("transcript_of", "comparison_record", "artifact_summary", "RunLog"),
 })
 

@@ -35,6 +35,7 @@ from .loop import AgentRun
 from .loop_thread import OneRunAtATime, run_in_background, run_sync
 from .options import Approve, RunOptions
 from .result import AgentResult
+from .trace_spans import run_spans
 
 
 class Agent:
@@ -217,8 +218,10 @@ class Agent:
         own = options.history is None  # the agent's own conversation: the run's turn joins it
         if own:
             resolved = self._composed(user, resolved, emit)
-        run = AgentRun(self.driver, user, resolved, memory, emit)
+        spans = run_spans(self.driver, resolved, user, self.thread.name)  # None: tracing off
+        run = AgentRun(self.driver, user, resolved, memory, emit if spans is None else spans.tee(emit))
         deadline = asyncio.timeout(resolved.timeout)
+        result: AgentResult | None = None
         try:
             async with deadline:  # every model turn and tool
                 result = await run.run()
@@ -230,6 +233,9 @@ class Agent:
             result = run.interrupted()
             self._keep(result, own, resolved.run_id)
             raise
+        finally:
+            if spans is not None:
+                spans.finish(result)
         self._keep(result, own, resolved.run_id)
         return result
 

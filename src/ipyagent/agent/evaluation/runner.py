@@ -42,6 +42,7 @@ from ..compare import provider_keys
 from ..images import image_blocks
 from ..loop_thread import run_in_background, run_sync
 from ..options import RunOptions
+from ..trace_spans import cell_attributes, cell_checks, evaluation_span
 from .history import keep
 from .cache import PLACEHOLDER, CacheWriter, json_output, prompt_key, request_key
 from .checks import Assertion, CallableAssertion, JudgeAssertion, Outcome, parse_assertion
@@ -310,7 +311,13 @@ class _Run:
 
     async def run_cell(self, job: _Cell) -> float | None:
         """Run (or serve from the cache) one cell, check it, record it; returns the USD spent once the
-        run is committed to the store (so the lane starts no run while a finished one is not)."""
+        run is committed to the store (so the lane starts no run while a finished one is not). With
+        tracing on, inside the cell's span, the run's own spans its children (`trace_spans`)."""
+        cell = job.result
+        with evaluation_span(f"evaluate {cell.provider}", cell_attributes(self.ev.id, cell), cell_checks(cell)):
+            return await self._run_cell(job)
+
+    async def _run_cell(self, job: _Cell) -> float | None:
         cell, lane = job.result, job.lane
         spent: float | None = 0.0
         committed: asyncio.Future[None] | None = None
@@ -618,7 +625,10 @@ async def _run_matrix(
     matrix = _Run(ev, store=opened, cache=cache, **run)
     ev.started = time.monotonic()
     try:
-        return await matrix.run(entries, rows)
+        with evaluation_span("evaluation", {"gen_ai.operation.name": "evaluate", "ipyagent.evaluation.id": ev.id,
+                                            "ipyagent.evaluation.rows": len(rows),
+                                            "ipyagent.evaluation.columns": list(ev.providers)}):
+            return await matrix.run(entries, rows)
     except asyncio.CancelledError:
         ev.interrupted = True
         raise
