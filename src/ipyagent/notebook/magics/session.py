@@ -12,6 +12,8 @@
     %agent fix [OPTIONS] [QUESTION]  explain and fix the last exception (%%agent options: --code, -p, --with, ...)
     %agent grade ROW COLUMN pass|fail|clear [NOTE] [--repeat N] [--eval VAR]
                                    grade a run of the last evaluation by hand (Evaluation.grade)
+    %agent trace [otlp [URL] [--content] | off]
+                                   OpenTelemetry spans of every run (GenAI semantic conventions)
 
 RUN_ID may be the first characters of the id; without one, the session's last run.
 """
@@ -45,9 +47,10 @@ from ..views.terminal import colour_enabled
 from ..views.transcript_output import bundle
 from .runs import RunStoreCommands
 from .settings import apply, current
+from .tracing import trace_command
 
 SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix", "cost",
-               "settings", "grade")
+               "settings", "grade", "trace")
 
 
 def turn_transcript(turn: Any, number: int) -> Transcript:
@@ -89,7 +92,7 @@ class SessionMagics(RunStoreCommands, Magics):
     def agent_line(self, line: str) -> Any:
         """``%agent last | fix [OPTIONS] [QUESTION] | threads | history [NAME] | reset [NAME] | memory |
         runs [THREAD] | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off|--prune ...] | settings [NAME=VALUE ...] |
-        grade ROW COLUMN pass|fail [NOTE]``
+        grade ROW COLUMN pass|fail [NOTE] | trace [otlp [URL] [--content] | off]``
         (``%%agent`` is the cell magic)."""
         try:
             words = shlex.split(line)
@@ -103,6 +106,8 @@ class SessionMagics(RunStoreCommands, Magics):
             return getattr(self, f"_{sub}")(rest)
         if sub == "grade":
             return grade_command(self.shell, rest)
+        if sub == "trace":
+            return trace_command(rest)
         if len(rest) > 1:
             raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
         arg = rest[0] if rest else None
