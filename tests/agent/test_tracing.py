@@ -3,10 +3,12 @@ on it, the run its child), the OTLP endpoint rules, the flush at exit, and a fai
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import StatusCode
 
 from ipyagent import Agent, evaluate, trace
@@ -108,3 +110,50 @@ def test_provider_names_are_the_conventions_own() -> None:
     assert [otel_provider_name(p) for p in ("openai", "openai-responses", "anthropic", "gemini", "azure-openai",
                                             "mistral", "ollama")] == \
         ["openai", "openai", "anthropic", "gcp.gemini", "azure.ai.openai", "mistral_ai", "ollama"]
+
+
+def test_without_the_sdk_tracing_says_how_to_install_it(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # an import of it raises ImportError
+    with pytest.raises(ConfigurationError, match=r"the OpenTelemetry SDK is not installed; "
+                                                 r"pip install 'ipyagent\[otel\]' and try again"):
+        trace("http://127.0.0.1:4318")
+    assert tracing.current() is None
+
+
+class _Flaky:
+    """A span exporter whose exports fail while `down` is set, keeping what it was given otherwise."""
+
+    def __init__(self) -> None:
+        self.down, self.spans = True, []
+
+    def export(self, spans):
+        if self.down:
+            return SpanExportResult.FAILURE
+        self.spans += spans
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def test_a_receiver_that_fails_is_said_once_and_again_when_it_is_back(capsys) -> None:
+    flaky = _Flaky()
+    trace(exporter=flaky)
+    try:
+        with StubServer(openai_text_reply("Hi.")) as server:
+            agent = Agent("openai:m", base_url=server.url)
+            for _ in range(2):
+                assert agent.run("Hello").ok
+                tracing.current().flush()
+            assert capsys.readouterr().err == ("ipyagent: spans could not be sent to the exporter; "
+                                               "later ones are still tried (%agent trace off stops)\n")
+            flaky.down = False
+            assert agent.run("Hello").ok
+            tracing.current().flush()
+        assert capsys.readouterr().err == "ipyagent: spans reach the exporter again\n"
+        assert sorted(s.name for s in flaky.spans) == ["chat m", "invoke_agent default"]
+    finally:
+        trace(False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 from contextvars import ContextVar
 from typing import Any
 
@@ -39,6 +40,35 @@ _exit_registered = False
 parent_span: ContextVar[Any] = ContextVar("ipyagent_trace_parent", default=None)
 
 
+#: The OTLP/HTTP exporter's logger: a line per retry of an export; `ReportedExports` says it once instead.
+EXPORTER_LOGGER = "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+
+
+class ReportedExports:
+    """A span exporter (`exporter`) whose failures are said in one line on stderr when spans stop
+    reaching `where`, and once more when they reach it again, rather than the exporter's warning per
+    retry (its logger is quieted while tracing is on). The SDK's exporter interface, by delegation."""
+
+    def __init__(self, exporter: Any, where: str) -> None:
+        self.exporter, self.where, self.failing = exporter, where, False
+
+    def export(self, spans: Any) -> Any:
+        result = self.exporter.export(spans)
+        failed = getattr(result, "name", "") == "FAILURE"
+        if failed != self.failing:
+            self.failing = failed
+            print(f"ipyagent: spans could not be sent to {self.where}; later ones are still tried "
+                  "(%agent trace off stops)" if failed else f"ipyagent: spans reach {self.where} again",
+                  file=sys.stderr)
+        return result
+
+    def shutdown(self) -> None:
+        self.exporter.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+
 class Tracing:
     """Tracing in force: spans go to `exporter` through a batch processor.
 
@@ -56,7 +86,9 @@ class Tracing:
 
         attributes = {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "ipyagent"}
         self.provider = TracerProvider(resource=Resource.create(attributes), shutdown_on_exit=False)
+        exporter = ReportedExports(exporter, redact(endpoint) if endpoint else "the exporter")
         self.provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=int(SCHEDULE_S * 1000)))
+        logging.getLogger(EXPORTER_LOGGER).setLevel(logging.CRITICAL)  # `ReportedExports` says it, once
         self.tracer = self.provider.get_tracer("ipyagent", __version__)
         self.endpoint, self.content = endpoint, content
 
