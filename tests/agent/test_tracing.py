@@ -3,6 +3,7 @@ on it, the run its child), the OTLP endpoint rules, the flush at exit, and a fai
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Iterator
 
@@ -11,12 +12,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import StatusCode
 
-from ipyagent import Agent, evaluate, trace
+from ipyagent import Agent, RunOptions, evaluate, trace
 from ipyagent.agent import tracing
-from ipyagent.core import ConfigurationError
+from ipyagent.core import ConfigurationError, TextDelta
 from ipyagent.drivers import otel_provider_name
 
 from ..support.evaluation import CAPITALS, answering, capital_of
+from ..support.scripted_driver import Script, ScriptedDriver
 from ..support.stub_server import StubServer, openai_text_reply, openai_tool_call_reply
 
 
@@ -157,3 +159,24 @@ def test_a_receiver_that_fails_is_said_once_and_again_when_it_is_back(capsys) ->
         assert sorted(s.name for s in flaky.spans) == ["chat m", "invoke_agent default"]
     finally:
         trace(False)
+
+
+def test_an_interrupted_run_closes_its_spans_as_interrupted(exporter) -> None:
+    driver = ScriptedDriver(Script([TextDelta(0, "Hel"), TextDelta(0, "lo")], hold_after=1))
+    agent = Agent(driver)
+    trace(exporter=exporter)
+
+    async def main() -> None:
+        task = asyncio.create_task(agent._arun("hi", RunOptions(), None))
+        await driver.held.wait()  # the reply is half streamed
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    tracing.current().flush()
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    assert sorted(spans) == ["chat m", "invoke_agent default"]
+    for span in spans.values():
+        assert span.attributes["error.type"] == "interrupted" and span.status.status_code is StatusCode.ERROR
+    assert spans["chat m"].attributes["gen_ai.provider.name"] == "scripted"
