@@ -4,7 +4,9 @@ on it, the run its child), the OTLP endpoint rules, the flush at exit, and a fai
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 
 import pytest
@@ -18,6 +20,7 @@ from ipyagent.core import ConfigurationError, TextDelta
 from ipyagent.drivers import otel_provider_name
 
 from ..support.evaluation import CAPITALS, answering, capital_of
+from ..support.otlp_receiver import OTLPReceiver
 from ..support.scripted_driver import Script, ScriptedDriver
 from ..support.stub_server import StubServer, openai_text_reply, openai_tool_call_reply
 
@@ -180,3 +183,19 @@ def test_an_interrupted_run_closes_its_spans_as_interrupted(exporter) -> None:
     for span in spans.values():
         assert span.attributes["error.type"] == "interrupted" and span.status.status_code is StatusCode.ERROR
     assert spans["chat m"].attributes["gen_ai.provider.name"] == "scripted"
+
+
+def test_a_process_that_ends_sends_its_last_spans() -> None:
+    """The exit hook for real: a process traces with a schedule that never comes, runs, and ends."""
+    with StubServer(openai_text_reply("Hi.")) as server, OTLPReceiver() as receiver:
+        script = textwrap.dedent(f"""
+            import ipyagent
+            from ipyagent.agent import tracing
+            tracing.SCHEDULE_S = 3600.0  # only the exit hook can send them
+            ipyagent.trace({receiver.url!r})
+            assert ipyagent.Agent("openai:m", base_url={server.url!r}).run("Hello").ok
+        """)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                              env={"PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert sorted(s["name"] for s in receiver.spans) == ["chat m", "invoke_agent default"]
