@@ -37,6 +37,8 @@ LAZY = {
     "regex": "Task Memory's regex search with a time limit",
     "docstring_parser": "a tool's schema from its docstring",
     "simpleeval": "the calculator tool",
+    "nbclient": "ipyagent eval: a notebook run headless",
+    "nbformat": "ipyagent eval: a notebook read and written",
 }
 
 #: Modules whose functions import the package's own modules on first use, by design: the public

@@ -94,6 +94,8 @@ def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) ->
     ("openai:m --over rows", "--- variant a ---\n{{ row.country }}\n--- variant a ---\nx", "the variant 'a' is given twice"),
     ("openai:m --over rows", "--- variant a ---\n  \n--- variant b ---\nx", "the variant 'a' is empty"),
     ("openai:m --repeat 2", "hi", "--repeat goes with --over VAR"),
+    ("openai:m --gate 'pass_rate>=0.9'", "hi", "--gate goes with --over VAR"),
+    ("openai:m --over rows --gate 'speed>=1'", "{{ row.country }}", "--gate: gate 'speed>=1': unknown metric 'speed'"),
     # a column that is neither PROVIDER:MODEL nor an alias: nothing sent, not a matrix with one column failing
     ("m openai:m --over rows", "{{ row.country }}", "expected PROVIDER:MODEL"),
     ("openai:m nosuch:m --over rows", "{{ row.country }}", "unknown provider 'nosuch'"),
@@ -238,7 +240,9 @@ def test_the_bundle_keeps_the_json_and_redacts_secrets(monkeypatch) -> None:
     assert set(data) == {MIME_TYPE, "text/html", "text/markdown", "text/plain"}
     assert all("tok-very-secret-123" not in str(v) for v in data.values())
     assert data[MIME_TYPE]["results"][0]["text"] == "the token is [redacted]"
-    assert metadata["ipyagent"]["evaluation"]["id"] == ev.id
+    assert metadata["ipyagent"]["evaluation"] == {"id": ev.id}
+    # a cell's --gate options are kept beside it, for ipyagent eval
+    assert bundle(ev, ["pass_rate>=0.9"])[1]["ipyagent"]["evaluation"] == {"id": ev.id, "gates": ["pass_rate>=0.9"]}
 
 
 def test_one_prompt_compare_dataframe_has_prompt_and_output() -> None:

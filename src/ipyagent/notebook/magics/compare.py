@@ -128,6 +128,9 @@ class CompareMagics(Magics):
         metavar="COLUMN",
         help="with --over, the column the others are compared with (default the first): paired difference, verdict",
     )
+    @argument("--gate", action="append", metavar="[COLUMN:]METRIC OP VALUE",
+              help="with --over, a gate 'ipyagent eval' checks on this evaluation (repeatable), "
+              "e.g. 'pass_rate>=0.9' or 'COLUMN:pass_rate>=0.9'; kept with the saved matrix")
     @run_arguments(out="the comparison (.results, .figures, .summary(), .to_dataframe())",
                    system="system prompt for every provider", tools="the models")
     @no_var_expand  # expand_line: {var} and $var as IPython does, but --assert 'equals:{{ row.answer }}' as written
@@ -158,6 +161,7 @@ class CompareMagics(Magics):
                 ("--system-variant", args.system_variant),
                 ("--check-timeout", args.check_timeout != 1.0),
                 ("--baseline", args.baseline),
+                ("--gate", args.gate),
             )
             if value
         ]

@@ -29,6 +29,7 @@ from ...agent import (
 )
 from ...core import ConfigurationError
 from ...drivers import parse_provider_id, resolve_alias
+from ..cli.gates import parse_gate
 from ..outcomes import run_cell
 from ..views.evaluation_view import EvaluationView
 
@@ -125,6 +126,20 @@ def _check_options(args: Any) -> None:
         raise UsageError(f"--max-steps must be 1 or more, not {args.max_steps}")
 
 
+def _gates(args: Any) -> list[str]:
+    """The cell's ``--gate`` options, each checked now (`cli.parse_gate`), as given.
+
+    Raises:
+        UsageError: one does not parse (unknown metric, not ``[COLUMN:]METRIC OP VALUE``).
+    """
+    for text in args.gate or ():
+        try:
+            parse_gate(text)
+        except ValueError as exc:
+            raise UsageError(f"--gate: {exc}") from None
+    return list(args.gate or ())
+
+
 def _provider_ids(args: Any) -> list[str]:
     """The columns' provider ids as given (ids or aliases, comma-separated or not).
 
@@ -189,7 +204,7 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
         return magics._build(provider_id, system=None, max_steps=1)
 
     ev = _analysis_options(Evaluation(provider_keys([*map(resolve_alias, providers)]), rows), providers, args, shell)
-    view = EvaluationView(ev, widgets=agent_magics._widgets())
+    view = EvaluationView(ev, widgets=agent_magics._widgets(), gates=_gates(args))
     session = agent_magics.session
     store = (session.store if session.store_path is not None else None) or False  # False: no store, no cache
     redacting = current_default().redact_context  # the values the prompts take are context (%agent settings)

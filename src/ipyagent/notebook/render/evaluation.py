@@ -380,13 +380,14 @@ def evaluation_text(doc: dict[str, Any]) -> str:
     return f"{headline(doc)}\n{table}" + (f"\n\n{stats}" if stats else "")
 
 
-def bundle(ev: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def bundle(ev: Any, gates: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(data, metadata) of a finished evaluation's display (an `agent.Evaluation`): its JSON (secrets
-    redacted) and fallbacks."""
+    redacted) and fallbacks; metadata ``{"ipyagent": {"evaluation": {"id", "gates"}}}``, `gates` the
+    cell's ``--gate`` options (what ``ipyagent eval`` checks), left out when there are none."""
     doc = redact_data(ev.to_json())
     data = {MIME_TYPE: doc, "text/html": evaluation_html(doc), "text/markdown": evaluation_markdown(doc),
             "text/plain": evaluation_text(doc)}
-    return data, {"ipyagent": {"evaluation": {"id": doc["id"]}}}
+    return data, {"ipyagent": {"evaluation": {"id": doc["id"], **({"gates": list(gates)} if gates else {})}}}
 
 
 def saved_output(ev: Any) -> dict[str, Any]:

@@ -143,10 +143,14 @@ def header(title: str, note: str = "") -> Any:
                 align="left", style="cyan")
 
 
-def print_rendered(stream: TextIO, renderables: Iterable[Any], *, colour: bool = True) -> None:
+def print_rendered(stream: TextIO, renderables: Iterable[Any], *, colour: bool = True,
+                   width: int | None = None) -> None:
     """Draw `renderables` on `stream` (a terminal) one under the other, then flush; without
-    `colour` (``NO_COLOR``) as plain text, no escape codes, laid out the same."""
+    `colour` (``NO_COLOR``) as plain text, no escape codes, laid out the same; `width` columns
+    (None: the terminal's)."""
     console = console_for(stream)
+    if width is not None:
+        console.width = width
     if not colour:
         from rich.console import Console
 

@@ -48,8 +48,9 @@ class EvaluationView:
     """Progress of one evaluation in a notebook (a widget under a display id) or a terminal (nothing
     until the end). `update` may be called from any thread, as often as results come."""
 
-    def __init__(self, ev: Evaluation, *, widgets: bool) -> None:
+    def __init__(self, ev: Evaluation, *, widgets: bool, gates: list[str] | None = None) -> None:
         self.ev = ev
+        self.gates = gates  # the cell's --gate options, kept in the saved output's metadata
         self.widget: Any = None
         self.display_id: str | None = None
         self.frames = 0
@@ -100,7 +101,7 @@ class EvaluationView:
             self._closed = True
         shown(self.ev)  # gradable from its matrix, and %agent grade's default
         self.ev.listeners.append(self.regrade)
-        data, metadata = bundle(self.ev)
+        data, metadata = bundle(self.ev, self.gates)
         if self.display_id is not None:
             update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
 
@@ -112,6 +113,6 @@ class EvaluationView:
         """A run was graded: draw the saved matrix again in place (nothing in a terminal)."""
         if self.display_id is None:
             return
-        data, metadata = bundle(self.ev)
+        data, metadata = bundle(self.ev, self.gates)
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
         keep_saved_output(self, data, metadata)

@@ -1,0 +1,150 @@
+"""Running a notebook for ``ipyagent eval``: parameters injected papermill-style, the kernel's environment
+(``--replay``: no provider key; ``--store``: the run store), nbclient executing every cell with a progress
+line per cell on stderr (rich), and a failed cell named by its number and its error's one line.
+
+nbclient, nbformat and rich are imported when a notebook runs, never by ``import ipyagent``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from ...drivers import BUILTIN, KEY_FALLBACKS
+from ...memory import STORE_ENV
+from ..render.terminal_records import clean
+
+#: The tag of the cell whose variables ``-p`` overrides (papermill's), and of the cell we add after it.
+PARAMETERS_TAG, INJECTED_TAG = "parameters", "injected-parameters"
+
+
+class NotebookFailed(Exception):
+    """The notebook did not run to its end: `cell` (1-based, as in the notebook file; None before any cell)
+    and the error's one line."""
+
+    def __init__(self, cell: int | None, line: str) -> None:
+        super().__init__(f"cell {cell}: {line}" if cell is not None else line)
+        self.cell, self.line = cell, line
+
+
+def read(path: Path) -> Any:
+    """The notebook at `path` (nbformat 4).
+
+    Raises:
+        NotebookFailed: it is not a notebook nbformat can read (the reason, one line).
+    """
+    import nbformat
+
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as exc:  # nbformat raises JSON, validation and OS errors alike
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise NotebookFailed(None, f"{path} is not a notebook nbformat can read: {first}") from None
+
+
+def inject_parameters(nb: Any, values: dict[str, Any]) -> int | None:
+    """Add a code cell setting `values` (``name = repr(value)``) after the cell tagged ``parameters``, else at
+    the top, replacing one injected before (papermill's ``injected-parameters``); its index, None when
+    `values` is empty."""
+    import nbformat
+
+    if not values:
+        return None
+    tags = [set(cell.get("metadata", {}).get("tags", ())) for cell in nb.cells]
+    old = next((i for i, t in enumerate(tags) if INJECTED_TAG in t), None)
+    if old is not None:
+        del nb.cells[old]
+        del tags[old]
+    anchor = next((i for i, t in enumerate(tags) if PARAMETERS_TAG in t), None)
+    cell = nbformat.v4.new_code_cell("# Parameters (ipyagent eval -p)\n" +
+                                     "".join(f"{name} = {value!r}\n" for name, value in values.items()))
+    cell.metadata["tags"] = [INJECTED_TAG]
+    at = 0 if anchor is None else anchor + 1
+    nb.cells.insert(at, cell)
+    return at
+
+
+def kernel_env(*, replay: bool, store: str | None) -> dict[str, str]:
+    """The kernel's environment: ours, without any provider's key variable when `replay` (the notebooks of
+    ipyagent replay their cassettes when they find no key), with ``$IPYAGENT_RUN_STORE`` = `store` when given."""
+    env = dict(os.environ)
+    if replay:
+        for name in {s.api_key_env for s in BUILTIN.values() if s.api_key_env} | set(KEY_FALLBACKS.values()):
+            env.pop(name, None)
+    if store is not None:
+        env[STORE_ENV] = store if store.lower() in ("off", "none") else str(Path(store).expanduser().resolve())
+    return env
+
+
+def _first_line(source: str) -> str:
+    return next((line.strip() for line in source.splitlines() if line.strip()), "")
+
+
+class Progress:
+    """A bar over the code cells on a terminal, and one line per cell run (its number, first line, seconds)
+    on `stream` (stderr), through rich; `number` maps a cell's index in the executed notebook to the file's."""
+
+    def __init__(self, nb: Any, stream: TextIO, number: Any) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Bar
+
+        self.number, self.started, self.current = number, 0.0, None
+        console = Console(file=stream, highlight=False, soft_wrap=False)
+        self.bar = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                       console=console, transient=True)
+        total = sum(c.cell_type == "code" and bool(c.source.strip()) for c in nb.cells)
+        self.task = self.bar.add_task("running", total=total)
+
+    def start(self, cell: Any, cell_index: int, **_: Any) -> None:
+        self.current, self.started = cell_index, time.monotonic()
+        shown = clean(_first_line(cell.source))[:40]
+        self.bar.update(self.task, description=f"cell {self.number(cell_index)}: {shown}")
+
+    def done(self, cell: Any, cell_index: int, **_: Any) -> None:
+        from rich.text import Text
+
+        seconds = time.monotonic() - self.started
+        line = Text.assemble((f"cell {self.number(cell_index)}", "bold"), " ",
+                             (clean(_first_line(cell.source))[:60], ""), (f"  {seconds:.1f} s", "dim"))
+        self.bar.console.print(line, no_wrap=True, overflow="ellipsis")
+        self.bar.advance(self.task)
+
+
+def _error_line(exc: BaseException) -> str:
+    """A cell's error in one line: ``ZeroDivisionError: division by zero``, a timeout, a dead kernel."""
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    if isinstance(exc, CellExecutionError):
+        return f"{exc.ename}: {(exc.evalue.strip().splitlines() or [''])[0]}".rstrip(": ")
+    if isinstance(exc, CellTimeoutError):
+        return "the cell timed out (--timeout SECONDS allows more)"
+    if isinstance(exc, DeadKernelError):
+        return "the kernel died"
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def execute(nb: Any, path: Path, *, env: dict[str, str], timeout: float, kernel: str | None, stream: TextIO,
+            number: Any) -> None:
+    """Run every cell of `nb` (read from `path`; in its folder, so relative files resolve) in a fresh kernel
+    with `env`, drawing `Progress` on `stream`.
+
+    Raises:
+        NotebookFailed: a cell raised, timed out or the kernel died (the cell's number by `number`), or the
+            kernel did not start.
+    """
+    from nbclient import NotebookClient
+
+    kernel = kernel or nb.metadata.get("kernelspec", {}).get("name") or "python3"
+    progress = Progress(nb, stream, number)
+    client = NotebookClient(nb, timeout=int(timeout), kernel_name=kernel, store_widget_state=False,
+                            resources={"metadata": {"path": str(path.parent.resolve())}},
+                            on_cell_execute=progress.start, on_cell_executed=progress.done)
+    try:
+        with progress.bar:
+            client.execute(env=env, cwd=str(path.parent.resolve()))
+    except Exception as exc:  # a cell's error, a timeout, a dead kernel, no such kernel
+        cell = number(progress.current) if progress.current is not None else None
+        raise NotebookFailed(cell, _error_line(exc)) from None

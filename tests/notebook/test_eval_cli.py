@@ -1,0 +1,240 @@
+"""``ipyagent eval NOTEBOOK``: notebooks/evaluate.ipynb run headless from its cassettes (one run shared by the
+assertions on its exit code, JUnit, JSON and Markdown; a second from a copy whose cell has its own
+``--gate``, from the first run's store), a notebook whose cell raises, bad arguments; and without a
+kernel, the gates, the parameters cell and the JUnit verdicts of one (row, column)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from xml.etree import ElementTree as ET
+
+import nbformat
+import pytest
+
+from ipyagent.notebook.cli import main
+from ipyagent.notebook.cli.collect import Found
+from ipyagent.notebook.cli.gates import check, check_all, parse_gate
+from ipyagent.notebook.cli.reports import comparison_cases, evaluation_cases
+from ipyagent.notebook.cli.run import inject_parameters, kernel_env
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOK = ROOT / "notebooks" / "evaluate.ipynb"
+CASSETTES = sorted((ROOT / "notebooks").glob("evaluate-*.cassette.jsonl"))
+SCRIPT = Path(sys.executable).parent / "ipyagent"  # the console script of pyproject's [project.scripts]
+ROWS, COLUMNS = 20, 4  # evaluate.ipynb: 20 countries x 2 providers x 2 prompt variants
+
+
+def _run(*args: str | Path, module: bool = False) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "ipyagent"] if module else [str(SCRIPT)]
+    env = {k: v for k, v in os.environ.items() if k != "IPYAGENT_RUN_STORE"}
+    return subprocess.run([*command, "eval", *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory) -> SimpleNamespace:
+    """evaluate.ipynb run once with ``--gate 'pass_rate>=0.5'`` and every report (its run store fresh)."""
+    out = tmp_path_factory.mktemp("eval")
+    done = _run(NOTEBOOK, "--replay", "--store", out / "runs.sqlite", "--gate", "pass_rate>=0.5",
+                "--junit", out / "out.xml", "--json", out / "out.json", "--markdown", out / "summary.md",
+                "-o", out / "executed.ipynb")
+    return SimpleNamespace(done=done, out=out, report=json.loads((out / "out.json").read_text()))
+
+
+@pytest.mark.notebook
+def test_the_evaluate_notebook_passes_a_low_gate_and_reports_every_row_by_column(evaluated) -> None:
+    done, report = evaluated.done, evaluated.report
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert [e["name"] for e in report["evaluations"]] == ["ev", "by_name"]
+    assert report["exit_code"] == 0 and report["passed"]
+    assert len(report["gates"]) == 2 * COLUMNS and all(g["passed"] for g in report["gates"])
+    terse = next(g for g in report["gates"] if g["evaluation"] == "ev" and g["column"] == "openai:gpt-6-luna/terse")
+    assert terse["value"] == pytest.approx(50 / 60)
+    # The store given is the one used: a fresh store, so the first matrix ran every request anew.
+    assert "from the cache" not in report["evaluations"][0]["headline"]
+    # The terminal summary: pass rate with its interval, verdicts against the baseline, cost; progress on stderr.
+    assert "83% (72%–91%)" in done.stdout and "better by 15 points" in done.stdout and "$0.0154" in done.stdout
+    assert "cell 6 %%compare" in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == f"ipyagent eval: {2 * COLUMNS} gate checks passed"
+    # The executed notebook is saved, with the matrix's output.
+    executed = nbformat.read(evaluated.out / "executed.ipynb", as_version=4)
+    assert any("application/vnd.ipyagent.evaluation+json" in o.get("data", {}) for o in executed.cells[5].outputs)
+
+
+@pytest.mark.notebook
+def test_the_junit_file_has_one_case_per_row_by_column_with_the_reasons(evaluated) -> None:
+    root = ET.parse(evaluated.out / "out.xml").getroot()
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == ["ev", "by_name"]
+    for suite, evaluation in zip(suites, evaluated.report["evaluations"]):
+        cases = suite.findall("testcase")
+        assert len(cases) == ROWS * COLUMNS == int(suite.get("tests"))
+        assert len({c.get("name") for c in cases}) == len(cases)
+        assert {c.get("classname") for c in cases} == {suite.get("name")}
+        failing = {(f["row"], f["column"]) for f in evaluation["failures"]}
+        assert len(suite.findall("testcase/failure")) == len(failing) == int(suite.get("failures"))
+    bolivia = next(c for c in suites[0] if c.get("name") == "row 13 (Bolivia) / anthropic:claude-sonnet-5-5/terse")
+    (failure,) = bolivia.findall("failure")
+    assert failure.get("message").startswith("0/3 passed: repeat 1: judge:")
+    assert len(failure.text.splitlines()) == 3  # each repeat's reason
+    markdown = (evaluated.out / "summary.md").read_text()
+    assert "✅ pass\\_rate\\>=0.5" in markdown and "| anthropic:claude-sonnet-5-5/careful | 100% |" in markdown
+
+
+@pytest.mark.notebook
+def test_a_high_gate_and_a_cells_own_gate_fail_naming_the_figure(evaluated, tmp_path) -> None:
+    """A copy whose %%compare carries ``--gate '*/terse:pass_rate>=0.9'``, run with ``python -m ipyagent``
+    on the first run's store: every request served from it."""
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    first, rest = nb.cells[5].source.split("\n", 1)
+    nb.cells[5].source = f"{first} --gate '*/terse:pass_rate>=0.9'\n{rest}"
+    nbformat.write(nb, tmp_path / "gated.ipynb")
+    for cassette in CASSETTES:
+        (tmp_path / cassette.name).symlink_to(cassette)
+    done = _run(tmp_path / "gated.ipynb", "--replay", "--store", evaluated.out / "runs.sqlite",
+                "--gate", "pass_rate>=0.99", "--json", tmp_path / "out.json", module=True)
+    assert done.returncode == 1, done.stderr
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert "(240 from the cache)" in report["evaluations"][0]["headline"]
+    failed = {(g["gate"], g["evaluation"], g["column"]) for g in report["gates"] if not g["passed"]}
+    assert failed == {("pass_rate>=0.99", name, column) for name in ("ev", "by_name") for column in (
+        "openai:gpt-6-luna/terse", "openai:gpt-6-luna/careful", "anthropic:claude-sonnet-5-5/terse")} | {
+        ("*/terse:pass_rate>=0.9", "ev", "openai:gpt-6-luna/terse"), ("*/terse:pass_rate>=0.9", "ev",
+                                                                      "anthropic:claude-sonnet-5-5/terse")}
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ipyagent eval: 8 of 10 gate checks failed: pass_rate>=0.99: ev openai:gpt-6-luna/terse "
+                           "83.3% (needs >= 99%)")
+
+
+@pytest.mark.notebook
+def test_a_cell_error_exits_2_naming_the_cell_after_the_parameters(tmp_path) -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# a failing notebook"), nbformat.v4.new_code_cell("divisor = 1"),
+                nbformat.v4.new_code_cell("value = 10 / divisor"),
+                nbformat.v4.new_code_cell("raise ValueError(f'stopped at {value}')\n"),
+                nbformat.v4.new_code_cell("print('never')")]
+    nb.cells[1].metadata["tags"] = ["parameters"]
+    nbformat.write(nb, tmp_path / "fails.ipynb")
+    done = _run(tmp_path / "fails.ipynb", "-p", "divisor=4", "--output", tmp_path / "out.ipynb")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "ipyagent eval: fails.ipynb did not run to its end: cell 4: ValueError: stopped at 2.5")
+    executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)  # saved as far as it ran
+    assert executed.cells[2].source.startswith("# Parameters") and executed.cells[5].outputs == []
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["eval", "no-such.ipynb"], "ipyagent eval: no-such.ipynb: no such notebook"),
+    (["eval", str(NOTEBOOK), "--gate", "speed>=3"], "ipyagent eval: gate 'speed>=3': unknown metric 'speed'; one of"),
+    (["eval", str(NOTEBOOK), "--gate", "pass_rate>=high"], "ipyagent eval: gate 'pass_rate>=high': 'high' is not a"),
+    (["eval", str(NOTEBOOK), "-p", "1x=2"], "ipyagent eval: -p '1x=2': write NAME=VALUE"),
+    (["eval", str(NOTEBOOK), "--no-such-option"], "ipyagent eval: unrecognized arguments: --no-such-option"),
+    (["evaluate", "x.ipynb"], "ipyagent: unknown command 'evaluate'"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(argv, says, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(says), err
+
+
+def test_a_notebook_nbformat_cannot_read_is_one_line(tmp_path, capsys) -> None:
+    (tmp_path / "broken.ipynb").write_text("{not json")
+    assert main(["eval", str(tmp_path / "broken.ipynb")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ipyagent eval: ") and "is not a notebook nbformat can read" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_importing_ipyagent_or_its_cli_loads_no_nbclient() -> None:
+    code = ("import sys, ipyagent, ipyagent.notebook.cli; "
+            "print(sorted(m for m in ('nbclient', 'nbformat', 'rich') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+DOC = {"providers": ["p:m"], "aliases": {"p:m": "small"}, "columns": ["p:m/a", "p:m/b"], "repeat": 1, "total": 2,
+       "summary": [{"column": "p:m/a", "pass_rate": 0.9, "cost": None, "verdict": "baseline"},
+                   {"column": "p:m/b", "pass_rate": 0.5, "cost": 0.25, "verdict": "worse"}], "results": []}
+
+
+@pytest.mark.parametrize(("text", "passed"), [
+    ("pass_rate>=0.9", [True, False]), ("pass_rate>0.9", [False, False]), ("pass_rate >= 50%", [True, True]),
+    ("small/b:pass_rate>=0.9", [False]), ("p:m/a:pass_rate>=0.9", [True]), ("*/b:pass_rate<0.6", [True]),
+    ("cost<=1", [False, True]),  # an unknown cost meets no gate
+    ("verdict!=worse", [True, False]), ("verdict==baseline", [True, False]),
+])
+def test_a_gate_reads_the_summary_of_the_columns_it_names(text, passed) -> None:
+    assert [r.passed for r in check(parse_gate(text), "ev", DOC)] == passed
+
+
+def test_a_gate_naming_no_column_or_no_evaluation_fails_saying_so() -> None:
+    (missing,) = check_all([parse_gate("big:pass_rate>=0.1")], [("ev", DOC, [])])
+    assert not missing.passed and missing.line() == "big:pass_rate>=0.1: no evaluation has a column 'big'"
+    (none,) = check_all([parse_gate("pass_rate>=0.1")], [])
+    assert not none.passed and none.line() == "pass_rate>=0.1: the notebook ran no evaluation"
+    (own,) = check_all([], [("ev", DOC, [parse_gate("small/b:pass_rate>=0.9")])])
+    assert own.line() == "small/b:pass_rate>=0.9: ev small/b 50% (needs >= 90%)"
+    with pytest.raises(ValueError, match="a verdict is compared with == or !="):
+        parse_gate("verdict>=better")
+
+
+def test_parameters_go_after_the_parameters_cell_else_at_the_top_replacing_an_injected_one() -> None:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("a = 1"), nbformat.v4.new_code_cell("n = 1"), nbformat.v4.new_code_cell("")]
+    assert inject_parameters(nb, {}) is None and len(nb.cells) == 3
+    assert inject_parameters(nb, {"n": 2}) == 0 and nb.cells[0].source.endswith("n = 2\n")
+    nb.cells[2].metadata["tags"] = ["parameters"]
+    assert inject_parameters(nb, {"n": 3, "name": "x y"}) == 2  # the first injected cell removed, then after tags
+    assert [c.source for c in nb.cells][:2] == ["a = 1", "n = 1"]
+    assert nb.cells[2].source.endswith("n = 3\nname = 'x y'\n") and nb.cells[2].metadata["tags"] == [
+        "injected-parameters"]
+
+
+def test_replay_takes_every_provider_key_out_of_the_kernels_environment(monkeypatch, tmp_path) -> None:
+    for name in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GROQ_API_KEY"):
+        monkeypatch.setenv(name, "sk-test")
+    monkeypatch.setenv("PATH_LIKE", "kept")
+    env = kernel_env(replay=True, store=str(tmp_path / "r.sqlite"))
+    assert not {"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY", "GROQ_API_KEY"} & set(env)
+    assert env["PATH_LIKE"] == "kept" and env["IPYAGENT_RUN_STORE"] == str(tmp_path / "r.sqlite")
+    assert kernel_env(replay=False, store="off")["OPENAI_API_KEY"] == "sk-test"
+    assert kernel_env(replay=False, store="off")["IPYAGENT_RUN_STORE"] == "off"
+
+
+def _result(row: int, status: str = "ok", passed: bool = True, reason: str = "no") -> dict:
+    outcomes = [{"name": "contains:x", "passed": passed, "reason": None if passed else reason}]
+    return {"row": row, "column": "p:m/a", "provider": "p:m", "status": status, "passed": passed and status == "ok",
+            "outcomes": outcomes, "fields": {"q": f"q{row}"}, "error": "boom" if status == "failed" else None,
+            "error_type": "server" if status == "failed" else None, "total_s": 1.0}
+
+
+def test_a_row_by_column_case_is_a_pass_failure_error_or_skipped() -> None:
+    doc = {**DOC, "columns": ["p:m/a"], "results": [
+        _result(0), _result(1, passed=False, reason="has no x"), _result(2, status="failed"),
+        _result(3, status="skipped")]}
+    suite = evaluation_cases(Found("evaluation", "ev", 6, doc))
+    kinds = {c.get("name"): [child.tag for child in c] for c in suite}
+    assert kinds == {"row 0 (q0) / small/a": [], "row 1 (q1) / small/a": ["failure"],
+                     "row 2 (q2) / small/a": ["error"], "row 3 (q3) / small/a": ["skipped"]}
+    assert suite.find("testcase/failure").get("message") == "contains:x: has no x"
+    assert suite.find("testcase/error").get("message") == "server: boom"
+    assert [suite.get(key) for key in ("tests", "failures", "errors", "skipped")] == ["4", "1", "1", "1"]
+
+
+def test_a_comparison_is_a_case_per_provider_and_run_an_error_when_it_failed() -> None:
+    def entry(index: int, run: int, status: str) -> dict:
+        error = {"type": "server", "message": "boom"} if status == "failed" else None
+        return {"index": index, "run": run, "transcript": {"provider": f"p:{index}", "status": status,
+                                                          "timings": {"total_s": 2.0}, "error": error}}
+
+    doc = {"runs": 2, "entries": [entry(0, 0, "completed"), entry(0, 1, "failed"), entry(1, 0, "completed"),
+                                  entry(1, 1, "completed")]}
+    suite = comparison_cases(Found("comparison", "cell 3", 3, doc))
+    assert [c.get("name") for c in suite] == ["p:0 run 1", "p:0 run 2", "p:1 run 1", "p:1 run 2"]
+    assert [[child.get("message") for child in c] for c in suite] == [[], ["server: boom"], [], []]
+    assert (suite.get("tests"), suite.get("errors")) == ("4", "1")
