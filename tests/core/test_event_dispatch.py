@@ -20,6 +20,7 @@ from ipyagent.core import (
     ProviderError,
     RetryScheduled,
     ReasoningDelta,
+    SamplingCompleted,
     ServerToolDelta,
     StopReason,
     TextArtifact,
@@ -28,6 +29,8 @@ from ipyagent.core import (
     ToolAction,
     ToolCallCompleted,
     ToolCallDelta,
+    ToolCallNote,
+    ToolCallProgress,
     Usage,
 )
 from ipyagent.core import events
@@ -46,6 +49,9 @@ EVENTS = [
     ToolCallCompleted(ToolAction(tag="call_1", name="f", input={}), TextArtifact(value="ok"), 0.1),
     ArtifactStored("call_1", "f", None, "TaskMemory", "f-1", TextArtifact(value="x"), {"chars": 1}),
     HistoryTrimmed("default", 1, 2, 300, 1000, "max_history"),
+    ToolCallProgress(ToolAction(tag="call_1", name="f", input={}), 1, 4, "one of four"),
+    ToolCallNote(ToolAction(tag="call_1", name="f", input={}), "asked you for input: you answered"),
+    SamplingCompleted(ToolAction(tag="call_1", name="f", input={}), "ev", "openai:m", Usage(), text="hi"),
 ]
 
 

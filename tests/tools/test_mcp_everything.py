@@ -5,7 +5,9 @@ requests that follow."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +15,19 @@ from typing import Any
 import pytest
 
 import ipyagent
-from ipyagent.agent import run_sync
-from ipyagent.core import ImageArtifact, ToolCallCompleted
+from ipyagent.agent import RunOptions, run_sync
+from ipyagent.core import (
+    ElicitationAnswer,
+    ElicitationRequest,
+    ImageArtifact,
+    ModelCompleted,
+    SamplingCompleted,
+    SamplingRequest,
+    SamplingVerdict,
+    ToolCallCompleted,
+    ToolCallProgress,
+    form_fields,
+)
 from ipyagent.tools.mcp import MCPServer
 
 from ..support.mcp_servers import everything, everything_http, filesystem
@@ -51,11 +64,12 @@ def ev(request: pytest.FixtureRequest, servers: list[MCPServer]) -> Iterator[MCP
         run_sync(server.aclose())  # before the HTTP server stops
 
 
-def run_agent(model_url: str, tools: list[Any], prompt: str = "Go", **kw: Any) -> tuple[Any, list[Any]]:
-    agent = ipyagent.Agent("openai:gpt-4.1", base_url=f"{model_url}/v1", tools=tools, **kw)
+def run_agent(model_url: str, tools: list[Any], prompt: str = "Go", **options: Any) -> tuple[Any, list[Any]]:
+    """Run `prompt` with `tools` on the scripted model; `options` are the run's (`RunOptions`)."""
+    agent = ipyagent.Agent("openai:gpt-4.1", base_url=f"{model_url}/v1", tools=tools)
     events: list[Any] = []
     try:
-        return run_sync(agent.arun(prompt, on_event=events.append)), events
+        return run_sync(agent.arun(prompt, RunOptions(**options), on_event=events.append)), events
     finally:
         run_sync(agent.aclose())
 
@@ -87,7 +101,7 @@ def test_a_file_read_by_server_filesystem_reaches_the_model_once(tmp_path: Path,
     assert len(text) >= 10_000
     notes = tmp_path / "notes.txt"
     notes.write_text(text)
-    fs = MCPServer("fs", filesystem(tmp_path))
+    fs = MCPServer("fs", filesystem(tmp_path), roots=[tmp_path])  # its allowed folders become the roots given
     servers.append(fs)
     with StubServer(tool_call_reply([("call_read", "fs_read_text_file", {"path": str(notes)})]),
                     openai_text_reply("Read it.")) as model:
@@ -99,3 +113,133 @@ def test_a_file_read_by_server_filesystem_reaches_the_model_once(tmp_path: Path,
     assert tool["content"] == text
     [card] = [e for e in events if isinstance(e, ToolCallCompleted)]
     assert card.result.value[-1].name == "structuredContent" and card.result.value[-1].shown_only  # the card shows both
+
+
+def _result_text(events: list[Any]) -> str:
+    [card] = [e for e in events if isinstance(e, ToolCallCompleted)]
+    return card.result.to_text()
+
+
+def test_long_running_operation_reports_progress_before_its_result(ev: MCPServer) -> None:
+    """Every call sends a progressToken: the server's 4 progress notifications come as
+    `ToolCallProgress` events of the call, each of total 4, before its result."""
+    call = ("call_long", "ev_trigger-long-running-operation", {"duration": 1, "steps": 4})
+    with StubServer(tool_call_reply([call]), openai_text_reply("Done.")) as model:
+        result, events = run_agent(model.url, [ev.toolset(["trigger-long-running-operation"])])
+    assert result.ok, result.error
+    kinds = [e.type for e in events if e.type in ("tool_call_progress", "tool_call_completed")]
+    assert kinds == ["tool_call_progress"] * 4 + ["tool_call_completed"]
+    progress = [e for e in events if isinstance(e, ToolCallProgress)]
+    assert [(p.progress, p.total) for p in progress] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert all(p.action.tag == "call_long" for p in progress)
+
+
+@pytest.mark.parametrize("approved", [True, False])
+def test_a_sampling_request_goes_to_the_runs_model_once_approved(ev: MCPServer, approved: bool) -> None:
+    """trigger-sampling-request: approved, the model server receives the server's request (its system
+    prompt, its message, its max tokens) and the tool's result holds the answer, whose tokens count in
+    the run; denied, the server is told so, no request is sent, and the run goes on."""
+    asked: list[SamplingRequest] = []
+
+    async def approve(request: SamplingRequest) -> SamplingVerdict:
+        asked.append(request)
+        return SamplingVerdict(approved)
+
+    call = ("call_s", "ev_trigger-sampling-request", {"prompt": "What is six times seven?", "maxTokens": 20})
+    replies = [tool_call_reply([call])] + ([openai_text_reply("forty-two")] if approved else []) + [openai_text_reply("ok")]
+    with StubServer(*replies) as model:
+        result, events = run_agent(model.url, [ev.toolset(["trigger-sampling-request"])], approve_sampling=approve)
+    assert result.ok and result.text == "ok"
+    [request] = asked
+    assert request.server == "ev" and request.action.tag == "call_s" and request.max_tokens == 20
+    assert request.messages[0].text == "Resource trigger-sampling-request context: What is six times seven?"
+    text = _result_text(events)
+    [sampled] = [e for e in events if isinstance(e, SamplingCompleted)]
+    if approved:
+        assert len(model.requests) == 3
+        sent = model.requests[1]["body"]
+        assert sent["messages"] == [{"role": "system", "content": "You are a helpful test server."},
+                                    {"role": "user", "content": "Resource trigger-sampling-request context: What is six "
+                                                                "times seven?"}]
+        assert sent["max_completion_tokens"] == 20 and not sent.get("tools")
+        assert '"text": "forty-two"' in text and '"model": "openai:gpt-4.1"' in text
+        assert sampled.error is None and sampled.text == "forty-two" and sampled.usage.total_tokens > 0
+        assert result.usage.input_tokens == sum(
+            e.usage.input_tokens for e in events if isinstance(e, (ModelCompleted, SamplingCompleted)))
+    else:
+        assert len(model.requests) == 2
+        assert "sampling refused: denied by the user" in text
+        assert sampled.error == "denied by the user"
+
+
+def test_sampling_without_an_approver_or_over_the_cap_is_refused(ev: MCPServer) -> None:
+    call = ("call_s", "ev_trigger-sampling-request", {"prompt": "hi"})
+    with StubServer(tool_call_reply([call]), openai_text_reply("ok")) as model:
+        _, events = run_agent(model.url, [ev.toolset(["trigger-sampling-request"])])
+    assert "no one can approve it here" in _result_text(events) and len(model.requests) == 2
+
+    async def approve(request: SamplingRequest) -> SamplingVerdict:
+        return SamplingVerdict(True)
+
+    with StubServer(tool_call_reply([call]), openai_text_reply("ok")) as model:
+        _, events = run_agent(model.url, [ev.toolset(["trigger-sampling-request"])], approve_sampling=approve,
+                              max_sampling=0)
+    assert "its cap (max_sampling)" in _result_text(events) and len(model.requests) == 2
+
+
+@pytest.mark.parametrize("action", ["accept", "decline"])
+def test_an_elicitation_is_answered_by_the_user(ev: MCPServer, action: str) -> None:
+    """trigger-elicitation-request: the form's schema reaches the user; accepted, the tool's result holds
+    the values given; declined, the server gets the decline."""
+    asked: list[ElicitationRequest] = []
+
+    async def elicit(request: ElicitationRequest) -> ElicitationAnswer:
+        asked.append(request)
+        return ElicitationAnswer(action, {"name": "Ada Lovelace", "check": True, "integer": 7} if action == "accept" else None)
+
+    with StubServer(tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]), openai_text_reply("ok")) as model:
+        _, events = run_agent(model.url, [ev.toolset(["trigger-elicitation-request"])], elicit=elicit)
+    [request] = asked
+    assert request.mode == "form" and request.schema["required"] == ["name"] and request.action.tag == "call_e"
+    assert [f.name for f in form_fields(request.schema)][:3] == ["name", "check", "firstLine"]
+    text = _result_text(events)
+    if action == "accept":
+        assert "- Name: Ada Lovelace" in text and "- Agreed to terms: true" in text and "- Favorite Integer: 7" in text
+    else:
+        assert "User declined to provide the requested information" in text
+
+
+def test_an_elicitation_nobody_answers_in_time_is_declined(servers: list[MCPServer]) -> None:
+    ev = MCPServer("ev", everything(), elicitation_timeout=0.2)
+    servers.append(ev)
+    never = asyncio.Event()
+
+    async def elicit(request: ElicitationRequest) -> ElicitationAnswer:
+        await never.wait()
+        raise AssertionError("not reached")
+
+    with StubServer(tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]), openai_text_reply("ok")) as model:
+        result, events = run_agent(model.url, [ev.toolset(["trigger-elicitation-request"])], elicit=elicit)
+    assert result.ok and "User declined" in _result_text(events)
+
+
+def test_the_roots_list_is_the_roots_given(tmp_path: Path, servers: list[MCPServer]) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "docs").mkdir()
+    ev = MCPServer("ev", everything(), roots=[tmp_path / "data", tmp_path / "docs"])
+    servers.append(ev)
+    text = run_sync(ev.call("get-roots-list", {})).to_text()
+    assert "Current MCP Roots (2 total)" in text
+    assert f"URI: {(tmp_path / 'data').resolve().as_uri()}" in text and f"URI: {(tmp_path / 'docs').resolve().as_uri()}" in text
+    run_sync(ev.set_roots([tmp_path / "docs"]))  # notifications/roots/list_changed: the server asks again
+    deadline = time.monotonic() + 10
+    while "(1 total)" not in (text := run_sync(ev.call("get-roots-list", {})).to_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "Current MCP Roots (1 total)" in text and "data" not in text.split("Roots (1 total)")[1].split("Note:")[0]
+
+
+def test_a_stdio_servers_default_root_is_its_working_folder(tmp_path: Path, servers: list[MCPServer]) -> None:
+    ev = MCPServer("ev", everything(), cwd=tmp_path)
+    servers.append(ev)
+    assert f"URI: {tmp_path.resolve().as_uri()}" in run_sync(ev.call("get-roots-list", {})).to_text()
+    assert MCPServer("web", url="http://127.0.0.1:1/mcp").requests.roots == []

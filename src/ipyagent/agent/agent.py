@@ -33,7 +33,7 @@ from .files import document_blocks
 from .images import image_blocks
 from .loop import AgentRun
 from .loop_thread import OneRunAtATime, run_in_background, run_sync
-from .options import Approve, RunOptions
+from .options import MAX_SAMPLING, Approve, RunOptions
 from .result import AgentResult
 from .trace_spans import run_spans
 
@@ -184,6 +184,9 @@ class Agent:
             context_window=given.context_window,
             ledger=given.ledger if given.ledger is not None else defaults.current_default().ledger,
             run_id=given.run_id,
+            approve_sampling=given.approve_sampling,
+            elicit=given.elicit,
+            max_sampling=given.max_sampling if given.max_sampling is not None else MAX_SAMPLING,
         )
 
     def prompt_stack(self, prompt: str | None = None, options: RunOptions | None = None) -> PromptStack:

@@ -49,6 +49,7 @@ from . import react, structured
 from .defaults import DEFAULT_MAX_TOOL_CALLS
 from .options import RunOptions
 from .result import AgentResult
+from .sampling import Sampler
 from .tool_steps import Calls, ToolSteps
 
 #: An output that fails validation is asked for this many more times.
@@ -167,6 +168,7 @@ class AgentRun(ToolSteps):
         self.running: tuple[list[ToolAction], float] | None = None  # the calls being run, and since when (monotonic)
         self.max_tool_calls = DEFAULT_MAX_TOOL_CALLS if options.max_tool_calls is None else options.max_tool_calls
         self.redact_results = options.redact_context is not False
+        self.sampler = Sampler(self)  # MCP servers' sampling requests during this run's tool calls
 
     # -- the steps ---------------------------------------------------------------------
 
@@ -255,8 +257,8 @@ class AgentRun(ToolSteps):
         except MCPServerError as exc:  # nothing was sent
             return self._fail(Message(role="assistant"), ProviderError("tool_unavailable", str(exc)))
         retries = OUTPUT_RETRIES
-        for _ in range(self.options.max_steps or 1):
-            turn = await self.model_turn(self.compose())
+        for step in range(self.options.max_steps or 1):
+            turn = await self.model_turn(await self._next_request(step))
             if isinstance(turn, ModelFailed):
                 self._keep_failed(turn)
                 self.emit(turn)
@@ -304,6 +306,13 @@ class AgentRun(ToolSteps):
                 f"stopped after {self.options.max_steps} model turns (max_steps); the tool results so far are kept",
             ),
         )
+
+    async def _next_request(self, step: int) -> PromptStack:
+        """The prompt stack of turn `step` (0: the first); before a later turn, an MCP server that
+        said its tools changed (``tools/list_changed``) lists them again."""
+        if step:
+            await self.toolbox.refresh()
+        return self.compose()
 
     def interrupted(self) -> AgentResult:
         """The result of a run cancelled now: the reply being streamed as it stood

@@ -16,12 +16,26 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..core import Message, ModelSettings, ToolAction
+from ..core import (
+    ElicitationAnswer,
+    ElicitationRequest,
+    Message,
+    ModelSettings,
+    SamplingRequest,
+    SamplingVerdict,
+    ToolAction,
+)
 from ..drivers import Ledger
 from .defaults import check_max_tool_calls, check_timeout
 
 #: ``approve(action)``: True (or an awaitable of True) to run a call that needs approval.
 Approve = Callable[[ToolAction], "bool | Awaitable[bool]"]
+#: ``approve_sampling(request)``: the user's `SamplingVerdict` on an MCP server's sampling request.
+ApproveSampling = Callable[[SamplingRequest], Awaitable[SamplingVerdict]]
+#: ``elicit(request)``: the user's `ElicitationAnswer` to an MCP server's elicitation.
+Elicit = Callable[[ElicitationRequest], Awaitable[ElicitationAnswer]]
+#: Sampling requests an MCP server may make in one run by default (`RunOptions.max_sampling`).
+MAX_SAMPLING = 5
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +83,13 @@ class RunOptions:
             `defaults.Defaults.ledger`, which ``%provider --budget`` sets).
         run_id: the id this run is recorded under (a run store's), kept with its turn in the
             agent's thread.
+        approve_sampling: asked before an MCP server's sampling request is answered by the
+            run's model (a server added with ``approve_sampling`` is not asked); without it
+            such requests are refused.
+        elicit: asked when an MCP server asks the user for input (a form, or a link to
+            open); without it the server is told the user declined.
+        max_sampling: sampling requests answered in one run at most (None: `MAX_SAMPLING`);
+            past it they are refused.
     """
 
     system: Any = None
@@ -92,10 +113,15 @@ class RunOptions:
     context_window: int | None = None
     ledger: Ledger | None = None
     run_id: str | None = None
+    approve_sampling: ApproveSampling | None = None
+    elicit: Elicit | None = None
+    max_sampling: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_steps is not None and self.max_steps < 1:
             raise ValueError(f"max_steps must be 1 or more, not {self.max_steps}")
+        if self.max_sampling is not None and self.max_sampling < 0:
+            raise ValueError(f"max_sampling must be 0 or more, not {self.max_sampling}")
         if self.timeout is not None:
             object.__setattr__(self, "timeout", check_timeout(self.timeout))
         if self.max_tool_calls is not None:
@@ -107,4 +133,4 @@ class RunOptions:
         return replace(self, **given) if given else self
 
 
-__all__ = ["Approve", "RunOptions"]
+__all__ = ["Approve", "ApproveSampling", "Elicit", "MAX_SAMPLING", "RunOptions"]

@@ -24,7 +24,7 @@ from ..core import (
     ToolCallCompleted,
 )
 from ..memory import TaskMemory
-from ..tools import Toolbox, store_output, with_task_memory
+from ..tools import CallContext, Toolbox, store_output, with_task_memory
 from . import react
 from .tool_results import context_safe
 
@@ -60,6 +60,7 @@ class ToolSteps:
     verdicts: dict[int, str]
     redact_results: bool
     running: tuple[list[ToolAction], float] | None
+    sampler: Any
 
     async def tool_calls(self, calls: Calls) -> Message:
         """Run one reply's calls (concurrently, approval first where needed), emit their
@@ -144,13 +145,18 @@ class ToolSteps:
             error = unreadable.get(id(action))
             return ErrorArtifact(value=error) if error is not None else await self._refusal(action)
 
-        outcomes = await self.toolbox.run_all(actions, refuse=refuse)
+        outcomes = await self.toolbox.run_all(actions, refuse=refuse, context=self._call_context)
         for n, (action, (artifact, seconds)) in enumerate(zip(actions, outcomes)):  # in call order: stable namespaces
             artifact, stored = store_output(self.toolbox, action, artifact, self.memory)
             outcomes[n] = (artifact, seconds)
             for event in stored:
                 self.emit(event)
         return outcomes
+
+    def _call_context(self, action: ToolAction) -> CallContext:
+        """What call `action` reaches of this run: its events, its model for a server's sampling
+        request (`sampling.Sampler`), the user for an elicitation (`RunOptions.elicit`)."""
+        return CallContext(action, emit=self.emit, sample=self.sampler, elicit=self.options.elicit)
 
     async def _refusal(self, action: ToolAction) -> ErrorArtifact | None:
         """None when `action` may run; else why not (no one to approve it, or denied)."""

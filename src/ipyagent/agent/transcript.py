@@ -27,7 +27,9 @@ from ..core import (
     PartialReply,
     TextBlock,
     Timings,
+    SamplingCompleted,
     ToolCallCompleted,
+    ToolCallNote,
     ToolTiming,
     Transcript,
     TranscriptCost,
@@ -162,6 +164,7 @@ class RunLog(EventHandler):
         self.artifacts: list[ArtifactStored] = []
         #: Tool call id -> its calls' timings in the order they ran (ids may repeat across turns).
         self.timings: dict[str, deque[ToolTiming]] = defaultdict(deque)
+        self.notes: dict[str, list[str]] = defaultdict(list)  # notes of calls still running, by id
         self.turns = 0
         self.streamed: list[Message] = []  # the turns' messages, in order, as the events tell them
         self._open: PartialReply | bool = False  # the streaming turn's reply (True: one without a record)
@@ -185,12 +188,20 @@ class RunLog(EventHandler):
         self._open = False
 
     def on_tool_call_completed(self, event: ToolCallCompleted) -> None:
+        notes = tuple(self.notes.pop(event.action.tag, []))
         self.timings[event.action.tag].append(
-            ToolTiming(float(event.duration_s), bool(event.is_error), event.approval, event.stopped)
+            ToolTiming(float(event.duration_s), bool(event.is_error), event.approval, event.stopped, notes)
         )
         # each tool result after the reply that called it
         result = ActionResultBlock(action=event.action, text=event.result.to_text(), is_error=bool(event.is_error))
         self.streamed.append(Message(role="tool", content=[result]))
+
+    def on_tool_call_note(self, event: ToolCallNote) -> None:
+        self.notes[event.action.tag].append(event.text)
+
+    def on_sampling_completed(self, event: SamplingCompleted) -> None:
+        if event.action is not None:
+            self.notes[event.action.tag].append(event.note)
 
     def on_artifact_stored(self, event: ArtifactStored) -> None:
         self.artifacts.append(event)

@@ -58,9 +58,22 @@ from .events import (
     RetryScheduled,
     ServerToolDelta,
     TextDelta,
+    SamplingCompleted,
     ToolCallCompleted,
     ToolCallDelta,
+    ToolCallNote,
+    ToolCallProgress,
     reply_so_far,
+)
+from .interaction import (
+    ElicitationAnswer,
+    ElicitationRequest,
+    FormField,
+    SamplingAnswer,
+    SamplingRequest,
+    SamplingVerdict,
+    form_fields,
+    read_form,
 )
 from .messages import MESSAGE_FIELDS, Message, MessageError, MessageStatus, StopKind, StopReason, Usage
 from .system import SystemBlock, fit_system_blocks, system_blocks, system_text

@@ -246,8 +246,58 @@ class HistoryTrimmed:
     type: str = field(default="history_trimmed", init=False)
 
 
+@dataclass(slots=True)
+class ToolCallProgress:
+    """A running tool call reported how far it is (MCP ``notifications/progress``): `progress` so
+    far, of `total` when known (the server's units; both only grow), and its `message`."""
+
+    action: ToolAction
+    progress: float
+    total: float | None = None
+    message: str | None = None
+    type: str = field(default="tool_call_progress", init=False)
+
+
+@dataclass(slots=True)
+class ToolCallNote:
+    """Something that happened during tool call `action` that its card says, live and saved: how
+    the user answered an MCP server's elicitation, for one. `text` is one line."""
+
+    action: ToolAction
+    text: str
+    type: str = field(default="tool_call_note", init=False)
+
+
+@dataclass(slots=True)
+class SamplingCompleted:
+    """An MCP server's sampling request, made during tool call `action`, was answered by `provider`
+    (``provider:model``) with `text`: its `usage` and `cost` (a price dict, None: unknown) count in
+    the run's figures. Refused (denied, over the run's cap, the model failed): `error` says why,
+    and nothing was billed unless `usage` says so."""
+
+    action: ToolAction | None
+    server: str
+    provider: str
+    usage: Usage
+    cost: dict[str, Any] | None = None
+    text: str = ""
+    error: str | None = None
+    type: str = field(default="sampling_completed", init=False)
+
+    @property
+    def note(self) -> str:
+        """Its call's card's line: who answered, the tokens, the start of the answer; or why refused."""
+        if self.error is not None:
+            return f"sampling request from {self.server} refused: {self.error}"
+        head = " ".join(self.text.split())
+        head = head if len(head) <= 120 else head[:119] + "…"
+        tokens = f"{self.usage.input_tokens} in / {self.usage.output_tokens} out tokens"
+        return f"sampling request from {self.server} answered by {self.provider} ({tokens}): {head}"
+
+
 Event = (ModelStarted | RetryScheduled | TextDelta | ReasoningDelta | ToolCallDelta | ServerToolDelta | CitationDelta
-         | BlockDelta | ModelCompleted | ModelFailed | ToolCallCompleted | ArtifactStored | HistoryTrimmed)
+         | BlockDelta | ModelCompleted | ModelFailed | ToolCallCompleted | ArtifactStored | HistoryTrimmed
+         | ToolCallProgress | ToolCallNote | SamplingCompleted)
 
 
 class EventHandler:
@@ -290,6 +340,12 @@ class EventHandler:
                 return self.on_artifact_stored(event)
             case HistoryTrimmed():
                 return self.on_history_trimmed(event)
+            case ToolCallProgress():
+                return self.on_tool_call_progress(event)
+            case ToolCallNote():
+                return self.on_tool_call_note(event)
+            case SamplingCompleted():
+                return self.on_sampling_completed(event)
         return None
 
     def on_text_delta(self, event: TextDelta) -> Any: ...
@@ -317,3 +373,9 @@ class EventHandler:
     def on_artifact_stored(self, event: ArtifactStored) -> Any: ...
 
     def on_history_trimmed(self, event: HistoryTrimmed) -> Any: ...
+
+    def on_tool_call_progress(self, event: ToolCallProgress) -> Any: ...
+
+    def on_tool_call_note(self, event: ToolCallNote) -> Any: ...
+
+    def on_sampling_completed(self, event: SamplingCompleted) -> Any: ...

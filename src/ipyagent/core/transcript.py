@@ -504,12 +504,14 @@ class ComparisonRecord(_Model):
 class ToolTiming:
     """How one tool call ran, as its card shows it: the `seconds` it took, whether its result
     is an error, `approval` (``approved`` / ``denied`` by the user, None when it needed none) and
-    `stopped` (``interrupted`` / ``timeout`` when the run's end cut it off, else None)."""
+    `stopped` (``interrupted`` / ``timeout`` when the run's end cut it off, else None); `notes`:
+    what happened while it ran, a line each (an MCP server's sampling request, an elicitation)."""
 
     seconds: float
     is_error: bool = False
     approval: str | None = None
     stopped: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 def transcript_messages(messages: Iterable[Any], timings: Mapping[str, deque[ToolTiming]] | None = None

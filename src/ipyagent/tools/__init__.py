@@ -4,7 +4,9 @@ for the tools of an MCP server (the `mcp` SDK is imported only when one starts).
 from .._lazy import lazy_exports
 from .activity import ACTIVITY_ATTR, ActivityConfig, activity
 from .base_tool import BaseTool, FunctionTool, to_artifact
+from .call_context import CallContext, InteractionRefused, current_call
 from .mcp import MCPServer, MCPServerError, MCPToolset, close_all, close_all_at_exit
+from .mcp_requests import LOG_LEVELS as MCP_LOG_LEVELS
 from .toolbox import Toolbox, as_tool
 
 __getattr__ = lazy_exports(__name__, {
@@ -21,9 +23,13 @@ __all__ = [
     "as_tool",
     "to_artifact",
     "Toolbox",
+    "CallContext",
+    "InteractionRefused",
+    "current_call",
     "MCPServer",
     "MCPServerError",
     "MCPToolset",
+    "MCP_LOG_LEVELS",
     "close_all",
     "close_all_at_exit",
     *__getattr__.exports,

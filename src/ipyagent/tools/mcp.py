@@ -50,6 +50,7 @@ from ..core import (
     redact,
 )
 from .base_tool import BaseTool
+from .call_context import CallContext, current_call
 from .mcp_content import (
     check_server_name,
     description,
@@ -57,6 +58,7 @@ from .mcp_content import (
     native_names,
     result_artifact,
 )
+from .mcp_requests import ELICITATION_TIMEOUT, LOG_LEVELS, ClientRequests, log_level_of
 from .process_group import ServerProcesses, end_all
 
 T = TypeVar("T")
@@ -151,6 +153,12 @@ class MCPServer:
         requires_approval: every call of its tools waits for your approval.
         off_prompt: its tools' outputs go to Task Memory; the model gets a reference.
         start_timeout: seconds to start and answer ``initialize`` (default 30).
+        roots: folders offered to the server (``roots/list``); default: the working folder
+            (`cwd`, else the kernel's: the notebook's) for a stdio server, none for a URL.
+        sampling: ``PROVIDER:MODEL`` that answers the server's sampling requests (default: the
+            model of the run whose tool call it is).
+        approve_sampling: answer its sampling requests without asking the user first.
+        elicitation_timeout: seconds an elicitation waits for the user before it is declined.
 
     Raises:
         ValueError: a bad name, neither or both of `command` and `url`, a URL that is not http(s).
@@ -169,6 +177,10 @@ class MCPServer:
         requires_approval: bool = False,
         off_prompt: bool = False,
         start_timeout: float = START_TIMEOUT,
+        roots: Iterable[str | os.PathLike[str]] | None = None,
+        sampling: str | None = None,
+        approve_sampling: bool = False,
+        elicitation_timeout: float = ELICITATION_TIMEOUT,
     ) -> None:
         self.name = check_server_name(name)
         if isinstance(command, str):
@@ -189,6 +201,11 @@ class MCPServer:
         self.env, self.cwd, self.headers = dict(env or {}), (str(cwd) if cwd is not None else None), dict(headers or {})
         _register_secrets(self)
         self.requires_approval, self.off_prompt, self.start_timeout = requires_approval, off_prompt, start_timeout
+        self.sampling, self.approve_sampling, self.elicitation_timeout = sampling, approve_sampling, elicitation_timeout
+        if roots is None:
+            roots = [self.cwd or os.getcwd()] if self.command else []
+        #: What the server asks of the client (sampling, elicitation, roots) and tells it (logs, changes).
+        self.requests = ClientRequests(self, [Path(r).expanduser().resolve() for r in roots])
         #: stopped (never started or closed), running, exited (died; restarts on next use), failed.
         self.state = "stopped"
         self.tools: dict[str, Any] = {}  # MCP tool name -> the SDK's Tool (name, description, inputSchema)
@@ -239,14 +256,20 @@ class MCPServer:
         fork), so closing the server did not end them; empty for a URL server."""
         return self.processes.check_left() if self.processes is not None and self.processes.leader else []
 
-    def log(self, lines: int = 50) -> str:
-        """The last `lines` lines of the server's log (its stderr, connection events, SDK
-        records), redacted (`core.redact`): a key the server printed is masked."""
+    def log(self, lines: int = 50, level: str | None = None) -> str:
+        """The last `lines` lines of the server's log (its stderr, connection events, SDK records,
+        its log messages), redacted (`core.redact`): a key the server printed is masked. With
+        `level`, only its log messages (``notifications/message``) at that level or above
+        (`mcp_requests.LOG_LEVELS`)."""
         try:
             text = self.log_path.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             return ""
-        return redact("\n".join(text.splitlines()[-lines:]))
+        rows = text.splitlines()
+        if level is not None:
+            wanted = LOG_LEVELS[LOG_LEVELS.index(level):]
+            rows = [r for r in rows if log_level_of(r) in wanted]
+        return redact("\n".join(rows[-lines:]))
 
     def _note(self, message: str) -> None:
         with open(self.log_path, "a", encoding="utf-8") as f:
@@ -325,6 +348,7 @@ class MCPServer:
                     self.processes.found()  # the group's leader, while it runs
                 tools = await self._list_tools(client)
                 self._client, self.tools = client, {t.name: t for t in tools}
+                self.requests.tools_changed = False  # changes announced while it started are in this list
                 self.names = native_names(self.name, list(self.tools))
                 ready.set_result(None)
                 await self._stop.wait()  # type: ignore[union-attr]
@@ -351,12 +375,14 @@ class MCPServer:
         except ImportError:
             raise MCPServerError("needs the `mcp` package: pip install 'ipyagent[mcp]'") from None
 
-        async def to_log(params: Any) -> None:  # the server's logging notifications
-            self._note(f"server log [{getattr(params, 'level', '')}]: {getattr(params, 'data', params)}")
-
+        requests = self.requests  # declares sampling, elicitation (form and URL) and roots to the server
         client = Client(
             await self._transport(stack),
-            logging_callback=to_log,
+            logging_callback=requests.log,
+            message_handler=requests.message,
+            sampling_callback=requests.sampling,
+            elicitation_callback=requests.elicitation,
+            list_roots_callback=requests.list_roots,
             client_info=Implementation(name="ipyagent", version=__version__),
         )
         return await stack.enter_async_context(client)
@@ -382,15 +408,49 @@ class MCPServer:
         return streamable_http_client(self.url, http_client=http)  # type: ignore[arg-type]
 
     @staticmethod
-    async def _list_tools(client: Any) -> list[Any]:
+    async def _list_tools(client: Any, cache_mode: str = "use") -> list[Any]:
         tools, cursor = [], None
         for _ in range(100):  # a paginator that never ends cannot hang a start
-            page = await client.list_tools(cursor=cursor)
+            page = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
             tools += page.tools
             cursor = getattr(page, "next_cursor", None)
             if not cursor:
                 break
         return tools
+
+    async def refresh_tools(self) -> bool:
+        """List the tools again if the server said they changed (``notifications/tools/list_changed``)
+        since they were listed; True when it did. A server that is not running is left alone."""
+        if self.state != "running" or not self.requests.tools_changed or self._client is None:
+            return False
+        return await self._owned(self._relist())
+
+    async def _relist(self) -> bool:
+        self.requests.tools_changed = False
+        try:
+            tools = await self._list_tools(self._client, cache_mode="refresh")
+        except Exception as exc:  # noqa: BLE001 - the old list stays; the next call says what is wrong
+            self._note(f"could not list the changed tools: {redact(str(exc))[:200]}")
+            return False
+        self.tools = {t.name: t for t in tools}
+        self.names = native_names(self.name, list(self.tools))
+        self._note(f"tools changed; now: {', '.join(self.tools) or 'none'}")
+        return True
+
+    async def set_roots(self, roots: Iterable[str | os.PathLike[str]]) -> None:
+        """Offer these folders from now on; a running server is told (``notifications/roots/list_changed``)
+        and asks for them again."""
+        self.requests.roots = [Path(r).expanduser().resolve() for r in roots]
+        if self.state == "running" and self._client is not None:
+            await self._owned(self._roots_changed())
+
+    async def _roots_changed(self) -> None:
+        import warnings
+
+        with warnings.catch_warnings():  # deprecated in the 2026-07-28 protocol; the servers here speak 2025-11-25
+            warnings.simplefilter("ignore")
+            await self._client.send_roots_list_changed()
+        self._note(f"roots changed: {', '.join(map(str, self.requests.roots)) or 'none'}")
 
     def _describe_failure(self, exc: BaseException) -> str:
         if isinstance(exc, MCPServerError):
@@ -441,8 +501,13 @@ class MCPServer:
 
     # -- calls ------------------------------------------------------------------------------
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> BaseArtifact:
+    async def call(self, tool: str, arguments: dict[str, Any], context: CallContext | None = None) -> BaseArtifact:
         """Call MCP tool `tool` and return its result as an artifact (`mcp_content.result_artifact`).
+
+        Every call asks for progress (it sends a ``progressToken``); the server's progress goes to
+        the call's run as `ToolCallProgress` events, and its sampling requests and elicitations
+        during the call are answered through that run (`context`, by default the calling task's
+        `current_call()`).
 
         Starts the server if needed. A server that stopped (found dead, or died during a
         call, which is then an error result and is not sent again) is restarted on the next
@@ -451,7 +516,7 @@ class MCPServer:
         Never raises, except `asyncio.CancelledError` (which the SDK turns into a
         ``notifications/cancelled`` to the server).
         """
-        return await self._owned(self._call(tool, arguments))
+        return await self._owned(self._call(tool, arguments, context if context is not None else current_call()))
 
     def _connection_closed(self) -> bool:
         """The connection of a running server has ended (its process exited, the HTTP session
@@ -459,7 +524,7 @@ class MCPServer:
         session = getattr(self._client, "_session", None)
         return self.state == "running" and bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
 
-    async def _call(self, tool: str, arguments: dict[str, Any]) -> BaseArtifact:
+    async def _call(self, tool: str, arguments: dict[str, Any], context: CallContext | None) -> BaseArtifact:
         _server_of_task.set(self)
         if self._connection_closed():  # it died while idle: nothing was sent yet
             self._note("found stopped")
@@ -487,8 +552,18 @@ class MCPServer:
             return ErrorArtifact(
                 value=f"MCP server {self.name!r} has no tool {tool!r}; it has {', '.join(self.tools) or 'none'}"
             )
+        artifact = await self._invoke(tool, arguments, context)
+        return (
+            artifact if note is None else ListArtifact(value=[InfoArtifact(value=note, name="mcp_restart"), artifact])
+        )
+
+    async def _invoke(self, tool: str, arguments: dict[str, Any], context: CallContext | None) -> BaseArtifact:
+        """One ``tools/call`` of a running server, with a progress token; its result, or the error."""
+        calls = self.requests.calls
+        if context is not None:
+            calls.append(context)  # the server's requests during the call go to its run
         try:
-            result = await self._client.call_tool(tool, arguments)
+            result = await self._client.call_tool(tool, arguments, progress_callback=self.requests.progress(context))
         except Exception as exc:  # noqa: BLE001 - a failed call is an error result for the model
             leaf = _leaf(exc)
             if getattr(leaf, "code", None) == -32000:  # CONNECTION_CLOSED: it died during the call; not re-sent
@@ -504,11 +579,11 @@ class MCPServer:
                 value=f"MCP server {self.name!r}: {getattr(leaf, 'message', None) or leaf}",
                 exception_type=type(leaf).__name__,
             )
+        finally:
+            if context is not None:
+                calls.remove(context)
         self._can_restart = True
-        artifact = result_artifact(result)
-        return (
-            artifact if note is None else ListArtifact(value=[InfoArtifact(value=note, name="mcp_restart"), artifact])
-        )
+        return result_artifact(result)
 
 
 class MCPToolset(BaseTool):
@@ -541,11 +616,17 @@ class MCPToolset(BaseTool):
         """
         if self.server.state == "stopped" or not self.server.tools:
             await self.server.start()
+        else:
+            await self.server.refresh_tools()
         missing = [t for t in self.allowlist or () if t not in self.server.tools]
         if missing:
             raise MCPServerError(
                 f"MCP server {self.name!r} has no tool {missing[0]!r}; it has {', '.join(self.server.tools) or 'none'}"
             )
+
+    async def refresh(self) -> bool:
+        """Between model turns: the server's tools again if it said they changed; True when they did."""
+        return await self.server.refresh_tools()
 
     def activities(self) -> list[str]:
         names = list(self.server.tools)
@@ -575,7 +656,7 @@ class MCPToolset(BaseTool):
     async def run(self, activity: str, action: ToolAction) -> BaseArtifact:
         if activity not in self.activities():
             return ErrorArtifact(value=f"{action.native_name} is not an available tool of MCP server {self.name!r}")
-        return await self.server.call(activity, dict(action.input))
+        return await self.server.call(activity, dict(action.input), current_call())
 
     def __repr__(self) -> str:
         only = f" {self.allowlist}" if self.allowlist is not None else ""

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..core import BaseArtifact, ErrorArtifact, ToolAction, ToolDefinition
 from .base_tool import BaseTool, FunctionTool
+from .call_context import CallContext, set_call
 from .mcp import MCPServer, MCPToolset
 
 
@@ -44,6 +45,15 @@ class Toolbox:
         if waiting:
             await asyncio.gather(*waiting)
             self._index()
+
+    async def refresh(self) -> bool:
+        """Before a model turn: let tools whose activities changed since (an MCP server's
+        ``tools/list_changed``) list them again, then route to what they offer; True if any did."""
+        refreshing = [refresh() for tool in self.tools if (refresh := getattr(tool, "refresh", None)) is not None]
+        changed = any(await asyncio.gather(*refreshing)) if refreshing else False
+        if changed:
+            self._index()
+        return changed
 
     def __bool__(self) -> bool:
         return bool(self._routes)
@@ -83,17 +93,22 @@ class Toolbox:
         return result, time.monotonic() - started
 
     async def run_all(
-        self, actions: list[ToolAction], refuse: Callable[[ToolAction], Awaitable[BaseArtifact | None]] | None = None
+        self, actions: list[ToolAction], refuse: Callable[[ToolAction], Awaitable[BaseArtifact | None]] | None = None,
+        context: Callable[[ToolAction], CallContext] | None = None,
     ) -> list[tuple[BaseArtifact, float]]:
         """Run the calls of one model turn concurrently; (result, seconds) come back in call order.
 
         `refuse(action)`, when given, is awaited first for each call: an artifact it returns
         (approval denied) is the call's result, and the call is not run (0 seconds).
+        `context(action)`, when given, is the call's reach into its run, `current_call()` in it.
         """
 
         async def one(position: int, action: ToolAction) -> tuple[BaseArtifact, float]:
             refusal = await refuse(action) if refuse is not None else None
-            return (refusal, 0.0) if refusal is not None else await self.run_one(action, position)
+            if refusal is not None:
+                return refusal, 0.0
+            set_call(context(action) if context is not None else None)  # this call's task only
+            return await self.run_one(action, position)
 
         return list(await asyncio.gather(*(one(n, a) for n, a in enumerate(actions, 1))))
 
