@@ -11,6 +11,7 @@
 import { liveSourcesNode, serverCard } from './citations';
 import { FrameScheduler } from './frame';
 import { MarkdownStream } from './markdown';
+import { Question, elicitationQuestion, samplingQuestion } from './questions';
 import { artifactNode, el, footerNode, isObject, renderTranscript, toolCard } from './transcript';
 import type {
   ArtifactSummary,
@@ -176,6 +177,8 @@ export class LiveView {
   private ticker = 0;
   private footer: HTMLElement | null = null;
   private ended = false;
+  /** An MCP server's questions shown, by request id (a card redraw keeps their inputs). */
+  private questions = new Map<string, Question>();
   /** Animation frames that changed the DOM (tests read this as data-frames). */
   frames = 0;
 
@@ -311,6 +314,18 @@ export class LiveView {
 
   private card(segment: Segment): HTMLElement {
     const ask = segment.ask;
+    if (ask && ask.kind !== undefined) {
+      // Kept across redraws of the card, so what the user typed stays (questions.ts).
+      let question = this.questions.get(ask.request);
+      if (!question) {
+        const send = (msg: FrontMessage): void => this.doc.send(msg);
+        question = ask.kind === 'sampling' ? samplingQuestion(ask, send) : elicitationQuestion(ask, send);
+        this.questions.set(ask.request, question);
+      }
+      question.update(ask);
+      const waiting = ask.kind === 'sampling' ? 'waiting for your approval' : 'waiting for your answer';
+      return toolCard(segment.call, question.node, waiting);
+    }
     if (ask) {
       const request = ask.request;
       const bar = approvalBar(verdict => this.doc.send({ type: 'approve', request, verdict }));

@@ -18,6 +18,7 @@ import type {
   Json,
   MediaPart,
   ToolCallPart,
+  ToolProgress,
   Transcript,
   TranscriptMessage,
   Unchecked
@@ -142,27 +143,38 @@ function sizeText(size: unknown): string {
   return '';
 }
 
-/** A tool call's card; `partial_arguments`: the arguments' JSON text while it streams.
- * `approval`: the live view's Approve / Deny bar, shown in the card, opened. */
+/** A tool call's card; `partial_arguments`: the arguments' JSON text while it streams; `progress`:
+ * a running MCP call's last report. `approval`: the live view's question (Approve / Deny, or an
+ * MCP server's sampling request or elicitation), shown in the card, opened; `waiting`: what its
+ * status line says meanwhile. */
 export function toolCard(
-  call: Unchecked<ToolCallPart> & { partial_arguments?: string },
-  approval?: HTMLElement
+  call: Unchecked<ToolCallPart> & { partial_arguments?: string; progress?: ToolProgress },
+  approval?: HTMLElement,
+  waiting = 'waiting for your approval'
 ): HTMLElement {
   const error = failed(call);
   const card = el('details', error ? 'ipyagent-tool ipyagent-tool-error' : 'ipyagent-tool');
   const summary = el('summary');
+  const progress = typeof call.result !== 'string' && isObject(call.progress) ? call.progress : null;
+  const running = progress ? progressText(progress) : '';
   summary.append(
     el('b', 'ipyagent-tool-name', str(call.name) || 'tool call'),
     ' ',
-    el('span', 'ipyagent-meta', `${str(call.id)} · ${approval ? 'waiting for your approval' : toolStatus(call)}`)
+    el('span', 'ipyagent-meta', `${str(call.id)} · ${approval ? waiting : running || toolStatus(call)}`)
   );
   card.append(summary, el('div', 'ipyagent-meta', 'arguments'));
   const args = isObject(call.arguments) ? call.arguments : {};
   const text = typeof call.partial_arguments === 'string' ? call.partial_arguments : Object.keys(args).length ? JSON.stringify(args, null, 1) : '{}';
   card.append(el('pre', 'ipyagent-args', text));
+  if (progress) {
+    card.append(progressNode(progress));
+  }
   if (approval) {
     card.setAttribute('open', '');
     card.append(approval);
+  }
+  for (const note of list(call.notes)) {
+    card.append(el('div', 'ipyagent-meta ipyagent-note', str(note)));
   }
   const media = list(call.media).filter(isObject);
   if (typeof call.result === 'string' && (call.result || !media.length)) {
@@ -176,6 +188,28 @@ export function toolCard(
     card.append(...media.map(mediaNode));
   }
   return card;
+}
+
+/** `running: 3 of 4 · copying` (a total known) or `running: 3 · copying`: a call's last progress report. */
+export function progressText(progress: ToolProgress): string {
+  const done = num(progress.progress) ?? 0;
+  const total = num(progress.total);
+  const message = str(progress.message) ? ` · ${str(progress.message)}` : '';
+  const of = total !== null ? ` of ${total.toLocaleString('en-US')}` : '';
+  return `running: ${done.toLocaleString('en-US')}${of}${message}`;
+}
+
+/** A running call's progress: a bar when its total is known (an indeterminate one otherwise), and the numbers. */
+export function progressNode(progress: ToolProgress): HTMLElement {
+  const node = el('div', 'ipyagent-progress');
+  const bar = document.createElement('progress');
+  const total = num(progress.total);
+  if (total !== null && total > 0) {
+    bar.max = total;
+    bar.value = Math.min(num(progress.progress) ?? 0, total);
+  }
+  node.append(bar, el('span', 'ipyagent-meta', progressText(progress)));
+  return node;
 }
 
 function markdownBlock(className: string, text: string): HTMLElement {

@@ -108,6 +108,7 @@ export interface ToolCallPart {
   approval?: ('approved' | 'denied') | null;
   stopped?: ('interrupted' | 'timeout') | null;
   media?: MediaPart[];
+  notes?: string[];
 }
 /**
  * An image, audio or file a tool returned, drawn in its card: an image inline, audio as a

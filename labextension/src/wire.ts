@@ -50,19 +50,77 @@ export type Unchecked<T> = { [K in keyof T]?: unknown };
  * a provider-side tool call's card (web search, code execution…). */
 export type SegmentKind = 'text' | 'reasoning' | 'tool' | 'artifact' | 'server';
 
-/** A tool call's card as far as it is known (the arguments' JSON text streams as `text` ops). */
-export type ToolCallState = Partial<ToolCallPart>;
+/** An MCP call's last progress report (`notifications/progress`): how far, of what total (null:
+ * unknown), and the server's message. */
+export interface ToolProgress {
+  progress: number;
+  total: number | null;
+  message: string | null;
+}
+
+/** A tool call's card as far as it is known (the arguments' JSON text streams as `text` ops);
+ * `progress` until its result comes. */
+export type ToolCallState = Partial<ToolCallPart> & { progress?: ToolProgress };
 
 /** A provider-side tool call's card as far as it is known (its input streams as `text` ops;
  * `progress`: the provider's word for what it is doing until the result comes). */
 export type ServerToolState = Partial<ServerToolPart> & { progress?: string };
 
 /** A call waiting for Approve / Deny: `request` names the question in the answer. */
-export interface Ask {
+export interface ApprovalAsk {
+  kind?: undefined;
   request: string;
   name: string;
   arguments: { [key: string]: unknown };
 }
+
+/** An MCP server's sampling request during a call, to approve, edit or deny
+ * (notebook/views/asks.py `sampling_ask`): its messages' text, the tokens it may take, the model
+ * hints; `editable`: the text of its last user message. */
+export interface SamplingAsk {
+  kind: 'sampling';
+  request: string;
+  server: string;
+  system: string;
+  messages: { role: string; text: string }[];
+  max_tokens: number;
+  hints: string[];
+  model: string;
+  editable: string;
+  arguments: { [key: string]: unknown };
+}
+
+/** One field of an elicitation form (core/interaction.py `FormField.as_json`). */
+export interface FormField {
+  name: string;
+  kind: 'string' | 'number' | 'integer' | 'boolean' | 'choice' | 'choices';
+  title: string;
+  description: string;
+  required: boolean;
+  default: unknown;
+  /** (value, label) pairs of a choice. */
+  options: [string, string][];
+  format: string | null;
+  minimum: number | null;
+  maximum: number | null;
+}
+
+/** An MCP server's elicitation during a call (asks.py `elicitation_ask`): a form of `fields`, or
+ * a `url` to open (empty when it was not http(s)); `errors`: what the kernel found wrong in the
+ * last answer, by field. */
+export interface ElicitationAsk {
+  kind: 'elicitation';
+  request: string;
+  server: string;
+  message: string;
+  url?: string;
+  fields?: FormField[];
+  errors?: { [name: string]: string };
+  arguments: { [key: string]: unknown };
+}
+
+/** A question waiting in a call's card. */
+export type Ask = ApprovalAsk | SamplingAsk | ElicitationAsk;
 
 /** The live footer: the fixed figures, and what the clock shows from `elapsed` seconds on (null: stopped). */
 export interface LiveStatus {
@@ -126,11 +184,13 @@ export type CompareMessage =
 /** A run's message within a comparison. */
 export type KeyedRunMessage = RunMessage & { key: string };
 
-/** What the browser says: hello (catch me up), a verdict on a call, the run picked in a
- * comparison's pane; a run's message within a comparison is tagged with the run's `key`. */
+/** What the browser says: hello (catch me up), a verdict on a call or a sampling request (`text`:
+ * its last user message as edited), the answer to an elicitation, the run picked in a comparison's
+ * pane; a run's message within a comparison is tagged with the run's `key`. */
 export type FrontMessage = (
   | { type: 'hello' }
-  | { type: 'approve'; request: string; verdict: boolean }
+  | { type: 'approve'; request: string; verdict: boolean; text?: string }
+  | { type: 'elicit'; request: string; action: 'accept' | 'decline' | 'cancel'; content?: { [name: string]: unknown } }
   | { type: 'select'; pane: number; run: number }
 ) & { key?: string };
 

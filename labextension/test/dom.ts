@@ -20,6 +20,7 @@ const names = [
   'Event',
   'CustomEvent',
   'NodeFilter',
+  'Option',
   'requestAnimationFrame',
   'cancelAnimationFrame'
 ];

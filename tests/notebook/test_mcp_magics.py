@@ -11,6 +11,8 @@ import sys
 import pytest
 from IPython.core.error import UsageError
 
+from ipyagent.agent import run_sync
+
 from ..support.processes import children, gone
 from ..support.stub_server import StubServer, openai_text_reply
 from ..support.mcp_servers import TEST_SERVER, pid_in, received, wrapped_server
@@ -219,3 +221,83 @@ def test_log_and_start_error_mask_a_key_the_server_printed(shell, capsys) -> Non
     shell.run_line_magic("mcp", "log leaky")
     out = capsys.readouterr().out
     assert "using [redacted]" in out and leak not in out
+def _everything() -> str:
+    from ..support.mcp_servers import everything
+
+    return " ".join(everything())
+
+
+def test_add_with_roots_sampling_options_then_list_roots_and_log_levels(shell, capsys, tmp_path) -> None:
+    data, docs = tmp_path / "data", tmp_path / "docs"
+    data.mkdir()
+    docs.mkdir()
+    shell.run_line_magic("mcp", f"add ev --root {data} --sampling openai:m --approve-sampling --elicitation-timeout 5 "
+                                f"--start -- {_everything()}")
+    assert capsys.readouterr().out.startswith("mcp: ev running; tools: ev_echo,")
+    server = shell.magics_manager.registry["AgentMagics"].mcp_servers["ev"]
+    assert (server.sampling, server.approve_sampling, server.elicitation_timeout) == ("openai:m", True, 5)
+    shell.run_line_magic("mcp", "list")
+    out = capsys.readouterr().out
+    assert out.startswith("ev  running, approve-sampling, sampling by openai:m  ") and f"  roots: {data}\n" in out
+    assert f"URI: {data.as_uri()}" in run_sync(server.call("get-roots-list", {})).to_text()
+    shell.run_line_magic("mcp", f"roots ev {docs}")
+    assert capsys.readouterr().out.strip() == f"mcp: ev roots: {docs} (the server was told)"
+    shell.run_line_magic("mcp", "log ev")
+    log = capsys.readouterr().out
+    assert "server log [info] everything-server: Roots updated: 1 root(s) received from client" in log
+    assert "roots changed: " in log
+    shell.run_line_magic("mcp", "log ev --level info")
+    leveled = capsys.readouterr().out
+    assert "Roots updated" in leveled and "ipyagent: running" not in leveled and "ipyagent: starting" not in leveled
+    shell.run_line_magic("mcp", "log ev --level warning")
+    assert capsys.readouterr().out.strip() == "(no log messages of ev at level warning or above)"
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("add x --root /no/such/folder -- true", "--root '/no/such/folder' is not a folder"),
+    ("add x --sampling gpt-4 -- true", "--sampling takes PROVIDER:MODEL"),
+    ("add x --elicitation-timeout 0 -- true", "--elicitation-timeout must be more than 0"),
+    ("roots", "name the server"),
+    ("roots nobody", "no MCP server 'nobody'"),
+])
+def test_bad_new_arguments_are_usage_errors(shell, line: str, expected: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        shell.run_line_magic("mcp", line)
+    assert expected in str(caught.value)
+
+
+def test_log_level_must_be_an_mcp_level(shell, capsys) -> None:
+    shell.run_line_magic("mcp", f"add time -- {TIME}")
+    with pytest.raises(UsageError, match="--level takes one of debug, info, notice"):
+        shell.run_line_magic("mcp", "log time --level loud")
+
+
+def test_in_the_terminal_a_sampling_request_and_an_elicitation_are_asked_on_stdin(shell, capsys, monkeypatch) -> None:
+    """Sampling: the request is printed and ``y`` sends it to the cell's model; elicitation: a prompt per
+    field, a bad answer asked again, the values reach the server."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-mcp-magics")
+    answers = iter(["y",  # send the sampling request
+                    "y", "", "Ada Lovelace", "yes", "", "", "", "", "abc", "7"])  # answer the form: name... integer
+    prompts: list[str] = []
+
+    def fake_input(prompt: str = "") -> str:
+        prompts.append(prompt)
+        return next(answers, "")
+
+    monkeypatch.setattr("builtins.input", fake_input)
+    shell.run_line_magic("mcp", f"add ev -- {_everything()}")
+    calls = [("call_s", "ev_trigger-sampling-request", {"prompt": "six times seven?", "maxTokens": 9})]
+    with StubServer(tool_call_reply(calls), openai_text_reply("forty-two"),
+                    tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]), openai_text_reply("ok")) as model:
+        shell.run_line_magic("provider", f"openai:m --base-url {model.url}/v1")
+        shell.run_cell_magic("agent", "--tools ev.trigger-sampling-request,ev.trigger-elicitation-request -o res", "Go")
+    out = capsys.readouterr().out
+    assert "MCP server ev asks the model (at most 9 tokens):" in prompts[0]
+    assert "user: Resource trigger-sampling-request context: six times seven?" in prompts[0]
+    assert model.requests[1]["body"]["messages"][-1]["content"] == "Resource trigger-sampling-request context: six times seven?"
+    assert "[sampling request from ev answered by openai:m (" in out
+    assert prompts[2].startswith("  String (Your full, legal name) *: ")
+    assert any("give a whole number" in line for line in out.splitlines())
+    tool_results = [m["content"] for m in model.requests[3]["body"]["messages"] if m["role"] == "tool"]
+    assert "- Name: Ada Lovelace" in tool_results[-1] and "- Favorite Integer: 7" in tool_results[-1]
+    assert "[ev asked you for input: you answered]" in out

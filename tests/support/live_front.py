@@ -33,6 +33,12 @@ class FrontEnd:
         ask = self.segments[sid]["ask"]
         self.view._on_msg(self.view.live, {"type": "approve", "request": ask["request"], "verdict": verdict}, [])
 
+    def send(self, sid: int, **content: Any) -> None:
+        """Answer the question in card `sid` as live.ts does: ``type`` ``approve`` (``verdict``,
+        ``text``) or ``elicit`` (``action``, ``content``)."""
+        ask = self.segments[sid]["ask"]
+        self.view._on_msg(self.view.live, {**content, "request": ask["request"]}, [])
+
     @property
     def asks(self) -> dict[int, dict[str, Any]]:
         """The cards waiting for Approve / Deny: sid -> {request, name, arguments}."""

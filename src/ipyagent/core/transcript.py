@@ -234,6 +234,8 @@ class ToolCallPart(_Model):
     stopped: Literal["interrupted", "timeout"] | None = None
     #: Images, audio and files the tool returned (`MediaPart`), drawn under the result.
     media: list[MediaPart] = Field(default_factory=list)
+    #: What happened while it ran, a line each: an MCP server's sampling request, an elicitation.
+    notes: list[str] = Field(default_factory=list)
 
     @field_validator("result")
     @classmethod
@@ -545,7 +547,7 @@ def transcript_messages(messages: Iterable[Any], timings: Mapping[str, deque[Too
                 if queue:
                     timing = queue.popleft()
                     call.duration_s = round(timing.seconds, 4)
-                    approval, stopped = timing.approval, timing.stopped
+                    approval, stopped, call.notes = timing.approval, timing.stopped, list(timing.notes)
                     call.approval = approval if approval in ("approved", "denied") else None  # type: ignore[assignment]
                     call.stopped = stopped if stopped in ("interrupted", "timeout") else None  # type: ignore[assignment]
                     if call.result is not None and timing.is_error:

@@ -288,7 +288,9 @@ class AgentMagics(Magics):
                     **({"masked": self.session.last_masked} if self.session.last_masked else {})}
         active = self.session.begin(agent, prompt, run_options, record=not args.no_store, metadata=metadata)
         view = make_view(agent.provider, widgets=self._widgets(), masked=self.session.last_masked)
-        options = replace(active.options, approve=view.request_approval, max_history=args.max_history,
+        # the view asks the user: tool approval, MCP sampling and elicitation
+        options = replace(active.options, approve=view.request_approval, approve_sampling=view.request_sampling,
+                          elicit=view.request_elicitation, max_history=args.max_history,
                           context_window=args.context_window)
         # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
         live = (LiveTranscript(view, provider=agent.provider, prompt=prompt, masked=self.session.last_masked)

@@ -18,18 +18,20 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from ...agent import run_sync
+from ...tools import MCP_LOG_LEVELS as LOG_LEVELS
 from ...tools import MCPServer, MCPServerError, MCPToolset
 from ..redacted_io import plain_output
 
 USAGE = {
-    "add": "%mcp add NAME [--env K=V] [--cwd DIR] [--approve] [--off-prompt] [--start] [--timeout S] -- "
-    "COMMAND [ARGS...]\n"
-    "       %mcp add NAME --url URL [--header K=V] [--transport streamable-http|sse] [--approve] "
-    "[--off-prompt] [--start]",
+    "add": "%mcp add NAME [--env K=V] [--cwd DIR] [--root DIR] [OPTIONS] -- COMMAND [ARGS...]\n"
+    "       %mcp add NAME --url URL [--header K=V] [--transport streamable-http|sse] [--root DIR] [OPTIONS]\n"
+    "       OPTIONS: --approve --off-prompt --start --timeout S --sampling PROVIDER:MODEL --approve-sampling "
+    "--elicitation-timeout S",
     "list": "%mcp list",
     "remove": "%mcp remove NAME",
     "restart": "%mcp restart NAME",
-    "log": "%mcp log NAME [-n LINES]",
+    "log": "%mcp log NAME [-n LINES] [--level debug|info|notice|warning|error|critical|alert|emergency]",
+    "roots": "%mcp roots NAME [DIR ...]",
 }
 
 
@@ -50,7 +52,37 @@ def _add_parser() -> _Parser:
     p.add_argument("--off-prompt", action="store_true")
     p.add_argument("--start", action="store_true")
     p.add_argument("--timeout", type=float)
+    p.add_argument("--root", action="append", default=None, metavar="DIR")
+    p.add_argument("--sampling", metavar="PROVIDER:MODEL")
+    p.add_argument("--approve-sampling", action="store_true")
+    p.add_argument("--elicitation-timeout", type=float, metavar="S")
     return p
+
+
+def _options(args: Any) -> dict[str, Any]:
+    """`MCPServer` keyword arguments of ``%mcp add``'s options.
+
+    Raises:
+        UsageError: a timeout not above 0, a ``--root`` that is not a folder, a bad ``--sampling``.
+    """
+    for flag in ("timeout", "elicitation_timeout"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            raise UsageError(f"%mcp add: --{flag.replace('_', '-')} must be more than 0 seconds, not {value:g}")
+    options: dict[str, Any] = {"requires_approval": args.approve, "off_prompt": args.off_prompt,
+                               "sampling": args.sampling, "approve_sampling": args.approve_sampling}
+    if args.sampling is not None and ":" not in args.sampling:
+        raise UsageError(f"%mcp add: --sampling takes PROVIDER:MODEL, as %provider does, not {args.sampling!r}")
+    if args.timeout is not None:
+        options["start_timeout"] = args.timeout
+    if args.elicitation_timeout is not None:
+        options["elicitation_timeout"] = args.elicitation_timeout
+    if args.root is not None:
+        missing = [d for d in args.root if not os.path.isdir(os.path.expanduser(d))]
+        if missing:
+            raise UsageError(f"%mcp add: --root {missing[0]!r} is not a folder")
+        options["roots"] = args.root
+    return options
 
 
 def _pairs(values: list[str], flag: str, sep: str = "=") -> dict[str, str]:
@@ -128,7 +160,12 @@ class MCPMagics(Magics):
         ``%mcp add NAME --url URL [--header K=V] [--transport sse]``, with ``--approve``
         (ask before every call), ``--off-prompt`` (results to Task Memory), ``--start``
         (start now; else on first use), ``--timeout S`` (start timeout, default 30 s).
-        ``%mcp list``, ``%mcp log NAME``, ``%mcp restart NAME``, ``%mcp remove NAME``.
+        ``--root DIR`` (repeatable: the folders offered to the server; a stdio server's default
+        is its working folder), ``--sampling PROVIDER:MODEL`` (the model that answers the server's
+        sampling requests; default the run's), ``--approve-sampling`` (answer them without asking),
+        ``--elicitation-timeout S`` (seconds a question to you waits before it is declined).
+        ``%mcp list``, ``%mcp log NAME [--level LEVEL]``, ``%mcp roots NAME [DIR ...]``,
+        ``%mcp restart NAME``, ``%mcp remove NAME``.
         What it prints is redacted, and servers' control characters are shown, not run.
         """
         try:
@@ -145,6 +182,8 @@ class MCPMagics(Magics):
             self._list()
         elif sub == "log":
             self._log(rest)
+        elif sub == "roots":
+            self._roots(rest)
         else:
             if len(rest) != 1:
                 raise UsageError(f"%mcp {sub}: takes one server name\nusage: {USAGE[sub]}")
@@ -170,11 +209,7 @@ class MCPMagics(Magics):
             raise UsageError("%mcp add: --header and --transport go with --url")
         if args.url and (args.env or args.cwd):
             raise UsageError("%mcp add: --env and --cwd go with a command (after --)")
-        if args.timeout is not None and args.timeout <= 0:
-            raise UsageError(f"%mcp add: --timeout must be more than 0 seconds, not {args.timeout:g}")
-        options: dict[str, Any] = {"requires_approval": args.approve, "off_prompt": args.off_prompt}
-        if args.timeout is not None:
-            options["start_timeout"] = args.timeout
+        options = _options(args)
         try:
             server = MCPServer(
                 args.name,
@@ -213,14 +248,16 @@ class MCPMagics(Magics):
             print("no MCP servers: %mcp add NAME -- COMMAND [ARGS...] or %mcp add NAME --url URL")
             return
         for server in self.servers.values():
-            flags = "".join(
-                f", {f}" for f, on in (("approve", server.requires_approval), ("off-prompt", server.off_prompt)) if on
-            )
+            named = (("approve", server.requires_approval), ("off-prompt", server.off_prompt),
+                     ("approve-sampling", server.approve_sampling))
+            flags = "".join(f", {f}" for f, on in named if on)
+            flags += f", sampling by {server.sampling}" if server.sampling else ""
             print(f"{server.name}  {server.status}{flags}  {server.target}")
             if server.state == "failed" and server.last_error:
                 print(f"  {server.last_error}")
             if server.left_processes:
                 print(f"  {_left(server).lstrip('; ')}")
+            _print_requests(server)
             for tool, native in server.names.items():
                 description = server.tools[tool].description or ""
                 print(f"  {native}: {description.splitlines()[0] if description else ''}")
@@ -228,7 +265,7 @@ class MCPMagics(Magics):
                 print("  (tools listed once started: %%agent --tools NAME, %tools or %mcp restart NAME)")
 
     def _log(self, words: list[str]) -> None:
-        lines = 50
+        lines, level = 50, None
         if "-n" in words:
             at = words.index("-n")
             try:
@@ -236,11 +273,50 @@ class MCPMagics(Magics):
             except (IndexError, ValueError):
                 raise UsageError(f"%mcp log: -n needs a number of lines\nusage: {USAGE['log']}") from None
             words = words[:at] + words[at + 2 :]
+        if "--level" in words:
+            at = words.index("--level")
+            level = words[at + 1].lower() if at + 1 < len(words) else ""
+            if level not in LOG_LEVELS:
+                raise UsageError(f"%mcp log: --level takes one of {', '.join(LOG_LEVELS)}\nusage: {USAGE['log']}")
+            words = words[:at] + words[at + 2 :]
         if len(words) != 1:
             raise UsageError(f"%mcp log: takes one server name\nusage: {USAGE['log']}")
         server = self._server(words[0], "log")
-        text = server.log(lines)
-        print(text if text else f"(the log of {server.name} is empty: {server.log_path})")
+        text = server.log(lines, level=level)
+        if text:
+            print(text)
+        elif level:
+            print(f"(no log messages of {server.name} at level {level} or above)")
+        else:
+            print(f"(the log of {server.name} is empty: {server.log_path})")
+
+    def _roots(self, words: list[str]) -> None:
+        """``%mcp roots NAME``: the folders offered; ``%mcp roots NAME DIR ...``: offer these instead
+        (a running server is told: ``notifications/roots/list_changed``)."""
+        if not words:
+            raise UsageError(f"%mcp roots: name the server\nusage: {USAGE['roots']}")
+        server = self._server(words[0], "roots")
+        if len(words) > 1:
+            missing = [d for d in words[1:] if not os.path.isdir(os.path.expanduser(d))]
+            if missing:
+                raise UsageError(f"%mcp roots: {missing[0]!r} is not a folder")
+            run_sync(server.set_roots(words[1:]))
+        roots = ", ".join(str(r) for r in server.requests.roots) or "none"
+        told = " (the server was told)" if len(words) > 1 and server.state == "running" else ""
+        print(f"mcp: {server.name} roots: {roots}{told}")
+
+
+def _print_requests(server: MCPServer) -> None:
+    """`%mcp list`'s lines of what a server was given and told: its roots, its resources' updates
+    (``notifications/resources/updated``), its tools or lists changed."""
+    requests = server.requests
+    print(f"  roots: {', '.join(str(r) for r in requests.roots) or 'none'}")
+    for uri, count in requests.updates.items():
+        print(f"  resource updated: {uri} ({count} time{'s' if count > 1 else ''})")
+    if requests.tools_changed:
+        print("  tools changed: listed again before the next model turn")
+    for what in sorted(requests.lists_changed):
+        print(f"  {what} changed: %mcp {what} {server.name} lists them again")
 
 
 def _left(server: MCPServer) -> str:

@@ -316,6 +316,7 @@ def _part_html(part: Any, markdown: Callable[[str], str], numbers: dict[Any, Any
             label = "error" if _failed(part) else "result"
             result = f'<div class="ipyagent-meta">{label}</div><pre class="ipyagent-result">{escape(part.result)}</pre>'
         result += "".join(media_html(m) for m in part.media)
+        result += "".join(f'<div class="ipyagent-meta">{escape(n)}</div>' for n in part.notes)
         return (f'<details class="{css}"{" open" if part.media else ""}><summary><b>{escape(part.name)}</b> '
                 f'<span class="ipyagent-meta">{escape(part.id)} · {escape(tool_status(part))}</span></summary>'
                 '<div class="ipyagent-meta">arguments</div><pre '
@@ -419,7 +420,7 @@ def text_pieces(t: Transcript) -> list[tuple[str, str]]:
             elif isinstance(part, ToolCallPart):
                 args = json.dumps(part.arguments, ensure_ascii=False)
                 result = f" -> {part.result}" if part.result is not None else ""
-                result += "".join(f" [{m.summary}]" for m in part.media)
+                result += "".join(f" [{m.summary}]" for m in part.media) + "".join(f" [{n}]" for n in part.notes)
                 kind = (
                     "tool_denied"
                     if part.approval == "denied"

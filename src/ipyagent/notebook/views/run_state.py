@@ -22,6 +22,7 @@ from ...core import (
     ProviderError,
     ReasoningDelta,
     RetryScheduled,
+    SamplingCompleted,
     ServerToolCallBlock,
     ServerToolDelta,
     ServerToolResultBlock,
@@ -29,6 +30,8 @@ from ...core import (
     ToolAction,
     ToolCallCompleted,
     ToolCallDelta,
+    ToolCallNote,
+    ToolCallProgress,
     card_result,
     masked_figure,
 )
@@ -60,6 +63,8 @@ class Segment:
         "media",
         "card",
         "citations",
+        "progress",
+        "notes",
     )
 
     def __init__(self, kind: str, sid: int = 0) -> None:
@@ -76,6 +81,8 @@ class Segment:
         self.media: list[Any] = []  # a tool call's images, audio and files (transcript.MediaPart)
         self.card: dict[str, Any] | None = None  # a "server" segment's card (a ServerToolPart as JSON)
         self.citations: list[dict[str, Any]] = []  # a text segment's sources, as they arrive
+        self.progress: dict[str, Any] | None = None  # a running call's last progress: progress, total, message
+        self.notes: list[str] = []  # what happened during a call: a server's sampling request, an elicitation
 
 
 class RunState(EventHandler):
@@ -194,6 +201,28 @@ class RunState(EventHandler):
         segment.is_error, segment.duration = event.is_error, event.duration_s
         segment.approval = event.approval or segment.approval
         segment.stopped = event.stopped
+        return True
+
+    def on_tool_call_progress(self, event: ToolCallProgress) -> bool:
+        segment = self.tool_segment(event.action)
+        if segment.result is not None:  # a late report after the result: the card is done
+            return False
+        segment.progress = {"progress": event.progress, "total": event.total, "message": event.message}
+        return True
+
+    def on_tool_call_note(self, event: ToolCallNote) -> bool:
+        self.tool_segment(event.action).notes.append(event.text)
+        return True
+
+    def on_sampling_completed(self, event: SamplingCompleted) -> bool:
+        """An MCP server's sampling request: its tokens and price count in the figures; its call's
+        card says what happened."""
+        if event.usage.input_tokens or event.usage.output_tokens:
+            self.input_tokens += event.usage.input_tokens
+            self.output_tokens += event.usage.output_tokens
+            self.costs.append(event.cost)
+        if event.action is not None:
+            self.tool_segment(event.action).notes.append(event.note)
         return True
 
     def on_model_completed(self, event: ModelCompleted) -> bool:

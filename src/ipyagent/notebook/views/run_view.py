@@ -23,21 +23,29 @@ from ...core import (
     ArtifactStored,
     BlockDelta,
     CitationDelta,
+    ElicitationAnswer,
+    ElicitationRequest,
     Event,
     EventHandler,
     HistoryTrimmed,
     ModelCompleted,
     ModelFailed,
     ReasoningDelta,
+    SamplingCompleted,
+    SamplingRequest,
+    SamplingVerdict,
     ServerToolDelta,
     StreamRedactor,
     TextDelta,
     ToolAction,
     ToolCallCompleted,
     ToolCallDelta,
+    ToolCallNote,
+    ToolCallProgress,
     redact_data,
 )
 from ..render.memory_html import stored_event_html
+from .asks import Asks, elicitation_ask, sampling_ask
 from .live_widget import close_widgets, end_message, live_widget
 from .run_state import FRAME_INTERVAL, RunState, Segment
 from .text_view import TextView
@@ -78,8 +86,8 @@ class WidgetView(EventHandler):
         self._redactors: dict[int, StreamRedactor] = {}
         self._final = False
         self._complete: set[int] = set()
-        # Approvals waiting for a click: request id -> (the answer, the call's segment, the ask op's data)
-        self._asks: dict[str, tuple[asyncio.Future[bool], Segment, dict[str, Any]]] = {}
+        # Questions waiting for the user in a call's card: Approve / Deny, a sampling request, an elicitation
+        self.asks = Asks(self)
 
     def _ipython_display_(self) -> None:
         display(self.widget)
@@ -152,6 +160,20 @@ class WidgetView(EventHandler):
             self._release(touched.sid)  # the call's arguments are complete
             self._ops.append(["tool", touched.sid, _call_json(touched, event)])
 
+    def on_tool_call_progress(self, event: ToolCallProgress) -> None:
+        touched = self.state.touched
+        if touched is not None and touched.progress is not None and touched.result is None:
+            self._ops.append(["tool", touched.sid, {"progress": dict(touched.progress)}])
+
+    def on_sampling_completed(self, event: SamplingCompleted) -> None:
+        if event.action is not None:
+            segment = self.state.tool_segment(event.action)
+            self._ops.append(["tool", segment.sid, {"notes": list(segment.notes)}])
+
+    def on_tool_call_note(self, event: ToolCallNote) -> None:
+        segment = self.state.tool_segment(event.action)
+        self._ops.append(["tool", segment.sid, {"notes": list(segment.notes)}])
+
     def on_model_completed(self, event: ModelCompleted) -> None:  # the turn's text is complete
         for sid in list(self._redactors):
             self._release(sid)
@@ -181,9 +203,9 @@ class WidgetView(EventHandler):
                 ops.append(["server", segment.sid, dict(segment.card)])
             if segment.kind == "tool" and segment.result is not None:
                 ops.append(["tool", segment.sid, _call_json(segment, None)])
-            elif segment.approval is not None:
-                ops.append(["tool", segment.sid, {"approval": segment.approval}])
-        ops += [["ask", segment.sid, ask] for _, segment, ask in self._asks.values()]
+            elif segment.approval is not None or segment.progress is not None or segment.notes:
+                ops.append(["tool", segment.sid, _running_json(segment)])
+        ops += self.asks.ops()
         if s.error is not None:
             ops.append(["error", s.error.message])
         if s.interrupted:
@@ -194,18 +216,18 @@ class WidgetView(EventHandler):
 
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         """A message from a front end (on the kernel's thread), handled on the loop:
-        ``{"type": "hello"}`` (answered with a snapshot) or ``{"type": "approve", "request":
-        id, "verdict": true | false}`` (a click on Approve / Deny)."""
+        ``{"type": "hello"}`` (answered with a snapshot), or the answer to a question in a card
+        (`asks.Asks.answered`): ``{"type": "approve", "request": id, "verdict": true | false}``
+        (Approve / Deny, with ``text`` for an edited sampling request) or ``{"type": "elicit", ...}``."""
         if not isinstance(content, dict):
             return
 
         if content.get("type") == "hello":
             background_loop().call_soon_threadsafe(self._hello)
-        elif content.get("type") == "approve" and isinstance(content.get("verdict"), bool):
-            request = str(content.get("request"))
-            pending = self._asks.get(request)
+        elif content.get("type") in ("approve", "elicit"):
+            pending = self.asks.pending.get(str(content.get("request")))
             if pending is not None:  # answered on the loop that waits for it
-                pending[0].get_loop().call_soon_threadsafe(self._decide, request, content["verdict"])
+                pending.answer.get_loop().call_soon_threadsafe(self.asks.answered, dict(content))
 
     def _hello(self) -> None:
         if self._ended:
@@ -274,30 +296,31 @@ class WidgetView(EventHandler):
         """Ask with Approve / Deny buttons in the call's card (an `Agent.approve` callback):
         True when approved. A front end answers with an ``approve`` message (`_on_msg`)."""
         segment = self.state.tool_segment(action)
-        request = f"{segment.sid}-{len(self._asks)}-{id(action):x}"
-        ask = redact_data({"request": request, "name": segment.name or action.native_name, "arguments": action.input})
-        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._asks[request] = (answer, segment, ask)
-        self.state.asking += 1  # the footer says so
-        if self._synced:
-            self._record_created()
-            self._ops.append(["ask", segment.sid, ask])
-            self._schedule()
-        try:
-            verdict = await answer
-        finally:
-            self._asks.pop(request, None)
-            self.state.asking -= 1
+        verdict = await self.asks.ask(segment, {"name": segment.name or action.native_name, "arguments": action.input})
         segment.approval = "approved" if verdict else "denied"
-        if self._synced:
-            self._ops += [["ask", segment.sid, None], ["tool", segment.sid, {"approval": segment.approval}]]
-            self._schedule()
+        self._tool_op(segment, {"approval": segment.approval})
         return verdict
 
-    def _decide(self, request: str, verdict: bool) -> None:
-        pending = self._asks.get(request)
-        if pending is not None and not pending[0].done():
-            pending[0].set_result(verdict)
+    async def request_sampling(self, request: SamplingRequest) -> SamplingVerdict:
+        """Ask in the call's card whether an MCP server's sampling request may go to the model, as
+        shown or with its last user message edited (a `RunOptions.approve_sampling` callback)."""
+        segment = self.state.tool_segment(request.action) if request.action is not None else None
+        if segment is None:
+            return SamplingVerdict(False)
+        return await self.asks.ask(segment, sampling_ask(request), request)
+
+    async def request_elicitation(self, request: ElicitationRequest) -> ElicitationAnswer:
+        """Draw an MCP server's elicitation in the call's card, a form or a link, and wait for the
+        user's answer (a `RunOptions.elicit` callback); the card notes what was answered (`ToolCallNote`)."""
+        segment = self.state.tool_segment(request.action) if request.action is not None else None
+        if segment is None:
+            return ElicitationAnswer("decline")
+        return await self.asks.ask(segment, elicitation_ask(request), request)
+
+    def _tool_op(self, segment: Segment, change: dict[str, Any]) -> None:
+        if self._synced:
+            self._ops.append(["tool", segment.sid, change])
+            self._schedule()
 
     def finish(self) -> None:
         """The last frame of changes (the exact figures; held-back words released)."""
@@ -354,8 +377,22 @@ def _call_json(segment: Segment, event: ToolCallCompleted | None) -> dict[str, A
         call["stopped"] = segment.stopped
     if segment.media:
         call["media"] = [m.model_dump(mode="json", exclude_none=True) for m in segment.media]
+    if segment.notes:
+        call["notes"] = list(segment.notes)
     if isinstance(arguments, dict):
         call["arguments"] = arguments
+    return call
+
+
+def _running_json(segment: Segment) -> dict[str, Any]:
+    """What a call's card shows before its result: approval, the last progress, notes."""
+    call: dict[str, Any] = {}
+    if segment.approval is not None:
+        call["approval"] = segment.approval
+    if segment.progress is not None:
+        call["progress"] = dict(segment.progress)
+    if segment.notes:
+        call["notes"] = list(segment.notes)
     return call
 
 

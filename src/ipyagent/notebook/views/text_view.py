@@ -16,6 +16,8 @@ from ...core import (
     BlockDelta,
     Citation,
     CitationDelta,
+    ElicitationAnswer,
+    ElicitationRequest,
     Event,
     EventHandler,
     HistoryTrimmed,
@@ -23,6 +25,9 @@ from ...core import (
     ModelStarted,
     ReasoningDelta,
     RetryScheduled,
+    SamplingCompleted,
+    SamplingRequest,
+    SamplingVerdict,
     ServerToolCallBlock,
     ServerToolDelta,
     ServerToolResultBlock,
@@ -30,11 +35,14 @@ from ...core import (
     ToolAction,
     ToolCallCompleted,
     ToolCallDelta,
+    ToolCallNote,
+    ToolCallProgress,
 )
 from ...memory import describe_size
 from ..render.citations import TOOL_TITLES, source_key, sources_text
 from .run_state import RunState, Segment
 from .terminal import TerminalOutput
+from .terminal_asks import ask_elicitation, ask_sampling
 
 
 class _WaitLine:
@@ -167,6 +175,32 @@ class TextView(EventHandler):
         question = f"\nwaiting for your approval · run {action.native_name}({json.dumps(action.input)})? [y/N] "
         answer = await asyncio.to_thread(input, question)
         return answer.strip().lower() in ("y", "yes")
+
+    async def request_sampling(self, request: SamplingRequest) -> SamplingVerdict:
+        """Ask on the terminal whether an MCP server's sampling request may go to the model (`terminal_asks`)."""
+        self._before_asking()
+        return await asyncio.to_thread(ask_sampling, request)
+
+    async def request_elicitation(self, request: ElicitationRequest) -> ElicitationAnswer:
+        """Ask on the terminal for an MCP server's elicitation: a prompt per field, or a link (`terminal_asks`)."""
+        self._before_asking()
+        return await asyncio.to_thread(ask_elicitation, request)
+
+    def _before_asking(self) -> None:
+        if self._wait is not None:
+            self._wait.erase()
+        self.out.flush()
+
+    def on_tool_call_progress(self, event: ToolCallProgress) -> None:
+        total = f"/{event.total:g}" if event.total is not None else ""
+        message = f" {event.message}" if event.message else ""
+        self.out.part(f"\n[progress {event.action.native_name} {event.progress:g}{total}{message}]", "cyan")
+
+    def on_sampling_completed(self, event: SamplingCompleted) -> None:
+        self.out.part(f"\n[{event.note}]\n", "yellow" if event.error else "magenta")
+
+    def on_tool_call_note(self, event: ToolCallNote) -> None:
+        self.out.part(f"\n[{event.text}]\n", "magenta")
 
     def on_server_tool_delta(self, event: ServerToolDelta) -> None:
         """A provider-side call as it starts: its title, then its input if that streams."""

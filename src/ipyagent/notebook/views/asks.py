@@ -1,0 +1,138 @@
+"""The questions a live view asks the user inside a tool call's card and waits on: run this call?
+(Approve / Deny), answer this MCP server's sampling request? (Approve / Edit / Deny), and an MCP
+server's elicitation (a form drawn from its schema, or a link to open; Accept / Decline / Cancel).
+
+Each question is an ``ask`` op on the call's segment (``["ask", sid, {request, kind, ...}]``, None
+once answered); the front end answers with a message on the widget (`WidgetView._on_msg`):
+``{"type": "approve", "request", "verdict", "text"?}`` or ``{"type": "elicit", "request", "action",
+"content"}``. A form answer that does not fit its schema is sent back with ``errors`` and waited on
+again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from ...core import (
+    ElicitationAnswer,
+    ElicitationRequest,
+    SamplingRequest,
+    SamplingVerdict,
+    form_fields,
+    read_form,
+    redact_data,
+)
+
+#: Characters of one message of a sampling request shown in its card.
+SHOWN_CHARS = 4_000
+
+
+@dataclass
+class Pending:
+    """One question waiting: its answer, the call's segment, the ``ask`` op's data, the request."""
+
+    answer: asyncio.Future[Any]
+    segment: Any
+    ask: dict[str, Any]
+    request: Any = None
+
+
+def sampling_ask(request: SamplingRequest) -> dict[str, Any]:
+    """A sampling request as its card shows it: the server, its system prompt, each message's text
+    (cut to `SHOWN_CHARS`), the tokens it may take, the model hints; `editable` is the text of its
+    last user message, which the user may change before approving."""
+    messages = [{"role": m.role, "text": _cut(m.text or " ".join(f"[{b.type}]" for b in m.content))}
+                for m in request.messages]
+    last = next((m.text for m in reversed(request.messages) if m.role == "user"), "")
+    return {"kind": "sampling", "server": request.server, "system": _cut(request.system or ""), "messages": messages,
+            "max_tokens": request.max_tokens, "hints": list(request.hints),
+            "model": request.provider or "", "editable": last}
+
+
+def elicitation_ask(request: ElicitationRequest) -> dict[str, Any]:
+    """An elicitation as its card shows it: the server's message, and the form's fields
+    (`core.FormField.as_json`) or the link to open (http and https only)."""
+    ask: dict[str, Any] = {"kind": "elicitation", "server": request.server, "message": _cut(request.message)}
+    if request.url is not None:
+        ask["url"] = request.url if request.url.lower().startswith(("https://", "http://")) else ""
+    else:
+        ask["fields"] = [f.as_json() for f in form_fields(request.schema)]
+    return ask
+
+
+def _cut(text: str) -> str:
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return text[:SHOWN_CHARS] + f"… ({len(text) - SHOWN_CHARS:,} more characters)"
+
+
+class Asks:
+    """The questions of one `WidgetView` (`view`), waiting for the front end's answers."""
+
+    def __init__(self, view: Any) -> None:
+        self.view = view
+        self.pending: dict[str, Pending] = {}
+        self._ids = itertools.count(1)
+
+    async def ask(self, segment: Any, data: dict[str, Any], request: Any = None) -> Any:
+        """Show `data` as a question in `segment`'s card; the answer, once the user gives it."""
+        view = self.view
+        key = f"{segment.sid}-{next(self._ids)}"
+        ask = redact_data({"request": key, **data})
+        pending = self.pending[key] = Pending(asyncio.get_running_loop().create_future(), segment, ask, request)
+        view.state.asking += 1  # the footer says so
+        self._show(segment, ask)
+        try:
+            return await pending.answer
+        finally:
+            self.pending.pop(key, None)
+            view.state.asking -= 1
+            self._show(segment, None)
+
+    def _show(self, segment: Any, ask: dict[str, Any] | None) -> None:
+        view = self.view
+        if view._synced:
+            view._record_created()
+            view._ops.append(["ask", segment.sid, ask])
+            view._schedule()
+
+    def ops(self) -> list[list[Any]]:
+        """The questions waiting, as ops (a snapshot's)."""
+        return [["ask", p.segment.sid, p.ask] for p in self.pending.values()]
+
+    def answered(self, content: dict[str, Any]) -> None:
+        """A front end's answer (on the loop): settles the question it names; a form whose answers
+        do not fit is asked again with what is wrong."""
+        pending = self.pending.get(str(content.get("request")))
+        if pending is None or pending.answer.done():
+            return
+        kind = pending.ask.get("kind")
+        if content.get("type") == "approve" and isinstance(content.get("verdict"), bool):
+            verdict = content["verdict"]
+            if kind == "sampling":
+                text = content.get("text")
+                edited = text if isinstance(text, str) and text != pending.ask.get("editable") else None
+                pending.answer.set_result(SamplingVerdict(verdict, edited))
+            elif kind is None:
+                pending.answer.set_result(verdict)
+        elif content.get("type") == "elicit" and kind == "elicitation":
+            self._elicited(pending, content)
+
+    def _elicited(self, pending: Pending, content: dict[str, Any]) -> None:
+        action = content.get("action")
+        if action not in ("accept", "decline", "cancel"):
+            return
+        if action != "accept" or pending.request is None or pending.request.url is not None:
+            pending.answer.set_result(ElicitationAnswer(action))
+            return
+        raw = content.get("content") if isinstance(content.get("content"), dict) else {}
+        values, errors = read_form(pending.request.schema, raw)
+        if errors:
+            pending.ask = {**pending.ask, "errors": errors}
+            self._show(pending.segment, pending.ask)
+            return
+        pending.answer.set_result(ElicitationAnswer("accept", values))
+
