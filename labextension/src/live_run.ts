@@ -359,6 +359,9 @@ function tickingText(ticking: string, elapsed: string): string {
   if (ticking === 'waiting') {
     return `waiting for the first token · ${elapsed} s`;
   }
+  if (ticking === 'answer') {
+    return `waiting for your answer · ${elapsed} s`;
+  }
   return ticking === 'approval' ? `waiting for your approval · ${elapsed} s` : `${elapsed} s · streaming…`;
 }
 

@@ -125,7 +125,7 @@ export type Ask = ApprovalAsk | SamplingAsk | ElicitationAsk;
 /** The live footer: the fixed figures, and what the clock shows from `elapsed` seconds on (null: stopped). */
 export interface LiveStatus {
   figures: string[];
-  ticking: 'waiting' | 'streaming' | 'approval' | null;
+  ticking: 'waiting' | 'streaming' | 'approval' | 'answer' | null;
   elapsed: number;
 }
 

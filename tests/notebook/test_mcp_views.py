@@ -89,7 +89,7 @@ def test_a_sampling_request_is_approved_in_the_card_with_its_message_edited(ev: 
         assert ask["kind"] == "sampling" and ask["server"] == "ev" and ask["system"] == "You are a helpful test server."
         assert ask["messages"] == [{"role": "user", "text": "Resource trigger-sampling-request context: six times seven?"}]
         assert ask["max_tokens"] == 20 and ask["editable"] == ask["messages"][0]["text"]
-        assert "waiting for your approval" not in str(front.status) or front.status.get("ticking") == "approval"
+        await _until(lambda: front.status.get("ticking") == "approval")
         front.send(sid, type="approve", verdict=True, text="What is six times seven? Answer in words.")
 
     call = ("call_s", "ev_trigger-sampling-request", {"prompt": "six times seven?", "maxTokens": 20})
@@ -108,6 +108,7 @@ def test_an_elicitation_form_is_filled_in_the_card_and_checked_before_it_is_sent
         await _until(lambda: front.asks)
         [(sid, ask)] = front.asks.items()
         assert ask["kind"] == "elicitation" and ask["message"] == "Please provide inputs for the following fields:"
+        await _until(lambda: front.status.get("ticking") == "answer")  # the footer: "waiting for your answer"
         fields = {f["name"]: f for f in ask["fields"]}
         assert fields["name"]["required"] and fields["check"]["kind"] == "boolean"
         assert fields["integer"] == {**fields["integer"], "kind": "integer", "minimum": 1, "maximum": 100, "default": 42}

@@ -83,13 +83,16 @@ class Asks:
         key = f"{segment.sid}-{next(self._ids)}"
         ask = redact_data({"request": key, **data})
         pending = self.pending[key] = Pending(asyncio.get_running_loop().create_future(), segment, ask, request)
-        view.state.asking += 1  # the footer says so
+        answering = data.get("kind") == "elicitation"  # the footer says what it waits for
+        view.state.asking += 1
+        view.state.answering += answering
         self._show(segment, ask)
         try:
             return await pending.answer
         finally:
             self.pending.pop(key, None)
             view.state.asking -= 1
+            view.state.answering -= answering
             self._show(segment, None)
 
     def _show(self, segment: Any, ask: dict[str, Any] | None) -> None:

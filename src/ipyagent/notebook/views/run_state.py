@@ -108,7 +108,8 @@ class RunState(EventHandler):
         self.created: list[Segment] = []  # segments made since a view last took them (WidgetView)
         self.touched: Segment | None = None  # the segment the last event went to
         self.retry: str | None = None  # a retry notice, shown until the turn's first token
-        self.asking = 0  # tool calls waiting for the user's Approve / Deny
+        self.asking = 0  # tool calls waiting for the user's Approve / Deny (or an answer)
+        self.answering = 0  # of those, the ones waiting for the user's answer to an MCP server's elicitation
         self.masked: dict[str, int] = {}  # values masked in the run's context, by block (`Transcript.masked`)
 
     def _new(self, key: tuple[int, int], kind: str) -> Segment:
@@ -275,7 +276,7 @@ class RunState(EventHandler):
     def live_status(self) -> dict[str, Any]:
         """The live footer: the fixed figures, and what the front end's clock shows
         (``waiting`` before the first token, ``approval`` while a tool call waits for the user,
-        ``streaming`` otherwise, None once finished) from `elapsed` seconds on."""
+        ``answer`` while an MCP server's elicitation does, ``streaming`` otherwise, None once finished) from `elapsed` seconds on."""
         if self.finished:
             return {"figures": self.footer_figures(), "ticking": None, "elapsed": 0}
         figures = [self.provider]
@@ -288,7 +289,9 @@ class RunState(EventHandler):
             figures.append(str(cost) if cost is not None else "unknown price")
         if self.retry:
             figures.append(self.retry)
-        ticking = "approval" if self.asking else "waiting" if self.first_token is None else "streaming"
+        ticking = "waiting" if self.first_token is None else "streaming"
+        if self.asking:
+            ticking = "answer" if self.answering else "approval"
         return {"figures": figures, "ticking": ticking, "elapsed": round(time.monotonic() - self.started, 2)}
 
     def footer_figures(self) -> list[str]:
