@@ -94,6 +94,18 @@ if os.environ.get("MCP_TEST_HOSTILE"):
     @server.tool(description=HOSTILE_DESCRIPTION)
     def hostile() -> str:
         return "ok"
+@server.resource("test://notes", mime_type="text/plain")
+def notes() -> str:
+    """Deployment notes that hold the secret given in MCP_TEST_SECRET."""
+    return f"deploy notes\napi key: {os.environ.get('MCP_TEST_SECRET', 'none')}\nend of notes"
+
+
+@server.prompt()
+def review(path: str, strict: str = "no") -> list[dict]:
+    """Ask for a review of the file at `path`."""
+    return [{"role": "user", "content": f"Review {path} (strict: {strict})."},
+            {"role": "assistant", "content": "Which parts first?"},
+            {"role": "user", "content": "Start with the tests."}]
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any, TypeVar
@@ -436,6 +436,30 @@ class MCPServer:
         self.names = native_names(self.name, list(self.tools))
         self._note(f"tools changed; now: {', '.join(self.tools) or 'none'}")
         return True
+
+    async def use(self, work: Callable[[Any], Awaitable[T]], doing: str) -> T:
+        """``await work(client)`` on the server's loop with its open `mcp.Client`, the server started
+        first if need be (`mcp_resources` reads resources and prompts so).
+
+        Raises:
+            MCPServerError: it cannot start, or `work` failed: ``MCP server 'NAME' could not DOING: why``.
+        """
+        if self.state != "running" or self._client is None:
+            await self.start()
+        try:
+            return await self._owned(self._use(work))
+        except MCPServerError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the server's refusal, in one line
+            leaf = _leaf(exc)
+            why = getattr(leaf, "message", None) or str(leaf) or type(leaf).__name__
+            raise MCPServerError(f"MCP server {self.name!r} could not {doing}: {redact(str(why))[:300]}") from None
+
+    async def _use(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        _server_of_task.set(self)
+        if self._client is None:
+            raise MCPServerError(f"MCP server {self.name!r} stopped; %mcp restart {self.name}")
+        return await work(self._client)
 
     async def set_roots(self, roots: Iterable[str | os.PathLike[str]]) -> None:
         """Offer these folders from now on; a running server is told (``notifications/roots/list_changed``)

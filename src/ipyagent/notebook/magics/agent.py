@@ -60,7 +60,7 @@ _AGENT_CELL = (
              help="send the last exception (traceback, failing cell) and ask to explain and fix it (as %%agent fix)"),
     argument("--with", dest="with_", metavar="NAME[,NAME]", action="append",
              help="attach variables (or attribute paths: df.dtypes) summarized for the model "
-             "(DataFrame schema and head, array shape, ...)"),
+             "(DataFrame schema and head, array shape, ...), or an MCP server's resource: mcp:NAME/URI"),
     argument("--cells", type=int, metavar="N", help="attach the N previous cells' sources and text outputs"),
     argument("--context-budget", type=int, metavar="TOKENS",
              help=f"tokens each attached summary may take at most (default {DEFAULT_BUDGET})"),
@@ -266,7 +266,8 @@ class AgentMagics(Magics):
                 prompt = cell.strip()
             else:
                 redacting = current_default().redact_context
-                prompt, masked = render_template(cell, template_namespace(self.shell), redacting=redacting)
+                namespace = {"mcp_resource": self.inputs.mcp_resource, **template_namespace(self.shell)}
+                prompt, masked = render_template(cell, namespace, redacting=redacting)
                 prompt = prompt.strip()
             with interruptible():  # summaries call the user's objects (a slow __repr__)
                 context = self.inputs.context(args)

@@ -17,6 +17,7 @@ from ...tools import ACTIVITY_ATTR, BaseTool, FunctionTool, MCPServer, Toolbox
 from ..context.code_blocks import next_cell, pick_code
 from ..context.notebook import cell_blocks, error_block
 from .mcp import resolve_tools
+from .mcp_read import RESOURCE_PREFIX, resource_block
 from .options import builtin_names, print_error, settings_from_args, timeout_from_args
 
 
@@ -153,10 +154,20 @@ class CellInputs:
         for name in (n.strip() for group in args.with_ or () for n in group.split(",")):
             if not name:
                 continue
+            if name.startswith(RESOURCE_PREFIX):  # an MCP server's resource (mcp_read.py)
+                blocks.append(resource_block(self.mcp_servers(), name, budget, redacting=redacting))
+                continue
             blocks.append(variable_block(name, self.lookup(name), budget, redacting=redacting))
         if args.cells:
             blocks += cell_blocks(self.shell, args.cells, budget, redacting=redacting)
         return blocks
+
+    def mcp_resource(self, server: str, uri: str, budget: int = DEFAULT_BUDGET) -> str:
+        """A template's ``{{ mcp_resource("NAME", "URI") }}``: the resource as a context element
+        (``<context source="mcp" ...>``), redacted and cut to `budget` tokens, like ``--with mcp:NAME/URI``."""
+        block = resource_block(self.mcp_servers(), f"{RESOURCE_PREFIX}{server}/{uri}", budget,
+                               redacting=current_default().redact_context)
+        return block.to_text().strip()
 
     def lookup(self, name: str) -> Any:
         """A ``--with`` name: a variable, or an attribute path on one (``df.columns``); nothing is evaluated.

@@ -32,6 +32,10 @@ USAGE = {
     "restart": "%mcp restart NAME",
     "log": "%mcp log NAME [-n LINES] [--level debug|info|notice|warning|error|critical|alert|emergency]",
     "roots": "%mcp roots NAME [DIR ...]",
+    "resources": "%mcp resources NAME",
+    "prompts": "%mcp prompts NAME",
+    "prompt": "%mcp prompt NAME PROMPT [ARG=VALUE ...]",
+    "subscribe": "%mcp subscribe NAME URI",
 }
 
 
@@ -165,7 +169,10 @@ class MCPMagics(Magics):
         sampling requests; default the run's), ``--approve-sampling`` (answer them without asking),
         ``--elicitation-timeout S`` (seconds a question to you waits before it is declined).
         ``%mcp list``, ``%mcp log NAME [--level LEVEL]``, ``%mcp roots NAME [DIR ...]``,
-        ``%mcp restart NAME``, ``%mcp remove NAME``.
+        ``%mcp restart NAME``, ``%mcp remove NAME``. ``%mcp resources NAME`` and ``%mcp prompts
+        NAME`` list them; ``%%agent --with mcp:NAME/URI`` sends a resource as context;
+        ``%mcp prompt NAME PROMPT [ARG=VALUE ...]`` puts a prompt in a new cell below;
+        ``%mcp subscribe NAME URI``: ``%mcp list`` counts the resource's updates.
         What it prints is redacted, and servers' control characters are shown, not run.
         """
         try:
@@ -184,6 +191,8 @@ class MCPMagics(Magics):
             self._log(rest)
         elif sub == "roots":
             self._roots(rest)
+        elif sub in ("resources", "prompts", "prompt", "subscribe"):
+            self._read(sub, rest)
         else:
             if len(rest) != 1:
                 raise UsageError(f"%mcp {sub}: takes one server name\nusage: {USAGE[sub]}")
@@ -290,6 +299,24 @@ class MCPMagics(Magics):
         else:
             print(f"(the log of {server.name} is empty: {server.log_path})")
 
+    def _read(self, sub: str, words: list[str]) -> None:
+        """``%mcp resources|prompts NAME``, ``%mcp prompt NAME PROMPT [ARG=VALUE ...]``,
+        ``%mcp subscribe NAME URI`` (`mcp_read`)."""
+        from . import mcp_read
+
+        server = self._server(words[0] if words else None, sub)
+        rest = words[1:]
+        if sub in ("resources", "prompts") and rest or sub == "subscribe" and len(rest) != 1:
+            raise UsageError(f"%mcp {sub}: wrong arguments\nusage: {USAGE[sub]}")
+        if sub == "resources":
+            mcp_read.print_resources(server)
+        elif sub == "prompts":
+            mcp_read.print_prompts(server)
+        elif sub == "prompt":
+            mcp_read.prompt_into_cell(self.shell, server, rest)
+        else:
+            mcp_read.subscribe(server, rest[0])
+
     def _roots(self, words: list[str]) -> None:
         """``%mcp roots NAME``: the folders offered; ``%mcp roots NAME DIR ...``: offer these instead
         (a running server is told: ``notifications/roots/list_changed``)."""
@@ -312,7 +339,10 @@ def _print_requests(server: MCPServer) -> None:
     requests = server.requests
     print(f"  roots: {', '.join(str(r) for r in requests.roots) or 'none'}")
     for uri, count in requests.updates.items():
-        print(f"  resource updated: {uri} ({count} time{'s' if count > 1 else ''})")
+        if count:
+            print(f"  resource updated: {uri} ({count} time{'s' if count > 1 else ''})")
+        else:
+            print(f"  subscribed: {uri} (no update yet)")
     if requests.tools_changed:
         print("  tools changed: listed again before the next model turn")
     for what in sorted(requests.lists_changed):
