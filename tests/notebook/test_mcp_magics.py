@@ -288,13 +288,15 @@ def test_in_the_terminal_a_sampling_request_and_an_elicitation_are_asked_on_stdi
     shell.run_line_magic("mcp", f"add ev -- {_everything()}")
     calls = [("call_s", "ev_trigger-sampling-request", {"prompt": "six times seven?", "maxTokens": 9})]
     with StubServer(tool_call_reply(calls), openai_text_reply("forty-two"),
-                    tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]), openai_text_reply("ok")) as model:
+                    tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]),
+                    openai_text_reply("ok")) as model:
         shell.run_line_magic("provider", f"openai:m --base-url {model.url}/v1")
         shell.run_cell_magic("agent", "--tools ev.trigger-sampling-request,ev.trigger-elicitation-request -o res", "Go")
     out = capsys.readouterr().out
     assert "MCP server ev asks the model (at most 9 tokens):" in prompts[0]
     assert "user: Resource trigger-sampling-request context: six times seven?" in prompts[0]
-    assert model.requests[1]["body"]["messages"][-1]["content"] == "Resource trigger-sampling-request context: six times seven?"
+    sampled = model.requests[1]["body"]["messages"][-1]["content"]
+    assert sampled == "Resource trigger-sampling-request context: six times seven?"
     assert "[sampling request from ev answered by openai:m (" in out
     assert prompts[2].startswith("  String (Your full, legal name) *: ")
     assert any("give a whole number" in line for line in out.splitlines())

@@ -67,7 +67,8 @@ def test_a_resource_goes_to_the_model_as_a_redacted_context_block(shell, capsys,
 @pytest.mark.parametrize("spec, expected", [
     ("mcp:ev", "an MCP resource is mcp:NAME/URI (%mcp resources NAME lists them)"),
     ("mcp:nobody/test://x", "no MCP server 'nobody'; added: ev"),
-    ("mcp:ev/demo://nope", "MCP server 'ev' could not read demo://nope: MCP error -32602: Resource demo://nope not found"),
+    ("mcp:ev/demo://nope",
+     "MCP server 'ev' could not read demo://nope: MCP error -32602: Resource demo://nope not found"),
 ])
 def test_a_bad_resource_is_one_line_and_nothing_is_sent(shell, spec: str, expected: str) -> None:
     shell.run_line_magic("mcp", f"add ev -- {' '.join(everything())}")
@@ -145,7 +146,8 @@ def test_server_log_messages_go_to_the_log_redacted_and_by_level(shell, capsys) 
 
 
     def simulated() -> list[str]:  # "Info-level message", "Alert level-message"
-        return [r for r in server.log(200, level="debug").splitlines() if "level-message" in r.replace("-level ", "level-")]
+        rows = server.log(200, level="debug").splitlines()
+        return [r for r in rows if "level-message" in r.replace("-level ", "level-")]
 
     run_sync(_until(lambda: bool(simulated())))
     line = simulated()[0]

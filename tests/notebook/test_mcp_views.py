@@ -87,7 +87,8 @@ def test_a_sampling_request_is_approved_in_the_card_with_its_message_edited(ev: 
         await _until(lambda: front.asks)
         [(sid, ask)] = front.asks.items()
         assert ask["kind"] == "sampling" and ask["server"] == "ev" and ask["system"] == "You are a helpful test server."
-        assert ask["messages"] == [{"role": "user", "text": "Resource trigger-sampling-request context: six times seven?"}]
+        asked = "Resource trigger-sampling-request context: six times seven?"
+        assert ask["messages"] == [{"role": "user", "text": asked}]
         assert ask["max_tokens"] == 20 and ask["editable"] == ask["messages"][0]["text"]
         await _until(lambda: front.status.get("ticking") == "approval")
         front.send(sid, type="approve", verdict=True, text="What is six times seven? Answer in words.")
@@ -96,7 +97,8 @@ def test_a_sampling_request_is_approved_in_the_card_with_its_message_edited(ev: 
     with StubServer(tool_call_reply([call]), openai_text_reply("forty-two"), openai_text_reply("ok")) as model:
         result, front = live_run(model, ev, "trigger-sampling-request", approve)
     assert result.ok and len(model.requests) == 3
-    assert model.requests[1]["body"]["messages"][-1] == {"role": "user", "content": "What is six times seven? Answer in words."}
+    edited = {"role": "user", "content": "What is six times seven? Answer in words."}
+    assert model.requests[1]["body"]["messages"][-1] == edited
     [card] = [s["call"] for s in front.segments.values() if s["kind"] == "tool"]
     assert card["notes"][0].startswith("sampling request from ev answered by openai:gpt-4.1 (")
     assert card["notes"][0].endswith("out tokens): forty-two") and '"text": "forty-two"' in card["result"]
@@ -111,7 +113,8 @@ def test_an_elicitation_form_is_filled_in_the_card_and_checked_before_it_is_sent
         await _until(lambda: front.status.get("ticking") == "answer")  # the footer: "waiting for your answer"
         fields = {f["name"]: f for f in ask["fields"]}
         assert fields["name"]["required"] and fields["check"]["kind"] == "boolean"
-        assert fields["integer"] == {**fields["integer"], "kind": "integer", "minimum": 1, "maximum": 100, "default": 42}
+        integer = {"kind": "integer", "minimum": 1, "maximum": 100, "default": 42}
+        assert fields["integer"] == {**fields["integer"], **integer}
         assert fields["titledSingleSelectEnum"]["options"][0] == ["hero-1", "Superman"]
         assert fields["untitledMultipleSelectEnum"]["kind"] == "choices"
         front.send(sid, type="elicit", action="accept", content={"name": "", "integer": "many"})
@@ -120,7 +123,8 @@ def test_an_elicitation_form_is_filled_in_the_card_and_checked_before_it_is_sent
         front.send(sid, type="elicit", action="accept", content={"name": "Ada Lovelace", "integer": "7", "check": True,
                                                                  "untitledMultipleSelectEnum": ["Piano", "Drums"]})
 
-    with StubServer(tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]), openai_text_reply("ok")) as model:
+    with StubServer(tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]),
+                    openai_text_reply("ok")) as model:
         result, front = live_run(model, ev, "trigger-elicitation-request", fill)
     [card] = [s["call"] for s in front.segments.values() if s["kind"] == "tool"]
     assert "- Name: Ada Lovelace" in card["result"] and "- Favorite Integer: 7" in card["result"]

@@ -15,6 +15,7 @@ __getattr__ = lazy_exports(__name__, {
     # an MCP server's resources and prompts, read for the user (%mcp resources, --with mcp:NAME/URI)
     "mcp_resources": ("get_prompt", "list_prompts", "list_resources", "prompt_cell", "read_resource",
                       "subscribe_resource"),
+    "mcp_oauth": ("TokenFile",),  # OAuth tokens of a remote MCP server, outside the notebook
 })
 
 __all__ = [

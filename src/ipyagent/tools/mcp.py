@@ -58,6 +58,7 @@ from .mcp_content import (
     native_names,
     result_artifact,
 )
+from .mcp_oauth import SIGN_IN_TIMEOUT
 from .mcp_requests import ELICITATION_TIMEOUT, LOG_LEVELS, ClientRequests, log_level_of
 from .process_group import ServerProcesses, end_all
 
@@ -101,7 +102,7 @@ class _ServerLogHandler(logging.Handler):
         path = server.log_path if server is not None else log_dir() / "sdk.log"
         try:
             with open(path, "a", encoding="utf-8") as f:
-                f.write(self.format(record) + "\n")
+                f.write(redact(self.format(record)) + "\n")
         except Exception:  # logging must never break a call
             pass
 
@@ -127,6 +128,24 @@ def _register_secrets(server: "MCPServer") -> None:
     for name, value in server.env.items():
         if SECRET_ENV.search(name):
             add_secret(value)
+
+
+def _transport_of(name: str, command: Any, url: str | None, transport: str | None, oauth: bool) -> str:
+    """The transport of a server given `command` or `url`. Raises ValueError: neither or both, a URL
+    that is not http(s), a transport that does not go with them, OAuth without streamable HTTP."""
+    if (not command) == (url is None):
+        raise ValueError(f"MCP server {name!r}: give either command=[PROGRAM, ARGS...] or url=URL")
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ValueError(f"MCP server {name!r}: the URL must start with http:// or https://, not {url!r}")
+    transport = transport or ("stdio" if command else "streamable-http")
+    if transport not in ("stdio", "streamable-http", "sse") or (transport == "stdio") != bool(command):
+        raise ValueError(
+            f"MCP server {name!r}: transport {transport!r} does not go with "
+            f"{'a command' if command else 'a URL'}; use {'stdio' if command else 'streamable-http or sse'}"
+        )
+    if oauth and transport != "streamable-http":
+        raise ValueError(f"MCP server {name!r}: oauth=True goes with a URL over streamable HTTP")
+    return transport
 
 
 def _leaf(exc: BaseException) -> BaseException:
@@ -159,6 +178,10 @@ class MCPServer:
             model of the run whose tool call it is).
         approve_sampling: answer its sampling requests without asking the user first.
         elicitation_timeout: seconds an elicitation waits for the user before it is declined.
+        oauth: sign in with OAuth (the MCP authorization flow, `mcp_oauth`): on the first start
+            without a stored token, `on_sign_in(link)` shows the link to open (default: printed),
+            and the start waits for the sign-in as well (`sign_in_timeout`, 300 s). Tokens are
+            kept in a 0600 file outside the notebook and refreshed when they expire.
 
     Raises:
         ValueError: a bad name, neither or both of `command` and `url`, a URL that is not http(s).
@@ -181,22 +204,16 @@ class MCPServer:
         sampling: str | None = None,
         approve_sampling: bool = False,
         elicitation_timeout: float = ELICITATION_TIMEOUT,
+        oauth: bool = False,
+        on_sign_in: Callable[[str], None] | None = None,
     ) -> None:
         self.name = check_server_name(name)
         if isinstance(command, str):
             command = shlex.split(command)
-        if (not command) == (url is None):
-            raise ValueError(f"MCP server {name!r}: give either command=[PROGRAM, ARGS...] or url=URL")
-        if url is not None and not url.startswith(("http://", "https://")):
-            raise ValueError(f"MCP server {name!r}: the URL must start with http:// or https://, not {url!r}")
-        self.transport = transport or ("stdio" if command else "streamable-http")
-        if self.transport not in ("stdio", "streamable-http", "sse") or (self.transport == "stdio") != bool(command):
-            raise ValueError(
-                f"MCP server {name!r}: transport {self.transport!r} does not go with "
-                f"{'a command' if command else 'a URL'}; use {'stdio' if command else 'streamable-http or sse'}"
-            )
+        self.transport = _transport_of(name, command, url, transport, oauth)
         if start_timeout <= 0:
             raise ValueError(f"start_timeout must be more than 0 seconds, not {start_timeout}")
+        self.oauth, self.on_sign_in, self.sign_in_timeout = oauth, on_sign_in, SIGN_IN_TIMEOUT
         self.command, self.url = list(command or []), url
         self.env, self.cwd, self.headers = dict(env or {}), (str(cwd) if cwd is not None else None), dict(headers or {})
         _register_secrets(self)
@@ -273,7 +290,7 @@ class MCPServer:
 
     def _note(self, message: str) -> None:
         with open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ipyagent: {message}\n")
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ipyagent: {redact(message)}\n")
 
     # -- start and stop ---------------------------------------------------------------------
 
@@ -315,7 +332,8 @@ class MCPServer:
         self._stop = asyncio.Event()
         self._runner = asyncio.create_task(self._run(ready), name=f"ipyagent-mcp-{self.name}")
         try:
-            await asyncio.wait_for(asyncio.shield(ready), self.start_timeout)
+            waited = self.start_timeout + (self.sign_in_timeout if self.oauth else 0)  # a sign-in waits for you
+            await asyncio.wait_for(asyncio.shield(ready), waited)
         except asyncio.TimeoutError:
             await self._halt(now=True)
             self._failed(f"did not answer `initialize` within {self.start_timeout:g} s (start timeout)")
@@ -402,10 +420,27 @@ class MCPServer:
         from mcp.client.streamable_http import streamable_http_client
 
         # The SDK's own defaults: 30 s to connect/write, 300 s between bytes of a held response stream.
+        auth = None
+        if self.oauth:
+            from .mcp_oauth import oauth_provider
+
+            auth = oauth_provider(self.url, self._show_sign_in, timeout=self.sign_in_timeout)  # type: ignore
         http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+            httpx2.AsyncClient(headers=self.headers, auth=auth, timeout=httpx2.Timeout(30.0, read=300.0))
         )
         return streamable_http_client(self.url, http_client=http)  # type: ignore[arg-type]
+
+    def _show_sign_in(self, link: str) -> None:
+        """Show the authorization link of an OAuth sign-in (`on_sign_in`, else printed): an
+        ``http(s)`` link only, its control characters removed."""
+        link = "".join(c for c in link if c.isprintable())
+        if not link.startswith(("https://", "http://")):
+            raise MCPServerError(f"MCP server {self.name!r}: its authorization link is not http(s); not opened")
+        self._note("sign-in: waiting for the browser to come back")
+        if self.on_sign_in is not None:
+            self.on_sign_in(link)
+        else:
+            print(f"MCP server {self.name!r}: sign in at {link}", flush=True)
 
     @staticmethod
     async def _list_tools(client: Any, cache_mode: str = "use") -> list[Any]:

@@ -24,7 +24,7 @@ from ..redacted_io import plain_output
 
 USAGE = {
     "add": "%mcp add NAME [--env K=V] [--cwd DIR] [--root DIR] [OPTIONS] -- COMMAND [ARGS...]\n"
-    "       %mcp add NAME --url URL [--header K=V] [--transport streamable-http|sse] [--root DIR] [OPTIONS]\n"
+    "       %mcp add NAME --url URL [--header K=V] [--transport streamable-http|sse] [--oauth] [--root DIR] [OPTIONS]\n"
     "       OPTIONS: --approve --off-prompt --start --timeout S --sampling PROVIDER:MODEL --approve-sampling "
     "--elicitation-timeout S",
     "list": "%mcp list",
@@ -36,6 +36,7 @@ USAGE = {
     "prompts": "%mcp prompts NAME",
     "prompt": "%mcp prompt NAME PROMPT [ARG=VALUE ...]",
     "subscribe": "%mcp subscribe NAME URI",
+    "signout": "%mcp signout NAME",
 }
 
 
@@ -50,6 +51,7 @@ def _add_parser() -> _Parser:
     p.add_argument("--url")
     p.add_argument("--header", action="append", default=[], metavar="K=V")
     p.add_argument("--transport", choices=("streamable-http", "sse"))
+    p.add_argument("--oauth", action="store_true")
     p.add_argument("--env", action="append", default=[], metavar="K=V")
     p.add_argument("--cwd")
     p.add_argument("--approve", action="store_true")
@@ -75,6 +77,8 @@ def _options(args: Any) -> dict[str, Any]:
             raise UsageError(f"%mcp add: --{flag.replace('_', '-')} must be more than 0 seconds, not {value:g}")
     options: dict[str, Any] = {"requires_approval": args.approve, "off_prompt": args.off_prompt,
                                "sampling": args.sampling, "approve_sampling": args.approve_sampling}
+    if args.oauth:
+        options.update(oauth=True, on_sign_in=lambda link: show_sign_in(args.name, link))
     if args.sampling is not None and ":" not in args.sampling:
         raise UsageError(f"%mcp add: --sampling takes PROVIDER:MODEL, as %provider does, not {args.sampling!r}")
     if args.timeout is not None:
@@ -87,6 +91,12 @@ def _options(args: Any) -> dict[str, Any]:
             raise UsageError(f"%mcp add: --root {missing[0]!r} is not a folder")
         options["roots"] = args.root
     return options
+
+
+def show_sign_in(name: str, link: str) -> None:
+    """An OAuth sign-in's link, printed in the cell (JupyterLab makes it a link): open it, sign
+    in, and the browser comes back to ipyagent's listener on 127.0.0.1 (`tools.mcp_oauth`)."""
+    print(f"mcp: sign in to {name}: open {link}\n     (ipyagent waits for the browser to come back)", flush=True)
 
 
 def _pairs(values: list[str], flag: str, sep: str = "=") -> dict[str, str]:
@@ -173,6 +183,8 @@ class MCPMagics(Magics):
         NAME`` list them; ``%%agent --with mcp:NAME/URI`` sends a resource as context;
         ``%mcp prompt NAME PROMPT [ARG=VALUE ...]`` puts a prompt in a new cell below;
         ``%mcp subscribe NAME URI``: ``%mcp list`` counts the resource's updates.
+        ``--oauth`` (with ``--url``): sign in with OAuth; the link to open is printed, and the
+        tokens are kept outside the notebook (``%mcp signout NAME`` deletes them).
         What it prints is redacted, and servers' control characters are shown, not run.
         """
         try:
@@ -193,6 +205,8 @@ class MCPMagics(Magics):
             self._roots(rest)
         elif sub in ("resources", "prompts", "prompt", "subscribe"):
             self._read(sub, rest)
+        elif sub == "signout":
+            self._sign_out(rest)
         else:
             if len(rest) != 1:
                 raise UsageError(f"%mcp {sub}: takes one server name\nusage: {USAGE[sub]}")
@@ -216,6 +230,10 @@ class MCPMagics(Magics):
             raise UsageError(f"%mcp add: give a command after -- or --url URL, one of them\nusage: {USAGE['add']}")
         if command and (args.header or args.transport):
             raise UsageError("%mcp add: --header and --transport go with --url")
+        if command and args.oauth:
+            raise UsageError("%mcp add: --oauth goes with --url")
+        if args.oauth and args.transport == "sse":
+            raise UsageError("%mcp add: --oauth goes with streamable HTTP, not --transport sse")
         if args.url and (args.env or args.cwd):
             raise UsageError("%mcp add: --env and --cwd go with a command (after --)")
         options = _options(args)
@@ -258,7 +276,7 @@ class MCPMagics(Magics):
             return
         for server in self.servers.values():
             named = (("approve", server.requires_approval), ("off-prompt", server.off_prompt),
-                     ("approve-sampling", server.approve_sampling))
+                     ("approve-sampling", server.approve_sampling), ("oauth", server.oauth))
             flags = "".join(f", {f}" for f, on in named if on)
             flags += f", sampling by {server.sampling}" if server.sampling else ""
             print(f"{server.name}  {server.status}{flags}  {server.target}")
@@ -316,6 +334,17 @@ class MCPMagics(Magics):
             mcp_read.prompt_into_cell(self.shell, server, rest)
         else:
             mcp_read.subscribe(server, rest[0])
+
+    def _sign_out(self, words: list[str]) -> None:
+        """``%mcp signout NAME``: stop the server and delete its OAuth tokens and registration."""
+        from ...tools import TokenFile
+
+        server = self._server(words[0] if len(words) == 1 else None, "signout")
+        if not server.oauth:
+            raise UsageError(f"%mcp signout: {server.name} was not added with --oauth")
+        run_sync(server.aclose())
+        TokenFile(server.url).forget()  # type: ignore[arg-type]
+        print(f"mcp: signed out of {server.name}; its tokens are deleted (the next use signs in again)")
 
     def _roots(self, words: list[str]) -> None:
         """``%mcp roots NAME``: the folders offered; ``%mcp roots NAME DIR ...``: offer these instead
