@@ -394,6 +394,15 @@ MCP_REPLIES = [
     [("palette_swatch", {"color": "#800080"})],
     "Half red and half blue make **#800080**, a purple. Here is a swatch of it (48 × 48 pixels).",
 ]
+#: Then it blends with progress, and names the middle colour: the server's sampling request (its
+#: reply, the third here) is answered by the same model.
+MCP_BLEND_REPLIES = [
+    [("palette_blend", {"a": "#ff0000", "b": "#0000ff", "steps": 4})],
+    [("palette_name_color", {"color": "#800080"})],
+    "Twilight Plum",
+    "Red into blue in 4 steps: #bf0040, #800080, #4000bf, #0000ff. The middle one, **#800080**, "
+    "is called *Twilight Plum*.",
+]
 
 
 async def mcp_cassette() -> None:
@@ -406,13 +415,14 @@ async def mcp_cassette() -> None:
 
     cells = ["".join(c["source"]) for c in json.loads((HERE / "mcp.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
     source = next(c for c in cells if c.startswith("%%writefile"))
-    prompt = next(c for c in cells if c.startswith("%%agent")).split("\n", 1)[1].strip()
+    prompt, blend = [c.split("\n", 1)[1].strip() for c in cells if c.startswith("%%agent")]
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "mcp_demo_server.py"
         script.write_text(source.split("\n", 1)[1] + "\n")
-        server = MCPServer("palette", [sys.executable, str(script)])
+        server = MCPServer("palette", [sys.executable, str(script)], approve_sampling=True)
         try:
-            await record(HERE / "mcp.cassette.jsonl", [(prompt, MCP_REPLIES)], tools=[server])
+            await record(HERE / "mcp.cassette.jsonl", [(prompt, MCP_REPLIES), (blend, MCP_BLEND_REPLIES)],
+                         tools=[server])
         finally:
             await server.aclose()
 

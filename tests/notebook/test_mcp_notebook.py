@@ -24,6 +24,7 @@ pytestmark = pytest.mark.notebook
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "mcp.ipynb"
 CASSETTE = ROOT / "notebooks" / "mcp.cassette.jsonl"
+MIME = "application/vnd.ipyagent.transcript+json"
 
 
 def _outputs_text(cell) -> str:
@@ -59,6 +60,15 @@ def test_mcp_notebook_runs_its_own_server_with_a_replayed_model(tmp_path: Path, 
     shown = next(c for c in code if c.source.startswith("from IPython.display import Image"))
     assert _outputs_text(shown).startswith("#800080 image/png")
     assert any("image/png" in o.get("data", {}) for o in shown.outputs)
+    named = next(c for c in code if c.source.startswith("print(blended"))
+    assert _outputs_text(named).strip() == "#800080 is called Twilight Plum"  # the server's sampling, answered
+    blend_cell = next(c for c in code if c.source.startswith("%%agent --tools palette -o blended"))
+    cards = [p for o in blend_cell.outputs for m in o.get("data", {}).get(MIME, {}).get("messages", [])
+             for p in m["parts"] if p["type"] == "tool_call"]
+    assert [c["name"] for c in cards] == ["palette_blend", "palette_name_color"]
+    assert cards[0]["result"] == "#bf0040, #800080, #4000bf, #0000ff"
+    [note] = cards[1]["notes"]
+    assert note.startswith("sampling request from palette answered by ") and note.endswith("Twilight Plum")
     assert _outputs_text(by_start["%mcp remove palette"]).strip() == "mcp: removed palette (server stopped)"
     for cell in code:  # the server's stderr and the SDK's logging never reach the cells
         assert not any(o.get("output_type") == "error" for o in cell.outputs), cell.source
@@ -155,4 +165,5 @@ def test_mcp_notebook_cassette_matches_the_notebook() -> None:
     prompt = next("".join(c["source"]) for c in nb["cells"] if "".join(c["source"]).startswith("%%agent")).split("\n", 1)[1]
     first = json.loads(CASSETTE.read_text().splitlines()[0])
     assert first["request"]["body"]["messages"][0]["content"] == prompt.strip()
-    assert [t["function"]["name"] for t in first["request"]["body"]["tools"]] == ["palette_mix_colors", "palette_swatch"]
+    tools = ["palette_mix_colors", "palette_swatch", "palette_blend", "palette_name_color"]
+    assert [t["function"]["name"] for t in first["request"]["body"]["tools"]] == tools
