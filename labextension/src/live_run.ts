@@ -324,7 +324,7 @@ export class LiveView {
       }
       question.update(ask);
       const waiting = ask.kind === 'sampling' ? 'waiting for your approval' : 'waiting for your answer';
-      return toolCard(segment.call, question.node, waiting);
+      return toolCard({ ...segment.call, arguments: ask.arguments }, question.node, waiting);
     }
     if (ask) {
       const request = ask.request;

@@ -90,6 +90,7 @@ def test_a_sampling_request_is_approved_in_the_card_with_its_message_edited(ev: 
         asked = "Resource trigger-sampling-request context: six times seven?"
         assert ask["messages"] == [{"role": "user", "text": asked}]
         assert ask["max_tokens"] == 20 and ask["editable"] == ask["messages"][0]["text"]
+        assert ask["arguments"] == {"prompt": "six times seven?", "maxTokens": 20}  # the card shows them meanwhile
         await _until(lambda: front.status.get("ticking") == "approval")
         front.send(sid, type="approve", verdict=True, text="What is six times seven? Answer in words.")
 

@@ -307,7 +307,8 @@ class WidgetView(EventHandler):
         segment = self.state.tool_segment(request.action) if request.action is not None else None
         if segment is None:
             return SamplingVerdict(False)
-        return await self.asks.ask(segment, sampling_ask(request), request)
+        arguments = request.action.input  # the card shows the call's arguments while it asks
+        return await self.asks.ask(segment, {**sampling_ask(request), "arguments": arguments}, request)
 
     async def request_elicitation(self, request: ElicitationRequest) -> ElicitationAnswer:
         """Draw an MCP server's elicitation in the call's card, a form or a link, and wait for the
@@ -315,7 +316,8 @@ class WidgetView(EventHandler):
         segment = self.state.tool_segment(request.action) if request.action is not None else None
         if segment is None:
             return ElicitationAnswer("decline")
-        return await self.asks.ask(segment, elicitation_ask(request), request)
+        arguments = request.action.input  # the card shows the call's arguments while it asks
+        return await self.asks.ask(segment, {**elicitation_ask(request), "arguments": arguments}, request)
 
     def _tool_op(self, segment: Segment, change: dict[str, Any]) -> None:
         if self._synced:
