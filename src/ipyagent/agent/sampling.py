@@ -10,12 +10,14 @@ run's usage and costs).
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..core import (
     Message,
     ModelCompleted,
+    ModelFailed,
     ModelSettings,
     PromptStack,
     ProviderError,
@@ -26,6 +28,7 @@ from ..core import (
     TextBlock,
     Usage,
 )
+from ..drivers import create_driver
 from ..tools import InteractionRefused
 from .options import MAX_SAMPLING
 
@@ -100,8 +103,6 @@ class Sampler:
         """(the driver that answers, whether it is this request's own to close)."""
         if not request.provider:
             return self.run.driver, False
-        from ..drivers import create_driver
-
         try:
             return create_driver(request.provider), True
         except Exception as exc:  # noqa: BLE001 - a bad --sampling is the server's refusal, not the run's failure
@@ -109,16 +110,12 @@ class Sampler:
 
     async def _complete(self, driver: Any, stack: PromptStack) -> Any:
         """The driver's last event for `stack` (`ModelCompleted` or `ModelFailed`), its deltas unseen."""
-        from contextlib import aclosing
-
         last: Any = None
         try:
             async with aclosing(driver.stream(stack)) as events:
                 async for event in events:
                     last = event
         except ProviderError as exc:
-            from ..core import ModelFailed
-
             return ModelFailed(exc, Message(role="assistant"))
         return last
 

@@ -27,6 +27,7 @@ import shutil
 import tempfile
 import threading
 import time
+import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from contextlib import AsyncExitStack
@@ -58,7 +59,7 @@ from .mcp_content import (
     native_names,
     result_artifact,
 )
-from .mcp_oauth import SIGN_IN_TIMEOUT
+from .mcp_oauth import SIGN_IN_TIMEOUT, oauth_provider
 from .mcp_requests import ELICITATION_TIMEOUT, LOG_LEVELS, ClientRequests, log_level_of
 from .process_group import ServerProcesses, end_all
 
@@ -422,8 +423,6 @@ class MCPServer:
         # The SDK's own defaults: 30 s to connect/write, 300 s between bytes of a held response stream.
         auth = None
         if self.oauth:
-            from .mcp_oauth import oauth_provider
-
             auth = oauth_provider(self.url, self._show_sign_in, timeout=self.sign_in_timeout)  # type: ignore
         http = await stack.enter_async_context(
             httpx2.AsyncClient(headers=self.headers, auth=auth, timeout=httpx2.Timeout(30.0, read=300.0))
@@ -504,8 +503,6 @@ class MCPServer:
             await self._owned(self._roots_changed())
 
     async def _roots_changed(self) -> None:
-        import warnings
-
         with warnings.catch_warnings():  # deprecated in the 2026-07-28 protocol; the servers here speak 2025-11-25
             warnings.simplefilter("ignore")
             await self._client.send_roots_list_changed()

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from .. import __version__
 from ..core import add_secret
 
 #: Seconds a sign-in waits for the browser to come back to the redirect URI.
@@ -217,8 +218,6 @@ def oauth_provider(url: str, show: Callable[[str], None], *, scope: str | None =
     refreshed before it is sent (`TokenFile.expires_at`)."""
     from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import OAuthClientMetadata
-
-    from .. import __version__
 
     storage = storage or TokenFile(url)
     listener = RedirectListener(storage.redirect_port(), timeout)

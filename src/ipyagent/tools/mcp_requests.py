@@ -101,7 +101,7 @@ class ClientRequests:
     async def sampling(self, _context: Any, params: Any) -> Any:
         """``sampling/createMessage``: answered by the run of the call it came during, after the
         user's approval (`CallContext.sample`); an error for the server when refused."""
-        import mcp_types as types
+        from mcp import types
 
         call = self._call()
         why = None
@@ -130,7 +130,7 @@ class ClientRequests:
         """``elicitation/create``: the user answers in the view of the call it came during (a form,
         or a link to open); no call, no one to ask, or no answer within the server's
         `elicitation_timeout` seconds: declined."""
-        import mcp_types as types
+        from mcp import types
 
         call = self._call()
         url = getattr(params, "url", None)
@@ -153,7 +153,7 @@ class ClientRequests:
 
     async def list_roots(self, _context: Any) -> Any:
         """``roots/list``: the folders given with ``--root`` (a stdio server's default: its working folder)."""
-        import mcp_types as types
+        from mcp import types
 
         roots = [types.Root(uri=root_uri(p), name=Path(p).name or str(p)) for p in self.roots]
         return types.ListRootsResult(roots=roots)

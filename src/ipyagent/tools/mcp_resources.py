@@ -11,6 +11,7 @@ What a server sends is untrusted: callers redact it and show its control charact
 from __future__ import annotations
 
 import base64
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,8 +112,6 @@ async def subscribe_resource(server: Any, uri: str) -> None:
     """
 
     async def work(client: Any) -> None:
-        import warnings
-
         offered = getattr(client.server_capabilities, "resources", None)
         if not getattr(offered, "subscribe", False):
             raise ValueError("it does not offer resource subscriptions")

@@ -19,8 +19,9 @@ from IPython.core.magic import Magics, line_magic, magics_class
 
 from ...agent import run_sync
 from ...tools import MCP_LOG_LEVELS as LOG_LEVELS
-from ...tools import MCPServer, MCPServerError, MCPToolset
+from ...tools import MCPServer, MCPServerError, MCPToolset, TokenFile
 from ..redacted_io import plain_output
+from . import mcp_read
 
 USAGE = {
     "add": "%mcp add NAME [--env K=V] [--cwd DIR] [--root DIR] [OPTIONS] -- COMMAND [ARGS...]\n"
@@ -320,8 +321,6 @@ class MCPMagics(Magics):
     def _read(self, sub: str, words: list[str]) -> None:
         """``%mcp resources|prompts NAME``, ``%mcp prompt NAME PROMPT [ARG=VALUE ...]``,
         ``%mcp subscribe NAME URI`` (`mcp_read`)."""
-        from . import mcp_read
-
         server = self._server(words[0] if words else None, sub)
         rest = words[1:]
         if sub in ("resources", "prompts") and rest or sub == "subscribe" and len(rest) != 1:
@@ -337,8 +336,6 @@ class MCPMagics(Magics):
 
     def _sign_out(self, words: list[str]) -> None:
         """``%mcp signout NAME``: stop the server and delete its OAuth tokens and registration."""
-        from ...tools import TokenFile
-
         server = self._server(words[0] if len(words) == 1 else None, "signout")
         if not server.oauth:
             raise UsageError(f"%mcp signout: {server.name} was not added with --oauth")
