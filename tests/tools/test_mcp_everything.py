@@ -209,6 +209,28 @@ def test_an_elicitation_is_answered_by_the_user(ev: MCPServer, action: str) -> N
         assert "User declined to provide the requested information" in text
 
 
+@pytest.mark.parametrize("action", ["accept", "decline"])
+def test_a_url_elicitation_shows_the_link_and_waits_for_the_user(ev: MCPServer, action: str) -> None:
+    """trigger-url-elicitation (URL mode): the user gets the link and the server's id for it, not a form;
+    done (accept) or declined, the server hears which."""
+    asked: list[ElicitationRequest] = []
+
+    async def elicit(request: ElicitationRequest) -> ElicitationAnswer:
+        asked.append(request)
+        return ElicitationAnswer(action)
+
+    arguments = {"url": "https://example.com/connect", "message": "Connect your account"}
+    with StubServer(tool_call_reply([("call_u", "ev_trigger-url-elicitation", arguments)]),
+                    openai_text_reply("ok")) as model:
+        _, events = run_agent(model.url, [ev.toolset(["trigger-url-elicitation"])], elicit=elicit)
+    [request] = asked
+    assert (request.mode, request.url, request.schema) == ("url", "https://example.com/connect", None)
+    assert request.message == "Connect your account" and request.elicitation_id and request.action.tag == "call_u"
+    text = _result_text(events)
+    expected = "User completed the URL elicitation flow" if action == "accept" else "User declined to open the URL"
+    assert expected in text
+
+
 def test_an_elicitation_nobody_answers_in_time_is_declined(servers: list[MCPServer]) -> None:
     ev = MCPServer("ev", everything(), elicitation_timeout=0.2)
     servers.append(ev)
