@@ -138,9 +138,11 @@ def test_progress_a_sampling_approval_and_an_elicitation_form_in_the_live_card(l
     assert "- Name: Ada Lovelace" in result and "- Favorite Integer: 7" in result and '"hero-3"' in result
     lab.save_and_shutdown("mcp_ask.ipynb")
     saved = nbformat.read(lab.root / "mcp_ask.ipynb", as_version=4)
-    notes = [n for i in (3, 4) for o in saved.cells[i].outputs if MIME in o.get("data", {})
-             for m in o["data"][MIME]["messages"] for p in m["parts"] if p["type"] == "tool_call" for n in p.get("notes", [])]
-    assert notes[0].startswith("sampling request from ev answered by openai:gpt-4.1-mini (") and notes[0].endswith("forty-two")
+    parts = [p for i in (3, 4) for o in saved.cells[i].outputs if MIME in o.get("data", {})
+             for m in o["data"][MIME]["messages"] for p in m["parts"]]
+    notes = [n for p in parts if p["type"] == "tool_call" for n in p.get("notes", [])]
+    assert notes[0].startswith("sampling request from ev answered by openai:gpt-4.1-mini (")
+    assert notes[0].endswith("forty-two")
     assert notes[1] == "ev asked you for input: you answered"
     lab.page.reload()
     lab.open("mcp_ask.ipynb", wait_kernel=False)

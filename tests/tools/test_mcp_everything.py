@@ -146,7 +146,8 @@ def test_a_sampling_request_goes_to_the_runs_model_once_approved(ev: MCPServer, 
         return SamplingVerdict(approved)
 
     call = ("call_s", "ev_trigger-sampling-request", {"prompt": "What is six times seven?", "maxTokens": 20})
-    replies = [tool_call_reply([call])] + ([openai_text_reply("forty-two")] if approved else []) + [openai_text_reply("ok")]
+    answer = [openai_text_reply("forty-two")] if approved else []
+    replies = [tool_call_reply([call]), *answer, openai_text_reply("ok")]
     with StubServer(*replies) as model:
         result, events = run_agent(model.url, [ev.toolset(["trigger-sampling-request"])], approve_sampling=approve)
     assert result.ok and result.text == "ok"
@@ -158,9 +159,9 @@ def test_a_sampling_request_goes_to_the_runs_model_once_approved(ev: MCPServer, 
     if approved:
         assert len(model.requests) == 3
         sent = model.requests[1]["body"]
+        asked = "Resource trigger-sampling-request context: What is six times seven?"
         assert sent["messages"] == [{"role": "system", "content": "You are a helpful test server."},
-                                    {"role": "user", "content": "Resource trigger-sampling-request context: What is six "
-                                                                "times seven?"}]
+                                    {"role": "user", "content": asked}]
         assert sent["max_completion_tokens"] == 20 and not sent.get("tools")
         assert '"text": "forty-two"' in text and '"model": "openai:gpt-4.1"' in text
         assert sampled.error is None and sampled.text == "forty-two" and sampled.usage.total_tokens > 0
@@ -195,9 +196,11 @@ def test_an_elicitation_is_answered_by_the_user(ev: MCPServer, action: str) -> N
 
     async def elicit(request: ElicitationRequest) -> ElicitationAnswer:
         asked.append(request)
-        return ElicitationAnswer(action, {"name": "Ada Lovelace", "check": True, "integer": 7} if action == "accept" else None)
+        given = {"name": "Ada Lovelace", "check": True, "integer": 7}
+        return ElicitationAnswer(action, given if action == "accept" else None)
 
-    with StubServer(tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]), openai_text_reply("ok")) as model:
+    with StubServer(tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]),
+                    openai_text_reply("ok")) as model:
         _, events = run_agent(model.url, [ev.toolset(["trigger-elicitation-request"])], elicit=elicit)
     [request] = asked
     assert request.mode == "form" and request.schema["required"] == ["name"] and request.action.tag == "call_e"
@@ -240,7 +243,8 @@ def test_an_elicitation_nobody_answers_in_time_is_declined(servers: list[MCPServ
         await never.wait()
         raise AssertionError("not reached")
 
-    with StubServer(tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]), openai_text_reply("ok")) as model:
+    with StubServer(tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]),
+                    openai_text_reply("ok")) as model:
         result, events = run_agent(model.url, [ev.toolset(["trigger-elicitation-request"])], elicit=elicit)
     assert result.ok and "User declined" in _result_text(events)
 
@@ -252,10 +256,12 @@ def test_the_roots_list_is_the_roots_given(tmp_path: Path, servers: list[MCPServ
     servers.append(ev)
     text = run_sync(ev.call("get-roots-list", {})).to_text()
     assert "Current MCP Roots (2 total)" in text
-    assert f"URI: {(tmp_path / 'data').resolve().as_uri()}" in text and f"URI: {(tmp_path / 'docs').resolve().as_uri()}" in text
+    for folder in ("data", "docs"):
+        assert f"URI: {(tmp_path / folder).resolve().as_uri()}" in text
     run_sync(ev.set_roots([tmp_path / "docs"]))  # notifications/roots/list_changed: the server asks again
     deadline = time.monotonic() + 10
-    while "(1 total)" not in (text := run_sync(ev.call("get-roots-list", {})).to_text()) and time.monotonic() < deadline:
+    while "(1 total)" not in (text := run_sync(ev.call("get-roots-list", {})).to_text()) \
+            and time.monotonic() < deadline:
         time.sleep(0.05)
     assert "Current MCP Roots (1 total)" in text and "data" not in text.split("Roots (1 total)")[1].split("Note:")[0]
 

@@ -3,8 +3,8 @@ context block of ``%%agent --with mcp:NAME/URI``: an MCP server's resources and 
 the user (`tools.mcp_resources` does the reading).
 
 What a server sends is untrusted: every line printed is redacted with its control characters
-shown, not run (`core.visible_controls`), and a resource reaches the model only as a context block (the same redactor and token
-budget as ``--with`` of a variable).
+shown, not run (`core.visible_controls`), and a resource reaches the model only as a context
+block (the same context rule and token budget as ``--with`` of a variable).
 """
 
 from __future__ import annotations
