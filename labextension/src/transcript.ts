@@ -8,7 +8,7 @@
  */
 
 import { markedText, numberSources, renderCited, serverCard, sourcesNode } from './citations';
-import { copyButton, renderMarkdown } from './markdown';
+import { copyButton, renderMarkdown, settled } from './markdown';
 import { el, imageNode, isObject, list, num, str } from './nodes';
 import { fixed } from './numbers';
 import { AUDIO_TYPES, RASTER_TYPES } from './policy';
@@ -262,6 +262,15 @@ function promptNode(message: Unchecked<TranscriptMessage>): HTMLElement {
  *
  * @param data - the transcript document (any JSON: bad input gives an error line).
  */
+/** The last text part of a transcript's assistant messages (null: none). */
+function lastTextPart(data: Json): unknown {
+  const texts = list(data.messages)
+    .filter(m => isObject(m) && m.role === 'assistant')
+    .flatMap(m => list((m as Json).parts))
+    .filter(p => isObject(p) && p.type === 'text');
+  return texts.length ? texts[texts.length - 1] : null;
+}
+
 export function renderTranscript(data: unknown): HTMLElement[] {
   if (!isObject(data) || data.format !== 'ipyagent.transcript') {
     return [el('div', 'ipyagent-error', '⚠ this output is not an ipyagent transcript')];
@@ -277,6 +286,8 @@ export function renderTranscript(data: unknown): HTMLElement[] {
   if (str(data.title)) {
     nodes.push(el('div', 'ipyagent-title', str(data.title)));
   }
+  // A run stopped mid-answer: the end of its last text is drawn as a live view draws it (`settled`).
+  const cutOff = data.status === 'interrupted' ? lastTextPart(data) : null;
   for (const message of list(data.messages)) {
     if (isObject(message) && message.role === 'user' && data.show_prompts === true) {
       nodes.push(promptNode(message)); // a thread's history: each prompt above its reply
@@ -293,7 +304,7 @@ export function renderTranscript(data: unknown): HTMLElement[] {
         node.append(...renderCited(markedText(part, sources))); // markers become <sup> after sanitizing
         nodes.push(node);
       } else if (part.type === 'text') {
-        nodes.push(markdownBlock('ipyagent-text', str(part.text)));
+        nodes.push(markdownBlock('ipyagent-text', part === cutOff ? settled(str(part.text)) : str(part.text)));
       } else if (part.type === 'server_tool') {
         nodes.push(serverCard(part));
       } else if (part.type === 'reasoning') {

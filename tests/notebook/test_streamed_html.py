@@ -144,3 +144,90 @@ def test_a_live_run_saves_the_same_html_and_replaces_the_live_view_before_the_wi
     assert calls == ["saved output", "widget end", "widget closed"]
     assert rendered == [len(text)]  # the HTML fallback came from the streamed rendering
     assert bundle(transcript, markdown=live.markdown.html) == bundle(transcript)
+
+
+# -- the unfinished end of a streaming answer, drawn plainly (`settled`; markdown.test.ts has the same cases)
+
+
+def _shown(html: str) -> str:
+    """The words `html` shows, tags and white space collapsed."""
+    import html as html_module
+    import re
+
+    return " ".join(html_module.unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+@pytest.mark.parametrize("source, shown", [
+    ("A **Short", "A **Short"),
+    ("A **Short answer*", "A **Short answer*"),  # markdown-it alone: *<em>Short answer</em>
+    ("Run `code *here*", "Run `code *here*"),  # not <em>here</em> before the code span closes
+    ("See [link](htt", "See [link](htt"),
+    ("See [**the docs**", "See [**the docs**"),
+    ("See [the docs]", "See [the docs]"),
+])
+def test_an_open_strong_code_span_or_link_at_the_end_is_drawn_as_its_plain_text(source, shown):
+    html = markdown_to_html(streamed_html.settled(source))
+    assert _shown(html) == shown
+    assert not any(tag in html for tag in ("<em>", "<strong>", "<code>", "<a "))
+
+
+def test_what_is_closed_stays_markdown_and_the_plain_text_starts_at_the_first_open_construct():
+    html = markdown_to_html(streamed_html.settled("**Done** and `x` and [a](https://example.com) then *open"))
+    assert "<strong>Done</strong>" in html and "<code>x</code>" in html and 'href="https://example.com"' in html
+    assert _shown(html).endswith("then *open")
+    assert streamed_html.settled("*a* **b**") == "*a* **b**"
+    assert streamed_html.settled("x **b *c") == "x \\*\\*b \\*c"
+    assert streamed_html.unclosed_at("2 * 3 = 6") == -1  # a lone `*` between spaces opens nothing
+    assert streamed_html.unclosed_at("snake_case_name") == -1  # nor does an intraword `_`
+    assert streamed_html.unclosed_at("``a ` b") == 0  # a code span closes with a run of its own length only
+
+
+@pytest.mark.parametrize("source", ["- one\n- ", "- one\n-", "1. one\n2.", "- one\n  - ", "- one\n- \n"])
+def test_a_list_item_still_forming_is_held_back_no_empty_li(source):
+    html = markdown_to_html(streamed_html.settled(source))
+    assert html.count("<li>") == 1 and "<li></li>" not in html and _shown(html) == "one"
+
+
+def test_a_fence_opening_line_is_held_back_and_an_open_code_block_left_as_it_is():
+    assert streamed_html.settled("Text\n```py") == "Text\n"
+    assert streamed_html.settled("Text\n```py\nx = *a") == "Text\n```py\nx = *a"
+    assert streamed_html.settled("    **x") == "    **x"
+    assert streamed_html.settled("- one\n- t") == "- one\n- t"
+    assert "<h1>" not in markdown_to_html(streamed_html.settled("Title\n#"))
+
+
+def test_a_saved_interrupted_answer_ends_as_the_live_view_drew_it():
+    from ipyagent.core import TextPart, Transcript, TranscriptMessage
+    from ipyagent.notebook.render.transcript import to_html
+
+    def saved(status: str) -> str:
+        t = Transcript(provider="openai:m", status=status,
+                       messages=[TranscriptMessage(role="assistant", parts=[TextPart(text="Answer: **Short answer*")])])
+        return to_html(t)
+
+    assert "<em>" not in saved("interrupted") and "**Short answer*" in saved("interrupted")
+    assert "<em>Short answer</em>" in saved("completed")  # a finished answer is CommonMark as written
+
+
+TABLE = "| name | score | share | mark |\n|---|---|---|:-:|\n| a | 1,200 | 5% | 3 |\n| b | 3.5 ms | — | x |\n| c | v2 | 7% | 1 |\n"
+
+
+def test_a_numeric_answer_column_is_right_aligned_text_and_own_alignment_kept():
+    html = markdown_to_html(TABLE)
+    assert "<td>a</td>" in html  # text: no alignment of its own, left by the stylesheet
+    assert '<td style="text-align:right">5%</td>' in html and '<th style="text-align:right">share</th>' in html
+    assert '<td style="text-align:right">1,200</td>' not in html  # "v2" makes the score column text
+    assert '<td style="text-align:center">3</td>' in html  # the column's `:-:` honoured
+    assert "text-align:right" in markdown_to_html(TABLE.replace("v2", "12"))
+
+
+def test_the_saved_html_aligns_answer_tables_left_only_when_there_is_a_table():
+    from ipyagent.core import TextPart, Transcript, TranscriptMessage
+    from ipyagent.notebook.render.transcript import to_html
+
+    def saved(text: str) -> str:
+        return to_html(Transcript(provider="openai:m", messages=[
+            TranscriptMessage(role="assistant", parts=[TextPart(text=text)])]))
+
+    assert "margin-left:0" in saved(TABLE) and "text-align:left" in saved(TABLE)
+    assert "margin-left:0" not in saved("no table")

@@ -97,7 +97,44 @@ def _markdown() -> Any:
         .enable("strikethrough")
     )
     md.add_render_rule("image", _image_as_link)
+    md.core.ruler.push("numeric_columns", _numeric_columns)
     return md
+
+
+#: A table cell that reads as a number: a sign, a currency, digits with separators, a decimal part,
+#: then ``%`` or a short unit (``12 ms``). The same expression as markdown.ts's `NUMBER`.
+_NUMBER = re.compile(r"[-+\u2212]?[$\u20ac\u00a3\u00a5]?\d[\d,]*(?:\.\d+)?(?:%|\s?[a-zA-Z\u00b5]{1,3})?")
+#: A cell that says nothing (empty, a dash): neither a number nor text.
+_BLANK = re.compile(r"[-\u2013\u2014]?")
+
+
+def _numeric_columns(state: Any) -> None:
+    """markdown-it core rule: the columns of a Markdown table whose body cells are all numbers
+    (blanks aside) and which have no alignment of their own (``:--:``) are right-aligned
+    (``style="text-align:right"`` on their ``th`` and ``td``). As markdown.ts's `numericColumns`."""
+    tokens, k = state.tokens, 0
+    while k < len(tokens):
+        if tokens[k].type != "table_open":
+            k += 1
+            continue
+        columns: dict[int, list[Any]] = {}
+        numeric: dict[int, bool] = {}
+        column = 0
+        while tokens[k].type != "table_close":
+            token = tokens[k]
+            if token.type == "tr_open":
+                column = 0
+            elif token.type in ("th_open", "td_open"):
+                columns.setdefault(column, []).append(token)
+                text = tokens[k + 1].content.strip() if tokens[k + 1].type == "inline" else ""
+                if token.type == "td_open" and not _BLANK.fullmatch(text):
+                    numeric[column] = numeric.get(column, True) and bool(_NUMBER.fullmatch(text))
+                column += 1
+            k += 1
+        for index, cells in columns.items():
+            if numeric.get(index) and not cells[0].attrGet("style"):
+                for cell in cells:
+                    cell.attrSet("style", "text-align:right")
 
 
 def sanitize(fragment: str) -> str:

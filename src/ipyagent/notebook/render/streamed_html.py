@@ -15,6 +15,8 @@ stream fall back to rendering the whole text at the end.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Hashable
 from typing import Any
 
@@ -117,3 +119,165 @@ class StreamedMarkdown:
             if done is not None:
                 return done
         return markdown_to_html(text)
+
+
+# -- the unfinished end, drawn plainly ------------------------------------------------------------
+
+#: A line that is only a list item's marker, or a heading's: drawn, it would be an empty bullet or heading.
+_BARE_MARKER = re.compile(r"[ \t]*(?:[-+*]|\d{1,9}[.)]|#{1,6})[ \t]*\n?")
+#: The characters that start or end inline syntax: a backslash before each makes it plain text.
+_INLINE_SYNTAX = re.compile(r"[\\`*_~\[\]]")
+
+
+def settled(source: str) -> str:
+    """`source`, the end of a streamed answer, as it may be drawn before the rest arrives: Markdown
+    whose unfinished end shows no half-parsed syntax (the twin of markdown.ts's `settled`; both
+    give the same text).
+
+    - An emphasis, strong, strikethrough, code span or link still open in the last block is plain
+      text from its opening character on (a backslash before each of ``\\ ` * _ ~ [ ]`` there):
+      ``**Short`` shows ``**Short``, never a broken ``*<em>Short</em>``, until it closes.
+    - A last line that is only a list marker (``-``, ``1.``) or ``#``s is held back: no empty
+      bullet or heading.
+    - A code fence's opening line still being written (no newline yet) is held back; an open
+      fenced or indented code block is left as it is (its text is literal).
+
+    Cost: one block-level parse and one scan of `source`."""
+    line_start = source.rfind("\n", 0, max(len(source) - 1, 0)) + 1
+    if _BARE_MARKER.fullmatch(source, line_start):
+        return source[:line_start]
+    last_line = source[: len(source) - source.endswith("\n")].count("\n")
+    block = _block_at(source, last_line)
+    if block is None or block.type == "code_block":
+        return source
+    if block.type == "fence":
+        return source[:line_start] if block.map[0] == last_line and not source.endswith("\n") else source
+    start = 0
+    for _ in range(block.map[0]):
+        start = source.index("\n", start) + 1
+    opened = unclosed_at(source[start:])
+    if opened < 0:
+        return source
+    cut = start + opened
+    return source[:cut] + _INLINE_SYNTAX.sub(r"\\\g<0>", source[cut:])
+
+
+def _block_at(source: str, line: int) -> Any:
+    """The innermost block token of `source` holding line `line` (None: none, e.g. a blank line)."""
+    for token in reversed(_blocks(source)):
+        if token.map and token.nesting != -1 and token.map[0] <= line < token.map[1]:
+            return token
+    return None
+
+
+def _space(c: str) -> bool:
+    return c == "" or c.isspace()
+
+
+def _punct(c: str) -> bool:
+    return c != "" and unicodedata.category(c)[0] in "PS"
+
+
+def unclosed_at(text: str) -> int:
+    """Where the first inline construct of `text` (a block's source lines) still open at its end
+    begins (-1: none): an emphasis / strong (``*``, ``_``) or strikethrough (``~~``) run that can
+    open (CommonMark's flanking rules) and is not closed, a code span with no closing backtick run
+    of its length, a ``[`` not closed, or a link whose ``(destination`` is not closed."""
+    openers: list[list[Any]] = []  # [character, length left, position]
+    brackets: list[int] = []
+
+    def at(k: int) -> str:
+        return text[k] if 0 <= k < len(text) else ""
+
+    def first(*more: int) -> int:
+        return min([o[2] for o in openers] + brackets + list(more), default=-1)
+
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+        elif c in "`*_~":
+            j = i
+            while at(j) == c:
+                j += 1
+            if c == "`":
+                close = _closing_ticks(text, j, j - i)
+                if close < 0:
+                    return first(i)
+                j = close
+            else:
+                _delimiter_run(c, i, j, at(i - 1), at(j), openers)
+            i = j
+        elif c == "[":
+            brackets.append(i)
+            i += 1
+        elif c == "]" and brackets:
+            b = brackets.pop()
+            i += 1
+            if at(i) == "(":
+                i = _destination_end(text, i)
+                if i < 0:
+                    return first(b)
+            elif at(i) == "":
+                return first(b)  # `[text]`: a `(destination)` may follow
+            while openers and openers[-1][2] > b:
+                openers.pop()  # emphasis does not cross a link's text
+        else:
+            i += 1
+    return first()
+
+
+def _delimiter_run(ch: str, i: int, j: int, before: str, after: str, openers: list[list[Any]]) -> None:
+    """A run of `ch` (``text[i:j]``) between `before` and `after`: closes the opener it can, then may open."""
+    left = j - i
+    if ch == "~" and left != 2:
+        return  # strikethrough is exactly `~~`
+    left_flanking = not _space(after) and (not _punct(after) or _space(before) or _punct(before))
+    right_flanking = not _space(before) and (not _punct(before) or _space(after) or _punct(after))
+    can_open = left_flanking and (not right_flanking or _punct(before)) if ch == "_" else left_flanking
+    can_close = right_flanking and (not left_flanking or _punct(after)) if ch == "_" else right_flanking
+    if can_close:
+        for k in range(len(openers) - 1, -1, -1):
+            if openers[k][0] != ch:
+                continue
+            used = min(left, openers[k][1])
+            openers[k][1] -= used
+            left -= used
+            if openers[k][1] == 0:
+                del openers[k:]  # closed, with what opened inside it and stayed open
+            break
+    if left > 0 and can_open:
+        openers.append([ch, left, j - left])
+
+
+def _closing_ticks(text: str, start: int, n: int) -> int:
+    """The index after the run of exactly `n` backticks that closes a code span (-1: none)."""
+    k = text.find("`", start)
+    while k != -1:
+        j = k
+        while j < len(text) and text[j] == "`":
+            j += 1
+        if j - k == n:
+            return j
+        k = text.find("`", j)
+    return -1
+
+
+def _destination_end(text: str, opening: int) -> int:
+    """The index after the ``)`` that ends a link destination opened at ``text[opening]`` (-1: not yet)."""
+    depth, k = 0, opening
+    while k < len(text):
+        c = text[k]
+        if c == "\\":
+            k += 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return k + 1
+        elif c == "\n" and text[k + 1 : k + 2] == "\n":
+            return -1
+        k += 1
+    return -1

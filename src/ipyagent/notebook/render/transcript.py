@@ -48,6 +48,7 @@ from .citations import (
 )
 from .html import cells_to_html, compact, escape, markdown_to_html, sanitize, with_titles
 from .policy import RASTER_TYPES
+from .streamed_html import settled
 
 #: Scoped CSS of the HTML fallback, rule by rule with what it styles (none: always needed);
 #: JupyterLab theme variables with plain fallbacks. Text takes the output area's own font and colour.
@@ -66,6 +67,13 @@ _RULES = (
         ("ipyagent-error",),
         ".ipyagent-transcript .ipyagent-error{color:var(--jp-error-color1,#b00);border-left:3px solid "
         "var(--jp-error-color1,#b00);padding-left:8px}",
+    ),
+    (
+        ("<table",),  # answer tables: left-aligned, text left, numbers right (html.py `_numeric_columns`)
+        ".ipyagent-transcript .ipyagent-text table{border-collapse:collapse;margin-left:0;margin-right:auto}"
+        ".ipyagent-transcript .ipyagent-text th,.ipyagent-transcript .ipyagent-text td{text-align:left;"
+        "border:1px solid var(--jp-border-color2,#ddd);padding:2px 8px}"
+        ".ipyagent-transcript .ipyagent-text thead th{border-bottom:2px solid var(--jp-border-color1,#bbb)}",
     ),
     (("ipyagent-status",), ".ipyagent-transcript .ipyagent-status{color:var(--jp-warn-color1,#a60)}"),
     (
@@ -328,17 +336,30 @@ def _part_html(part: Any, markdown: Callable[[str], str], numbers: dict[Any, Any
     return ""
 
 
+def last_text_part(t: Transcript) -> TextPart | None:
+    """The last text part of `t`'s assistant messages (None: none)."""
+    texts = [p for m in t.messages if m.role == "assistant" for p in m.parts if isinstance(p, TextPart)]
+    return texts[-1] if texts else None
+
+
 def _html_body(t: Transcript, markdown: Callable[[str], str] = markdown_to_html) -> str:
     """The body's HTML, sanitized: model and tool text through nh3, artifacts as memory_html drew
     (and sanitized) them, with their data: images."""
     parts: list[str] = [f'<div class="ipyagent-title">{escape(t.title)}</div>'] if t.title else []
     numbers = numbered_sources(t)
+    # A run stopped mid-answer: the end of its last text drawn as the live view drew it (`settled`).
+    cut_off = last_text_part(t) if t.status == "interrupted" else None
+
+    def settled_markdown(text: str) -> str:
+        return markdown(settled(text))
+
     for message in t.messages:
         if message.role == "user" and t.show_prompts:
             parts.append(_prompt_html(message))
         if message.role != "assistant":
             continue  # the prompt is the cell above; tool results sit in their calls
-        parts += [_part_html(part, markdown, numbers) for part in message.parts]
+        parts += [_part_html(part, settled_markdown if part is cut_off and not part.citations else markdown, numbers)
+                  for part in message.parts]
     body = [sanitize("".join(parts) + sources_html(numbers))]
     for artifact in t.artifacts:
         if artifact.html:  # drawn and sanitized by memory_html (its data: image is added after nh3)
