@@ -172,9 +172,22 @@ def test_a_gate_reads_the_summary_of_the_columns_it_names(text, passed) -> None:
     assert [r.passed for r in check(parse_gate(text), "ev", DOC)] == passed
 
 
+def test_a_gate_may_name_an_evaluation_or_one_of_its_columns() -> None:
+    other = {**DOC, "summary": [{"column": "p:m/a", "pass_rate": 0.1}, {"column": "p:m/b", "pass_rate": 0.1}]}
+    evaluations = [("ev", DOC, []), ("cell 9", other, [])]
+
+    def checked(text: str) -> list[tuple[str, str, bool]]:
+        return [(r.evaluation, r.column, r.passed) for r in check_all([parse_gate(text)], evaluations)]
+
+    assert checked("ev:pass_rate>=0.5") == [("ev", "small/a", True), ("ev", "small/b", True)]
+    assert checked("cell 9:pass_rate>=0.5") == [("cell 9", "small/a", False), ("cell 9", "small/b", False)]
+    assert checked("ev:small/a:pass_rate>=0.5") == [("ev", "small/a", True)]
+    assert checked("small/a:pass_rate>=0.5") == [("ev", "small/a", True), ("cell 9", "small/a", False)]
+
+
 def test_a_gate_naming_no_column_or_no_evaluation_fails_saying_so() -> None:
     (missing,) = check_all([parse_gate("big:pass_rate>=0.1")], [("ev", DOC, [])])
-    assert not missing.passed and missing.line() == "big:pass_rate>=0.1: no evaluation has a column 'big'"
+    assert not missing.passed and missing.line() == "big:pass_rate>=0.1: no evaluation or column is named 'big'"
     (none,) = check_all([parse_gate("pass_rate>=0.1")], [])
     assert not none.passed and none.line() == "pass_rate>=0.1: the notebook ran no evaluation"
     (own,) = check_all([], [("ev", DOC, [parse_gate("small/b:pass_rate>=0.9")])])

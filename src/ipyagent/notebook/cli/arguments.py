@@ -34,9 +34,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
                    help="set NAME in a cell after the one tagged 'parameters' (else at the top), papermill-style; "
                    "VALUE a Python literal (1, 0.5, 'x', [1, 2], True), else a string (repeatable)")
-    p.add_argument("--gate", action="append", default=[], metavar="[COLUMN:]METRIC OP VALUE",
-                   help="fail (exit 1) unless every column (or COLUMN, a name, alias or glob) meets it, "
-                   f"e.g. 'pass_rate>=0.9' (repeatable); METRIC one of {', '.join(METRICS)}")
+    p.add_argument("--gate", action="append", default=[], metavar="[WHERE:]METRIC OP VALUE",
+                   help="fail (exit 1) unless every column meets it, e.g. 'pass_rate>=0.9' (repeatable); WHERE: "
+                   "only a column (name, alias or glob), an evaluation (its -o name or 'cell N'), or EVAL:COLUMN; "
+                   f"METRIC one of {', '.join(METRICS)}")
     p.add_argument("--replay", action="store_true",
                    help="run with no provider API key in the kernel, so a notebook replays its cassettes")
     p.add_argument("--store", metavar="PATH",

@@ -2,10 +2,11 @@
 (the columns of that name), read against each evaluation's saved summary (`Evaluation.to_json()["summary"]`:
 the figures and statistics computed when the notebook ran; nothing is computed again here).
 
-A gate is ``[COLUMN:]METRIC OP VALUE``: OP one of ``>= <= > < == !=``; VALUE a number (``90%`` is 0.9),
-or for ``verdict`` a verdict word (``verdict!=worse``: no column worse than the baseline). COLUMN is a
-column's name (``openai:gpt-6-luna/terse``), its alias form (``small/terse``) or a glob over either
-(``*/careful``).
+A gate is ``[WHERE:]METRIC OP VALUE``: OP one of ``>= <= > < == !=``; VALUE a number (``90%`` is 0.9),
+or for ``verdict`` a verdict word (``verdict!=worse``: no column worse than the baseline). WHERE is a
+column (its name ``openai:gpt-6-luna/terse``, its alias form ``small/terse`` or a glob over either,
+``*/careful``) in any evaluation, an evaluation (its ``-o`` name or ``cell N``: all its columns), or
+``EVALUATION:COLUMN``.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def _show(metric: str, value: Any) -> str:
 
 
 def parse_gate(text: str) -> Gate:
-    """`text` (``[COLUMN:]METRIC OP VALUE``) as a `Gate`.
+    """`text` (``[WHERE:]METRIC OP VALUE``) as a `Gate`.
 
     Raises:
         ValueError: not that shape, an unknown metric, or a value that is not a number (one line, naming
@@ -84,7 +85,7 @@ def parse_gate(text: str) -> Gate:
     """
     match = _GATE.match(text.strip())
     if not match:
-        raise ValueError(f"gate {text!r}: write [COLUMN:]METRIC OP VALUE, e.g. 'pass_rate>=0.9'")
+        raise ValueError(f"gate {text!r}: write [WHERE:]METRIC OP VALUE, e.g. 'pass_rate>=0.9'")
     column, metric, op, raw = match["column"], match["metric"], match["op"], match["value"].strip()
     if metric not in METRICS:
         raise ValueError(f"gate {text!r}: unknown metric {metric!r}; one of {', '.join(METRICS)}")
@@ -104,13 +105,23 @@ def _matches(pattern: str, doc: dict[str, Any], column: str) -> bool:
     return any(name == pattern or fnmatch.fnmatchcase(name, pattern) for name in names)
 
 
+def _columns_named(where: str | None, evaluation: str, doc: dict[str, Any]) -> list[str]:
+    """The columns of `doc` (the evaluation `evaluation`) a gate's qualifier names: all without one, or when it
+    is the evaluation's name; ``EVALUATION:COLUMN`` that evaluation's columns named COLUMN; else the columns
+    named `where` in any evaluation."""
+    columns = columns_of(doc)
+    if where is None or where == evaluation:
+        return columns
+    if where.startswith(evaluation + ":"):
+        where = where[len(evaluation) + 1:]
+    return [column for column in columns if _matches(where, doc, column)]
+
+
 def check(gate: Gate, evaluation: str, doc: dict[str, Any]) -> list[GateResult]:
     """`gate` on each column of `doc` (an evaluation's JSON) it names: one result per column."""
     summary = {s.get("column") or s.get("provider"): s for s in doc.get("summary") or []}
     out = []
-    for column in columns_of(doc):
-        if gate.column is not None and not _matches(gate.column, doc, column):
-            continue
+    for column in _columns_named(gate.column, evaluation, doc):
         figure = (summary.get(column) or {}).get(gate.metric)
         passed = figure is not None and OPERATORS[gate.op](figure, gate.value)
         out.append(GateResult(gate, evaluation, column_label(doc, column)[0], figure, passed))
@@ -123,7 +134,7 @@ def check_all(gates: list[Gate], evaluations: list[tuple[str, dict[str, Any], li
     results: list[GateResult] = []
     for gate in gates:
         found = [r for name, doc, _ in evaluations for r in check(gate, name, doc)]
-        why = f"no evaluation has a column {gate.column!r}" if gate.column else "the notebook ran no evaluation"
+        why = f"no evaluation or column is named {gate.column!r}" if gate.column else "the notebook ran no evaluation"
         results += found or [GateResult(gate, "", "", None, False, why)]
     for name, doc, own in evaluations:
         for gate in own:
