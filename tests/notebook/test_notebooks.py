@@ -10,6 +10,7 @@ import json
 import time
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from ipyagent.notebook.render.html import markdown_to_html
@@ -202,3 +203,11 @@ def test_out_is_bound_however_the_run_ends(monkeypatch):
             stalled.release.set()
             kc.stop_channels()
             km.shutdown_kernel(now=True)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.name)
+def test_each_shipped_notebook_is_valid_nbformat_with_cell_ids(path: Path) -> None:
+    """nbformat 4.5 gives every cell an id: a cell without one is a warning today, an error later."""
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert [n for n, cell in enumerate(raw["cells"]) if "id" not in cell] == []
+    nbformat.validate(nbformat.reads(path.read_text(encoding="utf-8"), as_version=4))
