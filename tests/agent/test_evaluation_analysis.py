@@ -53,7 +53,7 @@ def test_a_seeded_model_at_0_9_against_one_at_0_6_over_200_rows_is_a_better_as_s
     assert (round(result.low, 3), round(result.high, 3)) == (round(low, 3), round(high, 3))
     assert result.winner == a and result.sentence().startswith(f"{a} better by ")
     # The same verdict in the summary (a DataFrame, the baseline first) and in the saved matrix's JSON.
-    summary = ev.summary().set_index("column")
+    summary = ev.summary(full=True).set_index("column")
     assert summary.loc[b, "verdict"] == "worse" and summary.loc[a, "verdict"] == "baseline"
     assert summary.loc[b, "p_value"] == pytest.approx(result.p_value)
     assert summary.loc[a, "pass_low"] < summary.loc[a, "pass_rate"] < summary.loc[a, "pass_high"]

@@ -133,3 +133,20 @@ def test_the_json_keeps_the_rows_field_order() -> None:
     ev = Evaluation(["openai:a"], [row])
     ev.results.append(EvalResult(0, "openai:a", "Capital of France?", row))
     assert ev.to_json()["field_order"] == ["country", "capital"]
+
+
+def test_the_summary_shows_what_the_drawn_summary_does_and_every_figure_with_full(ev) -> None:
+    pytest.importorskip("pandas")
+    short, full = ev.summary(), ev.summary(full=True)
+    # No price known: no cost column; tokens are in + out; the interval of the pass rate beside it.
+    assert list(short.columns) == ["column", "pass_rate", "pass_low", "pass_high", "passed", "failed", "errors",
+                                   "total_p50_s", "tokens"]
+    assert list(full.columns) == list(ev.summary_records()[0])
+    assert {"ttft_p90_s", "judge_cost", "verdict", "difference"} <= set(full.columns)
+    assert list(short["column"]) == list(full["column"]) == ev.columns
+    # A price known for one run: the cost column comes back, unknown elsewhere.
+    ev.results[0].cost, ev.results[0].input_tokens, ev.results[0].output_tokens = 0.002, 10, 4
+    short = ev.summary().set_index("column")
+    assert list(short.columns)[-1] == "cost" and short.loc["openai:a/terse", "cost"] == pytest.approx(0.002)
+    assert short.loc["openai:a/terse", "tokens"] == 14
+    assert short["cost"].isna().sum() == 3

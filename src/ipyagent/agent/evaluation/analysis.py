@@ -144,6 +144,18 @@ def versus(comparison: Comparison | None) -> dict[str, Any]:
             "p_value": comparison.p_value, "verdict": comparison.verdict}
 
 
+#: The figures `Analysis.summary` gives by default (the drawn summary's; ``tokens``: in + out).
+SUMMARY = ("column", "pass_rate", "pass_low", "pass_high", "passed", "failed", "errors", "total_p50_s", "tokens",
+           "cost")
+
+
+def short_summary(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`records` (`summary_records`) cut to `SUMMARY`; ``cost`` left out when no column's is known."""
+    keys = [k for k in SUMMARY if k != "cost" or any(r.get("cost") is not None for r in records)]
+    return [{k: r.get("input_tokens", 0) + r.get("output_tokens", 0) if k == "tokens" else r.get(k) for k in keys}
+            for r in records]
+
+
 class Analysis:
     """What `Evaluation` answers about itself: statistics, comparisons, grades and changes."""
 
@@ -152,13 +164,19 @@ class Analysis:
         ``agreement``); `seed` for the bootstrap (default the evaluation's `seed`)."""
         return statistics(self, baseline=baseline, seed=seed)
 
-    def summary(self: Any, baseline: str | None = None) -> Any:
-        """`summary_records` as a pandas DataFrame, one row per column.
+    def summary(self: Any, baseline: str | None = None, *, full: bool = False) -> Any:
+        """A pandas DataFrame, one row per column: by default what the drawn summary shows
+        (`SUMMARY`: the column, its pass rate with the 95% interval ``pass_low`` .. ``pass_high``,
+        passed / failed / errors, the median total seconds, ``tokens`` in + out, and ``cost`` in
+        USD only when some run's price is known); `full`: every figure of `summary_records`
+        (first-token and total percentiles, skipped, cached, judge cost, the scores, the
+        comparison with the baseline).
 
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
         """
-        return dataframe(self.summary_records(baseline=baseline))
+        records = self.summary_records(baseline=baseline)
+        return dataframe(records if full else short_summary(records))
 
     def compare(self: Any, a: str, b: str, *, seed: int | None = None) -> Comparison:
         """Is `b` better than `a` on these rows? The paired difference in pass rate (B − A) over the

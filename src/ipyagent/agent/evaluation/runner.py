@@ -3,7 +3,8 @@
     >>> ev = ipyagent.evaluate(["openai:gpt-6-luna", "anthropic:claude-sonnet-5-5"],
     ...                        "Capital of {{ row.country }}? One word.", rows,
     ...                        assertions=["icontains:{{ row.capital }}"], concurrency=8)
-    >>> ev.summary()          # a DataFrame, one row per column: pass rate and its interval, times, cost, verdict
+    >>> ev.summary()          # a DataFrame, one row per column: pass rate and its interval, time, tokens, cost
+    >>> ev.summary(full=True) # every figure: percentiles, scores, the verdict against the baseline
     >>> ev.to_dataframe()     # one row per row × provider
 
 Every cell of the matrix is its own conversation (nothing is shared between
