@@ -7,10 +7,10 @@
  */
 
 import { CellContext, decorateRun, keepOpen, matrixState } from './evaluation_cell';
-import { gradeMark, statisticsNodes } from './evaluation_stats';
+import { columnLabel, gradeMark, idNodes, interval, judgementNodes, percent, statsTable, titleNodes } from './evaluation_stats';
 import { Filter, filterBar, filteredRows } from './matrix_filters';
 import { fixed, usd } from './numbers';
-import { EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS } from './policy';
+import { EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS, EVALUATION_SUMMARY_DETAILS } from './policy';
 import { Json, el, isObject, list, num, str } from './transcript';
 
 /** Rows per page of the matrix (policy.json, as render/evaluation.py's PAGE). */
@@ -20,10 +20,19 @@ const MARK: { [kind: string]: string } = {
   pass: '✓', fail: '✗', error: '!', skipped: '–', none: '·', flaky: '≈', template: '?'
 };
 
-/** (key of a summary row, column title) (policy.json). */
+/** (key of a summary row, column title) of the summary shown, and of every figure (policy.json). */
 const SUMMARY = EVALUATION_SUMMARY_COLUMNS;
+const DETAILS = EVALUATION_SUMMARY_DETAILS;
 
-function figure(key: string, value: unknown): string {
+/** One figure of a summary row (evaluation.py `_figure`): pass_interval with its 95% interval, tokens in / out. */
+function figure(key: string, row: Json): string {
+  if (key === 'pass_interval') {
+    return interval(num(row.pass_rate), num(row.pass_low), num(row.pass_high), percent);
+  }
+  if (key === 'tokens') {
+    return `${num(row.input_tokens) ?? 0} / ${num(row.output_tokens) ?? 0}`;
+  }
+  const value = row[key];
   const n = num(value);
   if (typeof value === 'string') {
     return value;
@@ -41,6 +50,60 @@ function figure(key: string, value: unknown): string {
     return usd(n);
   }
   return String(n);
+}
+
+/** The summary's columns (evaluation.py `summary_columns`): cost only when some column's is known; `full`: every figure. */
+function summaryColumns(summary: Json[], full: boolean): [string, string][] {
+  if (full) {
+    return DETAILS;
+  }
+  const costs = summary.some(row => num(row.cost) !== null);
+  return SUMMARY.filter(([key]) => key !== 'cost' || costs);
+}
+
+/** The summary table (evaluation.py `summary_html`), each column named by its alias, the id dim. */
+function summaryTable(doc: Json, full: boolean): HTMLElement {
+  const summary = list(doc.summary).filter(isObject);
+  const columns = summaryColumns(summary, full);
+  const rows = summary.map(row => {
+    const tr = el('tr');
+    for (const [key] of columns) {
+      const td = el('td', '', key === 'column' ? '' : figure(key, row));
+      if (key === 'column') {
+        // A document saved before columns names the provider.
+        td.append(...titleNodes(doc, str(row.column ?? row.provider)));
+      }
+      tr.append(td);
+    }
+    return tr;
+  });
+  const holder = el('div', full ? 'ipyagent-eval-summary ipyagent-eval-full' : 'ipyagent-eval-summary');
+  holder.append(table(columns.map(([, title]) => title), rows));
+  return holder;
+}
+
+/** What the summary leaves out, closed: every figure of each column, and the statistics (evaluation.py `details_html`). */
+function detailsNode(doc: Json): HTMLElement {
+  const details = el('details', 'ipyagent-eval-details');
+  const scroll = el('div', 'ipyagent-eval-scroll');
+  const stats = statsTable(doc);
+  scroll.append(summaryTable(doc, true), ...(stats ? [stats] : []));
+  details.append(el('summary', '', 'details'), scroll);
+  return details;
+}
+
+/** A matrix column's header: its alias, the full id under it in small type (evaluation.py `_label_html`). */
+function headerNode(doc: Json, column: string): HTMLElement {
+  const th = el('th');
+  const [name, full] = columnLabel(doc, column);
+  if (full) {
+    const meta = el('span', 'ipyagent-meta');
+    meta.append(...idNodes(full));
+    th.append(name, el('br'), meta);
+  } else {
+    th.append(...idNodes(name));
+  }
+  return th;
 }
 
 /** pass | fail (an assertion failed) | error (the run failed) | skipped | template (not rendered) | none (no assertions). */
@@ -201,11 +264,11 @@ function runDetail(details: HTMLElement, r: Json): void {
   }
 }
 
-function table(head: string[], rows: HTMLElement[]): HTMLElement {
+function table(head: (string | HTMLElement)[], rows: HTMLElement[]): HTMLElement {
   const node = el('table');
   const thead = el('thead');
   const tr = el('tr');
-  head.forEach(title => tr.append(el('th', '', title)));
+  head.forEach(title => tr.append(typeof title === 'string' ? el('th', '', title) : title));
   thead.append(tr);
   const tbody = el('tbody');
   tbody.append(...rows);
@@ -260,15 +323,15 @@ export function headline(doc: Json): string {
 }
 
 /** The matrix of `rows` (row numbers) in pages of PAGE rows, each page's rows built when it is first opened. */
-function matrixPages(rows: number[], columns: string[], fields: Map<number, unknown>,
+function matrixPages(doc: Json, rows: number[], columns: string[], fields: Map<number, unknown>,
   cells: (row: number, column: string) => Json[] | undefined, repeat: number, context: CellContext): HTMLElement[] {
-  const head = ['#', 'row', ...columns];
+  const head = (): (string | HTMLElement)[] => ['#', 'row', ...columns.map(c => headerNode(doc, c))];
   const pages = Math.ceil(rows.length / PAGE);
   const out: HTMLElement[] = [];
   for (let start = 0; start < rows.length; start += PAGE) {
     const chunk = rows.slice(start, start + PAGE);
     // A page's rows are built when it is first opened: a long matrix opens at once.
-    const build = (): HTMLElement => table(head, chunk.map(n => {
+    const build = (): HTMLElement => table(head(), chunk.map(n => {
       const tr = el('tr');
       tr.append(el('td', '', String(n)), el('td', '', rowLabel(fields.get(n))));
       columns.forEach(c => tr.append(cellNode(cells(n, c), repeat, c, context)));
@@ -303,17 +366,7 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
   }
   const root = el('div', 'ipyagent-evaluation');
   root.append(el('div', 'ipyagent-eval-title', headline(data)));
-  const summaryRows = list(data.summary).filter(isObject).map(row => {
-    const tr = el('tr');
-    // A document saved before columns names the provider.
-    SUMMARY.forEach(([key]) => tr.append(el('td', '', figure(key, key === 'column' ? row.column ?? row.provider : row[key]))));
-    return tr;
-  });
-  const summary = el('div', 'ipyagent-eval-summary');
-  summary.append(table(SUMMARY.map(([, title]) => title), summaryRows));
-  root.append(summary);
-
-  root.append(...statisticsNodes(data));
+  root.append(summaryTable(data, false), detailsNode(data), ...judgementNodes(data));
 
   const columns = columnsOf(data);
   const repeat = num(data.repeat) ?? 1;
@@ -335,7 +388,7 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
   const draw = (filter: Filter): void => {
     state.filter = filter;
     const shown = filteredRows(data, rows, filter);
-    matrix.replaceChildren(...(shown.length ? matrixPages(shown, columns, fields, cells, repeat, context)
+    matrix.replaceChildren(...(shown.length ? matrixPages(data, shown, columns, fields, cells, repeat, context)
       : [el('div', 'ipyagent-meta', 'no row to show under this filter')]));
   };
   root.append(filterBar(data, rows, state.filter, draw), matrix);

@@ -13,11 +13,52 @@ const STATS = ['column', 'runs', 'pass rate (95% CI)', 'mean score (95% CI)', 'm
   'vs baseline, points (95% CI)', 'McNemar p', 'verdict'];
 const AGREEMENT = ['judge', 'runs graded', 'agreement', "Cohen's κ"];
 
-function percent(value: number | null): string {
+/**
+ * (the name a person gave `column`: its provider's alias, with `/VARIANT`; the full column name, or
+ * '' when that is the name) (evaluation_stats.column_label). A document saved before aliases: ids.
+ */
+export function columnLabel(doc: Json, column: string): [string, string] {
+  const aliases = isObject(doc.aliases) ? doc.aliases : {};
+  for (const provider of list(doc.providers).map(str)) {
+    const alias = aliases[provider];
+    if (typeof alias === 'string' && (column === provider || column.startsWith(provider + '/'))) {
+      return [alias + column.slice(provider.length), column];
+    }
+  }
+  return [column, ''];
+}
+
+/** `columnLabel` as one text: "small (openai:gpt-6-luna)", or the column's name (evaluation_stats.column_title). */
+export function columnTitle(doc: Json, column: string): string {
+  const [name, full] = columnLabel(doc, column);
+  return full ? `${name} (${full})` : name;
+}
+
+/**
+ * An id (or a column) breaking only after a ':' or '/', never inside the model's name (evaluation_stats.id_html):
+ * each part unbroken, a <wbr> between.
+ */
+export function idNodes(text: string): Node[] {
+  const parts = text.match(/[^:/]*[:/]?/g)?.filter(part => part) ?? [];
+  return parts.flatMap((part, i) => [...(i ? [el('wbr')] : []), el('span', 'ipyagent-id', part)]);
+}
+
+/** `columnTitle` drawn: the alias, then "(the full id)" dim (evaluation_stats.title_html). */
+export function titleNodes(doc: Json, column: string): Node[] {
+  const [name, full] = columnLabel(doc, column);
+  if (!full) {
+    return idNodes(name);
+  }
+  const meta = el('span', 'ipyagent-meta');
+  meta.append('(', ...idNodes(full), ')');
+  return [document.createTextNode(`${name} `), meta];
+}
+
+export function percent(value: number | null): string {
   return value === null ? '—' : `${fixed(value * 100, 0)}%`;
 }
 
-function interval(value: number | null, low: number | null, high: number | null, fmt: (v: number) => string): string {
+export function interval(value: number | null, low: number | null, high: number | null, fmt: (v: number) => string): string {
   if (value === null) {
     return '—';
   }
@@ -49,7 +90,7 @@ export function statsCells(doc: Json): string[][] {
     const verdict = str(s.verdict) || '—';
     const total = num(s.total_p50_s);
     return [
-      str(s.column) || str(s.provider), String(num(s.runs) ?? ''),
+      columnTitle(doc, str(s.column) || str(s.provider)), String(num(s.runs) ?? ''),
       interval(num(s.pass_rate), num(s.pass_low), num(s.pass_high), percent),
       interval(num(s.score), num(s.score_low), num(s.score_high), v => fixed(v, 2)),
       total === null ? '—' : fixed(total, 2), usd(num(s.cost_p50)),
@@ -70,7 +111,7 @@ function agreementCells(doc: Json): string[][] {
 /** Each verdict in words, then what changed since the cell's last run (evaluation_stats.verdicts). */
 export function verdictLines(doc: Json): string[] {
   const lines = list(doc.comparisons).filter(isObject)
-    .map(c => `${str(c.column)} vs ${str(c.baseline)}: ${str(c.sentence)}`);
+    .map(c => `${columnTitle(doc, str(c.column))} vs ${columnTitle(doc, str(c.baseline))}: ${str(c.sentence)}`);
   if (isObject(doc.changes)) {
     lines.push(str(doc.changes.sentence));
   }
@@ -95,14 +136,18 @@ function table(head: string[], rows: string[][], className: string): HTMLElement
   return holder;
 }
 
-/** The statistics' nodes (none for a document saved before them). */
-export function statisticsNodes(doc: Json): HTMLElement[] {
+/** The statistics table, shown under "details" (null for a document saved before the statistics). */
+export function statsTable(doc: Json): HTMLElement | null {
   const rows = statsCells(doc);
-  if (!rows.length) {
+  return rows.length ? table(STATS, rows, 'ipyagent-eval-summary ipyagent-eval-stats') : null;
+}
+
+/** The verdicts in words and the judges' agreement with the grades (evaluation_stats.judgement_html). */
+export function judgementNodes(doc: Json): HTMLElement[] {
+  if (!statsCells(doc).length) {
     return [];
   }
-  const nodes = [table(STATS, rows, 'ipyagent-eval-summary ipyagent-eval-stats')];
-  nodes.push(...verdictLines(doc).map(line => el('div', 'ipyagent-eval-verdict', line)));
+  const nodes = verdictLines(doc).map(line => el('div', 'ipyagent-eval-verdict', line));
   const agreement = agreementCells(doc);
   if (agreement.length) {
     nodes.push(table(AGREEMENT, agreement, 'ipyagent-eval-summary ipyagent-eval-agreement'));

@@ -31,6 +31,8 @@ export const EVALUATION_PAGE_ROWS = policy.evaluation.page_rows;
 export const EVALUATION_FIRST_LINE = policy.evaluation.first_line_chars;
 /** (key of a summary row, column title) of an evaluation's summary table. */
 export const EVALUATION_SUMMARY_COLUMNS: [string, string][] = policy.evaluation.summary_columns;
+/** (key, column title) of every figure of a column, behind "details". */
+export const EVALUATION_SUMMARY_DETAILS: [string, string][] = policy.evaluation.summary_details_columns;
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');

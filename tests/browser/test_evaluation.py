@@ -47,8 +47,9 @@ def _check_matrix(cell) -> None:
     assert "the answer does not contain 'It is 0.'" in first_fail.inner_text()
     two_lines = passed.first
     assert two_lines.locator("summary").inner_text().strip() == "✓ It is 2."
-    summary = matrix.locator(".ipyagent-eval-summary tbody tr").first.inner_text()
-    assert summary.split("\t")[:3] == ["openai:gpt-6-luna", "85%", str(passed.count())]
+    summary = matrix.locator(".ipyagent-eval-summary tbody tr").first.inner_text().split("\t")
+    assert summary[0] == "openai:gpt-6-luna" and summary[2] == str(passed.count())
+    assert summary[1].startswith("85% (")  # with its 95% interval
 
 
 def test_saved_matrix_is_readable_without_a_kernel(lab, model_server):
@@ -78,21 +79,55 @@ def test_saved_matrix_is_readable_without_a_kernel(lab, model_server):
 GRADED_ROWS = 6
 
 
-def _light_and_dark(lab, matrix) -> None:
+#: The words of every drawn header, and every id's parts, that the browser broke over two lines: a
+#: word is split at white space and after a ':' (where an id may break), each must be on one line.
+BROKEN_WORDS_JS = r"""(root) => {
+  const broken = [];
+  const nodes = [...root.querySelectorAll('th'), ...root.querySelectorAll('.ipyagent-id')];
+  for (const holder of nodes.filter(n => n.getClientRects().length)) {
+    const walker = document.createTreeWalker(holder, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const m of node.data.matchAll(/[^\s:]+:?/g)) {
+        const range = document.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        if (new Set([...range.getClientRects()].map(r => Math.round(r.top))).size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+#: Elements of the output wider than their box: (class, scrollWidth, clientWidth).
+OVERFLOW_JS = """(root) => [root.closest('.jp-OutputArea-output'), root,
+  ...root.querySelectorAll(':scope > .ipyagent-eval-summary')]
+  .filter(n => n && n.getClientRects().length && n.scrollWidth > n.clientWidth)
+  .map(n => [n.className, n.scrollWidth, n.clientWidth])"""
+
+
+def _fits(matrix) -> None:
+    """The evaluation fits its cell: nothing wider than the output (the details scroll inside
+    themselves), no header broken inside a word, no id inside its model's name."""
+    assert matrix.evaluate(OVERFLOW_JS) == []
+    assert matrix.evaluate(BROKEN_WORDS_JS) == []
+    summary = matrix.locator(":scope > .ipyagent-eval-summary").first.locator("th").all_inner_texts()
+    assert len(summary) <= 8 and summary[:2] == ["column", "pass rate (95% CI)"]
+
+
+def _light_and_dark(lab, matrix, name: str = "evaluation") -> None:
     """The matrix drawn in JupyterLab Light, then Dark (its text and controls follow the theme), then
     Light again for the tests after this one."""
     def colours() -> list[str]:
         return matrix.evaluate("(root) => [root, root.querySelector('.ipyagent-eval-filter')]"
                                ".map(n => getComputedStyle(n).color + ' ' + getComputedStyle(n).backgroundColor)")
     light = colours()
-    lab.screenshot(matrix, "evaluation-light.png")
+    lab.screenshot(matrix, f"{name}-light.png")
     for theme, flag in (("JupyterLab Dark", "false"), ("JupyterLab Light", "true")):
         lab.page.evaluate(f"() => {{ window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}}); }}")
         lab.page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{flag}'", timeout=30000)
         lab.page.wait_for_timeout(500)
         if flag == "false":
             assert colours() != light
-            lab.screenshot(matrix, "evaluation-dark.png")
+            lab.screenshot(matrix, f"{name}-dark.png")
 
 
 def _by_model(body: dict) -> object:
@@ -187,4 +222,17 @@ def test_the_evaluate_notebook_draws_its_verdict_grades_and_filters_without_a_ke
     shown = matrix.locator(".ipyagent-eval-matrix tbody tr").count()
     assert 0 < shown < 20
     matrix.locator("button[data-filter='all']").click()
-    _light_and_dark(lab, matrix)
+    # At 1280 × 800 the summary fits the cell, and so do its details once opened (they scroll inside).
+    lab.page.set_viewport_size({"width": 1280, "height": 800})
+    try:
+        lab.page.wait_for_timeout(300)
+        _fits(matrix)
+        assert matrix.locator(".ipyagent-eval-details .ipyagent-eval-stats").is_hidden()
+        matrix.locator(".ipyagent-eval-details > summary").click()
+        matrix.locator(".ipyagent-eval-details .ipyagent-eval-stats").wait_for()
+        assert matrix.locator(".ipyagent-eval-full th").count() > 8
+        _fits(matrix)
+        matrix.locator(".ipyagent-eval-details > summary").click()
+        _light_and_dark(lab, matrix, "evaluate-notebook")
+    finally:
+        lab.page.set_viewport_size({"width": 1100, "height": 900})

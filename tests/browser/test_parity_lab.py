@@ -211,9 +211,11 @@ def _check_evaluation(renderer, doc: dict) -> None:
     text = evaluation_text(doc).splitlines()
     assert renderer.locator(".ipyagent-eval-title").inner_text() == headline(doc) == text[0]
     cells = _cells(renderer.locator(".ipyagent-eval-summary").first)
-    assert cells == summary_cells(doc["summary"])
+    assert cells == summary_cells(doc["summary"], doc)
     assert [line.split() for line in text[2 : 2 + len(cells)]] == [" ".join(row).split() for row in cells]
-    # the statistics under it (pass rate and score intervals, the paired test, the judges' agreement)
+    # behind "details": every figure, the statistics (pass rate and score intervals, the paired test)
+    renderer.evaluate("n => n.querySelectorAll('details.ipyagent-eval-details').forEach(d => d.open = true)")
+    assert _cells(renderer.locator(".ipyagent-eval-full")) == summary_cells(doc["summary"], doc, full=True)
     assert _cells(renderer.locator(".ipyagent-eval-stats")) == stats_cells(doc) != []
     assert [v.inner_text() for v in renderer.locator(".ipyagent-eval-verdict").all()] == verdicts(doc)
     agreement = renderer.locator(".ipyagent-eval-agreement")

@@ -8,6 +8,7 @@ from ipyagent.agent import EvalResult, Evaluation
 from ipyagent.agent.evaluation.checks import Outcome
 from ipyagent.core import ComparisonRecord, ComparisonTable
 from ipyagent.notebook.render.evaluation import column_title, evaluation_html, evaluation_markdown, evaluation_text
+from ipyagent.notebook.render.evaluation_stats import id_parts
 from ipyagent.notebook.render.transcript import comparison_to_html
 from ipyagent.notebook.views.compare_view import with_titles
 
@@ -36,6 +37,14 @@ def test_the_evaluation_fallbacks_name_the_alias_then_the_id() -> None:
     assert column_title(doc, "openai:a/v") == "good/v (openai:a/v)"
     assert column_title(doc, "openrouter:meta/llama/v") == "ll/v (openrouter:meta/llama/v)"  # a '/' in the model
     assert column_title({"providers": ["openai:a"]}, "openai:a") == "openai:a"  # saved before aliases
-    assert '<th>good/v<br><span class="ipyagent-meta">openai:a/v</span></th>' in evaluation_html(doc)
+    html = evaluation_html(doc)
+    # An id breaks only after a ':' or '/' (a <wbr>), never at a hyphen of the model's name.
+    assert id_parts("openai:gpt-6-luna") == ["openai:", "gpt-6-luna"] and id_parts("small") == ["small"]
+    assert id_parts("openrouter:meta/llama-3/v") == ["openrouter:", "meta/", "llama-3/", "v"]
+    assert ('<th>good/v<br><span class="ipyagent-meta"><span class="ipyagent-id">openai:</span><wbr>'
+            '<span class="ipyagent-id">a/</span><wbr><span class="ipyagent-id">v</span></span></th>') in html
+    # the summary's column: the alias, then the id dim
+    assert ('<td>good/v <span class="ipyagent-meta">(<span class="ipyagent-id">openai:</span><wbr>'
+            '<span class="ipyagent-id">a/</span><wbr><span class="ipyagent-id">v</span>)</span></td>') in html
     assert r"| # | good/v \(openai:a/v\) | ll/v \(openrouter:meta/llama/v\) |" in evaluation_markdown(doc)
     assert any(line.startswith("good/v (openai:a/v)  ") for line in evaluation_text(doc).splitlines())

@@ -83,7 +83,7 @@ def test_the_junit_file_has_one_case_per_row_by_column_with_the_reasons(evaluate
     assert failure.get("message").startswith("0/3 passed: repeat 1: judge:")
     assert len(failure.text.splitlines()) == 3  # each repeat's reason
     markdown = (evaluated.out / "summary.md").read_text()
-    assert "✅ pass\\_rate\\>=0.5" in markdown and "| anthropic:claude-sonnet-5-5/careful | 100% |" in markdown
+    assert "✅ pass\\_rate\\>=0.5" in markdown and "| anthropic:claude-sonnet-5-5/careful | 100% " in markdown
 
 
 @pytest.mark.notebook

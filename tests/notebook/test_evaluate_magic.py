@@ -56,7 +56,8 @@ def test_over_rows_with_assertions_binds_the_evaluation_and_prints_the_summary(i
     out = capsys.readouterr().out
     assert "2 providers × 3 rows: 6 of 6 runs, 3 passed" in out
     good = next(line for line in out.splitlines() if line.startswith("good (openai:m1)"))  # the alias, then the id
-    assert re.match(r"good \(openai:m1\)\s+100%\s+3\s+0\s+0\s+0\s+0\s", good)
+    # pass rate (95% CI), passed, failed, errors, median s, tokens in / out (no cost: no price known)
+    assert re.match(r"good \(openai:m1\)\s+100% \(44%–100%\)\s+3\s+0\s+0\s+0\.\d\d\s+30 / 12$", good)
 
 
 def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) -> None:
@@ -127,8 +128,8 @@ def test_variants_from_the_cell_and_options_are_columns_and_repeats_show_k_of_n(
     out = capsys.readouterr().out
     assert "2 columns (1 providers × 2 variants) × 2 rows × 2 repeats: 8 of 8 runs, 8 passed" in out
     html = evaluation_html(ev.to_json())
-    assert ('<th>good/terse<br><span class="ipyagent-meta">openai:m/terse</span></th>'
-            '<th>good/polite<br><span class="ipyagent-meta">openai:m/polite</span></th>') in html
+    assert ('<th>good/terse<br><span class="ipyagent-meta"><span class="ipyagent-id">openai:</span><wbr>'
+            '<span class="ipyagent-id">m/</span><wbr><span class="ipyagent-id">terse</span></span></th>') in html
     assert html.count("✓ 2/2 passed · ") == 4
     assert "repeat 2: ✓" in html
     with StubServer(responder=answering(capital_of)) as server:  # --variant NAME=VAR: prompts held in strings

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from xml.etree import ElementTree as ET
 
 from ...core import redact_data
-from ..render.evaluation import SUMMARY_COLUMNS, cells_of, columns_of, headline, outcome_class, summary_cells
+from ..render.evaluation import cells_of, columns_of, headline, outcome_class, summary_cells, summary_columns
 from ..render.evaluation_stats import _md, column_label, statistics_markdown
 from ..render.evaluation_terminal import failures, key_fields, summary_table, verdicts
 from ..render.terminal_records import clean, print_rendered
@@ -146,8 +146,9 @@ def report_markdown(found: list[Found], gates: list[GateResult], *, notebook: st
             table = f.doc.get("table") or {}
             lines += _md_table(table.get("columns") or [], table.get("rows") or []) if table.get("columns") else []
             continue
-        lines += [_md(headline(f.doc)), "", *_md_table([t for _, t in SUMMARY_COLUMNS], summary_cells(
-            f.doc["summary"], f.doc)), statistics_markdown(f.doc)]
+        summary = f.doc["summary"]
+        lines += [_md(headline(f.doc)), "", *_md_table([t for _, t in summary_columns(summary)], summary_cells(
+            summary, f.doc)), statistics_markdown(f.doc)]
         found_failures = failures(f.doc)
         if found_failures:
             lines += ["", f"{len(found_failures)} did not pass:", ""]

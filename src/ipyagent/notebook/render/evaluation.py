@@ -17,10 +17,12 @@ from typing import Any
 
 from ...core import redact_data
 from .evaluation_stats import STYLE as STATS_STYLE
-from .evaluation_stats import _md, column_label, column_title, usd
-from .evaluation_stats import grade_detail_html, grade_mark_html, statistics_html, statistics_markdown, statistics_text
+from .evaluation_stats import _interval, _md, _percent, column_label, column_title, id_html, title_html, usd
+from .evaluation_stats import grade_detail_html, grade_mark_html, judgement_html, stats_table_html
+from .evaluation_stats import statistics_markdown, statistics_text
 from .html import escape, sanitize
-from .policy import EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS
+from .policy import (EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS,
+                     EVALUATION_SUMMARY_DETAILS)
 
 #: The MIME type of a saved evaluation: `Evaluation.to_json()`, secrets redacted.
 MIME_TYPE = "application/vnd.ipyagent.evaluation+json"
@@ -50,12 +52,20 @@ rgba(40,160,70,.16) 0 6px,rgba(220,60,40,.18) 6px 12px)}
 .ipyagent-evaluation .ipyagent-eval-title{font-weight:bold;margin:6px 0 2px}
 </style>"""
 
-#: (key of a summary dict, column title) (policy.json, as the labextension's).
+#: (key of a summary dict, column title) of the summary shown (policy.json, as the labextension's):
+#: ``pass_interval`` is the pass rate with its 95% interval, ``tokens`` in / out.
 SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = EVALUATION_SUMMARY_COLUMNS
+#: Every figure of a column, behind "details".
+SUMMARY_DETAILS: tuple[tuple[str, str], ...] = EVALUATION_SUMMARY_DETAILS
 PROGRESS_COLUMNS = ("provider:model", "done", "failed", "cost so far", "elapsed", "time left")
 
 
-def _figure(key: str, value: Any) -> str:
+def _figure(key: str, row: dict[str, Any]) -> str:
+    if key == "pass_interval":
+        return _interval(row.get("pass_rate"), row.get("pass_low"), row.get("pass_high"), _percent)
+    if key == "tokens":
+        return f"{row.get('input_tokens', 0)} / {row.get('output_tokens', 0)}"
+    value = row.get(key)
     if value is None:
         return "—"
     if key == "pass_rate":
@@ -67,17 +77,45 @@ def _figure(key: str, value: Any) -> str:
     return str(value)
 
 
-def summary_cells(summary: list[dict[str, Any]], doc: dict[str, Any] | None = None) -> list[list[str]]:
-    """The summary table's cells, one row per column (header excluded; a document saved before
-    columns names the provider), a column named as `column_title` when `doc` is given."""
+def summary_columns(summary: list[dict[str, Any]], *, full: bool = False) -> tuple[tuple[str, str], ...]:
+    """The summary's (key, title) columns: `SUMMARY_COLUMNS`, cost only when some column's is known;
+    `full`: `SUMMARY_DETAILS`."""
+    if full:
+        return SUMMARY_DETAILS
+    costs = any(row.get("cost") is not None for row in summary)
+    return tuple(c for c in SUMMARY_COLUMNS if c[0] != "cost" or costs)
+
+
+def summary_cells(summary: list[dict[str, Any]], doc: dict[str, Any] | None = None, *,
+                  full: bool = False) -> list[list[str]]:
+    """The summary table's cells, one row per column (header excluded; `summary_columns`; a document
+    saved before columns names the provider), a column named as `column_title` when `doc` is given."""
     return [
-        [
-            column_title(doc or {}, row.get(key, row.get("provider"))) if key == "column"
-            else _figure(key, row.get(key))
-            for key, _ in SUMMARY_COLUMNS
-        ]
+        [column_title(doc or {}, row.get(key, row.get("provider"))) if key == "column" else _figure(key, row)
+         for key, _ in summary_columns(summary, full=full)]
         for row in summary
     ]
+
+
+def summary_html(doc: dict[str, Any], *, full: bool = False) -> str:
+    """The summary table (`summary_cells`), each column named by `title_html` (escaped, unsanitized)."""
+    summary = doc["summary"]
+    columns = summary_columns(summary, full=full)
+    head = "".join(f"<th>{escape(title)}</th>" for _, title in columns)
+    body = "".join(
+        "<tr><td>" + title_html(doc, row.get("column") or row.get("provider") or "") + "</td>"
+        + "".join(f"<td>{escape(c)}</td>" for c in cells[1:]) + "</tr>"
+        for row, cells in zip(summary, summary_cells(summary, doc, full=full))
+    )
+    css = "ipyagent-eval-summary ipyagent-eval-full" if full else "ipyagent-eval-summary"
+    return f'<div class="{css}"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def details_html(doc: dict[str, Any]) -> str:
+    """What the summary leaves out, closed: every figure of each column, and the statistics."""
+    inner = summary_html(doc, full=True) + stats_table_html(doc)
+    return (f'<details class="ipyagent-eval-details"><summary>details</summary>'
+            f'<div class="ipyagent-eval-scroll">{inner}</div></details>')
 
 
 def columns_of(doc: dict[str, Any]) -> list[str]:
@@ -245,7 +283,7 @@ def _cell_html(runs: list[dict[str, Any]] | None, repeat: int = 1) -> str:
 def _label_html(doc: dict[str, Any], column: str) -> str:
     """A column's header: its alias, the full id under it in small type (escaped)."""
     name, full = column_label(doc, column)
-    return escape(name) + (f'<br><span class="ipyagent-meta">{escape(full)}</span>' if full else "")
+    return escape(name) + f'<br><span class="ipyagent-meta">{id_html(full)}</span>' if full else id_html(name)
 
 
 def cells_of(doc: dict[str, Any]) -> dict[tuple[int, str], list[dict[str, Any]]]:
@@ -331,13 +369,13 @@ def headline(doc: dict[str, Any]) -> str:
 def evaluation_html(doc: dict[str, Any]) -> str:
     """The saved evaluation as sanitized HTML: headline, summary per column, the statistics
     (`evaluation_stats`), the matrix, notes."""
-    columns = [title for _, title in SUMMARY_COLUMNS]
     notes = "".join(f'<div class="ipyagent-meta">{escape(n)}</div>' for n in doc.get("notes") or [])
     body = (
         f'<div class="ipyagent-eval-title">{escape(headline(doc))}</div>'
-        + _table(columns, summary_cells(doc["summary"], doc), "ipyagent-eval-summary")
-        + statistics_html(doc)
-        + matrix_html(doc)
+        + summary_html(doc)
+        + details_html(doc)
+        + judgement_html(doc)
+        + f'<div class="ipyagent-eval-matrix">{matrix_html(doc)}</div>'
         + notes
     )
     return f'<div class="ipyagent-evaluation">{STYLE}{STATS_STYLE}{sanitize(body)}</div>'
@@ -346,7 +384,7 @@ def evaluation_html(doc: dict[str, Any]) -> str:
 def evaluation_markdown(doc: dict[str, Any]) -> str:
     """Headline, the summary table, the statistics and the matrix (marks, first lines, human
     grades) as Markdown."""
-    columns = [title for _, title in SUMMARY_COLUMNS]
+    columns = [title for _, title in summary_columns(doc["summary"])]
     lines = [_md(headline(doc)), "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in summary_cells(doc["summary"], doc)]
     lines.append(statistics_markdown(doc))
@@ -373,7 +411,7 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
 
 def evaluation_text(doc: dict[str, Any]) -> str:
     """Headline and the summary table as aligned plain text (terminal IPython, logs)."""
-    rows = [[title for _, title in SUMMARY_COLUMNS], *summary_cells(doc["summary"], doc)]
+    rows = [[title for _, title in summary_columns(doc["summary"])], *summary_cells(doc["summary"], doc)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
     stats = statistics_text(doc)

@@ -10,6 +10,7 @@ apart from its automatic result: ``human ✓`` or ``human ✗``.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from .html import escape
@@ -19,12 +20,19 @@ STATS_COLUMNS = ("column", "runs", "pass rate (95% CI)", "mean score (95% CI)", 
                  "vs baseline, points (95% CI)", "McNemar p", "verdict")
 AGREEMENT_COLUMNS = ("judge", "runs graded", "agreement", "Cohen's κ")
 
+_ID_BREAKS = re.compile(r"[^:/]*[:/]?")
+
 STYLE = """<style>
 .ipyagent-evaluation .ipyagent-eval-human{font-size:var(--jp-ui-font-size0,11px);padding:0 3px;margin-left:4px;
 border-radius:3px;border:1px solid var(--jp-border-color1,#999)}
 .ipyagent-evaluation .ipyagent-eval-human-pass{color:var(--jp-success-color1,#2a7)}
 .ipyagent-evaluation .ipyagent-eval-human-fail{color:var(--jp-error-color1,#c33)}
 .ipyagent-evaluation .ipyagent-eval-verdict{margin:2px 0}
+.ipyagent-evaluation .ipyagent-id{white-space:nowrap}
+.ipyagent-evaluation th{overflow-wrap:normal;word-break:normal;hyphens:none}
+.ipyagent-evaluation .ipyagent-eval-summary th{white-space:nowrap}
+.ipyagent-evaluation .ipyagent-eval-scroll,.ipyagent-evaluation .ipyagent-eval-matrix{overflow-x:auto;max-width:100%}
+.ipyagent-evaluation details.ipyagent-eval-details>summary{cursor:pointer;color:var(--jp-ui-font-color2,#777)}
 </style>"""
 
 
@@ -43,6 +51,26 @@ def column_title(doc: dict[str, Any], column: str) -> str:
     """`column_label` as one text: ``small (openai:gpt-6-luna)``, or the column's name."""
     name, full = column_label(doc, column)
     return f"{name} ({full})" if full else name
+
+
+def id_parts(text: str) -> list[str]:
+    """`text` (an id or a column) cut after each ``:`` and ``/``: where it may break over two lines,
+    never inside the model's name (``openai:gpt-6-luna`` would break at its hyphens)."""
+    return [part for part in _ID_BREAKS.findall(text) if part]
+
+
+def id_html(text: str) -> str:
+    """An id as HTML breaking only between its `id_parts` (a ``<wbr>``), escaped."""
+    return "<wbr>".join(f'<span class="ipyagent-id">{escape(part)}</span>' for part in id_parts(text))
+
+
+def title_html(doc: dict[str, Any], column: str) -> str:
+    """`column_title` as HTML, its text the same: the alias, then ``(the full id)`` dim; the id
+    breaking only after its ``provider:`` (`id_html`)."""
+    name, full = column_label(doc, column)
+    if not full:
+        return id_html(name)
+    return f'{escape(name)} <span class="ipyagent-meta">({id_html(full)})</span>'
 
 
 def _percent(value: float | None) -> str:
@@ -124,13 +152,18 @@ def _table(columns: tuple[str, ...], rows: list[list[str]], css: str) -> str:
     return f'<div class="{css}"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def statistics_html(doc: dict[str, Any]) -> str:
-    """The statistics (unsanitized, escaped: `evaluation_html` sanitizes the whole)."""
+def stats_table_html(doc: dict[str, Any]) -> str:
+    """The statistics table, shown under "details" (unsanitized, escaped: `evaluation_html` sanitizes
+    the whole); "" for a document saved before the statistics."""
     rows = stats_cells(doc)
-    if not rows:
+    return _table(STATS_COLUMNS, rows, "ipyagent-eval-summary ipyagent-eval-stats") if rows else ""
+
+
+def judgement_html(doc: dict[str, Any]) -> str:
+    """The verdicts in words and the judges' agreement with the grades (escaped)."""
+    if not stats_cells(doc):
         return ""
-    parts = [_table(STATS_COLUMNS, rows, "ipyagent-eval-summary ipyagent-eval-stats")]
-    parts += [f'<div class="ipyagent-eval-verdict">{escape(line)}</div>' for line in verdicts(doc)]
+    parts = [f'<div class="ipyagent-eval-verdict">{escape(line)}</div>' for line in verdicts(doc)]
     agreement = agreement_cells(doc)
     if agreement:
         parts.append(_table(AGREEMENT_COLUMNS, agreement, "ipyagent-eval-summary ipyagent-eval-agreement"))

@@ -56,3 +56,7 @@ EVALUATION_FIRST_LINE: int = _EVALUATION["first_line_chars"]
 EVALUATION_SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     (key, title) for key, title in _EVALUATION["summary_columns"]
 )
+#: (key, column title) of the whole summary, behind "details" (every figure of a column).
+EVALUATION_SUMMARY_DETAILS: tuple[tuple[str, str], ...] = tuple(
+    (key, title) for key, title in _EVALUATION["summary_details_columns"]
+)
