@@ -170,6 +170,30 @@ export class CompareLiveView {
       this.table = doc.table;
       frame.setTable(doc.table);
     }
+    markRunStates(this.el, doc);
     frame.setFooter(doc.footer);
   }
+}
+
+/**
+ * Each row of the live figures table says where its run is (`data-state`): `waiting` (not started),
+ * `streaming` (started, no figures yet: its first figure cell says "streaming…"; a waiting one
+ * "waiting") or `done` (its figures, sent when the run ended). A row of a provider over several
+ * runs is streaming once one of its runs started.
+ */
+export function markRunStates(root: HTMLElement, doc: CompareDoc): void {
+  const keys = list(doc.table?.row_runs);
+  root.querySelectorAll('.ipyagent-compare-table tbody tr').forEach((tr, i) => {
+    const key = list(keys[i]);
+    const [pane, run] = [num(key[0]), num(key[1])];
+    const figures = Array.from(tr.children).slice(1) as HTMLElement[];
+    const done = figures.some(td => !td.classList.contains('ipyagent-run-state') && (td.textContent ?? '').trim());
+    const started = doc.started.some(([p, r]) => p === pane && (run === null || r === run));
+    const state = done ? 'done' : started ? 'streaming' : 'waiting';
+    (tr as HTMLElement).dataset.state = state;
+    if (!done && figures.length) {
+      figures[0].className = 'ipyagent-run-state';
+      figures[0].textContent = state === 'streaming' ? 'streaming\u2026' : 'waiting';
+    }
+  });
 }
