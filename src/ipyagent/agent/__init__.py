@@ -1,13 +1,14 @@
 """The agent layer: conversations over a prompt driver; knows no provider by name."""
 
 from .._lazy import lazy_exports
-from .agent import Agent
-from .loop import AgentRun
-from .loop_thread import background_loop, background_loop_running, run_in_background, run_sync, stop_background_loop
-from .options import RunOptions
-from .result import AgentResult
 
 __getattr__ = lazy_exports(__name__, {
+    "agent": ("Agent",),
+    "loop": ("AgentRun",),
+    "loop_thread": ("background_loop", "background_loop_running", "run_in_background", "run_sync",
+                    "stop_background_loop"),
+    "options": ("RunOptions",),
+    "result": ("AgentResult",),
     "compare": ("Comparison", "acompare", "COLUMNS", "NUMERIC", "RunFigures", "Stat", "summarize", "provider_keys"),
     "evaluation": ("Evaluation", "EvalResult", "TemplateError", "aevaluate", "make_variants", "normalize_rows",
                    "render_template", "render_cell", "parse_assertion"),
@@ -20,15 +21,4 @@ __getattr__ = lazy_exports(__name__, {
     "transcript": ("transcript_of", "comparison_record", "artifact_summary", "RunLog"),
 })
 
-__all__ = [
-    "Agent",
-    "AgentResult",
-    "AgentRun",
-    "RunOptions",
-    "background_loop",
-    "background_loop_running",
-    "run_in_background",
-    "run_sync",
-    "stop_background_loop",
-    *__getattr__.exports,
-]
+__all__ = [*__getattr__.exports]

@@ -6,6 +6,8 @@ import atexit
 from typing import Any
 
 _registered: dict[int, Any] = {}
+#: Each shell's ``%provider`` magics (`ProviderMagics`), loaded alone when ``%provider`` is the first magic used.
+_providers: dict[int, Any] = {}
 
 #: Cell magics whose cells await in a kernel (each takes the hidden ``--await-in-kernel`` flag).
 _AWAITED_CELLS = tuple(f"get_ipython().run_cell_magic('{name}', " for name in ("agent", "compare"))
@@ -73,7 +75,11 @@ class _FirstUse:
             setattr(self, MAGIC_NO_VAR_EXPAND_ATTR, True)
 
     def _real(self) -> Any:
-        _load_now(self.shell)
+        if (self.kind, self.name) == ("line", "provider"):  # often a session's first magic: it needs no agent
+            _load_providers(self.shell)
+        else:
+            _load_now(self.shell)
+            _load_extra(self.shell, self.kind, self.name)
         real = self.shell.magics_manager.magics[self.kind].get(self.name)
         if real is None or isinstance(real, _FirstUse):
             raise RuntimeError(f"ipyagent has no {self.kind} magic {self.name!r}")
@@ -135,25 +141,29 @@ def load(ipython: Any) -> None:
         ipython.input_transformers_post.append(await_agent_cells)
 
 
-def _load_now(ipython: Any) -> None:
-    from .magics.agent import AgentMagics
+def _load_providers(ipython: Any) -> Any:
+    """Register ``%provider`` alone (once per shell) and return its `ProviderMagics`: the first
+    ``%provider`` of a session loads the drivers' registry and the default configuration, not the
+    agent's magics, views and evaluations (benchmarks/import_load.py)."""
     from .magics.provider import ProviderMagics
+
+    providers = _providers.get(id(ipython))
+    if providers is None:
+        providers = _providers[id(ipython)] = ProviderMagics(ipython)
+        ipython.register_magics(providers)
+    return providers
+
+
+def _load_now(ipython: Any) -> None:
+    """Register every magic (once per shell), reusing ``%provider``'s when it was loaded alone."""
+    from .magics.agent import AgentMagics
 
     if id(ipython) in _registered:
         return
-    providers = ProviderMagics(ipython)  # %provider
-    ipython.register_magics(providers)
+    providers = _load_providers(ipython)
     magics = AgentMagics(ipython, providers)
     ipython.register_magics(magics)
-    from .magics.compare import CompareMagics
-
-    ipython.register_magics(CompareMagics(ipython, magics))
-    from .magics.session import SessionMagics  # %agent threads/history/memory/inspect/replay
-
-    ipython.register_magics(SessionMagics(ipython, magics))
-    from .magics.mcp import MCPMagics  # %mcp add/list/log/restart/remove
-
-    ipython.register_magics(MCPMagics(ipython, magics))
+    magics.compare_magics = lambda: _load_extra(ipython, "cell", "compare")  # %%agent --compare
     if getattr(ipython, "kernel", None) is not None and await_agent_cells not in ipython.input_transformers_post:
         ipython.input_transformers_post.append(await_agent_cells)
     from .outcomes import install
@@ -168,6 +178,29 @@ def _load_now(ipython: Any) -> None:
     _registered[id(ipython)] = magics
 
 
+def _load_extra(ipython: Any, kind: str, name: str) -> Any:
+    """Register, once per shell and after `_load_now`, the magics of ``%%compare`` (with the
+    evaluations), of the ``%agent`` line (threads, history, memory, run store) or of ``%mcp``
+    when one is first used, and return them (None for another magic): a first ``%%agent``
+    cell imports none of them."""
+    magics = _registered[id(ipython)]
+    registry = ipython.magics_manager.registry
+    if (kind, name) == ("cell", "compare") and "CompareMagics" not in registry:
+        from .magics.compare import CompareMagics
+
+        ipython.register_magics(CompareMagics(ipython, magics))
+    elif (kind, name) == ("line", "agent") and "SessionMagics" not in registry:
+        from .magics.session import SessionMagics  # %agent threads/history/memory/inspect/replay
+
+        ipython.register_magics(SessionMagics(ipython, magics))
+    elif (kind, name) == ("line", "mcp") and "MCPMagics" not in registry:
+        from .magics.mcp import MCPMagics  # %mcp add/list/log/restart/remove
+
+        ipython.register_magics(MCPMagics(ipython, magics))
+    owner = {("cell", "compare"): "CompareMagics", ("line", "agent"): "SessionMagics", ("line", "mcp"): "MCPMagics"}
+    return registry.get(owner.get((kind, name), ""))
+
+
 def unload(ipython: Any) -> None:
     from .context import cell_log
 
@@ -179,8 +212,11 @@ def unload(ipython: Any) -> None:
     if await_agent_cells in ipython.input_transformers_post:
         ipython.input_transformers_post.remove(await_agent_cells)
     close_drivers()  # Python agents' too: the loop they live on stops below
+    providers = _providers.pop(id(ipython), None)
     magics = _registered.pop(id(ipython), None)
     if magics is None:
+        if providers is not None:  # only %provider was used
+            _unload_providers(ipython, providers)
         return
     from ..agent import reset_default, stop_background_loop
     from .outcomes import uninstall
@@ -210,4 +246,16 @@ def unload(ipython: Any) -> None:
             ipython.magics_manager.magics[kind].pop(name, None)
     if await_agent_cells in ipython.input_transformers_post:
         ipython.input_transformers_post.remove(await_agent_cells)
+    stop_background_loop()
+
+
+def _unload_providers(ipython: Any, providers: Any) -> None:
+    """Remove ``%provider`` loaded alone, with the default it set, and stop the loop it may have started."""
+    from ..agent import reset_default, stop_background_loop
+
+    reset_default()
+    ipython.magics_manager.registry.pop("ProviderMagics", None)
+    for kind, names in providers.magics.items():
+        for name in names:
+            ipython.magics_manager.magics[kind].pop(name, None)
     stop_background_loop()

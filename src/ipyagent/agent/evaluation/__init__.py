@@ -7,10 +7,15 @@ and caches them in the run store (`cache`); `results` holds what came back (`Eva
 `EvalResult`).
 """
 
-from .checks import parse_assertion
-from .results import EvalResult, Evaluation
-from .runner import aevaluate, evaluate, make_variants
-from .templates import TemplateError, normalize_rows, render_cell, render_template, row_fields
 
-__all__ = ["EvalResult", "Evaluation", "TemplateError", "aevaluate", "evaluate", "make_variants", "normalize_rows",
-           "parse_assertion", "render_cell", "render_template", "row_fields"]
+from ..._lazy import lazy_exports
+
+#: Lazy (each module loads on first use): a cell's template needs `templates` alone, not the runner.
+__getattr__ = lazy_exports(__name__, {
+    "checks": ("parse_assertion",),
+    "results": ("EvalResult", "Evaluation"),
+    "runner": ("aevaluate", "evaluate", "make_variants"),
+    "templates": ("TemplateError", "normalize_rows", "render_cell", "render_template", "row_fields"),
+})
+
+__all__ = [*__getattr__.exports]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import inspect
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -95,6 +96,8 @@ class AgentMagics(Magics):
     def __init__(self, shell: Any, providers: ProviderMagics) -> None:
         super().__init__(shell)
         self.providers = providers
+        #: ``%%compare``'s magics (`CompareMagics`), for ``%%agent --compare``; the extension loads them on first use.
+        self.compare_magics: Callable[[], Any] = lambda: self.shell.magics_manager.registry["CompareMagics"]
         self.session = Session()  # threads, Task Memory, run store (shared with %agent: magics/session.py)
         self._drivers: dict[tuple[str, tuple[tuple[str, Any], ...]], BasePromptDriver] = {}  # one HTTP client each
         self.mcp_servers: dict[str, MCPServer] = {}  # %mcp add NAME ... (magics/mcp.py)
@@ -215,7 +218,7 @@ class AgentMagics(Magics):
     def _agent_cell(self, args: Any, cell: str) -> Any:
         self._check_cell_args(args)
         if args.compare:  # an alias of %%compare (compare_magics.py)
-            return self.shell.magics_manager.registry["CompareMagics"].run(
+            return self.compare_magics().run(
                 [args.compare],
                 cell,
                 system=args.system,

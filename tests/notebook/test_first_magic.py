@@ -1,0 +1,85 @@
+"""The first magic of a session loads only what it needs (issue 29: the first magic under 0.15 s,
+measured by benchmarks/import_load.py). Each deferral is pinned here, in a fresh process: a
+module imported once stays in `sys.modules`, so only a new interpreter shows what a first
+``%provider`` imports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+FIRST_PROVIDER = """
+import json, sys
+from IPython.terminal.interactiveshell import TerminalInteractiveShell
+shell = TerminalInteractiveShell.instance()
+shell.run_line_magic('load_ext', 'ipyagent')
+shell.run_line_magic('provider', 'openai:m')
+sys.stdout.write('\\n' + json.dumps(sorted(sys.modules)))
+"""
+
+#: What a first ``%provider openai:m`` leaves for later: the agent's magics, views and evaluations,
+#: the other providers' drivers, and the heavy libraries of a run drawn.
+DEFERRED = (
+    "ipyagent.notebook.magics.agent",
+    "ipyagent.notebook.magics.compare",
+    "ipyagent.notebook.magics.session",
+    "ipyagent.notebook.magics.mcp",
+    "ipyagent.notebook.views",
+    "ipyagent.agent.agent",
+    "ipyagent.agent.compare",
+    "ipyagent.agent.evaluation",
+    "ipyagent.memory",
+    "ipyagent.tools",
+    "ipyagent.drivers.anthropic",
+    "ipyagent.drivers.gemini",
+    "ipyagent.drivers.openai_responses",
+    "ipyagent.drivers.ollama",
+    "jinja2",
+    "markdown_it",
+    "nh3",
+    "ipywidgets",
+    "anywidget",
+    "genai_prices",
+)
+
+
+def _modules_after(code: str, tmp_path: Any) -> set[str]:
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "IPYTHONDIR": str(tmp_path / "ipython")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_a_first_provider_magic_loads_its_driver_and_not_the_agent(tmp_path) -> None:
+    loaded = _modules_after(FIRST_PROVIDER, tmp_path)
+    assert {"ipyagent.notebook.magics.provider", "ipyagent.drivers.openai_chat"} <= loaded  # it did run
+    assert [name for name in DEFERRED if name in loaded] == []
+
+
+def test_the_magics_loaded_after_a_provider_alone_share_it(ip: Any) -> None:
+    """%provider loaded alone, then the other magics: `%%agent` reads the one `ProviderMagics`."""
+    from ipyagent.notebook import extension
+
+    ip.run_line_magic("provider", "openai:alone --base-url http://127.0.0.1:9/v1")
+    assert id(ip) in extension._providers and id(ip) not in extension._registered
+    extension._load_now(ip)
+    assert extension._registered[id(ip)].providers is extension._providers[id(ip)]
+    assert extension._providers[id(ip)].provider_id == "openai:alone"
+
+
+def test_unload_after_a_provider_alone_removes_it_and_its_default(ip: Any) -> None:
+    from ipyagent.agent import session_default
+    from ipyagent.notebook import extension
+
+    ip.run_line_magic("provider", "openai:alone --base-url http://127.0.0.1:9/v1")
+    assert session_default().provider == "openai:alone"
+    ip.run_line_magic("unload_ext", "ipyagent")
+    assert id(ip) not in extension._providers
+    assert "provider" not in ip.magics_manager.magics["line"]
+    assert session_default().provider != "openai:alone"
+    ip.run_line_magic("load_ext", "ipyagent")  # and loads again, as new
