@@ -1,11 +1,13 @@
 """An MCP server's resources and prompts in terminal IPython: ``%mcp resources`` and ``%mcp prompts``
 list them (server-everything, and our test server), ``%%agent --with mcp:NAME/URI`` and a template's
 ``mcp_resource(...)`` send a resource as a redacted context block within its budget, ``%mcp prompt``
-puts a server prompt in a new cell, ``%mcp subscribe`` counts the updates the server sends."""
+puts a server prompt in a new cell and ``%%agent --prompt NAME/PROMPT`` sends its messages before
+the cell's text, ``%mcp subscribe`` counts the updates the server sends."""
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
@@ -91,11 +93,62 @@ def test_a_prompt_goes_into_a_new_cell(shell, capsys) -> None:
     assert shell.rl_next_input == ("%%agent\nReview app.py (strict: no).\n\n(the prompt's assistant message:)\n"
                                    "> Which parts first?\n\nStart with the tests.")
     shell.rl_next_input = None
-    with pytest.raises(UsageError, match="could not get prompt 'args-prompt': .*city"):
+    with pytest.raises(UsageError) as caught:
         shell.run_line_magic("mcp", "prompt ev args-prompt")
+    assert str(caught.value) == ("%mcp prompt: prompt 'args-prompt' needs 'city'=VALUE; "
+                                 "its arguments: city*, state (* required)")
     with pytest.raises(UsageError, match="an argument is ARG=VALUE, not 'Paris'"):
         shell.run_line_magic("mcp", "prompt ev args-prompt Paris")
     assert shell.rl_next_input is None
+
+
+def _sent(request: dict) -> list[tuple[str, str]]:
+    """(role, text) of each message a Chat Completions request carried."""
+    def text(content: Any) -> str:
+        return content if isinstance(content, str) else "".join(part.get("text", "") for part in content)
+
+    return [(m["role"], text(m["content"])) for m in request["body"]["messages"]]
+
+
+def test_agent_prompt_sends_the_server_prompt_then_the_cell(shell, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-mcp-prompt")
+    shell.run_line_magic("mcp", f"add ev -- {' '.join(everything())}")
+    shell.run_line_magic("mcp", f"add notes -- {TEST}")
+    capsys.readouterr()
+    with StubServer(openai_text_reply("Tests first."), openai_text_reply("Sunny."),
+                    openai_text_reply("Done.")) as model:
+        shell.run_line_magic("provider", f"openai:m --base-url {model.url}/v1")
+        shell.run_cell_magic("agent", "--new --prompt notes/review 'path=my app.py' strict=yes", "Be brief.")
+        assert "mcp: prompt notes/review (3 messages), then the cell's text" in capsys.readouterr().out
+        shell.run_cell_magic("agent", "--new --prompt ev/args-prompt city=Paris", "\n")  # a blank body
+        assert "mcp: prompt ev/args-prompt (1 message), alone (the cell is empty)" in capsys.readouterr().out
+        shell.run_cell_magic("agent", f"--new --prompt notes/review path=token={SECRET}", "Go on.")
+    assert _sent(model.requests[0]) == [("user", "Review my app.py (strict: yes)."),
+                                        ("assistant", "Which parts first?"),
+                                        ("user", "Start with the tests."), ("user", "Be brief.")]
+    assert _sent(model.requests[1]) == [("user", "What's weather in Paris?")]  # the prompt alone
+    third = _sent(model.requests[2])
+    assert [role for role, _ in third] == ["user", "assistant", "user", "user"]
+    assert third[0][1].startswith("Review token=") and third[-1] == ("user", "Go on.")
+    assert SECRET not in str(model.requests)  # through the context rule, like any context
+
+
+@pytest.mark.parametrize("words, expected", [
+    ("review", "a server prompt is NAME/PROMPT (%mcp prompts NAME lists them)"),
+    ("nobody/review", "no MCP server 'nobody'; added: notes"),
+    ("notes/nope", "notes has no prompt 'nope'; its prompts: review"),
+    ("notes/review", "prompt 'review' needs 'path'=VALUE; its arguments: path*, strict (* required)"),
+    ("notes/review app.py", "an argument is ARG=VALUE, not 'app.py'"),
+])
+def test_a_bad_agent_prompt_is_one_line_and_nothing_is_sent(shell, monkeypatch, words: str, expected: str) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-mcp-prompt")
+    shell.run_line_magic("mcp", f"add notes -- {TEST}")
+    with StubServer(openai_text_reply("never")) as model:
+        shell.run_line_magic("provider", f"openai:m --base-url {model.url}/v1")
+        with pytest.raises(UsageError) as caught:
+            shell.run_cell_magic("agent", f"--prompt {words}", "Go")
+    assert str(caught.value) == f"--prompt {words.split()[0]}: {expected}"
+    assert model.requests == []
 
 
 def test_a_subscribed_resource_counts_its_updates_in_the_list(shell, capsys) -> None:

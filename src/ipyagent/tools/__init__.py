@@ -13,8 +13,8 @@ __getattr__ = lazy_exports(__name__, {
     "builtin.task_memory": ("with_task_memory",),  # the Task Memory activities, added to an agent's tools
     "off_prompt": ("store_output",),  # a tool output sent to Task Memory
     # an MCP server's resources and prompts, read for the user (%mcp resources, --with mcp:NAME/URI)
-    "mcp_resources": ("get_prompt", "list_prompts", "list_resources", "prompt_cell", "read_resource",
-                      "subscribe_resource"),
+    "mcp_resources": ("PromptText", "get_prompt", "list_prompts", "list_resources", "prompt_cell",
+                      "read_resource", "subscribe_resource"),
     "mcp_oauth": ("TokenFile",),  # OAuth tokens of a remote MCP server, outside the notebook
 })
 

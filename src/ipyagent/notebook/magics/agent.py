@@ -34,6 +34,7 @@ from ..session import Session
 from ..views.run_view import make_view
 from ..views.transcript_output import LiveTranscript
 from .cell_inputs import CellInputs
+from .mcp_read import prompt_messages
 from .options import check_out_name, parse_line, print_error, run_arguments
 from .provider import ProviderMagics
 
@@ -62,6 +63,8 @@ _AGENT_CELL = (
     argument("--with", dest="with_", metavar="NAME[,NAME]", action="append",
              help="attach variables (or attribute paths: df.dtypes) summarized for the model "
              "(DataFrame schema and head, array shape, ...), or an MCP server's resource: mcp:NAME/URI"),
+    argument("--prompt", dest="mcp_prompt", nargs="+", metavar=("NAME/PROMPT", "ARG=VALUE"),
+             help="an MCP server's prompt (%%mcp prompts NAME lists them), its messages before the cell's text"),
     argument("--cells", type=int, metavar="N", help="attach the N previous cells' sources and text outputs"),
     argument("--context-budget", type=int, metavar="TOKENS",
              help=f"tokens each attached summary may take at most (default {DEFAULT_BUDGET})"),
@@ -227,7 +230,7 @@ class AgentMagics(Magics):
                 await_in_kernel=args.await_in_kernel,
                 run_options=self.inputs.run_options(args),
             )
-        prompt, context, masked = self._cell_prompt(args, cell)
+        prompt, context, masked, prompt_turn = self._cell_prompt(args, cell)
         run_options = replace(self.inputs.run_options(args), context=tuple(context))
         self.session.last_context = [b.describe() for b in context]
         self.session.last_masked = masked_counts(masked, context)
@@ -236,6 +239,8 @@ class AgentMagics(Magics):
             thread.reset()
         if args.system is not None:
             thread.system = self.inputs.system_value(args.system)
+        if prompt_turn:  # --prompt: the server prompt's messages, ahead of this run's user message
+            thread.add(Turn(prompt_turn))
         try:
             agent = self._agent(args.provider, thread)
         except ConfigurationError as exc:
@@ -254,15 +259,15 @@ class AgentMagics(Magics):
             if value is not None and value < least:
                 raise UsageError(f"--{name.replace('_', '-')} must be {least} or more, not {value}")
         check_out_name(args.out)
-        if args.compare and (args.error or args.with_ or args.cells or args.code):
-            raise UsageError(
-                "--error, --with, --cells and --code are not available with --compare; use %%agent without it"
-            )
+        if args.compare and (args.error or args.with_ or args.cells or args.code or args.mcp_prompt):
+            raise UsageError("--error, --with, --cells, --code and --prompt are not available with --compare; "
+                             "use %%agent without it")
 
-    def _cell_prompt(self, args: Any, cell: str) -> tuple[str, list[Any], int]:
-        """(the prompt, the context blocks attached to it, values the template masked): the cell
-        rendered as a template (unless ``--raw``), ``--error``'s instruction before it. Raises
-        `UsageError` for a template error, an interrupt while summarizing, or an empty cell."""
+    def _cell_prompt(self, args: Any, cell: str) -> tuple[str, list[Any], int, list[Message]]:
+        """(the prompt, the context blocks attached to it, values masked, the ``--prompt`` messages
+        that go before it): the cell rendered as a template (unless ``--raw``), ``--error``'s
+        instruction before it. Raises `UsageError` for a template error, an interrupt while
+        summarizing, a bad ``--prompt``, or an empty cell (without ``--prompt``)."""
         masked = 0
         try:
             if args.raw:
@@ -280,14 +285,34 @@ class AgentMagics(Magics):
             raise UsageError("interrupted while summarizing the cell's context; nothing was sent") from None
         if args.error:
             prompt = f"{FIX_INSTRUCTION}\n\n{prompt}".strip()
+        prompt, turn, masked = self._server_prompt(args, prompt, masked)
         if not prompt.strip():
             raise UsageError("the cell is empty: write the prompt below the %%agent line")
         warn_masked(masked_counts(masked, context))
-        return prompt, context, masked
+        return prompt, context, masked, turn
+
+    def _server_prompt(self, args: Any, prompt: str, masked: int) -> tuple[str, list[Message], int]:
+        """``--prompt NAME/PROMPT [ARG=VALUE ...]``: (the run's prompt, the server prompt's messages
+        before it, values masked so far): with an empty cell the prompt's last user message is the
+        run's prompt. The prompt used is said in one line (the cell's output, with its transcript)."""
+        if not args.mcp_prompt:
+            return prompt, [], masked
+        spec, messages, count = prompt_messages(self.inputs.mcp_servers(), args.mcp_prompt,
+                                                redacting=current_default().redact_context)
+        sent = f"mcp: prompt {spec} ({len(messages)} message{'s' * (len(messages) != 1)})"
+        if prompt:
+            print(f"{sent}, then the cell's text")
+        elif messages and messages[-1].role == "user":
+            print(f"{sent}, alone (the cell is empty)")
+            prompt = messages.pop().text
+        else:
+            raise UsageError(f"--prompt {spec}: the prompt does not end with a user message; write one in the cell")
+        return prompt, messages, masked + count
 
     def _run_agent_cell(self, agent: Agent, prompt: str, run_options: RunOptions, args: Any) -> Any:
         """Run `prompt` on the cell's thread, streaming into a view; the result is kept (``%agent last``, ``-o``)."""
         metadata = {"tools": run_options.tools.names(), "max_steps": args.max_steps,
+                    **({"mcp_prompt": args.mcp_prompt[0]} if args.mcp_prompt else {}),
                     "context": self.session.last_context,
                     **({"masked": self.session.last_masked} if self.session.last_masked else {})}
         active = self.session.begin(agent, prompt, run_options, record=not args.no_store, metadata=metadata)
