@@ -82,6 +82,7 @@ def transcript_of(result: AgentResult | None, *, log: RunLog | None = None, even
         usage=_usage(result, run.completed),
         cost=cost,
         price_unknown=cost is None and any("cost" in (e.metadata or {}) for e in run.completed),
+        price_note=next((m["price_note"] for m in turn_meta if m.get("price_note")), None) if cost is None else None,
         timings=_timings(run, messages, turn_meta, meta, interrupted, elapsed_s),
         error=TranscriptError(type=str(error.type), message=str(error.message), code=error.code)
         if error is not None

@@ -362,6 +362,9 @@ class Transcript(_Model):
     cost: TranscriptCost | None = None
     #: True when the run was priced but genai-prices did not know the model (the footer says "unknown price").
     price_unknown: bool = False
+    #: Why the price is unknown and how to set it (``... --price-as PROVIDER:MODEL``), one line the
+    #: driver wrote; shown once under the output, never as a footer figure. None: known, or not said.
+    price_note: str | None = None
     timings: Timings = Field(default_factory=Timings)
     error: TranscriptError | None = None
     attempts: int | None = None

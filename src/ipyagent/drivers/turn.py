@@ -391,7 +391,8 @@ class TurnSteps:
         cost = await self._bill(meta, usage, model)
         metadata = turn_metadata(start, sent, ttft_s, self.provider, model,
                                  cut or None,  # cut off by max_tokens inside a tool call: partial, not a mistake
-                                 cost=cost.to_dict() if cost is not None else None)
+                                 cost=cost.to_dict() if cost is not None else None,
+                                 **self._price_note(cost, meta))
         message.usage, message.metadata = usage, {**(meta.extra or {}), **metadata}  # the message's own copy
         return ModelCompleted(message=message, usage=usage, stop_reason=stop_reason(meta, message), metadata=metadata)
 
@@ -406,6 +407,21 @@ class TurnSteps:
         return pricing.price(
             self.provider, model or self.model, usage, price_provider=getattr(self, "price_provider", None)
         )
+
+    def price_note(self) -> str:
+        """Why this driver's turns have no price, and how to give them one (one line, for a note
+        under the output; the driver's id as configured): a host other than the provider's own,
+        a `price_as` or a model genai-prices does not list."""
+        how = "set it with %provider ... --price-as PROVIDER:MODEL (price_as= in Python)"
+        if self.price_as is not None:
+            return f"price unknown: genai-prices has no price for {self.price_as}; name a model it lists in --price-as"
+        if not self.price_known:  # not the model's name: eight models on one server say it once
+            return f"price unknown: {redact(self.base_url)} is not {self.provider}'s own API; {how}"
+        return f"price unknown: genai-prices has no price for {self.id}; {how}"
+
+    def _price_note(self, cost: Cost | None, meta: StreamMeta) -> dict[str, str]:
+        """``{"price_note": ...}`` for a turn without a price whose usage was read; else empty."""
+        return {"price_note": self.price_note()} if cost is None and meta.usage_error is None else {}
 
     async def _bill(self, meta: StreamMeta, usage: Usage, model: str) -> Cost | None:
         """The price of a turn's `usage` (the event's ``cost``; a run records it in its ledger,

@@ -334,6 +334,9 @@ class _Run:
                 options = {**options, "options": RunOptions(system=job.variant.system)}
             result, exc, seconds, ttft = await self._agent_run(self._fresh(lane.prototype), cell.prompt, options)
             _fill(cell, result, exc, seconds, ttft)
+            note = (result.metadata or {}).get("price_note") if result is not None and cell.cost is None else None
+            if note and note not in self.ev.notes:  # why the cost is unknown, once per evaluation
+                self.ev.notes.append(note)
             spent = cell.cost
             lane.outputs.append(cell.output_tokens)
             if cell.cost is not None:
