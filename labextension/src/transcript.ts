@@ -345,5 +345,8 @@ export function renderTranscript(data: unknown): HTMLElement[] {
     .map(p => str((p as Json).text))
     .join('');
   nodes.push(footerNode(footerText(data), () => answer));
+  if (data.price_note && data.cost == null) {  // why no cost is shown, and how to set it (the driver's note)
+    nodes.push(el('div', 'ipyagent-meta ipyagent-price-note', str(data.price_note)));
+  }
   return nodes;
 }

@@ -29,6 +29,7 @@ export interface Transcript {
   usage?: TranscriptUsage;
   cost?: TranscriptCost | null;
   price_unknown?: boolean;
+  price_note?: string | null;
   timings?: Timings;
   error?: TranscriptError | null;
   attempts?: number | null;

@@ -7,6 +7,7 @@ model each recording reports.
 from __future__ import annotations
 
 import io
+import re
 import json
 from pathlib import Path
 
@@ -35,10 +36,12 @@ def recorded_openai_model(path: Path) -> str:
 
 
 def run_with_view(driver) -> tuple[object, str]:
+    """(the result, the footer line) of a run shown in a terminal view; `printed` keeps the rest."""
     out = io.StringIO()
     view = TextView(driver.id, stream=out)
     result = Agent(driver).run("Hello", on_event=view.feed)
-    return result, out.getvalue().rstrip().rsplit("\n", 1)[-1]
+    run_with_view.printed = out.getvalue()
+    return result, next(line for line in reversed(out.getvalue().splitlines()) if line.startswith("["))
 
 
 def test_known_model_is_priced_on_the_result_and_in_the_footer():
@@ -74,7 +77,10 @@ def test_unknown_price_is_none_and_said_so():
     with StubServer(reply) as server:
         result, footer = run_with_view(OllamaPromptDriver("llama3.2", base_url=server.url))
     assert result.ok and result.cost is None
-    assert footer.endswith(" · unknown price]")
+    assert "price" not in footer and "$" not in footer  # no cost figure: said once, under it, why and how to set it
+    note = (r"price unknown: genai-prices has no price for ollama:llama3\.2; "
+            r"set it with %provider \.\.\. --price-as PROVIDER:MODEL")
+    assert re.search(rf"\n{note} \(price_as= in Python\)\n{re.escape(footer)}\n$", run_with_view.printed)
     assert price("openai", "no-such-model-xyz", Usage(input_tokens=10, output_tokens=10)) is None
     assert price("some-plugin", "gpt-4.1-mini", Usage(input_tokens=10, output_tokens=10)) is None
 

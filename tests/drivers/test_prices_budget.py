@@ -51,7 +51,10 @@ def test_a_user_named_base_url_has_an_unknown_price_unless_price_as_says(server,
 def test_price_as_on_provider_shows_in_the_footer_and_cost(ip, server, capsys) -> None:
     ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
     ip.run_cell_magic("agent", "", "hi")
-    assert "unknown price" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "unknown price" not in out
+    assert (f"price unknown: {server.url} is not openai's own API; "
+            "set it with %provider ... --price-as PROVIDER:MODEL (price_as= in Python)") in out
     ip.run_line_magic("provider", f"openai:m --base-url {server.url} --price-as openai:gpt-4.1-mini")
     ip.run_cell_magic("agent", "-o result", "hi")
     result = ip.user_ns["result"]

@@ -15,7 +15,7 @@ from genai_prices import calc_price
 from ipyagent.drivers.pricing import format_usd
 from ipyagent.notebook.render.html import markdown_to_html
 
-from ..support.kernels import view_html
+from ..support.kernels import transcript_of, view_html
 from ..support.recordings import sse_events
 from ..support.stub_server import Reply, StubServer
 
@@ -113,4 +113,5 @@ def test_providers_notebook_shows_the_same_view_for_each_provider(monkeypatch):
             expected = calc_price(PriceUsage(input_tokens=tokens_in, output_tokens=tokens_out), model, provider_id=PRICED_AS[provider])
             assert footer.endswith(f" · {format_usd(float(expected.total_price))} · max_output_tokens 300"), footer
         else:
-            assert footer.endswith(" · unknown price · max_output_tokens 300"), footer
+            assert footer.endswith(" s · max_output_tokens 300"), footer  # no cost figure: the saved note says why
+            assert "--price-as PROVIDER:MODEL" in transcript_of(cell)["price_note"]

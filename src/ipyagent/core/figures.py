@@ -46,8 +46,6 @@ def footer_figures(t: Transcript) -> list[str]:
         figures.append("replayed from cassette")
     if t.cost is not None:
         figures.append(format_usd(t.cost.total_usd))
-    elif t.price_unknown:
-        figures.append("unknown price")
     if masked_figure(t.masked):
         figures.append(masked_figure(t.masked))
     if t.status != "completed":

@@ -406,16 +406,19 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
             else:
                 cells.append(f"{_MARK[outcome_class(runs[0])]} {_md(first_line(runs[0]))}{human}")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    lines += [f"\n{_md(note)}" for note in doc.get("notes") or []]
     return "\n".join(lines)
 
 
 def evaluation_text(doc: dict[str, Any]) -> str:
-    """Headline and the summary table as aligned plain text (terminal IPython, logs)."""
+    """Headline, the summary table as aligned plain text, the statistics and the notes (a pipe,
+    logs)."""
     rows = [[title for _, title in summary_columns(doc["summary"])], *summary_cells(doc["summary"], doc)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
     stats = statistics_text(doc)
-    return f"{headline(doc)}\n{table}" + (f"\n\n{stats}" if stats else "")
+    notes = "".join(f"\n{note}" for note in doc.get("notes") or [])
+    return f"{headline(doc)}\n{table}" + (f"\n\n{stats}" if stats else "") + notes
 
 
 def bundle(ev: Any, gates: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:

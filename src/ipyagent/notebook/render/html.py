@@ -215,8 +215,21 @@ def with_titles(rows: list[list[str]], row_runs: list[list[Any]] | None, titles:
     return out + rows[len(out):]
 
 
+def without_unknown_cost(columns: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """(`columns`, `rows`) less the cost column when no run's price is known ("—" or empty in
+    every row): an unknown price is said once under the table (`render.transcript.price_notes`)."""
+    if "cost" not in columns:
+        return columns, rows
+    n = columns.index("cost")
+    if any(n < len(r) and r[n] not in ("", "—") for r in rows):
+        return columns, rows
+    return columns[:n] + columns[n + 1:], [r[:n] + r[n + 1:] for r in rows]
+
+
 def cells_to_html(columns: list[str], rows: list[list[str]]) -> str:
-    """A figures table as HTML, every cell escaped; the last column (the error) marked."""
+    """A figures table as HTML, every cell escaped; the last column (the error) marked; a cost
+    column no run knows is left out (`without_unknown_cost`)."""
+    columns, rows = without_unknown_cost(columns, rows)
     head = "".join(f"<th>{escape(title)}</th>" for title in columns)
     body = []
     for cells in rows:

@@ -130,7 +130,7 @@ def _figures_cell(n: int, cells: list[str], key: list[Any], titles: list[str] | 
             return Text.assemble((clean(title), "bold"), (" · " + cell, "dim"), no_wrap=True, overflow="ellipsis")
         return Text(cell, style="bold", no_wrap=True, overflow="ellipsis")
     if n == last:  # the error wraps within its column: all of it is read
-        return Text(cell, style="red" if cell else "")
+        return Text(cell, style="red" if cell else "", overflow="fold")
     return Text(cell, no_wrap=True, overflow="ellipsis")
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ...core import (
@@ -191,7 +191,7 @@ def to_html(t: Transcript, *, markdown: Callable[[str], str] = markdown_to_html)
     """Sanitized HTML, styled like the live view (tool cards and reasoning collapsed); with
     the code offered as a new cell (`next_cell_html`) after the sanitized part. `markdown`
     renders the answer's Markdown (a `StreamedMarkdown.html` that rendered it while it streamed)."""
-    body = _html_body(t, markdown) + next_cell_html(t)
+    body = _html_body(t, markdown) + price_notes_html([t]) + next_cell_html(t)
     return f'<div class="ipyagent-transcript">{style_for(body)}{body}</div>'
 
 
@@ -248,6 +248,7 @@ def comparison_to_html(record: ComparisonRecord) -> str:
     wall = f'<div class="ipyagent-footer">{" · ".join(footer)}</div>' if footer else ""
     table = (sanitize(cells_to_html(record.table.columns, with_titles(record.table.rows, record.table.row_runs,
                                                                      record.titles))) if record.table else "")
+    table += price_notes_html(e.transcript for e in record.entries)
     # Each pane's body is sanitized by _html_body; the rest is our own markup over escaped text.
     grid = f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{table}{wall}'
     return f'<div class="ipyagent-transcript ipyagent-comparison">{STYLE}{COMPARISON_STYLE}{grid}</div>'
@@ -269,9 +270,9 @@ def comparison_to_text(record: ComparisonRecord, *, limit: int | None = None) ->
         table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n\n"
     return table + "\n\n".join(
         f"== {e.transcript.provider}{f' (run {e.run + 1})' if record.runs > 1 else ''} "
-        f"==\n{to_text(e.transcript, limit=limit)}"
+        f"==\n{to_text(e.transcript, limit=limit, notes=False)}"
         for e in record.entries
-    )
+    ) + "".join(f"\n{visible_controls(n)}" for n in price_notes(e.transcript for e in record.entries))
 
 
 def image_html(part: OtherPart) -> str | None:
@@ -340,6 +341,17 @@ def last_text_part(t: Transcript) -> TextPart | None:
     """The last text part of `t`'s assistant messages (None: none)."""
     texts = [p for m in t.messages if m.role == "assistant" for p in m.parts if isinstance(p, TextPart)]
     return texts[-1] if texts else None
+
+
+def price_notes(transcripts: Iterable[Transcript]) -> list[str]:
+    """Why the runs' prices are unknown and how to set them, each note once (a cell of eight
+    panes on one local server says it once)."""
+    return list(dict.fromkeys(t.price_note for t in transcripts if t.price_note and t.cost is None))
+
+
+def price_notes_html(transcripts: Iterable[Transcript]) -> str:
+    return "".join(f'<div class="ipyagent-meta ipyagent-price-note">{escape(note)}</div>'
+                   for note in price_notes(transcripts))
 
 
 def _html_body(t: Transcript, markdown: Callable[[str], str] = markdown_to_html) -> str:
@@ -479,13 +491,15 @@ def _plain(kind: str, text: str) -> str:
     return f"[reasoning: {len(text)} chars]" if kind == "reasoning" else text
 
 
-def to_text(t: Transcript, *, limit: int | None = None) -> str:
-    """Plain text for terminals: the answer, one bracketed line per tool call, the footer; with
-    `limit`, the text before the footer is cut after that many characters (at a line end when
-    one is near) and says how much more there is."""
+def to_text(t: Transcript, *, limit: int | None = None, notes: bool = True) -> str:
+    """Plain text for terminals: the answer, one bracketed line per tool call, (`notes`) why the
+    price is unknown, then the footer; with `limit`, the text before the footer is cut after
+    that many characters (at a line end when one is near) and says how much more there is."""
     # printed by a terminal: control characters shown, not run
     lines = [_plain(kind, visible_controls(text)) for kind, text in text_pieces(t)]
-    return _cut("\n".join(lines), limit) + "\n[" + " · ".join(visible_controls(f) for f in footer_figures(t)) + "]"
+    footer = "\n[" + " · ".join(visible_controls(f) for f in footer_figures(t)) + "]"
+    said = "".join(f"\n{visible_controls(note)}" for note in price_notes([t])) if notes else ""
+    return _cut("\n".join(lines), limit) + said + footer
 
 
 def _cut(text: str, limit: int | None) -> str:

@@ -24,15 +24,17 @@ from ...core import (
     redact_data,
     visible_controls,
 )
-from ..render.html import cells_to_html, escape, with_titles  # noqa: F401 - the table's HTML and titles, known here too
+from ..render.html import cells_to_html, escape, with_titles, without_unknown_cost  # noqa: F401 - the table's HTML and titles, known here too
 from ..render.memory_html import draw_artifacts
 from ..render.terminal_records import (
+    clean,
     figures_table,
     header,
     print_rendered,
     transcript_renderables,
 )
 from ..render.terminal_text import colour_enabled
+from ..render.transcript import price_notes
 from .live_widget import close_widgets, end_message, live_widget
 from .run_view import RunState, TextView, WidgetView
 
@@ -129,8 +131,10 @@ def table_text(providers: list[str], figures: list[RunFigures], runs: int, title
     """The summary table as aligned plain text (terminal IPython, logs); `titles`: the names the
     providers were given (`with_titles`)."""
     cells, keys = keyed_table_rows(providers, figures, runs)
-    rows = [[title for _, title in COLUMNS], *with_titles(cells, [list(k) for k in keys], titles)]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS) - 1)]
+    named = with_titles(cells, [list(k) for k in keys], titles)
+    head, cells = without_unknown_cost([title for _, title in COLUMNS], named)
+    rows = [head, *cells]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head) - 1)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows).rstrip()
 
 
@@ -339,7 +343,16 @@ class CompareTextView:
 
     def show_table(self) -> None:
         if self.colour:
+            from rich.text import Text
+
             table = table_data(self.providers, self.figures, self.runs)
-            return print_rendered(self.stream, [figures_table(table, titles=self.titles)])
-        self.stream.write(visible_controls(redact(table_text(self.providers, self.figures, self.runs, self.titles))) + "\n")
+            notes = [Text(clean(note), style="dim") for note in self._price_notes()]
+            return print_rendered(self.stream, [figures_table(table, titles=self.titles), *notes])
+        table_lines = table_text(self.providers, self.figures, self.runs, self.titles)
+        self.stream.write(visible_controls(redact(table_lines)) + "\n")
+        self.stream.write("".join(f"{visible_controls(redact(note))}\n" for note in self._price_notes()))
         self.stream.flush()
+
+    def _price_notes(self) -> list[str]:
+        """Why the runs' prices are unknown, each note once (under the table: once per cell)."""
+        return price_notes(fig.transcript for fig in self.figures if fig.transcript is not None)

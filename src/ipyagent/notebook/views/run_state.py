@@ -104,6 +104,7 @@ class RunState(EventHandler):
         self.first_token: float | None = None
         self.notices: list[str] = []  # thread history trimmed, shown above the transcript
         self.costs: list[dict[str, Any] | None] = []  # each model turn's price (None: unknown)
+        self.price_note: str | None = None  # why a turn's price is unknown and how to set it (the driver's)
         self.settings: dict[str, Any] = {}  # the generation settings the run used (ModelSettings.as_dict)
         self.created: list[Segment] = []  # segments made since a view last took them (WidgetView)
         self.touched: Segment | None = None  # the segment the last event went to
@@ -232,6 +233,7 @@ class RunState(EventHandler):
         self.output_tokens += event.usage.output_tokens
         if "cost" in event.metadata:  # set by every driver (BasePromptDriver.stream)
             self.costs.append(event.metadata["cost"])
+        self.price_note = self.price_note or event.metadata.get("price_note")
         if self.turn == 1 and event.metadata.get("ttft_s") is not None:
             self.first_token = event.metadata["ttft_s"]  # the driver's figure, from the request sent
         # The run goes on after tool calls and after an output that failed validation;
@@ -284,9 +286,9 @@ class RunState(EventHandler):
             figures.append(f"{self.input_tokens} in / {self.output_tokens} out tokens")
         if self.first_token is not None:
             figures.append(f"first token {self.first_token:.2f} s")
-        if self.costs:
-            cost = total_cost(self.costs)
-            figures.append(str(cost) if cost is not None else "unknown price")
+        cost = total_cost(self.costs) if self.costs else None
+        if cost is not None:  # an unknown price is said once, under the output (`price_note`), not here
+            figures.append(str(cost))
         if self.retry:
             figures.append(self.retry)
         ticking = "waiting" if self.first_token is None else "streaming"
@@ -316,9 +318,9 @@ class RunState(EventHandler):
                 figures.append("replayed from cassette")
         else:  # a run that ended is timed as the transcript's footer times it: "total"
             figures.append(f"total {elapsed:.2f} s" if self.finished else f"{elapsed:.2f} s")
-        if self.costs:
-            cost = total_cost(self.costs)
-            figures.append(str(cost) if cost is not None else "unknown price")
+        cost = total_cost(self.costs) if self.costs else None
+        if cost is not None:  # an unknown price is said once, under the output (`price_note`), not here
+            figures.append(str(cost))
         if masked_figure(self.masked):
             figures.append(masked_figure(self.masked))
         if self.done is None:

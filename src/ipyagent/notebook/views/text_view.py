@@ -243,6 +243,8 @@ class TextView(EventHandler):
         lines = _sources_lines(self._cited)
         if lines:
             self.out.part("\n" + "\n".join(["sources:", *lines]) + "\n", "blue")
+        if self.state.price_note and self.state.done is not None:  # once per cell: why no cost is shown
+            self.out.part("\n" + self.state.price_note, "dim")
         self.out.footer(self.state.footer_figures())
 
 
