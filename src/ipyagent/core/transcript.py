@@ -80,7 +80,8 @@ def _drop_defaults(model: BaseModel, data: dict[str, Any]) -> dict[str, Any]:
                     _drop_defaults(item, dumped)
         if name in ALWAYS_WRITTEN:
             continue
-        default = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
+        factory = field.default_factory
+        default = factory() if factory is not None else field.default  # type: ignore[call-arg]
         if value == default:
             del data[name]
     return data
@@ -550,9 +551,9 @@ def transcript_messages(messages: Iterable[Any], timings: Mapping[str, deque[Too
                 if queue:
                     timing = queue.popleft()
                     call.duration_s = round(timing.seconds, 4)
-                    approval, stopped, call.notes = timing.approval, timing.stopped, list(timing.notes)
+                    approval, stop, call.notes = timing.approval, timing.stopped, list(timing.notes)
                     call.approval = approval if approval in ("approved", "denied") else None  # type: ignore[assignment]
-                    call.stopped = stopped if stopped in ("interrupted", "timeout") else None  # type: ignore[assignment]
+                    call.stopped = stop if stop in ("interrupted", "timeout") else None  # type: ignore[assignment]
                     if call.result is not None and timing.is_error:
                         call.status = "error"
                 open_calls[action.tag] = call

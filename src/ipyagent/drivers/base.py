@@ -45,7 +45,8 @@ from .aggregate import Aggregator, BlockIndex, StreamMeta
 from .capabilities import Capabilities, CapabilityChecks
 from .decode import StreamDecoder, body_frames, stream_json
 from .errors import STATUS_TYPES, ErrorMapping, as_duration, error_excerpt
-from .http import _OPEN, RESPONSE_TIMEOUT, _Deadlined, _parsed_url, aclose, close_all_drivers, new_client, parse_retry_after
+from .http import (_OPEN, RESPONSE_TIMEOUT, _Deadlined, _parsed_url, aclose, close_all_drivers, new_client,
+                   parse_retry_after)
 from .lifecycle import example_id
 from .models import ModelLists
 from .structured import with_rule_instruction

@@ -204,7 +204,8 @@ class GeminiPromptDriver(BasePromptDriver):
             body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
         strategy = self.output_strategy(prompt_stack)
         schema = prompt_stack.to_output_json_schema()
-        tools = list(prompt_stack.tools) + ([output_tool(schema)] if strategy == "tool" else [])  # type: ignore[arg-type]
+        tools = list(prompt_stack.tools)
+        tools += [output_tool(schema)] if strategy == "tool" else []  # type: ignore[arg-type]
         if tools:
             body["tools"] = [{"functionDeclarations": [_declaration(tool) for tool in tools]}]
         if prompt_stack.builtin_tools:  # "Tool": google_search, code_execution, url_context, each its own

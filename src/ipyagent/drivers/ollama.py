@@ -95,7 +95,8 @@ def _stream_error(error: Any) -> ProviderError:
     message = error.get("message") if isinstance(error, dict) else error
     message = str(message or error)
     code, etype = classify_error(message)
-    return ProviderError(etype or "server", f"ollama stream error: {message}", code=code, raw=error)  # type: ignore[arg-type]
+    return ProviderError(etype or "server", f"ollama stream error: {message}",  # type: ignore[arg-type]
+                         code=code, raw=error)
 
 
 class OllamaDecoder(StreamDecoder):
@@ -281,7 +282,8 @@ class OllamaPromptDriver(BasePromptDriver):
         schema = prompt_stack.to_output_json_schema()
         strategy = self.output_strategy(prompt_stack)
         # Ollama has no tool_choice: with the tool strategy the output tool is offered, not forced.
-        tools = list(prompt_stack.tools) + ([output_tool(schema)] if strategy == "tool" else [])  # type: ignore[arg-type]
+        tools = list(prompt_stack.tools)
+        tools += [output_tool(schema)] if strategy == "tool" else []  # type: ignore[arg-type]
         if tools:
             body["tools"] = [
                 {

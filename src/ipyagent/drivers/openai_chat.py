@@ -256,7 +256,8 @@ def _error_from_object(error: Any) -> ProviderError:
             if isinstance(status, int) and status >= 500
             else error_type_for(code, error.get("type")) or "server"
         )
-    return ProviderError(etype, str(error.get("message") or error), code=code, raw=error, status=status)  # type: ignore[arg-type]
+    message = str(error.get("message") or error)
+    return ProviderError(etype, message, code=code, raw=error, status=status)  # type: ignore[arg-type]
 
 
 #: Compatible providers whose API names a setting differently from OpenAI's (their API
@@ -405,7 +406,8 @@ class OpenAIChatPromptDriver(BasePromptDriver):
             strict = strict_or_none(schema)  # type: ignore[arg-type]
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": schema_name(schema), "schema": strict or schema, "strict": strict is not None},  # type: ignore[arg-type]
+                "json_schema": {"name": schema_name(schema), "schema": strict or schema,  # type: ignore[arg-type]
+                                "strict": strict is not None},
             }
         elif strategy == "tool":
             if "tool_choice" in options:

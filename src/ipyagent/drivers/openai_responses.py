@@ -499,8 +499,8 @@ class OpenAIResponsesPromptDriver(BasePromptDriver):
         strategy = self.output_strategy(prompt_stack)
         if strategy == "native":
             strict = strict_or_none(schema)  # type: ignore[arg-type]
-            text.setdefault("format", {"type": "json_schema", "name": schema_name(schema), "schema": strict or schema,  # type: ignore[arg-type]
-                                       "strict": strict is not None})
+            text.setdefault("format", {"type": "json_schema", "name": schema_name(schema),  # type: ignore[arg-type]
+                                       "schema": strict or schema, "strict": strict is not None})
         elif strategy == "tool":
             if "tool_choice" in options:
                 raise ProviderError("invalid_request", "provider option tool_choice contradicts the tool output "

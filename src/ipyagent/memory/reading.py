@@ -57,7 +57,8 @@ def read_slice(entry: MemoryEntry, offset: int = 0, length: int = 2000) -> dict[
     elif isinstance(artifact, JsonArtifact) and isinstance(artifact.value, list):
         unit, items = "items", artifact.value
     elif isinstance(artifact, ListArtifact):
-        unit, items = "items", [{"type": a.type, "text": a.to_text()} for a in artifact.value]  # type: ignore[attr-defined]
+        parts = artifact.value  # type: ignore[attr-defined]
+        unit, items = "items", [{"type": a.type, "text": a.to_text()} for a in parts]
     elif isinstance(artifact, (BlobArtifact, ImageArtifact)):
         data = artifact.value
         chunk = data[offset:offset + length]

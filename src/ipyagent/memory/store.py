@@ -523,13 +523,15 @@ class RunStore:
         """Rows: ``runs``, ``evaluations``, ``artifacts`` (off-prompt artifact nodes), ``nodes``, ``grades``."""
         queries = {"runs": "runs", "evaluations": "evaluations", "artifacts": "nodes WHERE kind = 'artifact'",
                    "nodes": "nodes", "grades": "grades"}
-        return {name: self._conn.execute(f"SELECT COUNT(*) FROM {rows}").fetchone()[0] for name, rows in queries.items()}
+        count = "SELECT COUNT(*) FROM {}"
+        return {name: self._conn.execute(count.format(rows)).fetchone()[0] for name, rows in queries.items()}
 
     def finished_runs(self) -> list[tuple[str, float, int]]:
         """(id, started_at, bytes of its rows, roughly) of every run not ``running``, oldest first."""
         sql = ("SELECT r.id, r.started_at, COALESCE(LENGTH(r.prompt), 0) + COALESCE(LENGTH(r.metadata), 0) + "
                "COALESCE((SELECT SUM(COALESCE(LENGTH(n.data), 0) + COALESCE(LENGTH(n.usage), 0) + 64) FROM nodes n "
-               "WHERE n.run_id = r.id), 0) + 128 FROM runs r WHERE r.status != 'running' ORDER BY r.started_at, r.rowid")
+               "WHERE n.run_id = r.id), 0) + 128 FROM runs r WHERE r.status != 'running' "
+               "ORDER BY r.started_at, r.rowid")
         return [(row[0], row[1], row[2]) for row in self._conn.execute(sql)]
 
     def referenced_runs(self) -> set[str]:

@@ -716,7 +716,7 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
             (everything sent goes into the cache key; `timeout`: seconds a run may take, partial text kept).
         factory, judge_factory: build an agent (a judge's: no system prompt, no tools) from an id.
         on_start(result), on_result(result): called on ipyagent's loop as a run starts, as a run ends.
-        evaluation: an `Evaluation` to fill (a caller keeps what finished if cancelled); baseline, seed, name: set on it.
+        evaluation: an `Evaluation` to fill (a caller keeps what finished if cancelled); baseline, seed, name set on it.
 
     Returns `Evaluation`: a provider's failure, a row that cannot be rendered (never sent) are runs with an error.
 

@@ -402,7 +402,8 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
                 cells.append("")
             elif repeat > 1 and not all(r.get("status") == "template_error" for r in runs):
                 passed = sum(bool(r.get("passed")) for r in runs)
-                cells.append(f"{_MARK[repeats_class(runs)]} {passed}/{repeat} passed · {_md(first_line(runs[0]))}{human}")
+                mark = _MARK[repeats_class(runs)]
+                cells.append(f"{mark} {passed}/{repeat} passed · {_md(first_line(runs[0]))}{human}")
             else:
                 cells.append(f"{_MARK[outcome_class(runs[0])]} {_md(first_line(runs[0]))}{human}")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")

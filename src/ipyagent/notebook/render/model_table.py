@@ -37,5 +37,6 @@ def model_table(rows: list[Any]) -> str:
         table.append((row.id, _tokens(row.context_window), *prices, *((shutdown,) if dated else ()), extra or ""))
     columns = len(table[0]) - 1
     widths = [max(len(r[i]) for r in table) for i in range(columns)]
-    lines = ("  ".join(cell.ljust(w) for cell, w in zip(r[:columns], widths)) + (f"  {r[-1]}" if r[-1] else "") for r in table)
+    lines = ("  ".join(cell.ljust(w) for cell, w in zip(r[:columns], widths)) + (f"  {r[-1]}" if r[-1] else "")
+             for r in table)
     return "\n".join(line.rstrip() for line in lines).rstrip()

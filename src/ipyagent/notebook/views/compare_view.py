@@ -24,7 +24,12 @@ from ...core import (
     redact_data,
     visible_controls,
 )
-from ..render.html import cells_to_html, escape, with_titles, without_unknown_cost  # noqa: F401 - the table's HTML and titles, known here too
+from ..render.html import (  # noqa: F401 - the table's HTML and titles, known here too
+    cells_to_html,
+    escape,
+    with_titles,
+    without_unknown_cost,
+)
 from ..render.memory_html import draw_artifacts
 from ..render.terminal_records import (
     clean,
@@ -145,8 +150,8 @@ def _fail(view: Any, fig: RunFigures) -> None:
         if not view.state.finished:
             view.mark_interrupted()
     elif not view.state.finished:
-        view.feed(ModelFailed(ProviderError(fig.error_type or "invalid_request", fig.error or ""),  # type: ignore[arg-type]
-                              Message(role="assistant")))
+        error = ProviderError(fig.error_type or "invalid_request", fig.error or "")  # type: ignore[arg-type]
+        view.feed(ModelFailed(error, Message(role="assistant")))
 
 
 class _PaneLink:
