@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -216,15 +217,21 @@ def test_the_transcript_a_cell_showed_is_kept_whole(store: RunStore) -> None:
     assert Transcript.from_json(stored_transcript(store.nodes(recorder.run_id))) == shown
 
 
-def test_a_file_that_is_not_a_store_is_a_clear_error(tmp_path: Path) -> None:
+def test_a_file_that_is_not_a_store_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bad = tmp_path / "runs.sqlite"
     bad.write_text("not a database" * 100)
+    opened: list[sqlite3.Connection] = []
+    connect = sqlite3.connect
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: opened.append(connect(*a, **k)) or opened[-1])
     with pytest.raises(StoreError, match="cannot open the run store"):
         RunStore(bad)
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):  # the connection it opened is not left open
+        opened[0].execute("SELECT 1")
 
 
 WRITER = textwrap.dedent('''
     import sqlite3, sys, time
+    from contextlib import closing
     from ipyagent.core import (Message, ModelCompleted, ModelStarted, StopReason, TextBlock, TextDelta,
                                ToolAction, ToolCallCompleted, TextArtifact, Usage)
     from ipyagent.memory.recorder import RunRecorder
@@ -235,7 +242,7 @@ WRITER = textwrap.dedent('''
     print("ready", flush=True)
 
     def finished_one(thread):  # a fresh connection each time: a fresh view of the file
-        with sqlite3.connect(path) as conn:
+        with closing(sqlite3.connect(path)) as conn:
             return conn.execute("SELECT 1 FROM runs WHERE thread = ? AND ended_at IS NOT NULL", (thread,)).fetchone()
 
     sys.stdin.readline()  # both start writing when the test says go, after their imports
@@ -322,7 +329,7 @@ def _wait_for(condition: Any, timeout: float = 15) -> None:
 def _partial_text(path: Path) -> str:
     """The text of a partial assistant message node, read by a second connection ("" when there is none)."""
     try:
-        with sqlite3.connect(path) as conn:
+        with closing(sqlite3.connect(path)) as conn:
             row = conn.execute("SELECT data FROM nodes WHERE kind = 'message' AND role = 'assistant' AND partial = 1").fetchone()
     except sqlite3.Error:
         return ""
@@ -388,7 +395,7 @@ def test_killed_kernel_leaves_a_readable_store_with_the_run_marked(tmp_path: Pat
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
-    with sqlite3.connect(path) as conn:  # readable as it was left: integrity ok, the run still "running"
+    with closing(sqlite3.connect(path)) as conn:  # readable as it was left: integrity ok, the run still "running"
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         status, run_pid = conn.execute("SELECT status, pid FROM runs").fetchone()
         assert status == "running" and run_pid == pid

@@ -216,6 +216,8 @@ class RunStore:
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._set_up(time.monotonic() + timeout)
         except (sqlite3.Error, OSError) as exc:
+            if getattr(self, "_conn", None) is not None:  # opened, but not a run store: not left open
+                self._conn.close()
             raise StoreError(f"cannot open the run store {str(self.path)!r}: {exc}") from None
         self.host = socket.gethostname()
         self.pid = os.getpid()
