@@ -27,12 +27,15 @@ MCP_NPM    := $(BUILD)/mcp-servers
 
 # The install runs the build hook (pyproject.toml), which builds the labextension with npm when its
 # output is missing and copies it where JupyterLab finds it, editable install included. An output
-# older than its sources is removed first, so it is rebuilt.
+# older than its sources is removed first, so it is rebuilt; an install that did not build it (a TypeScript
+# error: the editable install carries on without it) stops here.
 $(VENV)/.installed-%: pyproject.toml $(LABEXT_SRC)
 	mkdir -p $(IPYTHONDIR) $(JUPYTER_CONFIG_DIR) $(JUPYTER_DATA_DIR) $(JUPYTER_RUNTIME_DIR)
 	test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
 	if [ -f $(LABEXT_OUT)/package.json ] && [ -n "$$(find $(LABEXT_SRC) -newer $(LABEXT_OUT)/package.json)" ]; then rm -rf $(LABEXT_OUT) $(LIVE_OUT); fi
 	$(PY) -m pip install -q -e '.[$*]'
+	@test -f $(LABEXT_OUT)/package.json || { echo "make: the JupyterLab extension did not build (the editable install \
+	goes on without it); see npm's errors with: $(PY) -m pip install -v -e '.[$*]'"; exit 1; }
 	touch $@
 
 # npm ci into build/mcp-servers: the exact versions of the lock file, no install scripts run.
