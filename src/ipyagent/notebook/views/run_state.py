@@ -278,7 +278,8 @@ class RunState(EventHandler):
     def live_status(self) -> dict[str, Any]:
         """The live footer: the fixed figures, and what the front end's clock shows
         (``waiting`` before the first token, ``approval`` while a tool call waits for the user,
-        ``answer`` while an MCP server's elicitation does, ``streaming`` otherwise, None once finished) from `elapsed` seconds on."""
+        ``answer`` while an MCP server's elicitation does, ``streaming`` otherwise, None once
+        finished) from `elapsed` seconds on."""
         if self.finished:
             return {"figures": self.footer_figures(), "ticking": None, "elapsed": 0}
         figures = [self.provider]
