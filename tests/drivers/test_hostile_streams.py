@@ -244,6 +244,15 @@ def test_keep_alives_alone_are_a_cut_stream_with_nothing_quoted():
                                  "the text so far is kept")
 
 
+def test_a_bad_line_after_the_first_event_is_quoted_itself():
+    """A role-only first chunk (no delta yet) then one line of garbage: the error quoted the body's
+    start ('data: {"id": ...'), as if the reply had never been a stream. It quotes the bad line."""
+    first = b'data: {"id": "c1", "choices": [{"index": 0, "delta": {"role": "assistant"}}]}\n\n'
+    end = turn(Reply(pieces=[first, b"data: {not json\n\n"]))
+    assert isinstance(end, ModelFailed) and end.error.type == "invalid_response"
+    assert end.error.message == "openai sent a stream line that is not JSON: '{not json'"
+
+
 #: aimock's malformed-JSON fault: an HTTP 200 ``application/json`` body that is no JSON at all.
 CHAOS = b"{malformed json: <<<chaos>>>"
 

@@ -270,15 +270,18 @@ async def read_head(
     when the body was read to its end (or to the stop signal), `decoder.finish` included.
 
     Raises:
-        NotAStream: the body held no frame (blank lines are none), or it was unreadable
-            (``invalid_response``) before any delta came (the decoder recognised nothing of it).
+        NotAStream: the body held no frame (blank lines are none), or its first frame was
+            unreadable (``invalid_response``: the decoder recognised nothing of it).
+        ProviderError: a later frame was unreadable (its own error, quoting that frame: the body's
+            start was the stream), or the stream's error.
     """
     feed = decoder.feed
-    fed = False
+    fed = read = False  # a frame came; an event was read without error
     try:
         async for frame in frames:
-            head.extend(feed(frame))
             fed = fed or frame.__class__ is not str or bool(frame.strip())  # blank lines are no frame of a stream
+            head.extend(feed(frame))
+            read = read or frame.__class__ not in (str, bytes)  # an SSE event read; text may be buffered
             if decoder.done:
                 break
             if head:
@@ -287,7 +290,7 @@ async def read_head(
             raise NotAStream(no_frame=True)
         head.extend(decoder.finish())
     except ProviderError as exc:
-        if head or exc.type != "invalid_response":
+        if head or read or exc.type != "invalid_response":
             raise
         raise NotAStream(no_frame=False) from exc
     return None
