@@ -253,6 +253,19 @@ def test_a_bad_line_after_the_first_event_is_quoted_itself():
     assert end.error.message == "openai sent a stream line that is not JSON: '{not json'"
 
 
+def test_a_redirect_names_where_it_points_and_is_not_followed():
+    """A 307 read as 'a body that is not its stream: an empty body'. Not following it is right
+    (the key would go to the other host): the error now says where it points and what to do."""
+    location = "http://other.example/v1/chat/completions?key=sk-live-0123456789abcdef"
+    moved = Reply(status=307, headers={"Location": location, "Content-Type": "text/plain"}, pieces=[b""])
+    with StubServer(moved, Reply.sse_file(TEXT)) as server:
+        end = check_shape(collect(OpenAIChatPromptDriver("m", base_url=server.url, api_key="sk-test")))
+        asked = len(server.requests)
+    assert asked == 1 and isinstance(end, ModelFailed) and end.error.type == "invalid_request"
+    assert end.error.message.startswith("openai answered HTTP 307, redirecting to http://other.example/v1/chat")
+    assert "sk-live-0123456789abcdef" not in end.error.message and "--base-url" in end.error.message
+
+
 #: aimock's malformed-JSON fault: an HTTP 200 ``application/json`` body that is no JSON at all.
 CHAOS = b"{malformed json: <<<chaos>>>"
 

@@ -115,6 +115,17 @@ class ErrorMapping:
         key_env = getattr(self, "key_env", None)
         return f" (check the API key in {key_env})" if key_env else " (check the API key given as api_key=)"
 
+    def redirected(self, status: int, location: str | None) -> ProviderError:
+        """``invalid_request`` for a 3xx answer, naming where it points (redacted). A redirect is not
+        followed: the request's API key would go with it to another address."""
+        to = f"redirecting to {redact(location)}" if location else "a redirect without a Location"
+        return ProviderError(
+            "invalid_request",
+            f"{self.provider} answered HTTP {status}, {to}: not followed, so the API key stays with "
+            f"{redact(self.base_url)} (if that address is the API's, make it the base URL: --base-url)",
+            status=status, retryable=False,
+        )
+
     def _transport_error(self, exc: Exception, url: str) -> ProviderError:
         url = redact(url)  # a key may sit in the URL (user-info, a query parameter)
         if isinstance(exc, httpx2.SSEError):  # an event over the size limit: the same reply again would be too

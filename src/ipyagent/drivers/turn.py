@@ -210,6 +210,8 @@ class TurnSteps:
             raise self._as_provider_error(exc, str(request.url)) from None
         reader = None
         try:
+            if 300 <= response.status_code < 400:
+                raise self.redirected(response.status_code, response.headers.get("location"))
             if response.status_code >= 400:
                 async with asyncio.timeout_at(deadline):
                     body = await response.aread()
