@@ -76,11 +76,19 @@ def test_settings_show_check_and_set(ip, capsys) -> None:
     assert capsys.readouterr().out.strip() == "redact_context=true  max_tool_calls=5  store_max_size=500 MB"
     assert current_default().max_tool_calls == 5
     for line, said in (("settings colour=blue", "NAME one of redact_context, max_tool_calls, store_max_size"),
-                       ("settings max_tool_calls=-1", "max_tool_calls takes a whole number"),
+                       ("settings max_tool_calls=-1", "max_tool_calls takes a whole number from 0 to 10,000"),
+                       ("settings max_tool_calls=99999999999999999999", "max_tool_calls takes a whole number"),
+                       ("settings max_tool_calls=10001", "not '10001'"),
                        ("settings redact_context=maybe", "redact_context takes true or false"),
                        ("settings store_max_size=big", "store_max_size takes a size")):
         with pytest.raises(UsageError, match=said):
             ip.run_line_magic("agent", line)
+
+
+def test_a_cells_max_tool_calls_has_a_ceiling(ip) -> None:
+    """`%agent settings max_tool_calls=99999999999999999999` was accepted: no limit at all."""
+    with pytest.raises(UsageError, match="--max-tool-calls must be 10,000 or less, not 10001"):
+        ip.run_cell_magic("agent", "--max-tool-calls 10001", "hello")
 
 
 def test_inspect_shows_a_models_escape_sequences_instead_of_running_them(ip, monkeypatch, tmp_path, capsys) -> None:

@@ -36,6 +36,9 @@ DEFAULT_TIMEOUT = 600.0
 #: Tool calls a run may make, all its model turns together: a turn whose calls would pass it ends the
 #: run before any of them runs (`RunOptions.max_tool_calls`, ``%agent settings max_tool_calls=N``).
 DEFAULT_MAX_TOOL_CALLS = 128
+#: The most `max_tool_calls` may be: each call holds its arguments and result in memory (a turn of
+#: 100,000 calls took 1.9 GB and a minute), so a larger number is a typo, not a plan.
+MAX_TOOL_CALLS_CEILING = 10_000
 #: Driver options a provider's own session settings carry to another model of that provider.
 PROVIDER_SCOPED = ("base_url", "api_key_env")
 
@@ -115,13 +118,13 @@ def _changed(base: Defaults, provider: str | None, settings: Any, fields: dict[s
 
 
 def check_max_tool_calls(value: Any) -> int:
-    """`value` if it is a whole number of 0 or more (0: no tool may be called).
+    """`value` if it is a whole number from 0 (no tool may be called) to `MAX_TOOL_CALLS_CEILING`.
 
     Raises:
         ValueError: anything else.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"max_tool_calls must be a whole number, 0 or more, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOOL_CALLS_CEILING:
+        raise ValueError(f"max_tool_calls must be a whole number from 0 to {MAX_TOOL_CALLS_CEILING:,}, not {value!r}")
     return value
 
 

@@ -19,7 +19,8 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
-from ...agent import Agent, AgentResult, RunOptions, Thread, Turn, current_default, run_sync
+from ...agent import (MAX_TOOL_CALLS_CEILING, Agent, AgentResult, RunOptions, Thread, Turn, current_default,
+                      run_sync)
 from ...core import ConfigurationError, Message
 from ...drivers import BasePromptDriver, create_driver
 from ...memory import DEFAULT_BUDGET
@@ -258,6 +259,8 @@ class AgentMagics(Magics):
             least = 0 if name in ("max_history", "system_budget", "max_tool_calls") else 1
             if value is not None and value < least:
                 raise UsageError(f"--{name.replace('_', '-')} must be {least} or more, not {value}")
+        if (args.max_tool_calls or 0) > MAX_TOOL_CALLS_CEILING:
+            raise UsageError(f"--max-tool-calls must be {MAX_TOOL_CALLS_CEILING:,} or less, not {args.max_tool_calls}")
         check_out_name(args.out)
         if args.compare and (args.error or args.with_ or args.cells or args.code or args.mcp_prompt):
             raise UsageError("--error, --with, --cells, --code and --prompt are not available with --compare; "

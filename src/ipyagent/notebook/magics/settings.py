@@ -19,7 +19,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from ...agent import current_default, set_default
+from ...agent import MAX_TOOL_CALLS_CEILING, check_max_tool_calls, current_default, set_default
 from ...memory import DEFAULT_STORE_MAX_SIZE, human_size
 
 NAMES = ("redact_context", "max_tool_calls", "store_max_size")
@@ -67,12 +67,10 @@ def _flag(text: str) -> bool:
 
 def _count(text: str) -> int:
     try:
-        value = int(text)
+        return check_max_tool_calls(int(text))
     except ValueError:
-        value = -1
-    if value < 0:
-        raise UsageError(f"max_tool_calls takes a whole number, 0 or more, not {text!r}")
-    return value
+        raise UsageError(f"max_tool_calls takes a whole number from 0 to {MAX_TOOL_CALLS_CEILING:,}, "
+                         f"not {text!r}") from None
 
 
 def current(session: Any) -> str:
