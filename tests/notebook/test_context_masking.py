@@ -91,6 +91,13 @@ def test_a_cells_max_tool_calls_has_a_ceiling(ip) -> None:
         ip.run_cell_magic("agent", "--max-tool-calls 10001", "hello")
 
 
+@pytest.mark.parametrize("magic, line", [("agent", "grade 1 a fail it's wrong"), ("mcp", "add x -- echo 'hi")])
+def test_an_unclosed_quote_says_how_to_quote(ip, magic: str, line: str) -> None:
+    """It said "%agent: No closing quotation" (shlex's words) and nothing about what to do."""
+    with pytest.raises(UsageError, match=f"%{magic}: no closing quotation in .*; put text that holds a ' in double"):
+        ip.run_line_magic(magic, line)
+
+
 def test_inspect_shows_a_models_escape_sequences_instead_of_running_them(ip, monkeypatch, tmp_path, capsys) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-masking-test-0123456789")
     ip.run_line_magic("agent", f"store {tmp_path / 'runs.sqlite'}")

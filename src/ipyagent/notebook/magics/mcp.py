@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import shutil
 import sys
 from typing import Any
@@ -22,6 +21,7 @@ from ...tools import MCP_LOG_LEVELS as LOG_LEVELS
 from ...tools import MCPServer, MCPServerError, MCPToolset, TokenFile
 from ..redacted_io import plain_output
 from . import mcp_read
+from .options import split_words
 
 USAGE = {
     "add": "%mcp add NAME [--env K=V] [--cwd DIR] [--root DIR] [OPTIONS] -- COMMAND [ARGS...]\n"
@@ -188,10 +188,7 @@ class MCPMagics(Magics):
         tokens are kept outside the notebook (``%mcp signout NAME`` deletes them).
         What it prints is redacted, and servers' control characters are shown, not run.
         """
-        try:
-            words = shlex.split(line)
-        except ValueError as exc:
-            raise UsageError(f"%mcp: {exc}") from None
+        words = split_words(line, "%mcp")
         if not words or words[0] not in USAGE:
             given = f"unknown subcommand {words[0]!r}; " if words else ""
             raise UsageError(f"%mcp: {given}use one of: {', '.join(USAGE)}\nusage: {USAGE['add']}")

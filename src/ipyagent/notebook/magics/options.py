@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import builtins
 import keyword
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -121,6 +122,19 @@ def check_out_name(name: str | None) -> None:
         )
     if hasattr(builtins, name):
         print(f"ipyagent: -o {name} hides the builtin {name}(); `del {name}` brings it back", file=sys.stderr)
+
+
+def split_words(line: str, magic: str) -> list[str]:
+    """A line magic's words, split as a shell splits them (quotes group words).
+
+    Raises:
+        UsageError: an unclosed quote (``%agent grade 1 a fail it's wrong``), saying how to quote.
+    """
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"{magic}: {str(exc).lower()} in {visible_controls(redact(line))!r}; put text that holds "
+                         "a ' in double quotes (\"it's wrong\") and text that holds a \" in single quotes") from None
 
 
 def parse_line(magic: Any, line: str) -> Any:

@@ -46,6 +46,7 @@ from ..session import Session
 from ..views.terminal import colour_enabled
 from ..views.transcript_output import bundle
 from .runs import RunStoreCommands
+from .options import split_words
 from .settings import apply, current
 from .tracing import trace_command
 
@@ -94,10 +95,7 @@ class SessionMagics(RunStoreCommands, Magics):
         runs [THREAD] | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off|--prune ...] | settings [NAME=VALUE ...] |
         grade ROW COLUMN pass|fail [NOTE] | trace [otlp [URL] [--content] | off]``
         (``%%agent`` is the cell magic)."""
-        try:
-            words = shlex.split(line)
-        except ValueError as exc:
-            raise UsageError(f"%agent: {exc}") from None
+        words = split_words(line, "%agent")
         if not words or words[0] not in SUBCOMMANDS:
             given = f"unknown subcommand {words[0]!r}; " if words else ""
             raise UsageError(f"%agent: {given}use one of: {', '.join(SUBCOMMANDS)} (the prompt goes in a %%agent cell)")
