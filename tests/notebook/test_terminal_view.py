@@ -12,6 +12,7 @@ import pyte
 import pytest
 
 from ipyagent.core import (
+    ArtifactStored,
     Message,
     ModelCompleted,
     ModelFailed,
@@ -125,6 +126,19 @@ def test_blocks_are_drawn_as_they_complete() -> None:
     assert "Some *text* still going" in screen  # its paragraph is open until a block starts after it
     screen = shown("block\n")
     assert "Some text still going" in screen and "*text*" not in screen and screen.endswith("Next block")
+
+
+def test_an_off_prompt_notice_starts_on_a_row_of_its_own() -> None:
+    """It read ``[tool call big_tool] {}[stored off-prompt: ...]``, glued to the arguments."""
+    for out in (io.StringIO(), Tty()):
+        view = TextView("openai:m", stream=out)
+        view.feed(ModelStarted(provider="openai", model="m"))
+        view.feed(ToolCallDelta(0, call_id="c1", name="big_tool", arguments="{}"))
+        view.feed(ArtifactStored(call_id="c1", tool="big_tool", activity=None, memory="TaskMemory", namespace="n1",
+                                 artifact=TextArtifact(value="x" * 10), size={"chars": 10}))
+        raw = out.getvalue()
+        shown = screen_of(raw) if isinstance(out, Tty) else raw.splitlines()
+        assert "[tool call big_tool] {}" in shown and "[stored off-prompt: ipyagent.memory['n1'], text, 10 chars]" in shown
 
 
 def test_reasoning_is_dimmed_and_tools_coloured() -> None:

@@ -79,6 +79,11 @@ class TerminalOutput:
         self._switch(None)
         self._styled(visible_controls(redact(piece)), style)
 
+    def line(self, piece: str, style: str | None = None) -> None:
+        """`part`, starting on a row of its own (after a tool call's arguments, say)."""
+        self._switch(None)
+        self.part(("\n" if self._column else "") + piece, style)
+
     def streamed_part(self, piece: str, style: str | None = None) -> None:
         """A piece of a note that streams (a tool call's arguments), written as it comes in
         `style`; a secret split between pieces is masked, as in text."""

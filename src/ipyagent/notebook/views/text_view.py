@@ -136,7 +136,7 @@ class TextView(EventHandler):
         self.out.part(f"\n[error] {event.error.message}", "bold red")
 
     def on_artifact_stored(self, event: ArtifactStored) -> None:
-        self.out.part(
+        self.out.line(
             f"[stored off-prompt: ipyagent.memory[{event.namespace!r}], {event.kind}, {describe_size(event.size)}]\n",
             "magenta",
         )
