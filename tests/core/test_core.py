@@ -39,7 +39,9 @@ from ipyagent.core import (
     from_native_name,
     to_native_name,
 )
+from ipyagent.core.content import Citation
 from ipyagent.core.tool_action import MAX_NATIVE_NAME
+from ipyagent.drivers.decode import lenient
 
 PNG = b"\x89PNG\r\n\x1a\nfake-image-bytes"
 
@@ -418,3 +420,13 @@ def test_stop_reason_compares_with_strings():
         hash(stop)
     with pytest.raises(pydantic.ValidationError):
         StopReason(kind="finished")
+
+
+@pytest.mark.parametrize("start, end, kept", [(-5, -1, (None, None)), (-5, 10, (None, 10)), (8, 3, (None, None)),
+                                              (2, -1, (2, None))])
+def test_a_citation_offset_that_is_no_offset_is_left_out(start: int, end: int, kept: tuple) -> None:
+    """Offsets ``-5, -1`` (a Responses annotation) were kept, and the cited text was Python's negative
+    slice ('rlin' of '... Berlin.'); a span ending before it starts is none either (the whole block)."""
+    cited = lenient(Citation, start=start, end=end, url="https://a.example")
+    assert (cited.start, cited.end, cited.url) == (*kept, "https://a.example")
+    assert Citation(start=0, end=0).end == 0 and Citation(start=3, end=9).start == 3  # a real span is kept

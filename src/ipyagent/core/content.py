@@ -11,7 +11,7 @@ import json
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, model_serializer
+from pydantic import BaseModel, Field, model_serializer, model_validator
 
 from .tool_action import ToolAction
 
@@ -34,8 +34,8 @@ class Citation(BaseModel):
     type. `text` is the cited span of the answer, filled in by `AgentResult.citations`.
     """
 
-    start: int | None = None
-    end: int | None = None
+    start: int | None = Field(default=None, ge=0)
+    end: int | None = Field(default=None, ge=0)
     url: str | None = None
     title: str | None = None
     document: str | None = None
@@ -43,6 +43,13 @@ class Citation(BaseModel):
     quote: str | None = None
     kind: str = "url"
     text: str | None = None
+
+    @model_validator(mode="after")
+    def _a_span_or_none(self) -> "Citation":
+        """A span that ends before it starts is no span: the citation is of the whole block."""
+        if self.start is not None and self.end is not None and self.start > self.end:
+            self.start = self.end = None
+        return self
 
     def source_key(self) -> tuple[str, str]:
         """What makes two citations the same source (one footnote number): the URL, else the document."""
