@@ -363,6 +363,9 @@ def test_rows_of_every_kind_are_normalized() -> None:
     assert normalize_rows(("a", "b")) == ["a", "b"]
     with pytest.raises(TypeError, match="--over needs"):
         normalize_rows("abc")
+    twice = pd.DataFrame([["France", "Paris", "Lyon"]], columns=["country", "capital", "capital"])
+    with pytest.raises(TypeError, match="columns 'capital' appear more than once; rename them"):
+        normalize_rows(twice)  # pandas warned and kept one of them
     assert render_template("{{ row }}!", "hi") == "hi!"
     assert render_template("{{ row.country }} {{ x }}", CAPITALS[0], {"x": 1}) == "France 1"
 

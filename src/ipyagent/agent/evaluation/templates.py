@@ -168,9 +168,15 @@ def normalize_rows(rows: Any) -> list[Any]:
     any iterable that is not text) of dicts or strings is kept as it is.
 
     Raises:
-        TypeError: text, a mapping, or something that is not a sequence of rows.
+        TypeError: text, a mapping, something that is not a sequence of rows, or a DataFrame
+            whose column names repeat (one of each pair would be dropped without a word).
     """
     if hasattr(rows, "to_dict") and hasattr(rows, "columns") and hasattr(rows, "iloc"):  # pandas
+        names = [str(name) for name in rows.columns]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise TypeError(f"--over: the DataFrame's columns {', '.join(map(repr, twice))} appear more than once; "
+                            "rename them (df.columns = [...]) so each row field has one value")
         return rows.to_dict("records")
     if hasattr(rows, "to_dicts") and hasattr(rows, "columns"):  # polars
         return rows.to_dicts()
