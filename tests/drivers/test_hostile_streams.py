@@ -266,6 +266,23 @@ def test_a_redirect_names_where_it_points_and_is_not_followed():
     assert "sk-live-0123456789abcdef" not in end.error.message and "--base-url" in end.error.message
 
 
+def test_a_finish_reason_that_is_not_text_still_ends_the_reply():
+    """``"finish_reason": {"x": 1}`` failed the turn with "TypeError: unhashable type: 'dict'"."""
+    end = turn(mutated(lambda c: {**c, "choices": [{**ch, "finish_reason": {"x": 1}} for ch in c["choices"]]}
+                       if any(ch.get("finish_reason") for ch in c.get("choices") or ()) else c))
+    assert isinstance(end, ModelCompleted) and end.message.text == RECORDED_TEXT
+    assert end.stop_reason.raw == '{"x": 1}'
+
+
+def test_a_chunk_of_another_shape_is_quoted_not_pythons_words():
+    """``"choices": [null]`` read "AttributeError: 'NoneType' object has no attribute 'get'"."""
+    first = b'data: {"id": "c1", "choices": [{"index": 0, "delta": {"content": "Hel"}}]}\n\n'
+    end = turn(Reply(pieces=[first, b'data: {"id": "c1", "choices": [null]}\n\n']))
+    assert isinstance(end, ModelFailed) and end.error.type == "invalid_response" and end.partial.text == "Hel"
+    assert end.error.message == ("openai sent a chunk of a shape Chat Completions does not have (AttributeError): "
+                                 "'{\"id\": \"c1\", \"choices\": [null]}'")
+
+
 #: aimock's malformed-JSON fault: an HTTP 200 ``application/json`` body that is no JSON at all.
 CHAOS = b"{malformed json: <<<chaos>>>"
 

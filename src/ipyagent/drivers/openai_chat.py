@@ -113,10 +113,24 @@ class ChatDecoder(StreamDecoder):
         self.call_at: dict[int, int] = {}  # tool_calls[].index -> the block index of its current call
 
     def feed(self, sse: Any) -> Sequence[DeltaMessage]:
+        """The deltas of one SSE event.
+
+        Raises:
+            ProviderError: the stream's error, or ``invalid_response`` for data that is not JSON or
+                a chunk of another shape (``"choices": [null]``, a ``delta`` that is a list),
+                quoting the chunk (redacted), not Python's words about it.
+        """
         try:
             chunk = json.loads(sse.data)
         except ValueError:
             return self._not_json(sse.data)
+        try:
+            return self._chunk(sse, chunk)
+        except (AttributeError, TypeError, KeyError) as exc:
+            raise ProviderError("invalid_response", f"{self.provider} sent a chunk of a shape Chat Completions "
+                                f"does not have ({type(exc).__name__}): {redact_head(sse.data)!r}") from None
+
+    def _chunk(self, sse: Any, chunk: Any) -> Sequence[DeltaMessage]:
         if sse.event == "error":
             raise _error_from_object(chunk.get("error", chunk) if isinstance(chunk, dict) else chunk)
         if type(chunk) is not dict:
@@ -184,7 +198,8 @@ class ChatDecoder(StreamDecoder):
         for call in delta.get("tool_calls") or ():
             items.append(self._call(call))
         finish = choice.get("finish_reason")
-        if finish:
+        if finish:  # one that is not text (a broken proxy's object) still ends the reply: its JSON is kept
+            finish = finish if isinstance(finish, str) else json.dumps(finish)[:100]
             self.finished = True
             self.note(StreamMeta(stop_raw=finish, stop_kind=FINISH_REASONS.get(finish, StopKind.end_turn)))
         return items
