@@ -76,7 +76,7 @@ def test_settings_validate_merge_and_describe():
     assert base.stop == ("END",)
     merged = base.merged(ModelSettings(temperature=0), {"max_output_tokens": 64})
     assert merged.as_dict() == {"temperature": 0.0, "max_output_tokens": 64, "stop": ["END"]}
-    assert merged.describe() == "temperature 0 · max_output_tokens 64 · stop 'END'"
+    assert merged.describe() == "temperature 0 · max tokens 64 · stop 'END'"
     assert base.merged(None, ModelSettings(), {}) is base  # nothing set on top: no new object (every run merges)
     assert not ModelSettings() and ModelSettings(seed=1)
     assert ModelSettings(reasoning="2048").budget == 2048 and ModelSettings(reasoning="low").effort == "low"

@@ -111,7 +111,7 @@ def test_providers_notebook_shows_the_same_view_for_each_provider(monkeypatch):
         assert "replayed" not in footer
         if PRICED_AS[provider]:
             expected = calc_price(PriceUsage(input_tokens=tokens_in, output_tokens=tokens_out), model, provider_id=PRICED_AS[provider])
-            assert footer.endswith(f" · {format_usd(float(expected.total_price))} · max_output_tokens 300"), footer
+            assert footer.endswith(f" · {format_usd(float(expected.total_price))} · max tokens 300"), footer
         else:
-            assert footer.endswith(" s · max_output_tokens 300"), footer  # no cost figure: the saved note says why
+            assert footer.endswith(" s · max tokens 300"), footer  # no cost figure: the saved note says why
             assert "--price-as PROVIDER:MODEL" in transcript_of(cell)["price_note"]

@@ -54,12 +54,12 @@ def test_agent_cell_settings_reach_the_body_and_the_footer(ip, openai_server, ca
     assert (body["temperature"], body["max_completion_tokens"], body["seed"], body["reasoning_effort"]) == (0, 64, 7, "low")
     assert body["stop"] == ["END", "\n\n"]
     assert result.ok and result.metadata["settings"]["temperature"] == 0
-    assert "temperature 0 · max_output_tokens 64" in capsys.readouterr().out  # the footer line
+    assert "temperature 0 · max tokens 64" in capsys.readouterr().out  # the footer line
 
 
 def test_provider_settings_are_session_defaults_under_the_cell_ones(ip, openai_server, capsys) -> None:
     ip.run_line_magic("provider", f"openai:m --base-url {openai_server.url} --temperature 0.5 --max-tokens 100")
-    assert "settings: temperature 0.5 · max_output_tokens 100" in capsys.readouterr().out
+    assert "settings: temperature 0.5 · max tokens 100" in capsys.readouterr().out
     ip.run_cell_magic("agent", "", "one")
     ip.run_cell_magic("agent", "-t 0", "two")
     ip.run_line_magic("provider", "--seed 3")  # no id: changes the settings only

@@ -25,6 +25,10 @@ Effort = Literal["low", "medium", "high"]
 TOOL_CHOICES = ("auto", "required", "none")
 
 
+#: How a footer names a setting whose field name is not its option's (``--max-tokens``).
+SETTING_LABELS = {"max_output_tokens": "max tokens"}
+
+
 class ModelSettings(BaseModel):
     """Generation settings for one request; None means "the provider's default".
 
@@ -120,12 +124,14 @@ class ModelSettings(BaseModel):
         return data
 
     def describe(self) -> str:
-        """One line for footers and transcripts: ``temperature 0 · max_output_tokens 64``; ``""`` when none is set."""
+        """One line for footers and transcripts, each setting named as its magic option names it
+        (``--max-tokens``): ``temperature 0 · max tokens 64``; ``""`` when none is set."""
         parts = []
         for name, value in self.as_dict().items():
             if isinstance(value, float) and value.is_integer():
                 value = int(value)
-            parts.append(f"{name} {', '.join(map(repr, value)) if name == 'stop' else value}")
+            label = SETTING_LABELS.get(name, name.replace("_", " "))
+            parts.append(f"{label} {', '.join(map(repr, value)) if name == 'stop' else value}")
         return " · ".join(parts)
 
     def __bool__(self) -> bool:
