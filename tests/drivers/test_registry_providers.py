@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from pathlib import Path
 from collections.abc import Iterator
 from typing import Any
 
@@ -257,3 +258,12 @@ def test_the_readme_s_third_party_driver_runs_as_written() -> None:
     stack.add_user_message("hi")
     done = asyncio.run(driver.run(stack))
     assert done.message.text == "hello\nworld\n" and done.stop_reason.raw == "end"
+
+
+def test_a_replayed_provider_names_its_cassette_not_the_recorded_url(ip, capsys):
+    """It said 'at https://api.openai.com/v1 (replaying a cassette: no network, no key)': a URL beside
+    'no network' reads as a contradiction, and the file, the useful thing, was not named."""
+    cassette = Path(__file__).parents[2] / "notebooks" / "context.cassette.jsonl"
+    ip.run_line_magic("provider", f"replay:{cassette}")
+    said = capsys.readouterr().out.strip().splitlines()[0]
+    assert said.endswith(f" replayed from the cassette {cassette} (no network, no key)") and "http" not in said

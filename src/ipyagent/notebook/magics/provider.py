@@ -215,9 +215,11 @@ class ProviderMagics(Magics):
             return
         set_default(resolved, settings=settings, replace_settings=args.clear_settings, timeout=args.timeout, **options)
         self._provider_set = True
-        note = " (replaying a cassette: no network, no key)" if args.provider_id.startswith("replay:") else ""
-        note += f", recording to {args.record}" if args.record else ""
-        print(f"provider: {driver.id} at {driver.base_url}{note}")
+        where = f"at {driver.base_url}"
+        if args.provider_id.startswith("replay:"):  # not the recorded URL: nothing is sent there
+            where = f"replayed from the cassette {args.provider_id.partition(':')[2]} (no network, no key)"
+        note = f", recording to {args.record}" if args.record else ""
+        print(f"provider: {driver.id} {where}{note}")
         self.note_shutdown(driver)
         if session_default().settings:
             print(f"settings: {session_default().settings.describe()}")
