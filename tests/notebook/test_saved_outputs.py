@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from typing import Any
 
 import pytest
@@ -146,3 +147,22 @@ def test_an_evaluations_progress_widget_is_marked_and_its_saved_output_kept(monk
     assert shown[0] == ("display", {"display_id": view.display_id, "metadata": {"ipyagent": {"live": True}}})
     assert asked.sent[-1] == {"outputs": {view.widget.model_id: {"output_type": "display_data", **shown[1][1]}}, "pending": []}
     assert "application/vnd.ipyagent.evaluation+json" in shown[1][1]["data"]
+
+
+def test_an_interrupted_runs_saved_footer_keeps_its_first_token_time(monkeypatch) -> None:
+    """JupyterLab's saved footer read 'total 4.07 s · interrupted' where the terminal said 'first token
+    1.86 s': an interrupted run has no finished turn to give the driver's figure; the view's is kept."""
+    from ipyagent.core.figures import footer_figures
+    from ipyagent.notebook.views import transcript_output
+    from ipyagent.notebook.views.transcript_output import LiveTranscript
+    from ipyagent.notebook.views.text_view import TextView
+
+    monkeypatch.setattr(transcript_output, "update_display", lambda data, **kw: None)
+    view = TextView("openai:m", stream=io.StringIO())
+    live = LiveTranscript(view, provider="openai:m", prompt="Hi", show=False)
+    live.feed(ModelStarted(provider="openai", model="m"))
+    live.feed(TextDelta(0, "Hello, the"))
+    view.mark_interrupted()
+    t = live.finish(None)
+    assert t.status == "interrupted" and t.timings.first_token_s == round(view.state.first_token, 4)
+    assert f"first token {t.timings.first_token_s:.2f} s" in footer_figures(t)

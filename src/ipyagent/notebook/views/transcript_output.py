@@ -156,6 +156,9 @@ class LiveTranscript:
             self.transcript = transcript_of(
                 result, log=self.log, prompt=self.prompt, elapsed_s=elapsed, provider=self.provider
             )
+            first = getattr(getattr(self.view, "state", None), "first_token", None)  # the view's clock
+            if self.transcript.timings.first_token_s is None and first is not None:  # interrupted: no turn's ttft
+                self.transcript.timings.first_token_s = round(first, 4)
             self.transcript.next_cell = next_cell
             self.transcript.masked = dict(self.masked)
             draw_artifacts(self.transcript, self.log.artifacts)
