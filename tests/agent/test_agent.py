@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import threading
@@ -184,7 +183,9 @@ def test_run_sync_interrupt_cancels_the_coroutine() -> None:
         if started.wait(30):
             while not waiting_for_the_result():
                 started.wait(0.001)
-            os.kill(os.getpid(), signal.SIGINT)
+            # To the main thread itself: a signal sent to the process may land on another thread,
+            # and then the main thread's wait on the lock is never interrupted (the test hung).
+            signal.pthread_kill(main, signal.SIGINT)
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     loop = asyncio.new_event_loop()
