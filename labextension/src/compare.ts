@@ -29,11 +29,14 @@ export class ComparisonFrame {
   private tableHolder: HTMLElement;
   private footer: HTMLElement;
   private table: Unchecked<ComparisonTable> | null = null;
+  /** Each pane's title as the user typed it (an alias), naming its provider's row in the table. */
+  private titles: string[];
   /** Told when the user picks a run (a tab or a table row): the live view tells the kernel. */
   onPick: ((index: number, run: number) => void) | null = null;
 
   constructor(titles: PaneTitle[], runs: number) {
     this.runs = Math.max(1, Math.floor(runs) || 1);
+    this.titles = titles.map(t => t.title);
     const grid = el('div', 'ipyagent-grid');
     grid.style.gridTemplateColumns = `repeat(${Math.min(Math.max(titles.length, 1), 3)}, minmax(0, 1fr))`;
     this.panes = titles.map((title, index) => this.pane(title, index));
@@ -123,7 +126,7 @@ export class ComparisonFrame {
   /** The figures table ({columns, rows, row_runs}); the same for a live and a saved comparison. */
   setTable(table: unknown): void {
     this.table = isObject(table) ? table : null;
-    const node = figuresTable(table, (index, run) => this.select(index, run, true));
+    const node = figuresTable(table, (index, run) => this.select(index, run, true), this.titles);
     this.tableHolder.replaceChildren(...(node ? [node] : []));
     this.markRows();
   }
@@ -148,8 +151,11 @@ export class ComparisonFrame {
  * The figures table: column titles, one row of cell texts per provider (the median and
  * range over its runs), then, with several runs, one row per run. `row_runs` gives each
  * row's [pane, run] (run null for a provider's row); clicking a run's row shows that run.
+ * A provider's row is named by its pane's title (an alias) first, the id dim after it
+ * (render/html.py `with_titles`); a figure of `marks` (fastest, cheapest, fewest tokens) is marked.
  */
-export function figuresTable(table: unknown, onSelect?: (index: number, run: number) => void): HTMLElement | null {
+export function figuresTable(table: unknown, onSelect?: (index: number, run: number) => void,
+  titles: string[] = []): HTMLElement | null {
   if (!isObject(table)) {
     return null;
   }
@@ -163,13 +169,29 @@ export function figuresTable(table: unknown, onSelect?: (index: number, run: num
   thead.append(head);
   node.append(thead, tbody);
   const keys = list(table.row_runs);
+  const marks = new Map<string, string>();
+  for (const mark of list(table.marks).filter(isObject)) {
+    marks.set(`${num(mark.row)}/${num(mark.column)}`, str(mark.label));
+  }
   list(table.rows).forEach((row, i) => {
     const tr = el('tr');
     const cells = list(row).map(str);
-    cells.forEach((cell, c) => tr.append(el('td', c === cells.length - 1 && cell ? 'ipyagent-error' : '', cell)));
     const key = list(keys[i]);
     const index = num(key[0]);
     const run = num(key[1]);
+    cells.forEach((cell, c) => {
+      const td = el('td', c === cells.length - 1 && cell ? 'ipyagent-error' : '', cell);
+      const title = c === 0 && run === null && index !== null ? titles[index] : undefined;
+      if (title && cell && title !== cell.split(' · ')[0]) {
+        td.replaceChildren(title, el('span', 'ipyagent-meta', ` · ${cell}`));
+      }
+      const mark = marks.get(`${i}/${c}`);
+      if (mark) {
+        td.classList.add('ipyagent-best');
+        td.title = mark;
+      }
+      tr.append(td);
+    });
     if (index !== null && run !== null) {
       tr.className = 'ipyagent-run-row';
       tr.dataset.index = String(index);

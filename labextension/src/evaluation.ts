@@ -92,16 +92,18 @@ function detailsNode(doc: Json): HTMLElement {
   return details;
 }
 
-/** A matrix column's header: its alias, the full id under it in small type (evaluation.py `_label_html`). */
-function headerNode(doc: Json, column: string): HTMLElement {
+/** A matrix column's header: its alias and pass rate, the full id under it dim (evaluation.py `_label_html`). */
+function headerNode(doc: Json, column: string, rate = ''): HTMLElement {
   const th = el('th');
   const [name, full] = columnLabel(doc, column);
+  th.append(...idNodes(name));
+  if (rate) {
+    th.append(' ', el('span', 'ipyagent-eval-rate', rate));
+  }
   if (full) {
     const meta = el('span', 'ipyagent-meta');
     meta.append(...idNodes(full));
-    th.append(name, el('br'), meta);
-  } else {
-    th.append(...idNodes(name));
+    th.append(el('br'), meta);
   }
   return th;
 }
@@ -139,6 +141,37 @@ function inOrder(fields: unknown, order: string[]): unknown {
   }
   const keys = [...order.filter(k => k in fields), ...Object.keys(fields).filter(k => !order.includes(k))];
   return Object.fromEntries(keys.map(k => [k, fields[k]]));
+}
+
+/** The row's fields the assertions read: its expected values (evaluation.py `expected_fields`). */
+function expectedFields(doc: Json): Set<string> {
+  const names = new Set<string>();
+  for (const spec of list(doc.assertions).map(String)) {
+    const field = /\brow(?:\.(\w+)|\[\s*['"]([^'"]+)['"]\s*\])/g;
+    for (let m = field.exec(spec); m; m = field.exec(spec)) {
+      names.add(m[1] ?? m[2]);
+    }
+  }
+  return names;
+}
+
+/** [the inputs, the expected values] of a row's fields, in the row's order (evaluation.py `split_fields`). */
+function splitFields(fields: unknown, expected: Set<string>): [Json, Json] {
+  const f = isObject(fields) ? fields : {};
+  const pick = (want: boolean): Json => Object.fromEntries(Object.entries(f).filter(([k]) => expected.has(k) === want));
+  return [pick(false), pick(true)];
+}
+
+/** Each column's pass rate as its matrix header shows it: "80%" (evaluation.py `pass_rates`). */
+function passRates(doc: Json): Map<string, string> {
+  const rates = new Map<string, string>();
+  for (const s of list(doc.summary).filter(isObject)) {
+    const rate = num(s.pass_rate);
+    if (rate !== null) {
+      rates.set(str(s.column) || str(s.provider), `${fixed(rate * 100, 0)}%`);
+    }
+  }
+  return rates;
 }
 
 function rowLabel(fields: unknown): string {
@@ -227,6 +260,12 @@ function cellNode(runs: Json[] | undefined, repeat: number, column: string, cont
   const box = el('div', `ipyagent-eval-cell ipyagent-eval-${kind}`);
   box.append(details);
   td.append(box);
+  // The whole cell is a click target, its padding too (the summary line is one already).
+  td.addEventListener('click', event => {
+    if (event.target === td || event.target === box) {
+      details.open = !details.open;
+    }
+  });
   return td;
 }
 
@@ -287,6 +326,24 @@ export function wallTime(seconds: number | null): string {
   return value < 1 ? `${fixed(value * 1000, 0)} ms` : `${fixed(value, 1)} s`;
 }
 
+/** A text check's kind in words, and what it adds after its value (evaluation.py `_CHECK_WORDS`). */
+const CHECK_WORDS: { [kind: string]: [string, string] } = {
+  contains: ['contains', ''], icontains: ['contains', ', any case'], regex: ['matches', ''], equals: ['equals', '']
+};
+
+/** A check in a title: "icontains:{{ row.capital }}" -> "contains the row's capital, any case" (`check_title`). */
+export function checkTitle(spec: string): string {
+  const colon = spec.indexOf(':');
+  const kind = colon < 0 ? '' : spec.slice(0, colon);
+  if (!Object.prototype.hasOwnProperty.call(CHECK_WORDS, kind)) {
+    return spec;
+  }
+  const words = CHECK_WORDS[kind];
+  const value = spec.slice(colon + 1).replace(/\{\{\s*row(?:\.(\w+)|\[\s*['"]([^'"]+)['"]\s*\])\s*\}\}/g,
+    (_m, a?: string, b?: string) => `the row's ${a ?? b}`);
+  return `${words[0]} ${value}${words[1]}`;
+}
+
 /** evaluation_render.headline: rows x providers, runs done (and cached), passed, assertions, wall time, early stops. */
 export function headline(doc: Json): string {
   const providers = list(doc.providers).map(str);
@@ -305,7 +362,7 @@ export function headline(doc: Json): string {
   text += (cached ? ` (${cached} from the cache)` : '') + `, ${passed} passed`;
   const assertions = list(doc.assertions).map(str);
   if (assertions.length) {
-    text += ` (${assertions.join(', ')})`;
+    text += ` (${assertions.map(checkTitle).join('; ')})`;
   }
   text += `, ${wallTime(num(doc.wall_s))}`;
   if (doc.interrupted) {
@@ -325,7 +382,10 @@ export function headline(doc: Json): string {
 /** The matrix of `rows` (row numbers) in pages of PAGE rows, each page's rows built when it is first opened. */
 function matrixPages(doc: Json, rows: number[], columns: string[], fields: Map<number, unknown>,
   cells: (row: number, column: string) => Json[] | undefined, repeat: number, context: CellContext): HTMLElement[] {
-  const head = (): (string | HTMLElement)[] => ['#', 'row', ...columns.map(c => headerNode(doc, c))];
+  const expected = expectedFields(doc);
+  const rates = passRates(doc);
+  const head = (): (string | HTMLElement)[] =>
+    ['#', 'input', ...(expected.size ? ['expected'] : []), ...columns.map(c => headerNode(doc, c, rates.get(c)))];
   const pages = Math.ceil(rows.length / PAGE);
   const out: HTMLElement[] = [];
   for (let start = 0; start < rows.length; start += PAGE) {
@@ -333,7 +393,9 @@ function matrixPages(doc: Json, rows: number[], columns: string[], fields: Map<n
     // A page's rows are built when it is first opened: a long matrix opens at once.
     const build = (): HTMLElement => table(head(), chunk.map(n => {
       const tr = el('tr');
-      tr.append(el('td', '', String(n)), el('td', '', rowLabel(fields.get(n))));
+      tr.append(el('td', '', String(n)));
+      const [inputs, wanted] = splitFields(fields.get(n), expected);
+      tr.append(el('td', '', rowLabel(inputs)), ...(expected.size ? [el('td', '', rowLabel(wanted))] : []));
       columns.forEach(c => tr.append(cellNode(cells(n, c), repeat, c, context)));
       return tr;
     }));

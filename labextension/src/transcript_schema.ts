@@ -279,4 +279,15 @@ export interface ComparisonTable {
   columns?: string[];
   rows?: string[][];
   row_runs?: (number | null)[][];
+  marks?: ComparisonMark[];
+}
+/**
+ * A figure the comparison's table marks as the best of its column among the providers: the
+ * cell at `row`, `column` (indexes into `ComparisonTable.rows`) and why (`label`: ``fastest``,
+ * ``cheapest``, ``fewest tokens``).
+ */
+export interface ComparisonMark {
+  row: number;
+  column: number;
+  label: string;
 }

@@ -42,9 +42,22 @@ LOOK_JS = """() => {
       rows: [...table.querySelectorAll('tbody tr')].map(tr => tr.innerText),
       frame: [...root.querySelectorAll('.ipyagent-pane-title, .ipyagent-runs, .ipyagent-runs > *')].map(style),
       panes: root.querySelectorAll('.ipyagent-pane').length,
+      best: [...table.querySelectorAll('tbody tr')].flatMap((tr, i) =>
+        [...tr.querySelectorAll('td.ipyagent-best')].map(td => [i, td.title])),
     };
   };
 }"""
+
+
+def _light_and_dark(lab, node, name: str) -> None:
+    """Screenshots of `node` in JupyterLab Light and Dark (``NAME-light.png``, ``NAME-dark.png``), then Light again."""
+    lab.screenshot(node, f"{name}-light.png")
+    for theme, flag in (("JupyterLab Dark", "false"), ("JupyterLab Light", "true")):
+        lab.page.evaluate("theme => window.jupyterapp.commands.execute('apputils:change-theme', {theme})", theme)
+        lab.page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{flag}'", timeout=30000)
+        lab.page.wait_for_timeout(500)
+        if flag == "false":
+            lab.screenshot(node, f"{name}-dark.png")
 
 
 def _tab(pane, run: int):
@@ -92,8 +105,11 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
     # A finished run's row is final as soon as it is drawn (a provider's median row changes until its last run).
     assert {r for r in live_look["rows"] if r.startswith("run ")} <= set(final_look["rows"])
     assert final_look["panes"] == 2
+    # A provider's row is named by its alias first (b), its id after it, dim.
     assert [r.split("\t")[0] for r in final_look["rows"]] == [
-        "openai:a · median (min–max) of 2 runs", "run 1", "run 2", "openai:b · median (min–max) of 2 runs", "run 1", "run 2"]
+        "openai:a · median (min–max) of 2 runs", "run 1", "run 2",
+        "b · openai:b · median (min–max) of 2 runs", "run 1", "run 2"]
+    assert final_look["best"] == [[0, "fastest"]]  # a answers at once, b streams slowly
 
     lab.save_and_shutdown("runs.ipynb")
     saved = nbformat.read(lab.root / "runs.ipynb", as_version=4)
@@ -122,6 +138,9 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
     assert _shown_run(panes.nth(1)) == answers["b", 1]
     assert rendered.locator("tr.ipyagent-selected[data-index='1'][data-run='1']").count() == 1
     lab.screenshot(cell, "compare-runs-reloaded.png")
+    # Bordered panes, in the light theme and the dark one.
+    assert panes.nth(0).evaluate("n => getComputedStyle(n).borderTopStyle") == "solid"
+    _light_and_dark(lab, rendered, "compare")
     # The two panes' answers word by word: the runs they show now.
     rendered.locator("details.ipyagent-compare-diff > summary").click()
     diff = rendered.locator(".ipyagent-compare-diff .ipyagent-diff")

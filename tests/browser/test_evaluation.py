@@ -161,7 +161,7 @@ def test_a_grade_clicked_in_the_matrix_survives_save_reopen_and_a_kernel_restart
         matrix.locator("button[data-filter='all']").click()
         assert matrix.locator(".ipyagent-eval-matrix tbody tr").count() == GRADED_ROWS
         # Row 1 on nano: open it, compare with mini word by word, then grade it "fail" with a note.
-        cell = matrix.locator(".ipyagent-eval-matrix tbody tr").nth(1).locator("td").nth(3)
+        cell = matrix.locator(".ipyagent-eval-matrix tbody tr").nth(1).locator("td").nth(4)
         cell.locator("summary").click()
         cell.locator("select.ipyagent-eval-diff-select").select_option("openai:gpt-4.1-mini")
         assert cell.locator(".ipyagent-diff ins").inner_text() == "2"
@@ -169,7 +169,7 @@ def test_a_grade_clicked_in_the_matrix_survives_save_reopen_and_a_kernel_restart
         cell.locator(".ipyagent-eval-grade-note").fill("a guess, and wrong")
         cell.locator("button", has_text="✗ fail").click()
         # The kernel kept it and sent the new output: the cell shows the mark, still open.
-        graded = matrix.locator(".ipyagent-eval-matrix tbody tr").nth(1).locator("td").nth(3)
+        graded = matrix.locator(".ipyagent-eval-matrix tbody tr").nth(1).locator("td").nth(4)
         graded.locator(".ipyagent-eval-human-fail").wait_for(timeout=20000)
         assert graded.locator("details").get_attribute("open") is not None
         assert graded.locator(".ipyagent-eval-grade-note").input_value() == "a guess, and wrong"

@@ -29,6 +29,7 @@ from ipyagent.notebook.render.evaluation import (
     summary_cells,
 )
 from ipyagent.notebook.render.evaluation_stats import agreement_cells, stats_cells, verdicts
+from ipyagent.notebook.render.html import with_titles
 from ipyagent.notebook.render.transcript import comparison_to_text, footer_figures, text_pieces, to_text
 
 from ..support.gallery import outputs, write_gallery
@@ -190,7 +191,7 @@ def _check_comparison(renderer, record: ComparisonRecord) -> None:
         for row in renderer.locator(".ipyagent-compare-table tbody tr").all()
     ]
     assert [c.inner_text() for c in renderer.locator(".ipyagent-compare-table th").all()] == record.table.columns
-    assert table == record.table.rows
+    assert table == with_titles(record.table.rows, record.table.row_runs, record.titles)  # an alias first
     rows = [record.table.columns, *record.table.rows]  # the text renderer's table: the same cells, aligned
     assert [line.split() for line in text.splitlines()[: len(rows)]] == [" ".join(row).split() for row in rows]
     for entry in record.entries:

@@ -41,8 +41,10 @@ def test_the_evaluation_fallbacks_name_the_alias_then_the_id() -> None:
     # An id breaks only after a ':' or '/' (a <wbr>), never at a hyphen of the model's name.
     assert id_parts("openai:gpt-6-luna") == ["openai:", "gpt-6-luna"] and id_parts("small") == ["small"]
     assert id_parts("openrouter:meta/llama-3/v") == ["openrouter:", "meta/", "llama-3/", "v"]
-    assert ('<th>good/v<br><span class="ipyagent-meta"><span class="ipyagent-id">openai:</span><wbr>'
-            '<span class="ipyagent-id">a/</span><wbr><span class="ipyagent-id">v</span></span></th>') in html
+    assert ('<th><span class="ipyagent-id">good/</span><wbr><span class="ipyagent-id">v</span> '
+            '<span class="ipyagent-eval-rate">100%</span><br><span class="ipyagent-meta"><span class="ipyagent-id">'
+            'openai:</span><wbr><span class="ipyagent-id">a/</span><wbr>'
+            '<span class="ipyagent-id">v</span></span></th>') in html
     # the summary's column: the alias, then the id dim
     assert ('<td>good/v <span class="ipyagent-meta">(<span class="ipyagent-id">openai:</span><wbr>'
             '<span class="ipyagent-id">a/</span><wbr><span class="ipyagent-id">v</span>)</span></td>') in html

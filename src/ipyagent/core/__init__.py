@@ -124,6 +124,7 @@ __getattr__ = lazy_exports(
             "ToolCallPart",
             "ComparisonRecord",
             "ComparisonEntry",
+            "ComparisonMark",
             "ComparisonTable",
             "MIME_TYPE",
             "COMPARISON_MIME_TYPE",

@@ -462,6 +462,16 @@ class ComparisonEntry(_Model):
     transcript: Transcript
 
 
+class ComparisonMark(_Model):
+    """A figure the comparison's table marks as the best of its column among the providers: the
+    cell at `row`, `column` (indexes into `ComparisonTable.rows`) and why (`label`: ``fastest``,
+    ``cheapest``, ``fewest tokens``)."""
+
+    row: int
+    column: int
+    label: str
+
+
 class ComparisonTable(_Model):
     """The figures table of a comparison as shown: column titles and rows of cell texts (per
     provider its median row, then with several runs one row per run); `row_runs` gives each
@@ -470,6 +480,8 @@ class ComparisonTable(_Model):
     columns: list[str] = Field(default_factory=list)
     rows: list[list[str]] = Field(default_factory=list)
     row_runs: list[list[int | None]] = Field(default_factory=list)
+    #: The best figure of a column among two or more providers, on their own rows (empty when they tie).
+    marks: list[ComparisonMark] = Field(default_factory=list)
 
 
 class ComparisonRecord(_Model):

@@ -13,6 +13,7 @@ then sanitized (`render.sanitize`), like every HTML output of ipyagent.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ...core import redact_data
@@ -39,6 +40,9 @@ padding:2px 6px;text-align:left !important;vertical-align:top}
 div.ipyagent-evaluation .ipyagent-eval-summary table tr td{text-align:right !important}
 div.ipyagent-evaluation .ipyagent-eval-summary table tr td:first-child{text-align:left !important}
 .ipyagent-evaluation .ipyagent-eval-cell{padding:1px 4px;border-radius:3px;max-width:28em;overflow:hidden}
+.ipyagent-evaluation .ipyagent-eval-cell>details>summary{list-style:none;display:block;cursor:pointer}
+.ipyagent-evaluation .ipyagent-eval-cell>details>summary::-webkit-details-marker{display:none}
+.ipyagent-evaluation .ipyagent-eval-rate{font-weight:normal;color:var(--jp-ui-font-color2,#777)}
 .ipyagent-evaluation .ipyagent-eval-pass{background:rgba(40,160,70,.16)}
 .ipyagent-evaluation .ipyagent-eval-fail{background:rgba(220,60,40,.18)}
 .ipyagent-evaluation .ipyagent-eval-error{background:rgba(230,150,20,.22)}
@@ -189,6 +193,26 @@ def first_line(result: dict[str, Any]) -> str:
     return line if len(line) <= FIRST_LINE else line[: FIRST_LINE - 1] + "…"
 
 
+#: A row's field an assertion reads (``{{ row.capital }}``, ``{{ row["capital"] }}``): an expected value.
+_ROW_FIELD = re.compile(r"""\brow(?:\.(\w+)|\[\s*['"]([^'"]+)['"]\s*\])""")
+
+
+def expected_fields(doc: dict[str, Any]) -> set[str]:
+    """The row's fields the assertions read: the expected values, shown apart from the inputs."""
+    return {a or b for spec in doc.get("assertions") or () for a, b in _ROW_FIELD.findall(str(spec))}
+
+
+def split_fields(fields: dict[str, Any], expected: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the inputs, the expected values) of a row's `fields`, each in the row's order."""
+    return ({k: v for k, v in fields.items() if k not in expected}, {k: v for k, v in fields.items() if k in expected})
+
+
+def _fields_html(fields: dict[str, Any], expected: set[str]) -> str:
+    """A row's inputs cell, then its expected values' cell when the assertions read some (escaped)."""
+    inputs, wanted = split_fields(fields, expected)
+    return f"<td>{escape(_row_label(inputs))}</td>" + (f"<td>{escape(_row_label(wanted))}</td>" if expected else "")
+
+
 def _row_label(fields: dict[str, Any]) -> str:
     if set(fields) == {"value"}:
         text = str(fields["value"])
@@ -280,10 +304,17 @@ def _cell_html(runs: list[dict[str, Any]] | None, repeat: int = 1) -> str:
     )
 
 
-def _label_html(doc: dict[str, Any], column: str) -> str:
-    """A column's header: its alias, the full id under it in small type (escaped)."""
+def pass_rates(doc: dict[str, Any]) -> dict[str, str]:
+    """Each column's pass rate as its matrix header shows it (``80%``; none before a run)."""
+    return {s.get("column") or s.get("provider") or "": f"{s['pass_rate']:.0%}"
+            for s in doc.get("summary") or () if s.get("pass_rate") is not None}
+
+
+def _label_html(doc: dict[str, Any], column: str, rate: str = "") -> str:
+    """A column's header: its alias (its pass rate beside it), the full id under it in small type (escaped)."""
     name, full = column_label(doc, column)
-    return escape(name) + f'<br><span class="ipyagent-meta">{id_html(full)}</span>' if full else id_html(name)
+    head = id_html(name) + (f' <span class="ipyagent-eval-rate">{escape(rate)}</span>' if rate else "")
+    return head + (f'<br><span class="ipyagent-meta">{id_html(full)}</span>' if full else "")
 
 
 def cells_of(doc: dict[str, Any]) -> dict[tuple[int, str], list[dict[str, Any]]]:
@@ -302,12 +333,14 @@ def matrix_html(doc: dict[str, Any]) -> str:
     by_cell, repeat = cells_of(doc), doc.get("repeat") or 1
     rows = sorted({r["row"] for r in doc["results"]})
     fields = {r["row"]: r.get("fields") or {} for r in doc["results"]}
-    head = "<tr><th>#</th><th>row</th>" + "".join(f"<th>{_label_html(doc, p)}</th>" for p in providers) + "</tr>"
+    expected, rates = expected_fields(doc), pass_rates(doc)
+    head = ("<tr><th>#</th><th>input</th>" + ("<th>expected</th>" if expected else "")
+            + "".join(f"<th>{_label_html(doc, p, rates.get(p, ''))}</th>" for p in providers) + "</tr>")
     pages = []
     for start in range(0, len(rows), PAGE):
         chunk = rows[start : start + PAGE]
         body = "".join(
-            f"<tr><td>{n}</td><td>{escape(_row_label(fields[n]))}</td>"
+            f"<tr><td>{n}</td>{_fields_html(fields[n], expected)}"
             + "".join(_cell_html(by_cell.get((n, p)), repeat) for p in providers)
             + "</tr>"
             for n in chunk
@@ -340,6 +373,26 @@ def _shape(doc: dict[str, Any]) -> str:
     return f"{head} × {rows} rows" + (f" × {repeat} repeats" if repeat > 1 else "")
 
 
+#: A text check's kind in words (checks.TextAssertion.KINDS), and what it adds after its value.
+_CHECK_WORDS = {"contains": ("contains", ""), "icontains": ("contains", ", any case"), "regex": ("matches", ""),
+                "equals": ("equals", "")}
+_ROW_TEMPLATE = re.compile(r"""\{\{\s*row(?:\.(\w+)|\[\s*['"]([^'"]+)['"]\s*\])\s*\}\}""")
+
+
+def check_title(spec: str) -> str:
+    """A check as read in a title: ``icontains:{{ row.capital }}`` -> ``contains the row's capital, any
+    case``, ``contains:Paris`` -> ``contains Paris``; any other check (json, python:f, judge:p) by its name."""
+    kind, colon, value = spec.partition(":")
+    if not colon or kind not in _CHECK_WORDS:
+        return spec
+    verb, after = _CHECK_WORDS[kind]
+    return f"{verb} {_ROW_TEMPLATE.sub(_row_words, value)}{after}"
+
+
+def _row_words(m: re.Match[str]) -> str:
+    return f"the row's {m.group(1) or m.group(2)}"
+
+
 def headline(doc: dict[str, Any]) -> str:
     """One line: columns × rows (× repeats), runs done (those served from the cache), passed,
     assertions, wall time, the budget (spent, reserved, runs skipped), flaky cells, and why it
@@ -354,7 +407,7 @@ def headline(doc: dict[str, Any]) -> str:
         + f", {passed} passed"
     )
     if doc.get("assertions"):
-        text += f" ({', '.join(doc['assertions'])})"
+        text += f" ({'; '.join(check_title(str(a)) for a in doc['assertions'])})"
     text += f", {wall_time(doc.get('wall_s'))}"
     if doc.get("interrupted"):
         text += f"; interrupted: {rows and doc['total'] - len(results)} runs not finished"

@@ -226,14 +226,19 @@ def without_unknown_cost(columns: list[str], rows: list[list[str]]) -> tuple[lis
     return columns[:n] + columns[n + 1:], [r[:n] + r[n + 1:] for r in rows]
 
 
-def cells_to_html(columns: list[str], rows: list[list[str]]) -> str:
-    """A figures table as HTML, every cell escaped; the last column (the error) marked; a cost
-    column no run knows is left out (`without_unknown_cost`)."""
-    columns, rows = without_unknown_cost(columns, rows)
+def cells_to_html(columns: list[str], rows: list[list[str]], marks: list[Any] | None = None) -> str:
+    """A figures table as HTML, every cell escaped; the last column (the error) marked; a figure of
+    `marks` (`ComparisonMark`: the fastest, cheapest, fewest tokens) in bold; a cost column no run
+    knows is left out (`without_unknown_cost`), the marks after it moved one column left."""
+    shown, rows = without_unknown_cost(columns, rows)
+    gone = columns.index("cost") if len(shown) < len(columns) else len(columns)
+    columns = shown
     head = "".join(f"<th>{escape(title)}</th>" for title in columns)
+    best = {(m.row, m.column - (m.column > gone)) for m in marks or () if m.column != gone}
     body = []
-    for cells in rows:
-        tds = [f"<td>{escape(c)}</td>" for c in cells[:-1]]
+    for r, cells in enumerate(rows):
+        tds = [f"<td><b>{escape(c)}</b></td>" if (r, i) in best else f"<td>{escape(c)}</td>"
+               for i, c in enumerate(cells[:-1])]
         tds.append(f'<td class="ipyagent-error">{escape(cells[-1])}</td>' if cells and cells[-1] else "<td></td>")
         body.append("<tr>" + "".join(tds) + "</tr>")
     return f'<table class="ipyagent-compare-table"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'

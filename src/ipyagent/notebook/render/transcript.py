@@ -113,6 +113,8 @@ COMPARISON_STYLE = """<style>
 .ipyagent-comparison .ipyagent-cols-1{grid-template-columns:minmax(0,1fr)}
 .ipyagent-comparison .ipyagent-cols-2{grid-template-columns:repeat(2,minmax(0,1fr))}
 .ipyagent-comparison .ipyagent-cols-3{grid-template-columns:repeat(3,minmax(0,1fr))}
+.ipyagent-comparison .ipyagent-pane{border:1px solid var(--jp-border-color2,#ddd);border-radius:4px;padding:2px 8px;
+min-width:0}
 .ipyagent-comparison .ipyagent-pane-title{border-bottom:1px solid var(--jp-border-color2,#ddd);margin:4px 0}
 .ipyagent-compare-table{border-collapse:collapse;margin-top:6px;font-size:var(--jp-ui-font-size1,13px)}
 .ipyagent-compare-table th,.ipyagent-compare-table td{border:1px solid var(--jp-border-color2,#ddd);padding:2px 8px;
@@ -247,7 +249,8 @@ def comparison_to_html(record: ComparisonRecord) -> str:
     footer = comparison_footer(record)
     wall = f'<div class="ipyagent-footer">{" · ".join(footer)}</div>' if footer else ""
     table = (sanitize(cells_to_html(record.table.columns, with_titles(record.table.rows, record.table.row_runs,
-                                                                     record.titles))) if record.table else "")
+                                                                     record.titles), record.table.marks))
+             if record.table else "")
     table += price_notes_html(e.transcript for e in record.entries)
     # Each pane's body is sanitized by _html_body; the rest is our own markup over escaped text.
     grid = f'<div class="ipyagent-grid ipyagent-cols-{columns}">{"".join(panes)}</div>{table}{wall}'

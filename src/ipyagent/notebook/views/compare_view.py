@@ -14,6 +14,7 @@ from IPython.display import display
 
 from ...agent import COLUMNS, NUMERIC, RunFigures, Stat, background_loop, summarize
 from ...core import (
+    ComparisonMark,
     ComparisonTable,
     Event,
     Message,
@@ -124,7 +125,29 @@ def _run_row(fig: RunFigures) -> dict[str, Any]:
 def table_data(providers: list[str], figures: list[RunFigures], runs: int) -> ComparisonTable:
     """The figures table as the live view and the saved record both draw it (one source)."""
     rows, keys = keyed_table_rows(providers, figures, runs)
-    return ComparisonTable(columns=table_columns(runs), rows=rows, row_runs=[list(k) for k in keys])
+    return ComparisonTable(columns=table_columns(runs), rows=rows, row_runs=[list(k) for k in keys],
+                           marks=table_marks(providers, figures, keys))
+
+
+#: The figures a comparison's table marks as the best among the providers: (key of `COLUMNS`, label).
+MARKS = (("total_s", "fastest"), ("cost", "cheapest"), ("output_tokens", "fewest tokens"))
+
+
+def table_marks(providers: list[str], figures: list[RunFigures],
+                keys: list[tuple[int, int | None]]) -> list[ComparisonMark]:
+    """Per figure of `MARKS`, the provider rows (of `keys`) whose median over successful runs is
+    the lowest; none when fewer than two providers have it, or when they all have the same."""
+    medians = summarize(providers, figures)
+    names = [name for name, _ in COLUMNS]
+    marks = []
+    for key, label in MARKS:
+        values = {i: row[key].median for i, row in enumerate(medians) if row[key] is not None}
+        if len(values) < 2 or len(set(values.values())) < 2:
+            continue
+        best = min(values.values())
+        marks += [ComparisonMark(row=r, column=names.index(key), label=label)
+                  for r, (index, run) in enumerate(keys) if run is None and values.get(index) == best]
+    return marks
 
 
 def table_columns(runs: int) -> list[str]:
