@@ -51,7 +51,7 @@ describe('a matrix of repeats and variants', () => {
   test('the headline names columns, repeats, the budget and the flaky cells', () => {
     assert.equal(
       headline(DOC),
-      '1 columns (1 providers × 1 variants) × 2 rows × 2 repeats: 2 of 4 runs, 1 passed (contains:x), 500 ms; ' +
+      '1 columns (1 providers × 1 variants) × 2 rows × 2 repeats: 2 of 4 runs, 1 passed (contains x), 500 ms; ' +
         'budget $0.5000: spent $0.4800, reserved $0, 0 runs skipped; 1 flaky (repeats disagree)'
     );
     assert.equal(repeatsClass([run(0, 0, true), run(0, 1, true)]), 'pass');
