@@ -61,3 +61,14 @@ def test_an_evaluation_shows_cost_and_judge_cost_only_when_known() -> None:
     ev.results[0].cost = 0.002
     head = evaluation_text(ev.to_json()).splitlines()[1]
     assert "cost" in head and "judge cost" not in head  # a price, but no judge ran
+
+
+def test_a_cost_column_left_out_keeps_the_marks_on_their_figures() -> None:
+    from ipyagent.core import ComparisonMark
+    from ipyagent.notebook.render.html import cells_to_html
+
+    columns = ["provider:model", "out tokens", "cost", "stop", "error"]
+    rows = [["openai:m", "12", "—", "end_turn", ""], ["openai:n", "30", "—", "length", ""]]
+    marks = [ComparisonMark(row=0, column=1, label="fewest tokens"), ComparisonMark(row=1, column=3, label="x")]
+    html = cells_to_html(columns, rows, marks)
+    assert "<th>cost</th>" not in html and "<td><b>12</b></td>" in html and "<td><b>length</b></td>" in html
