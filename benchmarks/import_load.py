@@ -105,7 +105,8 @@ def main() -> int:
                 results[name] = {"times": times, "median_s": median(times)}
             except RuntimeError as exc:
                 results[name] = {"skipped": str(exc)}
-    print_table(f"Import and load: median of {args.runs} fresh processes, seconds (python -c pass: {median(bare):.3f} s; "
+    print_table(f"Import and load: median of {args.runs} fresh processes, seconds "
+                f"(python -c pass: {median(bare):.3f} s; "
                 f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)",
                 ["statement", "median (s)", "vs import ipyagent", f"vs {ISSUE_29_S} s", f"< {TARGET_S} s"],
                 _rows(results))

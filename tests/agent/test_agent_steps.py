@@ -473,7 +473,8 @@ def test_a_run_records_its_billed_turns_in_its_ledger_replays_excepted() -> None
     (`RunOptions.ledger`; by default the session's, `Defaults.ledger`)."""
     billed = Usage(input_tokens=3, output_tokens=4)
     ledger = Ledger()
-    paid = Script(deltas=[TextDelta(0, "ok")], usage=billed, cost={"input_usd": 0.1, "output_usd": 0.2, "total_usd": 0.3},
+    price = {"input_usd": 0.1, "output_usd": 0.2, "total_usd": 0.3}
+    paid = Script(deltas=[TextDelta(0, "ok")], usage=billed, cost=price,
                   metadata={"provider": "scripted", "model": "m-1"})
     assert run(ScriptedDriver(paid), options=RunOptions(ledger=ledger)).ok
     assert ledger.turns == [("scripted", "m-1", 0.3, 3, 4)]

@@ -122,7 +122,8 @@ def _light_and_dark(lab, matrix, name: str = "evaluation") -> None:
     light = colours()
     lab.screenshot(matrix, f"{name}-light.png")
     for theme, flag in (("JupyterLab Dark", "false"), ("JupyterLab Light", "true")):
-        lab.page.evaluate(f"() => {{ window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}}); }}")
+        change = f"window.jupyterapp.commands.execute('apputils:change-theme', {{theme: '{theme}'}})"
+        lab.page.evaluate(f"() => {{ {change}; }}")
         lab.page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{flag}'", timeout=30000)
         lab.page.wait_for_timeout(500)
         if flag == "false":

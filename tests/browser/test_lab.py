@@ -161,7 +161,8 @@ def test_saved_notebook_reopens_with_the_transcript_and_tool_cards(lab, model_se
                                  f"{lab.panel} .jp-ipyagent-renderer pre.ipyagent-result")
     light = colours()
     for theme, flag in (("JupyterLab Dark", "false"), ("JupyterLab Light", "true")):
-        lab.page.evaluate(f"() => {{ window.jupyterapp.commands.execute('apputils:change-theme', {{theme: {json.dumps(theme)}}}); }}")
+        change = f"window.jupyterapp.commands.execute('apputils:change-theme', {{theme: {json.dumps(theme)}}})"
+        lab.page.evaluate(f"() => {{ {change}; }}")
         lab.page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{flag}'", timeout=30000)
         lab.page.wait_for_timeout(500)
         if flag == "false":

@@ -44,7 +44,8 @@ TABLE_JS = """(root) => {
 
 
 def _theme(lab, theme: str, light: str) -> None:
-    lab.page.evaluate(f"() => {{ window.jupyterapp.commands.execute('apputils:change-theme', {{theme: {json.dumps(theme)}}}); }}")
+    change = f"window.jupyterapp.commands.execute('apputils:change-theme', {{theme: {json.dumps(theme)}}})"
+    lab.page.evaluate(f"() => {{ {change}; }}")
     lab.page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{light}'", timeout=30000)
     lab.page.wait_for_timeout(300)
 

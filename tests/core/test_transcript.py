@@ -381,7 +381,8 @@ def test_comparison_record_from_a_real_comparison():
 def test_one_line_html_draws_the_same_on_one_line():
     """A saved notebook stores text outputs line by line (~12 characters a line): the HTML
     fallback is written on one line, with soft breaks as spaces and <pre> lines as &#10;."""
-    html = markdown_to_html("A soft\nbreak.\n\n- one\n- two\n\n```python\nx = 1\ny = '<b>'\n```\n\n| a |\n|---|\n| x |\n")
+    html = markdown_to_html("A soft\nbreak.\n\n- one\n- two\n\n```python\nx = 1\ny = '<b>'\n```\n\n"
+                            "| a |\n|---|\n| x |\n")
     flat = one_line(html)
     assert "\n" not in flat
     assert "<p>A soft break.</p><ul><li>one</li><li>two</li></ul>" in flat
@@ -471,7 +472,8 @@ def _dom(fragment: str) -> str:
 
 def test_compact_html_builds_the_same_elements_with_fewer_bytes():
     text = ("## T\n\nA soft\nbreak, **bold**, [a link](https://example.com/a) and `x`.\n\n- one\n- two\n  - nested\n\n"
-            "1. first\n2. second\n\n```python\nx = 1\n```\n\n| a | b |\n|---|---:|\n| x | 2 |\n| y | 4 |\n\n| h |\n|---|\n\ndone")
+            "1. first\n2. second\n\n```python\nx = 1\n```\n\n"
+            "| a | b |\n|---|---:|\n| x | 2 |\n| y | 4 |\n\n| h |\n|---|\n\ndone")
     html = to_html(Transcript(provider="p:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=text)])]))
     small = compact(html)
     for tag in ("</td>", "</th>", "</tr>", "</li>", "</tbody>", "<strong>", "language-python", "referrerpolicy"):
@@ -482,7 +484,9 @@ def test_compact_html_builds_the_same_elements_with_fewer_bytes():
     same = (one_line(html).replace("<strong>", "<b>").replace("</strong>", "</b>").replace(' class="language-python"', "")
             .replace(' referrerpolicy="no-referrer" rel="noopener noreferrer nofollow"', ' rel="noreferrer nofollow"'))
     assert _dom(small) == _dom(same)
-    assert "<td>x</td>" in _dom(small) and "<ul><li>nested</li></ul></li><li>" not in _dom(small) and "<li>nested</li></ul></li></ul><ol>" in _dom(small)
+    dom = _dom(small)
+    assert "<td>x</td>" in dom and "<ul><li>nested</li></ul></li><li>" not in dom
+    assert "<li>nested</li></ul></li></ul><ol>" in dom
 
 
 def test_a_structure_dense_answer_is_drawn_as_its_source_past_the_budget():

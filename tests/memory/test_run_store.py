@@ -170,7 +170,8 @@ def test_a_streaming_reply_is_written_once_when_the_run_is_interrupted(store: Ru
     recorder.interrupted()
     _, _, message, failure = store.nodes(recorder.run_id)
     assert (message["kind"], message["role"], message["partial"], message["failed"]) == ("message", "assistant", 1, 1)
-    assert message["data"]["status"] == "interrupted" and message["data"]["content"] == [{"type": "text", "text": "Hello!"}]
+    assert message["data"]["status"] == "interrupted"
+    assert message["data"]["content"] == [{"type": "text", "text": "Hello!"}]
     assert (message["provider"], message["model"]) == ("openai", "m")
     assert failure["kind"] == "failure" and failure["data"]["error"]["type"] == "cancelled"
     assert store.run(recorder.run_id)["status"] == "interrupted"
@@ -379,7 +380,8 @@ def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(tmp_path: Path
 
 
 @pytest.mark.notebook
-def test_killed_kernel_leaves_a_readable_store_with_the_run_marked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_killed_kernel_leaves_a_readable_store_with_the_run_marked(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The streaming reply is written once, on an interrupt (not while it streams): a kernel killed
     mid-reply leaves its run and request, which a later session marks interrupted."""
     path = tmp_path / "runs.sqlite"

@@ -140,7 +140,8 @@ def test_an_evaluations_progress_widget_is_marked_and_its_saved_output_kept(monk
     for module in (evaluation_view, transcript_output):  # where each name is used
         monkeypatch.setattr(module, "display", lambda obj, **kw: shown.append(("display", kw)), raising=False)
         monkeypatch.setattr(module, "update_display", raising=False,
-                            value=lambda data, **kw: shown.append(("update", {"data": data, "metadata": kw["metadata"]})))
+                            value=lambda data, **kw: shown.append(("update", {"data": data,
+                                                                            "metadata": kw["metadata"]})))
     view = EvaluationView(Evaluation(["openai:m"], ["a row"]), widgets=True)
     asked = _ask(saved_outputs.SAVED, view.widget.model_id)
     view.finish()

@@ -209,7 +209,8 @@ def test_a_saved_interrupted_answer_ends_as_the_live_view_drew_it():
     assert "<em>Short answer</em>" in saved("completed")  # a finished answer is CommonMark as written
 
 
-TABLE = "| name | score | share | mark |\n|---|---|---|:-:|\n| a | 1,200 | 5% | 3 |\n| b | 3.5 ms | — | x |\n| c | v2 | 7% | 1 |\n"
+TABLE = ("| name | score | share | mark |\n|---|---|---|:-:|\n"
+         "| a | 1,200 | 5% | 3 |\n| b | 3.5 ms | — | x |\n| c | v2 | 7% | 1 |\n")
 
 
 def test_a_numeric_answer_column_is_right_aligned_text_and_own_alignment_kept():

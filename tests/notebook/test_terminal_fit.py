@@ -55,7 +55,8 @@ def test_the_footer_on_a_narrow_terminal_is_one_line(monkeypatch: pytest.MonkeyP
     screen = pyte.Screen(50, 30)
     pyte.Stream(screen).feed(out.getvalue().replace("\n", "\r\n"))
     lines = [line.rstrip() for line in screen.display if line.strip()]
-    assert lines[-1].startswith("[openai:gpt-4.1-mini · ") and lines[-1].endswith("…]")  # not wrapped onto a next row
+    # not wrapped onto a next row
+    assert lines[-1].startswith("[openai:gpt-4.1-mini · ") and lines[-1].endswith("…]")
     assert lines[-2] == "A kernel runs code."
     heading = next(m.group(1) for m in SGR.finditer(out.getvalue())
                    if out.getvalue()[m.end():].startswith("Jupyter kernels in short"))

@@ -138,7 +138,8 @@ def test_an_off_prompt_notice_starts_on_a_row_of_its_own() -> None:
                                  artifact=TextArtifact(value="x" * 10), size={"chars": 10}))
         raw = out.getvalue()
         shown = screen_of(raw) if isinstance(out, Tty) else raw.splitlines()
-        assert "[tool call big_tool] {}" in shown and "[stored off-prompt: ipyagent.memory['n1'], text, 10 chars]" in shown
+        notice = "[stored off-prompt: ipyagent.memory['n1'], text, 10 chars]"
+        assert "[tool call big_tool] {}" in shown and notice in shown
 
 
 def test_reasoning_is_dimmed_and_tools_coloured() -> None:

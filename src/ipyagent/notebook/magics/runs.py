@@ -160,7 +160,8 @@ class RunStoreCommands:
             cut = ", truncated to the budget" if b.get("truncated") else ""
             count = b.get("masked") or 0
             hidden = f", {count} value{'s' if count != 1 else ''} masked" if count else ""
-            print(f"  {b.get('source')} {b.get('name')} ({b.get('kind')}): ≈{b.get('tokens', 0):,} tokens{cut}{hidden}")
+            name = f"{b.get('source')} {b.get('name')} ({b.get('kind')})"
+            print(f"  {name}: ≈{b.get('tokens', 0):,} tokens{cut}{hidden}")
             for line in short(b.get("text") or "", 300).splitlines()[:6]:
                 print("    " + line)
 
