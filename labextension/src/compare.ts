@@ -159,10 +159,12 @@ export function figuresTable(table: unknown, onSelect?: (index: number, run: num
   if (!isObject(table)) {
     return null;
   }
+  const { columns, rows, gone } = withoutUnknownCost(
+    list(table.columns).map(str), list(table.rows).map(r => list(r).map(str)));
   const node = el('table', 'ipyagent-compare-table');
   const head = el('tr');
-  for (const title of list(table.columns)) {
-    head.append(el('th', '', str(title)));
+  for (const title of columns) {
+    head.append(el('th', '', title));
   }
   const thead = el('thead');
   const tbody = el('tbody');
@@ -171,11 +173,13 @@ export function figuresTable(table: unknown, onSelect?: (index: number, run: num
   const keys = list(table.row_runs);
   const marks = new Map<string, string>();
   for (const mark of list(table.marks).filter(isObject)) {
-    marks.set(`${num(mark.row)}/${num(mark.column)}`, str(mark.label));
+    const column = num(mark.column) ?? -1;
+    if (column !== gone) {
+      marks.set(`${num(mark.row)}/${column - (column > gone ? 1 : 0)}`, str(mark.label));
+    }
   }
-  list(table.rows).forEach((row, i) => {
+  rows.forEach((cells, i) => {
     const tr = el('tr');
-    const cells = list(row).map(str);
     const key = list(keys[i]);
     const index = num(key[0]);
     const run = num(key[1]);
@@ -203,6 +207,21 @@ export function figuresTable(table: unknown, onSelect?: (index: number, run: num
     tbody.append(tr);
   });
   return node;
+}
+
+/**
+ * `columns` and `rows` less the cost column when no run's price is known ("—" or empty in every
+ * row; the price note under the output says so once); `gone`: the index of the column left out,
+ * else the number of columns (render/html.py `without_unknown_cost`).
+ */
+export function withoutUnknownCost(columns: string[], rows: string[][]):
+  { columns: string[]; rows: string[][]; gone: number } {
+  const n = columns.indexOf('cost');
+  if (n < 0 || rows.some(r => n < r.length && r[n] !== '' && r[n] !== '\u2014')) {
+    return { columns, rows, gone: columns.length };
+  }
+  const drop = <T>(r: T[]): T[] => [...r.slice(0, n), ...r.slice(n + 1)];
+  return { columns: drop(columns), rows: rows.map(drop), gone: n };
 }
 
 /** The panes' titles of a saved comparison (`titles` as typed, `providers` resolved). */
