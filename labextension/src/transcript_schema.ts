@@ -20,6 +20,7 @@ export interface Transcript {
   format?: 'ipyagent.transcript';
   version?: 1;
   provider: string;
+  alias?: string | null;
   model?: string | null;
   status?: 'completed' | 'failed' | 'interrupted';
   stop_reason?: string | null;

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from ipyagent.agent import EvalResult, Evaluation
 from ipyagent.agent.evaluation.checks import Outcome
-from ipyagent.core import ComparisonRecord, ComparisonTable
+from ipyagent.core import ComparisonRecord, ComparisonTable, Transcript, footer_figures
 from ipyagent.notebook.render.evaluation import column_title, evaluation_html, evaluation_markdown, evaluation_text
 from ipyagent.notebook.render.evaluation_stats import id_parts
 from ipyagent.notebook.render.transcript import comparison_to_html
 from ipyagent.notebook.views.compare_view import with_titles
+
+from ..support.stub_server import StubServer, openai_text_reply
 
 
 def test_a_provider_row_is_named_by_its_alias_and_a_run_row_is_not() -> None:
@@ -50,3 +52,21 @@ def test_the_evaluation_fallbacks_name_the_alias_then_the_id() -> None:
             '<span class="ipyagent-id">a/</span><wbr><span class="ipyagent-id">v</span>)</span></td>') in html
     assert r"| # | good/v \(openai:a/v\) | ll/v \(openrouter:meta/llama/v\) |" in evaluation_markdown(doc)
     assert any(line.startswith("good/v (openai:a/v)  ") for line in evaluation_text(doc).splitlines())
+
+
+def test_a_run_named_by_an_alias_says_it_before_the_id_in_its_footer() -> None:
+    assert footer_figures(Transcript(provider="openai:qwen", alias="local"))[0] == "local · openai:qwen"
+    assert footer_figures(Transcript(provider="openai:qwen", alias="openai:qwen"))[0] == "openai:qwen"
+    assert footer_figures(Transcript(provider="openai:qwen"))[0] == "openai:qwen"  # saved before aliases
+
+
+def test_an_agent_cell_run_by_an_alias_names_it_in_its_footer(ip, capsys) -> None:
+    with StubServer(openai_text_reply("ok"), openai_text_reply("ok")) as server:
+        ip.run_line_magic("provider", f"--alias local openai:qwen --base-url {server.url}/v1")
+        ip.run_cell_magic("agent", "-p local", "hi")
+        first = capsys.readouterr().out
+        ip.run_line_magic("provider", f"openai:qwen --base-url {server.url}/v1")
+        ip.run_cell_magic("agent", "-p openai:qwen", "hi")
+        second = capsys.readouterr().out
+    assert "[local · openai:qwen · " in first
+    assert "[openai:qwen · " in second and "local" not in second

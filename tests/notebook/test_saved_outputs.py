@@ -167,3 +167,20 @@ def test_an_interrupted_runs_saved_footer_keeps_its_first_token_time(monkeypatch
     t = live.finish(None)
     assert t.status == "interrupted" and t.timings.first_token_s == round(view.state.first_token, 4)
     assert f"first token {t.timings.first_token_s:.2f} s" in footer_figures(t)
+
+
+def test_a_run_named_by_an_alias_keeps_it_in_its_saved_transcript(monkeypatch) -> None:
+    """``%%agent -p small``: the saved footer (drawn by the labextension as written) names the
+    alias before the id, as the live footer did."""
+    from ipyagent.core.figures import footer_figures
+    from ipyagent.notebook.views import transcript_output
+    from ipyagent.notebook.views.transcript_output import LiveTranscript
+    from ipyagent.notebook.views.text_view import TextView
+
+    monkeypatch.setattr(transcript_output, "update_display", lambda data, **kw: None)
+    view = TextView("small · openai:m", stream=io.StringIO())
+    live = LiveTranscript(view, provider="openai:m", prompt="Hi", show=False, alias="small")
+    live.feed(ModelStarted(provider="openai", model="m"))
+    t = live.finish(None)
+    assert (t.provider, t.alias) == ("openai:m", "small")
+    assert footer_figures(t)[0] == "small · openai:m" == t.to_json()["footer"][0]

@@ -25,10 +25,17 @@ def format_usd(amount: float) -> str:
     return f"${text}"
 
 
+def provider_title(provider: str, alias: str | None = None) -> str:
+    """How a run names its provider: ``small · openai:gpt-6-luna`` when the user named it by an
+    alias, else the ``provider:model`` id."""
+    return f"{alias} · {provider}" if alias and alias != provider else provider
+
+
 def footer_figures(t: Transcript) -> list[str]:
     """A run's footer, as the live view ends with it: provider, tokens, times, turns, stop reason,
-    retries, replay, cost, masked values, state and settings (``["openai:m", "3 in / 4 out tokens", ...]``)."""
-    figures = [t.provider]
+    retries, replay, cost, masked values, state and settings (``["openai:m", "3 in / 4 out tokens", ...]``);
+    a provider named by an alias is ``small · openai:m``."""
+    figures = [provider_title(t.provider, t.alias)]
     u = t.usage
     if u.input_tokens or u.output_tokens or t.status == "completed":
         figures.append(f"{u.input_tokens} in / {u.output_tokens} out tokens")

@@ -353,6 +353,9 @@ class Transcript(_Model):
     format: Literal["ipyagent.transcript"] = "ipyagent.transcript"
     version: Literal[1] = VERSION
     provider: str
+    #: The name the user gave the provider (``-p small``, a ``%provider --alias``), shown before its
+    #: id in the footer (``small · openai:gpt-6-luna``); None: it was named by its id.
+    alias: str | None = None
     model: str | None = None
     status: Literal["completed", "failed", "interrupted"] = "completed"
     stop_reason: str | None = None

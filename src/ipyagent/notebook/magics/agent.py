@@ -21,8 +21,8 @@ from IPython.display import display
 
 from ...agent import (MAX_TOOL_CALLS_CEILING, Agent, AgentResult, RunOptions, Thread, Turn, current_default,
                       run_sync)
-from ...core import ConfigurationError, Message
-from ...drivers import BasePromptDriver, create_driver
+from ...core import ConfigurationError, Message, provider_title
+from ...drivers import BasePromptDriver, create_driver, resolve_alias
 from ...memory import DEFAULT_BUDGET
 from ...tools import MCPServer, MCPServerError, Toolbox, close_all
 from ..context.notebook import FIX_INSTRUCTION, template_namespace
@@ -319,14 +319,16 @@ class AgentMagics(Magics):
                     "context": self.session.last_context,
                     **({"masked": self.session.last_masked} if self.session.last_masked else {})}
         active = self.session.begin(agent, prompt, run_options, record=not args.no_store, metadata=metadata)
-        view = make_view(agent.provider, widgets=self._widgets(), masked=self.session.last_masked)
+        alias = args.provider if args.provider and resolve_alias(args.provider) != args.provider else None
+        view = make_view(provider_title(agent.provider, alias), widgets=self._widgets(),
+                         masked=self.session.last_masked)
         # the view asks the user: tool approval, MCP sampling and elicitation
         options = replace(active.options, approve=view.request_approval, approve_sampling=view.request_sampling,
                           elicit=view.request_elicitation, max_history=args.max_history,
                           context_window=args.context_window)
         # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
-        live = (LiveTranscript(view, provider=agent.provider, prompt=prompt, masked=self.session.last_masked)
-                if self._widgets() else None)
+        live = (LiveTranscript(view, provider=agent.provider, prompt=prompt, masked=self.session.last_masked,
+                               alias=alias) if self._widgets() else None)
 
         async def run() -> AgentResult:
             try:

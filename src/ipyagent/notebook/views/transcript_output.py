@@ -110,6 +110,7 @@ class LiveTranscript:
     Args:
         view: a live view (``feed(event)``; ``widget`` is what is displayed).
         provider: ``provider:model`` of the run.
+        alias: the name the user gave it (``-p small``), shown before the id (`Transcript.alias`).
         prompt: the user's prompt (kept in the transcript of an interrupted run).
         show: display the view now (False: the caller displays it and passes `display_id`).
         masked: values the redactor masked in the run's context, by block (`Transcript.masked`).
@@ -117,9 +118,10 @@ class LiveTranscript:
 
     def __init__(
         self, view: Any, *, provider: str, prompt: str | None = None, show: bool = True, display_id: str | None = None,
-        masked: dict[str, int] | None = None,
+        masked: dict[str, int] | None = None, alias: str | None = None,
     ) -> None:
         self.view = view
+        self.alias = alias
         self.masked = dict(masked or {})  # values masked in the run's context, by block (the footer says so)
         self.provider = provider
         self.prompt = prompt
@@ -160,6 +162,7 @@ class LiveTranscript:
             if self.transcript.timings.first_token_s is None and first is not None:  # interrupted: no turn's ttft
                 self.transcript.timings.first_token_s = round(first, 4)
             self.transcript.next_cell = next_cell
+            self.transcript.alias = self.alias
             self.transcript.masked = dict(self.masked)
             draw_artifacts(self.transcript, self.log.artifacts)
 
