@@ -176,8 +176,8 @@ def test_a_judge_grades_each_answer_and_its_cost_is_counted_apart(store) -> None
         parse_verdict("maybe")
 
 
-def test_the_cache_serves_a_rerun_without_requests_and_survives_a_new_store(tmp_path) -> None:
-    path = tmp_path / "cache.sqlite"
+def test_the_cache_serves_a_rerun_without_requests_and_survives_a_new_store(store_location) -> None:
+    path = store_location  # a SQLite file, a PostgreSQL database
     with StubServer(responder=answering(capital_of)) as server:
         agent = lambda: Agent("openai:m", base_url=server.url)
         first = evaluate([agent()], "Capital of {{ row.country }}?", CAPITALS, assertions=["contains:{{ row.capital }}"], store=path)

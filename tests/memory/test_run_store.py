@@ -1,6 +1,6 @@
-"""The SQLite run store: rows for every piece of a run, concurrent writers in two processes,
-failed and interrupted runs marked partial, replays that match the original, and a store
-left readable by a kernel killed mid-run."""
+"""The run store, on SQLite and on PostgreSQL (the `store` fixture runs each test on both): rows
+for every piece of a run, concurrent writers in two processes, failed and interrupted runs marked
+partial, replays that match the original, and a store left readable by a kernel killed mid-run."""
 
 from __future__ import annotations
 
@@ -75,10 +75,18 @@ def body_of(events: list[Any]) -> list:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    s = RunStore(tmp_path / ".ipyagent" / "runs.sqlite")
+def store(store_location: Any) -> RunStore:
+    s = RunStore(store_location)
     yield s
     s.close()
+
+
+def stored_bytes(store: RunStore) -> bytes:
+    """Everything the store keeps, as bytes: the SQLite file and its log, or every PostgreSQL row as text."""
+    if store.dialect == "sqlite":
+        return b"".join(p.read_bytes() for p in (store.path, Path(f"{store.path}-wal")) if p.exists())
+    rows = [store._db.execute(f"SELECT t::text FROM {table} t").fetchall() for table in ("runs", "nodes")]
+    return "".join(row[0] for table in rows for row in table).encode()
 
 
 @pytest.fixture(autouse=True)
@@ -92,7 +100,8 @@ def test_every_piece_of_a_run_is_a_row(store: RunStore) -> None:
     text_exp = expected_from(TEXT)
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
         result, _, recorder = record_run(store, server, tools=[FunctionTool(get_weather, off_prompt=True)], memory=TaskMemory())
-    assert store.path.exists() and store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if store.dialect == "sqlite":
+        assert store.path.exists() and store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     run = store.run(recorder.run_id[:6])  # a prefix is enough
     assert (run["status"], run["thread"], run["provider"], run["model"]) == ("ok", "t", "openai", "gpt-4.1-mini")
     assert run["usage"]["input_tokens"] == result.usage.input_tokens and run["usage"]["output_tokens"] == result.usage.output_tokens
@@ -118,8 +127,8 @@ def test_every_piece_of_a_run_is_a_row(store: RunStore) -> None:
     assert artifact["artifact"]["value"] == get_weather(**call["input"]) and artifact["kind"] == "text"
     tool_result = next(n for n in nodes if n["kind"] == "tool_result")["data"]
     assert json.loads(tool_result["result"]["value"])["namespace"] == artifact["namespace"]
-    raw = store.path.read_bytes() + Path(f"{store.path}-wal").read_bytes() if Path(f"{store.path}-wal").exists() else store.path.read_bytes()
-    assert SECRET.encode() not in raw
+    raw = stored_bytes(store)
+    assert b"Weather in SF?" in raw and SECRET.encode() not in raw
 
 
 def test_failed_stream_leaves_a_partial_failed_message(store: RunStore) -> None:
@@ -231,8 +240,7 @@ def test_a_file_that_is_not_a_store_is_a_clear_error(tmp_path: Path, monkeypatch
 
 
 WRITER = textwrap.dedent('''
-    import sqlite3, sys, time
-    from contextlib import closing
+    import sys, time
     from ipyagent.core import (Message, ModelCompleted, ModelStarted, StopReason, TextBlock, TextDelta,
                                ToolAction, ToolCallCompleted, TextArtifact, Usage)
     from ipyagent.memory.recorder import RunRecorder
@@ -242,9 +250,8 @@ WRITER = textwrap.dedent('''
     store = RunStore(path)
     print("ready", flush=True)
 
-    def finished_one(thread):  # a fresh connection each time: a fresh view of the file
-        with closing(sqlite3.connect(path)) as conn:
-            return conn.execute("SELECT 1 FROM runs WHERE thread = ? AND ended_at IS NOT NULL", (thread,)).fetchone()
+    def finished_one(thread):  # each read outside a transaction: what is committed now
+        return store._db.execute("SELECT 1 FROM runs WHERE thread = ? AND ended_at IS NOT NULL", (thread,)).fetchone()
 
     sys.stdin.readline()  # both start writing when the test says go, after their imports
     for n in range(runs):
@@ -266,8 +273,8 @@ WRITER = textwrap.dedent('''
 ''')
 
 
-def test_two_processes_write_one_store_and_lose_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "shared.sqlite"
+def test_two_processes_write_one_store_and_lose_nothing(store_location: Any) -> None:
+    path = store_location
     runs = 40
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), name, other, str(runs)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -280,7 +287,8 @@ def test_two_processes_write_one_store_and_lose_nothing(tmp_path: Path) -> None:
     assert [p.returncode for p in procs] == [0, 0], outputs
     store = RunStore(path)
     try:
-        assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        if store.dialect == "sqlite":
+            assert store._conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         for name in ("k1", "k2"):
             rows = store.runs(thread=name, limit=1000)
             assert len(rows) == runs and {r["status"] for r in rows} == {"ok"}
@@ -380,11 +388,12 @@ def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(tmp_path: Path
 
 
 @pytest.mark.notebook
-def test_killed_kernel_leaves_a_readable_store_with_the_run_marked(tmp_path: Path,
+def test_killed_kernel_leaves_a_readable_store_with_the_run_marked(store_location: Any,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The streaming reply is written once, on an interrupt (not while it streams): a kernel killed
-    mid-reply leaves its run and request, which a later session marks interrupted."""
-    path = tmp_path / "runs.sqlite"
+    mid-reply leaves its run and request, which a later session marks interrupted (a SQLite file, a
+    PostgreSQL database)."""
+    path = store_location
     with StubServer(Reply.sse_file(TEXT, delay=0.25)) as server:
         km, kc = _start_kernel(path, server, monkeypatch)
         try:
@@ -397,10 +406,14 @@ def test_killed_kernel_leaves_a_readable_store_with_the_run_marked(tmp_path: Pat
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
-    with closing(sqlite3.connect(path)) as conn:  # readable as it was left: integrity ok, the run still "running"
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        status, run_pid = conn.execute("SELECT status, pid FROM runs").fetchone()
-        assert status == "running" and run_pid == pid
+    if isinstance(path, Path):
+        with closing(sqlite3.connect(path)) as conn:  # readable as it was left: integrity ok
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    reader = RunStore(path)
+    try:  # the run still "running", its request written
+        assert [tuple(row) for row in reader._db.execute("SELECT status, pid FROM runs")] == [("running", pid)]
+    finally:
+        reader.close()
     store = RunStore(path)  # a later session on this host sees the process gone (Session.store does this)
     try:
         [run] = store.runs()
@@ -414,8 +427,8 @@ def test_killed_kernel_leaves_a_readable_store_with_the_run_marked(tmp_path: Pat
         store.close()
 
 
-def test_a_grade_is_kept_against_its_run_replaced_and_removed(tmp_path: Path) -> None:
-    path = tmp_path / "runs.sqlite"
+def test_a_grade_is_kept_against_its_run_replaced_and_removed(store_location: Any) -> None:
+    path = store_location
     store = RunStore(path)
     (run_id,) = store.add_finished_runs([{"run": {"provider": "openai", "model": "m", "status": "ok", "prompt": "q"}}])
     store.set_grade(run_id, False, f"wrong city; key {SECRET}")
@@ -459,5 +472,5 @@ def test_a_store_of_schema_2_gains_the_grades_and_evaluations_tables(tmp_path: P
     store = RunStore(path)
     store.set_grade("r1", True)
     assert store.grades(["r1"])["r1"]["passed"] is True
-    assert store._conn.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert store._conn.execute("PRAGMA user_version").fetchone()[0] == store_module.SCHEMA_VERSION
     store.close()

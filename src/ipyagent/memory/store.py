@@ -1,7 +1,9 @@
 """The run store: every run, request, message, tool call, tool result, off-prompt
-artifact and failure as a row in SQLite (stdlib `sqlite3`, WAL mode).
+artifact and failure as a row in SQLite (stdlib `sqlite3`, WAL mode), or in PostgreSQL
+(psycopg 3) for a team's store shared by many kernels and CI jobs (`store_backends`): the
+same tables, the same statements (every one of them here), the same behaviour.
 
-Four tables. ``runs``: one row per run (thread, provider, model, status
+Five tables. ``runs``: one row per run (thread, provider, model, status
 ``running | ok | failed | interrupted``, usage, cost, timings, error, and the
 pid and host of the process writing it). ``nodes``: the run's pieces in order
 (``seq``), each with a ``kind`` (``request``, ``message``, ``tool_call``,
@@ -10,12 +12,14 @@ pid and host of the process writing it). ``nodes``: the run's pieces in order
 ``data`` payload. ``grades``: a person's pass / fail and note on a run (an evaluation's
 cell), one per run, apart from its automatic checks. ``evaluations``: what each evaluation
 found per cell, under the name of the cell that ran it, so the next run of that cell can say
-what changed. Nothing secret is stored: no request headers, and any
+what changed. ``claims``: the cache keys whose request some process is sending now, so that a
+process running the same matrix waits for that run rather than sending it again (`claim`). Nothing
+secret is stored: no request headers, and any
 secret passes the one redactor (`core.redact`).
 
 Each write is its own short transaction, so several kernels can write one
-file at once (WAL lets readers go on while one writer holds the lock; others
-wait up to `timeout` seconds). A run whose process died mid-way stays
+store at once (SQLite's WAL lets readers go on while one writer holds the lock;
+others wait up to `timeout` seconds; PostgreSQL locks rows). A run whose process died mid-way stays
 ``running`` until a later `RunStore` on the same host sees the pid gone and
 marks it ``interrupted`` (`mark_abandoned`).
 """
@@ -25,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sqlite3
 import threading
 import time
 import uuid
@@ -33,8 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from ..core import current_forms, redact, redact_json
+from .store_backends import is_url, open_backend, shown_location, store_errors
 
-SCHEMA_VERSION = 3  # 2: runs.cache_key (evaluation runs served from the cache); 3: grades, evaluations
+# 2: runs.cache_key (evaluation runs served from the cache); 3: grades, evaluations; 4: claims
+SCHEMA_VERSION = 4
 #: The default location, relative to the notebook's folder.
 DEFAULT_PATH = Path(".ipyagent") / "runs.sqlite"
 
@@ -92,6 +97,12 @@ CREATE TABLE IF NOT EXISTS evaluations (
     outcomes TEXT
 );
 CREATE INDEX IF NOT EXISTS evaluations_by_name ON evaluations(name, created_at);
+CREATE TABLE IF NOT EXISTS claims (
+    cache_key TEXT PRIMARY KEY,
+    pid INTEGER,
+    host TEXT,
+    expires_at REAL NOT NULL
+);
 """
 # Added in schema 2; a store made by schema 1 gains it when opened.
 _CACHE_COLUMN = "ALTER TABLE runs ADD COLUMN cache_key TEXT"
@@ -119,16 +130,24 @@ def _dumps(value: Any, forms: tuple[str, ...] | None = None) -> str | None:
     return None if value is None else redact_json(value, forms)
 
 
-#: Environment variable: the run store's path, or ``off`` to keep no store.
+#: Environment variable: the run store's path or PostgreSQL URL, or ``off`` to keep no store.
 STORE_ENV = "IPYAGENT_RUN_STORE"
+#: Its shorter name, read when `STORE_ENV` is not set.
+STORE_ENV_ALIAS = "IPYAGENT_STORE"
 
 
-def default_store_path() -> Path | None:
-    """``$IPYAGENT_RUN_STORE`` (``off``: None), else ``.ipyagent/runs.sqlite`` beside the
-    notebook (Jupyter's ``JPY_SESSION_NAME`` says where it is), else in the working folder."""
-    configured = os.environ.get(STORE_ENV)
+def store_location(location: str | Path) -> str | Path:
+    """`location` as a store is opened from: a PostgreSQL URL as given, a path with ``~`` expanded."""
+    return str(location).strip() if is_url(location) else Path(location).expanduser()
+
+
+def default_store_path() -> str | Path | None:
+    """``$IPYAGENT_RUN_STORE`` (or ``$IPYAGENT_STORE``): a path or a ``postgresql://`` URL (``off``: None),
+    else ``.ipyagent/runs.sqlite`` beside the notebook (Jupyter's ``JPY_SESSION_NAME`` says where it
+    is), else in the working folder."""
+    configured = os.environ.get(STORE_ENV) or os.environ.get(STORE_ENV_ALIAS)
     if configured:
-        return None if configured.strip().lower() in ("off", "none", "0", "false") else Path(configured).expanduser()
+        return None if configured.strip().lower() in ("off", "none", "0", "false") else store_location(configured)
     notebook = os.environ.get("JPY_SESSION_NAME")
     if notebook and notebook.endswith(".ipynb") and Path(notebook).parent.is_dir():
         return Path(notebook).parent / DEFAULT_PATH
@@ -171,13 +190,16 @@ class StoreError(RuntimeError):
     """The run store cannot be opened or read (a bad path, a file that is not a run store)."""
 
 
-def check_store_path(path: str | Path) -> Path:
-    """`path` if it can be a run store: a new file in an existing folder, or a SQLite file.
+def check_store_path(path: str | Path) -> str | Path:
+    """`path` if it can be a run store: a new file in an existing folder, a SQLite file, or a
+    ``postgresql://`` URL (checked when it is opened).
 
     Raises:
         StoreError: a folder, a file in a folder that does not exist, or a file that is not
             SQLite (a notebook, a CSV...); the message says which and what to give instead.
     """
+    if is_url(path):
+        return str(path).strip()
     path = Path(path).expanduser()
     if path.is_dir():
         raise StoreError(f"{str(path)!r} is a folder; give a file in it, e.g. {str(path / 'runs.sqlite')!r}")
@@ -195,70 +217,50 @@ def check_store_path(path: str | Path) -> Path:
 
 
 class RunStore:
-    """A run store at `path` (created with its folder when missing).
+    """A run store at `path`: a SQLite file (created with its folder when missing) or a
+    ``postgresql://`` URL (the tables created when missing).
+
+    Attributes:
+        path: the SQLite file's `Path`, or the URL as it may be shown (its password masked); a
+            URL shown so opens the same database again in this process.
 
     Args:
-        path: the SQLite file.
-        timeout: seconds a write waits for another process's lock.
+        path: the SQLite file, or the PostgreSQL database's URL.
+        timeout: seconds a write waits for another process's lock (SQLite), or to connect and to
+            create the tables (PostgreSQL).
 
     Raises:
-        StoreError: the file cannot be opened or is not a run store.
+        StoreError: the store cannot be opened or is not a run store (psycopg missing for a URL).
     """
 
     def __init__(self, path: str | Path, *, timeout: float = 30.0) -> None:
-        self.path = Path(path)
+        self.path = shown_location(path)
         self._lock = threading.Lock()
+        self._db: Any = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False, isolation_level=None)
-            self._conn.row_factory = sqlite3.Row
-            self._conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._set_up(time.monotonic() + timeout)
-        except (sqlite3.Error, OSError) as exc:
-            if getattr(self, "_conn", None) is not None:  # opened, but not a run store: not left open
-                self._conn.close()
-            raise StoreError(f"cannot open the run store {str(self.path)!r}: {exc}") from None
+            self._db = open_backend(path, timeout)
+            self._db.set_up(_SCHEMA, [_CACHE_COLUMN, _CACHE_INDEX], SCHEMA_VERSION, time.monotonic() + timeout)
+        except store_errors() as exc:
+            if self._db is not None:  # opened, but not a run store: not left open
+                self._db.close()
+            raise StoreError(f"cannot open the run store {str(self.path)!r}: {redact(str(exc).strip())}") from None
+        self.dialect: str = self._db.dialect
         self.host = socket.gethostname()
         self.pid = os.getpid()
 
-    def _set_up(self, deadline: float) -> None:
-        """WAL mode and the tables. Switching to WAL takes a lock for which SQLite does not
-        always wait (two processes opening a new file at once), so "locked" is retried here."""
-        while True:
-            try:
-                self._conn.execute("PRAGMA journal_mode = WAL")
-                with self._transaction() as conn:
-                    for statement in filter(str.strip, _SCHEMA.split(";")):
-                        conn.execute(statement)
-                    if "cache_key" not in {r[1] for r in conn.execute("PRAGMA table_info(runs)")}:
-                        conn.execute(_CACHE_COLUMN)
-                    conn.execute(_CACHE_INDEX)
-                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+    @property
+    def _conn(self) -> Any:
+        """The back end's own connection (`sqlite3.Connection` or psycopg's)."""
+        return self._db.conn
 
     # -- writing -----------------------------------------------------------------------
 
     def _transaction(self) -> Any:
-        store = self
+        return self._db.transaction()
 
-        class _Tx:
-            def __enter__(self) -> sqlite3.Connection:
-                store._conn.execute("BEGIN IMMEDIATE")
-                return store._conn
-
-            def __exit__(self, exc_type: Any, *rest: Any) -> None:
-                store._conn.execute("ROLLBACK" if exc_type else "COMMIT")
-
-        return _Tx()
-
-    def _write(self, sql: str, params: tuple[Any, ...]) -> int:
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
         with self._lock, self._transaction() as conn:
-            return conn.execute(sql, params).lastrowid or 0
+            conn.execute(sql, params)
 
     def start_run(
         self,
@@ -310,7 +312,8 @@ class RunStore:
             "VALUES (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM nodes WHERE run_id = ?), ?, "
             f"?{', ' + marks if values else ''})"
         )
-        return self._write(sql, (run_id, run_id, kind, time.time(), *values.values()))
+        with self._lock, self._transaction() as db:
+            return db.insert_id(sql, (run_id, run_id, kind, time.time(), *values.values()))
 
     def update_node(self, node_id: int, **fields: Any) -> None:
         unknown = set(fields) - set(_NODE_FIELDS)
@@ -339,7 +342,9 @@ class RunStore:
 
         Each record: ``run`` (a dict of `runs` columns: provider, model, status, prompt,
         thread, session, usage, cost, error, metadata, duration_s, cache_key; ``id`` optional)
-        and ``nodes`` (a list of dicts: ``kind`` plus node fields). Returns the run ids.
+        and ``nodes`` (a list of dicts: ``kind`` plus node fields); ``claim`` optional, a cache key
+        this process claimed for the run (`claim`), released in the same transaction. Returns the
+        run ids.
         """
         ids: list[str] = []
         now = time.time()
@@ -377,6 +382,9 @@ class RunStore:
                         f"VALUES (?, ?, ?, ?{', ?' * len(fields)})",
                         (run_id, seq, node["kind"], now, *fields.values()),
                     )
+                if record.get("claim"):
+                    conn.execute("DELETE FROM claims WHERE cache_key = ? AND pid = ? AND host = ?",
+                                 (record["claim"], self.pid, self.host))
         return ids
 
     def cached_runs(self, keys: list[str]) -> dict[str, dict[str, Any]]:
@@ -387,7 +395,7 @@ class RunStore:
         unique = list(dict.fromkeys(k for k in keys if k))
         for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
             chunk = unique[start : start + 500]
-            rows = self._conn.execute(
+            rows = self._db.execute(
                 "SELECT id, cache_key, usage, cost, duration_s, metadata FROM runs "
                 f"WHERE status = 'ok' AND cache_key IN ({', '.join('?' for _ in chunk)}) "
                 "ORDER BY started_at",
@@ -417,7 +425,7 @@ class RunStore:
         for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
             chunk = unique[start:start + 500]
             marks = ", ".join("?" for _ in chunk)
-            for row in self._conn.execute(f"SELECT * FROM grades WHERE run_id IN ({marks})", chunk):
+            for row in self._db.execute(f"SELECT * FROM grades WHERE run_id IN ({marks})", chunk):
                 found[row["run_id"]] = {"passed": bool(row["passed"]), "note": row["note"] or "",
                                         "graded_at": row["graded_at"]}
         return found
@@ -425,22 +433,52 @@ class RunStore:
     def add_evaluation(self, evaluation_id: str, name: str | None, outcomes: Any) -> None:
         """Keep what an evaluation found (`outcomes`, JSON data), under `name` (what the next run
         of the same cell compares itself with: `previous_evaluation`)."""
-        self._write("INSERT OR REPLACE INTO evaluations (id, name, created_at, outcomes) VALUES (?, ?, ?, ?)",
+        self._write("INSERT INTO evaluations (id, name, created_at, outcomes) VALUES (?, ?, ?, ?) ON CONFLICT (id) "
+                    "DO UPDATE SET name = excluded.name, created_at = excluded.created_at, outcomes = excluded.outcomes",
                     (evaluation_id, name, time.time(), _dumps(outcomes)))
 
     def previous_evaluation(self, name: str, *, before: str | None = None) -> dict[str, Any] | None:
         """The newest evaluation kept under `name` other than `before` (an id): ``id``, ``name``,
         ``created_at``, ``outcomes``; None when there is none."""
-        row = self._conn.execute("SELECT * FROM evaluations WHERE name = ? AND id != ? "
+        row = self._db.execute("SELECT * FROM evaluations WHERE name = ? AND id != ? "
                                  "ORDER BY created_at DESC, rowid DESC LIMIT 1", (name, before or "")).fetchone()
         if row is None:
             return None
         return {**dict(row), "outcomes": json.loads(row["outcomes"]) if row["outcomes"] else None}
 
+    # -- claims: one process sends a request, the others wait for its run ---------------------
+
+    def claim(self, key: str, lease_s: float) -> bool:
+        """Claim cache key `key` for this process for `lease_s` seconds (the request it stands for is
+        about to be sent here); True when it is ours: no claim held it, or one of this process, or one
+        whose lease ran out, or one of a process of this host that no longer exists. False: another
+        process is sending that request now; its run will be in the store (`cached_runs`) once it
+        ends well, and its claim goes when it is committed (`add_finished_runs`) or released."""
+        now = time.time()
+        with self._lock, self._transaction() as db:
+            holder = db.execute("SELECT pid, host FROM claims WHERE cache_key = ?", (key,)).fetchone()
+            if holder is not None and holder["host"] == self.host and holder["pid"] != self.pid \
+                    and not _pid_alive(holder["pid"]):
+                db.execute("DELETE FROM claims WHERE cache_key = ?", (key,))
+            taken = db.execute(
+                "INSERT INTO claims (cache_key, pid, host, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (cache_key) "
+                "DO UPDATE SET pid = excluded.pid, host = excluded.host, expires_at = excluded.expires_at "
+                "WHERE claims.expires_at < ? OR (claims.pid = ? AND claims.host = ?)",
+                (key, self.pid, self.host, now + lease_s, now, self.pid, self.host))
+            return taken.rowcount == 1
+
+    def release(self, keys: list[str]) -> None:
+        """Give up this process's claims on `keys` (those of other processes stay)."""
+        with self._lock, self._transaction() as db:
+            for start in range(0, len(keys), 500):  # SQLite's limit on bound parameters
+                chunk = keys[start:start + 500]
+                db.execute(f"DELETE FROM claims WHERE cache_key IN ({', '.join('?' for _ in chunk)}) "
+                           "AND pid = ? AND host = ?", (*chunk, self.pid, self.host))
+
     def mark_abandoned(self) -> list[str]:
         """Runs left ``running`` by a process of this host that no longer exists: marked
         ``interrupted`` with their partial nodes ``failed``. Returns their ids."""
-        rows = self._conn.execute(
+        rows = self._db.execute(
             "SELECT id, pid FROM runs WHERE status = 'running' AND host = ?", (self.host,)
         ).fetchall()
         gone = [r["id"] for r in rows if r["pid"] != self.pid and not _pid_alive(r["pid"])]
@@ -460,7 +498,7 @@ class RunStore:
     # -- reading -----------------------------------------------------------------------
 
     @staticmethod
-    def _row(row: sqlite3.Row) -> dict[str, Any]:
+    def _row(row: Any) -> dict[str, Any]:
         out = dict(row)
         for key in _JSON_FIELDS:
             if out.get(key) is not None:
@@ -481,7 +519,7 @@ class RunStore:
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY started_at DESC, rowid DESC LIMIT ?"
         )
-        return [self._row(r) for r in self._conn.execute(sql, (*params, limit)).fetchall()]
+        return [self._row(r) for r in self._db.execute(sql, (*params, limit)).fetchall()]
 
     def run(self, run_id: str) -> dict[str, Any]:
         """The run whose id is (or starts with) `run_id`.
@@ -489,7 +527,7 @@ class RunStore:
         Raises:
             KeyError: no such run, or a prefix that names several.
         """
-        rows = self._conn.execute(
+        rows = self._db.execute(
             "SELECT * FROM runs WHERE id LIKE ? ORDER BY started_at", (run_id.strip() + "%",)
         ).fetchall()
         if not rows:
@@ -501,32 +539,31 @@ class RunStore:
     def nodes(self, run_id: str) -> list[dict[str, Any]]:
         return [
             self._row(r)
-            for r in self._conn.execute("SELECT * FROM nodes WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
+            for r in self._db.execute("SELECT * FROM nodes WHERE run_id = ? ORDER BY seq", (run_id,)).fetchall()
         ]
 
     def count(self, table: str = "nodes") -> int:
         if table not in ("runs", "nodes"):
             raise ValueError("table is runs or nodes")
-        return self._conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+        return self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
 
     # -- size and pruning (store_admin.py decides what goes) ---------------------------------
 
     def size(self) -> int:
-        """Bytes on disk: the file and its write-ahead log."""
-        return sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+        """Bytes on disk: the SQLite file and its write-ahead log; PostgreSQL's tables and indexes."""
+        return self._db.size()
 
     def live_bytes(self) -> int:
-        """Bytes of the pages in use (the file's size once vacuumed): pages less free pages."""
-        pages, free, size = (self._conn.execute(f"PRAGMA {name}").fetchone()[0]
-                             for name in ("page_count", "freelist_count", "page_size"))
-        return (pages - free) * size
+        """Bytes in use: SQLite's pages less its free pages (the file's size once vacuumed);
+        PostgreSQL's live rows."""
+        return self._db.live_bytes()
 
     def counts(self) -> dict[str, int]:
         """Rows: ``runs``, ``evaluations``, ``artifacts`` (off-prompt artifact nodes), ``nodes``, ``grades``."""
         queries = {"runs": "runs", "evaluations": "evaluations", "artifacts": "nodes WHERE kind = 'artifact'",
                    "nodes": "nodes", "grades": "grades"}
         count = "SELECT COUNT(*) FROM {}"
-        return {name: self._conn.execute(count.format(rows)).fetchone()[0] for name, rows in queries.items()}
+        return {name: self._db.execute(count.format(rows)).fetchone()[0] for name, rows in queries.items()}
 
     def finished_runs(self) -> list[tuple[str, float, int]]:
         """(id, started_at, bytes of its rows, roughly) of every run not ``running``, oldest first."""
@@ -534,14 +571,14 @@ class RunStore:
                "COALESCE((SELECT SUM(COALESCE(LENGTH(n.data), 0) + COALESCE(LENGTH(n.usage), 0) + 64) FROM nodes n "
                "WHERE n.run_id = r.id), 0) + 128 FROM runs r WHERE r.status != 'running' "
                "ORDER BY r.started_at, r.rowid")
-        return [(row[0], row[1], row[2]) for row in self._conn.execute(sql)]
+        return [(row[0], row[1], int(row[2])) for row in self._db.execute(sql)]
 
     def referenced_runs(self) -> set[str]:
         """Ids of the runs something else keeps: a grade, or an evaluation's saved outcomes naming it
         (any text in them equal to a run's id)."""
-        kept = {row[0] for row in self._conn.execute("SELECT run_id FROM grades")}
-        ids = {row[0] for row in self._conn.execute("SELECT id FROM runs")}
-        for (outcomes,) in self._conn.execute("SELECT outcomes FROM evaluations WHERE outcomes IS NOT NULL"):
+        kept = {row[0] for row in self._db.execute("SELECT run_id FROM grades")}
+        ids = {row[0] for row in self._db.execute("SELECT id FROM runs")}
+        for (outcomes,) in self._db.execute("SELECT outcomes FROM evaluations WHERE outcomes IS NOT NULL"):
             kept |= _texts(json.loads(outcomes)) & ids
         return kept
 
@@ -555,17 +592,14 @@ class RunStore:
                     conn.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", chunk)
 
     def vacuum(self) -> None:
-        """Give the free pages back to the file system (VACUUM), and empty the write-ahead log."""
+        """SQLite: give the free pages back to the file system (VACUUM), and empty the write-ahead log;
+        PostgreSQL: VACUUM, so the space of deleted rows is reused."""
         with self._lock:
-            self._conn.execute("VACUUM")
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.vacuum()
 
     def close(self) -> None:
         with self._lock:
-            try:
-                self._conn.close()
-            except sqlite3.Error:
-                pass
+            self._db.close()
 
     def __repr__(self) -> str:
         return f"<RunStore {self.path}>"

@@ -26,6 +26,7 @@ from ..memory import (
     current_memory,
     default_store_path,
     human_size,
+    store_location,
 )
 
 
@@ -36,7 +37,7 @@ class Session:
         self.id = uuid.uuid4().hex[:12]
         self.threads = ThreadStore()
         self.memory = current_memory()
-        self.store_path: Path | None = default_store_path()
+        self.store_path: str | Path | None = default_store_path()  # a path, or a PostgreSQL URL
         self._store: RunStore | None = None
         self.store_error: str | None = None
         self.run_ids: list[str] = []
@@ -76,9 +77,9 @@ class Session:
                   "(--max-size, --older-than 30d), %agent settings store_max_size=... moves the cap", file=sys.stderr)
 
     def set_store(self, path: str | Path | None) -> None:
-        """Use the store at `path` from now on (None: keep no store)."""
+        """Use the store at `path` (a SQLite file, a ``postgresql://`` URL) from now on (None: keep no store)."""
         self.close()
-        self.store_path = Path(path).expanduser() if path is not None else None
+        self.store_path = store_location(path) if path is not None else None
         self.store_error = None
 
     # -- runs --------------------------------------------------------------------------

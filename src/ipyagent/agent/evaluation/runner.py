@@ -37,7 +37,7 @@ from ...core import (
     system_text,
 )
 from ...drivers import resolve_alias
-from ...memory import RunStore, StoreError, default_store_path, estimate_text, new_run_id
+from ...memory import RunStore, StoreError, default_store_path, estimate_text, new_run_id, store_location
 from ..agent import Agent, AgentResult
 from ..compare import provider_keys
 from ..images import image_blocks
@@ -569,7 +569,7 @@ def _open_store(store: RunStore | str | Path | bool | None, cache: bool) -> tupl
         return store, False, None
     if store is False:
         return None, False, ("caching is off: there is no run store" if cache else None)
-    path = Path(store).expanduser() if store is not None else default_store_path()
+    path = store_location(store) if store is not None else default_store_path()
     if path is None:
         return None, False, ("caching is off: no run store ($IPYAGENT_RUN_STORE is off)" if cache else None)
     try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ...drivers import BUILTIN, KEY_FALLBACKS
-from ...memory import STORE_ENV
+from ...memory import STORE_ENV, is_url
 from ..render.terminal_records import clean
 
 #: The tag of the cell whose variables ``-p`` overrides (papermill's), and of the cell we add after it.
@@ -74,7 +74,8 @@ def kernel_env(*, replay: bool, store: str | None) -> dict[str, str]:
         for name in {s.api_key_env for s in BUILTIN.values() if s.api_key_env} | set(KEY_FALLBACKS.values()):
             env.pop(name, None)
     if store is not None:
-        env[STORE_ENV] = store if store.lower() in ("off", "none") else str(Path(store).expanduser().resolve())
+        env[STORE_ENV] = store if store.lower() in ("off", "none") or is_url(store) \
+            else str(Path(store).expanduser().resolve())
     return env
 
 

@@ -27,8 +27,10 @@ from ...memory import (
     StoreError,
     check_store_path,
     describe_size,
+    is_url,
     prune,
     replay_events,
+    shown_location,
     stored_transcript,
     summary,
 )
@@ -60,6 +62,8 @@ def _check_new_store_name(path: str) -> None:
     Raises:
         UsageError: a new file not ending in `STORE_SUFFIXES`, saying what to give instead.
     """
+    if is_url(path):  # a PostgreSQL database: checked when opened
+        return
     given = Path(path).expanduser()
     if given.exists() or given.suffix.lower() in STORE_SUFFIXES:
         return
@@ -102,7 +106,8 @@ class RunStoreCommands:
         if path is not None:
             self.session.set_store(None if path.lower() in ("off", "none") else path)
         store = self.session.store if self.session.store_path is not None else None
-        print(f"run store: {summary(store)}" if store is not None else f"run store: {self.session.store_path or 'off'}")
+        where = shown_location(self.session.store_path) if self.session.store_path is not None else "off"
+        print(f"run store: {summary(store)}" if store is not None else f"run store: {where}")
 
     def _store_admin(self, words: list[str]) -> None:
         """``%agent store --prune [--older-than 30d] [--max-size 500MB] [--all]``: delete the oldest runs
