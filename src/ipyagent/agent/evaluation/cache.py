@@ -82,10 +82,12 @@ class CacheWriter:
         self._scheduled = False
 
     def add(self, *, key: str | None, provider: str, prompt: str, status: str, result: Any, figures: dict[str, Any],
-            metadata: dict[str, Any], run_id: str | None = None) -> asyncio.Future[None] | None:
+            metadata: dict[str, Any], run_id: str | None = None,
+            claim: str | None = None) -> asyncio.Future[None] | None:
         """Queue one run for the next commit: `result` an `AgentResult` (None: the run never
         started); `figures` duration_s, usage, cost, error; `metadata` what the cache serves back
-        (text, output, ...); `run_id` its id (None: one is made). On an event loop, returns a
+        (text, output, ...); `run_id` its id (None: one is made); `claim` the cache key this process claimed
+        for it (`RunStore.claim`), released with the commit. On an event loop, returns a
         future done once the run is committed (or the store failed), the commit scheduled for the
         loop's next turn; None without a store (or a loop: then `flush` commits)."""
         if self.store is None or self.error is not None:
@@ -100,7 +102,7 @@ class CacheWriter:
                           "model": model,
                           "status": status, "prompt": prompt, "cache_key": key if status == "ok" else None,
                           "metadata": metadata, **figures},
-                  "nodes": nodes}
+                  "nodes": nodes, "claim": claim}
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

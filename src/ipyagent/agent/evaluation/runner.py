@@ -55,6 +55,10 @@ from .templates import normalize_rows, row_fields
 
 #: Output tokens assumed for a run's cost estimate until the lane has finished runs to go by.
 DEFAULT_OUTPUT_TOKENS = 256
+#: Seconds between two looks at the store while another process sends a run's request (`_Run._wait_for`).
+CLAIM_POLL_S = 0.1
+#: Seconds a claim outlives its run's deadline (a process that died holding it: then another sends it).
+CLAIM_MARGIN_S = 60.0
 
 
 # -- running ---------------------------------------------------------------------------
@@ -68,6 +72,7 @@ class _Cell:
     variant: Variant
     key: str | None = None
     hit: dict[str, Any] | None = None
+    deferred: bool = False  # put back in its lane's queue: another process was sending its request
 
 
 @dataclass(eq=False)
@@ -77,6 +82,7 @@ class _Lane(Lane):
     rates: tuple[float, float] | None = None  # USD per input token, per output token
     outputs: list[int] = field(default_factory=list)
     costs: list[float] = field(default_factory=list)
+    deferred: int = 0  # jobs of `jobs` put back (`_Cell.deferred`)
 
 
 class _Run:
@@ -115,6 +121,7 @@ class _Run:
         self.judge_lanes: dict[str, tuple[Agent | None, BaseException | None, asyncio.Semaphore]] = {}
         self.digests: dict[tuple[int, str | None], str | None] = {}  # (id(agent), variant) -> digest (`_key`)
         self.twins: dict[str, int] = {}  # a request's digest -> the columns that send it so far (`_key`)
+        self.claimed: set[str] = set()  # cache keys this evaluation claimed in the store (`_claim`)
         self.threads = Stoppable()  # synchronous python: checks run there
         for check in assertions:
             check.timeout = check_timeout
@@ -217,13 +224,15 @@ class _Run:
         ttft: float | None,
         error: dict[str, Any] | None,
         usage: Any,
-    ) -> None:
+    ) -> asyncio.Future[None] | None:
+        """Queue the run for the store (`CacheWriter.add`); the future done once it is committed."""
         run_id = None
         if cell is not None and self.store is not None:  # the cell knows its run (graded against it)
             run_id = cell.run_id = new_run_id()
-        self.writer.add(
+        return self.writer.add(
             run_id=run_id,
             key=key,
+            claim=key if key in self.claimed else None,
             provider=provider,
             prompt=prompt,
             status="ok" if ok else "failed",
@@ -310,11 +319,53 @@ class _Run:
         if self.on_result is not None:
             self.on_result(cell)
 
+    # -- claims: processes sharing a store send each request once ----------------------------
+
+    def _claim(self, job: _Cell) -> bool:
+        """Claim the cell's request in the store for this process (`RunStore.claim`); True when it is ours
+        (or cannot be claimed: no key, no cache, a store that fails), then served from the store when another
+        process has stored its run meanwhile; False while another process sends it."""
+        if job.hit is not None or job.key is None or not self.cache or self.store is None:
+            return True
+        deadline = self.run_options.get("timeout") or (job.lane.prototype.timeout if job.lane.prototype else None)
+        try:
+            if not self.store.claim(job.key, (deadline or 600.0) + CLAIM_MARGIN_S):
+                return False
+            self.claimed.add(job.key)
+            job.hit = self.store.cached_runs([job.key]).get(job.key)  # stored since the matrix was queued
+        except Exception:  # noqa: BLE001 - a store that fails: the run is sent (the writer reports it)
+            pass
+        return True
+
+    async def _wait_for(self, job: _Cell) -> None:
+        """While another process sends the cell's request: its run once stored (`job.hit`), or the claim
+        once given up without a stored run (then the request is sent here)."""
+        assert self.store is not None and job.key is not None
+        while True:
+            await asyncio.sleep(CLAIM_POLL_S)
+            try:
+                job.hit = self.store.cached_runs([job.key]).get(job.key)
+            except Exception:  # noqa: BLE001 - a store that fails: the run is sent here
+                return
+            if job.hit is not None or self._claim(job):
+                return
+
     async def run_cell(self, job: _Cell) -> float | None:
         """Run (or serve from the cache) one cell, check it, record it; returns the USD spent once the
         run is committed to the store (so the lane starts no run while a finished one is not). With
-        tracing on, inside the cell's span, the run's own spans its children (`trace_spans`)."""
-        cell = job.result
+        tracing on, inside the cell's span, the run's own spans its children (`trace_spans`).
+
+        A cell whose request another process sends now (the same matrix on a shared store) is put back
+        at the end of its lane's queue while the lane has other work, else waits for that run."""
+        cell, lane = job.result, job.lane
+        if job.deferred:
+            job.deferred, lane.deferred = False, lane.deferred - 1
+        if not self._claim(job):
+            if len(lane.jobs) > lane.deferred:
+                job.deferred, lane.deferred = True, lane.deferred + 1
+                lane.jobs.append(job)
+                return 0.0
+            await self._wait_for(job)
         with evaluation_span(f"evaluate {cell.provider}", cell_attributes(self.ev.id, cell), cell_checks(cell)):
             return await self._run_cell(job)
 
@@ -487,11 +538,21 @@ class _Run:
             self.writer.close()  # what finished is committed, an interrupt too
             if self.writer.error:
                 ev.notes.append(self.writer.error)
+            self._release()
             if self.store is not None and not self.writer.error:
                 note = keep(ev, self.store, finished=finished)  # grades read back; what changed since the last run
                 if note:
                     ev.notes.append(note)
         return ev
+
+    def _release(self) -> None:
+        """Give up the claims left (runs not committed: an interrupt, a store that failed)."""
+        if self.claimed and self.store is not None:
+            try:
+                self.store.release(sorted(self.claimed))
+            except Exception:  # noqa: BLE001 - they run out with their lease
+                pass
+            self.claimed.clear()
 
     async def close(self) -> None:
         self.threads.close()
