@@ -6,7 +6,7 @@ __getattr__ = lazy_exports(__name__, {
     "agent": ("Agent",),
     "loop": ("AgentRun",),
     "loop_thread": ("background_loop", "background_loop_running", "run_in_background", "run_sync",
-                    "stop_background_loop"),
+                    "stop_background_loop", "Detached", "run_detached", "stop_detached"),
     "options": ("RunOptions",),
     "result": ("AgentResult",),
     "compare": ("Comparison", "acompare", "COLUMNS", "NUMERIC", "RunFigures", "Stat", "summarize", "provider_keys"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Coroutine
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -156,9 +157,102 @@ class OneRunAtATime:
             RUNNING_AGENTS.reset(token)
 
 
+class Detached:
+    """A coroutine running on the background loop that nobody awaits (a background evaluation):
+    `run_detached` starts it and returns at once. Cancelling it (`cancel`, `stop_detached`) throws
+    CancelledError into it, so its ``finally`` blocks run (what finished is committed); `finished`
+    is set only once it has really ended, whether it returned, raised, was cancelled or never began.
+
+    Attributes:
+        finished: a `threading.Event`, set when the coroutine has ended.
+        result: what it returned (None until then); error: what it raised, CancelledError aside.
+        cancelled: it ended cancelled (or was cancelled before it began).
+    """
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.finished = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.cancelled = False
+        self._task: asyncio.Task[Any] | None = None
+        self._loop = background_loop()
+        running = RUNNING_AGENTS.get()
+        with _lock:
+            _detached.add(self)
+        self._loop.call_soon_threadsafe(self._start, coro, running)
+
+    def _start(self, coro: Coroutine[Any, Any, Any], running: frozenset[int]) -> None:
+        if self.cancelled:  # cancelled before the loop got to it: never begun
+            coro.close()
+            return self._ended(None)
+        self._task = self._loop.create_task(self._run(coro, running))
+        self._task.add_done_callback(self._ended)
+
+    @staticmethod
+    async def _run(coro: Coroutine[Any, Any, T], running: frozenset[int]) -> T:
+        RUNNING_AGENTS.set(running)
+        return await coro
+
+    def _ended(self, task: asyncio.Task[Any] | None) -> None:
+        if task is not None:
+            if task.cancelled():
+                self.cancelled = True
+            elif task.exception() is not None:
+                self.error = task.exception()
+            else:
+                self.result = task.result()
+        with _lock:
+            _detached.discard(self)
+        self.finished.set()
+
+    def _cancel(self) -> None:
+        self.cancelled = True
+        if self._task is not None:
+            self._task.cancel()
+
+    def cancel(self, timeout: float | None = 10.0) -> bool:
+        """Cancel it and wait up to `timeout` seconds (None: no limit) for it to end; True when it
+        has ended. From the background loop itself it is only asked to stop (no wait).
+
+        Raises:
+            Nothing: an already ended coroutine is left as it is.
+        """
+        if self.finished.is_set():
+            return True
+        if self._loop.is_closed():
+            return self.finished.is_set()
+        self._loop.call_soon_threadsafe(self._cancel)
+        if in_background_loop():
+            return self.finished.is_set()
+        return self.finished.wait(timeout)
+
+
+_detached: set[Detached] = set()
+
+
+def run_detached(coro: Coroutine[Any, Any, Any]) -> Detached:
+    """Start `coro` on the background loop and return at once (see `Detached`); a kernel interrupt
+    does not reach it (nothing awaits it), `stop_detached` (``%unload_ext``, the process' end) does."""
+    return Detached(coro)
+
+
+def stop_detached(timeout: float = 10.0) -> int:
+    """Cancel every `Detached` coroutine still running and wait for them to end, `timeout` seconds
+    in all at most; returns how many were running. Never raises."""
+    with _lock:
+        running = list(_detached)
+    deadline = time.monotonic() + timeout
+    for job in running:
+        job.cancel(timeout=max(0.0, deadline - time.monotonic()))
+    return len(running)
+
+
 def stop_background_loop() -> None:
-    """Stop the shared loop (``%unload_ext``). A later call to `background_loop` starts a new one."""
+    """Stop the shared loop (``%unload_ext``). A later call to `background_loop` starts a new one.
+    Background coroutines (`run_detached`) are cancelled first: their clean-up runs on the loop."""
     global _loop, _thread
+    if background_loop_running() and not in_background_loop():
+        stop_detached()
     with _lock:
         loop, thread, _loop, _thread = _loop, _thread, None, None
     if loop is not None and not loop.is_closed():

@@ -14,7 +14,8 @@ from ..._lazy import lazy_exports
 __getattr__ = lazy_exports(__name__, {
     "checks": ("parse_assertion",),
     "results": ("EvalResult", "Evaluation"),
-    "runner": ("aevaluate", "evaluate", "make_variants"),
+    "runner": ("aevaluate", "evaluate", "evaluation_run", "make_variants"),
+    "background": ("Progress",),
     "templates": ("TemplateError", "normalize_rows", "render_cell", "render_template", "row_fields"),
 })
 

@@ -15,6 +15,7 @@ from typing import Any
 from ..compare import dataframe
 from .cache import json_output
 from .analysis import FIGURES, Analysis, column_name, versus
+from .background import Background
 from .checks import Outcome
 from .statistics import SEED
 
@@ -135,8 +136,9 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 @dataclass
-class Evaluation(Analysis):
-    """The outcome of `evaluate`: one `EvalResult` per finished run.
+class Evaluation(Analysis, Background):
+    """The outcome of `evaluate`: one `EvalResult` per finished run (while a background run goes
+    on, the runs finished so far: `Background.done`, `progress`, `wait`, `cancel`).
 
     The matrix is rows × columns; a column is a provider × a prompt variant (`columns`), each
     cell run `repeat` times. A column is named by its provider's key, with ``/VARIANT``
@@ -316,7 +318,7 @@ class Evaluation(Analysis):
             )
         return rows
 
-    def progress(self) -> list[dict[str, Any]]:
+    def provider_progress(self) -> list[dict[str, Any]]:
         """One dict per provider while it runs: ``done`` of ``total`` (its rows × variants ×
         repeats), ``failed`` (errors and failed assertions), ``skipped``, ``cost`` so far (USD,
         new requests only), ``elapsed_s`` and ``eta_s`` (seconds left at the pace so far; None
@@ -459,6 +461,7 @@ class Evaluation(Analysis):
 
     def __repr__(self) -> str:
         state = " (interrupted)" if self.interrupted else " (budget reached)" if self.budget_stopped else ""
+        state = state if self.done else " (running in the background)"
         passed = sum(bool(r.passed) for r in self.results)
         repeats = f" x {self.repeat} repeats" if self.repeat > 1 else ""
         return (

@@ -23,7 +23,7 @@ import hashlib
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -742,7 +742,7 @@ def make_variants(
     return variants
 
 
-async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, *,
+def evaluation_run(providers: Sequence[Agent | str], template: str | None, rows: Any, *,
                     prompts: dict[str, str] | None = None, systems: dict[str, str] | None = None, repeat: int = 1,
                     assertions: Sequence[Any] = (), rubric: str | None = None, check_timeout: float = CHECK_TIMEOUT_S,
                     concurrency: int = 4, budget: float | None = None, cache: bool = True, redact_context: bool = False,
@@ -753,9 +753,10 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
                     factory: Callable[[str], Agent] | None = None, judge_factory: Callable[[str], Agent] | None = None,
                     on_start: Callable[[EvalResult], Any] | None = None, on_result: Callable[..., Any] | None = None,
                     evaluation: Evaluation | None = None, baseline: str | None = None, seed: int | None = None,
-                    name: str | None = None, **driver_options: Any) -> Evaluation:
-    """Run `template` over `rows` on every column (provider × prompt variant), each cell `repeat`
-    times, each run a fresh conversation checked by `assertions`.
+                    name: str | None = None, **driver_options: Any) -> Coroutine[Any, Any, Evaluation]:
+    """`template` over `rows` on every column (provider × prompt variant), each cell `repeat` times, each
+    run a fresh conversation checked by `assertions`: every argument checked now, the matrix run by the
+    coroutine returned, on ipyagent's loop (`aevaluate` awaits it; `evaluate(background=True)` does not).
 
     Args:
         providers: ``provider:model`` ids (built with `factory`) or `Agent` objects (their
@@ -779,13 +780,12 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
         on_start(result), on_result(result): called on ipyagent's loop as a run starts, as a run ends.
         evaluation: an `Evaluation` to fill (a caller keeps what finished if cancelled); baseline, seed, name set on it.
 
-    Returns `Evaluation`: a provider's failure, a row that cannot be rendered (never sent) are runs with an error.
+    Returns the coroutine, which gives the `Evaluation` (a provider's failure, a row not rendered: runs with an error),
+    or raises `TemplateError` (no row rendered: nothing sent), `asyncio.CancelledError` (`evaluation` keeps the rest).
 
     Raises:
         ValueError: no providers, concurrency or repeat < 1, a negative budget, a bad assertion, variant or baseline.
         TypeError: rows of the wrong type.
-        TemplateError: no row can be rendered (nothing is sent).
-        asyncio.CancelledError: cancelled (interrupt); `evaluation` keeps what finished.
     """
     _check_arguments(providers, concurrency, budget, repeat, check_timeout)
     rows, variants = normalize_rows(rows), make_variants(template, prompts, systems)
@@ -796,12 +796,19 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
     _describe(ev, providers, keys, rows, checks, variants, repeat, budget)
     _analysis_options(ev, baseline, seed, name)
     make = factory or (lambda pid: Agent(pid, system=system, tools=tools, max_steps=max_steps, **driver_options))
-    return await run_in_background(_run_matrix(
+    return _run_matrix(
         ev, list(providers), rows, store=store, cache=cache, variants=variants, repeat=repeat,
         check_timeout=check_timeout, assertions=checks, concurrency=concurrency, budget=budget, factory=make,
         judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
         run_options=_run_options(output_schema, output_strategy, images, settings, timeout), namespace=namespace,
-        raw=raw, redacting=redact_context, on_start=on_start, on_result=on_result))
+        raw=raw, redacting=redact_context, on_start=on_start, on_result=on_result)
+
+
+async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, **options: Any) -> Evaluation:
+    """Run an evaluation and return its `Evaluation`; awaitable from any loop (a notebook cell's):
+    the matrix runs on ipyagent's loop. Arguments and errors: `evaluation_run` (``TemplateError``:
+    no row can be rendered; ``asyncio.CancelledError``: cancelled, `evaluation` keeps what finished)."""
+    return await run_in_background(evaluation_run(providers, template, rows, **options))
 
 
 def _analysis_options(ev: Evaluation, baseline: str | None, seed: int | None, name: str | None) -> None:
@@ -817,13 +824,20 @@ def _analysis_options(ev: Evaluation, baseline: str | None, seed: int | None, na
         ev.name = name
 
 
-def evaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, **options: Any) -> Evaluation:
-    """Blocking `aevaluate` (works inside a running notebook loop too); same arguments.
+def evaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, *, background: bool = False,
+             **options: Any) -> Evaluation:
+    """Blocking `aevaluate` (works inside a running notebook loop too); same arguments (`evaluation_run`).
 
     An interrupt (Ctrl-C, the kernel's stop button) stops every run at once and returns
     the `Evaluation` of what finished, marked ``interrupted``, with a line on stderr.
+
+    `background`: check the arguments, start the matrix on ipyagent's loop and return its
+    `Evaluation` at once; it fills while other cells run (`Background`: ``ev.done``,
+    ``ev.progress``, ``ev.wait()``, ``ev.cancel()``); an interrupt of another cell does not stop it.
     """
     ev = options.pop("evaluation", None) or Evaluation([], [])
+    if background:
+        return ev.run_in_background(evaluation_run(providers, template, rows, evaluation=ev, **options))
     try:
         return run_sync(aevaluate(providers, template, rows, evaluation=ev, **options))
     except KeyboardInterrupt:
