@@ -65,9 +65,11 @@ def screen(raw: str) -> list[str]:
 
 
 def fits(raw: str) -> None:
-    """No line the terminal would wrap: each written line is at most `COLUMNS` cells."""
-    widths = [cell_len(SGR.sub("", line)) for line in raw.split("\n")]
-    assert max(widths) <= COLUMNS, [line for line in raw.split("\n") if cell_len(SGR.sub("", line)) > COLUMNS]
+    """No line the terminal would wrap: each written line is at most `COLUMNS` cells (a ``\\r`` starts
+    it again at the left: the progress line rewritten in place)."""
+    lines = re.split(r"[\r\n]", raw)
+    widths = [cell_len(SGR.sub("", line)) for line in lines]
+    assert max(widths) <= COLUMNS, [line for line in lines if cell_len(SGR.sub("", line)) > COLUMNS]
 
 
 def wrong_for_some(question: str) -> str:

@@ -128,6 +128,9 @@ class CompareMagics(Magics):
         metavar="COLUMN",
         help="with --over, the column the others are compared with (default the first): paired difference, verdict",
     )
+    @argument("--background", action="store_true",
+              help="with --over, run the evaluation in the background: the cell ends at once, -o VAR is the running "
+              "evaluation (VAR.done, VAR.progress, VAR.wait(), VAR.cancel()), its view keeps filling")
     @argument("--gate", action="append", metavar="[COLUMN:]METRIC OP VALUE",
               help="with --over, a gate 'ipyagent eval' checks on this evaluation (repeatable), "
               "e.g. 'pass_rate>=0.9' or 'COLUMN:pass_rate>=0.9'; kept with the saved matrix")
@@ -162,6 +165,7 @@ class CompareMagics(Magics):
                 ("--check-timeout", args.check_timeout != 1.0),
                 ("--baseline", args.baseline),
                 ("--gate", args.gate),
+                ("--background", args.background),
             )
             if value
         ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import sys
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -203,8 +204,11 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     def judge_factory(provider_id: str) -> Any:  # a judge gets neither the cell's system prompt nor its tools
         return magics._build(provider_id, system=None, max_steps=1)
 
-    ev = _analysis_options(Evaluation(provider_keys([*map(resolve_alias, providers)]), rows), providers, args, shell)
-    view = EvaluationView(ev, widgets=agent_magics._widgets(), gates=_gates(args))
+    ev = _analysis_options(Evaluation(provider_keys([*map(resolve_alias, providers)]), rows,
+                                      variants=list(dict.fromkeys([*prompts, *systems])), repeat=args.repeat),
+                           providers, args, shell)  # variants and repeats: the progress line's total
+    view = EvaluationView(ev, widgets=agent_magics._widgets(), gates=_gates(args), background=args.background,
+                          out=args.out)
     session = agent_magics.session
     store = (session.store if session.store_path is not None else None) or False  # False: no store, no cache
     redacting = current_default().redact_context  # the values the prompts take are context (%agent settings)
@@ -228,12 +232,43 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
             raise UsageError(f"{exc}; fields are {{{{ row.NAME }}}}, or use --raw") from None
 
     def done(result: Evaluation) -> None:
-        if getattr(view, "_closed", False):
-            return
-        view.finish()
-        magics.last_evaluation = result
-        if args.out:
-            shell.user_ns[args.out] = result
+        if not getattr(view, "_closed", False):
+            view.finish()
+            if not args.background:  # bound when it started (VAR may name another evaluation by now)
+                _bind(magics, args, result)
 
-    # A stop keeps what finished (done(ev) above) and ends the cell quietly, as %%agent does.
-    return run_cell(evaluated(), done, await_in_kernel=args.await_in_kernel)
+    if args.background:
+        return in_background(magics, args, ev, view, evaluated(), done)
+    return run_cell(evaluated(), done, await_in_kernel=args.await_in_kernel)  # a stop keeps what finished, quietly
+
+
+def _bind(magics: Any, args: Any, ev: Evaluation) -> None:
+    """`ev` is the cell's evaluation: ``-o VAR`` and ``%agent grade``'s last one."""
+    magics.last_evaluation = ev
+    if args.out:
+        magics.shell.user_ns[args.out] = ev
+
+
+def in_background(magics: Any, args: Any, ev: Evaluation, view: EvaluationView, run: Any, done: Any) -> None:
+    """``--background``: `run` (the cell's evaluation) goes on on ipyagent's loop and the cell ends
+    now, ``-o VAR`` bound to the running `Evaluation`; when it ends, `done` draws it in the cell's
+    view (finished or cancelled), or the view says why it could not start (no row rendered).
+    Nothing awaits it, so an interrupt of another cell does not stop it; ``VAR.cancel()``,
+    ``%unload_ext`` and the kernel's end do (the finished runs kept)."""
+
+    async def background() -> Evaluation:
+        try:
+            result = await run
+        except UsageError as exc:
+            view.fail(str(exc))
+            raise
+        done(result)
+        return result
+
+    _bind(magics, args, ev)
+    ev.run_in_background(background())
+    if view.display_id is None:  # a terminal: no view until it ends
+        name = args.out
+        print(f"ipyagent: evaluating {ev.total:,} runs in the background"
+              + (f"; {name}.progress, {name}.wait(), {name}.cancel()" if name else "; give -o VAR to follow it"),
+              file=sys.stderr)

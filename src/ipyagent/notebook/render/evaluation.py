@@ -159,12 +159,15 @@ def _table(columns: list[str] | tuple[str, ...], rows: list[list[str]], css: str
     return f'<div class="{css}"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def progress_html(progress: list[dict[str, Any]], *, note: str = "") -> str:
-    """The live progress table (per provider: done/total, failed, cost so far, elapsed, time left)."""
+def progress_html(progress: list[dict[str, Any]], *, line: str = "", note: str = "") -> str:
+    """The live progress: `line` over the table (the whole matrix: runs ended of all, rate, time
+    left, money spent; `Progress`), the table (per provider: done/total, failed, cost so far,
+    elapsed, time left), then `note`."""
+    title = f'<div class="ipyagent-eval-title ipyagent-eval-progress">{escape(line)}</div>' if line else ""
     extra = f'<div class="ipyagent-meta">{escape(note)}</div>' if note else ""
     return (
         f'<div class="ipyagent-evaluation">{STYLE}'
-        + sanitize(_table(PROGRESS_COLUMNS, progress_cells(progress), "ipyagent-eval-summary") + extra)
+        + sanitize(title + _table(PROGRESS_COLUMNS, progress_cells(progress), "ipyagent-eval-summary") + extra)
         + "</div>"
     )
 

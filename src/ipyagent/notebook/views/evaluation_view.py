@@ -14,6 +14,7 @@ the same way (`regrade`), so the saved notebook keeps the grades too.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
@@ -45,14 +46,21 @@ def show_in_terminal(data: dict[str, Any], metadata: dict[str, Any], stream: Any
 
 
 class EvaluationView:
-    """Progress of one evaluation in a notebook (a widget under a display id) or a terminal (nothing
-    until the end). `update` may be called from any thread, as often as results come."""
+    """Progress of one evaluation in a notebook (a widget under a display id: a progress line over a
+    table per provider) or a terminal (on a TTY, the progress line rewritten in place on `stream`;
+    nothing elsewhere until the end). `update` may be called from any thread, as often as results
+    come. `background`: the evaluation runs in the background (``--background``, bound to `out`):
+    the widget says so, and a terminal gets one line when it ends instead of the matrix."""
 
-    def __init__(self, ev: Evaluation, *, widgets: bool, gates: list[str] | None = None) -> None:
+    def __init__(self, ev: Evaluation, *, widgets: bool, gates: list[str] | None = None, background: bool = False,
+                 out: str | None = None, stream: Any = None) -> None:
         self.ev = ev
         self.gates = gates  # the cell's --gate options, kept in the saved output's metadata
+        self.background, self.out = background, out
         self.widget: Any = None
         self.display_id: str | None = None
+        self.tty: Any = None  # the terminal the progress line is drawn on
+        self._width = 0  # the progress line's length on screen
         self.frames = 0
         self._lock = threading.Lock()
         self._scheduled = False
@@ -61,13 +69,35 @@ class EvaluationView:
         if widgets:
             import ipywidgets
 
-
-            self.widget = ipywidgets.HTML(value=progress_html(ev.progress()))
+            self.widget = ipywidgets.HTML(value=self._html())
             self.display_id = show_live(self)  # marked live: a page that misses the end asks for it
+        elif not background:
+            stream = stream or sys.stdout
+            isatty = getattr(stream, "isatty", None)
+            self.tty = stream if callable(isatty) and isatty() else None
+
+    def _html(self) -> str:
+        """The widget's frame: the progress line (`Evaluation.progress`), the table per provider and,
+        in the background, how to wait for it or stop it."""
+        name = self.out or "ev"
+        note = (f"running in the background: {name}.wait() waits for it, {name}.cancel() stops it"
+                if self.background else "")
+        return progress_html(self.ev.provider_progress(), line=str(self.ev.progress), note=note)
+
+    def _draw_line(self, erase: bool = False) -> None:
+        """The terminal's progress line, rewritten in place with spaces over the last one (no escape
+        code: ``NO_COLOR`` terminals too), cut to the width (a wrapped line could not be rewritten);
+        `erase`: rub it out, the cursor back at its start."""
+        room = max(shutil.get_terminal_size().columns - 1, 10)
+        line = "" if erase else f"evaluating · {self.ev.progress}"
+        line = line if len(line) <= room else line[: room - 1] + "…"
+        self.tty.write("\r" + line.ljust(self._width) + ("\r" if erase else ""))
+        self.tty.flush()
+        self._width = len(line)
 
     def update(self, result: EvalResult | None = None) -> None:
         """A cell ended (or started): redraw now if the last frame is `FRAME_S` old, else once later."""
-        if self.widget is None:
+        if self.widget is None and self.tty is None:
             return
         with self._lock:
             if self._scheduled:
@@ -85,8 +115,12 @@ class EvaluationView:
             self._last = time.monotonic()
             if self._closed:
                 return
+            if self.tty is not None:  # drawn under the lock: `finish` rubs out the last one
+                self.frames += 1
+                self._draw_line()
+                return
         self.frames += 1
-        self.widget.value = progress_html(self.ev.progress())
+        self.widget.value = self._html()
 
     def discard(self) -> None:
         """The evaluation did not start (no row could be rendered): the progress table goes."""
@@ -95,10 +129,28 @@ class EvaluationView:
         if self.display_id is not None:
             update_display({"text/plain": ""}, raw=True, display_id=self.display_id)
 
+    def fail(self, message: str) -> None:
+        """A background evaluation ended with an error before it ran (no row could be rendered): its
+        progress gives way to the one line saying so (stderr in a terminal)."""
+        with self._lock:
+            self._closed = True
+        if self.display_id is not None:
+            update_display({"text/plain": message}, raw=True, display_id=self.display_id)
+        else:
+            print(f"ipyagent: {message}", file=sys.stderr)
+
+    def _ended_in_background(self) -> None:
+        """A terminal's background evaluation ended: one line (not the matrix amid what the user types)."""
+        name = self.out or "ev"
+        print(f"\nipyagent: the background evaluation {name} ended: {self.ev.progress}; "
+              f"{name}.summary() and {name}.to_dataframe() show it", file=sys.stderr)
+
     def finish(self) -> None:
         """Replace the progress with the saved matrix and summary (or print them in a terminal)."""
         with self._lock:
             self._closed = True
+            if self.tty is not None and self._width:
+                self._draw_line(erase=True)
         shown(self.ev)  # gradable from its matrix, and %agent grade's default
         self.ev.listeners.append(self.regrade)
         data, metadata = bundle(self.ev, self.gates)
@@ -106,6 +158,8 @@ class EvaluationView:
             update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
 
             keep_saved_output(self, data, metadata)
+        elif self.background:
+            self._ended_in_background()
         else:
             show_in_terminal(data, metadata)
 
