@@ -108,11 +108,20 @@ def close_drivers() -> int:
         return 0
 
 
+def stop_background_runs() -> int:
+    """Cancel the evaluations running in the background (``--background``) and wait for them to
+    commit what finished (`loop_thread.stop_detached`); returns how many. Never raises."""
+    from ..agent import background_loop_running, stop_detached
+
+    return stop_detached() if background_loop_running() else 0
+
+
 def _at_exit() -> None:
     """The process is ending (a kernel shut down, IPython exited): close what is open, then the loop."""
     from ..agent import stop_background_loop
     from ..tools import close_all_at_exit
 
+    stop_background_runs()  # before their clients close: what finished is committed, nothing fails
     close_all_at_exit()  # MCP servers first: they run on the loop stopped below
     close_drivers()
     stop_background_loop()
@@ -211,6 +220,7 @@ def unload(ipython: Any) -> None:
             del ipython.magics_manager.magics[kind][name]
     if await_agent_cells in ipython.input_transformers_post:
         ipython.input_transformers_post.remove(await_agent_cells)
+    stop_background_runs()  # before their clients close: what finished is committed, nothing fails
     close_drivers()  # Python agents' too: the loop they live on stops below
     providers = _providers.pop(id(ipython), None)
     magics = _registered.pop(id(ipython), None)
