@@ -21,6 +21,9 @@ import { Compartment, EditorState, Extension, Prec } from '@codemirror/state';
 import { Decoration, DecorationSet, EditorView, MatchDecorator, ViewPlugin, ViewUpdate } from '@codemirror/view';
 
 import gradesPlugin from './grades_plugin';
+import live from './live';
+import { LIVE_BUILD } from './live_build';
+import { liveRegistry } from './live_registry';
 import reopenedOutput from './reopened';
 
 /** Cell magics whose body is a prompt template. */
@@ -121,4 +124,15 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, reopenedOutput, gradesPlugin];
+/** The live view's front end, registered for the widgets' loader (live_loader.ts), so that a live
+ * view in JupyterLab or Notebook 7 needs nothing from the kernel but its runs. */
+const liveView: JupyterFrontEndPlugin<void> = {
+  id: 'ipyagent:live-view',
+  description: "registers the live view's front end for the widgets of this build",
+  autoStart: true,
+  activate: () => {
+    liveRegistry()[LIVE_BUILD] = live;
+  }
+};
+
+export default [plugin, reopenedOutput, gradesPlugin, liveView];

@@ -192,11 +192,21 @@ export type FrontMessage = (
   | { type: 'approve'; request: string; verdict: boolean; text?: string }
   | { type: 'elicit'; request: string; action: 'accept' | 'decline' | 'cancel'; content?: { [name: string]: unknown } }
   | { type: 'select'; pane: number; run: number }
+  | { type: 'bundle' }
 ) & { key?: string };
+
+/** The kernel's answer to `{type: "bundle"}` (live_loader.ts): the live view's front end (`esm`, an
+ * ES module's text) and its styles (`css`), for a page without the labextension. */
+export interface BundleMessage {
+  type: 'bundle';
+  esm: string;
+  css: string;
+}
 
 /** anywidget's model, as the live view uses it. */
 export interface WidgetModel {
   get(name: string): unknown;
   on(name: 'msg:custom', callback: (message: unknown) => void): void;
+  off(name: 'msg:custom', callback: (message: unknown) => void): void;
   send(content: FrontMessage): void;
 }

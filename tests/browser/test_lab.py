@@ -101,6 +101,33 @@ def test_quickstart_streams_visibly_then_shows_the_transcript(lab, model_server)
     assert f"{usage['prompt_tokens']} in / {usage['completion_tokens']} out tokens" in footer
     assert "first token" in footer and "total" in footer
     assert not lab.dialogs
+    # The labextension's own front end drew it: nothing came from the kernel (live_loader.ts).
+    assert lab.page.evaluate("() => document.querySelector('style[id^=\"ipyagent-live-\"]') === null")
+
+
+def test_a_page_without_the_labextension_takes_the_live_view_from_the_kernel(lab, model_server):
+    """As in VS Code or Colab, where no labextension registers the front end: the widget's loader
+    asks the kernel for it once, adds its styles, and the run streams the same."""
+    exchanges = _cassette("quickstart")
+    model_server.script(_reply(exchanges[0], delay=0.06), *[_reply(e) for e in exchanges[1:]])
+    lab.open("quickstart.ipynb")
+    lab.page.evaluate("() => { const r = globalThis[Symbol.for('ipyagent.live')];"
+                      " for (const build of Object.keys(r)) delete r[build]; }")
+    index = _agent_cell_index(lab.root / "quickstart.ipynb")
+    cell = lab.cell(index)
+    lab.page.evaluate(SAMPLE_JS, [lab.panel, index, ANSWER_LENGTH_JS])
+    lab.command("notebook:run-all-cells")
+
+    lab.page.wait_for_function("window.__samples.filter(s => !s.final && s.len > 0).length >= 3", timeout=60000)
+    assert "streaming" in cell.locator(".ipyagent-view .ipyagent-footer").text_content()
+    renderer_of(cell).wait_for(state="attached", timeout=60000)
+    samples = lab.page.evaluate("() => { clearInterval(window.__sampler); return window.__samples; }")
+    streamed = [s["len"] for s in samples if not s["final"] and s["len"] > 0]
+    assert len(set(streamed)) >= 3 and streamed == sorted(streamed), samples
+    # One copy for the page: its styles added once, its module registered for the next views.
+    assert lab.page.evaluate("() => document.querySelectorAll('style[id^=\"ipyagent-live-\"]').length") == 1
+    assert lab.page.evaluate("() => Object.keys(globalThis[Symbol.for('ipyagent.live')]).length") == 1
+    assert not lab.dialogs
 
 
 def test_saved_notebook_reopens_with_the_transcript_and_tool_cards(lab, model_server):

@@ -120,6 +120,8 @@ def test_notebook7_reopened_mid_run_ends_with_the_saved_transcript(lab, model_se
     """Notebook 7 runs the same plugin: a run started in JupyterLab, its notebook opened in
     Notebook 7 mid-run, catches up there and ends as the saved transcript, no widget left."""
     reply, cell = _reopen_mid_run(lab, model_server, "reopen7.ipynb", notebook7=True)
+    # Drawn with the labextension's front end, which Notebook 7 registers too: nothing from the kernel.
+    assert lab.page.evaluate("() => document.querySelector('style[id^=\"ipyagent-live-\"]') === null")
     reply.release.set()
     renderer_of(cell).wait_for(state="attached")
     assert words(renderer_of(cell).locator(".ipyagent-text").inner_text()) == shown(BEFORE + AFTER)

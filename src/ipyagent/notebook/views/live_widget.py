@@ -1,5 +1,7 @@
 """The live view's widget: an anywidget whose front end is the labextension's transcript
-renderer (``labextension/src/live.ts``, bundled by esbuild into ``static/live.js``).
+renderer (``labextension/src/live.ts``, bundled by esbuild into ``static/live.js``), loaded
+by a small `_esm` (``labextension/src/live_loader.ts``) from the labextension or, once per
+page, from the kernel (`LiveWidget`), so that no widget state holds it.
 
 One renderer draws a run live and saved, so both look the same. The kernel
 sends custom widget messages (``WidgetView`` in view.py makes them):
@@ -34,11 +36,13 @@ The front end sends ``{"type": "hello"}`` and, on a click in a card,
 way (a front end that draws no widget included).
 
 No trait carries the answer, so no frame resends it and nothing of it stays in
-widget state; the widget is closed when the run ends.
+widget state; the widget is closed when the run ends. The front end's loader also sends
+``{"type": "bundle"}`` when the page has no front end of this build (`_send_bundle`).
 """
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -49,7 +53,7 @@ STATIC = Path(__file__).parents[1] / "static"
 
 def available() -> bool:
     """True when the front end is built and anywidget is installed."""
-    if not (STATIC / "live.js").is_file():
+    if not all((STATIC / name).is_file() for name in ("live.js", "live_loader.js", "live.css")):
         return False
     try:
         import anywidget  # noqa: F401
@@ -58,20 +62,52 @@ def available() -> bool:
     return True
 
 
+#: The text in the loader that the build id replaces (labextension/src/live_loader.ts).
+BUILD_SLOT = "__IPYAGENT_LIVE_BUILD__"
+
+
+@lru_cache(maxsize=1)
+def front_end() -> tuple[str, str, str]:
+    """``(build, esm, css)``: the live view's front end as built, read once: `build`, the first 16
+    hex digits of the SHA-256 of ``static/live.js`` (the id the labextension of the same build
+    registers: labextension/scripts/build_live.mjs), `esm` that bundle, `css` its styles."""
+    esm = (STATIC / "live.js").read_bytes()
+    css = (STATIC / "live.css").read_text(encoding="utf-8")
+    return hashlib.sha256(esm).hexdigest()[:16], esm.decode("utf-8"), css
+
+
 @lru_cache(maxsize=1)
 def _widget_class() -> type:
     import anywidget
     import traitlets
 
-    class LiveWidget(anywidget.AnyWidget):
-        """A run's live view (front end: ``static/live.js``; styles: the labextension's);
-        `kind` ``compare``: a whole %%compare cell's (compare_view.py)."""
+    build, _, _ = front_end()
 
-        _esm = (STATIC / "live.js").read_text(encoding="utf-8")
-        _css = (STATIC / "live.css").read_text(encoding="utf-8")
+    class LiveWidget(anywidget.AnyWidget):
+        """A run's live view; `kind` ``compare``: a whole %%compare cell's (compare_view.py).
+
+        Its `_esm` is a loader of a few hundred bytes (``static/live_loader.js``), not the front end:
+        a client that keeps widget state (nbclient, papermill, nbconvert keep every widget's last
+        state in the notebook, closed or not) keeps no front-end code. The loader draws with the
+        labextension's front end of the same build, else asks the kernel once per page with
+        ``{"type": "bundle"}``, answered here with ``{"type": "bundle", "esm", "css"}`` (a custom
+        message: no client keeps it). No `_css`: the labextension's styles, or the bundle's."""
+
+        _esm = (STATIC / "live_loader.js").read_text(encoding="utf-8").replace(BUILD_SLOT, build)
         kind = traitlets.Unicode("run").tag(sync=True)
 
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.on_msg(_send_bundle)
+
     return LiveWidget
+
+
+def _send_bundle(widget: Any, content: Any, _buffers: Any) -> None:
+    """Answer a loader's ``{"type": "bundle"}`` with the front end (on the kernel's thread)."""
+    if isinstance(content, dict) and content.get("type") == "bundle":
+        _, esm, css = front_end()
+        widget.send({"type": "bundle", "esm": esm, "css": css})
 
 
 def live_widget(kind: str = "run") -> Any:
