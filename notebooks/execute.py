@@ -12,22 +12,6 @@ import sys
 from pathlib import Path
 
 
-def lab_like_client(nb, **kwargs):
-    """An nbclient `NotebookClient` that drops the state of closed widgets, as JupyterLab's
-    widget manager does (nbclient keeps every widget it ever saw, closed or not, so a saved
-    notebook would carry each finished live view's front-end bundle)."""
-    from nbclient import NotebookClient
-
-    class LabLikeClient(NotebookClient):
-        def handle_comm_msg(self, outs, msg, cell_index):
-            super().handle_comm_msg(outs, msg, cell_index)
-            if msg["msg_type"] == "comm_close":
-                self.widget_state.pop(msg["content"]["comm_id"], None)
-                self.widget_buffers.pop(msg["content"]["comm_id"], None)
-
-    return LabLikeClient(nb, **kwargs)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebook", type=Path)
@@ -36,11 +20,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import nbformat
+    from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
     from nbconvert import HTMLExporter
 
     nb = nbformat.read(args.notebook, as_version=4)
-    client = lab_like_client(nb, timeout=args.timeout, kernel_name="python3", store_widget_state=True,
+    # A live view's widget state is its loader, a few hundred bytes (live_widget.py): a plain client is fine.
+    client = NotebookClient(nb, timeout=args.timeout, kernel_name="python3", store_widget_state=True,
                             resources={"metadata": {"path": str(args.notebook.parent.resolve())}})
     status = 0
     try:

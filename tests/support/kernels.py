@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def widget_values(nb) -> dict[str, dict]:
@@ -79,13 +78,18 @@ def wait_iopub(kc, until: Any, timeout: float) -> list[dict]:
 
 
 def lab_like_client(nb, **kwargs):
-    """notebooks/execute.py's client: nbclient that drops closed widgets' state as JupyterLab does."""
-    import importlib.util
+    """An nbclient `NotebookClient` that drops the state of closed widgets, as JupyterLab's widget
+    manager does (a plain one keeps every widget it saw: test_widget_state_size.py)."""
+    from nbclient import NotebookClient
 
-    spec = importlib.util.spec_from_file_location("_ipyagent_execute", NOTEBOOKS / "execute.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.lab_like_client(nb, **kwargs)
+    class LabLikeClient(NotebookClient):
+        def handle_comm_msg(self, outs, msg, cell_index):
+            super().handle_comm_msg(outs, msg, cell_index)
+            if msg["msg_type"] == "comm_close":
+                self.widget_state.pop(msg["content"]["comm_id"], None)
+                self.widget_buffers.pop(msg["content"]["comm_id"], None)
+
+    return LabLikeClient(nb, **kwargs)
 
 
 def widget_state_left(nb) -> list[str]:
