@@ -19,7 +19,8 @@ export npm_config_audit := false
 LABEXT_OUT := src/ipyagent/labextension
 LIVE_OUT   := src/ipyagent/notebook/static
 LABEXT_SRC := labextension/package.json labextension/package-lock.json labextension/tsconfig.json \
-              $(wildcard labextension/src/*.ts labextension/style/*) src/ipyagent/notebook/render/policy.json
+              $(wildcard labextension/src/*.ts labextension/style/*) src/ipyagent/notebook/render/policy.json \
+              labextension/scripts/build_live.mjs
 # The reference MCP servers the tests run (server-everything, server-filesystem), pinned in tests/support/mcp_npm/.
 MCP_NPM    := $(BUILD)/mcp-servers
 
