@@ -5,11 +5,18 @@ the same under any load (no sleeps, no wall-clock bounds)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import ModuleType
 from typing import Any, TypeVar
+
+import httpx2
+
+from ipyagent.agent import loop_thread
+
+from .stub_server import Reply
 
 T = TypeVar("T")
 
@@ -45,14 +52,51 @@ class _Clock:
         return getattr(time, name)
 
 
-def run_virtual(main: Callable[[], Awaitable[T]], monkeypatch: Any, *modules: ModuleType) -> T:
+def run_virtual(main: Callable[[], Awaitable[T]], monkeypatch: Any, *modules: ModuleType, own_loop: bool = False) -> T:
     """Run `main()` to the end on a `VirtualClockLoop`; `time.monotonic()` in each of `modules`
-    reads the loop's clock meanwhile."""
+    reads the loop's clock meanwhile. `own_loop`: the loop stands for ipyagent's background loop
+    too, so `Agent.arun` and `acompare` run their runs on it (as they do on their own loop)
+    rather than hand them to a real one."""
     loop = VirtualClockLoop()
     with monkeypatch.context() as patch:
         for module in modules:
             patch.setattr(module, "time", _Clock(loop))
+        if own_loop:
+            patch.setattr(loop_thread, "_loop", loop)
         try:
             return loop.run_until_complete(main())
         finally:
             loop.close()
+
+
+class LoopServer(httpx2.AsyncBaseTransport):
+    """`StubServer`'s scripts (`Reply`: status, headers, pieces `delay` seconds apart, `wait` before
+    the status line) played in the process, every pause on the running loop's clock: a driver
+    given it as its ``transport`` meets a slow provider on a `VirtualClockLoop` in no real time.
+    Each request takes the next reply (the last one repeats); `requests` keeps them as
+    `StubServer.requests` does (method, path, headers, parsed JSON body)."""
+
+    def __init__(self, *replies: Reply) -> None:
+        self.replies, self.requests = list(replies), []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        reply = self.replies[min(len(self.requests), len(self.replies) - 1)]
+        body = await request.aread()
+        self.requests.append({"method": request.method, "path": request.url.path, "headers": dict(request.headers),
+                              "body": json.loads(body) if body else None})
+        if reply.wait:
+            await asyncio.sleep(reply.wait)
+        return httpx2.Response(reply.status, headers=reply.headers, stream=_Played(reply))
+
+
+class _Played(httpx2.AsyncByteStream):
+    """A reply's body, piece by piece, `delay` seconds after each (on the loop's clock)."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self.reply.pieces:
+            yield piece
+            if self.reply.delay:
+                await asyncio.sleep(self.reply.delay)
