@@ -131,3 +131,46 @@ def test_an_elicitation_form_is_filled_in_the_card_and_checked_before_it_is_sent
     assert "- Name: Ada Lovelace" in card["result"] and "- Favorite Integer: 7" in card["result"]
     assert '"untitledMultipleSelectEnum": [\n      "Piano",\n      "Drums"\n    ]' in card["result"]
     assert card["notes"] == ["ev asked you for input: you answered"]
+
+
+def test_with_no_front_end_an_elicitation_is_declined_saying_why(ev: MCPServer, monkeypatch) -> None:
+    """A run no browser shows (nbconvert, papermill, nbclient: no front end ever says hello) does
+    not wait for an answer no one can give: after the grace the form is declined, and the card says why."""
+    from ipyagent.notebook.views import asks
+
+    monkeypatch.setattr(asks, "FRONT_END_GRACE_S", 0.0)
+    view = WidgetView("openai:gpt-4.1")
+    with StubServer(tool_call_reply([("call_e", "ev_trigger-elicitation-request", {})]),
+                    openai_text_reply("ok")) as model:
+        agent = ipyagent.Agent("openai:gpt-4.1", base_url=f"{model.url}/v1",
+                               tools=[ev.toolset(["trigger-elicitation-request"])])
+        options = RunOptions(approve=view.request_approval, elicit=view.request_elicitation)
+        result = run_sync(agent.arun("Go", options, on_event=view.feed))
+        run_sync(agent.aclose())
+    [call] = result.tool_calls
+    assert "declined" in str(call.output).lower()  # what the server answered its tool call with
+    [segment] = [s for s in view.state.segments.values() if s.kind == "tool"]
+    assert segment.notes == ["ev asked you for input: declined, no front end shows this cell (a run without a browser)"]
+
+
+def test_a_question_waits_for_a_front_end_that_said_hello(monkeypatch) -> None:
+    """The grace applies only before a hello: once a front end shows the view, a question waits
+    for its answer (an approval here)."""
+    from ipyagent.core import ToolAction
+    from ipyagent.notebook.views import asks
+
+    monkeypatch.setattr(asks, "FRONT_END_GRACE_S", 0.0)
+    view = WidgetView("openai:gpt-4.1")
+    front = FrontEnd(view)
+    action = ToolAction(tag="call_1", name="add", input={"a": 1})
+
+    async def main() -> tuple[bool, bool]:
+        unseen = await view.request_approval(action)  # no front end: not run
+        front.hello()
+        asked = asyncio.ensure_future(view.request_approval(action))
+        await _until(lambda: front.asks)
+        [sid] = front.asks
+        front.send(sid, type="approve", verdict=True)
+        return unseen, await asked
+
+    assert run_sync(main()) == (False, True)

@@ -72,10 +72,12 @@ class ElicitationRequest:
 
 @dataclass(slots=True)
 class ElicitationAnswer:
-    """The user's answer: ``accept`` (with the form's `content`), ``decline`` or ``cancel``."""
+    """The user's answer: ``accept`` (with the form's `content`), ``decline`` or ``cancel``;
+    `reason`: why it was given without the user (``no answer within 300 s``), None when they gave it."""
 
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
+    reason: str | None = None
 
 
 @dataclass(slots=True)

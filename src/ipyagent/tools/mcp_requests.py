@@ -143,7 +143,8 @@ class ClientRequests:
             try:
                 answer = await asyncio.wait_for(call.elicit(request), self.server.elicitation_timeout)
             except asyncio.TimeoutError:
-                self.server._note(f"elicitation declined: no answer within {self.server.elicitation_timeout:g} s")
+                answer = ElicitationAnswer("decline", reason=f"no answer within {self.server.elicitation_timeout:g} s")
+                self.server._note(f"elicitation declined: {answer.reason}")
         self.server._note(f"elicitation ({request.mode}): {answer.action}")
         if call is not None:
             _emit(call, ToolCallNote(call.action, elicitation_note(request, answer)))
@@ -191,6 +192,9 @@ def _emit(context: CallContext, event: Any) -> None:
 def elicitation_note(request: ElicitationRequest, answer: ElicitationAnswer) -> str:
     """A card's line for an elicitation: what the server asked and what the user answered."""
     what = "to open a link" if request.url is not None else "for input"
+    if answer.reason:
+        done = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}[answer.action]
+        return f"{request.server} asked you {what}: {done}, {answer.reason}"
     done = {"accept": "you answered", "decline": "you declined", "cancel": "you cancelled"}[answer.action]
     return f"{request.server} asked you {what}: {done}"
 

@@ -29,6 +29,14 @@ from ...core import (
 #: Characters of one message of a sampling request shown in its card.
 SHOWN_CHARS = 4_000
 
+#: Seconds a question waits for a front end to show it when none has said hello yet. A run no
+#: browser shows (``jupyter nbconvert --execute``, papermill, nbclient) has no one to answer:
+#: its questions get the answer no one gave (`unanswered`) instead of holding the run for ever.
+FRONT_END_GRACE_S = 5.0
+
+#: Why such a question was answered without the user.
+NO_FRONT_END = "no front end shows this cell (a run without a browser)"
+
 
 @dataclass
 class Pending:
@@ -63,6 +71,17 @@ def elicitation_ask(request: ElicitationRequest) -> dict[str, Any]:
     return ask
 
 
+def unanswered(pending: Pending) -> Any:
+    """The answer to a question no one can see: a call not run (False), a sampling request
+    refused, an elicitation declined (saying why: `NO_FRONT_END`)."""
+    kind = pending.ask.get("kind")
+    if kind == "sampling":
+        return SamplingVerdict(False)
+    if kind == "elicitation":
+        return ElicitationAnswer("decline", reason=NO_FRONT_END)
+    return False
+
+
 def _cut(text: str) -> str:
     if len(text) <= SHOWN_CHARS:
         return text
@@ -76,6 +95,7 @@ class Asks:
         self.view = view
         self.pending: dict[str, Pending] = {}
         self._ids = itertools.count(1)
+        self.shown = asyncio.Event()  # a front end said hello (`WidgetView._hello`, on the loop)
 
     async def ask(self, segment: Any, data: dict[str, Any], request: Any = None) -> Any:
         """Show `data` as a question in `segment`'s card; the answer, once the user gives it."""
@@ -88,12 +108,24 @@ class Asks:
         view.state.answering += answering
         self._show(segment, ask)
         try:
+            if not await self._front_end():
+                return unanswered(pending)
             return await pending.answer
         finally:
             self.pending.pop(key, None)
             view.state.asking -= 1
             view.state.answering -= answering
             self._show(segment, None)
+
+    async def _front_end(self) -> bool:
+        """Whether a front end shows the view, waiting `FRONT_END_GRACE_S` for one to say hello."""
+        if self.shown.is_set():
+            return True
+        try:
+            await asyncio.wait_for(self.shown.wait(), FRONT_END_GRACE_S)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     def _show(self, segment: Any, ask: dict[str, Any] | None) -> None:
         view = self.view

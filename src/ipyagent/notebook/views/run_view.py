@@ -233,6 +233,7 @@ class WidgetView(EventHandler):
         if self._ended:
             return
         self._synced = True
+        self.asks.shown.set()
         self._ops.clear()
         self._seq += 1
         self._send({"type": "snapshot", "seq": self._seq, "doc": {"ops": self._snapshot()}})
