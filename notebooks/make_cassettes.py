@@ -23,6 +23,8 @@ from typing import Any
 import httpx2
 
 from ipyagent import Agent
+from ipyagent.agent import RunOptions
+from ipyagent.core import ElicitationAnswer
 from ipyagent.drivers.anthropic import AnthropicPromptDriver
 from ipyagent.drivers import current_model
 from ipyagent.drivers.base import BasePromptDriver
@@ -240,9 +242,11 @@ PROVIDERS = [
 
 
 async def record(path: Path, runs: list[tuple[str, list[Any]]], tools: list[Any] | None = None, *,
-                 driver: BasePromptDriver | None = None, chunk_delay: float | None = None, settings: Any = None) -> None:
+                 driver: BasePromptDriver | None = None, chunk_delay: float | None = None, settings: Any = None,
+                 options: Any = None) -> None:
     """Run `runs` through `driver` (default: OpenAI Chat) against a mock server and write the cassette;
-    `chunk_delay` (seconds between events when replayed) is written on every line."""
+    `chunk_delay` (seconds between events when replayed) is written on every line; `options`: the
+    runs' `RunOptions` (an `elicit` callback playing the user)."""
     path.unlink(missing_ok=True)
     replies = iter([r for _, turn_replies in runs for r in turn_replies])
     counter = iter(range(1000))
@@ -263,7 +267,7 @@ async def record(path: Path, runs: list[tuple[str, list[Any]]], tools: list[Any]
                                           inner=httpx2.MockTransport(handler), base_url=driver.base_url)
     agent = Agent(driver, tools=tools, settings=settings)
     for prompt, _ in runs:
-        result = await agent.arun(prompt)
+        result = await agent.arun(prompt, options)
         assert result.ok, result.error
     await agent.aclose()
     if chunk_delay is not None:
@@ -404,6 +408,17 @@ MCP_BLEND_REPLIES = [
     "is called *Twilight Plum*.",
 ]
 
+#: Then it orders paint: the server asks the user which finish (elicitation). Each answer the user
+#: can give in the card (either finish, Decline, Cancel; a run no browser shows declines) is
+#: recorded, so the replay goes on whichever they pick.
+MCP_ORDER = [("palette_order_paint", {"color": "#800080"})]
+MCP_ORDER_ANSWERS = {
+    ("accept", "matte"): "Ordered: one tin of **#800080** (*Twilight Plum*) paint, matte finish.",
+    ("accept", "gloss"): "Ordered: one tin of **#800080** (*Twilight Plum*) paint, gloss finish.",
+    ("decline", None): "No paint was ordered: the order form was declined.",
+    ("cancel", None): "No paint was ordered: the order was cancelled.",
+}
+
 
 async def mcp_cassette() -> None:
     """The notebook's own server (its ``%%writefile`` cell) really runs, so the tool list and the
@@ -415,16 +430,26 @@ async def mcp_cassette() -> None:
 
     cells = ["".join(c["source"]) for c in json.loads((HERE / "mcp.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
     source = next(c for c in cells if c.startswith("%%writefile"))
-    prompt, blend = [c.split("\n", 1)[1].strip() for c in cells if c.startswith("%%agent")]
+    prompt, blend, order = [c.split("\n", 1)[1].strip() for c in cells if c.startswith("%%agent")]
+    lines: list[str] = []
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "mcp_demo_server.py"
         script.write_text(source.split("\n", 1)[1] + "\n")
-        server = MCPServer("palette", [sys.executable, str(script)], approve_sampling=True)
-        try:
-            await record(HERE / "mcp.cassette.jsonl", [(prompt, MCP_REPLIES), (blend, MCP_BLEND_REPLIES)],
-                         tools=[server])
-        finally:
-            await server.aclose()
+        for (action, finish), reply in MCP_ORDER_ANSWERS.items():
+            answer = ElicitationAnswer(action, {"finish": finish} if finish else None)
+
+            async def elicit(request: Any, answer: ElicitationAnswer = answer) -> ElicitationAnswer:
+                return answer
+
+            server = MCPServer("palette", [sys.executable, str(script)], approve_sampling=True)
+            part = Path(folder) / f"{action}-{finish}.jsonl"
+            try:
+                await record(part, [(prompt, MCP_REPLIES), (blend, MCP_BLEND_REPLIES), (order, [MCP_ORDER, reply])],
+                             tools=[server], options=RunOptions(elicit=elicit))
+            finally:
+                await server.aclose()
+            lines += [line for line in part.read_text().splitlines() if line not in lines]
+    (HERE / "mcp.cassette.jsonl").write_text("".join(line + "\n" for line in lines))
 
 
 async def main() -> None:

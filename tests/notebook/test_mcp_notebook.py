@@ -69,6 +69,14 @@ def test_mcp_notebook_runs_its_own_server_with_a_replayed_model(tmp_path: Path, 
     assert cards[0]["result"] == "#bf0040, #800080, #4000bf, #0000ff"
     [note] = cards[1]["notes"]
     assert note.startswith("sampling request from palette answered by ") and note.endswith("Twilight Plum")
+    # No browser shows the cells here: the server's form (elicitation) is declined, and the card says why.
+    ordered = next(c for c in code if c.source.startswith("print(ordered"))
+    assert _outputs_text(ordered).strip() == "no paint ordered: the user chose to decline"
+    order_cell = next(c for c in code if c.source.startswith("%%agent --tools palette -o ordered"))
+    [order] = [p for o in order_cell.outputs for m in o.get("data", {}).get(MIME, {}).get("messages", [])
+               for p in m["parts"] if p["type"] == "tool_call"]
+    assert order["notes"] == ["palette asked you for input: declined, no front end shows this cell (a run without a "
+                              "browser)"]
     assert _outputs_text(by_start["%mcp remove palette"]).strip() == "mcp: removed palette (server stopped)"
     for cell in code:  # the server's stderr and the SDK's logging never reach the cells
         assert not any(o.get("output_type") == "error" for o in cell.outputs), cell.source
@@ -165,5 +173,11 @@ def test_mcp_notebook_cassette_matches_the_notebook() -> None:
     prompt = next("".join(c["source"]) for c in nb["cells"] if "".join(c["source"]).startswith("%%agent")).split("\n", 1)[1]
     first = json.loads(CASSETTE.read_text().splitlines()[0])
     assert first["request"]["body"]["messages"][0]["content"] == prompt.strip()
-    tools = ["palette_mix_colors", "palette_swatch", "palette_blend", "palette_name_color"]
+    tools = ["palette_mix_colors", "palette_swatch", "palette_blend", "palette_name_color", "palette_order_paint"]
     assert [t["function"]["name"] for t in first["request"]["body"]["tools"]] == tools
+    # every answer the order's form can get is recorded: either finish, decline, cancel
+    results = [m["content"] for line in CASSETTE.read_text().splitlines()
+               for m in json.loads(line)["request"]["body"]["messages"] if m["role"] == "tool"]
+    assert {r for r in results if "paint" in r} == {
+        "ordered a tin of #800080 paint, matte finish", "ordered a tin of #800080 paint, gloss finish",
+        "no paint ordered: the user chose to decline", "no paint ordered: the user chose to cancel"}
