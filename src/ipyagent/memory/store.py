@@ -243,7 +243,7 @@ class RunStore:
         except store_errors() as exc:
             if self._db is not None:  # opened, but not a run store: not left open
                 self._db.close()
-            raise StoreError(f"cannot open the run store {str(self.path)!r}: {redact(str(exc).strip())}") from None
+            raise StoreError(f"cannot open the run store {str(self.path)!r}: {redact(' '.join(str(exc).split()))}") from None
         self.dialect: str = self._db.dialect
         self.host = socket.gethostname()
         self.pid = os.getpid()
