@@ -462,6 +462,29 @@ def test_an_evaluation_finds_the_one_before_it_under_the_same_name(store: RunSto
     assert store.previous_evaluation("cell-3") is None
 
 
+def test_an_evaluation_is_found_by_its_id_or_a_prefix_naming_it_alone(store: RunStore) -> None:
+    for evaluation_id in ("ab12", "ab1", "cd34"):
+        store.add_evaluation(evaluation_id, None, {"archive": {"meta": {"id": evaluation_id}}})
+    assert store.evaluation("cd")["outcomes"] == {"archive": {"meta": {"id": "cd34"}}}
+    assert store.evaluation("ab1")["id"] == "ab1"  # the whole id, though another starts with it
+    with pytest.raises(KeyError, match="'ab' names 2 evaluations; give more of the id"):
+        store.evaluation("ab")
+    for missing in ("ef", "", "%", "a_"):  # no pattern: LIKE's wildcards are plain characters
+        with pytest.raises(KeyError, match="no evaluation"):
+            store.evaluation(missing)
+    assert [e["id"] for e in store.evaluations(limit=2)] == ["cd34", "ab1"]
+
+
+def test_runs_are_read_by_id_past_sqlites_limit_on_parameters(store: RunStore) -> None:
+    records = [{"run": {"id": f"r{n}", "provider": "openai", "model": "m", "status": "ok", "prompt": f"q{n}",
+                        "usage": {"input_tokens": n}, "metadata": {"text": f"a{n}"}}, "nodes": []}
+               for n in range(1200)]
+    store.add_finished_runs(records)
+    found = store.runs_by_id([f"r{n}" for n in range(0, 1200, 3)] + ["nope", None])
+    assert len(found) == 400 and found["r600"]["metadata"] == {"text": "a600"} and "r601" not in found
+    assert found["r3"]["usage"] == {"input_tokens": 3} and found["r3"]["prompt"] == "q3" and "nope" not in found
+
+
 def test_a_store_of_schema_2_gains_the_grades_and_evaluations_tables(tmp_path: Path) -> None:
     from ipyagent.memory import store as store_module
 

@@ -174,6 +174,11 @@ def _texts(value: Any) -> set[str]:
     return found
 
 
+def _evaluation_row(row: sqlite3.Row) -> dict[str, Any]:
+    """An ``evaluations`` row as a dict, its ``outcomes`` JSON decoded."""
+    return {**dict(row), "outcomes": json.loads(row["outcomes"]) if row["outcomes"] else None}
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -442,9 +447,43 @@ class RunStore:
         ``created_at``, ``outcomes``; None when there is none."""
         row = self._db.execute("SELECT * FROM evaluations WHERE name = ? AND id != ? "
                                  "ORDER BY created_at DESC, rowid DESC LIMIT 1", (name, before or "")).fetchone()
-        if row is None:
-            return None
-        return {**dict(row), "outcomes": json.loads(row["outcomes"]) if row["outcomes"] else None}
+        return None if row is None else _evaluation_row(row)
+
+    def evaluation(self, evaluation_id: str) -> dict[str, Any]:
+        """The evaluation kept under `evaluation_id` (or an id it starts): ``id``, ``name``,
+        ``created_at``, ``outcomes`` (JSON decoded).
+
+        Raises:
+            KeyError: none, or a prefix that names several.
+        """
+        prefix = evaluation_id.strip()
+        rows = self._conn.execute("SELECT * FROM evaluations WHERE substr(id, 1, ?) = ? ORDER BY created_at",
+                                  (len(prefix), prefix)).fetchall() if prefix else []
+        exact = [r for r in rows if r["id"] == prefix]
+        if not rows:
+            raise KeyError(f"no evaluation {evaluation_id!r} in {self.path} (%agent evals lists them)")
+        if len(rows) > 1 and not exact:
+            raise KeyError(f"{evaluation_id!r} names {len(rows)} evaluations; give more of the id")
+        return _evaluation_row((exact or rows)[0])
+
+    def evaluations(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The latest evaluations kept, newest first: ``id``, ``name``, ``created_at``, ``outcomes``."""
+        rows = self._conn.execute("SELECT * FROM evaluations ORDER BY created_at DESC, rowid DESC LIMIT ?",
+                                  (limit,)).fetchall()
+        return [_evaluation_row(r) for r in rows]
+
+    def runs_by_id(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """What runs gave, by id (those of `run_ids` the store has): ``id``, ``prompt``, ``status``,
+        ``usage``, ``cost``, ``duration_s``, ``metadata`` (JSON decoded)."""
+        found: dict[str, dict[str, Any]] = {}
+        unique = list(dict.fromkeys(r for r in run_ids if r))
+        for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
+            chunk = unique[start:start + 500]
+            marks = ", ".join("?" for _ in chunk)
+            for row in self._conn.execute("SELECT id, prompt, status, usage, cost, duration_s, metadata FROM runs "
+                                          f"WHERE id IN ({marks})", chunk):
+                found[row["id"]] = self._row(row)
+        return found
 
     # -- claims: one process sends a request, the others wait for its run ---------------------
 
