@@ -39,6 +39,7 @@ LAZY = {
     "simpleeval": "the calculator tool",
     "nbclient": "ipyagent eval: a notebook run headless",
     "nbformat": "ipyagent eval: a notebook read and written",
+    "pyarrow": "an evaluation exported to or read from Parquet (the parquet extra)",
 }
 
 #: Modules whose functions import the package's own modules on first use, by design: the public

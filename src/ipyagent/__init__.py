@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .agent import Agent, AgentResult, RunOptions
     from .agent.compare import Comparison, acompare, compare
     from .agent.defaults import set_default, using
-    from .agent.evaluation import Evaluation, aevaluate, evaluate
+    from .agent.evaluation import Evaluation, aevaluate, evaluate, load_evaluation
     from .agent.tracing import trace
     from .core import BuiltinTool, Citation, ModelSettings, SystemBlock
 
@@ -36,6 +36,7 @@ __all__ = [
     "evaluate",
     "aevaluate",
     "Evaluation",
+    "load_evaluation",
     "trace",
     "load_ipython_extension",
     "unload_ipython_extension",
@@ -60,7 +61,7 @@ def __getattr__(name: str) -> Any:
         from .agent import compare as comparison
 
         return getattr(comparison, name)
-    if name in ("evaluate", "aevaluate", "Evaluation"):
+    if name in ("evaluate", "aevaluate", "Evaluation", "load_evaluation"):
         from .agent import evaluation
 
         return getattr(evaluation, name)

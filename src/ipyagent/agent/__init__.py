@@ -11,7 +11,7 @@ __getattr__ = lazy_exports(__name__, {
     "result": ("AgentResult",),
     "compare": ("Comparison", "acompare", "COLUMNS", "NUMERIC", "RunFigures", "Stat", "summarize", "provider_keys"),
     "evaluation": ("Evaluation", "EvalResult", "TemplateError", "aevaluate", "make_variants", "normalize_rows",
-                   "render_template", "render_cell", "parse_assertion"),
+                   "render_template", "render_cell", "parse_assertion", "load_evaluation", "stored_evaluations"),
     "conversation": ("DEFAULT_THREAD", "Composition", "Thread", "ThreadStore", "Turn", "result_turn"),
     "defaults": ("DEFAULT_MAX_TOOL_CALLS", "DEFAULT_PROVIDER", "MAX_TOOL_CALLS_CEILING", "check_max_tool_calls",
                  "current_default", "reset_default", "session_default", "set_default"),

@@ -4,7 +4,7 @@
 prepares every check) before the first request; `checks` parses and runs the checks (`limits`:
 their time limits); `runner` schedules the runs (`scheduler`: a lane per provider, one budget)
 and caches them in the run store (`cache`); `results` holds what came back (`Evaluation`,
-`EvalResult`).
+`EvalResult`); `export` writes it to a file and `archive` gives it back (`load_evaluation`).
 """
 
 
@@ -12,6 +12,7 @@ from ..._lazy import lazy_exports
 
 #: Lazy (each module loads on first use): a cell's template needs `templates` alone, not the runner.
 __getattr__ = lazy_exports(__name__, {
+    "archive": ("load_evaluation", "stored_evaluations"),
     "checks": ("parse_assertion",),
     "results": ("EvalResult", "Evaluation"),
     "runner": ("aevaluate", "evaluate", "evaluation_run", "make_variants"),

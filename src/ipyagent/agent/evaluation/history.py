@@ -13,6 +13,8 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from .export import document
+
 if TYPE_CHECKING:
     from .results import EvalResult, Evaluation
 
@@ -134,8 +136,9 @@ def _change(now: EvalResult, before: EvalResult) -> str:
 def keep(ev: Evaluation, store: Any, *, finished: bool) -> str | None:
     """At the end of an evaluation with a run store (`store`, a `RunStore`): note its path (grades
     go there), read back the grades of its runs, and when it `finished` and has a `name`, compare
-    it with the previous evaluation of that name (`changes`) and keep it for the next. Returns a
-    note when the store failed (the evaluation is not lost for it)."""
+    it with the previous evaluation of that name (`changes`) and keep it for the next; keep it whole
+    in any case (`export.document`), for `archive.load_evaluation`. Returns a note when the store
+    failed (the evaluation is not lost for it)."""
     ev.store_path = str(store.path)
     try:
         grades = store.grades([r.run_id for r in ev.results if r.run_id])
@@ -143,10 +146,13 @@ def keep(ev: Evaluation, store: Any, *, finished: bool) -> str | None:
             grade = grades.get(r.run_id) if r.run_id else None
             if grade is not None:
                 r.human, r.human_note = grade["passed"], grade["note"]
+        kept: dict[str, Any] = {}
         if finished and ev.name:
             previous = store.previous_evaluation(ev.name, before=ev.id)
             ev.changes = changes(previous, ev) if previous is not None else None
-            store.add_evaluation(ev.id, ev.name, snapshot(ev))
+            kept = snapshot(ev)
+        # under its name only when it finished: the next run of the cell is not compared with one cut short
+        store.add_evaluation(ev.id, ev.name if finished else None, {**kept, "archive": document(ev)})
     except Exception as exc:  # noqa: BLE001 - the store must never cost the evaluation
         return f"the run store could not read the grades or keep the evaluation: {type(exc).__name__}: {exc}"
     return None

@@ -3,7 +3,6 @@ with its figures (`summary`, `progress`) and its data (`records`, DataFrame, CSV
 
 from __future__ import annotations
 
-import csv
 import json
 import statistics
 import time
@@ -14,6 +13,7 @@ from typing import Any
 
 from ..compare import dataframe
 from .cache import json_output
+from .export import export as export_file, export_records, write_csv
 from .analysis import FIGURES, Analysis, column_name, versus
 from .background import Background
 from .checks import Outcome
@@ -403,21 +403,22 @@ class Evaluation(Analysis, Background):
         """
         return dataframe(self.records())
 
+    def export(self, path: str | Path) -> Path:
+        """Write every run to `path` in the format its suffix names (`export.export`): ``.jsonl``,
+        ``.csv``, ``.parquet`` (pyarrow: ``pip install 'ipyagent[parquet]'``) or ``.json`` (`to_json`):
+        each run's row fields, column, variant, repeat, prompt, answer, each check's result, reason
+        and score, status, error, tokens, cost, times, tool calls, human grade, and the evaluation's
+        id. `ipyagent.load_evaluation(path)` reads it back. Returns the path.
+
+        Raises:
+            ValueError: another suffix. ImportError: ``.parquet`` without pyarrow.
+        """
+        return export_file(self, path)
+
     def to_csv(self, path: str | Path) -> Path:
-        """Write `records` as CSV (UTF-8; a structured output as JSON text). Returns the path."""
-        records = self.records()
-        columns = list(dict.fromkeys(k for rec in records for k in rec)) or ["row", "provider"]
+        """`export` as CSV (UTF-8; the structured output and tool calls as JSON text). Returns the path."""
         path = Path(path)
-        with path.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, fieldnames=columns)
-            writer.writeheader()
-            for rec in records:
-                writer.writerow(
-                    {
-                        k: json.dumps(json_output(v), default=str) if k == "structured" and v is not None else v
-                        for k, v in rec.items()
-                    }
-                )
+        write_csv(export_records(self), path)
         return path
 
     def to_json(self, path: str | Path | None = None) -> Any:

@@ -1,0 +1,183 @@
+"""An evaluation written out: `export` writes every run to a file (JSONL, CSV or Parquet, by its
+suffix), and `document` is what the run store keeps of it when it ends; `archive` reads both back.
+
+A file holds one flat record per run: the columns of `Evaluation.records` (the row's fields, the
+column, variant, repeat, prompt, answer, each check's result, status, error, tokens, cost, times,
+human grade...), then for each check its reason (``CHECK reason``) and score (``CHECK score``),
+the tool calls (``tool_calls``) and the evaluation's id (``evaluation``). A JSONL file starts
+with one line ``{"ipyagent_evaluation": META}`` (the evaluation's providers, variants, repeats,
+checks, aliases, baseline, seed, budget...); a Parquet file keeps META in its schema's metadata; a
+CSV file has no room for it (`archive` reads it back from the records).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .cache import json_output
+
+if TYPE_CHECKING:
+    from .results import EvalResult, Evaluation
+
+#: The first key of a JSONL export's first line (its META), and of a Parquet file's schema metadata.
+META_KEY = "ipyagent_evaluation"
+#: The suffixes `export` knows, each its format's.
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".json": "json"}
+#: The record's own columns by type (a row field named like one of these is written ``row.NAME``).
+INTS = ("row", "repeat", "input_tokens", "output_tokens")
+FLOATS = ("cost", "judge_cost", "ttft_s", "total_s")
+BOOLS = ("passed", "cached", "human")
+TEXTS = ("column", "provider", "prompt", "output", "failures", "status", "human_note")
+NULLABLE_TEXTS = ("alias", "variant", "error_type", "error", "run_id")
+JSON_COLUMNS = ("structured", "tool_calls")
+OWN = (*INTS, *FLOATS, *BOOLS, *TEXTS, *NULLABLE_TEXTS, *JSON_COLUMNS, "evaluation")
+#: The one line said when Parquet is asked for without pyarrow.
+PYARROW_MISSING = "Parquet needs pyarrow, the parquet extra: pip install 'ipyagent[parquet]'"
+
+
+def reason_column(check: str) -> str:
+    return f"{check} reason"
+
+
+def score_column(check: str) -> str:
+    return f"{check} score"
+
+
+def meta(ev: Evaluation) -> dict[str, Any]:
+    """What a file or the store keeps of `ev` beside its runs (JSON data)."""
+    return {"v": 1, "id": ev.id, "name": ev.name, "providers": ev.providers, "variants": ev.variants,
+            "repeat": ev.repeat, "assertions": ev.assertions, "labels": ev.labels, "baseline": ev.baseline,
+            "seed": ev.seed, "rows": len(ev.rows), "wall_s": ev.wall_s, "interrupted": ev.interrupted,
+            "budget": ev.budget, "budget_stopped": ev.budget_stopped, "spent": ev.spent, "reserved": ev.reserved,
+            "notes": ev.notes, "created_at": time.time()}
+
+
+def export_records(ev: Evaluation) -> list[dict[str, Any]]:
+    """One flat dict per run (`Evaluation.records`, then each check's reason and score, the tool
+    calls and the evaluation's id), by row, column and repeat."""
+    out = []
+    for rec, r in zip(ev.records(), ev.ordered()):
+        outcomes = {o.name: o for o in r.outcomes}
+        for name in ev.assertions:
+            outcome = outcomes.get(name)
+            rec[reason_column(name)] = outcome.reason if outcome is not None else None
+            rec[score_column(name)] = outcome.score if outcome is not None else None
+        rec["structured"] = json_output(rec["structured"])
+        rec["tool_calls"] = list(r.tool_calls)
+        rec["evaluation"] = ev.id
+        out.append(rec)
+    return out
+
+
+def export(ev: Evaluation, path: str | Path) -> Path:
+    """Write every run of `ev` to `path`, in the format its suffix names: ``.jsonl`` / ``.ndjson``
+    (JSON Lines, META first), ``.csv`` (UTF-8), ``.parquet`` (pyarrow), ``.json``
+    (`Evaluation.to_json`'s document). Returns the path.
+
+    Raises:
+        ValueError: a suffix that is none of those.
+        ImportError: ``.parquet`` without pyarrow (`PYARROW_MISSING`: the extra to install).
+    """
+    path = Path(path)
+    kind = FORMATS.get(path.suffix.lower())
+    if kind is None:
+        raise ValueError(f"export: {path.name!r} has no suffix it knows; end it in .jsonl, .csv, .parquet or .json")
+    if kind == "json":
+        return ev.to_json(path)
+    records = export_records(ev)
+    if kind == "jsonl":
+        with path.open("w", encoding="utf-8") as handle:
+            handle.write(json.dumps({META_KEY: meta(ev)}, ensure_ascii=False, default=str) + "\n")
+            for rec in records:
+                handle.write(json.dumps(rec, ensure_ascii=False, default=str) + "\n")
+    elif kind == "csv":
+        write_csv(records, path)
+    else:
+        write_parquet(records, meta(ev), path)
+    return path
+
+
+def write_csv(records: list[dict[str, Any]], path: Path) -> None:
+    """`records` as CSV: JSON columns (structured output, tool calls) as JSON text, None as nothing."""
+    columns = list(dict.fromkeys(k for rec in records for k in rec)) or ["row", "provider"]
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        for rec in records:
+            writer.writerow({k: json_text(v) if k in JSON_COLUMNS else v for k, v in rec.items()})
+
+
+def json_text(value: Any) -> str | None:
+    """A JSON column's value as JSON text (None and ``[]``: None)."""
+    return None if value is None or value == [] else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def load_pyarrow() -> Any:
+    """The pyarrow module, with its Parquet reader and writer loaded.
+
+    Raises:
+        ImportError: pyarrow is not installed (`PYARROW_MISSING`).
+    """
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401 - loads pyarrow.parquet for the caller
+    except ImportError:
+        raise ImportError(PYARROW_MISSING) from None
+    return pyarrow
+
+
+def write_parquet(records: list[dict[str, Any]], info: dict[str, Any], path: Path) -> None:
+    """`records` as one Parquet table, META in its schema's metadata; JSON columns as JSON text, and a
+    row field whose values are of several types (pyarrow takes one per column) as JSON text too
+    (META's ``json_columns`` names those)."""
+    pa = load_pyarrow()
+    columns = list(dict.fromkeys(k for rec in records for k in rec))
+    arrays, encoded = [], []
+    for name in columns:
+        values = [rec.get(name) for rec in records]
+        if name in JSON_COLUMNS:
+            values = [json_text(v) for v in values]
+        try:
+            arrays.append(pa.array(values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            arrays.append(pa.array([None if v is None else json.dumps(v, default=str) for v in values]))
+            encoded.append(name)
+    table = pa.Table.from_arrays(arrays, names=columns)
+    table = table.replace_schema_metadata({META_KEY: json.dumps({**info, "json_columns": encoded}, default=str)})
+    pa.parquet.write_table(table, path)
+
+
+# -- the run store ---------------------------------------------------------------------
+
+
+def _compact_outcomes(r: EvalResult, assertions: list[str]) -> Any:
+    """A run's outcomes as kept: 1 when every check passed without a score or reason, else one
+    ``[passed, score, reason]`` (or None: not checked) per check."""
+    outcomes = {o.name: o for o in r.outcomes}
+    kept = [None if (o := outcomes.get(name)) is None else [o.passed, o.score, o.reason] for name in assertions]
+    return 1 if kept and all(k is not None and k[0] and k[1] is None and k[2] is None for k in kept) else kept
+
+
+def document(ev: Evaluation) -> dict[str, Any]:
+    """What the run store keeps of `ev` so that `archive.load_evaluation` can give it back after the
+    kernel is gone: META (with each column's ``[passed, ran]``), the rows' fields and per run
+    ``[row, column (its index), repeat, status, passed, run id, cached, error type, error, judges'
+    USD, outcomes, prompt (only for a run the store has no row of)]``; the answers, tokens, costs
+    and times stay in the store's runs (``runs.metadata``), named by their ids."""
+    index = {c: i for i, c in enumerate(ev.columns)}
+    rows: list[Any] = [None] * len(ev.rows)
+    tally: dict[str, list[int]] = {c: [0, 0] for c in ev.columns}
+    runs = []
+    for r in ev.ordered():
+        column = r.column
+        rows[r.row] = r.fields if rows[r.row] is None else rows[r.row]
+        if r.ran and column in tally:
+            tally[column][0] += bool(r.passed)
+            tally[column][1] += 1
+        runs.append([r.row, index.get(column, 0), r.repeat, r.status, r.passed, r.run_id, r.cached, r.error_type,
+                     r.error, r.judge_cost, _compact_outcomes(r, ev.assertions), None if r.run_id else r.prompt])
+    return {"meta": {**meta(ev), "pass": tally}, "rows": rows, "runs": runs}
