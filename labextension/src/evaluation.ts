@@ -320,6 +320,11 @@ function columnsOf(doc: Json): string[] {
   return list(doc.columns).length ? list(doc.columns).map(str) : list(doc.providers).map(str);
 }
 
+/** evaluation.py reload_line: the evaluation's id, by which the run store gives it back. */
+export function reloadLine(doc: Json): string {
+  return `evaluation ${str(doc.id)} · ipyagent.load_evaluation("${str(doc.id)}") reads it back`;
+}
+
 /** evaluation_render.wall_time: milliseconds under a second ("43 ms"), else "12.3 s". */
 export function wallTime(seconds: number | null): string {
   const value = seconds ?? 0;
@@ -458,5 +463,6 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
   for (const note of list(data.notes)) {
     root.append(el('div', 'ipyagent-meta', str(note)));
   }
+  root.append(el('div', 'ipyagent-meta', reloadLine(data)));
   return [root];
 }

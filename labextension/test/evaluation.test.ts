@@ -9,7 +9,7 @@ import './dom';
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 
-import { headline, renderEvaluation, repeatsClass } from '../src/evaluation';
+import { headline, reloadLine, renderEvaluation, repeatsClass } from '../src/evaluation';
 
 function run(row: number, repeat: number, passed: boolean | null, status = 'ok', error: string | null = null) {
   return {
@@ -22,7 +22,7 @@ function run(row: number, repeat: number, passed: boolean | null, status = 'ok',
 const DOC = {
   providers: ['openai:m'], columns: ['openai:m/terse'], variants: ['terse'], repeat: 2, total: 4,
   assertions: ['contains:x'], wall_s: 0.5, budget: 0.5, spent: 0.48, reserved: 0, skipped: 0,
-  flaky: [[0, 'openai:m/terse']], summary: [], notes: [],
+  id: '3f2a9c1b7e0d', flaky: [[0, 'openai:m/terse']], summary: [], notes: [],
   results: [run(0, 0, true), run(0, 1, false), run(1, 0, null, 'template_error', 'row 1: no field'),
             run(1, 1, null, 'template_error', 'row 1: no field')]
 };
@@ -46,6 +46,13 @@ describe('a matrix of repeats and variants', () => {
     const [root] = renderEvaluation(doc);
     const label = root.querySelectorAll('.ipyagent-eval-matrix tbody td')[1];
     assert.equal(label.textContent, 'country=France, capital=Paris');
+  });
+
+  test("the last line names the evaluation's id, by which the run store gives it back", () => {
+    const [root] = renderEvaluation(DOC);
+    const line = 'evaluation 3f2a9c1b7e0d · ipyagent.load_evaluation("3f2a9c1b7e0d") reads it back';
+    assert.equal(reloadLine(DOC), line);
+    assert.equal(root.lastElementChild?.textContent, line);
   });
 
   test('the headline names columns, repeats, the budget and the flaky cells', () => {

@@ -1,4 +1,4 @@
-"""``%agent store / runs / inspect / replay``: the run store, read back (`RunStoreCommands`, a part
+"""``%agent store / runs / evals / inspect / replay``: the run store, read back (`RunStoreCommands`, a part
 of `session.SessionMagics`)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.display import display
 
-from ...agent import AgentResult, transcript_of
+from ...agent import AgentResult, stored_evaluations, transcript_of
 from ...core import (
     MESSAGE_FIELDS,
     Message,
@@ -149,6 +149,23 @@ class RunStoreCommands:
                 f"{r['id']}  {when_text(r['started_at'])}  {r['status']:<11}  {r['thread'] or '-':<12}  "
                 f"{r['provider']}:{r['model']}  {tokens}  {short(r['prompt'] or '', 60)!r}"
             )
+
+    def _evals(self, _: str | None) -> None:
+        """``%agent evals``: the evaluations the store keeps whole, newest first, one line each: id, when,
+        the cell, rows x columns (x repeats), runs, each column's pass rate."""
+        store = self._store_or_fail()
+        listed = stored_evaluations(store, limit=20)
+        if not listed:
+            print(f"no evaluations stored in {store.path}; a %%compare --over cell or ipyagent.evaluate keeps one")
+            return
+        for e in listed:
+            repeats = f" x {e['repeat']}" if (e["repeat"] or 1) > 1 else ""
+            rates = ", ".join(f"{column} {'-' if rate is None else f'{rate:.0%}'}"
+                              for column, rate in e["pass_rates"].items())
+            stopped = " (interrupted)" if e["interrupted"] else ""
+            print(f"{e['id']}  {when_text(e['created_at'])}  {e['name'] or '-'}  {e['rows']:,} rows x "
+                  f"{len(e['columns'])} columns{repeats}, {e['runs']:,} runs{stopped}  pass: {rates}")
+        print("ipyagent.load_evaluation(ID) gives one back (ev.to_dataframe(), ev.summary(), ev.diff(...))")
 
     @staticmethod
     def _print_context(blocks: list[dict[str, Any]], masked: dict[str, int] | None = None) -> None:

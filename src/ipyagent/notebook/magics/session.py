@@ -50,8 +50,8 @@ from .options import split_words
 from .settings import apply, current
 from .tracing import trace_command
 
-SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "inspect", "replay", "store", "fix", "cost",
-               "settings", "grade", "trace")
+SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "evals", "inspect", "replay", "store", "fix",
+               "cost", "settings", "grade", "trace")
 
 
 def turn_transcript(turn: Any, number: int) -> Transcript:
@@ -92,7 +92,7 @@ class SessionMagics(RunStoreCommands, Magics):
     @redacted_output
     def agent_line(self, line: str) -> Any:
         """``%agent last | fix [OPTIONS] [QUESTION] | threads | history [NAME] | reset [NAME] | memory |
-        runs [THREAD] | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off|--prune ...] | settings [NAME=VALUE ...] |
+        runs [THREAD] | evals | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off|--prune ...] | settings [NAME=VALUE ...] |
         grade ROW COLUMN pass|fail [NOTE] | trace [otlp [URL] [--content] | off]``
         (``%%agent`` is the cell magic)."""
         words = split_words(line, "%agent")
@@ -109,7 +109,7 @@ class SessionMagics(RunStoreCommands, Magics):
         if len(rest) > 1:
             raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
         arg = rest[0] if rest else None
-        if sub in ("inspect", "runs", "threads"):  # plain listings of model and tool text: controls shown, not run
+        if sub in ("inspect", "runs", "evals", "threads"):  # plain listings of model and tool text: controls shown, not run
             with controls_shown():
                 return getattr(self, f"_{sub}")(arg)
         return getattr(self, f"_{sub}")(arg)

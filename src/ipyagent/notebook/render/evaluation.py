@@ -422,6 +422,13 @@ def headline(doc: dict[str, Any]) -> str:
     return text
 
 
+def reload_line(doc: dict[str, Any]) -> str:
+    """The line under an evaluation naming its id, by which the run store gives it back after the
+    kernel is gone: ``evaluation 3f2a9c1b7e0d · ipyagent.load_evaluation("3f2a9c1b7e0d") reads it back``
+    (the labextension's `reloadLine` writes the same)."""
+    return f'evaluation {doc["id"]} · ipyagent.load_evaluation("{doc["id"]}") reads it back'
+
+
 def evaluation_html(doc: dict[str, Any]) -> str:
     """The saved evaluation as sanitized HTML: headline, summary per column, the statistics
     (`evaluation_stats`), the matrix, notes."""
@@ -433,6 +440,7 @@ def evaluation_html(doc: dict[str, Any]) -> str:
         + judgement_html(doc)
         + f'<div class="ipyagent-eval-matrix">{matrix_html(doc)}</div>'
         + notes
+        + f'<div class="ipyagent-meta">{escape(reload_line(doc))}</div>'
     )
     return f'<div class="ipyagent-evaluation">{STYLE}{STATS_STYLE}{sanitize(body)}</div>'
 
@@ -464,6 +472,7 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
                 cells.append(f"{_MARK[outcome_class(runs[0])]} {_md(first_line(runs[0]))}{human}")
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     lines += [f"\n{_md(note)}" for note in doc.get("notes") or []]
+    lines.append(f"\n{_md(reload_line(doc))}")
     return "\n".join(lines)
 
 
@@ -474,7 +483,7 @@ def evaluation_text(doc: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
     stats = statistics_text(doc)
-    notes = "".join(f"\n{note}" for note in doc.get("notes") or [])
+    notes = "".join(f"\n{note}" for note in [*(doc.get("notes") or []), reload_line(doc)])
     return f"{headline(doc)}\n{table}" + (f"\n\n{stats}" if stats else "") + notes
 
 

@@ -12,7 +12,7 @@ Read from `Evaluation.to_json()` (like `render.evaluation`), and laid out for a 
   every cell cut with ``…`` to fit rather than wrapped;
 - the failures under it, each with its reason (the failed check's, or the run's error), wrapped
   with a hanging indent;
-- the verdicts against the baseline and the evaluation's notes.
+- the verdicts against the baseline, the evaluation's notes and its id (`evaluation.reload_line`).
 
 Everything passes `terminal_records.clean` (redacted, control characters shown), and rich is
 imported when something is drawn.
@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from .evaluation import (_MARK, cells_of, column_label, column_of, columns_of, first_line, headline, outcome_class,
-                         repeats_class, usd)
+                         reload_line, repeats_class, usd)
 from .evaluation_stats import _interval, _percent, verdicts
 from .terminal_records import clean
 
@@ -191,5 +191,5 @@ def evaluation_renderables(doc: dict[str, Any]) -> list[Any]:
         out.append(matrix_table(doc))
     out += failures_text(doc)
     out += [Text(clean(line)) for line in verdicts(doc)]
-    out += [Text(clean(note), style="dim") for note in doc.get("notes") or []]
+    out += [Text(clean(note), style="dim") for note in [*(doc.get("notes") or []), reload_line(doc)]]
     return out

@@ -1,0 +1,56 @@
+"""``%agent evals`` lists what the run store keeps of each evaluation (issue 33, item 4), and
+``ipyagent.load_evaluation`` gives a ``%%compare --over`` cell's evaluation back by the id it shows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from IPython.terminal.interactiveshell import TerminalInteractiveShell
+from IPython.testing.globalipapp import start_ipython
+
+from ipyagent import load_evaluation
+
+from ..support.evaluation import CAPITALS, answering, capital_of
+from ..support.shell import KEY_VARS
+from ..support.stub_server import StubServer
+
+pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture(autouse=True)
+def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in KEY_VARS + ["OPENAI_BASE_URL"]:
+        monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture
+def ip() -> Iterator[Any]:
+    shell = start_ipython() or TerminalInteractiveShell.instance()
+    shell.run_line_magic("load_ext", "ipyagent")
+    yield shell
+    shell.run_line_magic("unload_ext", "ipyagent")
+    for name in ("ev", "rows"):
+        shell.user_ns.pop(name, None)
+
+
+def test_agent_evals_lists_the_stored_evaluations_and_each_comes_back_by_its_id(ip, capsys) -> None:
+    ip.run_line_magic("agent", "evals")
+    assert "no evaluations stored in" in capsys.readouterr().out
+    clueless = answering(lambda q: "No idea.")
+    with StubServer(responder=answering(capital_of)) as good, StubServer(responder=clueless) as bad:
+        ip.run_line_magic("provider", f"--alias good openai:m1 --base-url {good.url}")
+        ip.run_line_magic("provider", f"--alias bad openai:m2 --base-url {bad.url}")
+        ip.user_ns["rows"] = CAPITALS
+        ip.run_cell_magic("compare", "good bad --over rows --assert 'contains:{{ row.capital }}' -o ev",
+                          "Capital of {{ row.country }}?")
+    ev = ip.user_ns["ev"]
+    out = capsys.readouterr().out
+    assert f"evaluation {ev.id}" in out  # the id the output shows, to load it by
+    ip.run_line_magic("agent", "evals")
+    line, hint = capsys.readouterr().out.strip().splitlines()
+    assert line.startswith(f"{ev.id}  ") and "#-o ev" in line and "3 rows x 2 columns, 6 runs" in line
+    assert line.endswith("pass: openai:m1 100%, openai:m2 0%") and "load_evaluation(ID)" in hint
+    loaded = load_evaluation(ev.id)
+    pd.testing.assert_frame_equal(loaded.to_dataframe(), ev.to_dataframe())
