@@ -133,6 +133,12 @@ def test_the_store_gives_an_evaluation_back_by_its_id_or_a_prefix(ev: Evaluation
         load_evaluation("nope", store=store)
 
 
+def test_either_back_end_gives_the_evaluation_back_by_its_id(store_location: Any) -> None:  # SQLite, PostgreSQL
+    with StubServer(responder=capital) as a, StubServer(responder=failing_on_peru) as b:
+        ev = run_matrix(store_location, a.url, b.url)
+    assert_same(load_evaluation(ev.id, store=str(store_location)), ev)
+
+
 def test_a_grade_given_after_the_run_comes_back_from_the_store(ev: Evaluation, tmp_path: Path) -> None:
     ev.grade(1, "openai:m2/plain", True, "fine")
     loaded = load_evaluation(ev.id, store=tmp_path / "runs.sqlite")

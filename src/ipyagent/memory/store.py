@@ -174,7 +174,7 @@ def _texts(value: Any) -> set[str]:
     return found
 
 
-def _evaluation_row(row: sqlite3.Row) -> dict[str, Any]:
+def _evaluation_row(row: Any) -> dict[str, Any]:
     """An ``evaluations`` row as a dict, its ``outcomes`` JSON decoded."""
     return {**dict(row), "outcomes": json.loads(row["outcomes"]) if row["outcomes"] else None}
 
@@ -457,8 +457,8 @@ class RunStore:
             KeyError: none, or a prefix that names several.
         """
         prefix = evaluation_id.strip()
-        rows = self._conn.execute("SELECT * FROM evaluations WHERE substr(id, 1, ?) = ? ORDER BY created_at",
-                                  (len(prefix), prefix)).fetchall() if prefix else []
+        rows = self._db.execute("SELECT * FROM evaluations WHERE substr(id, 1, ?) = ? ORDER BY created_at",
+                                (len(prefix), prefix)).fetchall() if prefix else []
         exact = [r for r in rows if r["id"] == prefix]
         if not rows:
             raise KeyError(f"no evaluation {evaluation_id!r} in {self.path} (%agent evals lists them)")
@@ -468,8 +468,8 @@ class RunStore:
 
     def evaluations(self, limit: int = 20) -> list[dict[str, Any]]:
         """The latest evaluations kept, newest first: ``id``, ``name``, ``created_at``, ``outcomes``."""
-        rows = self._conn.execute("SELECT * FROM evaluations ORDER BY created_at DESC, rowid DESC LIMIT ?",
-                                  (limit,)).fetchall()
+        rows = self._db.execute("SELECT * FROM evaluations ORDER BY created_at DESC, rowid DESC LIMIT ?",
+                                (limit,)).fetchall()
         return [_evaluation_row(r) for r in rows]
 
     def runs_by_id(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -480,8 +480,8 @@ class RunStore:
         for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
             chunk = unique[start:start + 500]
             marks = ", ".join("?" for _ in chunk)
-            for row in self._conn.execute("SELECT id, prompt, status, usage, cost, duration_s, metadata FROM runs "
-                                          f"WHERE id IN ({marks})", chunk):
+            for row in self._db.execute("SELECT id, prompt, status, usage, cost, duration_s, metadata FROM runs "
+                                        f"WHERE id IN ({marks})", chunk):
                 found[row["id"]] = self._row(row)
         return found
 

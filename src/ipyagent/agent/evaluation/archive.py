@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...memory import RunStore, default_store_path
+from ...memory import RunStore, StoreError, default_store_path, store_location
 from .checks import Outcome
 from .export import (BOOLS, FLOATS, FORMATS, INTS, JSON_COLUMNS, META_KEY, NULLABLE_TEXTS, OWN, TEXTS,
                      load_pyarrow, reason_column, score_column)
@@ -286,12 +286,21 @@ def load_evaluation(source: str | Path, *, store: RunStore | str | Path | None =
 
 
 def _store(store: RunStore | str | Path | None) -> tuple[RunStore, bool]:
+    """(the store to read, whether it was opened here): `store`, or the one it names (a path or a
+    ``postgresql://`` URL), or the session's default.
+
+    Raises:
+        KeyError: no store there (a path naming no file, or the store turned off).
+    """
     if isinstance(store, RunStore):
         return store, False
-    path = Path(store).expanduser() if store is not None else default_store_path()
-    if path is None or not path.is_file():
-        raise KeyError(f"no run store at {str(path)!r} to find the evaluation in; give store= or a file")
-    return RunStore(path), True
+    location = store_location(store) if store is not None else default_store_path()
+    if location is None or isinstance(location, Path) and not location.is_file():
+        raise KeyError(f"no run store at {str(location)!r} to find the evaluation in; give store= or a file")
+    try:
+        return RunStore(location), True
+    except StoreError as exc:
+        raise KeyError(f"{exc}; give store= or a file") from None
 
 
 def stored_evaluations(store: RunStore, limit: int = 20) -> list[dict[str, Any]]:
