@@ -18,9 +18,8 @@ import ipyagent.drivers.turn as drivers_turn
 from ipyagent import Agent
 from ipyagent.agent import defaults, transcript_of
 from ipyagent.agent.compare import acompare
-from ipyagent.core import ModelFailed, TextDelta, Usage
+from ipyagent.core import ModelFailed, TextDelta
 from ipyagent.core.transcript import Transcript
-from ipyagent.drivers import pricing
 from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
 from ipyagent.tools import toolbox
 
@@ -60,9 +59,7 @@ def _hang() -> Reply:
 def _on_virtual_clock(monkeypatch, main):
     """`main()` on a loop whose clock jumps to the next timer, standing for ipyagent's own loop;
     the run's and the driver's `time.monotonic()` read that clock. Returns (what `main` returned,
-    loop seconds it took): the deadlines are met exactly, whatever the machine's load. The price
-    tables are loaded first: their first load runs in a thread, which the virtual clock does not wait for."""
-    pricing.price("openai", "gpt-4.1-mini", Usage(input_tokens=1, output_tokens=1))
+    loop seconds it took): the deadlines are met exactly, whatever the machine's load."""
 
     async def timed():
         loop = asyncio.get_running_loop()

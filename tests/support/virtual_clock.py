@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 import httpx2
 
 from ipyagent.agent import loop_thread
+from ipyagent.core import Usage
+from ipyagent.drivers import pricing
 
 from .stub_server import Reply
 
@@ -55,8 +57,11 @@ class _Clock:
 def run_virtual(main: Callable[[], Awaitable[T]], monkeypatch: Any, *modules: ModuleType, own_loop: bool = False) -> T:
     """Run `main()` to the end on a `VirtualClockLoop`; `time.monotonic()` in each of `modules`
     reads the loop's clock meanwhile. `own_loop`: the loop stands for ipyagent's background loop
-    too, so `Agent.arun` and `acompare` run their runs on it (as they do on their own loop)
-    rather than hand them to a real one."""
+    too, so `Agent.arun`, `acompare` and `aevaluate` run their runs on it (as they do on their own
+    loop) rather than hand them to a real one; the price tables are loaded first, since a run's
+    first price loads them in a thread, which the virtual clock does not wait for."""
+    if own_loop:
+        pricing.price("openai", "gpt-4.1-mini", Usage(input_tokens=1, output_tokens=1))
     loop = VirtualClockLoop()
     with monkeypatch.context() as patch:
         for module in modules:
@@ -73,17 +78,22 @@ class LoopServer(httpx2.AsyncBaseTransport):
     """`StubServer`'s scripts (`Reply`: status, headers, pieces `delay` seconds apart, `wait` before
     the status line) played in the process, every pause on the running loop's clock: a driver
     given it as its ``transport`` meets a slow provider on a `VirtualClockLoop` in no real time.
-    Each request takes the next reply (the last one repeats); `requests` keeps them as
-    `StubServer.requests` does (method, path, headers, parsed JSON body)."""
+    Each request takes the next reply (the last one repeats), or `responder(body)`'s when given;
+    `requests` keeps them as `StubServer.requests` does (method, path, headers, parsed JSON body),
+    `request_times` when each came (loop seconds)."""
 
-    def __init__(self, *replies: Reply) -> None:
-        self.replies, self.requests = list(replies), []
+    def __init__(self, *replies: Reply, responder: Callable[[Any], Reply] | None = None) -> None:
+        self.replies, self.responder = list(replies), responder
+        self.requests: list[dict[str, Any]] = []
+        self.request_times: list[float] = []
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        reply = self.replies[min(len(self.requests), len(self.replies) - 1)]
-        body = await request.aread()
+        raw = await request.aread()
+        body = json.loads(raw) if raw else None
+        reply = self.responder(body) if self.responder else self.replies[min(len(self.requests), len(self.replies) - 1)]
         self.requests.append({"method": request.method, "path": request.url.path, "headers": dict(request.headers),
-                              "body": json.loads(body) if body else None})
+                              "body": body})
+        self.request_times.append(asyncio.get_running_loop().time())
         if reply.wait:
             await asyncio.sleep(reply.wait)
         return httpx2.Response(reply.status, headers=reply.headers, stream=_Played(reply))
