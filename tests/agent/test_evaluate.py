@@ -24,7 +24,7 @@ from ipyagent.drivers.registry import BUILTIN
 from ipyagent.memory.store import RunStore
 
 from ..support.stub_server import Reply, StubServer, openai_text_reply
-from ..support.evaluation import CAPITALS, answering, capital_of, last_user_text, limited_once
+from ..support.evaluation import CAPITALS, answering, capital_of, last_user_text
 
 KEY_VARS = sorted({spec.api_key_env for spec in BUILTIN.values() if spec.api_key_env})
 
@@ -223,19 +223,36 @@ def test_a_failed_run_is_not_served_from_the_cache(store) -> None:
         assert len(server.requests) == 2
 
 
-def test_a_429_holds_its_whole_lane_for_retry_after_while_others_go_on(store) -> None:
-    rows = [f"q{n}" for n in range(8)]
-    limited = limited_once(lambda q: "ok", wait=0.05)
-    with StubServer(responder=limited) as slow, StubServer(responder=answering(lambda q: "ok", wait=0.05)) as fast:
-        ev = evaluate([Agent("openai:limited", base_url=slow.url), Agent("openai:free", base_url=fast.url)], "{{ row }}", rows,
-                      concurrency=2, store=store)
+def test_a_429_holds_its_whole_lane_for_retry_after_while_others_go_on(store, monkeypatch) -> None:
+    """On the virtual clock (every provider in the process, each pause on the loop's clock), so the
+    order is exact under any load: the limited lane waits Retry-After to the second, the other goes on."""
+    import ipyagent.agent.evaluation.scheduler as scheduler
+    import ipyagent.drivers.rate_gate as rate_gate
+    from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+
+    from ..support.virtual_clock import LoopServer, run_virtual
+
+    rows, first = [f"q{n}" for n in range(8)], [True]
+    too_many = Reply(status=429, headers={"Content-Type": "application/json", "Retry-After": "1"},
+                     pieces=[b'{"error": {"message": "slow down", "type": "rate_limit_error"}}'])
+    ok = answering(lambda q: "ok", wait=0.05)
+
+    def limited_first(body: Any) -> Reply:  # then answered, 50 ms after each request
+        was_first, first[0] = first[0], False
+        return too_many if was_first else ok(body)
+
+    slow, fast = LoopServer(responder=limited_first), LoopServer(responder=ok)
+    agents = [Agent(OpenAIChatPromptDriver(model, api_key="k", transport=server))
+              for model, server in (("limited", slow), ("free", fast))]
+    ev = run_virtual(lambda: aevaluate(agents, "{{ row }}", rows, concurrency=2, store=store), monkeypatch,
+                     rate_gate, scheduler, own_loop=True)
     assert all(r.ok for r in ev.results), [r.error for r in ev.results if not r.ok]
-    t429 = limited.too_many.sent_at
+    t429 = slow.request_times[0]
     # The one in flight with it had been sent already; every later request of the lane waited for Retry-After.
     later = slow.request_times[2:]
-    assert len(later) == 7 and min(later) >= t429 + 1.0  # 6 rows and the retry
+    assert len(later) == 7 and min(later) == t429 + 1  # 6 rows and the retry
     # The other lane did not wait: it was done before the limited lane resumed.
-    assert max(fast.request_times) < t429 + 1.0
+    assert len(fast.request_times) == 8 and max(fast.request_times) < t429 + 1
 
 
 def test_rate_gate_holds_never_shorten() -> None:
