@@ -17,6 +17,7 @@ from ipyagent.notebook.render.html import markdown_to_html
 from ..support.kernels import lab_like_client, widget_state_left
 from ..support.recordings import expected_from, status_type
 from ..support.stub_server import FIXTURES, Reply, StubServer
+from ..support.waiting import wait_until
 
 pytestmark = pytest.mark.notebook
 
@@ -166,10 +167,8 @@ def _two_providers(monkeypatch, first_delay: float, second_delay: float):
 
 
 def _wait_for_hangups(*servers: StubServer) -> None:
-    deadline = time.monotonic() + 3  # a server sees it when it writes its next piece
-    while not all(s.hangups for s in servers) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert all(s.hangups for s in servers), "a provider's connection stayed open"
+    # a server sees it when it writes its next piece
+    assert wait_until(lambda: all(s.hangups for s in servers), 3), "a provider's connection stayed open"
 
 
 def test_kernel_interrupt_stops_every_provider(monkeypatch):
@@ -178,9 +177,7 @@ def test_kernel_interrupt_stops_every_provider(monkeypatch):
 
     with _two_providers(monkeypatch, 0.2, 0.3) as (km, kc, servers):
         msg_id = kc.execute("%%compare openai:quick slow -o cmp\nWhat is the weather?")
-        deadline = time.monotonic() + 15
-        while not all(s.pieces_sent >= 3 for s in servers) and time.monotonic() < deadline:
-            time.sleep(0.02)  # a few slow pieces have gone out to both panes
+        wait_until(lambda: all(s.pieces_sent >= 3 for s in servers), 15)  # a few slow pieces out to both panes
         km.interrupt_kernel()
         reply, iopub = wait_reply(kc, msg_id, 20)
         assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "RunStopped"
@@ -198,9 +195,7 @@ def test_a_stopped_comparison_is_saved_and_bound(monkeypatch):
 
     with _two_providers(monkeypatch, 0, 0.25) as (km, kc, (_, slow)):
         msg_id = kc.execute("%%compare openai:quick slow -o cmp\nWhat is the weather?")
-        deadline = time.monotonic() + 15
-        while slow.pieces_sent < 4 and time.monotonic() < deadline:  # the role piece, then some text
-            time.sleep(0.02)
+        wait_until(lambda: slow.pieces_sent >= 4, 15)  # the role piece, then some text
         km.interrupt_kernel()
         reply, iopub = wait_reply(kc, msg_id, 20)
         assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "RunStopped"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ..support.stub_server import StubServer, openai_text_reply
+from ..support.waiting import wait_until
 
 pytestmark = pytest.mark.notebook
 
@@ -128,8 +129,6 @@ def test_context_notebook_replays_from_its_cassette(tmp_path, monkeypatch) -> No
 def test_an_interrupted_fix_ends_quietly_and_is_not_the_next_error(monkeypatch) -> None:
     """``%agent fix`` awaits in a kernel like a ``%%agent`` cell: an interrupt stops it with no
     traceback, and the interrupt does not become "the last exception"."""
-    import time
-
     from jupyter_client.manager import start_new_kernel
 
     from ..support.kernels import wait_reply
@@ -142,9 +141,7 @@ def test_an_interrupted_fix_ends_quietly_and_is_not_the_next_error(monkeypatch) 
             wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:m --base-url {server.url}/v1"), 30)
             wait_reply(kc, kc.execute("1 / 0"), 10)
             msg_id = kc.execute("%agent fix")
-            deadline = time.monotonic() + 30
-            while not server.requests and time.monotonic() < deadline:  # streaming has begun
-                time.sleep(0.02)
+            wait_until(lambda: server.requests)  # streaming has begun
             km.interrupt_kernel()
             reply, iopub = wait_reply(kc, msg_id, 30)
             assert reply["content"]["status"] == "ok"

@@ -7,8 +7,6 @@ import json
 import shlex
 import shutil
 import sys
-import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from ..support.processes import children, gone
 from ..support.stub_server import StubServer, openai_text_reply
 from ..support.mcp_servers import TEST_SERVER, pid_in, received, wrapped_server
 from ..support.replies import tool_call_reply
+from ..support.waiting import wait_until
 
 pytestmark = pytest.mark.notebook
 
@@ -109,18 +108,12 @@ def test_interrupt_during_a_slow_mcp_call_cancels_it(tmp_path: Path, monkeypatch
             [server_pid] = children(TEST_SERVER[1], kernel_pid)
 
             msg_id = kc.execute("%%agent --tools test.slow\nWait a minute.")
-            deadline = time.monotonic() + 30
-            while not received(record) and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_until(lambda: received(record))
             assert received(record) == [{"tool": "slow", "arguments": {"seconds": 60}}]
-            interrupted_at = datetime.now(timezone.utc)
             km.interrupt_kernel()
-            reply, _ = wait_reply(kc, msg_id, 20)
-            ended_in = (reply["header"]["date"] - interrupted_at).total_seconds()  # the kernel's reply time, not our polling
-            assert reply["content"]["status"] == "error" and ended_in < 2.0, ended_in
-            deadline = time.monotonic() + 5
-            while len(received(record)) < 2 and time.monotonic() < deadline:
-                time.sleep(0.02)
+            reply, _ = wait_reply(kc, msg_id, 20)  # the tool would answer in 60 s: the interrupt ended the cell
+            assert reply["content"]["status"] == "error"
+            wait_until(lambda: len(received(record)) >= 2, 5)
             assert received(record)[1:] == [{"cancelled": "slow"}]  # the server got notifications/cancelled
 
             reply, out = _run(kc, "%mcp list")  # the kernel and the server keep working

@@ -7,7 +7,6 @@ cassette (real OpenAI streaming format) or a slow recorded stream.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import nbformat
@@ -18,6 +17,7 @@ from ipyagent.notebook.render.html import markdown_to_html
 from ..support.kernels import view_html as _view_html
 from ..support.kernels import wait_reply as _wait_reply
 from ..support.stub_server import FIXTURES, Reply, StubServer
+from ..support.waiting import wait_until
 
 pytestmark = pytest.mark.notebook
 
@@ -132,16 +132,14 @@ def test_kernel_interrupt_cancels_the_stream(monkeypatch, cell, ename):
             assert reply["content"]["status"] == "ok"
 
             msg_id = kc.execute(cell)
-            while server.pieces_sent < 4:  # the role piece, "I'm", " unable", then more: the stream is under way
-                time.sleep(0.02)
+            assert wait_until(lambda: server.pieces_sent >= 4)  # the role piece, "I'm", " unable", then more: under way
             km.interrupt_kernel()
             reply, iopub = _wait_reply(kc, msg_id, 20)
             assert reply["content"]["status"] == "error"
             assert reply["content"]["ename"] == ename
 
             # The connection is closed at the interrupt: the server sees it before writing the whole body.
-            while not (server.hangups or server.completed):
-                time.sleep(0.02)
+            assert wait_until(lambda: server.hangups or server.completed)
             assert server.hangups and not server.completed, "the server wrote the whole body: the stream was not closed"
 
             if cell.startswith("%%agent"):

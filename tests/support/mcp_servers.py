@@ -21,6 +21,8 @@ from typing import Any
 
 import pytest
 
+from .waiting import wait_until
+
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
 TEST_SERVER = [sys.executable, str(HERE / "mcp_server.py")]
@@ -117,8 +119,5 @@ def wrapped_server(pidfile: Path, *, leave_group: bool = False) -> list[str]:
 
 def pid_in(pidfile: Path, timeout: float = 15.0) -> int:
     """The PID `wrapped_server`'s child wrote (waiting for it up to `timeout` seconds)."""
-    deadline = time.monotonic() + timeout
-    while not pidfile.exists():
-        assert time.monotonic() < deadline, f"no PID in {pidfile}"
-        time.sleep(0.02)
+    assert wait_until(pidfile.exists, timeout), f"no PID in {pidfile}"
     return int(pidfile.read_text())

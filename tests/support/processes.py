@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
+
+from .waiting import wait_until
 
 
 def _state(pid: int) -> str | None:
@@ -35,10 +36,6 @@ def children(match: str, parent: int | None = None) -> list[int]:
 
 
 def gone(pid: int, timeout: float = 15.0) -> bool:
-    """True once process `pid` has exited (gone, or a zombie), polling up to `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while _state(pid) not in (None, "Z"):  # looked at once at least (timeout=0: ended already?)
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    """True once process `pid` has exited (gone, or a zombie), polling up to `timeout` seconds
+    (looked at once at least: timeout=0 asks whether it has ended already)."""
+    return wait_until(lambda: _state(pid) in (None, "Z"), timeout)

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from ..support.processes import children, gone
 from ..support.stub_server import StubServer, openai_text_reply
 from ..support.mcp_servers import TEST_SERVER, pid_in, wrapped_server, TIME_SERVER, received
 from ..support.replies import tool_call_reply
+from ..support.waiting import wait_until
 
 HERE = Path(__file__).parent
 NAME_RULE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -354,9 +354,7 @@ def test_the_run_deadline_cancels_a_slow_mcp_call(servers: list[MCPServer], reco
         result, _ = run_agent(model.url, [test.toolset(["slow"])], timeout=3)
     assert result.error is not None and result.error.type == "timeout"
     assert len(model.requests) == 1
-    deadline = time.monotonic() + 5
-    while len(received(record)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: len(received(record)) >= 2, 5)
     assert received(record) == [{"tool": "slow", "arguments": {"seconds": 60}}, {"cancelled": "slow"}]
     assert isinstance(run_sync(test.call("echo", {"text": "still here"})), TextArtifact)  # the server goes on
 
@@ -494,9 +492,7 @@ def test_closing_ends_the_group_even_when_the_leader_ignores_sigterm(servers: li
     proc = subprocess.Popen([sys.executable, str(ignoring), str(tmp_path / "up")], start_new_session=True,
                             env={**os.environ, **processes.environment({})})
     try:
-        while not (tmp_path / "up").exists():
-            assert proc.poll() is None
-            time.sleep(0.01)
+        assert wait_until(lambda: (tmp_path / "up").exists() or proc.poll() is not None) and proc.poll() is None
         processes.leader = proc.pid
         terms: list[int] = []
         real_signal = processes.signal

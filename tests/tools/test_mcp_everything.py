@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ from ipyagent.tools.mcp import MCPServer
 from ..support.mcp_servers import everything, everything_http, filesystem
 from ..support.replies import tool_call_reply
 from ..support.stub_server import StubServer, openai_text_reply
+from ..support.waiting import wait_until
 
 
 @pytest.fixture(autouse=True)
@@ -259,10 +259,9 @@ def test_the_roots_list_is_the_roots_given(tmp_path: Path, servers: list[MCPServ
     for folder in ("data", "docs"):
         assert f"URI: {(tmp_path / folder).resolve().as_uri()}" in text
     run_sync(ev.set_roots([tmp_path / "docs"]))  # notifications/roots/list_changed: the server asks again
-    deadline = time.monotonic() + 10
-    while "(1 total)" not in (text := run_sync(ev.call("get-roots-list", {})).to_text()) \
-            and time.monotonic() < deadline:
-        time.sleep(0.05)
+    asked_again = lambda: "(1 total)" in run_sync(ev.call("get-roots-list", {})).to_text()  # noqa: E731
+    wait_until(asked_again, 10, every=0.05)
+    text = run_sync(ev.call("get-roots-list", {})).to_text()
     assert "Current MCP Roots (1 total)" in text and "data" not in text.split("Roots (1 total)")[1].split("Note:")[0]
 
 
