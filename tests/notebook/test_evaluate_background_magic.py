@@ -83,3 +83,28 @@ def test_a_terminal_shows_a_progress_line_while_it_runs_and_rubs_it_out(ip) -> N
     drawn, matrix = raw.rsplit("\r", 1)
     assert drawn.endswith("\r" + " " * len(drawn.split("\r")[-2])) and "evaluating" not in matrix  # rubbed out
     assert matrix.startswith("\x1b[1m1 providers × 3 rows: 3 of 3 runs")
+
+
+def test_a_background_views_widget_says_so_and_shows_the_matrix_when_it_ends(monkeypatch) -> None:
+    """JupyterLab applies a display update only while the cell that displayed it runs: a background
+    evaluation's widget gets the matrix itself; a foreground one's output is replaced as before."""
+    from ipyagent import Evaluation
+    from ipyagent.notebook import saved_outputs
+    from ipyagent.notebook.saved_outputs import SavedOutputs
+    from ipyagent.notebook.views import evaluation_view, transcript_output
+
+    updates: list[dict] = []
+    monkeypatch.setattr(saved_outputs, "SAVED", SavedOutputs())
+    for module in (evaluation_view, transcript_output):
+        monkeypatch.setattr(module, "display", lambda obj, **kw: None, raising=False)
+        monkeypatch.setattr(module, "update_display", lambda data, **kw: updates.append(data), raising=False)
+    ev = Evaluation(["openai:m"], ["a row", "another"], variants=["terse", "long"])
+    background, foreground = (EvaluationView(ev, widgets=True, background=True, out="run"),
+                              EvaluationView(ev, widgets=True))
+    assert "0 / 4 runs" in background.widget.value and "0 / 4 runs" in foreground.widget.value  # the progress line
+    assert "running in the background: run.wait() waits for it, run.cancel() stops it" in background.widget.value
+    progress = foreground.widget.value
+    background.finish()
+    foreground.finish()
+    assert background.widget.value == updates[0]["text/html"] and "ipyagent-eval-title" in updates[0]["text/html"]
+    assert foreground.widget.value == progress  # replaced by the display update

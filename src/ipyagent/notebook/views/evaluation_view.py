@@ -158,10 +158,18 @@ class EvaluationView:
             update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
 
             keep_saved_output(self, data, metadata)
+            if self.background:
+                self._matrix_in_widget(data)
         elif self.background:
             self._ended_in_background()
         else:
             show_in_terminal(data, metadata)
+
+    def _matrix_in_widget(self, data: dict[str, Any]) -> None:
+        """A background evaluation ended after its cell: JupyterLab applies a display update only
+        while the cell that displayed it runs (its output area hears its own execution's messages),
+        so the widget, which any front end keeps drawing, shows the saved matrix's HTML too."""
+        self.widget.value = data["text/html"]
 
     def regrade(self, result: EvalResult) -> None:
         """A run was graded: draw the saved matrix again in place (nothing in a terminal)."""
