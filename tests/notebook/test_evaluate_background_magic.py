@@ -74,7 +74,8 @@ def test_a_terminal_shows_a_progress_line_while_it_runs_and_rubs_it_out(ip) -> N
         ip.user_ns["rows"] = CAPITALS
         saved, sys.stdout = sys.stdout, Tty()
         try:
-            ip.run_cell_magic("compare", "small --over rows --concurrency 1 --no-cache", "Capital of {{ row.country }}?")
+            ip.run_cell_magic("compare", "small --over rows --concurrency 1 --no-cache",
+                              "Capital of {{ row.country }}?")
             raw = sys.stdout.getvalue()
         finally:
             sys.stdout = saved
