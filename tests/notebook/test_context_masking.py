@@ -71,11 +71,14 @@ def test_the_opt_out_sends_values_as_they_are_and_says_so(ip, model, capsys) -> 
 
 def test_settings_show_check_and_set(ip, capsys) -> None:
     ip.run_line_magic("agent", "settings")
-    assert capsys.readouterr().out.strip() == "redact_context=true  max_tool_calls=128  store_max_size=2 GB"
+    assert capsys.readouterr().out.strip() == ("redact_context=true  max_tool_calls=128  store_max_size=2 GB  "
+                                               "eval_output_max=1 MB")
     ip.run_line_magic("agent", "settings max_tool_calls=5 store_max_size=500MB")
-    assert capsys.readouterr().out.strip() == "redact_context=true  max_tool_calls=5  store_max_size=500 MB"
+    assert capsys.readouterr().out.strip() == ("redact_context=true  max_tool_calls=5  store_max_size=500 MB  "
+                                               "eval_output_max=1 MB")
     assert current_default().max_tool_calls == 5
-    for line, said in (("settings colour=blue", "NAME one of redact_context, max_tool_calls, store_max_size"),
+    names = "one of redact_context, max_tool_calls, store_max_size, eval_output_max"
+    for line, said in (("settings colour=blue", names),
                        ("settings max_tool_calls=-1", "max_tool_calls takes a whole number from 0 to 10,000"),
                        ("settings max_tool_calls=99999999999999999999", "max_tool_calls takes a whole number"),
                        ("settings max_tool_calls=10001", "not '10001'"),

@@ -52,3 +52,24 @@ def limited_once(answer, **reply: Any):
 
     respond.too_many = too_many  # type: ignore[attr-defined]
     return respond
+
+
+def finished_evaluation(rows: int, *, failing: set[int] = frozenset(), answer: int = 40, columns: int = 2) -> Any:
+    """An `Evaluation` of `rows` × `columns` finished runs, built without a server: each row asks
+    ``What is N?`` and checks ``contains:{{ row.want }}``; a row in `failing` fails on the last
+    column (the columns disagree there); every answer `answer` characters long."""
+    from ipyagent.agent import EvalResult, Evaluation
+    from ipyagent.agent.evaluation.checks import Outcome
+
+    check = "contains:{{ row.want }}"
+    providers = [f"openai:m{c}" for c in range(columns)]
+    fields = [{"n": n, "want": f"It is {n}."} for n in range(rows)]
+    ev = Evaluation(providers, fields, assertions=[check])
+    for n, row in enumerate(fields):
+        for c, provider in enumerate(providers):
+            ok = not (n in failing and c == columns - 1)
+            text = (f"It is {n}." if ok else "No idea.").ljust(answer, ".")
+            ev.results.append(EvalResult(row=n, provider=provider, prompt=f"What is {n}?", fields=row, text=text,
+                                         passed=ok, outcomes=[Outcome(check, ok, reason=None if ok else "not there")],
+                                         total_s=0.05, input_tokens=10, output_tokens=5))
+    return ev

@@ -34,16 +34,19 @@ TARGET = "ipyagent.grade"
 KEEP = 50
 
 _shown: OrderedDict[str, Evaluation] = OrderedDict()
+_saved: dict[str, dict[str, Any]] = {}  # evaluation id -> how its saved output is drawn (`saved_output`'s options)
 _lock = threading.Lock()
 
 
-def shown(ev: Evaluation) -> None:
-    """`ev` was shown: it can be graded from its matrix and is ``%agent grade``'s default."""
+def shown(ev: Evaluation, **saved: Any) -> None:
+    """`ev` was shown: it can be graded from its matrix and is ``%agent grade``'s default;
+    `saved`: `render.evaluation.saved_output`'s options (its size limit, the ``-o`` name)."""
     with _lock:
         _shown[ev.id] = ev
+        _saved[ev.id] = saved
         _shown.move_to_end(ev.id)
         while len(_shown) > KEEP:
-            _shown.popitem(last=False)
+            _saved.pop(_shown.popitem(last=False)[0], None)
 
 
 def find(evaluation_id: str | None = None) -> Evaluation | None:
@@ -74,7 +77,7 @@ def grade_request(data: dict[str, Any], store: Callable[[], Any]) -> dict[str, A
             opened.set_grade(str(run_id), passed, note)
             return {"ok": True, "output": None, "message": "kept in the run store; run the cell again to draw it"}
         ev.grade(row, str(data["column"]), passed, note, repeat=repeat)
-        return {"ok": True, "output": saved_output(ev)}
+        return {"ok": True, "output": saved_output(ev, **_saved.get(ev.id, {}))}
     except (KeyError, LookupError, ValueError, TypeError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         return {"ok": False, "message": f"not graded: {message}"}

@@ -28,6 +28,7 @@ from ..memory import (
     human_size,
     store_location,
 )
+from .render.evaluation_saved import DEFAULT_OUTPUT_MAX
 
 
 class Session:
@@ -45,6 +46,7 @@ class Session:
         self.last_masked: dict[str, int] = {}  # values masked in its context, by block (%agent inspect)
         self.store_max_size = DEFAULT_STORE_MAX_SIZE  # bytes past which `check_store_size` warns (0: never)
         self.size_warned = False
+        self.eval_output_max = DEFAULT_OUTPUT_MAX  # bytes an evaluation's saved output takes at most
 
     # -- the run store -----------------------------------------------------------------
 

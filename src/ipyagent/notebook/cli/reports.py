@@ -18,7 +18,8 @@ from typing import Any, TextIO
 from xml.etree import ElementTree as ET
 
 from ...core import redact_data
-from ..render.evaluation import cells_of, columns_of, headline, outcome_class, summary_cells, summary_columns
+from ..render.evaluation import (cells_of, columns_of, headline, outcome_class, saved_note, summary_cells,
+                                summary_columns)
 from ..render.evaluation_stats import _md, column_label, statistics_markdown
 from ..render.evaluation_terminal import failures, key_fields, summary_table, verdicts
 from ..render.terminal_records import clean, print_rendered
@@ -71,6 +72,8 @@ def evaluation_cases(found: Found) -> ET.Element:
             ET.SubElement(case, tag, message=message).text = "\n".join(why)
             counts["failures" if tag == "failure" else "errors"] += 1
     suite.attrib.update({k: str(v) for k, v in counts.items()})
+    if saved_note(doc):  # a long matrix's saved output keeps the rows that fit, failing ones first
+        ET.SubElement(suite, "system-out").text = saved_note(doc)
     return suite
 
 

@@ -207,9 +207,9 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     ev = _analysis_options(Evaluation(provider_keys([*map(resolve_alias, providers)]), rows,
                                       variants=list(dict.fromkeys([*prompts, *systems])), repeat=args.repeat),
                            providers, args, shell)  # variants and repeats: the progress line's total
-    view = EvaluationView(ev, widgets=agent_magics._widgets(), gates=_gates(args), background=args.background,
-                          out=args.out)
     session = agent_magics.session
+    view = EvaluationView(ev, widgets=agent_magics._widgets(), gates=_gates(args), background=args.background,
+                          out=args.out, limit=session.eval_output_max)
     store = (session.store if session.store_path is not None else None) or False  # False: no store, no cache
     redacting = current_default().redact_context  # the values the prompts take are context (%agent settings)
 

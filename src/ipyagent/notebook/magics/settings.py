@@ -6,9 +6,13 @@
 * ``max_tool_calls`` (128): tool calls a run may make (``--max-tool-calls`` for one cell).
 * ``store_max_size`` (2 GB): the run store's size past which one warning says to prune it
   (``%agent store --prune``); 0 never warns.
+* ``eval_output_max`` (1 MB): the bytes an evaluation's saved output (``%%compare --over``: its
+  JSON, HTML, Markdown and text together) takes at most in the notebook
+  (`render.evaluation_saved`); the summary and statistics are always whole, the matrix keeps the
+  rows that fit, failing ones first.
 
 The first two are the session default's (`ipyagent.set_default`, shared with Python); the
-store's cap is the notebook session's.
+store's cap and the saved output's are the notebook session's.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ from IPython.core.error import UsageError
 
 from ...agent import MAX_TOOL_CALLS_CEILING, check_max_tool_calls, current_default, set_default
 from ...memory import DEFAULT_STORE_MAX_SIZE, human_size
+from ..render.evaluation_saved import MIN_OUTPUT_MAX
 
-NAMES = ("redact_context", "max_tool_calls", "store_max_size")
+NAMES = ("redact_context", "max_tool_calls", "store_max_size", "eval_output_max")
+#: The sizes among `NAMES`: the notebook session's own.
+SIZES = ("store_max_size", "eval_output_max")
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(i?)b?\s*$", re.I)
 
@@ -78,7 +85,7 @@ def current(session: Any) -> str:
     default = current_default()
     size = human_size(session.store_max_size) if session.store_max_size else "0 (no warning)"
     return f"redact_context={str(default.redact_context).lower()}  max_tool_calls={default.max_tool_calls}  " \
-           f"store_max_size={size}"
+           f"store_max_size={size}  eval_output_max={human_size(session.eval_output_max)}"
 
 
 def apply(session: Any, words: list[str]) -> None:
@@ -94,10 +101,15 @@ def apply(session: Any, words: list[str]) -> None:
         if not sep or name not in NAMES:
             raise UsageError(f"%agent settings: give NAME=VALUE with NAME one of {', '.join(NAMES)}, not {word!r}")
         changes[name] = (_flag if name == "redact_context" else _count if name == "max_tool_calls"
-                         else lambda v: parse_size(v, "store_max_size"))(value)
+                         else lambda v, n=name: parse_size(v, n))(value)
+    if changes.get("eval_output_max", MIN_OUTPUT_MAX) < MIN_OUTPUT_MAX:
+        raise UsageError(f"eval_output_max takes {human_size(MIN_OUTPUT_MAX)} or more (the summary and statistics "
+                         f"are always saved whole), not {human_size(changes['eval_output_max'])}")
     if "store_max_size" in changes:
         session.store_max_size = changes.pop("store_max_size")
         session.size_warned = False
+    if "eval_output_max" in changes:
+        session.eval_output_max = changes.pop("eval_output_max")
     if changes:
         set_default(**changes)
     if changes.get("redact_context") is False:

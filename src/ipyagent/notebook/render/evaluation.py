@@ -21,6 +21,7 @@ from .evaluation_stats import STYLE as STATS_STYLE
 from .evaluation_stats import _interval, _md, _percent, column_label, column_title, id_html, title_html, usd
 from .evaluation_stats import grade_detail_html, grade_mark_html, judgement_html, stats_table_html
 from .evaluation_stats import statistics_markdown, statistics_text
+from .evaluation_saved import DEFAULT_OUTPUT_MAX, PREVIEW, counts, fit
 from .html import escape, sanitize
 from .policy import (EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS,
                      EVALUATION_SUMMARY_DETAILS)
@@ -248,6 +249,8 @@ def _run_detail(result: dict[str, Any]) -> list[str]:
     detail = [f"<div><b>prompt</b><pre>{escape(result.get('prompt') or '')}</pre></div>"]
     if result.get("text"):
         detail.append(f"<div><b>answer</b><pre>{escape(result['text'])}</pre></div>")
+        if result.get("text_chars"):
+            detail.append(f'<div class="ipyagent-meta">{escape(preview_line(result))}</div>')
     if result.get("output") is not None:
         detail.append(
             "<div><b>structured "
@@ -400,11 +403,8 @@ def headline(doc: dict[str, Any]) -> str:
     """One line: columns × rows (× repeats), runs done (those served from the cache), passed,
     assertions, wall time, the budget (spent, reserved, runs skipped), flaky cells, and why it
     stopped early."""
-    results = doc["results"]
-    rows = len({r["row"] for r in results}) if results else 0
-    done = sum(r["status"] in ("ok", "failed") for r in results)
-    cached = sum(bool(r.get("cached")) for r in results)
-    passed = sum(bool(r.get("passed")) for r in results)
+    counted = doc.get("saved") or counts(doc)  # a saved document counts every run, shown or not
+    rows, done, cached, passed = counted["rows"], counted["done"], counted["cached"], counted["passed"]
     text = (
         f"{_shape(doc)}: {done} of {doc['total']} runs" + (f" ({cached} from the cache)" if cached else "")
         + f", {passed} passed"
@@ -413,7 +413,7 @@ def headline(doc: dict[str, Any]) -> str:
         text += f" ({'; '.join(check_title(str(a)) for a in doc['assertions'])})"
     text += f", {wall_time(doc.get('wall_s'))}"
     if doc.get("interrupted"):
-        text += f"; interrupted: {rows and doc['total'] - len(results)} runs not finished"
+        text += f"; interrupted: {rows and doc['total'] - counted['results']} runs not finished"
     if doc.get("budget") is not None:
         text += (f"; budget {usd(doc.get('budget'))}: spent {usd(doc.get('spent') or 0.0)}, "
                  f"reserved {usd(doc.get('reserved') or 0.0)}, {doc.get('skipped') or 0} runs skipped")
@@ -438,6 +438,7 @@ def evaluation_html(doc: dict[str, Any]) -> str:
         + summary_html(doc)
         + details_html(doc)
         + judgement_html(doc)
+        + saved_note_html(doc)
         + f'<div class="ipyagent-eval-matrix">{matrix_html(doc)}</div>'
         + notes
         + f'<div class="ipyagent-meta">{escape(reload_line(doc))}</div>'
@@ -452,6 +453,7 @@ def evaluation_markdown(doc: dict[str, Any]) -> str:
     lines = [_md(headline(doc)), "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_md(c) for c in row) + " |" for row in summary_cells(doc["summary"], doc)]
     lines.append(statistics_markdown(doc))
+    lines += ["", _md(saved_note(doc))] if saved_note(doc) else []
     by_cell, repeat = cells_of(doc), doc.get("repeat") or 1
     rows = sorted({r["row"] for r in doc["results"]})
     columns = columns_of(doc)
@@ -483,21 +485,45 @@ def evaluation_text(doc: dict[str, Any]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
     stats = statistics_text(doc)
-    notes = "".join(f"\n{note}" for note in [*(doc.get("notes") or []), reload_line(doc)])
+    notes = "".join(f"\n{note}" for note in [saved_note(doc), *(doc.get("notes") or []), reload_line(doc)] if note)
     return f"{headline(doc)}\n{table}" + (f"\n\n{stats}" if stats else "") + notes
 
 
-def bundle(ev: Any, gates: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(data, metadata) of a finished evaluation's display (an `agent.Evaluation`): its JSON (secrets
-    redacted) and fallbacks; metadata ``{"ipyagent": {"evaluation": {"id", "gates"}}}``, `gates` the
-    cell's ``--gate`` options (what ``ipyagent eval`` checks), left out when there are none."""
-    doc = redact_data(ev.to_json())
-    data = {MIME_TYPE: doc, "text/html": evaluation_html(doc), "text/markdown": evaluation_markdown(doc),
+def saved_note(doc: dict[str, Any]) -> str:
+    """The saved matrix's line saying how many rows it shows and where the rest are
+    (`evaluation_saved.note`; "" when it shows them all, or for a document saved before it)."""
+    return str((doc.get("saved") or {}).get("note") or "")
+
+
+def saved_note_html(doc: dict[str, Any]) -> str:
+    line = saved_note(doc)
+    return f'<div class="ipyagent-meta ipyagent-eval-saved">{escape(line)}</div>' if line else ""
+
+
+def preview_line(result: dict[str, Any]) -> str:
+    """Under a cut answer: ``the first 300 of 1,234 characters``."""
+    return f"the first {PREVIEW} of {result['text_chars']:,} characters"
+
+
+def render_data(doc: dict[str, Any]) -> dict[str, Any]:
+    """The MIME bundle of an evaluation's document: the JSON itself, HTML, Markdown, plain text."""
+    return {MIME_TYPE: doc, "text/html": evaluation_html(doc), "text/markdown": evaluation_markdown(doc),
             "text/plain": evaluation_text(doc)}
+
+
+def bundle(ev: Any, gates: list[str] | None = None, *, limit: int = DEFAULT_OUTPUT_MAX,
+           name: str = "ev") -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, metadata) of a finished evaluation's display (an `agent.Evaluation`): its JSON (secrets
+    redacted) and fallbacks, within `limit` bytes all together (`evaluation_saved.fit`: the summary
+    and statistics whole, the matrix's rows that fit, answers previewed; `name`: the variable the
+    note tells to read the rest from); metadata ``{"ipyagent": {"evaluation": {"id", "gates"}}}``,
+    `gates` the cell's ``--gate`` options (what ``ipyagent eval`` checks), left out when there are none."""
+    doc = redact_data(ev.to_json())
+    data = fit(doc, render_data, limit, name)
     return data, {"ipyagent": {"evaluation": {"id": doc["id"], **({"gates": list(gates)} if gates else {})}}}
 
 
-def saved_output(ev: Any) -> dict[str, Any]:
+def saved_output(ev: Any, *, limit: int = DEFAULT_OUTPUT_MAX, name: str = "ev") -> dict[str, Any]:
     """The nbformat output (``display_data``) of `ev`'s saved matrix (`bundle`)."""
-    data, metadata = bundle(ev)
+    data, metadata = bundle(ev, limit=limit, name=name)
     return {"output_type": "display_data", "data": data, "metadata": metadata}

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from .evaluation import (_MARK, cells_of, column_label, column_of, columns_of, first_line, headline, outcome_class,
-                         reload_line, repeats_class, usd)
+                         reload_line, repeats_class, saved_note, usd)
 from .evaluation_stats import _interval, _percent, verdicts
 from .terminal_records import clean
 
@@ -191,5 +191,6 @@ def evaluation_renderables(doc: dict[str, Any]) -> list[Any]:
         out.append(matrix_table(doc))
     out += failures_text(doc)
     out += [Text(clean(line)) for line in verdicts(doc)]
-    out += [Text(clean(note), style="dim") for note in [*(doc.get("notes") or []), reload_line(doc)]]
+    out += [Text(clean(note), style="dim") for note in [saved_note(doc), *(doc.get("notes") or []), reload_line(doc)]
+            if note]
     return out

@@ -52,6 +52,8 @@ def safe_url(url: str) -> bool:
 EVALUATION_PAGE_ROWS: int = _EVALUATION["page_rows"]
 #: Characters of an answer's first line shown in a matrix cell.
 EVALUATION_FIRST_LINE: int = _EVALUATION["first_line_chars"]
+#: Characters of an answer a saved evaluation keeps (its preview).
+EVALUATION_PREVIEW: int = _EVALUATION["preview_chars"]
 #: (key of a summary dict, column title) of an evaluation's summary table.
 EVALUATION_SUMMARY_COLUMNS: tuple[tuple[str, str], ...] = tuple(
     (key, title) for key, title in _EVALUATION["summary_columns"]

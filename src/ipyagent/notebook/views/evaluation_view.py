@@ -25,6 +25,7 @@ from IPython.display import display, update_display
 from ...agent import EvalResult, Evaluation
 from ..grading import shown
 from ..render.evaluation import MIME_TYPE, bundle, progress_html
+from ..render.evaluation_saved import DEFAULT_OUTPUT_MAX
 from ..render.evaluation_terminal import evaluation_renderables
 from ..render.terminal_records import print_rendered
 from .terminal import colour_enabled
@@ -53,10 +54,12 @@ class EvaluationView:
     the widget says so, and a terminal gets one line when it ends instead of the matrix."""
 
     def __init__(self, ev: Evaluation, *, widgets: bool, gates: list[str] | None = None, background: bool = False,
-                 out: str | None = None, stream: Any = None) -> None:
+                 out: str | None = None, stream: Any = None, limit: int = DEFAULT_OUTPUT_MAX) -> None:
         self.ev = ev
         self.gates = gates  # the cell's --gate options, kept in the saved output's metadata
         self.background, self.out = background, out
+        self.limit = limit  # bytes the saved output takes at most (%agent settings eval_output_max)
+        self.name = out or "ev"  # the cell's -o variable, which the saved output's note names
         self.widget: Any = None
         self.display_id: str | None = None
         self.tty: Any = None  # the terminal the progress line is drawn on
@@ -151,9 +154,9 @@ class EvaluationView:
             self._closed = True
             if self.tty is not None and self._width:
                 self._draw_line(erase=True)
-        shown(self.ev)  # gradable from its matrix, and %agent grade's default
+        shown(self.ev, limit=self.limit, name=self.name)  # gradable from its matrix, and %agent grade's default
         self.ev.listeners.append(self.regrade)
-        data, metadata = bundle(self.ev, self.gates)
+        data, metadata = bundle(self.ev, self.gates, limit=self.limit, name=self.name)
         if self.display_id is not None:
             update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
 
@@ -175,6 +178,6 @@ class EvaluationView:
         """A run was graded: draw the saved matrix again in place (nothing in a terminal)."""
         if self.display_id is None:
             return
-        data, metadata = bundle(self.ev, self.gates)
+        data, metadata = bundle(self.ev, self.gates, limit=self.limit, name=self.name)
         update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
         keep_saved_output(self, data, metadata)
