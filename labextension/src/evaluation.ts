@@ -10,7 +10,8 @@ import { CellContext, decorateRun, keepOpen, matrixState } from './evaluation_ce
 import { columnLabel, gradeMark, idNodes, interval, judgementNodes, percent, statsTable, titleNodes } from './evaluation_stats';
 import { Filter, filterBar, filteredRows } from './matrix_filters';
 import { fixed, usd } from './numbers';
-import { EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_SUMMARY_COLUMNS, EVALUATION_SUMMARY_DETAILS } from './policy';
+import { EVALUATION_FIRST_LINE, EVALUATION_PAGE_ROWS, EVALUATION_PREVIEW, EVALUATION_SUMMARY_COLUMNS,
+  EVALUATION_SUMMARY_DETAILS } from './policy';
 import { Json, el, isObject, list, num, str } from './transcript';
 
 /** Rows per page of the matrix (policy.json, as render/evaluation.py's PAGE). */
@@ -274,6 +275,12 @@ function runDetail(details: HTMLElement, r: Json): void {
   details.append(labelled('prompt', str(r.prompt)));
   if (str(r.text)) {
     details.append(labelled('answer', str(r.text)));
+    const chars = num(r.text_chars);
+    if (chars !== null) {
+      // A saved answer is its first characters (evaluation.py `preview_line`).
+      const line = `the first ${EVALUATION_PREVIEW} of ${chars.toLocaleString('en-US')} characters`;
+      details.append(el('div', 'ipyagent-meta', line));
+    }
   }
   if (r.output !== null && r.output !== undefined) {
     details.append(labelled('structured output', JSON.stringify(r.output, null, 1)));
@@ -349,16 +356,37 @@ export function checkTitle(spec: string): string {
   return `${words[0]} ${value}${words[1]}`;
 }
 
+/**
+ * What the headline counts over every run (evaluation_saved.py `counts`): a saved document keeps
+ * them in `saved`, as its matrix may show only some rows; an older one is counted from its runs.
+ */
+function counts(doc: Json): { done: number; cached: number; passed: number; results: number } {
+  if (isObject(doc.saved)) {
+    const saved = doc.saved;
+    return { done: num(saved.done) ?? 0, cached: num(saved.cached) ?? 0, passed: num(saved.passed) ?? 0,
+      results: num(saved.results) ?? 0 };
+  }
+  const results = list(doc.results).filter(isObject);
+  return {
+    done: results.filter(r => r.status === 'ok' || r.status === 'failed').length,
+    cached: results.filter(r => r.cached).length, passed: results.filter(r => r.passed).length,
+    results: results.length
+  };
+}
+
+/** The line under a saved matrix: how many rows it shows and where the rest are (evaluation.py `saved_note`). */
+function savedNote(doc: Json): HTMLElement[] {
+  const line = isObject(doc.saved) ? str(doc.saved.note) : '';
+  return line ? [el('div', 'ipyagent-meta ipyagent-eval-saved', line)] : [];
+}
+
 /** evaluation_render.headline: rows x providers, runs done (and cached), passed, assertions, wall time, early stops. */
 export function headline(doc: Json): string {
   const providers = list(doc.providers).map(str);
   const columns = columnsOf(doc);
   const repeat = num(doc.repeat) ?? 1;
-  const results = list(doc.results).filter(isObject);
   const total = num(doc.total) ?? 0;
-  const done = results.filter(r => r.status === 'ok' || r.status === 'failed').length;
-  const cached = results.filter(r => r.cached).length;
-  const passed = results.filter(r => r.passed).length;
+  const { done, cached, passed, results } = counts(doc);
   const rows = Math.floor(total / Math.max(columns.length * repeat, 1));
   const head = list(doc.variants).length
     ? `${columns.length} columns (${providers.length} providers × ${Math.floor(columns.length / Math.max(providers.length, 1))} variants)`
@@ -371,7 +399,7 @@ export function headline(doc: Json): string {
   }
   text += `, ${wallTime(num(doc.wall_s))}`;
   if (doc.interrupted) {
-    text += `; interrupted: ${total - results.length} runs not finished`;
+    text += `; interrupted: ${total - results} runs not finished`;
   }
   if (num(doc.budget) !== null) {
     const [budget, spent, reserved] = [num(doc.budget), num(doc.spent) ?? 0, num(doc.reserved) ?? 0].map(usd);
@@ -458,7 +486,7 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
     matrix.replaceChildren(...(shown.length ? matrixPages(data, shown, columns, fields, cells, repeat, context)
       : [el('div', 'ipyagent-meta', 'no row to show under this filter')]));
   };
-  root.append(filterBar(data, rows, state.filter, draw), matrix);
+  root.append(filterBar(data, rows, state.filter, draw), ...savedNote(data), matrix);
   draw(state.filter);
   for (const note of list(data.notes)) {
     root.append(el('div', 'ipyagent-meta', str(note)));

@@ -29,6 +29,8 @@ export const LINK_REFERRER_POLICY = policy.links.referrerpolicy;
 export const EVALUATION_PAGE_ROWS = policy.evaluation.page_rows;
 /** Characters of an answer's first line shown in a matrix cell. */
 export const EVALUATION_FIRST_LINE = policy.evaluation.first_line_chars;
+/** Characters of an answer a saved evaluation keeps (its preview). */
+export const EVALUATION_PREVIEW = policy.evaluation.preview_chars;
 /** (key of a summary row, column title) of an evaluation's summary table. */
 export const EVALUATION_SUMMARY_COLUMNS: [string, string][] = policy.evaluation.summary_columns;
 /** (key, column title) of every figure of a column, behind "details". */

@@ -19,7 +19,8 @@ declare module '*/render/policy.json' {
       default_alt: string;
     };
     links: { rel: string; referrerpolicy: string };
-    evaluation: { page_rows: number; first_line_chars: number; summary_columns: [string, string][];
+    evaluation: { page_rows: number; first_line_chars: number; preview_chars: number;
+      summary_columns: [string, string][];
       summary_details_columns: [string, string][] };
   };
   export default policy;

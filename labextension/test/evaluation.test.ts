@@ -65,3 +65,28 @@ describe('a matrix of repeats and variants', () => {
     assert.equal(repeatsClass([run(0, 0, false), run(0, 1, null, 'skipped')]), 'fail');
   });
 });
+
+describe('a saved matrix cut to its size limit (issue 33)', () => {
+  const saved = {
+    rows: 3000, results: 6000, done: 6000, cached: 0, passed: 5950, rows_shown: 1,
+    preview: 300, note: '1 of 3,000 rows shown, failing and disagreeing rows first; 2,999 rows not shown'
+  };
+  const cut = { ...run(0, 0, false), text: 'x'.repeat(300) + '…', text_chars: 1200 };
+  const doc = { ...DOC, repeat: 1, total: 6000, flaky: [], budget: null, results: [cut], saved };
+
+  test('the headline counts every run, not the rows shown; the note says how many are left out', () => {
+    const head = '1 columns (1 providers × 1 variants) × 6000 rows: 6000 of 6000 runs, 5950 passed';
+    assert.ok(headline(doc).startsWith(head));
+    const [root] = renderEvaluation(doc);
+    assert.equal(root.querySelector('.ipyagent-eval-saved')?.textContent, saved.note);
+    assert.equal(root.querySelectorAll('.ipyagent-eval-matrix tbody tr').length, 1);
+  });
+
+  test('a cut answer says it is the first 300 of its characters', () => {
+    const [root] = renderEvaluation(doc);
+    const metas = [...root.querySelectorAll('.ipyagent-eval-cell .ipyagent-meta')].map(m => m.textContent);
+    assert.ok(metas.includes('the first 300 of 1,200 characters'));
+    const [whole] = renderEvaluation(DOC);
+    assert.equal(whole.querySelector('.ipyagent-eval-saved'), null);
+  });
+});
