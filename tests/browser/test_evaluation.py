@@ -237,3 +237,38 @@ def test_the_evaluate_notebook_draws_its_verdict_grades_and_filters_without_a_ke
         _light_and_dark(lab, matrix, "evaluate-notebook")
     finally:
         lab.page.set_viewport_size({"width": 1100, "height": 900})
+
+
+def test_a_saved_matrix_cut_to_its_limit_draws_without_a_kernel_with_its_note(lab):
+    """Issue 33: a long evaluation's saved output keeps the rows that fit `eval_output_max` (here
+    a small one), failing rows first, and says how many are left out; reopened without a kernel."""
+    import nbformat
+
+    from ipyagent.notebook.render.evaluation import saved_output
+
+    from ..support.evaluation import finished_evaluation
+
+    ev = finished_evaluation(200, failing={5, 150}, answer=400)
+    nb = nbformat.v4.new_notebook()
+    output = nbformat.from_dict(saved_output(ev, limit=40_000))
+    nb.cells = [nbformat.v4.new_code_cell("%%compare m0 m1 --over rows -o ev", outputs=[output])]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, lab.root / "cut-evaluation.ipynb")
+    lab.open("cut-evaluation.ipynb", wait_kernel=False)
+    matrix = lab.cell(0).locator(".jp-ipyagent-renderer .ipyagent-evaluation")
+    note = matrix.locator(".ipyagent-eval-saved")
+    note.wait_for(timeout=60000)
+    shown = int(note.inner_text().split(" of ")[0])
+    assert 2 < shown < 50 and note.inner_text().startswith(f"{shown} of 200 rows shown")
+    assert "ev.to_dataframe()" in note.inner_text()
+    rows = matrix.locator(".ipyagent-eval-matrix tbody tr")
+    assert rows.count() == shown
+    numbers = [int(t) for t in rows.locator("td:first-child").all_inner_texts()]
+    assert {5, 150} <= set(numbers) and numbers == sorted(numbers)
+    assert matrix.locator(".ipyagent-eval-fail").count() == 2
+    headline = matrix.locator(".ipyagent-eval-title").first.inner_text()
+    assert headline.startswith("2 providers × 200 rows: 400 of 400 runs")
+    failed = matrix.locator(".ipyagent-eval-fail").first
+    failed.locator("summary").click()
+    assert "the first 300 of 400 characters" in failed.inner_text()
+    _light_and_dark(lab, matrix, "cut-evaluation")
