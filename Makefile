@@ -94,7 +94,7 @@ demo: $(VENV)/.installed-demo
 ## (stream decode also counts instructions with callgrind when valgrind is there)
 bench: $(VENV)/.installed-bench
 	$(PY) benchmarks/stream_decode.py $$(command -v valgrind >/dev/null && echo --instructions)
-	for b in render_path import_load compare_wall summarize_context evaluate_matrix compare_view_bytes; do $(PY) benchmarks/$$b.py || exit 1; done
+	for b in render_path import_load compare_wall summarize_context evaluate_matrix compare_view_bytes saved_evaluation; do $(PY) benchmarks/$$b.py || exit 1; done
 
 ## make mutation: mutmut over the driver template and its reading of a reply (decode.py), OpenAI Chat, the stream
 ## aggregator and the agent loop with its structured-output and ReAct helpers ([tool.mutmut] in pyproject.toml),
