@@ -248,7 +248,8 @@ class RunStore:
         except store_errors() as exc:
             if self._db is not None:  # opened, but not a run store: not left open
                 self._db.close()
-            raise StoreError(f"cannot open the run store {str(self.path)!r}: {redact(' '.join(str(exc).split()))}") from None
+            why = redact(" ".join(str(exc).split()))
+            raise StoreError(f"cannot open the run store {str(self.path)!r}: {why}") from None
         self.dialect: str = self._db.dialect
         self.host = socket.gethostname()
         self.pid = os.getpid()
@@ -439,7 +440,8 @@ class RunStore:
         """Keep what an evaluation found (`outcomes`, JSON data), under `name` (what the next run
         of the same cell compares itself with: `previous_evaluation`)."""
         self._write("INSERT INTO evaluations (id, name, created_at, outcomes) VALUES (?, ?, ?, ?) ON CONFLICT (id) "
-                    "DO UPDATE SET name = excluded.name, created_at = excluded.created_at, outcomes = excluded.outcomes",
+                    "DO UPDATE SET name = excluded.name, created_at = excluded.created_at, "
+                    "outcomes = excluded.outcomes",
                     (evaluation_id, name, time.time(), _dumps(outcomes)))
 
     def previous_evaluation(self, name: str, *, before: str | None = None) -> dict[str, Any] | None:

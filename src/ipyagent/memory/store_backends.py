@@ -240,7 +240,8 @@ class PostgresBackend:
         """Bytes of the rows in use (what deleting runs brings down at once; the files shrink later)."""
         total = 0
         for table in ("runs", "nodes", "grades", "evaluations"):
-            total += int(self.conn.execute(f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {table} t").fetchone()[0])
+            query = f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {table} t"
+            total += int(self.conn.execute(query).fetchone()[0])
         return total
 
     def vacuum(self) -> None:

@@ -92,8 +92,8 @@ class SessionMagics(RunStoreCommands, Magics):
     @redacted_output
     def agent_line(self, line: str) -> Any:
         """``%agent last | fix [OPTIONS] [QUESTION] | threads | history [NAME] | reset [NAME] | memory |
-        runs [THREAD] | evals | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off|--prune ...] | settings [NAME=VALUE ...] |
-        grade ROW COLUMN pass|fail [NOTE] | trace [otlp [URL] [--content] | off]``
+        runs [THREAD] | evals | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off|--prune ...] |
+        settings [NAME=VALUE ...] | grade ROW COLUMN pass|fail [NOTE] | trace [otlp [URL] [--content] | off]``
         (``%%agent`` is the cell magic)."""
         words = split_words(line, "%agent")
         if not words or words[0] not in SUBCOMMANDS:
@@ -109,7 +109,8 @@ class SessionMagics(RunStoreCommands, Magics):
         if len(rest) > 1:
             raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
         arg = rest[0] if rest else None
-        if sub in ("inspect", "runs", "evals", "threads"):  # plain listings of model and tool text: controls shown, not run
+        # plain listings of model and tool text: controls shown, not run
+        if sub in ("inspect", "runs", "evals", "threads"):
             with controls_shown():
                 return getattr(self, f"_{sub}")(arg)
         return getattr(self, f"_{sub}")(arg)
