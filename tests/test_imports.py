@@ -24,6 +24,7 @@ LAZY = {
     "nh3": "HTML sanitizing: the first answer drawn",
     "rich": "a colour terminal's output",
     "mcp": "the MCP SDK: a server started",
+    "uvicorn": "the HTTP server of %agent serve-mcp (the mcp SDK's), when one is started",
     "psutil": "a stdio MCP server's process group (the mcp extra's): a server started or closed",
     "jsonschema": "MCP tool input checks (the SDK's validator)",
     "pandas": "a user's frame, already imported by the user",
