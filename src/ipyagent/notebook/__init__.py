@@ -2,7 +2,7 @@
 
 from typing import Any
 
-__all__ = ["ApprovalButtons"]
+__all__ = ["ApprovalButtons", "notebook_tools"]
 
 
 def __getattr__(name: str) -> Any:  # lazy: `%load_ext ipyagent` imports this package and must stay light
@@ -10,4 +10,8 @@ def __getattr__(name: str) -> Any:  # lazy: `%load_ext ipyagent` imports this pa
         from .views.approval import ApprovalButtons
 
         return ApprovalButtons
+    if name == "notebook_tools":  # the notebook as the agent's workspace
+        from .workspace import notebook_tools
+
+        return notebook_tools
     raise AttributeError(f"module 'ipyagent.notebook' has no attribute {name!r}")

@@ -24,7 +24,7 @@ from ...agent import (MAX_TOOL_CALLS_CEILING, Agent, AgentResult, RunOptions, Th
 from ...core import ConfigurationError, Message, provider_title
 from ...drivers import BasePromptDriver, create_driver, resolve_alias
 from ...memory import DEFAULT_BUDGET
-from ...tools import MCPServer, MCPServerError, Toolbox, close_all
+from ...tools import MCPServer, MCPServerError, NotebookTools, Toolbox, close_all
 from ..context.notebook import FIX_INSTRUCTION, template_namespace
 from ..context.masking import masked_counts, warn_masked
 from ..context.template import TemplateError, interruptible, render_template
@@ -34,6 +34,7 @@ from ..render.tool_table import ToolSource, tools_bundle
 from ..session import Session
 from ..views.run_view import make_view
 from ..views.transcript_output import LiveTranscript
+from ..workspace import approval_with_preview, notebook_tools
 from .cell_inputs import CellInputs
 from .mcp_read import prompt_messages
 from .options import check_out_name, parse_line, print_error, run_arguments
@@ -69,6 +70,11 @@ _AGENT_CELL = (
     argument("--cells", type=int, metavar="N", help="attach the N previous cells' sources and text outputs"),
     argument("--context-budget", type=int, metavar="TOKENS",
              help=f"tokens each attached summary may take at most (default {DEFAULT_BUDGET})"),
+    argument("--notebook", action="store_true",
+             help="the model may list, read, insert, edit and run this notebook's cells (each change and run "
+             "asks for your approval)"),
+    argument("--approve-notebook", action="store_true",
+             help="with --notebook: inserts and edits go without asking (runs still ask)"),
     argument("--code", nargs="?", const="python", metavar="LANG",
              help="put the answer's first Python code block (LANG: another language; all: every block) "
              "into a new cell below, not run"),
@@ -107,6 +113,7 @@ class AgentMagics(Magics):
         self.mcp_servers: dict[str, MCPServer] = {}  # %mcp add NAME ... (magics/mcp.py)
         self.inputs = CellInputs(shell, self.mcp_servers)  # what a cell's options name in the namespace
         self.last_result: AgentResult | None = None
+        self.mcp_served: Any = None  # %agent serve-mcp's server (serve_mcp.py)
 
     @property
     def messages(self) -> list[Message]:
@@ -157,6 +164,9 @@ class AgentMagics(Magics):
         except Exception:  # closing must not fail the unload
             pass
         self.mcp_servers.clear()
+        if self.mcp_served is not None:
+            self.mcp_served.server.stop()
+            self.mcp_served = None
         for driver in self._drivers.values():
             try:
                 run_sync(driver.close())
@@ -233,6 +243,9 @@ class AgentMagics(Magics):
             )
         prompt, context, masked, prompt_turn = self._cell_prompt(args, cell)
         run_options = replace(self.inputs.run_options(args), context=tuple(context))
+        if args.notebook:  # the notebook as the agent's workspace (workspace.py)
+            workspace = notebook_tools(approve_edits=args.approve_notebook, shell=self.shell)
+            run_options = replace(run_options, tools=Toolbox([*run_options.tools.tools, workspace]))
         self.session.last_context = [b.describe() for b in context]
         self.session.last_masked = masked_counts(masked, context)
         thread = self.session.threads.get(args.thread)
@@ -262,9 +275,11 @@ class AgentMagics(Magics):
         if (args.max_tool_calls or 0) > MAX_TOOL_CALLS_CEILING:
             raise UsageError(f"--max-tool-calls must be {MAX_TOOL_CALLS_CEILING:,} or less, not {args.max_tool_calls}")
         check_out_name(args.out)
-        if args.compare and (args.error or args.with_ or args.cells or args.code or args.mcp_prompt):
-            raise UsageError("--error, --with, --cells, --code and --prompt are not available with --compare; "
-                             "use %%agent without it")
+        if args.compare and (args.error or args.with_ or args.cells or args.code or args.mcp_prompt or args.notebook):
+            raise UsageError("--error, --with, --cells, --code, --notebook and --prompt are not available with "
+                             "--compare; use %%agent without it")
+        if args.approve_notebook and not args.notebook:
+            raise UsageError("--approve-notebook goes with --notebook")
 
     def _cell_prompt(self, args: Any, cell: str) -> tuple[str, list[Any], int, list[Message]]:
         """(the prompt, the context blocks attached to it, values masked, the ``--prompt`` messages
@@ -322,8 +337,10 @@ class AgentMagics(Magics):
         alias = args.provider if args.provider and resolve_alias(args.provider) != args.provider else None
         view = make_view(provider_title(agent.provider, alias), widgets=self._widgets(),
                          masked=self.session.last_masked)
-        # the view asks the user: tool approval, MCP sampling and elicitation
-        options = replace(active.options, approve=view.request_approval, approve_sampling=view.request_sampling,
+        # the view asks the user: tool approval (a notebook change with its diff), MCP sampling and elicitation
+        workspace = next((t for t in run_options.tools.tools if isinstance(t, NotebookTools)), None)
+        approve = view.request_approval if workspace is None else approval_with_preview(view.request_approval, workspace)
+        options = replace(active.options, approve=approve, approve_sampling=view.request_sampling,
                           elicit=view.request_elicitation, max_history=args.max_history,
                           context_window=args.context_window)
         # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
@@ -341,6 +358,9 @@ class AgentMagics(Magics):
                     active.keep_transcript(live.finish(None))  # the partial run, marked interrupted
                 keep(_stopped_result(agent))  # -o binds whatever the end
                 raise
+            finally:
+                if workspace is not None:  # the notebook's comm, opened for this cell
+                    workspace.notebook.close()
 
         def keep(result: AgentResult) -> None:
             self.last_result = result

@@ -14,6 +14,8 @@
                                    grade a run of the last evaluation by hand (Evaluation.grade)
     %agent trace [otlp [URL] [--content] | off]
                                    OpenTelemetry spans of every run (GenAI semantic conventions)
+    %agent serve-mcp [--approve-notebook] | stop
+                                   this notebook's tools for an outside agent: an MCP server on 127.0.0.1
 
 RUN_ID may be the first characters of the id; without one, the session's last run.
 """
@@ -46,12 +48,13 @@ from ..session import Session
 from ..views.terminal import colour_enabled
 from ..views.transcript_output import bundle
 from .runs import RunStoreCommands
+from .serve_mcp import serve_command
 from .options import split_words
 from .settings import apply, current
 from .tracing import trace_command
 
 SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "evals", "inspect", "replay", "store", "fix",
-               "cost", "settings", "grade", "trace")
+               "cost", "settings", "grade", "trace", "serve-mcp")
 
 
 def turn_transcript(turn: Any, number: int) -> Transcript:
@@ -93,7 +96,8 @@ class SessionMagics(RunStoreCommands, Magics):
     def agent_line(self, line: str) -> Any:
         """``%agent last | fix [OPTIONS] [QUESTION] | threads | history [NAME] | reset [NAME] | memory |
         runs [THREAD] | evals | inspect [RUN_ID] | replay [RUN_ID] | store [PATH|off|--prune ...] |
-        settings [NAME=VALUE ...] | grade ROW COLUMN pass|fail [NOTE] | trace [otlp [URL] [--content] | off]``
+        settings [NAME=VALUE ...] | grade ROW COLUMN pass|fail [NOTE] | trace [otlp [URL] [--content] | off] |
+        serve-mcp [--approve-notebook] | stop``
         (``%%agent`` is the cell magic)."""
         words = split_words(line, "%agent")
         if not words or words[0] not in SUBCOMMANDS:
@@ -106,6 +110,8 @@ class SessionMagics(RunStoreCommands, Magics):
             return grade_command(self.shell, rest)
         if sub == "trace":
             return trace_command(rest)
+        if sub == "serve-mcp":  # the notebook's tools for an outside agent (serve_mcp.py)
+            return serve_command(self.shell, self.agent_magics, rest)
         if len(rest) > 1:
             raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
         arg = rest[0] if rest else None

@@ -18,7 +18,7 @@ from typing import Any
 
 from IPython.display import display
 
-from ...core import ToolAction, redact_data
+from ...core import ToolAction, redact, redact_data
 from ..render.html import escape
 
 #: The arguments' box: wrapped, at most 16 lines tall, scrolled beyond.
@@ -36,7 +36,8 @@ class ApprovalButtons:
     def __init__(self, container: Any = None) -> None:
         self.container = container
 
-    async def __call__(self, action: ToolAction) -> bool:
+    async def __call__(self, action: ToolAction, preview: str | None = None) -> bool:
+        """Ask about `action`; `preview` (a notebook change's diff) is shown under its arguments."""
         import ipywidgets as widgets
 
         if self.container is None:
@@ -46,8 +47,9 @@ class ApprovalButtons:
         answer: asyncio.Future[bool] = loop.create_future()
         # Long arguments wrap and scroll in a capped box, so the buttons under them stay in view.
         arguments = escape(json.dumps(redact_data(action.input), ensure_ascii=False, indent=1))
+        shown = f'<pre class="ipyagent-preview" style="{ARGS_STYLE}">{escape(redact(preview))}</pre>' if preview else ""
         label = widgets.HTML(f"<b>{escape(action.native_name)}</b> wants to run with"
-                             f'<pre style="{ARGS_STYLE}">{arguments}</pre>')
+                             f'<pre style="{ARGS_STYLE}">{arguments}</pre>{shown}')
         approve = widgets.Button(description="Approve", button_style="success", icon="check")
         deny = widgets.Button(description="Deny", button_style="danger", icon="times")
         row = widgets.VBox([label, widgets.HBox([approve, deny])])

@@ -293,11 +293,13 @@ class WidgetView(EventHandler):
             self._ops.append(["interrupted"])
         self.finish()
 
-    async def request_approval(self, action: ToolAction) -> bool:
+    async def request_approval(self, action: ToolAction, preview: str | None = None) -> bool:
         """Ask with Approve / Deny buttons in the call's card (an `Agent.approve` callback):
-        True when approved. A front end answers with an ``approve`` message (`_on_msg`)."""
+        True when approved. A front end answers with an ``approve`` message (`_on_msg`).
+        `preview`: what the call would change (a notebook edit's diff), shown above the buttons."""
         segment = self.state.tool_segment(action)
-        verdict = await self.asks.ask(segment, {"name": segment.name or action.native_name, "arguments": action.input})
+        ask = {"name": segment.name or action.native_name, "arguments": action.input}
+        verdict = await self.asks.ask(segment, {**ask, "preview": preview} if preview else ask)
         segment.approval = "approved" if verdict else "denied"
         self._tool_op(segment, {"approval": segment.approval})
         return verdict

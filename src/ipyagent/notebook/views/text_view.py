@@ -37,6 +37,7 @@ from ...core import (
     ToolCallDelta,
     ToolCallNote,
     ToolCallProgress,
+    redact,
 )
 from ...memory import describe_size
 from ..render.citations import TOOL_TITLES, source_key, sources_text
@@ -168,10 +169,14 @@ class TextView(EventHandler):
         self.out.part("\n[interrupted]", "bold yellow")
         self.finish()
 
-    async def request_approval(self, action: ToolAction) -> bool:
-        """Ask on the terminal whether to run `action`."""
+    async def request_approval(self, action: ToolAction, preview: str | None = None) -> bool:
+        """Ask on the terminal whether to run `action`; `preview` (a notebook edit's diff) is printed first."""
         if self._wait is not None:
             self._wait.erase()
+        if preview:
+            self._before_asking()
+            for line in redact(preview).splitlines():
+                self.out.line(line)
         question = f"\nwaiting for your approval · run {action.native_name}({json.dumps(action.input)})? [y/N] "
         answer = await asyncio.to_thread(input, question)
         return answer.strip().lower() in ("y", "yes")
