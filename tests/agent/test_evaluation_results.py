@@ -150,3 +150,32 @@ def test_the_summary_shows_what_the_drawn_summary_does_and_every_figure_with_ful
     assert list(short.columns)[-1] == "cost" and short.loc["openai:a/terse", "cost"] == pytest.approx(0.002)
     assert short.loc["openai:a/terse", "tokens"] == 14
     assert short["cost"].isna().sum() == 3
+
+
+def test_provider_progress_counts_what_ended_since_last_time_per_provider(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from ipyagent.agent.evaluation import results
+
+    monkeypatch.setattr(results, "time", SimpleNamespace(monotonic=lambda: 110.0))
+    ev = Evaluation(["openai:a", "openai:b"], [f"r{n}" for n in range(10)], repeat=2, started=100.0)
+
+    def ran(provider, passed=True, status="ok", cost=0.01, cached=False, judge=None):
+        return SimpleNamespace(provider=provider, passed=passed, status=status, cost=cost, cached=cached,
+                               judge_cost=judge)
+
+    def figures():
+        return [(p["provider"], p["done"], p["total"], p["failed"], p["skipped"], pytest.approx(p["cost"]), p["eta_s"])
+                for p in ev.provider_progress()]
+
+    ev.results = [ran("openai:a"), ran("openai:a", passed=False, judge=0.005), ran("openai:b", status="skipped",
+                                                                                   passed=False, cost=None)]
+    assert figures() == [("openai:a", 2, 20, 1, 0, 0.025, 90.0), ("openai:b", 1, 20, 0, 1, 0.0, 190.0)]
+    ev.results.append(ran("openai:b", cost=0.5, cached=True))  # cached: no money spent
+    ev.results.append(ran("openai:other"))  # not a provider of this evaluation
+    ev.results[0].passed = False  # counted already: not read again
+    assert figures()[1] == ("openai:b", 2, 20, 0, 1, 0.0, 90.0) and figures()[0][3] == 1
+    ev.results = [ran("openai:b", passed=False)]  # replaced: counted anew
+    assert figures() == [("openai:a", 0, 20, 0, 0, 0.0, None), ("openai:b", 1, 20, 1, 0, 0.01, 190.0)]
+    ev.providers = ["openai:c"]  # the providers set once the evaluation is described
+    assert figures() == [("openai:c", 0, 20, 0, 0, 0.0, None)]

@@ -9,7 +9,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..compare import dataframe
 from .cache import json_output
@@ -194,6 +194,8 @@ class Evaluation(Analysis, Background):
     store_path: str | None = None
     changes: dict[str, Any] | None = None
     listeners: list[Any] = field(default_factory=list, repr=False, compare=False)
+    #: (the results list counted, how many of them, the counts per provider): `provider_progress` goes on from it.
+    _progress_tally: ClassVar[tuple[list[Any], int, dict[str, list[Any]]] | None] = None
 
     @property
     def columns(self) -> list[str]:
@@ -322,11 +324,28 @@ class Evaluation(Analysis, Background):
         """One dict per provider while it runs: ``done`` of ``total`` (its rows × variants ×
         repeats), ``failed`` (errors and failed assertions), ``skipped``, ``cost`` so far (USD,
         new requests only), ``elapsed_s`` and ``eta_s`` (seconds left at the pace so far; None
-        before the first result)."""
+        before the first result). Costs what ended since the last call, not the whole matrix (a
+        live view draws it every frame)."""
         per = len(self.rows) * max(len(self.variants), 1) * self.repeat
         elapsed = time.monotonic() - self.started
-        counts = {p: [0, 0, 0, 0.0] for p in self.providers}  # done, failed, skipped, cost
-        for r in self.results:
+        counts = self._provider_counts()
+        out = []
+        for provider, (done, failed, skipped, cost) in counts.items():
+            rate = done / elapsed if done and elapsed > 0 else 0.0
+            out.append({"provider": provider, "done": done, "total": per, "failed": failed, "skipped": skipped,
+                        "cost": cost, "elapsed_s": elapsed, "eta_s": (per - done) / rate if rate else None})
+        return out
+
+    def _provider_counts(self) -> dict[str, list[Any]]:
+        """Per provider [done, failed, skipped, cost], counted on from the last call's tally (counted
+        again when the results or the providers were replaced)."""
+        results = self.results
+        tally = self._progress_tally
+        if tally is None or tally[0] is not results or tally[1] > len(results) or list(tally[2]) != self.providers:
+            tally = (results, 0, {p: [0, 0, 0, 0.0] for p in self.providers})
+        _, counted, counts = tally
+        finished = len(results)
+        for r in results[counted:finished]:
             c = counts.get(r.provider)
             if c is None:
                 continue
@@ -337,12 +356,8 @@ class Evaluation(Analysis, Background):
                 c[1] += 1
             if not r.cached:
                 c[3] += (r.cost or 0.0) + (r.judge_cost or 0.0)
-        out = []
-        for provider, (done, failed, skipped, cost) in counts.items():
-            rate = done / elapsed if done and elapsed > 0 else 0.0
-            out.append({"provider": provider, "done": done, "total": per, "failed": failed, "skipped": skipped,
-                        "cost": cost, "elapsed_s": elapsed, "eta_s": (per - done) / rate if rate else None})
-        return out
+        self._progress_tally = (results, finished, counts)
+        return {p: list(c) for p, c in counts.items()}
 
     # -- data --------------------------------------------------------------------------
 
