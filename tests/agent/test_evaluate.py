@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from ipyagent import Agent, Evaluation, aevaluate, evaluate
 from ipyagent.agent.evaluation.checks import Outcome, parse_assertion, parse_verdict
-from ipyagent.agent.evaluation.templates import normalize_rows, render_template
+from ipyagent.agent.evaluation.templates import TemplateError, normalize_rows, render_template
 from ipyagent.agent.loop_thread import run_in_background
 from ipyagent.agent.evaluation.scheduler import Budget
 from ipyagent.drivers.rate_gate import RateGate
@@ -385,6 +385,26 @@ def test_rows_of_every_kind_are_normalized() -> None:
         normalize_rows(twice)  # pandas warned and kept one of them
     assert render_template("{{ row }}!", "hi") == "hi!"
     assert render_template("{{ row.country }} {{ x }}", CAPITALS[0], {"x": 1}) == "France 1"
+
+
+def test_a_row_template_reads_only_the_names_it_uses_from_the_namespace() -> None:
+    class Namespace(dict):  # a notebook's: every name a row's render touches is logged
+        read: list[str] = []
+
+        def __getitem__(self, name: str) -> Any:
+            self.read.append(name)
+            return super().__getitem__(name)
+
+        def items(self) -> Any:
+            self.read.append("*")
+            return super().items()
+
+    names = Namespace(x=1, api_key="sk-live-1234567890abcdef", big=list(range(1000)), unused="u")
+    assert render_template("{{ row }} {{ x }} {{ api_key }}", "r", names, redacting=True) == "r 1 [redacted]"
+    assert sorted(names.read) == ["api_key", "x"]  # never the whole namespace, per row
+    assert render_template("{% for n in big[:2] %}{{ n }}{% endfor %}", "r", names) == "01"
+    with pytest.raises(TemplateError, match="'nope' is undefined"):
+        render_template("{{ nope }}", "r", names)
 
 
 MESSY = [{"country": "France", "capital": "Paris", "pattern": "Par.s"},

@@ -99,6 +99,20 @@ def _compiled(template: str, redacting: bool = False) -> Any:
     return environment(redacting).from_string(template)
 
 
+@lru_cache(maxsize=32)
+def _names_used(template: str) -> frozenset[str] | None:
+    """The names `template` reads from its namespace (Jinja2's undeclared variables); None when it
+    does not parse (the render says why). A matrix renders one template per row against a whole
+    notebook namespace: only these are masked and passed, once per name, not every name per row."""
+    import jinja2
+    from jinja2 import meta
+
+    try:
+        return frozenset(meta.find_undeclared_variables(environment().parse(template)))
+    except jinja2.TemplateSyntaxError:
+        return None
+
+
 def render_cell(body: str, namespace: dict[str, Any], *, redacting: bool = False) -> tuple[str, int]:
     """(a cell's body rendered with `namespace`, how many values were masked). A body that does
     not parse as a template (code, JSON) is returned as it is. With `redacting`, every value
@@ -151,6 +165,9 @@ def render_template(template: str, row: Any, namespace: dict[str, Any] | None = 
     token = _masked_count.set([0] if redacting else None)  # `_finalize` masks while a count is kept
     try:
         compiled = _compiled(template, redacting)
+        used = _names_used(template) if namespace else None
+        if used is not None:
+            namespace = {name: namespace[name] for name in used if name in namespace}  # type: ignore[index]
         names = {name: _named(name, value) for name, value in (namespace or {}).items()} if redacting else namespace
         return compiled.render({**(names or {}), "row": row})
     except jinja2.TemplateSyntaxError as exc:
