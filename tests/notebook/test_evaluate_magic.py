@@ -254,3 +254,30 @@ def test_one_prompt_compare_dataframe_has_prompt_and_output() -> None:
         frame = compare([Agent("openai:m", base_url=server.url)], "Capital of Peru?").to_dataframe()
     assert list(frame.columns[:4]) == ["provider", "run", "prompt", "output"]
     assert frame.loc[0, "prompt"] == "Capital of Peru?" and frame.loc[0, "output"] == "The capital is Lima."
+
+
+def test_the_live_view_draws_one_frame_per_frame_time_on_the_loop_whatever_the_rate_of_results(monkeypatch) -> None:
+    """Results every 10 ms for a second: about ten frames, each scheduled on the loop the results end
+    on (no thread per frame), and the last result's frame is drawn."""
+    import asyncio
+    import threading
+
+    from ipyagent.notebook.views import evaluation_view, transcript_output
+
+    from ..support.virtual_clock import run_virtual
+
+    monkeypatch.setattr(transcript_output, "display", lambda obj, **kw: None, raising=False)
+    monkeypatch.setattr(threading, "Timer", None)  # a thread per frame would fail here
+    ev = Evaluation(["openai:m"], [f"r{n}" for n in range(100)])
+    view = evaluation_view.EvaluationView(ev, widgets=True)
+
+    async def main() -> None:
+        for n in range(100):
+            ev.results.append(EvalResult(n, "openai:m", "q", f"r{n}", text="a", passed=True))
+            view.update(ev.results[-1])
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(evaluation_view.FRAME_S)
+
+    run_virtual(main, monkeypatch, evaluation_view)
+    assert 10 <= view.frames <= 12
+    assert "100 / 100 runs" in view.widget.value

@@ -14,6 +14,7 @@ the same way (`regrade`), so the saved notebook keeps the grades too.
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
 import threading
@@ -44,6 +45,15 @@ def show_in_terminal(data: dict[str, Any], metadata: dict[str, Any], stream: Any
     if not (isatty and isatty()):
         return display(data, raw=True, metadata=metadata)
     print_rendered(stream, evaluation_renderables(data[MIME_TYPE]), colour=colour_enabled(stream))
+
+
+def _later(wait: float, frame: Any) -> None:
+    """Call `frame` in `wait` seconds: on the running loop when there is one (ipyagent's, where
+    results end: no thread started per frame), else on a timer thread."""
+    try:
+        asyncio.get_running_loop().call_later(wait, frame)
+    except RuntimeError:
+        threading.Timer(wait, frame).start()
 
 
 class EvaluationView:
@@ -108,7 +118,7 @@ class EvaluationView:
             wait = self._last + FRAME_S - time.monotonic()
             if wait > 0:
                 self._scheduled = True
-                threading.Timer(wait, self._frame).start()
+                _later(wait, self._frame)
                 return
         self._frame()
 
