@@ -101,7 +101,7 @@ bench: $(VENV)/.installed-bench
 ## with the fast tests that pin their decisions; prints the kill rate (.ci/mutation_report.py). Not part of make test.
 ## The tests read ../shared/fixtures from the project's parent; mutants/ (mutmut's copy) is one level down, so a
 ## link ./shared -> ../shared is made for it.
-## One module at a time: make mutation MUTANTS='ipyagent.drivers.openai_chat*' (mutmut's mutant-name glob).
+## One module at a time: make mutation MUTANTS='ipyagent.drivers.protocols.openai_chat*' (mutmut's mutant-name glob).
 ## It runs niced, two workers: the machine is shared.
 MUTANTS ?=
 mutation: $(VENV)/.installed-mutation

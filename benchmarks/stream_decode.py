@@ -101,11 +101,11 @@ async def ipyagent(url: str, payload: Payload) -> tuple[Client, Callable[[], Awa
     from ipyagent.core import PromptStack
 
     if payload.protocol == "openai":
-        from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver as Driver
+        from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver as Driver
 
         driver = Driver(MODEL_OPENAI, base_url=url + "/v1", api_key="sk-bench", max_attempts=1)
     else:
-        from ipyagent.drivers.anthropic import AnthropicPromptDriver as Driver  # type: ignore[assignment]
+        from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver as Driver  # type: ignore[assignment]
 
         driver = Driver(MODEL_ANTHROPIC, base_url=url + "/v1", api_key="sk-bench", max_attempts=1)
     stack = PromptStack()

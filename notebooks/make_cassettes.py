@@ -25,12 +25,12 @@ import httpx2
 from ipyagent import Agent
 from ipyagent.agent import RunOptions
 from ipyagent.core import ElicitationAnswer
-from ipyagent.drivers.anthropic import AnthropicPromptDriver
+from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver
 from ipyagent.drivers import current_model
 from ipyagent.drivers.base import BasePromptDriver
 from ipyagent.drivers.cassette import RecordingTransport
-from ipyagent.drivers.gemini import GeminiPromptDriver
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 from ipyagent.drivers.registry import BUILTIN
 from ipyagent.tools import activity
 from ipyagent.tools.builtin import Calculator, Clock

@@ -32,7 +32,7 @@ import ipyagent  # noqa: E402
 from ipyagent import Agent  # noqa: E402
 from ipyagent.drivers import current_model  # noqa: E402
 from ipyagent.drivers.cassette import RecordingTransport  # noqa: E402
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver  # noqa: E402
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver  # noqa: E402
 
 #: The notebook's data set: (country, capital).
 CITIES = [("France", "Paris"), ("Japan", "Tokyo"), ("Kenya", "Nairobi"), ("Peru", "Lima"), ("Canada", "Ottawa"),

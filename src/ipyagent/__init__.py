@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .agent.compare import Comparison, acompare, compare
     from .agent.defaults import set_default, using
     from .agent.evaluation import Evaluation, aevaluate, evaluate, load_evaluation
-    from .agent.tracing import trace
+    from .agent.telemetry.tracing import trace
     from .core import BuiltinTool, Citation, ModelSettings, SystemBlock
 
 __all__ = [
@@ -66,7 +66,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(evaluation, name)
     if name == "trace":  # OpenTelemetry spans of every run (the SDK imported only when turned on)
-        from .agent.tracing import trace
+        from .agent.telemetry.tracing import trace
 
         return trace
     if name == "memory":  # ipyagent.memory["NAMESPACE"]: the session's Task Memory

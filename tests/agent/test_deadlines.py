@@ -20,7 +20,7 @@ from ipyagent.agent import defaults, transcript_of
 from ipyagent.agent.compare import acompare
 from ipyagent.core import ModelFailed, TextDelta
 from ipyagent.core.transcript import Transcript
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 from ipyagent.tools import toolbox
 
 from ..support.stub_server import FIXTURES, Reply, StubServer, openai_text_reply

@@ -228,7 +228,7 @@ def test_a_429_holds_its_whole_lane_for_retry_after_while_others_go_on(store, mo
     order is exact under any load: the limited lane waits Retry-After to the second, the other goes on."""
     import ipyagent.agent.evaluation.scheduler as scheduler
     import ipyagent.drivers.rate_gate as rate_gate
-    from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+    from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
     from ..support.virtual_clock import LoopServer, run_virtual
 

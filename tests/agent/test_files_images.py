@@ -16,7 +16,7 @@ import re
 import pytest
 
 import ipyagent
-from ipyagent.agent.files import document_block
+from ipyagent.agent.inputs.files import document_block
 from ipyagent.agent import transcript_of
 from ipyagent.notebook.render.transcript import to_html
 

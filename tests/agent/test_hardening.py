@@ -9,7 +9,7 @@ import pytest
 
 from ipyagent import Agent
 from ipyagent.core import ModelCompleted, ModelFailed
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
 from ..support.recordings import collect
 from ..support.stub_server import FIXTURES, Reply, StubServer, openai_text_reply

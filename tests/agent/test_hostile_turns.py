@@ -12,7 +12,7 @@ import pytest
 
 from ipyagent import Agent, RunOptions
 from ipyagent.core import ModelCompleted, ModelFailed, ModelStarted, TextDelta, ToolCallCompleted
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
 from ..support.stub_server import FIXTURES
 from ..support.toy_driver import Scripted

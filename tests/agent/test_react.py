@@ -149,7 +149,7 @@ def test_react_run_over_http_ties_results_by_id(monkeypatch):
 
 def test_react_is_used_when_the_driver_has_no_native_tools(monkeypatch):
     from ipyagent.drivers import Capabilities
-    from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+    from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
     class NoTools(OpenAIChatPromptDriver):
         capabilities = Capabilities(tools=False)

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import StatusCode
 
 from ipyagent import Agent, RunOptions, evaluate, trace
-from ipyagent.agent import tracing
+from ipyagent.agent.telemetry import tracing
 from ipyagent.core import ConfigurationError, TextDelta
 from ipyagent.drivers import otel_provider_name
 
@@ -190,7 +190,7 @@ def test_a_process_that_ends_sends_its_last_spans() -> None:
     with StubServer(openai_text_reply("Hi.")) as server, OTLPReceiver() as receiver:
         script = textwrap.dedent(f"""
             import ipyagent
-            from ipyagent.agent import tracing
+            from ipyagent.agent.telemetry import tracing
             tracing.SCHEDULE_S = 3600.0  # only the exit hook can send them
             ipyagent.trace({receiver.url!r})
             assert ipyagent.Agent("openai:m", base_url={server.url!r}).run("Hello").ok

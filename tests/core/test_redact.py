@@ -11,7 +11,7 @@ import pytest
 
 from ipyagent.core import ProviderError
 from ipyagent.core.redact import MASK, StreamRedactor, add_secret, add_url, redact, redact_data, secret_forms
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
 KEY = 'Kq7+z/=w"x\\y-registered-0042'
 

@@ -40,7 +40,7 @@ from ipyagent.core import (
     ToolCallDelta,
     ToolDefinition,
 )
-from ipyagent.drivers.anthropic import AnthropicPromptDriver, block_deltas, stop_kind, usage_from_anthropic
+from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver, block_deltas, stop_kind, usage_from_anthropic
 from ipyagent.drivers.aggregate import Aggregator as _Aggregator
 
 from ..support.recordings import check_shape, collect, sse_events, user_stack

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from ipyagent.core import TextArtifact
-from ipyagent.drivers.model_rules import DEFAULT_WINDOW
-from ipyagent.drivers.ollama import OllamaPromptDriver
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.catalog.model_rules import DEFAULT_WINDOW
+from ipyagent.drivers.protocols.ollama import OllamaPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 from ipyagent.memory import TaskMemory
 from ipyagent.memory.query import ask
 

@@ -17,10 +17,10 @@ from genai_prices import calc_price
 
 from ipyagent import Agent
 from ipyagent.core import Usage
-from ipyagent.drivers.gemini import GeminiPromptDriver
-from ipyagent.drivers.ollama import OllamaPromptDriver
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
-from ipyagent.drivers.pricing import Cost, format_usd, price, total_cost
+from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
+from ipyagent.drivers.protocols.ollama import OllamaPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.catalog.pricing import Cost, format_usd, price, total_cost
 from ipyagent.notebook.views.run_view import TextView
 
 from ..support.recordings import expected_from, recording_events
@@ -109,7 +109,7 @@ def test_a_usage_already_priced_is_not_computed_again(monkeypatch) -> None:
     """An evaluation prices thousands of turns of one model: each (model, usage) is computed once."""
     import genai_prices
 
-    from ipyagent.drivers import pricing
+    from ipyagent.drivers.catalog import pricing
 
     calls = []
     real = genai_prices.calc_price

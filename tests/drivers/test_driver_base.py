@@ -19,7 +19,8 @@ import pytest
 from tenacity import RetryCallState
 
 from ipyagent.core import PromptStack, ProviderError, StopKind, Usage, redact
-from ipyagent.drivers import StreamMeta, http, models, pricing, turn
+from ipyagent.drivers import StreamMeta, http, turn
+from ipyagent.drivers.catalog import models, pricing
 from ipyagent.drivers.base import BasePromptDriver, Capabilities, error_excerpt, parse_retry_after
 
 from ..support.toy_driver import JSON, Coded, Scripted, Toy, assert_error, hi_stack, run_turn
@@ -356,7 +357,7 @@ class Paged(Toy):
     models_params = {"limit": 2}
 
     def parse_models(self, data: dict[str, Any]) -> tuple[list[Any], dict[str, Any] | None]:
-        from ipyagent.drivers.models import ModelListing
+        from ipyagent.drivers.catalog.models import ModelListing
 
         return [ModelListing(id=i) for i in data["ids"]], ({"page": data["next"]} if data["next"] is not None else None)
 

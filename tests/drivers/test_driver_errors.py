@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from ipyagent.core import ModelCompleted, ModelFailed, ModelStarted, ProviderError, TextDelta
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
 from ..support.recordings import (
     FIXTURES,

@@ -17,7 +17,8 @@ import httpx2
 import pytest
 
 from ipyagent.core import PromptStack, StopKind, TextDelta, Usage
-from ipyagent.drivers import StreamDecoder, StreamMeta, base, http, pricing, turn
+from ipyagent.drivers import StreamDecoder, StreamMeta, base, http, turn
+from ipyagent.drivers.catalog import pricing
 from ipyagent.drivers.base import BasePromptDriver
 
 from ..support.toy_driver import JSON, NDJSON, TEXT, Coded, Pieces, Scripted, Toy, assert_error, hi_stack, ndjson, run_turn

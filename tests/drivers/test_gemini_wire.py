@@ -35,7 +35,7 @@ from ipyagent.core import (
     ToolDefinition,
 )
 from ipyagent.drivers.aggregate import Aggregator as _Aggregator
-from ipyagent.drivers.gemini import GeminiPromptDriver, parse_response, to_gemini_schema
+from ipyagent.drivers.protocols.gemini import GeminiPromptDriver, parse_response, to_gemini_schema
 
 from ..support.recordings import check_shape, collect, sse_events, user_stack
 from ..support.stub_server import FIXTURES, Reply, StubServer

@@ -12,11 +12,11 @@ import pytest
 
 from ipyagent.core import ModelCompleted, ModelFailed, RetryScheduled
 from ipyagent.drivers import StreamMeta
-from ipyagent.drivers.anthropic import AnthropicPromptDriver
-from ipyagent.drivers.gemini import GeminiPromptDriver
-from ipyagent.drivers.ollama import OllamaPromptDriver
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
-from ipyagent.drivers.openai_responses import OpenAIResponsesPromptDriver
+from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver
+from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
+from ipyagent.drivers.protocols.ollama import OllamaPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_responses import OpenAIResponsesPromptDriver
 
 from ..support.recordings import check_shape, collect
 from ..support.stub_server import FIXTURES, Reply, StubServer

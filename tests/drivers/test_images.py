@@ -15,13 +15,13 @@ from IPython.terminal.interactiveshell import TerminalInteractiveShell
 from IPython.testing.globalipapp import start_ipython
 
 from ipyagent import Agent
-from ipyagent.agent.images import image_block, image_blocks, sniff_mime
+from ipyagent.agent.inputs.images import image_block, image_blocks, sniff_mime
 from ipyagent.core import ImageBlock
-from ipyagent.drivers.anthropic import AnthropicPromptDriver
-from ipyagent.drivers.gemini import GeminiPromptDriver
-from ipyagent.drivers.ollama import OllamaPromptDriver
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
-from ipyagent.drivers.openai_responses import OpenAIResponsesPromptDriver
+from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver
+from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
+from ipyagent.drivers.protocols.ollama import OllamaPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_responses import OpenAIResponsesPromptDriver
 
 from ..support.stub_server import FIXTURES, Reply, StubServer
 

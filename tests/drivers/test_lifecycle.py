@@ -1,4 +1,4 @@
-"""Model lifecycles: the shipped table of shutdown dates (``drivers/lifecycle.json``), the notice a
+"""Model lifecycles: the shipped table of shutdown dates (``drivers/catalog/lifecycle.json``), the notice a
 model near or past its shutdown gets when chosen, ``%provider --models`` showing ``shutdown_date``
 (OpenAI API reference, "Models: List models"; "Deprecations": ``shutdown_date`` is ``YYYY-MM-DD`` or
 null), a 404 for a shut-down model, and no default, example or hint naming such a model."""
@@ -14,7 +14,7 @@ import pytest
 
 from ipyagent.agent import DEFAULT_PROVIDER
 from ipyagent.drivers import create_driver, current_model, lifecycle, shutdown_notice
-from ipyagent.drivers.lifecycle import WARN_DAYS, checked, driver_notice, replacement, retired_hint, table
+from ipyagent.drivers.catalog.lifecycle import WARN_DAYS, checked, driver_notice, replacement, retired_hint, table
 
 from ..support.stub_server import Reply, StubServer
 

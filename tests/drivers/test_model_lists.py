@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ipyagent.drivers import create_driver
-from ipyagent.drivers.models import parse_anthropic, parse_gemini, parse_ollama, parse_openai
+from ipyagent.drivers.catalog.models import parse_anthropic, parse_gemini, parse_ollama, parse_openai
 
 from ..support.stub_server import Reply, StubServer
 

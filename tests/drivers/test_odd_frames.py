@@ -13,11 +13,11 @@ import pytest
 
 from ipyagent.core import ActionCallBlock, ProviderError, TextDelta, ToolCallDelta, redact_head
 from ipyagent.core.redact import add_secret
-from ipyagent.drivers.anthropic import AnthropicPromptDriver, MessagesDecoder
+from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver, MessagesDecoder
 from ipyagent.drivers.decode import LineFramer
-from ipyagent.drivers.gemini_stream import GeminiDecoder, _set_path
-from ipyagent.drivers.ollama import OllamaDecoder
-from ipyagent.drivers.openai_responses import ResponsesDecoder
+from ipyagent.drivers.protocols.gemini_stream import GeminiDecoder, _set_path
+from ipyagent.drivers.protocols.ollama import OllamaDecoder
+from ipyagent.drivers.protocols.openai_responses import ResponsesDecoder
 
 
 def _element(text: str, finish: str | None = None) -> dict[str, Any]:

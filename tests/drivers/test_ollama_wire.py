@@ -33,7 +33,7 @@ from ipyagent.core import (
     ToolCallDelta,
     ToolDefinition,
 )
-from ipyagent.drivers.ollama import OllamaPromptDriver
+from ipyagent.drivers.protocols.ollama import OllamaPromptDriver
 
 from ..support.recordings import check_shape, collect, user_stack
 from ..support.stub_server import FIXTURES, Reply, StubServer

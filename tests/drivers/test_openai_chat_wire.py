@@ -22,7 +22,7 @@ from ipyagent.core import (
     ToolCallDelta,
     ToolDefinition,
 )
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
 from ..support.recordings import FINISH_TO_KIND, FIXTURES, check_shape, collect, expected_from, recording_events, reply_for, stream_files, user_stack
 from ..support.stub_server import Reply, StubServer

@@ -19,8 +19,8 @@ import pytest
 openai = pytest.importorskip("openai")
 
 from ipyagent.core import ModelCompleted, ModelFailed, ReasoningBlock  # noqa: E402
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver  # noqa: E402
-from ipyagent.drivers.openai_responses import OpenAIResponsesPromptDriver  # noqa: E402
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver  # noqa: E402
+from ipyagent.drivers.protocols.openai_responses import OpenAIResponsesPromptDriver  # noqa: E402
 
 from ..support.recordings import FINISH_TO_KIND, check_shape, collect, reply_for, user_stack  # noqa: E402
 from ..support.stub_server import FIXTURES, Reply, StubServer  # noqa: E402

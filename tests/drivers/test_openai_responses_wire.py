@@ -33,7 +33,7 @@ from ipyagent.core import (
     ToolCallDelta,
     ToolDefinition,
 )
-from ipyagent.drivers.openai_responses import (
+from ipyagent.drivers.protocols.openai_responses import (
     OpenAIResponsesPromptDriver,
     ResponsesDecoder,
     response_object_events,

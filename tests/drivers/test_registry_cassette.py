@@ -8,7 +8,7 @@ import pytest
 
 from ipyagent.core import ConfigurationError, ModelCompleted, ModelFailed, ProviderError
 from ipyagent.drivers import BUILTIN, create_driver, parse_provider_id
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
 from ..support.recordings import FIXTURES, check_shape, collect, expected_from, reply_for, user_stack
 from ..support.stub_server import StubServer
@@ -115,7 +115,7 @@ def test_ollama_needs_no_key_and_uses_its_default_url(clean_env):
     driver = create_driver("ollama:llama3.2:1b")
     assert driver.model == "llama3.2:1b"
     assert driver.provider == "ollama"
-    from ipyagent.drivers.ollama import OllamaPromptDriver
+    from ipyagent.drivers.protocols.ollama import OllamaPromptDriver
 
     assert driver.base_url == OllamaPromptDriver.default_base_url
 

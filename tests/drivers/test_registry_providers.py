@@ -18,7 +18,7 @@ from IPython.testing.globalipapp import start_ipython
 from ipyagent import Agent
 from ipyagent.core import ConfigurationError
 from ipyagent.drivers import create_driver, providers, set_alias
-from ipyagent.drivers.azure_openai import DEFAULT_API_VERSION
+from ipyagent.drivers.protocols.azure_openai import DEFAULT_API_VERSION
 from ipyagent.drivers.registry import ALIASES
 
 from ..support.recordings import expected_from

@@ -36,11 +36,11 @@ from ipyagent.core import (
     ToolDefinition,
 )
 from ipyagent.drivers import create_driver
-from ipyagent.drivers.anthropic import AnthropicPromptDriver
-from ipyagent.drivers.anthropic_server import container_to_reuse
-from ipyagent.drivers.gemini import GeminiPromptDriver
-from ipyagent.drivers.openai_responses import OpenAIResponsesPromptDriver
-from ipyagent.drivers.pricing import price
+from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver
+from ipyagent.drivers.protocols.anthropic_server import container_to_reuse
+from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
+from ipyagent.drivers.protocols.openai_responses import OpenAIResponsesPromptDriver
+from ipyagent.drivers.catalog.pricing import price
 
 from ..support.server_tool_streams import (
     PNG,
@@ -313,7 +313,7 @@ def test_anthropic_options_and_documents():
 
 
 def test_anthropic_document_citation_locations():
-    from ipyagent.drivers.anthropic_server import citation
+    from ipyagent.drivers.protocols.anthropic_server import citation
 
     char = citation({"type": "char_location", "cited_text": "Spain won.", "document_index": 0,
                      "document_title": "notes.txt", "start_char_index": 0, "end_char_index": 10, "file_id": None})

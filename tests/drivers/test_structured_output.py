@@ -20,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ipyagent import Agent
 from ipyagent.core import PromptStack, ProviderError
-from ipyagent.drivers.anthropic import AnthropicPromptDriver
-from ipyagent.drivers.gemini import GeminiPromptDriver
-from ipyagent.drivers.ollama import OllamaPromptDriver
-from ipyagent.drivers.openai_chat import OpenAIChatPromptDriver
-from ipyagent.drivers.openai_responses import OpenAIResponsesPromptDriver
+from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver
+from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
+from ipyagent.drivers.protocols.ollama import OllamaPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_responses import OpenAIResponsesPromptDriver
 from ipyagent.drivers.structured import NotStrictError, to_strict_json_schema
 
 from ..support.recordings import expected_from, recording_events

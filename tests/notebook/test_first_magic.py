@@ -35,10 +35,10 @@ DEFERRED = (
     "ipyagent.agent.evaluation",
     "ipyagent.memory",
     "ipyagent.tools",
-    "ipyagent.drivers.anthropic",
-    "ipyagent.drivers.gemini",
-    "ipyagent.drivers.openai_responses",
-    "ipyagent.drivers.ollama",
+    "ipyagent.drivers.protocols.anthropic",
+    "ipyagent.drivers.protocols.gemini",
+    "ipyagent.drivers.protocols.openai_responses",
+    "ipyagent.drivers.protocols.ollama",
     "jinja2",
     "markdown_it",
     "nh3",
@@ -57,7 +57,7 @@ def _modules_after(code: str, tmp_path: Any) -> set[str]:
 
 def test_a_first_provider_magic_loads_its_driver_and_not_the_agent(tmp_path) -> None:
     loaded = _modules_after(FIRST_PROVIDER, tmp_path)
-    assert {"ipyagent.notebook.magics.provider", "ipyagent.drivers.openai_chat"} <= loaded  # it did run
+    assert {"ipyagent.notebook.magics.provider", "ipyagent.drivers.protocols.openai_chat"} <= loaded  # it did run
     assert [name for name in DEFERRED if name in loaded] == []
 
 

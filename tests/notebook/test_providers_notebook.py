@@ -12,7 +12,7 @@ import pytest
 from genai_prices import Usage as PriceUsage
 from genai_prices import calc_price
 
-from ipyagent.drivers.pricing import format_usd
+from ipyagent.drivers.catalog.pricing import format_usd
 from ipyagent.notebook.render.html import markdown_to_html
 
 from ..support.kernels import transcript_of, view_html

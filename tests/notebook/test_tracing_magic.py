@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import ipyagent
-from ipyagent.agent import tracing
+from ipyagent.agent.telemetry import tracing
 
 from ..support.otlp_receiver import OTLPReceiver
 from ..support.shell import SECRET

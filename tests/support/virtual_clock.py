@@ -16,7 +16,7 @@ import httpx2
 
 from ipyagent.agent import loop_thread
 from ipyagent.core import Usage
-from ipyagent.drivers import pricing
+from ipyagent.drivers.catalog import pricing
 
 from .stub_server import Reply
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from ipyagent import Agent
 from ipyagent.core import ToolNameError
-from ipyagent.drivers.anthropic import AnthropicPromptDriver
+from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver
 from ipyagent.tools import BaseTool, FunctionTool, activity
 
 from ..support.stub_server import FIXTURES, Reply, StubServer, openai_text_reply

@@ -15,9 +15,9 @@ __getattr__ = lazy_exports(__name__, {
     "conversation": ("DEFAULT_THREAD", "Composition", "Thread", "ThreadStore", "Turn", "result_turn"),
     "defaults": ("DEFAULT_MAX_TOOL_CALLS", "DEFAULT_PROVIDER", "MAX_TOOL_CALLS_CEILING", "check_max_tool_calls",
                  "current_default", "reset_default", "session_default", "set_default"),
-    "files": ("document_block",),
-    "images": ("image_blocks",),
-    "tracing": ("trace", "Tracing", "tracing_status"),
+    "inputs.files": ("document_block",),
+    "inputs.images": ("image_blocks",),
+    "telemetry.tracing": ("trace", "Tracing", "tracing_status"),
     "transcript": ("transcript_of", "comparison_record", "artifact_summary", "RunLog"),
 })
 

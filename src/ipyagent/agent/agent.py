@@ -29,13 +29,13 @@ from ..memory import TaskMemory, current_memory
 from ..tools import Toolbox, with_task_memory
 from . import defaults
 from .conversation import Thread, history_for, result_turn
-from .files import document_blocks
-from .images import image_blocks
+from .inputs.files import document_blocks
+from .inputs.images import image_blocks
 from .loop import AgentRun
 from .loop_thread import OneRunAtATime, run_in_background, run_sync
 from .options import MAX_SAMPLING, Approve, RunOptions
 from .result import AgentResult
-from .trace_spans import run_spans
+from .telemetry.trace_spans import run_spans
 
 
 class Agent:

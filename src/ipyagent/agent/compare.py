@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from ..core import Event, ModelStarted, ProviderError, Timings, Transcript, TranscriptError
 from .agent import Agent, AgentResult
-from .images import image_blocks
+from .inputs.images import image_blocks
 from .loop_thread import run_in_background, run_sync
 from .options import RunOptions
 from .transcript import RunLog, transcript_of

@@ -28,7 +28,7 @@ from ..core import ModelSettings, coerce_settings
 from ..drivers import Ledger, example_id, resolve_alias
 
 #: The provider used when nothing else says which: OpenAI's current model in the shipped lifecycle
-#: table (``drivers/lifecycle.json``, the one place that choice is made).
+#: table (``drivers/catalog/lifecycle.json``, the one place that choice is made).
 DEFAULT_PROVIDER = example_id("openai")
 #: Seconds a run may take, every model turn and tool included, unless told otherwise: a stream
 #: that never ends, or a tool that never returns, ends as ``timeout`` after ten minutes.

@@ -4,8 +4,8 @@ from .._lazy import lazy_exports
 from .aggregate import Aggregator
 from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, close_all_drivers
 from .decode import StreamDecoder
-from .lifecycle import Lifecycle, current_model, driver_notice, example_id, lifecycle, shutdown_notice
-from .pricing import Cost, Ledger, format_usd, total_cost
+from .catalog.lifecycle import Lifecycle, current_model, driver_notice, example_id, lifecycle, shutdown_notice
+from .catalog.pricing import Cost, Ledger, format_usd, total_cost
 from .registry import (
     ALIASES,
     BUILTIN,

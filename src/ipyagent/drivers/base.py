@@ -47,8 +47,8 @@ from .decode import StreamDecoder, body_frames, stream_json
 from .errors import STATUS_TYPES, ErrorMapping, as_duration, error_excerpt
 from .http import (_OPEN, RESPONSE_TIMEOUT, _Deadlined, _parsed_url, aclose, close_all_drivers, new_client,
                    parse_retry_after)
-from .lifecycle import example_id
-from .models import ModelLists
+from .catalog.lifecycle import example_id
+from .catalog.models import ModelLists
 from .structured import with_rule_instruction
 from .turn import Sent, TurnStart, TurnSteps
 from .usage import check_counts, read_usage, wire_usage

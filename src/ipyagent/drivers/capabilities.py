@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core import DocumentBlock, ImageBlock, PromptStack, ProviderError, unsupported_setting
-from .model_rules import DEFAULT_WINDOW, known_context_window
+from .catalog.model_rules import DEFAULT_WINDOW, known_context_window
 from .structured import STRATEGIES
 
 

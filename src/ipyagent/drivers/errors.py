@@ -16,7 +16,7 @@ import httpx2
 
 from ..core import ProviderError, redact
 from .http import parse_retry_after
-from .lifecycle import retired_hint
+from .catalog.lifecycle import retired_hint
 
 _TAGS = re.compile(r"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.S | re.I)
 EXCERPT_CHARS = 300

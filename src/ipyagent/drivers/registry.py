@@ -23,7 +23,7 @@ from ..core import ConfigurationError, ModelSettings
 from . import capabilities
 from .base import BasePromptDriver
 from .cassette import RecordingTransport, ReplayTransport
-from .lifecycle import example_id
+from .catalog.lifecycle import example_id
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class ProviderSpec:
         return getattr(importlib.import_module(module), cls)
 
 
-_OPENAI = "ipyagent.drivers.openai_chat:OpenAIChatPromptDriver"
+_OPENAI = "ipyagent.drivers.protocols.openai_chat:OpenAIChatPromptDriver"
 
 BUILTIN: dict[str, ProviderSpec] = {
     s.name: s
@@ -59,7 +59,7 @@ BUILTIN: dict[str, ProviderSpec] = {
         ),
         ProviderSpec(
             "openai-responses",
-            "ipyagent.drivers.openai_responses:OpenAIResponsesPromptDriver",
+            "ipyagent.drivers.protocols.openai_responses:OpenAIResponsesPromptDriver",
             "OPENAI_API_KEY",
             None,
             "OPENAI_BASE_URL",
@@ -67,7 +67,7 @@ BUILTIN: dict[str, ProviderSpec] = {
         ),
         ProviderSpec(
             "anthropic",
-            "ipyagent.drivers.anthropic:AnthropicPromptDriver",
+            "ipyagent.drivers.protocols.anthropic:AnthropicPromptDriver",
             "ANTHROPIC_API_KEY",
             None,
             "ANTHROPIC_BASE_URL",
@@ -75,7 +75,7 @@ BUILTIN: dict[str, ProviderSpec] = {
         ),
         ProviderSpec(
             "gemini",
-            "ipyagent.drivers.gemini:GeminiPromptDriver",
+            "ipyagent.drivers.protocols.gemini:GeminiPromptDriver",
             "GEMINI_API_KEY",
             None,
             "GEMINI_BASE_URL",
@@ -83,7 +83,7 @@ BUILTIN: dict[str, ProviderSpec] = {
         ),
         ProviderSpec(
             "ollama",
-            "ipyagent.drivers.ollama:OllamaPromptDriver",
+            "ipyagent.drivers.protocols.ollama:OllamaPromptDriver",
             None,
             None,
             "OLLAMA_BASE_URL",
@@ -91,7 +91,7 @@ BUILTIN: dict[str, ProviderSpec] = {
         ),
         ProviderSpec(
             "azure-openai",
-            "ipyagent.drivers.azure_openai:AzureOpenAIChatPromptDriver",
+            "ipyagent.drivers.protocols.azure_openai:AzureOpenAIChatPromptDriver",
             "AZURE_OPENAI_API_KEY",
             None,
             "AZURE_OPENAI_ENDPOINT",

@@ -35,11 +35,11 @@ from ..core import (
     Usage,
     redact,
 )
-from . import pricing
+from .catalog import pricing
 from .aggregate import Aggregator, StreamMeta
 from .decode import NotAStream, StreamDecoder, check_text, looks_like_sse, not_its_stream, read_head, read_unlabelled
 from .http import _Deadlined, _pricing_executor, aclose
-from .pricing import Cost
+from .catalog.pricing import Cost
 
 
 @dataclass(slots=True)

@@ -40,10 +40,10 @@ from ...drivers import resolve_alias
 from ...memory import RunStore, StoreError, default_store_path, estimate_text, new_run_id, store_location
 from ..agent import Agent, AgentResult
 from ..compare import provider_keys
-from ..images import image_blocks
+from ..inputs.images import image_blocks
 from ..loop_thread import run_in_background, run_sync
 from ..options import RunOptions
-from ..trace_spans import cell_attributes, cell_checks, evaluation_span
+from ..telemetry.trace_spans import cell_attributes, cell_checks, evaluation_span
 from .history import keep
 from .cache import PLACEHOLDER, CacheWriter, json_output, prompt_key, request_key
 from .checks import Assertion, CallableAssertion, JudgeAssertion, Outcome, parse_assertion

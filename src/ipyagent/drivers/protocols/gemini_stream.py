@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from ..core import (
+from ...core import (
     AudioBlock,
     BlockDelta,
     CitationDelta,
@@ -31,8 +31,8 @@ from ..core import (
     redact,
     redact_head,
 )
-from .base import BlockIndex, StreamMeta, read_usage, wire_usage
-from .decode import StreamDecoder, not_json
+from ..base import BlockIndex, StreamMeta, read_usage, wire_usage
+from ..decode import StreamDecoder, not_json
 from .gemini_tools import code_call, code_result, grounding_citations, search_blocks, url_blocks
 
 #: `Candidate.finishReason` -> StopKind. STOP with function calls is tool_use.

@@ -12,7 +12,7 @@ import os
 from typing import Any
 from urllib.parse import quote
 
-from ..core import ConfigurationError, PromptStack
+from ...core import ConfigurationError, PromptStack
 from .openai_chat import OpenAIChatPromptDriver
 
 #: The GA data-plane version used when AZURE_OPENAI_API_VERSION is not set.

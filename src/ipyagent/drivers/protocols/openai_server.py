@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import (
+from ...core import (
     BuiltinTool,
     Citation,
     ImageBlock,
@@ -31,7 +31,7 @@ from ..core import (
     ServerToolResultBlock,
     WebSource,
 )
-from .decode import lenient
+from ..decode import lenient
 
 #: Output item types of built-in tools -> (the neutral tool, the tool's name in the request).
 ITEM_TOOLS = {"web_search_call": ("web_search", "web_search"),

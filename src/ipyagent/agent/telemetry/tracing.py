@@ -21,8 +21,8 @@ import sys
 from contextvars import ContextVar
 from typing import Any
 
-from .. import __version__
-from ..core import ConfigurationError, redact
+from ... import __version__
+from ...core import ConfigurationError, redact
 
 #: Seconds a finished span waits at most before it is exported (the batch processor's schedule).
 SCHEDULE_S = 1.0

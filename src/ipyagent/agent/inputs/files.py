@@ -13,7 +13,7 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from ..core import DocumentBlock
+from ...core import DocumentBlock
 
 #: File suffixes read as text documents, and their MIME types.
 TEXT_TYPES: dict[str, str] = {

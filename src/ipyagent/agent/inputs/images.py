@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..core import ImageArtifact, ImageBlock
+from ...core import ImageArtifact, ImageBlock
 
 _DATA_URL_RE = re.compile(r"^data:(image/[\w.+-]+);base64,(.+)$", re.S)
 #: Leading bytes of the formats every vision provider takes.

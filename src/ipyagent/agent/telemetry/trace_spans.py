@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..core import (
+from ...core import (
     Event,
     EventHandler,
     Message,
@@ -38,7 +38,7 @@ from ..core import (
     redact_json,
     system_text,
 )
-from ..drivers import otel_provider_name
+from ...drivers import otel_provider_name
 from .tracing import Tracing, current, log, parent_span
 
 #: `ModelSettings` field -> ``gen_ai.request.*`` attribute.

@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 
-from ..core import (
+from ...core import (
     DocumentBlock,
     ActionCallBlock,
     ActionResultBlock,
@@ -46,12 +46,12 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
-from .models import parse_ollama
-from .base import BasePromptDriver, BlockIndex, Capabilities, read_usage, wire_usage
-from .decode import StreamDecoder, stream_json
+from ..catalog.models import parse_ollama
+from ..base import BasePromptDriver, BlockIndex, Capabilities, read_usage, wire_usage
+from ..decode import StreamDecoder, stream_json
 from .openai_chat import system_message
-from .structured import output_tool
-from .tool_media import caption, result_text, tool_media
+from ..structured import output_tool
+from ..tool_media import caption, result_text, tool_media
 
 DONE_REASONS: dict[str, StopKind] = {
     "stop": StopKind.end_turn,

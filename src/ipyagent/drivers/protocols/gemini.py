@@ -38,7 +38,7 @@ from typing import Any
 
 import httpx2
 
-from ..core import (
+from ...core import (
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
@@ -54,11 +54,11 @@ from ..core import (
     TextBlock,
     ToolDefinition,
 )
-from .models import parse_gemini
-from .base import BasePromptDriver, Capabilities
+from ..catalog.models import parse_gemini
+from ..base import BasePromptDriver, Capabilities
 from .gemini_schema import to_gemini_schema
 from .gemini_tools import tool_entries
-from .model_rules import EFFORT_BUDGETS
+from ..catalog.model_rules import EFFORT_BUDGETS
 from .gemini_stream import (
     GeminiDecoder,
     GeminiResponseParser,
@@ -69,8 +69,8 @@ from .gemini_stream import (
     retry_delay,
     usage_from_gemini,
 )
-from .structured import OUTPUT_TOOL, output_tool
-from .tool_media import caption, result_text, tool_media
+from ..structured import OUTPUT_TOOL, output_tool
+from ..tool_media import caption, result_text, tool_media
 
 #: `provider_options` keys that go into `generationConfig`; the others are top-level fields.
 _GENERATION_OPTIONS = frozenset(

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 
-from ..core import (
+from ...core import (
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
@@ -58,13 +58,13 @@ from ..core import (
     redact,
     redact_head,
 )
-from .models import parse_anthropic
-from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, check_counts, read_usage, wire_usage
-from .decode import StreamDecoder, not_json
+from ..catalog.models import parse_anthropic
+from ..base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, check_counts, read_usage, wire_usage
+from ..decode import StreamDecoder, not_json
 from .anthropic_server import TOOL_KINDS, citation, container_to_reuse, sent_back, server_block, tool_definitions
-from .model_rules import EFFORT_BUDGETS
-from .structured import OUTPUT_TOOL
-from .tool_media import result_text, tool_media
+from ..catalog.model_rules import EFFORT_BUDGETS
+from ..structured import OUTPUT_TOOL
+from ..tool_media import result_text, tool_media
 
 #: The `anthropic-version` header this driver speaks.
 API_VERSION = "2023-06-01"

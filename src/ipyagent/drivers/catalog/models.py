@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 import httpx2
 
-from ..core import ProviderError, redact
+from ...core import ProviderError, redact
 from . import pricing
 from .lifecycle import replacement, shutdown_of
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import httpx2
 
-from ..core import (
+from ...core import (
     BlockDelta,
     CitationDelta,
     ServerToolCallBlock,
@@ -63,14 +63,14 @@ from ..core import (
     ToolCallDelta,
     Usage,
 )
-from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
-from .decode import StreamDecoder, not_json
-from .model_rules import openai_non_reasoning_model, openai_reasoning_model
+from ..base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
+from ..decode import StreamDecoder, not_json
+from ..catalog.model_rules import openai_non_reasoning_model, openai_reasoning_model
 from .openai_server import ITEM_TOOLS, PROGRESS, annotation, item_blocks, tool_definitions
 from .openai_chat import openai_tool_choice
-from .error_types import error_type_for
-from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
-from .tool_media import result_text, tool_media
+from ..error_types import error_type_for
+from ..structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
+from ..tool_media import result_text, tool_media
 
 #: incomplete_details.reason -> StopKind.
 INCOMPLETE_REASONS: dict[str, StopKind] = {

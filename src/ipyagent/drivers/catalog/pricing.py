@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from ..core import ProviderError, Usage, format_usd
+from ...core import ProviderError, Usage, format_usd
 
 #: Our provider ids -> genai-prices provider ids. Others (ollama, plug-ins) have no known price.
 PRICE_PROVIDERS: dict[str, str] = {

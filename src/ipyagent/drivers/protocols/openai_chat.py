@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 
-from ..core import (
+from ...core import (
     ActionCallBlock,
     ActionResultBlock,
     DeltaMessage,
@@ -33,12 +33,12 @@ from ..core import (
     Usage,
     redact_head,
 )
-from .base import STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
-from .decode import StreamDecoder, not_json
-from .model_rules import openai_non_reasoning_model, openai_reasoning_model
-from .error_types import error_type_for
-from .structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
-from .tool_media import caption, result_text, tool_media
+from ..base import STATUS_TYPES, BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
+from ..decode import StreamDecoder, not_json
+from ..catalog.model_rules import openai_non_reasoning_model, openai_reasoning_model
+from ..error_types import error_type_for
+from ..structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
+from ..tool_media import caption, result_text, tool_media
 
 FINISH_REASONS: dict[str, StopKind] = {
     "stop": StopKind.end_turn,

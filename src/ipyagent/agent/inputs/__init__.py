@@ -1,0 +1,1 @@
+"""A user message's attachments: documents and images as content blocks."""

@@ -1,0 +1,1 @@
+"""Prompt drivers, one module per wire protocol (and the local test servers speaking them)."""
