@@ -108,10 +108,11 @@ class HistoryNotebook(NotebookAccess):
         raise NotebookUnsupported(READ_ONLY.format(kind=self.kind, end=len(self.cells()), what="run cells"))
 
 
-def run_here(shell: Any, source: str) -> tuple[list[dict[str, Any]], int]:
+def run_here(shell: Any, source: str) -> list[dict[str, Any]]:
     """Run `source` as a cell in `shell` (on the kernel's thread), its output captured instead of
-    shown in the cell that asked: (nbformat outputs, its execution count). A cell that raises
-    gives an ``error`` output; one with top-level ``await`` cannot run here (an error output says so)."""
+    shown in the cell that asked: its nbformat outputs. A cell that raises gives an ``error``
+    output. It takes no execution count and no history entry: it runs inside the ``%%agent`` cell,
+    whose number it would take (and whose ``In`` entry it would overwrite)."""
     outputs: list[dict[str, Any]] = []
     shown: list[dict[str, Any]] = []  # display() calls
     results: list[dict[str, Any]] = []  # the last expression's value
@@ -123,21 +124,20 @@ def run_here(shell: Any, source: str) -> tuple[list[dict[str, Any]], int]:
     shell._showtraceback = lambda etype, evalue, stb: outputs.append(
         {"output_type": "error", "ename": getattr(etype, "__name__", str(etype)), "evalue": str(evalue),
          "traceback": list(stb or [])})
-    count = shell.execution_count
     try:
         sys.stdout, sys.stderr = out, err
-        result = shell.run_cell(source, store_history=True)
+        result = shell.run_cell(source, store_history=False)
     finally:
         sys.stdout, sys.stderr, shell.display_pub, shell.display_trap.hook, shell._showtraceback = saved
     # displays, then the result, after the text (their order among prints is not kept)
     outputs += [{"output_type": "display_data", "data": dict(d["data"] or {}), "metadata": dict(d["metadata"] or {})}
                 for d in shown]
     outputs += [{"output_type": "execute_result", "data": dict(r["data"] or {}), "metadata": dict(r["metadata"] or {}),
-                 "execution_count": count} for r in results]
+                 "execution_count": None} for r in results]
     if result.error_before_exec is not None and not any(o["output_type"] == "error" for o in outputs):
         exc = result.error_before_exec
         outputs.append({"output_type": "error", "ename": type(exc).__name__, "evalue": str(exc), "traceback": []})
-    return outputs, count
+    return outputs
 
 
 class _Stream:
@@ -249,8 +249,8 @@ class FrontEndNotebook(NotebookAccess):
         if not self.front_end():
             return self.history.run(index)
         source = self.cell(index).source
-        outputs, count = self._on_kernel(lambda: run_here(self.shell, source))
-        return cell_from(index, self._call("set_outputs", index=index, outputs=outputs, execution_count=count)["cell"])
+        outputs = self._on_kernel(lambda: run_here(self.shell, source))
+        return cell_from(index, self._call("set_outputs", index=index, outputs=outputs, execution_count=None)["cell"])
 
     def _on_kernel(self, work: Any) -> Any:
         """`work()` on the kernel's thread (its loop runs callbacks while a cell awaits or between cells)."""
