@@ -328,7 +328,7 @@ export class LiveView {
     }
     if (ask) {
       const request = ask.request;
-      const bar = approvalBar(verdict => this.doc.send({ type: 'approve', request, verdict }));
+      const bar = approvalBar(verdict => this.doc.send({ type: 'approve', request, verdict }), ask.preview);
       return toolCard({ ...segment.call, arguments: ask.arguments }, bar);
     }
     return toolCard({ ...segment.call, partial_arguments: segment.call.arguments ? undefined : segment.text });
@@ -365,9 +365,13 @@ function tickingText(ticking: string, elapsed: string): string {
   return ticking === 'approval' ? `waiting for your approval · ${elapsed} s` : `${elapsed} s · streaming…`;
 }
 
-/** "Run this call?" with Approve and Deny; a click disables both and calls `decide`. */
-export function approvalBar(decide: (verdict: boolean) => void): HTMLElement {
+/** "Run this call?" with Approve and Deny; a click disables both and calls `decide`. `preview`: what
+ * the call would change (a notebook edit's diff), drawn above them (`previewNode`). */
+export function approvalBar(decide: (verdict: boolean) => void, preview?: string): HTMLElement {
   const bar = el('div', 'ipyagent-approval');
+  if (typeof preview === 'string' && preview) {
+    bar.append(previewNode(preview));
+  }
   bar.append(el('span', 'ipyagent-approval-question', 'Run this call?'));
   const buttons: HTMLButtonElement[] = [];
   for (const [label, verdict] of [
@@ -384,4 +388,15 @@ export function approvalBar(decide: (verdict: boolean) => void): HTMLElement {
   }
   bar.append(...buttons);
   return bar;
+}
+
+/** A change's preview as text, one line each, lines a diff adds or removes marked for colour. */
+export function previewNode(preview: string): HTMLElement {
+  const pre = el('pre', 'ipyagent-preview');
+  for (const line of preview.split('\n')) {
+    const added = line.startsWith('+') && !line.startsWith('+++');
+    const removed = line.startsWith('-') && !line.startsWith('---');
+    pre.append(el('span', added ? 'ipyagent-added' : removed ? 'ipyagent-removed' : 'ipyagent-context', `${line}\n`));
+  }
+  return pre;
 }

@@ -25,6 +25,7 @@ import live from './live';
 import { LIVE_BUILD } from './live_build';
 import { liveRegistry } from './live_registry';
 import reopenedOutput from './reopened';
+import workspace from './workspace';
 
 /** Cell magics whose body is a prompt template. */
 export const CELL_MAGICS = ['agent', 'compare'];
@@ -135,4 +136,4 @@ const liveView: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [plugin, reopenedOutput, gradesPlugin, liveView];
+export default [plugin, reopenedOutput, gradesPlugin, liveView, workspace];

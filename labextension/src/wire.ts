@@ -72,6 +72,8 @@ export interface ApprovalAsk {
   request: string;
   name: string;
   arguments: { [key: string]: unknown };
+  /** What the call would change (a notebook edit's diff, notebook/workspace.py), redacted. */
+  preview?: string;
 }
 
 /** An MCP server's sampling request during a call, to approve, edit or deny
