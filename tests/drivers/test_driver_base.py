@@ -319,8 +319,9 @@ def test_an_unsupported_setting_names_provider_model_and_why() -> None:
 def test_prices_come_from_the_own_provider_price_as_or_nowhere(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[Any, ...]] = []
 
-    def price(provider: str, model: str, usage: Usage, price_provider: str | None = "unset") -> str:
-        calls.append((provider, model, usage, price_provider))
+    def price(provider: str, model: str, usage: Usage, price_provider: str | None = "unset",
+              batch: bool = False) -> str:
+        calls.append((provider, model, usage, price_provider) + (("batch",) if batch else ()))
         return "cost"
 
     monkeypatch.setattr(pricing, "price", price)
@@ -334,6 +335,10 @@ def test_prices_come_from_the_own_provider_price_as_or_nowhere(monkeypatch: pyte
     assert Toy("m", price_known=False).price(usage) is None
     assert calls == [("groq", "m-2024", usage, None), ("groq", "m", usage, None), ("openrouter", "m", usage, "openrouter-prices"),
                      ("openai", "gpt-4.1:ft", usage, "unset")]
+    calls.clear()  # a turn of a batch API: its batch price, whichever price applies
+    assert Toy("m", provider="groq").price(usage, batch=True) == "cost"
+    assert Toy("m", price_as="openai:gpt-4.1", price_known=False).price(usage, batch=True) == "cost"
+    assert calls == [("groq", "m", usage, None, "batch"), ("openai", "gpt-4.1", usage, "unset", "batch")]
 
 
 def test_the_stop_reason_is_the_provider_s_or_read_from_the_message() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 
 import pytest
 from genai_prices import Usage as PriceUsage
@@ -82,3 +83,21 @@ def test_budget_refuses_new_runs_once_spent(ip, server, capsys) -> None:
     ip.run_line_magic("provider", "--budget 1")
     ip.run_cell_magic("agent", "", "fourth")
     assert ip.run_line_magic("agent", "last").ok and len(server.requests) == 2
+
+
+def test_a_batch_turn_costs_genai_prices_batch_price_or_half_the_live_one() -> None:
+    from ipyagent.core import Usage
+    from ipyagent.drivers.catalog import pricing
+
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    tokens = PriceUsage(input_tokens=1_000_000, output_tokens=1_000_000)
+    # gpt-4o-mini has a batch price in genai-prices: that one.
+    listed = calc_price(tokens, "gpt-4o-mini", provider_id="openai", price_context={"processing": "batch"})
+    assert pricing.price("openai", "gpt-4o-mini", usage, batch=True) == pytest.approx(float(listed.total_price))
+    # claude-3-5-haiku has none (retired before genai-prices kept batch prices): the documented 50 %.
+    live = pricing.price("anthropic", "claude-3-5-haiku-latest", usage)
+    assert calc_price(tokens, "claude-3-5-haiku-latest", provider_id="anthropic",
+                      price_context={"processing": "batch"}).total_price == pytest.approx(Decimal(str(float(live))))
+    batched = pricing.price("anthropic", "claude-3-5-haiku-latest", usage, batch=True)
+    assert batched == pytest.approx(live * pricing.BATCH_DISCOUNT) and pricing.BATCH_DISCOUNT == 0.5
+    assert batched.input_usd == pytest.approx(live.input_usd / 2)

@@ -398,16 +398,18 @@ class TurnSteps:
         message.usage, message.metadata = usage, {**(meta.extra or {}), **metadata}  # the message's own copy
         return ModelCompleted(message=message, usage=usage, stop_reason=stop_reason(meta, message), metadata=metadata)
 
-    def price(self, usage: Usage, model: str | None = None) -> Cost | None:
+    def price(self, usage: Usage, model: str | None = None, *, batch: bool = False) -> Cost | None:
         """The price of one turn's `usage` (genai-prices), or None when unknown: always for a
-        host other than the provider's own, unless `price_as` names the price that applies."""
+        host other than the provider's own, unless `price_as` names the price that applies.
+        `batch`: a turn sent through the provider's batch API (`pricing.price`)."""
         if self.price_as is not None:
             provider, _, priced_model = self.price_as.partition(":")
-            return pricing.price(provider, priced_model, usage)
+            return pricing.price(provider, priced_model, usage, batch=batch)
         if not self.price_known:
             return None
         return pricing.price(
-            self.provider, model or self.model, usage, price_provider=getattr(self, "price_provider", None)
+            self.provider, model or self.model, usage, price_provider=getattr(self, "price_provider", None),
+            batch=batch,
         )
 
     def price_note(self) -> str:

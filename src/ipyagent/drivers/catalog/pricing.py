@@ -35,6 +35,13 @@ TOOL_UNITS: dict[str, str] = {"web_search": "web_searches", "file_search": "stor
 #: Providers whose `Usage.output_tokens` leaves out the reasoning tokens they bill as output (Gemini's thoughts).
 REASONING_OUTSIDE_OUTPUT = frozenset({"gemini"})
 
+#: What a batch API's turn costs against a live one, where genai-prices has no batch price for the
+#: model (its ``processing: batch`` price variants, used first, cover each provider's current models
+#: only): half, as each provider documents it (OpenAI, "Batch API" guide: "50% cost discount";
+#: Anthropic, "Batch processing", pricing: "50% of standard API prices"; Google, "Batch Mode":
+#: "50% of the standard cost").
+BATCH_DISCOUNT = 0.5
+
 
 class Cost(float):
     """A price in US dollars. The float value is the total, so a `Cost` sorts, sums and
@@ -89,7 +96,8 @@ def loaded() -> bool:
     return bool(_PRICED)
 
 
-def price(provider: str, model: str, usage: Usage, *, price_provider: str | None = None) -> Cost | None:
+def price(provider: str, model: str, usage: Usage, *, price_provider: str | None = None,
+          batch: bool = False) -> Cost | None:
     """The price of one model turn, or None when genai-prices does not know the provider or model.
 
     Args:
@@ -98,6 +106,8 @@ def price(provider: str, model: str, usage: Usage, *, price_provider: str | None
         usage: the turn's billed tokens (`Usage.input_tokens` includes cache reads and writes) and
             provider-side tool calls (`Usage.server_tool_calls`, priced per call: `TOOL_UNITS`).
         price_provider: a genai-prices provider id overriding `PRICE_PROVIDERS` (plug-in drivers).
+        batch: the turn went through the provider's batch API: genai-prices' batch price
+            (``price_context={"processing": "batch"}``), else the live price times `BATCH_DISCOUNT`.
     """
     provider_id = price_provider or PRICE_PROVIDERS.get(provider)
     if provider_id is None or not model:
@@ -111,23 +121,37 @@ def price(provider: str, model: str, usage: Usage, *, price_provider: str | None
     for kind, count in usage.server_tool_calls.items():
         if kind in TOOL_UNITS and count:
             tokens[TOOL_UNITS[kind]] = count
-    key = (provider_id, model, *tokens.items(), int(time.time() // 3600))
+    key = (provider_id, model, *tokens.items(), int(time.time() // 3600), batch)
     if key not in _PRICED:
         if len(_PRICED) >= _PRICED_MAX:
             _PRICED.clear()
-        _PRICED[key] = _calc(provider_id, model, tokens)
+        _PRICED[key] = _batch_calc(provider_id, model, tokens) if batch else _calc(provider_id, model, tokens)
     found = _PRICED[key]
     return None if found is None else Cost(*found)
 
 
-def _calc(provider_id: str, model: str, tokens: dict[str, int]) -> tuple[float, float, float] | None:
+def _batch_calc(provider_id: str, model: str, tokens: dict[str, int]) -> tuple[float, float, float] | None:
+    """A batch turn's (input, output, total) USD: genai-prices' batch variant of the model's price
+    when it has one (a price that differs from the live one), else the live price times `BATCH_DISCOUNT`."""
+    live = _calc(provider_id, model, tokens)
+    if live is None:
+        return None
+    batched = _calc(provider_id, model, tokens, {"processing": "batch"})
+    if batched is not None and batched != live:
+        return batched
+    return live[0] * BATCH_DISCOUNT, live[1] * BATCH_DISCOUNT, live[2] * BATCH_DISCOUNT
+
+
+def _calc(provider_id: str, model: str, tokens: dict[str, int],
+          context: dict[str, str] | None = None) -> tuple[float, float, float] | None:
     try:
         from genai_prices import Usage as PriceUsage
         from genai_prices import calc_price
     except ImportError:  # pragma: no cover - a declared dependency
         return None
     try:
-        calc = calc_price(PriceUsage(**tokens), model, provider_id=provider_id)
+        extra = {"price_context": context} if context else {}  # a genai-prices without it: TypeError, None
+        calc = calc_price(PriceUsage(**tokens), model, provider_id=provider_id, **extra)
     except Exception:  # an unknown model (LookupError) or odd usage: the price is unknown, the run is fine
         return None
     return float(calc.input_price), float(calc.output_price), float(calc.total_price)
