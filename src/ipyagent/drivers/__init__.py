@@ -22,9 +22,15 @@ from .registry import (
 __getattr__ = lazy_exports(__name__, {
     "structured": ("OUTPUT_TOOL", "with_rule_instruction"),  # structured output: the tool and rule strategies
     "rate_gate": ("RateGate",),  # one lane's rate limit and 429 back-off (evaluation's scheduler)
+    "batch": ("BatchAPI", "BatchAnswer", "BatchState"),  # provider batch APIs (evaluation)
+    "batch_apis": ("batch_api",),
 })
 
 __all__ = [
+    "BatchAPI",
+    "BatchAnswer",
+    "BatchState",
+    "batch_api",
     "Capabilities",
     "BasePromptDriver",
     "BlockIndex",

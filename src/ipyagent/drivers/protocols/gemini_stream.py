@@ -493,6 +493,17 @@ class GeminiDecoder(StreamDecoder):
                 deltas.append(item)
         return deltas
 
+    def whole(self, data: dict[str, Any]) -> list[DeltaMessage]:
+        """The deltas of one whole `GenerateContentResponse` (a batch's inline response), read by
+        the stream's parser; its usage, stop reason and ids noted."""
+        deltas = list(self.parser.feed(data))
+        for item in self.parser.finish():
+            if isinstance(item, StreamMeta):
+                self.note(item)
+            else:
+                deltas.append(item)
+        return deltas
+
     def _line(self, line: str) -> Any:
         """The JSON a non-``data:`` line completes, or None: the event's data at a blank line,
         else the values of bare JSON whose last line this is (`_bare`)."""

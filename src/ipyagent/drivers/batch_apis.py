@@ -1,0 +1,192 @@
+"""The three batch APIs (`batch.BatchAPI`): OpenAI Batch, Anthropic Message Batches, Gemini Batch Mode.
+
+Each follows its provider's reference (named on the class); `BATCH_APIS` maps a driver's protocol
+to its API. The wire shapes are in `batch`'s docstring.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+from .batch import BatchAnswer, BatchAPI, BatchState
+
+
+def _jsonl(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL text (blank lines skipped)."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _error_text(error: Any) -> str:
+    """A provider error object's message (``{"message": ...}``, nested ``{"error": {...}}``), or its JSON."""
+    while isinstance(error, dict) and isinstance(error.get("error"), dict):
+        error = error["error"]
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    return json.dumps(error)[:500]
+
+
+class OpenAIBatch(BatchAPI):
+    """OpenAI Batch API ("Batch API" guide; reference: Files ``POST /files``, ``GET /files/{id}/content``;
+    Batch ``POST /batches``, ``GET /batches/{id}``, ``POST /batches/{id}/cancel``)."""
+
+    max_requests = 50_000
+    max_bytes = 200 * 1024 * 1024
+    name = "the OpenAI Batch API"
+    probe = "/batches?limit=1"
+    providers = frozenset({"openai"})
+    #: A batch's ``status`` once nothing in it changes any more.
+    ENDED: ClassVar[frozenset[str]] = frozenset({"completed", "failed", "expired", "cancelled"})
+
+    def line(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {"custom_id": custom_id, "method": "POST", "url": "/v1/chat/completions", "body": body}
+
+    async def submit(self, lines: list[dict[str, Any]]) -> str:
+        data = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines).encode()
+        upload = await self.call("POST", "/files", data={"purpose": "batch"},
+                                 files={"file": ("ipyagent-batch.jsonl", data, "application/jsonl")})
+        batch = await self.call("POST", "/batches", json={"input_file_id": upload["id"],
+                                                          "endpoint": "/v1/chat/completions",
+                                                          "completion_window": "24h"})
+        return str(batch["id"])
+
+    async def poll(self, batch_id: str) -> BatchState:
+        batch = await self.call("GET", f"/batches/{batch_id}")
+        counts = batch.get("request_counts") or {}
+        status = str(batch.get("status"))
+        return BatchState(batch_id, status, status in self.ENDED, int(counts.get("total") or 0),
+                          int(counts.get("completed") or 0), int(counts.get("failed") or 0),
+                          (batch.get("output_file_id"), batch.get("error_file_id"), batch.get("errors")))
+
+    async def answers(self, state: BatchState, ids: list[str]) -> list[BatchAnswer]:
+        output, errors, _ = state.handle
+        found: list[BatchAnswer] = []
+        for file_id in (output, errors):
+            if file_id:
+                text = await self.call("GET", f"/files/{file_id}/content", text=True)
+                found.extend(self._answer(line) for line in _jsonl(text))
+        return found
+
+    @staticmethod
+    def _answer(line: dict[str, Any]) -> BatchAnswer:
+        custom_id = str(line.get("custom_id"))
+        response = line.get("response") or {}
+        if line.get("error"):  # not sent: the batch expired or was cancelled first (``batch_expired``...)
+            error = line["error"]
+            kind = "timeout" if "expired" in str(error.get("code")) else "cancelled" if "cancel" in str(
+                error.get("code")) else "provider_error"
+            return BatchAnswer(custom_id, error=_error_text(error), error_type=kind)
+        if response.get("status_code") != 200:
+            return BatchAnswer(custom_id, error=f"HTTP {response.get('status_code')}: "
+                               f"{_error_text(response.get('body'))}")
+        return BatchAnswer(custom_id, body=response.get("body"))
+
+    async def cancel(self, batch_id: str) -> None:
+        await self.call("POST", f"/batches/{batch_id}/cancel")
+
+
+class AnthropicBatch(BatchAPI):
+    """Anthropic Message Batches ("Batch processing"; reference: ``POST /messages/batches``,
+    ``GET /messages/batches/{id}``, its ``results_url``, ``POST /messages/batches/{id}/cancel``)."""
+
+    max_requests = 100_000
+    max_bytes = 256 * 1024 * 1024
+    name = "Anthropic's Message Batches API"
+    probe = "/messages/batches?limit=1"
+    providers = frozenset({"anthropic"})
+
+    def line(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {"custom_id": custom_id, "params": body}
+
+    async def submit(self, lines: list[dict[str, Any]]) -> str:
+        batch = await self.call("POST", "/messages/batches", json={"requests": lines})
+        return str(batch["id"])
+
+    async def poll(self, batch_id: str) -> BatchState:
+        batch = await self.call("GET", f"/messages/batches/{batch_id}")
+        counts = {k: int(v or 0) for k, v in (batch.get("request_counts") or {}).items()}
+        failed = counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0)
+        status = str(batch.get("processing_status"))
+        return BatchState(batch_id, status, status == "ended", sum(counts.values()), counts.get("succeeded", 0),
+                          failed, batch.get("results_url"))
+
+    async def answers(self, state: BatchState, ids: list[str]) -> list[BatchAnswer]:
+        if not state.handle:
+            return []
+        text = await self.call("GET", state.handle, text=True)
+        return [self._answer(line) for line in _jsonl(text)]
+
+    @staticmethod
+    def _answer(line: dict[str, Any]) -> BatchAnswer:
+        custom_id, result = str(line.get("custom_id")), line.get("result") or {}
+        kind = result.get("type")
+        if kind == "succeeded":
+            return BatchAnswer(custom_id, body=result.get("message"))
+        if kind == "errored":
+            return BatchAnswer(custom_id, error=_error_text(result.get("error")))
+        if kind == "expired":
+            return BatchAnswer(custom_id, error="the batch expired before this request ran", error_type="timeout")
+        return BatchAnswer(custom_id, error=f"the request was {kind or 'not answered'}", error_type="cancelled")
+
+    async def cancel(self, batch_id: str) -> None:
+        await self.call("POST", f"/messages/batches/{batch_id}/cancel")
+
+
+class GeminiBatch(BatchAPI):
+    """Gemini Batch Mode, inline requests ("Batch Mode"; reference: ``models.batchGenerateContent``,
+    ``batches.get``, ``batches.cancel``)."""
+
+    max_requests = 100_000
+    max_bytes = 20 * 1024 * 1024  # inline requests: the whole batch request under 20 MB
+    name = "Gemini Batch Mode"
+    probe = "/batches?pageSize=1"
+    providers = frozenset({"gemini"})
+    #: A batch's ``state`` once it has ended (``JOB_STATE_*``: the same states as the guide's examples name them).
+    ENDED: ClassVar[frozenset[str]] = frozenset(f"{kind}_STATE_{end}" for kind in ("BATCH", "JOB")
+                                                for end in ("SUCCEEDED", "FAILED", "CANCELLED", "EXPIRED"))
+
+    def line(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return {"request": body, "metadata": {"key": custom_id}}
+
+    async def submit(self, lines: list[dict[str, Any]]) -> str:
+        path = self.driver._model_path()
+        operation = await self.call("POST", f"{path}:batchGenerateContent", json={
+            "batch": {"displayName": "ipyagent evaluation", "inputConfig": {"requests": {"requests": lines}}}})
+        return str(operation["name"])
+
+    async def poll(self, batch_id: str) -> BatchState:
+        operation = await self.call("GET", f"/{batch_id}")
+        meta = operation.get("metadata") or {}
+        stats = meta.get("batchStats") or {}
+        state = str(meta.get("state"))
+        ended = bool(operation.get("done")) or state in self.ENDED
+        inline = (operation.get("response") or meta.get("output") or {}).get("inlinedResponses") or []
+        if isinstance(inline, dict):  # `InlinedResponses`: the list inside
+            inline = inline.get("inlinedResponses") or []
+        return BatchState(batch_id, state, ended, int(stats.get("requestCount") or 0),
+                          int(stats.get("successfulRequestCount") or 0), int(stats.get("failedRequestCount") or 0),
+                          inline)
+
+    async def answers(self, state: BatchState, ids: list[str]) -> list[BatchAnswer]:
+        found = []
+        for n, item in enumerate(state.handle or ()):  # in the order of the requests; the key when echoed
+            key = str((item.get("metadata") or {}).get("key") or (ids[n] if n < len(ids) else ""))
+            if item.get("error"):
+                found.append(BatchAnswer(key, error=_error_text(item["error"])))
+            else:
+                found.append(BatchAnswer(key, body=item.get("response")))
+        return found
+
+    async def cancel(self, batch_id: str) -> None:
+        await self.call("POST", f"/{batch_id}:cancel")
+
+
+#: A driver's protocol -> its provider's batch API.
+BATCH_APIS: dict[str, type[BatchAPI]] = {"openai": OpenAIBatch, "anthropic": AnthropicBatch, "gemini": GeminiBatch}
+
+
+def batch_api(driver: Any) -> BatchAPI | None:
+    """The batch API of `driver`'s protocol (`BATCH_APIS`), or None (Ollama, Responses, a plug-in):
+    whether its host serves it is `BatchAPI.available`."""
+    api = BATCH_APIS.get(getattr(driver, "protocol", ""))
+    return api(driver) if api is not None else None
