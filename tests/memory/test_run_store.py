@@ -497,3 +497,14 @@ def test_a_store_of_schema_2_gains_the_grades_and_evaluations_tables(tmp_path: P
     assert store.grades(["r1"])["r1"]["passed"] is True
     assert store._conn.execute("PRAGMA user_version").fetchone()[0] == store_module.SCHEMA_VERSION
     store.close()
+
+
+def test_batches_are_kept_per_request_until_collected(store: RunStore, store_location: Any) -> None:
+    store.add_batch("batch_1", "openai:gpt-4o-mini", ["k1", "k2", "k3"])
+    store.add_batch("batch_2", "openai:gpt-4o-mini", ["k3", "k4"])  # k3 sent again: it is in the newer batch
+    again = RunStore(store_location)  # another kernel sees them
+    assert again.batched(["k1", "k3", "k4", "k9"]) == {"k1": "batch_1", "k3": "batch_2", "k4": "batch_2"}
+    again.drop_batch("batch_1")  # collected
+    assert store.batched(["k1", "k2", "k3", "k4"]) == {"k3": "batch_2", "k4": "batch_2"}
+    assert len(store.batched([f"k{n}" for n in range(1200)])) == 2  # past SQLite's bound parameters
+    again.close()

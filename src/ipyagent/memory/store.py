@@ -3,7 +3,7 @@ artifact and failure as a row in SQLite (stdlib `sqlite3`, WAL mode), or in Post
 (psycopg 3) for a team's store shared by many kernels and CI jobs (`store_backends`): the
 same tables, the same statements (every one of them here), the same behaviour.
 
-Five tables. ``runs``: one row per run (thread, provider, model, status
+Six tables. ``runs``: one row per run (thread, provider, model, status
 ``running | ok | failed | interrupted``, usage, cost, timings, error, and the
 pid and host of the process writing it). ``nodes``: the run's pieces in order
 (``seq``), each with a ``kind`` (``request``, ``message``, ``tool_call``,
@@ -13,7 +13,9 @@ pid and host of the process writing it). ``nodes``: the run's pieces in order
 cell), one per run, apart from its automatic checks. ``evaluations``: what each evaluation
 found per cell, under the name of the cell that ran it, so the next run of that cell can say
 what changed. ``claims``: the cache keys whose request some process is sending now, so that a
-process running the same matrix waits for that run rather than sending it again (`claim`). Nothing
+process running the same matrix waits for that run rather than sending it again (`claim`).
+``batches``: the cache keys sent in a provider's batch not yet collected, with the batch's id, so a
+restarted kernel or another process collects that batch rather than sending them again. Nothing
 secret is stored: no request headers, and any
 secret passes the one redactor (`core.redact`).
 
@@ -38,8 +40,8 @@ from typing import Any
 from ..core import current_forms, redact, redact_json
 from .store_backends import is_url, open_backend, shown_location, store_errors
 
-# 2: runs.cache_key (evaluation runs served from the cache); 3: grades, evaluations; 4: claims
-SCHEMA_VERSION = 4
+# 2: runs.cache_key (evaluation runs served from the cache); 3: grades, evaluations; 4: claims; 5: batches
+SCHEMA_VERSION = 5
 #: The default location, relative to the notebook's folder.
 DEFAULT_PATH = Path(".ipyagent") / "runs.sqlite"
 
@@ -103,6 +105,13 @@ CREATE TABLE IF NOT EXISTS claims (
     host TEXT,
     expires_at REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS batches (
+    cache_key TEXT PRIMARY KEY,
+    batch_id TEXT NOT NULL,
+    provider TEXT,
+    submitted_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS batches_by_id ON batches(batch_id);
 """
 # Added in schema 2; a store made by schema 1 gains it when opened.
 _CACHE_COLUMN = "ALTER TABLE runs ADD COLUMN cache_key TEXT"
@@ -515,6 +524,35 @@ class RunStore:
                 chunk = keys[start:start + 500]
                 db.execute(f"DELETE FROM claims WHERE cache_key IN ({', '.join('?' for _ in chunk)}) "
                            "AND pid = ? AND host = ?", (*chunk, self.pid, self.host))
+
+    # -- batches: requests sent in a provider's batch, not collected yet -------------------------
+
+    def add_batch(self, batch_id: str, provider: str, keys: list[str]) -> None:
+        """Note that the requests of cache keys `keys` went in batch `batch_id` of `provider`
+        (``provider:model``) (a key in an earlier batch moves to this one)."""
+        now = time.time()
+        with self._lock, self._transaction() as db:
+            for key in keys:
+                db.execute("INSERT INTO batches (cache_key, batch_id, provider, submitted_at) VALUES (?, ?, ?, ?) "
+                           "ON CONFLICT (cache_key) DO UPDATE SET batch_id = excluded.batch_id, "
+                           "provider = excluded.provider, submitted_at = excluded.submitted_at",
+                           (key, batch_id, provider, now))
+
+    def batched(self, keys: list[str]) -> dict[str, str]:
+        """cache key -> the id of the batch its request went in, for those of `keys` in one not collected."""
+        found: dict[str, str] = {}
+        unique = list(dict.fromkeys(k for k in keys if k))
+        for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
+            chunk = unique[start:start + 500]
+            rows = self._db.execute(f"SELECT cache_key, batch_id FROM batches WHERE cache_key IN "
+                                    f"({', '.join('?' for _ in chunk)})", chunk).fetchall()
+            found.update((row["cache_key"], row["batch_id"]) for row in rows)
+        return found
+
+    def drop_batch(self, batch_id: str) -> None:
+        """Forget batch `batch_id`: its answers are collected (stored as runs), or it ended unanswered."""
+        with self._lock, self._transaction() as db:
+            db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
 
     def mark_abandoned(self) -> list[str]:
         """Runs left ``running`` by a process of this host that no longer exists: marked
