@@ -3,7 +3,8 @@
 `templates` renders the prompt and check templates for each row; `plan` renders them all (and
 prepares every check) before the first request; `checks` parses and runs the checks (`limits`:
 their time limits); `runner` schedules the runs (`scheduler`: a lane per provider, one budget)
-and caches them in the run store (`cache`); `results` holds what came back (`Evaluation`,
+and caches them in the run store (`cache`), or sends them through the providers' batch APIs
+(`batch`); `results` holds what came back (`Evaluation`,
 `EvalResult`); `export` writes it to a file and `archive` gives it back (`load_evaluation`).
 """
 
@@ -17,6 +18,7 @@ __getattr__ = lazy_exports(__name__, {
     "results": ("EvalResult", "Evaluation"),
     "runner": ("aevaluate", "evaluate", "evaluation_run", "make_variants"),
     "background": ("Progress",),
+    "batch": ("BatchProgress", "leave_or_cancel"),
     "templates": ("TemplateError", "normalize_rows", "render_cell", "render_template", "row_fields"),
 })
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from ...core import format_usd
 from ..loop_thread import Detached, in_background_loop, run_detached
+from .batch import cancel_batches
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +73,10 @@ class Background:
     returns True at once and `cancel` has nothing to stop."""
 
     _job: Detached | None = None
+    #: Batch mode (`batch`): how far the batches are (a `BatchProgress`; None: no batch), and the
+    #: (`BatchAPI`, batch id) of each batch still running at its provider.
+    batch_progress: Any = None
+    pending_batches: Any = ()
     _tally: tuple[int, float] = (0, 0.0)  # (results counted, their USD): `progress` reads only what is new
 
     def run_in_background(self, run: Coroutine[Any, Any, Any]) -> Any:
@@ -130,6 +135,11 @@ class Background:
         if job.error is not None:
             raise job.error
         return True
+
+    def cancel_batches(self) -> list[str]:
+        """Cancel this evaluation's batches still running at their providers (left running by an
+        interrupt, `pending_batches`); the ids cancelled. Answers already given are not collected."""
+        return cancel_batches(self)
 
     def cancel(self, timeout: float | None = 10.0) -> bool:
         """Stop the background run: runs in flight are cancelled (their streams closed), every

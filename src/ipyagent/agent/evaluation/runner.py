@@ -49,6 +49,7 @@ from .cache import PLACEHOLDER, CacheWriter, json_output, prompt_key, request_ke
 from .checks import Assertion, CallableAssertion, JudgeAssertion, Outcome, parse_assertion
 from .results import EvalResult, Evaluation, _tokens
 from .scheduler import Budget, Lane, Scheduler
+from .batch import BatchRunner, leave_or_cancel
 from .limits import CHECK_TIMEOUT_S, Stoppable
 from .plan import Plan, Variant, make_plan
 from .templates import normalize_rows, row_fields
@@ -108,6 +109,7 @@ class _Run:
         redacting: bool,
         on_start: Callable[[EvalResult], Any] | None,
         on_result: Callable[[EvalResult], Any] | None,
+        batch: Any = False,
     ) -> None:
         self.ev, self.variants, self.assertions = evaluation, variants, assertions
         self.repeat, self.check_timeout = repeat, check_timeout
@@ -115,6 +117,8 @@ class _Run:
         self.judge_factory = judge_factory
         self.run_options, self.namespace, self.raw, self.redacting = run_options, namespace, raw, redacting
         self.on_start, self.on_result = on_start, on_result
+        # None: live; else `BatchRunner`'s keywords (poll_s, on_progress)
+        self.batch: dict[str, Any] | None = (batch if isinstance(batch, dict) else {}) if batch else None
         self.budget = Budget(budget)
         self.writer = CacheWriter(store, session=evaluation.id)
         self.owned: list[Agent] = []  # agents built here: their drivers are closed at the end
@@ -529,7 +533,11 @@ class _Run:
         try:
             for job in cached:  # served from the store: no request, no lane
                 await self.run_cell(job)
-            await Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip).run()
+            live = Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip)
+            if self.batch is None:
+                await live.run()
+            else:
+                await self._batched(built, live)
             finished = True
         finally:
             for lane, gate in zip(built, previous):
@@ -544,6 +552,26 @@ class _Run:
                 if note:
                     ev.notes.append(note)
         return ev
+
+    async def _batched(self, lanes: list[_Lane], live: Scheduler) -> None:
+        """Batch mode: the lanes whose provider has a batch API send their runs there (`BatchRunner`),
+        the others run live meanwhile. A batch API that fails leaves its batches running (a note says
+        how to collect them)."""
+        batches = BatchRunner(self, **self.batch)  # type: ignore[arg-type]
+
+        async def batched(step: Callable[[], Coroutine[Any, Any, None]]) -> bool:
+            try:
+                await step()
+            except ProviderError as exc:
+                self.ev.notes.append(f"batch: {exc}; run the same evaluation again (batch=True, the same run "
+                                     "store) to collect the batches sent")
+                return False
+            return True
+
+        if await batched(lambda: batches.take(lanes)):  # the batched runs leave their lanes before any goes live
+            await asyncio.gather(batched(batches.collect), live.run())
+        else:
+            await live.run()
 
     def _release(self) -> None:
         """Give up the claims left (runs not committed: an interrupt, a store that failed)."""
@@ -705,12 +733,13 @@ async def _run_matrix(
 
 
 def _describe(ev: Evaluation, providers: Sequence[Agent | str], keys: list[str], rows: list[Any],
-              checks: list[Assertion], variants: list[Variant], repeat: int, budget: float | None) -> None:
-    """Set what the evaluation is over: providers (and the names they were given by), rows, checks,
-    variants, repeats, budget."""
+              checks: list[Assertion], variants: list[Variant], repeat: int, budget: float | None) -> Evaluation:
+    """Set what the evaluation `ev` is over: providers (and the names they were given by), rows, checks,
+    variants, repeats, budget; `ev`."""
     ev.providers, ev.rows, ev.assertions, ev.budget = keys, rows, [a.name for a in checks], budget
     ev.variants, ev.repeat = [v.name for v in variants if v.name is not None], repeat
     ev.labels = {key: given for key, given in zip(keys, providers) if isinstance(given, str) and given != key}
+    return ev
 
 
 def make_variants(
@@ -746,7 +775,7 @@ def evaluation_run(providers: Sequence[Agent | str], template: str | None, rows:
                     prompts: dict[str, str] | None = None, systems: dict[str, str] | None = None, repeat: int = 1,
                     assertions: Sequence[Any] = (), rubric: str | None = None, check_timeout: float = CHECK_TIMEOUT_S,
                     concurrency: int = 4, budget: float | None = None, cache: bool = True, redact_context: bool = False,
-                    store: RunStore | str | Path | bool | None = None, system: str | None = None,
+                    store: RunStore | str | Path | bool | None = None, system: str | None = None, batch: Any = False,
                     tools: list[Any] | None = None, max_steps: int = 10, output_schema: Any = None,
                     output_strategy: str | None = None, images: Any = None, settings: Any = None,
                     timeout: float | None = None, namespace: dict[str, Any] | None = None, raw: bool = False,
@@ -779,6 +808,7 @@ def evaluation_run(providers: Sequence[Agent | str], template: str | None, rows:
         factory, judge_factory: build an agent (a judge's: no system prompt, no tools) from an id.
         on_start(result), on_result(result): called on ipyagent's loop as a run starts, as a run ends.
         evaluation: an `Evaluation` to fill (a caller keeps what finished if cancelled); baseline, seed, name set on it.
+        batch: True, or `BatchRunner`'s options (poll_s, on_progress): through the providers' batch APIs (`batch`).
 
     Returns the coroutine, which gives the `Evaluation` (a provider's failure, a row not rendered: runs with an error),
     or raises `TemplateError` (no row rendered: nothing sent), `asyncio.CancelledError` (`evaluation` keeps the rest).
@@ -792,8 +822,7 @@ def evaluation_run(providers: Sequence[Agent | str], template: str | None, rows:
     schema = output_schema is not None
     checks = [parse_assertion(a, namespace=namespace, rubric=rubric, has_schema=schema) for a in assertions]
     keys = provider_keys([resolve_alias(e) if isinstance(e, str) else e.provider for e in providers])
-    ev = evaluation or Evaluation(keys, rows)
-    _describe(ev, providers, keys, rows, checks, variants, repeat, budget)
+    ev = _describe(evaluation or Evaluation(keys, rows), providers, keys, rows, checks, variants, repeat, budget)
     _analysis_options(ev, baseline, seed, name)
     make = factory or (lambda pid: Agent(pid, system=system, tools=tools, max_steps=max_steps, **driver_options))
     return _run_matrix(
@@ -801,7 +830,7 @@ def evaluation_run(providers: Sequence[Agent | str], template: str | None, rows:
         check_timeout=check_timeout, assertions=checks, concurrency=concurrency, budget=budget, factory=make,
         judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
         run_options=_run_options(output_schema, output_strategy, images, settings, timeout), namespace=namespace,
-        raw=raw, redacting=redact_context, on_start=on_start, on_result=on_result)
+        raw=raw, redacting=redact_context, on_start=on_start, on_result=on_result, batch=batch)
 
 
 async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, **options: Any) -> Evaluation:
@@ -809,6 +838,11 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
     the matrix runs on ipyagent's loop. Arguments and errors: `evaluation_run` (``TemplateError``:
     no row can be rendered; ``asyncio.CancelledError``: cancelled, `evaluation` keeps what finished)."""
     return await run_in_background(evaluation_run(providers, template, rows, **options))
+
+
+def _show_batch(progress: Any) -> None:
+    """The batch progress line on stderr, rewritten in place; a new line once no batch runs."""
+    print(f"\r{progress}", end="" if progress.in_progress else "\n", file=sys.stderr, flush=True)
 
 
 def _analysis_options(ev: Evaluation, baseline: str | None, seed: int | None, name: str | None) -> None:
@@ -836,6 +870,8 @@ def evaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, 
     ``ev.progress``, ``ev.wait()``, ``ev.cancel()``); an interrupt of another cell does not stop it.
     """
     ev = options.pop("evaluation", None) or Evaluation([], [])
+    if options.get("batch") is True and not background:  # the progress line on stderr
+        options["batch"] = {"on_progress": _show_batch}
     if background:
         return ev.run_in_background(evaluation_run(providers, template, rows, evaluation=ev, **options))
     try:
@@ -847,4 +883,7 @@ def evaluate(providers: Sequence[Agent | str], template: str | None, rows: Any, 
             "the returned Evaluation holds them",
             file=sys.stderr,
         )
+        left = leave_or_cancel(ev, ask=bool(sys.stdin is not None and sys.stdin.isatty()))
+        if left:
+            print(left, file=sys.stderr)
         return ev

@@ -85,6 +85,20 @@ class Budget:
         if settled is not None:
             settled.set()  # every waiting job looks again
 
+    def hold(self, usd: float) -> bool:
+        """Reserve `usd` for work sent at once, outside the lanes (a run in a provider's batch): True
+        when it fits, else refused (counted in `refused`)."""
+        if not self._fits(usd):
+            self.refused += 1
+            return False
+        self.reserved += usd
+        return True
+
+    def release(self, usd: float, cost: float | None) -> None:
+        """Work `hold` reserved `usd` for ended having cost `cost` (None: unknown, the estimate counts)."""
+        self.reserved = max(0.0, self.reserved - usd)
+        self.spent += usd if cost is None else cost
+
     def add(self, cost: float | None) -> None:
         """Spending not reserved ahead (a judge's run)."""
         self.spent += cost or 0.0

@@ -131,6 +131,9 @@ class CompareMagics(Magics):
     @argument("--background", action="store_true",
               help="with --over, run the evaluation in the background: the cell ends at once, -o VAR is the running "
               "evaluation (VAR.done, VAR.progress, VAR.wait(), VAR.cancel()), its view keeps filling")
+    @argument("--batch", action="store_true",
+              help="with --over, send the runs through each provider's batch API, at the batch price (about "
+              "half); answers come within the provider's window (up to a day); a provider without one runs live")
     @argument("--gate", action="append", metavar="[COLUMN:]METRIC OP VALUE",
               help="with --over, a gate 'ipyagent eval' checks on this evaluation (repeatable), "
               "e.g. 'pass_rate>=0.9' or 'COLUMN:pass_rate>=0.9'; kept with the saved matrix")
@@ -166,6 +169,7 @@ class CompareMagics(Magics):
                 ("--baseline", args.baseline),
                 ("--gate", args.gate),
                 ("--background", args.background),
+                ("--batch", args.batch),
             )
             if value
         ]

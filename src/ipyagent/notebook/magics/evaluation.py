@@ -23,6 +23,7 @@ from ...agent import (
     TemplateError,
     aevaluate,
     current_default,
+    leave_or_cancel,
     make_variants,
     normalize_rows,
     parse_assertion,
@@ -219,13 +220,14 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
                                    check_timeout=args.check_timeout, assertions=checks, rubric=args.rubric,
                                    concurrency=args.concurrency, budget=args.budget, cache=not args.no_cache,
                                    store=store, namespace=shell.user_ns, raw=args.raw, factory=factory,
-                                   redact_context=redacting,
-                                   judge_factory=judge_factory, on_result=view.update,
+                                   redact_context=redacting, judge_factory=judge_factory, on_result=view.update,
                                    evaluation=ev, output_schema=run_options.output_schema,
                                    output_strategy=run_options.output_strategy, images=list(run_options.images) or None,
-                                   settings=run_options.settings, timeout=run_options.timeout)
+                                   settings=run_options.settings, timeout=run_options.timeout,
+                                   batch={"on_progress": view.update} if args.batch else False)
         except asyncio.CancelledError:
             done(ev)
+            _left_running(ev)
             raise
         except TemplateError as exc:  # no row could be rendered: nothing was sent
             view.discard()
@@ -240,6 +242,14 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     if args.background:
         return in_background(magics, args, ev, view, evaluated(), done)
     return run_cell(evaluated(), done, await_in_kernel=args.await_in_kernel)  # a stop keeps what finished, quietly
+
+
+def _left_running(ev: Evaluation) -> None:
+    """An interrupted ``--batch`` evaluation: its batches stay at the provider (nobody answers a question
+    in a notebook cell); one line says so and how to collect them."""
+    left = leave_or_cancel(ev, ask=False)
+    if left:
+        print(left, file=sys.stderr)
 
 
 def _bind(magics: Any, args: Any, ev: Evaluation) -> None:

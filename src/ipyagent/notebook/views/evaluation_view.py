@@ -95,21 +95,28 @@ class EvaluationView:
         name = self.out or "ev"
         note = (f"running in the background: {name}.wait() waits for it, {name}.cancel() stops it"
                 if self.background else "")
-        return progress_html(self.ev.provider_progress(), line=str(self.ev.progress), note=note)
+        return progress_html(self.ev.provider_progress(), line=self._line(), note=note)
+
+    def _line(self) -> str:
+        """The progress line (`Evaluation.progress`), and in batch mode how far the batches are
+        (`Evaluation.batch_progress`: submitted, in progress, done, failed, cost at batch prices)."""
+        batches = self.ev.batch_progress
+        return f"{self.ev.progress} · {batches}" if batches is not None else str(self.ev.progress)
 
     def _draw_line(self, erase: bool = False) -> None:
         """The terminal's progress line, rewritten in place with spaces over the last one (no escape
         code: ``NO_COLOR`` terminals too), cut to the width (a wrapped line could not be rewritten);
         `erase`: rub it out, the cursor back at its start."""
         room = max(shutil.get_terminal_size().columns - 1, 10)
-        line = "" if erase else f"evaluating · {self.ev.progress}"
+        line = "" if erase else f"evaluating · {self._line()}"
         line = line if len(line) <= room else line[: room - 1] + "…"
         self.tty.write("\r" + line.ljust(self._width) + ("\r" if erase else ""))
         self.tty.flush()
         self._width = len(line)
 
-    def update(self, result: EvalResult | None = None) -> None:
-        """A cell ended (or started): redraw now if the last frame is `FRAME_S` old, else once later."""
+    def update(self, result: EvalResult | Any = None) -> None:
+        """A cell ended (or started), or the batches moved on: redraw now if the last frame is `FRAME_S`
+        old, else once later."""
         if self.widget is None and self.tty is None:
             return
         with self._lock:
