@@ -146,3 +146,18 @@ def test_an_interrupt_leaves_the_batch_running_and_says_how_to_collect_it_or_can
         said = leave_or_cancel(ev, ask=True)
         assert said == f"ipyagent: batch(es) {batch_id} cancelled; answered runs were not collected"
         assert server.cancelled == [batch_id] and not ev.pending_batches
+
+
+def test_a_batch_the_provider_no_longer_knows_fails_its_runs_and_is_sent_again_next_time(tmp_path) -> None:
+    path = tmp_path / "runs.sqlite"
+    with BatchServer(polls=10**9) as server:
+        submitted = threading.Event()
+        first = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:4], store=RunStore(path),
+                         background=True, batch={"poll_s": 0.0, "on_progress": lambda p: submitted.set()})
+        assert submitted.wait(60) and first.cancel()
+        server.batches.clear()  # deleted at the provider (or past its retention)
+        server.polls = 0
+        gone = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:4], batch=NOW, store=RunStore(path))
+        assert all(not r.ok and "unknown to the provider" in r.error for r in gone.results), gone.notes
+        again = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:4], batch=NOW, store=RunStore(path))
+        assert server.created == 2 and all(r.ok for r in again.results)

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..core import Message, ProviderError, PromptStack, Usage
+from . import Cost  # the package face: where pricing lives may change
 from .aggregate import Aggregator
-from .pricing import Cost
 from .structured import with_rule_instruction
 
 

@@ -35,6 +35,8 @@ if TYPE_CHECKING:  # the runner imports this module
 
 #: Seconds between two looks at a batch's state (the providers answer within hours; `poll_s` in tests).
 POLL_S = 30.0
+#: The status of a batch its provider no longer knows (a 404: deleted, or past its retention).
+GONE = "unknown to the provider"
 #: Output tokens assumed per run in the cost estimate, when `max_output_tokens` is not set.
 ESTIMATED_OUTPUT_TOKENS = 256
 
@@ -202,7 +204,7 @@ class BatchRunner:
         while pending:
             still = []
             for batched, batch_id in pending:
-                state = await batched.api.poll(batch_id)
+                state = await _poll(batched.api, batch_id)
                 if state.ended:
                     await self._finish(batched, state)
                 else:
@@ -220,9 +222,10 @@ class BatchRunner:
     async def _finish(self, batched: _Batched, state: BatchState) -> None:
         """An ended batch: each of its runs filled from its answer (or failed without one), checked,
         recorded; the batch dropped from the store once they are committed."""
-        answers = {a.custom_id: a for a in await batched.api.answers(state, batched.batches[state.id])}
+        ids = batched.batches[state.id]
+        answers = {a.custom_id: a for a in await batched.api.answers(state, ids)} if state.status != GONE else {}
         waits = []
-        for key in batched.batches[state.id]:
+        for key in ids:
             job = batched.jobs.get(key)
             if job is None:
                 continue
@@ -275,6 +278,21 @@ class BatchRunner:
         await run._check(cell, job.row, time.monotonic() + run.check_timeout)
         run._finish(cell)
         return committed
+
+
+async def _poll(api: BatchAPI, batch_id: str) -> BatchState:
+    """The batch as its provider describes it now; ended, `GONE`, when the provider no longer knows it
+    (its runs then fail, and the store forgets it: the next run sends them again).
+
+    Raises:
+        ProviderError: the batch API failed otherwise (a network error, a 5xx, a key refused).
+    """
+    try:
+        return await api.poll(batch_id)
+    except ProviderError as exc:
+        if exc.type != "not_found":
+            raise
+        return BatchState(batch_id, GONE, True)
 
 
 def line_id(line: dict[str, Any]) -> str:

@@ -842,7 +842,8 @@ async def aevaluate(providers: Sequence[Agent | str], template: str | None, rows
 
 def _show_batch(progress: Any) -> None:
     """The batch progress line on stderr, rewritten in place; a new line once no batch runs."""
-    print(f"\r{progress}", end="" if progress.in_progress else "\n", file=sys.stderr, flush=True)
+    print(f"\r{str(progress):<{len(str(progress)) + 8}}", end="" if progress.in_progress else "\n", file=sys.stderr,
+          flush=True)  # the padding rubs out the end of a longer line before
 
 
 def _analysis_options(ev: Evaluation, baseline: str | None, seed: int | None, name: str | None) -> None:
