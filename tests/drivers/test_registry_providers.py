@@ -267,3 +267,21 @@ def test_a_replayed_provider_names_its_cassette_not_the_recorded_url(ip, capsys)
     ip.run_line_magic("provider", f"replay:{cassette}")
     said = capsys.readouterr().out.strip().splitlines()[0]
     assert said.endswith(f" replayed from the cassette {cassette} (no network, no key)") and "http" not in said
+
+
+def test_a_built_in_provider_is_found_without_scanning_the_entry_points(monkeypatch) -> None:
+    """A plug-in cannot take a built-in name, so a built-in provider is resolved without reading the
+    installed packages' entry points (most of a first ``%provider``); an unknown name still lists
+    the plug-ins' providers."""
+    from ipyagent.drivers import registry
+
+    scans = []
+    real = registry.entry_points
+    monkeypatch.setattr(registry, "entry_points", lambda **kw: scans.append(1) or real(**kw))
+    monkeypatch.setattr(registry, "_plugins", None)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert create_driver("openai:m").provider == "openai"
+    assert scans == []
+    with pytest.raises(ConfigurationError, match="unknown provider 'nope'"):
+        create_driver("nope:m")
+    assert scans == [1]

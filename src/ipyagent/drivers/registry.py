@@ -202,6 +202,12 @@ def providers() -> dict[str, ProviderSpec]:
     return found
 
 
+def provider_spec(name: str) -> ProviderSpec | None:
+    """The provider called `name`, or None: a built-in one without scanning the installed packages
+    (a plug-in cannot take a built-in name, and the scan is most of a first ``%provider``)."""
+    return BUILTIN.get(name) or plugins().get(name)
+
+
 def providers_with_builtin(tool: str) -> list[str]:
     """The providers whose driver can ask for provider-side tool `tool` (``web_search``), sorted."""
     found = []
@@ -226,7 +232,6 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
             (the message lists the known ones).
     """
     name, sep, model = resolve_alias(provider_id).strip().partition(":")
-    known = providers()
     if name == "replay":
         if not model:
             raise ConfigurationError("replay needs a cassette file: replay:PATH")
@@ -234,8 +239,9 @@ def parse_provider_id(provider_id: str) -> tuple[str, str]:
     if not sep or not model:
         raise ConfigurationError(f"expected PROVIDER:MODEL (e.g. {example_id()}) or an alias "
                                  f"(%provider --alias NAME PROVIDER:MODEL), got {provider_id!r}")
-    if name not in known:
-        raise ConfigurationError(f"unknown provider {name!r}; known providers: {', '.join(sorted(known))}, replay")
+    if provider_spec(name) is None:
+        known = ", ".join(sorted(providers()))
+        raise ConfigurationError(f"unknown provider {name!r}; known providers: {known}, replay")
     return name, model
 
 
@@ -294,7 +300,8 @@ def create_driver(
     name, model = parse_provider_id(provider_id)
     if name == "replay":
         return _replay_driver(model, **kwargs)
-    spec = providers()[name]
+    spec = provider_spec(name)
+    assert spec is not None  # parse_provider_id refused unknown names
     if base_url is not None and not base_url.startswith(("http://", "https://")):
         raise ConfigurationError(
             f"--base-url must start with http:// or https://, e.g. http://localhost:8000/v1 (got {base_url!r})"
@@ -327,7 +334,7 @@ def _replay_driver(path: str, **kwargs: Any) -> BasePromptDriver:
     transport = ReplayTransport(path, chunk_delay=kwargs.pop("chunk_delay", 0.0))
     first = transport.entries[0]
     name = first.get("provider", "openai")
-    spec = providers().get(name)
+    spec = provider_spec(name)
     if spec is None:
         raise ConfigurationError(f"cassette {path!r} was recorded for provider {name!r}, which is not installed")
     cls = spec.driver_class()
