@@ -61,6 +61,24 @@ def test_a_first_provider_magic_loads_its_driver_and_not_the_agent(tmp_path) -> 
     assert [name for name in DEFERRED if name in loaded] == []
 
 
+BUILT_MODELS = FIRST_PROVIDER.replace("sys.stdout.write", """import pydantic
+built = sorted({f"{c.__module__}.{c.__name__}" for m in list(sys.modules.values())
+               if getattr(m, "__name__", "").startswith("ipyagent.") for c in vars(m).values()
+               if isinstance(c, type) and issubclass(c, pydantic.BaseModel) and c.__pydantic_complete__})
+sys.stdout.write('\\n' + json.dumps(built))
+sys.stdout.write""")
+
+
+def test_a_first_provider_magic_builds_no_model_it_does_not_use(tmp_path) -> None:
+    """The core's pydantic models are declared with ``defer_build``: a first ``%provider`` builds the
+    validator of the settings it keeps, not those of messages, artifacts and tool calls."""
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "IPYTHONDIR": str(tmp_path / "ipython")}
+    done = subprocess.run([sys.executable, "-c", BUILT_MODELS], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    built = json.loads(done.stdout.strip().splitlines()[-2])
+    assert built == ["ipyagent.core.settings.ModelSettings"]
+
+
 def test_the_magics_loaded_after_a_provider_alone_share_it(ip: Any) -> None:
     """%provider loaded alone, then the other magics: `%%agent` reads the one `ProviderMagics`."""
     from ipyagent.notebook import extension

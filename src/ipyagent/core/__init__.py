@@ -1,6 +1,8 @@
 """The provider-neutral core: artifacts, content blocks, messages, PromptStack, events, errors.
 
-Imports pydantic only (DESIGN.md layer rule).
+Imports pydantic only (DESIGN.md layer rule). Every model is declared with ``defer_build=True``:
+its validator and serializer are built when first used, not when ``%load_ext`` or a first
+``%provider`` imports the core (benchmarks/import_load.py).
 """
 
 from .artifacts import (

@@ -17,7 +17,7 @@ from .tool_action import ToolAction
 
 class BaseArtifact(BaseModel):
     # Bytes (blob, image, audio) travel as base64 in JSON, so any artifact can be stored.
-    model_config = ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+    model_config = ConfigDict(defer_build=True, ser_json_bytes="base64", val_json_bytes="base64")
 
     name: str | None = None
     #: Drawn for the user but not sent to the model: another view of what it already reads
@@ -187,4 +187,3 @@ Artifact = Annotated[
     ],
     Field(discriminator="type"),
 ]
-ListArtifact.model_rebuild()

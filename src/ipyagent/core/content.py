@@ -11,12 +11,14 @@ import json
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, Field, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 from .tool_action import ToolAction
 
 
 class _Block(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     @classmethod
     def from_deltas(cls, deltas: list[Any]) -> "_Block":
         raise TypeError(f"{cls.__name__} cannot be streamed, so it cannot be rebuilt from deltas")
@@ -33,6 +35,7 @@ class Citation(BaseModel):
     source's text the model relied on, when the provider gives it; `kind` the provider's citation
     type. `text` is the cited span of the answer, filled in by `AgentResult.citations`.
     """
+    model_config = ConfigDict(defer_build=True)
 
     start: int | None = Field(default=None, ge=0)
     end: int | None = Field(default=None, ge=0)
@@ -215,6 +218,7 @@ BUILTIN_TOOLS = ("web_search", "web_fetch", "code_execution", "file_search", "ur
 class WebSource(BaseModel):
     """A page a provider-side tool read or found: its URL and title; `status` a fetch's outcome
     where the provider reports one (Gemini's URL context)."""
+    model_config = ConfigDict(defer_build=True)
 
     url: str | None = None
     title: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .content import ActionCallBlock, ActionResultBlock, ContentBlock, ReasoningBlock, TextBlock
 from .errors import ProviderError
@@ -41,6 +41,7 @@ class TokenCounts(BaseModel):
     Dicts with the old names (``input``, ``output``, ``total``, ``cache_read``, ...)
     validate too.
     """
+    model_config = ConfigDict(defer_build=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
@@ -93,6 +94,7 @@ class StopKind(str, Enum):
 
 class StopReason(BaseModel):
     """Why the model stopped: normalized `kind` plus the provider's `raw` value."""
+    model_config = ConfigDict(defer_build=True)
 
     kind: StopKind
     raw: str | None = None
@@ -121,6 +123,7 @@ LEGACY_STATUS_KEYS = ("partial", "failed", "interrupted", "error")
 class MessageError(BaseModel):
     """The error a message's turn ended with: a `ProviderError` as `ProviderError.to_dict` gives
     it (type, one line of message, the provider's code, whether a retry may help, HTTP status)."""
+    model_config = ConfigDict(defer_build=True)
 
     type: str
     message: str = ""
@@ -167,6 +170,7 @@ class Message(BaseModel):
     in a later request. Data with the old metadata keys (``partial``, ``failed``,
     ``interrupted``, ``error``) validates too.
     """
+    model_config = ConfigDict(defer_build=True)
 
     role: Role
     content: list[ContentBlock] = Field(default_factory=list)

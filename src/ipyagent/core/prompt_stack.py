@@ -46,7 +46,7 @@ class BuiltinTool(BaseModel):
         ValueError: a name that is not one of `BUILTIN_TOOLS`.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     name: str
     options: dict[str, Any] = Field(default_factory=dict)
@@ -76,6 +76,7 @@ class BuiltinTool(BaseModel):
 
 class ToolDefinition(BaseModel):
     """One function the model may call: native name, description, JSON Schema of its input."""
+    model_config = ConfigDict(defer_build=True)
 
     name: str
     description: str = ""
@@ -134,7 +135,7 @@ class PromptStack(BaseModel):
     translates to its wire names (`ModelSettings`).
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(defer_build=True, arbitrary_types_allowed=True)
 
     messages: list[Message] = Field(default_factory=list)
     tools: list[ToolDefinition] = Field(default_factory=list)

@@ -50,7 +50,7 @@ class ModelSettings(BaseModel):
         pydantic.ValidationError: a value out of range or of the wrong kind.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(defer_build=True, frozen=True, extra="forbid")
 
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, ge=0, le=1)

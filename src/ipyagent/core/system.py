@@ -30,7 +30,7 @@ class SystemBlock(BaseModel):
         metadata: anything else to keep with it (shown by ``%agent inspect``).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     text: str
     source: str = "user"

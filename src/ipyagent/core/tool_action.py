@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 _TOOL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 _ACTIVITY_RE = re.compile(r"^[A-Za-z0-9_]+$")
@@ -83,6 +83,7 @@ class ToolAction(BaseModel):
         input: the arguments as a dict (never a JSON string).
         output: None until run; then the result artifact.
     """
+    model_config = ConfigDict(defer_build=True)
 
     tag: str
     name: str

@@ -51,7 +51,7 @@ RESULT_CHARS = 20_000
 
 class _Model(BaseModel):
     # Unknown keys are ignored, so a reader keeps working when a later version adds fields.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(defer_build=True, extra="ignore")
 
 
 #: Fields a document always writes, default or not: what a reader tells documents, parts and
