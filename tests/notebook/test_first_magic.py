@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,3 +102,30 @@ def test_unload_after_a_provider_alone_removes_it_and_its_default(ip: Any) -> No
     assert "provider" not in ip.magics_manager.magics["line"]
     assert session_default().provider != "openai:alone"
     ip.run_line_magic("load_ext", "ipyagent")  # and loads again, as new
+
+
+FIRST_RUN = """
+import json, sys
+sys.path.insert(0, {root!r})
+from tests.support.stub_server import Reply, StubServer
+from IPython.terminal.interactiveshell import TerminalInteractiveShell
+shell = TerminalInteractiveShell.instance()
+chunk = {{"choices": [{{"index": 0, "delta": {{"content": "Hello."}}, "finish_reason": "stop"}}]}}
+reply = Reply(pieces=[f"data: {{json.dumps(chunk)}}\\n\\n".encode(), b"data: [DONE]\\n\\n"])
+with StubServer(reply) as server:
+    shell.run_line_magic('load_ext', 'ipyagent')
+    shell.run_line_magic('provider', f'openai:m --base-url {{server.url}}/v1')
+    shell.run_cell_magic('agent', '', 'Say hello.')
+sys.stdout.write('\\n' + json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_a_first_agent_cell_in_a_terminal_loads_no_evaluation_or_grading(tmp_path) -> None:
+    """Grading answers clicks in a kernel's page; a terminal's first ``%%agent`` run loads neither
+    the grading nor the evaluation's checks, results and statistics it would bring (the cell's
+    template loads `agent.evaluation.templates` alone)."""
+    loaded = _modules_after(FIRST_RUN.format(root=str(Path(__file__).parents[2])), tmp_path)
+    assert "ipyagent.agent.loop" in loaded  # it did run
+    later = ("ipyagent.notebook.grading", "ipyagent.agent.evaluation.checks", "ipyagent.agent.evaluation.results",
+             "ipyagent.agent.evaluation.statistics")
+    assert [m for m in later if m in loaded] == []

@@ -181,9 +181,10 @@ def _load_now(ipython: Any) -> None:
     from .saved_outputs import register
 
     register(ipython)  # a page that missed a run's end asks for its saved output
-    from .grading import register as register_grading
+    if getattr(ipython, "kernel", None) is not None:  # a terminal has no matrix to click in
+        from .grading import register as register_grading
 
-    register_grading(ipython, lambda: magics.session.store)  # a click in a matrix grades a run
+        register_grading(ipython, lambda: magics.session.store)  # a click in a matrix grades a run
     _registered[id(ipython)] = magics
 
 
@@ -235,9 +236,10 @@ def unload(ipython: Any) -> None:
     from .saved_outputs import unregister
 
     unregister(ipython)
-    from .grading import unregister as unregister_grading
+    if getattr(ipython, "kernel", None) is not None:
+        from .grading import unregister as unregister_grading
 
-    unregister_grading(ipython)
+        unregister_grading(ipython)
     magics.close()
     reset_default()  # the %provider default goes with the extension, and the session's spending and budget
     compare = ipython.magics_manager.registry.pop("CompareMagics", None)
