@@ -305,7 +305,8 @@ def _store(store: RunStore | str | Path | None) -> tuple[RunStore, bool]:
 
 def stored_evaluations(store: RunStore, limit: int = 20) -> list[dict[str, Any]]:
     """The evaluations `store` keeps whole, newest first: ``id``, ``name`` (the cell), ``created_at``
-    (seconds since the epoch), ``columns``, ``rows``, ``repeat``, ``runs``, ``pass_rates``
+    (seconds since the epoch), ``columns``, ``providers`` (their keys), ``aliases`` ({provider key:
+    the ``%provider --alias`` name it was given by}), ``rows``, ``repeat``, ``runs``, ``pass_rates``
     ({column: passed / ran, or None}), ``interrupted``."""
     out = []
     for kept in store.evaluations(limit):
@@ -314,7 +315,9 @@ def stored_evaluations(store: RunStore, limit: int = 20) -> list[dict[str, Any]]
             continue
         tally = info.get("pass") or {}
         out.append({"id": kept["id"], "name": info.get("name") or kept.get("name"), "created_at": kept["created_at"],
-                    "columns": list(tally), "rows": info.get("rows"), "repeat": info.get("repeat"),
+                    "columns": list(tally), "providers": list(info.get("providers") or ()),
+                    "aliases": {k: v for k, v in (info.get("labels") or {}).items() if ":" not in v},
+                    "rows": info.get("rows"), "repeat": info.get("repeat"),
                     "runs": sum(ran for _, ran in tally.values()),
                     "pass_rates": {c: (p / ran if ran else None) for c, (p, ran) in tally.items()},
                     "interrupted": bool(info.get("interrupted"))})

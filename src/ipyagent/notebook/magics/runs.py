@@ -35,6 +35,7 @@ from ...memory import (
     summary,
 )
 from ..context.masking import OPT_OUT, describe
+from ..render.evaluation_stats import column_title
 from ..render.html import escape
 from ..render.session_text import (
     json_short,
@@ -152,18 +153,19 @@ class RunStoreCommands:
 
     def _evals(self, _: str | None) -> None:
         """``%agent evals``: the evaluations the store keeps whole, newest first, one line each: id, when,
-        the cell, rows x columns (x repeats), runs, each column's pass rate."""
+        the cell, rows × columns (× repeats), runs, each column's pass rate (a column named as the
+        matrix names it: ``small (openai:gpt-6-luna)``)."""
         store = self._store_or_fail()
         listed = stored_evaluations(store, limit=20)
         if not listed:
             print(f"no evaluations stored in {store.path}; a %%compare --over cell or ipyagent.evaluate keeps one")
             return
         for e in listed:
-            repeats = f" x {e['repeat']}" if (e["repeat"] or 1) > 1 else ""
-            rates = ", ".join(f"{column} {'-' if rate is None else f'{rate:.0%}'}"
+            repeats = f" × {e['repeat']}" if (e["repeat"] or 1) > 1 else ""
+            rates = ", ".join(f"{column_title(e, column)} {'-' if rate is None else f'{rate:.0%}'}"
                               for column, rate in e["pass_rates"].items())
             stopped = " (interrupted)" if e["interrupted"] else ""
-            print(f"{e['id']}  {when_text(e['created_at'])}  {e['name'] or '-'}  {e['rows']:,} rows x "
+            print(f"{e['id']}  {when_text(e['created_at'])}  {e['name'] or '-'}  {e['rows']:,} rows × "
                   f"{len(e['columns'])} columns{repeats}, {e['runs']:,} runs{stopped}  pass: {rates}")
         print("ipyagent.load_evaluation(ID) gives one back (ev.to_dataframe(), ev.summary(), ev.diff(...))")
 
