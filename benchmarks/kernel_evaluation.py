@@ -2,10 +2,12 @@
 through ``%%compare --over`` in one IPython kernel (nbclient), its CPU, wall time and saved output.
 
 Both evaluations run in the same kernel, one after the other, against the same server, each with a
-run store of its own (nothing served from a cache). The kernel reads its own CPU (``os.times``,
-every thread: the loop that sends, the kernel's I/O threads that carry the view's frames) and wall
-time around each cell; the magic's cell is then saved as nbformat writes it (its display output
-and widget state).
+run store of its own (nothing served from a cache), and with the same settings: the API's run
+passes the row values through the context rule (``redact_context=True``) as the magic does by
+default (``%agent settings redact_context``), so both do the same work per run. The kernel reads
+its own CPU (``os.times``, every thread: the loop that sends, the kernel's I/O threads that carry
+the view's frames) and wall time around each cell; the magic's cell is then saved as nbformat
+writes it (its display output and widget state).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def cells(base: str, folder: Path, ids: list[str], rows: int, small: int, concur
     """The notebook's code cells: set-up (a warm-up through both paths), then for each path a mark,
     the evaluation, a reading; the magic once more over the first `small` rows (bytes per row)."""
     api = (f"ev_api = ipyagent.evaluate({ids!r}, {TEMPLATE!r}, rows, concurrency={concurrency}, "
-           f"store={str(folder / 'api.sqlite')!r}, assertions={list(CHECKS)!r})")
+           f"store={str(folder / 'api.sqlite')!r}, assertions={list(CHECKS)!r}, redact_context=True)")
     return [
         _SETUP.format(base=base, magic_store=str(folder / "magic.sqlite"), rows=rows, ids=ids,
                       warm_store=str(folder / "warm.sqlite")),
