@@ -3,6 +3,8 @@ history as cells, a cell run by the kernel with its outputs captured, ``%%agent 
 and ``%agent serve-mcp`` read by an MCP client of the official SDK."""
 
 import asyncio
+import io
+import json
 from typing import Any
 
 import httpx2
@@ -11,8 +13,13 @@ from IPython.core.error import UsageError
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from ipyagent.notebook.workspace import HistoryNotebook, output_texts, run_here
+from ipyagent.core import ModelStarted, ToolAction, ToolCallDelta, add_secret
+from ipyagent.core.redact import MASK
+from ipyagent.notebook.views.run_view import TextView, WidgetView
+from ipyagent.notebook.workspace import FrontEndNotebook, HistoryNotebook, output_texts, run_here
 from ipyagent.tools import NotebookTools, NotebookUnsupported
+
+from ..support.live_front import FrontEnd
 
 
 def run(ip: Any, source: str) -> Any:
@@ -88,3 +95,123 @@ def test_serve_mcp_offers_the_notebook_to_an_mcp_client(ip: Any) -> None:
     head, source, outputs = text.split("\n", 1)[0], text.split("\n")[1:3], text.split("outputs:\n")[1]
     assert head.endswith("(code) In [" + head.split("In [")[1]) and source == ["total = sum(range(5))", "total"]
     assert outputs.strip().endswith("10")
+
+
+class FakeComm:
+    """The kernel's end of the labextension's comm: what the kernel sends, answered by `answer`."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer, self.sent, self.closed = answer, [], False
+
+    def on_msg(self, callback: Any) -> None:
+        self.deliver = lambda data: callback({"content": {"data": data}})
+
+    def on_close(self, callback: Any) -> None:
+        self.close_from_front = lambda: callback({})
+
+    def send(self, data: dict[str, Any]) -> None:
+        self.sent.append(data)
+        reply = self.answer(data)
+        if reply is not None:
+            self.deliver({"request": data["request"], **reply})
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def front_end(ip: Any, monkeypatch: pytest.MonkeyPatch, answer: Any, **kw: Any) -> tuple[FrontEndNotebook, FakeComm]:
+    made: list[FakeComm] = []
+    monkeypatch.setattr("comm.create_comm", lambda **opened: made.append(FakeComm(answer)) or made[-1])
+
+    async def make() -> FrontEndNotebook:  # on the kernel's thread, in its loop, as a magic makes it
+        return FrontEndNotebook(ip, **kw)
+
+    return asyncio.run(make()), made[0]
+
+
+CELLS = [{"cell_type": "markdown", "source": "# Data", "outputs": [], "execution_count": None, "id": "a"},
+         {"cell_type": "code", "source": "print(6 * 7)", "execution_count": 4, "id": "b",
+          "outputs": [{"output_type": "stream", "name": "stdout", "text": "42\n"}]}]
+
+
+def test_the_front_end_answers_for_its_notebook(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def answer(data: dict[str, Any]) -> dict[str, Any]:
+        if data["op"] == "cells":
+            return {"cells": CELLS}
+        if data["op"] == "set_outputs":
+            return {"cell": {**CELLS[1], "outputs": data["outputs"], "execution_count": None}}
+        return {"cell": {"cell_type": data.get("cell_type", "code"), "source": data["source"], "outputs": []}}
+
+    notebook, comm = front_end(ip, monkeypatch, answer)
+    comm.deliver({"hello": {"kind": "JupyterLab"}})
+    cells = notebook.cells()
+    assert notebook.kind == "JupyterLab" and [c.outputs for c in cells] == [[], ["42\n"]]
+    assert notebook.insert(2, "x = 1", "code").source == "x = 1"
+    ran = notebook.run(1)  # the kernel runs the source itself (here, on this thread), the front end shows it
+    assert ran.outputs == ["42\n"]
+    assert [m["op"] for m in comm.sent] == ["cells", "insert", "cells", "set_outputs"]
+    assert comm.sent[1] == {"request": "2", "op": "insert", "index": 2, "source": "x = 1", "cell_type": "code"}
+    assert comm.sent[3]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "42\n"}]
+    notebook.close()
+    assert comm.closed
+
+
+def test_an_answer_that_is_an_error_is_said_to_the_model(ip: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    notebook, comm = front_end(ip, monkeypatch, lambda data: {"error": "there is no cell 9: cells are numbered 0 to 1"})
+    comm.deliver({"hello": {"kind": "Jupyter Notebook"}})
+    with pytest.raises(NotebookUnsupported, match="there is no cell 9"):
+        notebook.edit(9, "x")
+
+
+@pytest.mark.parametrize("front", ["closed", "silent"])
+def test_without_the_labextension_the_history_is_read(ip: Any, monkeypatch: pytest.MonkeyPatch, front: str) -> None:
+    """JupyterLab without the plugin closes the comm at once; nbclient never answers (`grace` runs out)."""
+    run(ip, "seen = 'from the history'")
+    notebook, comm = front_end(ip, monkeypatch, lambda data: None, grace=0)
+    if front == "closed":
+        comm.close_from_front()
+    assert notebook.cells()[-1].source == "seen = 'from the history'" and comm.sent == []
+    with pytest.raises(NotebookUnsupported, match="this kernel \\(no notebook front end with ipyagent answered\\)"):
+        notebook.run(0)
+
+
+async def _until(check: Any) -> None:
+    """Let the loop run until `check()` holds (the view's frames go out on a timer)."""
+    for _ in range(2_000):
+        if check():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition not reached")
+
+
+def test_the_card_shows_a_notebook_change_as_a_redacted_diff() -> None:
+    add_secret("sk-preview-secret-0123456789")
+    action = ToolAction(tag="call_1", name="notebook_edit_cell", input={"index": 0, "source": "y"})
+    diff = "--- cell 0 (now)\n+++ cell 0 (after)\n-key = 'sk-preview-secret-0123456789'\n+y"
+
+    async def main() -> list[dict[str, Any]]:
+        view = WidgetView("openai:m")
+        front = FrontEnd(view)
+        front.hello()
+        view.feed(ModelStarted(provider="openai", model="m"))
+        arguments = json.dumps(action.input)
+        view.feed(ToolCallDelta(0, call_id="call_1", name="notebook_edit_cell", arguments=arguments))
+        asked = asyncio.ensure_future(view.request_approval(action, preview=diff))
+        await _until(lambda: front.asks)
+        shown = list(front.asks.values())
+        front.click(next(iter(front.asks)), False)
+        assert await asked is False
+        return shown
+
+    (ask,) = asyncio.run(main())
+    assert ask["preview"].splitlines()[:2] == ["--- cell 0 (now)", "+++ cell 0 (after)"]
+    assert "sk-preview-secret" not in ask["preview"] and MASK in ask["preview"]
+
+
+def test_the_terminal_prints_the_change_before_asking(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("builtins.input", lambda question: "n")
+    out = io.StringIO()
+    view = TextView("openai:m", stream=out)
+    action = ToolAction(tag="call_1", name="notebook_insert_cell", input={"index": 1, "source": "print(1)"})
+    assert asyncio.run(view.request_approval(action, preview="+++ new cell 1 (after)\n+print(1)")) is False
+    assert out.getvalue().splitlines()[-2:] == ["+++ new cell 1 (after)", "+print(1)"]
