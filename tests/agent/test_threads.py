@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 import ipyagent
 
@@ -26,15 +23,10 @@ SECRET = "sk-threads-secret-0a1b2c3d4e5f"
 
 
 @pytest.fixture
-def ip(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def ip(ip: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The shared shell, with an OpenAI key whose value no output may show."""
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("get_weather", "Weather", "res", "big_weather"):
-        shell.user_ns.pop(name, None)
+    return ip
 
 
 def connect(ip: Any, server: StubServer) -> None:

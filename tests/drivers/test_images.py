@@ -6,13 +6,10 @@ import base64
 import json
 import struct
 import zlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 from ipyagent import Agent
 from ipyagent.agent.inputs.images import image_block, image_blocks, sniff_mime
@@ -156,18 +153,6 @@ def test_an_unreadable_image_raises_before_the_run(tmp_path):
 
 
 # -- %%agent --image ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def ip(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("pic", "res"):
-        shell.user_ns.pop(name, None)
 
 
 def test_agent_magic_adds_images_from_variables_and_paths(ip, tmp_path, capsys):

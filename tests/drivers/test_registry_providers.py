@@ -8,12 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 from ipyagent import Agent
 from ipyagent.core import ConfigurationError
@@ -92,15 +89,6 @@ def test_gemini_takes_google_api_key_and_prefers_gemini_api_key(monkeypatch):
 
 
 # -- aliases -------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def ip() -> Iterator[Any]:
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    shell.user_ns.pop("res", None)
 
 
 def test_aliases_in_provider_and_agent_magics(ip, monkeypatch, capsys):

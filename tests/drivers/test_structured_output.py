@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 from pydantic import BaseModel, ConfigDict, Field
 
 from ipyagent import Agent
@@ -409,18 +407,6 @@ def test_a_second_invalid_reply_is_reported_as_invalid_output():
 
 
 # -- %%agent --schema ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def ip(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("Weather", "w", "nothing"):
-        shell.user_ns.pop(name, None)
 
 
 def test_agent_magic_binds_the_validated_instance(ip, capsys):

@@ -10,7 +10,6 @@ import re
 import statistics
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -250,16 +249,6 @@ def test_widget_view_fills_the_table_and_marks_interrupted() -> None:
 
 
 # -- the magic in terminal IPython ---------------------------------------------------------------
-
-
-@pytest.fixture
-def ip() -> Iterator[object]:
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("cmp", "topic"):
-        shell.user_ns.pop(name, None)
 
 
 def test_compare_magic_prints_each_reply_then_the_table(ip, monkeypatch, capsys) -> None:

@@ -8,11 +8,10 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 from ipyagent.core.transcript import NextCell, TextPart, Transcript, TranscriptMessage
 from ipyagent.memory.context import ContextBlock, variable_block
@@ -155,17 +154,13 @@ def test_the_saved_transcript_offers_the_code_with_insert_and_copy_buttons() -> 
 
 
 @pytest.fixture
-def ip(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[object]:
+def ip(ip: Any, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Any:
+    """The shared shell, with a key, a run store of its own, and no error before the test's."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-context-test")
     monkeypatch.setenv("IPYAGENT_RUN_STORE", str(tmp_path / "runs.sqlite"))
-    shell = start_ipython() or TerminalInteractiveShell.instance()
     for name in ("last_exc", "last_value", "last_type", "last_traceback"):
         monkeypatch.delattr(sys, name, raising=False)
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("prices", "counts", "df", "monthly", "error", "per_unit"):
-        shell.user_ns.pop(name, None)
+    return ip
 
 
 @pytest.fixture

@@ -4,13 +4,10 @@ escaping), and the one-prompt compare's DataFrame columns."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from html.parser import HTMLParser
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 from ipyagent import Agent, Evaluation, compare, evaluate
 from ipyagent.agent import EvalResult
@@ -27,16 +24,6 @@ from ..support.shell import KEY_VARS
 def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in KEY_VARS + ["OPENAI_BASE_URL"]:
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture
-def ip() -> Iterator[object]:
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("ev", "rows", "short", "careful", "tpl"):
-        shell.user_ns.pop(name, None)
 
 
 def test_over_rows_with_assertions_binds_the_evaluation_and_prints_the_summary(ip, capsys) -> None:

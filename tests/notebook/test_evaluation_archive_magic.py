@@ -3,12 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 from ipyagent import load_evaluation
 
@@ -23,16 +19,6 @@ pd = pytest.importorskip("pandas")
 def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in KEY_VARS + ["OPENAI_BASE_URL"]:
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture
-def ip() -> Iterator[Any]:
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("ev", "rows"):
-        shell.user_ns.pop(name, None)
 
 
 def test_agent_evals_lists_the_stored_evaluations_and_each_comes_back_by_its_id(ip, capsys) -> None:

@@ -8,13 +8,10 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pyte
 import pytest
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 from rich.cells import cell_len
 
 from ..support.evaluation import answering, last_user_text
@@ -36,15 +33,6 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_COLOR", raising=False)
     for var in KEY_VARS + ["OPENAI_BASE_URL"]:
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture
-def ip() -> Iterator[Any]:
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    shell.user_ns.pop("rows", None)
 
 
 def on_a_terminal(run: Any) -> str:

@@ -7,14 +7,10 @@ written into the saved matrix by a display update."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 from ipyagent.memory.store import RunStore
 from ipyagent.notebook import grading
@@ -29,16 +25,6 @@ from ..support.stub_server import StubServer
 def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in KEY_VARS + ["OPENAI_BASE_URL"]:
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture
-def ip() -> Iterator[Any]:
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("ev", "rows", "other"):
-        shell.user_ns.pop(name, None)
 
 
 def _two_providers(ip: Any, good: StubServer, bad: StubServer) -> None:

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pyte
 import pytest
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 from ipyagent.core import ComparisonTable, Transcript, TranscriptError
 from ipyagent.core.transcript import ReasoningPart, TextPart, ToolCallPart, TranscriptMessage
@@ -110,14 +107,10 @@ def test_the_figures_table_leaves_out_a_cost_no_run_knows() -> None:
 
 
 @pytest.fixture
-def ip(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def ip(ip: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The shared shell, with an OpenAI key whose value no output may show."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-records-0a1b2c3d4e5f")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    shell.user_ns.pop("get_weather", None)
+    return ip
 
 
 def on_a_terminal(run: Any) -> str:

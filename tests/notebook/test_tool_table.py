@@ -4,12 +4,7 @@ collapsed; sanitized HTML with Markdown and plain-text fallbacks."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from typing import Any
 
-import pytest
-from IPython.terminal.interactiveshell import TerminalInteractiveShell
-from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 from markdown_it import MarkdownIt
 
@@ -92,16 +87,6 @@ def test_bundle_is_redacted(monkeypatch) -> None:
     bundle = tools_bundle(_sources("uses key sk-weather-0123456789abcdef"))
     assert set(bundle) == {"text/html", "text/markdown", "text/plain"}
     assert all("sk-weather-0123456789abcdef" not in v and "[redacted]" in v for v in bundle.values())
-
-
-@pytest.fixture
-def ip() -> Iterator[Any]:
-    shell = start_ipython() or TerminalInteractiveShell.instance()
-    shell.run_line_magic("load_ext", "ipyagent")
-    yield shell
-    shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("get_weather", "Forecast"):
-        shell.user_ns.pop(name, None)
 
 
 def test_tools_magic_displays_the_bundle(ip) -> None:

@@ -4,6 +4,7 @@ OpenAI-compatible server it can be pointed at; the fixtures are offered by tests
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from IPython.terminal.interactiveshell import TerminalInteractiveShell
@@ -26,16 +27,19 @@ KEY_VARS = sorted({spec.api_key_env for spec in BUILTIN.values() if spec.api_key
 
 
 @pytest.fixture
-def ip(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+def ip(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """IPython's test shell (temporary history, no pager) with ipyagent loaded, no provider key or
+    base URL in the environment; afterwards the extension is unloaded and every name a test put in
+    the user's namespace is taken out again (the shell is one per process)."""
     for var in KEY_VARS + ["OPENAI_BASE_URL", "OLLAMA_BASE_URL"]:
         monkeypatch.delenv(var, raising=False)
-    # IPython's test shell (temporary history, no pager); start_ipython returns it on the first call only.
-    shell = start_ipython() or TerminalInteractiveShell.instance()
+    shell = start_ipython() or TerminalInteractiveShell.instance()  # start_ipython: the first call only
+    before = set(shell.user_ns)
     shell.run_line_magic("load_ext", "ipyagent")
     assert getattr(shell, "kernel", None) is None
     yield shell
     shell.run_line_magic("unload_ext", "ipyagent")
-    for name in ("city", "res", "res2"):
+    for name in set(shell.user_ns) - before:
         shell.user_ns.pop(name, None)
 
 
