@@ -28,8 +28,12 @@ OUT = ROOT / "build" / "bench"
 def options(description: str, runs: int = 7, flags: Sequence[tuple[str, str]] = ()) -> argparse.Namespace:
     """The benchmarks' command line; `flags`: a script's own on/off options, (``--name``, help)."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--quick", action="store_true", help="tiny sizes and few runs: checks the script works, measures nothing")
-    parser.add_argument("--runs", type=int, default=runs, help=f"timed runs per case (default {runs}); the median is reported")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes and few runs: checks the script works, measures nothing"
+    )
+    parser.add_argument(
+        "--runs", type=int, default=runs, help=f"timed runs per case (default {runs}); the median is reported"
+    )
     parser.add_argument("--out", type=Path, default=OUT, help="folder of the JSON results (default build/bench)")
     for flag, text in flags:
         parser.add_argument(flag, action="store_true", help=text)
@@ -81,8 +85,14 @@ def versions(*packages: str) -> dict[str, str | None]:
 def write_json(args: argparse.Namespace, name: str, data: dict[str, Any]) -> Path:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"{name}{'-quick' if args.quick else ''}.json"
-    path.write_text(json.dumps({"benchmark": name, "quick": args.quick, "runs": args.runs, "machine": machine(), **data},
-                               indent=2, default=str) + "\n")
+    path.write_text(
+        json.dumps(
+            {"benchmark": name, "quick": args.quick, "runs": args.runs, "machine": machine(), **data},
+            indent=2,
+            default=str,
+        )
+        + "\n"
+    )
     print(f"\nwrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     return path
 
@@ -107,7 +117,9 @@ class ByteServer:
         self.url = ""
 
     def __enter__(self) -> "ByteServer":
-        self._proc = subprocess.Popen([sys.executable, __file__, "--serve", str(self.folder)], stdout=subprocess.PIPE, text=True)
+        self._proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(self.folder)], stdout=subprocess.PIPE, text=True
+        )
         assert self._proc.stdout is not None
         self.url = f"http://127.0.0.1:{int(self._proc.stdout.readline())}"
         return self
@@ -190,7 +202,9 @@ def _serve(folder: Path) -> None:
             with lock:
                 served[name] += 1
             if over_limit(name):
-                error = b'{"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}'
+                error = (
+                    b'{"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}'
+                )
                 self.send_response(429)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Retry-After", "1")

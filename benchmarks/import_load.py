@@ -110,10 +110,19 @@ def main() -> int:
                 f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)",
                 ["statement", "median (s)", "vs import ipyagent", f"vs {ISSUE_29_S} s", f"< {TARGET_S} s"],
                 _rows(results))
-    write_json(args, "import_load", {"python_startup_s": median(bare), "results": results, "target_s": TARGET_S,
-                                      "issue_29_s": ISSUE_29_S, "load_average": os.getloadavg(),
-                                      "meets_target": all(results[n].get("median_s", 1e9) < TARGET_S for n in OURS),
-                                      "versions": versions("ipyagent", "ipython", "litellm", "openai", "pydantic-ai-slim")})
+    write_json(
+        args,
+        "import_load",
+        {
+            "python_startup_s": median(bare),
+            "results": results,
+            "target_s": TARGET_S,
+            "issue_29_s": ISSUE_29_S,
+            "load_average": os.getloadavg(),
+            "meets_target": all(results[n].get("median_s", 1e9) < TARGET_S for n in OURS),
+            "versions": versions("ipyagent", "ipython", "litellm", "openai", "pydantic-ai-slim"),
+        },
+    )
     return 0
 
 

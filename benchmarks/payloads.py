@@ -59,7 +59,10 @@ def openai_text(n: int) -> Payload:
     for text in texts:
         template["choices"][0]["delta"] = {"content": text}
         chunks.append(_data_line(template))
-    usage = {**usage, "usage": {**usage["usage"], "completion_tokens": n, "total_tokens": usage["usage"]["prompt_tokens"] + n}}
+    usage = {
+        **usage,
+        "usage": {**usage["usage"], "completion_tokens": n, "total_tokens": usage["usage"]["prompt_tokens"] + n},
+    }
     chunks += [_data_line(finish), _data_line(usage), b"data: [DONE]\n\n"]
     return Payload(f"openai-text-{n}", "openai", b"".join(chunks), n, text="".join(texts))
 

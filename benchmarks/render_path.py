@@ -78,7 +78,9 @@ def answer(chars: int) -> str:
     blocks, n = [], 0
     while sum(map(len, blocks)) < chars:
         n += 1
-        blocks.append(f"## Section {n}\n\nSome prose about part {n}, with **bold**, `code` and a [link](https://example.com/{n}).\n")
+        blocks.append(
+            f"## Section {n}\n\nSome prose about part {n}, with **bold**, `code` and a [link](https://example.com/{n}).\n"
+        )
         blocks.append("\n".join(f"- item {n}.{i}: a point worth making" for i in range(4)) + "\n")
         blocks.append(f"```python\ndef f{n}(x):\n    return x * {n}\n```\n")
         blocks.append("| a | b |\n|---|---|\n" + "\n".join(f"| {n}.{i} | {i * n} |" for i in range(3)) + "\n")
@@ -141,8 +143,14 @@ async def stream(view: Any, pieces: list[str]) -> float:
             await asyncio.sleep(ahead)
         view.feed(TextDelta(0, piece))
     text = "".join(pieces)
-    view.feed(ModelCompleted(message=Message(role="assistant", content=[TextBlock(text=text)]), usage=Usage(input_tokens=1, output_tokens=len(pieces)),
-                             stop_reason=StopReason(kind="end_turn"), metadata={"ttft_s": 0.0, "latency_s": time.monotonic() - start}))
+    view.feed(
+        ModelCompleted(
+            message=Message(role="assistant", content=[TextBlock(text=text)]),
+            usage=Usage(input_tokens=1, output_tokens=len(pieces)),
+            stop_reason=StopReason(kind="end_turn"),
+            metadata={"ttft_s": 0.0, "latency_s": time.monotonic() - start},
+        )
+    )
     return time.monotonic() - start
 
 
@@ -237,10 +245,20 @@ def main() -> int:
                for k, v in runs.items()}
     rows = []
     for key, s in summary.items():
-        rows.append([("live view " if key.startswith("view") else "baseline (whole answer per frame) ") + f"{s['chars']:,} chars",
-                     round(s["deltas"]), s["stream_s"], s["cpu_s_per_1000"], round(s["bytes_per_frame"]), round(s["frames"]),
-                     round(s["busiest_second_frames"]), round(s["html_at_end_s"], 3) if key.startswith("view") else "-",
-                     "yes" if s["exact"] else "NO"])
+        rows.append(
+            [
+                ("live view " if key.startswith("view") else "baseline (whole answer per frame) ")
+                + f"{s['chars']:,} chars",
+                round(s["deltas"]),
+                s["stream_s"],
+                s["cpu_s_per_1000"],
+                round(s["bytes_per_frame"]),
+                round(s["frames"]),
+                round(s["busiest_second_frames"]),
+                round(s["html_at_end_s"], 3) if key.startswith("view") else "-",
+                "yes" if s["exact"] else "NO",
+            ]
+        )
     print_table(f"Render path: {RATE:,} deltas/s of {CHARS_PER_DELTA} chars, median of {args.runs} run(s)",
                 ["view / answer", "deltas", "stream s", "kernel CPU s/1000 deltas", "bytes/frame", "frames",
                  "frames in busiest s", "saved HTML at end s", "exact"], rows)
@@ -248,19 +266,34 @@ def main() -> int:
     cpu_ratio = large["cpu_s_per_1000"] / small["cpu_s_per_1000"]
     views = [v for k, v in summary.items() if k.startswith("view")]
     verdict = {
-        "cpu_ratio_longest_over_shortest": cpu_ratio, "target_cpu_ratio": TARGET_CPU_RATIO,
-        "max_frames_per_s": max(v["busiest_second_frames"] for v in views), "target_frames_per_s": TARGET_FPS,
+        "cpu_ratio_longest_over_shortest": cpu_ratio,
+        "target_cpu_ratio": TARGET_CPU_RATIO,
+        "max_frames_per_s": max(v["busiest_second_frames"] for v in views),
+        "target_frames_per_s": TARGET_FPS,
         "exact": all(v["exact"] for v in views),
-        "baseline_cpu_ratio_20k_over_2k": (summary["baseline-20000"]["cpu_s_per_1000"] / summary["baseline-2000"]["cpu_s_per_1000"]
-                                           if "baseline-20000" in summary else None),
+        "baseline_cpu_ratio_20k_over_2k": (
+            summary["baseline-20000"]["cpu_s_per_1000"] / summary["baseline-2000"]["cpu_s_per_1000"]
+            if "baseline-20000" in summary
+            else None
+        ),
     }
     verdict["meets_target"] = (verdict["exact"] and verdict["max_frames_per_s"] <= TARGET_FPS
                                and (args.quick or cpu_ratio <= TARGET_CPU_RATIO))
     print(f"\nkernel CPU per 1,000 deltas, {large['chars']:,} vs {small['chars']:,} chars: {cpu_ratio:.2f}x "
           f"(target <= {TARGET_CPU_RATIO}); baseline 20k vs 2k: {verdict['baseline_cpu_ratio_20k_over_2k'] or 0:.2f}x; "
           f"busiest second {verdict['max_frames_per_s']} frames (target <= {TARGET_FPS}); exact: {verdict['exact']}")
-    write_json(args, "render_path", {"rate": RATE, "chars_per_delta": CHARS_PER_DELTA, "runs_detail": runs, "summary": summary,
-                                      "verdict": verdict, "versions": versions("ipyagent", "ipywidgets", "anywidget", "markdown-it-py", "nh3")})
+    write_json(
+        args,
+        "render_path",
+        {
+            "rate": RATE,
+            "chars_per_delta": CHARS_PER_DELTA,
+            "runs_detail": runs,
+            "summary": summary,
+            "verdict": verdict,
+            "versions": versions("ipyagent", "ipywidgets", "anywidget", "markdown-it-py", "nh3"),
+        },
+    )
     return 0
 
 

@@ -168,7 +168,9 @@ async def sdk_raw(url: str, payload: Payload) -> tuple[Client, Callable[[], Awai
 
     async def run_anthropic() -> None:
         parts = []
-        async for event in await client.messages.create(model=MODEL_ANTHROPIC, max_tokens=1024, messages=MESSAGES, stream=True):
+        async for event in await client.messages.create(
+            model=MODEL_ANTHROPIC, max_tokens=1024, messages=MESSAGES, stream=True
+        ):
             if event.type == "content_block_delta" and event.delta.type == "text_delta":
                 parts.append(event.delta.text)
         _final(payload, "".join(parts), None)
@@ -312,13 +314,17 @@ def instructions(payloads: list[Payload]) -> dict[str, dict[str, float]]:
         for payload in payloads:
             pickled = Path(folder, payload.name)
             pickled.write_bytes(pickle.dumps(payload))
-            per_run = {c: (_count(c, pickled, 1 + COUNTED_RUNS) - _count(c, pickled, 1)) / COUNTED_RUNS for c in COUNTED}
+            per_run = {
+                c: (_count(c, pickled, 1 + COUNTED_RUNS) - _count(c, pickled, 1)) / COUNTED_RUNS for c in COUNTED
+            }
             table[payload.name] = {**per_run, "ratio": per_run["ipyagent"] / per_run["floor"]}
     return table
 
 
 def main() -> int:
-    args = options(__doc__.splitlines()[0], flags=[("--instructions", "also count instructions per run with callgrind (slow)")])
+    args = options(
+        __doc__.splitlines()[0], flags=[("--instructions", "also count instructions per run with callgrind (slow)")]
+    )
     if args.instructions and not shutil.which("valgrind"):
         print("--instructions needs valgrind (apt-get install valgrind)", file=sys.stderr)
         return 2
@@ -331,8 +337,13 @@ def main() -> int:
             for payload in payloads:
                 table[payload.name] = asyncio.run(measure(server.url, payload, args.runs))
     for kind, (value, ratio), title in [
-            ("wall", ("median_s", "ratio"), f"Stream decode: median of {args.runs} runs to the final message, and ratio to the floor"),
-            ("cpu", ("median_cpu_s", "cpu_ratio"), "CPU time of this process per run (median), and ratio to the floor's")]:
+        (
+            "wall",
+            ("median_s", "ratio"),
+            f"Stream decode: median of {args.runs} runs to the final message, and ratio to the floor",
+        ),
+        ("cpu", ("median_cpu_s", "cpu_ratio"), "CPU time of this process per run (median), and ratio to the floor's"),
+    ]:
         rows = []
         for name in CLIENTS:
             row: list[Any] = [name]
@@ -353,20 +364,40 @@ def main() -> int:
                "below_every_peer": all(
                    table[p.name]["ipyagent driver run()"]["median_s"] < table[p.name][n]["median_s"]
                    for p in payloads for n in list(CLIENTS)[2:] if "median_s" in table[p.name][n])}
-    print(f"ipyagent: at most {max(ours):.2f}x the floor (target 1.3x), {verdict['max_cpu_ratio_ipyagent']:.2f}x its CPU time; "
-          f"below every peer: {verdict['below_every_peer']}" + (f"; fastest peer {min(peers):.2f}x" if peers else ""))
+    print(
+        f"ipyagent: at most {max(ours):.2f}x the floor (target 1.3x), {verdict['max_cpu_ratio_ipyagent']:.2f}x its CPU time; "
+        f"below every peer: {verdict['below_every_peer']}" + (f"; fastest peer {min(peers):.2f}x" if peers else "")
+    )
     counted = instructions(payloads) if args.instructions else None
     if counted is not None:
-        print_table(f"Instructions per run (callgrind, {COUNTED_RUNS} runs counted past the first), and ratio to the floor's",
-                    ["client", *(p.name for p in payloads)],
-                    [[name, *(f"{counted[p.name][name] / 1e6:.1f} M" + (f"  {counted[p.name]['ratio']:.3f}x" if name != "floor" else "")
-                              for p in payloads)] for name in COUNTED])
+        print_table(
+            f"Instructions per run (callgrind, {COUNTED_RUNS} runs counted past the first), and ratio to the floor's",
+            ["client", *(p.name for p in payloads)],
+            [
+                [
+                    name,
+                    *(
+                        f"{counted[p.name][name] / 1e6:.1f} M"
+                        + (f"  {counted[p.name]['ratio']:.3f}x" if name != "floor" else "")
+                        for p in payloads
+                    ),
+                ]
+                for name in COUNTED
+            ],
+        )
         verdict["max_instruction_ratio_ipyagent"] = max(entry["ratio"] for entry in counted.values())
         print(f"ipyagent: at most {verdict['max_instruction_ratio_ipyagent']:.3f}x the floor's instructions")
-    write_json(args, "stream_decode", {"payloads": {p.name: {"deltas": p.deltas, "bytes": len(p.body)} for p in payloads},
-                                        "results": table, "verdict": verdict, "instructions": counted,
-                                        "versions": versions("ipyagent", "httpx2", "openai", "anthropic", "litellm",
-                                                             "pydantic-ai-slim")})
+    write_json(
+        args,
+        "stream_decode",
+        {
+            "payloads": {p.name: {"deltas": p.deltas, "bytes": len(p.body)} for p in payloads},
+            "results": table,
+            "verdict": verdict,
+            "instructions": counted,
+            "versions": versions("ipyagent", "httpx2", "openai", "anthropic", "litellm", "pydantic-ai-slim"),
+        },
+    )
     return 0
 
 

@@ -63,13 +63,18 @@ def main() -> int:
     str_s = timed(lambda: str(df), args.runs)
     summary = summarize(df, budget_tokens=BUDGET)
     rows += [["summarize DataFrame", df_s, df_s / str_s], ["str(df) (baseline for the frame)", str_s, 1.0]]
-    print_table("Summaries for a model (milliseconds, median; ratio: arrays against summarize 10^4, frames against str(df))",
-                ["case", "median_ms", "ratio"], [[r[0], r[1] * 1000, r[2]] for r in rows])
+    print_table(
+        "Summaries for a model (milliseconds, median; ratio: arrays against summarize 10^4, frames against str(df))",
+        ["case", "median_ms", "ratio"],
+        [[r[0], r[1] * 1000, r[2]] for r in rows],
+    )
     flat = big_s / small_s
     print(f"\nndarray of {big_n:,}: {big_s * 1000:.2f} ms (target < {TARGET_S * 1000:.0f} ms), "
           f"{flat:.2f}× the 10^4 summary (target < {FLAT_RATIO}×), {big_s / sum_s:.4f}× one pass over the data")
-    print(f"DataFrame {df.shape[0]:,} × {df.shape[1]}: {summary.tokens} tokens of a {BUDGET}-token budget, truncated={summary.truncated}, "
-          f"every column named: {all(c in summary.text for c in df.columns)}")
+    print(
+        f"DataFrame {df.shape[0]:,} × {df.shape[1]}: {summary.tokens} tokens of a {BUDGET}-token budget, truncated={summary.truncated}, "
+        f"every column named: {all(c in summary.text for c in df.columns)}"
+    )
     write_json(args, "summarize_context", {
         "versions": versions("numpy", "pandas"),
         "results": {str(r[0]): {"median_s": r[1], "ratio": r[2]} for r in rows},

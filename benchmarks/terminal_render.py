@@ -62,8 +62,14 @@ def stream(text: str, out: io.StringIO) -> float:
     view.feed(ModelStarted(provider="openai", model="m"))
     for i in range(0, len(text), 3):
         view.feed(TextDelta(0, text[i:i + 3]))
-    view.feed(ModelCompleted(message=Message(role="assistant", content=[TextBlock(text=text)], usage=usage), usage=usage,
-                             stop_reason=StopReason(kind="end_turn", raw="stop"), metadata={}))
+    view.feed(
+        ModelCompleted(
+            message=Message(role="assistant", content=[TextBlock(text=text)], usage=usage),
+            usage=usage,
+            stop_reason=StopReason(kind="end_turn", raw="stop"),
+            metadata={},
+        )
+    )
     return time.process_time() - start
 
 
@@ -82,7 +88,11 @@ def main() -> None:
         assert plain_out.getvalue().startswith(text), "the plain view must write the answer exactly"
         plain = median([stream(text, io.StringIO()) for _ in range(args.runs)]) / deltas * 1000
         colour = median([stream(text, Tty()) for _ in range(args.runs)]) / deltas * 1000
-        results[f"{size}"] = {"plain_s_per_1000_deltas": plain, "colour_s_per_1000_deltas": colour, "ratio": colour / plain}
+        results[f"{size}"] = {
+            "plain_s_per_1000_deltas": plain,
+            "colour_s_per_1000_deltas": colour,
+            "ratio": colour / plain,
+        }
         rows.append((f"{size:,} chars", plain, colour, colour / plain))
     first, last = results[str(sizes[0])], results[str(sizes[-1])]
     growth = last["colour_s_per_1000_deltas"] / first["colour_s_per_1000_deltas"]

@@ -39,8 +39,10 @@ def test_the_check_covers_every_layer_and_the_top_level() -> None:
 def test_the_check_sees_a_long_function_and_a_method_anywhere(tmp_path: Path) -> None:
     body = "\n".join(f"    x{i} = {i}" for i in range(60))
     (tmp_path / "notebook").mkdir()
-    (tmp_path / "notebook" / "m.py").write_text(f"def short():\n    pass\n\n\ndef long():\n{body}\n\n\nclass C:\n"
-                                                f"    async def method(self):\n" + body.replace("    ", "        ") + "\n")
+    (tmp_path / "notebook" / "m.py").write_text(
+        f"def short():\n    pass\n\n\ndef long():\n{body}\n\n\nclass C:\n"
+        f"    async def method(self):\n" + body.replace("    ", "        ") + "\n"
+    )
     (tmp_path / "top.py").write_text(f"def long():\n{body}\n")
     assert long_functions(tmp_path, 60) == {"notebook/m.py::long": 61, "notebook/m.py::method": 61, "top.py::long": 61}
     assert long_functions(tmp_path, 61) == {}

@@ -95,8 +95,16 @@ def test_the_check_finds_each_kind_of_breach(source: str, module: str, says: str
     assert any(says in line for line in violations(source, module)), violations(source, module)
 
 
-@pytest.mark.parametrize("source", ["from ..core import Message", "from .base import X", "from ..drivers import resolve_alias",
-                                    "from . import loop_thread", "import json"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from ..core import Message",
+        "from .base import X",
+        "from ..drivers import resolve_alias",
+        "from . import loop_thread",
+        "import json",
+    ],
+)
 def test_the_check_allows_what_the_rules_allow(source: str) -> None:
     assert violations(source, "ipyagent.agent.loop") == []
 
@@ -117,7 +125,9 @@ def test_an_unknown_name_of_a_layer_is_an_attribute_error() -> None:
 
     with pytest.raises(AttributeError, match="'ipyagent.drivers' has no attribute 'no_such_name'"):
         ipyagent.drivers.no_such_name  # noqa: B018
-    assert ipyagent.drivers.RateGate is importlib.import_module("ipyagent.drivers.rate_gate").RateGate  # loaded on first use
+    assert (
+        ipyagent.drivers.RateGate is importlib.import_module("ipyagent.drivers.rate_gate").RateGate
+    )  # loaded on first use
 
 
 #: Third-party packages only some layers may import (DESIGN.md): IPython and widgets in the notebook layer
@@ -170,10 +180,15 @@ def test_the_check_finds_a_package_out_of_its_layer(source: str, module: str) ->
     assert third_party_violations(source, module)
 
 
-@pytest.mark.parametrize(("source", "module"), [
-    ("import httpx2", "ipyagent.drivers.base"), ("import httpx2", "ipyagent.tools.mcp"),
-    ("from IPython.display import display", "ipyagent.notebook.views.run_view"), ("from pydantic import BaseModel", "ipyagent.core.content"),
-    ("import json", "ipyagent.core.content"),
-])
+@pytest.mark.parametrize(
+    ("source", "module"),
+    [
+        ("import httpx2", "ipyagent.drivers.base"),
+        ("import httpx2", "ipyagent.tools.mcp"),
+        ("from IPython.display import display", "ipyagent.notebook.views.run_view"),
+        ("from pydantic import BaseModel", "ipyagent.core.content"),
+        ("import json", "ipyagent.core.content"),
+    ],
+)
 def test_the_check_allows_a_package_in_its_layer(source: str, module: str) -> None:
     assert third_party_violations(source, module) == []

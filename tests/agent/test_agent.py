@@ -101,7 +101,9 @@ def test_arun_under_asyncio_run(agent: ipyagent.Agent, server: StubServer) -> No
 def test_failed_turn_is_not_added_to_the_conversation() -> None:
     error = Reply.error_file(ERROR_401, ERROR_401_HTTP)
     with StubServer(error, Reply.sse_file(TEXT), error, Reply.sse_file(TEXT)) as server:
-        agent = ipyagent.Agent("openai:m", base_url=f"{server.url}/v1", api_key_env="OPENAI_API_KEY", system="Be brief.")
+        agent = ipyagent.Agent(
+            "openai:m", base_url=f"{server.url}/v1", api_key_env="OPENAI_API_KEY", system="Be brief."
+        )
         try:
             failed = agent.run("first try")
             assert not failed.ok

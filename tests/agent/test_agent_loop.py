@@ -428,7 +428,9 @@ def _approval_run(agents: list[ipyagent.Agent], approve: Any, needs_approval: bo
         return "61 F"
 
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
-        agent = make_agent(agents, server, [FunctionTool(get_weather, requires_approval=needs_approval)], approve=approve)
+        agent = make_agent(
+            agents, server, [FunctionTool(get_weather, requires_approval=needs_approval)], approve=approve
+        )
         assert run_agent(agent, "Weather?").ok
     return ran, server.requests[1]["body"]["messages"][-1]["content"]
 
@@ -447,6 +449,9 @@ def test_every_kind_of_approver_decides_whether_the_call_runs(agents: list[ipyag
 
 
 def test_no_approver_means_not_run_and_a_call_without_approval_is_never_asked(agents: list[ipyagent.Agent]) -> None:
-    assert _approval_run(agents, None) == ([], "this tool needs approval and no one can approve it here; it was not run")
+    assert _approval_run(agents, None) == (
+        [],
+        "this tool needs approval and no one can approve it here; it was not run",
+    )
     asked = AsyncApprover(False)
     assert _approval_run(agents, asked, needs_approval=False) == (["San Francisco"], "61 F") and asked.asked == []

@@ -62,7 +62,9 @@ def on_virtual_clock(monkeypatch: pytest.MonkeyPatch, main: Callable[[], Awaitab
     return run_virtual(main, monkeypatch, loop_module, tool_steps_module)
 
 
-def interrupt_when_held(agent: Agent, driver: ScriptedDriver, prompt: str, events: list[Any]) -> Callable[[], Awaitable[AgentResult]]:
+def interrupt_when_held(
+    agent: Agent, driver: ScriptedDriver, prompt: str, events: list[Any]
+) -> Callable[[], Awaitable[AgentResult]]:
     """A run cancelled (a kernel interrupt) once the driver holds its stream; its result is the agent's last."""
 
     async def main() -> AgentResult:
@@ -98,24 +100,41 @@ def test_calls_written_badly_get_their_error_as_result_the_others_run_and_the_ru
         ran.append(city)
         return f"18 C in {city}"
 
-    driver = ScriptedDriver(calls(call("c1", "get_weather", '{"city": "Par', 0), call("c2", "get_weather", WEATHER_CALL, 1),
-                                  call("c3", "nope", "{}", 2), call("c4", "", "{}", 3)), text("Paris: 18 C."))
+    driver = ScriptedDriver(
+        calls(
+            call("c1", "get_weather", '{"city": "Par', 0),
+            call("c2", "get_weather", WEATHER_CALL, 1),
+            call("c3", "nope", "{}", 2),
+            call("c4", "", "{}", 3),
+        ),
+        text("Paris: 18 C."),
+    )
     events: list[Any] = []
     result = run(driver, events=events, tools=[get_weather])
     assert result.ok and result.text == "Paris: 18 C." and ran == ["Paris"]
     done = {e.action.tag: e for e in events if isinstance(e, ToolCallCompleted)}
     assert list(done) == ["c1", "c2", "c3", "c4"] and [done[t].is_error for t in done] == [True, False, True, True]
     again = "call the tool again with its name and its arguments as one JSON object"
-    assert done["c1"].result.value == "tool call 1 (id 'c1', tool 'get_weather') was not run: its arguments are not valid JSON " \
+    assert (
+        done["c1"].result.value
+        == "tool call 1 (id 'c1', tool 'get_weather') was not run: its arguments are not valid JSON "
         f"""(Unterminated string starting at): '{{"city": "Par'; {again}"""
-    assert done["c3"].result.value == "tool call 3 (id 'c3') was not run: there is no tool 'nope'; available: get_weather"
+    )
+    assert (
+        done["c3"].result.value == "tool call 3 (id 'c3') was not run: there is no tool 'nope'; available: get_weather"
+    )
     assert done["c4"].result.value == f"tool call 4 (id 'c4') was not run: it names no tool; {again}"
     assert kinds(events).count("model_completed") == 2 and events[kinds(events).index("model_completed")].more_turns
     # the model is sent its calls (arguments it wrote badly as {}) and every result, the errors as errors
     reply, results = driver.stacks[1].messages[-2:]
     assert [(a.name, a.input) for a in reply.tool_calls] == [("get_weather", {}), ("get_weather", {"city": "Paris"}),
                                                             ("nope", {}), ("invalid_tool_call", {})]
-    assert [(r.action.tag, r.is_error) for r in results.tool_results] == [("c1", True), ("c2", False), ("c3", True), ("c4", True)]
+    assert [(r.action.tag, r.is_error) for r in results.tool_results] == [
+        ("c1", True),
+        ("c2", False),
+        ("c3", True),
+        ("c4", True),
+    ]
     assert all(done[r.action.tag].result.value in r.text for r in results.tool_results)
 
 
@@ -127,8 +146,16 @@ def test_a_call_written_badly_needing_approval_is_not_put_to_the_user() -> None:
         return f"deleted {path}"
 
     driver = ScriptedDriver(calls(call("c1", "delete_file", '{"path": ', 0)), text("ok"))
-    result = run(driver, tools=[FunctionTool(delete_file, requires_approval=True)], approve=lambda action: asked.append(action) or True)
-    assert result.ok and asked == [] and result.actions[0].output.value.startswith("tool call 1 (id 'c1', tool 'delete_file')")
+    result = run(
+        driver,
+        tools=[FunctionTool(delete_file, requires_approval=True)],
+        approve=lambda action: asked.append(action) or True,
+    )
+    assert (
+        result.ok
+        and asked == []
+        and result.actions[0].output.value.startswith("tool call 1 (id 'c1', tool 'delete_file')")
+    )
 
 
 # -- an on_event callback that raises ----------------------------------------------------------------
@@ -152,7 +179,10 @@ def test_an_on_event_raising_mid_reply_ends_the_run_in_one_line_and_keeps_the_pa
     agent = Agent(driver)
     result = asyncio.run(agent._arun("hi", RunOptions(), _raising_on("text_delta", seen, 2)))
     assert result.error is not None and (result.error.type, result.error.retryable) == ("callback", False)
-    assert result.error.message == "on_event raised KeyError: 'widget\\ngone'; the run stopped there, the text so far is kept"
+    assert (
+        result.error.message
+        == "on_event raised KeyError: 'widget\\ngone'; the run stopped there, the text so far is kept"
+    )
     assert result.message.text == "Hello" and result.message.status == "failed"
     assert [m.role for m in result.messages] == ["user", "assistant"] and result.messages[-1] is result.message
     assert result.new_messages == [] and agent.messages == [] and not result.ok
@@ -163,7 +193,12 @@ def test_the_callback_s_exception_is_named_in_at_most_300_characters() -> None:
     from ipyagent.agent.loop import EventCallbackError
 
     def shown(exc: Exception) -> str:
-        return EventCallbackError(exc).as_provider_error().message.removeprefix("on_event raised ").split("; the run stopped")[0]
+        return (
+            EventCallbackError(exc)
+            .as_provider_error()
+            .message.removeprefix("on_event raised ")
+            .split("; the run stopped")[0]
+        )
 
     exact = ValueError("v" * (300 - len("ValueError: ")))
     assert shown(exact) == f"ValueError: {exact}"  # 300 characters: whole
@@ -189,7 +224,9 @@ def test_an_on_event_raising_after_a_reply_stops_the_run_before_its_tools() -> N
     assert kinds(seen) == ["model_started", "tool_call_delta", "model_completed"]
 
 
-def test_an_on_event_raising_as_a_stopped_run_ends_does_not_replace_its_outcome(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_on_event_raising_as_a_stopped_run_ends_does_not_replace_its_outcome(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     driver = ScriptedDriver(Script([TextDelta(0, "Hel"), TextDelta(0, "lo")], hold_after=1))
     agent, seen = Agent(driver), []
     on_event = _raising_on("model_failed", seen)
@@ -207,25 +244,43 @@ def test_an_on_event_raising_as_a_stopped_run_ends_does_not_replace_its_outcome(
 
 
 def test_an_interrupt_mid_reply_keeps_its_reasoning_text_and_tool_calls(monkeypatch: pytest.MonkeyPatch) -> None:
-    streamed = [ReasoningDelta(0, "Paris, so metric", signature="sig-1"), TextDelta(1, "Let me look "), TextDelta(1, "that up."),
-                call("c1", "get_weather", WEATHER_CALL, 2), call("c2", "get_weather", '{"city": "Lon', 3)]
+    streamed = [
+        ReasoningDelta(0, "Paris, so metric", signature="sig-1"),
+        TextDelta(1, "Let me look "),
+        TextDelta(1, "that up."),
+        call("c1", "get_weather", WEATHER_CALL, 2),
+        call("c2", "get_weather", '{"city": "Lon', 3),
+    ]
     driver = ScriptedDriver(Script(streamed, stop=StopKind.tool_use, wait_s=1.5, hold_after=len(streamed)))
     agent, events = Agent(driver, tools=[get_weather]), []
     result = on_virtual_clock(monkeypatch, interrupt_when_held(agent, driver, "Weather in Paris and London?", events))
 
     assert result.interrupted and result.error is None and not result.ok and result.stop_reason is None
     message = result.message
-    assert message.role == "assistant" and message.reasoning == "Paris, so metric" and message.content[0].signature == "sig-1"
+    assert (
+        message.role == "assistant"
+        and message.reasoning == "Paris, so metric"
+        and message.content[0].signature == "sig-1"
+    )
     assert message.text == "Let me look that up."
     [kept] = message.tool_calls
     assert (kept.tag, kept.name, kept.input, kept.output) == ("c1", "get_weather", {"city": "Paris"}, None)
     assert message.status == "interrupted" and message.error is None
-    assert message.metadata == {"partial_tool_calls": [{"id": "c2", "name": "get_weather", "raw_arguments": '{"city": "Lon'}]}
+    assert message.metadata == {
+        "partial_tool_calls": [{"id": "c2", "name": "get_weather", "raw_arguments": '{"city": "Lon'}]
+    }
     assert [m.role for m in result.messages] == ["user", "assistant"] and result.messages[1] is message
     assert result.metadata == {"ttft_s": 1.5}  # the first delta came 1.5 s into the turn
     assert result.new_messages == [] and agent.messages == []  # an interrupted run does not join the conversation
     assert result.actions == []  # nothing ran
-    assert kinds(events) == ["model_started", "reasoning_delta", "text_delta", "text_delta", "tool_call_delta", "tool_call_delta"]
+    assert kinds(events) == [
+        "model_started",
+        "reasoning_delta",
+        "text_delta",
+        "text_delta",
+        "tool_call_delta",
+        "tool_call_delta",
+    ]
 
 
 def test_an_interrupt_while_a_tool_runs_keeps_the_reply_that_asked_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -250,7 +305,10 @@ def test_an_interrupt_while_a_tool_runs_keeps_the_reply_that_asked_for_it(monkey
     # the completed turn stays billed
     assert (result.usage.input_tokens, result.usage.output_tokens) == (10, 3)
     assert result.cost == Cost(0.01, 0.02, 0.03)
-    assert kinds(events) == ["model_started", "tool_call_delta", "model_completed", "tool_call_completed"] and events[2].more_turns
+    assert (
+        kinds(events) == ["model_started", "tool_call_delta", "model_completed", "tool_call_completed"]
+        and events[2].more_turns
+    )
     # the call that was running is marked cut off (not "not run"), with the seconds it had run
     (cut,) = [e for e in events if isinstance(e, ToolCallCompleted)]
     assert cut.stopped == "interrupted" and cut.is_error and cut.action.tag == "c1"
@@ -259,19 +317,26 @@ def test_an_interrupt_while_a_tool_runs_keeps_the_reply_that_asked_for_it(monkey
 
 
 def test_an_interrupt_before_the_next_reply_arrives_keeps_the_last_reply(monkeypatch: pytest.MonkeyPatch) -> None:
-    driver = ScriptedDriver(calls(call("c1", "get_weather", WEATHER_CALL)), calls(call("c2", "get_weather", '{"city": "Lyon"}')),
-                            Script(hold_after=0))
+    driver = ScriptedDriver(
+        calls(call("c1", "get_weather", WEATHER_CALL)),
+        calls(call("c2", "get_weather", '{"city": "Lyon"}')),
+        Script(hold_after=0),
+    )
     agent, events = Agent(driver, tools=[get_weather]), []
     result = on_virtual_clock(monkeypatch, interrupt_when_held(agent, driver, "Weather?", events))
 
     assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant", "tool"]
-    assert result.message is result.messages[3] and result.message.tool_calls[0].tag == "c2"  # the latest reply, not the first
+    assert (
+        result.message is result.messages[3] and result.message.tool_calls[0].tag == "c2"
+    )  # the latest reply, not the first
     assert [a.tag for a in result.actions] == ["c1", "c2"]
     assert result.metadata == {"ttft_s": 0.0}
     assert kinds(events)[-1] == "model_started"
 
 
-def test_an_interrupt_before_anything_arrived_has_an_empty_reply_and_no_first_token_time(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupt_before_anything_arrived_has_an_empty_reply_and_no_first_token_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     driver = ScriptedDriver(Script(hold_after=0))
     agent, events = Agent(driver), []
     result = on_virtual_clock(monkeypatch, interrupt_when_held(agent, driver, "Hello?", events))
@@ -312,7 +377,9 @@ def test_the_deadline_cuts_a_running_tool_and_keeps_the_reply_that_called_it(mon
         await asyncio.Event().wait()
         return "unreachable"
 
-    driver = ScriptedDriver(Script([TextDelta(0, "Checking. "), call("c1", "stuck", WEATHER_CALL, 1)], stop=StopKind.tool_use, wait_s=1))
+    driver = ScriptedDriver(
+        Script([TextDelta(0, "Checking. "), call("c1", "stuck", WEATHER_CALL, 1)], stop=StopKind.tool_use, wait_s=1)
+    )
     agent, events = Agent(driver, tools=[stuck], timeout=3), []
     result = on_virtual_clock(monkeypatch, lambda: agent._arun("Weather?", RunOptions(), events.append))
 
@@ -331,7 +398,9 @@ def test_the_deadline_cuts_a_running_tool_and_keeps_the_reply_that_called_it(mon
 
 
 def test_max_steps_stops_after_that_many_turns_with_the_last_reply(monkeypatch: pytest.MonkeyPatch) -> None:
-    driver = ScriptedDriver(*(calls(call(f"c{n}", "get_weather", WEATHER_CALL), usage=usage(10 * n, n)) for n in (1, 2, 3, 4)))
+    driver = ScriptedDriver(
+        *(calls(call(f"c{n}", "get_weather", WEATHER_CALL), usage=usage(10 * n, n)) for n in (1, 2, 3, 4))
+    )
     events: list[Any] = []
     result = run(driver, events=events, tools=[get_weather], max_steps=3)
 
@@ -341,7 +410,9 @@ def test_max_steps_stops_after_that_many_turns_with_the_last_reply(monkeypatch: 
     assert error.message == "stopped after 3 model turns (max_steps); the tool results so far are kept"
     assert result.message.tool_calls[0].tag == "c3"  # the third reply, whose results are kept after it
     assert [m.role for m in result.messages] == ["user"] + ["assistant", "tool"] * 3
-    assert [a.tag for a in result.actions] == ["c1", "c2", "c3"] and all(a.output == TextArtifact(value="18 C in Paris") for a in result.actions)
+    assert [a.tag for a in result.actions] == ["c1", "c2", "c3"] and all(
+        a.output == TextArtifact(value="18 C in Paris") for a in result.actions
+    )
     assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.total_tokens) == (60, 6, 66)
     assert isinstance(events[-1], ModelFailed) and events[-1].error is error and events[-1].partial is result.message
     assert [e.more_turns for e in events if isinstance(e, ModelCompleted)] == [True, True, True]
@@ -357,7 +428,9 @@ def test_one_step_asks_once() -> None:
 # -- a reply cut off by max_tokens ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arguments", [WEATHER_CALL, '{"city": "Par'], ids=["whole-call", "call-cut-inside-its-arguments"])
+@pytest.mark.parametrize(
+    "arguments", [WEATHER_CALL, '{"city": "Par'], ids=["whole-call", "call-cut-inside-its-arguments"]
+)
 def test_a_tool_call_cut_off_by_max_tokens_is_not_run(arguments: str) -> None:
     ran: list[str] = []
 
@@ -366,8 +439,10 @@ def test_a_tool_call_cut_off_by_max_tokens_is_not_run(arguments: str) -> None:
         ran.append(city)
         return "18 C"
 
-    driver = ScriptedDriver(Script([TextDelta(0, "Looking"), call("c1", "weather", arguments, 1)], stop=StopKind.max_tokens),
-                            text("never asked"))
+    driver = ScriptedDriver(
+        Script([TextDelta(0, "Looking"), call("c1", "weather", arguments, 1)], stop=StopKind.max_tokens),
+        text("never asked"),
+    )
     events: list[Any] = []
     result = run(driver, events=events, tools=[weather])
 
@@ -416,10 +491,16 @@ COST_2 = {"input_usd": 0.001, "output_usd": 0.002, "total_usd": 0.003}
 
 def test_a_failed_turn_keeps_its_partial_reply_in_the_run_but_not_in_the_conversation() -> None:
     failure = ProviderError("server", "upstream reset", status=502)
-    driver = ScriptedDriver(calls(call("c1", "get_weather", WEATHER_CALL), cost=COST_1),
-                            Script([ReasoningDelta(0, "hm", "sig"), TextDelta(1, "It is"), call("c2", "get_weather", '{"ci', 2)],
-                                   usage=usage(7, 1), cost=COST_2, error=failure),
-                            text("Paris is sunny."))
+    driver = ScriptedDriver(
+        calls(call("c1", "get_weather", WEATHER_CALL), cost=COST_1),
+        Script(
+            [ReasoningDelta(0, "hm", "sig"), TextDelta(1, "It is"), call("c2", "get_weather", '{"ci', 2)],
+            usage=usage(7, 1),
+            cost=COST_2,
+            error=failure,
+        ),
+        text("Paris is sunny."),
+    )
     agent = Agent(driver, tools=[get_weather])
     result = asyncio.run(agent._arun("Weather in Paris?", RunOptions(), [].append))
 
@@ -442,7 +523,9 @@ def test_a_failed_turn_with_nothing_arrived_or_billed_adds_no_message_and_keeps_
     assert [m.role for m in result.messages] == ["user", "assistant", "tool"]
     assert result.message.content == [] and result.message is not result.messages[-1]
     assert result.cost == Cost(0.01, 0.02, 0.03) and (result.usage.input_tokens, result.usage.output_tokens) == (10, 3)
-    unpriced = run(ScriptedDriver(Script([TextDelta(0, "a")], usage=usage(5, 1), error=failure)))  # billed, price unknown
+    unpriced = run(
+        ScriptedDriver(Script([TextDelta(0, "a")], usage=usage(5, 1), error=failure))
+    )  # billed, price unknown
     assert unpriced.cost is None and unpriced.usage.input_tokens == 5 and unpriced.messages[-1].text == "a"
 
 
@@ -564,10 +647,14 @@ def test_an_invalid_output_is_asked_for_again_once_then_reported() -> None:
 
     assert len(driver.stacks) == 2  # asked again once, not until max_steps
     correction = driver.stacks[1].messages[-1]
-    assert correction.role == "user" and correction.text.startswith("Your reply could not be used: the reply is not JSON")
+    assert correction.role == "user" and correction.text.startswith(
+        "Your reply could not be used: the reply is not JSON"
+    )
     error = result.error
     assert error is not None and error.type == "invalid_output" and not error.retryable
-    assert error.message.startswith("the reply did not match Weather, even when asked again: the output does not match Weather")
+    assert error.message.startswith(
+        "the reply did not match Weather, even when asked again: the output does not match Weather"
+    )
     assert "celsius" in error.message
     assert error.raw == {"text": '{"city": "Paris"}', "tool_input": None}
     assert result.output is None and result.text == '{"city": "Paris"}'
@@ -578,7 +665,9 @@ def test_an_invalid_output_is_asked_for_again_once_then_reported() -> None:
 
 def test_output_retries_count_down_from_their_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loop_module, "OUTPUT_RETRIES", 2)
-    driver = ScriptedDriver(text("warm"), text("still warm"), text("very warm"), text('{"city": "Paris", "celsius": 18}'))
+    driver = ScriptedDriver(
+        text("warm"), text("still warm"), text("very warm"), text('{"city": "Paris", "celsius": 18}')
+    )
     result = run(driver, options=RunOptions(output_schema=Weather))
     assert len(driver.stacks) == 3 and result.error is not None and result.error.type == "invalid_output"
 
@@ -624,19 +713,44 @@ def test_a_valid_first_output_ends_the_run_at_once() -> None:
 
 def test_usage_and_cost_add_up_over_turns_and_events_come_in_order() -> None:
     driver = ScriptedDriver(
-        Script([TextDelta(0, "Let me check."), call("c1", "get_weather", WEATHER_CALL, 1), call("c2", "get_weather", '{"city": "Nice"}', 2)],
-               stop=StopKind.tool_use, usage=usage(100, 20), cost={"input_usd": 0.1, "output_usd": 0.2, "total_usd": 0.3}),
-        text("Paris 18 C, Nice 18 C.", usage=usage(150, 10), cost={"input_usd": 0.15, "output_usd": 0.1, "total_usd": 0.25}))
+        Script(
+            [
+                TextDelta(0, "Let me check."),
+                call("c1", "get_weather", WEATHER_CALL, 1),
+                call("c2", "get_weather", '{"city": "Nice"}', 2),
+            ],
+            stop=StopKind.tool_use,
+            usage=usage(100, 20),
+            cost={"input_usd": 0.1, "output_usd": 0.2, "total_usd": 0.3},
+        ),
+        text(
+            "Paris 18 C, Nice 18 C.",
+            usage=usage(150, 10),
+            cost={"input_usd": 0.15, "output_usd": 0.1, "total_usd": 0.25},
+        ),
+    )
     events: list[Any] = []
     result = run(driver, events=events, tools=[get_weather])
 
-    assert kinds(events) == ["model_started", "text_delta", "tool_call_delta", "tool_call_delta", "model_completed",
-                             "tool_call_completed", "tool_call_completed", "model_started", "text_delta", "model_completed"]
+    assert kinds(events) == [
+        "model_started",
+        "text_delta",
+        "tool_call_delta",
+        "tool_call_delta",
+        "model_completed",
+        "tool_call_completed",
+        "tool_call_completed",
+        "model_started",
+        "text_delta",
+        "model_completed",
+    ]
     assert [e.action.tag for e in events if isinstance(e, ToolCallCompleted)] == ["c1", "c2"]
     assert [e.more_turns for e in events if isinstance(e, ModelCompleted)] == [True, False]
     assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.total_tokens) == (250, 30, 280)
     assert result.cost == Cost(0.25, 0.3, 0.55)
-    assert result.metadata == {"cost": {"input_usd": 0.15, "output_usd": 0.1, "total_usd": 0.25}}  # the last turn's figures
+    assert result.metadata == {
+        "cost": {"input_usd": 0.15, "output_usd": 0.1, "total_usd": 0.25}
+    }  # the last turn's figures
     assert result.metadata is not events[-1].metadata
     # the tool message carries both results, in call order
     tool_message = result.messages[2]
@@ -646,8 +760,10 @@ def test_usage_and_cost_add_up_over_turns_and_events_come_in_order() -> None:
 
 
 def test_one_turn_of_unknown_price_makes_the_run_cost_unknown() -> None:
-    driver = ScriptedDriver(calls(call("c1", "get_weather", WEATHER_CALL), cost={"input_usd": 0.1, "output_usd": 0.2, "total_usd": 0.3}),
-                            text("18 C."))
+    driver = ScriptedDriver(
+        calls(call("c1", "get_weather", WEATHER_CALL), cost={"input_usd": 0.1, "output_usd": 0.2, "total_usd": 0.3}),
+        text("18 C."),
+    )
     assert run(driver, tools=[get_weather]).cost is None
 
 
@@ -655,15 +771,22 @@ def test_one_turn_of_unknown_price_makes_the_run_cost_unknown() -> None:
 
 
 def test_each_request_carries_the_system_prompt_history_run_messages_and_schema() -> None:
-    history = [Message(role="user", content=[TextBlock(text="Earlier")]), Message(role="assistant", content=[TextBlock(text="Noted")])]
+    history = [
+        Message(role="user", content=[TextBlock(text="Earlier")]),
+        Message(role="assistant", content=[TextBlock(text="Noted")]),
+    ]
     driver = ScriptedDriver(calls(call("c1", "get_weather", WEATHER_CALL)), text('{"city": "Paris", "celsius": 18}'))
     run(driver, options=RunOptions(history=history, output_schema=Weather, output_strategy="rule"), system="Be brief.",
         tools=[get_weather])
 
     first, second = driver.stacks
     assert [t.name for t in first.tools] == ["get_weather"]
-    assert [(m.role, m.text) for m in first.messages] == [("system", "Be brief."), ("user", "Earlier"), ("assistant", "Noted"),
-                                                          ("user", "Weather in Paris?")]
+    assert [(m.role, m.text) for m in first.messages] == [
+        ("system", "Be brief."),
+        ("user", "Earlier"),
+        ("assistant", "Noted"),
+        ("user", "Weather in Paris?"),
+    ]
     assert [m.role for m in second.messages] == ["system", "user", "assistant", "user", "assistant", "tool"]
     assert first.output_schema is Weather and first.output_strategy == "rule"
 
@@ -833,7 +956,9 @@ def test_a_tool_source_that_turns_out_off_prompt_gets_the_task_memory_reader() -
         return calls(call("c2", "TaskMemory_summarize", json.dumps({"namespace": namespace})))
 
     memory = TaskMemory()
-    driver = ScriptedDriver(calls(call("c1", "Late_dump", "{}")), summarize_it, text("It repeats itself."), text("Done."))
+    driver = ScriptedDriver(
+        calls(call("c1", "Late_dump", "{}")), summarize_it, text("It repeats itself."), text("Done.")
+    )
     ledger = Ledger()
     result = run(driver, tools=[Late()], memory=memory, options=RunOptions(ledger=ledger))
     assert result.ok and [e.tool for e in memory.entries()] == ["Late"]  # stored in the run's memory
@@ -842,14 +967,20 @@ def test_a_tool_source_that_turns_out_off_prompt_gets_the_task_memory_reader() -
     # the reader found it there, and asked the run's model about it
     assert "all of it all of it" in driver.stacks[2].messages[-1].text
     summary = result.actions[1]
-    assert summary.name == "TaskMemory" and summary.output.type != "error" and "It repeats itself." in summary.output.to_text()
+    assert (
+        summary.name == "TaskMemory"
+        and summary.output.type != "error"
+        and "It repeats itself." in summary.output.to_text()
+    )
 
 
 # -- more decisions -------------------------------------------------------------------------------------
 
 
 def test_an_output_tool_call_invalid_twice_reports_its_input() -> None:
-    driver = ScriptedDriver(calls(call("o1", OUTPUT_TOOL, '{"city": "Paris"}')), calls(call("o2", OUTPUT_TOOL, '{"celsius": 18}')))
+    driver = ScriptedDriver(
+        calls(call("o1", OUTPUT_TOOL, '{"city": "Paris"}')), calls(call("o2", OUTPUT_TOOL, '{"celsius": 18}'))
+    )
     result = run(driver, options=RunOptions(output_schema=Weather, output_strategy="tool"))
     error = result.error
     assert error is not None and error.type == "invalid_output" and "city" in error.message
@@ -864,7 +995,9 @@ def test_the_approver_is_asked_about_each_call() -> None:
         asked.append((action.tag, action.input))
         return action.input["city"] == "Paris"
 
-    driver = ScriptedDriver(calls(call("c1", "get_weather", WEATHER_CALL), call("c2", "get_weather", '{"city": "Lyon"}', 1)), text("Done."))
+    driver = ScriptedDriver(
+        calls(call("c1", "get_weather", WEATHER_CALL), call("c2", "get_weather", '{"city": "Lyon"}', 1)), text("Done.")
+    )
     result = run(driver, tools=[FunctionTool(get_weather, requires_approval=True)], approve=approve)
     assert sorted(asked) == [("c1", {"city": "Paris"}), ("c2", {"city": "Lyon"})]
     assert [a.output.to_text() for a in result.actions] == ["18 C in Paris", "denied by the user; the tool was not run"]

@@ -85,7 +85,9 @@ def test_a_run_ends_at_its_deadline_keeping_its_text(reply, partial, first_token
     result, took = _on_virtual_clock(monkeypatch, lambda: agent.arun("hi", on_event=events.append))
     assert took == 2  # at the deadline, not a piece later
     assert result.error is not None and result.error.type == "timeout" and "within 2 s" in result.error.message
-    assert result.text.startswith(partial) and result.text == "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert result.text.startswith(partial) and result.text == "".join(
+        e.text for e in events if isinstance(e, TextDelta)
+    )
     assert isinstance(events[-1], ModelFailed) and events[-1].error is result.error  # the view and run store see it
     assert agent.messages == []  # a failed run does not join the conversation
 
@@ -127,7 +129,11 @@ def test_the_response_limit_cuts_a_trickling_server_without_retrying(monkeypatch
 
     events, took = _on_virtual_clock(monkeypatch, collect)
     failed = events[-1]
-    assert isinstance(failed, ModelFailed) and failed.error.type == "timeout" and "response_timeout" in failed.error.message
+    assert (
+        isinstance(failed, ModelFailed)
+        and failed.error.type == "timeout"
+        and "response_timeout" in failed.error.message
+    )
     assert took == 1.5 and failed.metadata["latency_s"] == 1.5 and len(server.requests) == 1
 
 
@@ -180,7 +186,9 @@ class Fatal(BaseException):
     """An exception outside the Exception tree."""
 
 
-@pytest.mark.parametrize("exc", [KeyboardInterrupt("stop"), SystemExit(3), Fatal("fatal")], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "exc", [KeyboardInterrupt("stop"), SystemExit(3), Fatal("fatal")], ids=lambda e: type(e).__name__
+)
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_a_tool_raising_outside_exception_is_an_error_result(exc, kind):
     def get_weather(city: str, state: str = "") -> str:
@@ -351,7 +359,10 @@ def test_compare_panes_are_titled_as_typed_with_the_resolved_id_under():
     from ipyagent.notebook.views.compare_view import CompareWidgetView
 
     view = CompareWidgetView(["fast", "openai:m"], 1, ["openai:m", "openai:m"])
-    assert view.pane_titles() == [{"title": "fast", "resolved": "openai:m"}, {"title": "openai:m", "resolved": "openai:m"}]
+    assert view.pane_titles() == [
+        {"title": "fast", "resolved": "openai:m"},
+        {"title": "openai:m", "resolved": "openai:m"},
+    ]
 
 
 def _run_a_tool_that_never_returns(stop: str, tmp_path, monkeypatch):
@@ -373,7 +384,9 @@ def _run_a_tool_that_never_returns(stop: str, tmp_path, monkeypatch):
         return "never"
 
     store = RunStore(tmp_path / "runs.sqlite")
-    recorder = RunRecorder(store, thread="t", provider="openai:m", prompt=Message(role="user", content=[TextBlock(text="hi")]))
+    recorder = RunRecorder(
+        store, thread="t", provider="openai:m", prompt=Message(role="user", content=[TextBlock(text="hi")])
+    )
     events: list = []
 
     def feed(event):

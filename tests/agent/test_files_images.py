@@ -58,23 +58,43 @@ def _user_content(provider: str, body: dict):
     return body["messages"][-1]["content"]
 
 
-@pytest.mark.parametrize("provider, expected", [
-    ("openai", {"type": "file", "file": {"filename": "report.pdf", "file_data": f"data:application/pdf;base64,{PDF64}"}}),
-    ("openai-responses", {"type": "input_file", "filename": "report.pdf", "file_data": f"data:application/pdf;base64,{PDF64}"}),
-    ("anthropic", {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF64},
-                   "title": "report.pdf", "citations": {"enabled": True}}),  # --file documents cite ("Citations")
-    ("gemini", {"inlineData": {"mimeType": "application/pdf", "data": PDF64}}),
-])
+@pytest.mark.parametrize(
+    "provider, expected",
+    [
+        (
+            "openai",
+            {"type": "file", "file": {"filename": "report.pdf", "file_data": f"data:application/pdf;base64,{PDF64}"}},
+        ),
+        (
+            "openai-responses",
+            {"type": "input_file", "filename": "report.pdf", "file_data": f"data:application/pdf;base64,{PDF64}"},
+        ),
+        (
+            "anthropic",
+            {
+                "type": "document",
+                "source": {"type": "base64", "media_type": "application/pdf", "data": PDF64},
+                "title": "report.pdf",
+                "citations": {"enabled": True},
+            },
+        ),  # --file documents cite ("Citations")
+        ("gemini", {"inlineData": {"mimeType": "application/pdf", "data": PDF64}}),
+    ],
+)
 def test_a_pdf_reaches_each_provider_in_its_format(provider, expected, files):
     with StubServer(REPLIES[provider]()) as server:
-        result = ipyagent.Agent(f"{provider}:{MODELS[provider]}", base_url=server.url).run("Summarize", files=[files / "report.pdf"])
+        result = ipyagent.Agent(f"{provider}:{MODELS[provider]}", base_url=server.url).run(
+            "Summarize", files=[files / "report.pdf"]
+        )
     assert result.ok, result.error
     assert expected in _user_content(provider, server.requests[0]["body"])
 
 
 def test_a_text_document_goes_as_text_or_a_text_document(files):
     with StubServer(REPLIES["anthropic"]()) as server:
-        ipyagent.Agent(f"anthropic:{MODELS['anthropic']}", base_url=server.url).run("Summarize", files=files / "notes.md")
+        ipyagent.Agent(f"anthropic:{MODELS['anthropic']}", base_url=server.url).run(
+            "Summarize", files=files / "notes.md"
+        )
     (document,) = [p for p in server.requests[0]["body"]["messages"][-1]["content"] if p["type"] == "document"]
     assert document["source"] == {"type": "text", "media_type": "text/plain", "data": "# Notes\nrevenue grew 12%\n"}
     with StubServer(REPLIES["ollama"]()) as server:
@@ -88,7 +108,9 @@ def test_a_pdf_is_refused_before_sending_where_the_model_cannot_take_it(provider
     with StubServer(REPLIES[provider]()) as server:
         result = ipyagent.Agent(f"{provider}:{model}", base_url=server.url).run("Summarize", files=files / "report.pdf")
     assert server.requests == []
-    assert result.error.type == "unsupported_capability" and result.error.code == "pdf" and model in result.error.message
+    assert (
+        result.error.type == "unsupported_capability" and result.error.code == "pdf" and model in result.error.message
+    )
 
 
 def test_file_option_on_agent_and_compare(ip, files, capsys):
@@ -101,7 +123,10 @@ def test_file_option_on_agent_and_compare(ip, files, capsys):
             ip.run_cell_magic("agent", "--file nope.pdf", "Summarize")
     content = server.requests[0]["body"]["messages"][-1]["content"]
     assert content[0]["text"] == "Summarize" and "<document name='notes.md'>" in content[1]["text"]
-    assert content[2] == {"type": "file", "file": {"filename": "document.pdf", "file_data": f"data:application/pdf;base64,{PDF64}"}}
+    assert content[2] == {
+        "type": "file",
+        "file": {"filename": "document.pdf", "file_data": f"data:application/pdf;base64,{PDF64}"},
+    }
     assert all(r["body"]["messages"][-1]["content"][-1]["type"] == "file" for r in server.requests[1:3])
 
 
@@ -117,12 +142,26 @@ GEMINI_IMAGE = Reply(pieces=[b"data: " + json.dumps({
 _ITEM = {"id": "ig_1", "type": "image_generation_call", "status": "completed", "output_format": "png", "result": PNG64}
 _RESPONSE = {"id": "resp_1", "object": "response", "model": "gpt-4.1-mini", "status": "completed", "output": [_ITEM],
              "usage": {"input_tokens": 9, "output_tokens": 40, "total_tokens": 49}}
-RESPONSES_IMAGE = Reply(pieces=[f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in (
-    {"type": "response.created", "sequence_number": 0, "response": {**_RESPONSE, "status": "in_progress", "output": []}},
-    {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": {**_ITEM, "status": "in_progress", "result": None}},
-    {"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": _ITEM},
-    {"type": "response.completed", "sequence_number": 3, "response": _RESPONSE},
-)])
+RESPONSES_IMAGE = Reply(
+    pieces=[
+        f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode()
+        for e in (
+            {
+                "type": "response.created",
+                "sequence_number": 0,
+                "response": {**_RESPONSE, "status": "in_progress", "output": []},
+            },
+            {
+                "type": "response.output_item.added",
+                "sequence_number": 1,
+                "output_index": 0,
+                "item": {**_ITEM, "status": "in_progress", "result": None},
+            },
+            {"type": "response.output_item.done", "sequence_number": 2, "output_index": 0, "item": _ITEM},
+            {"type": "response.completed", "sequence_number": 3, "response": _RESPONSE},
+        )
+    ]
+)
 
 
 @pytest.mark.parametrize("provider, model, reply", [
@@ -145,8 +184,12 @@ def test_a_returned_image_is_an_img_in_the_saved_notebook(monkeypatch):
     with StubServer(GEMINI_IMAGE) as server:
         monkeypatch.setenv("GEMINI_API_KEY", "gemini-test-image")
         monkeypatch.setenv("GEMINI_BASE_URL", server.url)
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%load_ext ipyagent\n%provider gemini:gemini-2.5-flash-image"),
-                                             nbformat.v4.new_code_cell("%%agent\nDraw a red dot")])
+        nb = nbformat.v4.new_notebook(
+            cells=[
+                nbformat.v4.new_code_cell("%load_ext ipyagent\n%provider gemini:gemini-2.5-flash-image"),
+                nbformat.v4.new_code_cell("%%agent\nDraw a red dot"),
+            ]
+        )
         NotebookClient(nb, timeout=60, kernel_name="python3", store_widget_state=True).execute()
     outputs = [o for o in nb.cells[1].outputs if "application/vnd.ipyagent.transcript+json" in o.get("data", {})]
     (saved,) = outputs

@@ -40,7 +40,11 @@ async def get_weather(city: str, state: str = "") -> str:
 
 
 def _turns_of(events: list[Any]) -> list[str]:
-    return [type(e).__name__ for e in events if isinstance(e, (ModelStarted, ModelCompleted, ModelFailed, ToolCallCompleted))]
+    return [
+        type(e).__name__
+        for e in events
+        if isinstance(e, (ModelStarted, ModelCompleted, ModelFailed, ToolCallCompleted))
+    ]
 
 
 def test_a_recorded_call_whose_arguments_broke_goes_back_to_the_model_and_the_run_answers():
@@ -73,10 +77,19 @@ def test_an_on_event_raising_mid_stream_closes_the_response_and_keeps_the_text()
                 raise RuntimeError("the view\nbroke")
 
     result = agent.run("hi", on_event=on_event)
-    assert transport.body.closed and transport.body.sent < len([p for p in transport.body.pieces if isinstance(p, bytes)])
+    assert transport.body.closed and transport.body.sent < len(
+        [p for p in transport.body.pieces if isinstance(p, bytes)]
+    )
     assert result.error is not None and result.error.type == "callback"
-    assert result.error.message == "on_event raised RuntimeError: the view broke; the run stopped there, the text so far is kept"
-    assert result.message.text == "".join(texts) and result.message.status == "failed" and result.message.error.type == "callback"
+    assert (
+        result.error.message
+        == "on_event raised RuntimeError: the view broke; the run stopped there, the text so far is kept"
+    )
+    assert (
+        result.message.text == "".join(texts)
+        and result.message.status == "failed"
+        and result.message.error.type == "callback"
+    )
 
 
 def test_an_interrupt_at_every_await_of_a_run_keeps_what_arrived_and_closes_every_stream():
@@ -153,7 +166,9 @@ def test_a_tool_raising_with_megabytes_in_its_message_sends_the_model_its_head(m
 
     memory, events = TaskMemory(), []
     with StubServer(Reply.sse_file(TOOL_CALL), openai_text_reply("it failed")) as server:
-        result = Agent("openai:m", base_url=server.url, tools=[get_weather], memory=memory).run("weather?", on_event=events.append)
+        result = Agent("openai:m", base_url=server.url, tools=[get_weather], memory=memory).run(
+            "weather?", on_event=events.append
+        )
     sent = server.requests[1]["body"]["messages"][-1]["content"]
     assert len(sent) < HEAD_CHARS + 400 and sent.startswith("ValueError: row;row;")
     assert f"an error of {len(message):,} characters" in sent

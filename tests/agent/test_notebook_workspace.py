@@ -16,8 +16,11 @@ RUN = '{"index": 1}'
 
 
 def run(fake: FakeNotebook, approve: Any, **tool_kw: Any) -> tuple[AgentResult, ScriptedDriver, list[Any]]:
-    driver = ScriptedDriver(calls(call("c1", "notebook_insert_cell", INSERT)), calls(call("c2", "notebook_run_cell", RUN)),
-                            text("It printed 42."))
+    driver = ScriptedDriver(
+        calls(call("c1", "notebook_insert_cell", INSERT)),
+        calls(call("c2", "notebook_run_cell", RUN)),
+        text("It printed 42."),
+    )
     asked: list[Any] = []
 
     def approving(action: Any) -> bool:

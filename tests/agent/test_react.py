@@ -49,7 +49,11 @@ def test_bad_blocks_become_errors_for_the_model(body, error):
 def test_a_bad_block_does_not_stop_the_blocks_after_it():
     calls = react.parse_calls('<tool_call id="a">no object</tool_call> <tool_call id="b">{"name": 1,}</tool_call> '
                               '<tool_call id="c">{"name": "add", "input": {"a": 1}}</tool_call>')
-    assert [(c.tag, c.action is None, c.error is None) for c in calls] == [("a", True, False), ("b", True, False), ("c", False, True)]
+    assert [(c.tag, c.action is None, c.error is None) for c in calls] == [
+        ("a", True, False),
+        ("b", True, False),
+        ("c", False, True),
+    ]
 
 
 def test_invalid_json_says_where_counted_from_the_object():
@@ -68,11 +72,17 @@ def test_input_defaults_to_empty_and_arguments_is_read_too():
     no_input, arguments, both = react.parse_calls(
         '<tool_call>{"name": "Clock_now"}</tool_call><tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>'
         '<tool_call>{"name": "add", "input": {"a": 2}, "arguments": {"a": 3}}</tool_call>')
-    assert [(c.tag, c.action.input) for c in (no_input, arguments, both)] == [("react-1", {}), ("react-2", {"a": 1}), ("react-3", {"a": 2})]
+    assert [(c.tag, c.action.input) for c in (no_input, arguments, both)] == [
+        ("react-1", {}),
+        ("react-2", {"a": 1}),
+        ("react-3", {"a": 2}),
+    ]
 
 
 def test_a_block_without_id_is_numbered_by_its_place_among_all_blocks():
-    first, second = react.parse_calls('<tool_call id="x">{"name": "a"}</tool_call> <tool_call>{"name": "b"}</tool_call>')
+    first, second = react.parse_calls(
+        '<tool_call id="x">{"name": "a"}</tool_call> <tool_call>{"name": "b"}</tool_call>'
+    )
     assert (first.tag, second.tag) == ("x", "react-2")
 
 
@@ -99,17 +109,28 @@ Tools (name: description; input JSON Schema):
 
 
 def test_system_prompt_states_the_protocol_and_lists_tools_with_schemas():
-    prompt = react.system_prompt([
-        ToolDefinition(name="add", description="Add two numbers", parameters={"type": "object", "properties": {"a": {"type": "integer"}}}),
-        ToolDefinition(name="Clock_now", description="", parameters={}),
-    ])
+    prompt = react.system_prompt(
+        [
+            ToolDefinition(
+                name="add",
+                description="Add two numbers",
+                parameters={"type": "object", "properties": {"a": {"type": "integer"}}},
+            ),
+            ToolDefinition(name="Clock_now", description="", parameters={}),
+        ]
+    )
     assert prompt == PROMPT
 
 
 def test_the_prompt_teaches_the_format_the_parser_reads_and_the_results_use():
     prompt = react.system_prompt([ToolDefinition(name="add", description="", parameters={"type": "object"})])
     (call,) = react.parse_calls(prompt)  # the example block the model is shown is one call, read as such
-    assert (call.tag, call.action.native_name, call.action.input, call.error) == ("c1", "TOOL_NAME", {"argument": "value"}, None)
+    assert (call.tag, call.action.native_name, call.action.input, call.error) == (
+        "c1",
+        "TOOL_NAME",
+        {"argument": "value"},
+        None,
+    )
     assert '<tool_result id="c1">...</tool_result>' in prompt  # what result_block writes for that id
     assert react.result_block("c1", "...") == '<tool_result id="c1">\n...\n</tool_result>'
     assert react.result_block("c2", "boom", is_error=True) == '<tool_result id="c2" error="true">\nboom\n</tool_result>'
@@ -122,9 +143,11 @@ def add(a: int, b: int = 0) -> int:
 
 def test_react_run_over_http_ties_results_by_id(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    first = (f'I will use tools. <tool_call id="b">{{"name": "add", "input": {{"a": "4", "b": 5}}}}</tool_call> '
-             '<tool_call id="a">{"name": "nope", "input": {}}</tool_call> <tool_call id="c">{"name": "add", "input": {"b": 1}}</tool_call>'
-             ' <tool_call id="d">{"name": "add", "input": {"a": 1,,}}</tool_call> and [brackets] after.')
+    first = (
+        f'I will use tools. <tool_call id="b">{{"name": "add", "input": {{"a": "4", "b": 5}}}}</tool_call> '
+        '<tool_call id="a">{"name": "nope", "input": {}}</tool_call> <tool_call id="c">{"name": "add", "input": {"b": 1}}</tool_call>'
+        ' <tool_call id="d">{"name": "add", "input": {"a": 1,,}}</tool_call> and [brackets] after.'
+    )
     with StubServer(openai_text_reply(first), openai_text_reply("The sum is 9.")) as server:
         agent = Agent("openai:m", base_url=server.url, tools=[add], react=True)
         events = []

@@ -25,7 +25,10 @@ def call(tag: str, name: str, value: dict | None = None) -> ToolAction:
 
 
 def reply(*blocks) -> Message:
-    return Message(role="assistant", content=[ActionCallBlock(action=b) if isinstance(b, ToolAction) else TextBlock(text=b) for b in blocks])
+    return Message(
+        role="assistant",
+        content=[ActionCallBlock(action=b) if isinstance(b, ToolAction) else TextBlock(text=b) for b in blocks],
+    )
 
 
 # --- where the JSON is found -------------------------------------------------------------
@@ -81,11 +84,18 @@ def test_each_validation_problem_is_one_part_with_its_location():
                                "items.1.name: Input should be a valid string")
     with pytest.raises(ValueError) as info:
         structured.validate(Order, [1])
-    assert str(info.value) == "the output does not match Order: (root): Input should be a valid dictionary or instance of Order"
+    assert (
+        str(info.value)
+        == "the output does not match Order: (root): Input should be a valid dictionary or instance of Order"
+    )
 
 
 def test_the_output_is_read_from_the_output_call_else_from_the_text():
-    ok = reply('{"name": "not this", "price": 0}', call("c1", "Clock_now"), call("c2", "final_result", {"name": "tea", "price": 2}))
+    ok = reply(
+        '{"name": "not this", "price": 0}',
+        call("c1", "Clock_now"),
+        call("c2", "final_result", {"name": "tea", "price": 2}),
+    )
     assert structured.output_call(ok).tag == "c2"
     assert structured.read_output(ok, Item) == (Item(name="tea", price=2.0), None)
     assert structured.read_output(reply('{"name": "tea", "price": 2}'), Item) == (Item(name="tea", price=2.0), None)
@@ -96,11 +106,19 @@ def test_the_output_is_read_from_the_output_call_else_from_the_text():
 
 
 def test_an_output_call_with_unreadable_arguments_is_told_that_error_and_only_its_own() -> None:
-    broken = ActionCallBlock(action=call("c2", "final_result"), raw_arguments='{"name": ', error="its arguments are not valid JSON")
-    assert structured.read_output(Message(role="assistant", content=[broken]), Item) == (None, "its arguments are not valid JSON")
+    broken = ActionCallBlock(
+        action=call("c2", "final_result"), raw_arguments='{"name": ', error="its arguments are not valid JSON"
+    )
+    assert structured.read_output(Message(role="assistant", content=[broken]), Item) == (
+        None,
+        "its arguments are not valid JSON",
+    )
     other = ActionCallBlock(action=call("c1", "Clock_now"), raw_arguments="[", error="another call's error")
     fine = ActionCallBlock(action=call("c2", "final_result", {"name": "tea", "price": 2}))
-    assert structured.read_output(Message(role="assistant", content=[other, fine]), Item) == (Item(name="tea", price=2.0), None)
+    assert structured.read_output(Message(role="assistant", content=[other, fine]), Item) == (
+        Item(name="tea", price=2.0),
+        None,
+    )
 
 
 @pytest.mark.parametrize(
@@ -135,7 +153,11 @@ def test_an_invalid_text_reply_gets_a_user_message():
 
 def test_a_turn_without_output_calls_stays_the_same_objects():
     real = call("c1", "Clock_now")
-    turn, result, answer = reply("let me see", real), Message(role="tool", content=[ActionResultBlock(action=real, text="12:00")]), reply("noon")
+    turn, result, answer = (
+        reply("let me see", real),
+        Message(role="tool", content=[ActionResultBlock(action=real, text="12:00")]),
+        reply("noon"),
+    )
     history = structured.for_conversation([turn, result, answer])
     assert len(history) == 3 and all(a is b for a, b in zip(history, [turn, result, answer]))
 
@@ -145,8 +167,14 @@ def test_an_output_call_becomes_its_json_text_and_its_error_result_user_text():
     turn, fix = reply(output), structured.correction(reply(output), "price: Field required")
     first, second = structured.for_conversation([turn, fix])
     assert (first.role, first.content) == ("assistant", [TextBlock(text='{"name": "tea"}')])
-    assert (second.role, second.content) == ("user", [TextBlock(text="price: Field required. Call final_result again with corrected input.")])
-    assert (turn.content[0].action is output, fix.role) == (True, "tool")  # the run's own messages are left as they were
+    assert (second.role, second.content) == (
+        "user",
+        [TextBlock(text="price: Field required. Call final_result again with corrected input.")],
+    )
+    assert (turn.content[0].action is output, fix.role) == (
+        True,
+        "tool",
+    )  # the run's own messages are left as they were
 
 
 def test_a_call_not_run_is_dropped_and_a_message_left_empty_goes():
@@ -158,8 +186,16 @@ def test_a_call_not_run_is_dropped_and_a_message_left_empty_goes():
 
 def test_a_real_result_keeps_its_call_beside_an_output_call_and_stays_a_tool_message():
     real, output = call("c1", "Clock_now"), call("c2", "final_result", {"a": 1})
-    results = Message(role="tool", content=[ActionResultBlock(action=real, text="12:00"),
-                                            ActionResultBlock(action=output, text="bad. Call final_result again", is_error=True)])
+    results = Message(
+        role="tool",
+        content=[
+            ActionResultBlock(action=real, text="12:00"),
+            ActionResultBlock(action=output, text="bad. Call final_result again", is_error=True),
+        ],
+    )
     turn, kept = structured.for_conversation([reply(real, output), results])
     assert turn.content == [ActionCallBlock(action=real), TextBlock(text='{"a": 1}')]
-    assert kept.role == "tool" and kept.content == [ActionResultBlock(action=real, text="12:00"), TextBlock(text="bad. Call final_result again")]
+    assert kept.role == "tool" and kept.content == [
+        ActionResultBlock(action=real, text="12:00"),
+        TextBlock(text="bad. Call final_result again"),
+    ]

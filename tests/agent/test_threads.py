@@ -100,7 +100,11 @@ def test_history_keeps_tool_calls_and_the_next_prompt_sends_them(ip, capsys) -> 
     follow_up = messages(server, 2)
     assert roles(follow_up) == ["user", "assistant", "tool", "assistant", "user"]
     assert follow_up[1]["tool_calls"][0]["id"] == call["id"]
-    assert follow_up[2] == {"role": "tool", "tool_call_id": call["id"], "content": "61 F and foggy in San Francisco " + "x" * 10}
+    assert follow_up[2] == {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "content": "61 F and foggy in San Francisco " + "x" * 10,
+    }
     capsys.readouterr()
     ip.run_line_magic("agent", "history w")
     out = capsys.readouterr().out
@@ -122,13 +126,19 @@ def test_history_keeps_tool_calls_and_the_next_prompt_sends_them(ip, capsys) -> 
     assert [t.metadata["ipyagent"]["record"] for t in turns] == ["transcript"] * 2
     first = turns[0].data[MIME_TYPE]
     assert first["show_prompts"] is True and first["title"].startswith("turn 1 · run ")
-    assert [m["role"] for m in first["messages"]] == ["user", "assistant", "assistant"]  # tool results sit in their calls
+    assert [m["role"] for m in first["messages"]] == [
+        "user",
+        "assistant",
+        "assistant",
+    ]  # tool results sit in their calls
     [card] = [p for m in first["messages"] for p in m["parts"] if p["type"] == "tool_call"]
     assert (card["name"], card["arguments"], card["status"]) == ("get_weather", call["input"], "ok")
     assert card["result"].startswith("61 F and foggy")
     assert first["usage"]["input_tokens"] > 0 and first["timings"]["turns"] == 2
     html = turns[1].data["text/html"]
-    assert '<div class="ipyagent-prompt"><div class="ipyagent-meta">user</div><p>Thanks!</p></div>' in html  # on one line
+    assert (
+        '<div class="ipyagent-prompt"><div class="ipyagent-meta">user</div><p>Thanks!</p></div>' in html
+    )  # on one line
     assert "```" not in html and "{&quot;" not in html.split("ipyagent-prompt")[1].split("ipyagent-footer")[0]
     assert "\nuser: Thanks!\n" in turns[1].data["text/plain"]  # the whole turn: a terminal shows it
     with pytest.raises(UsageError, match="no thread 'nope'"):
@@ -198,7 +208,9 @@ def test_structured_answer_in_a_thread_replays(ip, capsys) -> None:
     """Native strategy: the recorded JSON reply; tool strategy: a final_result call. Either
     way the next turn sends the answer back as it was given, with no call left without a result."""
     answer = json.loads(expected_from(STRUCTURED).text)
-    ip.run_cell("from pydantic import BaseModel\nclass Weather(BaseModel):\n    city: str\n    temperature: int\n    units: str")
+    ip.run_cell(
+        "from pydantic import BaseModel\nclass Weather(BaseModel):\n    city: str\n    temperature: int\n    units: str"
+    )
     final_call = tool_call_reply([("call_final_1", "final_result", answer)])
     with StubServer(Reply.sse_file(STRUCTURED), final_call, Reply.sse_file(TEXT)) as server:
         connect(ip, server)
@@ -215,7 +227,10 @@ def test_structured_answer_in_a_thread_replays(ip, capsys) -> None:
     again = next(i for i, m in enumerate(sent) if m.get("content") == "Again, as a tool call")
     replayed = sent[again + 1]  # the tool strategy's answer, as the model gave it
     assert replayed["role"] == "assistant"
-    assert json.loads(replayed["content"]) == answer or json.loads(replayed["tool_calls"][0]["function"]["arguments"]) == answer
+    assert (
+        json.loads(replayed["content"]) == answer
+        or json.loads(replayed["tool_calls"][0]["function"]["arguments"]) == answer
+    )
     assert "tools" not in server.requests[-1]["body"] or all(
         t["function"]["name"] != "final_result" for t in server.requests[-1]["body"]["tools"])
     capsys.readouterr()
@@ -227,7 +242,10 @@ def test_structured_answer_in_a_thread_replays(ip, capsys) -> None:
 def test_memory_listing_and_accessor(ip, capsys) -> None:
     [call] = expected_from(TOOL_CALL).tool_calls
     ip.user_ns["SIZE"] = 50_000
-    ip.run_cell(WEATHER_TOOL + "from ipyagent.tools import FunctionTool\nbig_weather = FunctionTool(get_weather, off_prompt=True)\n")
+    ip.run_cell(
+        WEATHER_TOOL
+        + "from ipyagent.tools import FunctionTool\nbig_weather = FunctionTool(get_weather, off_prompt=True)\n"
+    )
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
         connect(ip, server)
         ip.run_cell_magic("agent", "--tools big_weather -o res", "Weather?")
@@ -261,7 +279,9 @@ def test_runs_inspect_replay_and_store_in_the_terminal(ip, capsys, tmp_path) -> 
     capsys.readouterr()
     ip.run_line_magic("agent", "runs")
     runs = capsys.readouterr().out.strip().splitlines()
-    assert len(runs) == 2 and runs[0].startswith(failed.metadata["run_id"]) and runs[1].startswith(ok.metadata["run_id"])
+    assert (
+        len(runs) == 2 and runs[0].startswith(failed.metadata["run_id"]) and runs[1].startswith(ok.metadata["run_id"])
+    )
     assert " failed " in runs[0] and " ok " in runs[1]
 
     ip.run_line_magic("agent", f"inspect {failed.metadata['run_id'][:8]}")

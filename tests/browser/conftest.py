@@ -114,14 +114,23 @@ def _installed_labextension() -> Path:
     from jupyter_core.paths import jupyter_path
 
     built = ROOT / "src" / "ipyagent" / "labextension" / "package.json"
-    found = next((Path(p) / "ipyagent" for p in jupyter_path("labextensions") if (Path(p) / "ipyagent" / "package.json").exists()), None)
+    found = next(
+        (
+            Path(p) / "ipyagent"
+            for p in jupyter_path("labextensions")
+            if (Path(p) / "ipyagent" / "package.json").exists()
+        ),
+        None,
+    )
     if found is None:
         pytest.fail("the ipyagent labextension is not installed: run `make test-browser` (it builds and installs it)")
     if built.exists():
         want = json.loads(built.read_text())["jupyterlab"]["_build"]["load"]
         have = json.loads((found / "package.json").read_text())["jupyterlab"]["_build"]["load"]
         if want != have:
-            pytest.fail(f"the installed labextension ({found}) is not the last build: run `make test-browser` to reinstall it")
+            pytest.fail(
+                f"the installed labextension ({found}) is not the last build: run `make test-browser` to reinstall it"
+            )
     return found
 
 
@@ -202,7 +211,9 @@ class Lab:
         self.page.wait_for_function(
             "(name) => window.jupyterapp !== undefined && window.jupyterapp.shell.currentWidget"
             " && window.jupyterapp.shell.currentWidget.context && window.jupyterapp.shell.currentWidget.context.path === name",
-            arg=name, timeout=60000)
+            arg=name,
+            timeout=60000,
+        )
         self.panel = "#" + self.page.evaluate("() => window.jupyterapp.shell.currentWidget.id")
         self.page.locator(f"{self.panel} .jp-Notebook .jp-Cell").first.wait_for(timeout=60000)
         if wait_kernel:

@@ -55,11 +55,14 @@ def _decide(lab, index: int, button: str, label: str) -> None:
     assert seen["wraps"] and seen["fits"], seen
     lab.screenshot(cell, f"approval-{button}.png")
     # Not "streaming…" while the call waits: the footer's clock says what it waits for.
-    cell.locator(".ipyagent-view .ipyagent-footer-text", has_text="waiting for your approval").wait_for(state="attached")
+    cell.locator(".ipyagent-view .ipyagent-footer-text", has_text="waiting for your approval").wait_for(
+        state="attached"
+    )
     target.click()  # Playwright clicks only a visible, enabled, unobscured button
     lab.page.wait_for_function(
         "(cell) => !Array.from(cell.querySelectorAll('.ipyagent-footer-text')).some(n => n.textContent.includes('approval'))",
-        arg=cell.element_handle())
+        arg=cell.element_handle(),
+    )
     summary = cell.locator(".ipyagent-view details.ipyagent-tool summary", has_text=label)
     summary.wait_for(state="attached", timeout=30000)
 
@@ -82,7 +85,10 @@ def test_approve_and_deny_sit_in_the_output_area_and_say_what_was_decided(lab, m
     renderer_of(lab.cell(3)).wait_for(state="attached", timeout=60000)
 
     def statuses() -> list[str]:
-        return [renderer_of(lab.cell(i)).locator("details.ipyagent-tool summary .ipyagent-meta").inner_text() for i in (2, 3)]
+        return [
+            renderer_of(lab.cell(i)).locator("details.ipyagent-tool summary .ipyagent-meta").inner_text()
+            for i in (2, 3)
+        ]
 
     final = statuses()
     assert final[0] == "call_1 · denied", final
@@ -127,7 +133,9 @@ def _opens_rendered(cell) -> None:
 
 def test_an_off_prompt_artifact_opens_rendered(lab, model_server):
     model_server.script(openai_tool_call_reply("sales_report", {}), openai_text_reply("The report is stored."))
-    write_notebook(lab.root / "artifact.ipynb", SETUP, BIG_REPORT, "%%agent --tools sales_report\nGet the sales report.")
+    write_notebook(
+        lab.root / "artifact.ipynb", SETUP, BIG_REPORT, "%%agent --tools sales_report\nGet the sales report."
+    )
     lab.open("artifact.ipynb")
     lab.command("notebook:run-all-cells")
     cell = lab.cell(2)

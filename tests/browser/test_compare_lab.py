@@ -129,7 +129,9 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
     # Reloaded without a kernel: the run picked live first (else the last), and the runs are still
     # selectable, by tab and by the table's run rows.
     panes = rendered.locator(".ipyagent-pane")
-    assert _shown_run(panes.nth(0)) == answers["a", 0] and _tab(panes.nth(0), 0).get_attribute("aria-selected") == "true"
+    assert (
+        _shown_run(panes.nth(0)) == answers["a", 0] and _tab(panes.nth(0), 0).get_attribute("aria-selected") == "true"
+    )
     assert _shown_run(panes.nth(1)) == answers["b", 1]
     _tab(panes.nth(0), 1).click()
     assert _shown_run(panes.nth(0)) == answers["a", 1]
@@ -152,7 +154,10 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
 def test_a_stopped_comparison_is_saved_with_the_finished_and_the_partial_answer(lab):
     finished = "The quick provider finished its whole answer."
     slow_text = " ".join(f"word{i}" for i in range(200))
-    with StubServer(openai_text_reply(finished)) as a, StubServer(openai_text_reply(slow_text, piece=6, delay=0.1)) as b:
+    with (
+        StubServer(openai_text_reply(finished)) as a,
+        StubServer(openai_text_reply(slow_text, piece=6, delay=0.1)) as b,
+    ):
         two_providers(lab, "stopped.ipynb", a, b, "%%compare openai:a b -o cmp\nSay something long.")
         lab.open("stopped.ipynb")
         cell = lab.cell(1)
@@ -160,7 +165,9 @@ def test_a_stopped_comparison_is_saved_with_the_finished_and_the_partial_answer(
         live = cell.locator(".ipyagent-comparison.ipyagent-live")
         live.locator(".ipyagent-pane").nth(0).locator(".ipyagent-footer-text", has_text="total").wait_for(timeout=60000)
         live.locator(".ipyagent-pane").nth(1).locator(".ipyagent-text", has_text="word5").wait_for(timeout=60000)
-        live_height = live.locator(".ipyagent-pane").nth(0).locator(".ipyagent-run").bounding_box()["height"]  # "a" has finished
+        live_height = (
+            live.locator(".ipyagent-pane").nth(0).locator(".ipyagent-run").bounding_box()["height"]
+        )  # "a" has finished
         lab.page.locator(".jp-NotebookPanel-toolbar [data-command='notebook:interrupt-kernel']").click()
         renderer_of(cell).wait_for(state="attached", timeout=30000)
         assert "Traceback" not in cell.inner_text() and "CancelledError" not in cell.inner_text()

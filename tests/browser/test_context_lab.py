@@ -16,12 +16,19 @@ def test_insert_button_adds_the_code_as_a_cell_below(lab):
     from ipyagent.notebook.views.transcript_output import bundle
 
     answer = f"Guard the zero count:\n\n```python\n{CODE}\n```\n"
-    transcript = Transcript(provider="openai:gpt-6-luna", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=answer)])],
-                            next_cell=NextCell(language="python", source=CODE))
+    transcript = Transcript(
+        provider="openai:gpt-6-luna",
+        messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=answer)])],
+        next_cell=NextCell(language="python", source=CODE),
+    )
     data, metadata = bundle(transcript)
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("%agent fix --code", outputs=[nbformat.v4.new_output("display_data", data=data, metadata=metadata)]),
-                nbformat.v4.new_code_cell("x = 1")]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "%agent fix --code", outputs=[nbformat.v4.new_output("display_data", data=data, metadata=metadata)]
+        ),
+        nbformat.v4.new_code_cell("x = 1"),
+    ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, lab.root / "next_cell.ipynb")
 
@@ -33,8 +40,12 @@ def test_insert_button_adds_the_code_as_a_cell_below(lab):
     block.locator("button.ipyagent-insert").click()
     lab.page.wait_for_function(
         "() => window.jupyterapp.shell.currentWidget.content.model.cells.length === 3", timeout=30000)
-    sources = lab.page.evaluate("() => Array.from(window.jupyterapp.shell.currentWidget.content.model.cells).map(c => c.sharedModel.getSource())")
-    types = lab.page.evaluate("() => Array.from(window.jupyterapp.shell.currentWidget.content.model.cells).map(c => c.type)")
+    sources = lab.page.evaluate(
+        "() => Array.from(window.jupyterapp.shell.currentWidget.content.model.cells).map(c => c.sharedModel.getSource())"
+    )
+    types = lab.page.evaluate(
+        "() => Array.from(window.jupyterapp.shell.currentWidget.content.model.cells).map(c => c.type)"
+    )
     assert sources == ["%agent fix --code", CODE, "x = 1"] and types == ["code", "code", "code"]
     assert block.locator("button.ipyagent-insert").inner_text() == "inserted"
     lab.screenshot(lab.cell(0), "next-cell-inserted.png")

@@ -23,7 +23,9 @@ ANSWER = (f"## Totals\n\nA soft\nbreak, **bold** and a [link](https://example.co
 def test_the_one_line_html_fallback_reads_as_the_answer_in_a_browser(page, tmp_path):
     from nbconvert import HTMLExporter
 
-    transcript = Transcript(provider="openai:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=ANSWER)])])
+    transcript = Transcript(
+        provider="openai:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=ANSWER)])]
+    )
     data, metadata = bundle(transcript)
     assert "\n" not in data["text/html"]
     output = nbformat.v4.new_output("display_data", data=data, metadata=metadata)
@@ -37,7 +39,10 @@ def test_the_one_line_html_fallback_reads_as_the_answer_in_a_browser(page, tmp_p
     assert fallback.locator("p").first.inner_text() == "A soft break, bold and a link."
     assert fallback.locator("li").all_inner_texts() == ["one", "two"]
     assert fallback.locator("pre code").inner_text() == CODE + "\n"  # each line of the code, as written
-    assert [r.inner_text().split("\t") for r in fallback.locator("tbody tr").all()] == [["North", "1,000"], ["South", "1,925"]]
+    assert [r.inner_text().split("\t") for r in fallback.locator("tbody tr").all()] == [
+        ["North", "1,000"],
+        ["South", "1,925"],
+    ]
     assert fallback.locator("a").get_attribute("rel") == "noreferrer nofollow"  # noreferrer: no Referer, no opener
     assert "out tokens" in fallback.locator(".ipyagent-footer").inner_text()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
@@ -53,15 +58,39 @@ def test_the_extension_draws_a_compact_transcript_as_one_saved_with_every_field(
 
     from ipyagent.core.transcript import ReasoningPart, Timings, ToolCallPart, TranscriptUsage
 
-    t = Transcript(provider="openai:m", status="interrupted", messages=[TranscriptMessage(role="assistant", parts=[
-        ReasoningPart(text="think"), TextPart(text=ANSWER),
-        ToolCallPart(id="c1", name="f", arguments={"x": 1}, status="ok", result="1", duration_s=0.5),
-        ToolCallPart(id="c2", name="g"),
-        ToolCallPart(id="c3", name="h", status="error", result="interrupted while the tool ran", duration_s=0.25, stopped="interrupted")])], usage=TranscriptUsage(input_tokens=3, output_tokens=4), timings=Timings(total_s=1.0))
+    t = Transcript(
+        provider="openai:m",
+        status="interrupted",
+        messages=[
+            TranscriptMessage(
+                role="assistant",
+                parts=[
+                    ReasoningPart(text="think"),
+                    TextPart(text=ANSWER),
+                    ToolCallPart(id="c1", name="f", arguments={"x": 1}, status="ok", result="1", duration_s=0.5),
+                    ToolCallPart(id="c2", name="g"),
+                    ToolCallPart(
+                        id="c3",
+                        name="h",
+                        status="error",
+                        result="interrupted while the tool ran",
+                        duration_s=0.25,
+                        stopped="interrupted",
+                    ),
+                ],
+            )
+        ],
+        usage=TranscriptUsage(input_tokens=3, output_tokens=4),
+        timings=Timings(total_s=1.0),
+    )
     compact, full = t.to_json(), t.model_dump(mode="json")
     assert len(json.dumps(compact)) < len(json.dumps(full))
-    outputs = [nbformat.v4.new_output("display_data", data={"application/vnd.ipyagent.transcript+json": doc, "text/plain": "run"})
-               for doc in (compact, full)]
+    outputs = [
+        nbformat.v4.new_output(
+            "display_data", data={"application/vnd.ipyagent.transcript+json": doc, "text/plain": "run"}
+        )
+        for doc in (compact, full)
+    ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%%agent\nTotals?", outputs=outputs)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, lab.root / "forms.ipynb")

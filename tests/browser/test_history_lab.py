@@ -20,11 +20,25 @@ pytestmark = pytest.mark.browser
 
 def _history_notebook(path) -> None:
     action = ToolAction(tag="call_1", name="get_weather", input={"city": "Paris"})
-    turn = Turn([Message(role="user", content=[TextBlock(text="Weather in **Paris**?")]),
-                 Message(role="assistant", content=[ActionCallBlock(action=action)], usage=Usage(input_tokens=10, output_tokens=5)),
-                 Message(role="tool", content=[ActionResultBlock(action=action, text="18 C and clear")]),
-                 Message(role="assistant", content=[TextBlock(text="It is *18 C* and clear.")], usage=Usage(input_tokens=30, output_tokens=8))],
-                "ok", "run0001", "openai:gpt-6-luna")
+    turn = Turn(
+        [
+            Message(role="user", content=[TextBlock(text="Weather in **Paris**?")]),
+            Message(
+                role="assistant",
+                content=[ActionCallBlock(action=action)],
+                usage=Usage(input_tokens=10, output_tokens=5),
+            ),
+            Message(role="tool", content=[ActionResultBlock(action=action, text="18 C and clear")]),
+            Message(
+                role="assistant",
+                content=[TextBlock(text="It is *18 C* and clear.")],
+                usage=Usage(input_tokens=30, output_tokens=8),
+            ),
+        ],
+        "ok",
+        "run0001",
+        "openai:gpt-6-luna",
+    )
     failed = Turn([Message(role="user", content=[TextBlock(text="And tomorrow?")]),
                    Message(role="assistant", content=[TextBlock(text="Tomorrow it")], status="failed")],
                   "failed", "run0002", "openai:gpt-6-luna", "server: 502 Bad Gateway")
@@ -54,7 +68,10 @@ def test_history_is_drawn_as_transcripts_with_their_prompts(lab):
     assert first.locator(".ipyagent-text em").inner_text() == "18 C"
     assert "40 in / 13 out tokens" in first.locator(".ipyagent-footer").inner_text()
     # the prompt sits above its reply, and the raw syntax is nowhere
-    boxes = [first.locator(sel).bounding_box()["y"] for sel in (".ipyagent-title", ".ipyagent-prompt", "details.ipyagent-tool", ".ipyagent-text")]
+    boxes = [
+        first.locator(sel).bounding_box()["y"]
+        for sel in (".ipyagent-title", ".ipyagent-prompt", "details.ipyagent-tool", ".ipyagent-text")
+    ]
     assert boxes == sorted(boxes)
     assert "**" not in first.inner_text() and '{"city"' not in first.inner_text()
     assert second.locator(".ipyagent-title").inner_text().startswith("turn 2 · run run0002 · kept for the record")
@@ -99,7 +116,9 @@ def test_prompt_cells_are_highlighted_as_markdown(lab):
     lab.cell(1).locator(".cm-content").click()
     lab.page.keyboard.press("Control+Home")
     lab.page.keyboard.type("%%agent\n")
-    lab.page.wait_for_function("(el) => el.getAttribute('data-ipyagent-language') === 'markdown'", arg=editors[1].element_handle())
+    lab.page.wait_for_function(
+        "(el) => el.getAttribute('data-ipyagent-language') === 'markdown'", arg=editors[1].element_handle()
+    )
     assert not lab.page.evaluate(SPAN_STYLE_JS, [python, "Weather"])["italic"]
     lab.page.keyboard.press("Control+Home")
     lab.page.keyboard.press("Shift+ArrowDown")  # the magic line, selected with its newline
@@ -115,7 +134,10 @@ def test_prompt_cells_are_markdown_before_the_kernel_names_its_language(lab):
     """A notebook saved without ``language_info`` and a new notebook's first cell: their editors are
     made before the kernel says it is Python (as text/plain), and stay Markdown once it has."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("%%agent\n# Weather {{ city }}\nWhat is it?"), nbformat.v4.new_code_cell("x = 1")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("%%agent\n# Weather {{ city }}\nWhat is it?"),
+        nbformat.v4.new_code_cell("x = 1"),
+    ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, lab.root / "no_language_info.ipynb")
     lab.open("no_language_info.ipynb")  # the kernel is idle: the cells are Python now
@@ -135,9 +157,13 @@ def test_prompt_cells_are_markdown_before_the_kernel_names_its_language(lab):
     assert not lab.errors
 
 def test_tools_listing_is_a_table_with_the_schema_folded(lab):
-    tool = ("from typing import Literal\nfrom ipyagent.tools import activity\n\n@activity\n"
-            "def get_weather(city: str, mode: Literal[" + ", ".join(repr(f"choice_number_{n}_with_a_long_name") for n in range(12)) + "] = 'choice_number_0_with_a_long_name') -> str:\n"
-            "    \"\"\"Weather now, for a city anywhere on Earth.\n\n    Args:\n        city: the city's name\n    \"\"\"\n    return 'sunny'")
+    tool = (
+        "from typing import Literal\nfrom ipyagent.tools import activity\n\n@activity\n"
+        "def get_weather(city: str, mode: Literal["
+        + ", ".join(repr(f"choice_number_{n}_with_a_long_name") for n in range(12))
+        + "] = 'choice_number_0_with_a_long_name') -> str:\n"
+        '    """Weather now, for a city anywhere on Earth.\n\n    Args:\n        city: the city\'s name\n    """\n    return \'sunny\''
+    )
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("%load_ext ipyagent\n" + tool), nbformat.v4.new_code_cell("%tools")]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

@@ -48,7 +48,11 @@ SAMPLE_JS = """([panel, index, measure]) => {
 
 
 def _cassette(name: str) -> list[dict]:
-    return [json.loads(line) for line in (ROOT / "notebooks" / f"{name}.cassette.jsonl").read_text().splitlines() if line.strip()]
+    return [
+        json.loads(line)
+        for line in (ROOT / "notebooks" / f"{name}.cassette.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
 
 
 def _reply(exchange: dict, delay: float = 0.0) -> Reply:
@@ -152,7 +156,12 @@ def test_saved_notebook_reopens_with_the_transcript_and_tool_cards(lab, model_se
     cell.scroll_into_view_if_needed()
     live_text = renderer_of(cell).locator(".ipyagent-text").inner_text()
     live_tools = renderer_of(cell).locator(".ipyagent-tool-name").all_inner_texts()
-    results = {m["tool_call_id"]: m["content"] for r in model_server.requests for m in r["body"]["messages"] if m["role"] == "tool"}
+    results = {
+        m["tool_call_id"]: m["content"]
+        for r in model_server.requests
+        for m in r["body"]["messages"]
+        if m["role"] == "tool"
+    }
     assert len(live_tools) == len(results) == 3
     assert words(live_text) == shown(answer)
 
@@ -338,6 +347,8 @@ def test_labextension_is_listed_enabled():
     import subprocess
     import sys
 
-    listing = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True, timeout=120)
+    listing = subprocess.run(
+        [sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True, timeout=120
+    )
     line = next((l for l in (listing.stdout + listing.stderr).splitlines() if l.strip().startswith("ipyagent ")), "")
     assert "enabled" in line and "OK" in line, listing.stdout + listing.stderr

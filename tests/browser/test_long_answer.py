@@ -135,7 +135,9 @@ def test_a_long_fast_answer_keeps_up_draws_at_most_33_times_a_second_and_ends_ex
     deltas = -(-len(answer) // CHARS_PER_DELTA)
     reply = _batched(openai_text_reply(answer, piece=CHARS_PER_DELTA), BATCH, BATCH / RATE)
     stream_s = len(reply.pieces) * reply.delay  # the stream's own duration, as scripted
-    write_notebook(lab.root / "long.ipynb", "%load_ext ipyagent\n%provider openai:gpt-6-luna", "%%agent\nWrite a long report.")
+    write_notebook(
+        lab.root / "long.ipynb", "%load_ext ipyagent\n%provider openai:gpt-6-luna", "%%agent\nWrite a long report."
+    )
     model_server.script(reply)
     lab.open("long.ipynb")
     cell = lab.cell(1)
@@ -154,15 +156,26 @@ def test_a_long_fast_answer_keeps_up_draws_at_most_33_times_a_second_and_ends_ex
     saved = nbformat.read(lab.root / "long.ipynb", as_version=4)
     (doc,) = [o["data"]["application/vnd.ipyagent.transcript+json"] for o in saved.cells[1].outputs
               if "application/vnd.ipyagent.transcript+json" in o.get("data", {})]
-    saved_text = "".join(p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text")
+    saved_text = "".join(
+        p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text"
+    )
     changes = timeline["changes"]
     elapsed = (timeline["rendered"] - started_ms) / 1000
     wire_s = (wire_end_ms - started_ms) / 1000  # the stream's own duration, as the server wrote it in this run
-    figures = {"chars": len(answer), "deltas": deltas, "stream_s": round(stream_s, 2), "wire_s": round(wire_s, 2),
-               "cell_done_s": round(elapsed, 2), "ratio": round(elapsed / wire_s, 3), "ratio_to_scripted": round(elapsed / stream_s, 3),
-               "live_text_changes": len(changes), "busiest_second_changes": _busiest_second(changes),
-               "exact": exact and saved_text == answer,
-               "where_the_time_went_s": _breakdown(timeline, started_ms, wire_end_ms), "live_frames_ms": frames}
+    figures = {
+        "chars": len(answer),
+        "deltas": deltas,
+        "stream_s": round(stream_s, 2),
+        "wire_s": round(wire_s, 2),
+        "cell_done_s": round(elapsed, 2),
+        "ratio": round(elapsed / wire_s, 3),
+        "ratio_to_scripted": round(elapsed / stream_s, 3),
+        "live_text_changes": len(changes),
+        "busiest_second_changes": _busiest_second(changes),
+        "exact": exact and saved_text == answer,
+        "where_the_time_went_s": _breakdown(timeline, started_ms, wire_end_ms),
+        "live_frames_ms": frames,
+    }
     print("\nlong answer in JupyterLab:", json.dumps(figures))
     assert saved_text == answer and exact
     assert figures["busiest_second_changes"] <= 34, figures  # ~33 a second: one per kernel frame at most
@@ -178,11 +191,13 @@ def test_stop_leaves_no_traceback_in_the_saved_notebook_and_a_missing_key_is_one
     from ..support.stub_server import FIXTURES
 
     text = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
-    write_notebook(lab.root / "stop.ipynb",
-                    "import os\nos.environ.pop('ANTHROPIC_API_KEY', None)\n%load_ext ipyagent\n%provider openai:gpt-6-luna",
-                    "%%agent\nWhat is the weather in San Francisco?",
-                    "%%agent -p nosuchprovider:model\nHi",
-                    "%%agent -p anthropic:claude-sonnet-5-5\nHi")
+    write_notebook(
+        lab.root / "stop.ipynb",
+        "import os\nos.environ.pop('ANTHROPIC_API_KEY', None)\n%load_ext ipyagent\n%provider openai:gpt-6-luna",
+        "%%agent\nWhat is the weather in San Francisco?",
+        "%%agent -p nosuchprovider:model\nHi",
+        "%%agent -p anthropic:claude-sonnet-5-5\nHi",
+    )
     model_server.script(Reply.sse_file(text, delay=0.4))
     lab.open("stop.ipynb")
     cell = lab.cell(1)
@@ -222,7 +237,9 @@ def test_the_live_view_is_as_tall_as_the_saved_transcript(lab, model_server):
     reply = openai_text_reply(answer, piece=12, delay=0.01)
     # A pause (SSE comments, which parsers skip) before the finish: the live view draws all the text.
     reply.pieces[-3:-3] = [b": keep-alive\n\n"] * 60
-    write_notebook(lab.root / "height.ipynb", "%load_ext ipyagent\n%provider openai:gpt-6-luna", "%%agent\nA short report.")
+    write_notebook(
+        lab.root / "height.ipynb", "%load_ext ipyagent\n%provider openai:gpt-6-luna", "%%agent\nA short report."
+    )
     model_server.script(reply)
     lab.open("height.ipynb")
     cell = lab.cell(1)

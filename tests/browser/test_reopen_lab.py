@@ -105,7 +105,9 @@ def _ends_finished_and_saved(lab, cell, name: str, shot: str) -> None:
 
 
 def _answer(doc: dict) -> str:
-    return "".join(p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text")
+    return "".join(
+        p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text"
+    )
 
 
 def test_a_page_reopened_mid_run_catches_up_streams_on_and_saves_the_transcript(lab, model_server):
@@ -139,7 +141,9 @@ def test_a_run_stopped_from_a_page_reopened_mid_run_keeps_its_partial_transcript
         renderer_of(cell).wait_for(state="attached")
         footer = renderer_of(cell).locator(".ipyagent-footer").inner_text()
         assert "interrupted" in footer, footer
-        assert words(renderer_of(cell).locator(".ipyagent-text").inner_text()) == shown(BEFORE)  # the partial text stays
+        assert words(renderer_of(cell).locator(".ipyagent-text").inner_text()) == shown(
+            BEFORE
+        )  # the partial text stays
         assert cell.locator(".ipyagent-view").count() == 0
         assert "Traceback" not in cell.inner_text() and "CancelledError" not in cell.inner_text()
         lab.save_and_shutdown("reopen-stop.ipynb")

@@ -65,7 +65,9 @@ def _all_blocks():
 
 def test_message_round_trips_every_block_type_through_json():
     blocks = _all_blocks()
-    msg = Message(role="assistant", content=blocks, usage=Usage(input_tokens=5, output_tokens=7), metadata={"latency_s": 0.5})
+    msg = Message(
+        role="assistant", content=blocks, usage=Usage(input_tokens=5, output_tokens=7), metadata={"latency_s": 0.5}
+    )
     data = json.loads(msg.model_dump_json())
     assert [b["type"] for b in data["content"]] == [
         "text", "reasoning", "image", "image", "audio", "generic", "action_call", "action_result",
@@ -161,7 +163,9 @@ def test_image_artifact_becomes_image_block():
 
 
 def test_audio_and_generic_artifacts_map_to_their_blocks():
-    msg = PromptStack().add_user_message([AudioArtifact(value=b"RIFF", mime_type="audio/wav"), GenericArtifact(value={"k": [1]})])
+    msg = PromptStack().add_user_message(
+        [AudioArtifact(value=b"RIFF", mime_type="audio/wav"), GenericArtifact(value={"k": [1]})]
+    )
     audio, generic = msg.content
     assert isinstance(audio, AudioBlock) and base64.b64decode(audio.data) == b"RIFF"
     assert isinstance(generic, GenericBlock) and generic.value == {"k": [1]}
@@ -380,15 +384,31 @@ def test_usage_total_defaults_to_input_plus_output():
     assert Usage(input_tokens=3, output_tokens=4).total_tokens == 7
     assert Usage(input_tokens=3, output_tokens=4, total_tokens=10).total_tokens == 10  # the provider's figure wins
     assert Usage().total_tokens == 0
-    u = Usage.model_validate_json(Usage(input_tokens=1, output_tokens=2, reasoning_tokens=1, raw={"x": 1}).model_dump_json())
+    u = Usage.model_validate_json(
+        Usage(input_tokens=1, output_tokens=2, reasoning_tokens=1, raw={"x": 1}).model_dump_json()
+    )
     assert (u.total_tokens, u.reasoning_tokens, u.raw) == (3, 1, {"x": 1})
 
 
 def test_usages_add_field_by_field_and_drop_raw():
-    a = Usage(input_tokens=10, output_tokens=2, total_tokens=13, cache_read_tokens=4, cache_write_tokens=1, reasoning_tokens=1, raw={"a": 1})
-    b = Usage(input_tokens=5, output_tokens=3, cache_read_tokens=2, cache_write_tokens=6, reasoning_tokens=2, raw={"b": 2})
+    a = Usage(
+        input_tokens=10,
+        output_tokens=2,
+        total_tokens=13,
+        cache_read_tokens=4,
+        cache_write_tokens=1,
+        reasoning_tokens=1,
+        raw={"a": 1},
+    )
+    b = Usage(
+        input_tokens=5, output_tokens=3, cache_read_tokens=2, cache_write_tokens=6, reasoning_tokens=2, raw={"b": 2}
+    )
     total = a + b
-    assert (total.input_tokens, total.output_tokens, total.total_tokens) == (15, 5, 21)  # 13 (provider's) + 8 (computed)
+    assert (total.input_tokens, total.output_tokens, total.total_tokens) == (
+        15,
+        5,
+        21,
+    )  # 13 (provider's) + 8 (computed)
     assert (total.cache_read_tokens, total.cache_write_tokens, total.reasoning_tokens) == (6, 7, 3)
     assert total.raw is None  # two providers' raw objects do not add
     assert (Usage() + b).model_dump(exclude={"raw"}) == b.model_dump(exclude={"raw"})

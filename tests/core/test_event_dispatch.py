@@ -73,7 +73,9 @@ def test_each_event_reaches_the_method_named_for_its_type(event) -> None:
 
 
 def test_every_event_type_has_a_method_and_a_case() -> None:
-    kinds = {field.default for cls in events.Event.__args__ for field in dataclasses.fields(cls) if field.name == "type"}
+    kinds = {
+        field.default for cls in events.Event.__args__ for field in dataclasses.fields(cls) if field.name == "type"
+    }
     assert kinds == {e.type for e in EVENTS}
     assert all(callable(getattr(EventHandler, f"on_{kind}")) for kind in kinds)
 

@@ -21,9 +21,17 @@ def _key():
     add_secret(KEY)
 
 
-@pytest.mark.parametrize("form", [
-    KEY, quote(KEY, safe=""), quote_plus(KEY), json.dumps(KEY)[1:-1], json.dumps(json.dumps(KEY)[1:-1])[1:-1], repr(KEY)[1:-1],
-])
+@pytest.mark.parametrize(
+    "form",
+    [
+        KEY,
+        quote(KEY, safe=""),
+        quote_plus(KEY),
+        json.dumps(KEY)[1:-1],
+        json.dumps(json.dumps(KEY)[1:-1])[1:-1],
+        repr(KEY)[1:-1],
+    ],
+)
 def test_each_textual_form_is_masked(form):
     assert redact(f"before {form} after") == f"before {MASK} after"
 
@@ -70,7 +78,9 @@ def test_a_masked_query_value_ends_where_its_url_does():
 def test_a_registered_url_makes_its_credentials_secrets_everywhere():
     add_url("http://carol:Hunter2-Secret@h/v1?token=query-token-999")
     basic = base64.b64encode(b"carol:Hunter2-Secret").decode()
-    out = redact(f"Hunter2-Secret / Basic {basic} / query-token-999 / {base64.b64encode(('Basic ' + basic).encode()).decode()}")
+    out = redact(
+        f"Hunter2-Secret / Basic {basic} / query-token-999 / {base64.b64encode(('Basic ' + basic).encode()).decode()}"
+    )
     assert "Hunter2" not in out and basic not in out and "query-token" not in out and out.count(MASK) == 4
 
 
@@ -79,7 +89,13 @@ def test_key_shaped_strings_are_masked_but_lookalikes_kept():
 
 
 def test_structured_data_keeps_its_shape_and_masks_credential_fields():
-    data = {"key": "user-42", "Authorization": "Bearer x", "nested": [{"api_key": "k", "text": KEY}], "n": 3, "t": (1, KEY)}
+    data = {
+        "key": "user-42",
+        "Authorization": "Bearer x",
+        "nested": [{"api_key": "k", "text": KEY}],
+        "n": 3,
+        "t": (1, KEY),
+    }
     assert redact_data(data) == {"key": "user-42", "Authorization": MASK, "nested": [{"api_key": MASK, "text": MASK}],
                                  "n": 3, "t": [1, MASK]}
 
@@ -100,7 +116,12 @@ def test_a_stream_without_whitespace_is_still_released():
 def test_error_messages_are_redacted_whenever_set():
     error = ProviderError("server", f"echo {KEY}")
     error.message = f"again {KEY}"
-    assert KEY not in str(error) and KEY not in repr(error) and KEY not in json.dumps(error.to_dict()) and KEY not in error.args[0]
+    assert (
+        KEY not in str(error)
+        and KEY not in repr(error)
+        and KEY not in json.dumps(error.to_dict())
+        and KEY not in error.args[0]
+    )
 
 
 def test_redact_data_reads_the_secrets_once_per_call(monkeypatch) -> None:

@@ -65,7 +65,10 @@ def test_responses_sends_the_blocks_as_instructions():
 
 
 def test_anthropic_sends_a_list_of_text_blocks():
-    assert _body("anthropic", **BLOCKS)["system"] == [{"type": "text", "text": RULES.text}, {"type": "text", "text": DATA.text}]
+    assert _body("anthropic", **BLOCKS)["system"] == [
+        {"type": "text", "text": RULES.text},
+        {"type": "text", "text": DATA.text},
+    ]
 
 
 def test_gemini_sends_one_part_per_block():

@@ -16,13 +16,30 @@ from ipyagent import Agent
 from ipyagent.agent import RunOptions
 from ipyagent.agent import comparison_record, transcript_of
 from ipyagent.core import ArtifactStored, TextArtifact
-from ipyagent.core.transcript import (MIME_TYPE, VERSION, TextPart, ToolCallPart, Transcript, TranscriptError, TranscriptMessage,
-                                      json_schema)
+from ipyagent.core.transcript import (
+    MIME_TYPE,
+    VERSION,
+    TextPart,
+    ToolCallPart,
+    Transcript,
+    TranscriptError,
+    TranscriptMessage,
+    json_schema,
+)
 from ipyagent.notebook.render.html import ALLOWED_TAGS, compact, markdown_to_html, one_line
 from ipyagent.core.redact import redact_data as redact
 from ipyagent.notebook.views.transcript_output import bundle
-from ipyagent.notebook.render.transcript import (BUDGET_MIN_CHARS, HTML_BUDGET, PLAIN_CHARS, SOURCE_NOTE, answer_html, footer_figures,
-                                                  style_for, to_html, to_text)
+from ipyagent.notebook.render.transcript import (
+    BUDGET_MIN_CHARS,
+    HTML_BUDGET,
+    PLAIN_CHARS,
+    SOURCE_NOTE,
+    answer_html,
+    footer_figures,
+    style_for,
+    to_html,
+    to_text,
+)
 from ipyagent.tools import activity
 
 from ..support.recordings import expected_from
@@ -58,7 +75,10 @@ def test_text_run_from_a_recorded_stream():
     assert t.status == "completed" and t.error is None
     assert t.text == expected.text
     assert t.provider == "openai:gpt-4.1-mini"
-    assert t.usage.input_tokens == expected.usage["prompt_tokens"] and t.usage.output_tokens == expected.usage["completion_tokens"]
+    assert (
+        t.usage.input_tokens == expected.usage["prompt_tokens"]
+        and t.usage.output_tokens == expected.usage["completion_tokens"]
+    )
     assert t.stop_reason == expected.stop_kind
     assert [m.role for m in t.messages] == ["user", "assistant"]
     assert t.messages[0].parts[0].text == "Weather in San Francisco?"
@@ -80,7 +100,9 @@ def test_transcript_saved_with_the_old_usage_names_still_loads():
 
 
 def test_model_is_the_one_that_answered():
-    recorded_model = next(json.loads(line[6:])["model"] for line in TEXT.read_text().splitlines() if line.startswith("data: {"))
+    recorded_model = next(
+        json.loads(line[6:])["model"] for line in TEXT.read_text().splitlines() if line.startswith("data: {")
+    )
     result, events = _run([Reply.sse_file(TEXT)])
     assert transcript_of(result, events=events).model == recorded_model
 
@@ -122,7 +144,9 @@ def test_interrupted_run_keeps_partial_text_and_earlier_cards():
     async def main():
         # The answer's stream holds after its second text delta: the interrupt surely comes mid-answer.
         with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT, hold_after=3)) as server:
-            agent = Agent("openai:gpt-4.1-mini", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR", tools=[get_weather])
+            agent = Agent(
+                "openai:gpt-4.1-mini", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR", tools=[get_weather]
+            )
             task = asyncio.ensure_future(agent._arun("Weather?", RunOptions(), events.append))
             while sum(1 for e in events if e.type == "text_delta") < 2:
                 await asyncio.sleep(0.02)
@@ -188,7 +212,9 @@ def test_a_turn_failing_mid_stream_keeps_its_partial_reply():
 
 def test_artifact_events_become_summaries():
     long = "row\n" * 500
-    stored = ArtifactStored("call_1", "WebSearch", "search", "TaskMemory", "search-1", TextArtifact(value=long), {"chars": len(long)})
+    stored = ArtifactStored(
+        "call_1", "WebSearch", "search", "TaskMemory", "search-1", TextArtifact(value=long), {"chars": len(long)}
+    )
     result, events = _run([Reply.sse_file(TEXT)])
     t = transcript_of(result, events=[*events, stored])
     (a,) = t.artifacts
@@ -302,7 +328,11 @@ def test_bundle_redacts_secret_env_values(monkeypatch):
     data, metadata = bundle(transcript_of(result, events=events))
     dumped = json.dumps([data, metadata])
     assert "sk-live-abcdef123456" not in dumped and "[redacted]" in dumped
-    assert set(data) == {MIME_TYPE, "text/html", "text/plain"}  # no Markdown: every front end drawing it prefers the HTML
+    assert set(data) == {
+        MIME_TYPE,
+        "text/html",
+        "text/plain",
+    }  # no Markdown: every front end drawing it prefers the HTML
     assert metadata["ipyagent"] == {"record": "transcript"}  # one copy of the transcript: in data only
     assert redact({"a": ["x sk-live-abcdef123456"]}) == {"a": ["x [redacted]"]}
 
@@ -323,7 +353,9 @@ def test_executed_quickstart_saves_transcripts_and_exports_the_answers(monkeypat
         body = e["response"]["body"]
         answers.append("".join(c["delta"].get("content") or "" for line in body.splitlines()
                                if line.startswith("data: {") for c in json.loads(line[6:]).get("choices", [])))
-    replies = [Reply(pieces=[p.encode() + b"\n\n" for p in e["response"]["body"].split("\n\n") if p]) for e in exchanges]
+    replies = [
+        Reply(pieces=[p.encode() + b"\n\n" for p in e["response"]["body"].split("\n\n") if p]) for e in exchanges
+    ]
     with StubServer(*replies) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-transcript")
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
@@ -393,7 +425,9 @@ def test_one_line_html_draws_the_same_on_one_line():
     before.feed(html)
     after.feed(flat)
     assert after.tags == before.tags
-    assert [t for t in after.text if t.strip()] == [t.replace("soft\nbreak", "soft break") for t in before.text if t.strip()]
+    assert [t for t in after.text if t.strip()] == [
+        t.replace("soft\nbreak", "soft break") for t in before.text if t.strip()
+    ]
     assert "x = 1\ny = '<b>'\n" in after.text
 
 
@@ -417,7 +451,9 @@ def test_the_plain_fallback_is_the_start_of_the_run_and_its_footer():
     head, _, footer = plain.rpartition("\n")
     assert footer == "[" + " · ".join(footer_figures(t)) + "]"
     kept = head.rsplit(" … (", 1)[0]
-    assert text.startswith(kept) and PLAIN_CHARS // 2 <= len(kept) <= PLAIN_CHARS and kept.endswith("answer")  # cut at a line end
+    assert (
+        text.startswith(kept) and PLAIN_CHARS // 2 <= len(kept) <= PLAIN_CHARS and kept.endswith("answer")
+    )  # cut at a line end
     assert head.endswith(f"({len(text) - len(kept):,} more characters)")
     assert to_text(t) == text + "\n" + footer  # no limit: all of it
     short = t.model_copy(update={"messages": [TranscriptMessage(role="assistant", parts=[TextPart(text="Hi")])]})
@@ -427,14 +463,33 @@ def test_the_plain_fallback_is_the_start_of_the_run_and_its_footer():
 def _full_and_compact():
     """A run with every kind of part, most fields at their defaults; its JSON as older versions
     wrote it (every field) and as it is written now (defaults left out)."""
-    from ipyagent.core.transcript import ComparisonEntry, ComparisonRecord, OtherPart, ReasoningPart, Timings, TranscriptUsage
+    from ipyagent.core.transcript import (
+        ComparisonEntry,
+        ComparisonRecord,
+        OtherPart,
+        ReasoningPart,
+        Timings,
+        TranscriptUsage,
+    )
 
-    t = Transcript(provider="openai:m", messages=[
-        TranscriptMessage(role="user", parts=[TextPart(text="Q?")]),
-        TranscriptMessage(role="assistant", parts=[ReasoningPart(text="think"), TextPart(text="A **b**"),
-                                                   ToolCallPart(id="c1", name="f", arguments={"x": 1}, status="ok", result="1", duration_s=0.5),
-                                                   ToolCallPart(id="c2", name="g"), OtherPart(kind="audio", summary="<audio>")])],
-        usage=TranscriptUsage(input_tokens=3, output_tokens=4, total_tokens=7), timings=Timings(total_s=1.0, turns=1))
+    t = Transcript(
+        provider="openai:m",
+        messages=[
+            TranscriptMessage(role="user", parts=[TextPart(text="Q?")]),
+            TranscriptMessage(
+                role="assistant",
+                parts=[
+                    ReasoningPart(text="think"),
+                    TextPart(text="A **b**"),
+                    ToolCallPart(id="c1", name="f", arguments={"x": 1}, status="ok", result="1", duration_s=0.5),
+                    ToolCallPart(id="c2", name="g"),
+                    OtherPart(kind="audio", summary="<audio>"),
+                ],
+            ),
+        ],
+        usage=TranscriptUsage(input_tokens=3, output_tokens=4, total_tokens=7),
+        timings=Timings(total_s=1.0, turns=1),
+    )
     record = ComparisonRecord(providers=["openai:m"], entries=[ComparisonEntry(index=0, transcript=t)])
     return t, record
 
@@ -447,10 +502,18 @@ def test_a_saved_transcript_leaves_default_fields_out_and_reads_back_the_same():
     # The footer is computed once, here, from the fields: every renderer draws it as written.
     assert doc["footer"] == footer_figures(t) == ["openai:m", "3 in / 4 out tokens", "total 1.00 s"]
     assert record.to_json()["entries"][0]["transcript"]["footer"] == doc["footer"]
-    assert doc["usage"] == {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7} and doc["timings"] == {"total_s": 1.0, "turns": 1}
+    assert doc["usage"] == {"input_tokens": 3, "output_tokens": 4, "total_tokens": 7} and doc["timings"] == {
+        "total_s": 1.0,
+        "turns": 1,
+    }
     reasoning, text, done, pending, other = doc["messages"][1]["parts"]
     assert reasoning == {"type": "reasoning", "text": "think"} and text == {"type": "text", "text": "A **b**"}
-    assert pending == {"type": "tool_call", "id": "c2", "name": "g", "status": "pending"}  # what tells parts and states apart stays
+    assert pending == {
+        "type": "tool_call",
+        "id": "c2",
+        "name": "g",
+        "status": "pending",
+    }  # what tells parts and states apart stays
     assert "approval" not in done and other == {"type": "other", "kind": "audio", "summary": "<audio>"}
     entry = record.to_json()["entries"][0]
     assert entry["index"] == 0 and "run" not in entry  # a required field is written even when 0
@@ -466,23 +529,36 @@ def _dom(fragment: str) -> str:
     """`fragment` as an HTML5 parser builds it (html5ever, through nh3), written with every end tag."""
     import nh3
 
-    return nh3.clean(fragment, tags=ALLOWED_TAGS | {"style"}, clean_content_tags=set(), link_rel=None,
-                     attributes={"*": {"class", "href", "rel", "style", "src", "alt", "open", "start", "align"}}, strip_comments=False)
+    return nh3.clean(
+        fragment,
+        tags=ALLOWED_TAGS | {"style"},
+        clean_content_tags=set(),
+        link_rel=None,
+        attributes={"*": {"class", "href", "rel", "style", "src", "alt", "open", "start", "align"}},
+        strip_comments=False,
+    )
 
 
 def test_compact_html_builds_the_same_elements_with_fewer_bytes():
     text = ("## T\n\nA soft\nbreak, **bold**, [a link](https://example.com/a) and `x`.\n\n- one\n- two\n  - nested\n\n"
             "1. first\n2. second\n\n```python\nx = 1\n```\n\n"
             "| a | b |\n|---|---:|\n| x | 2 |\n| y | 4 |\n\n| h |\n|---|\n\ndone")
-    html = to_html(Transcript(provider="p:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=text)])]))
+    html = to_html(
+        Transcript(provider="p:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=text)])])
+    )
     small = compact(html)
     for tag in ("</td>", "</th>", "</tr>", "</li>", "</tbody>", "<strong>", "language-python", "referrerpolicy"):
         assert tag not in small, tag
     assert len(small) < len(one_line(html)) - 150
     # Drawn the same: the tree a browser builds from it is the one-line HTML's, with <b> for
     # <strong>, no language class, and a link's rel="noreferrer nofollow" (no Referer, no opener).
-    same = (one_line(html).replace("<strong>", "<b>").replace("</strong>", "</b>").replace(' class="language-python"', "")
-            .replace(' referrerpolicy="no-referrer" rel="noopener noreferrer nofollow"', ' rel="noreferrer nofollow"'))
+    same = (
+        one_line(html)
+        .replace("<strong>", "<b>")
+        .replace("</strong>", "</b>")
+        .replace(' class="language-python"', "")
+        .replace(' referrerpolicy="no-referrer" rel="noopener noreferrer nofollow"', ' rel="noreferrer nofollow"')
+    )
     assert _dom(small) == _dom(same)
     dom = _dom(small)
     assert "<td>x</td>" in dom and "<ul><li>nested</li></ul></li><li>" not in dom
@@ -500,12 +576,18 @@ def test_a_structure_dense_answer_is_drawn_as_its_source_past_the_budget():
     dense = answer(6_000)  # a heading, a list, code and a table every ~260 characters
     assert len(compact(markdown_to_html(dense))) > HTML_BUDGET * len(dense)
     drawn = answer_html(dense)
-    assert drawn.startswith('<div class="ipyagent-source"><pre>') and html.escape(dense, quote=True) in drawn and SOURCE_NOTE in drawn
+    assert (
+        drawn.startswith('<div class="ipyagent-source"><pre>')
+        and html.escape(dense, quote=True) in drawn
+        and SOURCE_NOTE in drawn
+    )
     prose = "\n\n".join(f"Paragraph {i} says what a model says, with **one** word in bold." for i in range(100))
     assert answer_html(prose) == markdown_to_html(prose)  # within the budget: drawn
     short = answer(BUDGET_MIN_CHARS - 1)
     assert answer_html(short) == markdown_to_html(short)  # a short answer is always drawn
-    body = to_html(Transcript(provider="p:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=dense)])]))
+    body = to_html(
+        Transcript(provider="p:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=dense)])])
+    )
     assert ".ipyagent-source pre{word-break:normal}" in body and "ipyagent-source" in compact(body)
 
 

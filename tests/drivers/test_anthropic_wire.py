@@ -74,7 +74,9 @@ DOC_ERRORS = {
     "overloaded_error": (529, "overloaded"),
 }
 #: The documented in-stream error body ("Streaming Messages", error events).
-OVERLOADED_EVENT = b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+OVERLOADED_EVENT = (
+    b'event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+)
 
 
 # -- reading a recording without the driver ----------------------------------------------
@@ -90,7 +92,9 @@ def reply_for(path: Path, **kw: Any) -> Reply:
     """Raw SSE as recorded; a payload-only recording wrapped with its event names
     (Anthropic's event name always equals the payload's `type`)."""
     if path.name.endswith(".chunks.jsonl"):
-        return Reply(pieces=[f"event: {name}\ndata: {data}\n\n".encode() for name, data in recording_events(path)], **kw)
+        return Reply(
+            pieces=[f"event: {name}\ndata: {data}\n\n".encode() for name, data in recording_events(path)], **kw
+        )
     return Reply.sse_file(path, **kw)
 
 
@@ -153,7 +157,14 @@ class Expected:
             elif kind == "redacted_thinking":
                 out.append({"type": "redacted_thinking", "data": b["data"]})
             elif kind == "tool_use":
-                out.append({"type": "tool_use", "id": b["id"], "name": b["name"], "input": json.loads(b["_json"]) if b["_json"] else b["input"]})
+                out.append(
+                    {
+                        "type": "tool_use",
+                        "id": b["id"],
+                        "name": b["name"],
+                        "input": json.loads(b["_json"]) if b["_json"] else b["input"],
+                    }
+                )
             else:
                 out.append(self.passthrough(b))
         return out
@@ -213,7 +224,9 @@ def expected_from(events: list[tuple[str | None, str]]) -> Expected:
 
 def run_stream(*replies: Reply, stack: PromptStack | None = None, **kw: Any) -> tuple[StubServer, list[Any]]:
     with StubServer(*replies) as server:
-        events = collect(AnthropicPromptDriver(MODEL, base_url=server.url, api_key=KEY, **kw), stack or user_stack("Say something"))
+        events = collect(
+            AnthropicPromptDriver(MODEL, base_url=server.url, api_key=KEY, **kw), stack or user_stack("Say something")
+        )
     return server, events
 
 
@@ -222,7 +235,11 @@ def test_fixture_set_is_present():
     covered = {p.name for p in STREAMS + NONSTREAM + ERRORS}
     sidecars = {p.name for p in DIR.glob("*.http.json")}
     assert names == covered | sidecars  # every recording gets a test below
-    assert {"stream-max-tokens-inside-tool-use.sse", "stream-redacted-thinking.sse", "stream-server-tool-code-execution.sse"} <= covered
+    assert {
+        "stream-max-tokens-inside-tool-use.sse",
+        "stream-redacted-thinking.sse",
+        "stream-server-tool-code-execution.sse",
+    } <= covered
     assert len(STREAMS) == 9 and len(NONSTREAM) == 3 and len(ERRORS) == 5
 
 
@@ -270,12 +287,17 @@ def test_recorded_stream(path):
 
     # thinking keeps its signature; redacted thinking keeps its opaque data
     reasoning = [b for b in msg.content if isinstance(b, ReasoningBlock)]
-    want = [(b["thinking"], b["signature"], False) if b["type"] == "thinking" else ("", b["data"], True) for b in exp.of_type("thinking", "redacted_thinking")]
+    want = [
+        (b["thinking"], b["signature"], False) if b["type"] == "thinking" else ("", b["data"], True)
+        for b in exp.of_type("thinking", "redacted_thinking")
+    ]
     assert [(b.text, b.signature, b.redacted) for b in reasoning] == want
 
     # tool calls: ids, names, parsed input
     calls = terminal.tool_calls
-    assert [(c.tag, c.native_name, c.input) for c in calls] == [(w["id"], w["name"], w["input"]) for w in exp.tool_calls]
+    assert [(c.tag, c.native_name, c.input) for c in calls] == [
+        (w["id"], w["name"], w["input"]) for w in exp.tool_calls
+    ]
     for call, want_call in zip(calls, exp.tool_calls):
         assert (call.name, call.path) == (want_call["name"], None)
     # server tool blocks are kept whole (to go back as they came), their streamed input parsed
@@ -479,12 +501,19 @@ def test_nonstream_body_maps_through_stream_helpers(path):
     content = body["content"]
     assert msg.text == "".join(b["text"] for b in content if b["type"] == "text")
     assert msg.reasoning == "".join(b["thinking"] for b in content if b["type"] == "thinking")
-    assert [b.signature for b in msg.content if isinstance(b, ReasoningBlock)] == [b["signature"] for b in content if b["type"] == "thinking"]
-    assert [(c.tag, c.native_name, c.input) for c in msg.tool_calls] == [(b["id"], b["name"], b["input"]) for b in content if b["type"] == "tool_use"]
+    assert [b.signature for b in msg.content if isinstance(b, ReasoningBlock)] == [
+        b["signature"] for b in content if b["type"] == "thinking"
+    ]
+    assert [(c.tag, c.native_name, c.input) for c in msg.tool_calls] == [
+        (b["id"], b["name"], b["input"]) for b in content if b["type"] == "tool_use"
+    ]
     assert len(msg.content) == len(content)
     usage = usage_from_anthropic(body["usage"])
     raw = body["usage"]
-    assert (usage.input_tokens, usage.output_tokens) == (raw["input_tokens"] + raw["cache_read_input_tokens"] + raw["cache_creation_input_tokens"], raw["output_tokens"])
+    assert (usage.input_tokens, usage.output_tokens) == (
+        raw["input_tokens"] + raw["cache_read_input_tokens"] + raw["cache_creation_input_tokens"],
+        raw["output_tokens"],
+    )
     assert usage.reasoning_tokens == (raw.get("output_tokens_details") or {}).get("thinking_tokens", 0)
     assert stop_kind(body["stop_reason"]) == DOC_STOP[body["stop_reason"]]
 
@@ -508,11 +537,25 @@ WEATHER = ToolDefinition(
 def _full_stack() -> PromptStack:
     stack = PromptStack(tools=[WEATHER, ToolDefinition(name="Clock_now")])
     stack.add_system_message("You are terse.")
-    stack.add_user_message([TextBlock(text="What is in this picture, and the weather?"), ImageBlock(mime_type="image/png", data=PNG), ImageBlock(url="https://example.com/cat.jpg")])
+    stack.add_user_message(
+        [
+            TextBlock(text="What is in this picture, and the weather?"),
+            ImageBlock(mime_type="image/png", data=PNG),
+            ImageBlock(url="https://example.com/cat.jpg"),
+        ]
+    )
     ok = ToolAction(tag="toolu_a", name="Weather", path="current", input={"city": "Paris"})
     bad = ToolAction(tag="toolu_b", name="Clock", path="now", input={})
-    stack.add_assistant_message([TextBlock(text="Let me check."), ActionCallBlock(action=ok), ActionCallBlock(action=bad)])
-    stack.add_message("tool", [ActionResultBlock(action=ok, text="18 C, sunny"), ActionResultBlock(action=bad, text="clock is broken", is_error=True)])
+    stack.add_assistant_message(
+        [TextBlock(text="Let me check."), ActionCallBlock(action=ok), ActionCallBlock(action=bad)]
+    )
+    stack.add_message(
+        "tool",
+        [
+            ActionResultBlock(action=ok, text="18 C, sunny"),
+            ActionResultBlock(action=bad, text="clock is broken", is_error=True),
+        ],
+    )
     stack.add_system_message("Answer in English.")
     return stack
 
@@ -554,13 +597,23 @@ def test_request_shape():
             },
         ],
         "tools": [
-            {"name": "Weather_current", "description": "Current weather for a city", "input_schema": WEATHER.parameters},
+            {
+                "name": "Weather_current",
+                "description": "Current weather for a city",
+                "input_schema": WEATHER.parameters,
+            },
             {"name": "Clock_now", "input_schema": {"type": "object", "properties": {}}},
         ],
     }
 
 
-ROUND_TRIPS = ["stream-text-then-tool-use.sse", "stream-thinking.sse", "stream-redacted-thinking.sse", "stream-server-tool-code-execution.sse", "stream-tool-use-fragmented.sse"]
+ROUND_TRIPS = [
+    "stream-text-then-tool-use.sse",
+    "stream-thinking.sse",
+    "stream-redacted-thinking.sse",
+    "stream-server-tool-code-execution.sse",
+    "stream-tool-use-fragmented.sse",
+]
 
 
 @pytest.mark.parametrize("name", ROUND_TRIPS)
@@ -589,7 +642,10 @@ def test_second_turn_sends_the_reply_back(name):
     messages = server.requests[1]["body"]["messages"]
     assert messages[0] == {"role": "user", "content": [{"type": "text", "text": "Go on"}]}
     assert messages[1] == {"role": "assistant", "content": exp.wire_blocks()}
-    tail = [{"type": "tool_result", "tool_use_id": c["id"], "content": f"result of {c['id']}", "is_error": False} for c in exp.tool_calls]
+    tail = [
+        {"type": "tool_result", "tool_use_id": c["id"], "content": f"result of {c['id']}", "is_error": False}
+        for c in exp.tool_calls
+    ]
     assert messages[2] == {"role": "user", "content": tail + [{"type": "text", "text": "and now?"}]}
     assert len(messages) == 3
     assert [c.tag for c in first.tool_calls] == [c["id"] for c in exp.tool_calls]
@@ -643,7 +699,11 @@ def test_structured_output_rides_on_a_forced_tool():
     assert isinstance(events[-1], ModelCompleted)
     body = server.requests[0]["body"]
     assert body["tools"][0]["name"] == "Weather_current"
-    assert body["tools"][1] == {"name": "final_result", "description": "A city and its country.", "input_schema": City.model_json_schema()}
+    assert body["tools"][1] == {
+        "name": "final_result",
+        "description": "A city and its country.",
+        "input_schema": City.model_json_schema(),
+    }
     # With other tools the model may call them first: any tool, the output one in the end.
     assert body["tool_choice"] == {"type": "any"}
     alone = user_stack("Capital of France?")
@@ -653,7 +713,14 @@ def test_structured_output_rides_on_a_forced_tool():
 
 
 def test_provider_options_go_into_the_body():
-    options = {"max_tokens": 1024, "temperature": 0.2, "top_k": 5, "stop_sequences": ["END"], "thinking": {"type": "enabled", "budget_tokens": 512}, "metadata": {"user_id": "u1"}}
+    options = {
+        "max_tokens": 1024,
+        "temperature": 0.2,
+        "top_k": 5,
+        "stop_sequences": ["END"],
+        "thinking": {"type": "enabled", "budget_tokens": 512},
+        "metadata": {"user_id": "u1"},
+    }
     _, body = AnthropicPromptDriver(MODEL, api_key=KEY, provider_options=options).build_request(user_stack())
     for key, value in options.items():
         assert body[key] == value
@@ -704,7 +771,9 @@ def test_same_result_as_the_official_sdk(path):
     async def sdk(url):
         client = anthropic.AsyncAnthropic(base_url=url, api_key=KEY, max_retries=0)
         try:
-            async with client.messages.stream(model=MODEL, max_tokens=4096, messages=[{"role": "user", "content": "Say something"}]) as s:
+            async with client.messages.stream(
+                model=MODEL, max_tokens=4096, messages=[{"role": "user", "content": "Say something"}]
+            ) as s:
                 return await s.get_final_message()
         finally:
             await client.close()
@@ -727,7 +796,9 @@ def test_same_result_as_the_official_sdk(path):
     if ours.stop_reason == "max_tokens" and "partial_tool_calls" in ours.metadata:
         # the SDK keeps a partially parsed input; we report the call as partial instead
         partial = ours.metadata["partial_tool_calls"]
-        assert our_calls + [(p["id"], p["name"]) for p in partial] == [c if i < len(our_calls) else c[:2] for i, c in enumerate(sdk_calls)]
+        assert our_calls + [(p["id"], p["name"]) for p in partial] == [
+            c if i < len(our_calls) else c[:2] for i, c in enumerate(sdk_calls)
+        ]
     else:
         assert our_calls == sdk_calls
     other = [b.to_dict() for b in final.content if b.type not in ("text", "thinking", "redacted_thinking", "tool_use")]
@@ -735,7 +806,10 @@ def test_same_result_as_the_official_sdk(path):
     assert kept == other  # server tool blocks, kept whole as the SDK has them
     sdk_usage = final.usage
     cached = (sdk_usage.cache_read_input_tokens or 0) + (sdk_usage.cache_creation_input_tokens or 0)
-    assert (ours.usage.input_tokens, ours.usage.output_tokens) == (sdk_usage.input_tokens + cached, sdk_usage.output_tokens)
+    assert (ours.usage.input_tokens, ours.usage.output_tokens) == (
+        sdk_usage.input_tokens + cached,
+        sdk_usage.output_tokens,
+    )
     assert ours.stop_reason.raw == final.stop_reason
     assert ours.stop_reason == DOC_STOP[final.stop_reason]
     assert ours.metadata["request_id"] == final.id

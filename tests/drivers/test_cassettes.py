@@ -46,7 +46,9 @@ def _validator(provider: str, url: str):
 
 
 def test_the_shipped_cassettes_are_covered():
-    providers = {json.loads(line)["provider"] for path in CASSETTES for line in path.read_text().splitlines() if line.strip()}
+    providers = {
+        json.loads(line)["provider"] for path in CASSETTES for line in path.read_text().splitlines() if line.strip()
+    }
     assert {"openai", "anthropic", "openai-responses"} <= providers
 
 
@@ -63,5 +65,7 @@ def test_every_event_validates_against_the_official_sdk(path):
         for event in _events(exchange["response"]["body"]):
             validate(event)
             checked += 1
-    if path.name.startswith(("providers-openai", "providers-anthropic", "quickstart", "compare-openai", "compare-anthropic")):
+    if path.name.startswith(
+        ("providers-openai", "providers-anthropic", "quickstart", "compare-openai", "compare-anthropic")
+    ):
         assert checked > 0

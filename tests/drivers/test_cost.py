@@ -59,7 +59,9 @@ def test_known_model_is_priced_on_the_result_and_in_the_footer():
 
 
 def test_gemini_thoughts_are_billed_as_output():
-    last = [json.loads(d)["usageMetadata"] for _, d in recording_events(GEMINI_THINKING) if "usageMetadata" in json.loads(d)][-1]
+    last = [
+        json.loads(d)["usageMetadata"] for _, d in recording_events(GEMINI_THINKING) if "usageMetadata" in json.loads(d)
+    ][-1]
     model = [json.loads(d)["modelVersion"] for _, d in recording_events(GEMINI_THINKING)][-1]
     assert last.get("thoughtsTokenCount")
     expected = calc_price(PriceUsage(input_tokens=last["promptTokenCount"],
@@ -87,9 +89,15 @@ def test_unknown_price_is_none_and_said_so():
 
 def test_cache_tokens_are_priced_as_genai_prices_does():
     usage = Usage(input_tokens=12_000, output_tokens=800, cache_read_tokens=9_000, cache_write_tokens=1_000)
-    for provider, gp_provider, model in [("openai", "openai", "gpt-4.1-mini"), ("anthropic", "anthropic", "claude-sonnet-4-5")]:
-        expected = calc_price(PriceUsage(input_tokens=12_000, output_tokens=800, cache_read_tokens=9_000, cache_write_tokens=1_000),
-                              model, provider_id=gp_provider)
+    for provider, gp_provider, model in [
+        ("openai", "openai", "gpt-4.1-mini"),
+        ("anthropic", "anthropic", "claude-sonnet-4-5"),
+    ]:
+        expected = calc_price(
+            PriceUsage(input_tokens=12_000, output_tokens=800, cache_read_tokens=9_000, cache_write_tokens=1_000),
+            model,
+            provider_id=gp_provider,
+        )
         got = price(provider, model, usage)
         assert got is not None and got.total_usd == float(expected.total_price)
     no_cache = price("openai", "gpt-4.1-mini", Usage(input_tokens=12_000, output_tokens=800))
@@ -99,7 +107,11 @@ def test_cache_tokens_are_priced_as_genai_prices_does():
 def test_turn_costs_add_up_and_one_unknown_makes_the_total_unknown():
     a, b = Cost(0.001, 0.002, 0.003), Cost(0.01, 0.02, 0.03)
     total = total_cost([a.to_dict(), b.to_dict()])
-    assert (total.input_usd, total.output_usd, total.total_usd) == (a.input_usd + b.input_usd, a.output_usd + b.output_usd, a + b)
+    assert (total.input_usd, total.output_usd, total.total_usd) == (
+        a.input_usd + b.input_usd,
+        a.output_usd + b.output_usd,
+        a + b,
+    )
     assert isinstance(a + b, Cost) and sorted([b, a]) == [a, b] and f"{a:.4f}" == "0.0030"
     assert total_cost([a.to_dict(), None]) is None and total_cost([]) is None
     assert [format_usd(x) for x in (0.00117, 0.0105, 0.5, 12.345, 0)] == ["$0.00117", "$0.0105", "$0.5", "$12.35", "$0"]

@@ -16,7 +16,18 @@ import httpx2
 import pytest
 from tenacity import RetryCallState
 
-from ipyagent.core import ImageBlock, Message, PromptStack, ProviderError, ReasoningDelta, StopKind, TextBlock, TextDelta, ToolCallDelta, Usage
+from ipyagent.core import (
+    ImageBlock,
+    Message,
+    PromptStack,
+    ProviderError,
+    ReasoningDelta,
+    StopKind,
+    TextBlock,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 from ipyagent.drivers import Aggregator, StreamMeta
 from ipyagent.drivers.aggregate import merge_meta
 from ipyagent.drivers.base import parse_retry_after
@@ -55,22 +66,42 @@ def test_a_dropped_call_keeps_its_last_id_and_name() -> None:
 
 def test_a_call_that_cannot_run_says_which_call_and_what_is_wrong() -> None:
     agg = Aggregator()
-    for delta in (ToolCallDelta(0, "c1", "ok", '{"a": 1}'), TextDelta(1, "and"), ToolCallDelta(2, "c2", "listy", "[1, 2]"),
-                  ToolCallDelta(3, "c3", None, "{}"), ToolCallDelta(4, "c4", None, "{"), ToolCallDelta(5, "c5", "big", "{" + "x" * 500)):
+    for delta in (
+        ToolCallDelta(0, "c1", "ok", '{"a": 1}'),
+        TextDelta(1, "and"),
+        ToolCallDelta(2, "c2", "listy", "[1, 2]"),
+        ToolCallDelta(3, "c3", None, "{}"),
+        ToolCallDelta(4, "c4", None, "{"),
+        ToolCallDelta(5, "c5", "big", "{" + "x" * 500),
+    ):
         agg.add(delta)
     blocks = agg.message().content
-    assert [b.type for b in blocks] == ["action_call", "text", "action_call", "action_call", "action_call", "action_call"]
+    assert [b.type for b in blocks] == [
+        "action_call",
+        "text",
+        "action_call",
+        "action_call",
+        "action_call",
+        "action_call",
+    ]
     calls = [b for b in blocks if b.type == "action_call"]
     assert calls[0].error is None and calls[0].action.input == {"a": 1}
-    assert calls[1].error == "tool call 2 (id 'c2', tool 'listy') was not run: its arguments are JSON but not an object: '[1, 2]'; " \
+    assert (
+        calls[1].error
+        == "tool call 2 (id 'c2', tool 'listy') was not run: its arguments are JSON but not an object: '[1, 2]'; "
         "call the tool again with its name and its arguments as one JSON object"
+    )
     assert calls[2].error == "tool call 3 (id 'c3') was not run: it names no tool; " \
         "call the tool again with its name and its arguments as one JSON object"
     assert calls[2].action.name == "invalid_tool_call" and calls[2].action.input == {}
-    assert calls[3].error.startswith("tool call 4 (id 'c4') was not run: it names no tool, and its arguments are not valid JSON (")
+    assert calls[3].error.startswith(
+        "tool call 4 (id 'c4') was not run: it names no tool, and its arguments are not valid JSON ("
+    )
     head = "{" + "x" * 199
-    assert f"its arguments are not valid JSON (Expecting property name enclosed in double quotes): {head!r}… (501 characters); " \
-        in calls[4].error  # a short head of them, not the whole text
+    assert (
+        f"its arguments are not valid JSON (Expecting property name enclosed in double quotes): {head!r}… (501 characters); "
+        in calls[4].error
+    )  # a short head of them, not the whole text
     assert calls[4].raw_arguments == "{" + "x" * 500  # kept whole in the block
 
 
@@ -135,7 +166,9 @@ def test_usage_reads_deepseek_cache_hits_and_reasoning_tokens() -> None:
     deepseek = usage_from_openai({"prompt_tokens": 100, "completion_tokens": 20, "prompt_cache_hit_tokens": 64,
                                   "completion_tokens_details": {"reasoning_tokens": 7}})
     assert (deepseek.cache_read_tokens, deepseek.reasoning_tokens) == (64, 7)
-    openai = usage_from_openai({"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 3}})
+    openai = usage_from_openai(
+        {"prompt_tokens": 10, "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 3}}
+    )
     assert (openai.cache_read_tokens, openai.reasoning_tokens) == (3, 0)
 
 
@@ -174,7 +207,13 @@ def test_error_body_overloaded_and_openrouters_upstream_message() -> None:
     driver = _chat()
     code, message, etype = driver.parse_error_body(503, {"error": {"type": "overloaded_error", "message": "busy"}})
     assert etype == "overloaded" and message == "busy"
-    body = {"error": {"code": 429, "message": "Provider returned error", "metadata": {"raw": "anthropic: rate limited upstream"}}}
+    body = {
+        "error": {
+            "code": 429,
+            "message": "Provider returned error",
+            "metadata": {"raw": "anthropic: rate limited upstream"},
+        }
+    }
     assert driver.parse_error_body(429, body)[1] == "Provider returned error: anthropic: rate limited upstream"
     same = {"error": {"message": "rate limited upstream", "metadata": {"raw": "rate limited upstream"}}}
     assert driver.parse_error_body(429, same)[1] == "rate limited upstream"  # not repeated
@@ -184,7 +223,10 @@ def test_error_body_code_falls_back_to_type_and_message_to_top_level_fields() ->
     driver = _chat()
     assert driver.parse_error_body(400, {"error": {"type": "invalid_request_error", "message": "bad"}})[:2] == \
         ("invalid_request_error", "bad")
-    assert driver.parse_error_body(400, {"error": {"code": "bad_model", "type": "invalid_request_error"}})[0] == "bad_model"
+    assert (
+        driver.parse_error_body(400, {"error": {"code": "bad_model", "type": "invalid_request_error"}})[0]
+        == "bad_model"
+    )
     assert driver.parse_error_body(422, {"message": "field required"})[1] == "field required"  # vLLM, LiteLLM
     assert driver.parse_error_body(422, {"detail": "not found", "message": "other"})[1] == "not found"  # FastAPI first
     assert driver.parse_error_body(400, {"error": {"message": "m", "metadata": "not an object"}})[1] == "m"
@@ -221,7 +263,9 @@ def test_a_text_chunk_reads_the_same_whatever_else_it_carries() -> None:
     assert read({"delta": {"content": "d"}, "finish_reason": "length"}) == [TextDelta(1, "d")]
     assert (decoder.meta.stop_raw, decoder.meta.stop_kind) == ("length", StopKind.max_tokens) and decoder.finished
     other = ChatDecoder("openai")  # the long way first, then the short one: still one block
-    assert list(other.feed(_event({"choices": [{"delta": {"role": "assistant", "content": "x"}}]}))) == [TextDelta(0, "x")]
+    assert list(other.feed(_event({"choices": [{"delta": {"role": "assistant", "content": "x"}}]}))) == [
+        TextDelta(0, "x")
+    ]
     assert list(other.feed(_event({"choices": [{"delta": {"content": "y"}}]}))) == [TextDelta(0, "y")]
 
 
@@ -232,14 +276,21 @@ def test_the_usual_chunk_is_read_without_the_general_reader(monkeypatch: pytest.
 
     general: list[dict[str, Any]] = []
     real = ChatDecoder._read_all
-    monkeypatch.setattr(ChatDecoder, "_read_all", lambda self, choice, delta: general.append(delta) or real(self, choice, delta))
+    monkeypatch.setattr(
+        ChatDecoder, "_read_all", lambda self, choice, delta: general.append(delta) or real(self, choice, delta)
+    )
     decoder = ChatDecoder("openai")
     for choice in ({"index": 0, "delta": {"content": "a"}, "finish_reason": None}, {"delta": {"content": "b"}},
                    {"delta": {"content": ""}, "logprobs": None}):
         decoder.feed(_event({"id": "c", "choices": [choice], "usage": None}))
     assert general == []
-    for choice in ({"delta": {"content": "c"}, "finish_reason": "stop"}, {"delta": {"role": "assistant", "content": "d"}},
-                   {"delta": {"refusal": "e"}}, {"delta": {"content": [{"type": "text", "text": "f"}]}}, {"delta": {}}):
+    for choice in (
+        {"delta": {"content": "c"}, "finish_reason": "stop"},
+        {"delta": {"role": "assistant", "content": "d"}},
+        {"delta": {"refusal": "e"}},
+        {"delta": {"content": [{"type": "text", "text": "f"}]}},
+        {"delta": {}},
+    ):
         decoder.feed(_event({"choices": [choice]}))
     assert general == [{"content": "c"}, {"role": "assistant", "content": "d"}, {"refusal": "e"},
                        {"content": [{"type": "text", "text": "f"}]}, {}]
@@ -316,23 +367,37 @@ def test_a_stream_labelled_otherwise_or_not_at_all_is_read_as_sse() -> None:
 
 
 def test_blank_and_non_object_lines_are_skipped_and_the_choice_index_defaults_to_0() -> None:
-    items = _streamed(chat_chunk({"content": "a"}), "data: \n\n", "data: 1\n\n", "data: [1, 2]\n\n",
-                      "data: " + json.dumps({"choices": [{"index": 1, "delta": {"content": "other"}}]}) + "\n\n",
-                      chat_chunk({"content": "b"}, "weird"), "data: [DONE]\n\n", chat_chunk({"content": "after the end"}))
+    items = _streamed(
+        chat_chunk({"content": "a"}),
+        "data: \n\n",
+        "data: 1\n\n",
+        "data: [1, 2]\n\n",
+        "data: " + json.dumps({"choices": [{"index": 1, "delta": {"content": "other"}}]}) + "\n\n",
+        chat_chunk({"content": "b"}, "weird"),
+        "data: [DONE]\n\n",
+        chat_chunk({"content": "after the end"}),
+    )
     assert items == ([TextDelta(0, "a"), TextDelta(0, "b")], StreamMeta(stop_raw="weird", stop_kind=StopKind.end_turn))
 
 
 def test_reasoning_text_and_refusal_keep_one_block_each_across_chunks() -> None:
-    items = _streamed(chat_chunk({"reasoning_content": "think "}), chat_chunk({"content": [{"type": "thinking", "thinking": "more"},
-                                                                                   {"type": "text", "text": "No"}]}),
-                      chat_chunk({"refusal": ", sorry"}), chat_chunk(finish="stop"))
-    assert items == ([ReasoningDelta(0, "think "), ReasoningDelta(0, "more"), TextDelta(1, "No"), TextDelta(1, ", sorry")],
-                     StreamMeta(stop_raw="stop", stop_kind=StopKind.end_turn))
+    items = _streamed(
+        chat_chunk({"reasoning_content": "think "}),
+        chat_chunk({"content": [{"type": "thinking", "thinking": "more"}, {"type": "text", "text": "No"}]}),
+        chat_chunk({"refusal": ", sorry"}),
+        chat_chunk(finish="stop"),
+    )
+    assert items == (
+        [ReasoningDelta(0, "think "), ReasoningDelta(0, "more"), TextDelta(1, "No"), TextDelta(1, ", sorry")],
+        StreamMeta(stop_raw="stop", stop_kind=StopKind.end_turn),
+    )
 
 
 def test_the_usage_chunk_gives_request_id_and_model() -> None:
     usage = {"prompt_tokens": 3, "completion_tokens": 2}
-    deltas, meta = _streamed("data: " + json.dumps({"id": "cmpl-9", "model": "m-1", "choices": [], "usage": usage}) + "\n\n")
+    deltas, meta = _streamed(
+        "data: " + json.dumps({"id": "cmpl-9", "model": "m-1", "choices": [], "usage": usage}) + "\n\n"
+    )
     assert deltas == [] and meta == StreamMeta(usage=usage_from_openai(usage), request_id="cmpl-9", model="m-1")
     _, bare = _streamed("data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n")
     assert bare == StreamMeta(usage=usage_from_openai(usage))
@@ -350,10 +415,16 @@ def test_an_error_event_is_raised_whatever_its_data_holds() -> None:
 def test_content_parts_reads_text_and_thinking_parts_only() -> None:
     from ipyagent.drivers.protocols.openai_chat import content_parts
 
-    assert content_parts(["junk", {"type": "image_url", "text": "a caption"}, {"type": "text", "text": "a"},
-                          {"type": "reasoning", "reasoning": "r"}, {"type": "thinking", "text": "t"},
-                          {"type": "thinking", "thinking": [{"type": "text", "text": "x"}, {"type": "other"}, {"text": "y"}]}]) == \
-        [("text", "a"), ("reasoning", "r"), ("reasoning", "t"), ("reasoning", "xy")]
+    assert content_parts(
+        [
+            "junk",
+            {"type": "image_url", "text": "a caption"},
+            {"type": "text", "text": "a"},
+            {"type": "reasoning", "reasoning": "r"},
+            {"type": "thinking", "text": "t"},
+            {"type": "thinking", "thinking": [{"type": "text", "text": "x"}, {"type": "other"}, {"text": "y"}]},
+        ]
+    ) == [("text", "a"), ("reasoning", "r"), ("reasoning", "t"), ("reasoning", "xy")]
     with pytest.raises(TypeError, match="^content is a dict, not text or a list of parts$"):
         content_parts({"text": "a"})
 
@@ -392,7 +463,9 @@ def test_openai_and_azure_take_at_most_4_stop_sequences_other_servers_more() -> 
 
 
 def test_a_thinking_budget_is_refused_but_0_on_a_model_that_does_not_reason() -> None:
-    assert "reasoning_effort" not in _chat().settings_fields(_settings_stack(reasoning=0))  # gpt-4.1-mini: nothing to turn off
+    assert "reasoning_effort" not in _chat().settings_fields(
+        _settings_stack(reasoning=0)
+    )  # gpt-4.1-mini: nothing to turn off
     for model, budget in (("gpt-4.1-mini", 1024), ("o3-mini", 0), ("o3-mini", 1)):
         with pytest.raises(ProviderError) as error:
             OpenAIChatPromptDriver(model, api_key="k").settings_fields(_settings_stack(reasoning=budget))
@@ -403,7 +476,10 @@ def test_a_thinking_budget_is_refused_but_0_on_a_model_that_does_not_reason() ->
 def test_prompt_caching_cannot_be_turned_off() -> None:
     with pytest.raises(ProviderError) as error:
         _chat().settings_fields(_settings_stack(cache=False))
-    assert error.value.code == "cache" and "the setting cache: prompt caching is automatic and cannot be turned off;" in error.value.message
+    assert (
+        error.value.code == "cache"
+        and "the setting cache: prompt caching is automatic and cannot be turned off;" in error.value.message
+    )
     assert "cache" not in _chat().settings_fields(_settings_stack(cache=True))
 
 
@@ -438,9 +514,15 @@ def test_the_tool_output_strategy_sends_its_tool_strict_when_the_schema_allows()
         stack.output_schema, stack.output_strategy = schema, "tool"
         assert (strict_or_none(schema) is not None) is strict
         _, body = _chat().build_request(stack)
-        assert body["tools"][-1] == {"type": "function", "function": {
-            "name": "final_result", "description": OUTPUT_TOOL_DESCRIPTION, "parameters": strict_or_none(schema) or schema,
-            "strict": strict}}
+        assert body["tools"][-1] == {
+            "type": "function",
+            "function": {
+                "name": "final_result",
+                "description": OUTPUT_TOOL_DESCRIPTION,
+                "parameters": strict_or_none(schema) or schema,
+                "strict": strict,
+            },
+        }
         assert body["tool_choice"] == "required"  # other tools too: some call, the output tool's in the end
 
 
@@ -449,7 +531,9 @@ def test_a_setting_given_again_in_extra_body_with_another_value_is_a_conflict() 
 
     stack = PromptStack(settings=ModelSettings(temperature=0.2))
     stack.add_user_message("hi")
-    with pytest.raises(ProviderError, match=r"^temperature is set both by a setting \(0.2\) and by provider_options \(0.5\)"):
+    with pytest.raises(
+        ProviderError, match=r"^temperature is set both by a setting \(0.2\) and by provider_options \(0.5\)"
+    ):
         _chat(provider_options={"extra_body": {"temperature": 0.5}}).build_request(stack)
 
 
@@ -485,15 +569,18 @@ def test_a_message_holding_only_tool_results_sends_only_them() -> None:
     from ipyagent.core import ActionResultBlock, ToolAction
 
     result = ActionResultBlock(action=ToolAction(tag="c1", name="f", input={}), text="r")
-    assert _chat()._messages(Message(role="user", content=[result])) == [{"role": "tool", "tool_call_id": "c1", "content": "r"}]
+    assert _chat()._messages(Message(role="user", content=[result])) == [
+        {"role": "tool", "tool_call_id": "c1", "content": "r"}
+    ]
     assert _chat()._messages(Message(role="user", content=[])) == [{"role": "user", "content": ""}]
 
 
 def test_a_model_that_does_not_reason_keeps_vision_documents_and_json_mode() -> None:
     from ipyagent.drivers.base import Capabilities
 
-    assert _chat().capabilities_for("gpt-4o") == Capabilities(vision=True, structured_output_native=True, reasoning=False,
-                                                              documents=True)
+    assert _chat().capabilities_for("gpt-4o") == Capabilities(
+        vision=True, structured_output_native=True, reasoning=False, documents=True
+    )
     assert _chat().capabilities_for("o3") == OpenAIChatPromptDriver.capabilities
 
 
@@ -509,9 +596,15 @@ def _whole(data: dict[str, Any]) -> list[Any]:
 
 def test_a_whole_completion_gives_choice_0_as_the_stream_would() -> None:
     usage = {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}
-    message = {"reasoning_content": "think ", "content": [{"type": "thinking", "thinking": "more"}, {"type": "text", "text": "Hi"}],
-               "refusal": " no", "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": {"x": 1}}},
-                                                {"function": {"arguments": None}}]}
+    message = {
+        "reasoning_content": "think ",
+        "content": [{"type": "thinking", "thinking": "more"}, {"type": "text", "text": "Hi"}],
+        "refusal": " no",
+        "tool_calls": [
+            {"id": "c1", "function": {"name": "f", "arguments": {"x": 1}}},
+            {"function": {"arguments": None}},
+        ],
+    }
     data = {"id": "cmpl-1", "model": "m-2024", "usage": usage,
             "choices": ["junk", {"index": 1, "message": {"content": "another choice"}},
                         {"index": 0, "finish_reason": "length", "message": message}]}
@@ -525,12 +618,18 @@ def test_a_whole_completion_gives_choice_0_as_the_stream_would() -> None:
 
 
 def test_a_whole_completion_s_defaults_index_reasoning_key_and_stop_reason() -> None:
-    calls = {"choices": [{"message": {"reasoning": "r", "tool_calls": [{"id": "c", "function": {"name": "g", "arguments": "{}"}}]}}]}
+    calls = {
+        "choices": [
+            {"message": {"reasoning": "r", "tool_calls": [{"id": "c", "function": {"name": "g", "arguments": "{}"}}]}}
+        ]
+    }
     assert _whole(calls) == [ReasoningDelta(0, "r"), ToolCallDelta(1, "c", "g", "{}"),
                              StreamMeta(stop_raw="tool_calls", stop_kind=StopKind.tool_use)]  # no usage: no meta
     assert _whole({"usage": {"prompt_tokens": 1}, "choices": [{"message": {"content": "x"}}]})[-1] == \
         StreamMeta(usage=usage_from_openai({"prompt_tokens": 1}), stop_raw="stop", stop_kind=StopKind.end_turn)
-    assert _whole({"choices": [{"message": {"content": "x"}}]})[-1] == StreamMeta(stop_raw="stop", stop_kind=StopKind.end_turn)
+    assert _whole({"choices": [{"message": {"content": "x"}}]})[-1] == StreamMeta(
+        stop_raw="stop", stop_kind=StopKind.end_turn
+    )
     assert _whole({"choices": [{"finish_reason": "odd", "message": {}}]})[-1].stop_kind is StopKind.end_turn
 
 
@@ -549,7 +648,9 @@ def test_assistant_message_without_text_sends_null_content_and_tool_results_come
     from ipyagent.core import ActionResultBlock, ToolAction
 
     driver = _chat()
-    assert driver._messages(Message(role="assistant")) == [{"role": "assistant", "content": ""}]  # some servers reject null
+    assert driver._messages(Message(role="assistant")) == [
+        {"role": "assistant", "content": ""}
+    ]  # some servers reject null
     action = ToolAction(tag="c1", name="get_weather", input={"city": "Oslo"})
     mixed = Message(role="user", content=[TextBlock(text="and now?"), ActionResultBlock(action=action, text="61 F")])
     wire = driver._messages(mixed)
@@ -595,7 +696,11 @@ OK = (200, {"content-type": "text/event-stream"},
 
 
 def _error(status: int, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
-    return status, {"content-type": "application/json", **(headers or {})}, json.dumps({"error": {"message": f"HTTP {status}"}}).encode()
+    return (
+        status,
+        {"content-type": "application/json", **(headers or {})},
+        json.dumps({"error": {"message": f"HTTP {status}"}}).encode(),
+    )
 
 
 async def _turn(driver: OpenAIChatPromptDriver) -> list[Any]:
@@ -611,7 +716,9 @@ def _events(driver: OpenAIChatPromptDriver) -> list[Any]:
     return asyncio.run(_turn(driver))
 
 
-@pytest.mark.parametrize("status, etype", [(408, "timeout"), (429, "rate_limit"), (500, "server"), (503, "server"), (529, "overloaded")])
+@pytest.mark.parametrize(
+    "status, etype", [(408, "timeout"), (429, "rate_limit"), (500, "server"), (503, "server"), (529, "overloaded")]
+)
 def test_retried_statuses(no_sleep: list[float], status: int, etype: str) -> None:
     transport = Scripted(_error(status), OK)
     events = _events(_chat(transport=transport, max_attempts=3))
@@ -670,7 +777,15 @@ def test_each_retry_is_announced_before_its_wait(monkeypatch: pytest.MonkeyPatch
 
     asyncio.run(main())
     kinds = [e[0] if isinstance(e, tuple) else e.type for e in log]
-    assert kinds == ["model_started", "retry_scheduled", "sleep", "retry_scheduled", "sleep", "text_delta", "model_completed"]
+    assert kinds == [
+        "model_started",
+        "retry_scheduled",
+        "sleep",
+        "retry_scheduled",
+        "sleep",
+        "text_delta",
+        "model_completed",
+    ]
     first, second = log[1], log[3]
     assert first.text == "retrying 2/3 in 2.0 s · 429 rate limit" and log[2] == ("sleep", 2.0)
     assert (second.attempt, second.max_attempts, second.error.status) == (3, 3, 503)
@@ -705,12 +820,22 @@ def test_a_turn_leaves_nothing_for_the_garbage_collector(no_sleep: list[float]) 
     ok = _cyclic_garbage(lambda: _events(_chat(transport=Scripted(OK))))
     assert not [o for o in ok if isinstance(o, kept)]
     retried = _cyclic_garbage(lambda: _events(_chat(transport=Scripted(_error(429), OK), max_attempts=2)))
-    assert no_sleep and not [o for o in retried if isinstance(o, Opened) or isinstance(o, httpx2.Response) and o.status_code == 200]
+    assert no_sleep and not [
+        o for o in retried if isinstance(o, Opened) or isinstance(o, httpx2.Response) and o.status_code == 200
+    ]
 
 
-@pytest.mark.parametrize("replies", [[OK], [_error(429), OK], [(200, OK[1], b"data: {oops\n\n" + OK[2])],
-                                     [(200, OK[1], OK[2].split(b"\n\n")[0] + b"\n\ndata: {oops\n\n" + OK[2])], [_error(400)]],
-                         ids=["completed", "retried", "unreadable-first-event", "unreadable-later-event", "failed"])
+@pytest.mark.parametrize(
+    "replies",
+    [
+        [OK],
+        [_error(429), OK],
+        [(200, OK[1], b"data: {oops\n\n" + OK[2])],
+        [(200, OK[1], OK[2].split(b"\n\n")[0] + b"\n\ndata: {oops\n\n" + OK[2])],
+        [_error(400)],
+    ],
+    ids=["completed", "retried", "unreadable-first-event", "unreadable-later-event", "failed"],
+)
 def test_a_turn_closes_every_iterator_it_opens(no_sleep: list[float], replies: list[Any]) -> None:
     """However the turn ends, the iterators over its body (the frames, the text, the bytes) are
     closed by the turn, not left to the event loop's finalizer (a task each, later, holding the

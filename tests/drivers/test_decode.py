@@ -20,7 +20,9 @@ from ..support.finalizer import left_to_the_loop
 from ..support.toy_driver import NDJSON, TEXT, Scripted, Toy, assert_error, ndjson, run_turn
 
 
-def _frames(body: bytes | list[bytes], framing: str, content_type: str | None = None) -> tuple[list[Any], httpx2.Response]:
+def _frames(
+    body: bytes | list[bytes], framing: str, content_type: str | None = None
+) -> tuple[list[Any], httpx2.Response]:
     pieces = body if isinstance(body, list) else [body]
 
     async def stream() -> Any:
@@ -150,14 +152,18 @@ def test_a_noted_fact_replaces_only_the_fields_it_sets() -> None:
     decoder = StreamDecoder()
     decoder.note(StreamMeta(stop_raw="stop", stop_kind=StopKind.end_turn, model="m"))
     decoder.note(StreamMeta(usage=Usage(input_tokens=3), model=""))
-    assert decoder.meta == StreamMeta(usage=Usage(input_tokens=3), stop_raw="stop", stop_kind=StopKind.end_turn, model="")
+    assert decoder.meta == StreamMeta(
+        usage=Usage(input_tokens=3), stop_raw="stop", stop_kind=StopKind.end_turn, model=""
+    )
 
 
 def test_a_stream_line_that_is_not_json_is_quoted_up_to_200_characters() -> None:
     line = "<" + "z" * 300
     with pytest.raises(ProviderError) as raised:
         stream_json("p", line)
-    assert_error(raised.value, "invalid_response", f"p sent a stream line that is not JSON: {line[:200]!r}", retryable=False)
+    assert_error(
+        raised.value, "invalid_response", f"p sent a stream line that is not JSON: {line[:200]!r}", retryable=False
+    )
     assert stream_json("p", '{"a": [1]}') == {"a": [1]}
 
 
@@ -216,7 +222,10 @@ def test_what_is_left_at_the_end_of_the_body_is_relayed_after_the_rest() -> None
 def test_what_is_left_is_checked_like_every_delta() -> None:
     failed, _ = _turn(b"t:a\nstop\n", left=[TextDelta(0, 5)])  # type: ignore[arg-type]
     assert failed.type == "model_failed" and failed.partial.text == "a"
-    assert failed.error.message == "toy sent a reply ipyagent could not read (TypeError: a text_delta whose text is int (5), not text)"
+    assert (
+        failed.error.message
+        == "toy sent a reply ipyagent could not read (TypeError: a text_delta whose text is int (5), not text)"
+    )
 
 
 def test_a_body_read_to_its_end_before_any_delta_asks_once_and_relays_what_is_left() -> None:

@@ -100,7 +100,11 @@ def test_429_retry_after_is_honoured_then_success(no_sleep: list[float]) -> None
 
 
 def test_500_is_retried_then_completes():
-    error = Reply(status=500, headers={"Content-Type": "application/json"}, pieces=[b'{"error": {"message": "The server had an error"}}'])
+    error = Reply(
+        status=500,
+        headers={"Content-Type": "application/json"},
+        pieces=[b'{"error": {"message": "The server had an error"}}'],
+    )
     exp = expected_from(TEXT_STREAM)
     with StubServer(error, reply_for(TEXT_STREAM)) as server:
         events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test", max_retry_wait=0.05))
@@ -116,7 +120,9 @@ def test_500_is_retried_then_completes():
 def test_500_gives_up_after_max_attempts():
     error = Reply(status=503, headers={"Content-Type": "text/plain"}, pieces=[b"upstream unavailable"])
     with StubServer(error) as server:
-        events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test", max_attempts=3, max_retry_wait=0.02))
+        events = collect(
+            OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test", max_attempts=3, max_retry_wait=0.02)
+        )
     assert len(server.requests) == 3
     terminal = check_shape(events)
     assert isinstance(terminal, ModelFailed)
@@ -198,8 +204,14 @@ def test_api_key_never_appears_in_error_messages():
     assert isinstance(terminal, ModelFailed)
     assert terminal.error.type == "authentication"
     assert "Incorrect API key provided" in terminal.error.message
-    for text in (terminal.error.message, str(terminal.error), repr(terminal.error), json.dumps(terminal.error.to_dict()),
-                 json.dumps(terminal.partial.metadata, default=str), json.dumps(terminal.metadata, default=str)):
+    for text in (
+        terminal.error.message,
+        str(terminal.error),
+        repr(terminal.error),
+        json.dumps(terminal.error.to_dict()),
+        json.dumps(terminal.partial.metadata, default=str),
+        json.dumps(terminal.metadata, default=str),
+    ):
         assert secret not in text
 
 

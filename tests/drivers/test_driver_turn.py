@@ -21,7 +21,19 @@ from ipyagent.drivers import StreamDecoder, StreamMeta, base, http, turn
 from ipyagent.drivers.catalog import pricing
 from ipyagent.drivers.base import BasePromptDriver
 
-from ..support.toy_driver import JSON, NDJSON, TEXT, Coded, Pieces, Scripted, Toy, assert_error, hi_stack, ndjson, run_turn
+from ..support.toy_driver import (
+    JSON,
+    NDJSON,
+    TEXT,
+    Coded,
+    Pieces,
+    Scripted,
+    Toy,
+    assert_error,
+    hi_stack,
+    ndjson,
+    run_turn,
+)
 from ..support.virtual_clock import VirtualClockLoop
 
 
@@ -35,7 +47,9 @@ def test_a_turn_posts_the_request_and_announces_it_without_the_key() -> None:
     events = run_turn(driver)
     [request] = transport.requests
     assert (request.method, str(request.url)) == ("POST", "http://h/v1?key=q-key-1/chat")
-    assert json.loads(request.content) == {"model": "m", "roles": ["user"]} and request.headers["authorization"].endswith("1234567")
+    assert json.loads(request.content) == {"model": "m", "roles": ["user"]} and request.headers[
+        "authorization"
+    ].endswith("1234567")
     started = events[0]
     assert (started.type, started.provider, started.model) == ("model_started", "toy", "m")
     assert started.request == {"url": "http://h/v1?key=[redacted]", "body": {"model": "m", "roles": ["user"]}}
@@ -49,7 +63,10 @@ def test_a_turn_posts_the_request_and_announces_it_without_the_key() -> None:
 def test_the_rule_strategy_puts_the_schema_into_the_prompt_and_the_others_do_not() -> None:
     for strategy, roles in [("rule", ["system", "user"]), ("tool", ["user"])]:
         stack = hi_stack()
-        stack.output_schema, stack.output_strategy = {"type": "object", "properties": {"n": {"type": "integer"}}}, strategy
+        stack.output_schema, stack.output_strategy = (
+            {"type": "object", "properties": {"n": {"type": "integer"}}},
+            strategy,
+        )
         driver = Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT))))
         run_turn(driver, stack)
         assert [m.role for m in driver.built.messages] == roles
@@ -58,7 +75,11 @@ def test_the_rule_strategy_puts_the_schema_into_the_prompt_and_the_others_do_not
 def test_stream_facts_before_the_first_delta_count_too() -> None:
     transport = Scripted((200, {**NDJSON, "x-request-id": "req-header"}, ndjson({"model": "m-2024-06"}, *TEXT)))
     done = run_turn(Toy("m", transport=transport))[-1]
-    assert (done.metadata["model"], done.metadata["request_id"], done.metadata["provider"]) == ("m-2024-06", "req-header", "toy")
+    assert (done.metadata["model"], done.metadata["request_id"], done.metadata["provider"]) == (
+        "m-2024-06",
+        "req-header",
+        "toy",
+    )
     later = Scripted((200, {**NDJSON, "x-request-id": "req-header"}, ndjson(*TEXT[:2], {"id": "req-body"}, *TEXT[2:])))
     assert run_turn(Toy("m", transport=later))[-1].metadata["request_id"] == "req-body"  # the stream's own id first
     none = Scripted((200, NDJSON, ndjson(*TEXT)))
@@ -83,13 +104,20 @@ def test_a_reply_with_only_a_stop_reason_is_an_empty_message() -> None:
 
 def test_a_raw_stop_reason_without_a_kind_is_read_from_the_message() -> None:
     done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "a"}, {"stop": ""})))))[-1]
-    assert done.type == "model_completed" and (done.stop_reason.kind, done.stop_reason.raw) == (StopKind.end_turn, "raw")
+    assert done.type == "model_completed" and (done.stop_reason.kind, done.stop_reason.raw) == (
+        StopKind.end_turn,
+        "raw",
+    )
 
 
 def test_a_stream_without_a_stop_reason_was_cut_short() -> None:
     failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "par"}, {"usage": [1, 1]})))))[-1]
-    assert_error(failed.error, "invalid_response", "the toy stream ended before the model finished (no stop reason arrived); "
-        "the text so far is kept", retryable=False)
+    assert_error(
+        failed.error,
+        "invalid_response",
+        "the toy stream ended before the model finished (no stop reason arrived); the text so far is kept",
+        retryable=False,
+    )
     assert failed.partial.text == "par" and failed.partial.status == "failed"
 
 
@@ -101,38 +129,67 @@ def test_a_call_cut_by_max_tokens_is_reported_and_otherwise_kept_with_its_error_
     assert done.message.metadata["partial_tool_calls"] == done.metadata["partial_tool_calls"]
     assert done.stop_reason.kind is StopKind.max_tokens
     kept = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*call, {"stop": "tool_use"})))))[-1]
-    assert kept.type == "model_completed" and kept.message.text == "Let me" and "partial_tool_calls" not in kept.metadata
+    assert (
+        kept.type == "model_completed" and kept.message.text == "Let me" and "partial_tool_calls" not in kept.metadata
+    )
     [block] = [b for b in kept.message.content if b.type == "action_call"]
-    assert (block.action.tag, block.action.name, block.action.input, block.raw_arguments) == ("c1", "lookup", {}, '{"q": "ab')
-    assert block.error == "tool call 1 (id 'c1', tool 'lookup') was not run: its arguments are not valid JSON (Unterminated " \
+    assert (block.action.tag, block.action.name, block.action.input, block.raw_arguments) == (
+        "c1",
+        "lookup",
+        {},
+        '{"q": "ab',
+    )
+    assert (
+        block.error
+        == "tool call 1 (id 'c1', tool 'lookup') was not run: its arguments are not valid JSON (Unterminated "
         """string starting at): '{"q": "ab'; call the tool again with its name and its arguments as one JSON object"""
+    )
     assert kept.stop_reason.kind is StopKind.tool_use
-    whole = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"call": ["c1", "f", "{}"]}, {"stop": "max_tokens"})))))[-1]
+    whole = run_turn(
+        Toy("m", transport=Scripted((200, NDJSON, ndjson({"call": ["c1", "f", "{}"]}, {"stop": "max_tokens"}))))
+    )[-1]
     assert "partial_tool_calls" not in whole.metadata
 
 
 def test_a_delta_whose_text_is_not_text_fails_the_turn_there_and_keeps_the_text_so_far() -> None:
     """A server's number or null where text goes (a text delta, tool call arguments, an id) fails the
     turn at that delta: it never reaches the view, and the text before it is kept."""
-    for bad, what in (({"text": None}, "a text_delta whose text is NoneType (None)"), ({"text": 5}, "a text_delta whose text is int (5)"),
-                      ({"call": ["c1", "f", 7]}, "a tool_call_delta whose arguments is int (7)"),
-                      ({"call": [3, "f", "{}"]}, "a tool_call_delta whose call_id is int (3)"),
-                      ({"call": ["c1", ["f"], "{}"]}, "a tool_call_delta whose name is list (['f'])")):
-        events = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "a"}, bad, {"text": "b"}, {"stop": "end_turn"})))))
+    for bad, what in (
+        ({"text": None}, "a text_delta whose text is NoneType (None)"),
+        ({"text": 5}, "a text_delta whose text is int (5)"),
+        ({"call": ["c1", "f", 7]}, "a tool_call_delta whose arguments is int (7)"),
+        ({"call": [3, "f", "{}"]}, "a tool_call_delta whose call_id is int (3)"),
+        ({"call": ["c1", ["f"], "{}"]}, "a tool_call_delta whose name is list (['f'])"),
+    ):
+        events = run_turn(
+            Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "a"}, bad, {"text": "b"}, {"stop": "end_turn"}))))
+        )
         failed = events[-1]
-        assert_error(failed.error, "invalid_response", f"toy sent a reply ipyagent could not read (TypeError: {what}, not text)",
-                     retryable=False)
+        assert_error(
+            failed.error,
+            "invalid_response",
+            f"toy sent a reply ipyagent could not read (TypeError: {what}, not text)",
+            retryable=False,
+        )
         assert failed.partial.text == "a" and [e.text for e in events if isinstance(e, TextDelta)] == ["a"]
-    first = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": 5}, {"stop": "end_turn"})))))[-1]  # the head
+    first = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": 5}, {"stop": "end_turn"})))))[
+        -1
+    ]  # the head
     assert "a text_delta whose text is int (5)" in first.error.message and first.partial.content == []
-    fine = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"call": [None, None, "{}"]}, {"stop": "end_turn"})))))[-1]
-    assert fine.type == "model_completed"  # no id, no name: None is allowed there (the loop tells the model its call names no tool)
+    fine = run_turn(
+        Toy("m", transport=Scripted((200, NDJSON, ndjson({"call": [None, None, "{}"]}, {"stop": "end_turn"}))))
+    )[-1]
+    assert (
+        fine.type == "model_completed"
+    )  # no id, no name: None is allowed there (the loop tells the model its call names no tool)
 
 
 def test_deltas_that_form_no_message_fail_the_turn_and_leave_an_empty_partial() -> None:
     broken = [{"text": "a"}, {"call": ["c1", "f", "{}"], "at": 0}]  # text and a call at one index
     failed = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*broken, {"stop": "end_turn"})))))[-1]
-    assert_error(failed.error, "invalid_response", "content block 0 holds text and ToolCallDelta deltas", retryable=False)
+    assert_error(
+        failed.error, "invalid_response", "content block 0 holds text and ToolCallDelta deltas", retryable=False
+    )
     assert failed.partial.role == "assistant" and failed.partial.content == []
     cut = run_turn(Toy("m", transport=Scripted((200, NDJSON, [ndjson(*broken), httpx2.ReadError("reset")]))))[-1]
     assert cut.error.type == "connection" and cut.partial.content == [] and cut.partial.status == "failed"
@@ -142,7 +199,9 @@ def test_a_failed_turn_keeps_its_text_and_says_what_broke() -> None:
     key = "sk-toy-echoed-0123456789"
     transport = Scripted((200, NDJSON, [ndjson({"text": "Hel"}), ndjson({"text": "lo"}), httpx2.ReadError("reset")]))
     failed = run_turn(Toy("m", api_key=key, transport=transport))[-1]
-    assert_error(failed.error, "connection", "connection to http://toy.invalid/v1/chat failed: ReadError: reset", retryable=True)
+    assert_error(
+        failed.error, "connection", "connection to http://toy.invalid/v1/chat failed: ReadError: reset", retryable=True
+    )
     assert failed.partial.text == "Hello" and len(transport.requests) == 1  # after a delta: not retried
     assert failed.partial.status == "failed" and failed.partial.error.model_dump() == failed.error.to_dict()
     assert not {"partial", "failed", "error"} & set(failed.partial.metadata)
@@ -155,13 +214,20 @@ def test_a_provider_error_echoing_the_key_is_redacted_in_message_and_body(no_sle
     body = json.dumps({"message": f"bad key {key}", "type": "authentication", "detail": {"key": key}}).encode()
     failed = run_turn(Coded("m", api_key=key, transport=Scripted((401, JSON, body))))[-1]
     assert failed.error.message == "toy returned HTTP 401: bad key [redacted] (check the API key given as api_key=)"
-    assert failed.error.raw == {"message": "bad key [redacted]", "type": "authentication", "detail": {"key": "[redacted]"}}
+    assert failed.error.raw == {
+        "message": "bad key [redacted]",
+        "type": "authentication",
+        "detail": {"key": "[redacted]"},
+    }
     assert failed.partial.error.message == failed.error.message
 
 
-@pytest.mark.parametrize("statuses, attempts, gave_up", [([503, 503], 2, True), ([503, 400], 2, False), ([503], 1, False)])
-def test_gave_up_after_n_attempts_only_when_retries_ran_out(no_sleep: list[float], statuses: list[int], attempts: int,
-                                                            gave_up: bool) -> None:
+@pytest.mark.parametrize(
+    "statuses, attempts, gave_up", [([503, 503], 2, True), ([503, 400], 2, False), ([503], 1, False)]
+)
+def test_gave_up_after_n_attempts_only_when_retries_ran_out(
+    no_sleep: list[float], statuses: list[int], attempts: int, gave_up: bool
+) -> None:
     transport = Scripted(*[(status, JSON, b"{}") for status in statuses])
     failed = run_turn(Toy("m", api_key="k-1", max_attempts=len(statuses), transport=transport))[-1]
     assert failed.metadata["attempts"] == attempts and len(transport.requests) == attempts
@@ -209,7 +275,9 @@ def test_usage_sent_before_a_failure_is_the_partial_s_priced_and_spent(monkeypat
     replayed = run_turn(Toy("m", transport=replay))[-1]
     spent.record_turn(replayed.metadata, replayed.partial.usage)
     assert replayed.partial.usage == usage and len(spent.turns) == 1  # a replay spends nothing
-    unbilled = run_turn(Toy("m", transport=Scripted((200, NDJSON, [ndjson({"text": "Hel"}), httpx2.ReadError("x")]))))[-1]
+    unbilled = run_turn(Toy("m", transport=Scripted((200, NDJSON, [ndjson({"text": "Hel"}), httpx2.ReadError("x")]))))[
+        -1
+    ]
     spent.record_turn(unbilled.metadata, unbilled.partial.usage)
     assert unbilled.partial.usage is None and "cost" not in unbilled.metadata and len(spent.turns) == 1
     monkeypatch.setattr(Toy, "price", lambda self, usage, model=None: None)  # a model without a known price
@@ -252,7 +320,10 @@ def test_settings_and_system_blocks_travel_in_the_metadata() -> None:
     stack.system_dropped = [SystemBlock(text="old notes", source="memory", dynamic=True)]
     done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT)))), stack)[-1]
     assert done.metadata["settings"] == {"temperature": 0.2}
-    assert done.metadata["system_blocks"] == [stack.system_blocks[0].summary(True), stack.system_dropped[0].summary(False)]
+    assert done.metadata["system_blocks"] == [
+        stack.system_blocks[0].summary(True),
+        stack.system_dropped[0].summary(False),
+    ]
     assert [b["kept"] for b in done.metadata["system_blocks"]] == [True, False]
     dropped_only = hi_stack()
     dropped_only.system_dropped = stack.system_dropped
@@ -306,8 +377,12 @@ def test_first_token_and_total_latency_are_measured_from_the_request(monkeypatch
 def test_a_server_that_never_answers_is_cut_at_the_response_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     driver = Toy("m", response_timeout=20, max_attempts=3, transport=Slow(3600, (200, NDJSON, ndjson(*TEXT))))
     failed = _virtual(monkeypatch, driver)[-1]
-    assert_error(failed.error, "timeout", "toy did not finish its response within 20 s (response_timeout); the text so far is kept",
-        retryable=False)
+    assert_error(
+        failed.error,
+        "timeout",
+        "toy did not finish its response within 20 s (response_timeout); the text so far is kept",
+        retryable=False,
+    )
     assert failed.metadata["attempts"] == 1 and failed.metadata["latency_s"] == 20
 
 
@@ -340,11 +415,15 @@ def test_deltas_are_relayed_before_the_body_ends(monkeypatch: pytest.MonkeyPatch
 def test_the_wait_before_a_retry_is_slept_once(monkeypatch: pytest.MonkeyPatch) -> None:
     transport = Scripted((429, {"retry-after": "2", **JSON}, b"{}"), (200, NDJSON, ndjson(*TEXT)))
     done = _virtual(monkeypatch, Toy("m", api_key="k-1", transport=transport))[-1]
-    assert done.metadata["retry_waits"] == [2.0] and done.metadata["latency_s"] == 2.0  # not 4: tenacity does not sleep too
+    assert (
+        done.metadata["retry_waits"] == [2.0] and done.metadata["latency_s"] == 2.0
+    )  # not 4: tenacity does not sleep too
 
 
 def test_a_connection_that_fails_before_the_first_delta_is_tried_again(no_sleep: list[float]) -> None:
-    transport = Scripted((200, NDJSON, [ndjson({"model": "m-1"}), httpx2.ReadError("reset")]), (200, NDJSON, ndjson(*TEXT)))
+    transport = Scripted(
+        (200, NDJSON, [ndjson({"model": "m-1"}), httpx2.ReadError("reset")]), (200, NDJSON, ndjson(*TEXT))
+    )
     events = run_turn(Toy("m", transport=transport))
     assert events[-1].type == "model_completed" and len(transport.requests) == 2
     assert events[-1].metadata["last_error"] == "connection to http://toy.invalid/v1/chat failed: ReadError: reset"
@@ -376,12 +455,18 @@ class Gate:
 
 
 def test_after_a_retry_an_error_that_is_not_retried_ends_the_turn(no_sleep: list[float]) -> None:
-    for second in [(400, JSON, b"{}"), (429, {"retry-after": "31", **JSON}, b"{}")]:  # a refusal; a wait over max_retry_wait
+    for second in [
+        (400, JSON, b"{}"),
+        (429, {"retry-after": "31", **JSON}, b"{}"),
+    ]:  # a refusal; a wait over max_retry_wait
         transport = Scripted((503, JSON, b"{}"), second, (200, NDJSON, ndjson(*TEXT)))
         failed = run_turn(Toy("m", api_key="k-1", max_attempts=3, max_retry_wait=30, transport=transport))[-1]
         assert failed.type == "model_failed" and len(transport.requests) == 2 and failed.error.status == second[0]
-        assert failed.error.message.endswith("HTTP 400: HTTP 400 from http://toy.invalid/v1" if second[0] == 400 else
-                                             "(asked to wait 31 s, more than max_retry_wait=30 s: not retried; try again later)")
+        assert failed.error.message.endswith(
+            "HTTP 400: HTTP 400 from http://toy.invalid/v1"
+            if second[0] == 400
+            else "(asked to wait 31 s, more than max_retry_wait=30 s: not retried; try again later)"
+        )
 
 
 def test_a_wait_over_max_retry_wait_is_said_at_the_first_try_too(no_sleep: list[float]) -> None:
@@ -402,7 +487,9 @@ def test_a_rate_limit_holds_the_whole_lane_and_every_try_waits_for_it(no_sleep: 
     driver.rate_gate = gate
     assert run_turn(driver)[-1].type == "model_completed"
     assert gate.log == ["wait", ("hold", 3.0), "wait", "wait"]  # a 500 holds nobody
-    alone = Toy("m", api_key="k-1", transport=Scripted((429, {"retry-after": "3", **JSON}, b"{}"), (200, NDJSON, ndjson(*TEXT))))
+    alone = Toy(
+        "m", api_key="k-1", transport=Scripted((429, {"retry-after": "3", **JSON}, b"{}"), (200, NDJSON, ndjson(*TEXT)))
+    )
     assert run_turn(alone)[-1].type == "model_completed"  # no gate: each request alone
 
 
@@ -416,7 +503,9 @@ class Whole(Toy):
         return [TextDelta(0, data["say"]), StreamMeta(stop_kind=StopKind.end_turn, stop_raw="whole")]
 
 
-@pytest.mark.parametrize("content_type", ["application/x-ndjson", "application/x-ndjson; charset=utf-8", "Application/X-NDJSON"])
+@pytest.mark.parametrize(
+    "content_type", ["application/x-ndjson", "application/x-ndjson; charset=utf-8", "Application/X-NDJSON"]
+)
 def test_a_reply_labelled_as_the_stream_goes_to_the_parser_as_it_is(content_type: str) -> None:
     transport = Scripted((200, {"content-type": content_type, "x-seen": "1"}, [ndjson(*TEXT[:2]), ndjson(*TEXT[2:])]))
     driver = Toy("m", transport=transport)
@@ -444,8 +533,9 @@ def test_several_json_objects_are_read_as_the_stream() -> None:
     assert done.message.text == "Hello" and driver.seen.headers["content-type"] == "application/x-ndjson"
 
 
-@pytest.mark.parametrize("start", [b"data: ", b"event: message\ndata: ", b"id: 1\ndata: ", b"retry: 10\ndata: ", b": ping\ndata: ",
-                                   b"[\n"])
+@pytest.mark.parametrize(
+    "start", [b"data: ", b"event: message\ndata: ", b"id: 1\ndata: ", b"retry: 10\ndata: ", b": ping\ndata: ", b"[\n"]
+)
 def test_a_stream_labelled_otherwise_is_read_as_the_stream(start: bytes) -> None:
     body = start + ndjson(*TEXT[:1]) + ndjson(*TEXT[1:])
     transport = Scripted((200, {"content-type": "text/plain", "content-length": str(len(body)), "x-request-id": "r-9"},
@@ -465,7 +555,9 @@ def test_an_empty_reply_is_said_to_be_empty() -> None:
                  retryable=False)
 
 
-@pytest.mark.parametrize("headers, shown", [({"content-type": "text/html; charset=utf-8"}, "'text/html'"), ({}, "'none'")])
+@pytest.mark.parametrize(
+    "headers, shown", [({"content-type": "text/html; charset=utf-8"}, "'text/html'"), ({}, "'none'")]
+)
 def test_a_reply_that_is_neither_stream_nor_json_is_shown_in_one_line(headers: dict[str, str], shown: str) -> None:
     page = b"<html>Sign in to the proxy \xff with key sk-toy-page-0123456789abcdef\n\n" + b"." * 300
     driver = Toy("m", api_key="sk-toy-page-0123456789abcdef", transport=Scripted((200, headers, [page, b"more"])))
@@ -478,7 +570,9 @@ def test_a_reply_that_is_neither_stream_nor_json_is_shown_in_one_line(headers: d
 
 
 def test_what_is_shown_of_such_a_reply_starts_at_its_first_non_blank_character() -> None:
-    failed = run_turn(Toy("m", transport=Scripted((200, {"content-type": "text/html"}, [b"\n", b"  ", b"<p>oops</p>", b"more"]))))[-1]
+    failed = run_turn(
+        Toy("m", transport=Scripted((200, {"content-type": "text/html"}, [b"\n", b"  ", b"<p>oops</p>", b"more"])))
+    )[-1]
     assert failed.error.message.endswith("with a body that is not its stream: '<p>oops</p>'")
 
 
@@ -519,7 +613,10 @@ def _drained(pieces: list[Any], *, read: int = 1, deadline: float = 60.0, before
 def test_the_rest_of_a_body_is_read_up_to_64_kib() -> None:
     kib = 1024
     assert _drained([b"head", b"x" * 32 * kib, b"y" * 32 * kib]) == (True, 3)  # exactly DRAIN_BYTES: read to the end
-    assert _drained([b"head", b"x" * 32 * kib, b"y" * (32 * kib + 1), b"z"]) == (False, 3)  # one byte more: closed instead
+    assert _drained([b"head", b"x" * 32 * kib, b"y" * (32 * kib + 1), b"z"]) == (
+        False,
+        3,
+    )  # one byte more: closed instead
     assert _drained([b"head"]) == (True, 1)
     assert http.DRAIN_BYTES == 64 * kib and http.DRAIN_S == 0.5
 
@@ -627,8 +724,14 @@ def test_a_reply_that_gave_a_delta_is_not_quoted_when_it_is_cut() -> None:
 
 
 def test_a_usage_that_could_not_be_read_leaves_the_turn_unpriced_and_says_so(spent: pricing.Ledger) -> None:
-    done = run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson({"text": "a"}, {"bad_usage": "input_tokens is 1.5"},
-                                                                      {"stop": "end_turn"})))))[-1]
+    done = run_turn(
+        Toy(
+            "m",
+            transport=Scripted(
+                (200, NDJSON, ndjson({"text": "a"}, {"bad_usage": "input_tokens is 1.5"}, {"stop": "end_turn"}))
+            ),
+        )
+    )[-1]
     assert done.type == "model_completed" and done.usage == Usage() and done.metadata["cost"] is None
     assert done.metadata["usage_error"] == ("toy sent a usage block ipyagent could not read (input_tokens is 1.5); "
                                             "this turn's usage and price are unknown")
@@ -663,8 +766,11 @@ def test_tenacity_is_set_up_only_for_a_try_that_failed_and_may_be_retried(monkey
     real = turn.AsyncRetrying
     monkeypatch.setattr(turn, "AsyncRetrying", lambda *a, **kw: built.append(1) or real(*a, **kw))
     assert run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT)))))[-1].type == "model_completed"
-    assert run_turn(Toy("m", max_attempts=3, transport=Scripted((400, JSON, b"{}"))))[-1].error.type == "invalid_request"
+    assert (
+        run_turn(Toy("m", max_attempts=3, transport=Scripted((400, JSON, b"{}"))))[-1].error.type == "invalid_request"
+    )
     assert run_turn(Toy("m", max_attempts=1, transport=Scripted((500, JSON, b"{}"))))[-1].error.type == "server"
     assert built == []
-    assert run_turn(Toy("m", max_attempts=2, transport=Scripted((500, JSON, b"{}"), (200, NDJSON, ndjson(*TEXT)))))[-1].type \
-        == "model_completed" and built == [1]
+    assert run_turn(Toy("m", max_attempts=2, transport=Scripted((500, JSON, b"{}"), (200, NDJSON, ndjson(*TEXT)))))[
+        -1
+    ].type == "model_completed" and built == [1]

@@ -139,7 +139,9 @@ class Expected:
             if fc is None:
                 continue
             if fc.get("name"):
-                calls.append({"name": fc["name"], "args": fc.get("args", {}), "signature": part.get("thoughtSignature")})
+                calls.append(
+                    {"name": fc["name"], "args": fc.get("args", {}), "signature": part.get("thoughtSignature")}
+                )
                 streamed = [fc] if fc.get("willContinue") else None
             elif streamed is not None:
                 streamed.append(fc)
@@ -150,7 +152,11 @@ class Expected:
 
     @property
     def text_signatures(self) -> list[str]:
-        return [p["thoughtSignature"] for p in self.parts if "text" in p and not p.get("thought") and p.get("thoughtSignature")]
+        return [
+            p["thoughtSignature"]
+            for p in self.parts
+            if "text" in p and not p.get("thought") and p.get("thoughtSignature")
+        ]
 
     @property
     def stop_kind(self) -> str:
@@ -202,7 +208,10 @@ def expected(path: Path) -> Expected:
 
 def _run(path: Path, stack: PromptStack | None = None, **driver_kw: Any):
     with StubServer(reply(path)) as server:
-        events = collect(GeminiPromptDriver(MODEL, base_url=server.url, api_key=KEY, **driver_kw), stack or user_stack("Say something"))
+        events = collect(
+            GeminiPromptDriver(MODEL, base_url=server.url, api_key=KEY, **driver_kw),
+            stack or user_stack("Say something"),
+        )
     return server, events
 
 
@@ -332,7 +341,9 @@ def test_in_stream_error_as_data_event():
     """The same error object sent as a `data:` payload is raised too, text kept."""
     path = DIR / "stream-error-mid-stream.mock.sse"
     chunks, error = payloads(path)
-    pieces = [f"data: {json.dumps(c)}\r\n\r\n".encode() for c in chunks] + [f"data: {json.dumps({'error': error})}\r\n\r\n".encode()]
+    pieces = [f"data: {json.dumps(c)}\r\n\r\n".encode() for c in chunks] + [
+        f"data: {json.dumps({'error': error})}\r\n\r\n".encode()
+    ]
     with StubServer(Reply(pieces=pieces)) as server:
         events = collect(GeminiPromptDriver(MODEL, base_url=server.url, api_key=KEY))
     terminal = check_shape(events)
@@ -403,13 +414,22 @@ def test_nonstream_body_through_the_stream_parser(path):
     assert [c.native_name for c in msg.tool_calls] == [c["name"] for c in calls]
     assert [c.input for c in msg.tool_calls] == [c["args"] for c in calls]
     call_deltas = [d for d in deltas if isinstance(d, ToolCallDelta)]
-    assert len({d.index for d in call_deltas}) == len(call_deltas) == len(calls)  # parallel calls: one delta, one index each
+    assert (
+        len({d.index for d in call_deltas}) == len(call_deltas) == len(calls)
+    )  # parallel calls: one delta, one index each
     assert [json.loads(d.arguments) for d in call_deltas] == [c["args"] for c in calls]
     assert [d.signature for d in call_deltas] == [c["signature"] for c in calls]
     assert len({d.call_id for d in call_deltas}) == len(calls)
     if exp.usage:
-        assert (meta.usage.input_tokens, meta.usage.output_tokens, meta.usage.total_tokens, meta.usage.reasoning_tokens) == (
-            exp.usage["promptTokenCount"], exp.usage["candidatesTokenCount"], exp.usage["totalTokenCount"],
+        assert (
+            meta.usage.input_tokens,
+            meta.usage.output_tokens,
+            meta.usage.total_tokens,
+            meta.usage.reasoning_tokens,
+        ) == (
+            exp.usage["promptTokenCount"],
+            exp.usage["candidatesTokenCount"],
+            exp.usage["totalTokenCount"],
             exp.usage.get("thoughtsTokenCount", 0),
         )
     else:
@@ -466,7 +486,9 @@ def test_recorded_http_error(body):
     err = terminal.error
     assert err.status == status == error["code"]
     assert err.type == _expected_type(error)
-    assert " ".join(line.strip() for line in error["message"].splitlines() if line.strip()) in err.message  # on one line
+    assert (
+        " ".join(line.strip() for line in error["message"].splitlines() if line.strip()) in err.message
+    )  # on one line
     assert "\n" not in err.message and err.raw == {"error": error}  # the body as sent
     assert err.retryable is (err.type in ("rate_limit", "overloaded", "server"))
     assert err.retry_after == _retry_info(error)
@@ -495,7 +517,9 @@ def test_retry_delay_in_the_body_is_honoured_then_success(no_sleep):
 
 def test_retry_after_header_wins_over_the_body():
     body = DIR / "error-429-resource-exhausted-retryinfo.json"
-    error = Reply(status=429, headers={"Content-Type": "application/json", "Retry-After-Ms": "100"}, pieces=[body.read_bytes()])
+    error = Reply(
+        status=429, headers={"Content-Type": "application/json", "Retry-After-Ms": "100"}, pieces=[body.read_bytes()]
+    )
     with StubServer(error, reply(DIR / "stream-text.sse")) as server:
         events = collect(GeminiPromptDriver(MODEL, base_url=server.url, api_key=KEY))
     assert isinstance(events[-1], ModelCompleted)
@@ -508,14 +532,18 @@ def test_retry_after_header_wins_over_the_body():
 )
 def test_status_strings(status, code, etype):
     data = {"error": {"code": status, "message": f"something {code.lower()}", "status": code}}
-    err = GeminiPromptDriver(MODEL, api_key=KEY).error_from_response(status, httpx2.Headers(), json.dumps(data).encode())
+    err = GeminiPromptDriver(MODEL, api_key=KEY).error_from_response(
+        status, httpx2.Headers(), json.dumps(data).encode()
+    )
     assert (err.type, err.code, err.status) == (etype, code, status)
     assert data["error"]["message"] in err.message
 
 
 def test_api_key_is_redacted_from_error_text():
     data = {"error": {"code": 400, "message": f"API key not valid: {KEY}", "status": "INVALID_ARGUMENT"}}
-    with StubServer(Reply(status=400, headers={"Content-Type": "application/json"}, pieces=[json.dumps(data).encode()])) as server:
+    with StubServer(
+        Reply(status=400, headers={"Content-Type": "application/json"}, pieces=[json.dumps(data).encode()])
+    ) as server:
         events = collect(GeminiPromptDriver(MODEL, base_url=server.url, api_key=KEY))
     assert KEY not in events[-1].error.message and "API key not valid" in events[-1].error.message
 
@@ -537,7 +565,9 @@ class WeatherArgs(BaseModel):
 
 def _full_stack() -> PromptStack:
     stack = PromptStack()
-    stack.tools.append(ToolDefinition(name="Weather_get", description="Get the weather", parameters=WeatherArgs.model_json_schema()))
+    stack.tools.append(
+        ToolDefinition(name="Weather_get", description="Get the weather", parameters=WeatherArgs.model_json_schema())
+    )
     stack.tools.append(ToolDefinition(name="Clock_now", description="The time"))
     stack.add_system_message("be brief")
     stack.add_system_message("answer in French")
@@ -546,7 +576,9 @@ def _full_stack() -> PromptStack:
         ImageBlock(mime_type="image/png", data="iVBORw0KGgo="),
         ImageBlock(mime_type="image/jpeg", url="https://example.com/cat.jpg"),
     ])
-    call = ToolAction(tag="call_0_resp1", name="Weather", path="get", input={"city": "Paris", "unit": {"name": "celsius"}})
+    call = ToolAction(
+        tag="call_0_resp1", name="Weather", path="get", input={"city": "Paris", "unit": {"name": "celsius"}}
+    )
     clock = ToolAction(tag="abc-123", name="Clock", path="now", input={})
     stack.add_assistant_message([
         TextBlock(text="A cat. Let me check."),
@@ -571,27 +603,41 @@ def _walk_keys(node: Any) -> set[str]:
 def test_request_shape_with_tools_images_and_tool_history():
     stack = _full_stack()
     with StubServer(reply(DIR / "stream-function-call.sse")) as server:
-        events = collect(GeminiPromptDriver(MODEL, base_url=server.url, api_key=KEY, provider_options={"temperature": 0.1}), stack)
+        events = collect(
+            GeminiPromptDriver(MODEL, base_url=server.url, api_key=KEY, provider_options={"temperature": 0.1}), stack
+        )
     assert isinstance(events[-1], ModelCompleted)
     body = server.requests[0]["body"]
     assert body["systemInstruction"] == {"parts": [{"text": "be brief\n\nanswer in French"}]}
     assert body["generationConfig"] == {"temperature": 0.1}
     assert body["contents"] == [
-        {"role": "user", "parts": [
-            {"text": "What is in this picture, and the weather in Paris?"},
-            {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
-            {"fileData": {"fileUri": "https://example.com/cat.jpg", "mimeType": "image/jpeg"}},
-        ]},
-        {"role": "model", "parts": [
-            {"text": "A cat. Let me check."},
-            # a made-up id stays home; Gemini's own (or another provider's) goes back
-            {"functionCall": {"name": "Weather_get", "args": {"city": "Paris", "unit": {"name": "celsius"}}}, "thoughtSignature": "c2lnLTE="},
-            {"functionCall": {"name": "Clock_now", "args": {}, "id": "abc-123"}},
-        ]},
-        {"role": "user", "parts": [
-            {"functionResponse": {"name": "Weather_get", "response": {"result": "sunny, 21 C"}}},
-            {"functionResponse": {"name": "Clock_now", "response": {"error": "clock broken"}, "id": "abc-123"}},
-        ]},
+        {
+            "role": "user",
+            "parts": [
+                {"text": "What is in this picture, and the weather in Paris?"},
+                {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
+                {"fileData": {"fileUri": "https://example.com/cat.jpg", "mimeType": "image/jpeg"}},
+            ],
+        },
+        {
+            "role": "model",
+            "parts": [
+                {"text": "A cat. Let me check."},
+                # a made-up id stays home; Gemini's own (or another provider's) goes back
+                {
+                    "functionCall": {"name": "Weather_get", "args": {"city": "Paris", "unit": {"name": "celsius"}}},
+                    "thoughtSignature": "c2lnLTE=",
+                },
+                {"functionCall": {"name": "Clock_now", "args": {}, "id": "abc-123"}},
+            ],
+        },
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"name": "Weather_get", "response": {"result": "sunny, 21 C"}}},
+                {"functionResponse": {"name": "Clock_now", "response": {"error": "clock broken"}, "id": "abc-123"}},
+            ],
+        },
     ]
     tools = body["tools"]
     assert len(tools) == 1 and list(tools[0]) == ["functionDeclarations"]
@@ -603,7 +649,10 @@ def test_request_shape_with_tools_images_and_tool_history():
     assert params["type"] == "object" and params["required"] == ["city", "unit"]
     assert params["properties"]["city"] == {"type": "string", "description": "City name"}
     assert params["properties"]["days"] == {"type": "integer", "nullable": True}
-    assert params["properties"]["unit"] == {"type": "object", "properties": {"name": {"type": "string"}}}  # $ref inlined
+    assert params["properties"]["unit"] == {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+    }  # $ref inlined
 
 
 def test_schema_dialect():
@@ -615,12 +664,18 @@ def test_schema_dialect():
             "tags": {"type": "array", "items": {"type": ["string", "null"], "format": "email"}, "uniqueItems": True},
             "when": {"type": "string", "format": "date-time", "examples": ["2024-01-01T00:00:00Z"]},
             "kind": {"const": "a"},
-            "shape": {"oneOf": [{"$ref": "#/$defs/Circle"}, {"type": "object", "properties": {"side": {"type": "number"}}}]},
+            "shape": {
+                "oneOf": [{"$ref": "#/$defs/Circle"}, {"type": "object", "properties": {"side": {"type": "number"}}}]
+            },
             "node": {"$ref": "#/$defs/Node"},
         },
         "required": ["tags", "missing"],
         "$defs": {
-            "Circle": {"title": "Circle", "type": "object", "properties": {"r": {"type": "number", "exclusiveMinimum": 0}}},
+            "Circle": {
+                "title": "Circle",
+                "type": "object",
+                "properties": {"r": {"type": "number", "exclusiveMinimum": 0}},
+            },
             "Node": {"type": "object", "properties": {"child": {"$ref": "#/$defs/Node"}}},
         },
     }
@@ -635,7 +690,17 @@ def test_schema_dialect():
     ]}
     # a recursive reference stops at one level
     assert out["properties"]["node"] == {"type": "object", "properties": {"child": {"type": "object"}}}
-    assert not _walk_keys(out) & {"additionalProperties", "$defs", "$ref", "$schema", "title", "uniqueItems", "examples", "oneOf", "const"}
+    assert not _walk_keys(out) & {
+        "additionalProperties",
+        "$defs",
+        "$ref",
+        "$schema",
+        "title",
+        "uniqueItems",
+        "examples",
+        "oneOf",
+        "const",
+    }
     assert "additionalProperties" in schema and "$defs" in schema  # the caller's schema is not modified
 
 
@@ -643,8 +708,14 @@ def test_structured_output_native_and_options():
     stack = user_stack()
     stack.output_schema = WeatherArgs
     driver = GeminiPromptDriver(
-        MODEL, api_key=KEY,
-        provider_options={"maxOutputTokens": 64, "thinkingConfig": {"thinkingBudget": 0}, "safetySettings": [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}], "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}}},
+        MODEL,
+        api_key=KEY,
+        provider_options={
+            "maxOutputTokens": 64,
+            "thinkingConfig": {"thinkingBudget": 0},
+            "safetySettings": [{"category": "HARM_CATEGORY_HATE_SPEECH", "threshold": "BLOCK_NONE"}],
+            "toolConfig": {"functionCallingConfig": {"mode": "AUTO"}},
+        },
     )
     path, body = driver.build_request(stack)
     assert path == f"/models/{MODEL}:streamGenerateContent?alt=sse"
@@ -716,4 +787,7 @@ def test_reasoning_signature_roundtrip_on_thought_parts():
     stack = user_stack()
     stack.add_message("assistant", msg)
     _, body = GeminiPromptDriver(MODEL, api_key=KEY).build_request(stack)
-    assert body["contents"][1]["parts"] == [{"text": "hmm", "thought": True, "thoughtSignature": "c2ln"}, {"text": "ok"}]
+    assert body["contents"][1]["parts"] == [
+        {"text": "hmm", "thought": True, "thoughtSignature": "c2ln"},
+        {"text": "ok"},
+    ]

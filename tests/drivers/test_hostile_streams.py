@@ -32,7 +32,9 @@ RECORDED_TEXT = "".join(
 def mutated(change: Any) -> Reply:
     """The recorded text stream with `change(chunk)` applied to each JSON chunk."""
     lines = [line for line in TEXT.read_text().splitlines() if line.startswith("data: ")]
-    out = [f"data: {json.dumps(change(json.loads(line[6:])))}" if line.startswith("data: {") else line for line in lines]
+    out = [
+        f"data: {json.dumps(change(json.loads(line[6:])))}" if line.startswith("data: {") else line for line in lines
+    ]
     return Reply(pieces=[f"{line}\n\n".encode() for line in out])
 
 
@@ -70,8 +72,15 @@ def test_a_translation_that_trips_in_the_last_step_is_a_failed_turn():
 def test_a_finish_reason_that_is_not_text_still_ends_the_turn():
     """``finish_reason: 5`` made `StopReason` raise a ValidationError out of `stream()`; an
     unknown stop reason is the end of the turn, its raw value kept as text."""
-    end = turn(mutated(lambda c: {**c, "choices": [{**ch, "finish_reason": 5} for ch in c["choices"] if ch.get("finish_reason")]
-                                  or c["choices"]}))
+    end = turn(
+        mutated(
+            lambda c: {
+                **c,
+                "choices": [{**ch, "finish_reason": 5} for ch in c["choices"] if ch.get("finish_reason")]
+                or c["choices"],
+            }
+        )
+    )
     assert isinstance(end, ModelCompleted), end
     assert end.message.text == RECORDED_TEXT and end.stop_reason.raw == "5"
 
@@ -79,7 +88,11 @@ def test_a_finish_reason_that_is_not_text_still_ends_the_turn():
 #: Per driver: a recorded text stream, and the key of the input token count in its usage.
 USAGE_STREAMS = {
     "openai-chat": (OpenAIChatPromptDriver, TEXT, "prompt_tokens"),
-    "openai-responses": (OpenAIResponsesPromptDriver, FIXTURES / "openai-responses" / "stream-text.sse", "input_tokens"),
+    "openai-responses": (
+        OpenAIResponsesPromptDriver,
+        FIXTURES / "openai-responses" / "stream-text.sse",
+        "input_tokens",
+    ),
     "anthropic": (AnthropicPromptDriver, FIXTURES / "anthropic" / "stream-text.sse", "input_tokens"),
     "gemini": (GeminiPromptDriver, FIXTURES / "gemini" / "stream-text.sse", "promptTokenCount"),
     "ollama": (OllamaPromptDriver, FIXTURES / "ollama" / "chat-stream-text.ndjson", "prompt_eval_count"),
@@ -106,7 +119,9 @@ def _body(path: Path, change: Any) -> bytes:
 
 def _usage_turn(name: str, change: Any) -> Any:
     cls, path, _ = USAGE_STREAMS[name]
-    driver = cls("m", api_key="k-usage", transport=Scripted((200, {"content-type": cls.stream_types[0]}, _body(path, change))))
+    driver = cls(
+        "m", api_key="k-usage", transport=Scripted((200, {"content-type": cls.stream_types[0]}, _body(path, change)))
+    )
     return check_shape(run_turn(driver))
 
 

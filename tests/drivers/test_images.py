@@ -98,8 +98,16 @@ def test_matplotlib_figure_is_rendered_to_png():
 def _text_reply(provider: str) -> Reply:
     if provider == "ollama":
         lines = (FIXTURES / "ollama" / "chat-stream-text.ndjson").read_text().splitlines()
-        return Reply(headers={"Content-Type": "application/x-ndjson"}, pieces=[(line + "\n").encode() for line in lines if line.strip()])
-    folder = {"openai": "openai-chat", "openai-responses": "openai-responses", "anthropic": "anthropic", "gemini": "gemini"}[provider]
+        return Reply(
+            headers={"Content-Type": "application/x-ndjson"},
+            pieces=[(line + "\n").encode() for line in lines if line.strip()],
+        )
+    folder = {
+        "openai": "openai-chat",
+        "openai-responses": "openai-responses",
+        "anthropic": "anthropic",
+        "gemini": "gemini",
+    }[provider]
     name = "stream-text-include-usage.sse" if provider == "openai" else "stream-text.sse"
     return Reply.sse_file(FIXTURES / folder / name)
 
@@ -139,7 +147,9 @@ def test_images_travel_in_each_protocols_user_message(provider, tmp_path):
 
 def test_a_model_without_vision_fails_before_sending():
     with StubServer(_text_reply("openai-responses")) as server:
-        result = Agent(OpenAIResponsesPromptDriver("o1-mini", base_url=server.url, api_key=KEY)).run("What is it?", images=[png()])
+        result = Agent(OpenAIResponsesPromptDriver("o1-mini", base_url=server.url, api_key=KEY)).run(
+            "What is it?", images=[png()]
+        )
     assert server.requests == []
     assert result.error.type == "unsupported_capability"
     assert "o1-mini" in result.error.message and "vision" in result.error.message

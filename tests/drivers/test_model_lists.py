@@ -60,15 +60,26 @@ def test_each_format_parses():
 def test_anthropic_pages_are_followed():
     with StubServer(json_reply("anthropic-page1.json"), json_reply("anthropic-page2.json")) as server:
         rows = fetch("anthropic:*", server.url)
-    assert [r.id for r in rows] == ["claude-sonnet-4-5-20250929", "claude-opus-4-1-20250805", "claude-3-5-haiku-20241022"]
-    assert [(r["method"], r["path"]) for r in server.requests] == [("GET", "/models?limit=1000"),
-                                                                  ("GET", "/models?limit=1000&after_id=claude-opus-4-1-20250805")]
+    assert [r.id for r in rows] == [
+        "claude-sonnet-4-5-20250929",
+        "claude-opus-4-1-20250805",
+        "claude-3-5-haiku-20241022",
+    ]
+    assert [(r["method"], r["path"]) for r in server.requests] == [
+        ("GET", "/models?limit=1000"),
+        ("GET", "/models?limit=1000&after_id=claude-opus-4-1-20250805"),
+    ]
     assert server.requests[0]["headers"]["anthropic-version"] == "2023-06-01"
 
 
-@pytest.mark.parametrize("provider, name, path", [
-    ("openai", "openai.json", "/models"), ("gemini", "gemini.json", "/models?pageSize=1000"), ("ollama", "ollama.json", "/api/tags"),
-])
+@pytest.mark.parametrize(
+    "provider, name, path",
+    [
+        ("openai", "openai.json", "/models"),
+        ("gemini", "gemini.json", "/models?pageSize=1000"),
+        ("ollama", "ollama.json", "/api/tags"),
+    ],
+)
 def test_each_endpoint(provider, name, path):
     with StubServer(json_reply(name)) as server:
         rows = fetch(f"{provider}:*", server.url)
@@ -88,7 +99,11 @@ def test_the_providers_own_host_gets_context_windows_and_prices(monkeypatch):
         rows = {r.id: r for r in asyncio.run(_listed_by(create_driver("openai:*")))}
     assert server.requests[0]["headers"]["Authorization"] == "Bearer sk-test-models"
     mini = rows["gpt-4.1-mini"]
-    assert mini.context_window and mini.input_usd_per_mtok == pytest.approx(0.4) and mini.output_usd_per_mtok == pytest.approx(1.6)
+    assert (
+        mini.context_window
+        and mini.input_usd_per_mtok == pytest.approx(0.4)
+        and mini.output_usd_per_mtok == pytest.approx(1.6)
+    )
     assert rows["ft:gpt-4.1-mini-2025-04-14:acme::B1x2y3z4"].input_usd_per_mtok is None  # unknown to genai-prices
 
 
@@ -114,9 +129,13 @@ def test_models_of_the_session_provider_at_its_base_url(ip, capsys):
     assert out.startswith("2 models from ollama") and "qwen3:8b" in out and "8.2B" in out
 
 
-@pytest.mark.parametrize("status, message", [(404, "has no model list (GET /models answered HTTP 404)"), (401, "HTTP 401")])
+@pytest.mark.parametrize(
+    "status, message", [(404, "has no model list (GET /models answered HTTP 404)"), (401, "HTTP 401")]
+)
 def test_a_missing_endpoint_is_one_clear_line(ip, capsys, status, message):
-    with StubServer(Reply(status=status, headers={"Content-Type": "application/json"}, pieces=[b'{"error": "nope"}'])) as server:
+    with StubServer(
+        Reply(status=status, headers={"Content-Type": "application/json"}, pieces=[b'{"error": "nope"}'])
+    ) as server:
         ip.run_line_magic("provider", f"--models openai:x --base-url {server.url}")
     captured = capsys.readouterr()
     assert captured.err.startswith("ipyagent: could not list the models of openai: ") and message in captured.err

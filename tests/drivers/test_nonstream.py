@@ -44,7 +44,9 @@ def _completed(driver, path) -> ModelCompleted:
     return events[-1]
 
 
-@pytest.mark.parametrize("name", ["nonstream-text.json", "nonstream-tool-call.json", "nonstream-structured-output-json-schema.json"])
+@pytest.mark.parametrize(
+    "name", ["nonstream-text.json", "nonstream-tool-call.json", "nonstream-structured-output-json-schema.json"]
+)
 def test_openai_chat_reads_a_whole_completion(name):
     data = json.loads((FIXTURES / "openai-chat" / name).read_text())
     done = _completed(OpenAIChatPromptDriver("m", api_key="k"), FIXTURES / "openai-chat" / name)
@@ -53,7 +55,10 @@ def test_openai_chat_reads_a_whole_completion(name):
     assert [(c.name, c.input) for c in done.message.tool_calls] == [
         (c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message.get("tool_calls") or ()]
     assert done.stop_reason.raw == data["choices"][0]["finish_reason"]
-    assert (done.usage.input_tokens, done.usage.output_tokens) == (data["usage"]["prompt_tokens"], data["usage"]["completion_tokens"])
+    assert (done.usage.input_tokens, done.usage.output_tokens) == (
+        data["usage"]["prompt_tokens"],
+        data["usage"]["completion_tokens"],
+    )
 
 
 @pytest.mark.parametrize("name", ["nonstream-text.json", "nonstream-parallel-tool-use.json", "nonstream-thinking.json"])
@@ -65,7 +70,9 @@ def test_anthropic_reads_a_whole_message(name):
     assert [(c.tag, c.name, c.input) for c in done.message.tool_calls] == [
         (b["id"], b["name"], b["input"]) for b in blocks if b["type"] == "tool_use"]
     thinking = [b for b in done.message.content if isinstance(b, ReasoningBlock)]
-    assert [(t.text, t.signature) for t in thinking] == [(b["thinking"], b["signature"]) for b in blocks if b["type"] == "thinking"]
+    assert [(t.text, t.signature) for t in thinking] == [
+        (b["thinking"], b["signature"]) for b in blocks if b["type"] == "thinking"
+    ]
     assert done.stop_reason.raw == data["stop_reason"]
     assert done.usage.output_tokens == data["usage"]["output_tokens"]
 
@@ -81,7 +88,9 @@ def test_gemini_reads_a_whole_response(name):
     assert done.stop_reason.raw == data["candidates"][0]["finishReason"]
 
 
-@pytest.mark.parametrize("name", ["chat-nonstream-tool-call-thinking-cloud.json", "chat-nonstream-multiple-tool-calls.edited.json"])
+@pytest.mark.parametrize(
+    "name", ["chat-nonstream-tool-call-thinking-cloud.json", "chat-nonstream-multiple-tool-calls.edited.json"]
+)
 def test_ollama_reads_a_whole_chat_response(name):
     data = json.loads((FIXTURES / "ollama" / name).read_text())
     done = _completed(OllamaPromptDriver("llama", api_key=None), FIXTURES / "ollama" / name)
@@ -112,32 +121,59 @@ def test_a_stream_labelled_json_still_streams():
 
 
 def chat_chunk(delta: dict, finish: str | None = None) -> bytes:
-    return b"data: " + json.dumps({"id": "x", "object": "chat.completion.chunk", "model": "magistral",
-                                   "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).encode() + b"\n\n"
+    return (
+        b"data: "
+        + json.dumps(
+            {
+                "id": "x",
+                "object": "chat.completion.chunk",
+                "model": "magistral",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+        ).encode()
+        + b"\n\n"
+    )
 
 
 def test_list_typed_content_is_read_as_text_and_reasoning():
     """Mistral's reasoning models stream ``content`` as typed parts, thinking first."""
-    body = b"".join([
-        chat_chunk({"role": "assistant", "content": [{"type": "thinking", "thinking": [{"type": "text", "text": "Let me "}]}]}),
-        chat_chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "think."}]}]}),
-        chat_chunk({"content": [{"type": "text", "text": "The answer "}]}),
-        chat_chunk({"content": "is 4."}, None),
-        chat_chunk({}, "stop"), b"data: [DONE]\n\n"])
+    body = b"".join(
+        [
+            chat_chunk(
+                {
+                    "role": "assistant",
+                    "content": [{"type": "thinking", "thinking": [{"type": "text", "text": "Let me "}]}],
+                }
+            ),
+            chat_chunk({"content": [{"type": "thinking", "thinking": [{"type": "text", "text": "think."}]}]}),
+            chat_chunk({"content": [{"type": "text", "text": "The answer "}]}),
+            chat_chunk({"content": "is 4."}, None),
+            chat_chunk({}, "stop"),
+            b"data: [DONE]\n\n",
+        ]
+    )
     done = _events(OpenAIChatPromptDriver("magistral", api_key="k"), body, {"Content-Type": "text/event-stream"})[-1]
     assert isinstance(done, ModelCompleted)
     assert done.message.text == "The answer is 4."
     assert [b.text for b in done.message.content if isinstance(b, ReasoningBlock)] == ["Let me think."]
 
 
-@pytest.mark.parametrize("reason, kind", [("max_output_tokens", StopKind.max_tokens), ("content_filter", StopKind.content_filter)])
+@pytest.mark.parametrize(
+    "reason, kind", [("max_output_tokens", StopKind.max_tokens), ("content_filter", StopKind.content_filter)]
+)
 def test_an_incomplete_responses_reply_maps_its_reason(reason, kind):
     response = {"id": "resp_1", "object": "response", "status": "incomplete", "model": "gpt-x",
                 "incomplete_details": {"reason": reason},
                 "output": [{"type": "message", "id": "m1", "role": "assistant", "status": "incomplete",
                             "content": [{"type": "output_text", "text": "Partial", "annotations": []}]}],
                 "usage": {"input_tokens": 5, "output_tokens": 7, "total_tokens": 12}}
-    delta = {"type": "response.output_text.delta", "item_id": "m1", "output_index": 0, "content_index": 0, "delta": "Partial"}
+    delta = {
+        "type": "response.output_text.delta",
+        "item_id": "m1",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": "Partial",
+    }
     body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode()
                     for e in (delta, {"type": "response.completed", "response": response}))
     done = _events(OpenAIResponsesPromptDriver("gpt-x", api_key="k"), body, {"Content-Type": "text/event-stream"})[-1]

@@ -86,7 +86,11 @@ def test_a_gemini_error_object_after_array_elements_is_the_stream_s_error() -> N
         decoder.feed(line)
     with pytest.raises(ProviderError) as caught:
         decoder.feed(json.dumps({"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}}))
-    assert (caught.value.type, caught.value.status, caught.value.message) == ("overloaded", 503, "gemini stream error: overloaded")
+    assert (caught.value.type, caught.value.status, caught.value.message) == (
+        "overloaded",
+        503,
+        "gemini stream error: overloaded",
+    )
 
 
 def test_a_gemini_stream_that_ends_inside_a_json_value_fails() -> None:
@@ -124,7 +128,9 @@ def test_gemini_partial_arguments_fill_a_list_in_order_and_refuse_a_jump() -> No
 
 def test_gemini_arguments_that_are_not_an_object_give_the_call_its_error() -> None:
     decoder = GeminiDecoder("gemini")
-    call = {"candidates": [{"content": {"parts": [{"functionCall": {"name": "f", "args": ["x"]}}]}, "finishReason": "STOP"}]}
+    call = {
+        "candidates": [{"content": {"parts": [{"functionCall": {"name": "f", "args": ["x"]}}]}, "finishReason": "STOP"}]
+    }
     [delta] = decoder.feed(json.dumps(call))
     assert isinstance(delta, ToolCallDelta) and delta.arguments == '["x"]'
     block = ActionCallBlock.from_deltas([delta])
@@ -142,7 +148,12 @@ def _sse(data: Any, event: str = "") -> SimpleNamespace:
 
 def test_anthropic_s_message_stop_ends_the_reply() -> None:
     decoder = MessagesDecoder(AnthropicPromptDriver("claude-x", api_key="k"))
-    assert decoder.feed(_sse({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}})) == ()
+    assert (
+        decoder.feed(
+            _sse({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}})
+        )
+        == ()
+    )
     assert not decoder.done
     assert decoder.feed(_sse({"type": "message_stop"})) == () and decoder.done
 

@@ -174,7 +174,9 @@ def test_recorded_response(path):
     assert msg.reasoning == exp.reasoning
     # blocks in arrival order: thinking comes first in every recording that has it
     kinds = [b.type for b in msg.content]
-    assert kinds == (["reasoning"] if exp.reasoning else []) + (["text"] if exp.text else []) + ["action_call"] * len(exp.calls)
+    assert kinds == (["reasoning"] if exp.reasoning else []) + (["text"] if exp.text else []) + ["action_call"] * len(
+        exp.calls
+    )
 
     # tool calls: whole calls, object arguments sent as JSON text, ids kept or generated
     tool_deltas = [d for d in deltas if isinstance(d, ToolCallDelta)]
@@ -360,7 +362,9 @@ def test_defaults_and_api_key_header():
 def test_recorded_400_model_does_not_support_tools():
     body = json.loads(TOOLS_ERROR.read_text())
     stack = user_stack("Weather in Boston?")
-    stack.tools.append(ToolDefinition(name="getWeather", parameters={"type": "object", "properties": {"location": {"type": "string"}}}))
+    stack.tools.append(
+        ToolDefinition(name="getWeather", parameters={"type": "object", "properties": {"location": {"type": "string"}}})
+    )
     assert not _sidecar(TOOLS_ERROR).exists()  # SOURCES.md: HTTP 400
     server, events = _run(Reply.error_file(TOOLS_ERROR, status=400), stack)
     terminal = check_shape(events)
@@ -419,7 +423,9 @@ def _conversation() -> PromptStack:
     stack.add_user_message([TextBlock(text="Weather here and in Paris?"), ImageBlock(mime_type="image/png", data=PNG)])
     boston = ToolAction(tag="call_a", name="Weather", path="get_current", input={"location": "Boston"})
     paris = ToolAction(tag="call_b", name="Weather", path="get_current", input={"location": "Paris"})
-    stack.add_assistant_message([TextBlock(text="Checking."), ActionCallBlock(action=boston), ActionCallBlock(action=paris)])
+    stack.add_assistant_message(
+        [TextBlock(text="Checking."), ActionCallBlock(action=boston), ActionCallBlock(action=paris)]
+    )
     stack.add_message(
         "tool",
         Message(
@@ -440,7 +446,10 @@ def test_request_shape_for_a_whole_conversation():
     body = server.requests[0]["body"]
     assert body["model"] == MODEL and body["stream"] is True
     assert body["tools"] == [
-        {"type": "function", "function": {"name": WEATHER.name, "description": WEATHER.description, "parameters": WEATHER.parameters}}
+        {
+            "type": "function",
+            "function": {"name": WEATHER.name, "description": WEATHER.description, "parameters": WEATHER.parameters},
+        }
     ]
     assert body["messages"] == [
         {"role": "system", "content": "be brief"},
@@ -454,7 +463,12 @@ def test_request_shape_for_a_whole_conversation():
             ],
         },
         {"role": "tool", "content": "12 C, rain", "tool_name": "Weather_get_current", "tool_call_id": "call_a"},
-        {"role": "tool", "content": "Error: service unavailable", "tool_name": "Weather_get_current", "tool_call_id": "call_b"},
+        {
+            "role": "tool",
+            "content": "Error: service unavailable",
+            "tool_name": "Weather_get_current",
+            "tool_call_id": "call_b",
+        },
     ]
     assert "format" not in body and "options" not in body
 
@@ -490,7 +504,12 @@ def test_second_turn_after_a_recorded_tool_call():
         "thinking": exp.reasoning,
         "tool_calls": [{"id": c["id"], "function": {"name": c["name"], "arguments": c["input"]}} for c in exp.calls],
     }
-    assert sent[2] == {"role": "tool", "content": "18 C, fog", "tool_name": exp.calls[0]["name"], "tool_call_id": exp.calls[0]["id"]}
+    assert sent[2] == {
+        "role": "tool",
+        "content": "18 C, fog",
+        "tool_name": exp.calls[0]["name"],
+        "tool_call_id": exp.calls[0]["id"],
+    }
     assert len(sent) == 3
 
 

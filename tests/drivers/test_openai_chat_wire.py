@@ -24,7 +24,17 @@ from ipyagent.core import (
 )
 from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
-from ..support.recordings import FINISH_TO_KIND, FIXTURES, check_shape, collect, expected_from, recording_events, reply_for, stream_files, user_stack
+from ..support.recordings import (
+    FINISH_TO_KIND,
+    FIXTURES,
+    check_shape,
+    collect,
+    expected_from,
+    recording_events,
+    reply_for,
+    stream_files,
+    user_stack,
+)
 from ..support.stub_server import Reply, StubServer
 
 MODEL = "test-model"
@@ -37,7 +47,10 @@ def test_fixture_set_is_present():
     assert "groq-stream-error-event-tool-use-failed.sse" in names
     assert "openrouter-stream-error-chunk-with-comments.sse" in names
     # one of them bills before it fails, so the usage kept on a failed turn is checked on real data
-    assert expected_from(FIXTURES / "openai-compatible" / "openrouter-stream-error-chunk-with-comments.sse").usage is not None
+    assert (
+        expected_from(FIXTURES / "openai-compatible" / "openrouter-stream-error-chunk-with-comments.sse").usage
+        is not None
+    )
     assert len(FILES) >= 15
 
 
@@ -165,7 +178,11 @@ def test_tools_and_tool_history_are_translated():
         ToolDefinition(
             name="Calculator_add",
             description="Add two numbers",
-            parameters={"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]},
+            parameters={
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"],
+            },
         )
     )
     stack.add_system_message("be brief")
@@ -224,7 +241,11 @@ def test_output_schema_becomes_response_format():
     assert path == "/chat/completions"
     assert body["response_format"]["type"] == "json_schema"
     # Sent strict: the same schema with every property required and no extra ones.
-    assert body["response_format"]["json_schema"]["schema"] == {**stack.output_schema, "required": ["city"], "additionalProperties": False}
+    assert body["response_format"]["json_schema"]["schema"] == {
+        **stack.output_schema,
+        "required": ["city"],
+        "additionalProperties": False,
+    }
     assert body["response_format"]["json_schema"]["strict"] is True
     assert body["response_format"]["json_schema"]["name"] == "City_Info"
     assert body["temperature"] == 0.2
@@ -277,7 +298,9 @@ def test_a_stream_cut_before_any_end_signal_is_not_passed_off_as_done():
     assert isinstance(terminal, ModelFailed) and terminal.error.type == "invalid_response"
     sent = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert sent and exp.text.startswith(sent) and terminal.partial.text == sent
-    with StubServer(Reply(headers={"Content-Type": "text/html"}, pieces=[b"<html><body>502 Bad Gateway</body></html>"])) as server:
+    with StubServer(
+        Reply(headers={"Content-Type": "text/html"}, pieces=[b"<html><body>502 Bad Gateway</body></html>"])
+    ) as server:
         events = collect(OpenAIChatPromptDriver(MODEL, base_url=server.url, api_key="sk-test"))
     assert isinstance(events[-1], ModelFailed) and events[-1].error.type == "invalid_response"
 

@@ -107,7 +107,11 @@ def test_responses_stream_matches_the_sdk(path):
     assert [k["summary"] for k in kept] == [[s.model_dump() for s in r.summary] for r in sdk_reasoning]
 
     u = final.usage
-    assert (terminal.usage.input_tokens, terminal.usage.output_tokens, terminal.usage.total_tokens) == (u.input_tokens, u.output_tokens, u.total_tokens)
+    assert (terminal.usage.input_tokens, terminal.usage.output_tokens, terminal.usage.total_tokens) == (
+        u.input_tokens,
+        u.output_tokens,
+        u.total_tokens,
+    )
     assert terminal.usage.cache_read_tokens == u.input_tokens_details.cached_tokens
     assert terminal.usage.reasoning_tokens == u.output_tokens_details.reasoning_tokens
 
@@ -150,6 +154,10 @@ def test_chat_stream_matches_the_sdk(path):
         assert (terminal.usage.input_tokens, terminal.usage.output_tokens) == (0, 0)
     else:
         u = completion.usage
-        assert (terminal.usage.input_tokens, terminal.usage.output_tokens, terminal.usage.total_tokens) == (u.prompt_tokens, u.completion_tokens, u.total_tokens)
+        assert (terminal.usage.input_tokens, terminal.usage.output_tokens, terminal.usage.total_tokens) == (
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.total_tokens,
+        )
     assert terminal.stop_reason.raw == choice.finish_reason
     assert terminal.stop_reason == FINISH_TO_KIND[choice.finish_reason]

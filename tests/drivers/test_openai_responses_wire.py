@@ -96,7 +96,9 @@ class Expected:
 
     @property
     def reasoning(self) -> str:
-        return "".join("\n\n".join(parts[k] for k in sorted(parts)) for _, parts in sorted(self.reasoning_parts.items()))
+        return "".join(
+            "\n\n".join(parts[k] for k in sorted(parts)) for _, parts in sorted(self.reasoning_parts.items())
+        )
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:
@@ -104,8 +106,15 @@ class Expected:
         for oi in sorted(self.calls):
             c = self.calls[oi]
             raw = c["deltas"] or c["done"]
-            out.append({"call_id": c["call_id"], "name": c["name"], "raw": raw, "input": json.loads(raw) if raw.strip() else {},
-                        "item_id": c["item_id"]})
+            out.append(
+                {
+                    "call_id": c["call_id"],
+                    "name": c["name"],
+                    "raw": raw,
+                    "input": json.loads(raw) if raw.strip() else {},
+                    "item_id": c["item_id"],
+                }
+            )
         return out
 
 
@@ -123,7 +132,13 @@ def expected_from(path: Path) -> Expected:
         elif kind == "response.output_item.added":
             item = ev["item"]
             if item["type"] == "function_call":
-                exp.calls[ev["output_index"]] = {"call_id": item["call_id"], "name": item["name"], "deltas": "", "done": "", "item_id": item["id"]}
+                exp.calls[ev["output_index"]] = {
+                    "call_id": item["call_id"],
+                    "name": item["name"],
+                    "deltas": "",
+                    "done": "",
+                    "item_id": item["id"],
+                }
             if item["type"] in ITEM_BLOCK:
                 exp.block_types.append(ITEM_BLOCK[item["type"]])
         elif kind == "response.content_part.added":
@@ -171,7 +186,11 @@ def test_recorded_stream(path):
     assert len(server.requests) == 1
     req = server.requests[0]
     assert req["path"] == "/responses"
-    assert req["body"] == {"model": MODEL, "input": [{"role": "user", "content": [{"type": "input_text", "text": "Say something"}]}], "stream": True}
+    assert req["body"] == {
+        "model": MODEL,
+        "input": [{"role": "user", "content": [{"type": "input_text", "text": "Say something"}]}],
+        "stream": True,
+    }
     headers = {k.lower(): v for k, v in req["headers"].items()}
     assert headers["authorization"] == "Bearer sk-test"
 
@@ -202,7 +221,9 @@ def test_recorded_stream(path):
     assert msg.text == exp.text_deltas == done_text
     # reasoning: the summary parts of each item, a blank line between parts
     done_reasoning = "".join(
-        "\n\n".join(s["text"] for s in item["summary"]) for _, item in sorted(exp.done_items.items()) if item["type"] == "reasoning"
+        "\n\n".join(s["text"] for s in item["summary"])
+        for _, item in sorted(exp.done_items.items())
+        if item["type"] == "reasoning"
     )
     assert msg.reasoning == exp.reasoning == done_reasoning
     # blocks in the order the items were opened on the wire
@@ -238,7 +259,11 @@ def test_recorded_stream(path):
     # usage, stop reason, ids
     usage = exp.final["usage"]
     u = terminal.usage
-    assert (u.input_tokens, u.output_tokens, u.total_tokens) == (usage["input_tokens"], usage["output_tokens"], usage["total_tokens"])
+    assert (u.input_tokens, u.output_tokens, u.total_tokens) == (
+        usage["input_tokens"],
+        usage["output_tokens"],
+        usage["total_tokens"],
+    )
     assert u.cache_read_tokens == usage["input_tokens_details"]["cached_tokens"]
     assert u.reasoning_tokens == usage["output_tokens_details"]["reasoning_tokens"]
     assert u.raw == usage
@@ -283,7 +308,10 @@ def test_server_error_in_stream_is_retried_before_any_delta():
     failed = json.loads(json.dumps(events[-1]))
     failed["type"] = "response.failed"
     failed["response"]["status"] = "failed"
-    failed["response"]["error"] = {"code": "server_error", "message": "The server had an error while processing your request."}
+    failed["response"]["error"] = {
+        "code": "server_error",
+        "message": "The server had an error while processing your request.",
+    }
     with StubServer(altered_reply(events + [failed]), responses_reply(path)) as server:
         got = collect(OpenAIResponsesPromptDriver(MODEL, base_url=server.url, api_key="sk-test", max_retry_wait=0.01))
     assert len(server.requests) == 2
@@ -350,7 +378,11 @@ def test_incomplete_inside_a_call_reports_the_partial_call():
 def test_output_item_done_fills_what_no_delta_carried():
     """No text or argument deltas at all: the finished items give the text and the arguments."""
     text_path, call_path = DIR / "stream-text.sse", DIR / "stream-function-call.sse"
-    skip = ("response.output_text.delta", "response.function_call_arguments.delta", "response.function_call_arguments.done")
+    skip = (
+        "response.output_text.delta",
+        "response.function_call_arguments.delta",
+        "response.function_call_arguments.done",
+    )
     for path in (text_path, call_path):
         exp = expected_from(path)
         _, events = run_driver(altered_reply([e for e in events_of(path) if e["type"] not in skip]))
@@ -368,7 +400,11 @@ def test_output_item_done_fills_what_no_delta_carried():
 def test_arguments_done_alone_fills_the_arguments():
     path = DIR / "stream-function-call.sse"
     exp = expected_from(path)
-    events = [e for e in events_of(path) if e["type"] not in ("response.function_call_arguments.delta", "response.output_item.done")]
+    events = [
+        e
+        for e in events_of(path)
+        if e["type"] not in ("response.function_call_arguments.delta", "response.output_item.done")
+    ]
     _, got = run_driver(altered_reply(events))
     terminal = check_shape(got)
     assert [c.input for c in terminal.tool_calls] == [c["input"] for c in exp.tool_calls]
@@ -407,7 +443,9 @@ def test_recorded_http_error(body_path):
     status, sidecar = _status_of(body_path)
     body = json.loads(body_path.read_text())
     with StubServer(Reply.error_file(body_path, sidecar, status=status)) as server:
-        events = collect(OpenAIResponsesPromptDriver(MODEL, base_url=server.url, api_key="sk-test", max_retry_wait=0.01))
+        events = collect(
+            OpenAIResponsesPromptDriver(MODEL, base_url=server.url, api_key="sk-test", max_retry_wait=0.01)
+        )
     terminal = check_shape(events)
     assert len(events) == 2
     assert isinstance(terminal, ModelFailed)
@@ -436,13 +474,19 @@ def test_whole_response_object(path):
     msg = terminal.message
     output = data["output"]
     assert [b.type for b in msg.content] == [
-        ITEM_BLOCK.get(item["type"], "text") for item in output for _ in (item.get("content") if item["type"] == "message" else [item])
+        ITEM_BLOCK.get(item["type"], "text")
+        for item in output
+        for _ in (item.get("content") if item["type"] == "message" else [item])
     ]
     assert msg.text == "".join(p["text"] for i in output if i["type"] == "message" for p in i["content"])
     calls = [i for i in output if i["type"] == "function_call"]
-    assert [(c.tag, c.native_name, c.input) for c in terminal.tool_calls] == [(c["call_id"], c["name"], json.loads(c["arguments"])) for c in calls]
+    assert [(c.tag, c.native_name, c.input) for c in terminal.tool_calls] == [
+        (c["call_id"], c["name"], json.loads(c["arguments"])) for c in calls
+    ]
     reasoning = [i for i in output if i["type"] == "reasoning"]
-    assert [json.loads(b.signature)["id"] for b in msg.content if isinstance(b, ReasoningBlock)] == [r["id"] for r in reasoning]
+    assert [json.loads(b.signature)["id"] for b in msg.content if isinstance(b, ReasoningBlock)] == [
+        r["id"] for r in reasoning
+    ]
     assert terminal.usage.input_tokens == data["usage"]["input_tokens"]
     assert terminal.usage.reasoning_tokens == data["usage"]["output_tokens_details"]["reasoning_tokens"]
     assert terminal.stop_reason == ("tool_use" if calls else "end_turn")
@@ -457,7 +501,9 @@ def test_whole_response_helpers_match_the_stream():
     decoder = ResponsesDecoder("openai")
     items = [x for ev in response_object_events(exp.final) for x in decoder.handle(ev)]
     calls = [x for x in items if isinstance(x, ToolCallDelta)]
-    assert [(c.call_id, c.name, c.arguments) for c in calls] == [(c["call_id"], c["name"], c["raw"]) for c in exp.tool_calls]
+    assert [(c.call_id, c.name, c.arguments) for c in calls] == [
+        (c["call_id"], c["name"], c["raw"]) for c in exp.tool_calls
+    ]
     assert usage_from_responses(exp.final["usage"]).total_tokens == exp.final["usage"]["total_tokens"]
 
 
@@ -468,16 +514,25 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n0000").decode()
 
 def _conversation() -> PromptStack:
     stack = PromptStack()
-    stack.tools.append(ToolDefinition(
-        name="Calculator_add", description="Add two numbers",
-        parameters={"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]},
-    ))
+    stack.tools.append(
+        ToolDefinition(
+            name="Calculator_add",
+            description="Add two numbers",
+            parameters={
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"],
+            },
+        )
+    )
     stack.add_system_message("be brief")
     stack.add_user_message([TextArtifact(value="What is 2 + 3? And this?"), ImageBlock(mime_type="image/png", data=PNG),
                             ImageBlock(url="https://example.com/cat.jpg")])
     call = ToolAction(tag="call_1", name="Calculator", path="add", input={"a": 2, "b": 3})
     bad = ToolAction(tag="call_2", name="Calculator", path="add", input={"a": "x"})
-    stack.add_assistant_message([TextArtifact(value="Let me add."), ActionCallBlock(action=call), ActionCallBlock(action=bad)])
+    stack.add_assistant_message(
+        [TextArtifact(value="Let me add."), ActionCallBlock(action=call), ActionCallBlock(action=bad)]
+    )
     stack.add_message("tool", Message(role="tool", content=[
         ActionResultBlock(action=call, text="5"),
         ActionResultBlock(action=bad, text="ValidationError: a is not a number", is_error=True),
@@ -499,13 +554,21 @@ def test_request_body_shape():
         "parameters": stack.tools[0].parameters, "strict": False,
     }]
     assert body["input"] == [
-        {"role": "user", "content": [
-            {"type": "input_text", "text": "What is 2 + 3? And this?"},
-            {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}", "detail": "auto"},
-            {"type": "input_image", "image_url": "https://example.com/cat.jpg", "detail": "auto"},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "What is 2 + 3? And this?"},
+                {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}", "detail": "auto"},
+                {"type": "input_image", "image_url": "https://example.com/cat.jpg", "detail": "auto"},
+            ],
+        },
         {"role": "assistant", "content": [{"type": "output_text", "text": "Let me add."}]},
-        {"type": "function_call", "call_id": "call_1", "name": "Calculator_add", "arguments": json.dumps({"a": 2, "b": 3})},
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "Calculator_add",
+            "arguments": json.dumps({"a": 2, "b": 3}),
+        },
         {"type": "function_call", "call_id": "call_2", "name": "Calculator_add", "arguments": json.dumps({"a": "x"})},
         {"type": "function_call_output", "call_id": "call_1", "output": "5"},
         {"type": "function_call_output", "call_id": "call_2", "output": "Error: ValidationError: a is not a number"},
@@ -548,8 +611,19 @@ def test_second_turn_sends_reasoning_with_its_call():
     assert one.stop_reason == "tool_use"
     assert body["input"] == [
         {"role": "user", "content": [{"type": "input_text", "text": "Weather in Berlin?"}]},
-        {"type": "reasoning", "id": reasoning["id"], "summary": reasoning["summary"], "encrypted_content": reasoning["encrypted_content"]},
-        {"type": "function_call", "call_id": call["call_id"], "name": call["name"], "arguments": json.dumps(call["input"]), "id": call["item_id"]},
+        {
+            "type": "reasoning",
+            "id": reasoning["id"],
+            "summary": reasoning["summary"],
+            "encrypted_content": reasoning["encrypted_content"],
+        },
+        {
+            "type": "function_call",
+            "call_id": call["call_id"],
+            "name": call["name"],
+            "arguments": json.dumps(call["input"]),
+            "id": call["item_id"],
+        },
         {"type": "function_call_output", "call_id": call["call_id"], "output": "15 C"},
     ]
 
@@ -563,11 +637,22 @@ def test_second_turn_parallel_calls_after_reasoning_keep_their_ids():
     expected = []
     for item in output:
         if item["type"] == "reasoning":
-            expected.append({"type": "reasoning", "id": item["id"], "summary": item["summary"], "encrypted_content": item["encrypted_content"]})
+            expected.append(
+                {
+                    "type": "reasoning",
+                    "id": item["id"],
+                    "summary": item["summary"],
+                    "encrypted_content": item["encrypted_content"],
+                }
+            )
         else:
             expected.append({"type": "function_call", "call_id": item["call_id"], "name": item["name"],
                              "arguments": json.dumps(json.loads(item["arguments"])), "id": item["id"]})
-    expected += [{"type": "function_call_output", "call_id": i["call_id"], "output": "15 C"} for i in output if i["type"] == "function_call"]
+    expected += [
+        {"type": "function_call_output", "call_id": i["call_id"], "output": "15 C"}
+        for i in output
+        if i["type"] == "function_call"
+    ]
     assert body["input"][1:] == expected
 
 
@@ -576,7 +661,12 @@ def test_second_turn_without_reasoning_sends_no_item_ids():
     (call,) = expected_from(path).tool_calls
     _, body = _second_turn(path)
     assert body["input"][1:] == [
-        {"type": "function_call", "call_id": call["call_id"], "name": call["name"], "arguments": json.dumps(call["input"])},
+        {
+            "type": "function_call",
+            "call_id": call["call_id"],
+            "name": call["name"],
+            "arguments": json.dumps(call["input"]),
+        },
         {"type": "function_call_output", "call_id": call["call_id"], "output": "15 C"},
     ]
 
@@ -612,7 +702,9 @@ def test_reasoning_without_encrypted_content_needs_store(store, sent):
     encrypted content it stays out, and so does the call's item id."""
     sig = json.dumps({"type": "reasoning", "id": "rs_9", "summary": [{"type": "summary_text", "text": "thinking"}]})
     options = {} if store is None else {"store": store}
-    _, body = OpenAIResponsesPromptDriver(MODEL, api_key="sk-test", provider_options=options).build_request(_history_with_reasoning(sig))
+    _, body = OpenAIResponsesPromptDriver(MODEL, api_key="sk-test", provider_options=options).build_request(
+        _history_with_reasoning(sig)
+    )
     kinds = [i.get("type", i.get("role")) for i in body["input"]]
     call = next(i for i in body["input"] if i.get("type") == "function_call")
     if sent:
@@ -640,7 +732,10 @@ def test_output_schema_becomes_text_format_and_text_options_merge():
     path, body = driver.build_request(stack)
     assert path == "/responses"
     strict = {**stack.output_schema, "required": ["city"], "additionalProperties": False}
-    assert body["text"] == {"verbosity": "low", "format": {"type": "json_schema", "name": "City_Info", "schema": strict, "strict": True}}
+    assert body["text"] == {
+        "verbosity": "low",
+        "format": {"type": "json_schema", "name": "City_Info", "schema": strict, "strict": True},
+    }
     assert body["reasoning"] == {"effort": "low", "summary": "auto"}
     assert body["max_output_tokens"] == 50
     assert "instructions" not in body and "tools" not in body

@@ -36,7 +36,10 @@ def test_parse_provider_id():
 
 def test_parse_provider_id_keeps_colons_in_the_model():
     assert parse_provider_id("ollama:llama3.2:1b") == ("ollama", "llama3.2:1b")
-    assert parse_provider_id("openrouter:google/gemini-2.0-flash-exp:free") == ("openrouter", "google/gemini-2.0-flash-exp:free")
+    assert parse_provider_id("openrouter:google/gemini-2.0-flash-exp:free") == (
+        "openrouter",
+        "google/gemini-2.0-flash-exp:free",
+    )
 
 
 def test_unknown_provider_lists_the_known_ones():
@@ -228,14 +231,23 @@ def test_reasked_at_finds_the_recorded_suffix_after_inserted_turns():
         return {"role": "assistant", "content": text}
 
     recorded = {"model": "m", "stream": True, "messages": [user("a"), bot("A"), user("b")]}
-    again = {"model": "m", "stream": True, "messages": [user("a"), bot("A"), user("b"), bot("B"), user("c"), bot("C"), user("b")]}
+    again = {
+        "model": "m",
+        "stream": True,
+        "messages": [user("a"), bot("A"), user("b"), bot("B"), user("c"), bot("C"), user("b")],
+    }
     assert reasked_at(recorded, again) == 2  # the shared start: a, A
-    with_tools = {**recorded, "messages": [*recorded["messages"], {"role": "assistant", "tool_calls": [1]}, {"role": "tool", "content": "r"}]}
+    with_tools = {
+        **recorded,
+        "messages": [*recorded["messages"], {"role": "assistant", "tool_calls": [1]}, {"role": "tool", "content": "r"}],
+    }
     assert reasked_at(with_tools, {**again, "messages": [*again["messages"], *with_tools["messages"][3:]]}) == 2
     assert reasked_at(recorded, recorded) is None  # nothing inserted: an exact match is not this
     assert reasked_at(recorded, {**again, "model": "other"}) is None  # another option differs too
     assert reasked_at(recorded, {**again, "messages": [user("z"), *again["messages"]]}) is None  # another start
-    assert reasked_at(recorded, {**again, "messages": [*again["messages"][:-1], bot("b")]}) is None  # the suffix must start at a user message
+    assert (
+        reasked_at(recorded, {**again, "messages": [*again["messages"][:-1], bot("b")]}) is None
+    )  # the suffix must start at a user message
     # a suffix that would begin mid-turn (at an assistant message) is not a question asked again
     assert reasked_at({"messages": [user("a"), bot("A")]}, {"messages": [user("a"), user("x"), bot("A")]}) is None
 

@@ -80,7 +80,10 @@ def test_settings_validate_merge_and_describe():
     assert base.merged(None, ModelSettings(), {}) is base  # nothing set on top: no new object (every run merges)
     assert not ModelSettings() and ModelSettings(seed=1)
     assert ModelSettings(reasoning="2048").budget == 2048 and ModelSettings(reasoning="low").effort == "low"
-    assert ModelSettings(tool_choice="lookup").tool_name == "lookup" and ModelSettings(tool_choice="none").tool_name is None
+    assert (
+        ModelSettings(tool_choice="lookup").tool_name == "lookup"
+        and ModelSettings(tool_choice="none").tool_name is None
+    )
     for bad in ({"temperature": 3}, {"top_p": 1.5}, {"max_output_tokens": 0}, {"reasoning": "extreme"},
                 {"reasoning": True}, {"reasoning": -1}, {"tool_choice": " "}, {"stop": [""]}, {"temp": 1}):
         with pytest.raises(ValidationError):
@@ -94,8 +97,16 @@ SAMPLING = {"temperature": 0.2, "top_p": 0.9, "max_output_tokens": 64, "stop": [
 
 def test_openai_chat_wire_names():
     body = ok("openai", {**SAMPLING, "reasoning": "high"})
-    assert {k: body[k] for k in ("temperature", "top_p", "max_completion_tokens", "stop", "seed", "reasoning_effort")} == {
-        "temperature": 0.2, "top_p": 0.9, "max_completion_tokens": 64, "stop": ["END", "STOP"], "seed": 7, "reasoning_effort": "high"}
+    assert {
+        k: body[k] for k in ("temperature", "top_p", "max_completion_tokens", "stop", "seed", "reasoning_effort")
+    } == {
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "max_completion_tokens": 64,
+        "stop": ["END", "STOP"],
+        "seed": 7,
+        "reasoning_effort": "high",
+    }
     assert "max_tokens" not in body
 
 
@@ -156,7 +167,9 @@ def test_gemini_wire_names():
     assert body["generationConfig"] == {"temperature": 0.2, "topP": 0.9, "maxOutputTokens": 64, "seed": 7,
                                         "stopSequences": ["END", "STOP"], "thinkingConfig": {"thinkingBudget": 512}}
     assert body["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["lookup"]}}
-    assert ok("gemini", {"tool_choice": "none"}, tools=True)["toolConfig"] == {"functionCallingConfig": {"mode": "NONE"}}
+    assert ok("gemini", {"tool_choice": "none"}, tools=True)["toolConfig"] == {
+        "functionCallingConfig": {"mode": "NONE"}
+    }
     effort = ok("gemini", {"reasoning": "high"}, provider_options={"thinkingConfig": {"includeThoughts": True}})
     assert effort["generationConfig"]["thinkingConfig"] == {"includeThoughts": True, "thinkingBudget": 24576}
     level = ok("gemini", {"reasoning": "low"}, model="gemini-3-pro-preview")
@@ -166,7 +179,14 @@ def test_gemini_wire_names():
 def test_ollama_wire_names():
     body = ok("ollama", {**SAMPLING, "reasoning": "medium", "tool_choice": "auto"}, tools=True,
               provider_options={"options": {"num_ctx": 8192}})
-    assert body["options"] == {"num_ctx": 8192, "temperature": 0.2, "top_p": 0.9, "num_predict": 64, "seed": 7, "stop": ["END", "STOP"]}
+    assert body["options"] == {
+        "num_ctx": 8192,
+        "temperature": 0.2,
+        "top_p": 0.9,
+        "num_predict": 64,
+        "seed": 7,
+        "stop": ["END", "STOP"],
+    }
     assert body["think"] == "medium"
     assert ok("ollama", {"reasoning": 0})["think"] is False
 

@@ -121,8 +121,12 @@ def ollama_reply(path: Path) -> Reply:
 
 def as_output_tool(reply: Reply, name: str) -> Reply:
     """A recorded tool-call stream whose tool is renamed to the output tool."""
-    pieces = [p.replace(f'"name":"{name}"'.encode(), b'"name":"final_result"').replace(f'"name": "{name}"'.encode(), b'"name": "final_result"')
-              for p in reply.pieces]
+    pieces = [
+        p.replace(f'"name":"{name}"'.encode(), b'"name":"final_result"').replace(
+            f'"name": "{name}"'.encode(), b'"name": "final_result"'
+        )
+        for p in reply.pieces
+    ]
     assert pieces != reply.pieces, f"no call of {name} in the recording"
     return Reply(status=reply.status, headers=reply.headers, pieces=pieces)
 
@@ -173,7 +177,11 @@ def test_a_free_form_dict_cannot_be_strict_and_goes_non_strict():
     stack = PromptStack(output_schema=Loose)
     stack.add_user_message("hi")
     _, body = OpenAIChatPromptDriver("gpt-4.1-mini", api_key=KEY).build_request(stack)
-    assert body["response_format"]["json_schema"] == {"name": "Loose", "schema": Loose.model_json_schema(), "strict": False}
+    assert body["response_format"]["json_schema"] == {
+        "name": "Loose",
+        "schema": Loose.model_json_schema(),
+        "strict": False,
+    }
 
 
 # -- the strategy of each driver, and the requests it builds --------------------------------------
@@ -197,7 +205,9 @@ def test_default_strategy_follows_capabilities():
         assert driver.default_output_strategy() == expected, name
         assert driver.output_strategy(PromptStack(output_schema=Weather)) == expected
         assert driver.output_strategy(PromptStack()) is None
-    assert _drivers("http://127.0.0.1:9")["anthropic"].default_output_strategy() == "tool"  # no JSON mode in the Messages API
+    assert (
+        _drivers("http://127.0.0.1:9")["anthropic"].default_output_strategy() == "tool"
+    )  # no JSON mode in the Messages API
     assert _drivers("http://127.0.0.1:9")["gemma"].default_output_strategy() == "rule"  # no JSON mode, no tools
 
 
@@ -226,7 +236,9 @@ SYSTEM = {
 FORCED = {
     "openai": lambda b: b["tool_choice"] == {"type": "function", "function": {"name": "final_result"}},
     "openai-responses": lambda b: b["tool_choice"] == {"type": "function", "name": "final_result"},
-    "gemini": lambda b: b["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["final_result"]}},
+    "gemini": lambda b: (
+        b["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["final_result"]}}
+    ),
     "ollama": lambda b: "tool_choice" not in b,  # Ollama has no tool choice: the tool is offered, not forced
     "anthropic": lambda b: b["tool_choice"] == {"type": "tool", "name": "final_result"},
 }
@@ -307,7 +319,9 @@ def test_native_strategy_gives_a_validated_instance(provider, model, reply, text
 
 def test_tool_strategy_takes_the_call_as_the_answer_and_keeps_a_valid_history():
     called = anthropic_call_input(ANTHROPIC_CALL)
-    with StubServer(as_output_tool(Reply.sse_file(ANTHROPIC_CALL), "get_weather"), anthropic_reply(ANTHROPIC_JSON)) as server:
+    with StubServer(
+        as_output_tool(Reply.sse_file(ANTHROPIC_CALL), "get_weather"), anthropic_reply(ANTHROPIC_JSON)
+    ) as server:
         agent = Agent(_drivers(server.url)["anthropic"])
         result = agent.run("Where and in which units?", output_schema=Location)
         assert result.ok, result.error
@@ -334,7 +348,10 @@ def test_the_view_ends_on_an_accepted_output_call_and_not_on_an_invalid_reply():
         result = Agent(_drivers(server.url)["anthropic"]).run("Where?", output_schema=Location, on_event=view.feed)
     assert result.ok and view.state.done is not None and view.state.turn == 2
     text = out.getvalue()
-    assert text.count("[error final_result") == 1 and text.count("[result final_result, 0.00 s] accepted as the final result") == 1
+    assert (
+        text.count("[error final_result") == 1
+        and text.count("[result final_result, 0.00 s] accepted as the final result") == 1
+    )
     footer = text.rstrip().rsplit("\n", 1)[-1]
     assert "2 model turns" in footer and "streaming" not in footer and "failed" not in footer
 
@@ -342,8 +359,18 @@ def test_the_view_ends_on_an_accepted_output_call_and_not_on_an_invalid_reply():
 def test_openai_and_gemini_tool_strategy_over_http():
     for provider, path, name, expected in [
         ("openai", OPENAI_CALL, "get_weather", expected_from(OPENAI_CALL).tool_calls[0]["input"]),
-        ("gemini", GEMINI_CALL, "weather", next(p["functionCall"]["args"] for _, d in recording_events(GEMINI_CALL)
-                                               for c in json.loads(d)["candidates"] for p in c["content"]["parts"] if "functionCall" in p)),
+        (
+            "gemini",
+            GEMINI_CALL,
+            "weather",
+            next(
+                p["functionCall"]["args"]
+                for _, d in recording_events(GEMINI_CALL)
+                for c in json.loads(d)["candidates"]
+                for p in c["content"]["parts"]
+                if "functionCall" in p
+            ),
+        ),
     ]:
         with StubServer(as_output_tool(Reply.sse_file(path), name)) as server:
             result = Agent(_drivers(server.url)[provider]).run("Where?", output_strategy="tool", output_schema=dict(
@@ -356,7 +383,9 @@ def test_openai_and_gemini_tool_strategy_over_http():
 def test_rule_strategy_reads_json_from_text():
     text = anthropic_text(ANTHROPIC_JSON)
     with StubServer(anthropic_reply(ANTHROPIC_JSON)) as server:
-        result = Agent(_drivers(server.url)["anthropic"]).run("Three characters.", output_schema=Party, output_strategy="rule")
+        result = Agent(_drivers(server.url)["anthropic"]).run(
+            "Three characters.", output_schema=Party, output_strategy="rule"
+        )
     assert result.ok, result.error
     assert result.output == Party.model_validate(json.loads(text))
     body = server.requests[0]["body"]

@@ -88,12 +88,19 @@ def test_off_prompt_output_never_reaches_a_request(agents: list[ipyagent.Agent])
     # the TaskMemory tool was added, in both requests
     for request in server.requests:
         names = [t["function"]["name"] for t in request["body"]["tools"]]
-        assert names[0] == "get_weather" and {f"TaskMemory_{a}" for a in ("list", "read", "search", "summarize", "query")} <= set(names)
+        assert names[0] == "get_weather" and {
+            f"TaskMemory_{a}" for a in ("list", "read", "search", "summarize", "query")
+        } <= set(names)
     # the view hears of the stored artifact, then of the call's completion with the reference
     [stored] = [e for e in events if isinstance(e, ArtifactStored)]
     [done] = [e for e in events if isinstance(e, ToolCallCompleted)]
     assert events.index(stored) < events.index(done)
-    assert (stored.namespace, stored.call_id, stored.kind, stored.size) == (ref["namespace"], call["id"], "text", ref["size"])
+    assert (stored.namespace, stored.call_id, stored.kind, stored.size) == (
+        ref["namespace"],
+        call["id"],
+        "text",
+        ref["size"],
+    )
     assert stored.artifact.value == PAGE
     assert isinstance(done.result, InfoArtifact) and done.result.value == content and not done.is_error
     assert result.tool_calls[0].output.value == content
@@ -120,7 +127,11 @@ def test_off_prompt_per_activity_keeps_a_table(agents: list[ipyagent.Agent]) -> 
     results = tool_messages(server, 1)
     assert results[weather_call["id"]] == f"weather:{weather_call['input']['city']}"  # on-prompt as before
     ref = json.loads(results[stock_call["id"]])
-    assert ref["artifact_type"] == "table" and ref["size"] == {"rows": 500, "columns": 3} and ref["columns"] == ["day", "ticker", "close"]
+    assert (
+        ref["artifact_type"] == "table"
+        and ref["size"] == {"rows": 500, "columns": 3}
+        and ref["columns"] == ["day", "ticker", "close"]
+    )
     assert memory[ref["namespace"]] == TableArtifact(columns=["day", "ticker", "close"], value=rows)
     assert all('"close": 599' not in b and '"close":599' not in b for b in bodies(server))
     assert [e.namespace for e in events if isinstance(e, ArtifactStored)] == [ref["namespace"]]
@@ -174,7 +185,9 @@ def test_output_memory_sends_an_activity_to_given_memories(agents: list[ipyagent
     assert all("needle" not in b for b in bodies(server))
 
 
-def test_model_reads_what_it_needs_through_the_memory_tool(agents: list[ipyagent.Agent], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_model_reads_what_it_needs_through_the_memory_tool(
+    agents: list[ipyagent.Agent], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Turn 1 (recorded) calls the off-prompt tool; turn 2 searches its output for the needle;
     only the passage found goes to turn 3."""
     monkeypatch.setattr(task_memory, "_counter", itertools.count(1))
@@ -184,7 +197,9 @@ def test_model_reads_what_it_needs_through_the_memory_tool(agents: list[ipyagent
         """Weather report."""
         return PAGE
 
-    search = tool_call_reply([("call_search_1", "TaskMemory_search", {"query": "needle", "namespace": namespace, "limit": 1})])
+    search = tool_call_reply(
+        [("call_search_1", "TaskMemory_search", {"query": "needle", "namespace": namespace, "limit": 1})]
+    )
     with StubServer(Reply.sse_file(TOOL_CALL), search, Reply.sse_file(TEXT)) as server:
         result, _ = run(agents, server, [FunctionTool(get_weather, off_prompt=True)], memory=TaskMemory())
 

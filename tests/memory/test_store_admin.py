@@ -39,7 +39,12 @@ def test_the_summary_names_the_file_its_size_and_counts(store: RunStore) -> None
     line = summary(store)
     assert line.startswith(f"{store.path} · ") and line.endswith(" · 3 runs, 1 evaluations, 3 artifacts")
     assert human_size(store.size()) in line
-    assert [human_size(n) for n in (512, 12_300, 50_000_000, 2_000_000_000)] == ["512 bytes", "12.3 kB", "50 MB", "2 GB"]
+    assert [human_size(n) for n in (512, 12_300, 50_000_000, 2_000_000_000)] == [
+        "512 bytes",
+        "12.3 kB",
+        "50 MB",
+        "2 GB",
+    ]
 
 
 def test_pruning_to_a_size_deletes_oldest_first_and_the_file_shrinks(store: RunStore) -> None:

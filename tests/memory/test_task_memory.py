@@ -35,8 +35,14 @@ from ..support.stub_server import StubServer, openai_text_reply
 SUBJECTS = ["volcanoes erupt basalt", "glaciers carve fjords", "coral reefs bleach", "deserts bloom after rain",
             "rivers meander across plains", "tides follow the moon", "auroras glow near the poles",
             "monsoons flood the delta", "earthquakes shake the fault", "geysers spout boiling water"]
-TEXT = "\n\n".join(f"Paragraph {i}. " + (f"In this part {s}. " * 12).strip() + f" Code ERR-{100 + i}." for i, s in enumerate(SUBJECTS))
-ROWS = [{"region": r, "quarter": q, "sales": 100 * i + q} for i, r in enumerate(["north", "south", "east", "west"]) for q in (1, 2, 3)]
+TEXT = "\n\n".join(
+    f"Paragraph {i}. " + (f"In this part {s}. " * 12).strip() + f" Code ERR-{100 + i}." for i, s in enumerate(SUBJECTS)
+)
+ROWS = [
+    {"region": r, "quarter": q, "sales": 100 * i + q}
+    for i, r in enumerate(["north", "south", "east", "west"])
+    for q in (1, 2, 3)
+]
 
 
 def png(width: int = 4, height: int = 3) -> bytes:
@@ -60,7 +66,10 @@ def memory() -> TaskMemory:
 def stored(memory: TaskMemory) -> dict[str, str]:
     """Namespace of each kind of artifact, stored as a tool would return it."""
     values = {"text": TEXT, "table": ROWS, "json": {"a": [1, 2, {"b": "c"}]}, "blob": BLOB, "image": png()}
-    return {kind: memory.store(to_memory_artifact(v), tool="Source", activity=f"get_{kind}").namespace for kind, v in values.items()}
+    return {
+        kind: memory.store(to_memory_artifact(v), tool="Source", activity=f"get_{kind}").namespace
+        for kind, v in values.items()
+    }
 
 
 def call(tool: TaskMemoryTool, activity: str, **arguments: Any) -> Any:
@@ -74,7 +83,13 @@ def call(tool: TaskMemoryTool, activity: str, **arguments: Any) -> Any:
 
 def test_tool_outputs_keep_their_shape(stored: dict[str, str], memory: TaskMemory) -> None:
     kinds = {k: type(memory[ns]) for k, ns in stored.items()}
-    assert kinds == {"text": TextArtifact, "table": TableArtifact, "json": JsonArtifact, "blob": BlobArtifact, "image": ImageArtifact}
+    assert kinds == {
+        "text": TextArtifact,
+        "table": TableArtifact,
+        "json": JsonArtifact,
+        "blob": BlobArtifact,
+        "image": ImageArtifact,
+    }
     table = memory[stored["table"]]
     assert table.columns == list(ROWS[0]) and table.value == ROWS
     assert memory[stored["image"]].mime_type == "image/png"
@@ -129,7 +144,13 @@ def test_list(stored: dict[str, str], memory: TaskMemory) -> None:
 def test_read_text_slices_at_the_boundaries(stored: dict[str, str], memory: TaskMemory) -> None:
     tool, ns = TaskMemoryTool(memory), stored["text"]
     first = call(tool, "read", namespace=ns, offset=0, length=10)
-    assert (first["content"], first["unit"], first["end"], first["next_offset"], first["total"]) == (TEXT[:10], "chars", 10, 10, len(TEXT))
+    assert (first["content"], first["unit"], first["end"], first["next_offset"], first["total"]) == (
+        TEXT[:10],
+        "chars",
+        10,
+        10,
+        len(TEXT),
+    )
     tail = call(tool, "read", namespace=ns, offset=len(TEXT) - 5, length=10)
     assert tail["content"] == TEXT[-5:] and tail["end"] == len(TEXT) and tail["next_offset"] is None
     exact = call(tool, "read", namespace=ns, offset=len(TEXT) - 10, length=10)
@@ -240,7 +261,9 @@ def _contents(server: StubServer) -> list[str]:
     return [r["body"]["messages"][-1]["content"] for r in server.requests]
 
 
-def test_summarize_sends_the_whole_text_once(stored: dict[str, str], memory: TaskMemory, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_summarize_sends_the_whole_text_once(
+    stored: dict[str, str], memory: TaskMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-task-memory")
     summary = "Ten paragraphs about nature."
     with StubServer(openai_text_reply(summary)) as server:

@@ -158,7 +158,9 @@ def test_the_loop_marks_each_call_with_its_verdict(monkeypatch: pytest.MonkeyPat
     with StubServer(Reply.sse_file(FIXTURES / "openai-chat" / "stream-tool-call-single-fragmented.sse"),
                     Reply.sse_file(FIXTURES / "openai-chat" / "stream-text-include-usage.sse")) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        result = Agent("openai:m", base_url=server.url, tools=tools, approve=lambda action: verdict).run("Weather?", on_event=events.append)
+        result = Agent("openai:m", base_url=server.url, tools=tools, approve=lambda action: verdict).run(
+            "Weather?", on_event=events.append
+        )
     (done,) = [e for e in events if isinstance(e, ToolCallCompleted)]
     assert done.approval == label
     from ipyagent.agent import transcript_of
@@ -182,7 +184,9 @@ def test_a_call_that_needs_no_approval_is_not_marked(monkeypatch: pytest.MonkeyP
     with StubServer(Reply.sse_file(FIXTURES / "openai-chat" / "stream-tool-call-single-fragmented.sse"),
                     Reply.sse_file(FIXTURES / "openai-chat" / "stream-text-include-usage.sse")) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        Agent("openai:m", base_url=server.url, tools=[FunctionTool(get_weather)]).run("Weather?", on_event=events.append)
+        Agent("openai:m", base_url=server.url, tools=[FunctionTool(get_weather)]).run(
+            "Weather?", on_event=events.append
+        )
     assert [e.approval for e in events if isinstance(e, ToolCallCompleted)] == [None]
 
 
@@ -191,9 +195,18 @@ def test_a_call_that_needs_no_approval_is_not_marked(monkeypatch: pytest.MonkeyP
 
 def _transcript(approval: str | None, status: str = "ok") -> Transcript:
     result = DENIED if approval == "denied" else "sunny"
-    call = ToolCallPart(id="call_1", name="get_weather", arguments={"city": LONG}, status="error" if approval == "denied" else status,
-                        result=result, duration_s=0.0 if approval == "denied" else 0.01, approval=approval)
-    return Transcript.model_validate({"provider": "openai:m", "messages": [{"role": "assistant", "parts": [call.model_dump()]}]})
+    call = ToolCallPart(
+        id="call_1",
+        name="get_weather",
+        arguments={"city": LONG},
+        status="error" if approval == "denied" else status,
+        result=result,
+        duration_s=0.0 if approval == "denied" else 0.01,
+        approval=approval,
+    )
+    return Transcript.model_validate(
+        {"provider": "openai:m", "messages": [{"role": "assistant", "parts": [call.model_dump()]}]}
+    )
 
 
 @pytest.mark.parametrize("approval, label", [
@@ -261,7 +274,9 @@ def test_recorded_runs_replay_the_verdict(tmp_path: Any) -> None:
     from ipyagent.memory.store import RunStore
 
     store = RunStore(tmp_path / "runs.sqlite")
-    recorder = RunRecorder(store, thread="t", provider="openai:m", prompt=Message(role="user", content=[TextBlock(text="Weather?")]))
+    recorder = RunRecorder(
+        store, thread="t", provider="openai:m", prompt=Message(role="user", content=[TextBlock(text="Weather?")])
+    )
     action = ToolAction(tag="call_1", name="get_weather", input={"city": "Paris"})
     recorder.feed(ModelStarted(provider="openai", model="m"))
     recorder.feed(ToolCallCompleted(action, ErrorArtifact(value=DENIED), 0.0, "denied"))
@@ -295,7 +310,12 @@ def test_a_compare_pane_asks_in_its_card_and_the_click_comes_back_by_its_key() -
         view._on_msg(view.live, {"type": "approve", "key": "0/0", "request": ask["request"], "verdict": True}, [])
         view._on_msg(view.live, {"type": "approve", "key": "1/0", "request": ask["request"], "verdict": False}, [])
         answer = await asked
-        await _until(lambda: ["tool", 0, {"approval": "denied"}] in [op for m in sent if m.get("key") == "1/0" for op in m.get("ops", [])])
+        await _until(
+            lambda: (
+                ["tool", 0, {"approval": "denied"}]
+                in [op for m in sent if m.get("key") == "1/0" for op in m.get("ops", [])]
+            )
+        )
         return ask, answer, sent
 
     ask, answer, sent = asyncio.run(main())

@@ -90,7 +90,11 @@ def test_functions_classes_exceptions_and_anything_else() -> None:
         {}["missing"]
     except KeyError as exc:
         s = summarize(exc)
-    assert s.kind == "KeyError" and "Traceback (most recent call last)" in s.text and s.text.endswith("KeyError: 'missing'")
+    assert (
+        s.kind == "KeyError"
+        and "Traceback (most recent call last)" in s.text
+        and s.text.endswith("KeyError: 'missing'")
+    )
 
     class Loud:
         def __repr__(self) -> str:
@@ -196,8 +200,13 @@ def test_fix_sends_type_traceback_and_the_failing_cells_source(ip, server) -> No
     assert isinstance(failing.error_in_exec, ZeroDivisionError)
     run(ip, '%agent fix --code "why is it zero"')
     text = user_text(server)
-    assert text.startswith('<context source="error" name="error" type="ZeroDivisionError">\nZeroDivisionError: float division by zero\n')
-    assert f"raised by cell In[{failing.execution_count}]:\n```python\nper_unit = [unit(p, c) for p, c in zip(prices, counts)]\n```" in text
+    assert text.startswith(
+        '<context source="error" name="error" type="ZeroDivisionError">\nZeroDivisionError: float division by zero\n'
+    )
+    assert (
+        f"raised by cell In[{failing.execution_count}]:\n```python\nper_unit = [unit(p, c) for p, c in zip(prices, counts)]\n```"
+        in text
+    )
     assert "----> 2     return p / c" in text  # IPython's traceback, with its context lines
     assert f"Cell In[{failing.execution_count}], line 1" in text
     assert "\x1b[" not in text and "ipyagent" not in text.split("traceback:")[1]
@@ -207,7 +216,10 @@ def test_fix_sends_type_traceback_and_the_failing_cells_source(ip, server) -> No
 
 
 def test_our_own_frames_are_dropped_from_the_traceback(ip, server) -> None:
-    run(ip, "from ipyagent.memory.summarize import summarize\nclass Bad:\n    def __repr__(self):\n        raise KeyError('deep')")
+    run(
+        ip,
+        "from ipyagent.memory.summarize import summarize\nclass Bad:\n    def __repr__(self):\n        raise KeyError('deep')",
+    )
     run(ip, "import ipyagent.memory.frames as f\nf.summarize_frame = None\nsummarize(Bad())")  # raises inside ipyagent
     run(ip, "import importlib, ipyagent.memory.frames\nimportlib.reload(ipyagent.memory.frames)")
     run(ip, "%%agent --error\nWhy?")
@@ -222,7 +234,9 @@ def test_a_syntax_error_is_the_cell_and_the_caret_without_ipythons_frames(ip, se
     run(ip, "%agent fix")
     text = user_text(server)
     assert f"raised by cell In[{bad.execution_count}]:\n```python\nx = (1,\ny = 2\n```" in text
-    assert text.split("traceback:\n")[1].startswith(f"  Cell In[{bad.execution_count}], line 1\n    x = (1,\n        ^\nSyntaxError: '(' was never closed")
+    assert text.split("traceback:\n")[1].startswith(
+        f"  Cell In[{bad.execution_count}], line 1\n    x = (1,\n        ^\nSyntaxError: '(' was never closed"
+    )
     assert "interactiveshell.py" not in text and "compilerop.py" not in text
 
 
@@ -263,8 +277,10 @@ def test_cells_sends_the_previous_sources_and_their_text_outputs(ip, server) -> 
     second = run(ip, "sum(monthly.values()) / len(monthly)")
     run(ip, "%%agent --cells 2\nWhat do these do?")
     blocks = user_text(server).split("</context>\n\n")
-    assert blocks[0] == (f'<context source="cell" name="In[{first.execution_count}]" type="cell">\n```python\n'
-                         "monthly = {'Jan': 120, 'Feb': 95}\nprint('best:', max(monthly, key=monthly.get))\n```\noutput:\nbest: Jan\n")
+    assert blocks[0] == (
+        f'<context source="cell" name="In[{first.execution_count}]" type="cell">\n```python\n'
+        "monthly = {'Jan': 120, 'Feb': 95}\nprint('best:', max(monthly, key=monthly.get))\n```\noutput:\nbest: Jan\n"
+    )
     assert blocks[1] == (f'<context source="cell" name="In[{second.execution_count}]" type="cell">\n```python\n'
                          f"sum(monthly.values()) / len(monthly)\n```\nOut[{second.execution_count}]:\nfloat: 107.5\n")
     assert blocks[2] == "What do these do?"
@@ -296,8 +312,10 @@ def test_in_and_out_in_templates_name_a_missing_cell(ip, server) -> None:
     assert user_text(server) == "x = 1 -> 42"
     sent = len(server.requests)
     result = run(ip, f"%%agent\n{{{{ Out[{quiet.execution_count}] }}}}")
-    assert str(result.error_in_exec) == (f"Out[{quiet.execution_count}] does not exist: cell In[{quiet.execution_count}] produced "
-                                         f"no result (it returned None or ended with ';'); use {{{{ In[{quiet.execution_count}] }}}} for its source")
+    assert str(result.error_in_exec) == (
+        f"Out[{quiet.execution_count}] does not exist: cell In[{quiet.execution_count}] produced "
+        f"no result (it returned None or ended with ';'); use {{{{ In[{quiet.execution_count}] }}}} for its source"
+    )
     result = run(ip, "%%agent\n{{ Out[9999] }}")
     assert "Out[9999] does not exist: the cells run so far are 1 to" in str(result.error_in_exec)
     assert len(server.requests) == sent
@@ -337,8 +355,18 @@ def test_the_cell_log_keeps_a_runs_whole_answer_not_its_short_plain_text() -> No
     answer = "\n".join(f"line {i} of the answer" for i in range(100))
     t = Transcript(provider="openai:m", messages=[TranscriptMessage(role="assistant", parts=[TextPart(text=answer)])])
     log = CellLog(SimpleNamespace())
-    for data, want in ((bundle(t)[0], answer), (comparison_bundle(ComparisonRecord(providers=["a", "b"], entries=[
-            ComparisonEntry(index=0, transcript=t), ComparisonEntry(index=1, transcript=t)]))[0], answer + "\n\n" + answer)):
+    for data, want in (
+        (bundle(t)[0], answer),
+        (
+            comparison_bundle(
+                ComparisonRecord(
+                    providers=["a", "b"],
+                    entries=[ComparisonEntry(index=0, transcript=t), ComparisonEntry(index=1, transcript=t)],
+                )
+            )[0],
+            answer + "\n\n" + answer,
+        ),
+    ):
         assert answer not in data["text/plain"]
         log._current, log._size = [], 0
         log.record_display(data)

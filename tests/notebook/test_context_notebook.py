@@ -25,9 +25,14 @@ def _execute(nb, tmp_path: Path) -> list[dict]:
     from nbclient import NotebookClient
 
     replies: list[dict] = []
-    client = NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
-                            resources={"metadata": {"path": str(tmp_path)}},
-                            on_cell_executed=lambda cell, cell_index, execute_reply: replies.append(execute_reply["content"]))
+    client = NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+        on_cell_executed=lambda cell, cell_index, execute_reply: replies.append(execute_reply["content"]),
+    )
     client.execute()
     return replies
 
@@ -74,7 +79,9 @@ def test_fix_code_and_cells_in_a_kernel(tmp_path, monkeypatch) -> None:
 
     # %agent fix: the exception type, IPython's traceback line, the failing cell's source.
     user = fix["body"]["messages"][-1]["content"]
-    assert user.startswith('<context source="error" name="error" type="ZeroDivisionError">\nZeroDivisionError: float division by zero\n')
+    assert user.startswith(
+        '<context source="error" name="error" type="ZeroDivisionError">\nZeroDivisionError: float division by zero\n'
+    )
     assert "raised by cell In[5]:\n```python\nper_unit = [p / c for p, c in zip(prices, counts)]\n```" in user
     assert "Cell In[5], line 1\n----> 1 per_unit = [p / c for p, c in zip(prices, counts)]" in user
     assert "\x1b[" not in user and "ipyagent" not in user.split("traceback:")[1]
@@ -82,15 +89,20 @@ def test_fix_code_and_cells_in_a_kernel(tmp_path, monkeypatch) -> None:
     # --code: the payload in the execute reply, and the buttons in the saved transcript.
     assert replies[5]["payload"] == [{"source": "set_next_input", "text": CODE, "replace": False}]
     (saved,) = [o for o in cells[5].outputs if TRANSCRIPT in o.get("data", {})]
-    assert {"language": "python", **saved["data"][TRANSCRIPT]["next_cell"]} == {"language": "python", "source": CODE}  # a default is left out
+    assert {"language": "python", **saved["data"][TRANSCRIPT]["next_cell"]} == {
+        "language": "python",
+        "source": CODE,
+    }  # a default is left out
     html = saved["data"]["text/html"]
     assert '<button class="ipyagent-insert"' in html and '<button class="ipyagent-copy"' in html
     assert f"<code>{CODE}</code>" in html
 
     # --cells 2: both previous cells' sources and outputs.
     user = cells_run["body"]["messages"][-1]["content"]
-    assert ('<context source="cell" name="In[7]" type="cell">\n```python\nbest = max(prices)\nprint(\'best price:\', best)\n```\n'
-            "output:\nbest price: 15.5\n</context>") in user
+    assert (
+        '<context source="cell" name="In[7]" type="cell">\n```python\nbest = max(prices)\nprint(\'best price:\', best)\n```\n'
+        "output:\nbest price: 15.5\n</context>"
+    ) in user
     assert ('<context source="cell" name="In[8]" type="cell">\n```python\nsum(prices) / len(prices)\n```\n'
             "Out[8]:\nfloat: 12.25\n</context>") in user
     assert user.endswith("What do the two cells above compute?")
@@ -112,9 +124,14 @@ def test_context_notebook_replays_from_its_cassette(tmp_path, monkeypatch) -> No
     from nbclient import NotebookClient
 
     replies: list[dict] = []
-    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
-                   resources={"metadata": {"path": str(path.parent)}},
-                   on_cell_executed=lambda cell, cell_index, execute_reply: replies.append(execute_reply["content"])).execute()
+    NotebookClient(
+        nb,
+        timeout=120,
+        kernel_name="python3",
+        store_widget_state=True,
+        resources={"metadata": {"path": str(path.parent)}},
+        on_cell_executed=lambda cell, cell_index, execute_reply: replies.append(execute_reply["content"]),
+    ).execute()
     code = [c for c in nb.cells if c.cell_type == "code"]
     transcripts = [o["data"][TRANSCRIPT] for c in code for o in c.outputs if TRANSCRIPT in o.get("data", {})]
     assert len(transcripts) == 3 and all(t["status"] == "completed" and t["replayed"] for t in transcripts)
@@ -123,7 +140,12 @@ def test_context_notebook_replays_from_its_cassette(tmp_path, monkeypatch) -> No
     inspect = next(c for c in code if c.source.startswith("%agent inspect"))
     text = _stream_text(inspect)
     assert "context: 2 blocks" in text and "cell In[" in text
-    assert not any(o.output_type == "error" for c in code for o in c.outputs if "raises-exception" not in c.metadata.get("tags", []))
+    assert not any(
+        o.output_type == "error"
+        for c in code
+        for o in c.outputs
+        if "raises-exception" not in c.metadata.get("tags", [])
+    )
 
 
 def test_an_interrupted_fix_ends_quietly_and_is_not_the_next_error(monkeypatch) -> None:

@@ -74,5 +74,7 @@ def test_no_secret_reaches_the_model_by_any_context_path(monkeypatch: pytest.Mon
         assert "[redacted]" in body, ASKS[n]
     history = json.loads(bodies[-1])["messages"]
     assert len(history) == 2 * len(ASKS) - 1  # the last turn carries every earlier one, masked
-    assert "masked" in errors[0] and "%agent settings redact_context=false" in errors[0]  # the warning names the opt-out
+    assert (
+        "masked" in errors[0] and "%agent settings redact_context=false" in errors[0]
+    )  # the warning names the opt-out
     assert "2 values masked (cell template 2)" in footers[0]  # the transcript says so: the password, twice in the error

@@ -95,8 +95,10 @@ def test_kernel_shutdown_closes_every_connection(monkeypatch) -> None:
     with StubServer(Reply.sse_file(TEXT)) as server:
         km, kc = start_new_kernel(kernel_name="python3")
         try:
-            code = (f"%load_ext ipyagent\n%provider anthropic:m --base-url {server.url}\n"
-                    f"import ipyagent\nagent = ipyagent.Agent('anthropic:py', base_url='{server.url}')\nok = agent.run('hi').ok")
+            code = (
+                f"%load_ext ipyagent\n%provider anthropic:m --base-url {server.url}\n"
+                f"import ipyagent\nagent = ipyagent.Agent('anthropic:py', base_url='{server.url}')\nok = agent.run('hi').ok"
+            )
             reply, _ = wait_reply(kc, kc.execute(code), 60)
             assert reply["content"]["status"] == "ok", reply["content"]
             reply, _ = wait_reply(kc, kc.execute("%%agent\nfrom a cell"), 60)

@@ -88,7 +88,10 @@ def test_agent_cell_renders_template_and_binds_result(connected, server, capsys)
     assert returned is None  # no Out[n] echo: -o binds it, and %agent last / ipyagent.last_result() keep it
     assert isinstance(res, AgentResult) and ip.run_line_magic("agent", "last") is res
     assert res.text == exp.text
-    assert res.usage.input_tokens == exp.usage["prompt_tokens"] and res.usage.output_tokens == exp.usage["completion_tokens"]
+    assert (
+        res.usage.input_tokens == exp.usage["prompt_tokens"]
+        and res.usage.output_tokens == exp.usage["completion_tokens"]
+    )
     assert res.stop_reason == "end_turn"
     assert res.error is None and not res.interrupted
     # No kernel: the reply is printed as text, then the footer.

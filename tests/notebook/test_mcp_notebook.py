@@ -30,7 +30,9 @@ def _outputs_text(cell) -> str:
     return "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
 
 
-def test_mcp_notebook_runs_its_own_server_with_a_replayed_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mcp_notebook_runs_its_own_server_with_a_replayed_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import nbformat
     from nbclient import NotebookClient
 
@@ -54,7 +56,9 @@ def test_mcp_notebook_runs_its_own_server_with_a_replayed_model(tmp_path: Path, 
     by_start = {c.source.split("\n", 1)[0]: c for c in code}
     added = _outputs_text(by_start["import sys"])
     assert added.startswith("mcp: palette running; tools: palette_mix_colors, palette_swatch")
-    listing = "".join(o["data"]["text/plain"] for o in by_start["%tools"].outputs if o.get("output_type") == "display_data")
+    listing = "".join(
+        o["data"]["text/plain"] for o in by_start["%tools"].outputs if o.get("output_type") == "display_data"
+    )
     assert "palette_swatch: A square PNG filled with one colour" in listing and '"color"' in listing
     shown = next(c for c in code if c.source.startswith("from IPython.display import Image"))
     assert _outputs_text(shown).startswith("#800080 image/png")
@@ -102,8 +106,11 @@ def test_interrupt_during_a_slow_mcp_call_cancels_it(tmp_path: Path, monkeypatch
         km, kc = _kernel(monkeypatch, record)
         try:
             kernel_pid = km.provisioner.process.pid
-            reply, out = _run(kc, f"%load_ext ipyagent\n%provider openai:m --base-url {model.url}/v1\n"
-                                  f"%mcp add test --start --env MCP_TEST_RECORD={record} -- {sys.executable} {TEST_SERVER[1]}")
+            reply, out = _run(
+                kc,
+                f"%load_ext ipyagent\n%provider openai:m --base-url {model.url}/v1\n"
+                f"%mcp add test --start --env MCP_TEST_RECORD={record} -- {sys.executable} {TEST_SERVER[1]}",
+            )
             assert reply["content"]["status"] == "ok" and "mcp: test running" in out
             [server_pid] = children(TEST_SERVER[1], kernel_pid)
 
@@ -163,7 +170,9 @@ def test_kernel_shutdown_ends_a_servers_whole_process_group(tmp_path: Path, monk
 def test_mcp_notebook_cassette_matches_the_notebook() -> None:
     """The cassette was made from this notebook's prompt and server (make_cassettes.py mcp)."""
     nb = json.loads(NOTEBOOK.read_text())
-    prompt = next("".join(c["source"]) for c in nb["cells"] if "".join(c["source"]).startswith("%%agent")).split("\n", 1)[1]
+    prompt = next("".join(c["source"]) for c in nb["cells"] if "".join(c["source"]).startswith("%%agent")).split(
+        "\n", 1
+    )[1]
     first = json.loads(CASSETTE.read_text().splitlines()[0])
     assert first["request"]["body"]["messages"][0]["content"] == prompt.strip()
     tools = ["palette_mix_colors", "palette_swatch", "palette_blend", "palette_name_color", "palette_order_paint"]

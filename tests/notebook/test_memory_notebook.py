@@ -40,7 +40,9 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     from nbclient import NotebookClient
 
     exchanges = [json.loads(line) for line in CASSETTE.read_text().splitlines() if line.strip()]
-    replies = [Reply(pieces=[p.encode() + b"\n\n" for p in e["response"]["body"].split("\n\n") if p]) for e in exchanges]
+    replies = [
+        Reply(pieces=[p.encode() + b"\n\n" for p in e["response"]["body"].split("\n\n") if p]) for e in exchanges
+    ]
     with StubServer(*replies) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-memory-notebook")
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
@@ -71,7 +73,10 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
     assert all(compact(html) in body for html in drawn)  # the fallback is written compactly (on one line)
 
     # Three collapsed artifact entries: name, type, size, producing tool; content by type.
-    entries = re.findall(r'<details class="ipyagent-artifact"><summary><b>([^<]+)</b> <span class="ipyagent-footer">([^<]+)</span></summary>', body)
+    entries = re.findall(
+        r'<details class="ipyagent-artifact"><summary><b>([^<]+)</b> <span class="ipyagent-footer">([^<]+)</span></summary>',
+        body,
+    )
     assert entries == [
         ("fetch_page-1", f"text · {len(page):,} chars · from Docs.fetch_page · off-prompt"),
         ("table-2", f"table · {len(rows)} rows × {len(rows[0])} columns · from Sales.table · off-prompt"),

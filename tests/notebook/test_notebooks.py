@@ -42,7 +42,9 @@ def test_quickstart_streams_into_saved_widgets(tmp_path, monkeypatch):
     from nbclient import NotebookClient
 
     exchanges = [json.loads(line) for line in CASSETTE.read_text().splitlines() if line.strip()]
-    replies = [Reply(pieces=[p.encode() + b"\n\n" for p in e["response"]["body"].split("\n\n") if p]) for e in exchanges]
+    replies = [
+        Reply(pieces=[p.encode() + b"\n\n" for p in e["response"]["body"].split("\n\n") if p]) for e in exchanges
+    ]
     with StubServer(*replies) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-quickstart")
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
@@ -80,7 +82,9 @@ def test_a_replayed_cell_run_again_gives_the_same_answer(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     nb = nbformat.read(QUICKSTART, as_version=4)
-    client = NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(QUICKSTART.parent)}})
+    client = NotebookClient(
+        nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(QUICKSTART.parent)}}
+    )
     with client.setup_kernel():
         for index, cell in enumerate(nb.cells):
             client.execute_cell(cell, index)
@@ -98,7 +102,9 @@ def test_a_replayed_cell_run_again_gives_the_same_answer(monkeypatch):
 
 
 def _answer(doc: dict) -> str:
-    return "".join(p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text")
+    return "".join(
+        p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text"
+    )
 
 
 # An %%agent cell awaits in the kernel (ipykernel cancels it; the cell fails as RunStopped, with no
@@ -108,9 +114,12 @@ def _answer(doc: dict) -> str:
     "cell, ename",
     [
         ("%%agent\nWhat is the weather in San Francisco?", "RunStopped"),
-        ("from ipyagent.notebook.views.run_view import TextView\nfrom ipyagent import Agent\n"
-         "a = Agent('openai:gpt-4.1-mini', base_url=URL)\nv = TextView('x')\n"
-         "try:\n    a.run('What is the weather?', on_event=v.feed)\nfinally:\n    body = v.state.text", "KeyboardInterrupt"),
+        (
+            "from ipyagent.notebook.views.run_view import TextView\nfrom ipyagent import Agent\n"
+            "a = Agent('openai:gpt-4.1-mini', base_url=URL)\nv = TextView('x')\n"
+            "try:\n    a.run('What is the weather?', on_event=v.feed)\nfinally:\n    body = v.state.text",
+            "KeyboardInterrupt",
+        ),
     ],
     ids=["magic-awaits", "agent-run-blocks"],
 )
@@ -128,7 +137,9 @@ def test_kernel_interrupt_cancels_the_stream(monkeypatch, cell, ename):
                 msg_id = kc.execute(code)
                 return _wait_reply(kc, msg_id, timeout)
 
-            reply, _ = run(f"%load_ext ipyagent\n%provider openai:gpt-4.1-mini --base-url {server.url}/v1\nURL = '{server.url}/v1'")
+            reply, _ = run(
+                f"%load_ext ipyagent\n%provider openai:gpt-4.1-mini --base-url {server.url}/v1\nURL = '{server.url}/v1'"
+            )
             assert reply["content"]["status"] == "ok"
 
             msg_id = kc.execute(cell)
@@ -157,7 +168,9 @@ def test_kernel_interrupt_cancels_the_stream(monkeypatch, cell, ename):
 
             reply, _ = run("%%agent\nAnd tomorrow?")
             assert reply["content"]["status"] == "ok"
-            reply, iopub = run("import ipyagent\nprint(len(ipyagent.last_result().text) > 0, ipyagent.last_result().error)")
+            reply, iopub = run(
+                "import ipyagent\nprint(len(ipyagent.last_result().text) > 0, ipyagent.last_result().error)"
+            )
             out = "".join(m["content"].get("text", "") for m in iopub if m["msg_type"] == "stream")
             assert out.strip() == "True None"
         finally:
@@ -195,7 +208,13 @@ def test_out_is_bound_however_the_run_ends(monkeypatch):
             assert stalled.held.is_set() and reply["content"]["status"] == "ok"
             _, out = run("print(json.dumps([t.interrupted, t.error.type, t.text]))")
             interrupted, error, text = json.loads(out)
-            assert interrupted is False and error == "timeout" and text and whole.startswith(text) and len(text) < len(whole)
+            assert (
+                interrupted is False
+                and error == "timeout"
+                and text
+                and whole.startswith(text)
+                and len(text) < len(whole)
+            )
         finally:
             stopped.release.set()
             stalled.release.set()

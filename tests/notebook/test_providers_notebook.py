@@ -24,13 +24,27 @@ pytestmark = pytest.mark.notebook
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "providers.ipynb"
 ORDER = ["openai", "openai-responses", "anthropic", "gemini", "ollama"]
-KEYS = {"OPENAI_API_KEY": "sk-test-providers", "ANTHROPIC_API_KEY": "sk-ant-test-providers", "GEMINI_API_KEY": "gemini-test-providers"}
+KEYS = {
+    "OPENAI_API_KEY": "sk-test-providers",
+    "ANTHROPIC_API_KEY": "sk-ant-test-providers",
+    "GEMINI_API_KEY": "gemini-test-providers",
+}
 #: genai-prices provider of each (None: no known price).
-PRICED_AS = {"openai": "openai", "openai-responses": "openai", "anthropic": "anthropic", "gemini": "google", "ollama": None}
+PRICED_AS = {
+    "openai": "openai",
+    "openai-responses": "openai",
+    "anthropic": "anthropic",
+    "gemini": "google",
+    "ollama": None,
+}
 
 
 def cassette(provider: str) -> dict[str, Any]:
-    (entry,) = [json.loads(line) for line in (ROOT / "notebooks" / f"providers-{provider}.cassette.jsonl").read_text().splitlines() if line.strip()]
+    (entry,) = [
+        json.loads(line)
+        for line in (ROOT / "notebooks" / f"providers-{provider}.cassette.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     return entry
 
 
@@ -38,7 +52,12 @@ def read_reply(provider: str, body: str) -> tuple[str, int, int, str]:
     """(text, input tokens, output tokens, model) of a recorded reply, read with json alone."""
     if provider == "ollama":
         lines = [json.loads(line) for line in body.splitlines() if line.strip()]
-        return "".join(x["message"]["content"] for x in lines), lines[-1]["prompt_eval_count"], lines[-1]["eval_count"], lines[-1]["model"]
+        return (
+            "".join(x["message"]["content"] for x in lines),
+            lines[-1]["prompt_eval_count"],
+            lines[-1]["eval_count"],
+            lines[-1]["model"],
+        )
     events = [json.loads(data) for _, data in sse_events(body) if data != "[DONE]"]
     if provider == "openai":
         usage = next(e["usage"] for e in events if e.get("usage"))
@@ -53,7 +72,12 @@ def read_reply(provider: str, body: str) -> tuple[str, int, int, str]:
         out = [e["usage"]["output_tokens"] for e in events if e["type"] == "message_delta"][-1]
         text = "".join(e["delta"].get("text", "") for e in events if e["type"] == "content_block_delta")
         u = start["usage"]
-        return text, u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"], out, start["model"]
+        return (
+            text,
+            u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"],
+            out,
+            start["model"],
+        )
     usage = [e["usageMetadata"] for e in events if "usageMetadata" in e][-1]
     text = "".join(p.get("text", "") for e in events for c in e["candidates"] for p in c["content"]["parts"])
     return text, usage["promptTokenCount"], usage["candidatesTokenCount"], events[-1]["modelVersion"]
@@ -95,7 +119,9 @@ def test_providers_notebook_shows_the_same_view_for_each_provider(monkeypatch):
             bodies[3]["generationConfig"]["maxOutputTokens"], bodies[4]["options"]["num_predict"]] == [300] * 5
     headers = [{k.lower(): v for k, v in r["headers"].items()} for r in server.requests]
     assert headers[0]["authorization"] == headers[1]["authorization"] == f"Bearer {KEYS['OPENAI_API_KEY']}"
-    assert headers[2]["x-api-key"] == KEYS["ANTHROPIC_API_KEY"] and headers[3]["x-goog-api-key"] == KEYS["GEMINI_API_KEY"]
+    assert (
+        headers[2]["x-api-key"] == KEYS["ANTHROPIC_API_KEY"] and headers[3]["x-goog-api-key"] == KEYS["GEMINI_API_KEY"]
+    )
     assert "authorization" not in headers[4]
 
     agent_cells = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%agent")]
@@ -110,7 +136,9 @@ def test_providers_notebook_shows_the_same_view_for_each_provider(monkeypatch):
         assert f"{provider_id} · {tokens_in} in / {tokens_out} out tokens · first token " in footer, footer
         assert "replayed" not in footer
         if PRICED_AS[provider]:
-            expected = calc_price(PriceUsage(input_tokens=tokens_in, output_tokens=tokens_out), model, provider_id=PRICED_AS[provider])
+            expected = calc_price(
+                PriceUsage(input_tokens=tokens_in, output_tokens=tokens_out), model, provider_id=PRICED_AS[provider]
+            )
             assert footer.endswith(f" · {format_usd(float(expected.total_price))} · max tokens 300"), footer
         else:
             assert footer.endswith(" s · max tokens 300"), footer  # no cost figure: the saved note says why

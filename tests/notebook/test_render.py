@@ -45,7 +45,10 @@ def assert_safe(html: str, *, allowed_tags: set[str] = ALLOWED_TAGS) -> Collecto
         for name, value in attrs.items():
             assert not name.startswith("on"), (tag, name, html)
             if name == "style":  # only table column alignment survives
-                assert tag in ("td", "th") and re.fullmatch(r"text-align:\s*(left|right|center)", value or ""), (tag, value)
+                assert tag in ("td", "th") and re.fullmatch(r"text-align:\s*(left|right|center)", value or ""), (
+                    tag,
+                    value,
+                )
             if name in ("href", "src", "action", "formaction", "xlink:href"):
                 url = (value or "").strip().lower()
                 if tag == "img" and re.fullmatch(r"data:image/(png|jpeg|gif|webp);base64,[a-z0-9+/=]*", url):
@@ -109,13 +112,34 @@ def test_benign_markdown_renders_to_expected_tags() -> None:
     html = markdown_to_html(text)
     doc = assert_safe(html)
     tags = [t for t, _ in doc.tags]
-    for expected in ("h1", "h2", "strong", "em", "code", "s", "pre", "table", "thead", "tbody", "tr", "th", "td", "ul", "ol", "li", "blockquote", "a"):
+    for expected in (
+        "h1",
+        "h2",
+        "strong",
+        "em",
+        "code",
+        "s",
+        "pre",
+        "table",
+        "thead",
+        "tbody",
+        "tr",
+        "th",
+        "td",
+        "ul",
+        "ol",
+        "li",
+        "blockquote",
+        "a",
+    ):
         assert expected in tags, (expected, html)
     attrs = {t: a for t, a in doc.tags if t in ("a", "ol")}
     links = [a for t, a in doc.tags if t == "a"]
     assert links[0]["href"] == "https://example.com/docs?q=1&r=2"
     assert links[1]["href"] == "mailto:a@example.com"
-    assert all(a.get("rel") == "noopener noreferrer nofollow" and a.get("referrerpolicy") == "no-referrer" for a in links)
+    assert all(
+        a.get("rel") == "noopener noreferrer nofollow" and a.get("referrerpolicy") == "no-referrer" for a in links
+    )
     assert links[2]["href"] == "https://example.com/logo.png" and "img" not in tags  # a remote image is a link
     assert attrs["ol"] == {"start": "3"}
     assert ("code", {"class": "language-python"}) in doc.tags
@@ -161,7 +185,9 @@ def test_links_send_no_referrer_and_sanitized_html_loads_no_image():
 
     assert markdown_to_html("[a](https://example.org/)") == (
         '<p><a href="https://example.org/" referrerpolicy="no-referrer" rel="noopener noreferrer nofollow">a</a></p>\n')
-    cleaned = sanitize(f'<img src="http://evil/a.png"><img src="//evil/b.png"><img src="{PNG}"><a href="data:text/html,x">d</a>')
+    cleaned = sanitize(
+        f'<img src="http://evil/a.png"><img src="//evil/b.png"><img src="{PNG}"><a href="data:text/html,x">d</a>'
+    )
     link = 'class="ipyagent-image-link" referrerpolicy="no-referrer" rel="noopener noreferrer nofollow">🖼 image</a>'
     # Raw HTML follows the Markdown rule: an image that would load from outside is a link to it.
     assert cleaned == (f'<a href="http://evil/a.png" {link}<a href="//evil/b.png" {link}<img src="{PNG}">'

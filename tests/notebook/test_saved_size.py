@@ -32,26 +32,42 @@ def _answer(chars: int) -> str:
         n += 1
         blocks.append(f"## {n}. Part {n} of the report")
         for p in range(2):
-            blocks.append(f"The {'first' if p == 0 else 'second'} point of part {n} is that a **long answer** keeps its structure "
-                          f"when it is saved: headings, `inline code`, [references](https://example.com/part/{n}) and lists "
-                          "all stay readable in any viewer. This sentence adds the kind of detail a model tends to write, "
-                          "with numbers such as 12.5% or 3,400 rows, and a caveat or two about what was left out.")
+            blocks.append(
+                f"The {'first' if p == 0 else 'second'} point of part {n} is that a **long answer** keeps its structure "
+                f"when it is saved: headings, `inline code`, [references](https://example.com/part/{n}) and lists "
+                "all stay readable in any viewer. This sentence adds the kind of detail a model tends to write, "
+                "with numbers such as 12.5% or 3,400 rows, and a caveat or two about what was left out."
+            )
         if n % 2 == 0:
-            blocks.append("\n".join(f"- Step {i}: check the {w} before the next run" for i, w in enumerate(("inputs", "limits", "cache", "budget"), 1)))
+            blocks.append(
+                "\n".join(
+                    f"- Step {i}: check the {w} before the next run"
+                    for i, w in enumerate(("inputs", "limits", "cache", "budget"), 1)
+                )
+            )
         if n % 3 == 0:
-            blocks.append(f"```python\nimport pandas as pd\n\ndef summarize_{n}(df: pd.DataFrame) -> pd.DataFrame:\n"
-                          f"    \"\"\"Totals per region for part {n}.\"\"\"\n    out = df.groupby(\"region\")[\"sales\"].sum()\n"
-                          "    return out.sort_values(ascending=False).to_frame()\n```")
+            blocks.append(
+                f"```python\nimport pandas as pd\n\ndef summarize_{n}(df: pd.DataFrame) -> pd.DataFrame:\n"
+                f'    """Totals per region for part {n}."""\n    out = df.groupby("region")["sales"].sum()\n'
+                "    return out.sort_values(ascending=False).to_frame()\n```"
+            )
         if n % 5 == 0:
-            blocks.append("| region | sales | change |\n|---|---:|---:|\n" + "\n".join(
-                f"| {r} | {1000 + 37 * n * i:,} | {i - 2:+d}% |" for i, r in enumerate(("North", "South", "East", "West"))))
+            blocks.append(
+                "| region | sales | change |\n|---|---:|---:|\n"
+                + "\n".join(
+                    f"| {r} | {1000 + 37 * n * i:,} | {i - 2:+d}% |"
+                    for i, r in enumerate(("North", "South", "East", "West"))
+                )
+            )
     return "\n\n".join(blocks)[:chars]
 
 
 def _dense_answer(chars: int) -> str:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        from render_path import answer  # the benchmarks' reply: a heading, a list, code and a table every ~260 characters
+        from render_path import (
+            answer,
+        )  # the benchmarks' reply: a heading, a list, code and a table every ~260 characters
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
     return answer(chars)
@@ -67,8 +83,12 @@ def test_a_saved_23k_answer_costs_at_most_2_5_times_its_text(kind, tmp_path, mon
     with StubServer(openai_text_reply(text, piece=64)) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-saved-size")
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("%load_ext ipyagent\n%provider openai:gpt-4.1-mini"),
-                                             nbformat.v4.new_code_cell("%%agent\nWrite the long report.")])
+        nb = nbformat.v4.new_notebook(
+            cells=[
+                nbformat.v4.new_code_cell("%load_ext ipyagent\n%provider openai:gpt-4.1-mini"),
+                nbformat.v4.new_code_cell("%%agent\nWrite the long report."),
+            ]
+        )
         lab_like_client(nb, timeout=120, kernel_name="python3", store_widget_state=True).execute()
 
     saved, bare = tmp_path / "saved.ipynb", tmp_path / "bare.ipynb"
@@ -80,8 +100,13 @@ def test_a_saved_23k_answer_costs_at_most_2_5_times_its_text(kind, tmp_path, mon
     cell.outputs = []
     nbformat.write(nb, bare)
     cost = saved.stat().st_size - bare.stat().st_size
-    figures = {"answer": kind, "answer_chars": len(text), "saved_output_bytes": cost, "ratio": round(cost / len(text), 2),
-               **{k: len(json.dumps(v)) for k, v in output["data"].items()}}
+    figures = {
+        "answer": kind,
+        "answer_chars": len(text),
+        "saved_output_bytes": cost,
+        "ratio": round(cost / len(text), 2),
+        **{k: len(json.dumps(v)) for k, v in output["data"].items()},
+    }
     print("\nsaved size:", json.dumps(figures))
     assert cost <= TARGET * len(text), figures
 
@@ -105,7 +130,9 @@ def test_a_saved_23k_answer_costs_at_most_2_5_times_its_text(kind, tmp_path, mon
 
 
 def _text(doc: dict) -> str:
-    return "".join(p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text")
+    return "".join(
+        p["text"] for m in doc["messages"] if m["role"] == "assistant" for p in m["parts"] if p["type"] == "text"
+    )
 
 
 def test_a_run_stopped_after_a_page_reopened_leaves_no_widget_and_shows_the_transcript(monkeypatch):
@@ -165,7 +192,9 @@ def test_a_run_stopped_after_a_page_reopened_leaves_no_widget_and_shows_the_tran
                 ops = [op for m in custom for op in (m.get("ops") or (m.get("doc") or {}).get("ops") or [])]
                 return "".join(op[2] for op in ops if op[0] == "text" and isinstance(op[2], str))
 
-            drain(time.monotonic() + 20, lambda: any(m.get("type") == "snapshot" for m in custom) and len(shown()) > 100)
+            drain(
+                time.monotonic() + 20, lambda: any(m.get("type") == "snapshot" for m in custom) and len(shown()) > 100
+            )
             assert any(m.get("type") == "snapshot" for m in custom), "the reopened page was not caught up"
             assert text.startswith(shown()) and shown()
             km.interrupt_kernel()  # Stop

@@ -33,7 +33,11 @@ def fresh_default() -> Iterator[None]:
 
 
 def test_compare_sends_each_provider_its_own_field_names(ip, capsys) -> None:
-    with StubServer(REPLIES["openai"]()) as a, StubServer(REPLIES["anthropic"]()) as b, StubServer(REPLIES["gemini"]()) as c:
+    with (
+        StubServer(REPLIES["openai"]()) as a,
+        StubServer(REPLIES["anthropic"]()) as b,
+        StubServer(REPLIES["gemini"]()) as c,
+    ):
         ip.run_line_magic("provider", f"--alias a openai:a --base-url {a.url}")
         ip.run_line_magic("provider", f"--alias b anthropic:b --base-url {b.url}")
         ip.run_line_magic("provider", f"--alias c gemini:c --base-url {c.url}")
@@ -48,10 +52,17 @@ def test_compare_sends_each_provider_its_own_field_names(ip, capsys) -> None:
 
 def test_agent_cell_settings_reach_the_body_and_the_footer(ip, openai_server, capsys) -> None:
     ip.run_line_magic("provider", f"openai:m --base-url {openai_server.url}")
-    ip.run_cell_magic("agent", "-t 0 --max-tokens 64 --seed 7 --stop END --stop '\\n\\n' --reasoning low -o result", "Hello")
+    ip.run_cell_magic(
+        "agent", "-t 0 --max-tokens 64 --seed 7 --stop END --stop '\\n\\n' --reasoning low -o result", "Hello"
+    )
     result = ip.user_ns["result"]
     body = openai_server.requests[0]["body"]
-    assert (body["temperature"], body["max_completion_tokens"], body["seed"], body["reasoning_effort"]) == (0, 64, 7, "low")
+    assert (body["temperature"], body["max_completion_tokens"], body["seed"], body["reasoning_effort"]) == (
+        0,
+        64,
+        7,
+        "low",
+    )
     assert body["stop"] == ["END", "\n\n"]
     assert result.ok and result.metadata["settings"]["temperature"] == 0
     assert "temperature 0 · max tokens 64" in capsys.readouterr().out  # the footer line
@@ -134,7 +145,10 @@ def test_using_switches_the_default_for_the_block_only(ip, openai_server) -> Non
     assert other.requests[0]["body"]["temperature"] == 0 and other.requests[0]["body"]["model"] == "blocky"
     assert [r["body"]["model"] for r in other.requests] == ["blocky", "blocky"]
     ip.run_cell_magic("agent", "", "after the block")
-    assert openai_server.requests[-1]["body"]["model"] == "session" and "temperature" not in openai_server.requests[-1]["body"]
+    assert (
+        openai_server.requests[-1]["body"]["model"] == "session"
+        and "temperature" not in openai_server.requests[-1]["body"]
+    )
 
 
 def test_using_is_isolated_per_thread() -> None:
@@ -147,7 +161,10 @@ def test_using_is_isolated_per_thread() -> None:
                 barrier.wait()  # both blocks are open at once
                 results[name] = ipyagent.Agent().run("hi")
 
-        threads = [threading.Thread(target=work, args=("one", first.url)), threading.Thread(target=work, args=("three", second.url))]
+        threads = [
+            threading.Thread(target=work, args=("one", first.url)),
+            threading.Thread(target=work, args=("three", second.url)),
+        ]
         for t in threads:
             t.start()
         for t in threads:

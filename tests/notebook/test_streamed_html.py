@@ -19,11 +19,15 @@ TRICKY = [
     # A reference defined early, used later (passed on to the later chunks).
     "[docs]: https://example.com/docs\n\n" + "Some text.\n\n" * 40 + "See [the docs][docs].\n\n" + "More.\n\n" * 40,
     # A paragraph turned into a heading by its underline; a list made loose by a blank line; a lazy quote line.
-    ("Intro para\n\n" * 30) + "Title\n=====\n\n- a\n\n- b\n  still b\n\n> quote\nlazy line\n\n" + ("tail para\n\n" * 30),
+    ("Intro para\n\n" * 30)
+    + "Title\n=====\n\n- a\n\n- b\n  still b\n\n> quote\nlazy line\n\n"
+    + ("tail para\n\n" * 30),
     # A table, a fence with blank lines inside, an indented code block, a setext h2.
-    ("| a | b |\n|---|---|\n| 1 | 2 |\n\n" * 10) + "```\ncode\n\n\nmore code\n```\n\n    indented\n\nHead\n---\n" + ("x\n\n" * 50),
+    ("| a | b |\n|---|---|\n| 1 | 2 |\n\n" * 10)
+    + "```\ncode\n\n\nmore code\n```\n\n    indented\n\nHead\n---\n"
+    + ("x\n\n" * 50),
     # HTML in the Markdown (escaped), a link with a title, emphasis across a soft break.
-    ("<script>alert(1)</script>\n\n[a](http://x.test \"t\") *one\ntwo*\n\n" * 30),
+    ('<script>alert(1)</script>\n\n[a](http://x.test "t") *one\ntwo*\n\n' * 30),
 ]
 
 
@@ -46,10 +50,14 @@ def test_the_html_rendered_while_streaming_equals_the_whole_answer_rendered(monk
 
 def test_a_reference_defined_after_the_first_chunk_renders_the_whole_answer(monkeypatch):
     monkeypatch.setattr(streamed_html, "CHUNK", 64)
-    text = "See [the docs][docs].\n\n" + "Some text.\n\n" * 40 + "[docs]: https://example.com/docs\n\n" + "More.\n\n" * 40
+    text = (
+        "See [the docs][docs].\n\n" + "Some text.\n\n" * 40 + "[docs]: https://example.com/docs\n\n" + "More.\n\n" * 40
+    )
     stream = _streamed(text, 5)
     assert stream.html(text) is None  # the early link depends on the late definition
-    assert StreamedMarkdown().html(text) == markdown_to_html(text) and 'href="https://example.com/docs"' in markdown_to_html(text)
+    assert StreamedMarkdown().html(text) == markdown_to_html(
+        text
+    ) and 'href="https://example.com/docs"' in markdown_to_html(text)
     # Defined in the unfinished rest only: also the whole answer.
     late = "See [the docs][docs].\n\n" + "Some text.\n\n" * 40 + "[docs]: https://example.com/docs\n"
     assert _streamed(late, 5).html(late) is None
@@ -133,12 +141,18 @@ def test_a_live_run_saves_the_same_html_and_replaces_the_live_view_before_the_wi
     live.feed(ModelStarted(provider="openai", model="m"))
     for i in range(0, len(text), 3):
         live.feed(TextDelta(0, text[i:i + 3]))
-    done = ModelCompleted(message=Message(role="assistant", content=[TextBlock(text=text)]), usage=Usage(input_tokens=1, output_tokens=9),
-                          stop_reason=StopReason(kind="end_turn"), metadata={})
+    done = ModelCompleted(
+        message=Message(role="assistant", content=[TextBlock(text=text)]),
+        usage=Usage(input_tokens=1, output_tokens=9),
+        stop_reason=StopReason(kind="end_turn"),
+        metadata={},
+    )
     live.feed(done)
     rendered: list[int] = []
     real = transcript_output.StreamedMarkdown.html
-    monkeypatch.setattr(transcript_output.StreamedMarkdown, "html", lambda self, t: rendered.append(len(t)) or real(self, t))
+    monkeypatch.setattr(
+        transcript_output.StreamedMarkdown, "html", lambda self, t: rendered.append(len(t)) or real(self, t)
+    )
     transcript = live.finish(None)
     # The page showing the run swaps in the saved output first, so it never draws the transcript twice.
     assert calls == ["saved output", "widget end", "widget closed"]

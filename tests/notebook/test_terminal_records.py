@@ -48,10 +48,19 @@ def drawn(*renderables: Any) -> str:
 
 
 def sample() -> Transcript:
-    parts = [ReasoningPart(text="Think it through."), TextPart(text=ANSWER),
-             ToolCallPart(id="call_1", name="lookup", arguments={"q": "x"}, status="error", result="denied by the user",
-                          approval="denied"),
-             ToolCallPart(id="call_2", name="lookup", arguments={"q": "y"}, status="ok", result="found", duration_s=0.25)]
+    parts = [
+        ReasoningPart(text="Think it through."),
+        TextPart(text=ANSWER),
+        ToolCallPart(
+            id="call_1",
+            name="lookup",
+            arguments={"q": "x"},
+            status="error",
+            result="denied by the user",
+            approval="denied",
+        ),
+        ToolCallPart(id="call_2", name="lookup", arguments={"q": "y"}, status="ok", result="found", duration_s=0.25),
+    ]
     return Transcript(provider="openai:m", title="turn 1 · run r1", show_prompts=True, status="failed",
                       error=TranscriptError(type="server", message="the server went away"),
                       messages=[TranscriptMessage(role="user", parts=[TextPart(text="Plan it?\x1b[2J")]),
@@ -64,8 +73,12 @@ def test_a_transcript_is_drawn_as_a_person_reads_it() -> None:
     at = {name: next(i for i, line in enumerate(lines) if line.startswith(name)) for name in
           ("turn 1 · run r1", "you Plan it?", "Think it through.", "Plan", "First bold step.", "def add(a, b):",
            "[tool lookup({\"q\": \"x\"})", "[tool lookup({\"q\": \"y\"})", "[error] the server went away", "[openai:m")}
-    assert list(at.values()) == sorted(at.values())  # the transcript's order: title, prompt, reasoning, answer, tools, error, footer
-    assert not any(s in "\n".join(lines) for s in ("# Plan", "**bold**", "```"))  # Markdown rendered, not shown as source
+    assert list(at.values()) == sorted(
+        at.values()
+    )  # the transcript's order: title, prompt, reasoning, answer, tools, error, footer
+    assert not any(
+        s in "\n".join(lines) for s in ("# Plan", "**bold**", "```")
+    )  # Markdown rendered, not shown as source
     assert lines[at["[tool lookup({\"q\": \"x\"})"]].endswith("· denied]")
     assert "approved" not in raw and "· done in 0.25 s]" in raw
     assert "\x1b[2J" not in raw  # a control sequence in the prompt never reaches the terminal
@@ -91,10 +104,14 @@ def test_the_figures_table_is_one_table_with_each_run_under_its_provider() -> No
     assert cells == [["openai:a · median (min–max) of 2 runs", "0.50 (0.40–0.60)", "end_turn"],
                      ["run 1", "0.40", "end_turn"], ["run 2", "0.60", "end_turn"],
                      ["openai:b", "—", "1 of 1 failed: rate_limit: slow down"]]
-    assert rows[1].index("0.40") + 4 == rows[0].index("0.50 (0.40–0.60)") + len("0.50 (0.40–0.60)")  # figures right-aligned
+    assert rows[1].index("0.40") + 4 == rows[0].index("0.50 (0.40–0.60)") + len(
+        "0.50 (0.40–0.60)"
+    )  # figures right-aligned
     assert rows[1].index("run 1") == rows[0].index("openai:a") + 2  # a run indented under its provider
     assert "\x1b[1mopenai:a" in raw and "\x1b[2m  run 1" in raw and "\x1b[31m1 of 1 failed" in raw
-    quiet = ComparisonTable(columns=table.columns, rows=[r[:3] + [""] for r in table.rows[:3]], row_runs=table.row_runs[:3])
+    quiet = ComparisonTable(
+        columns=table.columns, rows=[r[:3] + [""] for r in table.rows[:3]], row_runs=table.row_runs[:3]
+    )
     assert "error" not in visible(drawn(figures_table(quiet)))[0]  # nothing failed: no error column
 
 

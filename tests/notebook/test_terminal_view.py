@@ -58,8 +58,12 @@ def screen_of(output: str) -> list[str]:
 
 def completed(text: str) -> ModelCompleted:
     usage = Usage(input_tokens=12, output_tokens=34)
-    return ModelCompleted(message=Message(role="assistant", content=[TextBlock(text=text)], usage=usage), usage=usage,
-                          stop_reason=StopReason(kind="end_turn", raw="stop"), metadata={"ttft_s": 0.1, "latency_s": 0.5})
+    return ModelCompleted(
+        message=Message(role="assistant", content=[TextBlock(text=text)], usage=usage),
+        usage=usage,
+        stop_reason=StopReason(kind="end_turn", raw="stop"),
+        metadata={"ttft_s": 0.1, "latency_s": 0.5},
+    )
 
 
 def run(view: TextView, text: str, size: int = 3) -> None:
@@ -230,11 +234,13 @@ def test_output_object_without_colour_writes_what_it_gets() -> None:
 
 
 def test_rich_is_not_imported_by_load_ext_or_a_plain_run() -> None:
-    code = ("from IPython.terminal.interactiveshell import TerminalInteractiveShell\n"
-            "import io, sys\nshell = TerminalInteractiveShell.instance()\nshell.run_line_magic('load_ext', 'ipyagent')\n"
-            "from ipyagent.notebook.views.run_view import TextView\nfrom ipyagent.core import TextDelta\n"
-            "TextView('x', stream=io.StringIO()).feed(TextDelta(0, '# hi\\n\\nthere\\n'))\n"
-            "print('rich' in sys.modules)")
+    code = (
+        "from IPython.terminal.interactiveshell import TerminalInteractiveShell\n"
+        "import io, sys\nshell = TerminalInteractiveShell.instance()\nshell.run_line_magic('load_ext', 'ipyagent')\n"
+        "from ipyagent.notebook.views.run_view import TextView\nfrom ipyagent.core import TextDelta\n"
+        "TextView('x', stream=io.StringIO()).feed(TextDelta(0, '# hi\\n\\nthere\\n'))\n"
+        "print('rich' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip().splitlines()[-1] == "False", done.stderr[-2000:]
 

@@ -9,7 +9,15 @@ from IPython.utils.capture import capture_output
 from markdown_it import MarkdownIt
 
 from ipyagent.core import ToolDefinition
-from ipyagent.notebook.render.tool_table import ToolSource, parameters, to_html, to_markdown, to_text, tools_bundle, type_of
+from ipyagent.notebook.render.tool_table import (
+    ToolSource,
+    parameters,
+    to_html,
+    to_markdown,
+    to_text,
+    tools_bundle,
+    type_of,
+)
 from ..support.views import parse
 
 SCHEMA = {
@@ -26,9 +34,17 @@ SCHEMA = {
 HOSTILE = 'Gets <img src=x onerror="alert(1)"> the weather <script>alert(2)</script> [x](javascript:alert(3))'
 
 
-def _sources(description: str = "Weather now, in a long sentence that a narrow output wraps at word ends.") -> list[ToolSource]:
-    return [ToolSource("get_weather", "FunctionTool", [ToolDefinition(name="get_weather", description=description, parameters=SCHEMA)]),
-            ToolSource("broken", "int", error="not a function or BaseTool")]
+def _sources(
+    description: str = "Weather now, in a long sentence that a narrow output wraps at word ends.",
+) -> list[ToolSource]:
+    return [
+        ToolSource(
+            "get_weather",
+            "FunctionTool",
+            [ToolDefinition(name="get_weather", description=description, parameters=SCHEMA)],
+        ),
+        ToolSource("broken", "int", error="not a function or BaseTool"),
+    ]
 
 
 def test_types_of_json_schemas() -> None:
@@ -75,9 +91,11 @@ def test_markdown_and_plain_text() -> None:
     md = to_markdown(_sources())
     assert "| tool | description | parameters |" in md and "`city` string (required)" in md and "```json" in md
     text = to_text(_sources())
-    assert text.splitlines()[:3] == ["get_weather  (FunctionTool)",
-                                     "  get_weather: Weather now, in a long sentence that a narrow output wraps at word ends.",
-                                     "      city: string, required — the city's name"]
+    assert text.splitlines()[:3] == [
+        "get_weather  (FunctionTool)",
+        "  get_weather: Weather now, in a long sentence that a narrow output wraps at word ends.",
+        "      city: string, required — the city's name",
+    ]
     assert '      JSON Schema: {\n        "type": "object",' in text
     assert "broken  (int)\n  cannot be used as a tool: not a function or BaseTool" in text
 

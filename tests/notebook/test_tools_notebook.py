@@ -27,7 +27,9 @@ def test_tools_notebook_shows_tool_cards_with_results(monkeypatch):
     from nbclient import NotebookClient
 
     exchanges = [json.loads(line) for line in CASSETTE.read_text().splitlines() if line.strip()]
-    replies = [Reply(pieces=[p.encode() + b"\n\n" for p in e["response"]["body"].split("\n\n") if p]) for e in exchanges]
+    replies = [
+        Reply(pieces=[p.encode() + b"\n\n" for p in e["response"]["body"].split("\n\n") if p]) for e in exchanges
+    ]
     with StubServer(*replies) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-tools")
         monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
@@ -45,7 +47,9 @@ def test_tools_notebook_shows_tool_cards_with_results(monkeypatch):
                     for call in choice["delta"].get("tool_calls") or []:
                         if call.get("id"):
                             calls_made[call["id"]] = call["function"]["name"]
-    tool_messages = {m["tool_call_id"]: m["content"] for r in server.requests for m in r["body"]["messages"] if m["role"] == "tool"}
+    tool_messages = {
+        m["tool_call_id"]: m["content"] for r in server.requests for m in r["body"]["messages"] if m["role"] == "tool"
+    }
     assert set(tool_messages) == set(calls_made)
     by_name = {calls_made[i]: content for i, content in tool_messages.items()}
     assert by_name == {"Clock_days_between": "358", "word_count": "9", "Calculator_evaluate": "8592"}
@@ -86,7 +90,9 @@ def _comm_messages(kc):
 
 def _send_custom(kc, comm_id: str, content: dict) -> None:
     """A custom widget message to comm `comm_id`, as a front end sends it."""
-    kc.shell_channel.send(kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": content}}))
+    kc.shell_channel.send(
+        kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": content}})
+    )
 
 
 def _click_when_shown(kc, label: str) -> str:
@@ -139,9 +145,11 @@ def test_approval_buttons_work_while_the_cell_runs(monkeypatch, label, runs, sty
             if style == "magic":
                 code = "%%agent --tools get_weather -o res\nWeather in San Francisco?"
             else:
-                code = ("from ipyagent import Agent\nfrom ipyagent.notebook import ApprovalButtons\n"
-                        f"agent = Agent('openai:gpt-4.1-mini', base_url='{server.url}/v1', tools=[get_weather], approve=ApprovalButtons())\n"
-                        "res = await agent.arun('Weather in San Francisco?')")
+                code = (
+                    "from ipyagent import Agent\nfrom ipyagent.notebook import ApprovalButtons\n"
+                    f"agent = Agent('openai:gpt-4.1-mini', base_url='{server.url}/v1', tools=[get_weather], approve=ApprovalButtons())\n"
+                    "res = await agent.arun('Weather in San Francisco?')"
+                )
             msg_id = kc.execute(code)
             if style == "magic":  # Approve / Deny are in the live view's card
                 asked = _answer_in_live_view(kc, runs)
@@ -190,7 +198,9 @@ def test_approval_callback_outside_notebooks(monkeypatch, verdict):
     tool = FunctionTool(get_weather, requires_approval=True)
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        agent = Agent("openai:m", base_url=server.url, tools=[tool], approve=lambda action: asked.append(action.input) or verdict)
+        agent = Agent(
+            "openai:m", base_url=server.url, tools=[tool], approve=lambda action: asked.append(action.input) or verdict
+        )
         result = agent.run("Weather?")
     assert result.ok and asked == [{"city": "San Francisco", "state": "CA"}]
     assert seen == (["San Francisco"] if verdict else [])
@@ -206,6 +216,8 @@ def test_no_approver_means_not_run(monkeypatch):
 
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-        result = Agent("openai:m", base_url=server.url, tools=[FunctionTool(get_weather, requires_approval=True)]).run("Weather?")
+        result = Agent("openai:m", base_url=server.url, tools=[FunctionTool(get_weather, requires_approval=True)]).run(
+            "Weather?"
+        )
     assert result.ok
     assert "no one can approve" in server.requests[1]["body"]["messages"][-1]["content"]

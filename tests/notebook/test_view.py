@@ -163,7 +163,11 @@ def test_widget_view_failure_shows_partial_text_and_error() -> None:
         front = FrontEnd(view)
         front.hello()
         view.feed(TextDelta(0, "Half an"))
-        view.feed(ModelFailed(error=ProviderError("connection", "connection reset by peer"), partial=Message(role="assistant")))
+        view.feed(
+            ModelFailed(
+                error=ProviderError("connection", "connection reset by peer"), partial=Message(role="assistant")
+            )
+        )
         return front
 
     front = asyncio.run(main())

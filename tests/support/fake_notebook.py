@@ -16,7 +16,9 @@ class FakeNotebook(NotebookAccess):
 
     def __init__(self, cells: list[tuple[str, str, list[str]]],
                  execute: Callable[[str], list[str]] = lambda source: [f"ran {source!r}"]) -> None:
-        self._cells = [NotebookCell(index=n, cell_type=t, source=s, outputs=list(o)) for n, (t, s, o) in enumerate(cells)]
+        self._cells = [
+            NotebookCell(index=n, cell_type=t, source=s, outputs=list(o)) for n, (t, s, o) in enumerate(cells)
+        ]
         self.execute = execute
         self.changes: list[tuple[str, int]] = []
         self.count = 0

@@ -87,7 +87,12 @@ class Expected:
     def tool_calls(self) -> list[dict[str, Any]]:
         """In order of first appearance, arguments parsed (empty -> {})."""
         return [
-            {"id": c["id"], "name": c["name"], "input": json.loads(c["arguments"]) if c["arguments"].strip() else {}, "raw": c["arguments"]}
+            {
+                "id": c["id"],
+                "name": c["name"],
+                "input": json.loads(c["arguments"]) if c["arguments"].strip() else {},
+                "raw": c["arguments"],
+            }
             for c in self.calls.values()
         ]
 
@@ -174,7 +179,9 @@ def check_shape(events: list[Any]) -> Any:
     return terminal[0]
 
 
-def decode_body(driver: Any, body: str | bytes, content_type: str | None = "text/event-stream") -> tuple[list[Any], Any]:
+def decode_body(
+    driver: Any, body: str | bytes, content_type: str | None = "text/event-stream"
+) -> tuple[list[Any], Any]:
     """(the deltas, the stream's facts: a `StreamMeta`) that `driver`'s decoder reads in one 2xx
     reply's `body`, cut into frames as the driver's base cuts it (`frames`); an error raises."""
     import httpx2

@@ -18,8 +18,14 @@ REPLIES = {
     "openai-responses": lambda: Reply.sse_file(FIXTURES / "openai-responses" / "stream-text.sse"),
     "anthropic": lambda: Reply.sse_file(FIXTURES / "anthropic" / "stream-text.sse"),
     "gemini": lambda: Reply.sse_file(FIXTURES / "gemini" / "stream-text.sse"),
-    "ollama": lambda: Reply(headers={"Content-Type": "application/x-ndjson"},
-                            pieces=[line + b"\n" for line in (FIXTURES / "ollama" / "chat-stream-text.ndjson").read_bytes().splitlines() if line.strip()]),
+    "ollama": lambda: Reply(
+        headers={"Content-Type": "application/x-ndjson"},
+        pieces=[
+            line + b"\n"
+            for line in (FIXTURES / "ollama" / "chat-stream-text.ndjson").read_bytes().splitlines()
+            if line.strip()
+        ],
+    ),
 }
 
 
@@ -40,13 +46,28 @@ def tool_call_reply(calls: list[tuple[str, str, dict[str, Any]]]) -> Reply:
     base = {k: v for k, v in first.items() if k not in ("choices", "usage")}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> bytes:
-        return b"data: " + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).encode() + b"\n\n"
+        return (
+            b"data: "
+            + json.dumps({**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}).encode()
+            + b"\n\n"
+        )
 
     pieces = [chunk({"role": "assistant", "content": None})]
     for i, (call_id, name, arguments) in enumerate(calls):
         text = json.dumps(arguments)
-        pieces.append(chunk({"tool_calls": [{"index": i, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}))
-        pieces += [chunk({"tool_calls": [{"index": i, "function": {"arguments": text[j:j + 7]}}]}) for j in range(0, len(text), 7)]
+        pieces.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {"index": i, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+                    ]
+                }
+            )
+        )
+        pieces += [
+            chunk({"tool_calls": [{"index": i, "function": {"arguments": text[j : j + 7]}}]})
+            for j in range(0, len(text), 7)
+        ]
     pieces.append(chunk({}, "tool_calls"))
     return Reply(pieces=pieces + [b"data: [DONE]\n\n"])
 
@@ -71,7 +92,12 @@ def reflect(request: dict) -> Reply:
     pieces = [chat_chunk({"role": "assistant", "content": ""})]
     pieces += [chat_chunk({"content": echo[i:i + 5]}) for i in range(0, len(echo), 5)]
     if not any(m.get("role") == "tool" for m in request["body"]["messages"]):
-        call = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "echo", "arguments": json.dumps({"text": echo})}}
+        call = {
+            "index": 0,
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "echo", "arguments": json.dumps({"text": echo})},
+        }
         pieces += [chat_chunk({"tool_calls": [call]}), chat_chunk({}, "tool_calls")]
     else:
         pieces.append(chat_chunk({}, "stop"))

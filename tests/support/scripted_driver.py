@@ -109,7 +109,9 @@ class ScriptedDriver(BasePromptDriver):
             if delta is not None:
                 aggregator.add(delta)
                 yield delta
-        dropped: list[dict[str, Any]] | None = [] if script.error is not None or script.stop is StopKind.max_tokens else None
+        dropped: list[dict[str, Any]] | None = (
+            [] if script.error is not None or script.stop is StopKind.max_tokens else None
+        )
         message = aggregator.message(dropped=dropped)
         message.usage = script.usage
         if script.error is not None:

@@ -154,7 +154,11 @@ class StubServer:
                         self.wfile.flush()
                         server.pieces_sent += 1
                         if reply.delay:
-                            time.sleep(max(0.0, began + (n + 1) * reply.delay - time.monotonic()) if reply.paced else reply.delay)
+                            time.sleep(
+                                max(0.0, began + (n + 1) * reply.delay - time.monotonic())
+                                if reply.paced
+                                else reply.delay
+                            )
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
                     server.completed.append(time.monotonic())
@@ -205,15 +209,23 @@ def _openai_chunk_maker() -> Any:
     return chunk
 
 
-def openai_tool_call_reply(name: str, arguments: dict[str, Any], *, call_id: str = "call_1", piece: int = 40, **kw: Any) -> Reply:
+def openai_tool_call_reply(
+    name: str, arguments: dict[str, Any], *, call_id: str = "call_1", piece: int = 40, **kw: Any
+) -> Reply:
     """An OpenAI Chat stream calling tool `name` with `arguments` (their JSON in `piece`-character
     fragments), ending with ``finish_reason: tool_calls``."""
     chunk = _openai_chunk_maker()
     text = json.dumps(arguments)
     call = {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
     pieces = [chunk({"role": "assistant", "content": None, "tool_calls": [call]})]
-    pieces += [chunk({"tool_calls": [{"index": 0, "function": {"arguments": text[i:i + piece]}}]}) for i in range(0, len(text), piece)]
-    pieces += [chunk({}, "tool_calls"), chunk({}, usage={"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30})]
+    pieces += [
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": text[i : i + piece]}}]})
+        for i in range(0, len(text), piece)
+    ]
+    pieces += [
+        chunk({}, "tool_calls"),
+        chunk({}, usage={"prompt_tokens": 20, "completion_tokens": 10, "total_tokens": 30}),
+    ]
     return Reply(pieces=pieces + [b"data: [DONE]\n\n"], **kw)
 
 

@@ -8,9 +8,13 @@ from html.parser import HTMLParser
 
 from ipyagent.core import Message, ModelCompleted, StopReason, TextBlock, Usage
 
-def completed(text: str, *, input: int = 14, output: int = 30, ttft: float = 0.05, latency: float = 1.25, kind: str = "end_turn") -> ModelCompleted:
+def completed(
+    text: str, *, input: int = 14, output: int = 30, ttft: float = 0.05, latency: float = 1.25, kind: str = "end_turn"
+) -> ModelCompleted:
     return ModelCompleted(
-        message=Message(role="assistant", content=[TextBlock(text=text)], usage=Usage(input_tokens=input, output_tokens=output)),
+        message=Message(
+            role="assistant", content=[TextBlock(text=text)], usage=Usage(input_tokens=input, output_tokens=output)
+        ),
         usage=Usage(input_tokens=input, output_tokens=output),
         stop_reason=StopReason(kind=kind, raw="stop"),
         metadata={"ttft_s": ttft, "latency_s": latency, "attempts": 1},

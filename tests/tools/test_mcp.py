@@ -84,7 +84,11 @@ def run_agent(server_url: str, tools: list[Any], prompt: str = "Go", **kw: Any) 
 
 
 def tool_message(model: StubServer, n: int, call_id: str) -> str:
-    [content] = [m["content"] for m in model.requests[n]["body"]["messages"] if m["role"] == "tool" and m["tool_call_id"] == call_id]
+    [content] = [
+        m["content"]
+        for m in model.requests[n]["body"]["messages"]
+        if m["role"] == "tool" and m["tool_call_id"] == call_id
+    ]
     return content
 
 
@@ -128,9 +132,14 @@ def test_bad_server_arguments_are_one_clear_error(kw: dict[str, Any], message: s
 def test_secrets_of_a_server_go_to_the_one_redactor() -> None:
     from ipyagent.core.redact import redact
 
-    server = MCPServer("web", url="https://alice:pa55word99@host.example/mcp?api_key=abc123def456&team=x",
-                       headers={"Authorization": "Bearer t0k-4567890", "X-Api-Key": "hdr-key-7654321", "X-Team": "platform-a"})
-    stdio = MCPServer("cli", ["srv", "--token", "cli-tok-1234567"], env={"SERVICE_TOKEN": "env-tok-1234567", "MODE": "fast-mode"})
+    server = MCPServer(
+        "web",
+        url="https://alice:pa55word99@host.example/mcp?api_key=abc123def456&team=x",
+        headers={"Authorization": "Bearer t0k-4567890", "X-Api-Key": "hdr-key-7654321", "X-Team": "platform-a"},
+    )
+    stdio = MCPServer(
+        "cli", ["srv", "--token", "cli-tok-1234567"], env={"SERVICE_TOKEN": "env-tok-1234567", "MODE": "fast-mode"}
+    )
     shown = f"{server.target} {server!r} {stdio.target} {stdio!r}"
     assert "pa55word99" not in shown and "abc123def456" not in shown and "team=x" in shown
     leaked = "Bearer t0k-4567890 hdr-key-7654321 env-tok-1234567"
@@ -141,8 +150,15 @@ def test_secrets_of_a_server_go_to_the_one_redactor() -> None:
 def test_input_schema_is_an_object_with_properties() -> None:
     bare = mcp_types.Tool(name="t", input_schema={"type": "object"})
     assert input_schema(bare) == {"type": "object", "properties": {}}
-    full = mcp_types.Tool(name="t", input_schema={"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
-                                                  "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    full = mcp_types.Tool(
+        name="t",
+        input_schema={
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"a": {"type": "integer"}},
+            "required": ["a"],
+        },
+    )
     assert input_schema(full) == {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
 
 
@@ -173,18 +189,48 @@ def test_mcp_tool_schemas_pass_the_same_provider_checks_as_cell_tools(monkeypatc
 PNG = base64.b64encode(b"\x89PNG fake").decode()
 
 
-@pytest.mark.parametrize("content, expected", [
-    ([mcp_types.TextContent(type="text", text="hello")], TextArtifact(value="hello")),
-    ([mcp_types.ImageContent(type="image", data=PNG, mime_type="image/png")], ImageArtifact(value=b"\x89PNG fake", mime_type="image/png")),
-    ([mcp_types.AudioContent(type="audio", data=PNG, mime_type="audio/mpeg")], AudioArtifact(value=b"\x89PNG fake", mime_type="audio/mpeg")),
-    ([mcp_types.EmbeddedResource(type="resource", resource=mcp_types.TextResourceContents(uri="file:///a.txt", text="A", mime_type="text/plain"))],
-     TextArtifact(value="A", name="file:///a.txt")),
-    ([mcp_types.EmbeddedResource(type="resource", resource=mcp_types.BlobResourceContents(uri="file:///b.png", blob=PNG, mime_type="image/png"))],
-     ImageArtifact(value=b"\x89PNG fake", mime_type="image/png", name="file:///b.png")),
-    ([mcp_types.EmbeddedResource(type="resource", resource=mcp_types.BlobResourceContents(uri="file:///c.bin", blob=PNG))],
-     BlobArtifact(value=b"\x89PNG fake", name="file:///c.bin")),
-    ([], InfoArtifact(value="the tool ran and returned nothing")),
-], ids=["text", "image", "audio", "resource-text", "resource-image", "resource-blob", "empty"])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ([mcp_types.TextContent(type="text", text="hello")], TextArtifact(value="hello")),
+        (
+            [mcp_types.ImageContent(type="image", data=PNG, mime_type="image/png")],
+            ImageArtifact(value=b"\x89PNG fake", mime_type="image/png"),
+        ),
+        (
+            [mcp_types.AudioContent(type="audio", data=PNG, mime_type="audio/mpeg")],
+            AudioArtifact(value=b"\x89PNG fake", mime_type="audio/mpeg"),
+        ),
+        (
+            [
+                mcp_types.EmbeddedResource(
+                    type="resource",
+                    resource=mcp_types.TextResourceContents(uri="file:///a.txt", text="A", mime_type="text/plain"),
+                )
+            ],
+            TextArtifact(value="A", name="file:///a.txt"),
+        ),
+        (
+            [
+                mcp_types.EmbeddedResource(
+                    type="resource",
+                    resource=mcp_types.BlobResourceContents(uri="file:///b.png", blob=PNG, mime_type="image/png"),
+                )
+            ],
+            ImageArtifact(value=b"\x89PNG fake", mime_type="image/png", name="file:///b.png"),
+        ),
+        (
+            [
+                mcp_types.EmbeddedResource(
+                    type="resource", resource=mcp_types.BlobResourceContents(uri="file:///c.bin", blob=PNG)
+                )
+            ],
+            BlobArtifact(value=b"\x89PNG fake", name="file:///c.bin"),
+        ),
+        ([], InfoArtifact(value="the tool ran and returned nothing")),
+    ],
+    ids=["text", "image", "audio", "resource-text", "resource-image", "resource-blob", "empty"],
+)
 def test_mcp_content_becomes_artifacts(content: list[Any], expected: Any) -> None:
     assert result_artifact(mcp_types.CallToolResult(content=content)) == expected
 
@@ -218,8 +264,12 @@ def test_structured_content_is_json_and_never_said_twice() -> None:
         out = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text=said)],
                                                        structured_content=wrapper))
         assert out == TextArtifact(value=said)
-    other = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="a summary")], structured_content=data)
-    assert result_artifact(other) == ListArtifact(value=[JsonArtifact(value=data, name="structuredContent"), TextArtifact(value="a summary")])
+    other = mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text="a summary")], structured_content=data
+    )
+    assert result_artifact(other) == ListArtifact(
+        value=[JsonArtifact(value=data, name="structuredContent"), TextArtifact(value="a summary")]
+    )
     # an object of more fields says more than its text: not a wrapper
     more = {"content": "x", "size": 1}
     out = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="x")],
@@ -228,7 +278,9 @@ def test_structured_content_is_json_and_never_said_twice() -> None:
 
 
 def test_is_error_is_an_error_result() -> None:
-    out = result_artifact(mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="no such city")], is_error=True))
+    out = result_artifact(
+        mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="no such city")], is_error=True)
+    )
     assert isinstance(out, ErrorArtifact) and out.value == "no such city"
 
 
@@ -302,7 +354,9 @@ def test_approval_is_asked_before_every_call(servers: list[MCPServer], record: P
         asked.append(f"{action.native_name} {action.input}")
         return verdict
 
-    with StubServer(tool_call_reply([("call_e", "test_echo", {"text": "hi", "times": 2})]), openai_text_reply("ok")) as model:
+    with StubServer(
+        tool_call_reply([("call_e", "test_echo", {"text": "hi", "times": 2})]), openai_text_reply("ok")
+    ) as model:
         run_agent(model.url, [test.toolset(["echo"])], approve=approve)
     assert asked == ["test_echo {'text': 'hi', 'times': 2}"]
     if verdict:
@@ -334,7 +388,9 @@ def test_a_server_that_dies_is_restarted_once_and_the_card_says_so(servers: list
     assert test.state == "failed" and children(TEST_SERVER[1]) == []
 
 
-def test_a_run_after_the_server_died_restarts_it_in_the_call_and_says_so(servers: list[MCPServer], record: Path) -> None:
+def test_a_run_after_the_server_died_restarts_it_in_the_call_and_says_so(
+    servers: list[MCPServer], record: Path
+) -> None:
     test = make(servers, "test", TEST_SERVER)
     run_sync(test.start())
     run_sync(test.call("crash", {}))
@@ -367,7 +423,9 @@ def test_an_unknown_tool_call_is_an_error_result(servers: list[MCPServer]) -> No
 
 def test_a_dotted_mcp_name_round_trips(servers: list[MCPServer], record: Path) -> None:
     test = make(servers, "test", TEST_SERVER)
-    with StubServer(tool_call_reply([("call_w", "test_get_weather-now", {"city": "Oslo"})]), openai_text_reply("ok")) as model:
+    with StubServer(
+        tool_call_reply([("call_w", "test_get_weather-now", {"city": "Oslo"})]), openai_text_reply("ok")
+    ) as model:
         _, events = run_agent(model.url, [test])
     assert "sunny in Oslo" in tool_message(model, 1, "call_w")
     [card] = [e for e in events if isinstance(e, ToolCallCompleted)]

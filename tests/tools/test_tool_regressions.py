@@ -25,7 +25,9 @@ def _key(monkeypatch):
 
 def run(replies: list[Reply], tools: list, driver=None) -> tuple:
     with StubServer(*replies) as server:
-        agent = Agent(driver(server.url), tools=tools) if driver else Agent("openai:m", base_url=server.url, tools=tools)
+        agent = (
+            Agent(driver(server.url), tools=tools) if driver else Agent("openai:m", base_url=server.url, tools=tools)
+        )
         result = agent.run("go")
     return result, server.requests
 
@@ -38,9 +40,17 @@ def test_no_argument_tool_with_an_empty_fragment_anthropic():
         calls.append(1)
         return "Python"
 
-    done = Reply(headers={"Content-Type": "text/event-stream"}, pieces=[p + b"\n\n" for p in (FIXTURES / "anthropic" / "stream-text.sse").read_bytes().split(b"\n\n") if p.strip()])
-    result, requests = run([Reply.sse_file(FIXTURES / "anthropic" / "stream-tool-use-no-args.sse"), done], [best_language_to_learn],
-                           driver=lambda url: AnthropicPromptDriver("claude", base_url=url, api_key="sk-ant-test"))
+    done = Reply(
+        headers={"Content-Type": "text/event-stream"},
+        pieces=[
+            p + b"\n\n" for p in (FIXTURES / "anthropic" / "stream-text.sse").read_bytes().split(b"\n\n") if p.strip()
+        ],
+    )
+    result, requests = run(
+        [Reply.sse_file(FIXTURES / "anthropic" / "stream-tool-use-no-args.sse"), done],
+        [best_language_to_learn],
+        driver=lambda url: AnthropicPromptDriver("claude", base_url=url, api_key="sk-ant-test"),
+    )
     assert result.ok and calls == [1]
     assert result.tool_calls[0].input == {}
     tool_result = requests[1]["body"]["messages"][-1]["content"][0]
@@ -58,8 +68,10 @@ def test_parallel_calls_with_empty_arguments_both_run_in_order():
         order.append("product")
         return "Pydantic AI"
 
-    result, requests = run([Reply.sse_file(OPENAI / "stream-tool-calls-parallel-empty-args.sse"), openai_text_reply("done")],
-                           [get_country, get_product_name])
+    result, requests = run(
+        [Reply.sse_file(OPENAI / "stream-tool-calls-parallel-empty-args.sse"), openai_text_reply("done")],
+        [get_country, get_product_name],
+    )
     assert result.ok and sorted(order) == ["country", "product"]
     tool_messages = [m for m in requests[1]["body"]["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in tool_messages] == ["Mexico", "Pydantic AI"]  # call order, each tied by its id
@@ -70,7 +82,9 @@ def test_one_chunk_with_id_name_and_complete_arguments():
     def weather(latitude: str, longitude: str) -> str:
         return f"sunny at {latitude},{longitude}"
 
-    result, requests = run([Reply.sse_file(COMPAT / "mistral-stream-tool-call.sse"), openai_text_reply("ok")], [weather])
+    result, requests = run(
+        [Reply.sse_file(COMPAT / "mistral-stream-tool-call.sse"), openai_text_reply("ok")], [weather]
+    )
     (call,) = result.tool_calls
     assert call.input == {"latitude": "52.5200", "longitude": "13.4050"}
     assert requests[1]["body"]["messages"][-1]["content"] == "sunny at 52.5200,13.4050"
@@ -118,7 +132,9 @@ def test_a_hyphenated_tool_name_from_the_model_gets_an_error_result():
     assert result.ok
     tool_message = requests[1]["body"]["messages"][-1]
     assert "no tool 'web-search'" in tool_message["content"] and "available: weather" in tool_message["content"]
-    assert requests[1]["body"]["messages"][-2]["tool_calls"][0]["function"]["name"] == "web-search"  # sent back unchanged
+    assert (
+        requests[1]["body"]["messages"][-2]["tool_calls"][0]["function"]["name"] == "web-search"
+    )  # sent back unchanged
 
 
 def test_a_hyphenated_tool_name_is_rejected_when_declared():
@@ -152,8 +168,10 @@ def test_a_denied_activity_named_by_the_model_is_never_called():
         def time(self) -> str:
             return "noon"
 
-    result, requests = run([Reply(pieces=[p.encode() + b"\n\n" for p in raw.split("\n\n") if p.strip()]), openai_text_reply("ok")],
-                           [Get(denylist=["weather"])])
+    result, requests = run(
+        [Reply(pieces=[p.encode() + b"\n\n" for p in raw.split("\n\n") if p.strip()]), openai_text_reply("ok")],
+        [Get(denylist=["weather"])],
+    )
     assert called == []
     content = requests[1]["body"]["messages"][-1]["content"]
     assert "no tool 'get_weather'" in content and "available: Get_time" in content
@@ -173,7 +191,9 @@ def test_a_single_object_parameter_shows_its_fields_not_a_wrapper():
         seen.append(location)
         return "sunny"
 
-    result, requests = run([Reply.sse_file(OPENAI / "stream-tool-call-single-fragmented.sse"), openai_text_reply("ok")], [get_weather])
+    result, requests = run(
+        [Reply.sse_file(OPENAI / "stream-tool-call-single-fragmented.sse"), openai_text_reply("ok")], [get_weather]
+    )
     parameters = requests[0]["body"]["tools"][0]["function"]["parameters"]
     assert set(parameters["properties"]) == {"city", "state"} and parameters["required"] == ["city"]
     assert seen == [Location(city="San Francisco", state="CA")]

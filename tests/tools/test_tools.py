@@ -156,7 +156,14 @@ class Typed(BaseTool):
             note: Optional note.
             untyped: Anything.
         """
-        return {"count": count, "tags": tags, "units": units, "address": address.model_dump(), "note": note, "untyped": untyped}
+        return {
+            "count": count,
+            "tags": tags,
+            "units": units,
+            "address": address.model_dump(),
+            "note": note,
+            "untyped": untyped,
+        }
 
 
 def test_schema_types_required_and_nested_model() -> None:
@@ -169,7 +176,12 @@ def test_schema_types_required_and_nested_model() -> None:
     assert props["units"]["enum"] == ["metric", "imperial"]
     assert props["note"]["default"] is None
     assert props["untyped"]["default"] == 7 and "type" not in props["untyped"]
-    for name, text in [("count", "How many."), ("tags", "Labels to attach."), ("units", "Unit system."), ("address", "Where to deliver.")]:
+    for name, text in [
+        ("count", "How many."),
+        ("tags", "Labels to attach."),
+        ("units", "Unit system."),
+        ("address", "Where to deliver."),
+    ]:
         assert props[name]["description"] == text
     nested = resolve(schema, props["address"])
     assert nested["type"] == "object"
@@ -192,7 +204,9 @@ def test_nested_model_arrives_as_an_instance() -> None:
 
 
 def test_literal_is_enforced() -> None:
-    out = run_one(Typed(), "Typed_book", {"count": 1, "tags": [], "units": "kelvin", "address": {"street": "x", "zip_code": 1}})
+    out = run_one(
+        Typed(), "Typed_book", {"count": 1, "tags": [], "units": "kelvin", "address": {"street": "x", "zip_code": 1}}
+    )
     assert isinstance(out, ErrorArtifact)
     assert "units" in out.value and "'metric' or 'imperial'" in out.value
 
@@ -270,7 +284,11 @@ class Thermometer(BaseTool):
         super().__init__(**kw)
         self.unit = unit
 
-    @activity(config={"description": "Read {{ tool.name }} in {{ unit }} ({{ tool.unit | upper }}){% if off_prompt %}, off prompt{% endif %}"})
+    @activity(
+        config={
+            "description": "Read {{ tool.name }} in {{ unit }} ({{ tool.unit | upper }}){% if off_prompt %}, off prompt{% endif %}"
+        }
+    )
     def read(self) -> float:
         return 21.5
 
@@ -282,9 +300,14 @@ class Thermometer(BaseTool):
 def test_description_template_renders_with_the_tool() -> None:
     tool = Thermometer("celsius", name="Kitchen")
     assert tool.description("read") == "Read Kitchen in celsius (CELSIUS)"
-    assert Thermometer("kelvin", off_prompt=True).description("read") == "Read Thermometer in kelvin (KELVIN), off prompt"
+    assert (
+        Thermometer("kelvin", off_prompt=True).description("read") == "Read Thermometer in kelvin (KELVIN), off prompt"
+    )
     definitions = {d.name: d.description for d in tool.tool_definitions()}
-    assert definitions == {"Kitchen_read": "Read Kitchen in celsius (CELSIUS)", "Kitchen_plain": "Plain {text} without template syntax"}
+    assert definitions == {
+        "Kitchen_read": "Read Kitchen in celsius (CELSIUS)",
+        "Kitchen_plain": "Plain {text} without template syntax",
+    }
 
 
 def test_description_template_with_an_attribute_named_tool() -> None:
@@ -461,7 +484,11 @@ def test_toolbox_duplicate_native_names() -> None:
     with pytest.raises(ValueError, match="Calc_add"):
         Toolbox([Calc(), Calc_add])
     # two instances of one class coexist under different names, each with its own filter
-    assert Toolbox([Calc(allowlist=["add"]), Calc(name="Other", denylist=["add"])]).names() == ["Calc_add", "Other_sub", "Other_mul"]
+    assert Toolbox([Calc(allowlist=["add"]), Calc(name="Other", denylist=["add"])]).names() == [
+        "Calc_add",
+        "Other_sub",
+        "Other_mul",
+    ]
 
 
 def test_toolbox_resolves_base_tool_methods_and_leaves_function_names_whole() -> None:
@@ -556,7 +583,12 @@ def test_return_values_become_artifacts() -> None:
     )
     assert isinstance(nothing, InfoArtifact) and nothing.value
     assert table == TextArtifact(value="| a |\n| 1 |")
-    assert isinstance(record, TextArtifact) and json.loads(record.value) == {"id": 7, "tags": ["x", "y"], "ok": True, "none": None}
+    assert isinstance(record, TextArtifact) and json.loads(record.value) == {
+        "id": 7,
+        "tags": ["x", "y"],
+        "ok": True,
+        "none": None,
+    }
     assert isinstance(model, TextArtifact) and json.loads(model.value) == {"street": "Main", "zip_code": 1}
     assert odd == TextArtifact(value="{1, 2}")
 
@@ -605,7 +637,10 @@ def test_sync_tools_run_in_a_worker_thread_async_tools_are_awaited() -> None:
     box = Toolbox([tool])
 
     async def main() -> tuple[int, list[Any]]:
-        actions = [ToolAction.from_native("a", "Threads_sync_one", {}), ToolAction.from_native("b", "Threads_async_one", {})]
+        actions = [
+            ToolAction.from_native("a", "Threads_sync_one", {}),
+            ToolAction.from_native("b", "Threads_async_one", {}),
+        ]
         return threading.get_ident(), await box.run_all(actions)
 
     loop_thread, results = asyncio.run(main())
@@ -632,7 +667,10 @@ def test_parallel_calls_run_concurrently_and_come_back_in_call_order() -> None:
         return f"b:{tag}"
 
     box = Toolbox([slow_a, slow_b])
-    actions = [ToolAction.from_native("c1", "slow_a", {"tag": "1"}), ToolAction.from_native("c2", "slow_b", {"tag": "2"})]
+    actions = [
+        ToolAction.from_native("c1", "slow_a", {"tag": "1"}),
+        ToolAction.from_native("c2", "slow_b", {"tag": "2"}),
+    ]
     results = asyncio.run(box.run_all(actions))
     assert finished == ["b", "a"]  # b finished first, yet the results come back in call order
     assert [r.value for r, _ in results] == ["a:1", "b:2"]
@@ -643,7 +681,9 @@ def test_a_call_s_seconds_are_measured_around_the_tool(monkeypatch: pytest.Monke
 
     ticks = iter([100.0, 102.5])
     monkeypatch.setattr(toolbox_module, "time", type("Clock", (), {"monotonic": staticmethod(lambda: next(ticks))}))
-    [(artifact, seconds)] = asyncio.run(Toolbox([lambda_tool]).run_all([ToolAction.from_native("c1", "lambda_tool", {})]))
+    [(artifact, seconds)] = asyncio.run(
+        Toolbox([lambda_tool]).run_all([ToolAction.from_native("c1", "lambda_tool", {})])
+    )
     assert artifact.value == "done" and seconds == 2.5
 
 
