@@ -79,7 +79,8 @@ def answer(chars: int) -> str:
     while sum(map(len, blocks)) < chars:
         n += 1
         blocks.append(
-            f"## Section {n}\n\nSome prose about part {n}, with **bold**, `code` and a [link](https://example.com/{n}).\n"
+            f"## Section {n}\n\nSome prose about part {n}, with **bold**, `code` and a "
+            f"[link](https://example.com/{n}).\n"
         )
         blocks.append("\n".join(f"- item {n}.{i}: a point worth making" for i in range(4)) + "\n")
         blocks.append(f"```python\ndef f{n}(x):\n    return x * {n}\n```\n")

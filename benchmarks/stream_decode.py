@@ -365,7 +365,8 @@ def main() -> int:
                    table[p.name]["ipyagent driver run()"]["median_s"] < table[p.name][n]["median_s"]
                    for p in payloads for n in list(CLIENTS)[2:] if "median_s" in table[p.name][n])}
     print(
-        f"ipyagent: at most {max(ours):.2f}x the floor (target 1.3x), {verdict['max_cpu_ratio_ipyagent']:.2f}x its CPU time; "
+        f"ipyagent: at most {max(ours):.2f}x the floor (target 1.3x), {verdict['max_cpu_ratio_ipyagent']:.2f}x its "
+        "CPU time; "
         f"below every peer: {verdict['below_every_peer']}" + (f"; fastest peer {min(peers):.2f}x" if peers else "")
     )
     counted = instructions(payloads) if args.instructions else None

@@ -72,7 +72,8 @@ def main() -> int:
     print(f"\nndarray of {big_n:,}: {big_s * 1000:.2f} ms (target < {TARGET_S * 1000:.0f} ms), "
           f"{flat:.2f}× the 10^4 summary (target < {FLAT_RATIO}×), {big_s / sum_s:.4f}× one pass over the data")
     print(
-        f"DataFrame {df.shape[0]:,} × {df.shape[1]}: {summary.tokens} tokens of a {BUDGET}-token budget, truncated={summary.truncated}, "
+        f"DataFrame {df.shape[0]:,} × {df.shape[1]}: {summary.tokens} tokens of a {BUDGET}-token budget, "
+        f"truncated={summary.truncated}, "
         f"every column named: {all(c in summary.text for c in df.columns)}"
     )
     write_json(args, "summarize_context", {

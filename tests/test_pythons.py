@@ -34,7 +34,8 @@ def test_a_warning_raised_in_ipyagent_code_fails_the_test() -> None:
     with warnings.catch_warnings(record=True) as shown:
         for entry in listed:
             action, message, category, module = (entry.split(":") + [""] * 3)[:4]
-            warnings.filterwarnings(action, message, getattr(builtins, category or "Warning"), module)  # type: ignore[arg-type]
+            kind = getattr(builtins, category or "Warning")
+            warnings.filterwarnings(action, message, kind, module)  # type: ignore[arg-type]
         with pytest.raises(DeprecationWarning, match="seen"):
             warnings.warn_explicit("seen", DeprecationWarning, "core.py", 1, module="ipyagent.core.messages")
         warnings.warn_explicit("not ours", DeprecationWarning, "x.py", 1, module="numpy.core")

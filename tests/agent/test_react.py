@@ -23,7 +23,10 @@ def test_prose_brackets_and_json_after_the_block_do_not_break_parsing():
 
 
 def test_fenced_json_several_calls_and_missing_ids():
-    text = '<tool_call>\n```json\n{"name": "add", "input": {"a": 1}}\n```\n</tool_call> and <tool_call id=c9>{"name": "Clock_now", "input": {}}</tool_call>'
+    text = (
+        '<tool_call>\n```json\n{"name": "add", "input": {"a": 1}}\n```\n</tool_call> and <tool_call id=c9>{"name": '
+        '"Clock_now", "input": {}}</tool_call>'
+    )
     first, second = react.parse_calls(text)
     assert first.tag == "react-1" and first.action.input == {"a": 1}
     assert second.tag == "c9" and second.action.native_name == "Clock_now"
@@ -145,7 +148,8 @@ def test_react_run_over_http_ties_results_by_id(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     first = (
         f'I will use tools. <tool_call id="b">{{"name": "add", "input": {{"a": "4", "b": 5}}}}</tool_call> '
-        '<tool_call id="a">{"name": "nope", "input": {}}</tool_call> <tool_call id="c">{"name": "add", "input": {"b": 1}}</tool_call>'
+        '<tool_call id="a">{"name": "nope", "input": {}}</tool_call> <tool_call id="c">{"name": "add", "input": {"b": '
+        '1}}</tool_call>'
         ' <tool_call id="d">{"name": "add", "input": {"a": 1,,}}</tool_call> and [brackets] after.'
     )
     with StubServer(openai_text_reply(first), openai_text_reply("The sum is 9.")) as server:

@@ -295,7 +295,9 @@ def test_runs_inspect_replay_and_store_in_the_terminal(ip, capsys, tmp_path) -> 
     replayed = capsys.readouterr().out
     header, *rest = replayed.splitlines()
     assert header.startswith(f"[replay of run {ok.metadata['run_id']} from the run store")
-    body = lambda out: [line for line in out.splitlines() if not line.startswith("[openai:")]  # noqa: E731 - footers hold timings
+    def body(out: str) -> list[str]:  # footers hold timings
+        return [line for line in out.splitlines() if not line.startswith("[openai:")]
+
     assert body("\n".join(rest)) == body(original) and text in replayed
     assert original.splitlines()[-1].split(" · ")[:2] == replayed.splitlines()[-1].split(" · ")[:2]  # provider, tokens
 

@@ -210,7 +210,8 @@ class Lab:
         self.page.goto(f"{self.url}/lab/tree/{name}?reset&token={TOKEN}")
         self.page.wait_for_function(
             "(name) => window.jupyterapp !== undefined && window.jupyterapp.shell.currentWidget"
-            " && window.jupyterapp.shell.currentWidget.context && window.jupyterapp.shell.currentWidget.context.path === name",
+            " && window.jupyterapp.shell.currentWidget.context && window.jupyterapp.shell.currentWidget.context.path "
+            "=== name",
             arg=name,
             timeout=60000,
         )

@@ -36,7 +36,8 @@ MEASURE_JS = """(cell) => {
   const args = bar.parentElement.querySelector('pre.ipyagent-args');
   const output = cell.querySelector('.jp-OutputArea-output');
   return {area: box(cell.querySelector('.jp-OutputArea')), approve: box(bar.querySelector('.ipyagent-approve')),
-          deny: box(bar.querySelector('.ipyagent-deny')), args: args.textContent, wraps: args.scrollWidth <= args.clientWidth,
+          deny: box(bar.querySelector('.ipyagent-deny')), args: args.textContent,
+          wraps: args.scrollWidth <= args.clientWidth,
           fits: output.scrollWidth <= output.clientWidth + 1};
 }"""
 
@@ -60,7 +61,8 @@ def _decide(lab, index: int, button: str, label: str) -> None:
     )
     target.click()  # Playwright clicks only a visible, enabled, unobscured button
     lab.page.wait_for_function(
-        "(cell) => !Array.from(cell.querySelectorAll('.ipyagent-footer-text')).some(n => n.textContent.includes('approval'))",
+        "(cell) => !Array.from(cell.querySelectorAll('.ipyagent-footer-text')).some(n => "
+        "n.textContent.includes('approval'))",
         arg=cell.element_handle(),
     )
     summary = cell.locator(".ipyagent-view details.ipyagent-tool summary", has_text=label)

@@ -35,7 +35,8 @@ OBSERVE_JS = """([panel, index]) => {
 LOOK_JS = """() => {
   window.__look = (root) => {
     const style = (n) => { const s = getComputedStyle(n);
-      return [n.tagName, n.className, s.borderTopWidth, s.borderTopStyle, s.paddingLeft, s.textAlign, s.fontSize, s.lineHeight].join(' '); };
+      return [n.tagName, n.className, s.borderTopWidth, s.borderTopStyle, s.paddingLeft, s.textAlign,
+              s.fontSize, s.lineHeight].join(' '); };
     const table = root.querySelector('.ipyagent-compare-table');
     return {
       cells: [...table.querySelectorAll('tr')].slice(0, 2).flatMap(tr => [...tr.children].map(style)),

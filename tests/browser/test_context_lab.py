@@ -41,7 +41,8 @@ def test_insert_button_adds_the_code_as_a_cell_below(lab):
     lab.page.wait_for_function(
         "() => window.jupyterapp.shell.currentWidget.content.model.cells.length === 3", timeout=30000)
     sources = lab.page.evaluate(
-        "() => Array.from(window.jupyterapp.shell.currentWidget.content.model.cells).map(c => c.sharedModel.getSource())"
+        "() => Array.from(window.jupyterapp.shell.currentWidget.content.model.cells).map(c => "
+        "c.sharedModel.getSource())"
     )
     types = lab.page.evaluate(
         "() => Array.from(window.jupyterapp.shell.currentWidget.content.model.cells).map(c => c.type)"

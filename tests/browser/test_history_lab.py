@@ -162,7 +162,8 @@ def test_tools_listing_is_a_table_with_the_schema_folded(lab):
         "def get_weather(city: str, mode: Literal["
         + ", ".join(repr(f"choice_number_{n}_with_a_long_name") for n in range(12))
         + "] = 'choice_number_0_with_a_long_name') -> str:\n"
-        '    """Weather now, for a city anywhere on Earth.\n\n    Args:\n        city: the city\'s name\n    """\n    return \'sunny\''
+        '    """Weather now, for a city anywhere on Earth.\n\n    Args:\n        city: the city\'s name\n    """\n    '
+        'return \'sunny\''
     )
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("%load_ext ipyagent\n" + tool), nbformat.v4.new_code_cell("%tools")]

@@ -79,11 +79,13 @@ FRAMES_JS = """() => {
   const pick = list => list.map(e => e.duration).sort((a, b) => a - b);
   const stats = list => {
     const d = pick(list);
-    return { frames: d.length, median_ms: +(d[Math.floor(d.length / 2)] || 0).toFixed(2), max_ms: +(d[d.length - 1] || 0).toFixed(2),
+    return { frames: d.length, median_ms: +(d[Math.floor(d.length / 2)] || 0).toFixed(2),
+             max_ms: +(d[d.length - 1] || 0).toFixed(2),
              chars: list.length ? list[list.length - 1].detail.chars : 0 };
   };
   const fifth = Math.max(1, Math.floor(entries.length / 5));
-  const finals = performance.getEntriesByName('ipyagent-render').map(e => (e.detail && e.detail.live ? 'live view ' : 'renderer ') + e.duration.toFixed(1));
+  const finals = performance.getEntriesByName('ipyagent-render')
+    .map(e => (e.detail && e.detail.live ? 'live view ' : 'renderer ') + e.duration.toFixed(1));
   return { first_fifth: stats(entries.slice(0, fifth)), last_fifth: stats(entries.slice(-fifth)),
            total_ms: +entries.reduce((s, e) => s + e.duration, 0).toFixed(0), saved_renders_ms: finals };
 }"""

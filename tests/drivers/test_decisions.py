@@ -99,7 +99,8 @@ def test_a_call_that_cannot_run_says_which_call_and_what_is_wrong() -> None:
     )
     head = "{" + "x" * 199
     assert (
-        f"its arguments are not valid JSON (Expecting property name enclosed in double quotes): {head!r}… (501 characters); "
+        f"its arguments are not valid JSON (Expecting property name enclosed in double quotes): {head!r}… (501 "
+        "characters); "
         in calls[4].error
     )  # a short head of them, not the whole text
     assert calls[4].raw_arguments == "{" + "x" * 500  # kept whole in the block
@@ -351,7 +352,8 @@ def _event(chunk: Any, event: str = "message") -> httpx2.ServerSentEvent:
 
 
 def _streamed(*events: str, content_type: str | None = "text/event-stream") -> tuple[list[Any], StreamMeta]:
-    """(deltas, stream facts) OpenAI Chat's decoder reads in a body of whole SSE events (each ending in a blank line)."""
+    """(deltas, stream facts) OpenAI Chat's decoder reads in a body of whole SSE events (each ending
+    in a blank line)."""
     return decode_body(_chat(), "".join(events), content_type)
 
 

@@ -61,7 +61,9 @@ def test_a_translation_that_trips_in_the_last_step_is_a_failed_turn():
         @staticmethod
         def _item(item):
             read = Toy._item(item)
-            return StreamMeta(stop_kind="finished") if isinstance(read, StreamMeta) and read.stop_kind else read  # type: ignore[arg-type]
+            if isinstance(read, StreamMeta) and read.stop_kind:
+                return StreamMeta(stop_kind="finished")  # type: ignore[arg-type]
+            return read
 
     end = check_shape(run_turn(BadStop("m", transport=Scripted((200, NDJSON, ndjson(*TOY_TEXT))))))
     assert isinstance(end, ModelFailed) and end.error.type == "invalid_response", end

@@ -29,7 +29,8 @@ TOOL = ToolDefinition(name="lookup", description="Look a word up.",
 
 def send(provider: str, settings: dict[str, Any], *, tools: bool = False, model: str | None = None,
          system: str | None = None, **driver_options: Any) -> tuple[dict[str, Any] | None, ProviderError | None]:
-    """Stream one request with `settings` to a local server: (the body it received or None, the error raised before sending)."""
+    """Stream one request with `settings` to a local server: (the body it received or None, the
+    error raised before sending)."""
     stack = PromptStack(settings=ModelSettings(**settings), tools=[TOOL] if tools else [])
     if system:
         stack.add_system_message(system)

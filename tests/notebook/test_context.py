@@ -21,7 +21,10 @@ from ipyagent.notebook.render.transcript import to_html, to_text
 
 from ..support.stub_server import StubServer, openai_text_reply
 
-ANSWER = "Division by zero: guard it.\n\n```python\nper_unit = [p / c for p, c in zip(prices, counts) if c]\n```\n\n```sql\nselect 1;\n```\n"
+ANSWER = (
+    "Division by zero: guard it.\n\n```python\nper_unit = [p / c for p, c in zip(prices, counts) if "
+    "c]\n```\n\n```sql\nselect 1;\n```\n"
+)
 
 
 # -- summaries -------------------------------------------------------------------------------
@@ -204,7 +207,8 @@ def test_fix_sends_type_traceback_and_the_failing_cells_source(ip, server) -> No
         '<context source="error" name="error" type="ZeroDivisionError">\nZeroDivisionError: float division by zero\n'
     )
     assert (
-        f"raised by cell In[{failing.execution_count}]:\n```python\nper_unit = [unit(p, c) for p, c in zip(prices, counts)]\n```"
+        f"raised by cell In[{failing.execution_count}]:\n```python\nper_unit = [unit(p, c) for p, c in zip(prices, "
+        "counts)]\n```"
         in text
     )
     assert "----> 2     return p / c" in text  # IPython's traceback, with its context lines
@@ -218,7 +222,8 @@ def test_fix_sends_type_traceback_and_the_failing_cells_source(ip, server) -> No
 def test_our_own_frames_are_dropped_from_the_traceback(ip, server) -> None:
     run(
         ip,
-        "from ipyagent.memory.summarize import summarize\nclass Bad:\n    def __repr__(self):\n        raise KeyError('deep')",
+        "from ipyagent.memory.summarize import summarize\nclass Bad:\n    def __repr__(self):\n        raise "
+        "KeyError('deep')",
     )
     run(ip, "import ipyagent.memory.frames as f\nf.summarize_frame = None\nsummarize(Bad())")  # raises inside ipyagent
     run(ip, "import importlib, ipyagent.memory.frames\nimportlib.reload(ipyagent.memory.frames)")

@@ -100,7 +100,8 @@ def test_fix_code_and_cells_in_a_kernel(tmp_path, monkeypatch) -> None:
     # --cells 2: both previous cells' sources and outputs.
     user = cells_run["body"]["messages"][-1]["content"]
     assert (
-        '<context source="cell" name="In[7]" type="cell">\n```python\nbest = max(prices)\nprint(\'best price:\', best)\n```\n'
+        '<context source="cell" name="In[7]" type="cell">\n```python\nbest = max(prices)\nprint(\'best price:\', '
+        'best)\n```\n'
         "output:\nbest price: 15.5\n</context>"
     ) in user
     assert ('<context source="cell" name="In[8]" type="cell">\n```python\nsum(prices) / len(prices)\n```\n'

@@ -97,7 +97,8 @@ def test_kernel_shutdown_closes_every_connection(monkeypatch) -> None:
         try:
             code = (
                 f"%load_ext ipyagent\n%provider anthropic:m --base-url {server.url}\n"
-                f"import ipyagent\nagent = ipyagent.Agent('anthropic:py', base_url='{server.url}')\nok = agent.run('hi').ok"
+                f"import ipyagent\nagent = ipyagent.Agent('anthropic:py', base_url='{server.url}')\nok = "
+                "agent.run('hi').ok"
             )
             reply, _ = wait_reply(kc, kc.execute(code), 60)
             assert reply["content"]["status"] == "ok", reply["content"]

@@ -27,7 +27,8 @@ CASSETTE = ROOT / "notebooks" / "memory.cassette.jsonl"
 def _tools_cell(nb: Any) -> dict[str, Any]:
     """The notebook's tools, run here: the expected outputs come from the same code."""
     scope: dict[str, Any] = {}
-    exec(next(c.source for c in nb.cells if c.cell_type == "code" and c.source.startswith("# The tools")), scope)  # noqa: S102
+    tools = next(c.source for c in nb.cells if c.cell_type == "code" and c.source.startswith("# The tools"))
+    exec(tools, scope)  # noqa: S102
     return scope
 
 
@@ -74,7 +75,8 @@ def test_memory_notebook(monkeypatch: pytest.MonkeyPatch) -> None:
 
     # Three collapsed artifact entries: name, type, size, producing tool; content by type.
     entries = re.findall(
-        r'<details class="ipyagent-artifact"><summary><b>([^<]+)</b> <span class="ipyagent-footer">([^<]+)</span></summary>',
+        r'<details class="ipyagent-artifact"><summary><b>([^<]+)</b> <span '
+        r'class="ipyagent-footer">([^<]+)</span></summary>',
         body,
     )
     assert entries == [

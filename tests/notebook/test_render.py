@@ -87,7 +87,8 @@ def test_sanitize_cleans_raw_html_too() -> None:
         '<a href="javascript:alert(1)">a</a><a href="https://ok.example/">b</a>'
         '<img src="data:image/png;base64,AAAA" onerror="alert(1)" alt="i">'
         '<iframe src="https://evil.example/"></iframe><div onmouseover="x()" class="c">d</div>'
-        '<table><tr><td style="text-align:center; background:url(javascript:alert(1)); position:fixed">t</td></tr></table>'
+        '<table><tr><td style="text-align:center; background:url(javascript:alert(1)); '
+        'position:fixed">t</td></tr></table>'
         '<p style="position:fixed;top:0">p</p>'
     )
     html = sanitize(raw)
@@ -153,7 +154,10 @@ def test_benign_markdown_renders_to_expected_tags() -> None:
 
 # -- inert output: rendering never loads anything (issue 11) --------------------------------------
 
-PNG = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+PNG = (
+    "data:image/png;base64,"
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
 
 
 @pytest.mark.parametrize("markdown, href", [

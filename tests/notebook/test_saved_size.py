@@ -33,7 +33,8 @@ def _answer(chars: int) -> str:
         blocks.append(f"## {n}. Part {n} of the report")
         for p in range(2):
             blocks.append(
-                f"The {'first' if p == 0 else 'second'} point of part {n} is that a **long answer** keeps its structure "
+                f"The {'first' if p == 0 else 'second'} point of part {n} is that a **long answer** keeps its "
+                "structure "
                 f"when it is saved: headings, `inline code`, [references](https://example.com/part/{n}) and lists "
                 "all stay readable in any viewer. This sentence adds the kind of detail a model tends to write, "
                 "with numbers such as 12.5% or 3,400 rows, and a caveat or two about what was left out."

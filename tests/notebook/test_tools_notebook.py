@@ -147,7 +147,8 @@ def test_approval_buttons_work_while_the_cell_runs(monkeypatch, label, runs, sty
             else:
                 code = (
                     "from ipyagent import Agent\nfrom ipyagent.notebook import ApprovalButtons\n"
-                    f"agent = Agent('openai:gpt-4.1-mini', base_url='{server.url}/v1', tools=[get_weather], approve=ApprovalButtons())\n"
+                    f"agent = Agent('openai:gpt-4.1-mini', base_url='{server.url}/v1', tools=[get_weather], "
+                    "approve=ApprovalButtons())\n"
                     "res = await agent.arun('Weather in San Francisco?')"
                 )
             msg_id = kc.execute(code)

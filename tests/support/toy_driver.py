@@ -19,8 +19,9 @@ from ipyagent.drivers.base import BasePromptDriver, Capabilities
 class Toy(BasePromptDriver):
     """One JSON object a line: ``{"text": ...}`` is a text delta, ``{"call": [id, name, args]}`` a
     tool call's delta, ``{"stop": KIND}`` the stop reason (``""``: a raw one only), ``{"usage":
-    [in, out]}`` (``{"bad_usage": WHY}``: one that could not be read), ``{"model": ..}`` and ``{"id": ..}`` stream facts; ``{"end": 1}`` ends the reply
-    before its body does (as OpenAI's ``[DONE]``). SSE-style lines (``data:``, ``:``) are read too."""
+    [in, out]}`` (``{"bad_usage": WHY}``: one that could not be read), ``{"model": ..}`` and
+    ``{"id": ..}`` stream facts; ``{"end": 1}`` ends the reply before its body does (as OpenAI's
+    ``[DONE]``). SSE-style lines (``data:``, ``:``) are read too."""
 
     protocol = "toy"
     default_base_url = "http://toy.invalid/v1/"

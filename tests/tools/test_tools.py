@@ -286,7 +286,8 @@ class Thermometer(BaseTool):
 
     @activity(
         config={
-            "description": "Read {{ tool.name }} in {{ unit }} ({{ tool.unit | upper }}){% if off_prompt %}, off prompt{% endif %}"
+            "description": "Read {{ tool.name }} in {{ unit }} ({{ tool.unit | upper }}){% if off_prompt %}, off "
+            "prompt{% endif %}"
         }
     )
     def read(self) -> float:
