@@ -715,6 +715,8 @@ async def _run_matrix(
     opened, owned, note = _open_store(store, cache)
     if note:
         ev.notes.append(note)
+    if opened is not None:  # a grade given while it runs (its live matrix) is kept there, and read back at the end
+        ev.store_path = str(opened.path)
     matrix = _Run(ev, store=opened, cache=cache, **run)
     ev.started = time.monotonic()
     try:
