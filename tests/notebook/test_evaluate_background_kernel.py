@@ -44,7 +44,7 @@ def test_background_in_a_kernel_outlives_other_cells_and_their_interrupts_and_a_
             assert answer["content"]["status"] == "ok", answer["content"]
             # the cell has ended; its view goes on filling: the quick row's end is drawn (before the
             # cell's reply reached us, or after it)
-            drawn = lambda m: m["msg_type"] == "comm_msg" and ">1/6<" in str(m["content"]["data"])  # noqa: E731
+            drawn = lambda m: m["msg_type"] == "comm_msg" and "1 / 6 runs" in str(m["content"]["data"])  # noqa: E731
             if not any(drawn(m) for m in seen):
                 wait_iopub(kc, drawn, 30)
             check, iopub = wait_reply(kc, kc.execute("print(ev.done, ev.progress.finished, ev.progress.total)"), 30)

@@ -88,11 +88,15 @@ def test_a_terminal_shows_a_progress_line_while_it_runs_and_rubs_it_out(ip) -> N
 
 def test_a_background_views_widget_says_so_and_shows_the_matrix_when_it_ends(monkeypatch) -> None:
     """JupyterLab applies a display update only while the cell that displayed it runs: a background
-    evaluation's widget gets the matrix itself; a foreground one's output is replaced as before."""
+    evaluation's widget gets the matrix itself; a foreground one's output is replaced as before.
+    Without the live matrix's front end (evaluation_pages.py; test_evaluation_pages.py has it), the
+    widget is the progress table's HTML."""
     from ipyagent import Evaluation
     from ipyagent.notebook import saved_outputs
     from ipyagent.notebook.saved_outputs import SavedOutputs
-    from ipyagent.notebook.views import evaluation_view, transcript_output
+    from ipyagent.notebook.views import evaluation_view, live_widget, transcript_output
+
+    monkeypatch.setattr(live_widget, "available", lambda: False)
 
     updates: list[dict] = []
     monkeypatch.setattr(saved_outputs, "SAVED", SavedOutputs())

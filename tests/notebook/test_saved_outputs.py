@@ -143,10 +143,11 @@ def test_an_evaluations_progress_widget_is_marked_and_its_saved_output_kept(monk
                             value=lambda data, **kw: shown.append(("update", {"data": data,
                                                                             "metadata": kw["metadata"]})))
     view = EvaluationView(Evaluation(["openai:m"], ["a row"]), widgets=True)
-    asked = _ask(saved_outputs.SAVED, view.widget.model_id)
+    model_id = view.widget.model_id  # the live matrix's widget is closed once the saved output replaced it
+    asked = _ask(saved_outputs.SAVED, model_id)
     view.finish()
     assert shown[0] == ("display", {"display_id": view.display_id, "metadata": {"ipyagent": {"live": True}}})
-    assert asked.sent[-1] == {"outputs": {view.widget.model_id: {"output_type": "display_data", **shown[1][1]}}, "pending": []}
+    assert asked.sent[-1] == {"outputs": {model_id: {"output_type": "display_data", **shown[1][1]}}, "pending": []}
     assert "application/vnd.ipyagent.evaluation+json" in shown[1][1]["data"]
 
 

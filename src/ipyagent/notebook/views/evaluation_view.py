@@ -29,6 +29,9 @@ from ..render.evaluation import MIME_TYPE, bundle, progress_html
 from ..render.evaluation_saved import DEFAULT_OUTPUT_MAX
 from ..render.evaluation_terminal import evaluation_renderables
 from ..render.terminal_records import print_rendered
+from . import live_widget
+from .evaluation_pages import Pager
+from .live_widget import close_widgets
 from .terminal import colour_enabled
 from .transcript_output import keep_saved_output, show_live
 
@@ -79,23 +82,59 @@ class EvaluationView:
         self._scheduled = False
         self._closed = False
         self._last = 0.0
+        self.pager: Pager | None = None  # the live matrix's page (evaluation_pages.py), where anywidget draws it
         if widgets:
-            import ipywidgets
-
-            self.widget = ipywidgets.HTML(value=self._html())
+            self.widget = self._live_widget()
             self.display_id = show_live(self)  # marked live: a page that misses the end asks for it
         elif not background:
             stream = stream or sys.stdout
             isatty = getattr(stream, "isatty", None)
             self.tty = stream if callable(isatty) and isatty() else None
 
+    def _live_widget(self) -> Any:
+        """The live matrix, a page at a time (`evaluation_pages`), gradable on any page; without the
+        built front end or anywidget, the progress table (an HTML widget)."""
+        if not live_widget.available():
+            import ipywidgets
+
+            return ipywidgets.HTML(value=self._html())
+        self.pager = Pager(self.ev, note=self._note(), line=self._line)
+        widget = live_widget.live_widget(kind="evaluation")
+        widget.on_msg(self._on_msg)
+        shown(self.ev, limit=self.limit, name=self.name)  # a grade clicked in a page finds it
+        self.ev.listeners.append(self._graded)
+        return widget
+
+    def _on_msg(self, widget: Any, content: Any, buffers: Any) -> None:
+        """A front end asked for a page (on the kernel's thread): sent at once."""
+        if self.pager is not None and self.pager.ask(content):
+            self._send()
+
+    def _graded(self, result: EvalResult) -> None:
+        """A run was graded while the live matrix shows: its row is sent again if on the page."""
+        self.update(result)
+
+    def _drawing(self) -> bool:
+        """Frames are drawn: until the end, and after it for a background evaluation's live matrix."""
+        return not self._closed or (self.background and self.pager is not None)
+
+    def _send(self) -> None:
+        with self._lock:
+            if not self._drawing():
+                return
+            message = self.pager.message()  # type: ignore[union-attr]
+        self.widget.send(message)
+
     def _html(self) -> str:
         """The widget's frame: the progress line (`Evaluation.progress`), the table per provider and,
         in the background, how to wait for it or stop it."""
+        return progress_html(self.ev.provider_progress(), line=self._line(), note=self._note())
+
+    def _note(self) -> str:
+        """In the background: how to wait for it or stop it."""
         name = self.out or "ev"
-        note = (f"running in the background: {name}.wait() waits for it, {name}.cancel() stops it"
+        return (f"running in the background: {name}.wait() waits for it, {name}.cancel() stops it"
                 if self.background else "")
-        return progress_html(self.ev.provider_progress(), line=self._line(), note=note)
 
     def _line(self) -> str:
         """The progress line (`Evaluation.progress`), and in batch mode how far the batches are
@@ -119,6 +158,8 @@ class EvaluationView:
         old, else once later."""
         if self.widget is None and self.tty is None:
             return
+        if self.pager is not None and isinstance(result, EvalResult):
+            self.pager.changed(result.row)
         with self._lock:
             if self._scheduled:
                 return
@@ -133,14 +174,17 @@ class EvaluationView:
         with self._lock:
             self._scheduled = False
             self._last = time.monotonic()
-            if self._closed:
+            if not self._drawing():
                 return
             if self.tty is not None:  # drawn under the lock: `finish` rubs out the last one
                 self.frames += 1
                 self._draw_line()
                 return
         self.frames += 1
-        self.widget.value = self._html()
+        if self.pager is not None:
+            self.widget.send(self.pager.message())
+        else:
+            self.widget.value = self._html()
 
     def discard(self) -> None:
         """The evaluation did not start (no row could be rendered): the progress table goes."""
@@ -178,18 +222,30 @@ class EvaluationView:
             update_display(data, raw=True, metadata=metadata, display_id=self.display_id)
 
             keep_saved_output(self, data, metadata)
-            if self.background:
-                self._matrix_in_widget(data)
+            self._end_live(data)
         elif self.background:
             self._ended_in_background()
         else:
             show_in_terminal(data, metadata)
 
-    def _matrix_in_widget(self, data: dict[str, Any]) -> None:
-        """A background evaluation ended after its cell: JupyterLab applies a display update only
-        while the cell that displayed it runs (its output area hears its own execution's messages),
-        so the widget, which any front end keeps drawing, shows the saved matrix's HTML too."""
-        self.widget.value = data["text/html"]
+    def _end_live(self, data: dict[str, Any]) -> None:
+        """The saved output replaced the live view. In the foreground the live matrix closes. A
+        background evaluation ended after its cell: JupyterLab applies a display update only while
+        the cell that displayed it runs (its output area hears its own execution's messages), so
+        its widget, which any front end keeps drawing, stays: the live matrix, its last page sent
+        again and still paging; the progress table's widget shows the saved matrix's HTML."""
+        if self.pager is None:
+            if self.background:
+                self.widget.value = data["text/html"]
+            return
+        if self.background:
+            self.pager.ended = True
+            self.pager.ask({"type": "hello"})
+            self._send()
+            return
+        if self._graded in self.ev.listeners:
+            self.ev.listeners.remove(self._graded)
+        close_widgets(self.widget)
 
     def regrade(self, result: EvalResult) -> None:
         """A run was graded: draw the saved matrix again in place (nothing in a terminal)."""
