@@ -454,8 +454,17 @@ function matrixPages(doc: Json, rows: number[], columns: string[], fields: Map<n
   return out;
 }
 
-/** The nodes of a saved evaluation. */
-export function renderEvaluation(data: unknown): HTMLElement[] {
+/** What the live matrix gives `renderEvaluation` (evaluation_live.ts): the page's rows in order and
+ * the fields of each (a row may have no run yet), its filter bar and the pager over the page. */
+export interface LivePage {
+  rows: number[];
+  fields: Map<number, unknown>;
+  bar: HTMLElement;
+  pager: HTMLElement;
+}
+
+/** The nodes of a saved evaluation; `live`: a page of a live one (the kernel filtered and paged it). */
+export function renderEvaluation(data: unknown, live?: LivePage): HTMLElement[] {
   if (!isObject(data) || !Array.isArray(data.results) || !Array.isArray(data.providers)) {
     return [el('div', 'ipyagent-error', '⚠ this output is not an ipyagent evaluation')];
   }
@@ -466,7 +475,7 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
   const columns = columnsOf(data);
   const repeat = num(data.repeat) ?? 1;
   const byCell = new Map<string, Json[]>();
-  const fields = new Map<number, unknown>();
+  const fields = new Map<number, unknown>(live?.fields ?? []);
   const order = list(data.field_order).map(String);
   for (const r of list(data.results).filter(isObject)) {
     const key = `${num(r.row)}\u0000${str(r.column ?? r.provider)}`;
@@ -474,7 +483,7 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
     fields.set(num(r.row) ?? 0, inOrder(r.fields, order));
   }
   byCell.forEach(runs => runs.sort((a, b) => (num(a.repeat) ?? 0) - (num(b.repeat) ?? 0)));
-  const rows = [...fields.keys()].sort((a, b) => a - b);
+  const rows = live?.rows ?? [...fields.keys()].sort((a, b) => a - b);
   const state = matrixState(str(data.id));
   const cells = (row: number, c: string): Json[] | undefined => byCell.get(`${row}\u0000${c}`);
   const run = (row: number, c: string, k: number): Json | undefined => cells(row, c)?.find(r => (num(r.repeat) ?? 0) === k);
@@ -482,15 +491,18 @@ export function renderEvaluation(data: unknown): HTMLElement[] {
   const matrix = el('div', 'ipyagent-eval-matrix');
   const draw = (filter: Filter): void => {
     state.filter = filter;
-    const shown = filteredRows(data, rows, filter);
+    const shown = live ? rows : filteredRows(data, rows, filter);
     matrix.replaceChildren(...(shown.length ? matrixPages(data, shown, columns, fields, cells, repeat, context)
       : [el('div', 'ipyagent-meta', 'no row to show under this filter')]));
   };
-  root.append(filterBar(data, rows, state.filter, draw), ...savedNote(data), matrix);
+  const bar = live?.bar ?? filterBar(data, rows, state.filter, draw);
+  root.append(bar, ...(live ? [live.pager] : savedNote(data)), matrix);
   draw(state.filter);
   for (const note of list(data.notes)) {
     root.append(el('div', 'ipyagent-meta', str(note)));
   }
-  root.append(el('div', 'ipyagent-meta', reloadLine(data)));
+  if (!live) {
+    root.append(el('div', 'ipyagent-meta', reloadLine(data)));
+  }
   return [root];
 }

@@ -2,8 +2,9 @@
  * The live view of a run: the front end of ipyagent's anywidget
  * (src/ipyagent/notebook/views/live_widget.py), built into an ES module by esbuild.
  *
- * A widget's model is one run (live_run.ts) or a whole %%compare cell (compare_live.ts, its
- * `kind` trait "compare"); both draw with the transcript renderer's own parts.
+ * A widget's model is one run (live_run.ts), a whole %%compare cell (compare_live.ts, its
+ * `kind` trait "compare"), both drawn with the transcript renderer's own parts, or the live
+ * matrix of a %%compare --over cell (evaluation_live.ts, `kind` "evaluation": a page at a time).
  *
  * Protocol (custom widget messages, kernel -> browser):
  *   {type: "snapshot", seq, doc}  the run so far (the answer to our "hello")
@@ -21,18 +22,25 @@
  */
 
 import { CompareDoc, CompareLiveView } from './compare_live';
+import { EvaluationDoc, EvaluationLiveView } from './evaluation_live';
 import { LiveDoc, LiveView } from './live_run';
 import { offerSavedOutput } from './saved_output';
 import { isObject } from './transcript';
-import type { CompareMessage, KeyedRunMessage, RunMessage, WidgetModel } from './wire';
+import type { CompareMessage, EvaluationMessage, KeyedRunMessage, RunMessage, WidgetModel } from './wire';
 
-const docs = new WeakMap<object, LiveDoc | CompareDoc>();
+type Doc = LiveDoc | CompareDoc | EvaluationDoc;
+const docs = new WeakMap<object, Doc>();
 
-/** The model's document: a run's, or a whole %%compare cell's (its `kind` trait is "compare"). */
-function docOf(model: WidgetModel): LiveDoc | CompareDoc {
+function newDoc(kind: unknown): Doc {
+  return kind === 'compare' ? new CompareDoc() : kind === 'evaluation' ? new EvaluationDoc() : new LiveDoc();
+}
+
+/** The model's document: a run's, a whole %%compare cell's (its `kind` trait is "compare"), or a
+ * %%compare --over cell's live matrix ("evaluation": evaluation_live.ts). */
+function docOf(model: WidgetModel): Doc {
   let doc = docs.get(model);
   if (!doc) {
-    const made = model.get('kind') === 'compare' ? new CompareDoc() : new LiveDoc();
+    const made = newDoc(model.get('kind'));
     docs.set(model, made);
     made.send = msg => model.send(msg);
     model.on('msg:custom', (msg: unknown) => {
@@ -40,6 +48,10 @@ function docOf(model: WidgetModel): LiveDoc | CompareDoc {
         return;
       }
       // From our kernel: its messages are the protocol's (wire.ts).
+      if (made instanceof EvaluationDoc) {
+        made.receive(msg as unknown as EvaluationMessage);
+        return;
+      }
       if (made instanceof CompareDoc) {
         made.receive(msg as CompareMessage | KeyedRunMessage);
       } else {
@@ -61,7 +73,8 @@ export default {
   },
   render({ model, el }: { model: WidgetModel; el: HTMLElement }): () => void {
     const doc = docOf(model);
-    const view = doc instanceof CompareDoc ? new CompareLiveView(el, doc) : new LiveView(el, doc);
+    const view = doc instanceof EvaluationDoc ? new EvaluationLiveView(el, doc)
+      : doc instanceof CompareDoc ? new CompareLiveView(el, doc) : new LiveView(el, doc);
     return () => view.dispose();
   }
 };

@@ -29,18 +29,25 @@ export function filteredRows(doc: Json, rows: number[], filter: Filter): number[
 
 /** The filter buttons, each with its count; `onChange` is told the filter picked. */
 export function filterBar(doc: Json, rows: number[], current: Filter, onChange: (filter: Filter) => void): HTMLElement {
+  const counts = Object.fromEntries(LABELS.map(([f]) => [f, filteredRows(doc, rows, f).length]));
+  return filterButtons(counts, current, isObject(doc.changes), onChange);
+}
+
+/** The filter buttons with the rows each keeps (`counts`; the live matrix's come from the kernel);
+ * `changes`: an earlier run of the cell is known (else "changed" is disabled). */
+export function filterButtons(counts: { [filter: string]: number | undefined }, current: Filter, changes: boolean,
+  onChange: (filter: Filter) => void): HTMLElement {
   const bar = el('div', 'ipyagent-eval-filters');
   bar.setAttribute('role', 'toolbar');
   bar.append(el('span', 'ipyagent-meta', 'show '));
   const buttons: HTMLButtonElement[] = [];
   for (const [filter, label] of LABELS) {
-    const count = filteredRows(doc, rows, filter).length;
-    const text = filter === 'all' ? label : `${label} (${count})`;
+    const text = filter === 'all' ? label : `${label} (${counts[filter] ?? 0})`;
     const node = el('button', 'ipyagent-eval-filter', text) as HTMLButtonElement;
     node.type = 'button';
     node.dataset.filter = filter;
     node.setAttribute('aria-pressed', String(filter === current));
-    if (filter === 'changed' && !isObject(doc.changes)) {
+    if (filter === 'changed' && !changes) {
       node.disabled = true;
       node.title = 'no earlier run of this cell in the run store';
     }

@@ -186,6 +186,35 @@ export type CompareMessage =
 /** A run's message within a comparison. */
 export type KeyedRunMessage = RunMessage & { key: string };
 
+/** The matrix's filters (matrix_filters.ts). */
+export type MatrixFilter = 'all' | 'failed' | 'disagree' | 'changed';
+
+/** What a live evaluation's messages carry besides its page (notebook/views/evaluation_pages.py):
+ * the progress line, a background run's note, the rows each filter keeps, the summary per column. */
+export interface EvaluationProgress {
+  progress: string;
+  note: string;
+  counts: { [filter in MatrixFilter]?: number };
+  summary: Json[];
+}
+
+/** The page of rows a live evaluation shows: where it starts among the rows `filter` keeps
+ * (`matching` of them), its row numbers, and the fields of each (by row number). */
+export interface EvaluationPage {
+  start: number;
+  size: number;
+  filter: MatrixFilter;
+  matching: number;
+  rows: number[];
+  fields: { [row: string]: Json };
+}
+
+/** A live evaluation's messages (kernel -> browser): a page (the evaluation document with the
+ * page's runs only), or the progress alone. */
+export type EvaluationMessage =
+  | ({ type: 'page'; page: EvaluationPage; doc: Json } & EvaluationProgress)
+  | ({ type: 'progress' } & EvaluationProgress);
+
 /** What the browser says: hello (catch me up), a verdict on a call or a sampling request (`text`:
  * its last user message as edited), the answer to an elicitation, the run picked in a comparison's
  * pane; a run's message within a comparison is tagged with the run's `key`. */
@@ -194,6 +223,7 @@ export type FrontMessage = (
   | { type: 'approve'; request: string; verdict: boolean; text?: string }
   | { type: 'elicit'; request: string; action: 'accept' | 'decline' | 'cancel'; content?: { [name: string]: unknown } }
   | { type: 'select'; pane: number; run: number }
+  | { type: 'page'; start: number; filter: MatrixFilter }
   | { type: 'bundle' }
 ) & { key?: string };
 
