@@ -78,5 +78,8 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
             assert result["ours"]["widgets_with_module"] == 1
             assert result["baseline"]["widgets_with_module"] == providers * runs
             assert result["ratio"] >= 0.9 * providers * runs
+        # The live matrix pages from the kernel: more rows send no more pages (the summary aside).
+        assert all(r["vs_50_rows"] <= 2 for r in data["evaluation"].values())
+        assert data["evaluation"]["300"]["baseline"] > 5 * data["evaluation"]["50"]["baseline"]  # every row: grows
     else:
         assert data["median"]["compare_s"] < data["median"]["sum_s"]
