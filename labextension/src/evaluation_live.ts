@@ -5,7 +5,8 @@
  *
  * Protocol (custom widget messages; wire.ts `EvaluationMessage`):
  *   kernel -> browser  {type: "page", page, doc, progress, note, counts, summary}  the page shown
- *                      {type: "progress", progress, note, counts, summary}         the rest only
+ *                      {type: "progress", progress, note, counts, summary?}        the rest only
+ *                      (the summary at most once a second: the last one is kept)
  *   browser -> kernel  {type: "hello"}, {type: "page", start, filter}  (previous, next, a filter)
  * A grade clicked in a cell goes to the kernel as in a saved matrix (grading.ts); the kernel
  * sends the page again with it.
@@ -33,7 +34,8 @@ export class EvaluationDoc {
     } else if (msg.type !== 'progress') {
       return;
     }
-    this.progress = { progress: msg.progress, note: msg.note, counts: msg.counts, summary: msg.summary };
+    const summary = msg.summary ?? this.progress?.summary; // the last one sent
+    this.progress = { progress: msg.progress, note: msg.note, counts: msg.counts, summary };
     this.listeners.forEach(listener => listener());
   }
 

@@ -190,12 +190,13 @@ export type KeyedRunMessage = RunMessage & { key: string };
 export type MatrixFilter = 'all' | 'failed' | 'disagree' | 'changed';
 
 /** What a live evaluation's messages carry besides its page (notebook/views/evaluation_pages.py):
- * the progress line, a background run's note, the rows each filter keeps, the summary per column. */
+ * the progress line, a background run's note, the rows each filter keeps, and (with a page, else at
+ * most once a second) the summary per column. */
 export interface EvaluationProgress {
   progress: string;
   note: string;
   counts: { [filter in MatrixFilter]?: number };
-  summary: Json[];
+  summary?: Json[];
 }
 
 /** The page of rows a live evaluation shows: where it starts among the rows `filter` keeps

@@ -178,3 +178,27 @@ def test_a_background_live_matrix_keeps_paging_after_its_end_a_foreground_one_cl
     background._on_msg(background.widget, {"type": "page", "start": PAGE, "filter": "all"}, [])
     assert sent[-1]["page"]["rows"] == list(range(PAGE, 80))
     assert foreground.widget.comm is None  # closed: the saved output took its place
+
+
+def test_the_summary_goes_with_a_page_and_else_at_most_once_a_second() -> None:
+    from ipyagent.notebook.views.evaluation_pages import SUMMARY_S
+
+    now = [100.0]
+    pager = Pager(finished_evaluation(120), clock=lambda: now[0])
+    assert "summary" in pager.message()  # with the first page
+    pager.changed(110)
+    assert "summary" not in pager.message()  # the progress alone, within the second
+    now[0] += SUMMARY_S
+    assert [s["runs"] for s in pager.message()["summary"]] == [120, 120]
+
+
+def test_the_row_index_reads_only_new_runs_and_starts_again_when_the_runs_are_replaced() -> None:
+    ev = finished_evaluation(20, failing={3})
+    pager = Pager(ev)
+    assert pager.message()["counts"]["failed"] == 1
+    later = finished_evaluation(20, failing={5, 6})
+    ev.results.extend(later.results[:2])  # row 0 again, both passing: nothing new fails
+    assert pager.message()["counts"]["failed"] == 1 and len(pager.index.by_row[0]) == 4
+    ev.results = later.results  # replaced (a re-run): indexed again from its first run
+    assert pager.message()["counts"] == {"all": 20, "failed": 2, "disagree": 2, "changed": 0}
+    assert len(pager.index.by_row[0]) == 2

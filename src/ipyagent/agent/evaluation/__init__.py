@@ -13,7 +13,6 @@ from ..._lazy import lazy_exports
 
 #: Lazy (each module loads on first use): a cell's template needs `templates` alone, not the runner.
 __getattr__ = lazy_exports(__name__, {
-    "analysis": ("row_flags",),
     "archive": ("load_evaluation", "stored_evaluations"),
     "checks": ("parse_assertion",),
     "results": ("EvalResult", "Evaluation"),

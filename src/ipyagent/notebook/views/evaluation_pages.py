@@ -15,10 +15,14 @@ front end no more than a 50-row one, apart from the summary. Messages (custom wi
   rows only, each answer a preview (`evaluation_saved.preview`), the headline's counts over
   every run in ``saved``; ``PAGE_INFO`` is ``{"start", "size", "filter", "matching", "rows",
   "fields"}`` (``rows``: the page's row numbers; ``fields``: each row's fields, by row, for rows
-  with no run yet). ``PROGRESS`` is ``{"progress": LINE, "note": NOTE, "counts": {FILTER: ROWS},
-  "summary": SUMMARY}``: the progress line (`Evaluation.progress`), the rows each filter keeps
-  and the summary per column (`Evaluation.summary_records`, without the bootstrap statistics,
-  which the saved output computes once at the end).
+  with no run yet). ``PROGRESS`` is ``{"progress": LINE, "note": NOTE, "counts": {FILTER: ROWS}, "summary"?:
+  SUMMARY}``: the progress line (`Evaluation.progress`), a background run's note (how to wait for
+  it or stop it; both "" once it ended), the rows each filter keeps and, with a page or at most
+  every `SUMMARY_S` seconds, the summary per column (`Evaluation.summary_records`, without the
+  bootstrap statistics, which the saved output computes once at the end).
+
+A frame reads the runs ended since the last one (`RowIndex`), the page's runs and, once a
+`SUMMARY_S`, every run for the summary.
 """
 
 from __future__ import annotations
@@ -28,13 +32,15 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from ...agent import Evaluation, row_fields, row_flags
+from ...agent import EvalResult, Evaluation, row_fields
 from ...core import redact_data
 from ..render.evaluation import PAGE
 from ..render.evaluation_saved import preview
 
 #: The matrix's filters, as labextension/src/matrix_filters.ts names them.
 FILTERS = ("all", "failed", "disagree", "changed")
+#: Seconds between two summaries sent at most (it reads every run), but for one that goes with a page.
+SUMMARY_S = 1.0
 
 
 def _no_statistics(ev: Evaluation) -> dict[str, Any]:
@@ -44,20 +50,74 @@ def _no_statistics(ev: Evaluation) -> dict[str, Any]:
             "columns": [defaultdict(lambda: None, column=c) for c in ev.columns]}
 
 
+class RowIndex:
+    """`ev`'s runs by row and the rows each filter keeps, brought up to date from the runs ended
+    since the last call only (a frame costs what changed, not the matrix)."""
+
+    def __init__(self, ev: Evaluation) -> None:
+        self.ev = ev
+        self.by_row: dict[int, list[EvalResult]] = {}
+        self.failed: set[int] = set()
+        self.disagree: set[int] = set()
+        self._read = 0  # runs of `ev.results` indexed
+        self._first: EvalResult | None = None  # the first run indexed: the results were replaced when it differs
+
+    def update(self) -> None:
+        results = self.ev.results
+        if self._read > len(results) or (self._read and results[0] is not self._first):
+            self.__init__(self.ev)  # type: ignore[misc]  # the results were replaced: index again
+        new = results[self._read:]
+        self._read += len(new)
+        if new and self._first is None:
+            self._first = results[0]
+        for r in new:
+            self.by_row.setdefault(r.row, []).append(r)
+        for row in {r.row for r in new}:
+            self._flag(row)
+
+    def _flag(self, row: int) -> None:
+        """`analysis.row_flags` of one row: failed (a run did not pass or was not rendered), disagree
+        (the columns' pass rates on it differ)."""
+        runs = self.by_row[row]
+        failed = any(r.status == "template_error" or (r.ran and not r.passed) for r in runs)
+        rates: dict[str, list[int]] = {}
+        for r in runs:
+            if r.ran:
+                counts = rates.setdefault(r.column, [0, 0])
+                counts[0] += bool(r.passed)
+                counts[1] += 1
+        disagree = len(rates) > 1 and len({p / n for p, n in rates.values()}) > 1
+        for rows, flagged in ((self.failed, failed), (self.disagree, disagree)):
+            if flagged:
+                rows.add(row)
+            else:
+                rows.discard(row)
+
+    def flags(self) -> dict[str, list[int]]:
+        """Row numbers per filter (`FILTERS`), each sorted."""
+        return {"all": list(range(len(self.ev.rows))), "failed": sorted(self.failed),
+                "disagree": sorted(self.disagree), "changed": sorted((self.ev.changes or {}).get("rows", []))}
+
+
 class Pager:
-    """The page of `ev`'s matrix a live view shows, and the messages that keep it up to date.
+    """The page of `ev`'s matrix a live view shows, and the messages that keep it up to date. The
+    summary (`Evaluation.summary_records`, which reads every run) goes at most every `SUMMARY_S`
+    seconds of `clock`, and whenever a page goes.
 
     Thread-safe: runs end on ipyagent's loop, pages are asked on the kernel's thread."""
 
-    def __init__(self, ev: Evaluation, size: int = PAGE, note: str = "", line: Any = None) -> None:
+    def __init__(self, ev: Evaluation, size: int = PAGE, note: str = "", clock: Any = time.monotonic,
+                 line: Any = None) -> None:
         """`line`: the progress line, called each frame (default `Evaluation.progress`'s)."""
-        self.ev, self.size, self.note = ev, size, note
+        self.ev, self.size, self.note, self.clock = ev, size, note, clock
         self.line = line or (lambda: str(ev.progress))
         self.start, self.filter = 0, "all"
         self.ended = False  # the evaluation ended: no progress line (the headline says it all)
+        self.index = RowIndex(ev)
         self._lock = threading.Lock()
         self._shown: tuple[int, ...] | None = None  # the rows of the page last sent
         self._dirty: set[int] = set()  # rows with a run ended or graded since the last message
+        self._summary_at: float | None = None  # when the summary was last sent
 
     def ask(self, content: Any) -> bool:
         """A front end's request (the module doc); True when it was one (the page is sent again)."""
@@ -77,16 +137,11 @@ class Pager:
         with self._lock:
             self._dirty.add(row)
 
-    def _flags(self) -> dict[str, list[int]]:
-        flags = row_flags(self.ev)
-        flags["changed"] = sorted((self.ev.changes or {}).get("rows", []))
-        flags["all"] = list(range(len(self.ev.rows)))
-        return flags
-
     def message(self) -> dict[str, Any]:
         """The next message for the front end: the page when its rows changed, else the progress."""
-        flags = self._flags()
         with self._lock:
+            self.index.update()
+            flags = self.index.flags()
             matching = flags[self.filter]
             if self.start >= len(matching):  # the last page, when the rows kept shrank
                 self.start = max((len(matching) - 1) // self.size * self.size, 0)
@@ -94,18 +149,21 @@ class Pager:
             again = rows != self._shown or not self._dirty.isdisjoint(rows)
             self._shown, self._dirty = rows, set()
             start, name = self.start, self.filter
-        ev = self.ev
-        message: dict[str, Any] = {
-            "type": "progress", "progress": "" if self.ended else self.line(),
-            "note": "" if self.ended else self.note,
-            "counts": {f: len(flags[f]) for f in FILTERS},
-            "summary": redact_data(ev.summary_records(stats=_no_statistics(ev))),
-        }
-        if again:
-            message["type"] = "page"
-            message["page"] = {"start": start, "size": self.size, "filter": name, "matching": len(matching),
-                               "rows": list(rows), "fields": self._fields(rows)}
-            message["doc"] = self._doc(rows, flags, message["summary"])
+            now = self.clock()
+            summary = again or self.ended or self._summary_at is None or now - self._summary_at >= SUMMARY_S
+            if summary:
+                self._summary_at = now
+            message: dict[str, Any] = {
+                "type": "progress", "progress": "" if self.ended else self.line(),
+                "note": "" if self.ended else self.note, "counts": {f: len(flags[f]) for f in FILTERS},
+            }
+            if summary:
+                message["summary"] = redact_data(self.ev.summary_records(stats=_no_statistics(self.ev)))
+            if again:
+                message["type"] = "page"
+                message["page"] = {"start": start, "size": self.size, "filter": name, "matching": len(matching),
+                                   "rows": list(rows), "fields": self._fields(rows)}
+                message["doc"] = self._doc(rows, flags, message["summary"])
         return message
 
     def _fields(self, rows: tuple[int, ...]) -> dict[str, Any]:
@@ -114,21 +172,27 @@ class Pager:
     def _doc(self, rows: tuple[int, ...], flags: dict[str, list[int]], summary: list[dict[str, Any]]) -> dict[str, Any]:
         """The page's document (the module doc's ``DOC``)."""
         ev, keep = self.ev, set(rows)
-        results = list(ev.results)
         order = {c: i for i, c in enumerate(ev.columns)}
-        mine = sorted((r for r in results if r.row in keep), key=lambda r: (r.row, order.get(r.column, 0), r.repeat))
-        runs = [preview(redact_data(r.to_dict())) for r in mine]
+        mine = sorted((r for n in rows for r in self.index.by_row.get(n, [])),
+                      key=lambda r: (r.row, order.get(r.column, 0), r.repeat))
+        flaky: dict[tuple[int, str], set[bool]] = {}
+        for r in mine:
+            if r.ran:
+                flaky.setdefault((r.row, r.column), set()).add(bool(r.passed))
+        progress = ev.progress
         return {
             "id": ev.id, "providers": ev.providers, "columns": ev.columns, "variants": ev.variants,
             "repeat": ev.repeat, "assertions": ev.assertions, "total": ev.total,
-            "wall_s": ev.wall_s or time.monotonic() - ev.started,  # so far, while it runs
+            "wall_s": ev.wall_s or progress.elapsed_s,  # so far, while it runs
             "interrupted": False, "budget": ev.budget, "budget_stopped": ev.budget_stopped, "spent": ev.spent,
-            "reserved": ev.reserved, "skipped": ev.skipped, "notes": [], "aliases": ev.aliases,
-            "summary": summary, "baseline": None, "comparisons": [], "agreement": [], "changes": ev.changes,
+            "reserved": ev.reserved, "skipped": sum(s["skipped"] for s in summary), "notes": [],
+            "aliases": ev.aliases, "summary": summary, "baseline": None, "comparisons": [], "agreement": [],
+            "changes": ev.changes,
             "row_flags": {f: [n for n in flags[f] if n in keep] for f in ("failed", "disagree", "changed")},
-            "flaky": [[n, c] for n, c in ev.flaky() if n in keep], "results": runs,
+            "flaky": [[n, c] for (n, c), seen in flaky.items() if len(seen) > 1],
+            "results": [preview(redact_data(r.to_dict())) for r in mine],
             "field_order": list(dict.fromkeys(k for r in mine for k in r.fields)),
-            "saved": {"results": len(results), "done": sum(r.ran for r in results),
-                      "cached": sum(r.cached for r in results), "passed": sum(bool(r.passed) for r in results),
-                      "rows": len({r.row for r in results}), "note": ""},
+            "saved": {"results": progress.finished, "done": sum(s["runs"] for s in summary),
+                      "cached": sum(s["cached"] for s in summary), "passed": sum(s["passed"] for s in summary),
+                      "rows": len(self.index.by_row), "note": ""},
         }
