@@ -257,6 +257,8 @@ def test_the_live_view_draws_one_frame_per_frame_time_on_the_loop_whatever_the_r
     monkeypatch.setattr(threading, "Timer", None)  # a thread per frame would fail here
     ev = Evaluation(["openai:m"], [f"r{n}" for n in range(100)])
     view = evaluation_view.EvaluationView(ev, widgets=True)
+    sent: list[dict] = []  # the live matrix's messages (evaluation_pages.py)
+    monkeypatch.setattr(view.widget, "send", sent.append)
 
     async def main() -> None:
         for n in range(100):
@@ -267,4 +269,4 @@ def test_the_live_view_draws_one_frame_per_frame_time_on_the_loop_whatever_the_r
 
     run_virtual(main, monkeypatch, evaluation_view)
     assert 10 <= view.frames <= 12
-    assert "100 / 100 runs" in view.widget.value
+    assert sent[-1]["progress"].startswith("100 / 100 runs")
