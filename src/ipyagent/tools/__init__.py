@@ -15,10 +15,10 @@ __getattr__ = lazy_exports(__name__, {
     # an MCP server's resources and prompts, read for the user (%mcp resources, --with mcp:NAME/URI)
     "mcp_resources": ("PromptText", "get_prompt", "list_prompts", "list_resources", "prompt_cell",
                       "read_resource", "subscribe_resource"),
-    "mcp_oauth": ("TokenFile",),
+    "mcp_oauth": ("TokenFile",),  # OAuth tokens of a remote MCP server, outside the notebook
     # the notebook as the agent's workspace (a front end's `NotebookAccess` is the notebook layer's)
     "notebook": ("NotebookAccess", "NotebookCell", "NotebookTools", "NotebookUnsupported"),
-    "mcp_serve": ("ToolServer",),  # a tool's activities as an MCP server (%agent serve-mcp)  # OAuth tokens of a remote MCP server, outside the notebook
+    "mcp_serve": ("ToolServer",),  # a tool's activities as an MCP server (%agent serve-mcp)
 })
 
 __all__ = [

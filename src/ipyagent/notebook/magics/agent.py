@@ -339,7 +339,9 @@ class AgentMagics(Magics):
                          masked=self.session.last_masked)
         # the view asks the user: tool approval (a notebook change with its diff), MCP sampling and elicitation
         workspace = next((t for t in run_options.tools.tools if isinstance(t, NotebookTools)), None)
-        approve = view.request_approval if workspace is None else approval_with_preview(view.request_approval, workspace)
+        approve = view.request_approval
+        if workspace is not None:
+            approve = approval_with_preview(view.request_approval, workspace)
         options = replace(active.options, approve=approve, approve_sampling=view.request_sampling,
                           elicit=view.request_elicitation, max_history=args.max_history,
                           context_window=args.context_window)

@@ -40,7 +40,8 @@ div.ipyagent-evaluation table tr th,div.ipyagent-evaluation table tr td{border:1
 padding:2px 6px;text-align:left !important;vertical-align:top}
 div.ipyagent-evaluation .ipyagent-eval-summary table tr td{text-align:right !important}
 div.ipyagent-evaluation .ipyagent-eval-summary table tr td:first-child{text-align:left !important}
-.ipyagent-evaluation .ipyagent-eval-cell{padding:1px 4px;border-radius:3px;max-width:28em;overflow:hidden;overflow-wrap:anywhere}
+.ipyagent-evaluation .ipyagent-eval-cell{padding:1px 4px;border-radius:3px;max-width:28em;overflow:hidden;
+overflow-wrap:anywhere}
 .ipyagent-evaluation .ipyagent-eval-cell>details>summary{list-style:none;display:block;cursor:pointer}
 .ipyagent-evaluation .ipyagent-eval-cell>details>summary::-webkit-details-marker{display:none}
 .ipyagent-evaluation .ipyagent-eval-rate{font-weight:normal;color:var(--jp-ui-font-color2,#777)}
