@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from ipyagent.core import ModelStarted, ToolAction, ToolCallDelta, add_secret
 from ipyagent.core.redact import MASK
 from ipyagent.notebook.views.run_view import TextView, WidgetView
-from ipyagent.notebook.workspace import FrontEndNotebook, HistoryNotebook, output_texts, run_here
+from ipyagent.notebook.workspace import FrontEndNotebook, HistoryNotebook, KernelNotebook, output_texts, run_here
 from ipyagent.tools import NotebookTools, NotebookUnsupported
 
 from ..support.live_front import FrontEnd
@@ -34,6 +34,8 @@ def test_terminal_history_reads_as_cells(ip: Any) -> None:
     assert [c.source for c in cells[-3:]] == ["answer = 6 * 7", "print('the answer is', answer)", "answer + 1"]
     assert cells[-2].outputs == ["the answer is 42\n"] and [o.strip()[-2:] for o in cells[-1].outputs] == ["43"]
     assert cells[-1].execution_count == cells[-1].index + 1
+    run(ip, "%pwd")
+    assert HistoryNotebook(ip).cells()[-1].source == "%pwd"  # as typed, not the call IPython made of it
 
 
 def test_terminal_ipython_offers_the_next_input_only(ip: Any) -> None:
@@ -171,8 +173,31 @@ def test_without_the_labextension_the_history_is_read(ip: Any, monkeypatch: pyte
     if front == "closed":
         comm.close_from_front()
     assert notebook.cells()[-1].source == "seen = 'from the history'" and comm.sent == []
-    with pytest.raises(NotebookUnsupported, match="this kernel \\(no notebook front end with ipyagent answered\\)"):
-        notebook.run(0)
+    assert isinstance(notebook.history, KernelNotebook) and notebook.cells() == notebook.history.cells()
+    assert notebook.kind == notebook.history.kind  # what list_cells names
+    comm.deliver({"hello": {"kind": "JupyterLab"}})  # too late: the kernel's own stays in use
+    assert not notebook.front_end() and comm.sent == []
+    with pytest.raises(NotebookUnsupported, match="this kernel, which no notebook front end with ipyagent answers for"):
+        notebook.edit(0, "x")
+
+
+def test_without_a_front_end_the_kernel_keeps_the_cells_added_and_runs_them(ip: Any) -> None:
+    """nbclient, papermill: the cell added is the kernel's; running it runs it here, its output kept."""
+    run(ip, "base = 40")
+    ran_on_kernel: list[Any] = []
+    notebook = KernelNotebook(ip, lambda work: ran_on_kernel.append(work) or work())
+    end = len(notebook.cells())
+    with pytest.raises(NotebookUnsupported, match=f"can only add a cell at the end \\(index {end}\\)"):
+        notebook.insert(0, "print(base)", "code")
+    assert notebook.insert(end, "print(base + 1)", "code").index == end and ip.rl_next_input == "print(base + 1)"
+    assert notebook.edit(end, "print(base + 2)").source == "print(base + 2)"
+    ran = notebook.run(end)
+    assert ran.outputs == ["42\n"] and len(ran_on_kernel) == 1
+    assert notebook.cells()[end].outputs == ["42\n"] and notebook.cells()[end - 1].source == "base = 40"
+    assert notebook.insert(end + 1, "The answer.", "markdown").cell_type == "markdown"
+    with pytest.raises(NotebookUnsupported, match="cannot change the history"):
+        notebook.edit(end - 1, "base = 0")
+    assert notebook.run(end - 1).outputs == [] and ip.user_ns["base"] == 40  # a history cell runs again too
 
 
 async def _until(check: Any) -> None:

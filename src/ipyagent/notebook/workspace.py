@@ -12,18 +12,26 @@ of each front end behind `tools.NotebookTools`.
   (`run_here`), and the plugin puts the outputs under the cell. The front end cannot run it: the
   ``%%agent`` cell that asks holds the kernel, and an execute request waits behind it (TOOLCHAIN.md
   §3d: comm messages go through while a cell awaits, execute requests do not).
-* `HistoryNotebook` (terminal IPython, or a kernel no such front end shows): reading is the
-  session's history (``In``, the cell log's text outputs, ``Out``); a new cell can only be the next
-  input (``set_next_input``, at the end); editing and running say so.
+* `HistoryNotebook` (terminal IPython): reading is the session's history (``In``, the cell log's
+  text outputs, ``Out``); a new cell can only be the next input (``set_next_input``, at the end);
+  editing and running say so.
+* `KernelNotebook` (a kernel no front end with the labextension answers for: nbclient, papermill,
+  ``jupyter nbconvert --execute``, a front end without the plugin): the history, then the cells the
+  agent added, kept in the kernel (no front end is there to hold them) and offered as the next input
+  too; a run runs the source in the kernel (`run_here`), as with JupyterLab. The saved notebook shows
+  such cells only in the calls' cards.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import sys
 import threading
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from IPython import get_ipython
@@ -83,7 +91,8 @@ class HistoryNotebook(NotebookAccess):
         self.kind = kind
 
     def cells(self) -> list[NotebookCell]:
-        sources = list(self.shell.user_ns.get("In") or [""])[1:]
+        raw = getattr(getattr(self.shell, "history_manager", None), "input_hist_raw", None)
+        sources = list(raw or self.shell.user_ns.get("In") or [""])[1:]  # as typed: a magic, not its call
         results = self.shell.user_ns.get("Out") or {}
         log = cell_log.get(self.shell)
         cells = []
@@ -106,6 +115,51 @@ class HistoryNotebook(NotebookAccess):
 
     def run(self, index: int) -> NotebookCell:
         raise NotebookUnsupported(READ_ONLY.format(kind=self.kind, end=len(self.cells()), what="run cells"))
+
+
+class KernelNotebook(HistoryNotebook):
+    """A kernel's notebook when no front end with the labextension answers (see the module doc): the
+    history, then the cells the agent added in this session (kept here, their outputs with them).
+    `on_kernel(work)` calls ``work()`` on the kernel's thread (`FrontEndNotebook._on_kernel`)."""
+
+    def __init__(self, shell: Any, on_kernel: Callable[[Callable[[], Any]], Any]) -> None:
+        super().__init__(shell, kind="this kernel, which no notebook front end with ipyagent answers for "
+                         "(cells added stay in the kernel)")
+        self.on_kernel = on_kernel
+        self.added: list[NotebookCell] = []
+
+    def cells(self) -> list[NotebookCell]:
+        history = super().cells()
+        return history + [replace(c, index=len(history) + n) for n, c in enumerate(self.added)]
+
+    def _added(self, index: int) -> int | None:
+        """The position in `added` of cell `index`, None for a cell of the history."""
+        at = index - (len(self.cells()) - len(self.added))
+        return at if 0 <= at < len(self.added) else None
+
+    def insert(self, index: int, source: str, cell_type: str) -> NotebookCell:
+        end = len(self.cells())
+        if index != end:
+            raise NotebookUnsupported(f"{self.kind} can only add a cell at the end (index {end})")
+        self.added.append(NotebookCell(index=end, cell_type=cell_type, source=source))
+        if cell_type == "code":  # a front end that takes the next input (classic Notebook) shows it below
+            self.shell.set_next_input(source, replace=False)
+        return self.cell(end)
+
+    def edit(self, index: int, source: str) -> NotebookCell:
+        at = self._added(index)
+        if at is None:
+            raise NotebookUnsupported(f"{self.kind} cannot change the history: only the cells added can be edited")
+        self.added[at] = replace(self.added[at], source=source, outputs=[], execution_count=None)
+        return self.cell(index)
+
+    def run(self, index: int) -> NotebookCell:
+        cell = self.cell(index)
+        outputs = output_texts(self.on_kernel(lambda: run_here(self.shell, cell.source)))
+        at = self._added(index)
+        if at is not None:
+            self.added[at] = replace(self.added[at], outputs=outputs)
+        return replace(cell, outputs=outputs, execution_count=None)
 
 
 def run_here(shell: Any, source: str) -> list[dict[str, Any]]:
@@ -163,7 +217,7 @@ class _Stream:
 
 class FrontEndNotebook(NotebookAccess):
     """The notebook a front end shows, through the labextension's comm (see the module doc); the
-    session's history (`HistoryNotebook`) when no such front end answers in `FRONT_END_GRACE_S`.
+    kernel's own (`KernelNotebook`) when no such front end answers in `FRONT_END_GRACE_S`.
 
     Made on the kernel's thread (a magic, a cell): the comm opens and the kernel's loop is noted,
     to run cells on. The operations are called from tool threads and wait for the answers.
@@ -175,7 +229,7 @@ class FrontEndNotebook(NotebookAccess):
         from comm import create_comm
 
         self.shell = shell
-        self.history = HistoryNotebook(shell, kind="this kernel (no notebook front end with ipyagent answered)")
+        self.history = KernelNotebook(shell, self._on_kernel)
         self.grace, self.timeout = grace, timeout
         self._ids = itertools.count(1)
         self._pending: dict[str, concurrent.futures.Future[dict[str, Any]]] = {}
@@ -188,8 +242,9 @@ class FrontEndNotebook(NotebookAccess):
 
     def _on_msg(self, msg: dict[str, Any]) -> None:
         data = msg.get("content", {}).get("data") or {}
-        if "hello" in data and not self._hello.done():
-            self._hello.set_result(data["hello"] if isinstance(data["hello"], dict) else {})
+        if "hello" in data:
+            with contextlib.suppress(concurrent.futures.InvalidStateError):  # too late: the kernel's own is in use
+                self._hello.set_result(data["hello"] if isinstance(data["hello"], dict) else {})
             return
         future = self._pending.pop(str(data.get("request")), None)
         if future is not None and not future.done():
@@ -207,9 +262,15 @@ class FrontEndNotebook(NotebookAccess):
         """Whether a front end with the labextension answered (waits up to `grace` seconds once)."""
         try:
             hello = self._hello.result(self.grace)
-        except concurrent.futures.TimeoutError:
-            return False
-        if hello.get("kind"):
+        except concurrent.futures.TimeoutError:  # none: the kernel's own from now on (a late hello is not waited for)
+            try:
+                self._hello.set_result({"closed": True})
+            except concurrent.futures.InvalidStateError:  # the hello came just now
+                pass
+            hello = self._hello.result()
+        if hello.get("closed"):
+            self.kind = self.history.kind
+        elif hello.get("kind"):
             self.kind = str(hello["kind"])
         return not hello.get("closed")
 
