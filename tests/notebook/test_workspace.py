@@ -68,6 +68,8 @@ def test_a_cell_run_by_the_kernel_keeps_its_outputs_apart(ip: Any, capsys: pytes
 def test_notebook_options_are_checked(ip: Any) -> None:
     with pytest.raises(UsageError, match="--approve-notebook goes with --notebook"):
         ip.run_cell_magic("agent", "--approve-notebook", "hello")
+    with pytest.raises(UsageError, match="--approve-runs goes with --notebook"):
+        ip.run_cell_magic("agent", "--approve-runs", "hello")
     with pytest.raises(UsageError, match="--notebook .*not available with --compare"):
         ip.run_cell_magic("agent", "--notebook --compare a,b", "hello")
 

@@ -75,6 +75,9 @@ _AGENT_CELL = (
              "asks for your approval)"),
     argument("--approve-notebook", action="store_true",
              help="with --notebook: inserts and edits go without asking (runs still ask)"),
+    argument("--approve-runs", action="store_true",
+             help="with --notebook: runs of cells go without asking too (a run no browser shows, such as "
+             "nbclient or papermill, has no one to approve them)"),
     argument("--code", nargs="?", const="python", metavar="LANG",
              help="put the answer's first Python code block (LANG: another language; all: every block) "
              "into a new cell below, not run"),
@@ -244,7 +247,8 @@ class AgentMagics(Magics):
         prompt, context, masked, prompt_turn = self._cell_prompt(args, cell)
         run_options = replace(self.inputs.run_options(args), context=tuple(context))
         if args.notebook:  # the notebook as the agent's workspace (workspace.py)
-            workspace = notebook_tools(approve_edits=args.approve_notebook, shell=self.shell)
+            workspace = notebook_tools(approve_edits=args.approve_notebook, approve_runs=args.approve_runs,
+                                       shell=self.shell)
             run_options = replace(run_options, tools=Toolbox([*run_options.tools.tools, workspace]))
         self.session.last_context = [b.describe() for b in context]
         self.session.last_masked = masked_counts(masked, context)
@@ -278,8 +282,9 @@ class AgentMagics(Magics):
         if args.compare and (args.error or args.with_ or args.cells or args.code or args.mcp_prompt or args.notebook):
             raise UsageError("--error, --with, --cells, --code, --notebook and --prompt are not available with "
                              "--compare; use %%agent without it")
-        if args.approve_notebook and not args.notebook:
-            raise UsageError("--approve-notebook goes with --notebook")
+        for flag in ("approve_notebook", "approve_runs"):
+            if getattr(args, flag) and not args.notebook:
+                raise UsageError(f"--{flag.replace('_', '-')} goes with --notebook")
 
     def _cell_prompt(self, args: Any, cell: str) -> tuple[str, list[Any], int, list[Message]]:
         """(the prompt, the context blocks attached to it, values masked, the ``--prompt`` messages
