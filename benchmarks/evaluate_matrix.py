@@ -123,16 +123,16 @@ def bare_client_s(url: str, names: list[str], requests: int, concurrency: int) -
 
 def watch_writers() -> list:
     """Every run-store writer the evaluations make from now on (their longest commit wait)."""
-    from ipyagent.agent.evaluation import runner
+    from ipyagent.agent.evaluation import matrix
 
     writers: list = []
 
-    class Watched(runner.CacheWriter):
+    class Watched(matrix.CacheWriter):
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)
             writers.append(self)
 
-    runner.CacheWriter = Watched
+    matrix.CacheWriter = Watched
     return writers
 
 

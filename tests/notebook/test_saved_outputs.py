@@ -130,7 +130,7 @@ def test_the_comm_target_is_registered_in_a_kernel_only() -> None:
 def test_an_evaluations_progress_widget_is_marked_and_its_saved_output_kept(monkeypatch) -> None:
     """%%compare --over's progress widget (an ipywidgets HTML) takes the same path: a page that
     missed its end gets the matrix, not the last progress drawn."""
-    from ipyagent.agent.evaluation.runner import Evaluation
+    from ipyagent.agent.evaluation.results import Evaluation
     from ipyagent.notebook import saved_outputs
     from ipyagent.notebook.views import evaluation_view, transcript_output
     from ipyagent.notebook.views.evaluation_view import EvaluationView

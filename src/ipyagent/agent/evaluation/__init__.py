@@ -2,10 +2,11 @@
 
 `templates` renders the prompt and check templates for each row; `plan` renders them all (and
 prepares every check) before the first request; `checks` parses and runs the checks (`limits`:
-their time limits); `runner` schedules the runs (`scheduler`: a lane per provider, one budget)
-and caches them in the run store (`cache`), or sends them through the providers' batch APIs
-(`batch`); `results` holds what came back (`Evaluation`,
-`EvalResult`); `export` writes it to a file and `archive` gives it back (`load_evaluation`).
+their time limits); `runner` checks the arguments and starts the matrix; `matrix` schedules the
+runs (`scheduler`: a lane per provider, one budget), `cells` runs and checks one, `cache` keys
+and claims them in the run store, or `batch` sends them through the providers' batch APIs;
+`results` holds what came back (`Evaluation`, `EvalResult`); `export` writes it to a file and
+`archive` gives it back (`load_evaluation`).
 """
 
 

@@ -31,7 +31,7 @@ from ..loop_thread import run_sync
 from ..options import RunOptions
 
 if TYPE_CHECKING:  # the runner imports this module
-    from .runner import _Cell, _Lane, _Run
+    from .matrix import _Cell, _Lane, _Run
 
 #: Seconds between two looks at a batch's state (the providers answer within hours; `poll_s` in tests).
 POLL_S = 30.0

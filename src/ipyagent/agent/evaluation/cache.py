@@ -18,11 +18,17 @@ import asyncio
 import hashlib
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core import PromptStack
 from ...drivers import with_rule_instruction
 from ...memory import RunStore, message_json
+from ..options import RunOptions
+
+if TYPE_CHECKING:  # the matrix imports this module
+    from ..agent import Agent
+    from .matrix import _Cell
+    from .plan import Variant
 
 #: Seconds a finished run may wait to be committed to the run store, at most (under load).
 COMMIT_S = 0.25
@@ -137,3 +143,85 @@ class CacheWriter:
     def close(self) -> None:
         """Commit what is queued (the end of the evaluation, or an interrupt)."""
         self.flush()
+
+
+#: Seconds between two looks at the store while another process sends a run's request (`CacheClaims._wait_for`).
+CLAIM_POLL_S = 0.1
+#: Seconds a claim outlives its run's deadline (a process that died holding it: then another sends it).
+CLAIM_MARGIN_S = 60.0
+
+
+class CacheClaims:
+    """A mixin of `matrix._Run`: each cell's cache key, and the claims by which processes sharing a
+    store send each request once. Uses the run's `run_options`, `cache`, `store`, `digests`,
+    `twins` and `claimed`."""
+
+    def _key(self, prototype: Agent, prompt: str, variant: Variant | None = None, repeat: int = 0) -> str | None:
+        """The cache key of the `repeat`-th run of `prompt` on `prototype` in `variant` (its system
+        prompt) (`cache.prompt_key`): the request the driver builds around a placeholder prompt is
+        hashed once per agent and variant, then each prompt and repeat with it."""
+        system = variant.system if variant is not None else None
+        slot = (id(prototype), system)
+        if slot not in self.digests:
+            get = self.run_options.get
+            options = RunOptions(system=system, settings=get("settings"), output_schema=get("output_schema"),
+                                 output_strategy=get("output_strategy"))
+            stack = prototype.prompt_stack(PLACEHOLDER, options)
+            images = get("images")
+            if images:
+                stack.messages[-1].content.extend(images)
+            digest = request_key(
+                prototype.driver, stack, {"max_steps": prototype.max_steps, "react": prototype.uses_react}
+            )
+            self.digests[slot] = self._own_digest(digest)
+        return prompt_key(self.digests[slot], prompt, repeat)
+
+    def _own_digest(self, digest: str | None) -> str | None:
+        """`digest`, or for the n-th column sending the very same request (one model named twice, or
+        by two aliases of one server) a digest of its own: its runs are samples of their own, and a
+        re-run served from the cache gives each column its answers, not one column's to both."""
+        if digest is None:
+            return None
+        twin = self.twins.get(digest, 0)
+        self.twins[digest] = twin + 1
+        return digest if not twin else hashlib.sha256(f"{digest}\x00column {twin + 1}".encode()).hexdigest()
+
+    # -- claims: processes sharing a store send each request once ----------------------------
+
+    def _claim(self, job: _Cell) -> bool:
+        """Claim the cell's request in the store for this process (`RunStore.claim`); True when it is ours
+        (or cannot be claimed: no key, no cache, a store that fails), then served from the store when another
+        process has stored its run meanwhile; False while another process sends it."""
+        if job.hit is not None or job.key is None or not self.cache or self.store is None:
+            return True
+        deadline = self.run_options.get("timeout") or (job.lane.prototype.timeout if job.lane.prototype else None)
+        try:
+            if not self.store.claim(job.key, (deadline or 600.0) + CLAIM_MARGIN_S):
+                return False
+            self.claimed.add(job.key)
+            job.hit = self.store.cached_runs([job.key]).get(job.key)  # stored since the matrix was queued
+        except Exception:  # noqa: BLE001 - a store that fails: the run is sent (the writer reports it)
+            pass
+        return True
+
+    async def _wait_for(self, job: _Cell) -> None:
+        """While another process sends the cell's request: its run once stored (`job.hit`), or the claim
+        once given up without a stored run (then the request is sent here)."""
+        assert self.store is not None and job.key is not None
+        while True:
+            await asyncio.sleep(CLAIM_POLL_S)
+            try:
+                job.hit = self.store.cached_runs([job.key]).get(job.key)
+            except Exception:  # noqa: BLE001 - a store that fails: the run is sent here
+                return
+            if job.hit is not None or self._claim(job):
+                return
+
+    def _release(self) -> None:
+        """Give up the claims left (runs not committed: an interrupt, a store that failed)."""
+        if self.claimed and self.store is not None:
+            try:
+                self.store.release(sorted(self.claimed))
+            except Exception:  # noqa: BLE001 - they run out with their lease
+                pass
+            self.claimed.clear()
