@@ -470,11 +470,11 @@ def test_the_dataframe_has_a_row_per_cell_with_the_issue_columns(store, tmp_path
 def test_a_store_made_before_the_cache_gains_its_column(tmp_path) -> None:
     import sqlite3
 
-    from ipyagent.memory import store as store_module
+    from ipyagent.memory import store_schema
 
     path = tmp_path / "old.sqlite"
     conn = sqlite3.connect(path)
-    conn.executescript(store_module._SCHEMA + "PRAGMA user_version = 1;")
+    conn.executescript(store_schema._SCHEMA + "PRAGMA user_version = 1;")
     conn.execute("INSERT INTO runs (id, status, started_at) VALUES ('old', 'ok', 0)")
     conn.commit()
     conn.close()

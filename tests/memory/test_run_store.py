@@ -486,16 +486,16 @@ def test_runs_are_read_by_id_past_sqlites_limit_on_parameters(store: RunStore) -
 
 
 def test_a_store_of_schema_2_gains_the_grades_and_evaluations_tables(tmp_path: Path) -> None:
-    from ipyagent.memory import store as store_module
+    from ipyagent.memory import store_schema
 
     path = tmp_path / "runs.sqlite"
     conn = sqlite3.connect(path)
-    conn.executescript(store_module._SCHEMA.split("CREATE TABLE IF NOT EXISTS grades")[0] + "PRAGMA user_version = 2;")
+    conn.executescript(store_schema._SCHEMA.split("CREATE TABLE IF NOT EXISTS grades")[0] + "PRAGMA user_version = 2;")
     conn.close()
     store = RunStore(path)
     store.set_grade("r1", True)
     assert store.grades(["r1"])["r1"]["passed"] is True
-    assert store._conn.execute("PRAGMA user_version").fetchone()[0] == store_module.SCHEMA_VERSION
+    assert store._conn.execute("PRAGMA user_version").fetchone()[0] == store_schema.SCHEMA_VERSION
     store.close()
 
 

@@ -1,23 +1,11 @@
 """The run store: every run, request, message, tool call, tool result, off-prompt
 artifact and failure as a row in SQLite (stdlib `sqlite3`, WAL mode), or in PostgreSQL
 (psycopg 3) for a team's store shared by many kernels and CI jobs (`store_backends`): the
-same tables, the same statements (every one of them here), the same behaviour.
+same tables (`store_schema`), the same statements (every one of them here and in
+`store_evaluations`, what evaluations keep), the same behaviour.
 
-Six tables. ``runs``: one row per run (thread, provider, model, status
-``running | ok | failed | interrupted``, usage, cost, timings, error, and the
-pid and host of the process writing it). ``nodes``: the run's pieces in order
-(``seq``), each with a ``kind`` (``request``, ``message``, ``tool_call``,
-``tool_result``, ``artifact``, ``failure``, ``notice``, ``transcript``), ``partial`` and
-``failed`` flags, provider, model, usage, timings, retry metadata and a JSON
-``data`` payload. ``grades``: a person's pass / fail and note on a run (an evaluation's
-cell), one per run, apart from its automatic checks. ``evaluations``: what each evaluation
-found per cell, under the name of the cell that ran it, so the next run of that cell can say
-what changed. ``claims``: the cache keys whose request some process is sending now, so that a
-process running the same matrix waits for that run rather than sending it again (`claim`).
-``batches``: the cache keys sent in a provider's batch not yet collected, with the batch's id, so a
-restarted kernel or another process collects that batch rather than sending them again. Nothing
-secret is stored: no request headers, and any
-secret passes the one redactor (`core.redact`).
+Nothing secret is stored: no request headers, and any secret passes the one redactor
+(`core.redact`).
 
 Each write is its own short transaction, so several kernels can write one
 store at once (SQLite's WAL lets readers go on while one writer holds the lock;
@@ -33,111 +21,25 @@ import os
 import socket
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-from ..core import current_forms, redact, redact_json
+from ..core import redact
 from .store_backends import is_url, open_backend, shown_location, store_errors
+from .store_evaluations import EvaluationTables, _pid_alive
+from .store_schema import (  # noqa: F401 - SCHEMA_VERSION: a name this module had
+    _JSON_FIELDS,
+    _NODE_FIELDS,
+    _RUN_FIELDS,
+    _SCHEMA,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    _dumps,
+    new_run_id,
+)
 
-# 2: runs.cache_key (evaluation runs served from the cache); 3: grades, evaluations; 4: claims; 5: batches
-SCHEMA_VERSION = 5
 #: The default location, relative to the notebook's folder.
 DEFAULT_PATH = Path(".ipyagent") / "runs.sqlite"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    thread TEXT,
-    session TEXT,
-    provider TEXT,
-    model TEXT,
-    status TEXT NOT NULL DEFAULT 'running',
-    prompt TEXT,
-    started_at REAL NOT NULL,
-    ended_at REAL,
-    duration_s REAL,
-    usage TEXT,
-    cost REAL,
-    error TEXT,
-    metadata TEXT,
-    pid INTEGER,
-    host TEXT
-);
-CREATE TABLE IF NOT EXISTS nodes (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL REFERENCES runs(id),
-    seq INTEGER NOT NULL,
-    turn INTEGER,
-    kind TEXT NOT NULL,
-    role TEXT,
-    partial INTEGER NOT NULL DEFAULT 0,
-    failed INTEGER NOT NULL DEFAULT 0,
-    provider TEXT,
-    model TEXT,
-    usage TEXT,
-    latency_s REAL,
-    ttft_s REAL,
-    attempts INTEGER,
-    retry TEXT,
-    data TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL
-);
-CREATE INDEX IF NOT EXISTS nodes_by_run ON nodes(run_id, seq);
-CREATE INDEX IF NOT EXISTS runs_by_thread ON runs(thread, started_at);
-CREATE TABLE IF NOT EXISTS grades (
-    run_id TEXT PRIMARY KEY,
-    passed INTEGER NOT NULL,
-    note TEXT,
-    graded_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS evaluations (
-    id TEXT PRIMARY KEY,
-    name TEXT,
-    created_at REAL NOT NULL,
-    outcomes TEXT
-);
-CREATE INDEX IF NOT EXISTS evaluations_by_name ON evaluations(name, created_at);
-CREATE TABLE IF NOT EXISTS claims (
-    cache_key TEXT PRIMARY KEY,
-    pid INTEGER,
-    host TEXT,
-    expires_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS batches (
-    cache_key TEXT PRIMARY KEY,
-    batch_id TEXT NOT NULL,
-    provider TEXT,
-    submitted_at REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS batches_by_id ON batches(batch_id);
-"""
-# Added in schema 2; a store made by schema 1 gains it when opened.
-_CACHE_COLUMN = "ALTER TABLE runs ADD COLUMN cache_key TEXT"
-_CACHE_INDEX = "CREATE INDEX IF NOT EXISTS runs_by_cache_key ON runs(cache_key, status)"
-
-
-_NODE_FIELDS = ("turn", "role", "partial", "failed", "provider", "model", "usage", "latency_s", "ttft_s",
-                "attempts", "retry", "data")
-_RUN_FIELDS = (
-    "status",
-    "ended_at",
-    "duration_s",
-    "usage",
-    "cost",
-    "error",
-    "metadata",
-    "provider",
-    "model",
-    "cache_key",
-)
-_JSON_FIELDS = ("usage", "retry", "data", "error", "metadata")
-
-
-def _dumps(value: Any, forms: tuple[str, ...] | None = None) -> str | None:
-    return None if value is None else redact_json(value, forms)
-
 
 #: Environment variable: the run store's path or PostgreSQL URL, or ``off`` to keep no store.
 STORE_ENV = "IPYAGENT_RUN_STORE"
@@ -163,10 +65,6 @@ def default_store_path() -> str | Path | None:
     return Path.cwd() / DEFAULT_PATH
 
 
-def new_run_id() -> str:
-    return uuid.uuid4().hex[:12]
-
-
 def _texts(value: Any) -> set[str]:
     """Every string in JSON-like `value` (keys and values), without recursion."""
     found: set[str] = set()
@@ -182,22 +80,6 @@ def _texts(value: Any) -> set[str]:
             stack.extend(item)
     return found
 
-
-def _evaluation_row(row: Any) -> dict[str, Any]:
-    """An ``evaluations`` row as a dict, its ``outcomes`` JSON decoded."""
-    return {**dict(row), "outcomes": json.loads(row["outcomes"]) if row["outcomes"] else None}
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 class StoreError(RuntimeError):
@@ -230,7 +112,7 @@ def check_store_path(path: str | Path) -> str | Path:
     return path
 
 
-class RunStore:
+class RunStore(EvaluationTables):
     """A run store at `path`: a SQLite file (created with its folder when missing) or a
     ``postgresql://`` URL (the tables created when missing).
 
@@ -253,7 +135,7 @@ class RunStore:
         self._db: Any = None
         try:
             self._db = open_backend(path, timeout)
-            self._db.set_up(_SCHEMA, [_CACHE_COLUMN, _CACHE_INDEX], SCHEMA_VERSION, time.monotonic() + timeout)
+            self._db.set_up(_SCHEMA, MIGRATIONS, SCHEMA_VERSION, time.monotonic() + timeout)
         except store_errors() as exc:
             if self._db is not None:  # opened, but not a run store: not left open
                 self._db.close()
@@ -352,207 +234,6 @@ class RunStore:
         sets = ", ".join(f"{k} = ?" for k in values)
         self._write(f"UPDATE runs SET status = ?, {sets} WHERE id = ?", (status, *values.values(), run_id))
 
-    def add_finished_runs(self, records: list[dict[str, Any]]) -> list[str]:
-        """Write whole finished runs in one transaction (an evaluation's runs, written in batches).
-
-        Each record: ``run`` (a dict of `runs` columns: provider, model, status, prompt,
-        thread, session, usage, cost, error, metadata, duration_s, cache_key; ``id`` optional)
-        and ``nodes`` (a list of dicts: ``kind`` plus node fields); ``claim`` optional, a cache key
-        this process claimed for the run (`claim`), released in the same transaction. Returns the
-        run ids.
-        """
-        ids: list[str] = []
-        now = time.time()
-        forms = current_forms()  # the secrets read once for the batch
-        with self._lock, self._transaction() as conn:
-            for record in records:
-                run = dict(record["run"])
-                run_id = run.pop("id", None) or new_run_id()
-                ids.append(run_id)
-                values = {
-                    k: (
-                        _dumps(v, forms)
-                        if k in _JSON_FIELDS
-                        else (redact(v, forms) if v else v)
-                        if k == "prompt"
-                        else v
-                    )
-                    for k, v in run.items()
-                }
-                values.setdefault("started_at", now - (run.get("duration_s") or 0.0))
-                values.setdefault("ended_at", now)
-                values.update(id=run_id, pid=self.pid, host=self.host)
-                conn.execute(
-                    f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
-                    tuple(values.values()),
-                )
-                for seq, node in enumerate(record.get("nodes") or (), 1):
-                    fields = {
-                        k: (_dumps(v, forms) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v)
-                        for k, v in node.items()
-                        if k != "kind"
-                    }
-                    conn.execute(
-                        f"INSERT INTO nodes (run_id, seq, kind, created_at{''.join(', ' + k for k in fields)}) "
-                        f"VALUES (?, ?, ?, ?{', ?' * len(fields)})",
-                        (run_id, seq, node["kind"], now, *fields.values()),
-                    )
-                if record.get("claim"):
-                    conn.execute("DELETE FROM claims WHERE cache_key = ? AND pid = ? AND host = ?",
-                                 (record["claim"], self.pid, self.host))
-        return ids
-
-    def cached_runs(self, keys: list[str]) -> dict[str, dict[str, Any]]:
-        """The newest successful run for each cache key that has one: key -> run, with what serving
-        it takes (``id``, ``cache_key``, ``usage``, ``cost``, ``duration_s``, ``metadata``; JSON decoded).
-        A re-run of a matrix reads thousands: the other columns are left unread."""
-        found: dict[str, dict[str, Any]] = {}
-        unique = list(dict.fromkeys(k for k in keys if k))
-        for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
-            chunk = unique[start : start + 500]
-            rows = self._db.execute(
-                "SELECT id, cache_key, usage, cost, duration_s, metadata FROM runs "
-                f"WHERE status = 'ok' AND cache_key IN ({', '.join('?' for _ in chunk)}) "
-                "ORDER BY started_at",
-                chunk,
-            ).fetchall()
-            for row in rows:  # newest last, so it wins
-                found[row["cache_key"]] = self._row(row)
-        return found
-
-    # -- grades and evaluations ------------------------------------------------------------
-
-    def set_grade(self, run_id: str, passed: bool | None, note: str = "") -> None:
-        """A person's grade of run `run_id` (pass / fail and a note), replacing any earlier one;
-        `passed` None removes it. Kept apart from the run's automatic checks."""
-        if passed is None:
-            self._write("DELETE FROM grades WHERE run_id = ?", (run_id,))
-            return
-        self._write("INSERT INTO grades (run_id, passed, note, graded_at) VALUES (?, ?, ?, ?) ON CONFLICT (run_id) "
-                    "DO UPDATE SET passed = excluded.passed, note = excluded.note, graded_at = excluded.graded_at",
-                    (run_id, int(bool(passed)), redact(note) if note else "", time.time()))
-
-    def grades(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """The grades of those of `run_ids` that have one: run id -> ``passed`` (bool), ``note``,
-        ``graded_at`` (seconds since the epoch)."""
-        found: dict[str, dict[str, Any]] = {}
-        unique = list(dict.fromkeys(r for r in run_ids if r))
-        for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
-            chunk = unique[start:start + 500]
-            marks = ", ".join("?" for _ in chunk)
-            for row in self._db.execute(f"SELECT * FROM grades WHERE run_id IN ({marks})", chunk):
-                found[row["run_id"]] = {"passed": bool(row["passed"]), "note": row["note"] or "",
-                                        "graded_at": row["graded_at"]}
-        return found
-
-    def add_evaluation(self, evaluation_id: str, name: str | None, outcomes: Any) -> None:
-        """Keep what an evaluation found (`outcomes`, JSON data), under `name` (what the next run
-        of the same cell compares itself with: `previous_evaluation`)."""
-        self._write("INSERT INTO evaluations (id, name, created_at, outcomes) VALUES (?, ?, ?, ?) ON CONFLICT (id) "
-                    "DO UPDATE SET name = excluded.name, created_at = excluded.created_at, "
-                    "outcomes = excluded.outcomes",
-                    (evaluation_id, name, time.time(), _dumps(outcomes)))
-
-    def previous_evaluation(self, name: str, *, before: str | None = None) -> dict[str, Any] | None:
-        """The newest evaluation kept under `name` other than `before` (an id): ``id``, ``name``,
-        ``created_at``, ``outcomes``; None when there is none."""
-        row = self._db.execute("SELECT * FROM evaluations WHERE name = ? AND id != ? "
-                                 "ORDER BY created_at DESC, rowid DESC LIMIT 1", (name, before or "")).fetchone()
-        return None if row is None else _evaluation_row(row)
-
-    def evaluation(self, evaluation_id: str) -> dict[str, Any]:
-        """The evaluation kept under `evaluation_id` (or an id it starts): ``id``, ``name``,
-        ``created_at``, ``outcomes`` (JSON decoded).
-
-        Raises:
-            KeyError: none, or a prefix that names several.
-        """
-        prefix = evaluation_id.strip()
-        rows = self._db.execute("SELECT * FROM evaluations WHERE substr(id, 1, ?) = ? ORDER BY created_at",
-                                (len(prefix), prefix)).fetchall() if prefix else []
-        exact = [r for r in rows if r["id"] == prefix]
-        if not rows:
-            raise KeyError(f"no evaluation {evaluation_id!r} in {self.path} (%agent evals lists them)")
-        if len(rows) > 1 and not exact:
-            raise KeyError(f"{evaluation_id!r} names {len(rows)} evaluations; give more of the id")
-        return _evaluation_row((exact or rows)[0])
-
-    def evaluations(self, limit: int = 20) -> list[dict[str, Any]]:
-        """The latest evaluations kept, newest first: ``id``, ``name``, ``created_at``, ``outcomes``."""
-        rows = self._db.execute("SELECT * FROM evaluations ORDER BY created_at DESC, rowid DESC LIMIT ?",
-                                (limit,)).fetchall()
-        return [_evaluation_row(r) for r in rows]
-
-    def runs_by_id(self, run_ids: list[str]) -> dict[str, dict[str, Any]]:
-        """What runs gave, by id (those of `run_ids` the store has): ``id``, ``prompt``, ``status``,
-        ``usage``, ``cost``, ``duration_s``, ``metadata`` (JSON decoded)."""
-        found: dict[str, dict[str, Any]] = {}
-        unique = list(dict.fromkeys(r for r in run_ids if r))
-        for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
-            chunk = unique[start:start + 500]
-            marks = ", ".join("?" for _ in chunk)
-            for row in self._db.execute("SELECT id, prompt, status, usage, cost, duration_s, metadata FROM runs "
-                                        f"WHERE id IN ({marks})", chunk):
-                found[row["id"]] = self._row(row)
-        return found
-
-    # -- claims: one process sends a request, the others wait for its run ---------------------
-
-    def claim(self, key: str, lease_s: float) -> bool:
-        """Claim cache key `key` for this process for `lease_s` seconds (the request it stands for is
-        about to be sent here); True when it is ours: no claim held it, or one of this process, or one
-        whose lease ran out, or one of a process of this host that no longer exists. False: another
-        process is sending that request now; its run will be in the store (`cached_runs`) once it
-        ends well, and its claim goes when it is committed (`add_finished_runs`) or released."""
-        now = time.time()
-        with self._lock, self._transaction() as db:
-            holder = db.execute("SELECT pid, host FROM claims WHERE cache_key = ?", (key,)).fetchone()
-            if holder is not None and holder["host"] == self.host and holder["pid"] != self.pid \
-                    and not _pid_alive(holder["pid"]):
-                db.execute("DELETE FROM claims WHERE cache_key = ?", (key,))
-            taken = db.execute(
-                "INSERT INTO claims (cache_key, pid, host, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (cache_key) "
-                "DO UPDATE SET pid = excluded.pid, host = excluded.host, expires_at = excluded.expires_at "
-                "WHERE claims.expires_at < ? OR (claims.pid = ? AND claims.host = ?)",
-                (key, self.pid, self.host, now + lease_s, now, self.pid, self.host))
-            return taken.rowcount == 1
-
-    def release(self, keys: list[str]) -> None:
-        """Give up this process's claims on `keys` (those of other processes stay)."""
-        with self._lock, self._transaction() as db:
-            for start in range(0, len(keys), 500):  # SQLite's limit on bound parameters
-                chunk = keys[start:start + 500]
-                db.execute(f"DELETE FROM claims WHERE cache_key IN ({', '.join('?' for _ in chunk)}) "
-                           "AND pid = ? AND host = ?", (*chunk, self.pid, self.host))
-
-    # -- batches: requests sent in a provider's batch, not collected yet -------------------------
-
-    def add_batch(self, batch_id: str, provider: str, keys: list[str]) -> None:
-        """Note that the requests of cache keys `keys` went in batch `batch_id` of `provider`
-        (``provider:model``) (a key in an earlier batch moves to this one)."""
-        now = time.time()
-        with self._lock, self._transaction() as db:
-            for key in keys:
-                db.execute("INSERT INTO batches (cache_key, batch_id, provider, submitted_at) VALUES (?, ?, ?, ?) "
-                           "ON CONFLICT (cache_key) DO UPDATE SET batch_id = excluded.batch_id, "
-                           "provider = excluded.provider, submitted_at = excluded.submitted_at",
-                           (key, batch_id, provider, now))
-
-    def batched(self, keys: list[str]) -> dict[str, str]:
-        """cache key -> the id of the batch its request went in, for those of `keys` in one not collected."""
-        found: dict[str, str] = {}
-        unique = list(dict.fromkeys(k for k in keys if k))
-        for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
-            chunk = unique[start:start + 500]
-            rows = self._db.execute(f"SELECT cache_key, batch_id FROM batches WHERE cache_key IN "
-                                    f"({', '.join('?' for _ in chunk)})", chunk).fetchall()
-            found.update((row["cache_key"], row["batch_id"]) for row in rows)
-        return found
-
-    def drop_batch(self, batch_id: str) -> None:
-        """Forget batch `batch_id`: its answers are collected (stored as runs), or it ended unanswered."""
-        with self._lock, self._transaction() as db:
-            db.execute("DELETE FROM batches WHERE batch_id = ?", (batch_id,))
 
     def mark_abandoned(self) -> list[str]:
         """Runs left ``running`` by a process of this host that no longer exists: marked
