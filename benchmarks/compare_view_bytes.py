@@ -169,8 +169,11 @@ def main() -> None:
         results[f"{providers}x{runs}"] = {"ours": new, "baseline": old, "ratio": round(ratio, 2)}
         rows.append([f"{providers} providers x {runs} runs", new["widgets_with_module"], new["bytes_opened"],
                      old["widgets_with_module"], old["bytes_opened"], round(ratio, 2)])
-    print_table("Compare view: widget state opened per %%compare cell",
-                ["case", "ours: modules", "ours: bytes", "baseline: modules", "baseline: bytes", "baseline / ours"], rows)
+    print_table(
+        "Compare view: widget state opened per %%compare cell",
+        ["case", "ours: modules", "ours: bytes", "baseline: modules", "baseline: bytes", "baseline / ours"],
+        rows,
+    )
     evaluation = evaluation_table(args)
     write_json(args, "compare_view_bytes", {"results": results, "evaluation": evaluation,
                                             "versions": versions("anywidget", "ipywidgets")})

@@ -101,7 +101,9 @@ async def _bare_lane(port: int, name: str, requests: int, concurrency: int) -> N
             left[0] -= 1
             writer.write(request)
             head = await reader.readuntil(b"\r\n\r\n")
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))
+            length = next(
+                int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+            )
             await reader.readexactly(length)
         writer.close()
 

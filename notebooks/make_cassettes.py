@@ -41,16 +41,29 @@ HERE = Path(__file__).parent
 
 #: Each run: (prompt, [reply per model turn]); a reply is text, or a list of (tool name, arguments).
 QUICKSTART = [
-    ("In two sentences, what is a Jupyter kernel?", [
-        "A Jupyter kernel is the process that actually runs your code: the notebook sends each cell to it "
-        "and shows the results it sends back. Each kernel speaks one language (Python with **ipykernel**) and "
-        "keeps your variables in memory between cells."]),
-    ("Now say it for a ten-year-old, in one sentence.", [
-        "It's the helper hiding behind the notebook that reads your code, does the work, and hands the answer back to you."]),
-    ("Give one fun fact about each of these 3 cities: Lisbon, Oslo, Nairobi. Answer as a Markdown list.", [
-        "- **Lisbon** is older than Rome: people lived there centuries before Rome was founded.\n"
-        "- **Oslo** gives London a Christmas tree every year, as thanks for help during the Second World War.\n"
-        "- **Nairobi** has a national park inside the city, where giraffes graze in sight of skyscrapers."]),
+    (
+        "In two sentences, what is a Jupyter kernel?",
+        [
+            "A Jupyter kernel is the process that actually runs your code: the notebook sends each cell to it "
+            "and shows the results it sends back. Each kernel speaks one language (Python with **ipykernel**) and "
+            "keeps your variables in memory between cells."
+        ],
+    ),
+    (
+        "Now say it for a ten-year-old, in one sentence.",
+        [
+            "It's the helper hiding behind the notebook that reads your code, does the work, "
+            "and hands the answer back to you."
+        ],
+    ),
+    (
+        "Give one fun fact about each of these 3 cities: Lisbon, Oslo, Nairobi. Answer as a Markdown list.",
+        [
+            "- **Lisbon** is older than Rome: people lived there centuries before Rome was founded.\n"
+            "- **Oslo** gives London a Christmas tree every year, as thanks for help during the Second World War.\n"
+            "- **Nairobi** has a national park inside the city, where giraffes graze in sight of skyscrapers."
+        ],
+    ),
 ]
 
 TOOLS_PROMPT = ("How many days are there from 2026-01-01 to 2026-12-25, and how many hours is that? "
@@ -99,7 +112,11 @@ def sse_body(reply: str | list[tuple[str, dict[str, Any]]], n: int, prompt_token
             "model": MODEL, "system_fingerprint": "fp_ipyagent", "service_tier": "default"}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}], "usage": None}
+        return {
+            **base,
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            "usage": None,
+        }
 
     chunks = [chunk({"role": "assistant", "content": "" if isinstance(reply, str) else None, "refusal": None})]
     if isinstance(reply, str):
@@ -113,13 +130,23 @@ def sse_body(reply: str | list[tuple[str, dict[str, Any]]], n: int, prompt_token
             chunks.append(chunk({"tool_calls": [{"index": i, "id": f"call_ipyagent{n}x{i}", "type": "function",
                                                  "function": {"name": name, "arguments": ""}}]}))
             pieces += re.findall(r".{1,8}", text)
-            chunks += [chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in re.findall(r".{1,8}", text)]
+            chunks += [
+                chunk({"tool_calls": [{"index": i, "function": {"arguments": p}}]}) for p in re.findall(r".{1,8}", text)
+            ]
         finish = "tool_calls"
     chunks.append(chunk({}, finish))
-    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(pieces), "total_tokens": prompt_tokens + len(pieces),
-             "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
-             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
-                                           "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": len(pieces),
+        "total_tokens": prompt_tokens + len(pieces),
+        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
     chunks.append({**base, "choices": [], "usage": usage})
     return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
 
@@ -137,18 +164,49 @@ def anthropic_sse_body(reply: str, n: int, input_tokens: int, model: str) -> byt
     """A Messages stream saying `reply`, in the shape of the recorded ``anthropic/stream-text.sse``."""
     pieces = _text_pieces(reply)
     events = [
-        ("message_start", {"type": "message_start", "message": {
-            "id": f"msg_ipyagent{n}", "type": "message", "role": "assistant", "model": model, "content": [],
-            "stop_reason": None, "stop_sequence": None,
-            "usage": {"input_tokens": input_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-                      "output_tokens": 1, "service_tier": "standard"}}}),
-        ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": f"msg_ipyagent{n}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": input_tokens,
+                        "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": 0,
+                        "output_tokens": 1,
+                        "service_tier": "standard",
+                    },
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        ),
         ("ping", {"type": "ping"}),
-        *(("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}})
-          for p in pieces),
+        *(
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}},
+            )
+            for p in pieces
+        ),
         ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                           "usage": {"output_tokens": _tokens(reply)}}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": _tokens(reply)},
+            },
+        ),
         ("message_stop", {"type": "message_stop"}),
     ]
     return b"".join(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events)
@@ -178,12 +236,31 @@ def responses_sse_body(reply: str, n: int, input_tokens: int, model: str) -> byt
     openai SDK's own event models (tests/drivers/test_cassettes.py): a ``sequence_number``, ``logprobs`` on
     text events, and the response's ``tools``, ``tool_choice``, ``parallel_tool_calls`` and cache fields."""
     resp_id, item_id = f"resp_ipyagent{n}", f"msg_ipyagent{n}"
-    response = {"id": resp_id, "object": "response", "created_at": 1764480000 + n, "status": "in_progress", "error": None,
-                "incomplete_details": None, "instructions": None, "max_output_tokens": None, "model": model,
-                "output": [], "parallel_tool_calls": True, "previous_response_id": None, "prompt_cache_key": None,
-                "reasoning": {"effort": None, "summary": None}, "store": True, "temperature": 1.0,
-                "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [], "top_p": 1.0,
-                "truncation": "disabled", "usage": None, "metadata": {}}
+    response = {
+        "id": resp_id,
+        "object": "response",
+        "created_at": 1764480000 + n,
+        "status": "in_progress",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": None,
+        "max_output_tokens": None,
+        "model": model,
+        "output": [],
+        "parallel_tool_calls": True,
+        "previous_response_id": None,
+        "prompt_cache_key": None,
+        "reasoning": {"effort": None, "summary": None},
+        "store": True,
+        "temperature": 1.0,
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": None,
+        "metadata": {},
+    }
     part = {"type": "output_text", "text": reply, "annotations": [], "logprobs": []}
     item = {"type": "message", "id": item_id, "status": "completed", "role": "assistant", "content": [part]}
     usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
@@ -193,13 +270,20 @@ def responses_sse_body(reply: str, n: int, input_tokens: int, model: str) -> byt
     events = [
         {"type": "response.created", "response": response},
         {"type": "response.in_progress", "response": response},
-        {"type": "response.output_item.added", "output_index": 0, "item": {**item, "status": "in_progress", "content": []}},
+        {
+            "type": "response.output_item.added",
+            "output_index": 0,
+            "item": {**item, "status": "in_progress", "content": []},
+        },
         {"type": "response.content_part.added", **where, "part": {**part, "text": ""}},
         *({"type": "response.output_text.delta", **where, "delta": p, "logprobs": []} for p in _text_pieces(reply)),
         {"type": "response.output_text.done", **where, "text": reply, "logprobs": []},
         {"type": "response.content_part.done", **where, "part": part},
         {"type": "response.output_item.done", "output_index": 0, "item": item},
-        {"type": "response.completed", "response": {**response, "status": "completed", "output": [item], "usage": usage}},
+        {
+            "type": "response.completed",
+            "response": {**response, "status": "completed", "output": [item], "usage": usage},
+        },
     ]
     events = [{**e, "sequence_number": seq} for seq, e in enumerate(events)]
     return b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
@@ -210,9 +294,21 @@ def ollama_ndjson_body(reply: str, n: int, prompt_tokens: int, model: str) -> by
     stamp = f"2025-12-01T00:00:{n:02d}.000000Z"
     lines = [{"model": model, "created_at": stamp, "message": {"role": "assistant", "content": p}, "done": False}
              for p in _text_pieces(reply)]
-    lines.append({"model": model, "created_at": stamp, "message": {"role": "assistant", "content": ""}, "done_reason": "stop",
-                  "done": True, "total_duration": 171946792, "load_duration": 38473250, "prompt_eval_count": prompt_tokens,
-                  "prompt_eval_duration": 27608250, "eval_count": _tokens(reply), "eval_duration": 105611917})
+    lines.append(
+        {
+            "model": model,
+            "created_at": stamp,
+            "message": {"role": "assistant", "content": ""},
+            "done_reason": "stop",
+            "done": True,
+            "total_duration": 171946792,
+            "load_duration": 38473250,
+            "prompt_eval_count": prompt_tokens,
+            "prompt_eval_duration": 27608250,
+            "eval_count": _tokens(reply),
+            "eval_duration": 105611917,
+        }
+    )
     return b"".join(json.dumps(line).encode() + b"\n" for line in lines)
 
 
@@ -271,7 +367,9 @@ async def record(path: Path, runs: list[tuple[str, list[Any]]], tools: list[Any]
         assert result.ok, result.error
     await agent.aclose()
     if chunk_delay is not None:
-        lines = [{**json.loads(line), "chunk_delay": chunk_delay} for line in path.read_text().splitlines() if line.strip()]
+        lines = [
+            {**json.loads(line), "chunk_delay": chunk_delay} for line in path.read_text().splitlines() if line.strip()
+        ]
         path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     print(f"wrote {path}")
 
@@ -291,7 +389,11 @@ def memory_runs() -> tuple[list[tuple[str, list[Any]]], list[Any]]:
     outputs (and so the references and slices sent) match the notebook's byte for byte; its
     prompts are its ``%%agent`` cells. The model asks for all three outputs, searches the report,
     asks a question over the table (a sub-prompt, answered by the third reply), then answers."""
-    cells = ["".join(c["source"]) for c in json.loads((HERE / "memory.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    cells = [
+        "".join(c["source"])
+        for c in json.loads((HERE / "memory.ipynb").read_text())["cells"]
+        if c["cell_type"] == "code"
+    ]
     scope: dict[str, Any] = {}
     exec(next(c for c in cells if c.startswith("# The tools")), scope)  # noqa: S102 - our own notebook
     prompts = [c.split("\n", 1)[1].strip() for c in cells if c.startswith("%%agent")]
@@ -301,17 +403,33 @@ def memory_runs() -> tuple[list[tuple[str, list[Any]]], list[Any]]:
     others = ", ".join(f"{r} {totals[r]:,}" for r in sorted(totals, key=totals.get, reverse=True) if r != top)
     url = re.search(r"https://\S+", prompts[0]).group(0)
     runs = [
-        (prompts[0], [
-            [("Docs_fetch_page", {"url": url}), ("Sales_table", {"year": 2025}), ("Sales_chart", {"year": 2025})],
-            [("TaskMemory_search", {"query": "main risk next year", "namespace": "fetch_page-1", "limit": 1}),
-             ("TaskMemory_query", {"namespace": "table-2", "question": "What are the total units sold per region?"})],
-            "Total units sold in 2025: " + ", ".join(f"{r} {t:,}" for r, t in totals.items()) + f". {top} sold the most.",
-            f"**Main risk:** the {top} region's supply contracts expire in March, and renewing them may raise costs "
-            f"by 12 percent (the report's *Outlook and risks* section).\n\n**Top region:** {top}, with "
-            f"{totals[top]:,} units in 2025 (then {others}).\n\nThe report, the table and the chart stay in Task Memory: "
-            "open them below."]),
-        (prompts[1], [f"Start renegotiating the {top} region's supply contracts now, before they expire in March, "
-                      "to avoid the 12 percent cost increase."]),
+        (
+            prompts[0],
+            [
+                [("Docs_fetch_page", {"url": url}), ("Sales_table", {"year": 2025}), ("Sales_chart", {"year": 2025})],
+                [
+                    ("TaskMemory_search", {"query": "main risk next year", "namespace": "fetch_page-1", "limit": 1}),
+                    (
+                        "TaskMemory_query",
+                        {"namespace": "table-2", "question": "What are the total units sold per region?"},
+                    ),
+                ],
+                "Total units sold in 2025: "
+                + ", ".join(f"{r} {t:,}" for r, t in totals.items())
+                + f". {top} sold the most.",
+                f"**Main risk:** the {top} region's supply contracts expire in March, and renewing them may raise "
+                f"costs by 12 percent (the report's *Outlook and risks* section).\n\n**Top region:** {top}, with "
+                f"{totals[top]:,} units in 2025 (then {others}).\n\nThe report, the table and the chart stay in "
+                "Task Memory: open them below.",
+            ],
+        ),
+        (
+            prompts[1],
+            [
+                f"Start renegotiating the {top} region's supply contracts now, before they expire in March, "
+                "to avoid the 12 percent cost increase."
+            ],
+        ),
     ]
     return runs, [scope["docs"], scope["sales"]]
 
@@ -327,13 +445,16 @@ async def memory_cassette() -> None:
 #: The replies of notebooks/context.ipynb: %agent fix --code, --with df, --cells 2 (in that order).
 CONTEXT = [
     "The loop divides each price by its count, and `counts[1]` is `0`, so `15.5 / 0` raises `ZeroDivisionError` "
-    "(\"float division by zero\"). A product with no units sold has no unit price: record it as missing instead of dividing.\n\n"
+    '("float division by zero"). A product with no units sold has no unit price: '
+    "record it as missing instead of dividing.\n\n"
     "```python\nprices = [12.0, 15.5, 9.25]\ncounts = [3, 0, 4]\nper_unit = []\nfor p, c in zip(prices, counts):\n"
-    "    per_unit.append(p / c if c else float(\"nan\"))\n```\n",
-    "Only `price` has missing values: 40 of the 1,000 rows. `region` is categorical, `units` integer and `returned` boolean, "
-    "so revenue per region is:\n\n```python\nkept = df[~df[\"returned\"]]\n"
-    "revenue = (kept[\"units\"] * kept[\"price\"]).groupby(kept[\"region\"], observed=True).sum()\nrevenue\n```\n\n"
-    "`sum` skips the missing prices, so those rows add no revenue; drop them first (`kept.dropna(subset=[\"price\"])`) to make that explicit.",
+    '    per_unit.append(p / c if c else float("nan"))\n```\n',
+    "Only `price` has missing values: 40 of the 1,000 rows. "
+    "`region` is categorical, `units` integer and `returned` boolean, "
+    'so revenue per region is:\n\n```python\nkept = df[~df["returned"]]\n'
+    'revenue = (kept["units"] * kept["price"]).groupby(kept["region"], observed=True).sum()\nrevenue\n```\n\n'
+    "`sum` skips the missing prices, so those rows add no revenue; "
+    'drop them first (`kept.dropna(subset=["price"])`) to make that explicit.',
     "The first cell stores the units sold per month and prints the best month, March (143 units).\n"
     "The second computes the average per month: 358 / 3 ≈ 119.3 units.",
 ]
@@ -361,9 +482,15 @@ def context_cassette() -> None:
             n = len(exchanges)
             content = sse_body(next(replies), n, 9 + len(json.dumps(body["messages"])) // 4)
             headers = {"content-type": "text/event-stream; charset=utf-8"}
-            exchanges.append({"provider": "openai", "model": MODEL, "base_url": "https://api.openai.com/v1",
-                              "request": {"method": "POST", "url": "https://api.openai.com/v1/chat/completions", "body": body},
-                              "response": {"status": 200, "headers": headers, "body": content.decode()}})
+            exchanges.append(
+                {
+                    "provider": "openai",
+                    "model": MODEL,
+                    "base_url": "https://api.openai.com/v1",
+                    "request": {"method": "POST", "url": "https://api.openai.com/v1/chat/completions", "body": body},
+                    "response": {"status": 200, "headers": headers, "body": content.decode()},
+                }
+            )
             self.send_response(200)
             for key, value in headers.items():
                 self.send_header(key, value)
@@ -428,7 +555,9 @@ async def mcp_cassette() -> None:
 
     from ipyagent.tools.mcp import MCPServer
 
-    cells = ["".join(c["source"]) for c in json.loads((HERE / "mcp.ipynb").read_text())["cells"] if c["cell_type"] == "code"]
+    cells = [
+        "".join(c["source"]) for c in json.loads((HERE / "mcp.ipynb").read_text())["cells"] if c["cell_type"] == "code"
+    ]
     source = next(c for c in cells if c.startswith("%%writefile"))
     prompt, blend, order = [c.split("\n", 1)[1].strip() for c in cells if c.startswith("%%agent")]
     lines: list[str] = []

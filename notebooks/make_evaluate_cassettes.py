@@ -114,7 +114,10 @@ def recording(driver: Any, path: Path, reply: Any) -> Any:
         text = reply(_user_text(body), repeat)
         n = next(counter)
         if isinstance(driver, OpenAIChatPromptDriver):
-            content, kind = sse_body(text, n, 12 + len(json.dumps(body["messages"])) // 4), "text/event-stream; charset=utf-8"
+            content, kind = (
+                sse_body(text, n, 12 + len(json.dumps(body["messages"])) // 4),
+                "text/event-stream; charset=utf-8",
+            )
         else:
             writer, kind = WRITERS[driver.protocol]
             content = writer(text, n, 12 + len(json.dumps(body)) // 5, driver.model)

@@ -62,8 +62,12 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
         assert data["summary"]["frame_tokens"] <= data["summary"]["budget"]
     elif name == "terminal_render":  # both views measured at two lengths; the growth figure is their ratio
         results = data["results"]
-        assert set(results) == {"1000", "2000"} and all(r["plain_s_per_1000_deltas"] > 0 and r["ratio"] > 0 for r in results.values())
-        assert data["growth"] == results["2000"]["colour_s_per_1000_deltas"] / results["1000"]["colour_s_per_1000_deltas"]
+        assert set(results) == {"1000", "2000"} and all(
+            r["plain_s_per_1000_deltas"] > 0 and r["ratio"] > 0 for r in results.values()
+        )
+        assert (
+            data["growth"] == results["2000"]["colour_s_per_1000_deltas"] / results["1000"]["colour_s_per_1000_deltas"]
+        )
     elif name == "evaluate_matrix":
         results = data["results"]
         assert results["cached_requests"] == 0 and results["cached_s"] < results["first_s"]
@@ -71,7 +75,9 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
         # The floors are measured: the same requests from a bare client, and the kernel's CPU.
         assert results["bare_client_s"] > 0 and results["cpu_s"] > 0 and results["server_cpu_ms_per_request"] > 0
         assert results["floor_s"] == max(results["ideal_s"], results["bare_client_s"], results["cpu_s"])
-        assert data["meets_targets"]["first_vs_ideal"] == (results["first_vs_ideal"] <= data["targets"]["first_vs_ideal"])
+        assert data["meets_targets"]["first_vs_ideal"] == (
+            results["first_vs_ideal"] <= data["targets"]["first_vs_ideal"]
+        )
     elif name == "compare_view_bytes":  # one front end per %%compare cell, whatever its providers and runs
         for case, result in data["results"].items():
             providers, runs = map(int, case.split("x"))

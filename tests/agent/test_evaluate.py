@@ -48,12 +48,16 @@ def test_every_cell_is_a_fresh_run_with_its_row_rendered(store) -> None:
                       "Capital of {{ row.country }}?", CAPITALS, assertions=["contains:{{ row.capital }}"], store=store)
     # one request per row and provider, each a conversation of one user message
     for server in (a, b):
-        assert sorted(last_user_text(r["body"]) for r in server.requests) == sorted(f"Capital of {r['country']}?" for r in CAPITALS)
+        assert sorted(last_user_text(r["body"]) for r in server.requests) == sorted(
+            f"Capital of {r['country']}?" for r in CAPITALS
+        )
         assert all(len(r["body"]["messages"]) == 1 for r in server.requests)
     assert len(ev.results) == 6 and ev.total == 6
     assert [r.passed for r in ev.ordered()] == [True, False] * 3
     miss = ev.cell(1, "openai:m2")
-    assert miss.text == "No idea" and miss.outcomes == [Outcome("contains:{{ row.capital }}", False, reason="the answer does not contain 'Tokyo'")]
+    assert miss.text == "No idea" and miss.outcomes == [
+        Outcome("contains:{{ row.capital }}", False, reason="the answer does not contain 'Tokyo'")
+    ]
     summary = {s["provider"]: s for s in ev.summary_records()}
     assert summary["openai:m1"]["pass_rate"] == 1.0 and summary["openai:m2"]["pass_rate"] == 0.0
     assert summary["openai:m1"]["runs"] == 3 and summary["openai:m1"]["total_p50_s"] is not None
@@ -63,14 +67,21 @@ def test_an_agent_given_as_provider_keeps_its_system_blocks_budget(store) -> Non
     from ipyagent.core import SystemBlock
 
     blocks = [SystemBlock(text="You are terse.", source="user"),
-              SystemBlock(text="Notes: " + "n" * 400, source="memory", priority=1, dynamic=True)]  # ~102 tokens: over the budget
+              # ~102 tokens: over the budget
+              SystemBlock(text="Notes: " + "n" * 400, source="memory", priority=1, dynamic=True)]
     with StubServer(responder=answering(capital_of)) as server:
-        evaluate([Agent("openai:m", base_url=server.url, system=blocks, system_budget=20)], "Capital of {{ row.country }}?",
-                 CAPITALS[:1], store=store)
+        evaluate(
+            [Agent("openai:m", base_url=server.url, system=blocks, system_budget=20)],
+            "Capital of {{ row.country }}?",
+            CAPITALS[:1],
+            store=store,
+        )
     assert server.requests[0]["body"]["messages"][0] == {"role": "system", "content": "You are terse."}
 
 
-def test_a_cell_runs_on_an_agent_constructed_with_everything_of_the_one_given(store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cell_runs_on_an_agent_constructed_with_everything_of_the_one_given(
+    store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     made: list[Agent] = []
     fresh = Agent.fresh
     monkeypatch.setattr(Agent, "fresh", lambda self: made.append(fresh(self)) or made[-1])
@@ -86,10 +97,18 @@ def test_a_cell_runs_on_an_agent_constructed_with_everything_of_the_one_given(st
         evaluate([given], "Capital of {{ row.country }}?", CAPITALS[:1], store=store)
     [cell] = made
     assert cell is not given and cell.driver is given.driver and cell.toolbox is given.toolbox
-    assert (cell.timeout, cell.max_steps, cell.system, cell.react, cell.approve, cell.memory) == (7, 3, "Be terse.", False, print, None)
+    assert (cell.timeout, cell.max_steps, cell.system, cell.react, cell.approve, cell.memory) == (
+        7,
+        3,
+        "Be terse.",
+        False,
+        print,
+        None,
+    )
     assert cell.settings == given.settings
     body = server.requests[0]["body"]
-    assert [t["function"]["name"] for t in body["tools"]] == ["word_count"] and len(body["messages"]) == 2  # system, question
+    # system, question
+    assert [t["function"]["name"] for t in body["tools"]] == ["word_count"] and len(body["messages"]) == 2
 
 
 def test_text_assertions_decide_and_say_why() -> None:
@@ -130,9 +149,13 @@ def test_python_assertions_return_bools_or_scores_and_failures_are_reasons() -> 
     async def judge_async(result, row):
         return 0.75
 
-    cases = {lambda r, row: r.text == row: (True, None, None), lambda r, row: 0.4: (False, 0.4, "score 0.4 < 0.5"),
-             judge_async: (True, 0.75, None), lambda r, row: 1 / 0: (False, None, "raised ZeroDivisionError: division by zero"),
-             lambda r, row: "yes": (False, None, "returned 'yes'; return a bool or a score in [0, 1]")}
+    cases = {
+        lambda r, row: r.text == row: (True, None, None),
+        lambda r, row: 0.4: (False, 0.4, "score 0.4 < 0.5"),
+        judge_async: (True, 0.75, None),
+        lambda r, row: 1 / 0: (False, None, "raised ZeroDivisionError: division by zero"),
+        lambda r, row: "yes": (False, None, "returned 'yes'; return a bool or a score in [0, 1]"),
+    }
     for function, (passed, score, reason) in cases.items():
         outcome = asyncio.run(parse_assertion(function).check(R(), "Lima"))
         assert (outcome.passed, outcome.score, outcome.reason) == (passed, score, reason)
@@ -158,10 +181,16 @@ def test_a_judge_grades_each_answer_and_its_cost_is_counted_apart(store) -> None
     with StubServer(responder=answering(lambda q: "Paris" if "France" in q else "Osaka")) as model, \
             StubServer(responder=answering(verdict)) as judge:
         # Local servers have an unknown price unless price_as names it.
-        ev = evaluate(["openai:gpt-4.1-mini"], "Capital of {{ row.country }}?", CAPITALS[:2],
-                      assertions=["judge:openai:gpt-4.1-nano"], rubric="Names the capital of the country.",
-                      factory=lambda pid: Agent(pid, base_url=model.url, system="Be brief.", tools=[shout], price_as=pid),
-                      judge_factory=lambda pid: Agent(pid, base_url=judge.url, price_as=pid), store=store)
+        ev = evaluate(
+            ["openai:gpt-4.1-mini"],
+            "Capital of {{ row.country }}?",
+            CAPITALS[:2],
+            assertions=["judge:openai:gpt-4.1-nano"],
+            rubric="Names the capital of the country.",
+            factory=lambda pid: Agent(pid, base_url=model.url, system="Be brief.", tools=[shout], price_as=pid),
+            judge_factory=lambda pid: Agent(pid, base_url=judge.url, price_as=pid),
+            store=store,
+        )
     assert len(judge.requests) == 2
     assert "Names the capital of the country." in last_user_text(judge.requests[0]["body"])
     # The judge gets neither the runs' system prompt nor their tools.
@@ -180,11 +209,17 @@ def test_the_cache_serves_a_rerun_without_requests_and_survives_a_new_store(stor
     path = store_location  # a SQLite file, a PostgreSQL database
     with StubServer(responder=answering(capital_of)) as server:
         agent = lambda: Agent("openai:m", base_url=server.url)
-        first = evaluate([agent()], "Capital of {{ row.country }}?", CAPITALS, assertions=["contains:{{ row.capital }}"], store=path)
+        first = evaluate(
+            [agent()], "Capital of {{ row.country }}?", CAPITALS, assertions=["contains:{{ row.capital }}"], store=path
+        )
         assert len(server.requests) == 3 and not any(r.cached for r in first.results)
-        again = evaluate([agent()], "Capital of {{ row.country }}?", CAPITALS, assertions=["contains:{{ row.capital }}"], store=path)
+        again = evaluate(
+            [agent()], "Capital of {{ row.country }}?", CAPITALS, assertions=["contains:{{ row.capital }}"], store=path
+        )
         assert len(server.requests) == 3  # no request
-        assert all(r.cached for r in again.results) and [r.text for r in again.ordered()] == [r.text for r in first.ordered()]
+        assert all(r.cached for r in again.results) and [r.text for r in again.ordered()] == [
+            r.text for r in first.ordered()
+        ]
         assert [r.passed for r in again.ordered()] == [True] * 3
         assert [r.output_tokens for r in again.ordered()] == [r.output_tokens for r in first.ordered()]
         changed = evaluate([agent()], "Capital city of {{ row.country }}?", CAPITALS, store=path)  # another request
@@ -280,11 +315,24 @@ def test_budget_stops_scheduling_before_the_estimate_would_pass_it(store) -> Non
     rows = [f"question {n}" for n in range(12)]
     # Long enough that a run costs more than the first estimate (256 output tokens at the same price).
     with StubServer(responder=answering(lambda q: "word " * 100)) as server:
-        probe = evaluate([Agent("openai:gpt-4.1-mini", base_url=server.url, price_as="openai:gpt-4.1-mini")], "{{ row }}", rows[:1], store=store, cache=False)
+        probe = evaluate(
+            [Agent("openai:gpt-4.1-mini", base_url=server.url, price_as="openai:gpt-4.1-mini")],
+            "{{ row }}",
+            rows[:1],
+            store=store,
+            cache=False,
+        )
         one = probe.results[0].cost
         assert one and one > 0
-        ev = evaluate([Agent("openai:gpt-4.1-mini", base_url=server.url, price_as="openai:gpt-4.1-mini")], "{{ row }}", rows, budget=one * 4.5,
-                      concurrency=1, store=store, cache=False)
+        ev = evaluate(
+            [Agent("openai:gpt-4.1-mini", base_url=server.url, price_as="openai:gpt-4.1-mini")],
+            "{{ row }}",
+            rows,
+            budget=one * 4.5,
+            concurrency=1,
+            store=store,
+            cache=False,
+        )
     ran = [r for r in ev.results if r.status != "skipped"]
     skipped = [r for r in ev.results if r.status == "skipped"]
     assert ev.budget_stopped and skipped and all(r.error_type == "budget" for r in skipped)
@@ -346,7 +394,9 @@ def test_an_interrupt_stops_every_run_keeps_the_finished_and_closes_connections(
 
 def test_a_provider_that_cannot_be_built_fails_its_cells_only(store) -> None:
     with StubServer(responder=answering(lambda q: "fine")) as server:
-        ev = evaluate(["anthropic:claude-x", Agent("openai:m", base_url=server.url)], "{{ row }}", ["a", "b"], store=store)
+        ev = evaluate(
+            ["anthropic:claude-x", Agent("openai:m", base_url=server.url)], "{{ row }}", ["a", "b"], store=store
+        )
     broken = [r for r in ev.results if r.provider == "anthropic:claude-x"]
     assert len(broken) == 2 and all(r.error_type == "configuration" and "ANTHROPIC_API_KEY" in r.error for r in broken)
     assert all(r.ok for r in ev.results if r.provider == "openai:m")
@@ -363,13 +413,27 @@ def test_structured_output_and_the_schema_assertion(store) -> None:
         return '{"name": "Paris", "country": "France"}' if "France" in question else "Tokyo"
 
     with StubServer(responder=answering(answer)) as server:
-        ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", CAPITALS[:2], assertions=["schema"],
-                      output_schema=City, output_strategy="rule", store=store)
+        ev = evaluate(
+            [Agent("openai:m", base_url=server.url)],
+            "{{ row.country }}",
+            CAPITALS[:2],
+            assertions=["schema"],
+            output_schema=City,
+            output_strategy="rule",
+            store=store,
+        )
         france, japan = ev.ordered()
         assert france.passed and france.output == City(name="Paris", country="France")
         assert not japan.passed and japan.error_type == "invalid_output"
-        again = evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", CAPITALS[:1], assertions=["schema"],
-                         output_schema=City, output_strategy="rule", store=store)
+        again = evaluate(
+            [Agent("openai:m", base_url=server.url)],
+            "{{ row.country }}",
+            CAPITALS[:1],
+            assertions=["schema"],
+            output_schema=City,
+            output_strategy="rule",
+            store=store,
+        )
     assert again.results[0].cached and again.results[0].output == City(name="Paris", country="France")
 
 
@@ -421,7 +485,10 @@ def test_a_row_that_cannot_be_rendered_is_a_template_error_and_the_others_run(st
     first, second, third = ev.ordered()
     assert first.ok and first.passed
     assert (second.status, second.error_type, second.passed) == ("template_error", "template", None)
-    assert second.error == "row 1: check contains:{{ row.capital }}: the template: 'dict object' has no attribute 'capital'"
+    assert (
+        second.error
+        == "row 1: check contains:{{ row.capital }}: the template: 'dict object' has no attribute 'capital'"
+    )
     assert third.status == "template_error" and third.error.startswith(
         "row 2: check regex:{{ row.pattern }}: 'Lim(a' is not a valid pattern (missing )")
     assert ev.notes[0] == f"2 rows could not be rendered (not sent: template_error): {second.error}; {third.error}"
@@ -439,8 +506,11 @@ def test_a_prompt_that_cannot_be_rendered_names_its_row_and_no_row_rendered_send
             None, "row 1: the template: 'dict object' has no attribute 'country'",
             "row 2: the prompt is empty once rendered"]
         assert len(server.requests) == 1
-        with pytest.raises(ValueError, match="no row could be rendered, so nothing was sent: 2 rows could not be "
-                                             "rendered .*row 0: the template: 'dict object' has no attribute 'country'"):
+        with pytest.raises(
+            ValueError,
+            match="no row could be rendered, so nothing was sent: 2 rows could not be "
+            "rendered .*row 0: the template: 'dict object' has no attribute 'country'",
+        ):
             evaluate([Agent("openai:m", base_url=server.url)], "{{ row.country }}", [{"x": 1}, {"y": 2}], store=store)
         assert len(server.requests) == 1
 
@@ -448,8 +518,13 @@ def test_a_prompt_that_cannot_be_rendered_names_its_row_and_no_row_rendered_send
 def test_the_dataframe_has_a_row_per_cell_with_the_issue_columns(store, tmp_path) -> None:
     pytest.importorskip("pandas")
     with StubServer(responder=answering(capital_of)) as a, StubServer(responder=answering(lambda q: "?")) as b:
-        ev = evaluate([Agent("openai:m1", base_url=a.url), Agent("openai:m2", base_url=b.url)], "Capital of {{ row.country }}?",
-                      CAPITALS, assertions=["contains:{{ row.capital }}", "regex:\\."], store=store)
+        ev = evaluate(
+            [Agent("openai:m1", base_url=a.url), Agent("openai:m2", base_url=b.url)],
+            "Capital of {{ row.country }}?",
+            CAPITALS,
+            assertions=["contains:{{ row.capital }}", "regex:\\."],
+            store=store,
+        )
     frame = ev.to_dataframe()
     assert len(frame) == 6
     for column in ["row", "country", "capital", "provider", "prompt", "output", "structured", "passed",
@@ -481,7 +556,9 @@ def test_a_store_made_before_the_cache_gains_its_column(tmp_path) -> None:
     reopened = RunStore(path)
     try:
         assert reopened.run("old")["cache_key"] is None
-        reopened.add_finished_runs([{"run": {"status": "ok", "cache_key": "k", "metadata": {"text": "t"}}, "nodes": []}])
+        reopened.add_finished_runs(
+            [{"run": {"status": "ok", "cache_key": "k", "metadata": {"text": "t"}}, "nodes": []}]
+        )
         assert reopened.cached_runs(["k", "missing"])["k"]["metadata"] == {"text": "t"}
     finally:
         reopened.close()
@@ -503,7 +580,9 @@ def test_a_run_past_its_timeout_is_a_cell_with_the_error(store) -> None:
         return openai_text_reply("an answer " * 10, piece=4, delay=0.3 if slow else 0.0)
 
     with StubServer(responder=reply) as server:
-        ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row }}", ["quick", "slow"], timeout=0.5, store=store)
+        ev = evaluate(
+            [Agent("openai:m", base_url=server.url)], "{{ row }}", ["quick", "slow"], timeout=0.5, store=store
+        )
     quick, slow = ev.ordered()
     assert quick.ok and slow.status == "failed" and slow.error_type == "timeout"
     assert slow.text  # the partial answer is kept
@@ -604,21 +683,42 @@ def test_repeats_are_fresh_requests_with_their_own_cache_keys_and_flaky_rows_are
     summary = ev.summary_records()[0]
     assert (summary["runs"], summary["passed"], summary["flaky"]) == (6, 5, 1)
     assert summary["pass_rate"] == pytest.approx(5 / 6)
-    assert [(r["row"], r["repeat"], r["passed"]) for r in ev.records()][:3] == [(0, 0, True), (0, 1, False), (0, 2, True)]
+    assert [(r["row"], r["repeat"], r["passed"]) for r in ev.records()][:3] == [
+        (0, 0, True),
+        (0, 1, False),
+        (0, 2, True),
+    ]
     with pytest.raises(ValueError, match="repeat must be a whole number, 1 or more"):
         evaluate(["openai:m"], "{{ row }}", ["a"], repeat=0)
 
 
 def test_prompt_and_system_variants_are_columns_named_provider_slash_variant(store) -> None:
     with StubServer(responder=answering(capital_of)) as server:
-        ev = evaluate([Agent("openai:m", base_url=server.url)], None, CAPITALS[:2],
-                      prompts={"terse": "{{ row.country }}? One word.", "steps": "Think, then name the capital of {{ row.country }}."},
-                      systems={"steps": "You reason step by step."}, assertions=["contains:{{ row.capital }}"], store=store)
+        ev = evaluate(
+            [Agent("openai:m", base_url=server.url)],
+            None,
+            CAPITALS[:2],
+            prompts={
+                "terse": "{{ row.country }}? One word.",
+                "steps": "Think, then name the capital of {{ row.country }}.",
+            },
+            systems={"steps": "You reason step by step."},
+            assertions=["contains:{{ row.capital }}"],
+            store=store,
+        )
         sent = sorted((r["body"]["messages"][0]["content"] if len(r["body"]["messages"]) > 1 else "",
                        last_user_text(r["body"])) for r in server.requests)
-        again = evaluate([Agent("openai:m", base_url=server.url)], None, CAPITALS[:2],
-                         prompts={"terse": "{{ row.country }}? One word.", "steps": "Think, then name the capital of {{ row.country }}."},
-                         systems={"steps": "You reason step by step."}, store=store)
+        again = evaluate(
+            [Agent("openai:m", base_url=server.url)],
+            None,
+            CAPITALS[:2],
+            prompts={
+                "terse": "{{ row.country }}? One word.",
+                "steps": "Think, then name the capital of {{ row.country }}.",
+            },
+            systems={"steps": "You reason step by step."},
+            store=store,
+        )
         assert len(server.requests) == 4 and all(r.cached for r in again.results)
     assert ev.columns == ["openai:m/terse", "openai:m/steps"] and ev.variants == ["terse", "steps"]
     assert sent == [("", "France? One word."), ("", "Japan? One word."),

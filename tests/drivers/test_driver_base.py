@@ -32,7 +32,12 @@ from ..support.virtual_clock import VirtualClockLoop
 
 def test_defaults_documented_in_the_signature() -> None:
     driver = Toy("m")
-    assert (driver.read_timeout, driver.response_timeout, driver.max_attempts, driver.max_retry_wait) == (60.0, 300.0, 3, 30.0)
+    assert (driver.read_timeout, driver.response_timeout, driver.max_attempts, driver.max_retry_wait) == (
+        60.0,
+        300.0,
+        3,
+        30.0,
+    )
     assert driver.price_known is True and driver.price_as is None and driver.provider_options == {}
     assert (driver.provider, driver.model, driver.base_url, driver.id) == ("toy", "m", "http://toy.invalid/v1", "toy:m")
     assert driver.transport is None and driver._client is None
@@ -42,8 +47,18 @@ def test_given_values_are_kept_and_the_url_loses_its_trailing_slash() -> None:
     transport = Scripted()
     driver = Toy("m", provider="groq", base_url="http://h:1/api//", read_timeout=5, response_timeout=9, max_attempts=5,
                  max_retry_wait=2.5, transport=transport, provider_options={"temperature_name": "t"}, price_known=False)
-    assert (driver.provider, driver.base_url, driver.read_timeout, driver.response_timeout) == ("groq", "http://h:1/api", 5, 9)
-    assert (driver.max_attempts, driver.max_retry_wait, driver.transport, driver.price_known) == (5, 2.5, transport, False)
+    assert (driver.provider, driver.base_url, driver.read_timeout, driver.response_timeout) == (
+        "groq",
+        "http://h:1/api",
+        5,
+        9,
+    )
+    assert (driver.max_attempts, driver.max_retry_wait, driver.transport, driver.price_known) == (
+        5,
+        2.5,
+        transport,
+        False,
+    )
     assert driver.provider_options == {"temperature_name": "t"}
     assert Toy("m", base_url="http://h/XX/").base_url == "http://h/XX"  # only the slash goes
 
@@ -56,15 +71,24 @@ def test_max_attempts_is_at_least_one(given: int, kept: int) -> None:
 def test_price_as_must_name_provider_and_model() -> None:
     with pytest.raises(ProviderError) as raised:
         Toy("m", price_as="gpt-4.1")
-    assert_error(raised.value, "invalid_request", "price_as takes PROVIDER:MODEL (openai:gpt-6-luna), not 'gpt-4.1'", retryable=False)
+    assert_error(
+        raised.value,
+        "invalid_request",
+        "price_as takes PROVIDER:MODEL (openai:gpt-6-luna), not 'gpt-4.1'",
+        retryable=False,
+    )
     assert Toy("m", price_as="openai:gpt-4.1").price_as == "openai:gpt-4.1"
 
 
 def test_unknown_provider_options_are_named_with_the_known_ones() -> None:
     with pytest.raises(ProviderError) as raised:
         Toy("m", provider_options={"temperature_name": 1, "zeta": 2, "alpha": 3})
-    assert_error(raised.value, "invalid_request", "unknown provider option(s) ['alpha', 'zeta'] for toy; known: ['temperature_name']",
-        retryable=False)
+    assert_error(
+        raised.value,
+        "invalid_request",
+        "unknown provider option(s) ['alpha', 'zeta'] for toy; known: ['temperature_name']",
+        retryable=False,
+    )
 
 
 def test_the_key_is_stripped_sent_as_bearer_and_known_to_the_redactor() -> None:
@@ -79,7 +103,8 @@ def test_the_key_is_stripped_sent_as_bearer_and_known_to_the_redactor() -> None:
 def test_credentials_in_the_base_url_are_known_to_the_redactor() -> None:
     driver = Toy("m", base_url="http://user:pw-5c2e8b17d3@proxy.invalid/v1")
     assert repr(driver) == "<Toy toy:m at http://[redacted]@proxy.invalid/v1>"
-    assert redact("the proxy said: bad password pw-5c2e8b17d3") == "the proxy said: bad password [redacted]"  # outside a URL too
+    # outside a URL too
+    assert redact("the proxy said: bad password pw-5c2e8b17d3") == "the proxy said: bad password [redacted]"
     assert repr(Toy("m", base_url="http://h/v1")) == "<Toy toy:m at http://h/v1>"
 
 
@@ -94,7 +119,8 @@ def test_one_client_per_driver_with_its_timeouts_and_no_environment_proxy() -> N
         assert client.timeout == httpx2.Timeout(30, connect=10.0)  # connecting takes at most 10 s
         assert client.trust_env is False  # HTTP(S)_PROXY of the kernel's environment are not used
         quick = Toy("m", read_timeout=4)._client_for()
-        assert client._transport._pool._ssl_context is http._tls_context()  # one TLS context for every driver (CA bundle read once)
+        # one TLS context for every driver (CA bundle read once)
+        assert client._transport._pool._ssl_context is http._tls_context()
         assert quick.timeout == httpx2.Timeout(4, connect=4)
         await driver.close()
         assert driver._client is None and driver not in http._OPEN
@@ -165,7 +191,8 @@ def test_any_failure_reads_as_the_provider_error_it_means() -> None:
     assert_error(driver._as_provider_error(KeyError("choices"), "http://h"), "invalid_response",
         "toy sent a reply ipyagent could not read (KeyError: 'choices')", retryable=False)
     long = driver._as_provider_error(ValueError("v" * 400), "http://h")
-    assert long.message == f"toy sent a reply ipyagent could not read (ValueError: {'v' * 288})"  # the detail: 300 characters
+    # the detail: 300 characters
+    assert long.message == f"toy sent a reply ipyagent could not read (ValueError: {'v' * 288})"
 
 
 def test_a_whole_json_reply_is_not_readable_by_default() -> None:
@@ -180,7 +207,9 @@ def test_a_stream_line_that_is_not_json_is_quoted_up_to_200_characters() -> None
     line = "<" + "z" * 300
     with pytest.raises(ProviderError) as raised:
         Toy("m").stream_json(line)
-    assert_error(raised.value, "invalid_response", f"toy sent a stream line that is not JSON: {line[:200]!r}", retryable=False)
+    assert_error(
+        raised.value, "invalid_response", f"toy sent a stream line that is not JSON: {line[:200]!r}", retryable=False
+    )
     assert Toy("m").stream_json('{"a": [1]}') == {"a": [1]}
 
 
@@ -202,9 +231,12 @@ def _state(attempt: int, error: BaseException | None = None) -> RetryCallState:
     return state
 
 
-@pytest.mark.parametrize("jitter, waits", [("none", [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]), ("full", [1.0, 1.5, 2.5, 4.5, 8.0, 8.0])])
+@pytest.mark.parametrize(
+    "jitter, waits", [("none", [0.5, 1.0, 2.0, 4.0, 8.0, 8.0]), ("full", [1.0, 1.5, 2.5, 4.5, 8.0, 8.0])]
+)
 def test_backoff_doubles_from_half_a_second_with_half_a_second_of_jitter_up_to_8(
-        monkeypatch: pytest.MonkeyPatch, jitter: str, waits: list[float]) -> None:
+    monkeypatch: pytest.MonkeyPatch, jitter: str, waits: list[float]
+) -> None:
     import tenacity.wait
 
     monkeypatch.setattr(tenacity.wait.random, "uniform", (lambda a, b: a) if jitter == "none" else (lambda a, b: b))
@@ -270,7 +302,11 @@ class ByModel(Toy):
 
 
 def test_the_default_output_strategy_follows_the_model_s_capabilities() -> None:
-    assert [ByModel(m).default_output_strategy() for m in ("native-1", "tools-1", "plain-1")] == ["native", "tool", "rule"]
+    assert [ByModel(m).default_output_strategy() for m in ("native-1", "tools-1", "plain-1")] == [
+        "native",
+        "tool",
+        "rule",
+    ]
 
 
 def test_the_output_strategy_of_a_request() -> None:
@@ -288,7 +324,9 @@ def test_the_output_strategy_of_a_request() -> None:
     stack.output_strategy = "json"
     with pytest.raises(ProviderError) as raised:
         ByModel("native-1").output_strategy(stack)
-    assert_error(raised.value, "invalid_request", "output strategy 'json' is not one of native, tool, rule", retryable=False)
+    assert_error(
+        raised.value, "invalid_request", "output strategy 'json' is not one of native, tool, rule", retryable=False
+    )
 
 
 def test_a_setting_given_also_as_a_provider_option_must_agree() -> None:
@@ -298,8 +336,12 @@ def test_a_setting_given_also_as_a_provider_option_must_agree() -> None:
     assert body == {"temperature_name": 0.5, "top_p": 1}
     with pytest.raises(ProviderError) as raised:
         driver.put_settings(body, {"temperature_name": 0.7})
-    assert_error(raised.value, "invalid_request", "temperature_name is set both by a setting (0.7) and by provider_options (0.5); keep one",
-        retryable=False)
+    assert_error(
+        raised.value,
+        "invalid_request",
+        "temperature_name is set both by a setting (0.7) and by provider_options (0.5); keep one",
+        retryable=False,
+    )
     nested: dict[str, Any] = {}
     driver.put_settings(nested, {"temperature_name": 0.7}, options={"seed": 1})  # other options: no conflict
     assert nested == {"temperature_name": 0.7}
@@ -309,8 +351,12 @@ def test_a_setting_given_also_as_a_provider_option_must_agree() -> None:
 
 def test_an_unsupported_setting_names_provider_model_and_why() -> None:
     error = Toy("m", provider="groq").unsupported("seed", "the model ignores it")
-    assert_error(error, "unsupported_capability", "groq model m does not support the setting seed: the model ignores it; "
-        "remove it or choose another model", retryable=False)
+    assert_error(
+        error,
+        "unsupported_capability",
+        "groq model m does not support the setting seed: the model ignores it; remove it or choose another model",
+        retryable=False,
+    )
     assert error.code == "seed"
     assert_error(Toy("m").unsupported("stop"), "unsupported_capability",
         "toy model m does not support the setting stop; remove it or choose another model", retryable=False)
@@ -333,8 +379,12 @@ def test_prices_come_from_the_own_provider_price_as_or_nowhere(monkeypatch: pyte
     assert routed.price(usage) == "cost"
     assert Toy("m", price_as="openai:gpt-4.1:ft", price_known=False).price(usage) == "cost"
     assert Toy("m", price_known=False).price(usage) is None
-    assert calls == [("groq", "m-2024", usage, None), ("groq", "m", usage, None), ("openrouter", "m", usage, "openrouter-prices"),
-                     ("openai", "gpt-4.1:ft", usage, "unset")]
+    assert calls == [
+        ("groq", "m-2024", usage, None),
+        ("groq", "m", usage, None),
+        ("openrouter", "m", usage, "openrouter-prices"),
+        ("openai", "gpt-4.1:ft", usage, "unset"),
+    ]
     calls.clear()  # a turn of a batch API: its batch price, whichever price applies
     assert Toy("m", provider="groq").price(usage, batch=True) == "cost"
     assert Toy("m", price_as="openai:gpt-4.1", price_known=False).price(usage, batch=True) == "cost"
@@ -412,8 +462,13 @@ def test_model_list_prices_come_from_the_driver_s_price_provider_or_none(monkeyp
 def test_a_server_without_a_model_list_says_to_name_the_model(status: int) -> None:
     with pytest.raises(ProviderError) as raised:
         _models(Paged("m", base_url="http://u:pw-list-0a9e@h/v1", transport=Scripted((status, JSON, b"{}"))))
-    assert_error(raised.value, "not_found", f"toy at http://[redacted]@h/v1 has no model list (GET /models answered HTTP {status}); "
-        "name the model yourself", retryable=False)
+    assert_error(
+        raised.value,
+        "not_found",
+        f"toy at http://[redacted]@h/v1 has no model list (GET /models answered HTTP {status}); "
+        "name the model yourself",
+        retryable=False,
+    )
     assert raised.value.status == status
 
 
@@ -429,8 +484,12 @@ def test_other_model_list_errors_are_read_as_any_error_reply(status: int, etype:
 def test_a_model_list_that_is_not_a_json_object(body: bytes) -> None:
     with pytest.raises(ProviderError) as raised:
         _models(Paged("m", base_url="http://u:list-pw-1@h/v1", transport=Scripted((200, JSON, body))))
-    assert_error(raised.value, "invalid_response", "toy's model list at http://[redacted]@h/v1/models is not a JSON object",
-        retryable=False)
+    assert_error(
+        raised.value,
+        "invalid_response",
+        "toy's model list at http://[redacted]@h/v1/models is not a JSON object",
+        retryable=False,
+    )
 
 
 def test_a_model_list_that_cannot_connect() -> None:
@@ -450,15 +509,22 @@ def test_a_model_list_that_cannot_connect() -> None:
 
 def test_an_error_reply_keeps_code_body_status_and_retry_after() -> None:
     body = {"code": "quota", "message": "m" * 400, "type": "rate_limit"}
-    error = Coded("m", api_key="k-1").error_from_response(429, httpx2.Headers({"retry-after": "12"}), json.dumps(body).encode())
-    assert_error(error, "rate_limit", f"toy returned HTTP 429: {'m' * 400}", retryable=True)  # a JSON message is not cut
+    error = Coded("m", api_key="k-1").error_from_response(
+        429, httpx2.Headers({"retry-after": "12"}), json.dumps(body).encode()
+    )
+    # a JSON message is not cut
+    assert_error(error, "rate_limit", f"toy returned HTTP 429: {'m' * 400}", retryable=True)
     assert (error.code, error.raw, error.status, error.retry_after) == ("quota", body, 429, 12.0)
-    typed = Coded("m", api_key="k-1").error_from_response(400, httpx2.Headers(), b'{"message": "busy", "type": "overloaded"}')
+    typed = Coded("m", api_key="k-1").error_from_response(
+        400, httpx2.Headers(), b'{"message": "busy", "type": "overloaded"}'
+    )
     assert typed.type == "overloaded"  # the body's type before the status's
 
 
 def test_a_text_error_reply_is_one_line_and_bytes_that_are_not_utf8_do_not_stop_it() -> None:
-    error = Toy("m", api_key="k-1").error_from_response(502, httpx2.Headers(), b"<html><h1>502 Bad \xffGateway</h1>\n</html>\n")
+    error = Toy("m", api_key="k-1").error_from_response(
+        502, httpx2.Headers(), b"<html><h1>502 Bad \xffGateway</h1>\n</html>\n"
+    )
     assert_error(error, "server", "toy returned HTTP 502: 502 Bad \ufffdGateway", retryable=True)
     assert error.raw == "<html><h1>502 Bad \ufffdGateway</h1>\n</html>" and error.retry_after is None
 
@@ -473,15 +539,32 @@ def test_the_protocol_reads_an_error_body_knowing_its_status() -> None:
 
 
 def test_an_empty_error_reply_names_status_and_host() -> None:
-    error = Toy("m", api_key="k-1", base_url="http://u:pw-empty-77@h/v1").error_from_response(500, httpx2.Headers(), b"")
+    error = Toy("m", api_key="k-1", base_url="http://u:pw-empty-77@h/v1").error_from_response(
+        500, httpx2.Headers(), b""
+    )
     assert_error(error, "server", "toy returned HTTP 500: HTTP 500 from http://[redacted]@h/v1", retryable=True)
 
 
-@pytest.mark.parametrize("status, etype", [(400, "invalid_request"), (401, "authentication"), (403, "permission"),
-                                           (404, "not_found"), (408, "timeout"), (409, "invalid_request"), (413, "invalid_request"),
-                                           (418, "invalid_request"), (422, "invalid_request"), (429, "rate_limit"),
-                                           (499, "invalid_request"), (500, "server"), (501, "server"), (503, "server"),
-                                           (529, "overloaded")])
+@pytest.mark.parametrize(
+    "status, etype",
+    [
+        (400, "invalid_request"),
+        (401, "authentication"),
+        (403, "permission"),
+        (404, "not_found"),
+        (408, "timeout"),
+        (409, "invalid_request"),
+        (413, "invalid_request"),
+        (418, "invalid_request"),
+        (422, "invalid_request"),
+        (429, "rate_limit"),
+        (499, "invalid_request"),
+        (500, "server"),
+        (501, "server"),
+        (503, "server"),
+        (529, "overloaded"),
+    ],
+)
 def test_the_status_gives_the_type_when_the_body_does_not(status: int, etype: str) -> None:
     assert Toy("m", api_key="k-1").error_from_response(status, httpx2.Headers(), b"no").type == etype
 
@@ -536,8 +619,12 @@ def test_a_request_needing_what_the_model_lacks_fails_naming_it() -> None:
     tools = hi_stack()
     tools.tools = [ToolDefinition(name="f")]
     error = _refused(ByModel("plain-1"), tools)
-    assert_error(error, "unsupported_capability", "toy model plain-1 does not support tools; remove it from the request or choose "
-        "a model that has it", retryable=False)
+    assert_error(
+        error,
+        "unsupported_capability",
+        "toy model plain-1 does not support tools; remove it from the request or choose a model that has it",
+        retryable=False,
+    )
     assert error.code == "tools"
     ByModel("tools-1").check_capabilities(tools)
     image = hi_stack()
@@ -567,15 +654,22 @@ def test_a_model_with_vision_and_documents_takes_them() -> None:
 
 @pytest.mark.parametrize("model, strategy, use", [("tools-1", "native", "tool"), ("plain-1", "native", "rule"),
                                                   ("plain-1", "tool", "rule")])
-def test_a_structured_output_strategy_the_model_cannot_take_names_one_it_can(model: str, strategy: str, use: str) -> None:
+def test_a_structured_output_strategy_the_model_cannot_take_names_one_it_can(
+    model: str, strategy: str, use: str
+) -> None:
     from ipyagent.core import ToolDefinition
 
     stack = hi_stack()
     stack.output_schema, stack.output_strategy = {"type": "object"}, strategy
     stack.tools = [ToolDefinition(name="f")]  # reported after the strategy
     error = _refused(ByModel(model), stack)
-    assert_error(error, "unsupported_capability", f"toy model {model} does not support structured output with the {strategy} "
-        f"strategy; use output_strategy={use!r} or another model", retryable=False)
+    assert_error(
+        error,
+        "unsupported_capability",
+        f"toy model {model} does not support structured output with the {strategy} "
+        f"strategy; use output_strategy={use!r} or another model",
+        retryable=False,
+    )
     assert error.code == "structured_output"
 
 
@@ -587,7 +681,9 @@ def test_strategies_the_model_can_take_pass() -> None:
         ByModel(model).check_capabilities(stack)
 
 
-def _settings_error(driver: BasePromptDriver, tools: list[str], output: str | None = None, **settings: Any) -> ProviderError | None:
+def _settings_error(
+    driver: BasePromptDriver, tools: list[str], output: str | None = None, **settings: Any
+) -> ProviderError | None:
     from ipyagent.core import ModelSettings, ToolDefinition
 
     stack = hi_stack()
@@ -604,8 +700,13 @@ def _settings_error(driver: BasePromptDriver, tools: list[str], output: str | No
 
 def test_reasoning_needs_a_reasoning_model() -> None:
     error = _settings_error(Toy("m"), [], reasoning="high")
-    assert_error(error, "unsupported_capability", "toy model m does not support the setting reasoning: it is not a reasoning model; "
-        "remove it or choose another model", retryable=False)
+    assert_error(
+        error,
+        "unsupported_capability",
+        "toy model m does not support the setting reasoning: it is not a reasoning model; "
+        "remove it or choose another model",
+        retryable=False,
+    )
     assert _settings_error(Toy("m"), [], reasoning=0) is None and _settings_error(Toy("m"), []) is None
     assert _settings_error(Toy("m"), [], reasoning=1024) is not None
     assert _settings_error(Seeing("m"), [], reasoning="high") is None
@@ -613,19 +714,36 @@ def test_reasoning_needs_a_reasoning_model() -> None:
 
 def test_a_tool_choice_needs_the_tools_it_names() -> None:
     none = _settings_error(Toy("m"), [], tool_choice="required")
-    assert_error(none, "invalid_request", "tool_choice='required' needs tools, and this request offers none (--tools NAME, or tools= "
-        "in Python)", retryable=False)
+    assert_error(
+        none,
+        "invalid_request",
+        "tool_choice='required' needs tools, and this request offers none (--tools NAME, or tools= in Python)",
+        retryable=False,
+    )
     assert _settings_error(Toy("m"), [], tool_choice="lookup").message.startswith("tool_choice='lookup' needs tools")
     missing = _settings_error(Toy("m"), ["b_tool", "a_tool"], tool_choice="lookup")
-    assert_error(missing, "invalid_request", "tool_choice='lookup' is not one of the request's tools: a_tool, b_tool", retryable=False)
+    assert_error(
+        missing,
+        "invalid_request",
+        "tool_choice='lookup' is not one of the request's tools: a_tool, b_tool",
+        retryable=False,
+    )
     assert _settings_error(Toy("m"), ["lookup"], tool_choice="lookup") is None
     assert _settings_error(Toy("m"), ["f"], tool_choice="required") is None
-    assert _settings_error(Toy("m"), [], tool_choice="auto") is None and _settings_error(Toy("m"), [], tool_choice="none") is None
+    assert (
+        _settings_error(Toy("m"), [], tool_choice="auto") is None
+        and _settings_error(Toy("m"), [], tool_choice="none") is None
+    )
 
 
 def test_a_tool_choice_contradicts_the_tool_output_strategy() -> None:
     error = _settings_error(Toy("m"), ["f"], output="tool", tool_choice="auto")
-    assert_error(error, "invalid_request", "tool_choice='auto' contradicts the tool output strategy, which forces a call to its "
-        "output tool; drop one of them", retryable=False)
+    assert_error(
+        error,
+        "invalid_request",
+        "tool_choice='auto' contradicts the tool output strategy, which forces a call to its "
+        "output tool; drop one of them",
+        retryable=False,
+    )
     assert _settings_error(Toy("m"), ["f"], output="rule", tool_choice="auto") is None
     assert _settings_error(Toy("m"), ["f"], output="tool") is None

@@ -50,7 +50,9 @@ def test_azure_deployment_url_api_key_header_and_version(monkeypatch, version):
             monkeypatch.setenv("AZURE_OPENAI_API_VERSION", version)
         result = Agent("azure-openai:my-gpt4o").run("Hello")
     request = server.requests[0]
-    assert request["path"] == f"/openai/deployments/my-gpt4o/chat/completions?api-version={version or DEFAULT_API_VERSION}"
+    assert (
+        request["path"] == f"/openai/deployments/my-gpt4o/chat/completions?api-version={version or DEFAULT_API_VERSION}"
+    )
     headers = {k.lower(): v for k, v in request["headers"].items()}
     assert headers["api-key"] == SECRET and "authorization" not in headers
     assert "model" not in request["body"] and request["body"]["messages"][-1]["content"] == "Hello"
@@ -106,7 +108,10 @@ def test_aliases_in_provider_and_agent_magics(ip, monkeypatch, capsys):
         listing = capsys.readouterr().out
     assert [r["body"]["model"] for r in server.requests] == ["gpt-6-luna", "gpt-6.1-terra"]
     assert ip.user_ns["res"].provider == "openai:gpt-6.1-terra"
-    assert any(line.split()[:3] == ["fast", "alias", "="] and line.endswith("openai:gpt-6-luna") for line in listing.splitlines())
+    assert any(
+        line.split()[:3] == ["fast", "alias", "="] and line.endswith("openai:gpt-6-luna")
+        for line in listing.splitlines()
+    )
     assert Agent("fast").provider == "openai:gpt-6-luna"  # from Python too
 
 
@@ -216,7 +221,10 @@ def test_a_driver_from_an_entry_point_is_found_and_runs(tiny_plugin, monkeypatch
     with StubServer(Reply(headers={"Content-Type": "text/plain"}, pieces=[line + b"\n" for line in lines])) as server:
         result = Agent("tiny:echo-1", base_url=server.url, api_key_env="TINY_API_KEY").run("Say hello")
     assert result.ok and result.text == "".join(line.decode() + "\n" for line in lines)
-    assert server.requests[0]["path"] == "/echo" and server.requests[0]["body"] == {"model": "echo-1", "prompt": "Say hello"}
+    assert server.requests[0]["path"] == "/echo" and server.requests[0]["body"] == {
+        "model": "echo-1",
+        "prompt": "Say hello",
+    }
     assert {k.lower(): v for k, v in server.requests[0]["headers"].items()}["x-tiny-key"] == "tiny-secret"
     assert result.cost is None  # no price known for a plug-in
     ip.run_line_magic("provider", "--list")

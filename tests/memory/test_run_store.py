@@ -99,12 +99,17 @@ def test_every_piece_of_a_run_is_a_row(store: RunStore) -> None:
     [call] = expected_from(TOOL_CALL).tool_calls
     text_exp = expected_from(TEXT)
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
-        result, _, recorder = record_run(store, server, tools=[FunctionTool(get_weather, off_prompt=True)], memory=TaskMemory())
+        result, _, recorder = record_run(
+            store, server, tools=[FunctionTool(get_weather, off_prompt=True)], memory=TaskMemory()
+        )
     if store.dialect == "sqlite":
         assert store.path.exists() and store._conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     run = store.run(recorder.run_id[:6])  # a prefix is enough
     assert (run["status"], run["thread"], run["provider"], run["model"]) == ("ok", "t", "openai", "gpt-4.1-mini")
-    assert run["usage"]["input_tokens"] == result.usage.input_tokens and run["usage"]["output_tokens"] == result.usage.output_tokens
+    assert (
+        run["usage"]["input_tokens"] == result.usage.input_tokens
+        and run["usage"]["output_tokens"] == result.usage.output_tokens
+    )
     assert run["duration_s"] > 0 and run["prompt"] == "Weather in SF?"
     if result.cost is not None:
         assert run["cost"] == pytest.approx(float(result.cost))
@@ -151,7 +156,10 @@ def test_a_stream_failing_after_its_usage_is_stored_partial_with_that_usage(stor
     with StubServer(Reply.sse_file(recording)) as server:
         result, events, recorder = record_run(store, server)
     assert result.error is not None and result.messages[-1] is result.message and result.message.reasoning
-    assert (result.usage.input_tokens, result.usage.output_tokens) == (billed["prompt_tokens"], billed["completion_tokens"])
+    assert (result.usage.input_tokens, result.usage.output_tokens) == (
+        billed["prompt_tokens"],
+        billed["completion_tokens"],
+    )
     run = store.run(recorder.run_id)
     message = next(n for n in store.nodes(run["id"]) if n["kind"] == "message" and n["role"] == "assistant")
     assert message["partial"] and message["failed"] and message["data"]["status"] == "failed"
@@ -188,7 +196,9 @@ def test_a_streaming_reply_is_written_once_when_the_run_is_interrupted(store: Ru
 
 def test_replay_matches_the_original(store: RunStore) -> None:
     with StubServer(Reply.sse_file(TOOL_CALL), Reply.sse_file(TEXT)) as server:
-        _, events, recorder = record_run(store, server, tools=[FunctionTool(get_weather, off_prompt=True)], memory=TaskMemory())
+        _, events, recorder = record_run(
+            store, server, tools=[FunctionTool(get_weather, off_prompt=True)], memory=TaskMemory()
+        )
     replayed = replay_events(store.nodes(recorder.run_id))
     original = body_of(events)
     kinds = [op[2] for op in original if op[0] == "seg"]
@@ -211,7 +221,9 @@ def test_a_run_stored_without_its_transcript_replays_with_the_original_figures(s
     assert "transcript" not in [n["kind"] for n in nodes]
     rebuilt = SessionMagics._rebuilt_transcript(store.run(recorder.run_id), replay_events(nodes))
     assert rebuilt.usage == original.usage and rebuilt.usage.input_tokens > expected_from(TEXT).usage["prompt_tokens"]
-    assert [(c.name, c.status, c.result) for c in rebuilt.tool_calls] == [(c.name, c.status, c.result) for c in original.tool_calls]
+    assert [(c.name, c.status, c.result) for c in rebuilt.tool_calls] == [
+        (c.name, c.status, c.result) for c in original.tool_calls
+    ]
     assert [c.status for c in rebuilt.tool_calls] == ["ok"]
     assert rebuilt.text == original.text and rebuilt.status == "completed" and rebuilt.timings.turns == 2
 
@@ -239,7 +251,7 @@ def test_a_file_that_is_not_a_store_is_a_clear_error(tmp_path: Path, monkeypatch
         opened[0].execute("SELECT 1")
 
 
-WRITER = textwrap.dedent('''
+WRITER = textwrap.dedent("""
     import sys, time
     from ipyagent.core import (Message, ModelCompleted, ModelStarted, StopReason, TextBlock, TextDelta,
                                ToolAction, ToolCallCompleted, TextArtifact, Usage)
@@ -268,9 +280,10 @@ WRITER = textwrap.dedent('''
         action = ToolAction(tag=f"{name}-{n}", name="t")
         rec.feed(ToolCallCompleted(action, TextArtifact(value="r"), 0.0))
         assert rec.error is None, rec.error
-        rec.finish(type("R", (), {"interrupted": False, "error": None, "usage": Usage(input_tokens=1, output_tokens=3), "metadata": {}})())
+        usage = Usage(input_tokens=1, output_tokens=3)
+        rec.finish(type("R", (), {"interrupted": False, "error": None, "usage": usage, "metadata": {}})())
     print(name, "done")
-''')
+""")
 
 
 def test_two_processes_write_one_store_and_lose_nothing(store_location: Any) -> None:
@@ -301,7 +314,8 @@ def test_two_processes_write_one_store_and_lose_nothing(store_location: Any) -> 
         assert store.count("runs") == 2 * runs and store.count("nodes") == 2 * runs * 4
         # the two writers really overlapped in time
         spans = {n: [(r["started_at"], r["ended_at"]) for r in store.runs(thread=n, limit=1000)] for n in ("k1", "k2")}
-        assert min(e for _, e in spans["k1"]) < max(s for s, _ in spans["k2"]) and min(e for _, e in spans["k2"]) < max(s for s, _ in spans["k1"])
+        assert min(e for _, e in spans["k1"]) < max(s for s, _ in spans["k2"])
+        assert min(e for _, e in spans["k2"]) < max(s for s, _ in spans["k1"])
     finally:
         store.close()
 
@@ -314,7 +328,9 @@ def _start_kernel(env_store: Path, server: StubServer, monkeypatch: pytest.Monke
 
     monkeypatch.setenv("IPYAGENT_RUN_STORE", str(env_store))
     km, kc = start_new_kernel(kernel_name="python3")
-    reply, _ = wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:gpt-4.1-mini --base-url {server.url}/v1"), 30)
+    reply, _ = wait_reply(
+        kc, kc.execute(f"%load_ext ipyagent\n%provider openai:gpt-4.1-mini --base-url {server.url}/v1"), 30
+    )
     assert reply["content"]["status"] == "ok"
     return km, kc
 
@@ -339,7 +355,9 @@ def _partial_text(path: Path) -> str:
     """The text of a partial assistant message node, read by a second connection ("" when there is none)."""
     try:
         with closing(sqlite3.connect(path)) as conn:
-            row = conn.execute("SELECT data FROM nodes WHERE kind = 'message' AND role = 'assistant' AND partial = 1").fetchone()
+            row = conn.execute(
+                "SELECT data FROM nodes WHERE kind = 'message' AND role = 'assistant' AND partial = 1"
+            ).fetchone()
     except sqlite3.Error:
         return ""
     if not row:
@@ -348,7 +366,9 @@ def _partial_text(path: Path) -> str:
 
 
 @pytest.mark.notebook
-def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     exp = expected_from(TEXT)
     path = tmp_path / "runs.sqlite"
     with StubServer(Reply.sse_file(TEXT), Reply.sse_file(TEXT, delay=0.25), Reply.sse_file(TEXT)) as server:
@@ -364,13 +384,20 @@ def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(tmp_path: Path
             assert reply["content"]["status"] == "error"
             _output(kc, "%%agent\nthird")
             history = _output(kc, "%agent history")
-            inspect = _output(kc, "%agent inspect " + _output(kc, "print(get_ipython().find_magic('agent', 'line').__self__.session.run_ids[1])").strip())
+            inspect = _output(
+                kc,
+                "%agent inspect "
+                + _output(kc, "print(get_ipython().find_magic('agent', 'line').__self__.session.run_ids[1])").strip(),
+            )
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)
     # the next prompt skipped the interrupted turn
     assert server.requests[2]["body"]["messages"] == [
-        {"role": "user", "content": "first"}, {"role": "assistant", "content": exp.text}, {"role": "user", "content": "third"}]
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": exp.text},
+        {"role": "user", "content": "third"},
+    ]
     store = RunStore(path)
     try:
         statuses = [r["status"] for r in reversed(store.runs())]
@@ -382,7 +409,11 @@ def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(tmp_path: Path
         assert partial and exp.text.startswith(partial) and partial != exp.text
     finally:
         store.close()
-    assert "interrupted" in history and "[interrupted; the text above is partial]" in history and "skipped in the next prompt" in history
+    assert (
+        "interrupted" in history
+        and "[interrupted; the text above is partial]" in history
+        and "skipped in the next prompt" in history
+    )
     assert f"run {interrupted['id']}" in inspect and "[partial, failed]" in inspect and "cancelled" in inspect
     assert "body: " in inspect and '"this one is interrupted"' in inspect and SECRET not in inspect + history
 

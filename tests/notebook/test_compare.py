@@ -86,8 +86,12 @@ def test_providers_stream_at_once_and_figures_come_in_the_order_they_finish() ->
 def test_a_failing_provider_never_stops_the_others(monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-compare-secret-1234")
     text, tokens_in, tokens_out = _anthropic_expected()
-    with StubServer(Reply.sse_file(TEXT, delay=0.005)) as ok_openai, StubServer(Reply.sse_file(ANTHROPIC_TEXT)) as ok_anthropic, \
-            StubServer(_error(AUTH_401)) as unauthorized, StubServer(_error(RATE_429)) as limited:
+    with (
+        StubServer(Reply.sse_file(TEXT, delay=0.005)) as ok_openai,
+        StubServer(Reply.sse_file(ANTHROPIC_TEXT)) as ok_anthropic,
+        StubServer(_error(AUTH_401)) as unauthorized,
+        StubServer(_error(RATE_429)) as limited,
+    ):
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-compare")
         entries = [
             Agent("openai:m", base_url=ok_openai.url),
@@ -108,7 +112,13 @@ def test_a_failing_provider_never_stops_the_others(monkeypatch) -> None:
     assert sum(f.ok for f in result.figures) == 2
     assert "sk-compare-secret-1234" not in repr(result.summary())
     # Results keyed by provider, in the order given.
-    assert list(result.results) == ["openai:m", "anthropic:claude-x", "anthropic:claude-y", "openai:limited", "groq:llama"]
+    assert list(result.results) == [
+        "openai:m",
+        "anthropic:claude-x",
+        "anthropic:claude-y",
+        "openai:limited",
+        "groq:llama",
+    ]
 
 
 def test_runs_start_from_the_same_conversation_and_are_summarized() -> None:
@@ -139,8 +149,12 @@ def test_cost_comes_from_the_result_when_it_has_one() -> None:
 
             on_event(ModelStarted(provider="fake", model="m"))
             on_event(TextDelta(0, "hi"))
-            result = AgentResult("fake:m", Message(role="assistant", content=[TextBlock(text="hi")]), Usage(input_tokens=3, output_tokens=4),
-                                 StopReason(kind="end_turn"))
+            result = AgentResult(
+                "fake:m",
+                Message(role="assistant", content=[TextBlock(text="hi")]),
+                Usage(input_tokens=3, output_tokens=4),
+                StopReason(kind="end_turn"),
+            )
             result.cost = 0.0125
             return result
 
@@ -170,8 +184,15 @@ def test_to_dataframe_gives_one_row_per_run(monkeypatch) -> None:
             return rows
 
     monkeypatch.setitem(sys.modules, "pandas", FakePandas)
-    cmp = Comparison(["a:b", "c:d"], 2, [RunFigures("c:d", 1, 0, error_type="timeout", error="slow"),
-                                        RunFigures("a:b", 0, 1, 0.1, 0.5, 3, 4), RunFigures("a:b", 0, 0, 0.2, 0.6, 3, 5)])
+    cmp = Comparison(
+        ["a:b", "c:d"],
+        2,
+        [
+            RunFigures("c:d", 1, 0, error_type="timeout", error="slow"),
+            RunFigures("a:b", 0, 1, 0.1, 0.5, 3, 4),
+            RunFigures("a:b", 0, 0, 0.2, 0.6, 3, 5),
+        ],
+    )
     rows = cmp.to_dataframe()
     assert [(r["provider"], r["run"]) for r in rows] == [("a:b", 0), ("a:b", 1), ("c:d", 0)]
     assert rows[0]["output_tokens"] == 5 and rows[2]["error_type"] == "timeout"
@@ -199,7 +220,8 @@ def test_with_several_runs_the_table_has_each_run_under_its_median() -> None:
     table = table_data(["a:b", "c:d"], figures, 3)
     assert table.row_runs == [[0, None], [0, 0], [0, 1], [0, 2], [1, None], [1, 0]]
     first, *runs, other, other_run = table.rows
-    assert first[:3] == ["a:b · median (min–max) of 3 runs", "0.20 (0.10–0.30)", "2.00 (1.00–3.00)"]  # the median (min–max)
+    # the median (min–max)
+    assert first[:3] == ["a:b · median (min–max) of 3 runs", "0.20 (0.10–0.30)", "2.00 (1.00–3.00)"]
     assert [r[:3] for r in runs] == [["run 1", "0.10", "1.00"], ["run 2", "0.20", "2.00"], ["run 3", "0.30", "3.00"]]
     assert [r[4] for r in runs] == ["20", "21", "22"]
     assert other_run[0] == "run 1" and other_run[-1] == "rate_limit: slow down"
@@ -253,13 +275,18 @@ def test_widget_view_fills_the_table_and_marks_interrupted() -> None:
 
 def test_compare_magic_prints_each_reply_then_the_table(ip, monkeypatch, capsys) -> None:
     text, tokens_in, tokens_out = _anthropic_expected()
-    with StubServer(Reply.sse_file(TEXT)) as openai_server, StubServer(Reply.sse_file(ANTHROPIC_TEXT)) as anthropic_server:
+    with (
+        StubServer(Reply.sse_file(TEXT)) as openai_server,
+        StubServer(Reply.sse_file(ANTHROPIC_TEXT)) as anthropic_server,
+    ):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-compare")
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-compare")
         monkeypatch.setenv("OPENAI_BASE_URL", openai_server.url)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", anthropic_server.url)
         ip.user_ns["topic"] = "kernels"
-        returned = ip.run_cell_magic("compare", "openai:m anthropic:claude-x -o cmp --system 'Be brief.'", "About {{ topic }}?")
+        returned = ip.run_cell_magic(
+            "compare", "openai:m anthropic:claude-x -o cmp --system 'Be brief.'", "About {{ topic }}?"
+        )
     assert returned is None and isinstance(ip.user_ns["cmp"], Comparison)  # no Out[n] echo
     assert openai_server.requests[0]["body"]["messages"] == [{"role": "system", "content": "Be brief."},
                                                              {"role": "user", "content": "About kernels?"}]
@@ -315,7 +342,9 @@ def test_compare_magic_usage_errors(ip, line, body, message) -> None:
 
 def test_compare_cells_await_in_kernels() -> None:
     cell = ["get_ipython().run_cell_magic('compare', 'openai:a openai:b', 'hi\\n')\n"]
-    assert await_agent_cells(cell) == ["await get_ipython().run_cell_magic('compare', '--await-in-kernel ' + 'openai:a openai:b', 'hi\\n')\n"]
+    assert await_agent_cells(cell) == [
+        "await get_ipython().run_cell_magic('compare', '--await-in-kernel ' + 'openai:a openai:b', 'hi\\n')\n"
+    ]
     other = ["get_ipython().run_cell_magic('capture', '', 'x\\n')\n"]
     assert await_agent_cells(other) == other
 
@@ -357,9 +386,12 @@ def test_load_declares_every_magic() -> None:
     """`%load_ext` declares `MAGICS` without importing the package; every real magic is declared."""
     import subprocess
 
-    code = ("import sys\nfrom IPython.terminal.interactiveshell import TerminalInteractiveShell\n"
-            "shell = TerminalInteractiveShell.instance()\nshell.run_line_magic('load_ext', 'ipyagent')\n"
-            "print(sorted(m for m in ('pydantic', 'httpx2', 'ipyagent.core', 'ipyagent.notebook.magics.agent') if m in sys.modules))")
+    code = (
+        "import sys\nfrom IPython.terminal.interactiveshell import TerminalInteractiveShell\n"
+        "shell = TerminalInteractiveShell.instance()\nshell.run_line_magic('load_ext', 'ipyagent')\n"
+        "print(sorted(m for m in ('pydantic', 'httpx2', 'ipyagent.core', 'ipyagent.notebook.magics.agent')"
+        " if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -473,8 +505,14 @@ def test_a_stopped_comparison_keeps_finished_and_partial_runs() -> None:
         seen: list[str] = []
 
         async def main() -> None:
-            task = asyncio.ensure_future(acompare([quick, slow], "hi", on_stop=stopped.append,
-                                                  on_event=lambda i, r, e: seen.append(getattr(e, "text", "")) if i else None))
+            task = asyncio.ensure_future(
+                acompare(
+                    [quick, slow],
+                    "hi",
+                    on_stop=stopped.append,
+                    on_event=lambda i, r, e: seen.append(getattr(e, "text", "")) if i else None,
+                )
+            )
             while not (stopped or (len([s for s in seen if s]) >= 2 and quick.results)):
                 await asyncio.sleep(0.01)
             task.cancel()
@@ -496,7 +534,9 @@ def test_a_pane_and_the_saved_record_draw_off_prompt_artifacts_as_agent_memory_d
     from ipyagent.core import ArtifactStored, TextArtifact
 
     long = "# Results\n\n" + "a finding\n" * 50
-    stored = ArtifactStored("call_1", "WebSearch", "search", "TaskMemory", "search-1", TextArtifact(value=long), {"chars": len(long)})
+    stored = ArtifactStored(
+        "call_1", "WebSearch", "search", "TaskMemory", "search-1", TextArtifact(value=long), {"chars": len(long)}
+    )
 
     async def main() -> CompareWidgetView:
         view = CompareWidgetView(["fake:timed"], 1)

@@ -28,7 +28,9 @@ TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
 
 
 def _cassette_body(provider: str) -> str:
-    (entry,) = [json.loads(line) for line in (NOTEBOOK.parent / f"compare-{provider}.cassette.jsonl").read_text().splitlines()]
+    (entry,) = [
+        json.loads(line) for line in (NOTEBOOK.parent / f"compare-{provider}.cassette.jsonl").read_text().splitlines()
+    ]
     return entry["response"]["body"]
 
 
@@ -69,8 +71,12 @@ def _compare_view(nb, cell) -> tuple[list[tuple[str, str, str]], str]:
     for index, provider in enumerate(record["providers"]):
         entry = [e for e in record["entries"] if e["index"] == index][-1]  # the last run's pane
         t = Transcript.from_json(entry["transcript"])
-        title = provider + (f" · run {entry.get('run', 0) + 1} of {record.get('runs', 1)}" if record.get("runs", 1) > 1 else "")
-        body = markdown_to_html(t.text) + (f'<div class="ipyagent-error">⚠ {escape(t.error.message)}</div>' if t.error else "")
+        title = provider + (
+            f" · run {entry.get('run', 0) + 1} of {record.get('runs', 1)}" if record.get("runs", 1) > 1 else ""
+        )
+        body = markdown_to_html(t.text) + (
+            f'<div class="ipyagent-error">⚠ {escape(t.error.message)}</div>' if t.error else ""
+        )
         panes.append((title, body, " · ".join(footer_figures(t))))
     return panes, cells_to_html(record["table"]["columns"], record["table"]["rows"])
 
@@ -102,7 +108,11 @@ def test_compare_notebook_with_a_failing_provider(monkeypatch):
     assert all(len(r["body"]["messages"]) == 1 for r in openai_server.requests)  # every run a fresh conversation
 
     error_message = json.loads(AUTH_401.read_text())["error"]["message"]
-    ids = {"openai": "openai:gpt-6-luna", "anthropic": "anthropic:claude-sonnet-5-5", "gemini": "gemini:gemini-3.8-flash"}
+    ids = {
+        "openai": "openai:gpt-6-luna",
+        "anthropic": "anthropic:claude-sonnet-5-5",
+        "gemini": "gemini:gemini-3.8-flash",
+    }
     first, runs3 = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%compare")]
 
     panes, table = _compare_view(nb, first)
@@ -157,8 +167,14 @@ def _two_providers(monkeypatch, first_delay: float, second_delay: float):
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-compare-kernel")
         km, kc = start_new_kernel(kernel_name="python3")
         try:
-            reply, _ = wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:quick --base-url {quick.url}/v1\n"
-                                                 f"%provider --alias slow openai:slow --base-url {slow.url}/v1"), 30)
+            reply, _ = wait_reply(
+                kc,
+                kc.execute(
+                    f"%load_ext ipyagent\n%provider openai:quick --base-url {quick.url}/v1\n"
+                    f"%provider --alias slow openai:slow --base-url {slow.url}/v1"
+                ),
+                30,
+            )
             assert reply["content"]["status"] == "ok", reply["content"]
             yield km, kc, (quick, slow)
         finally:
@@ -210,8 +226,14 @@ def test_a_stopped_comparison_is_saved_and_bound(monkeypatch):
                  and "application/vnd.ipyagent.comparison+json" in m["content"]["data"]]
         assert saved, "no comparison replaced the live panes"
         record = saved[-1]["data"]["application/vnd.ipyagent.comparison+json"]
-        reply, iopub = wait_reply(kc, kc.execute(
-            "import json; print(json.dumps([cmp.interrupted, [(f.index, f.error_type, f.transcript.text) for f in cmp.figures]]))"), 20)
+        reply, iopub = wait_reply(
+            kc,
+            kc.execute(
+                "import json; print(json.dumps([cmp.interrupted,"
+                " [(f.index, f.error_type, f.transcript.text) for f in cmp.figures]]))"
+            ),
+            20,
+        )
         printed = "".join(m["content"]["text"] for m in iopub if m["msg_type"] == "stream")
     text = expected_from(TEXT).text
     assert record["interrupted"] is True
@@ -263,7 +285,8 @@ def test_one_widget_per_compare_cell_whose_panes_and_table_read_the_same_figures
     (end,) = [m for m in custom if m["type"] == "end" and "key" not in m]
     assert updates == [{"data": {**end["output"]["fallbacks"], end["output"]["mime"]: end["doc"]},
                         "metadata": end["output"]["metadata"]}]
-    assert len([o for o in opened if "_esm" in o["data"].get("state", {})]) == 1  # one front end for 2 providers x 2 runs
+    # one front end for 2 providers x 2 runs
+    assert len([o for o in opened if "_esm" in o["data"].get("state", {})]) == 1
     assert custom[0]["type"] == "compare" and custom[0]["panes"] == [
         {"title": "openai:quick", "resolved": "openai:quick"}, {"title": "slow", "resolved": "openai:slow"}]
     run_ends = {m["key"]: m["doc"] for m in custom if m["type"] == "end" and "key" in m}

@@ -12,7 +12,14 @@ from IPython.core.error import UsageError
 from ipyagent import Agent, Evaluation, compare, evaluate
 from ipyagent.agent import EvalResult
 from ipyagent.agent.evaluation.checks import Outcome
-from ipyagent.notebook.render.evaluation import MIME_TYPE, PAGE, evaluation_html, evaluation_markdown, evaluation_text, headline
+from ipyagent.notebook.render.evaluation import (
+    MIME_TYPE,
+    PAGE,
+    evaluation_html,
+    evaluation_markdown,
+    evaluation_text,
+    headline,
+)
 from ipyagent.notebook.views.evaluation_view import bundle
 
 from ..support.stub_server import StubServer
@@ -27,7 +34,10 @@ def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_over_rows_with_assertions_binds_the_evaluation_and_prints_the_summary(ip, capsys) -> None:
-    with StubServer(responder=answering(capital_of)) as a, StubServer(responder=answering(lambda q: "No idea at all.")) as b:
+    with (
+        StubServer(responder=answering(capital_of)) as a,
+        StubServer(responder=answering(lambda q: "No idea at all.")) as b,
+    ):
         ip.run_line_magic("provider", f"--alias good openai:m1 --base-url {a.url}")
         ip.run_line_magic("provider", f"--alias bad openai:m2 --base-url {b.url}")
         ip.user_ns["rows"] = CAPITALS
@@ -39,7 +49,9 @@ def test_over_rows_with_assertions_binds_the_evaluation_and_prints_the_summary(i
     ev = ip.user_ns["ev"]
     assert isinstance(ev, Evaluation) and ev.assertions == ["contains:{{ row.capital }}", "python:short"]
     assert [r.passed for r in ev.ordered()] == [True, False] * 3
-    assert sorted(last["body"]["messages"][-1]["content"] for last in a.requests) == sorted(f"Capital of {c['country']}?" for c in CAPITALS)
+    assert sorted(last["body"]["messages"][-1]["content"] for last in a.requests) == sorted(
+        f"Capital of {c['country']}?" for c in CAPITALS
+    )
     out = capsys.readouterr().out
     assert "2 providers × 3 rows: 6 of 6 runs, 3 passed" in out
     good = next(line for line in out.splitlines() if line.startswith("good (openai:m1)"))  # the alias, then the id
@@ -56,38 +68,68 @@ def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) ->
         assert len(server.requests) == 3 and all(r.cached for r in ip.user_ns["ev"].results)
         # The terminal's headline says so, with a wall time in milliseconds (it said "0.0 s").
         ms = round(ip.user_ns["ev"].wall_s * 1000)
-        assert f"1 providers × 3 rows: 3 of 3 runs (3 from the cache), 3 passed, {ms} ms" in capsys.readouterr().out.splitlines()
+        assert (
+            f"1 providers × 3 rows: 3 of 3 runs (3 from the cache), 3 passed, {ms} ms"
+            in capsys.readouterr().out.splitlines()
+        )
         ip.run_cell_magic("compare", "openai:m --over rows --no-cache -o ev", "Capital of {{ row.country }}?")
         assert len(server.requests) == 6 and not any(r.cached for r in ip.user_ns["ev"].results)
 
 
-@pytest.mark.parametrize("line, cell, message", [
-    ("openai:m --over nope", "{{ row }}", "--over: 'nope' is not defined"),
-    ("openai:m --over rows --assert startswith:x", "{{ row.country }}", "--assert: unknown assertion 'startswith:x'"),
-    ("openai:m --over rows --assert python:missing", "{{ row.country }}", "--assert: python:missing: no function 'missing'"),
-    ("openai:m --over rows --assert schema", "{{ row.country }}", "give the model with --schema MODEL"),
-    ("openai:m --assert contains:x", "hi", "--assert goes with --over VAR"),
-    ("openai:m --over rows --concurrency 0", "{{ row.country }}", "--concurrency must be 1 or more"),
-    ("openai:m --over rows --budget -1", "{{ row.country }}", "--budget must be 0 or more USD"),
-    ("openai:m --over rows --rubric 'be good'", "{{ row.country }}", "--rubric goes with a judge"),
-    ("openai:m --over rows", "{{ row.land }}", "row 0: the template: 'dict object' has no attribute 'land'"),
-    ("openai:m --over rows --runs 2", "{{ row.country }}", "--runs goes without --over"),
-    ("openai:m --over rows --repeat 0", "{{ row.country }}", "--repeat must be 1 or more"),
-    ("openai:m --over rows --check-timeout 0", "{{ row.country }}", "--check-timeout must be more than 0 seconds"),
-    ("openai:m --over rows --variant terse=nope", "{# -- #}", "--variant terse=nope: 'nope' is not defined"),
-    ("openai:m --over rows --variant terse", "{# -- #}", "--variant takes NAME=VAR"),
-    ("openai:m --over rows --variant terse=rows", "{# -- #}", "--variant terse=rows: 'rows' is a list, not a string"),
-    ("openai:m --over rows --variant t=tpl", "{{ row.country }}", "the cell's prompt and --variant"),
-    ("openai:m --over rows", "intro\n--- variant a ---\n{{ row.country }}", "text above its first '--- variant NAME ---'"),
-    ("openai:m --over rows", "--- variant a ---\n{{ row.country }}\n--- variant a ---\nx", "the variant 'a' is given twice"),
-    ("openai:m --over rows", "--- variant a ---\n  \n--- variant b ---\nx", "the variant 'a' is empty"),
-    ("openai:m --repeat 2", "hi", "--repeat goes with --over VAR"),
-    ("openai:m --gate 'pass_rate>=0.9'", "hi", "--gate goes with --over VAR"),
-    ("openai:m --over rows --gate 'speed>=1'", "{{ row.country }}", "--gate: gate 'speed>=1': unknown metric 'speed'"),
-    # a column that is neither PROVIDER:MODEL nor an alias: nothing sent, not a matrix with one column failing
-    ("m openai:m --over rows", "{{ row.country }}", "expected PROVIDER:MODEL"),
-    ("openai:m nosuch:m --over rows", "{{ row.country }}", "unknown provider 'nosuch'"),
-])
+@pytest.mark.parametrize(
+    "line, cell, message",
+    [
+        ("openai:m --over nope", "{{ row }}", "--over: 'nope' is not defined"),
+        (
+            "openai:m --over rows --assert startswith:x",
+            "{{ row.country }}",
+            "--assert: unknown assertion 'startswith:x'",
+        ),
+        (
+            "openai:m --over rows --assert python:missing",
+            "{{ row.country }}",
+            "--assert: python:missing: no function 'missing'",
+        ),
+        ("openai:m --over rows --assert schema", "{{ row.country }}", "give the model with --schema MODEL"),
+        ("openai:m --assert contains:x", "hi", "--assert goes with --over VAR"),
+        ("openai:m --over rows --concurrency 0", "{{ row.country }}", "--concurrency must be 1 or more"),
+        ("openai:m --over rows --budget -1", "{{ row.country }}", "--budget must be 0 or more USD"),
+        ("openai:m --over rows --rubric 'be good'", "{{ row.country }}", "--rubric goes with a judge"),
+        ("openai:m --over rows", "{{ row.land }}", "row 0: the template: 'dict object' has no attribute 'land'"),
+        ("openai:m --over rows --runs 2", "{{ row.country }}", "--runs goes without --over"),
+        ("openai:m --over rows --repeat 0", "{{ row.country }}", "--repeat must be 1 or more"),
+        ("openai:m --over rows --check-timeout 0", "{{ row.country }}", "--check-timeout must be more than 0 seconds"),
+        ("openai:m --over rows --variant terse=nope", "{# -- #}", "--variant terse=nope: 'nope' is not defined"),
+        ("openai:m --over rows --variant terse", "{# -- #}", "--variant takes NAME=VAR"),
+        (
+            "openai:m --over rows --variant terse=rows",
+            "{# -- #}",
+            "--variant terse=rows: 'rows' is a list, not a string",
+        ),
+        ("openai:m --over rows --variant t=tpl", "{{ row.country }}", "the cell's prompt and --variant"),
+        (
+            "openai:m --over rows",
+            "intro\n--- variant a ---\n{{ row.country }}",
+            "text above its first '--- variant NAME ---'",
+        ),
+        (
+            "openai:m --over rows",
+            "--- variant a ---\n{{ row.country }}\n--- variant a ---\nx",
+            "the variant 'a' is given twice",
+        ),
+        ("openai:m --over rows", "--- variant a ---\n  \n--- variant b ---\nx", "the variant 'a' is empty"),
+        ("openai:m --repeat 2", "hi", "--repeat goes with --over VAR"),
+        ("openai:m --gate 'pass_rate>=0.9'", "hi", "--gate goes with --over VAR"),
+        (
+            "openai:m --over rows --gate 'speed>=1'",
+            "{{ row.country }}",
+            "--gate: gate 'speed>=1': unknown metric 'speed'",
+        ),
+        # a column that is neither PROVIDER:MODEL nor an alias: nothing sent, not a matrix with one column failing
+        ("m openai:m --over rows", "{{ row.country }}", "expected PROVIDER:MODEL"),
+        ("openai:m nosuch:m --over rows", "{{ row.country }}", "unknown provider 'nosuch'"),
+    ],
+)
 def test_bad_options_are_one_clear_line_before_anything_runs(ip, line, cell, message) -> None:
     ip.user_ns["rows"] = CAPITALS
     ip.user_ns["tpl"] = "{{ row.country }}"
@@ -103,12 +145,15 @@ def test_variants_from_the_cell_and_options_are_columns_and_repeats_show_k_of_n(
         ip.run_line_magic("provider", f"--alias good openai:m --base-url {server.url}")
         ip.user_ns["rows"] = CAPITALS[:2]
         ip.user_ns["careful"] = "You check your answer."
-        cell = "--- variant terse ---\n{{ row.country }}?\n--- variant polite ---\nPlease, the capital of {{ row.country }}?"
+        cell = ("--- variant terse ---\n{{ row.country }}?\n"
+                "--- variant polite ---\nPlease, the capital of {{ row.country }}?")
         ip.run_cell_magic("compare", "good --over rows --system-variant polite=careful --repeat 2 "
                           "--assert 'contains:{{ row.capital }}' -o ev", cell)
         ev = ip.user_ns["ev"]
         assert len(server.requests) == 2 * 2 * 2
-        systems = sorted(r["body"]["messages"][0]["content"] for r in server.requests if len(r["body"]["messages"]) == 2)
+        systems = sorted(
+            r["body"]["messages"][0]["content"] for r in server.requests if len(r["body"]["messages"]) == 2
+        )
         assert systems == ["You check your answer."] * 4
     assert ev.columns == ["openai:m/terse", "openai:m/polite"] and ev.column("good/polite") == "openai:m/polite"
     assert [r.repeat for r in ev.cells(0, "good/terse")] == [0, 1]
@@ -135,7 +180,9 @@ def test_rows_of_strings_render_as_row(ip) -> None:
     with StubServer(responder=answering(lambda q: q.upper())) as server:
         ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
         ip.user_ns["rows"] = ["alpha", "beta"]
-        ip.run_cell_magic("compare", "openai:m --over rows --assert 'equals:SAY {{ row | upper }}' -o ev", "say {{ row }}")
+        ip.run_cell_magic(
+            "compare", "openai:m --over rows --assert 'equals:SAY {{ row | upper }}' -o ev", "say {{ row }}"
+        )
     assert [r.passed for r in ip.user_ns["ev"].ordered()] == [True, True]
 
 
@@ -191,9 +238,13 @@ def test_model_text_in_the_matrix_is_escaped_and_outcomes_say_why() -> None:
             tags.append((tag, attrs))
 
     Tags().feed(html)
-    assert not [t for t, _ in tags if t in ("img", "script")] and not [a for _, attrs in tags for a, _ in attrs if a.startswith("on")]
+    assert not [t for t, _ in tags if t in ("img", "script")] and not [
+        a for _, attrs in tags for a, _ in attrs if a.startswith("on")
+    ]
     assert "&lt;img" in html  # shown as text
-    assert "ipyagent-eval-fail" in html and "the answer does not contain &#x27;Paris&#x27;" in html.replace("'", "&#x27;")
+    assert "ipyagent-eval-fail" in html and "the answer does not contain &#x27;Paris&#x27;" in html.replace(
+        "'", "&#x27;"
+    )
     markdown = evaluation_markdown(doc)
     assert "| # | openai:m |" in markdown and "✗" in markdown
     assert evaluation_text(doc).startswith("1 providers × 2 rows: 2 of 2 runs, 0 passed")
@@ -203,9 +254,23 @@ def test_cells_not_rendered_flaky_repeats_and_the_budget_are_drawn() -> None:
     ev = Evaluation(["openai:m"], ["a", "b"], assertions=["contains:x"], repeat=2, budget=0.5, spent=0.48, reserved=0.0)
     passed = lambda n, k, ok: EvalResult(n, "openai:m", "p", {"value": "a"}, repeat=k, passed=ok, text="ans",
                                          outcomes=[Outcome("contains:x", ok)])
-    ev.results = [passed(0, 0, True), passed(0, 1, False),
-                  *[EvalResult(1, "openai:m", "", {"value": "b"}, repeat=k, status="template_error", error_type="template",
-                               error="row 1: the template: no field") for k in (0, 1)]]
+    ev.results = [
+        passed(0, 0, True),
+        passed(0, 1, False),
+        *[
+            EvalResult(
+                1,
+                "openai:m",
+                "",
+                {"value": "b"},
+                repeat=k,
+                status="template_error",
+                error_type="template",
+                error="row 1: the template: no field",
+            )
+            for k in (0, 1)
+        ],
+    ]
     doc = ev.to_json()
     html = evaluation_html(doc)
     assert "ipyagent-eval-cell ipyagent-eval-flaky" in html and "≈ 1/2 passed · ans" in html
@@ -217,7 +282,9 @@ def test_cells_not_rendered_flaky_repeats_and_the_budget_are_drawn() -> None:
     assert "≈ 1/2 passed · ans" in evaluation_markdown(doc)
 
 
-@pytest.mark.parametrize("wall_s, shown", [(0.0, "0 ms"), (0.0434, "43 ms"), (0.9994, "999 ms"), (1.0, "1.0 s"), (12.34, "12.3 s")])
+@pytest.mark.parametrize(
+    "wall_s, shown", [(0.0, "0 ms"), (0.0434, "43 ms"), (0.9994, "999 ms"), (1.0, "1.0 s"), (12.34, "12.3 s")]
+)
 def test_the_headline_gives_short_wall_times_in_milliseconds(wall_s, shown) -> None:
     doc = {**_evaluation(1).to_json(), "wall_s": wall_s}
     assert headline(doc).endswith(f"1 passed (contains the row's capital), {shown}")

@@ -62,9 +62,13 @@ def test_over_rows_in_a_kernel_every_assertion_cache_429_and_budget(tmp_path, mo
         return openai_text_reply(json.dumps({"name": country["capital"], "country": country["country"]}))
 
     limited = limited_once(capital_of)
-    with StubServer(responder=answering(capital_of)) as good, StubServer(responder=answering(lambda q: "Somewhere nice.")) as bad, \
-            StubServer(responder=answering(verdict)) as judge, StubServer(responder=limited) as slow, \
-            StubServer(responder=structured) as shaped:
+    with (
+        StubServer(responder=answering(capital_of)) as good,
+        StubServer(responder=answering(lambda q: "Somewhere nice.")) as bad,
+        StubServer(responder=answering(verdict)) as judge,
+        StubServer(responder=limited) as slow,
+        StubServer(responder=structured) as shaped,
+    ):
         over = "%%compare good bad --over rows -o {out} {extra}\nCapital of {{{{ row.country }}}}? One sentence."
         asserts = ("--assert 'contains:{{ row.capital }}' --assert 'icontains:{{ row.capital | lower }}' "
                    "--assert 'regex:^The capital is [A-Z]' --assert 'equals:The capital is {{ row.capital }}.' "
@@ -85,10 +89,12 @@ def test_over_rows_in_a_kernel_every_assertion_cache_429_and_budget(tmp_path, mo
             "%%compare slow good --over rows --concurrency 2 -o lane\n{{ row.country }}?",
             "%%compare shaped --over rows --schema City --strategy rule --assert schema --assert json -o shaped_ev\n"
             "Capital of {{ row.country }} as JSON.",
-            "%%compare good --over rows --concurrency 1 --no-cache --max-tokens 10 --budget 0.0000195 -o capped\nCapital of {{ row.country }}?",
+            "%%compare good --over rows --concurrency 1 --no-cache --max-tokens 10 --budget 0.0000195 -o capped\n"
+            "Capital of {{ row.country }}?",
             "import json\nprint(json.dumps({name: [[r.row, r.provider, r.passed, r.cached, r.status, r.error_type,"
             " [(o.name, o.passed, o.reason) for o in r.outcomes]] for r in v.ordered()] for name, v in "
-            "[('ev', ev), ('again', again), ('fresh', fresh), ('lane', lane), ('shaped', shaped_ev), ('capped', capped)]}))",
+            "[('ev', ev), ('again', again), ('fresh', fresh), ('lane', lane), ('shaped', shaped_ev),"
+            " ('capped', capped)]}))",
         ]
         nb = _execute(cells, tmp_path, monkeypatch)
         requests = {name: len(s.requests) for name, s in
@@ -264,8 +270,11 @@ def test_rows_that_cannot_be_rendered_are_template_errors_and_the_rest_runs(tmp_
     assert sent == ["Capital of France?"]  # row 0 only; the matrix with no row rendered sent nothing
     results = _printed(nb.cells[2])
     assert results[0][:2] == [0, "ok"]
-    assert results[1] == [1, "template_error",
-                          "row 1: check contains:{{ row.capital }}: the template: 'dict object' has no attribute 'capital'"]
+    assert results[1] == [
+        1,
+        "template_error",
+        "row 1: check contains:{{ row.capital }}: the template: 'dict object' has no attribute 'capital'",
+    ]
     assert results[2][:2] == [2, "template_error"]
     assert results[2][2].startswith("row 2: check regex:{{ row.pattern }}: 'Lim(a' is not a valid pattern")
     doc = _saved(nb.cells[1])
@@ -283,7 +292,9 @@ def test_a_catastrophic_regex_ends_within_the_timeout_and_the_kernel_answers(mon
     with StubServer(responder=answering(lambda q: "a" * 50 + "b")) as server:
         km, kc = start_new_kernel(kernel_name="python3")
         try:
-            answer, _ = wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:m --base-url {server.url}"), 30)
+            answer, _ = wait_reply(
+                kc, kc.execute(f"%load_ext ipyagent\n%provider openai:m --base-url {server.url}"), 30
+            )
             assert answer["content"]["status"] == "ok", answer["content"]
             cell = ("%%compare openai:m --over rows --timeout 5 --assert 'regex:^(a+)+$' --assert 'regex:^(a|a)+$' "
                     "--assert 'regex:a+b$' -o ev\n{{ row }}")
@@ -364,7 +375,8 @@ def test_the_budget_holds_at_concurrency_8_and_the_skipped_runs_are_counted(tmp_
     # gpt-4.1: $2 / M tokens in, $8 / M out; 20,000 tokens out (--max-tokens, the first estimate): $0.16 a run.
     with StubServer(responder=lambda body: openai_text_reply("ok", usage=(10, 20_000))) as server:
         cells = [
-            f"%load_ext ipyagent\n%provider --alias big openai:gpt-4.1 --base-url {server.url} --price-as openai:gpt-4.1\n"
+            f"%load_ext ipyagent\n%provider --alias big openai:gpt-4.1 --base-url {server.url}"
+            " --price-as openai:gpt-4.1\n"
             "rows = [f'q{n}' for n in range(24)]",
             "%%compare big --over rows --budget 0.50 --concurrency 8 --max-tokens 20000 -o ev\n{{ row }}",
             "print(json.dumps([ev.spent, ev.reserved, ev.skipped, sum(r.cost or 0 for r in ev.results)]))",

@@ -30,7 +30,11 @@ def _ask(saved: SavedOutputs, *ids: Any) -> Comm:
 
 
 def _output(text: str) -> dict[str, Any]:
-    return {"output_type": "display_data", "data": {"text/plain": text}, "metadata": {"ipyagent": {"record": "transcript"}}}
+    return {
+        "output_type": "display_data",
+        "data": {"text/plain": text},
+        "metadata": {"ipyagent": {"record": "transcript"}},
+    }
 
 
 def test_a_finished_run_is_answered_at_once_and_an_unknown_id_left_out() -> None:
