@@ -1,16 +1,22 @@
 """The code's shape: every function in the package fits on a screen (BRIEF: "a function fits on
-a screen"; issue 12: none over 60 lines)."""
+a screen"; issue 12: none over 60 lines), and no line of the repository's Python is over 120
+characters (issue 27: ruff's E501, the limit read from ``[tool.ruff]`` in pyproject.toml)."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import ipyagent
 
 PACKAGE = Path(ipyagent.__file__).parent
+ROOT = Path(__file__).resolve().parents[1]
 #: Lines from ``def`` to the function's last line, docstring included (decorators not).
 MAX_LINES = 60
+#: The folders whose Python (modules and notebooks' code cells) ruff's E501 checks; an absent one is skipped.
+LINE_CHECKED = ("src", "tests", "benchmarks", "notebooks", "scripts")
 
 
 def long_functions(root: Path, limit: int) -> dict[str, int]:
@@ -46,3 +52,25 @@ def test_the_check_sees_a_long_function_and_a_method_anywhere(tmp_path: Path) ->
     (tmp_path / "top.py").write_text(f"def long():\n{body}\n")
     assert long_functions(tmp_path, 60) == {"notebook/m.py::long": 61, "notebook/m.py::method": 61, "top.py::long": 61}
     assert long_functions(tmp_path, 61) == {}
+
+
+def long_lines(*paths: Path) -> list[str]:
+    """``path:line:column: E501 Line too long (N > 120)`` for each line over the limit of the
+    project's ruff configuration (``[tool.ruff] line-length``) in `paths` (files or folders)."""
+    command = [sys.executable, "-m", "ruff", "check", "--config", str(ROOT / "pyproject.toml"), "--select", "E501",
+               "--output-format", "concise", "--no-cache", *map(str, paths)]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode in (0, 1), f"ruff failed: {done.stderr}"  # 1: it found some
+    return [line for line in done.stdout.splitlines() if " E501 " in line]
+
+
+def test_no_line_of_the_repository_s_python_is_over_120_characters() -> None:
+    too_long = long_lines(*(ROOT / name for name in LINE_CHECKED if (ROOT / name).exists()))
+    assert not too_long, "lines over 120 characters (wrap them):\n" + "\n".join(too_long)
+
+
+def test_the_line_check_sees_a_line_of_121_characters_and_not_one_of_120(tmp_path: Path) -> None:
+    code = f"x = {'1' * 116}\ny = {'2' * 117}\n"  # 120, then 121 characters
+    (tmp_path / "m.py").write_text(code)
+    [found] = long_lines(tmp_path)
+    assert found.startswith(f"{tmp_path / 'm.py'}:2:121: E501") and "(121 > 120)" in found
