@@ -375,18 +375,15 @@ def test_an_interrupt_stops_every_run_keeps_the_finished_and_closes_connections(
             task = asyncio.ensure_future(run_in_background(aevaluate(
                 [Agent("openai:m", base_url=server.url)], "{{ row }}", rows, concurrency=6, store=store,
                 on_result=on_result, evaluation=ev)))
-            await asyncio.get_running_loop().run_in_executor(None, done.wait, 10)
-            while len(server.requests) < 6:
-                await asyncio.sleep(0.01)
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(None, done.wait, 10)
+            assert await loop.run_in_executor(None, server.wait_for, lambda: len(server.requests) >= 6, 10)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
 
         asyncio.run(main())
-        deadline = 50
-        while len(server.hangups) < 4 and deadline:
-            threading.Event().wait(0.05)
-            deadline -= 1
+        assert server.wait_for(lambda: len(server.hangups) >= 4, 10)
     assert ev.interrupted and len(ev.results) == 2
     assert {r.prompt for r in ev.results} == {"q0", "q1"} and all(r.ok for r in ev.results)
     assert len(server.hangups) == 4  # the four streams in flight were closed, not read to the end

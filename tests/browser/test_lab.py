@@ -274,10 +274,7 @@ def test_stop_button_interrupts_and_keeps_the_partial_text(lab, model_server):
     assert "interrupted" in rendered.locator(".ipyagent-status").inner_text()
     assert "interrupted" in rendered.locator(".ipyagent-footer").inner_text()
     # The stream really stopped: the server saw the client hang up before the end of the recording.
-    deadline = time.monotonic() + 5
-    while not model_server.hangups and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert model_server.hangups
+    assert model_server.wait_for(lambda: model_server.hangups, 5)
     lab.screenshot(cell, "interrupted.png")
 
 

@@ -306,8 +306,8 @@ def test_cancelling_the_consumer_hangs_up():
 async def _hangup_or_end(server) -> None:
     """Wait until the server saw the client hang up, or wrote its whole body (the client read on or
     left the connection in its pool): whichever comes first, never a number of seconds."""
-    while not (server.hangups or server.completed):
-        await asyncio.sleep(0.02)
+    seen = asyncio.get_running_loop().run_in_executor(None, server.wait_for, lambda: server.hangups or server.completed)
+    assert await seen
 
 
 def test_cancelled_task_closes_the_stream():

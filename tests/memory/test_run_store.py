@@ -342,15 +342,6 @@ def _output(kc: Any, code: str, timeout: float = 20) -> str:
                    for m in iopub if m["msg_type"] in ("stream", "display_data", "execute_result"))
 
 
-def _wait_for(condition: Any, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
-
-
 def _partial_text(path: Path) -> str:
     """The text of a partial assistant message node, read by a second connection ("" when there is none)."""
     try:
@@ -377,7 +368,8 @@ def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(
             _output(kc, "%%agent\nfirst")
             first = server.pieces_sent
             msg_id = kc.execute("%%agent\nthis one is interrupted")
-            _wait_for(lambda: server.pieces_sent >= first + 3)  # the reply is streaming, a piece every 0.25 s
+            # the reply is streaming, a piece every 0.25 s
+            assert server.wait_for(lambda: server.pieces_sent >= first + 3, 15)
             assert _partial_text(path) == ""  # nothing is written while it streams
             km.interrupt_kernel()
             reply, _ = wait_reply(kc, msg_id, 20)
@@ -429,7 +421,7 @@ def test_killed_kernel_leaves_a_readable_store_with_the_run_marked(store_locatio
         km, kc = _start_kernel(path, server, monkeypatch)
         try:
             kc.execute("%%agent\nthis kernel is killed mid-run")
-            _wait_for(lambda: server.pieces_sent >= 3)
+            assert server.wait_for(lambda: server.pieces_sent >= 3, 15)
             process = km.provisioner.process
             pid = process.pid
             os.kill(pid, signal.SIGKILL)  # no chance to clean up

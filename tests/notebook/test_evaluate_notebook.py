@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -155,9 +154,7 @@ def test_an_interrupt_mid_matrix_keeps_the_finished_and_closes_connections(monke
             answer, _ = wait_reply(kc, kc.execute(setup), 30)
             assert answer["content"]["status"] == "ok", answer["content"]
             msg_id = kc.execute("%%compare openai:m --over rows --concurrency 8 -o ev\n{{ row }}")
-            deadline = time.monotonic() + 15
-            while len(server.requests) < 8 and time.monotonic() < deadline:
-                time.sleep(0.05)
+            assert server.wait_for(lambda: len(server.requests) >= 8, 15)
             # The live matrix's progress line says 2 / 8 once the two quick rows are recorded; the six others
             # stream for ~30 s (their pieces 0.3 s apart), so they are in flight when the interrupt comes.
             seen = wait_iopub(kc, lambda m: m["msg_type"] == "comm_msg" and "2 / 8 runs" in str(m["content"]["data"]),
@@ -169,10 +166,8 @@ def test_an_interrupt_mid_matrix_keeps_the_finished_and_closes_connections(monke
             assert answer["content"]["status"] == "error"  # Run all stops here
             assert answer["content"]["ename"] == "RunStopped"
             assert not [m for m in iopub if m["msg_type"] == "error"], "a stop printed a traceback"
-            deadline = time.monotonic() + 5
-            while len(server.hangups) < 6 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert len(server.hangups) == 6, "a stream stayed open after the interrupt"
+            assert server.wait_for(lambda: len(server.hangups) >= 6, 5), "a stream stayed open after the interrupt"
+            assert len(server.hangups) == 6
             check, iopub = wait_reply(kc, kc.execute("print(ev.interrupted, sorted(r.prompt for r in ev.results))"), 20)
             out = "".join(m["content"].get("text", "") for m in iopub if m["msg_type"] == "stream")
             assert out.strip() == "True ['q0', 'q1']"
@@ -341,9 +336,7 @@ def test_after_a_sigkill_a_rerun_sends_only_the_runs_that_had_not_finished(tmp_p
             answer, _ = wait_reply(kc, kc.execute(setup.replace("URL", server.url)), 30)
             assert answer["content"]["status"] == "ok", answer["content"]
             kc.execute(matrix)
-            deadline = time.monotonic() + 60
-            while len(answered()) < 100 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            assert server.wait_for(lambda: len(answered()) >= 100, 60)  # looked at on each reply sent whole
             km.signal_kernel(signal.SIGKILL)  # no clean-up of any kind
             before = answered()
             assert 100 <= len(before) < 400

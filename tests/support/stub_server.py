@@ -91,6 +91,8 @@ class StubServer:
         self.closed_connections = 0  # connections the client (or we) closed
         self._served = 0
         self._lock = threading.Lock()
+        #: Notified on each request, piece written, body written to the end and hang-up (`wait_for`).
+        self._changed = threading.Condition(self._lock)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -125,6 +127,7 @@ class StubServer:
                     request = {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": parsed}
                     server.requests.append(request)
                     server.request_times.append(time.monotonic())
+                    server._changed.notify_all()
                     scripted = not (server.responder or server.respond)
                     reply = server.replies[min(server._served, len(server.replies) - 1)] if scripted else None
                     server._served += 1
@@ -152,7 +155,9 @@ class StubServer:
                             reply.release.wait(HOLD_LIMIT)
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
                         self.wfile.flush()
-                        server.pieces_sent += 1
+                        with server._changed:
+                            server.pieces_sent += 1
+                            server._changed.notify_all()
                         if reply.delay:
                             time.sleep(
                                 max(0.0, began + (n + 1) * reply.delay - time.monotonic())
@@ -161,11 +166,15 @@ class StubServer:
                             )
                     self.wfile.write(b"0\r\n\r\n")
                     self.wfile.flush()
-                    server.completed.append(time.monotonic())
-                    reply.sent_at = server.completed[-1]
-                    reply.sent.set()
+                    with server._changed:
+                        server.completed.append(time.monotonic())
+                        reply.sent_at = server.completed[-1]
+                        reply.sent.set()
+                        server._changed.notify_all()
                 except (BrokenPipeError, ConnectionResetError):
-                    server.hangups.append(time.monotonic())
+                    with server._changed:
+                        server.hangups.append(time.monotonic())
+                        server._changed.notify_all()
                     self.close_connection = True
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -179,6 +188,13 @@ class StubServer:
             self.replies, self._served = list(replies), 0
             self.requests.clear()
             self.hangups.clear()
+
+    def wait_for(self, condition: Any, timeout: float = 30.0) -> bool:
+        """True once `condition()` (of `requests`, `pieces_sent`, `completed`, `hangups`) holds, looked
+        at again on each request, piece, finished body and hang-up, not on a clock; False past `timeout`
+        seconds (a guard against a hang: callers assert the result)."""
+        with self._changed:
+            return bool(self._changed.wait_for(condition, timeout))
 
     @property
     def url(self) -> str:
