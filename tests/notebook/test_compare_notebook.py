@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 
 from ipyagent.notebook.render.html import markdown_to_html
 
-from ..support.kernels import lab_like_client, widget_state_left
+from ..support.kernels import drain_iopub, lab_like_client, widget_state_left
 from ..support.recordings import expected_from, status_type
 from ..support.stub_server import FIXTURES, Reply, StubServer
 from ..support.waiting import wait_until
@@ -205,8 +204,6 @@ def test_a_stopped_comparison_is_saved_and_bound(monkeypatch):
     """Interrupting a one-prompt %%compare keeps a record: the finished provider complete, the
     stopped one's partial answer marked interrupted, both in the output that replaces the live
     panes (what a reopened notebook shows), and -o bound."""
-    import queue
-
     from ..support.kernels import wait_reply
 
     with _two_providers(monkeypatch, 0, 0.25) as (km, kc, (_, slow)):
@@ -217,14 +214,14 @@ def test_a_stopped_comparison_is_saved_and_bound(monkeypatch):
         assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "RunStopped"
         assert not [m for m in iopub if m["msg_type"] in ("error", "stream")], "a traceback was printed"
         _wait_for_hangups(slow)
-        while True:  # the saved record may be published from ipyagent's loop thread
-            try:
-                iopub.append(kc.get_iopub_msg(timeout=0.5))
-            except queue.Empty:
-                break
-        saved = [m["content"] for m in iopub if m["msg_type"] in ("update_display_data", "display_data")
-                 and "application/vnd.ipyagent.comparison+json" in m["content"]["data"]]
-        assert saved, "no comparison replaced the live panes"
+
+        def records() -> list[dict]:
+            return [m["content"] for m in iopub if m["msg_type"] in ("update_display_data", "display_data")
+                    and "application/vnd.ipyagent.comparison+json" in m["content"]["data"]]
+
+        # the saved record may be published from ipyagent's loop thread, after the reply
+        assert drain_iopub(kc, iopub.append, records, 20), "no comparison replaced the live panes"
+        saved = records()
         record = saved[-1]["data"]["application/vnd.ipyagent.comparison+json"]
         reply, iopub = wait_reply(
             kc,
@@ -254,20 +251,14 @@ def test_one_widget_per_compare_cell_whose_panes_and_table_read_the_same_figures
     """%%compare shows ONE widget for the whole cell (its front end's ES module sent once, not once
     per provider); a front end that says hello gets the layout, each run's messages tagged with its
     key, each finished run's transcript and the table; the pane's footer figures equal its table row."""
-    import queue
-
     from ipyagent.core.transcript import Transcript
     from ipyagent.notebook.render.transcript import footer_figures
 
     with _two_providers(monkeypatch, 0, 0.02) as (km, kc, _):
         msg_id = kc.execute("%%compare openai:quick slow --runs 2\nWhat is the weather?")
-        opened, custom, updates, idle = [], [], [], False
-        deadline = time.monotonic() + 30
-        while not idle and time.monotonic() < deadline:
-            try:
-                msg = kc.get_iopub_msg(timeout=0.2)
-            except queue.Empty:
-                continue
+        opened, custom, updates, idle = [], [], [], []
+
+        def handle(msg: dict) -> None:
             content = msg["content"]
             if msg["msg_type"] == "comm_open":
                 opened.append(content)
@@ -278,9 +269,11 @@ def test_one_widget_per_compare_cell_whose_panes_and_table_read_the_same_figures
                 custom.append(content["data"]["content"])
             elif msg["msg_type"] == "update_display_data":
                 updates.append({"data": content["data"], "metadata": content["metadata"]})
-            idle = (msg["msg_type"] == "status" and content["execution_state"] == "idle"
-                    and msg["parent_header"].get("msg_id") == msg_id)
-    assert idle, "the cell did not finish"
+            if msg["msg_type"] == "status" and content["execution_state"] == "idle" \
+                    and msg["parent_header"].get("msg_id") == msg_id:
+                idle.append(msg)
+
+        assert drain_iopub(kc, handle, lambda: bool(idle), 30), "the cell did not finish"
     # The cell's end carries its saved output whole (a page reopened mid-run puts it in place).
     (end,) = [m for m in custom if m["type"] == "end" and "key" not in m]
     assert updates == [{"data": {**end["output"]["fallbacks"], end["output"]["mime"]: end["doc"]},

@@ -13,7 +13,7 @@ import pytest
 
 from ipyagent.notebook.render.transcript import SOURCE_NOTE
 
-from ..support.kernels import lab_like_client, transcript_of, widget_state_left
+from ..support.kernels import drain_iopub, lab_like_client, transcript_of, wait_reply, widget_state_left
 from ..support.stub_server import StubServer, openai_text_reply
 
 pytestmark = pytest.mark.notebook
@@ -141,12 +141,7 @@ def test_a_run_stopped_after_a_page_reopened_leaves_no_widget_and_shows_the_tran
     run is then stopped (kernel interrupt, as the toolbar's Stop): the reopened page, which has no
     display id to update, is sent the transcript, and every widget the run opened is closed, so
     no widget state is left to save."""
-    import queue
-    import time
-
     from jupyter_client.manager import start_new_kernel
-
-    from ..support.kernels import wait_reply
 
     text = _answer(4_000)
     with StubServer(openai_text_reply(text, piece=16, delay=0.05)) as server:
@@ -176,14 +171,7 @@ def test_a_run_stopped_after_a_page_reopened_leaves_no_widget_and_shows_the_tran
                     finals.append({"data": content["data"], "metadata": content["metadata"]})
                     order.append("update")
 
-            def drain(until: float, done) -> None:
-                while time.monotonic() < until and not done():
-                    try:
-                        handle(kc.get_iopub_msg(timeout=0.05))
-                    except queue.Empty:
-                        continue
-
-            drain(time.monotonic() + 30, lambda: len(server.requests) > 0 and bool(opened))
+            drain_iopub(kc, handle, lambda: len(server.requests) > 0 and bool(opened), 30)
             live = next((cid for cid, name in opened.items() if name == "AnyModel"), None)
             assert live is not None, opened
             # The reopened page's widget says hello (a custom message, as anywidget's model.send does).
@@ -193,16 +181,14 @@ def test_a_run_stopped_after_a_page_reopened_leaves_no_widget_and_shows_the_tran
                 ops = [op for m in custom for op in (m.get("ops") or (m.get("doc") or {}).get("ops") or [])]
                 return "".join(op[2] for op in ops if op[0] == "text" and isinstance(op[2], str))
 
-            drain(
-                time.monotonic() + 20, lambda: any(m.get("type") == "snapshot" for m in custom) and len(shown()) > 100
-            )
+            drain_iopub(kc, handle, lambda: any(m.get("type") == "snapshot" for m in custom) and len(shown()) > 100, 20)
             assert any(m.get("type") == "snapshot" for m in custom), "the reopened page was not caught up"
             assert text.startswith(shown()) and shown()
             km.interrupt_kernel()  # Stop
             reply, iopub = wait_reply(kc, msg_id, 30)
             for msg in iopub:
                 handle(msg)
-            drain(time.monotonic() + 10, lambda: set(opened) <= closed and bool(finals))
+            drain_iopub(kc, handle, lambda: set(opened) <= closed and bool(finals), 10)
         finally:
             kc.stop_channels()
             km.shutdown_kernel(now=True)

@@ -64,17 +64,27 @@ def wait_reply(kc, msg_id: str, timeout: float | None = None) -> tuple[dict, lis
 def wait_iopub(kc, until: Any, timeout: float) -> list[dict]:
     """The iopub messages read until one satisfies `until(msg)` (that one included); fails
     after `timeout` seconds without one."""
-    deadline = time.monotonic() + timeout
     seen: list[dict] = []
-    while time.monotonic() < deadline:
+    if drain_iopub(kc, seen.append, lambda: bool(seen) and until(seen[-1]), timeout):
+        return seen
+    raise AssertionError(f"no such iopub message within {timeout} s ({len(seen)} read)")
+
+
+def drain_iopub(kc, handle: Any, done: Any, timeout: float) -> bool:
+    """Passes each iopub message to `handle(msg)` until `done()` holds; True then, False past
+    `timeout` seconds (a guard against a hang: callers assert the result). `done()` is looked at
+    before the first read, after each message and after each 50 ms without one (it may read what
+    changes without a message: a stub server's requests)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
         try:
-            msg = kc.get_iopub_msg(timeout=0.05)
+            handle(kc.get_iopub_msg(timeout=min(left, 0.05)))
         except queue.Empty:
             continue
-        seen.append(msg)
-        if until(msg):
-            return seen
-    raise AssertionError(f"no such iopub message within {timeout} s ({len(seen)} read)")
+    return True
 
 
 def lab_like_client(nb, **kwargs):
