@@ -31,6 +31,8 @@ from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from .waiting import wait_until
+
 
 @dataclass
 class Issued:
@@ -131,11 +133,9 @@ def oauth_server(expires_in: int = 3600) -> Iterator[tuple[str, Issued]]:
     thread = threading.Thread(target=lambda: asyncio.run(web.serve()), daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 30
-        while not web.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the OAuth test server did not start")
-            time.sleep(0.02)
+        wait_until(lambda: web.started or not thread.is_alive(), 30)
+        if not web.started:
+            raise RuntimeError("the OAuth test server did not start")
         yield f"{base}/mcp", issued
     finally:
         web.should_exit = True

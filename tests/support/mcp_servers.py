@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,17 +70,15 @@ def everything_http() -> Iterator[str]:
     env = {**os.environ, "PORT": str(port)}  # it listens on every interface; the tests connect to 127.0.0.1
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True)
+    def listening() -> bool:
+        if process.poll() is not None:
+            pytest.fail(f"server-everything (HTTP) exited: {process.stderr.read().decode(errors='replace')[-500:]}")
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"server-everything (HTTP) exited: {process.stderr.read().decode(errors='replace')[-500:]}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                pytest.fail("server-everything (HTTP) did not listen within 30 s")
-            time.sleep(0.05)
+        if not wait_until(listening, 30, every=0.05):
+            pytest.fail("server-everything (HTTP) did not listen within 30 s")
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         with contextlib.suppress(ProcessLookupError):
