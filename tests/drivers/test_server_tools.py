@@ -37,7 +37,7 @@ from ipyagent.core import (
 )
 from ipyagent.drivers import create_driver
 from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver
-from ipyagent.drivers.protocols.anthropic_server import container_to_reuse
+from ipyagent.drivers.protocols.anthropic.server import container_to_reuse
 from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
 from ipyagent.drivers.protocols.openai_responses import OpenAIResponsesPromptDriver
 from ipyagent.drivers.catalog.pricing import price
@@ -313,7 +313,7 @@ def test_anthropic_options_and_documents():
 
 
 def test_anthropic_document_citation_locations():
-    from ipyagent.drivers.protocols.anthropic_server import citation
+    from ipyagent.drivers.protocols.anthropic.server import citation
 
     char = citation({"type": "char_location", "cited_text": "Spain won.", "document_index": 0,
                      "document_title": "notes.txt", "start_char_index": 0, "end_char_index": 10, "file_id": None})

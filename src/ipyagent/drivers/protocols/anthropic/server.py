@@ -27,7 +27,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from ...core import (
+from ....core import (
     BuiltinTool,
     Citation,
     GenericBlock,
@@ -37,7 +37,7 @@ from ...core import (
     ServerToolResultBlock,
     WebSource,
 )
-from ..decode import lenient
+from ...decode import lenient
 
 #: The tool definition of each built-in tool (a ``type`` and ``name``), before its options.
 TOOL_TYPES: dict[str, dict[str, str]] = {
