@@ -17,7 +17,7 @@ from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver, Messages
 from ipyagent.drivers.decode import LineFramer
 from ipyagent.drivers.protocols.gemini_stream import GeminiDecoder, _set_path
 from ipyagent.drivers.protocols.ollama import OllamaDecoder
-from ipyagent.drivers.protocols.openai_responses import ResponsesDecoder
+from ipyagent.drivers.protocols.openai_responses_stream import ResponsesDecoder
 
 
 def _element(text: str, finish: str | None = None) -> dict[str, Any]:

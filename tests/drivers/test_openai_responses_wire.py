@@ -33,8 +33,8 @@ from ipyagent.core import (
     ToolCallDelta,
     ToolDefinition,
 )
-from ipyagent.drivers.protocols.openai_responses import (
-    OpenAIResponsesPromptDriver,
+from ipyagent.drivers.protocols.openai_responses import OpenAIResponsesPromptDriver
+from ipyagent.drivers.protocols.openai_responses_stream import (
     ResponsesDecoder,
     response_object_events,
     usage_from_responses,
