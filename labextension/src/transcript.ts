@@ -37,6 +37,12 @@ function seconds(value: number): string {
 /** How a call cut off by the run's end reads (core.transcript.STOPPED_WORDS). */
 const STOPPED_WORDS: { [key: string]: string } = { interrupted: 'interrupted', timeout: 'stopped at the deadline' };
 
+/** What a card's status line says before the outcome of a call the user approved (transcript_render.APPROVAL_WORDS). */
+const APPROVAL_WORDS: { [key: string]: string } = {
+  approved: 'approved by you · ',
+  preapproved: 'approved in advance · ',
+};
+
 /** `done in 0.01 s` / `error in 0.01 s` / `not run`; a call that needed approval: `denied`
  * or `approved by you · done in 0.01 s`; a call the run's end cut off: `interrupted after 0.50 s`
  * or `stopped at the deadline after 0.50 s` (transcript_render.tool_status). */
@@ -45,7 +51,7 @@ export function toolStatus(call: Unchecked<ToolCallPart>): string {
   if (approval === 'denied') {
     return 'denied';
   }
-  const prefix = approval === 'approved' ? 'approved by you · ' : '';
+  const prefix = APPROVAL_WORDS[approval] ?? '';
   const stopped = str(call.stopped);
   if (stopped) {
     const words = STOPPED_WORDS[stopped] ?? stopped;
@@ -54,7 +60,7 @@ export function toolStatus(call: Unchecked<ToolCallPart>): string {
   }
   const status = str(call.status);
   if (status !== 'ok' && status !== 'error') {
-    return prefix ? 'approved by you' : 'not run';
+    return prefix ? prefix.slice(0, -' · '.length) : 'not run';
   }
   const word = status === 'error' ? 'error' : 'done';
   const duration = num(call.duration_s);

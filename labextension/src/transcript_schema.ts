@@ -93,7 +93,8 @@ export interface ReasoningPart {
  * `status`: ``ok`` / ``error`` (the tool failed, or was denied or not run) /
  * ``pending`` (no result: the run stopped first). `duration_s` in seconds.
  * `approval`: ``approved`` / ``denied`` by the user when the call needed approval
- * (a denied call has status ``error`` and was not run), else None.
+ * (a denied call has status ``error`` and was not run), ``preapproved`` when the user
+ * approved it in advance (``%%agent --approve-runs``), else None.
  * `stopped`: ``interrupted`` / ``timeout`` when the run stopped (Stop, or its deadline)
  * while the call ran (status ``error``, the result says so), else None.
  */
@@ -107,7 +108,7 @@ export interface ToolCallPart {
   status?: 'ok' | 'error' | 'pending';
   result?: string | null;
   duration_s?: number | null;
-  approval?: ('approved' | 'denied') | null;
+  approval?: ('approved' | 'denied' | 'preapproved') | null;
   stopped?: ('interrupted' | 'timeout') | null;
   media?: MediaPart[];
   notes?: string[];

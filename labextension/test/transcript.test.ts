@@ -40,6 +40,8 @@ test('tool call states read as notebook/render/transcript.tool_status writes the
   assert.equal(toolStatus({ status: 'error', approval: 'denied' }), 'denied');
   assert.equal(toolStatus({ status: 'ok', approval: 'approved', duration_s: 1 }), 'approved by you · done in 1.00 s');
   assert.equal(toolStatus({ status: 'pending', approval: 'approved' }), 'approved by you');
+  assert.equal(toolStatus({ status: 'ok', approval: 'preapproved', duration_s: 1 }),
+    'approved in advance · done in 1.00 s');
   assert.equal(
     toolStatus({ status: 'error', stopped: 'timeout', duration_s: 1.25 }),
     'stopped at the deadline after 1.25 s'

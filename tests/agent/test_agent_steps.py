@@ -631,6 +631,21 @@ def test_the_verdict_decides_the_call_and_is_on_its_event(verdict: bool, approva
     assert len(asked_on) == 1 and asked_on != loop_threads  # asked off the loop: a dialog does not stall other runs
 
 
+def test_a_call_approved_in_advance_is_not_asked_and_says_so_on_its_event() -> None:
+    """A tool that would ask but was let through by an option (``--approve-runs``): run, marked ``preapproved``."""
+
+    class Preapproved(FunctionTool):
+        def preapproved(self, activity: str) -> bool:
+            return True
+
+    asked: list[Any] = []
+    driver = ScriptedDriver(calls(call("c1", "get_weather", WEATHER_CALL)), text("Done."))
+    agent, events = Agent(driver, tools=[Preapproved(get_weather)], approve=asked.append), []
+    asyncio.run(agent._arun("Weather?", RunOptions(), events.append))
+    [done] = [e for e in events if isinstance(e, ToolCallCompleted)]
+    assert done.approval == "preapproved" and done.result.to_text() == "18 C in Paris" and asked == []
+
+
 # -- structured output -------------------------------------------------------------------------------
 
 

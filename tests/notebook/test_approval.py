@@ -212,6 +212,7 @@ def _transcript(approval: str | None, status: str = "ok") -> Transcript:
 @pytest.mark.parametrize("approval, label", [
     ("denied", "denied"),
     ("approved", "approved by you · done in 0.01 s"),
+    ("preapproved", "approved in advance · done in 0.01 s"),
     (None, "done in 0.01 s"),
 ])
 def test_status_labels_in_every_fallback(approval: str | None, label: str) -> None:

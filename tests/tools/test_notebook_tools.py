@@ -72,8 +72,11 @@ def test_edits_and_runs_need_approval_by_default() -> None:
     assert [a for a in tool.activities() if tool.needs_approval(a)] == ["insert_cell", "edit_cell", "run_cell"]
     edits = NotebookTools(notebook(), approve_edits=True)  # --approve-notebook: edits, never runs
     assert [a for a in edits.activities() if edits.needs_approval(a)] == ["run_cell"]
+    assert [a for a in edits.activities() if edits.preapproved(a)] == ["insert_cell", "edit_cell"]  # cards say so
     both = NotebookTools(notebook(), approve_edits=True, approve_runs=True)
     assert not [a for a in both.activities() if both.needs_approval(a)]
+    assert [a for a in both.activities() if both.preapproved(a)] == ["insert_cell", "edit_cell", "run_cell"]
+    assert not [a for a in tool.activities() if tool.preapproved(a)]  # asked, not approved in advance
 
 
 def test_the_preview_is_a_diff_of_the_source() -> None:

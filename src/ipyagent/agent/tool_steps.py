@@ -162,6 +162,8 @@ class ToolSteps:
         """None when `action` may run; else why not (no one to approve it, or denied)."""
         route = self.toolbox.route(action)
         if route is None or not route[0].needs_approval(route[1]):
+            if route is not None and route[0].preapproved(route[1]):
+                self.verdicts[id(action)] = "preapproved"
             return None
         approve = self.options.approve
         if approve is None:

@@ -188,7 +188,8 @@ class ToolCallCompleted:
     """The agent ran one tool call: its result artifact and the seconds it took.
 
     `approval`: ``approved`` / ``denied`` when the call needed the user's approval
-    (a denied call was not run; its result says so), None when it needed none.
+    (a denied call was not run; its result says so), ``preapproved`` when the user approved
+    it in advance (``--approve-runs``), None when it needed none.
     `stopped`: ``interrupted`` (Stop, a kernel interrupt, Ctrl-C) or ``timeout`` (the run's
     deadline) when the run ended while the call ran: the result (an error) says so and
     `duration_s` is how long it had run; None for a call that finished.

@@ -219,7 +219,8 @@ class ToolCallPart(_Model):
     `status`: ``ok`` / ``error`` (the tool failed, or was denied or not run) /
     ``pending`` (no result: the run stopped first). `duration_s` in seconds.
     `approval`: ``approved`` / ``denied`` by the user when the call needed approval
-    (a denied call has status ``error`` and was not run), else None.
+    (a denied call has status ``error`` and was not run), ``preapproved`` when the user
+    approved it in advance (``%%agent --approve-runs``), else None.
     `stopped`: ``interrupted`` / ``timeout`` when the run stopped (Stop, or its deadline)
     while the call ran (status ``error``, the result says so), else None.
     """
@@ -231,7 +232,7 @@ class ToolCallPart(_Model):
     status: Literal["ok", "error", "pending"] = "pending"
     result: str | None = None
     duration_s: float | None = None
-    approval: Literal["approved", "denied"] | None = None
+    approval: Literal["approved", "denied", "preapproved"] | None = None
     stopped: Literal["interrupted", "timeout"] | None = None
     #: Images, audio and files the tool returned (`MediaPart`), drawn under the result.
     media: list[MediaPart] = Field(default_factory=list)
@@ -567,7 +568,7 @@ def transcript_messages(messages: Iterable[Any], timings: Mapping[str, deque[Too
                     timing = queue.popleft()
                     call.duration_s = round(timing.seconds, 4)
                     approval, stop, call.notes = timing.approval, timing.stopped, list(timing.notes)
-                    call.approval = approval if approval in ("approved", "denied") else None  # type: ignore[assignment]
+                    call.approval = approval if approval in ("approved", "denied", "preapproved") else None  # type: ignore[assignment]
                     call.stopped = stop if stop in ("interrupted", "timeout") else None  # type: ignore[assignment]
                     if call.result is not None and timing.is_error:
                         call.status = "error"

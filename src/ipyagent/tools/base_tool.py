@@ -191,6 +191,11 @@ class BaseTool:
         own = self._config(activity).requires_approval
         return self.requires_approval if own is None else own
 
+    def preapproved(self, activity: str) -> bool:
+        """Whether `activity` would ask for approval but the user approved it in advance (an option
+        such as ``--approve-runs``): it runs without asking, and its card says so."""
+        return False
+
     def input_model(self, activity: str) -> type[BaseModel]:
         """The pydantic model the activity's input is validated against: the config's
         schema; else the model of a single pydantic-model parameter (the model sees its

@@ -149,6 +149,9 @@ class NotebookTools(BaseTool):
             return not self.approve_runs
         return super().needs_approval(activity)
 
+    def preapproved(self, activity: str) -> bool:
+        return (activity in EDITS and self.approve_edits) or (activity in RUNS and self.approve_runs)
+
     def preview(self, action: ToolAction) -> str | None:
         """What `action` would change, for the approval card: a diff of the source for an insert or
         an edit, the source to run for a run; None for another call or one that names no cell."""

@@ -145,18 +145,23 @@ def answer_html(text: str, markdown: Callable[[str], str] = markdown_to_html) ->
     return f'<div class="ipyagent-source"><pre>{escape(text)}</pre></div><p class="ipyagent-meta">{SOURCE_NOTE}</p>'
 
 
+#: What a card's status line says before the outcome of a call the user approved.
+APPROVAL_WORDS = {"approved": "approved by you · ", "preapproved": "approved in advance · "}
+
+
 def tool_status(call: ToolCallPart) -> str:
     """``done in 0.01 s`` / ``error in 0.01 s`` / ``not run``; a call that needed approval:
-    ``denied`` (it was not run) or ``approved by you · done in 0.01 s``; a call the run's end
+    ``denied`` (it was not run) or ``approved by you · done in 0.01 s`` (``approved in advance · …``
+    for one the user let through with an option); a call the run's end
     cut off: ``interrupted after 0.50 s`` / ``stopped at the deadline after 0.50 s``."""
     if call.approval == "denied":
         return "denied"
-    prefix = "approved by you · " if call.approval == "approved" else ""
+    prefix = APPROVAL_WORDS.get(call.approval or "", "")
     if call.stopped is not None:
         words = STOPPED_WORDS.get(call.stopped, call.stopped)
         return prefix + (f"{words} after {call.duration_s:.2f} s" if call.duration_s is not None else words)
     if call.status == "pending":
-        return "approved by you" if prefix else "not run"
+        return prefix.removesuffix(" · ") if prefix else "not run"
     word = "error" if call.status == "error" else "done"
     return prefix + (f"{word} in {call.duration_s:.2f} s" if call.duration_s is not None else word)
 
