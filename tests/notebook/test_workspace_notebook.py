@@ -71,6 +71,7 @@ def _agent_added_and_ran_a_cell(nb) -> None:
     calls = [p for m in messages for p in m["parts"] if p["type"] == "tool_call"]
     assert [c["name"] for c in calls] == ["notebook_list_cells", "notebook_insert_cell", "notebook_run_cell"]
     assert all(c["status"] == "ok" for c in calls)
+    assert [c.get("approval") for c in calls] == [None, "preapproved", "preapproved"]  # reading asks nothing
     listed, added, ran = (c["result"] for c in calls)
     end = len(listed.splitlines()) - 1  # the cells before: this kernel's history, this cell last
     assert listed.startswith(f"{end} cells (this kernel, which no notebook front end with ipyagent answers for")
@@ -82,6 +83,7 @@ def _agent_added_and_ran_a_cell(nb) -> None:
     assert "It printed `2 sources: en.wikipedia.org, www.uefa.com`" in answer
     html = next(o["data"]["text/html"] for o in agent.outputs if "text/html" in o.get("data", {}))
     assert "notebook_run_cell" in html and "2 sources: en.wikipedia.org, www.uefa.com" in html
+    assert html.count("approved in advance · done in") == 2
     assert [c.source for c in nb.cells] == [c.source for c in _read(NOTEBOOK).cells]  # no front end: no new cell
 
 
