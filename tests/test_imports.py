@@ -25,6 +25,7 @@ LAZY = {
     "rich": "a colour terminal's output",
     "mcp": "the MCP SDK: a server started",
     "uvicorn": "the HTTP server of %agent serve-mcp (the mcp SDK's), when one is started",
+    "jupyter_core": "Jupyter's runtime directory for %agent serve-mcp's token file (present wherever a kernel is)",
     "psutil": "a stdio MCP server's process group (the mcp extra's): a server started or closed",
     "jsonschema": "MCP tool input checks (the SDK's validator)",
     "pandas": "a user's frame, already imported by the user",

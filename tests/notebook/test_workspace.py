@@ -5,6 +5,8 @@ and ``%agent serve-mcp`` read by an MCP client of the official SDK."""
 import asyncio
 import io
 import json
+import stat
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -13,7 +15,7 @@ from IPython.core.error import UsageError
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from ipyagent.core import ModelStarted, ToolAction, ToolCallDelta, add_secret
+from ipyagent.core import ModelStarted, ToolAction, ToolCallDelta, add_secret, redact
 from ipyagent.core.redact import MASK
 from ipyagent.notebook.views.run_view import TextView, WidgetView
 from ipyagent.notebook.workspace import FrontEndNotebook, HistoryNotebook, KernelNotebook, output_texts, run_here
@@ -85,16 +87,19 @@ async def _read_first_cell(url: str, token: str) -> tuple[list[str], str]:
                 return names, (await session.call_tool("notebook_read_cell", {"index": index})).content[0].text
 
 
-def test_serve_mcp_offers_the_notebook_to_an_mcp_client(ip: Any) -> None:
+def test_serve_mcp_offers_the_notebook_to_an_mcp_client(ip: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path))
     run(ip, "total = sum(range(5))\ntotal")
     served = ip.run_line_magic("agent", "serve-mcp")
+    token_file = tmp_path / f"ipyagent-mcp-{served.server.port}.token"
     try:
-        assert isinstance(served.server.tool, NotebookTools) and served.server.token in repr(served)
+        assert isinstance(served.server.tool, NotebookTools) and str(token_file) in repr(served)
         with pytest.raises(UsageError, match="already running"):
             ip.run_line_magic("agent", "serve-mcp")
-        names, text = asyncio.run(_read_first_cell(served.server.url, served.server.token))
+        names, text = asyncio.run(_read_first_cell(served.server.url, token_file.read_text()))
     finally:
         ip.run_line_magic("agent", "serve-mcp stop")
+    assert not token_file.exists()
     assert "notebook_run_cell" in names
     head, source, outputs = text.split("\n", 1)[0], text.split("\n")[1:3], text.split("outputs:\n")[1]
     assert head.endswith("(code) In [" + head.split("In [")[1]) and source == ["total = sum(range(5))", "total"]
@@ -242,3 +247,19 @@ def test_the_terminal_prints_the_change_before_asking(monkeypatch: pytest.Monkey
     action = ToolAction(tag="call_1", name="notebook_insert_cell", input={"index": 1, "source": "print(1)"})
     assert asyncio.run(view.request_approval(action, preview="+++ new cell 1 (after)\n+print(1)")) is False
     assert out.getvalue().splitlines()[-2:] == ["+++ new cell 1 (after)", "+print(1)"]
+
+
+def test_serve_mcp_keeps_its_token_out_of_the_notebook(ip: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """The cell's result names the token's file, never the token: the file is its owner's only, and
+    the token is a secret to the redactor from then on."""
+    monkeypatch.setenv("JUPYTER_RUNTIME_DIR", str(tmp_path / "runtime"))
+    served = ip.run_line_magic("agent", "serve-mcp")
+    try:
+        token = served.server.token
+        token_file = tmp_path / "runtime" / f"ipyagent-mcp-{served.server.port}.token"
+        assert token not in repr(served) and f"$(cat {token_file})" in repr(served)
+        assert token_file.read_text() == token and stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        assert token not in redact(f"the token is {token}")
+    finally:
+        ip.run_line_magic("agent", "serve-mcp stop")
+    assert not token_file.exists()
