@@ -83,7 +83,7 @@ def test_a_terminal_shows_a_progress_line_while_it_runs_and_rubs_it_out(ip) -> N
     assert re.search(r"\revaluating · 1 / 3 runs · [0-9.e+-]+ runs/s · \d+ s left · \$0\.0+[1-9]\d* spent", raw)
     drawn, matrix = raw.rsplit("\r", 1)
     assert drawn.endswith("\r" + " " * len(drawn.split("\r")[-2])) and "evaluating" not in matrix  # rubbed out
-    assert matrix.startswith("\x1b[1m1 providers × 3 rows: 3 of 3 runs")
+    assert matrix.startswith("\x1b[1m1 provider × 3 rows: 3 of 3 runs")
 
 
 def test_a_background_views_widget_says_so_and_shows_the_matrix_when_it_ends(monkeypatch) -> None:

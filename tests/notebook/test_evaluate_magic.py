@@ -69,7 +69,7 @@ def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) ->
         # The terminal's headline says so, with a wall time in milliseconds (it said "0.0 s").
         ms = round(ip.user_ns["ev"].wall_s * 1000)
         assert (
-            f"1 providers × 3 rows: 3 of 3 runs (3 from the cache), 3 passed, {ms} ms"
+            f"1 provider × 3 rows: 3 of 3 runs (3 from the cache), 3 passed, {ms} ms"
             in capsys.readouterr().out.splitlines()
         )
         ip.run_cell_magic("compare", "openai:m --over rows --no-cache -o ev", "Capital of {{ row.country }}?")
@@ -158,7 +158,7 @@ def test_variants_from_the_cell_and_options_are_columns_and_repeats_show_k_of_n(
     assert ev.columns == ["openai:m/terse", "openai:m/polite"] and ev.column("good/polite") == "openai:m/polite"
     assert [r.repeat for r in ev.cells(0, "good/terse")] == [0, 1]
     out = capsys.readouterr().out
-    assert "2 columns (1 providers × 2 variants) × 2 rows × 2 repeats: 8 of 8 runs, 8 passed" in out
+    assert "2 columns (1 provider × 2 variants) × 2 rows × 2 repeats: 8 of 8 runs, 8 passed" in out
     html = evaluation_html(ev.to_json())
     assert ('<th><span class="ipyagent-id">good/</span><wbr><span class="ipyagent-id">terse</span> '
             '<span class="ipyagent-eval-rate">100%</span><br><span class="ipyagent-meta"><span class="ipyagent-id">'
@@ -247,7 +247,7 @@ def test_model_text_in_the_matrix_is_escaped_and_outcomes_say_why() -> None:
     )
     markdown = evaluation_markdown(doc)
     assert "| # | openai:m |" in markdown and "✗" in markdown
-    assert evaluation_text(doc).startswith("1 providers × 2 rows: 2 of 2 runs, 0 passed")
+    assert evaluation_text(doc).startswith("1 provider × 2 rows: 2 of 2 runs, 0 passed")
 
 
 def test_cells_not_rendered_flaky_repeats_and_the_budget_are_drawn() -> None:
@@ -277,7 +277,7 @@ def test_cells_not_rendered_flaky_repeats_and_the_budget_are_drawn() -> None:
     assert "ipyagent-eval-cell ipyagent-eval-template" in html and "row 1: the template: no field" in html
     assert "? row 1: the template: no field</summary>" in html  # a row never sent is not "0/2 passed"
     line = headline(doc)
-    assert "1 providers × 2 rows × 2 repeats: 2 of 4 runs, 1 passed" in line
+    assert "1 provider × 2 rows × 2 repeats: 2 of 4 runs, 1 passed" in line
     assert "; budget $0.5000: spent $0.4800, reserved $0, 0 runs skipped; 1 flaky (repeats disagree)" in line
     assert "≈ 1/2 passed · ans" in evaluation_markdown(doc)
 

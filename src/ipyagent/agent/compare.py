@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
-from ..core import Event, ModelStarted, ProviderError, Timings, Transcript, TranscriptError
+from ..core import Event, ModelStarted, ProviderError, Timings, Transcript, TranscriptError, plural
 from .agent import Agent, AgentResult
 from .inputs.images import image_blocks
 from .loop_thread import run_in_background, run_sync
@@ -160,7 +160,7 @@ class Comparison:
     def __repr__(self) -> str:
         failed = sum(not f.ok for f in self.figures)
         stopped = ", interrupted" if self.interrupted else ""
-        return (f"<Comparison {len(self.providers)} providers x {self.runs} run{'s' if self.runs > 1 else ''}: "
+        return (f"<Comparison {plural(len(self.providers), 'provider')} x {plural(self.runs, 'run')}: "
                 f"{len(self.figures) - failed} ok, {failed} failed, wall {self.wall_s:.2f} s{stopped}>")
 
 

@@ -80,7 +80,7 @@ from .interaction import (
 from .messages import MESSAGE_FIELDS, Message, MessageError, MessageStatus, StopKind, StopReason, Usage
 from .system import SystemBlock, fit_system_blocks, system_blocks, system_text
 from .settings import ModelSettings, coerce_settings, unsupported_setting
-from .figures import comparison_footer, footer_figures, format_usd, masked_figure, provider_title
+from .figures import comparison_footer, footer_figures, format_usd, masked_figure, plural, provider_title
 from .prompt_stack import BuiltinTool, OutputStrategy, PromptStack, ToolDefinition, to_blocks
 from .tool_action import MAX_NATIVE_NAME, ToolAction, ToolNameError, from_native_name, to_native_name
 from .controls import visible_controls

@@ -25,6 +25,11 @@ def format_usd(amount: float) -> str:
     return f"${text}"
 
 
+def plural(n: int, noun: str) -> str:
+    """``1 row``, ``0 rows``, ``2 providers``: a count and its noun (an English regular plural)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def provider_title(provider: str, alias: str | None = None) -> str:
     """How a run names its provider: ``small · openai:gpt-6-luna`` when the user named it by an
     alias, else the ``provider:model`` id."""

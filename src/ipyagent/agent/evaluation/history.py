@@ -13,6 +13,7 @@ import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
+from ...core import plural
 from .export import document
 
 if TYPE_CHECKING:
@@ -51,10 +52,6 @@ def snapshot(ev: Evaluation) -> dict[str, Any]:
     return {"cells": [list(k) for k in _kept(ev.results)]}
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def compare_kept(before: list[Kept], now: list[Kept]) -> dict[str, Any]:
     """``newly_failing``, ``fixed``, ``new_rows``, ``removed_rows`` (counts), ``changed`` (the row
     keys of `now` that changed or are new) and ``sentence`` (``since the last run: 3 newly failing,
@@ -77,9 +74,9 @@ def compare_kept(before: list[Kept], now: list[Kept]) -> dict[str, Any]:
             fixed += 1
     removed = len(old_rows - {k for k, *_ in now})
     parts = [f"{failing} newly failing"] * bool(failing) + [f"{fixed} fixed"] * bool(fixed)
-    parts += [_plural(len(new_rows), "new row")] * bool(new_rows) + [f"{_plural(removed, 'row')} gone"] * bool(removed)
+    parts += [plural(len(new_rows), "new row")] * bool(new_rows) + [f"{plural(removed, 'row')} gone"] * bool(removed)
     if not parts and changed:
-        parts = [f"{_plural(len(changed), 'row')} with other answers"]
+        parts = [f"{plural(len(changed), 'row')} with other answers"]
     return {"newly_failing": failing, "fixed": fixed, "new_rows": len(new_rows), "removed_rows": removed,
             "changed": changed, "sentence": "since the last run: " + (", ".join(parts) or "no change")}
 

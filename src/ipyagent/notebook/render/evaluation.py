@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from ...core import redact_data
+from ...core import plural, redact_data
 from .evaluation_stats import STYLE as STATS_STYLE
 from .evaluation_stats import _interval, _md, _percent, column_label, column_title, id_html, title_html, usd
 from .evaluation_stats import grade_detail_html, grade_mark_html, judgement_html, stats_table_html
@@ -375,9 +375,9 @@ def _shape(doc: dict[str, Any]) -> str:
     columns, providers = len(columns_of(doc)), len(doc["providers"])
     repeat = doc.get("repeat") or 1
     rows = doc["total"] // max(columns * repeat, 1)
-    head = (f"{columns} columns ({providers} providers × {columns // max(providers, 1)} variants)"
-            if doc.get("variants") else f"{providers} providers")
-    return f"{head} × {rows} rows" + (f" × {repeat} repeats" if repeat > 1 else "")
+    head = (f"{columns} columns ({plural(providers, 'provider')} × {columns // max(providers, 1)} variants)"
+            if doc.get("variants") else plural(providers, "provider"))
+    return f"{head} × {plural(rows, 'row')}" + (f" × {repeat} repeats" if repeat > 1 else "")
 
 
 #: A text check's kind in words (checks.TextAssertion.KINDS), and what it adds after its value.

@@ -37,6 +37,7 @@ from ...core import (
     ToolCallDelta,
     ToolCallNote,
     ToolCallProgress,
+    plural,
     redact,
 )
 from ...memory import describe_size
@@ -275,11 +276,8 @@ def _sources_lines(cited: list[tuple[Segment, Citation]]) -> list[str]:
 
 def _result_line(block: ServerToolResultBlock) -> str:
     """``2 sources``, ``done · 1 image · chart.csv``: what a provider-side call gave, in a line."""
-    def count(n: int, noun: str) -> str:
-        return f"{n} {noun}{'s' if n != 1 else ''}"
-
-    said = [count(len(block.sources), "source")] if block.sources else ["done"]
-    said += [count(len(block.images), "image")] if block.images else []
+    said = [plural(len(block.sources), "source")] if block.sources else ["done"]
+    said += [plural(len(block.images), "image")] if block.images else []
     said += [f.get("name") or f.get("id") or "a file" for f in block.files]
     return " · ".join(said)
 
