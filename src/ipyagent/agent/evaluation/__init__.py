@@ -1,7 +1,7 @@
 """Evaluation: a prompt template over rows × columns, each cell a fresh run, with checks.
 
 `templates` renders the prompt and check templates for each row; `plan` renders them all (and
-prepares every check) before the first request; `checks` parses and runs the checks (`limits`:
+prepares every check) before the first request; `checks` parses and runs the checks (with
 their time limits); `runner` checks the arguments and starts the matrix; `matrix` schedules the
 runs (`scheduler`: a lane per provider, one budget), `cells` runs and checks one, `cache` keys
 and claims them in the run store, or `batch` sends them through the providers' batch APIs;

@@ -21,9 +21,8 @@ from ..telemetry.trace_spans import cell_attributes, cell_checks, evaluation_spa
 from .batch import BatchRunner
 from .cache import CacheClaims, CacheWriter
 from .cells import CellRuns, _fill, _from_cache, _rates
-from .checks import Assertion, CallableAssertion, JudgeAssertion, Outcome
+from .checks import Assertion, CallableAssertion, JudgeAssertion, Outcome, Stoppable
 from .history import keep
-from .limits import Stoppable
 from .plan import Plan, Variant, make_plan
 from .results import EvalResult, Evaluation
 from .scheduler import Budget, Lane, Scheduler

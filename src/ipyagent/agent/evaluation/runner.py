@@ -35,8 +35,7 @@ from ..loop_thread import run_in_background, run_sync
 from ..telemetry.trace_spans import evaluation_span
 from .batch import leave_or_cancel
 from .cache import CLAIM_MARGIN_S, CLAIM_POLL_S  # noqa: F401 - the names this module had
-from .checks import Assertion, parse_assertion
-from .limits import CHECK_TIMEOUT_S
+from .checks import CHECK_TIMEOUT_S, Assertion, parse_assertion
 from .matrix import DEFAULT_OUTPUT_TOKENS, _Run  # noqa: F401 - the names this module had
 from .plan import Variant
 from .results import EvalResult, Evaluation

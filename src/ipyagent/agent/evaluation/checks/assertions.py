@@ -32,10 +32,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...drivers import example_id, resolve_alias
-from ..structured import parse_json
+from ....drivers import example_id, resolve_alias
+from ...structured import parse_json
+from ..templates import render_template
 from .limits import CHECK_TIMEOUT_S, Stoppable, compile_pattern, search
-from .templates import render_template
 
 #: A score at or above this passes.
 PASS_SCORE = 0.5
