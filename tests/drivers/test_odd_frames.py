@@ -15,7 +15,8 @@ from ipyagent.core import ActionCallBlock, ProviderError, TextDelta, ToolCallDel
 from ipyagent.core.redact import add_secret
 from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver, MessagesDecoder
 from ipyagent.drivers.decode import LineFramer
-from ipyagent.drivers.protocols.gemini_stream import GeminiDecoder, _set_path
+from ipyagent.drivers.protocols.gemini.response import _set_path
+from ipyagent.drivers.protocols.gemini.stream import GeminiDecoder
 from ipyagent.drivers.protocols.ollama import OllamaDecoder
 from ipyagent.drivers.protocols.openai_responses_stream import ResponsesDecoder
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...core import BuiltinTool, Citation, ProviderError, ServerToolCallBlock, ServerToolResultBlock, WebSource
-from ..decode import lenient
+from ....core import BuiltinTool, Citation, ProviderError, ServerToolCallBlock, ServerToolResultBlock, WebSource
+from ...decode import lenient
 
 #: Our built-in tools -> Gemini's `Tool` field.
 TOOL_FIELDS = {"web_search": "google_search", "code_execution": "code_execution", "url_context": "url_context"}

@@ -1,39 +1,35 @@
-"""Parsing Gemini's `GenerateContentResponse` stream: deltas, usage, stop reasons, errors.
+"""Gemini's `GenerateContentResponse` read into deltas: a stream's chunks or one whole reply.
 
-Follows the Gemini API reference, "Generating content" (response
-`GenerateContentResponse`, `Candidate`, `Part`, `UsageMetadata`), the "Function
-calling" and "Thought signatures" guides, and the `google.rpc.Status` error
-model (with `RetryInfo` and `ErrorInfo` details). See `gemini.py` for the
-translation notes.
+Follows the Gemini API reference, "Generating content" (response `GenerateContentResponse`,
+`Candidate`, `Part`, `UsageMetadata`), the "Function calling" and "Thought signatures" guides,
+and Vertex AI's streamed function call arguments (``willContinue`` / ``partialArgs`` with a
+``jsonPath``). See the package's notes (`ipyagent.drivers.protocols.gemini`) for the translation.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
-from ...core import (
+from ....core import (
     AudioBlock,
     BlockDelta,
     CitationDelta,
     DeltaMessage,
     GenericBlock,
     ImageBlock,
-    ProviderError,
     ReasoningBlock,
     ReasoningDelta,
     StopKind,
     TextDelta,
     ToolCallDelta,
     Usage,
-    redact,
-    redact_head,
 )
-from ..base import BlockIndex, StreamMeta, read_usage, wire_usage
-from ..decode import StreamDecoder, not_json
-from .gemini_tools import code_call, code_result, grounding_citations, search_blocks, url_blocks
+from ...base import BlockIndex, StreamMeta, read_usage, wire_usage
+from .errors import stream_error
+from .tools import code_call, code_result, grounding_citations, search_blocks, url_blocks
 
 #: `Candidate.finishReason` -> StopKind. STOP with function calls is tool_use.
 FINISH_REASONS: dict[str, StopKind] = {
@@ -53,35 +49,7 @@ FINISH_REASONS: dict[str, StopKind] = {
     "MISSING_THOUGHT_SIGNATURE": StopKind.error,
 }
 
-#: `google.rpc.Status.status` -> ProviderError type.
-STATUS_TYPES: dict[str, str] = {
-    "INVALID_ARGUMENT": "invalid_request",
-    "FAILED_PRECONDITION": "invalid_request",
-    "OUT_OF_RANGE": "invalid_request",
-    "UNAUTHENTICATED": "authentication",
-    "PERMISSION_DENIED": "permission",
-    "NOT_FOUND": "not_found",
-    "RESOURCE_EXHAUSTED": "rate_limit",
-    "UNAVAILABLE": "overloaded",
-    "INTERNAL": "server",
-    "UNKNOWN": "server",
-    "DATA_LOSS": "server",
-    "DEADLINE_EXCEEDED": "timeout",
-    "CANCELLED": "cancelled",
-}
 
-#: `google.rpc.ErrorInfo.reason` values that decide the type whatever the HTTP status
-#: (Gemini reports a bad key as HTTP 400 INVALID_ARGUMENT with reason API_KEY_INVALID).
-REASON_TYPES: dict[str, str] = {
-    "API_KEY_INVALID": "authentication",
-    "API_KEY_EXPIRED": "authentication",
-    "ACCESS_TOKEN_EXPIRED": "authentication",
-    "CREDENTIALS_MISSING": "authentication",
-    "API_KEY_SERVICE_BLOCKED": "permission",
-    "SERVICE_DISABLED": "permission",
-}
-
-_DURATION_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)s\s*$")
 _PATH_RE = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]|\[(?:'((?:[^'\\]|\\.)*)'|\"((?:[^\"\\]|\\.)*)\")\]")
 
 
@@ -98,50 +66,6 @@ def usage_from_gemini(raw: dict[str, Any]) -> Usage:
         cache_read_tokens=raw.get("cachedContentTokenCount") or 0,
         reasoning_tokens=raw.get("thoughtsTokenCount") or 0,
     )
-
-
-def parse_duration(value: Any) -> float | None:
-    """Seconds from a protobuf JSON `Duration` (``"48s"``, ``"1.5s"``), else None."""
-    if not isinstance(value, str):
-        return None
-    match = _DURATION_RE.match(value)
-    return float(match.group(1)) if match else None
-
-
-def _details(error: dict[str, Any]) -> list[dict[str, Any]]:
-    details = error.get("details")
-    return [d for d in details if isinstance(d, dict)] if isinstance(details, list) else []
-
-
-def error_reason(error: dict[str, Any]) -> str | None:
-    for detail in _details(error):
-        if str(detail.get("@type", "")).endswith("google.rpc.ErrorInfo") and detail.get("reason"):
-            return str(detail["reason"])
-    return None
-
-
-def retry_delay(error: Any) -> float | None:
-    """Seconds from the `google.rpc.RetryInfo.retryDelay` of an error body, else None."""
-    if isinstance(error, list) and error:
-        error = error[0]
-    if isinstance(error, dict) and isinstance(error.get("error"), dict):
-        error = error["error"]
-    if not isinstance(error, dict):
-        return None
-    for detail in _details(error):
-        if str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
-            return parse_duration(detail.get("retryDelay"))
-    return None
-
-
-def error_type(error: dict[str, Any]) -> str | None:
-    reason = error_reason(error)
-    if reason in REASON_TYPES:
-        return REASON_TYPES[reason]
-    return STATUS_TYPES.get(str(error.get("status") or ""))
-
-
-# -- tool schemas ----------------------------------------------------------------------
 
 
 class _OpenCall:
@@ -354,6 +278,7 @@ class GeminiResponseParser:
             )
 
     @staticmethod
+
     def _apply_partial(open_call: _OpenCall, call: dict[str, Any]) -> None:
         if isinstance(call.get("args"), dict):
             open_call.args.update(call["args"])
@@ -418,155 +343,6 @@ class GeminiResponseParser:
             meta.stop_raw, meta.stop_kind = self.block_reason, StopKind.content_filter
         items.append(meta)
         return items
-
-
-def stream_error(error: Any) -> ProviderError:
-    """A `ProviderError` for an ``error`` object (`google.rpc.Status`) found in a stream."""
-    if not isinstance(error, dict):
-        return ProviderError("server", f"gemini stream error: {error}", raw=error)
-    message = str(error.get("message") or error.get("status") or error)
-    message = redact(message)
-    code = error.get("code")
-    status = code if isinstance(code, int) else None
-    etype = error_type(error) or ("server" if status is None or status >= 500 else "invalid_request")
-    return ProviderError(
-        etype,  # type: ignore[arg-type]
-        f"gemini stream error: {message}",
-        code=error_reason(error) or error.get("status") or code,
-        raw=error,
-        status=status,
-        retry_after=retry_delay(error),
-    )
-
-
-#: A JSON string on one line (JSON strings hold no raw line break): skipped when counting brackets.
-_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-
-
-class GeminiDecoder(StreamDecoder):
-    """Gemini's reply a line at a time (``framing = "lines"``): SSE ``data:`` lines (``alt=sse``),
-    or JSON written over lines without ``data:`` (a JSON array, the stream's other framing; one
-    object, a non-streamed reply; a bare error object), each value read by `GeminiResponseParser`
-    as soon as its last line has come.
-
-    A bare value is cut out by counting brackets outside strings, line by line, so each line is
-    read once (an array's elements are parsed one at a time, as they arrive)."""
-
-    def __init__(self, provider: str) -> None:
-        super().__init__()
-        self.provider = provider
-        self.parser = GeminiResponseParser()
-        self.data: list[str] = []  # the data lines of the SSE event being read
-        self.bare: list[str] = []  # the lines of the JSON value being read without ``data:``
-        self.depth = 0  # brackets open in the bare JSON
-        self.level = 0  # the depth at which a value is whole: 1 inside a top-level array
-        self.sse = False  # a ``data:`` line came: other lines are SSE fields, ignored unless JSON
-
-    def feed(self, line: str) -> Sequence[DeltaMessage]:
-        if line.startswith("data:"):
-            self.sse = True
-            self.data.append(line[6:] if line.startswith("data: ") else line[5:])
-            return ()
-        chunk = self._line(line)
-        return list(self.parser.feed(chunk)) if chunk is not None else ()
-
-    def finish(self) -> list[DeltaMessage]:
-        """The last event (its blank line missing), a still-open call; usage, stop reason and ids noted.
-
-        Raises:
-            ProviderError: ``invalid_response`` for JSON left open (the stream ended early) or
-                lines that are neither SSE nor JSON, outside an SSE stream.
-        """
-        chunk = self._line("")
-        deltas = list(self.parser.feed(chunk)) if chunk is not None else []
-        if self.bare and not self.sse:  # in an SSE stream, lines that are not JSON are fields to ignore
-            text = "\n".join(self.bare).strip()
-            raise ProviderError(
-                "invalid_response",
-                f"{self.provider} sent a stream line that is not SSE or JSON, "
-                f"or the stream ended inside one: {redact_head(text)!r}",
-            )
-        for item in self.parser.finish():
-            if isinstance(item, StreamMeta):
-                self.note(item)
-            else:
-                deltas.append(item)
-        return deltas
-
-    def whole(self, data: dict[str, Any]) -> list[DeltaMessage]:
-        """The deltas of one whole `GenerateContentResponse` (a batch's inline response), read by
-        the stream's parser; its usage, stop reason and ids noted."""
-        deltas = list(self.parser.feed(data))
-        for item in self.parser.finish():
-            if isinstance(item, StreamMeta):
-                self.note(item)
-            else:
-                deltas.append(item)
-        return deltas
-
-    def _line(self, line: str) -> Any:
-        """The JSON a non-``data:`` line completes, or None: the event's data at a blank line,
-        else the values of bare JSON whose last line this is (`_bare`)."""
-        if not line:
-            data = self.data
-            if data:
-                payload = "\n".join(data)
-                data.clear()
-                if payload != "[DONE]":
-                    return self._json(payload)
-            return None
-        if not self.bare and self.depth == 0:
-            head = line.lstrip()
-            if not head.startswith(("{", "[")):
-                return None  # ":" comments, event:, id:, retry: carry nothing Gemini uses
-            self.level = 1 if head.startswith("[") else 0
-        return self._bare(line)
-
-    def _bare(self, line: str) -> list[Any] | None:
-        """The values `line` completes (the elements of an array so far), or None while one is open.
-
-        Raises:
-            ProviderError: the stream's error object; ``invalid_response`` for a whole value that is
-                not JSON (outside an SSE stream, where such a line is a field to ignore).
-        """
-        bare = self.bare
-        bare.append(line)
-        scan = _JSON_STRING.sub("", line) if '"' in line else line
-        self.depth += scan.count("{") + scan.count("[") - scan.count("}") - scan.count("]")
-        if self.depth > self.level:
-            return None
-        text = "\n".join(bare).strip()
-        bare.clear()
-        if self.depth < 0 or (self.depth == 0 and self.level):  # past the array's end: start again
-            self.depth = self.level = 0
-        text = text[1:] if text.startswith(("[", ",")) else text  # the array's "[" or a separating ","
-        text = text[:-1] if text.endswith(("]", ",")) else text
-        if not text.strip():
-            return None
-        try:
-            values = json.loads(f"[{text}]")
-        except ValueError:
-            if self.sse:
-                return None
-            raise ProviderError(
-                "invalid_response", f"{self.provider} sent a stream line that is not SSE or JSON: {redact_head(text)!r}"
-            ) from None
-        for value in values:
-            if isinstance(value, dict) and "error" in value:
-                raise stream_error(value["error"])
-        return values
-
-    def _json(self, payload: str) -> Any:
-        try:
-            chunk = json.loads(payload)
-        except ValueError:
-            raise not_json(self.provider, payload) from None
-        if isinstance(chunk, dict) and chunk.get("error"):
-            raise stream_error(chunk["error"])
-        return chunk
-
-
-# -- the driver ------------------------------------------------------------------------
 
 
 _GENERATED_ID = re.compile(r"^call_\d+(?:_[A-Za-z0-9_-]+)?$")

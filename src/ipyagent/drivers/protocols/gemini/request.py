@@ -1,44 +1,18 @@
-"""Google Gemini `streamGenerateContent` over SSE.
+"""Gemini: the `generateContent` request body for a PromptStack.
 
-Follows the Gemini API reference, "Generating content" (`POST
-/v1beta/models/{model}:streamGenerateContent?alt=sse`, request `Content` /
-`Part` / `Tool` / `GenerationConfig`, response `GenerateContentResponse`), the
-"Function calling", "Thought signatures", "Thinking" and "Structured output"
-guides, and the `google.rpc.Status` error model. The API key travels in the
-``x-goog-api-key`` header, never in the URL.
-
-Translation notes:
-
-* Roles are ``user`` / ``model``; system messages are joined into
-  ``systemInstruction``; tool results are ``functionResponse`` parts in a
-  ``user`` content (all results of one step in one content).
-* Gemini sends each ``functionCall`` whole (``{name, args}``) and gives no call
-  id: a call gets ``call_<content index>_<responseId>`` (``call_<index>`` when
-  the response has no id) unless its part has an ``id``; made-up ids are not
-  sent back. The Vertex AI form with streamed arguments (``willContinue`` /
-  ``partialArgs`` with a ``jsonPath``, closed by an empty ``functionCall``) is
-  assembled here.
-* A ``thoughtSignature`` must go back unchanged on the same part. On a
-  function call it rides on the `ActionCallBlock`; on a thought part on its
-  `ReasoningBlock`; on a plain text part (often an empty text part at the end
-  of a Gemini 3 stream) it becomes a signature-only `ReasoningBlock` (empty
-  text, sent whole as a `BlockDelta`) placed just before the text it came
-  with, and is put back on that text part (or on an empty text part) next turn.
-* Tool parameter schemas are rewritten to Gemini's OpenAPI-3.0 `Schema`
-  subset (see `to_gemini_schema`); the output schema goes as
-  ``responseJsonSchema``, which takes JSON Schema as it is.
-* An error object inside the stream (a ``data:`` payload, or a bare JSON
-  object written without ``data:`` as the API and its SDKs do) raises
-  `ProviderError`.
+Follows the Gemini API reference, "Generating content" (request `Content` / `Part` / `Tool` /
+`GenerationConfig`), "GenerationConfig", "ThinkingConfig", "ToolConfig", and the "Function
+calling" (multimodal function responses), "Thought signatures", "Document understanding" and
+"Structured output" guides. Roles are ``user`` / ``model``; system messages are joined into
+``systemInstruction``; tool results are ``functionResponse`` parts in a ``user`` content (all
+results of one step in one content); a ``thoughtSignature`` goes back on the part it came on.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import httpx2
-
-from ...core import (
+from ....core import (
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,
@@ -54,23 +28,12 @@ from ...core import (
     TextBlock,
     ToolDefinition,
 )
-from ..catalog.models import parse_gemini
-from ..base import BasePromptDriver, Capabilities
-from .gemini_schema import to_gemini_schema
-from .gemini_tools import tool_entries
-from ..catalog.model_rules import EFFORT_BUDGETS
-from .gemini_stream import (
-    GeminiDecoder,
-    GeminiResponseParser,
-    error_type,
-    error_reason,
-    is_sent_id,
-    parse_response,
-    retry_delay,
-    usage_from_gemini,
-)
-from ..structured import OUTPUT_TOOL, output_tool
-from ..tool_media import caption, result_text, tool_media
+from ...catalog.model_rules import EFFORT_BUDGETS
+from ...structured import OUTPUT_TOOL, output_tool
+from ...tool_media import caption, result_text, tool_media
+from .response import is_sent_id
+from .schema import to_gemini_schema
+from .tools import tool_entries
 
 #: `provider_options` keys that go into `generationConfig`; the others are top-level fields.
 _GENERATION_OPTIONS = frozenset(
@@ -92,53 +55,19 @@ PART_KEYS = frozenset(
 )
 
 
-class GeminiPromptDriver(BasePromptDriver):
-    """Prompt driver for `POST {base_url}/models/{model}:streamGenerateContent?alt=sse`.
+class GeminiRequest:
+    """Request building for `GeminiPromptDriver` (mixed into it): `build_request` and its parts,
+    `settings_fields`."""
 
-    Args: see `BasePromptDriver`. `provider_options`: the `generationConfig`
-    fields (``temperature``, ``topP``, ``topK``, ``maxOutputTokens``,
-    ``stopSequences``, ``candidateCount``, ``thinkingConfig``,
-    ``responseMimeType``, ``seed``, ``presencePenalty``, ``frequencyPenalty``)
-    and the top-level ``safetySettings`` and ``toolConfig``, in the API's own
-    camelCase form.
-
-    `ModelSettings` (Gemini API reference, "GenerationConfig", "ThinkingConfig",
-    "ToolConfig"): ``generationConfig.temperature`` / ``topP`` /
-    ``maxOutputTokens`` / ``stopSequences`` / ``seed``; ``reasoning`` as
-    ``thinkingConfig.thinkingLevel`` on Gemini 3 models (an effort) or
-    ``thinkingBudget`` (a budget in tokens; on Gemini 2.5 an effort becomes
-    `EFFORT_BUDGETS`); ``tool_choice`` as ``toolConfig.functionCallingConfig``
-    (``mode`` AUTO / ANY / NONE, ``allowedFunctionNames`` for one tool).
-    Implicit prompt caching is automatic; Gemini has no switch for parallel
-    function calls, so ``parallel_tool_calls=False`` and ``cache=False`` fail.
-    """
-
-    protocol = "gemini"
-    default_base_url = "https://generativelanguage.googleapis.com/v1beta"
-    # SSE, or a JSON array / one JSON object (a non-streamed reply): the parser reads all of them.
-    stream_types = ("text/event-stream", "application/json")
-    framing = "lines"  # SSE, and JSON over lines: `GeminiDecoder`
-    capabilities = Capabilities(vision=True, structured_output_native=True, reasoning=True, documents=True)
-    #: "Image understanding" / "Audio understanding": the types Gemini reads (tool results: `tool_media`).
-    tool_image_types = frozenset({"image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"})
-    tool_audio_types = frozenset({"audio/wav", "audio/x-wav", "audio/mp3", "audio/mpeg", "audio/aiff", "audio/aac",
-                                  "audio/ogg", "audio/flac"})
-    builtin_tools = frozenset({"web_search", "code_execution", "url_context"})
-    known_options = _GENERATION_OPTIONS | {"safetySettings", "toolConfig"}
-
-    def capabilities_for(self, model: str) -> Capabilities:
-        """Gemma models served by the Gemini API take no tools, JSON mode or thinking
-        (``gemma-3-1b`` no images either); TTS and image-generation models take no tools."""
-        name = model.rsplit("/", 1)[-1].lower()
-        if name.startswith("gemma"):
-            return Capabilities(
-                tools=False, vision="-1b" not in name, structured_output_native=False, reasoning=False
-            )
-        if "-tts" in name or "image-generation" in name or "-image" in name:
-            return Capabilities(tools=False, vision=True, structured_output_native=False, reasoning=False)
-        if name.startswith(("gemini-1", "gemini-2.0")):  # thinking came with Gemini 2.5
-            return Capabilities(vision=True, structured_output_native=True, reasoning=False, documents=True)
-        return self.capabilities
+    provider: str
+    model: str
+    provider_options: dict[str, Any]
+    # BasePromptDriver's: the model's capabilities, the error for a setting the model cannot take,
+    # the settings put into the body, the structured-output strategy.
+    capabilities_for: Any
+    unsupported: Any
+    put_settings: Any
+    output_strategy: Any
 
     def settings_fields(self, prompt_stack: PromptStack) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """(`generationConfig` fields, `functionCallingConfig` or None) for `prompt_stack.settings`.
@@ -172,18 +101,6 @@ class GeminiPromptDriver(BasePromptDriver):
             if settings.tool_name:
                 calling["allowedFunctionNames"] = [settings.tool_name]
         return generation, calling
-
-    models_params = {"pageSize": 1000}
-
-    def parse_models(self, data: dict[str, Any]) -> tuple[list[Any], dict[str, Any] | None]:
-        """Gemini's ``models.list``, paged by ``pageToken``; content-generating models only."""
-        return parse_gemini(data)
-
-    def headers(self) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream"}
-        if self._api_key:
-            headers["x-goog-api-key"] = self._api_key
-        return headers
 
     # -- request ------------------------------------------------------------------------
 
@@ -378,27 +295,6 @@ class GeminiPromptDriver(BasePromptDriver):
                     parts.append(block.value)
         return parts
 
-    # -- response -----------------------------------------------------------------------
-
-    def decoder(self) -> GeminiDecoder:
-        return GeminiDecoder(self.provider)
-
-    def parse_error_body(self, status: int, data: Any) -> tuple[str | int | None, str | None, str | None]:
-        if isinstance(data, list) and data and isinstance(data[0], dict):
-            data = data[0]  # errors of a JSON-array framed stream come as a one-element list
-        if isinstance(data, dict) and isinstance(data.get("error"), dict):
-            error = data["error"]
-            code = error_reason(error) or error.get("status") or error.get("code")
-            return code, error.get("message"), error_type(error)
-        return super().parse_error_body(status, data)
-
-    def error_from_response(self, status: int, headers: httpx2.Headers, body: bytes) -> ProviderError:
-        """As the base, plus `RetryInfo.retryDelay` from the body when no header gave a wait."""
-        error = super().error_from_response(status, headers, body)
-        if error.retry_after is None:
-            error.retry_after = retry_delay(error.raw)
-        return error
-
 
 def _declaration(tool: ToolDefinition) -> dict[str, Any]:
     """A tool as a ``functionDeclarations`` entry; its parameters rewritten by `to_gemini_schema`."""
@@ -417,13 +313,3 @@ def _append(contents: list[dict[str, Any]], role: str, parts: list[dict[str, Any
         contents[-1]["parts"].extend(parts)
     else:
         contents.append({"role": role, "parts": list(parts)})
-
-
-__all__ = [
-    "GeminiPromptDriver",
-    "GeminiResponseParser",
-    "parse_response",
-    "to_gemini_schema",
-    "usage_from_gemini",
-    "retry_delay",
-]
