@@ -31,7 +31,8 @@ from ipyagent.core import (
 from ipyagent.drivers import Aggregator, StreamMeta
 from ipyagent.drivers.aggregate import merge_meta
 from ipyagent.drivers.base import parse_retry_after
-from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver, _error_from_object, usage_from_openai
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_chat_stream import _error_from_object, usage_from_openai
 from ipyagent.drivers.structured import schema_name
 
 from ..support.finalizer import left_to_the_loop
@@ -247,7 +248,7 @@ def test_usage_keeps_the_provider_s_total_and_absent_counts_are_zero() -> None:
 def test_a_text_chunk_reads_the_same_whatever_else_it_carries() -> None:
     """A chunk of text alone takes a short path; with a role, a finish reason or a refusal beside
     it, the same text comes out, in the same block, then what else it said."""
-    from ipyagent.drivers.protocols.openai_chat import ChatDecoder
+    from ipyagent.drivers.protocols.openai_chat_stream import ChatDecoder
 
     decoder = ChatDecoder("openai")
 
@@ -273,7 +274,7 @@ def test_a_text_chunk_reads_the_same_whatever_else_it_carries() -> None:
 def test_the_usual_chunk_is_read_without_the_general_reader(monkeypatch: pytest.MonkeyPatch) -> None:
     """Most chunks are one piece of text of choice 0: read on a short path (the stream decode
     benchmark's 1.3x target), which anything else in the chunk leaves for the general reader."""
-    from ipyagent.drivers.protocols.openai_chat import ChatDecoder
+    from ipyagent.drivers.protocols.openai_chat_stream import ChatDecoder
 
     general: list[dict[str, Any]] = []
     real = ChatDecoder._read_all
@@ -298,7 +299,7 @@ def test_the_usual_chunk_is_read_without_the_general_reader(monkeypatch: pytest.
 
 
 def test_a_chunk_with_several_choices_gives_choice_0_wherever_it_stands() -> None:
-    from ipyagent.drivers.protocols.openai_chat import ChatDecoder
+    from ipyagent.drivers.protocols.openai_chat_stream import ChatDecoder
 
     decoder = ChatDecoder("openai")
     chunk = {"choices": [{"index": 2, "delta": {"content": "two"}}, {"delta": {"content": "zero"}},
@@ -310,7 +311,7 @@ def test_a_chunk_with_several_choices_gives_choice_0_wherever_it_stands() -> Non
 
 def _calls_from(*tool_calls: dict[str, Any]) -> list[tuple[str | None, str | None, Any]]:
     """(id, name, arguments) of the calls a stream's ``tool_calls`` fragments add up to, one chunk each."""
-    from ipyagent.drivers.protocols.openai_chat import ChatDecoder
+    from ipyagent.drivers.protocols.openai_chat_stream import ChatDecoder
 
     decoder, agg = ChatDecoder("openai"), Aggregator()
     for call in tool_calls:
@@ -415,7 +416,7 @@ def test_an_error_event_is_raised_whatever_its_data_holds() -> None:
 
 
 def test_content_parts_reads_text_and_thinking_parts_only() -> None:
-    from ipyagent.drivers.protocols.openai_chat import content_parts
+    from ipyagent.drivers.protocols.openai_chat_stream import content_parts
 
     assert content_parts(
         [
@@ -557,7 +558,7 @@ def test_a_tool_message_is_only_its_results_and_documents_go_as_file_or_text_par
 
 def test_system_blocks_go_as_one_system_message_and_none_without_text() -> None:
     from ipyagent.core import SystemBlock
-    from ipyagent.drivers.protocols.openai_chat import system_message
+    from ipyagent.drivers.protocols.openai_chat_request import system_message
 
     stack = PromptStack()
     stack.system_blocks = [SystemBlock(text="Be brief."), SystemBlock(text=""), SystemBlock(text="Say why.")]

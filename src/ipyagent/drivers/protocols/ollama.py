@@ -49,7 +49,7 @@ from ...core import (
 from ..catalog.models import parse_ollama
 from ..base import BasePromptDriver, BlockIndex, Capabilities, read_usage, wire_usage
 from ..decode import StreamDecoder, stream_json
-from .openai_chat import system_message
+from .openai_chat_request import system_message
 from ..structured import output_tool
 from ..tool_media import caption, result_text, tool_media
 

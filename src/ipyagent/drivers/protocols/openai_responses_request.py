@@ -27,7 +27,7 @@ from ...core import (
 from ..catalog.model_rules import openai_reasoning_model
 from ..structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
 from ..tool_media import result_text, tool_media
-from .openai_chat import openai_tool_choice
+from .openai_chat_request import openai_tool_choice
 from .openai_server import tool_definitions
 
 
