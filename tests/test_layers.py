@@ -131,9 +131,11 @@ def test_an_unknown_name_of_a_layer_is_an_attribute_error() -> None:
 
 
 #: Third-party packages only some layers may import (DESIGN.md): IPython and widgets in the notebook layer
-#: alone; HTTP in the drivers (and tools/mcp.py, which hands the MCP SDK its HTTP client); core takes pydantic only.
+#: alone; HTTP in the drivers (and tools/mcp_connection.py, which hands the MCP SDK its HTTP client); core
+#: takes pydantic only.
 ONLY_IN = {"IPython": {"notebook"}, "ipywidgets": {"notebook"}, "anywidget": {"notebook"}, "ipykernel": {"notebook"},
-           "traitlets": {"notebook"}, "httpx2": {"drivers", "tools.mcp"}, "httpx": {"drivers", "tools.mcp"}}
+           "traitlets": {"notebook"}, "httpx2": {"drivers", "tools.mcp_connection"},
+           "httpx": {"drivers", "tools.mcp_connection"}}
 CORE_MAY_IMPORT = {"pydantic", "pydantic_core", "typing_extensions"}
 
 
@@ -184,7 +186,7 @@ def test_the_check_finds_a_package_out_of_its_layer(source: str, module: str) ->
     ("source", "module"),
     [
         ("import httpx2", "ipyagent.drivers.base"),
-        ("import httpx2", "ipyagent.tools.mcp"),
+        ("import httpx2", "ipyagent.tools.mcp_connection"),
         ("from IPython.display import display", "ipyagent.notebook.views.run_view"),
         ("from pydantic import BaseModel", "ipyagent.core.content"),
         ("import json", "ipyagent.core.content"),

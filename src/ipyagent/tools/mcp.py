@@ -13,13 +13,15 @@ own, ended whole when it closes and at interpreter exit (`process_group`).
 `MCPToolset` is the `BaseTool` face of a server (all its tools, or some): tools
 are offered as ``server_tool`` (`mcp_content.native_names`) and run through the
 same dispatch, approval, Task Memory and cards as any tool.
+
+Here: the server's settings, start and stop, its log and the servers alive in this process;
+its transport and session are `mcp_connection`, its tool calls and its toolset `mcp_toolset`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import contextvars
 import logging
 import os
 import shlex
@@ -27,41 +29,21 @@ import shutil
 import tempfile
 import threading
 import time
-import warnings
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from contextlib import AsyncExitStack
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx2
-
-from .. import __version__
-from ..core import (
-    SECRET_ENV,
-    SECRET_FIELDS,
-    BaseArtifact,
-    ErrorArtifact,
-    InfoArtifact,
-    ListArtifact,
-    ToolAction,
-    ToolDefinition,
-    add_secret,
-    add_url,
-    redact,
-)
-from .base_tool import BaseTool
-from .call_context import CallContext, current_call
-from .mcp_content import (
-    check_server_name,
-    description,
-    input_schema,
-    native_names,
-    result_artifact,
-)
-from .mcp_oauth import SIGN_IN_TIMEOUT, oauth_provider
+from ..core import SECRET_ENV, SECRET_FIELDS, add_secret, add_url, redact
+from .mcp_connection import MCPServerError, ServerConnection, _import_validator, _server_of_task, _transport_of
+from .mcp_content import check_server_name
+from .mcp_oauth import SIGN_IN_TIMEOUT
 from .mcp_requests import ELICITATION_TIMEOUT, LOG_LEVELS, ClientRequests, log_level_of
+from .mcp_toolset import MCPToolset, ToolCalls
 from .process_group import ServerProcesses, end_all
+
+__all__ = ["CLOSE_TIMEOUT", "START_TIMEOUT", "MCPServer", "MCPServerError", "MCPToolset", "close_all",
+           "close_all_at_exit", "live_servers", "log_dir"]
 
 T = TypeVar("T")
 
@@ -71,15 +53,8 @@ START_TIMEOUT = 30.0
 CLOSE_TIMEOUT = 10.0
 
 _live: "weakref.WeakSet[MCPServer]" = weakref.WeakSet()
-_server_of_task: contextvars.ContextVar["MCPServer | None"] = contextvars.ContextVar(
-    "ipyagent_mcp_server", default=None
-)
 _log_dir: Path | None = None
 _setup_lock = threading.Lock()
-
-
-class MCPServerError(Exception):
-    """An MCP server that cannot be used: it did not start, refused, stopped. The message is one line."""
 
 
 def log_dir() -> Path:
@@ -108,14 +83,6 @@ class _ServerLogHandler(logging.Handler):
             pass
 
 
-def _import_validator() -> None:
-    """Import `jsonschema` (run in a worker thread while a server starts). The SDK imports it on
-    the first result it validates; with its format checkers installed (JupyterLab brings them)
-    that import takes seconds, which would stall ipyagent's loop and every stream on it."""
-    try:
-        import jsonschema  # noqa: F401
-    except ImportError:
-        pass
 
 
 def _register_secrets(server: "MCPServer") -> None:
@@ -131,32 +98,7 @@ def _register_secrets(server: "MCPServer") -> None:
             add_secret(value)
 
 
-def _transport_of(name: str, command: Any, url: str | None, transport: str | None, oauth: bool) -> str:
-    """The transport of a server given `command` or `url`. Raises ValueError: neither or both, a URL
-    that is not http(s), a transport that does not go with them, OAuth without streamable HTTP."""
-    if (not command) == (url is None):
-        raise ValueError(f"MCP server {name!r}: give either command=[PROGRAM, ARGS...] or url=URL")
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise ValueError(f"MCP server {name!r}: the URL must start with http:// or https://, not {url!r}")
-    transport = transport or ("stdio" if command else "streamable-http")
-    if transport not in ("stdio", "streamable-http", "sse") or (transport == "stdio") != bool(command):
-        raise ValueError(
-            f"MCP server {name!r}: transport {transport!r} does not go with "
-            f"{'a command' if command else 'a URL'}; use {'stdio' if command else 'streamable-http or sse'}"
-        )
-    if oauth and transport != "streamable-http":
-        raise ValueError(f"MCP server {name!r}: oauth=True goes with a URL over streamable HTTP")
-    return transport
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real exception inside (nested) exception groups (anyio task groups raise those)."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
-
-
-class MCPServer:
+class MCPServer(ServerConnection, ToolCalls):
     """One MCP server, used as a tool source: ``Agent(tools=[MCPServer("time", command=["mcp-server-time"])])``.
 
     Args:
@@ -357,174 +299,6 @@ class MCPServer:
         hint = f"; its last log line: {tail[-1].strip()[:200]!r}" if tail else ""
         raise MCPServerError(f"MCP server {self.name!r} {why}{hint} (see %mcp log {self.name})")
 
-    async def _run(self, ready: asyncio.Future[None]) -> None:
-        """Holds the connection open: enter the client, list tools, wait for `_stop`, close."""
-        _server_of_task.set(self)
-        try:
-            async with AsyncExitStack() as stack:
-                client = await self._connect(stack)
-                if self.processes is not None:
-                    self.processes.found()  # the group's leader, while it runs
-                tools = await self._list_tools(client)
-                self._client, self.tools = client, {t.name: t for t in tools}
-                self.requests.tools_changed = False  # changes announced while it started are in this list
-                self.names = native_names(self.name, list(self.tools))
-                ready.set_result(None)
-                await self._stop.wait()  # type: ignore[union-attr]
-        except asyncio.CancelledError:
-            if not ready.done():
-                ready.cancel()
-            raise
-        except BaseException as exc:  # noqa: BLE001 - anyio groups; reported through `ready` or the log
-            why = self._describe_failure(_leaf(exc))
-            if not ready.done():
-                ready.set_exception(MCPServerError(why))
-            else:
-                self._note(f"connection ended: {why}")
-        finally:
-            self._client = None
-            if self.state == "running":
-                self.state = "exited"
-            self._note("stopped")
-
-    async def _connect(self, stack: AsyncExitStack) -> Any:
-        try:
-            from mcp import Client
-            from mcp.types import Implementation
-        except ImportError:
-            raise MCPServerError("needs the `mcp` package: pip install 'ipyagent[mcp]'") from None
-
-        requests = self.requests  # declares sampling, elicitation (form and URL) and roots to the server
-        client = Client(
-            await self._transport(stack),
-            logging_callback=requests.log,
-            message_handler=requests.message,
-            sampling_callback=requests.sampling,
-            elicitation_callback=requests.elicitation,
-            list_roots_callback=requests.list_roots,
-            client_info=Implementation(name="ipyagent", version=__version__),
-        )
-        return await stack.enter_async_context(client)
-
-    async def _transport(self, stack: AsyncExitStack) -> Any:
-        if self.transport == "stdio":
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            errlog = stack.enter_context(open(self.log_path, "a", buffering=1, encoding="utf-8"))
-            env = self.processes.environment(self.env) if self.processes is not None else self.env
-            params = StdioServerParameters(command=self.command[0], args=self.command[1:], env=env, cwd=self.cwd)
-            return stdio_client(params, errlog=errlog)
-        if self.transport == "sse":
-            from mcp.client.sse import sse_client
-
-            return sse_client(self.url, headers=self.headers or None)  # type: ignore[arg-type]
-        from mcp.client.streamable_http import streamable_http_client
-
-        # The SDK's own defaults: 30 s to connect/write, 300 s between bytes of a held response stream.
-        auth = None
-        if self.oauth:
-            auth = oauth_provider(self.url, self._show_sign_in, timeout=self.sign_in_timeout)  # type: ignore
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers=self.headers, auth=auth, timeout=httpx2.Timeout(30.0, read=300.0))
-        )
-        return streamable_http_client(self.url, http_client=http)  # type: ignore[arg-type]
-
-    def _show_sign_in(self, link: str) -> None:
-        """Show the authorization link of an OAuth sign-in (`on_sign_in`, else printed): an
-        ``http(s)`` link only, its control characters removed."""
-        link = "".join(c for c in link if c.isprintable())
-        if not link.startswith(("https://", "http://")):
-            raise MCPServerError(f"MCP server {self.name!r}: its authorization link is not http(s); not opened")
-        self._note("sign-in: waiting for the browser to come back")
-        if self.on_sign_in is not None:
-            self.on_sign_in(link)
-        else:
-            print(f"MCP server {self.name!r}: sign in at {link}", flush=True)
-
-    @staticmethod
-    async def _list_tools(client: Any, cache_mode: str = "use") -> list[Any]:
-        tools, cursor = [], None
-        for _ in range(100):  # a paginator that never ends cannot hang a start
-            page = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
-            tools += page.tools
-            cursor = getattr(page, "next_cursor", None)
-            if not cursor:
-                break
-        return tools
-
-    async def refresh_tools(self) -> bool:
-        """List the tools again if the server said they changed (``notifications/tools/list_changed``)
-        since they were listed; True when it did. A server that is not running is left alone."""
-        if self.state != "running" or not self.requests.tools_changed or self._client is None:
-            return False
-        return await self._owned(self._relist())
-
-    async def _relist(self) -> bool:
-        self.requests.tools_changed = False
-        try:
-            tools = await self._list_tools(self._client, cache_mode="refresh")
-        except Exception as exc:  # noqa: BLE001 - the old list stays; the next call says what is wrong
-            self._note(f"could not list the changed tools: {redact(str(exc))[:200]}")
-            return False
-        self.tools = {t.name: t for t in tools}
-        self.names = native_names(self.name, list(self.tools))
-        self._note(f"tools changed; now: {', '.join(self.tools) or 'none'}")
-        return True
-
-    async def use(self, work: Callable[[Any], Awaitable[T]], doing: str) -> T:
-        """``await work(client)`` on the server's loop with its open `mcp.Client`, the server started
-        first if need be (`mcp_resources` reads resources and prompts so).
-
-        Raises:
-            MCPServerError: it cannot start, or `work` failed: ``MCP server 'NAME' could not DOING: why``.
-        """
-        if self.state != "running" or self._client is None:
-            await self.start()
-        try:
-            return await self._owned(self._use(work))
-        except MCPServerError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - the server's refusal, in one line
-            leaf = _leaf(exc)
-            why = getattr(leaf, "message", None) or str(leaf) or type(leaf).__name__
-            raise MCPServerError(f"MCP server {self.name!r} could not {doing}: {redact(str(why))[:300]}") from None
-
-    async def _use(self, work: Callable[[Any], Awaitable[T]]) -> T:
-        _server_of_task.set(self)
-        if self._client is None:
-            raise MCPServerError(f"MCP server {self.name!r} stopped; %mcp restart {self.name}")
-        return await work(self._client)
-
-    async def set_roots(self, roots: Iterable[str | os.PathLike[str]]) -> None:
-        """Offer these folders from now on; a running server is told (``notifications/roots/list_changed``)
-        and asks for them again."""
-        self.requests.roots = [Path(r).expanduser().resolve() for r in roots]
-        if self.state == "running" and self._client is not None:
-            await self._owned(self._roots_changed())
-
-    async def _roots_changed(self) -> None:
-        with warnings.catch_warnings():  # deprecated in the 2026-07-28 protocol; the servers here speak 2025-11-25
-            warnings.simplefilter("ignore")
-            await self._client.send_roots_list_changed()
-        self._note(f"roots changed: {', '.join(map(str, self.requests.roots)) or 'none'}")
-
-    def _describe_failure(self, exc: BaseException) -> str:
-        if isinstance(exc, MCPServerError):
-            return str(exc)
-        if isinstance(exc, FileNotFoundError) and self.command:
-            return f"could not start: command {self.command[0]!r} not found"
-        if isinstance(exc, OSError) and self.command:
-            return f"could not start {self.command[0]!r}: {exc.strerror or exc}"
-        name = type(exc).__name__
-        text = str(exc).splitlines()[0][:200] if str(exc) else name
-        if name in ("ConnectError", "ConnectTimeout") or isinstance(exc, ConnectionError):
-            return f"cannot connect to {self.shown_url}: {text}"
-        if name == "HTTPStatusError":
-            return f"{self.shown_url} answered {text}"
-        if getattr(exc, "code", None) == -32000 or text == "Connection closed":  # the SDK's CONNECTION_CLOSED
-            return "exited during start-up" if self.transport == "stdio" else f"{self.shown_url} closed the connection"
-        return f"failed: {name}: {text}"
-
     async def _halt(self, *, now: bool = False) -> None:
         """Stop the runner task and wait (bounded) for the SDK to stop the process (closing its
         stdin, then SIGTERM and SIGKILL to its process group if it is still running), then end
@@ -554,169 +328,6 @@ class MCPServer:
             return
         await self._owned(self._halt())
         self.state, self._can_restart = "stopped", True
-
-    # -- calls ------------------------------------------------------------------------------
-
-    async def call(self, tool: str, arguments: dict[str, Any], context: CallContext | None = None) -> BaseArtifact:
-        """Call MCP tool `tool` and return its result as an artifact (`mcp_content.result_artifact`).
-
-        Every call asks for progress (it sends a ``progressToken``); the server's progress goes to
-        the call's run as `ToolCallProgress` events, and its sampling requests and elicitations
-        during the call are answered through that run (`context`, by default the calling task's
-        `current_call()`).
-
-        Starts the server if needed. A server that stopped (found dead, or died during a
-        call, which is then an error result and is not sent again) is restarted on the next
-        call, whose result starts with a note saying so. One that stops again before a call
-        succeeds is not restarted (``%mcp restart NAME`` does it).
-        Never raises, except `asyncio.CancelledError` (which the SDK turns into a
-        ``notifications/cancelled`` to the server).
-        """
-        return await self._owned(self._call(tool, arguments, context if context is not None else current_call()))
-
-    def _connection_closed(self) -> bool:
-        """The connection of a running server has ended (its process exited, the HTTP session
-        dropped) while no call was waiting. Reads the SDK's dispatcher state; False if unknown."""
-        session = getattr(self._client, "_session", None)
-        return self.state == "running" and bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
-
-    async def _call(self, tool: str, arguments: dict[str, Any], context: CallContext | None) -> BaseArtifact:
-        _server_of_task.set(self)
-        if self._connection_closed():  # it died while idle: nothing was sent yet
-            self._note("found stopped")
-            await self._halt()
-            self.state = "exited"
-        died = self.state == "exited"
-        if died and not self._can_restart:
-            self.state, self.last_error = "failed", "stopped again after a restart"
-            return ErrorArtifact(
-                value=f"MCP server {self.name!r} stopped again after a restart; see %mcp log {self.name}, "
-                f"then %mcp restart {self.name}",
-                exception_type="MCPServerError",
-            )
-        try:
-            await self._start_once()
-        except MCPServerError as exc:
-            return ErrorArtifact(value=str(exc), exception_type="MCPServerError")
-        note = None
-        if died:
-            self.restarts += 1
-            self._can_restart = False
-            note = f"MCP server {self.name!r} had stopped; ipyagent restarted it (restart {self.restarts})"
-            self._note(note)
-        if tool not in self.tools:
-            return ErrorArtifact(
-                value=f"MCP server {self.name!r} has no tool {tool!r}; it has {', '.join(self.tools) or 'none'}"
-            )
-        artifact = await self._invoke(tool, arguments, context)
-        return (
-            artifact if note is None else ListArtifact(value=[InfoArtifact(value=note, name="mcp_restart"), artifact])
-        )
-
-    async def _invoke(self, tool: str, arguments: dict[str, Any], context: CallContext | None) -> BaseArtifact:
-        """One ``tools/call`` of a running server, with a progress token; its result, or the error."""
-        calls = self.requests.calls
-        if context is not None:
-            calls.append(context)  # the server's requests during the call go to its run
-        try:
-            result = await self._client.call_tool(tool, arguments, progress_callback=self.requests.progress(context))
-        except Exception as exc:  # noqa: BLE001 - a failed call is an error result for the model
-            leaf = _leaf(exc)
-            if getattr(leaf, "code", None) == -32000:  # CONNECTION_CLOSED: it died during the call; not re-sent
-                self._note(f"stopped during a call of {tool}")
-                await self._halt()
-                self.state = "exited"
-                return ErrorArtifact(
-                    value=f"MCP server {self.name!r} stopped during the call (see %mcp log {self.name}); "
-                    "it is restarted on the next call",
-                    exception_type="MCPServerError",
-                )
-            return ErrorArtifact(
-                value=f"MCP server {self.name!r}: {getattr(leaf, 'message', None) or leaf}",
-                exception_type=type(leaf).__name__,
-            )
-        finally:
-            if context is not None:
-                calls.remove(context)
-        self._can_restart = True
-        return result_artifact(result)
-
-
-class MCPToolset(BaseTool):
-    """An MCP server's tools (all, or `tools`) as a `BaseTool`; activities are MCP tool names.
-
-    Tools are known once the server has started (`prepare`, which the agent awaits
-    before each run); until then it offers none.
-    """
-
-    def __init__(self, server: MCPServer, tools: Iterable[str] | None = None) -> None:
-        self.server = server
-        self.name = server.name
-        self.allowlist = list(tools) if tools is not None else None
-        self.denylist: list[str] = []
-        self.off_prompt = server.off_prompt
-        self.requires_approval = server.requires_approval
-        self.extra_schema_properties: dict[str, dict[str, Any]] = {}
-        self.output_memory: dict[str, list[Any]] = {}
-
-    @property
-    def _functions(self) -> dict[str, Any]:  # type: ignore[override]
-        return {}
-
-    async def prepare(self) -> None:
-        """Start the server if it never listed its tools (first use), and check the chosen tools exist.
-        A server that has stopped since is left to the next call, which restarts it once and says so.
-
-        Raises:
-            MCPServerError: the server cannot start, or has no tool of that name.
-        """
-        if self.server.state == "stopped" or not self.server.tools:
-            await self.server.start()
-        else:
-            await self.server.refresh_tools()
-        missing = [t for t in self.allowlist or () if t not in self.server.tools]
-        if missing:
-            raise MCPServerError(
-                f"MCP server {self.name!r} has no tool {missing[0]!r}; it has {', '.join(self.server.tools) or 'none'}"
-            )
-
-    async def refresh(self) -> bool:
-        """Between model turns: the server's tools again if it said they changed; True when they did."""
-        return await self.server.refresh_tools()
-
-    def activities(self) -> list[str]:
-        names = list(self.server.tools)
-        return [n for n in names if n in self.allowlist] if self.allowlist is not None else names
-
-    def native_name(self, activity: str) -> str:
-        return self.server.native_name(activity)
-
-    def is_off_prompt(self, activity: str) -> bool:
-        return self.off_prompt
-
-    def needs_approval(self, activity: str) -> bool:
-        return self.requires_approval
-
-    def description(self, activity: str) -> str:
-        return description(self.server.tools[activity])
-
-    def schema(self) -> dict[str, dict[str, Any]]:
-        return {a: input_schema(self.server.tools[a]) for a in self.activities()}
-
-    def tool_definitions(self) -> list[ToolDefinition]:
-        return [
-            ToolDefinition(name=self.native_name(a), description=self.description(a), parameters=s)
-            for a, s in self.schema().items()
-        ]
-
-    async def run(self, activity: str, action: ToolAction) -> BaseArtifact:
-        if activity not in self.activities():
-            return ErrorArtifact(value=f"{action.native_name} is not an available tool of MCP server {self.name!r}")
-        return await self.server.call(activity, dict(action.input), current_call())
-
-    def __repr__(self) -> str:
-        only = f" {self.allowlist}" if self.allowlist is not None else ""
-        return f"<MCPToolset {self.name}{only}: {self.server.state}>"
 
 
 def live_servers() -> list[MCPServer]:
