@@ -5,7 +5,8 @@ Front ends without the ipyagent JupyterLab extension pick the best of these
 terminal: plain text). Both show what the live view shows: the answer,
 reasoning (collapsed), tool calls with arguments, status, duration and result,
 off-prompt artifacts, errors, and the footer figures. (No Markdown: every
-front end that draws Markdown prefers the HTML; see `transcript_output`.)
+front end that draws Markdown prefers the HTML; see `transcript_output`.) The plain text is
+`transcript_text`, whose names this module re-exports.
 
 Model text is untrusted. In HTML it goes through `render.markdown_to_html`
 (raw HTML escaped, then nh3), and the whole body through nh3 once more.
@@ -21,8 +22,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ...core import (
-    STOPPED_WORDS,
-    ArtifactSummary,
     ComparisonRecord,
     MediaPart,
     OtherPart,
@@ -34,21 +33,28 @@ from ...core import (
     TranscriptMessage,
     comparison_footer,
     footer_figures,
-    visible_controls,
 )
 from .citations import (
     marked,
     markers_as_html,
-    markers_as_text,
     numbered_sources,
     server_html,
-    server_text,
     sources_html,
-    sources_text,
 )
 from .html import cells_to_html, compact, escape, markdown_to_html, sanitize, with_titles
 from .policy import RASTER_TYPES
 from .streamed_html import settled
+from .transcript_text import (  # noqa: F401 - the names this module had
+    APPROVAL_WORDS,
+    PLAIN_CHARS,
+    _failed,
+    artifact_title,
+    comparison_to_text,
+    price_notes,
+    text_pieces,
+    to_text,
+    tool_status,
+)
 
 #: Scoped CSS of the HTML fallback, rule by rule with what it styles (none: always needed);
 #: JupyterLab theme variables with plain fallbacks. Text takes the output area's own font and colour.
@@ -145,48 +151,6 @@ def answer_html(text: str, markdown: Callable[[str], str] = markdown_to_html) ->
     return f'<div class="ipyagent-source"><pre>{escape(text)}</pre></div><p class="ipyagent-meta">{SOURCE_NOTE}</p>'
 
 
-#: What a card's status line says before the outcome of a call the user approved.
-APPROVAL_WORDS = {"approved": "approved by you · ", "preapproved": "approved in advance · "}
-
-
-def tool_status(call: ToolCallPart) -> str:
-    """``done in 0.01 s`` / ``error in 0.01 s`` / ``not run``; a call that needed approval:
-    ``denied`` (it was not run) or ``approved by you · done in 0.01 s`` (``approved in advance · …``
-    for one the user let through with an option); a call the run's end
-    cut off: ``interrupted after 0.50 s`` / ``stopped at the deadline after 0.50 s``."""
-    if call.approval == "denied":
-        return "denied"
-    prefix = APPROVAL_WORDS.get(call.approval or "", "")
-    if call.stopped is not None:
-        words = STOPPED_WORDS.get(call.stopped, call.stopped)
-        return prefix + (f"{words} after {call.duration_s:.2f} s" if call.duration_s is not None else words)
-    if call.status == "pending":
-        return prefix.removesuffix(" · ") if prefix else "not run"
-    word = "error" if call.status == "error" else "done"
-    return prefix + (f"{word} in {call.duration_s:.2f} s" if call.duration_s is not None else word)
-
-
-def _failed(call: ToolCallPart) -> bool:
-    """Drawn as an error: the tool failed (a denied call was not run, a stopped one was cut off: neither failed)."""
-    return call.status == "error" and call.approval != "denied" and call.stopped is None
-
-
-def _size(size: dict[str, int]) -> str:
-    if "rows" in size:
-        return f"{size['rows']:,} rows × {size.get('columns', 0):,} columns"
-    for unit in ("bytes", "items", "chars"):
-        if unit in size:
-            return f"{size[unit]:,} {unit}"
-    return ""
-
-
-def artifact_title(a: ArtifactSummary) -> str:
-    """``web_search-1: text, 12,000 chars, from WebSearch``."""
-    bits = [a.kind, _size(a.size)]
-    where = a.namespace or "artifact"
-    return f"{where}: {', '.join(b for b in bits if b)}" + (f", from {a.tool}" if a.tool else "")
-
-
 def _arguments(call: ToolCallPart) -> str:
     return json.dumps(call.arguments, ensure_ascii=False, indent=1) if call.arguments else "{}"
 
@@ -270,19 +234,6 @@ def shown_run(record: ComparisonRecord, index: int) -> int | None:
     return picked if picked in runs else max(runs, default=None)
 
 
-def comparison_to_text(record: ComparisonRecord, *, limit: int | None = None) -> str:
-    table = ""
-    if record.table:
-        rows = [record.table.columns, *record.table.rows]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(record.table.columns))]
-        table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n\n"
-    return table + "\n\n".join(
-        f"== {e.transcript.provider}{f' (run {e.run + 1})' if record.runs > 1 else ''} "
-        f"==\n{to_text(e.transcript, limit=limit, notes=False)}"
-        for e in record.entries
-    ) + "".join(f"\n{visible_controls(n)}" for n in price_notes(e.transcript for e in record.entries))
-
-
 def image_html(part: OtherPart) -> str | None:
     """An image the model returned as ``<img>`` with a ``data:`` URL (raster types only), else None."""
     if part.kind != "image" or not part.data or part.mime_type not in RASTER_TYPES:
@@ -349,12 +300,6 @@ def last_text_part(t: Transcript) -> TextPart | None:
     """The last text part of `t`'s assistant messages (None: none)."""
     texts = [p for m in t.messages if m.role == "assistant" for p in m.parts if isinstance(p, TextPart)]
     return texts[-1] if texts else None
-
-
-def price_notes(transcripts: Iterable[Transcript]) -> list[str]:
-    """Why the runs' prices are unknown and how to set them, each note once (a cell of eight
-    panes on one local server says it once)."""
-    return list(dict.fromkeys(t.price_note for t in transcripts if t.price_note and t.cost is None))
 
 
 def price_notes_html(transcripts: Iterable[Transcript]) -> str:
@@ -425,94 +370,3 @@ def _fenced(text: str, info: str = "") -> str:
 
 def _md_escape(text: str) -> str:
     return re.sub(r"([\\`*_{}\[\]<>()#+!|~])", r"\\\1", text)
-
-
-# -- plain text ------------------------------------------------------------------------
-
-
-#: Characters of a run's text a saved output's ``text/plain`` keeps: the transcript and the HTML
-#: fallback hold it all; plain text is for what shows no HTML (a terminal, a text export).
-PLAIN_CHARS = 200
-
-
-def text_pieces(t: Transcript) -> list[tuple[str, str]]:
-    """`t` as (kind, text) pieces in reading order, what a terminal shows of it: ``title``,
-    ``prompt`` (with `show_prompts`), ``text`` (Markdown, cited spans marked ``[n]``),
-    ``reasoning``, ``tool_ok`` / ``tool_error`` / ``tool_denied`` / ``tool`` (not run),
-    ``server`` (a provider-side tool), ``other``, ``sources`` (the numbered footnotes),
-    ``artifact``, ``error``, ``interrupted`` and ``next_cell`` lines. The footer is `footer_figures`."""
-    pieces: list[tuple[str, str]] = [("title", t.title)] if t.title else []
-    numbers = numbered_sources(t)
-    for message in t.messages:
-        if message.role == "user" and t.show_prompts:
-            pieces += [
-                ("prompt", p.text if isinstance(p, TextPart) else f"[{getattr(p, 'summary', p.type)}]")
-                for p in message.parts
-            ]
-        if message.role != "assistant":
-            continue
-        for part in message.parts:
-            if isinstance(part, TextPart):
-                pieces.append(("text", markers_as_text(marked(part, numbers)) if part.citations else part.text))
-            elif isinstance(part, ServerToolPart):
-                pieces.append(("server", server_text(part)))
-            elif isinstance(part, ReasoningPart):
-                pieces.append(("reasoning", part.text))
-            elif isinstance(part, ToolCallPart):
-                args = json.dumps(part.arguments, ensure_ascii=False)
-                result = f" -> {part.result}" if part.result is not None else ""
-                result += "".join(f" [{m.summary}]" for m in part.media) + "".join(f" [{n}]" for n in part.notes)
-                kind = (
-                    "tool_denied"
-                    if part.approval == "denied"
-                    else "tool_error"
-                    if _failed(part)
-                    else "tool_ok"
-                    if part.status == "ok"
-                    else "tool"
-                )
-                pieces.append((kind, f"[tool {part.name}({args}){result} · {tool_status(part)}]"))
-            elif isinstance(part, OtherPart):
-                pieces.append(("other", f"[{part.summary}]"))
-    if numbers:
-        pieces.append(("sources", "\n".join(["sources:", *sources_text(numbers)])))
-    pieces += [("artifact", f"[artifact {artifact_title(a)}]") for a in t.artifacts]
-    if t.error is not None:
-        pieces.append(("error", f"[error] {t.error.message}"))
-    if t.status == "interrupted":
-        pieces.append(("interrupted", "[interrupted; the text above is partial]"))
-    if t.next_cell is not None:
-        pieces.append(
-            (
-                "next_cell",
-                f"[code for a new cell below: {t.next_cell.source.count(chr(10)) + 1} lines of {t.next_cell.language}]",
-            )
-        )
-    return pieces
-
-
-def _plain(kind: str, text: str) -> str:
-    if kind == "title":
-        return f"── {text}"
-    if kind == "prompt":
-        return f"user: {text}"
-    return f"[reasoning: {len(text)} chars]" if kind == "reasoning" else text
-
-
-def to_text(t: Transcript, *, limit: int | None = None, notes: bool = True) -> str:
-    """Plain text for terminals: the answer, one bracketed line per tool call, (`notes`) why the
-    price is unknown, then the footer; with `limit`, the text before the footer is cut after
-    that many characters (at a line end when one is near) and says how much more there is."""
-    # printed by a terminal: control characters shown, not run
-    lines = [_plain(kind, visible_controls(text)) for kind, text in text_pieces(t)]
-    footer = "\n[" + " · ".join(visible_controls(f) for f in footer_figures(t)) + "]"
-    said = "".join(f"\n{visible_controls(note)}" for note in price_notes([t])) if notes else ""
-    return _cut("\n".join(lines), limit) + said + footer
-
-
-def _cut(text: str, limit: int | None) -> str:
-    if limit is None or len(text) <= limit:
-        return text
-    end = text.rfind("\n", limit // 2, limit)
-    end = end if end > 0 else limit
-    return f"{text[:end].rstrip()} … ({len(text) - end:,} more characters)"
