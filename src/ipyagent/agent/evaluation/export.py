@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..compare import dataframe
 from .cache import json_output
 
 if TYPE_CHECKING:
@@ -181,3 +182,123 @@ def document(ev: Evaluation) -> dict[str, Any]:
         runs.append([r.row, index.get(column, 0), r.repeat, r.status, r.passed, r.run_id, r.cached, r.error_type,
                      r.error, r.judge_cost, _compact_outcomes(r, ev.assertions), None if r.run_id else r.prompt])
     return {"meta": {**meta(ev), "pass": tally}, "rows": rows, "runs": runs}
+
+
+class EvaluationData:
+    """A mixin of `results.Evaluation`: its runs as data (`records`, a DataFrame, a file, CSV, JSON).
+    Uses the evaluation's fields and `ordered`, `aliases`, `columns`, `total`, `skipped`, `flaky`,
+    `statistics`, `summary_records` and `analysis_json`."""
+
+    def records(self) -> list[dict[str, Any]]:
+        """One flat dict per run (by row, then column, then repeat): ``row``, the row's fields (a
+        field named like a column below becomes ``row.NAME``), ``column``, ``provider``,
+        ``alias`` (the ``%provider --alias`` name it was given by; None: named by its id),
+        ``variant``, ``repeat``, ``prompt``, ``output`` (the answer's text), ``structured`` (the
+        structured output), ``passed``, one column per assertion (True / False; None when not
+        checked), ``failures`` (reasons, ``; ``-joined), ``status``, ``error_type``, ``error``,
+        ``input_tokens``, ``output_tokens``, ``cost``, ``judge_cost``, ``ttft_s``, ``total_s``,
+        ``cached``, ``run_id``, ``human`` (a person's grade: True / False; None: not graded) and
+        ``human_note``."""
+        out, aliases = [], self.aliases
+        for r in self.ordered():
+            rec: dict[str, Any] = {"row": r.row}
+            tail: dict[str, Any] = {
+                "column": r.column,
+                "provider": r.provider,
+                "alias": aliases.get(r.provider),
+                "variant": r.variant,
+                "repeat": r.repeat,
+                "prompt": r.prompt,
+                "output": r.text,
+                "structured": r.output,
+                "passed": r.passed,
+            }
+            outcomes = {o.name: o.passed for o in r.outcomes}
+            for name in self.assertions:
+                tail[name] = outcomes.get(name) if r.ok else (False if r.status == "failed" else None)
+            tail.update(
+                failures="; ".join(r.failures()),
+                status=r.status,
+                error_type=r.error_type,
+                error=r.error,
+                input_tokens=r.input_tokens,
+                output_tokens=r.output_tokens,
+                cost=r.cost,
+                judge_cost=r.judge_cost,
+                ttft_s=r.ttft_s,
+                total_s=r.total_s,
+                cached=r.cached,
+                run_id=r.run_id,
+                human=r.human,
+                human_note=r.human_note,
+            )
+            for key, value in r.fields.items():
+                rec[f"row.{key}" if key in tail or key == "row" else key] = value
+            rec.update(tail)
+            out.append(rec)
+        return out
+
+    def to_dataframe(self) -> Any:
+        """`records` as a pandas DataFrame.
+
+        Raises:
+            ImportError: pandas is not installed (``pip install pandas``).
+        """
+        return dataframe(self.records())
+
+    def export(self, path: str | Path) -> Path:
+        """Write every run to `path` in the format its suffix names (`export.export`): ``.jsonl``,
+        ``.csv``, ``.parquet`` (pyarrow: ``pip install 'ipyagent[parquet]'``) or ``.json`` (`to_json`):
+        each run's row fields, column, variant, repeat, prompt, answer, each check's result, reason
+        and score, status, error, tokens, cost, times, tool calls, human grade, and the evaluation's
+        id. `ipyagent.load_evaluation(path)` reads it back. Returns the path.
+
+        Raises:
+            ValueError: another suffix. ImportError: ``.parquet`` without pyarrow.
+        """
+        return export(self, path)  # the module's function
+
+    def to_csv(self, path: str | Path) -> Path:
+        """`export` as CSV (UTF-8; the structured output and tool calls as JSON text). Returns the path."""
+        path = Path(path)
+        write_csv(export_records(self), path)
+        return path
+
+    def to_json(self, path: str | Path | None = None) -> Any:
+        """The evaluation as JSON data (``providers``, ``columns``, ``variants``, ``repeat``,
+        ``assertions``, ``total``, the budget's ``budget``, ``spent``, ``reserved``, ``skipped``,
+        ``summary``, ``flaky`` (``[row, column]`` pairs), ``results``: each run's
+        `EvalResult.to_dict`, with its row's fields, and ``field_order``: those fields' names in
+        the rows' order); written to `path` when given (then the
+        path is returned). Then the statistics (`Analysis.analysis_json`): ``baseline``,
+        ``comparisons``, ``agreement``, ``changes``, ``row_flags``."""
+        stats = self.statistics()
+        doc = {
+            "id": self.id,
+            "providers": self.providers,
+            "columns": self.columns,
+            "variants": self.variants,
+            "repeat": self.repeat,
+            "assertions": self.assertions,
+            "total": self.total,
+            "wall_s": self.wall_s,
+            "interrupted": self.interrupted,
+            "budget": self.budget,
+            "budget_stopped": self.budget_stopped,
+            "spent": self.spent,
+            "reserved": self.reserved,
+            "skipped": self.skipped,
+            "notes": self.notes,
+            "aliases": self.aliases,
+            "summary": self.summary_records(stats=stats),
+            **self.analysis_json(stats),
+            "flaky": [list(k) for k in self.flaky()],
+            "results": [r.to_dict() for r in self.ordered()],
+            # the rows' field names as the rows gave them: a saved notebook's JSON has its keys sorted
+            "field_order": list(dict.fromkeys(k for r in self.ordered() for k in r.fields)),
+        }
+        if path is None:
+            return doc
+        path = Path(path)
+        path.write_text(json.dumps(doc, ensure_ascii=False, indent=1, default=str), encoding="utf-8")
+        return path
