@@ -21,6 +21,7 @@ from ...core import (
     ElicitationRequest,
     SamplingRequest,
     SamplingVerdict,
+    ToolAction,
     form_fields,
     read_form,
     redact_data,
@@ -171,3 +172,36 @@ class Asks:
             return
         pending.answer.set_result(ElicitationAnswer("accept", values))
 
+
+class CardQuestions:
+    """A mixin of a live view (`run_view.WidgetView`): the questions of a run's callbacks asked in
+    the call's card and waited on. Uses the view's `state` (its segments), `asks` and `_tool_op`."""
+
+    async def request_approval(self, action: ToolAction, preview: str | None = None) -> bool:
+        """Ask with Approve / Deny buttons in the call's card (an `Agent.approve` callback):
+        True when approved. A front end answers with an ``approve`` message (`_on_msg`).
+        `preview`: what the call would change (a notebook edit's diff), shown above the buttons."""
+        segment = self.state.tool_segment(action)
+        ask = {"name": segment.name or action.native_name, "arguments": action.input}
+        verdict = await self.asks.ask(segment, {**ask, "preview": preview} if preview else ask)
+        segment.approval = "approved" if verdict else "denied"
+        self._tool_op(segment, {"approval": segment.approval})
+        return verdict
+
+    async def request_sampling(self, request: SamplingRequest) -> SamplingVerdict:
+        """Ask in the call's card whether an MCP server's sampling request may go to the model, as
+        shown or with its last user message edited (a `RunOptions.approve_sampling` callback)."""
+        segment = self.state.tool_segment(request.action) if request.action is not None else None
+        if segment is None:
+            return SamplingVerdict(False)
+        arguments = request.action.input  # the card shows the call's arguments while it asks
+        return await self.asks.ask(segment, {**sampling_ask(request), "arguments": arguments}, request)
+
+    async def request_elicitation(self, request: ElicitationRequest) -> ElicitationAnswer:
+        """Draw an MCP server's elicitation in the call's card, a form or a link, and wait for the
+        user's answer (a `RunOptions.elicit` callback); the card notes what was answered (`ToolCallNote`)."""
+        segment = self.state.tool_segment(request.action) if request.action is not None else None
+        if segment is None:
+            return ElicitationAnswer("decline")
+        arguments = request.action.input  # the card shows the call's arguments while it asks
+        return await self.asks.ask(segment, {**elicitation_ask(request), "arguments": arguments}, request)

@@ -23,8 +23,6 @@ from ...core import (
     ArtifactStored,
     BlockDelta,
     CitationDelta,
-    ElicitationAnswer,
-    ElicitationRequest,
     Event,
     EventHandler,
     HistoryTrimmed,
@@ -32,12 +30,9 @@ from ...core import (
     ModelFailed,
     ReasoningDelta,
     SamplingCompleted,
-    SamplingRequest,
-    SamplingVerdict,
     ServerToolDelta,
     StreamRedactor,
     TextDelta,
-    ToolAction,
     ToolCallCompleted,
     ToolCallDelta,
     ToolCallNote,
@@ -45,13 +40,13 @@ from ...core import (
     redact_data,
 )
 from ..render.memory_html import stored_event_html
-from .asks import Asks, elicitation_ask, sampling_ask
+from .asks import Asks, CardQuestions
 from .live_widget import close_widgets, end_message, live_widget
 from .run_state import FRAME_INTERVAL, RunState, Segment
 from .text_view import TextView
 
 
-class WidgetView(EventHandler):
+class WidgetView(CardQuestions, EventHandler):
     """The live view in Jupyter: a `live_widget` whose front end draws with the transcript
     renderer, Approve / Deny buttons of tool calls included.
 
@@ -292,35 +287,6 @@ class WidgetView(EventHandler):
         if self._synced:
             self._ops.append(["interrupted"])
         self.finish()
-
-    async def request_approval(self, action: ToolAction, preview: str | None = None) -> bool:
-        """Ask with Approve / Deny buttons in the call's card (an `Agent.approve` callback):
-        True when approved. A front end answers with an ``approve`` message (`_on_msg`).
-        `preview`: what the call would change (a notebook edit's diff), shown above the buttons."""
-        segment = self.state.tool_segment(action)
-        ask = {"name": segment.name or action.native_name, "arguments": action.input}
-        verdict = await self.asks.ask(segment, {**ask, "preview": preview} if preview else ask)
-        segment.approval = "approved" if verdict else "denied"
-        self._tool_op(segment, {"approval": segment.approval})
-        return verdict
-
-    async def request_sampling(self, request: SamplingRequest) -> SamplingVerdict:
-        """Ask in the call's card whether an MCP server's sampling request may go to the model, as
-        shown or with its last user message edited (a `RunOptions.approve_sampling` callback)."""
-        segment = self.state.tool_segment(request.action) if request.action is not None else None
-        if segment is None:
-            return SamplingVerdict(False)
-        arguments = request.action.input  # the card shows the call's arguments while it asks
-        return await self.asks.ask(segment, {**sampling_ask(request), "arguments": arguments}, request)
-
-    async def request_elicitation(self, request: ElicitationRequest) -> ElicitationAnswer:
-        """Draw an MCP server's elicitation in the call's card, a form or a link, and wait for the
-        user's answer (a `RunOptions.elicit` callback); the card notes what was answered (`ToolCallNote`)."""
-        segment = self.state.tool_segment(request.action) if request.action is not None else None
-        if segment is None:
-            return ElicitationAnswer("decline")
-        arguments = request.action.input  # the card shows the call's arguments while it asks
-        return await self.asks.ask(segment, {**elicitation_ask(request), "arguments": arguments}, request)
 
     def _tool_op(self, segment: Segment, change: dict[str, Any]) -> None:
         if self._synced:
