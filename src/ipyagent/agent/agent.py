@@ -4,7 +4,7 @@
 `agent.run(prompt)` anywhere, including inside a running event loop. Both run
 the request on the shared background loop (`loop_thread`), so one driver and
 its HTTP client always live on one loop. The loop itself is `loop.AgentRun`;
-what a run is given besides its prompt is a `RunOptions`.
+what a run is given besides its prompt is a `RunOptions` (`options.filled` completes one from the agent).
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import replace
 from typing import Any
 
 from ..core import (
-    BuiltinTool,
     Event,
     Message,
     ModelSettings,
@@ -26,14 +25,14 @@ from ..core import (
 )
 from ..drivers import BasePromptDriver, create_driver
 from ..memory import TaskMemory, current_memory
-from ..tools import Toolbox, with_task_memory
+from ..tools import with_task_memory
 from . import defaults
 from .conversation import Thread, history_for, result_turn
 from .inputs.files import document_blocks
 from .inputs.images import image_blocks
 from .loop import AgentRun
 from .loop_thread import OneRunAtATime, run_in_background, run_sync
-from .options import MAX_SAMPLING, Approve, RunOptions
+from .options import Approve, RunOptions, _toolbox, builtin_list, filled
 from .result import AgentResult
 from .telemetry.trace_spans import run_spans
 
@@ -159,35 +158,7 @@ class Agent:
         Raises:
             ValueError: `max_steps` below 1.
         """
-        given = (options or RunOptions()).merged(**changes)
-        return RunOptions(
-            system=given.system if given.system is not None else self.system,
-            system_budget=given.system_budget if given.system_budget is not None else self.system_budget,
-            history=list(given.history) if given.history is not None else list(self.messages),
-            tools=_toolbox(given.tools) if given.tools is not None else self.toolbox,
-            builtin_tools=builtin_list(given.builtin_tools) if given.builtin_tools is not None else self.builtin_tools,
-            max_steps=given.max_steps or self.max_steps,
-            react=given.react if given.react is not None else self.react,
-            approve=given.approve or self.approve,
-            output_schema=given.output_schema,
-            output_strategy=given.output_strategy,
-            images=tuple(given.images),
-            files=tuple(given.files),
-            context=tuple(given.context),
-            settings=self.settings.merged(coerce_settings(given.settings)),
-            timeout=given.timeout or self.timeout,
-            max_tool_calls=given.max_tool_calls if given.max_tool_calls is not None
-            else defaults.current_default().max_tool_calls,
-            redact_context=given.redact_context if given.redact_context is not None
-            else defaults.current_default().redact_context,
-            max_history=given.max_history,
-            context_window=given.context_window,
-            ledger=given.ledger if given.ledger is not None else defaults.current_default().ledger,
-            run_id=given.run_id,
-            approve_sampling=given.approve_sampling,
-            elicit=given.elicit,
-            max_sampling=given.max_sampling if given.max_sampling is not None else MAX_SAMPLING,
-        )
+        return filled(self, (options or RunOptions()).merged(**changes))
 
     def prompt_stack(self, prompt: str | None = None, options: RunOptions | None = None) -> PromptStack:
         """The first request of a run of `prompt` with `options`: system prompt, history, prompt, tools."""
@@ -339,22 +310,6 @@ class Agent:
 
     async def aclose(self) -> None:
         await self.driver.close()
-
-
-def builtin_list(tools: Any) -> list[BuiltinTool]:
-    """Built-in tools given as a name, a `BuiltinTool`, or a list of those (None: none), each
-    once (a later one of the same name replaces an earlier).
-
-    Raises:
-        ValueError: an unknown tool name; TypeError: something that names no built-in tool.
-    """
-    given = [tools] if isinstance(tools, (str, BuiltinTool, dict)) else list(tools or ())
-    found = {tool.name: tool for tool in map(BuiltinTool.of, given)}
-    return list(found.values())
-
-
-def _toolbox(tools: Any) -> Toolbox:
-    return tools if isinstance(tools, Toolbox) else Toolbox(tools or [])
 
 
 def _ignore(event: Event) -> None:

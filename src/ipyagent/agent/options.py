@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core import (
+    BuiltinTool,
     ElicitationAnswer,
     ElicitationRequest,
     Message,
@@ -24,8 +25,11 @@ from ..core import (
     SamplingRequest,
     SamplingVerdict,
     ToolAction,
+    coerce_settings,
 )
 from ..drivers import Ledger
+from ..tools import Toolbox
+from . import defaults
 from .defaults import check_max_tool_calls, check_timeout
 
 #: ``approve(action)``: True (or an awaitable of True) to run a call that needs approval.
@@ -134,3 +138,52 @@ class RunOptions:
 
 
 __all__ = ["Approve", "ApproveSampling", "Elicit", "MAX_SAMPLING", "RunOptions"]
+
+
+def filled(agent: Any, given: RunOptions) -> RunOptions:
+    """`given` with every field left None filled from `agent` (an `Agent`: its system prompt,
+    conversation, tools, settings...) or from the session's defaults (`defaults.current_default`)."""
+    return RunOptions(
+        system=given.system if given.system is not None else agent.system,
+        system_budget=given.system_budget if given.system_budget is not None else agent.system_budget,
+        history=list(given.history) if given.history is not None else list(agent.messages),
+        tools=_toolbox(given.tools) if given.tools is not None else agent.toolbox,
+        builtin_tools=builtin_list(given.builtin_tools) if given.builtin_tools is not None else agent.builtin_tools,
+        max_steps=given.max_steps or agent.max_steps,
+        react=given.react if given.react is not None else agent.react,
+        approve=given.approve or agent.approve,
+        output_schema=given.output_schema,
+        output_strategy=given.output_strategy,
+        images=tuple(given.images),
+        files=tuple(given.files),
+        context=tuple(given.context),
+        settings=agent.settings.merged(coerce_settings(given.settings)),
+        timeout=given.timeout or agent.timeout,
+        max_tool_calls=given.max_tool_calls if given.max_tool_calls is not None
+        else defaults.current_default().max_tool_calls,
+        redact_context=given.redact_context if given.redact_context is not None
+        else defaults.current_default().redact_context,
+        max_history=given.max_history,
+        context_window=given.context_window,
+        ledger=given.ledger if given.ledger is not None else defaults.current_default().ledger,
+        run_id=given.run_id,
+        approve_sampling=given.approve_sampling,
+        elicit=given.elicit,
+        max_sampling=given.max_sampling if given.max_sampling is not None else MAX_SAMPLING,
+    )
+
+
+def builtin_list(tools: Any) -> list[BuiltinTool]:
+    """Built-in tools given as a name, a `BuiltinTool`, or a list of those (None: none), each
+    once (a later one of the same name replaces an earlier).
+
+    Raises:
+        ValueError: an unknown tool name; TypeError: something that names no built-in tool.
+    """
+    given = [tools] if isinstance(tools, (str, BuiltinTool, dict)) else list(tools or ())
+    found = {tool.name: tool for tool in map(BuiltinTool.of, given)}
+    return list(found.values())
+
+
+def _toolbox(tools: Any) -> Toolbox:
+    return tools if isinstance(tools, Toolbox) else Toolbox(tools or [])
