@@ -12,7 +12,7 @@ import pytest
 
 from ipyagent.core import ComparisonTable, Transcript, TranscriptError
 from ipyagent.core.transcript import ReasoningPart, TextPart, ToolCallPart, TranscriptMessage
-from ipyagent.notebook.render.terminal_records import figures_table, print_rendered, transcript_renderables
+from ipyagent.notebook.render.text.records import figures_table, print_rendered, transcript_renderables
 
 from ..support.recordings import expected_from
 from ..support.stub_server import FIXTURES, Reply, StubServer

@@ -21,9 +21,9 @@ from ...core import redact_data
 from ..render.evaluation import (cells_of, columns_of, headline, outcome_class, saved_note, summary_cells,
                                 summary_columns)
 from ..render.evaluation_stats import _md, column_label, statistics_markdown
-from ..render.evaluation_terminal import failures, key_fields, summary_table, verdicts
-from ..render.terminal_records import clean, print_rendered
-from ..render.terminal_text import colour_enabled
+from ..render.text.evaluation import failures, key_fields, summary_table, verdicts
+from ..render.text.records import clean, print_rendered
+from ..render.text.terminal import colour_enabled
 from .collect import Found
 from .gates import GateResult
 

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from ...drivers import BUILTIN, KEY_FALLBACKS
 from ...memory import STORE_ENV, is_url
-from ..render.terminal_records import clean
+from ..render.text.records import clean
 
 #: The tag of the cell whose variables ``-p`` overrides (papermill's), and of the cell we add after it.
 PARAMETERS_TAG, INJECTED_TAG = "parameters", "injected-parameters"

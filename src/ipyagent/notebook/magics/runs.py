@@ -37,7 +37,7 @@ from ...memory import (
 from ..context.masking import OPT_OUT, describe
 from ..render.evaluation_stats import column_title
 from ..render.html import escape
-from ..render.session_text import (
+from ..render.text.session import (
     json_short,
     message_lines,
     short,

@@ -42,8 +42,8 @@ from ..outcomes import RunStopped
 from ..redacted_io import controls_shown, redacted_output
 from ..render.html import escape
 from ..render.memory_html import STYLE, artifact_entry_html
-from ..render.session_text import short
-from ..render.terminal_records import clean, print_rendered, transcript_renderables
+from ..render.text.session import short
+from ..render.text.records import clean, print_rendered, transcript_renderables
 from ..session import Session
 from ..views.terminal import colour_enabled
 from ..views.transcript_output import bundle

@@ -6,7 +6,7 @@ terminal: plain text). Both show what the live view shows: the answer,
 reasoning (collapsed), tool calls with arguments, status, duration and result,
 off-prompt artifacts, errors, and the footer figures. (No Markdown: every
 front end that draws Markdown prefers the HTML; see `transcript_output`.) The plain text is
-`transcript_text`, whose names this module re-exports.
+`text.transcript`, whose names this module re-exports.
 
 Model text is untrusted. In HTML it goes through `render.markdown_to_html`
 (raw HTML escaped, then nh3), and the whole body through nh3 once more.
@@ -44,7 +44,7 @@ from .citations import (
 from .html import cells_to_html, compact, escape, markdown_to_html, sanitize, with_titles
 from .policy import RASTER_TYPES
 from .streamed_html import settled
-from .transcript_text import (  # noqa: F401 - the names this module had
+from .text.transcript import (  # noqa: F401 - the names this module had
     APPROVAL_WORDS,
     PLAIN_CHARS,
     _failed,

@@ -32,14 +32,14 @@ from ..render.html import (  # noqa: F401 - the table's HTML and titles, known h
     without_unknown_cost,
 )
 from ..render.memory_html import draw_artifacts
-from ..render.terminal_records import (
+from ..render.text.records import (
     clean,
     figures_table,
     header,
     print_rendered,
     transcript_renderables,
 )
-from ..render.terminal_text import colour_enabled
+from ..render.text.terminal import colour_enabled
 from ..render.transcript import price_notes
 from .live_widget import close_widgets, end_message, live_widget
 from .run_view import RunState, TextView, WidgetView
@@ -317,7 +317,7 @@ class CompareWidgetView:
 class CompareTextView:
     """Terminal view: each run's reply printed as a block when it ends, then the table.
 
-    On a colour terminal (`terminal.colour_enabled`) drawn with rich (terminal_records.py):
+    On a colour terminal (`terminal.colour_enabled`) drawn with rich (render/text/records.py):
     each run's transcript (the answer as Markdown, tool lines, its coloured footer) under a
     header naming the provider and run, then one table of the figures."""
 

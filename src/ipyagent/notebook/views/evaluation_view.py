@@ -27,8 +27,8 @@ from ...agent import EvalResult, Evaluation
 from ..grading import shown
 from ..render.evaluation import MIME_TYPE, bundle, progress_html
 from ..render.evaluation_saved import DEFAULT_OUTPUT_MAX
-from ..render.evaluation_terminal import evaluation_renderables
-from ..render.terminal_records import print_rendered
+from ..render.text.evaluation import evaluation_renderables
+from ..render.text.records import print_rendered
 from . import live_widget
 from .evaluation_pages import Pager
 from .live_widget import close_widgets
@@ -41,7 +41,7 @@ FRAME_S = 0.1
 
 def show_in_terminal(data: dict[str, Any], metadata: dict[str, Any], stream: Any = None) -> None:
     """Terminal IPython: on a TTY the evaluation drawn with rich for its width
-    (`evaluation_terminal`: summary, matrix one line per row, failures with their reasons),
+    (`render.text.evaluation`: summary, matrix one line per row, failures with their reasons),
     coloured unless ``NO_COLOR``; elsewhere (a pipe, a file) its plain text, as displayed."""
     stream = stream or sys.stdout
     isatty = getattr(stream, "isatty", None)

@@ -24,7 +24,7 @@ import shutil
 from typing import Any, TextIO
 
 from ...core import StreamRedactor, redact, visible_controls
-from ..render.terminal_text import (  # noqa: F401 - the names this view's tests and callers know it by
+from ..render.text.terminal import (  # noqa: F401 - the names this view's tests and callers know it by
     FENCE,
     FOOTER_STYLES,
     HEADING_STYLES,

@@ -9,8 +9,8 @@ import re
 import shutil
 from typing import Any, TextIO
 
-from ...core import redact, visible_controls
-from .html import _markdown
+from ....core import redact, visible_controls
+from ..html import _markdown
 
 #: Styles of the footer figures that say how the run ended (else the footer is dim).
 FOOTER_STYLES = {"failed": "bold red", "interrupted": "bold yellow", "streaming…": "yellow"}

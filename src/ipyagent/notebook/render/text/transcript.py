@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
-from ...core import (
+from ....core import (
     STOPPED_WORDS,
     ArtifactSummary,
     ComparisonRecord,
@@ -21,7 +21,7 @@ from ...core import (
     footer_figures,
     visible_controls,
 )
-from .citations import marked, markers_as_text, numbered_sources, server_text, sources_text
+from ..citations import marked, markers_as_text, numbered_sources, server_text, sources_text
 
 #: What a card's status line says before the outcome of a call the user approved.
 APPROVAL_WORDS = {"approved": "approved by you · ", "preapproved": "approved in advance · "}

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .evaluation import (_MARK, cells_of, column_label, column_of, columns_of, first_line, headline, outcome_class,
+from ..evaluation import (_MARK, cells_of, column_label, column_of, columns_of, first_line, headline, outcome_class,
                          reload_line, repeats_class, saved_note, usd)
-from .evaluation_stats import _interval, _percent, verdicts
-from .terminal_records import clean
+from ..evaluation_stats import _interval, _percent, verdicts
+from .records import clean
 
 #: The styles of a cell's outcome (`evaluation.outcome_class`).
 OUTCOME_STYLES = {"pass": "green", "fail": "red", "error": "bold red", "skipped": "dim", "template": "magenta",

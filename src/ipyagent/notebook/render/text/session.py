@@ -7,7 +7,7 @@ import datetime
 import json
 from typing import Any
 
-from ...core import (
+from ....core import (
     ActionCallBlock,
     ActionResultBlock,
     AudioBlock,

@@ -13,9 +13,9 @@ import re
 import shutil
 from typing import Any, Iterable, TextIO
 
-from ...core import ComparisonTable, Transcript, redact, redact_data, visible_controls
-from .terminal_text import console_for, fit_figures, footer_text
-from .transcript import footer_figures, text_pieces
+from ....core import ComparisonTable, Transcript, redact, redact_data, visible_controls
+from .terminal import console_for, fit_figures, footer_text
+from ..transcript import footer_figures, text_pieces
 
 #: Styles of a transcript's pieces (`text_pieces` kinds); text and prompts are Markdown.
 STYLES = {"title": "bold", "reasoning": "dim italic", "tool": "cyan", "tool_ok": "green", "tool_error": "red",

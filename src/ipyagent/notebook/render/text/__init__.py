@@ -1,0 +1,2 @@
+"""Plain text: a terminal's drawing of runs, transcripts, evaluations and sessions, and the text
+fallbacks of saved outputs."""
