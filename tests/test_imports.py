@@ -45,9 +45,11 @@ LAZY = {
 }
 
 #: Modules whose functions import the package's own modules on first use, by design: the public
-#: faces that stay light (a package's ``__init__`` exports lazily) and the extension loader, which
-#: declares the magics and loads them when one is first used.
-LOADERS = ("__init__.py", "notebook/extension.py")
+#: faces that stay light (a package's ``__init__`` exports lazily), the extension loader, which
+#: declares the magics and loads them when one is first used, and the drivers' registry, which
+#: imports a driver (with httpx2), the cassettes and the entry points when a driver is made, so a
+#: first ``%provider`` loads none of them (tests/notebook/test_first_magic.py).
+LOADERS = ("__init__.py", "notebook/extension.py", "drivers/registry.py")
 
 
 def _runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:

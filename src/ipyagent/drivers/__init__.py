@@ -1,16 +1,15 @@
 """Prompt drivers: one module per wire protocol, the base template and the registry."""
 
 from .._lazy import lazy_exports
-from .aggregate import Aggregator
-from .base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, close_all_drivers
-from .decode import StreamDecoder
 from .catalog.lifecycle import Lifecycle, current_model, driver_notice, example_id, lifecycle, shutdown_notice
 from .catalog.pricing import Cost, Ledger, format_usd, total_cost
 from .registry import (
     ALIASES,
     BUILTIN,
     KEY_FALLBACKS,
+    ProviderChoice,
     ProviderSpec,
+    choose_provider,
     create_driver,
     otel_provider_name,
     parse_provider_id,
@@ -19,7 +18,12 @@ from .registry import (
     set_alias,
 )
 
+#: The drivers themselves (and httpx2 with them) load with the first driver made: a first ``%provider``
+#: only checks the choice (`choose_provider`).
 __getattr__ = lazy_exports(__name__, {
+    "aggregate": ("Aggregator",),
+    "base": ("BasePromptDriver", "BlockIndex", "Capabilities", "StreamMeta", "close_all_drivers"),
+    "decode": ("StreamDecoder",),
     "structured": ("OUTPUT_TOOL", "with_rule_instruction"),  # structured output: the tool and rule strategies
     "rate_gate": ("RateGate",),  # one lane's rate limit and 429 back-off (evaluation's scheduler)
     "batch": ("BatchAPI", "BatchAnswer", "BatchState"),  # provider batch APIs (evaluation)
@@ -27,17 +31,10 @@ __getattr__ = lazy_exports(__name__, {
 })
 
 __all__ = [
-    "BatchAPI",
-    "BatchAnswer",
-    "BatchState",
-    "batch_api",
-    "Capabilities",
-    "BasePromptDriver",
-    "BlockIndex",
-    "StreamDecoder",
-    "StreamMeta",
     "BUILTIN",
+    "ProviderChoice",
     "ProviderSpec",
+    "choose_provider",
     "create_driver",
     "otel_provider_name",
     "parse_provider_id",
@@ -47,11 +44,9 @@ __all__ = [
     "ALIASES",
     "KEY_FALLBACKS",
     "Cost",
-    "Aggregator",
     "total_cost",
     "format_usd",
     "Ledger",
-    "close_all_drivers",
     "Lifecycle",
     "current_model",
     "driver_notice",

@@ -9,23 +9,13 @@ translates them (`put_settings`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core import DocumentBlock, ImageBlock, PromptStack, ProviderError, unsupported_setting
 from .catalog.model_rules import DEFAULT_WINDOW, known_context_window
+from .registry import providers_with_builtin  # named in the error of a driver without a provider-side tool
 from .structured import STRATEGIES
-
-
-def _nobody(tool: str) -> list[str]:
-    return []
-
-
-#: ``(tool) -> providers``: those whose driver can ask for the provider-side tool (``web_search``), named
-#: in the error of a driver that cannot. `registry.providers_with_builtin`, set by the registry: it knows
-#: the drivers and imports this module (through `base`), so this module cannot import it.
-providers_with_builtin: Callable[[str], list[str]] = _nobody
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,14 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core import ConfigurationError, ModelSettings
-from . import capabilities
-from .base import BasePromptDriver
-from .cassette import RecordingTransport, ReplayTransport
+from ..core import ConfigurationError, ModelSettings, add_secret, add_url
 from .catalog.lifecycle import example_id
+
+if TYPE_CHECKING:  # the drivers, httpx2 and the cassettes load with the first driver made, not with the registry
+    from .base import BasePromptDriver
 
 
 @dataclass(frozen=True)
@@ -38,6 +37,9 @@ class ProviderSpec:
     description: str = ""
     #: True when a base URL from the environment does not make the key optional (Azure).
     key_required: bool = False
+    #: The driver's own API root (its class's `default_base_url`), known without importing the driver;
+    #: None: read from the class (a plug-in). A test keeps the built-ins' equal to their classes'.
+    default_base_url: str | None = None
 
     def driver_class(self) -> type[BasePromptDriver]:
         module, _, cls = self.driver.partition(":")
@@ -56,6 +58,7 @@ BUILTIN: dict[str, ProviderSpec] = {
             None,
             "OPENAI_BASE_URL",
             "OpenAI Chat Completions, or any OpenAI-compatible server with --base-url",
+            default_base_url="https://api.openai.com/v1",
         ),
         ProviderSpec(
             "openai-responses",
@@ -64,6 +67,7 @@ BUILTIN: dict[str, ProviderSpec] = {
             None,
             "OPENAI_BASE_URL",
             "OpenAI Responses API",
+            default_base_url="https://api.openai.com/v1",
         ),
         ProviderSpec(
             "anthropic",
@@ -72,6 +76,7 @@ BUILTIN: dict[str, ProviderSpec] = {
             None,
             "ANTHROPIC_BASE_URL",
             "Anthropic Messages API",
+            default_base_url="https://api.anthropic.com/v1",
         ),
         ProviderSpec(
             "gemini",
@@ -80,6 +85,7 @@ BUILTIN: dict[str, ProviderSpec] = {
             None,
             "GEMINI_BASE_URL",
             "Google Gemini API (GEMINI_API_KEY, or GOOGLE_API_KEY)",
+            default_base_url="https://generativelanguage.googleapis.com/v1beta",
         ),
         ProviderSpec(
             "ollama",
@@ -88,6 +94,7 @@ BUILTIN: dict[str, ProviderSpec] = {
             None,
             "OLLAMA_BASE_URL",
             "a local Ollama through its native /api/chat (OLLAMA_BASE_URL or --base-url for another host); no key",
+            default_base_url="http://localhost:11434",
         ),
         ProviderSpec(
             "azure-openai",
@@ -98,6 +105,7 @@ BUILTIN: dict[str, ProviderSpec] = {
             "Azure OpenAI: azure-openai:DEPLOYMENT, endpoint in AZURE_OPENAI_ENDPOINT (api version: "
             "AZURE_OPENAI_API_VERSION)",
             key_required=True,
+            default_base_url="",
         ),
         ProviderSpec(
             "groq", _OPENAI, "GROQ_API_KEY", "https://api.groq.com/openai/v1", None, "Groq (OpenAI-compatible)"
@@ -178,6 +186,14 @@ def _path_state() -> tuple[Any, ...]:
     return tuple(state)
 
 
+def entry_points(**selection: Any) -> Any:
+    """`importlib.metadata.entry_points`, imported at the first scan: the import alone is 10-20 ms,
+    and a built-in provider is found without one (`provider_spec`)."""
+    from importlib.metadata import entry_points as scan
+
+    return scan(**selection)
+
+
 def plugins() -> dict[str, ProviderSpec]:
     """Providers registered by installed packages (the ``ipyagent.drivers`` entry points), scanned
     again only when `sys.path` or one of its folders changed."""
@@ -218,9 +234,6 @@ def providers_with_builtin(tool: str) -> list[str]:
         except Exception:  # noqa: BLE001 - a plug-in that does not import names nothing here
             continue
     return sorted(found)
-
-
-capabilities.providers_with_builtin = providers_with_builtin  # the error of a driver without the tool names these
 
 
 def parse_provider_id(provider_id: str) -> tuple[str, str]:
@@ -275,6 +288,87 @@ def _check_options(cls: type[BasePromptDriver], provider: str, options: dict[str
             raise TypeError(f"unknown option {name!r} for {provider}; its options: {', '.join(sorted(known))}")
 
 
+@dataclass(frozen=True)
+class ProviderChoice:
+    """A ``provider:model`` resolved without making its driver (`choose_provider`): the provider,
+    the model, the API root requests go to, and the variable the key was read from."""
+
+    spec: ProviderSpec
+    model: str
+    #: The API root (``https://api.openai.com/v1``), without a trailing ``/``.
+    base_url: str
+    #: The variable holding the key sent (the fallback one when only it is set); None: no key is sent.
+    key_env: str | None
+    #: The base URL was named here and is not the provider's own: no key by default, turns unpriced.
+    other_host: bool
+
+    @property
+    def id(self) -> str:
+        """``provider:model``."""
+        return f"{self.spec.name}:{self.model}"
+
+    @property
+    def provider(self) -> str:
+        return self.spec.name
+
+    @property
+    def price_known(self) -> bool:
+        """The driver's turns are priced at the provider's rates (not another host's; `driver_notice`)."""
+        return not self.other_host
+
+    def api_key(self) -> str | None:
+        """The key, read from `key_env` now (never kept in this record)."""
+        return os.environ.get(self.key_env) if self.key_env else None
+
+
+def choose_provider(provider_id: str, *, base_url: str | None = None, api_key_env: str | None = None,
+                    price_as: str | None = None) -> ProviderChoice:
+    """Check ``provider:model`` and its options as `create_driver` does, without making the driver
+    or importing it (a built-in's; a plug-in's class is imported for its defaults): what ``%provider``
+    records, the driver being made at the first request. The key found and the base URL's
+    credentials are given to the one redactor (`core.redact`).
+
+    A `base_url` named here that is not the provider's own gets no key unless `api_key_env` names
+    one; a base URL from the provider's own variable (``OPENAI_BASE_URL``) gets the key.
+
+    Raises:
+        ConfigurationError: ``replay:`` (a cassette is read by `create_driver`), unknown provider,
+            no ``provider:model`` shape, a base URL not http(s), the key variable unset, no endpoint
+            where the provider has no default one (Azure), `price_as` not ``PROVIDER:MODEL``.
+    """
+    name, model = parse_provider_id(provider_id)
+    if name == "replay":
+        raise ConfigurationError("replay:CASSETTE has no provider to choose: create_driver reads the cassette")
+    spec = provider_spec(name)
+    assert spec is not None  # parse_provider_id refused unknown names
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        raise ConfigurationError(
+            f"--base-url must start with http:// or https://, e.g. http://localhost:8000/v1 (got {base_url!r})"
+        )
+    if price_as is not None and ":" not in price_as:
+        raise ConfigurationError(f"price_as takes PROVIDER:MODEL ({example_id()}), not {price_as!r}")
+    other_host = base_url is not None and base_url.rstrip("/") != (spec.base_url or "").rstrip("/")
+    base_url = base_url or (os.environ.get(spec.base_url_env) if spec.base_url_env else None) or spec.base_url
+    own_env, default = spec.api_key_env, spec.default_base_url
+    if default is None:  # a plug-in: its class says
+        cls = spec.driver_class()
+        own_env, default = own_env or getattr(cls, "api_key_env", None), getattr(cls, "default_base_url", "")
+    env = api_key_env or (None if other_host else own_env)
+    api_key = (os.environ.get(env) or os.environ.get(KEY_FALLBACKS.get(env, ""))) if env else None
+    if env and not api_key and (api_key_env or spec.key_required or base_url in (None, spec.base_url)):
+        raise ConfigurationError(
+            f"{env} is not set: set it in the environment (os.environ[{env!r}] = ...) before "
+            f"%provider {name}:{model}, or name another variable (--api-key-env VAR; api_key_env= in Python)"
+        )
+    if not (base_url or default):  # no endpoint (Azure's is the user's resource): the driver says so
+        spec.driver_class()(model, provider=name)
+    add_secret(api_key)
+    root = (base_url or default or "").rstrip("/")
+    add_url(root)
+    key_env = (env if os.environ.get(env) else KEY_FALLBACKS.get(env)) if api_key and env else None
+    return ProviderChoice(spec, model, root, key_env, other_host)
+
+
 def create_driver(
     provider_id: str,
     *,
@@ -295,35 +389,22 @@ def create_driver(
     (``OPENAI_BASE_URL``) is the user's configuration, and gets the key.
 
     Raises:
-        ConfigurationError: unknown provider, or the API key variable is unset.
+        ConfigurationError: unknown provider, or the API key variable is unset (`choose_provider`).
     """
     name, model = parse_provider_id(provider_id)
     if name == "replay":
         return _replay_driver(model, **kwargs)
-    spec = provider_spec(name)
-    assert spec is not None  # parse_provider_id refused unknown names
-    if base_url is not None and not base_url.startswith(("http://", "https://")):
-        raise ConfigurationError(
-            f"--base-url must start with http:// or https://, e.g. http://localhost:8000/v1 (got {base_url!r})"
-        )
-    other_host = base_url is not None and base_url.rstrip("/") != (spec.base_url or "").rstrip("/")
-    base_url = base_url or (os.environ.get(spec.base_url_env) if spec.base_url_env else None) or spec.base_url
-    cls = spec.driver_class()
-    env = api_key_env or (None if other_host else spec.api_key_env or getattr(cls, "api_key_env", None))
-    api_key = (os.environ.get(env) or os.environ.get(KEY_FALLBACKS.get(env, ""))) if env else None
-    if env and not api_key and (api_key_env or spec.key_required or base_url in (None, spec.base_url)):
-        raise ConfigurationError(
-            f"{env} is not set: set it in the environment (os.environ[{env!r}] = ...) before "
-            f"%provider {name}:{model}, or name another variable (--api-key-env VAR; api_key_env= in Python)"
-        )
+    choice = choose_provider(provider_id, base_url=base_url, api_key_env=api_key_env)
+    cls = choice.spec.driver_class()
+    _check_options(cls, name, kwargs)
     # A host named here (a local server, a proxy) is not billed at the provider's rates; the
     # provider's own variable (OPENAI_BASE_URL) stands for the provider, as it does for the key.
-    _check_options(cls, name, kwargs)
-    kwargs.setdefault("price_known", not other_host)
-    driver = cls(model, api_key=api_key, base_url=base_url, provider=name, **kwargs)
-    if api_key and env:  # which variable held it: a 401 says to check that one
-        driver.key_env = env if os.environ.get(env) else KEY_FALLBACKS.get(env)
+    kwargs.setdefault("price_known", not choice.other_host)
+    driver = cls(model, api_key=choice.api_key(), base_url=choice.base_url or None, provider=name, **kwargs)
+    driver.key_env = choice.key_env  # which variable held the key: a 401 says to check that one
     if record:
+        from .cassette import RecordingTransport
+
         driver.transport = RecordingTransport(
             record, provider=name, model=model, inner=driver.transport, base_url=driver.base_url
         )
@@ -331,6 +412,8 @@ def create_driver(
 
 
 def _replay_driver(path: str, **kwargs: Any) -> BasePromptDriver:
+    from .cassette import ReplayTransport
+
     transport = ReplayTransport(path, chunk_delay=kwargs.pop("chunk_delay", 0.0))
     first = transport.entries[0]
     name = first.get("provider", "openai")
