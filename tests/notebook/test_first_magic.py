@@ -23,9 +23,17 @@ shell.run_line_magic('provider', 'openai:m')
 sys.stdout.write('\\n' + json.dumps(sorted(sys.modules)))
 """
 
-#: What a first ``%provider openai:m`` leaves for later: the agent's magics, views and evaluations,
-#: the other providers' drivers, and the heavy libraries of a run drawn.
+#: What a first ``%provider openai:m`` leaves for later: the driver itself and the HTTP stack (made at
+#: the first request: `choose_provider` checks the choice), the agent's magics, views and evaluations,
+#: and the heavy libraries of a run drawn.
 DEFERRED = (
+    "ipyagent.drivers.base",
+    "ipyagent.drivers.protocols",
+    "ipyagent.drivers.protocols.openai_chat",
+    "ipyagent.drivers.cassette",
+    "httpx2",
+    "httpcore2",
+    "tenacity",
     "ipyagent.notebook.magics.agent",
     "ipyagent.notebook.magics.compare",
     "ipyagent.notebook.magics.session",
@@ -56,9 +64,9 @@ def _modules_after(code: str, tmp_path: Any) -> set[str]:
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def test_a_first_provider_magic_loads_its_driver_and_not_the_agent(tmp_path) -> None:
+def test_a_first_provider_magic_makes_no_driver_and_loads_no_http_stack(tmp_path) -> None:
     loaded = _modules_after(FIRST_PROVIDER, tmp_path)
-    assert {"ipyagent.notebook.magics.provider", "ipyagent.drivers.protocols.openai_chat"} <= loaded  # it did run
+    assert {"ipyagent.notebook.magics.provider", "ipyagent.drivers.registry"} <= loaded  # it did run
     assert [name for name in DEFERRED if name in loaded] == []
 
 

@@ -60,6 +60,15 @@ def test_missing_key_names_the_variable(ip, capsys) -> None:
     assert "Traceback" not in captured.out + captured.err
 
 
+def test_a_price_as_without_a_model_is_one_line_and_sets_nothing(ip, capsys) -> None:
+    """``%provider`` checks the choice without making a driver (`choose_provider`): what the driver
+    would refuse is refused there, as one line."""
+    ip.run_line_magic("provider", "openai:m --base-url http://127.0.0.1:9/v1 --price-as gpt-4o")
+    captured = capsys.readouterr()
+    assert "price_as takes PROVIDER:MODEL" in captured.out + captured.err
+    assert "Traceback" not in captured.out + captured.err and "provider: openai:m" not in captured.out
+
+
 def test_bad_option_raises_usage_error_with_usage(ip) -> None:
     with pytest.raises(UsageError) as info:
         ip.run_line_magic("provider", "--bogus")

@@ -8,7 +8,7 @@ It sets the default configuration that ``%%agent``, ``%%compare`` and Python's `
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
@@ -19,7 +19,8 @@ from ...core import ConfigurationError, ProviderError, redact
 from ...drivers import (
     ALIASES,
     KEY_FALLBACKS,
-    BasePromptDriver,
+    ProviderChoice,
+    choose_provider,
     create_driver,
     driver_notice,
     format_usd,
@@ -38,6 +39,9 @@ from .options import (
     timeout_argument,
     timeout_from_args,
 )
+
+if TYPE_CHECKING:
+    from ...drivers import BasePromptDriver
 
 
 @magics_class
@@ -79,9 +83,10 @@ class ProviderMagics(Magics):
         resolved = resolve_alias(provider_id)
         return resolved, current.options_for(resolved)
 
-    def note_shutdown(self, driver: BasePromptDriver) -> None:
-        """One line, once a session per model, when `driver`'s model shuts down within 60 days or
-        has shut down (`driver_notice`: its date and the replacement the provider recommends)."""
+    def note_shutdown(self, driver: BasePromptDriver | ProviderChoice) -> None:
+        """One line, once a session per model, when `driver`'s model (a driver's, or the one
+        ``%provider`` chose) shuts down within 60 days or has shut down (`driver_notice`: its date
+        and the replacement the provider recommends)."""
         key = (driver.provider, driver.model)
         if key in self._noticed:
             return
@@ -199,7 +204,9 @@ class ProviderMagics(Magics):
         print(f"alias: {args.alias} = {target}{where}")
 
     def _set_provider(self, args: Any, settings: Any) -> None:
-        """``%provider PROVIDER:MODEL [options]``: the session's default, once a driver could be made for it."""
+        """``%provider PROVIDER:MODEL [options]``: the session's default, once checked as a driver would
+        be (`choose_provider`: the provider, the key, the base URL); the driver itself is made at the
+        first request, and with it the HTTP stack (a first ``%provider`` imports neither)."""
         options = self._given_options(args)
         if not options and args.provider_id in self.alias_options:
             options = dict(self.alias_options[args.provider_id])
@@ -208,8 +215,11 @@ class ProviderMagics(Magics):
         if options.get("base_url") == "default":  # back to the provider's own API root
             options["base_url"] = None
         try:
-            parse_provider_id(args.provider_id)
-            driver = create_driver(args.provider_id, **options)
+            if parse_provider_id(args.provider_id)[0] == "replay":  # the cassette names its provider
+                driver: BasePromptDriver | ProviderChoice = create_driver(args.provider_id, **options)
+            else:
+                driver = choose_provider(args.provider_id, base_url=options.get("base_url"),
+                                         api_key_env=options.get("api_key_env"), price_as=options.get("price_as"))
         except ConfigurationError as exc:
             print_error(str(exc))
             return
