@@ -5,85 +5,7 @@ its validator and serializer are built when first used, not when ``%load_ext`` o
 ``%provider`` imports the core (benchmarks/import_load.py).
 """
 
-from .artifacts import (
-    ActionArtifact,
-    Artifact,
-    AudioArtifact,
-    BaseArtifact,
-    BlobArtifact,
-    ErrorArtifact,
-    GenericArtifact,
-    ImageArtifact,
-    InfoArtifact,
-    JsonArtifact,
-    ListArtifact,
-    MEDIA_TYPES,
-    TableArtifact,
-    TextArtifact,
-    flatten,
-    split_media,
-)
-from .content import (
-    BUILTIN_TOOLS,
-    ActionCallBlock,
-    ActionResultBlock,
-    AudioBlock,
-    Citation,
-    ServerToolCallBlock,
-    ServerToolResultBlock,
-    WebSource,
-    ContentBlock,
-    DocumentBlock,
-    GenericBlock,
-    ImageBlock,
-    ReasoningBlock,
-    TextBlock,
-    MAX_ARGUMENT_CHARS,
-    MAX_ARGUMENT_DEPTH,
-    join_text,
-    parse_arguments,
-)
 from .errors import ConfigurationError, ProviderError
-from .events import (
-    ArtifactStored,
-    BlockDelta,
-    CitationDelta,
-    DeltaMessage,
-    Event,
-    EventHandler,
-    HistoryTrimmed,
-    ModelCompleted,
-    ModelFailed,
-    ModelStarted,
-    PartialReply,
-    ReasoningDelta,
-    RetryScheduled,
-    ServerToolDelta,
-    TextDelta,
-    SamplingCompleted,
-    ToolCallCompleted,
-    ToolCallDelta,
-    ToolCallNote,
-    ToolCallProgress,
-    reply_so_far,
-)
-from .interaction import (
-    ElicitationAnswer,
-    ElicitationRequest,
-    FormField,
-    SamplingAnswer,
-    SamplingRequest,
-    SamplingVerdict,
-    form_fields,
-    read_form,
-)
-from .messages import MESSAGE_FIELDS, Message, MessageError, MessageStatus, StopKind, StopReason, Usage
-from .system import SystemBlock, fit_system_blocks, system_blocks, system_text
-from .settings import ModelSettings, coerce_settings, unsupported_setting
-from .figures import comparison_footer, footer_figures, format_usd, masked_figure, plural, provider_title
-from .prompt_stack import BuiltinTool, OutputStrategy, PromptStack, ToolDefinition, to_blocks
-from .tool_action import MAX_NATIVE_NAME, ToolAction, ToolNameError, from_native_name, to_native_name
-from .controls import visible_controls
 from .redact import (  # the one redactor; `redact` names the function, the module is `core.redact` in sys.modules
     MASK,
     SECRET_ENV,
@@ -102,12 +24,53 @@ from .redact import (  # the one redactor; `redact` names the function, the modu
 )
 from .._lazy import lazy_exports
 
-__all__ = [name for name in dir() if not name.startswith("_") and name != "lazy_exports"]
-
-#: The saved transcript's model (loaded on first use: the notebook layer and `%agent` history need it).
+#: Everything else loads on first use: a first ``%provider`` needs the settings and the errors, not the
+#: messages, artifacts, events and the saved transcript's models (benchmarks/import_load.py). `errors`
+#: and `redact` load now: the function `redact` shares its module's name, which a lazy export cannot.
 __getattr__ = lazy_exports(
     __name__,
     {
+        "artifacts": (
+            "ActionArtifact", "Artifact", "AudioArtifact", "BaseArtifact", "BlobArtifact", "ErrorArtifact",
+            "GenericArtifact", "ImageArtifact", "InfoArtifact", "JsonArtifact", "ListArtifact", "MEDIA_TYPES",
+            "TableArtifact", "TextArtifact", "flatten", "split_media",
+        ),
+        "content": (
+            "BUILTIN_TOOLS", "ActionCallBlock", "ActionResultBlock", "AudioBlock", "Citation", "ServerToolCallBlock",
+            "ServerToolResultBlock", "WebSource", "ContentBlock", "DocumentBlock", "GenericBlock", "ImageBlock",
+            "ReasoningBlock", "TextBlock", "MAX_ARGUMENT_CHARS", "MAX_ARGUMENT_DEPTH", "join_text", "parse_arguments",
+        ),
+        "events": (
+            "ArtifactStored", "BlockDelta", "CitationDelta", "DeltaMessage", "Event", "EventHandler",
+            "HistoryTrimmed", "ModelCompleted", "ModelFailed", "ModelStarted", "PartialReply", "ReasoningDelta",
+            "RetryScheduled", "ServerToolDelta", "TextDelta", "SamplingCompleted", "ToolCallCompleted",
+            "ToolCallDelta", "ToolCallNote", "ToolCallProgress", "reply_so_far",
+        ),
+        "interaction": (
+            "ElicitationAnswer", "ElicitationRequest", "FormField", "SamplingAnswer", "SamplingRequest",
+            "SamplingVerdict", "form_fields", "read_form",
+        ),
+        "messages": (
+            "MESSAGE_FIELDS", "Message", "MessageError", "MessageStatus", "StopKind", "StopReason", "Usage",
+        ),
+        "system": (
+            "SystemBlock", "fit_system_blocks", "system_blocks", "system_text",
+        ),
+        "settings": (
+            "ModelSettings", "coerce_settings", "unsupported_setting",
+        ),
+        "figures": (
+            "comparison_footer", "footer_figures", "format_usd", "masked_figure", "plural", "provider_title",
+        ),
+        "prompt_stack": (
+            "BuiltinTool", "OutputStrategy", "PromptStack", "ToolDefinition", "to_blocks",
+        ),
+        "tool_action": (
+            "MAX_NATIVE_NAME", "ToolAction", "ToolNameError", "from_native_name", "to_native_name",
+        ),
+        "controls": (
+            "visible_controls",
+        ),
         "transcript": (
             "Transcript",
             "TranscriptMessage",
@@ -144,4 +107,5 @@ __getattr__ = lazy_exports(
         ),
     },
 )
+__all__ = [name for name in dir() if not name.startswith("_") and name != "lazy_exports"]
 __all__ += list(__getattr__.exports)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...core import ProviderError, Usage, format_usd
+from ...core import ProviderError, format_usd
+
+if TYPE_CHECKING:
+    from ...core import Usage
 
 #: Our provider ids -> genai-prices provider ids. Others (ollama, plug-ins) have no known price.
 PRICE_PROVIDERS: dict[str, str] = {
