@@ -62,7 +62,7 @@ class Defaults:
     """
 
     provider: str = DEFAULT_PROVIDER
-    settings: ModelSettings = field(default_factory=ModelSettings)
+    settings: ModelSettings = field(default_factory=lambda: coerce_settings(None))
     driver_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     timeout: float = DEFAULT_TIMEOUT
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS
@@ -167,7 +167,7 @@ def set_default(provider: str | None = None, *, settings: ModelSettings | dict[s
     global _session
     fields, options = split_settings(kwargs)
     with _lock:
-        base = replace(_session, settings=ModelSettings()) if replace_settings else _session
+        base = replace(_session, settings=coerce_settings(None)) if replace_settings else _session
         _session = _changed(base, provider, settings, fields, options, timeout, max_tool_calls=max_tool_calls,
                             redact_context=redact_context)
         return _session

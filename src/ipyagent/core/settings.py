@@ -117,8 +117,11 @@ class ModelSettings(BaseModel):
         return ModelSettings(**data)
 
     def as_dict(self) -> dict[str, Any]:
-        """The fields that are set, ``{name: value}`` (``stop`` as a list)."""
-        data = self.model_dump(exclude_none=True)
+        """The fields that are set, ``{name: value}`` (``stop`` as a list), in field order: what
+        ``model_dump(exclude_none=True)`` gives for these scalar fields, without building the
+        serializer (no settings: a first ``%provider`` builds no pydantic model)."""
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        data = {name: value for name, value in data.items() if value is not None}
         if "stop" in data:
             data["stop"] = list(data["stop"])
         return data
@@ -138,14 +141,19 @@ class ModelSettings(BaseModel):
         return bool(self.as_dict())
 
 
+#: No settings: equal to ``ModelSettings()``, made without the validator (there is nothing to validate),
+#: so a session that sets none builds no pydantic model for them (issue 29: the first magic of a session).
+NO_SETTINGS = ModelSettings.model_construct()
+
+
 def coerce_settings(value: "ModelSettings | dict[str, Any] | None") -> ModelSettings:
     """A `ModelSettings` from one, a dict of its fields, or None (no settings).
 
     Raises:
         pydantic.ValidationError: an unknown field or a bad value.
     """
-    if value is None:
-        return ModelSettings()
+    if value is None or (isinstance(value, dict) and not value):
+        return NO_SETTINGS
     return value if isinstance(value, ModelSettings) else ModelSettings(**value)
 
 

@@ -26,7 +26,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, parse_argstring
 from pydantic import ValidationError
 
-from ...core import BUILTIN_TOOLS, ModelSettings, redact, visible_controls
+from ...core import BUILTIN_TOOLS, ModelSettings, coerce_settings, redact, visible_controls
 
 #: (option, `ModelSettings` field) for each settings option.
 OPTIONS: tuple[tuple[str, str], ...] = (
@@ -68,7 +68,7 @@ def settings_from_args(args: Any) -> ModelSettings:
     if "stop" in values:  # IPython keeps quotes; "\\n" is a newline, as a user types it
         values["stop"] = [_unquote(v).replace("\\n", "\n").replace("\\t", "\t") for v in values["stop"]]
     try:
-        return ModelSettings(**values)
+        return coerce_settings(values)
     except ValidationError as exc:
         error = exc.errors()[0]
         field = str(error["loc"][0]) if error.get("loc") else ""

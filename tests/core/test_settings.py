@@ -1,0 +1,39 @@
+"""`ModelSettings` without its validator: no settings (`NO_SETTINGS`) and `as_dict` cost no pydantic
+build (issue 29: the first magic of a session builds no model; tests/notebook/test_first_magic.py)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from ipyagent.core import ModelSettings, coerce_settings
+from ipyagent.core.settings import NO_SETTINGS
+
+FULL = {"temperature": 0.5, "top_p": 1, "max_output_tokens": 64, "stop": ["\n", "END"], "seed": 7,
+        "reasoning": "low", "tool_choice": "lookup", "parallel_tool_calls": False, "cache": True}
+
+
+def test_no_settings_are_the_empty_settings_shared() -> None:
+    assert coerce_settings(None) is NO_SETTINGS and coerce_settings({}) is NO_SETTINGS
+    assert NO_SETTINGS == ModelSettings() and not NO_SETTINGS and NO_SETTINGS.describe() == ""
+    assert NO_SETTINGS.merged({"temperature": 0}).as_dict() == {"temperature": 0.0}
+    with pytest.raises(ValidationError):
+        NO_SETTINGS.temperature = 1  # frozen like any other
+
+
+@pytest.mark.parametrize("fields", [FULL, {"seed": 0}, {"reasoning": 0, "cache": False}, {}])
+def test_as_dict_is_the_dump_of_the_fields_set(fields: dict) -> None:
+    """What ``model_dump(exclude_none=True)`` gives (``stop`` as a list), in field order; a 0 or False
+    is set, only None is not."""
+    settings = ModelSettings(**fields)
+    dumped = settings.model_dump(exclude_none=True)
+    if "stop" in dumped:
+        dumped["stop"] = list(dumped["stop"])
+    assert settings.as_dict() == dumped and list(settings.as_dict()) == list(dumped)
+
+
+def test_settings_given_are_still_validated() -> None:
+    with pytest.raises(ValidationError):
+        coerce_settings({"temperature": 5})
+    with pytest.raises(ValidationError):
+        coerce_settings({"nope": 1})
