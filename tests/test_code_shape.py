@@ -60,8 +60,11 @@ def large_code(root: Path, module_limit: int, class_limit: int) -> dict[str, int
         if len(text.splitlines()) > module_limit:
             found[name] = len(text.splitlines())
         for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > class_limit:  # type: ignore[operator]
-                found[f"{name}::{node.name}"] = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+            if not isinstance(node, ast.ClassDef):
+                continue
+            length = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+            if length > class_limit:
+                found[f"{name}::{node.name}"] = length
     return found
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .transcript_parts import (
+    APPROVALS,
     MAX_IMAGE_CHARS,
     PREVIEW_CHARS,
     RASTER_TYPES,
@@ -26,6 +27,7 @@ from .transcript_parts import (
     TranscriptMessage,
     card_result,
 )
+
 
 @dataclass(frozen=True, slots=True)
 class ToolTiming:
@@ -73,7 +75,7 @@ def transcript_messages(messages: Iterable[Any], timings: Mapping[str, deque[Too
                     timing = queue.popleft()
                     call.duration_s = round(timing.seconds, 4)
                     approval, stop, call.notes = timing.approval, timing.stopped, list(timing.notes)
-                    call.approval = approval if approval in ("approved", "denied", "preapproved") else None  # type: ignore[assignment]
+                    call.approval = approval if approval in APPROVALS else None  # type: ignore[assignment]
                     call.stopped = stop if stop in ("interrupted", "timeout") else None  # type: ignore[assignment]
                     if call.result is not None and timing.is_error:
                         call.status = "error"

@@ -6,7 +6,7 @@ else), and how every model of the document is written (`compact_json`). Names ar
 from __future__ import annotations
 
 import base64
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -16,6 +16,10 @@ from .artifacts import MEDIA_TYPES, split_media
 PREVIEW_CHARS = 400
 #: Characters of a tool result kept in a saved transcript (the model saw the whole result).
 RESULT_CHARS = 20_000
+
+#: What a user said to a tool call that asked: yes, no, or yes in advance (the tool pre-approved it).
+Approval = Literal["approved", "denied", "preapproved"]
+APPROVALS: tuple[str, ...] = get_args(Approval)
 
 
 class _Model(BaseModel):
@@ -201,7 +205,7 @@ class ToolCallPart(_Model):
     status: Literal["ok", "error", "pending"] = "pending"
     result: str | None = None
     duration_s: float | None = None
-    approval: Literal["approved", "denied", "preapproved"] | None = None
+    approval: Approval | None = None
     stopped: Literal["interrupted", "timeout"] | None = None
     #: Images, audio and files the tool returned (`MediaPart`), drawn under the result.
     media: list[MediaPart] = Field(default_factory=list)
