@@ -20,6 +20,7 @@ from ...core import (
     ProviderError,
     TextBlock,
 )
+from ..capabilities import CapabilityChecks
 from ..catalog.model_rules import openai_reasoning_model
 from ..structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
 from ..tool_media import caption, result_text, tool_media
@@ -50,19 +51,9 @@ def openai_tool_choice(choice: str, name: str | None, *, flat: bool = False) -> 
     return {"type": "function", "name": name} if flat else {"type": "function", "function": {"name": name}}
 
 
-class ChatRequest:
+class ChatRequest(CapabilityChecks):
     """Request building for `OpenAIChatPromptDriver` (mixed into it): `build_request`, its
     messages and `settings_fields`."""
-
-    provider: str
-    model: str
-    provider_options: dict[str, Any]
-    # BasePromptDriver's: the model's capabilities, the error for a setting the model cannot take,
-    # the settings put into the body, the structured-output strategy.
-    capabilities_for: Any
-    unsupported: Any
-    put_settings: Any
-    output_strategy: Any
 
     def settings_fields(self, prompt_stack: PromptStack) -> dict[str, Any]:
         """The request fields for `prompt_stack.settings`.

@@ -24,6 +24,7 @@ from ...core import (
     ServerToolResultBlock,
     TextBlock,
 )
+from ..capabilities import CapabilityChecks
 from ..catalog.model_rules import openai_reasoning_model
 from ..structured import OUTPUT_TOOL, output_tool, schema_name, strict_or_none
 from ..tool_media import result_text, tool_media
@@ -31,19 +32,9 @@ from .openai_chat_request import openai_tool_choice
 from .openai_server import tool_definitions
 
 
-class ResponsesRequest:
+class ResponsesRequest(CapabilityChecks):
     """Request building for `OpenAIResponsesPromptDriver` (mixed into it): `build_request` and
     its items, `settings_fields`."""
-
-    provider: str
-    model: str
-    provider_options: dict[str, Any]
-    # BasePromptDriver's: the model's capabilities, the error for a setting the model cannot take,
-    # the settings put into the body, the structured-output strategy.
-    capabilities_for: Any
-    unsupported: Any
-    put_settings: Any
-    output_strategy: Any
 
     def settings_fields(self, prompt_stack: PromptStack) -> dict[str, Any]:
         """The request fields for `prompt_stack.settings` (``reasoning`` merged with the option).

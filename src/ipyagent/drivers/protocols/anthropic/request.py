@@ -30,6 +30,7 @@ from ....core import (
     ServerToolResultBlock,
     TextBlock,
 )
+from ...capabilities import CapabilityChecks
 from ...catalog.model_rules import EFFORT_BUDGETS
 from ...structured import OUTPUT_TOOL
 from ...tool_media import result_text, tool_media
@@ -47,19 +48,11 @@ TOOL_CHOICE_TYPES = {"auto": "auto", "required": "any", "none": "none"}
 CACHE_CONTROL = {"type": "ephemeral"}
 
 
-class AnthropicRequest:
+class AnthropicRequest(CapabilityChecks):
     """Request building for `AnthropicPromptDriver` (mixed into it): `build_request` and its
     parts, `settings_fields` and `add_cache_breakpoints`."""
 
-    provider: str
-    model: str
     protocol: str
-    provider_options: dict[str, Any]
-    # BasePromptDriver's (CapabilityChecks): the error for a setting the model cannot take, the
-    # settings put into the body, the structured-output strategy.
-    unsupported: Any
-    put_settings: Any
-    output_strategy: Any
 
     def settings_fields(self, prompt_stack: PromptStack, options: dict[str, Any]) -> dict[str, Any]:
         """The request fields for `prompt_stack.settings` (``max_tokens`` always).

@@ -28,6 +28,7 @@ from ....core import (
     TextBlock,
     ToolDefinition,
 )
+from ...capabilities import CapabilityChecks
 from ...catalog.model_rules import EFFORT_BUDGETS
 from ...structured import OUTPUT_TOOL, output_tool
 from ...tool_media import caption, result_text, tool_media
@@ -55,19 +56,9 @@ PART_KEYS = frozenset(
 )
 
 
-class GeminiRequest:
+class GeminiRequest(CapabilityChecks):
     """Request building for `GeminiPromptDriver` (mixed into it): `build_request` and its parts,
     `settings_fields`."""
-
-    provider: str
-    model: str
-    provider_options: dict[str, Any]
-    # BasePromptDriver's: the model's capabilities, the error for a setting the model cannot take,
-    # the settings put into the body, the structured-output strategy.
-    capabilities_for: Any
-    unsupported: Any
-    put_settings: Any
-    output_strategy: Any
 
     def settings_fields(self, prompt_stack: PromptStack) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """(`generationConfig` fields, `functionCallingConfig` or None) for `prompt_stack.settings`.
