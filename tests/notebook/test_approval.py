@@ -5,31 +5,43 @@ from __future__ import annotations
 
 import asyncio
 import io
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import pytest
 
 from ipyagent.core import ErrorArtifact, InfoArtifact, ModelStarted, ToolAction, ToolCallCompleted, ToolCallDelta
 from ipyagent.core.transcript import ToolCallPart, Transcript
 from ipyagent.notebook.render.transcript import to_html, to_text, tool_status
-from ipyagent.notebook.views.run_view import TextView, WidgetView
+from ipyagent.notebook.views import run_state, run_view, text_view
+from ipyagent.notebook.views.run_view import FRAME_INTERVAL, TextView, WidgetView
 
+from ..support import live_front
 from ..support.live_front import FrontEnd
+from ..support.virtual_clock import run_virtual
 
 LONG = "x" * 300
 DENIED = "denied by the user; the tool was not run"
+T = TypeVar("T")
 
 
 async def _until(check: Any) -> None:
-    """Let the loop run until `check()` holds (frames go out on a timer of ~30 ms)."""
-    for _ in range(2_000):
+    """Let the loop run, a frame at a time, until `check()` holds. The tests run on a
+    `VirtualClockLoop` (`_run`): a frame's timer fires at once, and the bound is 100 frames of
+    the loop's clock, not of the wall's."""
+    for _ in range(100):
         if check():
             return
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(FRAME_INTERVAL)
     raise AssertionError("condition not reached")
 
 
-def _ask_and_answer(verdict: bool) -> tuple[FrontEnd, bool, list[dict[str, Any]]]:
+def _run(main: Callable[[], Awaitable[T]], monkeypatch: pytest.MonkeyPatch) -> T:
+    """`main()` on a virtual clock: the views' frame timers and `time.monotonic()` read the loop's."""
+    return run_virtual(main, monkeypatch, run_state, run_view, text_view, live_front)
+
+
+def _ask_and_answer(verdict: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[FrontEnd, bool, list[dict[str, Any]]]:
     action = ToolAction(tag="call_1", name="get_weather", input={"city": LONG})
 
     async def main() -> tuple[FrontEnd, bool, list[dict[str, Any]]]:
@@ -49,12 +61,12 @@ def _ask_and_answer(verdict: bool) -> tuple[FrontEnd, bool, list[dict[str, Any]]
         await _until(lambda: "status" in front.segments[0]["call"])
         return front, answer, shown
 
-    return asyncio.run(main())
+    return _run(main, monkeypatch)
 
 
 @pytest.mark.parametrize("verdict", [True, False])
-def test_the_card_asks_then_shows_the_verdict(verdict: bool) -> None:
-    front, answer, shown = _ask_and_answer(verdict)
+def test_the_card_asks_then_shows_the_verdict(verdict: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    front, answer, shown = _ask_and_answer(verdict, monkeypatch)
     assert answer is verdict
     # The card that streamed the call asks (no second card), with the whole arguments to show.
     assert len(front.segments) == 1 and len(shown) == 1
@@ -64,7 +76,7 @@ def test_the_card_asks_then_shows_the_verdict(verdict: bool) -> None:
     assert call["status"] == ("ok" if verdict else "error")
 
 
-def test_a_click_for_another_request_or_without_a_verdict_is_ignored() -> None:
+def test_a_click_for_another_request_or_without_a_verdict_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     action = ToolAction(tag="call_1", name="get_weather", input={"city": "Paris"})
 
     async def main() -> tuple[bool, bool]:
@@ -80,10 +92,10 @@ def test_a_click_for_another_request_or_without_a_verdict_is_ignored() -> None:
         front.click(0, False)
         return still_waiting, await asked
 
-    assert asyncio.run(main()) == (True, False)
+    assert _run(main, monkeypatch) == (True, False)
 
 
-def test_a_front_end_that_says_hello_later_gets_the_pending_question() -> None:
+def test_a_front_end_that_says_hello_later_gets_the_pending_question(monkeypatch: pytest.MonkeyPatch) -> None:
     """A page opened (or reopened) while the call waits: the snapshot has the question."""
     action = ToolAction(tag="call_1", name="get_weather", input={"city": "Paris"})
 
@@ -98,11 +110,13 @@ def test_a_front_end_that_says_hello_later_gets_the_pending_question() -> None:
         front.click(next(iter(asks)), True)
         return asks, await asked
 
-    asks, answer = asyncio.run(main())
+    asks, answer = _run(main, monkeypatch)
     assert [a["arguments"] for a in asks.values()] == [{"city": "Paris"}] and answer is True
 
 
-def test_the_live_footer_says_a_call_waits_for_approval_then_goes_back_to_streaming() -> None:
+def test_the_live_footer_says_a_call_waits_for_approval_then_goes_back_to_streaming(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Not "streaming…" while nothing streams: the footer's clock reads "waiting for your
     approval" (ticking ``approval``) from the ask to the answer, for a page open all along and
     for one that says hello meanwhile."""
@@ -128,7 +142,7 @@ def test_the_live_footer_says_a_call_waits_for_approval_then_goes_back_to_stream
         await _until(lambda: late.status.get("ticking") != "approval")
         return [asking, late_ticking, late.status["ticking"]]
 
-    assert asyncio.run(main()) == ["approval", "approval", "streaming"]
+    assert _run(main, monkeypatch) == ["approval", "approval", "streaming"]
 
 
 def test_the_terminal_question_says_it_waits_for_approval(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -286,7 +300,7 @@ def test_recorded_runs_replay_the_verdict(tmp_path: Any) -> None:
     assert done.approval == "denied"
 
 
-def test_a_compare_pane_asks_in_its_card_and_the_click_comes_back_by_its_key() -> None:
+def test_a_compare_pane_asks_in_its_card_and_the_click_comes_back_by_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
     """In a %%compare cell every run talks through the cell's one widget, tagged "pane/run"."""
     import json
 
@@ -319,7 +333,7 @@ def test_a_compare_pane_asks_in_its_card_and_the_click_comes_back_by_its_key() -
         )
         return ask, answer, sent
 
-    ask, answer, sent = asyncio.run(main())
+    ask, answer, sent = _run(main, monkeypatch)
     assert ask["arguments"] == {"city": "Paris"}
     assert answer is False  # the other pane's key did not answer it
     assert not [m for m in sent if m.get("key") == "0/0" and "ask" in json.dumps(m)]
