@@ -41,6 +41,7 @@ LAZY = {
     "simpleeval": "the calculator tool",
     "nbclient": "ipyagent eval: a notebook run headless",
     "nbformat": "ipyagent eval: a notebook read and written",
+    "tenacity": "a request's retries: its first try failed (tenacity loads tornado's integration where tornado is)",
     "pyarrow": "an evaluation exported to or read from Parquet (the parquet extra)",
 }
 

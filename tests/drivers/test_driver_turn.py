@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx2
 import pytest
+import tenacity
 
 from ipyagent.core import PromptStack, StopKind, TextDelta, Usage
 from ipyagent.drivers import StreamDecoder, StreamMeta, base, http, turn
@@ -763,8 +764,9 @@ def test_tenacity_is_set_up_only_for_a_try_that_failed_and_may_be_retried(monkey
     """Its retrier is a reference cycle that held each turn and its response until the garbage
     collector ran: a turn that answers, or fails without a retry to come, never builds one."""
     built: list[int] = []
-    real = turn.AsyncRetrying
-    monkeypatch.setattr(turn, "AsyncRetrying", lambda *a, **kw: built.append(1) or real(*a, **kw))
+    real = tenacity.AsyncRetrying
+    # the turn imports its retrier from tenacity when a try has failed
+    monkeypatch.setattr(tenacity, "AsyncRetrying", lambda *a, **kw: built.append(1) or real(*a, **kw))
     assert run_turn(Toy("m", transport=Scripted((200, NDJSON, ndjson(*TEXT)))))[-1].type == "model_completed"
     assert (
         run_turn(Toy("m", max_attempts=3, transport=Scripted((400, JSON, b"{}"))))[-1].error.type == "invalid_request"

@@ -16,10 +16,9 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from ..core import (
     DeltaMessage,
@@ -40,6 +39,9 @@ from .aggregate import Aggregator, StreamMeta
 from .decode import NotAStream, StreamDecoder, check_text, looks_like_sse, not_its_stream, read_head, read_unlabelled
 from .http import _Deadlined, _pricing_executor, aclose
 from .catalog.pricing import Cost
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 
 @dataclass(slots=True)
@@ -273,6 +275,8 @@ class TurnSteps:
     async def _retry(self, request: httpx2.Request, failed: ProviderError) -> AsyncIterator[RetryScheduled | Sent]:
         """The tries after a first one that `failed` with a retryable error, through tenacity
         (which is handed that first failure as its own first attempt's); as `_send` yields them."""
+        from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt  # a first failure only
+
         first: ProviderError | None = failed
         tries, answered = _Tries(), []
         retrying = AsyncRetrying(
@@ -308,6 +312,8 @@ class TurnSteps:
         asked = getattr(exc, "retry_after", None)
         if asked is not None:
             return min(asked, self.max_retry_wait)
+        from tenacity import wait_exponential_jitter  # loaded by `_retry` already
+
         return min(wait_exponential_jitter(multiplier=0.5, max=8, jitter=0.5)(state), self.max_retry_wait)
 
     def _retryable(self, exc: BaseException) -> bool:
