@@ -124,6 +124,7 @@ import json, sys
 sys.path.insert(0, {root!r})
 from tests.support.stub_server import Reply, StubServer
 from IPython.terminal.interactiveshell import TerminalInteractiveShell
+import pydantic
 shell = TerminalInteractiveShell.instance()
 chunk = {{"choices": [{{"index": 0, "delta": {{"content": "Hello."}}, "finish_reason": "stop"}}]}}
 reply = Reply(pieces=[f"data: {{json.dumps(chunk)}}\\n\\n".encode(), b"data: [DONE]\\n\\n"])
@@ -131,16 +132,45 @@ with StubServer(reply) as server:
     shell.run_line_magic('load_ext', 'ipyagent')
     shell.run_line_magic('provider', f'openai:m --base-url {{server.url}}/v1')
     shell.run_cell_magic('agent', '', 'Say hello.')
-sys.stdout.write('\\n' + json.dumps(sorted(sys.modules)))
+built = sorted({{f"{{c.__module__}}.{{c.__name__}}" for m in list(sys.modules.values())
+               if getattr(m, "__name__", "").startswith("ipyagent.") for c in vars(m).values()
+               if isinstance(c, type) and issubclass(c, pydantic.BaseModel) and c.__pydantic_complete__}})
+sys.stdout.write('\\n' + json.dumps({{"modules": sorted(sys.modules), "built": built}}))
 """
 
 
-def test_a_first_agent_cell_in_a_terminal_loads_no_evaluation_or_grading(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """What a fresh terminal's first ``%%agent`` run (a stub server's streamed answer) leaves
+    loaded (``modules``) and which of the package's pydantic models it built (``built``)."""
+    tmp_path = tmp_path_factory.mktemp("first_run")
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test", "IPYTHONDIR": str(tmp_path / "ipython")}
+    code = FIRST_RUN.format(root=str(Path(__file__).parents[2]))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "ipyagent.agent.loop" in found["modules"] and "Hello." in done.stdout  # it did run
+    return found
+
+
+def test_a_first_agent_cell_in_a_terminal_loads_no_evaluation_or_grading(first_run: dict[str, list[str]]) -> None:
     """Grading answers clicks in a kernel's page; a terminal's first ``%%agent`` run loads neither
     the grading nor the evaluation's checks, results and statistics it would bring (the cell's
     template loads `agent.evaluation.templates` alone)."""
-    loaded = _modules_after(FIRST_RUN.format(root=str(Path(__file__).parents[2])), tmp_path)
-    assert "ipyagent.agent.loop" in loaded  # it did run
     later = ("ipyagent.notebook.grading", "ipyagent.agent.evaluation.checks", "ipyagent.agent.evaluation.results",
              "ipyagent.agent.evaluation.statistics")
-    assert [m for m in later if m in loaded] == []
+    assert [m for m in later if m in first_run["modules"]] == []
+
+
+def test_a_first_agent_run_that_is_answered_loads_no_retry_machinery(first_run: dict[str, list[str]]) -> None:
+    """tenacity is imported when a request's first try has failed (`drivers.turn`): it loads
+    tornado's integration wherever tornado is installed, which a first answered run never needs."""
+    assert [m for m in first_run["modules"] if m.split(".")[0] in ("tenacity", "tornado")] == []
+
+
+def test_a_first_agent_run_builds_no_prompt_stack_validator(first_run: dict[str, list[str]]) -> None:
+    """A run's `PromptStack` is made of parts already checked (`AgentRun.compose`:
+    ``model_construct``) and the user message is made alone (`Agent.user_message`), so the
+    stack's validator (its nested message union: ~30 ms) is never built; the message's is."""
+    assert "ipyagent.core.messages.Message" in first_run["built"]
+    assert [m for m in first_run["built"] if m.startswith("ipyagent.core.prompt_stack.")] == []

@@ -22,6 +22,7 @@ from ..core import (
     SystemBlock,
     TextBlock,
     coerce_settings,
+    to_blocks,
 )
 from ..drivers import BasePromptDriver, create_driver
 from ..memory import TaskMemory, current_memory
@@ -162,14 +163,14 @@ class Agent:
 
     def prompt_stack(self, prompt: str | None = None, options: RunOptions | None = None) -> PromptStack:
         """The first request of a run of `prompt` with `options`: system prompt, history, prompt, tools."""
-        user = PromptStack().add_user_message(prompt) if prompt is not None else None
+        user = Message(role="user", content=to_blocks(prompt)) if prompt is not None else None
         return AgentRun(self.driver, user, self.options(options), self._memory(), _ignore).compose()
 
     def user_message(self, prompt: str, options: RunOptions | None = None) -> Message:
         """The user message of a run of `prompt`, built once: the context blocks (`options.context`)
         as text ahead of the question, then the prompt, the images and the files."""
         given = options or RunOptions()
-        user = PromptStack().add_user_message(prompt)
+        user = Message(role="user", content=to_blocks(prompt))  # as `PromptStack.add_user_message`, no stack built
         user.content[:0] = [TextBlock(text=block.to_text()) for block in given.context]  # ahead of the question
         user.content.extend(given.images)
         user.content.extend(given.files)
