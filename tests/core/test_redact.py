@@ -156,6 +156,9 @@ REDACT_JSON_CASES = [
     {"words": "sk-proj-abcdefghijklmnopqrstuvwx\nsk-learn"},
     {"AUTHORIZATION": "Bearer x", "nested": [{"Api_Key": "k"}], "t": (1, 2)},
     {"authorization": ""},  # an empty credential field is kept
+    {"x": "ü", "Client_Secret": "s"},  # beyond ASCII the names are found by the case-insensitive expression
+    {"api_\u212aey": "k"},  # KELVIN SIGN: lower() gives "api_key", a credential field
+    {"PASSWORD": "p", "eyJ": "not a token"},
     ["control\x01chars", "quote \" and backslash \\"],
     f"{KEY}",
 ]

@@ -249,6 +249,16 @@ def redact_data(value: Any, forms: tuple[str, ...] | None = None) -> Any:
 
 
 _CREDENTIAL_KEY = re.compile('"(?:' + "|".join(re.escape(f) for f in sorted(SECRET_FIELDS)) + ')"', re.I)
+#: `_CREDENTIAL_KEY`'s names as ASCII text holds them once lowered: a scan of plain substrings (the
+#: regular expression, case-insensitive, tries every name at every character: most of a dump's cost).
+_QUOTED_FIELDS = tuple(f'"{f}"' for f in sorted(SECRET_FIELDS))
+
+
+def _credential_key(text: str) -> bool:
+    """True when `text` (JSON) names a credential field (`SECRET_FIELDS`, any case) in quotes."""
+    if text.isascii():  # lower() folds case as the expression does (beyond ASCII it may not)
+        return any(map(text.lower().__contains__, _QUOTED_FIELDS))
+    return _CREDENTIAL_KEY.search(text) is not None
 
 
 @lru_cache(maxsize=8)
@@ -265,11 +275,11 @@ def redact_json(value: Any, forms: tuple[str, ...] | None = None) -> str:
     forms = current_forms() if forms is None else forms
     text = json.dumps(value, ensure_ascii=False, default=str)
     if (
-        any(form in text for form in _json_forms(forms))
+        any(map(text.__contains__, _json_forms(forms)))  # map, not a generator: no frame per form
         or ("://" in text and _URL_USERINFO.search(text))
         or ("=" in text and _URL_PARAM.search(text))
-        or any(prefix in text for prefix in _KEY_PREFIXES)
-        or _CREDENTIAL_KEY.search(text)
+        or any(map(text.__contains__, _KEY_PREFIXES))
+        or _credential_key(text)
         or (("earer" in text or "EARER" in text) and _BEARER.search(text))
     ):
         return json.dumps(redact_data(value, forms), ensure_ascii=False, default=str)
