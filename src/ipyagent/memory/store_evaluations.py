@@ -189,17 +189,21 @@ class EvaluationTables:
         process is sending that request now; its run will be in the store (`cached_runs`) once it
         ends well, and its claim goes when it is committed (`add_finished_runs`) or released."""
         now = time.time()
-        with self._lock, self._transaction() as db:
-            holder = db.execute("SELECT pid, host FROM claims WHERE cache_key = ?", (key,)).fetchone()
-            if holder is not None and holder["host"] == self.host and holder["pid"] != self.pid \
-                    and not _pid_alive(holder["pid"]):
-                db.execute("DELETE FROM claims WHERE cache_key = ?", (key,))
-            taken = db.execute(
-                "INSERT INTO claims (cache_key, pid, host, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (cache_key) "
+        take = ("INSERT INTO claims (cache_key, pid, host, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (cache_key) "
                 "DO UPDATE SET pid = excluded.pid, host = excluded.host, expires_at = excluded.expires_at "
-                "WHERE claims.expires_at < ? OR (claims.pid = ? AND claims.host = ?)",
-                (key, self.pid, self.host, now + lease_s, now, self.pid, self.host))
-            return taken.rowcount == 1
+                "WHERE claims.expires_at < ? OR (claims.pid = ? AND claims.host = ?)")
+        params = (key, self.pid, self.host, now + lease_s, now, self.pid, self.host)
+        with self._lock:
+            # the usual case, one statement (its own transaction): no claim, ours, or one that ran out
+            if self._db.execute(take, params).rowcount == 1:
+                return True
+            with self._transaction() as db:  # held by another: taken over only if its process is gone
+                holder = db.execute("SELECT pid, host FROM claims WHERE cache_key = ?", (key,)).fetchone()
+                if holder is None or holder["host"] != self.host or holder["pid"] == self.pid \
+                        or _pid_alive(holder["pid"]):
+                    return holder is None and db.execute(take, params).rowcount == 1  # released meanwhile
+                db.execute("DELETE FROM claims WHERE cache_key = ?", (key,))
+                return db.execute(take, params).rowcount == 1
 
     def release(self, keys: list[str]) -> None:
         """Give up this process's claims on `keys` (those of other processes stay)."""
