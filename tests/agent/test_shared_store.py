@@ -115,3 +115,46 @@ def test_a_claim_is_held_against_other_processes_until_released_or_stale(store_l
     finally:
         mine.close()
         theirs.close()
+
+
+def test_claims_taken_together_decide_each_key_as_one_claim_would(store_location: Any) -> None:
+    mine, other = RunStore(store_location), RunStore(store_location)
+    other.pid, other.host = 1, "another-host"  # a live process elsewhere
+    try:
+        assert other.claim_many([("held", 60), ("ran-out", -1)]) == {"held", "ran-out"}
+        mine.add_finished_runs([{"run": {"status": "ok", "cache_key": "stored"}}])
+        taken = mine.claim_many([("held", 60), ("ran-out", 60), ("free", 60), ("stored", 60), ("free", 60)])
+        assert taken == {"ran-out", "free", "stored"}  # "held": another process sends it now
+        assert mine.claim_many([]) == set()
+    finally:
+        mine.close()
+        other.close()
+
+
+def test_the_claims_of_one_loop_turn_are_one_transaction(store_location: Any) -> None:
+    """Runs a matrix starts together claim their requests in one transaction (`ClaimQueue`), each told
+    whether the request is its own and, when another process stored its run meanwhile, that run."""
+    import asyncio
+
+    from ipyagent.agent.evaluation.cache import ClaimQueue
+
+    store, other = RunStore(store_location), RunStore(store_location)
+    other.pid, other.host = 1, "another-host"
+    calls: list[list[tuple[str, float]]] = []
+    claim_many = store.claim_many
+    store.claim_many = lambda claims: calls.append(claims) or claim_many(claims)  # type: ignore[method-assign]
+    try:
+        assert other.claim("theirs", 60)
+        store.add_finished_runs([{"run": {"status": "ok", "cache_key": "done", "metadata": {"text": "hi"}}}])
+
+        async def three() -> list[tuple[bool, Any]]:
+            queue = ClaimQueue(store)
+            return list(await asyncio.gather(*(queue.claim(k, 60) for k in ("new", "theirs", "done"))))
+
+        (new, new_hit), (theirs, _), (done, done_hit) = asyncio.run(three())
+        assert calls == [[("new", 60), ("theirs", 60), ("done", 60)]]  # one call (in SQLite one transaction)
+        assert (new, new_hit, theirs, done) == (True, None, False, True)
+        assert done_hit is not None and done_hit["metadata"]["text"] == "hi"
+    finally:
+        store.close()
+        other.close()

@@ -31,6 +31,13 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+#: Claim a cache key for this process: no claim held it, or one of this process, or one whose lease ran out
+#: (parameters: key, pid, host, expiry, now, pid, host).
+_TAKE = ("INSERT INTO claims (cache_key, pid, host, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (cache_key) "
+         "DO UPDATE SET pid = excluded.pid, host = excluded.host, expires_at = excluded.expires_at "
+         "WHERE claims.expires_at < ? OR (claims.pid = ? AND claims.host = ?)")
+
+
 class EvaluationTables:
     """A mixin of `RunStore`: the ``grades``, ``evaluations``, ``claims`` and ``batches`` tables, and
     the runs an evaluation writes and reads in bulk. Uses the store's `_db`, `_lock`, `_write`,
@@ -188,22 +195,43 @@ class EvaluationTables:
         whose lease ran out, or one of a process of this host that no longer exists. False: another
         process is sending that request now; its run will be in the store (`cached_runs`) once it
         ends well, and its claim goes when it is committed (`add_finished_runs`) or released."""
+        return key in self.claim_many([(key, lease_s)])
+
+    def claim_many(self, claims: list[tuple[str, float]]) -> set[str]:
+        """`claim` for each ``(cache key, lease seconds)`` of `claims` (the runs an evaluation starts in
+        one turn of its loop); the keys that are now this process's. In SQLite, one transaction for
+        them all (one writer at a time: nothing to deadlock); in PostgreSQL, one claim at a time (a
+        transaction holding several keys' locks could deadlock with another process's commit)."""
         now = time.time()
-        take = ("INSERT INTO claims (cache_key, pid, host, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (cache_key) "
-                "DO UPDATE SET pid = excluded.pid, host = excluded.host, expires_at = excluded.expires_at "
-                "WHERE claims.expires_at < ? OR (claims.pid = ? AND claims.host = ?)")
-        params = (key, self.pid, self.host, now + lease_s, now, self.pid, self.host)
-        with self._lock:
-            # the usual case, one statement (its own transaction): no claim, ours, or one that ran out
-            if self._db.execute(take, params).rowcount == 1:
-                return True
-            with self._transaction() as db:  # held by another: taken over only if its process is gone
-                holder = db.execute("SELECT pid, host FROM claims WHERE cache_key = ?", (key,)).fetchone()
-                if holder is None or holder["host"] != self.host or holder["pid"] == self.pid \
-                        or _pid_alive(holder["pid"]):
-                    return holder is None and db.execute(take, params).rowcount == 1  # released meanwhile
-                db.execute("DELETE FROM claims WHERE cache_key = ?", (key,))
-                return db.execute(take, params).rowcount == 1
+        if self._db.dialect == "sqlite" and len(claims) > 1:
+            with self._lock, self._transaction() as db:
+                return {key for key, lease_s in claims if self._take(db, key, now, lease_s)}
+        taken: set[str] = set()
+        for key, lease_s in claims:
+            with self._lock:
+                # the usual case, one statement (its own transaction): no claim, ours, or one that ran out
+                if self._db.execute(_TAKE, self._claim_params(key, now, lease_s)).rowcount == 1:
+                    taken.add(key)
+                    continue
+                with self._transaction() as db:
+                    if self._take(db, key, now, lease_s):
+                        taken.add(key)
+        return taken
+
+    def _take(self, db: Any, key: str, now: float, lease_s: float) -> bool:
+        """Claim `key` within transaction `db`: no claim, ours, one that ran out, or one whose process
+        (of this host) is gone."""
+        params = self._claim_params(key, now, lease_s)
+        if db.execute(_TAKE, params).rowcount == 1:
+            return True
+        holder = db.execute("SELECT pid, host FROM claims WHERE cache_key = ?", (key,)).fetchone()
+        if holder is not None and (holder["host"] != self.host or _pid_alive(holder["pid"])):
+            return False  # another process sends it now
+        db.execute("DELETE FROM claims WHERE cache_key = ?", (key,))  # its process is gone (or none held it)
+        return db.execute(_TAKE, params).rowcount == 1
+
+    def _claim_params(self, key: str, now: float, lease_s: float) -> tuple[Any, ...]:
+        return (key, self.pid, self.host, now + lease_s, now, self.pid, self.host)
 
     def release(self, keys: list[str]) -> None:
         """Give up this process's claims on `keys` (those of other processes stay)."""

@@ -145,6 +145,57 @@ class CacheWriter:
         self.flush()
 
 
+class ClaimQueue:
+    """Claims of cache keys in `store` taken in one transaction per turn of the event loop (the runs
+    an evaluation's lanes start together), as `CacheWriter` commits the runs that end together: one
+    commit for them all, not one per run. `claim` returns when the claim is decided."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self.pending: list[tuple[str, float, asyncio.Future[tuple[bool, dict[str, Any] | None]]]] = []
+        self.transactions = 0
+
+    def claim(self, key: str, lease_s: float) -> asyncio.Future[tuple[bool, dict[str, Any] | None]]:
+        """A future of (True when `key` is now this process's for `lease_s` seconds, the run stored
+        under it meanwhile or None); the claim is taken with the others of this turn of the loop
+        (`RunStore.claim_many`). The store's exception, if it fails."""
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        if not self.pending:
+            loop.call_soon(self.flush)
+        self.pending.append((key, lease_s, done))
+        return done
+
+    def flush(self) -> None:
+        """Take every queued claim now, in one transaction; then read the runs stored under those
+        that are ours (another process may have stored one since the matrix was queued)."""
+        batch, self.pending = self.pending, []
+        if not batch:
+            return
+        try:
+            taken = self.store.claim_many([(key, lease) for key, lease, _ in batch])
+            self.transactions += 1
+            hits = self.store.cached_runs(sorted(taken)) if taken else {}
+        except Exception:  # noqa: BLE001 - one at a time, as without the queue (a lost connection)
+            for key, lease, done in batch:
+                self._one(key, lease, done)
+            return
+        for key, _, done in batch:
+            if not done.done():
+                done.set_result((key in taken, hits.get(key) if key in taken else None))
+
+    def _one(self, key: str, lease_s: float, done: asyncio.Future[tuple[bool, dict[str, Any] | None]]) -> None:
+        try:
+            ours = self.store.claim(key, lease_s)
+            result = (ours, self.store.cached_runs([key]).get(key) if ours else None)
+        except Exception as exc:  # noqa: BLE001 - the claimer decides what a failing store means
+            if not done.done():
+                done.set_exception(exc)
+            return
+        if not done.done():
+            done.set_result(result)
+
+
 #: Seconds between two looks at the store while another process sends a run's request (`CacheClaims._wait_for`).
 CLAIM_POLL_S = 0.1
 #: Seconds a claim outlives its run's deadline (a process that died holding it: then another sends it).
@@ -153,7 +204,7 @@ CLAIM_MARGIN_S = 60.0
 
 class CacheClaims:
     """A mixin of `matrix._Run`: each cell's cache key, and the claims by which processes sharing a
-    store send each request once. Uses the run's `run_options`, `cache`, `store`, `digests`,
+    store send each request once. Uses the run's `run_options`, `cache`, `store`, `claims`, `digests`,
     `twins` and `claimed`."""
 
     def _key(self, prototype: Agent, prompt: str, variant: Variant | None = None, repeat: int = 0) -> str | None:
@@ -188,20 +239,22 @@ class CacheClaims:
 
     # -- claims: processes sharing a store send each request once ----------------------------
 
-    def _claim(self, job: _Cell) -> bool:
-        """Claim the cell's request in the store for this process (`RunStore.claim`); True when it is ours
-        (or cannot be claimed: no key, no cache, a store that fails), then served from the store when another
-        process has stored its run meanwhile; False while another process sends it."""
-        if job.hit is not None or job.key is None or not self.cache or self.store is None:
+    async def _claim(self, job: _Cell) -> bool:
+        """Claim the cell's request in the store for this process (`RunStore.claim_many`, with the other
+        runs starting in this turn of the loop: `ClaimQueue`); True when it is ours (or cannot be claimed:
+        no key, no cache, a store that fails), then served from the store when another process has stored
+        its run meanwhile; False while another process sends it."""
+        if job.hit is not None or job.key is None or not self.cache or self.claims is None:
             return True
         deadline = self.run_options.get("timeout") or (job.lane.prototype.timeout if job.lane.prototype else None)
         try:
-            if not self.store.claim(job.key, (deadline or 600.0) + CLAIM_MARGIN_S):
-                return False
-            self.claimed.add(job.key)
-            job.hit = self.store.cached_runs([job.key]).get(job.key)  # stored since the matrix was queued
+            ours, hit = await self.claims.claim(job.key, (deadline or 600.0) + CLAIM_MARGIN_S)
         except Exception:  # noqa: BLE001 - a store that fails: the run is sent (the writer reports it)
-            pass
+            return True
+        if not ours:
+            return False
+        self.claimed.add(job.key)
+        job.hit = hit  # stored since the matrix was queued
         return True
 
     async def _wait_for(self, job: _Cell) -> None:
@@ -214,7 +267,7 @@ class CacheClaims:
                 job.hit = self.store.cached_runs([job.key]).get(job.key)
             except Exception:  # noqa: BLE001 - a store that fails: the run is sent here
                 return
-            if job.hit is not None or self._claim(job):
+            if job.hit is not None or await self._claim(job):
                 return
 
     def _release(self) -> None:

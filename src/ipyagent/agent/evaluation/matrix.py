@@ -19,7 +19,7 @@ from ..compare import provider_keys
 from ..options import RunOptions
 from ..telemetry.trace_spans import cell_attributes, cell_checks, evaluation_span
 from .batch import BatchRunner
-from .cache import CacheClaims, CacheWriter
+from .cache import CacheClaims, CacheWriter, ClaimQueue
 from .cells import CellRuns, _fill, _from_cache, _rates
 from .checks import Assertion, CallableAssertion, JudgeAssertion, Outcome, Stoppable
 from .history import keep
@@ -88,6 +88,7 @@ class _Run(CellRuns, CacheClaims):
         self.batch: dict[str, Any] | None = (batch if isinstance(batch, dict) else {}) if batch else None
         self.budget = Budget(budget)
         self.writer = CacheWriter(store, session=evaluation.id)
+        self.claims = ClaimQueue(store) if store is not None else None  # claims taken per turn of the loop
         self.owned: list[Agent] = []  # agents built here: their drivers are closed at the end
         self.judge_lanes: dict[str, tuple[Agent | None, BaseException | None, asyncio.Semaphore]] = {}
         self.digests: dict[tuple[int, str | None], str | None] = {}  # (id(agent), variant) -> digest (`_key`)
@@ -126,7 +127,7 @@ class _Run(CellRuns, CacheClaims):
         cell, lane = job.result, job.lane
         if job.deferred:
             job.deferred, lane.deferred = False, lane.deferred - 1
-        if not self._claim(job):
+        if not await self._claim(job):
             if len(lane.jobs) > lane.deferred:
                 job.deferred, lane.deferred = True, lane.deferred + 1
                 lane.jobs.append(job)
