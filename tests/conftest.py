@@ -42,17 +42,3 @@ def store_location(request, tmp_path):
     if request.param == "sqlite":
         return tmp_path / ".ipyagent" / "runs.sqlite"
     return request.getfixturevalue("postgres").new_database()
-
-
-@pytest.fixture
-def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The drivers' retry waits (seconds), recorded instead of slept."""
-    slept: list[float] = []
-
-    async def fake_sleep(seconds: float) -> None:
-        slept.append(seconds)
-
-    import ipyagent.drivers.turn
-
-    monkeypatch.setattr(ipyagent.drivers.turn, "retry_sleep", fake_sleep)
-    return slept

@@ -8,7 +8,6 @@ import asyncio
 import json
 import re
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,13 +32,6 @@ KEY_VARS = sorted({spec.api_key_env for spec in BUILTIN.values() if spec.api_key
 def _no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in KEY_VARS + ["OPENAI_BASE_URL"]:
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    s = RunStore(tmp_path / "runs.sqlite")
-    yield s
-    s.close()
 
 
 def test_every_cell_is_a_fresh_run_with_its_row_rendered(store) -> None:
@@ -234,7 +226,6 @@ def test_the_cache_serves_a_rerun_without_requests_and_survives_a_new_store(stor
         assert [n["role"] for n in reopened.nodes(runs[0]["id"])] == ["user", "assistant"]
     finally:
         reopened.close()
-
 
 
 def test_one_request_in_two_columns_keeps_each_columns_answers_in_the_cache(store) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -21,13 +20,6 @@ from ..support.evaluation import last_user_text
 from ..support.stub_server import StubServer, openai_text_reply
 
 ROWS = [f"q{n}" for n in range(6)]
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> RunStore:
-    s = RunStore(tmp_path / "runs.sqlite")
-    yield s
-    s.close()
 
 
 def _stored(store: RunStore, ev: Evaluation) -> list[str]:

@@ -74,13 +74,6 @@ def body_of(events: list[Any]) -> list:
     return [op for op in view._snapshot() if op[0] != "status"]
 
 
-@pytest.fixture
-def store(store_location: Any) -> RunStore:
-    s = RunStore(store_location)
-    yield s
-    s.close()
-
-
 def stored_bytes(store: RunStore) -> bytes:
     """Everything the store keeps, as bytes: the SQLite file and its log, or every PostgreSQL row as text."""
     if store.dialect == "sqlite":

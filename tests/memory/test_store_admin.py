@@ -26,13 +26,6 @@ def fill(store: RunStore, runs: int, *, start: float = 1_000_000.0) -> list[str]
     return store.add_finished_runs(records)
 
 
-@pytest.fixture
-def store(store_location):
-    s = RunStore(store_location)
-    yield s
-    s.close()
-
-
 def test_the_summary_names_the_file_its_size_and_counts(store: RunStore) -> None:
     fill(store, 3)
     store.add_evaluation("e1", "cell", {"rows": 1})

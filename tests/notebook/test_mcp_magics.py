@@ -22,14 +22,6 @@ TIME = f"{sys.executable} -m mcp_server_time --local-timezone UTC"
 TEST = f"{sys.executable} {TEST_SERVER[1]}"
 
 
-@pytest.fixture
-def shell(ip, capsys):  # noqa: F811
-    yield ip
-    ip.run_line_magic("unload_ext", "ipyagent")  # closes every server
-    ip.run_line_magic("load_ext", "ipyagent")
-    capsys.readouterr()
-
-
 def lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 

@@ -18,14 +18,6 @@ from ..support.replies import tool_call_reply
 from ..support.stub_server import StubServer, openai_text_reply
 
 
-@pytest.fixture
-def shell(ip, capsys):  # noqa: F811
-    yield ip
-    ip.run_line_magic("unload_ext", "ipyagent")  # closes every server
-    ip.run_line_magic("load_ext", "ipyagent")
-    capsys.readouterr()
-
-
 def test_oauth_sign_in_then_a_tool_call_and_no_token_anywhere(shell, capsys, monkeypatch, tmp_path: Path) -> None:
     import ipyagent.notebook.magics.mcp as mcp_magics
 

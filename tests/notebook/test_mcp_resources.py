@@ -20,14 +20,6 @@ SECRET = "zq-mcp-resource-secret-8b1f2e"
 FEATURES = "demo://resource/static/document/features.md"
 
 
-@pytest.fixture
-def shell(ip, capsys):  # noqa: F811
-    yield ip
-    ip.run_line_magic("unload_ext", "ipyagent")  # closes every server
-    ip.run_line_magic("load_ext", "ipyagent")
-    capsys.readouterr()
-
-
 def test_resources_and_prompts_of_server_everything_are_listed(shell, capsys) -> None:
     shell.run_line_magic("mcp", f"add ev -- {' '.join(everything())}")
     capsys.readouterr()

@@ -54,14 +54,6 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
-@pytest.fixture
-def servers() -> Iterator[list[MCPServer]]:
-    made: list[MCPServer] = []
-    yield made
-    for server in made:
-        run_sync(server.aclose())
-
-
 def make(servers: list[MCPServer], name: str, command: list[str] | None = None, **kw: Any) -> MCPServer:
     server = MCPServer(name, command, env={"MCP_TEST_RECORD": _env("MCP_TEST_RECORD")} if command else None, **kw)
     servers.append(server)

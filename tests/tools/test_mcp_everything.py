@@ -41,14 +41,6 @@ def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
 
 
-@pytest.fixture
-def servers() -> Iterator[list[MCPServer]]:
-    made: list[MCPServer] = []
-    yield made
-    for server in made:
-        run_sync(server.aclose())
-
-
 @pytest.fixture(params=["stdio", "streamable-http"])
 def ev(request: pytest.FixtureRequest, servers: list[MCPServer]) -> Iterator[MCPServer]:
     """server-everything as MCP server ``ev``, over stdio or streamable HTTP on 127.0.0.1."""
