@@ -174,3 +174,30 @@ def test_a_first_agent_run_builds_no_prompt_stack_validator(first_run: dict[str,
     stack's validator (its nested message union: ~30 ms) is never built; the message's is."""
     assert "ipyagent.core.messages.Message" in first_run["built"]
     assert [m for m in first_run["built"] if m.startswith("ipyagent.core.prompt_stack.")] == []
+
+
+EXIT_AFTER_PROVIDER = FIRST_PROVIDER.replace("sys.stdout.write", """from ipyagent.notebook import extension
+extension._at_exit()
+sys.stdout.write""")
+
+
+def test_exit_after_a_provider_alone_loads_no_tools(tmp_path) -> None:
+    """No MCP server can be open unless `tools.mcp` was loaded: the exit hook then closes none,
+    rather than importing the tools (httpx2, the MCP client) to find none (~0.1 s at every exit)."""
+    loaded = _modules_after(EXIT_AFTER_PROVIDER, tmp_path)
+    assert "ipyagent.agent.loop_thread" in loaded  # the hook did run
+    assert [m for m in ("ipyagent.tools", "ipyagent.tools.mcp", "httpx2") if m in loaded] == []
+
+
+def test_exit_closes_the_mcp_servers_once_their_module_is_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ipyagent.agent
+    from ipyagent.notebook import extension
+    from ipyagent.tools import mcp
+
+    closed: list[str] = []
+    monkeypatch.setattr(mcp, "close_all_at_exit", lambda: closed.append("mcp"))
+    monkeypatch.setattr(extension, "stop_background_runs", lambda: closed.append("runs") or 0)
+    monkeypatch.setattr(extension, "close_drivers", lambda: closed.append("drivers") or 0)
+    monkeypatch.setattr(ipyagent.agent, "stop_background_loop", lambda: closed.append("loop"))
+    extension._at_exit()
+    assert closed == ["runs", "mcp", "drivers", "loop"]
