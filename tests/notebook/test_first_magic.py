@@ -201,3 +201,14 @@ def test_exit_closes_the_mcp_servers_once_their_module_is_loaded(monkeypatch: py
     monkeypatch.setattr(ipyagent.agent, "stop_background_loop", lambda: closed.append("loop"))
     extension._at_exit()
     assert closed == ["runs", "mcp", "drivers", "loop"]
+
+
+def test_a_first_agent_run_in_a_terminal_loads_no_html_transcript(first_run: dict[str, list[str]]) -> None:
+    """The saved transcript (HTML, Markdown, a comparison's table) replaces a kernel page's live view,
+    and ``%tools`` draws an HTML table: a terminal's run draws text only, so the magics take those
+    names from `notebook.views` and `notebook.render` at first use."""
+    html = ("ipyagent.notebook.views.transcript_output", "ipyagent.notebook.views.compare_view",
+            "ipyagent.agent.compare", "ipyagent.notebook.render.transcript", "ipyagent.notebook.render.tool_table",
+            "ipyagent.notebook.render.streamed_html", "statistics")
+    assert "ipyagent.notebook.views.text_view" in first_run["modules"]  # the terminal's view drew it
+    assert [m for m in html if m in first_run["modules"]] == []

@@ -30,10 +30,9 @@ from ..context.masking import masked_counts, warn_masked
 from ..context.template import TemplateError, interruptible, render_template
 from ..outcomes import resolved, run_cell
 from ..redacted_io import redacted_output
-from ..render.tool_table import ToolSource, tools_bundle
+from .. import render, views  # their names used here load at first use: HTML is a kernel's
 from ..session import Session
 from ..views.run_view import make_view
-from ..views.transcript_output import LiveTranscript
 from ..workspace import approval_with_preview, notebook_tools
 from .cell_inputs import CellInputs
 from .mcp_read import prompt_messages
@@ -197,18 +196,18 @@ class AgentMagics(Magics):
             try:
                 tool = Toolbox([value]).tools[0]
             except (TypeError, ValueError) as exc:
-                sources.append(ToolSource(name, type(value).__name__, error=str(exc)))
+                sources.append(render.ToolSource(name, type(value).__name__, error=str(exc)))
                 continue
-            sources.append(ToolSource(name, type(tool).__name__, tool.tool_definitions()))
+            sources.append(render.ToolSource(name, type(tool).__name__, tool.tool_definitions()))
         for name, server in servers.items():  # MCP servers start here (first use)
             kind = f"MCP server: {server.target}"
             try:
                 run_sync(server.start())
             except MCPServerError as exc:
-                sources.append(ToolSource(name, kind, error=str(exc)))
+                sources.append(render.ToolSource(name, kind, error=str(exc)))
                 continue
-            sources.append(ToolSource(name, kind, server.toolset().tool_definitions()))
-        display(tools_bundle(sources), raw=True)
+            sources.append(render.ToolSource(name, kind, server.toolset().tool_definitions()))
+        display(render.tools_bundle(sources), raw=True)
 
     # -- %%agent ----------------------------------------------------------------------
 
@@ -351,7 +350,7 @@ class AgentMagics(Magics):
                           elicit=view.request_elicitation, max_history=args.max_history,
                           context_window=args.context_window)
         # Shows the live view; when the run ends, replaces it with the saved transcript (transcript_output.py).
-        live = (LiveTranscript(view, provider=agent.provider, prompt=prompt, masked=self.session.last_masked,
+        live = (views.LiveTranscript(view, provider=agent.provider, prompt=prompt, masked=self.session.last_masked,
                                alias=alias) if self._widgets() else None)
 
         async def run() -> AgentResult:
