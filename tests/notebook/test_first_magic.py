@@ -135,14 +135,16 @@ with StubServer(reply) as server:
 built = sorted({{f"{{c.__module__}}.{{c.__name__}}" for m in list(sys.modules.values())
                if getattr(m, "__name__", "").startswith("ipyagent.") for c in vars(m).values()
                if isinstance(c, type) and issubclass(c, pydantic.BaseModel) and c.__pydantic_complete__}})
-sys.stdout.write('\\n' + json.dumps({{"modules": sorted(sys.modules), "built": built}}))
+named = sys.modules["ipyagent.core.redact"]._named_rules.cache_info().currsize
+sys.stdout.write('\\n' + json.dumps({{"modules": sorted(sys.modules), "built": built, "named_rules": named}}))
 """
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """What a fresh terminal's first ``%%agent`` run (a stub server's streamed answer) leaves
-    loaded (``modules``) and which of the package's pydantic models it built (``built``)."""
+    loaded (``modules``), which of the package's pydantic models it built (``built``), and whether
+    the redactor compiled its rules for secret-named values (``named_rules``: 1 if so)."""
     tmp_path = tmp_path_factory.mktemp("first_run")
     env = {**os.environ, "OPENAI_API_KEY": "sk-test", "IPYTHONDIR": str(tmp_path / "ipython")}
     code = FIRST_RUN.format(root=str(Path(__file__).parents[2]))
@@ -153,7 +155,7 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
     return found
 
 
-def test_a_first_agent_cell_in_a_terminal_loads_no_evaluation_or_grading(first_run: dict[str, list[str]]) -> None:
+def test_a_first_agent_cell_in_a_terminal_loads_no_evaluation_or_grading(first_run: dict[str, Any]) -> None:
     """Grading answers clicks in a kernel's page; a terminal's first ``%%agent`` run loads neither
     the grading nor the evaluation's checks, results and statistics it would bring (the cell's
     template loads `agent.evaluation.templates` alone)."""
@@ -162,13 +164,13 @@ def test_a_first_agent_cell_in_a_terminal_loads_no_evaluation_or_grading(first_r
     assert [m for m in later if m in first_run["modules"]] == []
 
 
-def test_a_first_agent_run_that_is_answered_loads_no_retry_machinery(first_run: dict[str, list[str]]) -> None:
+def test_a_first_agent_run_that_is_answered_loads_no_retry_machinery(first_run: dict[str, Any]) -> None:
     """tenacity is imported when a request's first try has failed (`drivers.turn`): it loads
     tornado's integration wherever tornado is installed, which a first answered run never needs."""
     assert [m for m in first_run["modules"] if m.split(".")[0] in ("tenacity", "tornado")] == []
 
 
-def test_a_first_agent_run_builds_no_prompt_stack_validator(first_run: dict[str, list[str]]) -> None:
+def test_a_first_agent_run_builds_no_prompt_stack_validator(first_run: dict[str, Any]) -> None:
     """A run's `PromptStack` is made of parts already checked (`AgentRun.compose`:
     ``model_construct``) and the user message is made alone (`Agent.user_message`), so the
     stack's validator (its nested message union: ~30 ms) is never built; the message's is."""
@@ -203,7 +205,7 @@ def test_exit_closes_the_mcp_servers_once_their_module_is_loaded(monkeypatch: py
     assert closed == ["runs", "mcp", "drivers", "loop"]
 
 
-def test_a_first_agent_run_in_a_terminal_loads_no_html_transcript(first_run: dict[str, list[str]]) -> None:
+def test_a_first_agent_run_in_a_terminal_loads_no_html_transcript(first_run: dict[str, Any]) -> None:
     """The saved transcript (HTML, Markdown, a comparison's table) replaces a kernel page's live view,
     and ``%tools`` draws an HTML table: a terminal's run draws text only, so the magics take those
     names from `notebook.views` and `notebook.render` at first use."""
@@ -212,3 +214,10 @@ def test_a_first_agent_run_in_a_terminal_loads_no_html_transcript(first_run: dic
             "ipyagent.notebook.render.streamed_html", "statistics")
     assert "ipyagent.notebook.views.text_view" in first_run["modules"]  # the terminal's view drew it
     assert [m for m in html if m in first_run["modules"]] == []
+
+
+def test_a_first_agent_run_masks_no_context_and_compiles_no_named_value_rules(first_run: dict[str, Any]) -> None:
+    """The redactor's rules for values written under a secret name (``password: …``) serve the
+    context sent to a model (`core.redact.redact_context`, `secret_name`): compiled at their first
+    use (~3 ms), which a run without attached context never reaches."""
+    assert first_run["named_rules"] == 0

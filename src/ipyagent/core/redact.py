@@ -321,21 +321,27 @@ class StreamRedactor:
 #: ``db_password``, ``accessToken``, ``x-api-key``, ``Authorization``; not ``max_tokens`` nor ``key``.
 _SECRET_WORDS = (r"(?:api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key|client[_-]?secret|secret|token"
                  r"|password|passwd|passphrase|authorization|credentials?|cookie)")
-_SECRET_NAME = re.compile(rf"(?:^|[_\-.]|(?<=[a-z])(?=[A-Z])){_SECRET_WORDS}$", re.I)
-#: A secret-named value written in text, quoted: ``"password": "…"``, ``api_key='…'``, ``TOKEN = "…"``.
-_NAMED_QUOTED = re.compile(
-    rf"(?<![\w-])([\"']?)[\w.-]*?{_SECRET_WORDS}\1\s*[:=]\s*[bru]?([\"'])(?P<value>(?:\\.|(?!\2)[^\\\n])+)\2", re.I
-)
-#: ... unquoted after ``=`` with no space around it (environment files, logs, query strings, options).
-_NAMED_BARE = re.compile(
-    rf"(?<![\w-])[\w.-]*?{_SECRET_WORDS}=(?![\s\"'=]|\[redacted\])"
-    r"(?P<value>(?:(?:Bearer|Basic|Token)\s+)?[^\s\"',;&)}\]]+)", re.I
-)
-#: ... as a line ``name: value`` (YAML, HTTP headers), a value that is no quote, flow or code.
-_NAMED_LINE = re.compile(
-    rf"^[ \t]*(?:-[ \t]+)?[\"']?[\w.-]*?{_SECRET_WORDS}[\"']?[ \t]*:[ \t]+(?![\"'\[{{|>&*])"
-    r"(?P<value>[^\n(]*?[^\s,(])[ \t]*$", re.I | re.M
-)
+#: A secret-named value written in text, quoted: ``"password": "…"``, ``api_key='…'``, ``TOKEN = "…"``;
+#: unquoted after ``=`` with no space around it (environment files, logs, query strings, options); as a
+#: line ``name: value`` (YAML, HTTP headers), a value that is no quote, flow or code.
+_NAMED_QUOTED = (rf"(?<![\w-])([\"']?)[\w.-]*?{_SECRET_WORDS}\1\s*[:=]\s*[bru]?([\"'])"
+                 r"(?P<value>(?:\\.|(?!\2)[^\\\n])+)\2")
+_NAMED_BARE = (rf"(?<![\w-])[\w.-]*?{_SECRET_WORDS}=(?![\s\"'=]|\[redacted\])"
+               r"(?P<value>(?:(?:Bearer|Basic|Token)\s+)?[^\s\"',;&)}\]]+)")
+_NAMED_LINE = (rf"^[ \t]*(?:-[ \t]+)?[\"']?[\w.-]*?{_SECRET_WORDS}[\"']?[ \t]*:[ \t]+(?![\"'\[{{|>&*])"
+               r"(?P<value>[^\n(]*?[^\s,(])[ \t]*$")
+
+
+@lru_cache(maxsize=1)
+def _named_rules() -> tuple[re.Pattern[str], re.Pattern[str], tuple[re.Pattern[str], ...]]:
+    """(the secret name at a name's end, a secret word anywhere, the three rules of a value written
+    under a secret name), compiled at the first use: ~3 ms that a first magic, which masks no
+    context, does not spend."""
+    name = re.compile(rf"(?:^|[_\-.]|(?<=[a-z])(?=[A-Z])){_SECRET_WORDS}$", re.I)
+    rules = (re.compile(_NAMED_QUOTED, re.I), re.compile(_NAMED_BARE, re.I), re.compile(_NAMED_LINE, re.I | re.M))
+    return name, re.compile(_SECRET_WORDS, re.I), rules
+
+
 #: Containers `mask_named` walks at most (nodes), so a huge list is left to the text rules.
 MASK_NODES = 10_000
 
@@ -345,7 +351,7 @@ def secret_name(name: str) -> bool:
     """True when `name` (a mapping key, a variable, an attribute) says its value is a credential:
     it ends in ``api_key``, ``access_key``, ``secret``, ``token``, ``password``, ``passphrase``,
     ``authorization``, ``credentials``, ``cookie`` ... after a separator, a case change or nothing."""
-    return bool(_SECRET_NAME.search(name))
+    return bool(_named_rules()[0].search(name))
 
 
 def _masks(value: Any) -> bool:
@@ -401,11 +407,9 @@ def redact_context(text: str, forms: tuple[str, ...] | None = None) -> tuple[str
         return text, 0
     before = text.count(MASK)
     text = redact(text, forms)
-    if _NAMED_WORD.search(text):
-        for rule in (_NAMED_QUOTED, _NAMED_BARE, _NAMED_LINE):
+    _, word, rules = _named_rules()
+    if word.search(text):  # the cheap test before the three rules
+        for rule in rules:
             text = rule.sub(_mask_value, text)
     return text, text.count(MASK) - before
 
-
-#: A secret word anywhere (the cheap test before the three rules above).
-_NAMED_WORD = re.compile(_SECRET_WORDS, re.I)
