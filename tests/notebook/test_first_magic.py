@@ -221,3 +221,11 @@ def test_a_first_agent_run_masks_no_context_and_compiles_no_named_value_rules(fi
     context sent to a model (`core.redact.redact_context`, `secret_name`): compiled at their first
     use (~3 ms), which a run without attached context never reaches."""
     assert first_run["named_rules"] == 0
+
+
+def test_a_first_agent_run_loads_only_the_builtin_tool_every_run_has(first_run: dict[str, Any]) -> None:
+    """Every run has its Task Memory tools (`tools.builtin.task_memory`); the calculator and the
+    clock load when a cell or an agent names them (`tools.builtin` exports them lazily)."""
+    assert "ipyagent.tools.builtin.task_memory" in first_run["modules"]
+    assert [m for m in ("ipyagent.tools.builtin.calculator", "ipyagent.tools.builtin.clock")
+            if m in first_run["modules"]] == []

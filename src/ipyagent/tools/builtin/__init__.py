@@ -1,8 +1,15 @@
 """Built-in tools: `Calculator` (safe arithmetic), `Clock` (date and time) and
-`TaskMemoryTool` (reads what off-prompt tools stored)."""
+`TaskMemoryTool` (reads what off-prompt tools stored).
 
-from .calculator import Calculator
-from .clock import Clock
-from .task_memory import TaskMemoryTool
+Each loads at its first use: every run loads `task_memory` (an agent's Task Memory tools), not the others.
+"""
 
-__all__ = ["Calculator", "Clock", "TaskMemoryTool"]
+from ..._lazy import lazy_exports
+
+__getattr__ = lazy_exports(__name__, {
+    "calculator": ("Calculator",),
+    "clock": ("Clock",),
+    "task_memory": ("TaskMemoryTool",),
+})
+
+__all__ = [*__getattr__.exports]
