@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 EQUIVALENT = Path(__file__).with_name("mutation_equivalent.txt")
+#: Statuses of a mutant a run did not test (a run of other modules lists them so).
+NOT_RUN = ("skipped", "not checked")
 
 
 def statuses(mutmut: str, saved: list[Path]) -> dict[str, str]:
@@ -25,10 +27,10 @@ def statuses(mutmut: str, saved: list[Path]) -> dict[str, str]:
         out = "\n".join(path.read_text() for path in saved)
     else:
         out = subprocess.run([mutmut, "results", "--all", "true"], capture_output=True, text=True, check=True).stdout
-    found = {}
+    found: dict[str, str] = {}
     for line in out.splitlines():
         name, sep, status = line.strip().rpartition(": ")
-        if sep and name:
+        if sep and name and (status not in NOT_RUN or name not in found):  # a run's status is kept over "not run"
             found[name] = status
     return found
 
@@ -53,7 +55,7 @@ def main() -> int:
     args = parser.parse_args()
     found = statuses(args.mutmut, args.results)
     equivalent = {line.split("#")[0].strip() for line in EQUIVALENT.read_text().splitlines()} - {""} if EQUIVALENT.exists() else set()
-    unchecked = [name for name, status in found.items() if status in ("skipped", "not checked")]
+    unchecked = [name for name, status in found.items() if status in NOT_RUN]
     counted = {name: status for name, status in found.items() if name not in equivalent and name not in unchecked}
     by_status = collections.Counter(counted.values())
     killed = by_status["killed"] + by_status["timeout"]
