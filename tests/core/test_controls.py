@@ -16,6 +16,11 @@ def test_every_control_but_newline_and_tab_is_replaced_by_a_visible_form() -> No
     assert "\u2421" in shown  # DEL
 
 
+def test_del_and_the_first_c1_control_have_their_own_forms() -> None:
+    assert visible_controls("\x7f") == "\u2421"  # DEL: its control picture
+    assert visible_controls("\x80\x9f") == "\u241b@\u241b_"  # C1 from 0x80 on: ESC and code - 0x40
+
+
 def test_escape_sequences_are_shown_as_text() -> None:
     osc52 = "\x1b]52;c;cm0gLXJmIC8=\x07"  # clipboard write
     assert visible_controls(osc52) == "␛]52;c;cm0gLXJmIC8=␇"
