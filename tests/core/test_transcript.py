@@ -15,7 +15,20 @@ import pytest
 from ipyagent import Agent
 from ipyagent.agent import RunOptions
 from ipyagent.agent import comparison_record, transcript_of
-from ipyagent.core import ArtifactStored, TextArtifact
+from ipyagent.core import (
+    ArtifactStored,
+    AudioBlock,
+    ImageBlock,
+    Message,
+    ServerToolCallBlock,
+    ServerToolResultBlock,
+    TextArtifact,
+    TextBlock,
+    Usage,
+    WebSource,
+)
+from ipyagent.core.transcript_build import transcript_messages
+from ipyagent.core.transcript_parts import MEDIA_CHARS, MediaPart
 from ipyagent.core.transcript import (
     MIME_TYPE,
     VERSION,
@@ -630,3 +643,68 @@ def test_a_tools_images_audio_and_files_are_saved_in_its_card_size_capped():
     assert "audio audio/mpeg, 3 bytes" in body and "blob file:///r/a.gz application/gzip, 3 bytes" in body
     assert [b for b in _inert(body) if not b.startswith("img src=data:image/png;base64,")] == []
     assert "[audio audio/mpeg, 3 bytes]" in to_text(t)
+
+
+def test_a_stored_turn_is_drawn_with_its_prompts_and_the_replies_usage_summed() -> None:
+    turn = [Message(role="user", content=[TextBlock(text="hi")]),
+            Message(role="assistant", content=[TextBlock(text="one")],
+                    usage=Usage(input_tokens=3, output_tokens=4, total_tokens=7, cache_read_tokens=1,
+                                reasoning_tokens=2)),
+            Message(role="assistant", content=[TextBlock(text="two")]),  # no usage: counts nothing
+            Message(role="assistant", content=[TextBlock(text="three")],
+                    usage=Usage(input_tokens=10, total_tokens=10))]
+    shown = Transcript.from_messages(turn, provider="openai:gpt-x", title="A turn")
+    assert (shown.provider, shown.status, shown.title, shown.show_prompts, shown.error) == (
+        "openai:gpt-x", "completed", "A turn", True, None)
+    assert [m.role for m in shown.messages] == ["user", "assistant", "assistant", "assistant"]
+    assert shown.timings.turns == 3 and shown.timings.total_s is None
+    assert shown.usage.model_dump() == {"input_tokens": 13, "output_tokens": 4, "total_tokens": 17,
+                                        "cache_read_tokens": 1, "cache_write_tokens": 0, "reasoning_tokens": 2}
+
+
+def test_a_stored_turn_that_failed_keeps_its_error_line_and_only_a_failed_one_does() -> None:
+    turn = [Message(role="user", content=[TextBlock(text="hi")])]
+    failed = Transcript.from_messages(turn, provider="p:m", status="failed", error="rate limited: wait a minute")
+    assert failed.status == "failed" and failed.error == TranscriptError(type="failed",
+                                                                         message="rate limited: wait a minute")
+    assert failed.usage.input_tokens == 0 and failed.timings.turns == 0 and failed.title is None
+    assert Transcript.from_messages(turn, provider="p:m", status="failed").error is None  # no line: nothing to show
+    interrupted = Transcript.from_messages(turn, provider="p:m", status="interrupted", error="stopped")
+    assert interrupted.status == "interrupted" and interrupted.error is None
+
+
+def test_a_provider_side_tool_s_result_goes_onto_its_call_s_card_or_a_card_of_its_own() -> None:
+    png, svg = ImageBlock(mime_type="image/png", data="iVBO"), ImageBlock(mime_type="image/svg+xml", data="PHN2")
+    reply = Message(role="assistant", content=[
+        ServerToolCallBlock(id="s1", tool="web_search", name="web_search", input={"query": "q"}),
+        ServerToolCallBlock(id="s2", tool="code_execution"),  # no result: pending
+        ServerToolResultBlock(call_id="s1", tool="web_search", output="found",
+                              sources=[WebSource(url="https://a.example", title="A", status="success")],
+                              images=[png, svg, ImageBlock(mime_type="image/png")], files=[{"id": "f1", "name": "x"}]),
+        ServerToolResultBlock(call_id="s9", tool="web_fetch", error="unavailable")])
+    [message] = transcript_messages([reply])
+    found, pending, orphan = message.parts
+    assert (found.id, found.tool, found.name, found.input, found.status) == ("s1", "web_search", "web_search",
+                                                                           {"query": "q"}, "ok")
+    assert [s.model_dump() for s in found.sources] == [{"url": "https://a.example", "title": "A",
+                                                        "retrieval": "success"}]
+    assert found.output == "found" and found.error is None and found.files == [{"id": "f1", "name": "x"}]
+    assert found.images == [{"mime_type": "image/png", "data": "iVBO"}]  # raster with data only
+    assert (pending.id, pending.tool, pending.status, pending.input) == ("s2", "code_execution", "pending", {})
+    assert (orphan.id, orphan.tool, orphan.status, orphan.error, orphan.output) == (
+        "s9", "web_fetch", "error", "unavailable", None)
+
+
+def test_a_media_block_s_part_keeps_its_data_only_when_drawn_inline() -> None:
+    image = MediaPart.of_block(ImageBlock(mime_type="image/png", data="iVBORw0K"))
+    assert (image.kind, image.mime_type, image.size, image.data) == ("image", "image/png", 6, "iVBORw0K")
+    assert MediaPart.of_block(ImageBlock(mime_type="image/png", data="iVBORw==")).size == 4  # padding is no byte
+    assert MediaPart.of_block(ImageBlock(mime_type="image/svg+xml", data="PHN2")).data is None  # not raster
+    assert MediaPart.of_block(AudioBlock(mime_type="audio/wav", data="UklG")).data == "UklG"
+    assert MediaPart.of_block(AudioBlock(mime_type="image/png", data="UklG")).data is None  # audio needs audio
+    assert MediaPart.of_block(ImageBlock(mime_type="audio/wav", data="UklG")).data is None
+    url = MediaPart.of_block(ImageBlock(url="https://a.example/x.png"))
+    assert (url.size, url.data) == (0, None)
+    assert MediaPart.of_block(ImageBlock(data="A" * MEDIA_CHARS)).data is not None
+    big = MediaPart.of_block(ImageBlock(data="A" * (MEDIA_CHARS + 4)))
+    assert (big.size, big.data) == ((MEDIA_CHARS + 4) * 3 // 4, None)
