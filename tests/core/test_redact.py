@@ -10,7 +10,16 @@ from urllib.parse import quote, quote_plus
 import pytest
 
 from ipyagent.core import ProviderError
-from ipyagent.core.redact import MASK, StreamRedactor, add_secret, add_url, redact, redact_data, secret_forms
+from ipyagent.core.redact import (
+    MASK,
+    StreamRedactor,
+    add_secret,
+    add_url,
+    redact,
+    redact_data,
+    redact_head,
+    secret_forms,
+)
 from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
 KEY = 'Kq7+z/=w"x\\y-registered-0042'
@@ -248,3 +257,10 @@ def test_mask_named_leaves_what_is_too_big_to_walk_to_the_text_rules():
     big = [{"token": "t"}] * (MASK_NODES + 1)
     assert mask_named(big) == (big, 0)
     assert mask_named("text") == ("text", 0) and mask_named(5) == (5, 0)
+
+
+def test_a_head_is_cut_after_redacting_so_a_secret_across_the_cut_is_masked_whole() -> None:
+    text = "x" * 10 + KEY + " and more"
+    head = redact_head(text, 15)
+    assert head == ("x" * 10 + MASK)[:15] and KEY[:5] not in head
+    assert redact_head("short") == "short" and redact_head("y" * 300) == "y" * 200  # 200 characters by default

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from ipyagent.core import ModelSettings, coerce_settings
-from ipyagent.core.settings import NO_SETTINGS
+from ipyagent.core.settings import NO_SETTINGS, unsupported_setting
 
 FULL = {"temperature": 0.5, "top_p": 1, "max_output_tokens": 64, "stop": ["\n", "END"], "seed": 7,
         "reasoning": "low", "tool_choice": "lookup", "parallel_tool_calls": False, "cache": True}
@@ -37,3 +37,12 @@ def test_settings_given_are_still_validated() -> None:
         coerce_settings({"temperature": 5})
     with pytest.raises(ValidationError):
         coerce_settings({"nope": 1})
+
+
+def test_a_setting_a_model_cannot_take_is_one_error_naming_it_and_not_retried() -> None:
+    error = unsupported_setting("openai", "o3", "temperature", "reasoning models fix it")
+    assert (error.type, error.code, error.retryable) == ("unsupported_capability", "temperature", False)
+    assert error.message == ("openai model o3 does not support the setting temperature: reasoning models fix it; "
+                             "remove it or choose another model")
+    assert unsupported_setting("gemini", "g", "seed").message == (
+        "gemini model g does not support the setting seed; remove it or choose another model")
