@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import json
+from datetime import date
+from decimal import Decimal
 from types import SimpleNamespace
 
 import pydantic
@@ -16,12 +18,14 @@ from ipyagent.core import (
     AudioArtifact,
     AudioBlock,
     BlobArtifact,
+    DocumentBlock,
     ErrorArtifact,
     GenericArtifact,
     GenericBlock,
     ImageArtifact,
     ImageBlock,
     InfoArtifact,
+    JsonArtifact,
     ListArtifact,
     Message,
     MessageError,
@@ -30,6 +34,7 @@ from ipyagent.core import (
     ReasoningBlock,
     StopKind,
     StopReason,
+    TableArtifact,
     TextArtifact,
     TextBlock,
     ToolAction,
@@ -450,3 +455,32 @@ def test_a_citation_offset_that_is_no_offset_is_left_out(start: int, end: int, k
     cited = lenient(Citation, start=start, end=end, url="https://a.example")
     assert (cited.start, cited.end, cited.url) == (*kept, "https://a.example")
     assert Citation(start=0, end=0).end == 0 and Citation(start=3, end=9).start == 3  # a real span is kept
+
+
+def test_each_artifact_s_text_is_what_the_model_reads() -> None:
+    assert GenericArtifact(value={"a": "é", "d": Decimal("1.5")}).to_text() == '{"a": "\\u00e9", "d": "1.5"}'
+    assert JsonArtifact(value={"a": "é", "d": Decimal("1.5")}).to_text() == '{"a": "é", "d": "1.5"}'
+    table = TableArtifact(columns=["city"], value=[{"city": "Zürich", "on": date(2026, 1, 2)}])
+    assert table.to_text() == '[{"city": "Zürich", "on": "2026-01-02"}]'
+    call = ToolAction(tag="c1", name="weather", path="now", input={"city": "Oslo"})
+    assert ActionArtifact(value=call).to_text() == '{"name": "weather_now", "input": {"city": "Oslo"}}'
+    call.output = TextArtifact(value="-3 °C")
+    assert ActionArtifact(value=call).to_text() == '{"name": "weather_now", "input": {"city": "Oslo"}} -> -3 °C'
+    call.output = 42  # an output without to_text: its str
+    assert ActionArtifact(value=call).to_text().endswith("}} -> 42")
+
+
+def test_two_citations_are_one_source_by_url_else_by_document_else_title() -> None:
+    assert Citation(url="https://a.example", document="d", title="t").source_key() == ("url", "https://a.example")
+    assert Citation(document="d", title="t").source_key() == ("document", "d")
+    assert Citation(title="t").source_key() == ("document", "t")
+    assert Citation().source_key() == ("document", "")
+
+
+def test_a_text_document_reads_as_its_name_then_its_text() -> None:
+    named = DocumentBlock(mime_type="text/plain", name="notes.txt", text="one\ntwo")
+    assert named.as_text() == "<document name='notes.txt'>\none\ntwo\n</document>"
+    empty = DocumentBlock(mime_type="text/plain", name="empty.txt")
+    assert empty.as_text() == "<document name='empty.txt'>\n\n</document>"
+    assert DocumentBlock(mime_type="text/plain", text="bare").as_text() == "bare"
+    assert DocumentBlock(mime_type="text/plain").as_text() == ""
