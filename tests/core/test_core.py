@@ -18,6 +18,7 @@ from ipyagent.core import (
     AudioArtifact,
     AudioBlock,
     BlobArtifact,
+    BuiltinTool,
     DocumentBlock,
     ErrorArtifact,
     GenericArtifact,
@@ -484,3 +485,25 @@ def test_a_text_document_reads_as_its_name_then_its_text() -> None:
     assert empty.as_text() == "<document name='empty.txt'>\n\n</document>"
     assert DocumentBlock(mime_type="text/plain", text="bare").as_text() == "bare"
     assert DocumentBlock(mime_type="text/plain").as_text() == ""
+
+
+def test_a_builtin_tool_is_one_of_the_known_names_with_its_options() -> None:
+    search = BuiltinTool("web_search", allowed_domains=["python.org"], max_uses=2)
+    assert (search.name, search.options) == ("web_search", {"allowed_domains": ["python.org"], "max_uses": 2})
+    assert BuiltinTool("web_fetch", options={"max_uses": 1}, max_results=3).options == {"max_uses": 1, "max_results": 3}
+    assert BuiltinTool("web_fetch", options={"max_uses": 1}, max_uses=5).options == {"max_uses": 5}  # named wins
+    with pytest.raises(ValueError, match="unknown built-in tool 'web'; the built-in tools are web_search, "):
+        BuiltinTool("web")
+
+
+def test_a_builtin_tool_is_read_from_a_name_a_dict_or_itself() -> None:
+    search = BuiltinTool("web_search")
+    assert BuiltinTool.of(search) is search
+    assert BuiltinTool.of(" code_execution ") == BuiltinTool("code_execution")
+    assert BuiltinTool.of({"name": "file_search", "vector_store_ids": ["v"]}) == BuiltinTool(
+        "file_search", vector_store_ids=["v"])
+    with pytest.raises(ValueError):
+        BuiltinTool.of({"name": "nope"})
+    for bad in (42, {"name": 1}, {"tool": "web_search"}, None):
+        with pytest.raises(TypeError, match="a built-in tool is a name .*web_search.* or a BuiltinTool, not "):
+            BuiltinTool.of(bad)
