@@ -140,3 +140,9 @@ def test_a_choice_answer_is_compared_as_text() -> None:
 def test_an_elicitation_is_a_form_unless_it_gives_a_url() -> None:
     assert ElicitationRequest(server="s", message="m", schema=SCHEMA).mode == "form"
     assert ElicitationRequest(server="s", message="m", url="https://example.org/x", elicitation_id="1").mode == "url"
+
+
+def test_an_array_without_item_choices_is_a_multiple_choice_of_none() -> None:
+    for items in ({}, {"items": "not a schema"}, {"items": {"type": "string"}}):
+        [tags] = form_fields({"properties": {"tags": {"type": "array", **items}}})
+        assert (tags.kind, tags.options) == ("choices", [])
