@@ -46,3 +46,29 @@ def test_a_setting_a_model_cannot_take_is_one_error_naming_it_and_not_retried() 
                              "remove it or choose another model")
     assert unsupported_setting("gemini", "g", "seed").message == (
         "gemini model g does not support the setting seed; remove it or choose another model")
+
+
+def test_each_setting_is_checked_and_read_as_a_request_needs_it() -> None:
+    assert ModelSettings(stop="END").stop == ("END",) and ModelSettings(stop=["a", "b"]).stop == ("a", "b")
+    for bad in (["a", ""], [1]):
+        with pytest.raises(ValidationError, match="stop sequences must be non-empty strings"):
+            ModelSettings(stop=bad)
+    assert ModelSettings(reasoning=" 512 ").reasoning == 512 and ModelSettings(reasoning=0).budget == 0
+    assert (ModelSettings(reasoning="high").effort, ModelSettings(reasoning="high").budget) == ("high", None)
+    assert (ModelSettings(reasoning=64).effort, ModelSettings(reasoning=64).budget) == (None, 64)
+    with pytest.raises(ValidationError, match="not a bool"):
+        ModelSettings(reasoning=True)
+    with pytest.raises(ValidationError, match="a thinking budget is 0 or more tokens"):
+        ModelSettings(reasoning=-1)
+    with pytest.raises(ValidationError, match="tool_choice is auto, required, none or a tool's name"):
+        ModelSettings(tool_choice="  ")
+    assert ModelSettings(tool_choice="lookup").tool_name == "lookup"
+    assert [ModelSettings(tool_choice=c).tool_name for c in ("auto", "required", "none")] == [None, None, None]
+    assert ModelSettings().tool_name is None
+
+
+def test_a_footer_line_names_each_setting_set_as_its_option_does() -> None:
+    line = ModelSettings(**FULL).describe()
+    assert line == ("temperature 0.5 · top p 1 · max tokens 64 · stop '\\n', 'END' · seed 7 · reasoning low · "
+                    "tool choice lookup · parallel tool calls False · cache True")
+    assert ModelSettings(temperature=1.0).describe() == "temperature 1"  # a whole float without its .0
