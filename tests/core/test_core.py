@@ -25,6 +25,8 @@ from ipyagent.core import (
     GenericBlock,
     ImageArtifact,
     ImageBlock,
+    MAX_ARGUMENT_CHARS,
+    MAX_ARGUMENT_DEPTH,
     InfoArtifact,
     JsonArtifact,
     ListArtifact,
@@ -43,6 +45,8 @@ from ipyagent.core import (
     ToolNameError,
     Usage,
     from_native_name,
+    join_text,
+    parse_arguments,
     to_native_name,
 )
 from ipyagent.core.content import Citation
@@ -507,3 +511,36 @@ def test_a_builtin_tool_is_read_from_a_name_a_dict_or_itself() -> None:
     for bad in (42, {"name": 1}, {"tool": "web_search"}, None):
         with pytest.raises(TypeError, match="a built-in tool is a name .*web_search.* or a BuiltinTool, not "):
             BuiltinTool.of(bad)
+
+
+def test_tool_call_arguments_are_a_json_object_within_the_limits() -> None:
+    assert parse_arguments("") == {} and parse_arguments(" \n") == {}
+    assert parse_arguments('{"a": [1, {"b": 2}]}') == {"a": [1, {"b": 2}]}
+    with pytest.raises(ValueError, match=r"^its arguments are JSON but not an object: '\[1\]'$"):
+        parse_arguments("[1]")
+    with pytest.raises(ValueError, match=r"^its arguments are not valid JSON \(Expecting value\): '\{\"a\": '$"):
+        parse_arguments('{"a": ')
+    nested = "[" * MAX_ARGUMENT_DEPTH + "]" * MAX_ARGUMENT_DEPTH
+    assert parse_arguments('{"a": ' + nested[1:-1] + "}") is not None  # as deep as allowed
+    with pytest.raises(ValueError, match=f"^its arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels: "):
+        parse_arguments('{"a": ' + nested + "}")
+    with pytest.raises(ValueError, match=f"^its arguments nest deeper than {MAX_ARGUMENT_DEPTH} levels: "):
+        parse_arguments('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")  # past what Python reads
+    with pytest.raises(ValueError, match=r"^its arguments are 1,000,001 characters, more than the 1,000,000 a call"):
+        parse_arguments(" " * (MAX_ARGUMENT_CHARS - 1) + "{}")
+
+
+def test_broken_arguments_are_quoted_by_their_head() -> None:
+    raw = "x" * 300
+    with pytest.raises(ValueError) as caught:
+        parse_arguments(raw)
+    assert str(caught.value).endswith(f"{'x' * 200!r}… (300 characters)")
+    with pytest.raises(ValueError) as caught:
+        parse_arguments("x" * 200)
+    assert str(caught.value).endswith(repr("x" * 200))
+
+
+def test_streamed_surrogate_halves_are_joined_and_a_lone_half_replaced() -> None:
+    assert join_text(["a", "\ud83d", "\ude00", "b"]) == "a\U0001f600b"
+    assert join_text(["a\ud83d", "b"]) == "a\ufffdb"
+    assert join_text(["plain ", "text"]) == "plain text" and join_text(["é"]) == "é"
