@@ -32,6 +32,7 @@ from ipyagent.core import (
     ToolCallNote,
     ToolCallProgress,
     Usage,
+    reply_so_far,
 )
 from ipyagent.core import events
 
@@ -92,3 +93,51 @@ def test_a_handler_names_only_what_it_reads() -> None:
     for event in [*EVENTS, TextDelta(0, " there"), object()]:  # anything else is ignored, a stranger too
         handler.handle(event)
     assert handler.text == "hi there"
+
+
+class _Reply:
+    """A `PartialReply` whose deltas formed `message`, or formed none (`fails`)."""
+
+    def __init__(self, message=None, fails=None):
+        self.message, self.fails, self.asked = message, fails, []
+
+    def partial(self, status="partial", error=None):
+        self.asked.append((status, error))
+        if self.fails:
+            raise self.fails
+        return self.message
+
+
+def test_the_reply_so_far_is_asked_of_the_one_record_and_none_when_it_forms_no_message() -> None:
+    message = Message(role="assistant", content=[TextBlock(text="so far")])
+    reply, error = _Reply(message), ProviderError("server", "boom")
+    assert reply_so_far(reply) is message and reply.asked == [("partial", None)]
+    assert reply_so_far(reply, "failed", error) is message and reply.asked[-1] == ("failed", error)
+    assert reply_so_far(None) is None and reply_so_far(_Reply()) is None
+    assert reply_so_far(_Reply(fails=ValueError("no message"))) is None
+    assert reply_so_far(_Reply(fails=TypeError("no message"))) is None
+
+
+@pytest.mark.parametrize(("kind", "status", "line"), [
+    ("rate_limit", 429, "retrying 2/3 in 2.0 s · 429 rate limit"),
+    ("connection", None, "retrying 2/3 in 2.0 s · connection error"),
+    ("server", 503, "retrying 2/3 in 2.0 s · 503 server error"),
+    ("timeout", None, "retrying 2/3 in 2.0 s · timed out"),
+    ("overloaded", None, "retrying 2/3 in 2.0 s · overloaded"),
+    ("odd_kind", None, "retrying 2/3 in 2.0 s · odd kind"),
+])
+def test_a_retry_line_puts_the_attempt_and_the_wait_first(kind, status, line) -> None:
+    error = ProviderError(kind, "m", status=status)
+    assert RetryScheduled(attempt=2, max_attempts=3, wait_s=1.96, error=error).text == line
+
+
+def test_a_sampling_note_says_who_answered_with_what_or_why_it_was_refused() -> None:
+    usage = Usage(input_tokens=3, output_tokens=4)
+    done = SamplingCompleted(action=None, server="docs", provider="openai:m", usage=usage, text="Hello\n  there")
+    assert done.note == "sampling request from docs answered by openai:m (3 in / 4 out tokens): Hello there"
+    long = SamplingCompleted(action=None, server="docs", provider="p:m", usage=usage, text="x" * 121)
+    assert long.note.endswith(": " + "x" * 119 + "…")
+    exact = SamplingCompleted(action=None, server="docs", provider="p:m", usage=usage, text="x" * 120)
+    assert exact.note.endswith(": " + "x" * 120)
+    refused = SamplingCompleted(action=None, server="docs", provider="p:m", usage=usage, text="x", error="denied")
+    assert refused.note == "sampling request from docs refused: denied"
