@@ -16,14 +16,19 @@ from ipyagent import Agent
 from ipyagent.agent import RunOptions
 from ipyagent.agent import comparison_record, transcript_of
 from ipyagent.core import (
+    ActionCallBlock,
+    ActionResultBlock,
     ArtifactStored,
     AudioBlock,
+    Citation,
+    GenericBlock,
     ImageBlock,
     Message,
     ServerToolCallBlock,
     ServerToolResultBlock,
     TextArtifact,
     TextBlock,
+    ToolAction,
     Usage,
     WebSource,
 )
@@ -708,3 +713,63 @@ def test_a_media_block_s_part_keeps_its_data_only_when_drawn_inline() -> None:
     assert MediaPart.of_block(ImageBlock(data="A" * MEDIA_CHARS)).data is not None
     big = MediaPart.of_block(ImageBlock(data="A" * (MEDIA_CHARS + 4)))
     assert (big.size, big.data) == ((MEDIA_CHARS + 4) * 3 // 4, None)
+
+
+def test_a_tool_result_goes_onto_its_call_once_or_on_a_card_of_its_own() -> None:
+    call = ToolAction(tag="c1", name="lookup", input={"q": "x"})
+    png = ImageBlock(mime_type="image/png", data="iVBORw0K")
+    messages = [
+        Message(role="assistant", content=[ActionCallBlock(action=call)]),
+        Message(role="user", content=[ActionResultBlock(action=call, text="found", media=[png]),
+                                      ActionResultBlock(action=call, text="again", is_error=True)])]
+    first, second = transcript_messages(messages)
+    [card] = first.parts
+    assert (card.id, card.name, card.arguments, card.status, card.result) == ("c1", "lookup", {"q": "x"}, "ok",
+                                                                              "found")
+    assert [(m.kind, m.data) for m in card.media] == [("image", "iVBORw0K")]
+    [again] = second.parts  # its call's card is taken: a card of its own, kept visible
+    assert (again.id, again.name, again.arguments, again.status, again.result) == (
+        "c1", "lookup", {"q": "x"}, "error", "again")
+    assert transcript_messages([Message(role="user", content=[
+        ActionResultBlock(action=call, text="ok", media=[png])])])[0].parts[0].status == "ok"
+
+
+def test_a_call_run_in_this_turn_keeps_its_own_output_over_a_result_block() -> None:
+    call = ToolAction(tag="c1", name="lookup", output=TextArtifact(value="from the run"))
+    [card] = transcript_messages([Message(role="assistant", content=[
+        ActionCallBlock(action=call), ActionResultBlock(action=call, text="stored", is_error=True)])])[0].parts
+    assert (card.status, card.result) == ("ok", "from the run")
+
+
+def test_a_result_marked_as_an_error_makes_its_call_s_card_an_error() -> None:
+    call = ToolAction(tag="c1", name="lookup")
+    [_, message] = [Message(role="assistant", content=[ActionCallBlock(action=call)]),
+                    Message(role="user", content=[ActionResultBlock(action=call, text="no", is_error=True)])]
+    [card] = transcript_messages([_, message])[0].parts
+    assert (card.status, card.result, card.media) == ("error", "no", [])
+
+
+def test_a_call_whose_name_does_not_map_back_keeps_its_name_as_given() -> None:
+    odd = ToolAction(tag="c1", name="bad name!", path="a b")
+    [card] = transcript_messages([Message(role="assistant", content=[ActionCallBlock(action=odd)])])[0].parts
+    assert card.name == "bad name!" and card.status == "pending" and card.result is None
+
+
+def test_images_audio_and_other_blocks_are_kept_as_other_parts() -> None:
+    blocks = [ImageBlock(mime_type="image/png", data="iVBO"), ImageBlock(mime_type="image/svg+xml", data="PHN2"),
+              ImageBlock(url="https://a.example/x.png"), AudioBlock(mime_type="audio/wav", data="UklG"),
+              GenericBlock(value={"k": "v" * 500})]
+    parts = transcript_messages([Message(role="user", content=blocks)])[0].parts
+    assert [(p.kind, p.summary, p.mime_type, p.data) for p in parts[:4]] == [
+        ("image", "<image image/png>", "image/png", "iVBO"), ("image", "<image image/svg+xml>", "image/svg+xml", None),
+        ("image", "<image image/png>", "image/png", None), ("audio", "<audio audio/wav>", "audio/wav", None)]
+    assert parts[4].kind == "generic" and parts[4].summary == json.dumps({"k": "v" * 500})[:400]
+
+
+def test_text_blocks_join_into_one_part_with_their_citations_moved_along() -> None:
+    blocks = [TextBlock(text="one ", citations=[Citation(url="https://a.example", start=0, end=3)]),
+              TextBlock(text="two", citations=[Citation(url="https://b.example")])]
+    [part] = transcript_messages([Message(role="assistant", content=blocks)])[0].parts
+    assert part.text == "one two"
+    assert [(c.start, c.end, c.url) for c in part.citations] == [(0, 3, "https://a.example"),
+                                                                 (4, 7, "https://b.example")]
