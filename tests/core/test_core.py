@@ -19,6 +19,7 @@ from ipyagent.core import (
     AudioBlock,
     BlobArtifact,
     BuiltinTool,
+    ConfigurationError,
     DocumentBlock,
     ErrorArtifact,
     GenericArtifact,
@@ -50,6 +51,7 @@ from ipyagent.core import (
     to_native_name,
 )
 from ipyagent.core.content import Citation
+from ipyagent.core.redact import MASK, add_secret
 from ipyagent.core.tool_action import MAX_NATIVE_NAME
 from ipyagent.drivers.decode import lenient
 
@@ -544,3 +546,17 @@ def test_streamed_surrogate_halves_are_joined_and_a_lone_half_replaced() -> None
     assert join_text(["a", "\ud83d", "\ude00", "b"]) == "a\U0001f600b"
     assert join_text(["a\ud83d", "b"]) == "a\ufffdb"
     assert join_text(["plain ", "text"]) == "plain text" and join_text(["é"]) == "é"
+
+
+def test_a_provider_error_is_one_redacted_line_and_its_raw_body_redacted_too() -> None:
+    add_secret("sk-test-0123456789abcdef")
+    error = ProviderError("server", "first line\n   second line \n\n sk-test-0123456789abcdef", code=500,
+                          raw={"api_key": "x", "detail": "sk-test-0123456789abcdef"}, status=500)
+    assert error.message == str(error) == "first line second line " + MASK and error.args == (error.message,)
+    assert "sk-test" not in json.dumps(error.raw) and ProviderError("server", "m").raw is None
+    assert repr(error) == f"ProviderError(type='server', code=500, message={error.message!r})"
+    assert error.to_dict() == {"type": "server", "code": 500, "message": error.message, "retryable": True,
+                               "status": 500}
+    assert ProviderError("server", "one  line ").message == "one  line "  # a single line is kept as it is
+    setup = ConfigurationError("no API key: set OPENAI_API_KEY")
+    assert (setup.type, setup.retryable, setup.message) == ("configuration", False, "no API key: set OPENAI_API_KEY")

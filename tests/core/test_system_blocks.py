@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import ipyagent
-from ipyagent.core import SystemBlock, fit_system_blocks
+from ipyagent.core import SystemBlock, fit_system_blocks, system_blocks
 
 from ..support.stub_server import StubServer
 from ..support.replies import MODELS, PROTOCOLS, REPLIES
@@ -87,3 +87,23 @@ def test_inspect_shows_which_blocks_went_in(ip, capsys, tmp_path):
     assert "system blocks: 2 sent, ≈56 tokens (estimate); 1 dropped to fit the budget" in out
     assert "dropped  memory  priority 1  dynamic" in out and "sent     context  priority 5  dynamic" in out
     assert server.requests[0]["body"]["messages"][0]["content"] == f"{RULES.text}\n\n{DATA.text}"
+
+
+def test_system_text_blocks_or_a_list_of_either_become_blocks_and_empty_text_none() -> None:
+    block = SystemBlock(text="be brief", source="react", dynamic=True)
+    assert system_blocks(None) == [] and system_blocks("") == [] and system_blocks([]) == []
+    assert system_blocks("hi") == [SystemBlock(text="hi", source="user")]
+    assert system_blocks("hi", source="memory") == [SystemBlock(text="hi", source="memory")]
+    assert system_blocks(block) == [block]
+    assert system_blocks(["a", "", block]) == [SystemBlock(text="a"), block]
+    with pytest.raises(TypeError, match="^system takes text or SystemBlock objects, not int$"):
+        system_blocks(["a", 3])
+
+
+def test_a_block_counts_its_tokens_unless_told_and_summarizes_without_its_text() -> None:
+    assert SystemBlock(text="x" * 9).token_count == 3 and SystemBlock(text="").token_count == 0
+    assert SystemBlock(text="x" * 9, token_count=7).token_count == 7
+    block = SystemBlock(text="secret-ish", source="memory", priority=2, dynamic=True, metadata={"id": 1})
+    assert block.summary(kept=False) == {"source": "memory", "priority": 2, "dynamic": True, "token_count": 3,
+                                         "kept": False, "metadata": {"id": 1}}
+    assert "metadata" not in SystemBlock(text="a").summary(kept=True)
