@@ -19,6 +19,7 @@ from ipyagent.core.redact import (
     redact_data,
     redact_head,
     secret_forms,
+    secrets,
 )
 from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
 
@@ -264,3 +265,13 @@ def test_a_head_is_cut_after_redacting_so_a_secret_across_the_cut_is_masked_whol
     head = redact_head(text, 15)
     assert head == ("x" * 10 + MASK)[:15] and KEY[:5] not in head
     assert redact_head("short") == "short" and redact_head("y" * 300) == "y" * 200  # 200 characters by default
+
+
+def test_a_url_s_user_name_alone_is_its_credential_and_no_url_registers_nothing():
+    add_url("https://ghp-token-user-0042@h/repo.git")
+    assert redact("cloned ghp-token-user-0042 fine") == f"cloned {MASK} fine"
+    before = secrets()
+    add_url(None)
+    add_url("")
+    add_url("http://[::1")  # not a URL: nothing to read
+    assert secrets() == before

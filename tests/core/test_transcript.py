@@ -33,7 +33,7 @@ from ipyagent.core import (
     WebSource,
 )
 from ipyagent.core.transcript_build import transcript_messages
-from ipyagent.core.transcript_parts import MEDIA_CHARS, MediaPart
+from ipyagent.core.transcript_parts import MEDIA_CHARS, RESULT_CHARS, MediaPart, ServerToolPart
 from ipyagent.core.transcript import (
     MIME_TYPE,
     VERSION,
@@ -773,3 +773,12 @@ def test_text_blocks_join_into_one_part_with_their_citations_moved_along() -> No
     assert part.text == "one two"
     assert [(c.start, c.end, c.url) for c in part.citations] == [(0, 3, "https://a.example"),
                                                                  (4, 7, "https://b.example")]
+
+
+def test_a_huge_result_or_program_output_keeps_its_head_and_says_how_much_was_left() -> None:
+    cut = f"{'r' * RESULT_CHARS}\n… (5 more characters not saved)"
+    assert ToolCallPart(id="c", name="t", result="r" * (RESULT_CHARS + 5)).result == cut
+    assert ToolCallPart(id="c", name="t", result="r" * RESULT_CHARS).result == "r" * RESULT_CHARS
+    assert ToolCallPart(id="c", name="t").result is None
+    assert ServerToolPart(id="s", tool="code_execution", output="r" * (RESULT_CHARS + 5)).output == cut
+    assert ServerToolPart(id="s", tool="code_execution", output="r" * RESULT_CHARS).output == "r" * RESULT_CHARS
