@@ -560,3 +560,20 @@ def test_a_provider_error_is_one_redacted_line_and_its_raw_body_redacted_too() -
     assert ProviderError("server", "one  line ").message == "one  line "  # a single line is kept as it is
     setup = ConfigurationError("no API key: set OPENAI_API_KEY")
     assert (setup.type, setup.retryable, setup.message) == ("configuration", False, "no API key: set OPENAI_API_KEY")
+
+
+def test_each_tool_name_error_says_what_to_do() -> None:
+    with pytest.raises(ToolNameError, match="^activity name 'run it' of tool 'Tool' cannot be sent to a model: "
+                                            "use letters, digits and underscores only$"):
+        to_native_name("Tool", "run it")
+    with pytest.raises(ToolNameError, match="^empty tool name$"):
+        from_native_name("")
+    with pytest.raises(ToolNameError, match="^empty tool name$"):
+        ToolAction.from_native("id", "", {"a": 1})
+    assert ToolAction.from_native("id", "word_count", {"text": "a b"}).input == {"text": "a b"}
+
+
+def test_a_native_name_of_the_longest_length_still_splits_and_a_longer_one_does_not() -> None:
+    longest = "T" * 30 + "_" + "a" * (MAX_NATIVE_NAME - 31)
+    assert len(longest) == MAX_NATIVE_NAME and from_native_name(longest) == ("T" * 30, "a" * (MAX_NATIVE_NAME - 31))
+    assert from_native_name(longest + "a") == (longest + "a", None)
