@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import ipyagent
-from ipyagent.core import SystemBlock, fit_system_blocks, system_blocks
+from ipyagent.core import SystemBlock, fit_system_blocks, system_blocks, system_text
 
 from ..support.stub_server import StubServer
 from ..support.replies import MODELS, PROTOCOLS, REPLIES
@@ -107,3 +107,14 @@ def test_a_block_counts_its_tokens_unless_told_and_summarizes_without_its_text()
     assert block.summary(kept=False) == {"source": "memory", "priority": 2, "dynamic": True, "token_count": 3,
                                          "kept": False, "metadata": {"id": 1}}
     assert "metadata" not in SystemBlock(text="a").summary(kept=True)
+
+
+def test_blocks_that_fill_the_budget_exactly_all_stay() -> None:
+    a, b = (SystemBlock(text="x" * 40, source=s, dynamic=True) for s in ("a", "b"))
+    assert fit_system_blocks([a, b], 20) == ([a, b], [])
+    assert fit_system_blocks([a, b], 19) == ([a], [b])
+
+
+def test_the_system_text_is_every_block_s_text_a_blank_line_apart() -> None:
+    assert system_text(["one", SystemBlock(text="two", dynamic=True), ""]) == "one\n\ntwo"
+    assert system_text("only") == "only" and system_text(None) == ""
