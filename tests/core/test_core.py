@@ -553,7 +553,10 @@ def test_a_provider_error_is_one_redacted_line_and_its_raw_body_redacted_too() -
     error = ProviderError("server", "first line\n   second line \n\n sk-test-0123456789abcdef", code=500,
                           raw={"api_key": "x", "detail": "sk-test-0123456789abcdef"}, status=500)
     assert error.message == str(error) == "first line second line " + MASK and error.args == (error.message,)
-    assert "sk-test" not in json.dumps(error.raw) and ProviderError("server", "m").raw is None
+    assert error.raw == {"api_key": MASK, "detail": MASK} and ProviderError("server", "m").raw is None
+    assert ProviderError("server", "m", retryable=False).retryable is False  # given outright: kept
+    assert ProviderError("invalid_request", "m", retryable=True).retryable is True
+    assert ProviderError("rate_limit", "m", retry_after=2.5).retry_after == 2.5
     assert repr(error) == f"ProviderError(type='server', code=500, message={error.message!r})"
     assert error.to_dict() == {"type": "server", "code": 500, "message": error.message, "retryable": True,
                                "status": 500}

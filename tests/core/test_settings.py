@@ -72,3 +72,7 @@ def test_a_footer_line_names_each_setting_set_as_its_option_does() -> None:
     assert line == ("temperature 0.5 · top p 1 · max tokens 64 · stop '\\n', 'END' · seed 7 · reasoning low · "
                     "tool choice lookup · parallel tool calls False · cache True")
     assert ModelSettings(temperature=1.0).describe() == "temperature 1"  # a whole float without its .0
+
+
+def test_settings_are_true_when_any_is_set() -> None:
+    assert not ModelSettings() and ModelSettings(seed=0) and ModelSettings(parallel_tool_calls=False)
