@@ -59,3 +59,7 @@ def test_a_comparison_footer_says_its_time_and_whether_it_was_interrupted() -> N
     assert comparison_footer(ComparisonRecord(wall_s=2.5, interrupted=True)) == ["compared in 2.50 s", "interrupted"]
     assert comparison_footer(ComparisonRecord(interrupted=True)) == ["interrupted"]
     assert comparison_footer(ComparisonRecord()) == []
+
+
+def test_one_retry_is_counted() -> None:
+    assert footer_figures(Transcript(provider="p:m", attempts=2))[-1] == "1 retries"
