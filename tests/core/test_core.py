@@ -50,6 +50,7 @@ from ipyagent.core import (
     parse_arguments,
     to_native_name,
 )
+from ipyagent.core.artifacts import split_media
 from ipyagent.core.content import Citation
 from ipyagent.core.redact import MASK, add_secret
 from ipyagent.core.tool_action import MAX_NATIVE_NAME
@@ -580,3 +581,16 @@ def test_a_native_name_of_the_longest_length_still_splits_and_a_longer_one_does_
     longest = "T" * 30 + "_" + "a" * (MAX_NATIVE_NAME - 31)
     assert len(longest) == MAX_NATIVE_NAME and from_native_name(longest) == ("T" * 30, "a" * (MAX_NATIVE_NAME - 31))
     assert from_native_name(longest + "a") == (longest + "a", None)
+
+
+def test_split_media_takes_media_out_and_leaves_what_only_a_card_shows_to_the_card() -> None:
+    png = ImageArtifact(value=b"\x89PNG", mime_type="image/png")
+    note = TextArtifact(value="card only", shown_only=True)
+    result = ListArtifact(value=[TextArtifact(value="one"), png, note, TextArtifact(value=""),
+                                 JsonArtifact(value={"é": 1})])
+    assert split_media(result) == ('one\n\n{"é": 1}', [png])  # the model's view
+    assert split_media(result, shown=True) == ('one\n\ncard only\n\n{"é": 1}', [png])  # a card's
+    assert split_media(png, ("audio",)) == (png.to_text(), [])
+    assert split_media(SimpleNamespace(value=1)) == ("namespace(value=1)", [])  # no type, no to_text: its str
+    assert ListArtifact(value=[TextArtifact(value="a"), note, TextArtifact(value="b")]).to_text() == "a\n\nb"
+    assert TableArtifact(value=[{"c": "é"}]).to_text() == '[{"c": "é"}]'
