@@ -181,6 +181,19 @@ def test_redact_json_is_the_dump_of_redact_data(value) -> None:
     assert redact_json(value) == json.dumps(redact_data(value), ensure_ascii=False, default=str)
 
 
+def test_redact_json_all_is_redact_json_of_each_scanned_together() -> None:
+    """A stored run's JSON fields are scanned once, together: a secret in one of them redacts that one
+    as `redact_json` would, the others stay as they are, and an empty column stays empty."""
+    from ipyagent.core.redact import redact_json, redact_json_all
+
+    clean = [{"n": 1}, None, "plain"]
+    assert redact_json_all(clean) == [json.dumps({"n": 1}), None, '"plain"']
+    for value in REDACT_JSON_CASES:
+        mixed = [{"n": 1}, value, None, ["x"]]
+        assert redact_json_all(mixed) == [redact_json(v) if v is not None else None for v in mixed]
+    assert redact_json_all([]) == []
+
+
 # -- issue 26: key formats, the environment, and context sent to a model ----------------------
 
 from ipyagent.core.redact import mask_named, redact_context, secret_name  # noqa: E402

@@ -20,6 +20,7 @@ from .redact import (  # the one redactor; `redact` names the function, the modu
     redact_data,
     redact_head,
     redact_json,
+    redact_json_all,
     secret_name,
 )
 from .._lazy import lazy_exports

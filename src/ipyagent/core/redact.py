@@ -267,23 +267,43 @@ def _json_forms(forms: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*forms, *(json.dumps(f, ensure_ascii=False)[1:-1] for f in forms)]))
 
 
-def redact_json(value: Any, forms: tuple[str, ...] | None = None) -> str:
-    """``json.dumps(redact_data(value), ensure_ascii=False, default=str)``, the same text, at the
-    cost of one dump and a scan of its text when there is nothing to redact (most data): JSON
-    escapes character by character, so whatever `redact_data` would change in a string (a form
-    of a secret, URL credentials, a key-shaped word) or a credential field's name shows in the text."""
-    forms = current_forms() if forms is None else forms
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    if (
+#: ``json.dumps(value, ensure_ascii=False, default=str)``, without making an encoder per call.
+_dump = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
+def _may_hold_secret(text: str, forms: tuple[str, ...]) -> bool:
+    """True when JSON `text` shows something `redact_data` would change in the data it dumps: a
+    form of a secret (`forms`), URL credentials, a key-shaped word, a credential field's name, a
+    bearer token (JSON escapes character by character, so each shows in the text). Texts joined by
+    line breaks (which JSON escapes) give True when any of them would."""
+    return bool(
         any(map(text.__contains__, _json_forms(forms)))  # map, not a generator: no frame per form
         or ("://" in text and _URL_USERINFO.search(text))
         or ("=" in text and _URL_PARAM.search(text))
         or any(map(text.__contains__, _KEY_PREFIXES))
         or _credential_key(text)
         or (("earer" in text or "EARER" in text) and _BEARER.search(text))
-    ):
-        return json.dumps(redact_data(value, forms), ensure_ascii=False, default=str)
+    )
+
+
+def redact_json(value: Any, forms: tuple[str, ...] | None = None) -> str:
+    """``json.dumps(redact_data(value), ensure_ascii=False, default=str)``, the same text, at the
+    cost of one dump and a scan of its text when there is nothing to redact (most data)."""
+    forms = current_forms() if forms is None else forms
+    text = _dump(value)
+    if _may_hold_secret(text, forms):
+        return _dump(redact_data(value, forms))
     return text
+
+
+def redact_json_all(values: list[Any], forms: tuple[str, ...] | None = None) -> list[str | None]:
+    """`redact_json` of each of `values` (None stays None: a JSON column left empty), the texts
+    scanned once, together: one scan for a stored run's JSON fields, not one per field."""
+    forms = current_forms() if forms is None else forms
+    texts = [None if v is None else _dump(v) for v in values]
+    if _may_hold_secret("\n".join(t for t in texts if t is not None), forms):
+        return [None if v is None else redact_json(v, forms) for v in values]
+    return texts
 
 
 class StreamRedactor:

@@ -10,7 +10,7 @@ import os
 import time
 from typing import Any
 
-from ..core import current_forms, redact
+from ..core import current_forms, redact, redact_json_all
 from .store_schema import _JSON_FIELDS, _dumps, new_run_id
 
 
@@ -29,6 +29,22 @@ def _pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def _rows(record: dict[str, Any], forms: tuple[str, ...]) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """A finished run's `runs` values and its nodes' (kind, `nodes` values) (`add_finished_runs`):
+    the prompt redacted, every JSON field dumped through the redactor, the run's and its nodes'
+    texts scanned once together (`redact_json_all`)."""
+    run = dict(record["run"])
+    nodes = [(node["kind"], {k: int(v) if k in ("partial", "failed") else v for k, v in node.items() if k != "kind"})
+             for node in record.get("nodes") or ()]
+    slots = [(run, k) for k in run if k in _JSON_FIELDS]
+    slots += [(fields, k) for _, fields in nodes for k in fields if k in _JSON_FIELDS]
+    for (fields, k), text in zip(slots, redact_json_all([fields[k] for fields, k in slots], forms)):
+        fields[k] = text
+    if run.get("prompt"):
+        run["prompt"] = redact(run["prompt"], forms)
+    return run, nodes
 
 
 #: Claim a cache key for this process: no claim held it, or one of this process, or one whose lease ran out
@@ -55,38 +71,23 @@ class EvaluationTables:
         ids: list[str] = []
         now = time.time()
         forms = current_forms()  # the secrets read once for the batch
+        rows = [_rows(record, forms) for record in records]  # dumped and redacted before the lock
         with self._lock, self._transaction() as conn:
-            for record in records:
-                run = dict(record["run"])
-                run_id = run.pop("id", None) or new_run_id()
+            for record, (values, nodes) in zip(records, rows):
+                run_id = values.pop("id", None) or new_run_id()
                 ids.append(run_id)
-                values = {
-                    k: (
-                        _dumps(v, forms)
-                        if k in _JSON_FIELDS
-                        else (redact(v, forms) if v else v)
-                        if k == "prompt"
-                        else v
-                    )
-                    for k, v in run.items()
-                }
-                values.setdefault("started_at", now - (run.get("duration_s") or 0.0))
+                values.setdefault("started_at", now - (values.get("duration_s") or 0.0))
                 values.setdefault("ended_at", now)
                 values.update(id=run_id, pid=self.pid, host=self.host)
                 conn.execute(
                     f"INSERT INTO runs ({', '.join(values)}) VALUES ({', '.join('?' for _ in values)})",
                     tuple(values.values()),
                 )
-                for seq, node in enumerate(record.get("nodes") or (), 1):
-                    fields = {
-                        k: (_dumps(v, forms) if k in _JSON_FIELDS else int(v) if k in ("partial", "failed") else v)
-                        for k, v in node.items()
-                        if k != "kind"
-                    }
+                for seq, (kind, fields) in enumerate(nodes, 1):
                     conn.execute(
                         f"INSERT INTO nodes (run_id, seq, kind, created_at{''.join(', ' + k for k in fields)}) "
                         f"VALUES (?, ?, ?, ?{', ?' * len(fields)})",
-                        (run_id, seq, node["kind"], now, *fields.values()),
+                        (run_id, seq, kind, now, *fields.values()),
                     )
                 if record.get("claim"):
                     conn.execute("DELETE FROM claims WHERE cache_key = ? AND pid = ? AND host = ?",
