@@ -37,7 +37,7 @@ figures issue 25 started from (1,000 rows then: 1.057×, 1.64 ms, 3.1 kB):
 The machine's load average at the start is reported too: other processes on its two cores
 take CPU the kernel needs (the first run's ratio follows the CPU it gets).
 
-Usage: python benchmarks/evaluate_matrix.py [--quick] [--runs N]
+Usage: python benchmarks/evaluate_matrix.py [--quick | --medium] [--runs N]
 """
 
 from __future__ import annotations
@@ -257,11 +257,12 @@ def statistics_against_scipy(rows_n: int, runs: int) -> dict:
 
 
 def main() -> int:
-    args = options(__doc__.splitlines()[0], runs=1)
-    rows_n = 48 if args.quick else 10_000
+    args = options(__doc__.splitlines()[0], runs=1, flags=[
+        ("--medium", "1,000 rows at 0.05 s, 8 in flight: the CPU figures in a few minutes (an A/B of a change)")])
+    rows_n = 48 if args.quick else 1_000 if args.medium else 10_000
     side_n = 48 if args.quick else rows_n // 10  # the bare client's and the 429 round's rows
-    wait = 0.05 if args.quick else WAIT_S
-    concurrency = 8 if args.quick else CONCURRENCY
+    wait = 0.05 if args.quick or args.medium else WAIT_S
+    concurrency = 8 if args.quick or args.medium else CONCURRENCY
     limit = 20 if not args.quick else 5
     import ipyagent
 
