@@ -5,40 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
 from ipyagent.core import ErrorArtifact, InfoArtifact, ModelStarted, ToolAction, ToolCallCompleted, ToolCallDelta
 from ipyagent.core.transcript import ToolCallPart, Transcript
 from ipyagent.notebook.render.transcript import to_html, to_text, tool_status
-from ipyagent.notebook.views import run_state, run_view, text_view
-from ipyagent.notebook.views.run_view import FRAME_INTERVAL, TextView, WidgetView
+from ipyagent.notebook.views.run_view import TextView, WidgetView
 
-from ..support import live_front
-from ..support.live_front import FrontEnd
-from ..support.virtual_clock import run_virtual
+from ..support.live_front import FrontEnd, frames_until, run_on_views_clock
 
 LONG = "x" * 300
 DENIED = "denied by the user; the tool was not run"
-T = TypeVar("T")
-
-
-async def _until(check: Any) -> None:
-    """Let the loop run, a frame at a time, until `check()` holds. The tests run on a
-    `VirtualClockLoop` (`_run`): a frame's timer fires at once, and the bound is 100 frames of
-    the loop's clock, not of the wall's."""
-    for _ in range(100):
-        if check():
-            return
-        await asyncio.sleep(FRAME_INTERVAL)
-    raise AssertionError("condition not reached")
-
-
-def _run(main: Callable[[], Awaitable[T]], monkeypatch: pytest.MonkeyPatch) -> T:
-    """`main()` on a virtual clock: the views' frame timers and `time.monotonic()` read the loop's."""
-    return run_virtual(main, monkeypatch, run_state, run_view, text_view, live_front)
 
 
 def _ask_and_answer(verdict: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[FrontEnd, bool, list[dict[str, Any]]]:
@@ -51,17 +30,17 @@ def _ask_and_answer(verdict: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Fro
         view.feed(ModelStarted(provider="openai", model="m"))
         view.feed(ToolCallDelta(0, call_id="call_1", name="get_weather", arguments='{"city": "' + LONG + '"}'))
         asked = asyncio.ensure_future(view.request_approval(action))
-        await _until(lambda: front.asks)
+        await frames_until(lambda: front.asks)
         shown = list(front.asks.values())
         front.click(next(iter(front.asks)), verdict)
         answer = await asked
-        await _until(lambda: not front.asks)
+        await frames_until(lambda: not front.asks)
         result = InfoArtifact(value="sunny") if verdict else ErrorArtifact(value=DENIED)
         view.feed(ToolCallCompleted(action, result, 0.25 if verdict else 0.0, "approved" if verdict else "denied"))
-        await _until(lambda: "status" in front.segments[0]["call"])
+        await frames_until(lambda: "status" in front.segments[0]["call"])
         return front, answer, shown
 
-    return _run(main, monkeypatch)
+    return run_on_views_clock(main, monkeypatch)
 
 
 @pytest.mark.parametrize("verdict", [True, False])
@@ -84,7 +63,7 @@ def test_a_click_for_another_request_or_without_a_verdict_is_ignored(monkeypatch
         front = FrontEnd(view)
         front.hello()
         asked = asyncio.ensure_future(view.request_approval(action))
-        await _until(lambda: front.asks)
+        await frames_until(lambda: front.asks)
         view._on_msg(view.live, {"type": "approve", "request": "nope", "verdict": True}, [])
         view._on_msg(view.live, {"type": "approve", "request": front.asks[0]["request"], "verdict": "yes"}, [])
         await asyncio.sleep(0)
@@ -92,7 +71,7 @@ def test_a_click_for_another_request_or_without_a_verdict_is_ignored(monkeypatch
         front.click(0, False)
         return still_waiting, await asked
 
-    assert _run(main, monkeypatch) == (True, False)
+    assert run_on_views_clock(main, monkeypatch) == (True, False)
 
 
 def test_a_front_end_that_says_hello_later_gets_the_pending_question(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -110,7 +89,7 @@ def test_a_front_end_that_says_hello_later_gets_the_pending_question(monkeypatch
         front.click(next(iter(asks)), True)
         return asks, await asked
 
-    asks, answer = _run(main, monkeypatch)
+    asks, answer = run_on_views_clock(main, monkeypatch)
     assert [a["arguments"] for a in asks.values()] == [{"city": "Paris"}] and answer is True
 
 
@@ -130,19 +109,19 @@ def test_the_live_footer_says_a_call_waits_for_approval_then_goes_back_to_stream
         front.hello()
         view.feed(ModelStarted(provider="openai", model="m"))
         view.feed(TextDelta(0, "Let me check. "))
-        await _until(lambda: front.status.get("ticking") == "streaming")
+        await frames_until(lambda: front.status.get("ticking") == "streaming")
         asked = asyncio.ensure_future(view.request_approval(action))
-        await _until(lambda: front.asks)
+        await frames_until(lambda: front.asks)
         asking = front.status["ticking"]
         late = FrontEnd(view)  # a page reopened while the call waits (it takes the messages from now on)
         late.hello()
         late_ticking = late.status["ticking"]
         late.click(next(iter(late.asks)), True)
         await asked
-        await _until(lambda: late.status.get("ticking") != "approval")
+        await frames_until(lambda: late.status.get("ticking") != "approval")
         return [asking, late_ticking, late.status["ticking"]]
 
-    assert _run(main, monkeypatch) == ["approval", "approval", "streaming"]
+    assert run_on_views_clock(main, monkeypatch) == ["approval", "approval", "streaming"]
 
 
 def test_the_terminal_question_says_it_waits_for_approval(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -320,12 +299,12 @@ def test_a_compare_pane_asks_in_its_card_and_the_click_comes_back_by_its_key(mon
             return [op[2] for m in sent if m.get("key") == "1/0" for op in m.get("ops", []) if op[0] == "ask" and op[2]]
 
         asked = asyncio.ensure_future(view.request_approval(1, action))
-        await _until(asks)
+        await frames_until(asks)
         (ask,) = asks()
         view._on_msg(view.live, {"type": "approve", "key": "0/0", "request": ask["request"], "verdict": True}, [])
         view._on_msg(view.live, {"type": "approve", "key": "1/0", "request": ask["request"], "verdict": False}, [])
         answer = await asked
-        await _until(
+        await frames_until(
             lambda: (
                 ["tool", 0, {"approval": "denied"}]
                 in [op for m in sent if m.get("key") == "1/0" for op in m.get("ops", [])]
@@ -333,7 +312,7 @@ def test_a_compare_pane_asks_in_its_card_and_the_click_comes_back_by_its_key(mon
         )
         return ask, answer, sent
 
-    ask, answer, sent = _run(main, monkeypatch)
+    ask, answer, sent = run_on_views_clock(main, monkeypatch)
     assert ask["arguments"] == {"city": "Paris"}
     assert answer is False  # the other pane's key did not answer it
     assert not [m for m in sent if m.get("key") == "0/0" and "ask" in json.dumps(m)]

@@ -21,7 +21,7 @@ from ipyagent.notebook.views.run_view import TextView, WidgetView
 from ipyagent.notebook.workspace import FrontEndNotebook, HistoryNotebook, KernelNotebook, output_texts, run_here
 from ipyagent.tools import NotebookTools, NotebookUnsupported
 
-from ..support.live_front import FrontEnd
+from ..support.live_front import FrontEnd, frames_until, run_on_views_clock
 
 
 def run(ip: Any, source: str) -> Any:
@@ -207,16 +207,7 @@ def test_without_a_front_end_the_kernel_keeps_the_cells_added_and_runs_them(ip: 
     assert notebook.run(end - 1).outputs == [] and ip.user_ns["base"] == 40  # a history cell runs again too
 
 
-async def _until(check: Any) -> None:
-    """Let the loop run until `check()` holds (the view's frames go out on a timer)."""
-    for _ in range(2_000):
-        if check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("condition not reached")
-
-
-def test_the_card_shows_a_notebook_change_as_a_redacted_diff() -> None:
+def test_the_card_shows_a_notebook_change_as_a_redacted_diff(monkeypatch: pytest.MonkeyPatch) -> None:
     add_secret("sk-preview-secret-0123456789")
     action = ToolAction(tag="call_1", name="notebook_edit_cell", input={"index": 0, "source": "y"})
     diff = "--- cell 0 (now)\n+++ cell 0 (after)\n-key = 'sk-preview-secret-0123456789'\n+y"
@@ -229,13 +220,13 @@ def test_the_card_shows_a_notebook_change_as_a_redacted_diff() -> None:
         arguments = json.dumps(action.input)
         view.feed(ToolCallDelta(0, call_id="call_1", name="notebook_edit_cell", arguments=arguments))
         asked = asyncio.ensure_future(view.request_approval(action, preview=diff))
-        await _until(lambda: front.asks)
+        await frames_until(lambda: front.asks)
         shown = list(front.asks.values())
         front.click(next(iter(front.asks)), False)
         assert await asked is False
         return shown
 
-    (ask,) = asyncio.run(main())
+    (ask,) = run_on_views_clock(main, monkeypatch)
     assert ask["preview"].splitlines()[:2] == ["--- cell 0 (now)", "+++ cell 0 (after)"]
     assert "sk-preview-secret" not in ask["preview"] and MASK in ask["preview"]
 

@@ -3,9 +3,19 @@ it takes the kernel's messages to a `WidgetView` and keeps the run they describe
 
 from __future__ import annotations
 
+import asyncio
 import json
+import sys
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from ipyagent.notebook.views import run_state, run_view, text_view
+from ipyagent.notebook.views.run_view import FRAME_INTERVAL
+
+from .virtual_clock import run_virtual
+
+T = TypeVar("T")
 
 
 class FrontEnd:
@@ -98,3 +108,24 @@ def _saved_output(end: dict[str, Any]) -> dict[str, Any] | None:
     if output is None:
         return None
     return {"data": {**output["fallbacks"], output["mime"]: end["doc"]}, "metadata": output["metadata"]}
+
+
+async def frames_until(check: Callable[[], Any]) -> None:
+    """Let the loop run, a frame at a time, until `check()` holds; for a coroutine run by
+    `run_on_views_clock`, where a frame's timer fires at once: the bound is 100 frames of the
+    loop's clock, not of the wall's.
+
+    Raises:
+        AssertionError: `check()` still false after 100 frames.
+    """
+    for _ in range(100):
+        if check():
+            return
+        await asyncio.sleep(FRAME_INTERVAL)
+    raise AssertionError("condition not reached")
+
+
+def run_on_views_clock(main: Callable[[], Awaitable[T]], monkeypatch: Any) -> T:
+    """`main()` on a `VirtualClockLoop`; the views' frame timers and their `time.monotonic()` (and
+    this module's) read the loop's clock."""
+    return run_virtual(main, monkeypatch, run_state, run_view, text_view, sys.modules[__name__])
