@@ -20,6 +20,7 @@ from ipyagent.core import (
     ActionResultBlock,
     ArtifactStored,
     AudioBlock,
+    Event,
     Citation,
     GenericBlock,
     ImageBlock,
@@ -165,9 +166,15 @@ def test_interrupted_run_keeps_partial_text_and_earlier_cards():
             agent = Agent(
                 "openai:gpt-4.1-mini", base_url=server.url, api_key_env="NO_SUCH_KEY_VAR", tools=[get_weather]
             )
-            task = asyncio.ensure_future(agent._arun("Weather?", RunOptions(), events.append))
-            while sum(1 for e in events if e.type == "text_delta") < 2:
-                await asyncio.sleep(0.02)
+            two_deltas = asyncio.Event()
+
+            def on_event(event: Event) -> None:
+                events.append(event)
+                if sum(1 for e in events if e.type == "text_delta") >= 2:
+                    two_deltas.set()
+
+            task = asyncio.ensure_future(agent._arun("Weather?", RunOptions(), on_event))
+            await asyncio.wait_for(two_deltas.wait(), 30)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task

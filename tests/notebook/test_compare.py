@@ -503,18 +503,22 @@ def test_a_stopped_comparison_keeps_finished_and_partial_runs() -> None:
         slow = Agent("openai:slow", base_url=slow_server.url)
         stopped: list[Comparison] = []
         seen: list[str] = []
+        ready = threading.Event()  # the callbacks run on ipyagent's loop, in its thread
+
+        def check() -> None:  # the quick run done, the slow one two text deltas in
+            if len([s for s in seen if s]) >= 2 and quick.results:
+                ready.set()
+
+        def on_event(index: int, run: int, event: Any) -> None:
+            if index:
+                seen.append(getattr(event, "text", ""))
+            check()
 
         async def main() -> None:
             task = asyncio.ensure_future(
-                acompare(
-                    [quick, slow],
-                    "hi",
-                    on_stop=stopped.append,
-                    on_event=lambda i, r, e: seen.append(getattr(e, "text", "")) if i else None,
-                )
+                acompare([quick, slow], "hi", on_stop=stopped.append, on_event=on_event, on_finish=lambda f: check())
             )
-            while not (stopped or (len([s for s in seen if s]) >= 2 and quick.results)):
-                await asyncio.sleep(0.01)
+            assert await asyncio.to_thread(ready.wait, 30), "the runs did not get there"
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await task
@@ -573,10 +577,15 @@ def test_a_page_reopened_mid_comparison_catches_up_from_the_kernel() -> None:
     view.live.send = sent.append
 
     async def main() -> list[dict]:
+        finished = threading.Event()  # set on ipyagent's loop, once the view has the timed run's end
+
+        def on_finish(figures: RunFigures) -> None:
+            view.finish(figures)
+            finished.set()
+
         task = asyncio.ensure_future(acompare([_DriverTimed(), Streaming()], "hi", on_start=view.start,
-                                              on_event=view.feed, on_finish=view.finish))
-        while not (streaming.is_set() and view.ended):
-            await asyncio.sleep(0.01)
+                                              on_event=view.feed, on_finish=on_finish))
+        assert await asyncio.to_thread(streaming.wait, 30) and await asyncio.to_thread(finished.wait, 30)
         sent.clear()  # a finished run's end goes out even before any hello
 
         async def hello_now() -> None:  # on ipyagent's loop, as a hello from the page is answered
