@@ -455,3 +455,20 @@ def test_no_approver_means_not_run_and_a_call_without_approval_is_never_asked(ag
     )
     asked = AsyncApprover(False)
     assert _approval_run(agents, asked, needs_approval=False) == (["San Francisco"], "61 F") and asked.asked == []
+
+
+def test_a_request_is_composed_without_a_default_factory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`AgentRun.compose` gives `PromptStack.model_construct` every field: pydantic calls a missing field's
+    default factory through a signature inspection each time (most of a short run's composing)."""
+    from pydantic.fields import FieldInfo
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    agent = ipyagent.Agent("openai:m", system="Be brief.")
+
+    def refused(self: FieldInfo, **_: Any) -> Any:
+        raise AssertionError("a default was filled in")
+
+    monkeypatch.setattr(FieldInfo, "get_default", refused)
+    first, second = agent.prompt_stack("hi"), agent.prompt_stack("hi")
+    assert [m.role for m in first.messages] == ["system", "user"] and first.tools == []
+    assert first.messages is not second.messages and first.system_blocks is not second.system_blocks

@@ -177,10 +177,13 @@ class AgentRun(ToolSteps):
         run's messages, the tools and the output schema."""
         definitions = self.toolbox.definitions()
         # built from parts already checked (`ToolDefinition`s, `ModelSettings`, `BuiltinTool`s): not validated
-        # again, so a run never builds `PromptStack`'s validator (~30 ms, the nested message union's, once)
+        # again, so a run never builds `PromptStack`'s validator (~30 ms, the nested message union's, once);
+        # every field given: pydantic (2.14) inspects a default factory's signature at each call (~0.3 ms a run)
         stack = PromptStack.model_construct(tools=[] if self.react_mode else definitions,
                                             settings=self.options.settings,
-                                            builtin_tools=list(self.options.builtin_tools or ()))
+                                            builtin_tools=list(self.options.builtin_tools or ()),
+                                            messages=[], system_blocks=[], system_dropped=[],
+                                            output_schema=None, output_strategy=None)
         protocol = react.system_prompt(definitions) if self.react_mode else None
         if isinstance(self.options.system, (str, type(None))):
             system = "\n\n".join(p for p in (self.options.system, protocol) if p)
