@@ -594,3 +594,17 @@ def test_split_media_takes_media_out_and_leaves_what_only_a_card_shows_to_the_ca
     assert split_media(SimpleNamespace(value=1)) == ("namespace(value=1)", [])  # no type, no to_text: its str
     assert ListArtifact(value=[TextArtifact(value="a"), note, TextArtifact(value="b")]).to_text() == "a\n\nb"
     assert TableArtifact(value=[{"c": "é"}]).to_text() == '[{"c": "é"}]'
+
+
+def test_usages_add_their_server_tool_calls_by_kind() -> None:
+    a = Usage(server_tool_calls={"web_search": 2})
+    b = Usage(server_tool_calls={"web_search": 1, "code_execution": 3})
+    assert (a + b).server_tool_calls == {"web_search": 3, "code_execution": 3}
+    assert (Usage() + b).server_tool_calls == {"web_search": 1, "code_execution": 3}
+    assert a.server_tool_calls == {"web_search": 2}  # neither side changes
+
+
+def test_a_message_error_keeps_the_provider_error_s_fields() -> None:
+    error = ProviderError("rate_limit", "slow down", code="rate_limit_exceeded", status=429)
+    assert MessageError.of(error).model_dump() == {"type": "rate_limit", "message": "slow down",
+                                                   "code": "rate_limit_exceeded", "retryable": True, "status": 429}
