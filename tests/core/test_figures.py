@@ -11,13 +11,14 @@ from ipyagent.core.transcript import ComparisonRecord, Timings, Transcript, Tran
 @pytest.mark.parametrize(("amount", "shown"), [
     (0, "$0"), (-1, "$0"), (1, "$1.00"), (1234.567, "$1,234.57"), (0.99, "$0.99"), (0.5, "$0.5"),
     (0.00117, "$0.00117"), (0.001234, "$0.00123"), (0.1, "$0.1"), (0.999, "$0.999"),
-    (0.9996, "$1")])  # rounds up to a whole dollar: no point left
+    (0.9996, "$1.00"), (0.99949, "$0.999")])  # rounds up to a whole dollar: shown as one, with cents
 def test_a_price_has_cents_from_a_dollar_up_and_three_significant_digits_below(amount, shown) -> None:
     assert format_usd(amount) == shown
 
 
 def test_counts_and_provider_titles() -> None:
     assert (plural(0, "row"), plural(1, "row"), plural(2, "row")) == ("0 rows", "1 row", "2 rows")
+    assert (plural(1, "retry", "retries"), plural(2, "retry", "retries")) == ("1 retry", "2 retries")
     assert provider_title("openai:m", "small") == "small · openai:m"
     assert provider_title("openai:m", "openai:m") == provider_title("openai:m") == "openai:m"
 
@@ -62,4 +63,4 @@ def test_a_comparison_footer_says_its_time_and_whether_it_was_interrupted() -> N
 
 
 def test_one_retry_is_counted() -> None:
-    assert footer_figures(Transcript(provider="p:m", attempts=2))[-1] == "1 retries"
+    assert footer_figures(Transcript(provider="p:m", attempts=2))[-1] == "1 retry"

@@ -21,13 +21,16 @@ def format_usd(amount: float) -> str:
     if amount >= 1:
         return f"${amount:,.2f}"
     decimals = 2 - math.floor(math.log10(amount))
+    if round(amount, decimals) >= 1:  # 0.9996 rounds to a whole dollar: shown as one, with cents
+        return "$1.00"
     text = f"{amount:.{decimals}f}".rstrip("0").rstrip(".")
     return f"${text}"
 
 
-def plural(n: int, noun: str) -> str:
-    """``1 row``, ``0 rows``, ``2 providers``: a count and its noun (an English regular plural)."""
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+def plural(n: int, noun: str, nouns: str = "") -> str:
+    """``1 row``, ``0 rows``, ``2 providers``: a count and its noun (an English regular plural, or
+    `nouns` where it is not: ``plural(2, "retry", "retries")``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {nouns or noun + 's'}"
 
 
 def provider_title(provider: str, alias: str | None = None) -> str:
@@ -53,7 +56,7 @@ def footer_figures(t: Transcript) -> list[str]:
     if t.status == "completed" and t.stop_reason not in (None, "end_turn"):
         figures.append(f"stop: {t.stop_reason}")
     if t.attempts and t.attempts > 1:
-        figures.append(f"{t.attempts - 1} retries")
+        figures.append(plural(t.attempts - 1, "retry", "retries"))
     if t.replayed:
         figures.append("replayed from cassette")
     if t.cost is not None:

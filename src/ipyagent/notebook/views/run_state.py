@@ -34,6 +34,7 @@ from ...core import (
     ToolCallProgress,
     card_result,
     masked_figure,
+    plural,
 )
 from ...drivers import total_cost
 from ..render.memory_html import trimmed_text
@@ -314,7 +315,7 @@ class RunState(EventHandler):
             if self.done.stop_reason.kind.value != "end_turn":
                 figures.append(f"stop: {self.done.stop_reason}")
             if meta.get("attempts", 1) > 1:
-                figures.append(f"{meta['attempts'] - 1} retries")
+                figures.append(plural(meta["attempts"] - 1, "retry", "retries"))
             if meta.get("replayed"):
                 figures.append("replayed from cassette")
         else:  # a run that ended is timed as the transcript's footer times it: "total"
