@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import ModuleType
@@ -24,14 +23,13 @@ T = TypeVar("T")
 
 
 class VirtualClockLoop(asyncio.SelectorEventLoop):
-    """An event loop whose `time()` starts at the real monotonic time (code may take 0 for "never")
-    and advances to the next scheduled timer whenever
-    nothing is ready to run. I/O still works, but a test that waits on another thread gets no
+    """An event loop whose `time()` starts at 1000 s (not 0: code may take 0 for "never") and
+    advances to the next scheduled timer whenever nothing is ready to run. I/O still works, but a test that waits on another thread gets no
     time from it: use it for code that waits only on its own loop's timers."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.now = float(math.ceil(time.monotonic()))  # whole seconds: sums of waits are exact
+        self.now = 1000.0  # fixed, not the machine's uptime: a test's sums of float waits round alike everywhere
 
     def time(self) -> float:
         return self.now
