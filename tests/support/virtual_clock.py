@@ -24,8 +24,9 @@ T = TypeVar("T")
 
 class VirtualClockLoop(asyncio.SelectorEventLoop):
     """An event loop whose `time()` starts at 1000 s (not 0: code may take 0 for "never") and
-    advances to the next scheduled timer whenever nothing is ready to run. I/O still works, but a test that waits on another thread gets no
-    time from it: use it for code that waits only on its own loop's timers."""
+    advances to the next scheduled timer whenever nothing is ready to run. I/O still works, but a
+    test that waits on another thread gets no time from it: use it for code that waits only on its
+    own loop's timers."""
 
     def __init__(self) -> None:
         super().__init__()
