@@ -7,6 +7,8 @@ the cell's text, ``%mcp subscribe`` counts the updates the server sends."""
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -156,7 +158,7 @@ def test_a_subscribed_resource_counts_its_updates_in_the_list(shell, capsys) -> 
     assert f"  subscribed: {FEATURES} (no update yet)" in capsys.readouterr().out
     server = shell.magics_manager.registry["AgentMagics"].mcp_servers["ev"]
     run_sync(server.call("toggle-subscriber-updates", {}))
-    run_sync(_until(lambda: server.requests.updates.get(FEATURES, 0) >= 1))
+    _until_noted(server, lambda: server.requests.updates.get(FEATURES, 0) >= 1)
     shell.run_line_magic("mcp", "list")
     assert f"  resource updated: {FEATURES} (1 time" in capsys.readouterr().out
     shell.run_line_magic("mcp", "log ev")
@@ -166,15 +168,28 @@ def test_a_subscribed_resource_counts_its_updates_in_the_list(shell, capsys) -> 
         shell.run_line_magic("mcp", "subscribe notes test://notes")
 
 
-async def _until(done, limit: float = 30.0) -> None:
-    """Wait for `done()` (the server's notification), checking as the loop runs; fail past `limit` s."""
-    import asyncio
+def _until_noted(server: Any, done: Callable[[], Any], limit: float = 30.0) -> None:
+    """Wait until `done()` holds, woken by each line the server's client notes in its log (`_note`:
+    it notes every notification it handles), not by polling.
 
-    async def poll() -> None:
+    Raises:
+        AssertionError: no note made `done()` hold within `limit` seconds of the last one.
+    """
+    noted, note = threading.Event(), server._note
+
+    def noting(line: str) -> None:
+        note(line)
+        noted.set()
+
+    server._note = noting
+    try:
         while not done():
-            await asyncio.sleep(0.05)
-
-    await asyncio.wait_for(poll(), limit)
+            noted.clear()
+            if done():
+                return
+            assert noted.wait(limit), f"no notification from the server for {limit} s"
+    finally:
+        del server._note
 
 
 def test_server_log_messages_go_to_the_log_redacted_and_by_level(shell, capsys) -> None:
@@ -194,7 +209,7 @@ def test_server_log_messages_go_to_the_log_redacted_and_by_level(shell, capsys) 
         rows = server.log(200, level="debug").splitlines()
         return [r for r in rows if "level-message" in r.replace("-level ", "level-")]
 
-    run_sync(_until(lambda: bool(simulated())))
+    _until_noted(server, lambda: bool(simulated()))
     line = simulated()[0]
     level = line.split("server log [", 1)[1].split("]", 1)[0]
     assert level in MCP_LOG_LEVELS and line.lower().replace(" level-", "-level ").endswith(f"{level}-level message")

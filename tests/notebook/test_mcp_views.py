@@ -33,14 +33,6 @@ def ev() -> Iterator[MCPServer]:
     run_sync(server.aclose())
 
 
-async def _until(check: Any) -> None:
-    for _ in range(6_000):
-        if check():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("condition not reached")
-
-
 def live_run(model: StubServer, server: MCPServer, tool: str, answer: Any = None) -> tuple[Any, FrontEnd]:
     """Run an agent whose model calls `tool`, its events into a `WidgetView` whose front end said hello;
     `answer(front)`, awaited while the run goes on, plays the user."""
@@ -84,14 +76,14 @@ def test_the_card_shows_the_progress_of_a_long_running_operation_before_its_resu
 
 def test_a_sampling_request_is_approved_in_the_card_with_its_message_edited(ev: MCPServer) -> None:
     async def approve(front: FrontEnd) -> None:
-        await _until(lambda: front.asks)
+        await front.until(lambda: front.asks)
         [(sid, ask)] = front.asks.items()
         assert ask["kind"] == "sampling" and ask["server"] == "ev" and ask["system"] == "You are a helpful test server."
         asked = "Resource trigger-sampling-request context: six times seven?"
         assert ask["messages"] == [{"role": "user", "text": asked}]
         assert ask["max_tokens"] == 20 and ask["editable"] == ask["messages"][0]["text"]
         assert ask["arguments"] == {"prompt": "six times seven?", "maxTokens": 20}  # the card shows them meanwhile
-        await _until(lambda: front.status.get("ticking") == "approval")
+        await front.until(lambda: front.status.get("ticking") == "approval")
         front.send(sid, type="approve", verdict=True, text="What is six times seven? Answer in words.")
 
     call = ("call_s", "ev_trigger-sampling-request", {"prompt": "six times seven?", "maxTokens": 20})
@@ -108,10 +100,10 @@ def test_a_sampling_request_is_approved_in_the_card_with_its_message_edited(ev: 
 
 def test_an_elicitation_form_is_filled_in_the_card_and_checked_before_it_is_sent(ev: MCPServer) -> None:
     async def fill(front: FrontEnd) -> None:
-        await _until(lambda: front.asks)
+        await front.until(lambda: front.asks)
         [(sid, ask)] = front.asks.items()
         assert ask["kind"] == "elicitation" and ask["message"] == "Please provide inputs for the following fields:"
-        await _until(lambda: front.status.get("ticking") == "answer")  # the footer: "waiting for your answer"
+        await front.until(lambda: front.status.get("ticking") == "answer")  # the footer: "waiting for your answer"
         fields = {f["name"]: f for f in ask["fields"]}
         assert fields["name"]["required"] and fields["check"]["kind"] == "boolean"
         integer = {"kind": "integer", "minimum": 1, "maximum": 100, "default": 42}
@@ -119,7 +111,7 @@ def test_an_elicitation_form_is_filled_in_the_card_and_checked_before_it_is_sent
         assert fields["titledSingleSelectEnum"]["options"][0] == ["hero-1", "Superman"]
         assert fields["untitledMultipleSelectEnum"]["kind"] == "choices"
         front.send(sid, type="elicit", action="accept", content={"name": "", "integer": "many"})
-        await _until(lambda: front.asks.get(sid, {}).get("errors"))
+        await front.until(lambda: front.asks.get(sid, {}).get("errors"))
         assert front.asks[sid]["errors"] == {"name": "required", "integer": "give a whole number"}
         front.send(sid, type="elicit", action="accept", content={"name": "Ada Lovelace", "integer": "7", "check": True,
                                                                  "untitledMultipleSelectEnum": ["Piano", "Drums"]})
@@ -168,7 +160,7 @@ def test_a_question_waits_for_a_front_end_that_said_hello(monkeypatch) -> None:
         unseen = await view.request_approval(action)  # no front end: not run
         front.hello()
         asked = asyncio.ensure_future(view.request_approval(action))
-        await _until(lambda: front.asks)
+        await front.until(lambda: front.asks)
         [sid] = front.asks
         front.send(sid, type="approve", verdict=True)
         return unseen, await asked

@@ -33,6 +33,7 @@ class FrontEnd:
         self.status: dict[str, Any] = {}
         self.final: dict[str, Any] | None = None
         self.output: dict[str, Any] | None = None  # the saved output a reopened page puts in place
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         view.live.send = self.receive
 
     def hello(self) -> None:
@@ -71,6 +72,29 @@ class FrontEnd:
         elif content["type"] == "end":
             self.final = content["doc"]
             self.output = _saved_output(content)
+        for loop, changed in list(self._waiters):
+            loop.call_soon_threadsafe(changed.set)
+
+    async def until(self, check: Callable[[], Any], limit: float = 30.0) -> None:
+        """Wait until `check()` holds, woken by each message the kernel sends (the only way this
+        front end's state changes), not by polling; for a run on a real loop and real servers.
+
+        Raises:
+            AssertionError: no message made `check()` hold within `limit` seconds of the last one.
+        """
+        waiter = (asyncio.get_running_loop(), asyncio.Event())
+        self._waiters.append(waiter)
+        try:
+            while not check():
+                waiter[1].clear()
+                if check():
+                    return
+                try:
+                    await asyncio.wait_for(waiter[1].wait(), limit)
+                except TimeoutError:
+                    raise AssertionError(f"condition not reached: no message for {limit} s") from None
+        finally:
+            self._waiters.remove(waiter)
 
     def apply(self, op: list[Any]) -> None:
         name = op[0]
