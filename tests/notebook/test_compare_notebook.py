@@ -16,7 +16,6 @@ from ipyagent.notebook.render.html import markdown_to_html
 from ..support.kernels import drain_iopub, lab_like_client, widget_state_left
 from ..support.recordings import expected_from, status_type
 from ..support.stub_server import FIXTURES, Reply, StubServer
-from ..support.waiting import wait_until
 
 pytestmark = pytest.mark.notebook
 
@@ -183,7 +182,7 @@ def _two_providers(monkeypatch, first_delay: float, second_delay: float):
 
 def _wait_for_hangups(*servers: StubServer) -> None:
     # a server sees it when it writes its next piece
-    assert wait_until(lambda: all(s.hangups for s in servers), 3), "a provider's connection stayed open"
+    assert all(s.wait_for(lambda s=s: s.hangups, 3) for s in servers), "a provider's connection stayed open"
 
 
 def test_kernel_interrupt_stops_every_provider(monkeypatch):
@@ -192,7 +191,8 @@ def test_kernel_interrupt_stops_every_provider(monkeypatch):
 
     with _two_providers(monkeypatch, 0.2, 0.3) as (km, kc, servers):
         msg_id = kc.execute("%%compare openai:quick slow -o cmp\nWhat is the weather?")
-        wait_until(lambda: all(s.pieces_sent >= 3 for s in servers), 15)  # a few slow pieces out to both panes
+        # a few slow pieces out to both panes
+        assert all(s.wait_for(lambda s=s: s.pieces_sent >= 3, 15) for s in servers)
         km.interrupt_kernel()
         reply, iopub = wait_reply(kc, msg_id, 20)
         assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "RunStopped"
@@ -208,7 +208,7 @@ def test_a_stopped_comparison_is_saved_and_bound(monkeypatch):
 
     with _two_providers(monkeypatch, 0, 0.25) as (km, kc, (_, slow)):
         msg_id = kc.execute("%%compare openai:quick slow -o cmp\nWhat is the weather?")
-        wait_until(lambda: slow.pieces_sent >= 4, 15)  # the role piece, then some text
+        assert slow.wait_for(lambda: slow.pieces_sent >= 4, 15)  # the role piece, then some text
         km.interrupt_kernel()
         reply, iopub = wait_reply(kc, msg_id, 20)
         assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "RunStopped"

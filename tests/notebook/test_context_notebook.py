@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from ..support.stub_server import StubServer, openai_text_reply
-from ..support.waiting import wait_until
 
 pytestmark = pytest.mark.notebook
 
@@ -164,7 +163,7 @@ def test_an_interrupted_fix_ends_quietly_and_is_not_the_next_error(monkeypatch) 
             wait_reply(kc, kc.execute(f"%load_ext ipyagent\n%provider openai:m --base-url {server.url}/v1"), 30)
             wait_reply(kc, kc.execute("1 / 0"), 10)
             msg_id = kc.execute("%agent fix")
-            wait_until(lambda: server.requests)  # streaming has begun
+            assert server.wait_for(lambda: server.requests)  # streaming has begun
             km.interrupt_kernel()
             reply, iopub = wait_reply(kc, msg_id, 30)
             assert reply["content"]["status"] == "ok"

@@ -14,7 +14,6 @@ from ipyagent.notebook import extension
 
 from ..support.stub_server import FIXTURES, Reply, StubServer
 from ..support.replies import reflect
-from ..support.waiting import wait_until
 
 # Anthropic's stream is read to its end, so its connection goes back to the pool and stays open.
 TEXT = FIXTURES / "anthropic" / "stream-text.sse"
@@ -22,7 +21,7 @@ OPENAI_TEXT = FIXTURES / "openai-chat" / "stream-text-include-usage.sse"
 
 
 def _wait_closed(server: StubServer, timeout: float = 5.0) -> None:
-    wait_until(lambda: server.closed_connections >= server.connections, timeout)
+    server.wait_for(lambda: server.closed_connections >= server.connections, timeout)
 
 
 def test_a_stream_ended_by_its_stop_signal_leaves_the_connection_for_the_next_request() -> None:

@@ -17,7 +17,6 @@ from ipyagent.notebook.render.html import markdown_to_html
 from ..support.kernels import view_html as _view_html
 from ..support.kernels import wait_reply as _wait_reply
 from ..support.stub_server import FIXTURES, Reply, StubServer
-from ..support.waiting import wait_until
 
 pytestmark = pytest.mark.notebook
 
@@ -143,14 +142,15 @@ def test_kernel_interrupt_cancels_the_stream(monkeypatch, cell, ename):
             assert reply["content"]["status"] == "ok"
 
             msg_id = kc.execute(cell)
-            assert wait_until(lambda: server.pieces_sent >= 4)  # the role piece, "I'm", " unable", then more: under way
+            # the role piece, "I'm", " unable", then more: under way
+            assert server.wait_for(lambda: server.pieces_sent >= 4)
             km.interrupt_kernel()
             reply, iopub = _wait_reply(kc, msg_id, 20)
             assert reply["content"]["status"] == "error"
             assert reply["content"]["ename"] == ename
 
             # The connection is closed at the interrupt: the server sees it before writing the whole body.
-            assert wait_until(lambda: server.hangups or server.completed)
+            assert server.wait_for(lambda: server.hangups or server.completed)
             assert server.hangups and not server.completed, "the server wrote the whole body: the stream was not closed"
 
             if cell.startswith("%%agent"):

@@ -108,8 +108,9 @@ class StubServer:
                 try:
                     super().handle()  # request after request until the connection closes
                 finally:
-                    with server._lock:
+                    with server._changed:
                         server.closed_connections += 1
+                        server._changed.notify_all()
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -190,8 +191,9 @@ class StubServer:
             self.hangups.clear()
 
     def wait_for(self, condition: Any, timeout: float = 30.0) -> bool:
-        """True once `condition()` (of `requests`, `pieces_sent`, `completed`, `hangups`) holds, looked
-        at again on each request, piece, finished body and hang-up, not on a clock; False past `timeout`
+        """True once `condition()` (of `requests`, `pieces_sent`, `completed`, `hangups`,
+        `closed_connections`) holds, looked at again on each request, piece, finished body, hang-up and
+        closed connection, not on a clock; False past `timeout`
         seconds (a guard against a hang: callers assert the result)."""
         with self._changed:
             return bool(self._changed.wait_for(condition, timeout))
