@@ -100,15 +100,17 @@ bench: $(VENV)/.installed-bench
 ## aggregator, the agent loop with its structured-output and ReAct helpers, core/ and agent/evaluation/
 ## ([tool.mutmut] in pyproject.toml), with the fast tests that pin their decisions; prints the kill rate
 ## (.ci/mutation_report.py). Not part of make test. Some 10,000 mutants: hours on two cores, so run it a module
-## (mutmut's mutant-name glob) at a time: make mutation MUTANTS='ipyagent.core.redact*'; each run's
-## `mutmut results --all true` is kept in build/mutation-results/ under the glob's name, and
-## .ci/mutation_report.py --results build/mutation-results/*.txt reports over all of them.
+## (mutmut's mutant-name glob) at a time, with the tests of its layer (TESTS replaces [tool.mutmut]'s wide
+## selection for the run): make mutation MUTANTS='ipyagent.core.redact*' TESTS=tests/core/
+## Each module run is kept in the repository, .ci/mutation-results/<module>.txt, stamped with the sha256 of the
+## source it ran on (.ci/mutation_run.py); the report reads them all and names a module changed since as stale.
 ## The tests read ../shared/fixtures from the project's parent; mutants/ (mutmut's copy) is one level down, so a
 ## link ./shared -> ../shared is made for it.
 ## It runs on Python 3.12 or later (its own virtualenv, build/mutation-venv): on Python 3.11.7 mutmut's test
 ## statistics crashed the process (SIGSEGV in ContextVar.set, in the evaluation tests' threads), on 3.12 not.
 ## MUTATION_PYTHON=/path/to/python3.12 chooses it. It runs niced, two workers: the machine is shared.
 MUTANTS ?=
+TESTS ?=
 MUTATION_PYTHON ?= $(shell for v in 3.12 3.13 3.14; do p=$$(command -v python$$v) \
   || p=$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V | tail -n 1); \
   [ -n "$$p" ] && { echo $$p; break; }; done)
@@ -118,10 +120,9 @@ mutation:
 	pyenv); name it with MUTATION_PYTHON=..."; exit 1; }
 	$(MAKE) --no-print-directory VENV=$(MUT_VENV) BASE_PYTHON=$(MUTATION_PYTHON) $(MUT_VENV)/.installed-mutation
 	test -e shared || ln -s ../shared shared
-	mkdir -p $(BUILD)/mutation-results
-	nice -n 19 $(MUT_VENV)/bin/mutmut run --max-children 2 $(MUTANTS) > $(BUILD)/mutation.log 2>&1 || true
-	$(MUT_VENV)/bin/mutmut results --all true > "$(BUILD)/mutation-results/$(or $(MUTANTS),all).txt"
-	$(MUT_VENV)/bin/python .ci/mutation_report.py --results "$(BUILD)/mutation-results/$(or $(MUTANTS),all).txt"
+	nice -n 19 $(MUT_VENV)/bin/python .ci/mutation_run.py $(foreach t,$(TESTS),--tests $(t)) $(MUTANTS) \
+	  > $(BUILD)/mutation.log 2>&1 || { tail -n 20 $(BUILD)/mutation.log; exit 1; }
+	$(MUT_VENV)/bin/python .ci/mutation_report.py
 
 clean:
 	rm -rf $(BUILD) $(VENV) mutants

@@ -1,0 +1,65 @@
+"""Run mutmut over some modules and keep each module's results in the repository (``make mutation``).
+
+    python .ci/mutation_run.py [--tests tests/core/ ...] 'ipyagent.core.messages*' ...
+
+The arguments are mutmut's mutant-name globs. ``--tests`` replaces ``[tool.mutmut]``'s test selection for
+this run (mutmut reads one selection from pyproject.toml; a core mutant would otherwise run every wide test that
+reaches it). Afterwards each module the globs named gets ``.ci/mutation-results/<module>.txt``: a first line
+``# sha256 <hex> <path>`` stamping the source the run was made on, then mutmut's ``name: status`` lines of that
+module. ``.ci/mutation_report.py`` reads them and names a module whose source changed since as stale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from mutation_report import RESULTS, ROOT, module_of, source_of, stamp
+
+
+def save(listing: str, globs: list[str], stamps: dict[str, str], out: Path = RESULTS, root: Path = ROOT) -> list[Path]:
+    """Write the modules' results of `listing` (``mutmut results --all true``) that `globs` name (all without
+    globs), each stamped with its source's hash from `stamps` (path -> sha256, taken before the run)."""
+    by_module: dict[str, list[str]] = {}
+    for line in listing.splitlines():
+        name, sep, _ = line.strip().rpartition(": ")
+        if sep and (not globs or any(fnmatch.fnmatch(name, glob) for glob in globs)):
+            by_module.setdefault(module_of(name), []).append(line.strip())
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for module, lines in sorted(by_module.items()):
+        path = source_of(module, root)
+        target = out / f"{module}.txt"
+        target.write_text(f"# sha256 {stamps[path]} {path}\n" + "\n".join(sorted(lines)) + "\n")
+        written.append(target)
+    return written
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tests", action="append", default=[], help="a test path of this run's selection, "
+                        "one per --tests (default: pyproject's selection)")
+    parser.add_argument("--max-children", default="2")
+    parser.add_argument("globs", nargs="*")
+    args = parser.parse_args()
+    from mutmut.__main__ import cli
+    from mutmut.configuration import config
+
+    if args.tests:
+        config().pytest_add_cli_args_test_selection = list(args.tests)
+    # Stamped before the run: mutmut copies the sources as they are when it starts.
+    stamps = {str(p.relative_to(ROOT)): stamp(p) for p in (ROOT / "src").rglob("*.py")}
+    cli(["run", "--max-children", args.max_children, *args.globs], standalone_mode=False)
+    listing = subprocess.run([str(Path(sys.executable).with_name("mutmut")), "results", "--all", "true"],
+                             capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    for path in save(listing, args.globs, stamps):
+        print(f"saved {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
