@@ -52,6 +52,7 @@ from ipyagent.core import (
 )
 from ipyagent.core.artifacts import split_media
 from ipyagent.core.content import Citation
+from ipyagent.core.messages import upgrade_status_keys, upgrade_usage_names
 from ipyagent.core.redact import MASK, add_secret
 from ipyagent.core.tool_action import MAX_NATIVE_NAME
 from ipyagent.drivers.decode import lenient
@@ -113,6 +114,24 @@ def test_an_old_error_in_the_metadata_becomes_the_message_error() -> None:
     assert message.status == "failed" and message.error == MessageError(**old) and message.metadata == {}
     given = Message.model_validate({"role": "assistant", "status": "interrupted", "metadata": {"failed": True}})
     assert given.status == "interrupted" and given.metadata == {}  # a status given outright wins
+
+
+def test_legacy_flags_all_false_make_a_complete_message_and_leave_the_metadata() -> None:
+    """Every old key present and false (a run store wrote all four): complete, none of them kept."""
+    old = {"partial": False, "failed": False, "interrupted": False, "error": None, "latency_s": 0.5}
+    upgraded = upgrade_status_keys({"role": "assistant", "metadata": old})
+    assert upgraded == {"role": "assistant", "status": "complete", "metadata": {"latency_s": 0.5}}
+    plain = {"role": "assistant", "metadata": {"latency_s": 0.5}}
+    assert upgrade_status_keys(plain) is plain  # no old key: the data as it is, no status added
+
+
+def test_an_error_given_outright_wins_over_the_metadata_s_and_one_without_a_type_is_dropped() -> None:
+    given = {"type": "rate_limit", "code": None, "message": "slow down", "retryable": True, "status": 429}
+    old = {"type": "overloaded", "code": None, "message": "busy", "retryable": True, "status": 529}
+    message = Message.model_validate({"role": "assistant", "error": given, "metadata": {"error": old}})
+    assert message.status == "failed" and message.error == MessageError(**given) and message.metadata == {}
+    untyped = upgrade_status_keys({"role": "assistant", "metadata": {"error": {"message": "busy"}}})
+    assert untyped == {"role": "assistant", "status": "failed", "metadata": {}}  # failed, with no error to keep
 
 
 def test_a_failed_message_round_trips_with_its_error() -> None:
@@ -436,6 +455,8 @@ def test_usage_saved_with_the_old_names_still_loads():
     assert (u.input_tokens, u.output_tokens, u.total_tokens) == (12, 3, 15)
     assert (u.cache_read_tokens, u.cache_write_tokens, u.reasoning_tokens, u.raw) == (8, 2, 1, {"x": 1})
     assert Usage.model_validate({"input": 1, "input_tokens": 7}).input_tokens == 7  # the new name wins
+    # Only a dict is upgraded: a string that holds an old name, or None, is returned as it is.
+    assert upgrade_usage_names("input") == "input" and upgrade_usage_names(None) is None
     assert set(Usage().model_dump()) == {"input_tokens", "output_tokens", "total_tokens", "cache_read_tokens",
                                          "cache_write_tokens", "reasoning_tokens", "raw", "server_tool_calls"}
 
