@@ -22,13 +22,19 @@ from mutation_report import RESULTS, ROOT, module_of, source_of, stamp
 
 
 def save(listing: str, globs: list[str], stamps: dict[str, str], out: Path = RESULTS, root: Path = ROOT) -> list[Path]:
-    """Write the modules' results of `listing` (``mutmut results --all true``) that `globs` name (all without
-    globs), each stamped with its source's hash from `stamps` (path -> sha256, taken before the run)."""
+    """Write the results in `listing` (``mutmut results --all true``) of each module a mutant `globs` name
+    belongs to (all without globs): every mutant of the module, those run before too (a run of a module's
+    survivors alone keeps its killed ones), stamped with its source's hash from `stamps` (path -> sha256,
+    taken before the run)."""
     by_module: dict[str, list[str]] = {}
+    named: set[str] = set()
     for line in listing.splitlines():
         name, sep, _ = line.strip().rpartition(": ")
-        if sep and (not globs or any(fnmatch.fnmatch(name, glob) for glob in globs)):
+        if sep:
             by_module.setdefault(module_of(name), []).append(line.strip())
+            if not globs or any(fnmatch.fnmatch(name, glob) for glob in globs):
+                named.add(module_of(name))
+    by_module = {module: lines for module, lines in by_module.items() if module in named}
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for module, lines in sorted(by_module.items()):
