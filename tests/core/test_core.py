@@ -51,7 +51,7 @@ from ipyagent.core import (
     to_native_name,
 )
 from ipyagent.core.artifacts import split_media
-from ipyagent.core.content import Citation
+from ipyagent.core.content import UNNAMED_CALL, Citation
 from ipyagent.core.messages import upgrade_status_keys, upgrade_usage_names
 from ipyagent.core.redact import MASK, add_secret
 from ipyagent.core.tool_action import MAX_NATIVE_NAME
@@ -397,6 +397,27 @@ def test_action_call_from_deltas_invalid_json(raw):
     assert block.action.input == {} and block.raw_arguments == raw
 
 
+def test_a_call_without_a_name_or_an_id_is_call_position_with_an_error_naming_no_tool() -> None:
+    """Neither id nor name in any fragment: the id is ``call_<position>`` (1 unless given), the tool
+    `UNNAMED_CALL`, and the error says which call and that it names no tool (no ``tool`` part)."""
+    block = ActionCallBlock.from_deltas([_d(arguments='{"a": 1}')])
+    assert (block.action.tag, block.action.name, block.action.input) == ("call_1", UNNAMED_CALL, {"a": 1})
+    assert block.error == ("tool call 1 (id 'call_1') was not run: it names no tool; call the tool again with its "
+                           "name and its arguments as one JSON object")
+    broken = ActionCallBlock.from_deltas([_d(arguments="[1]")], position=3)
+    assert broken.action.tag == "call_3" and broken.error.startswith(
+        "tool call 3 (id 'call_3') was not run: it names no tool, and its arguments are JSON but not an object: '[1]';")
+
+
+def test_a_call_keeps_the_last_signature_given_and_reads_fragments_without_one() -> None:
+    signed = [ToolCallDelta(0, "c", "lookup", "{}", signature="s1"), ToolCallDelta(0, None, None, "", signature="s2"),
+              ToolCallDelta(0, None, None, "")]
+    assert ActionCallBlock.from_deltas(signed).signature == "s2"
+    plain = SimpleNamespace(call_id="c", name="lookup", arguments="{}")  # a delta-like object with no signature
+    block = ActionCallBlock.from_deltas([plain])
+    assert block.signature is None and block.error is None and block.action.input == {}
+
+
 def test_text_and_reasoning_from_deltas():
     parts = [SimpleNamespace(text="Hel"), SimpleNamespace(text="lo")]
     assert TextBlock.from_deltas(parts) == TextBlock(text="Hello")
@@ -533,7 +554,7 @@ def test_a_builtin_tool_is_read_from_a_name_a_dict_or_itself() -> None:
     with pytest.raises(ValueError):
         BuiltinTool.of({"name": "nope"})
     for bad in (42, {"name": 1}, {"tool": "web_search"}, None):
-        with pytest.raises(TypeError, match="a built-in tool is a name .*web_search.* or a BuiltinTool, not "):
+        with pytest.raises(TypeError, match=r"a built-in tool is a name \(web_search, web_fetch, .*\) or a Built"):
             BuiltinTool.of(bad)
 
 
@@ -552,6 +573,9 @@ def test_tool_call_arguments_are_a_json_object_within_the_limits() -> None:
         parse_arguments('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")  # past what Python reads
     with pytest.raises(ValueError, match=r"^its arguments are 1,000,001 characters, more than the 1,000,000 a call"):
         parse_arguments(" " * (MAX_ARGUMENT_CHARS - 1) + "{}")
+    assert parse_arguments(" " * (MAX_ARGUMENT_CHARS - 2) + "{}") == {}  # exactly the limit is allowed
+    with pytest.raises(ValueError, match=r"^its arguments are JSON but not an object: '5'$"):
+        parse_arguments("5")  # a scalar has no depth to walk
 
 
 def test_broken_arguments_are_quoted_by_their_head() -> None:

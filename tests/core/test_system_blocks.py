@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import ipyagent
-from ipyagent.core import SystemBlock, fit_system_blocks, system_blocks, system_text
+from ipyagent.core import PromptStack, SystemBlock, fit_system_blocks, system_blocks, system_text
 
 from ..support.stub_server import StubServer
 from ..support.replies import MODELS, PROTOCOLS, REPLIES
@@ -118,3 +118,11 @@ def test_blocks_that_fill_the_budget_exactly_all_stay() -> None:
 def test_the_system_text_is_every_block_s_text_a_blank_line_apart() -> None:
     assert system_text(["one", SystemBlock(text="two", dynamic=True), ""]) == "one\n\ntwo"
     assert system_text("only") == "only" and system_text(None) == ""
+
+
+def test_the_system_texts_are_the_blocks_then_the_system_messages_with_text() -> None:
+    stack = PromptStack(system_blocks=[RULES, SystemBlock(text="", source="memory")])
+    stack.add_system_message("Answer in French.")
+    stack.add_user_message("hi")
+    stack.add_system_message("")
+    assert stack.system_texts() == ["You are terse.", "Answer in French."]

@@ -9,6 +9,7 @@ import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from types import SimpleNamespace as Obj
 
 import pytest
 
@@ -38,6 +39,7 @@ from ipyagent.core.transcript_parts import MEDIA_CHARS, RESULT_CHARS, MediaPart,
 from ipyagent.core.transcript import (
     MIME_TYPE,
     VERSION,
+    ComparisonRecord,
     TextPart,
     ToolCallPart,
     Transcript,
@@ -272,7 +274,7 @@ def test_published_schema_file_is_current():
 
 
 def test_reading_a_foreign_or_newer_document_fails_clearly():
-    with pytest.raises(ValueError, match="not an ipyagent transcript"):
+    with pytest.raises(ValueError, match=r"^not an ipyagent transcript \(its 'format' is not 'ipyagent.transcript'\)$"):
         Transcript.from_json({"hello": 1})
     with pytest.raises(ValueError, match="version 99 is not supported"):
         Transcript.from_json({"format": "ipyagent.transcript", "version": 99, "provider": "x"})
@@ -789,3 +791,18 @@ def test_a_huge_result_or_program_output_keeps_its_head_and_says_how_much_was_le
     assert ToolCallPart(id="c", name="t").result is None
     assert ServerToolPart(id="s", tool="code_execution", output="r" * (RESULT_CHARS + 5)).output == cut
     assert ServerToolPart(id="s", tool="code_execution", output="r" * RESULT_CHARS).output == "r" * RESULT_CHARS
+
+
+def test_a_transcript_of_message_like_objects_reads_what_each_has() -> None:
+    """from_messages takes any objects: one without a role is no reply, a reply without usage adds
+    none, a usage without a field adds 0 to it."""
+    usage = Obj(input_tokens=3, output_tokens=2)  # no cache or reasoning counts
+    t = Transcript.from_messages([Obj(role="assistant", content=[], usage=usage), Obj(role="assistant", content=[]),
+                                  Obj(content=[])], provider="p")
+    assert t.timings.turns == 2
+    assert (t.usage.input_tokens, t.usage.output_tokens, t.usage.cache_read_tokens, t.usage.reasoning_tokens) == (
+        3, 2, 0, 0)
+
+
+def test_a_comparison_without_runs_saves_its_format_and_an_empty_footer() -> None:
+    assert ComparisonRecord().to_json() == {"format": "ipyagent.comparison", "version": 1, "footer": []}
