@@ -288,3 +288,80 @@ def test_a_url_s_user_name_alone_is_its_credential_and_no_url_registers_nothing(
     add_url("")
     add_url("http://[::1")  # not a URL: nothing to read
     assert secrets() == before
+
+
+# -- mutation gaps (issue 27): each form exactly, the forms a caller gives, the stream's cut --------
+
+def test_secret_forms_are_exactly_the_seven_escapes_and_the_base64_cores_of_each_alignment() -> None:
+    """A secret whose every escape differs: raw, URL-quoted (``/`` too) and plus-quoted, JSON-escaped
+    (ASCII), JSON-escaped twice, JSON-escaped keeping non-ASCII, repr-escaped; then the base64 of its
+    bytes at each of the three alignments, standard and URL-safe, each cut to the characters only the
+    secret fixes. The raw form is 8 characters: as short as a form may be."""
+    secret = 'é"\\ /?>~'
+    assert secret_forms(secret) == {
+        secret, "%C3%A9%22%5C%20%2F%3F%3E~", "%C3%A9%22%5C+%2F%3F%3E~", "\\u00e9\\\"\\\\ /?>~",
+        "\\\\u00e9\\\\\\\"\\\\\\\\ /?>~", 'é\\"\\\\ /?>~', 'é"\\\\ /?>~',
+        "w6kiXCAvPz5+", "w6kiXCAvPz5-", "DqSJcIC8/Pn", "DqSJcIC8_Pn", "OpIlwgLz8+f", "OpIlwgLz8-f",
+    }
+    # Six bytes: their base64 core at the first alignment is 8 characters, kept; the others are 7.
+    assert secret_forms("123456") == {"MTIzNDU2"}
+
+
+def test_the_forms_a_caller_gives_are_the_ones_looked_for(monkeypatch) -> None:
+    """`redact_json`, `redact_json_all` and `redact_context` take the caller's forms (a batch computes
+    them once), not the ones in play: a value only the given forms name is masked, and a mask already
+    in the text is not counted again."""
+    from ipyagent.core.redact import redact_json, redact_json_all
+
+    forms = ("only-given-form-31",)
+    assert redact_json({"a": "x only-given-form-31"}, forms) == json.dumps({"a": f"x {MASK}"})
+    assert redact_json_all([{"a": "only-given-form-31"}, None], forms) == [json.dumps({"a": MASK}), None]
+    assert redact_context(f"{MASK} and only-given-form-31", forms) == (f"{MASK} and {MASK}", 1)
+
+
+def test_a_url_password_holding_a_colon_is_read_from_the_first_colon(monkeypatch) -> None:
+    from ipyagent.core.redact import env_secrets
+
+    monkeypatch.setenv("SOME_DB_URL", "postgres://admin:pa:ss-word-9@db/x")
+    assert "pa:ss-word-9" in env_secrets()
+
+
+@pytest.mark.parametrize("text", [
+    "see https://admin:hunter2-long-pw@example.org/x",  # URL credentials, nothing else
+    "see https://example.org/x?api_key=abcdefgh12345678",  # a secret-named query value
+    "header Bearer abcdefghijklmnopqrstuvwxyz012345",  # a bearer token, capitalised
+    "HEADER BEARER ABCDEFGHIJKLMNOPQRSTUVWXYZ012345",  # upper case
+])
+def test_redact_json_masks_what_only_one_cheap_pre_check_sees(text: str) -> None:
+    """`redact_json` skips redacting when its cheap checks see nothing: each check is the only one that
+    sees its kind of text, so a check left out would leak it."""
+    from ipyagent.core.redact import redact_json
+
+    masked = json.dumps({"t": redact_data(text)}, ensure_ascii=False)
+    assert redact_json({"t": text}) == masked != json.dumps({"t": text})
+
+
+def test_a_stream_is_released_up_to_its_last_space_newline_or_tab() -> None:
+    for space in (" ", "\n", "\t"):
+        stream = StreamRedactor()
+        assert stream.feed(f"one{space}two{space}thr") == f"one{space}two{space}" and stream.flush() == "thr"
+        assert stream.flush() == ""  # the held-back rest is given once
+
+
+def test_a_word_longer_than_max_word_is_released_but_its_last_half() -> None:
+    stream = StreamRedactor(max_word=10)
+    assert stream.feed("x" * 10) == ""  # as long as a form worth waiting for: held
+    assert stream.feed("x") == "x" * 6 and stream.flush() == "x" * 5  # 11 > 10: all but the last 5 shown
+    stream = StreamRedactor(max_word=10)
+    assert stream.feed("ab " + "y" * 9) == "ab " and stream.flush() == "y" * 9  # the word, not the text, counts
+    default = StreamRedactor()
+    assert default.feed("z" * 4096) == "" and default.feed("z") == "z" * 2049
+
+
+def test_mask_named_walks_exactly_mask_nodes_containers_and_items() -> None:
+    from ipyagent.core.redact import MASK_NODES
+
+    fits = [{"token": "t"}] + [0] * (MASK_NODES - 2)  # the list, the dict and the zeros: MASK_NODES nodes
+    assert mask_named(fits) == ([{"token": MASK}] + [0] * (MASK_NODES - 2), 1)
+    over = fits + [0]
+    assert mask_named(over) == (over, 0)
