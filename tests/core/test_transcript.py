@@ -806,3 +806,88 @@ def test_a_transcript_of_message_like_objects_reads_what_each_has() -> None:
 
 def test_a_comparison_without_runs_saves_its_format_and_an_empty_footer() -> None:
     assert ComparisonRecord().to_json() == {"format": "ipyagent.comparison", "version": 1, "footer": []}
+
+
+# -- transcript_messages over duck-typed messages (issue 27's mutation gaps) ----------------------
+
+
+def test_reasoning_parts_keep_their_text_and_say_whether_the_provider_redacted_it() -> None:
+    blocks = [Obj(type="reasoning", text="let me think"), Obj(type="reasoning", text="", redacted=True)]
+    (message,) = transcript_messages([Obj(role="assistant", content=blocks)])
+    assert [(type(p).__name__, p.text, p.redacted) for p in message.parts] == [
+        ("ReasoningPart", "let me think", False), ("ReasoningPart", "", True)]
+
+
+def test_a_call_s_card_reads_its_output_and_its_timing() -> None:
+    """An error artifact's output is an error; a timing gives the duration (to 0.1 ms), a known approval
+    and stop (others are dropped), its notes, and makes a result it calls an error one; a call
+    without a result stays pending whatever its timing says."""
+    from collections import deque
+
+    from ipyagent.core import ErrorArtifact
+    from ipyagent.core.transcript_build import ToolTiming
+
+    def call(tag: str, output=None) -> Obj:
+        return Obj(type="action_call", action=Obj(tag=tag, native_name=f"t_{tag}", input={"n": 1}, output=output))
+
+    timings = {"a": deque([ToolTiming(1.234567, approval="approved", stopped="timeout", notes=("asked",))]),
+               "b": deque([ToolTiming(0.5, is_error=True, approval="maybe", stopped="killed")]),
+               "c": deque([ToolTiming(2.0, is_error=True, stopped="interrupted")])}
+    (message,) = transcript_messages([Obj(role="assistant", content=[
+        call("a", ErrorArtifact(value="boom")), call("b", TextArtifact(value="fine")), call("c"), call("d", "plain"),
+    ])], timings)
+    a, b, c, d = message.parts
+    assert (a.status, a.result, a.duration_s, a.approval, a.stopped, a.notes) == (
+        "error", "boom", 1.2346, "approved", "timeout", ["asked"])
+    assert (b.status, b.result, b.approval, b.stopped) == ("error", "fine", None, None)
+    assert (c.status, c.result, c.stopped) == ("pending", None, "interrupted")
+    assert (d.status, d.result, d.duration_s) == ("ok", "plain", None)  # an output that is no artifact: its text
+    assert timings["a"] == deque() and timings["c"] == deque()  # each timing read once
+
+
+def test_a_result_without_its_call_keeps_its_media_and_an_unmappable_name_is_kept_as_given() -> None:
+    png = ImageBlock(mime_type="image/png", data="iVBORw0K")
+    orphan = Obj(type="action_result", action=Obj(tag="o1", name="made_up", input=None), text="r", is_error=True,
+                 media=[png])
+    nameless = Obj(type="action_call", action=Obj(tag="o2", input=None, output=None))
+    (message,) = transcript_messages([Obj(role="assistant", content=[orphan, nameless])])
+    first, second = message.parts
+    assert (first.name, first.result, first.status, [m.data for m in first.media]) == (
+        "made_up", "r", "error", ["iVBORw0K"])
+    assert (second.name, second.arguments) == ("tool call", {})
+
+
+def test_media_and_other_blocks_are_summarised_and_an_image_as_big_as_allowed_is_kept() -> None:
+    from datetime import date
+
+    from ipyagent.core.transcript_parts import MAX_IMAGE_CHARS
+
+    big = "A" * MAX_IMAGE_CHARS
+    blocks = [Obj(type="image", mime_type="image/png", data=big), Obj(type="audio"),
+              Obj(type="table", value={"day": date(2020, 1, 2)}), Obj(type="custom"), Obj(text="no type")]
+    (message,) = transcript_messages([Obj(content=blocks), Obj(role="user")])  # no role: the assistant's
+    assert message.role == "assistant"
+    image, audio, table, custom = message.parts
+    assert (image.summary, image.data is big) == ("<image image/png>", True)
+    assert (audio.summary, audio.mime_type, audio.data) == ("<audio >", None, None)
+    assert (table.kind, table.summary, custom.summary) == ("table", '{"day": "2020-01-02"}', "null")
+
+
+def test_joined_text_moves_its_citations_along_and_keeps_each_field() -> None:
+    cite = Obj(start=2, end=None, url="https://u", title="T", document="D", location="p. 3", quote="Q")
+    blocks = [Obj(type="text", text="Hello"), Obj(type="text", text=" world", citations=[cite])]
+    (message,) = transcript_messages([Obj(role="assistant", content=blocks)])
+    (part,) = message.parts
+    assert part.text == "Hello world"
+    assert [c.model_dump() for c in part.citations] == [
+        {"start": 7, "end": 11, "url": "https://u", "title": "T", "document": "D", "location": "p. 3", "quote": "Q"}]
+
+
+def test_a_server_tool_result_keeps_an_image_as_big_as_allowed() -> None:
+    from ipyagent.core.transcript_parts import MAX_IMAGE_CHARS
+
+    big = "A" * MAX_IMAGE_CHARS
+    result = Obj(type="server_tool_result", call_id="s1", tool="web_search", error=None, sources=[], output=None,
+                 files=[], images=[Obj(mime_type="image/png", data=big), Obj(mime_type="image/png", data=big + "A")])
+    (message,) = transcript_messages([Obj(role="assistant", content=[result])])
+    assert [i["data"] is big for i in message.parts[0].images] == [True]
