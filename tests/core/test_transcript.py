@@ -891,3 +891,23 @@ def test_a_server_tool_result_keeps_an_image_as_big_as_allowed() -> None:
                  files=[], images=[Obj(mime_type="image/png", data=big), Obj(mime_type="image/png", data=big + "A")])
     (message,) = transcript_messages([Obj(role="assistant", content=[result])])
     assert [i["data"] is big for i in message.parts[0].images] == [True]
+
+
+def test_a_card_shows_what_only_a_card_shows_and_media_as_big_as_allowed() -> None:
+    from ipyagent.core import BlobArtifact, ListArtifact
+    from ipyagent.core.transcript_parts import card_result
+
+    output = ListArtifact(value=[TextArtifact(value="for the model"), TextArtifact(value="for you", shown_only=True)])
+    assert card_result(output) == ("for the model\n\nfor you", [])
+    blob = Obj(type="blob", mime_type=None, value=b"\0" * 1_500_000, name="f.bin")  # base64: MEDIA_CHARS exactly
+    assert (MediaPart.of(blob).mime_type, MediaPart.of(blob).data is not None) == ("", True)
+    assert MediaPart.of(BlobArtifact(value=b"\0" * 1_500_003)).data is None
+
+
+def test_compact_json_writes_what_json_holds() -> None:
+    from datetime import date
+
+    from ipyagent.core.transcript_parts import compact_json
+
+    part = ServerToolPart(id="s", tool="web_search", input={"day": date(2020, 1, 2)})
+    assert compact_json(part)["input"] == {"day": "2020-01-02"}
