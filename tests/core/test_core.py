@@ -285,8 +285,23 @@ def test_output_json_schema_from_dict_and_none():
 
 @pytest.mark.parametrize("bad", ["not a schema", 42, Answer(city="x", temperature=1.0), int])
 def test_output_json_schema_bad_type(bad):
-    with pytest.raises(TypeError, match="output_schema"):
+    with pytest.raises(TypeError, match=r"^output_schema must be a pydantic model class or a JSON Schema dict, not "
+                                        f"{type(bad).__name__}$"):
         PromptStack(output_schema=bad).to_output_json_schema()
+
+
+def test_a_result_keeps_its_media_with_their_types_and_a_plain_output_is_no_error() -> None:
+    """An action's output with audio: the result's text and its media block, with the audio's MIME type;
+    an output that is no artifact (no `type`) is its text, not an error; any other value is its str()."""
+    from ipyagent.core.prompt_stack import to_blocks
+
+    out = ListArtifact(value=[TextArtifact(value="heard"), AudioArtifact(value=b"ID3", mime_type="audio/mpeg")])
+    (block,) = to_blocks(ActionArtifact(value=ToolAction(tag="c", name="listen", input={}, output=out)))
+    assert (block.text, block.is_error) == ("heard", False)
+    assert [(m.type, m.mime_type, m.data) for m in block.media] == [("audio", "audio/mpeg", "SUQz")]
+    (plain,) = to_blocks(ActionArtifact(value=ToolAction(tag="p", name="echo", input={}, output="said")))
+    assert (plain.text, plain.is_error) == ("said", False)
+    assert to_blocks(42) == [TextBlock(text="42")]
 
 
 # -- native tool names ------------------------------------------------------------------

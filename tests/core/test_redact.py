@@ -365,3 +365,18 @@ def test_mask_named_walks_exactly_mask_nodes_containers_and_items() -> None:
     assert mask_named(fits) == ([{"token": MASK}] + [0] * (MASK_NODES - 2), 1)
     over = fits + [0]
     assert mask_named(over) == (over, 0)
+
+
+def test_a_secret_of_exactly_the_shortest_length_is_kept_from_a_call_the_environment_and_a_url(monkeypatch) -> None:
+    from ipyagent.core.redact import MIN_SECRET_LENGTH, env_secrets
+
+    add_secret("8-chars!")
+    monkeypatch.setenv("SHORT_API_KEY", "8-env-ch")
+    assert MIN_SECRET_LENGTH == 8 and "8-chars!" in secrets() and "8-env-ch" in env_secrets()
+    add_url("https://:no-user-pw-1@h/x")  # no user name: HTTP Basic sends ":password"
+    add_url("https://bob:bobs-pw-22@h/x")
+    assert {":no-user-pw-1", "bob:bobs-pw-22", "bobs-pw-22"} <= secrets()
+
+
+def test_an_upper_case_bearer_token_is_masked_by_redact() -> None:
+    assert redact("HEADER: BEARER ABCDEFGHIJKLMNOPQRSTUVWXYZ0123") != "HEADER: BEARER ABCDEFGHIJKLMNOPQRSTUVWXYZ0123"
