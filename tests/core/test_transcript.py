@@ -911,3 +911,8 @@ def test_compact_json_writes_what_json_holds() -> None:
 
     part = ServerToolPart(id="s", tool="web_search", input={"day": date(2020, 1, 2)})
     assert compact_json(part)["input"] == {"day": "2020-01-02"}
+
+
+def test_an_image_block_without_data_is_a_part_of_no_size() -> None:
+    part = MediaPart.of_block(Obj(type="image", mime_type="image/png"))  # a URL image: no `data` at all
+    assert (part.size, part.data) == (0, None)
