@@ -202,3 +202,70 @@ def test_the_row_index_reads_only_new_runs_and_starts_again_when_the_runs_are_re
     ev.results = later.results  # replaced (a re-run): indexed again from its first run
     assert pager.message()["counts"] == {"all": 20, "failed": 2, "disagree": 2, "changed": 0}
     assert len(pager.index.by_row[0]) == 2
+
+
+def _varied_runs(seed: int = 7) -> Any:
+    """An evaluation (3 rows × 2 providers × 2 variants × 3 repeats) and its runs in the order they
+    end: passed, failed and errored runs, skipped and unrendered ones, cached ones, flaky cells,
+    costs and times known and not."""
+    import random
+
+    from ipyagent.agent import EvalResult, Evaluation
+
+    pick = random.Random(seed)
+    ev = Evaluation(["openai:a", "openai:b"], [{"n": n} for n in range(3)], variants=["terse", "long"], repeat=3)
+    runs = []
+    for row in range(3):
+        for provider in ev.providers:
+            for variant in ev.variants:
+                for repeat in range(3):
+                    status = pick.choice(["ok"] * 5 + ["failed", "skipped", "template_error"])
+                    ran = status in ("ok", "failed")
+                    runs.append(EvalResult(
+                        row=row, provider=provider, prompt="p", fields={"n": row}, variant=variant, repeat=repeat,
+                        status=status, passed=(status == "ok" and pick.random() < 0.6) if ran else None,
+                        cached=pick.random() < 0.3, input_tokens=pick.randrange(50), output_tokens=pick.randrange(9),
+                        cost=pick.choice([None, pick.random() / 7]), judge_cost=pick.choice([None, pick.random() / 3]),
+                        ttft_s=pick.choice([None, pick.random()]), total_s=pick.choice([None, 1 + pick.random()])))
+    pick.shuffle(runs)
+    return ev, runs
+
+
+def test_the_live_summary_counts_on_and_says_what_the_whole_summary_says() -> None:
+    from ipyagent.notebook.views.evaluation_pages import LiveSummary, _no_statistics
+
+    ev, runs = _varied_runs()
+    live = LiveSummary(ev)
+    assert live.records() == ev.summary_records(stats=_no_statistics(ev))  # no run yet
+    for start in range(0, len(runs), 5):
+        ev.results.extend(runs[start:start + 5])
+        live.add(runs[start:start + 5])
+        assert live.records() == ev.summary_records(stats=_no_statistics(ev)), start
+    assert sum(s["flaky"] for s in live.records()) > 0 and sum(s["skipped"] for s in live.records()) > 0
+
+
+def test_a_frames_summary_reads_the_runs_ended_since_the_last_not_the_whole_matrix(monkeypatch) -> None:
+    from ipyagent import Evaluation
+    from ipyagent.notebook.views.evaluation_pages import _no_statistics
+
+    ev, runs = _varied_runs()
+    whole = Evaluation.summary_records
+    pager = Pager(ev)
+
+    def summary_records(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.results:
+            pytest.fail("the summary read every run")
+        return whole(self, *args, **kwargs)  # of no runs: the columns' keys
+
+    monkeypatch.setattr(Evaluation, "summary_records", summary_records)
+    ev.results.extend(runs[:20])
+    pager.ask({"type": "hello"})
+    first = pager.message()["summary"]
+    ev.results.extend(runs[20:])
+    pager.ask({"type": "hello"})
+    last = pager.message()["summary"]
+    monkeypatch.undo()
+    ev.results[:] = runs[:20]
+    assert first == ev.summary_records(stats=_no_statistics(ev))
+    ev.results[:] = runs
+    assert last == ev.summary_records(stats=_no_statistics(ev))

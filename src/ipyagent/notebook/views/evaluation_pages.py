@@ -21,12 +21,15 @@ front end no more than a 50-row one, apart from the summary. Messages (custom wi
   every `SUMMARY_S` seconds, the summary per column (`Evaluation.summary_records`, without the
   bootstrap statistics, which the saved output computes once at the end).
 
-A frame reads the runs ended since the last one (`RowIndex`), the page's runs and, once a
-`SUMMARY_S`, every run for the summary.
+A frame reads the runs ended since the last one (`RowIndex`, which keeps the summary's counts
+too: `LiveSummary`) and the page's runs; what it costs grows with what changed, not with the
+matrix.
 """
 
 from __future__ import annotations
 
+import bisect
+import statistics
 import threading
 import time
 from collections import defaultdict
@@ -50,12 +53,85 @@ def _no_statistics(ev: Evaluation) -> dict[str, Any]:
             "columns": [defaultdict(lambda: None, column=c) for c in ev.columns]}
 
 
-class RowIndex:
-    """`ev`'s runs by row and the rows each filter keeps, brought up to date from the runs ended
-    since the last call only (a frame costs what changed, not the matrix)."""
+def _percentile(ordered: list[float], q: float) -> float | None:
+    """`Evaluation.summary_records`' percentile, of values kept in order (sorting them again is linear)."""
+    if len(ordered) < 2:
+        return ordered[0] if ordered else None
+    return statistics.quantiles(ordered, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+class LiveSummary:
+    """`Evaluation.summary_records` without the statistics (`_no_statistics`), counted on from the
+    runs `add` is given (each once, in the order they ended): a summary costs its columns, not the
+    matrix (read whole, 47 ms at 10,000 rows × 3, it was sent once a `SUMMARY_S` all run long)."""
 
     def __init__(self, ev: Evaluation) -> None:
         self.ev = ev
+        self.columns: dict[str, dict[str, Any]] = {}  # per column: its counts, sums and ordered times
+        self.verdicts: dict[tuple[int, str], set[bool]] = {}  # (row, column) -> its repeats' verdicts: flaky
+
+    def add(self, runs: list[EvalResult]) -> None:
+        for r in runs:
+            column = r.column
+            tally = self.columns.get(column)
+            if tally is None:
+                tally = self.columns[column] = {"counts": dict.fromkeys(_COUNTED, 0), "costs": [], "judges": [],
+                                                "ttft": [], "total": [], "flaky": 0}
+            counts = tally["counts"]
+            if not r.ran:
+                counts["skipped"] += r.status == "skipped"
+                counts["template_errors"] += r.status == "template_error"
+                continue
+            passed = bool(r.passed)
+            counts["runs"] += 1
+            counts["passed"] += passed
+            counts["failed"] += r.ok and not passed
+            counts["errors"] += not r.ok
+            counts["cached"] += bool(r.cached)
+            counts["input_tokens"] += r.input_tokens
+            counts["output_tokens"] += r.output_tokens
+            for key, value in (("costs", r.cost), ("judges", r.judge_cost)):
+                if value is not None:
+                    tally[key].append(value)  # summed when asked, in this order: as `sum` over the runs
+            for key, value in (("ttft", r.ttft_s), ("total", r.total_s)):
+                if r.ok and value is not None:
+                    bisect.insort(tally[key], value)
+            seen = self.verdicts.setdefault((r.row, column), set())
+            if passed not in seen:
+                seen.add(passed)
+                tally["flaky"] += len(seen) == 2
+
+    def records(self) -> list[dict[str, Any]]:
+        """`ev.summary_records(stats=_no_statistics(ev))` of the runs added."""
+        ev = self.ev
+        shape = Evaluation(ev.providers, [], variants=ev.variants)  # no runs: the keys, in order, and no figures
+        rows = shape.summary_records(stats=_no_statistics(shape))
+        for row in rows:
+            tally = self.columns.get(row["column"])
+            if tally is None:
+                continue
+            row.update(tally["counts"])
+            runs, costs, judges = row["runs"], tally["costs"], tally["judges"]
+            row.update(pass_rate=row["passed"] / runs if runs else None, flaky=tally["flaky"],
+                       ttft_p50_s=_percentile(tally["ttft"], 0.5), ttft_p90_s=_percentile(tally["ttft"], 0.9),
+                       total_p50_s=_percentile(tally["total"], 0.5), total_p90_s=_percentile(tally["total"], 0.9),
+                       cost=sum(costs) if costs else None, judge_cost=sum(judges) if judges else None)
+        return rows
+
+
+#: What `LiveSummary` counts per column, as `Evaluation.summary_records` names it.
+_COUNTED = ("runs", "passed", "failed", "errors", "skipped", "template_errors", "cached", "input_tokens",
+            "output_tokens")
+
+
+class RowIndex:
+    """`ev`'s runs by row and the rows each filter keeps, brought up to date from the runs ended
+    since the last call only (a frame costs what changed, not the matrix); `summary`, the
+    summary of those runs (`LiveSummary`)."""
+
+    def __init__(self, ev: Evaluation) -> None:
+        self.ev = ev
+        self.summary = LiveSummary(ev)
         self.by_row: dict[int, list[EvalResult]] = {}
         self.failed: set[int] = set()
         self.disagree: set[int] = set()
@@ -68,6 +144,7 @@ class RowIndex:
             self.__init__(self.ev)  # type: ignore[misc]  # the results were replaced: index again
         new = results[self._read:]
         self._read += len(new)
+        self.summary.add(new)
         if new and self._first is None:
             self._first = results[0]
         for r in new:
@@ -101,8 +178,7 @@ class RowIndex:
 
 class Pager:
     """The page of `ev`'s matrix a live view shows, and the messages that keep it up to date. The
-    summary (`Evaluation.summary_records`, which reads every run) goes at most every `SUMMARY_S`
-    seconds of `clock`, and whenever a page goes.
+    summary (`LiveSummary`) goes at most every `SUMMARY_S` seconds of `clock`, and whenever a page goes.
 
     Thread-safe: runs end on ipyagent's loop, pages are asked on the kernel's thread."""
 
@@ -158,7 +234,7 @@ class Pager:
                 "note": "" if self.ended else self.note, "counts": {f: len(flags[f]) for f in FILTERS},
             }
             if summary:
-                message["summary"] = redact_data(self.ev.summary_records(stats=_no_statistics(self.ev)))
+                message["summary"] = redact_data(self.index.summary.records())
             if again:
                 message["type"] = "page"
                 message["page"] = {"start": start, "size": self.size, "filter": name, "matching": len(matching),
