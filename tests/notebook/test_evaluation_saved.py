@@ -10,8 +10,8 @@ import nbformat
 import pytest
 
 from ipyagent.notebook.render.evaluation import MIME_TYPE, bundle, headline, saved_output
-from ipyagent.notebook.render.evaluation_saved import (DEFAULT_OUTPUT_MAX, PREVIEW, preview, row_order,
-                                                       stored_size)
+from ipyagent.notebook.render.evaluation_saved import (DEFAULT_OUTPUT_MAX, FIRST_GUESS, PREVIEW, preview,
+                                                       row_order, stored_size)
 
 from ..support.evaluation import finished_evaluation
 
@@ -117,3 +117,46 @@ def test_eval_output_max_below_the_least_is_refused(ip) -> None:
 
     with pytest.raises(UsageError, match="eval_output_max takes 10"):
         ip.run_line_magic("agent", "settings eval_output_max=5kB")
+
+
+#: A key in the environment while the saved output is made; the answers of some rows quote it.
+KEY = "sk-saved-output-test-0123456789abcdef"
+
+
+def _quoting_key(rows: int, monkeypatch) -> object:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    ev = finished_evaluation(rows, failing=set(range(0, rows, 7)), answer=400)
+    for r in ev.results[::5]:
+        r.text = f"{r.text[:150]}{KEY}{r.text[150:]}"  # across the preview's cut for some: masked whole
+    return ev
+
+
+def test_the_saved_output_is_the_whole_evaluation_redacted_then_cut(monkeypatch) -> None:
+    from ipyagent.core import MASK, redact_data
+    from ipyagent.notebook.render.evaluation import render_data
+    from ipyagent.notebook.render.evaluation_saved import fit
+
+    for rows, limit in ((40, DEFAULT_OUTPUT_MAX), (3000, 60_000)):
+        ev = _quoting_key(rows, monkeypatch)
+        data, _ = bundle(ev, limit=limit)
+        assert data == fit(redact_data(ev.to_json()), render_data, limit), rows
+        assert KEY not in json.dumps(data) and MASK in json.dumps(data[MIME_TYPE]["results"])
+
+
+def test_the_runs_of_rows_no_render_tries_are_not_redacted(monkeypatch) -> None:
+    from ipyagent.notebook.render import evaluation
+
+    ev = _quoting_key(3000, monkeypatch)
+    redacted: set[int] = set()  # the rows whose runs went through the redactor
+    whole = evaluation.redact_data
+
+    def redact_data(value, *args):
+        for run in ([value] if "row" in value else value.get("results") or []):
+            redacted.add(run["row"])
+        return whole(value, *args)
+
+    monkeypatch.setattr(evaluation, "redact_data", redact_data)
+    data, _ = bundle(ev, limit=60_000)
+    shown = {r["row"] for r in data[MIME_TYPE]["results"]}
+    # The rows shown, and those of the first guess (`FIRST_GUESS` rows) that did not fit; not 3,000.
+    assert 0 < len(shown) < FIRST_GUESS and shown <= redacted and len(redacted) <= FIRST_GUESS

@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ...core import plural, redact_data
+from ...core import current_forms, plural, redact_data
 from .evaluation_stats import STYLE as STATS_STYLE
 from .evaluation_stats import _interval, _md, _percent, column_title, title_html, usd
 from .evaluation_stats import judgement_html, stats_table_html
 from .evaluation_stats import column_label, grade_detail_html, grade_mark_html, id_html  # noqa: F401 - names it had
 from .evaluation_stats import statistics_markdown, statistics_text
-from .evaluation_saved import DEFAULT_OUTPUT_MAX, counts, fit
+from .evaluation_saved import DEFAULT_OUTPUT_MAX, counts, fit, preview
 from .html import escape, sanitize
 from .evaluation_matrix import (  # noqa: F401 - the names this module had
     _MARK,
@@ -329,8 +329,20 @@ def bundle(ev: Any, gates: list[str] | None = None, *, limit: int = DEFAULT_OUTP
     and statistics whole, the matrix's rows that fit, answers previewed; `name`: the variable the
     note tells to read the rest from); metadata ``{"ipyagent": {"evaluation": {"id", "gates"}}}``,
     `gates` the cell's ``--gate`` options (what ``ipyagent eval`` checks), left out when there are none."""
-    doc = redact_data(ev.to_json())
-    data = fit(doc, render_data, limit, name)
+    doc = ev.to_json()
+    forms = current_forms()  # the secrets in play, read once
+    head = redact_data({key: value for key, value in doc.items() if key != "results"}, forms)
+    doc = {key: doc["results"] if key == "results" else head[key] for key in doc}
+    done: dict[int, dict[str, Any]] = {}
+
+    def kept(run: dict[str, Any]) -> dict[str, Any]:
+        """A run the saved matrix shows: redacted (the runs not shown never are), then previewed; once,
+        however many renders `fit` tries."""
+        if id(run) not in done:
+            done[id(run)] = preview(redact_data(run, forms))
+        return done[id(run)]
+
+    data = fit(doc, render_data, limit, name, kept)
     return data, {"ipyagent": {"evaluation": {"id": doc["id"], **({"gates": list(gates)} if gates else {})}}}
 
 
