@@ -269,3 +269,16 @@ def test_a_frames_summary_reads_the_runs_ended_since_the_last_not_the_whole_matr
     assert first == ev.summary_records(stats=_no_statistics(ev))
     ev.results[:] = runs
     assert last == ev.summary_records(stats=_no_statistics(ev))
+
+
+def test_the_live_summary_keeps_each_cells_verdicts_only_when_cells_repeat() -> None:
+    from ipyagent.notebook.views.evaluation_pages import LiveSummary
+
+    once = finished_evaluation(200, failing={3, 9})
+    live = LiveSummary(once)
+    live.add(once.results)
+    assert live.verdicts is None and [s["flaky"] for s in live.records()] == [0, 0]
+    repeated, runs = _varied_runs()
+    live = LiveSummary(repeated)
+    live.add(runs)
+    assert live.verdicts and set(live.verdicts.values()) <= {1, 2, 3}

@@ -68,7 +68,9 @@ class LiveSummary:
     def __init__(self, ev: Evaluation) -> None:
         self.ev = ev
         self.columns: dict[str, dict[str, Any]] = {}  # per column: its counts, sums and ordered times
-        self.verdicts: dict[tuple[int, str], set[bool]] = {}  # (row, column) -> its repeats' verdicts: flaky
+        # (row, column) -> its repeats' verdicts seen (1: passed, 2: not): flaky at 3. Kept with repeats only:
+        # a cell run once is never flaky, and a set per cell was 6.5 MB at 10,000 rows x 3.
+        self.verdicts: dict[tuple[int, str], int] | None = {} if ev.repeat > 1 else None
 
     def add(self, runs: list[EvalResult]) -> None:
         for r in runs:
@@ -96,10 +98,11 @@ class LiveSummary:
             for key, value in (("ttft", r.ttft_s), ("total", r.total_s)):
                 if r.ok and value is not None:
                     bisect.insort(tally[key], value)
-            seen = self.verdicts.setdefault((r.row, column), set())
-            if passed not in seen:
-                seen.add(passed)
-                tally["flaky"] += len(seen) == 2
+            if self.verdicts is not None:
+                key = (r.row, column)
+                seen = self.verdicts.get(key, 0)
+                self.verdicts[key] = now = seen | (1 if passed else 2)
+                tally["flaky"] += now == 3 and seen != 3
 
     def records(self) -> list[dict[str, Any]]:
         """`ev.summary_records(stats=_no_statistics(ev))` of the runs added."""
