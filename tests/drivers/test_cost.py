@@ -6,6 +6,7 @@ model each recording reports.
 
 from __future__ import annotations
 
+import gc
 import io
 import re
 import json
@@ -20,7 +21,7 @@ from ipyagent.core import Usage
 from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
 from ipyagent.drivers.protocols.ollama import OllamaPromptDriver
 from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
-from ipyagent.drivers.catalog.pricing import Cost, format_usd, price, total_cost
+from ipyagent.drivers.catalog.pricing import Cost, Ledger, format_usd, price, total_cost
 from ipyagent.notebook.views.run_view import TextView
 
 from ..support.recordings import expected_from, recording_events
@@ -136,3 +137,23 @@ def test_a_usage_already_priced_is_not_computed_again(monkeypatch) -> None:
     assert other > first
     assert price("openai", "no-such-model-xyz", Usage(input_tokens=1)) is None
     assert price("openai", "no-such-model-xyz", Usage(input_tokens=1)) is None and calls.count("no-such-model-xyz") == 1
+
+
+def test_a_ledger_keeps_its_turns_as_numbers_not_an_object_per_turn() -> None:
+    """A session's ledger keeps every turn (an evaluation's 30,000): they read back as tuples, in
+    order, the unknown price as None, but the ledger holds no object per turn."""
+    ledger = Ledger()
+    for n in range(1000):
+        ledger.record("openai", "gpt-x" if n % 2 else "gpt-y", None if n == 7 else n / 1000,
+                      Usage(input_tokens=n, output_tokens=2 * n))
+    turns = ledger.turns
+    assert turns[:2] == [("openai", "gpt-y", 0.0, 0, 0), ("openai", "gpt-x", 0.001, 1, 2)]
+    assert turns[7] == ("openai", "gpt-x", None, 7, 14) and len(turns) == 1000
+    assert ledger.total == sum(n / 1000 for n in range(1000) if n != 7)
+    assert ledger.by_provider()["openai"] == {"turns": 1000, "input_tokens": 499500, "output_tokens": 999000,
+                                              "usd": ledger.total, "unknown": 1}
+    held = gc.get_referents(*vars(ledger).values())
+    held += [inner for outer in held for inner in gc.get_referents(outer)]
+    assert len(held) < 100  # a list of a tuple per turn: over 1,000
+    ledger.reset()
+    assert ledger.turns == [] and ledger.total == 0.0

@@ -7,8 +7,10 @@ the price is unknown) on every `ModelCompleted`.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from array import array
 from typing import TYPE_CHECKING, Any
 
 from ...core import ProviderError, format_usd
@@ -170,6 +172,9 @@ def total_cost(costs: list[dict[str, Any] | None]) -> Cost | None:
     return total
 
 
+_NAN = math.nan
+
+
 class Ledger:
     """What a session spent, turn by turn: each run records its billed model turns here
     (`record_turn`; replays excepted), whatever started it (a cell, a comparison, Python).
@@ -182,14 +187,39 @@ class Ledger:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.turns: list[tuple[str, str, float | None, int, int]] = []  # provider, model, USD or None, in, out tokens
         self.budget: float | None = None
+        self._clear()
+
+    def _clear(self) -> None:
+        """No turns. A session keeps every turn of its runs (an evaluation's thousands): each is four
+        numbers in arrays, its provider and model an index into the pairs seen, not a tuple of objects."""
+        self._pairs: list[tuple[str, str]] = []  # (provider, model), each once
+        self._pair_index: dict[tuple[str, str], int] = {}
+        self._which = array("I")  # per turn: its (provider, model) in `_pairs`
+        self._costs = array("d")  # per turn: USD, NaN when unknown
+        self._tokens = array("q")  # per turn: input, output tokens
+        self._known = 0.0  # USD of the turns whose price is known, summed in order (`total`)
 
     def record(self, provider: str, model: str, cost: float | None, usage: Usage) -> None:
         with self._lock:
-            self.turns.append(
-                (provider, model, None if cost is None else float(cost), usage.input_tokens, usage.output_tokens)
-            )
+            pair = (provider, model)
+            index = self._pair_index.get(pair)
+            if index is None:
+                index = self._pair_index[pair] = len(self._pairs)
+                self._pairs.append(pair)
+            self._which.append(index)
+            self._costs.append(_NAN if cost is None else float(cost))
+            self._tokens.extend((usage.input_tokens, usage.output_tokens))
+            if cost is not None:
+                self._known += float(cost)
+
+    @property
+    def turns(self) -> list[tuple[str, str, float | None, int, int]]:
+        """Every recorded turn, in order: (provider, model, USD or None when unknown, input, output tokens)."""
+        with self._lock:
+            pairs, tokens = self._pairs, self._tokens
+            return [(*pairs[k], None if c != c else c, tokens[2 * n], tokens[2 * n + 1])
+                    for n, (k, c) in enumerate(zip(self._which, self._costs))]
 
     def record_turn(self, metadata: dict[str, Any], usage: Usage | None) -> None:
         """Record a model turn from its event's `metadata` (``provider``, ``model``, ``cost``:
@@ -205,24 +235,23 @@ class Ledger:
     def total(self) -> float:
         """USD spent on turns whose price is known."""
         with self._lock:
-            return sum(c for _, _, c, _, _ in self.turns if c is not None)
+            return self._known
 
     def by_provider(self) -> dict[str, dict[str, Any]]:
         """provider -> ``{"turns", "input_tokens", "output_tokens", "usd" (known part), "unknown" (turns without
         a price)}``."""
         rows: dict[str, dict[str, Any]] = {}
-        with self._lock:
-            for provider, _, cost, tokens_in, tokens_out in self.turns:
-                row = rows.setdefault(
-                    provider, {"turns": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0.0, "unknown": 0}
-                )
-                row["turns"] += 1
-                row["input_tokens"] += tokens_in
-                row["output_tokens"] += tokens_out
-                if cost is None:
-                    row["unknown"] += 1
-                else:
-                    row["usd"] += cost
+        for provider, _, cost, tokens_in, tokens_out in self.turns:
+            row = rows.setdefault(
+                provider, {"turns": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0.0, "unknown": 0}
+            )
+            row["turns"] += 1
+            row["input_tokens"] += tokens_in
+            row["output_tokens"] += tokens_out
+            if cost is None:
+                row["unknown"] += 1
+            else:
+                row["usd"] += cost
         return rows
 
     def check_budget(self) -> None:
@@ -238,6 +267,6 @@ class Ledger:
 
     def reset(self) -> None:
         with self._lock:
-            self.turns.clear()
+            self._clear()
             self.budget = None
 
