@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ipyagent.agent.evaluation.checks import Outcome
+from ipyagent.agent.evaluation.checks import Outcome, parse_assertion
 from ipyagent.agent.evaluation.results import EvalResult, Evaluation, column_name
 
 
@@ -179,3 +179,17 @@ def test_provider_progress_counts_what_ended_since_last_time_per_provider(monkey
     assert figures() == [("openai:a", 0, 20, 0, 0, 0.0, None), ("openai:b", 1, 20, 1, 0, 0.01, 190.0)]
     ev.providers = ["openai:c"]  # the providers set once the evaluation is described
     assert figures() == [("openai:c", 0, 20, 0, 0, 0.0, None)]
+
+
+def test_a_text_check_gives_the_cells_it_fails_for_one_value_one_outcome() -> None:
+    """A matrix keeps thousands of outcomes: every cell a text check fails for the same value (one
+    row's columns, or a check without a template) holds the same one, as the cells it passes do."""
+    check = parse_assertion("contains:{{ row.want }}")
+    x_row, x_again, y_row = {"want": "x"}, {"want": "x"}, {"want": "y"}
+    first, again, other = (check.check_now("nothing", row) for row in (x_row, x_again, y_row))
+    assert first == Outcome("contains:{{ row.want }}", False, reason="the answer does not contain 'x'")
+    assert again is first
+    assert other is not first and other.reason == "the answer does not contain 'y'"
+    plain = parse_assertion("icontains:the")
+    assert plain.check_now("no", x_row) is plain.check_now("nope", y_row)
+    assert plain.check_now("The end", x_row) is plain.check_now("the end", y_row)

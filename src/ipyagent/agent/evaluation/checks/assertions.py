@@ -130,6 +130,7 @@ class TextAssertion(Assertion):
         self.kind, self.value, self.name = kind, value, f"{kind}:{value}"
         self.instant = kind != "regex"
         self._passed = Outcome(self.name, True)  # one for every cell it passes: a matrix keeps thousands
+        self._failed: dict[str, Outcome] = {}  # the value wanted -> the one outcome of every cell it fails
         self.templated = "{{" in value or "{%" in value
         self._rendered: dict[int, tuple[Any, str, Any]] = {}  # id(row) -> (row, value for it, its pattern)
         self._pattern: Any = None
@@ -193,6 +194,12 @@ class TextAssertion(Assertion):
     def _outcome(self, ok: bool, want: str) -> Outcome:
         if ok:
             return self._passed
+        failed = self._failed.get(want)
+        if failed is None:
+            failed = self._failed[want] = self._failure(want)
+        return failed
+
+    def _failure(self, want: str) -> Outcome:
         quoted = want if len(want) <= 80 else want[:77] + "..."
         what = {"contains": "does not contain", "icontains": "does not contain (any case)",
                 "regex": "has no match for", "equals": "does not equal"}[self.kind]
