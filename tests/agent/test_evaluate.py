@@ -8,6 +8,7 @@ import asyncio
 import json
 import re
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -226,6 +227,36 @@ def test_the_cache_serves_a_rerun_without_requests_and_survives_a_new_store(stor
         assert [n["role"] for n in reopened.nodes(runs[0]["id"])] == ["user", "assistant"]
     finally:
         reopened.close()
+
+
+def test_a_cached_rerun_reads_its_runs_in_one_query_and_decodes_each_as_it_serves_it(store, monkeypatch) -> None:
+    """The runs a re-run serves are read in one statement per 500 keys, as rows; each is decoded as its
+    cell is served and let go: the garbage collector never has every decoded run to go over at once."""
+    from ipyagent.agent.evaluation import matrix
+
+    with StubServer(responder=answering(capital_of)) as server:
+        run = lambda: evaluate([Agent("openai:m", base_url=server.url), Agent("openai:n", base_url=server.url)],
+                               "Capital of {{ row.country }}?", CAPITALS, store=store)
+        first = run()
+        statements: list[str] = []
+        store._db.conn.set_trace_callback(statements.append)
+        live: list[Any] = []
+
+        class Decoded(dict):  # a dict that can be watched (weakref)
+            pass
+
+        def decode(row: tuple) -> dict:
+            assert all(ref() is None for ref in live)  # the runs served before are gone
+            found = Decoded(matrix_decode(row))
+            live.append(weakref.ref(found))
+            return found
+
+        matrix_decode = matrix.cached_run
+        monkeypatch.setattr(matrix, "cached_run", decode)
+        again = run()
+    assert len(server.requests) == 6 and all(r.cached for r in again.results) and len(live) == 6
+    assert [r.text for r in again.ordered()] == [r.text for r in first.ordered()]
+    assert len([s for s in statements if "cache_key IN" in s]) == 1
 
 
 def test_one_request_in_two_columns_keeps_each_columns_answers_in_the_cache(store) -> None:

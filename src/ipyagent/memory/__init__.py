@@ -30,6 +30,7 @@ __getattr__ = lazy_exports(__name__, {
     "store": ("STORE_ENV", "STORE_ENV_ALIAS", "RunStore", "StoreError", "check_store_path", "default_store_path",
               "new_run_id", "store_location"),
     "store_backends": ("is_url", "shown_location"),
+    "store_evaluations": ("cached_run",),
     "store_admin": ("DEFAULT_STORE_MAX_SIZE", "Pruned", "human_size", "prune", "summary"),
     "tokens": ("CHARS_PER_TOKEN", "estimate_text", "estimate_tokens", "output_reserve"),
     "summarize": ("DEFAULT_BUDGET", "keep_ends"),

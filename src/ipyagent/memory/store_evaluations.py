@@ -19,6 +19,17 @@ def _evaluation_row(row: Any) -> dict[str, Any]:
     return {**dict(row), "outcomes": json.loads(row["outcomes"]) if row["outcomes"] else None}
 
 
+#: The columns of a cached run (`EvaluationTables.stored_runs`), in order.
+CACHED_COLUMNS = ("id", "cache_key", "usage", "cost", "duration_s", "metadata")
+
+
+def cached_run(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A row of `EvaluationTables.stored_runs` as `cached_runs` gives it: a dict, its JSON fields decoded."""
+    run_id, key, usage, cost, duration_s, metadata = row
+    return {"id": run_id, "cache_key": key, "usage": None if usage is None else json.loads(usage), "cost": cost,
+            "duration_s": duration_s, "metadata": None if metadata is None else json.loads(metadata)}
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -96,20 +107,26 @@ class EvaluationTables:
 
     def cached_runs(self, keys: list[str]) -> dict[str, dict[str, Any]]:
         """The newest successful run for each cache key that has one: key -> run, with what serving
-        it takes (``id``, ``cache_key``, ``usage``, ``cost``, ``duration_s``, ``metadata``; JSON decoded).
-        A re-run of a matrix reads thousands: the other columns are left unread."""
-        found: dict[str, dict[str, Any]] = {}
+        it takes (``id``, ``cache_key``, ``usage``, ``cost``, ``duration_s``, ``metadata``; JSON decoded)."""
+        return {key: cached_run(row) for key, row in self.stored_runs(keys).items()}
+
+    def stored_runs(self, keys: list[str]) -> dict[str, tuple[Any, ...]]:
+        """`cached_runs` as stored: key -> (id, cache_key, usage, cost, duration_s, metadata), the JSON
+        fields as text (`cached_run` decodes one). A re-run of a matrix reads thousands and decodes each
+        as it serves it: no decoded copy of every run lives at once for the garbage collector to go over
+        (a tuple of strings and numbers it leaves alone). The other columns are left unread."""
+        found: dict[str, tuple[Any, ...]] = {}
         unique = list(dict.fromkeys(k for k in keys if k))
         for start in range(0, len(unique), 500):  # SQLite's limit on bound parameters
             chunk = unique[start : start + 500]
             rows = self._db.execute(
-                "SELECT id, cache_key, usage, cost, duration_s, metadata FROM runs "
+                f"SELECT {', '.join(CACHED_COLUMNS)} FROM runs "
                 f"WHERE status = 'ok' AND cache_key IN ({', '.join('?' for _ in chunk)}) "
                 "ORDER BY started_at",
                 chunk,
             ).fetchall()
             for row in rows:  # newest last, so it wins
-                found[row["cache_key"]] = self._row(row)
+                found[row[1]] = tuple(row)
         return found
 
     # -- grades and evaluations ------------------------------------------------------------

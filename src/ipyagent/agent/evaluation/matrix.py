@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core import ProviderError, system_text
-from ...memory import RunStore, estimate_text
+from ...memory import RunStore, cached_run, estimate_text
 from ..agent import Agent
 from ..compare import provider_keys
 from ..options import RunOptions
@@ -39,7 +39,8 @@ class _Cell:
     row: Any
     variant: Variant
     key: str | None = None
-    hit: dict[str, Any] | None = None
+    #: the run the store has for `key`: decoded (a claim's), or its row until served (`RunStore.stored_runs`)
+    hit: dict[str, Any] | tuple[Any, ...] | None = None
     deferred: bool = False  # put back in its lane's queue: another process was sending its request
 
 
@@ -143,7 +144,8 @@ class _Run(CellRuns, CacheClaims):
         assert lane.prototype is not None
         deadline = time.monotonic() + (self.run_options.get("timeout") or lane.prototype.timeout)
         if job.hit is not None:
-            _from_cache(cell, job.hit, self.run_options.get("output_schema"))
+            hit = job.hit if isinstance(job.hit, dict) else cached_run(job.hit)
+            _from_cache(cell, hit, self.run_options.get("output_schema"))
         else:
             if self.on_start is not None:
                 self.on_start(cell)
@@ -249,7 +251,7 @@ class _Run(CellRuns, CacheClaims):
                             job.key = self._key(lane.prototype, prompt, variant, repeat)  # type: ignore[arg-type]
                         cells.append(job)
         if self.cache and self.store is not None:
-            hits = self.store.cached_runs([c.key for c in cells if c.key])
+            hits = self.store.stored_runs([c.key for c in cells if c.key])
             for job in cells:
                 job.hit = hits.get(job.key) if job.key else None
         for job in cells:
@@ -294,8 +296,9 @@ class _Run(CellRuns, CacheClaims):
             )
         finished = False
         try:
-            for job in cached:  # served from the store: no request, no lane
-                await self.run_cell(job)
+            cached.reverse()
+            while cached:  # served from the store: no request, no lane; each let go once served
+                await self.run_cell(cached.pop())
             live = Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip)
             if self.batch is None:
                 await live.run()
