@@ -199,3 +199,18 @@ def test_a_process_that_ends_sends_its_last_spans() -> None:
                               env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr
     assert sorted(s["name"] for s in receiver.spans) == ["chat m", "invoke_agent default"]
+
+
+def test_without_tracing_a_cell_makes_nothing_for_a_span(monkeypatch) -> None:
+    """Tracing off: a cell builds no span attributes nor end callback (a cached re-run serves thousands)."""
+    from ipyagent.agent.evaluation import matrix
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("made for a span while tracing is off")
+
+    monkeypatch.setattr(matrix, "cell_attributes", refuse)
+    monkeypatch.setattr(matrix, "cell_checks", refuse)
+    with StubServer(responder=answering(capital_of)) as server:
+        ev = evaluate([Agent("openai:m", base_url=server.url)], "Capital of {{ row.country }}?", CAPITALS[:2],
+                      store=False)
+    assert [r.ok for r in ev.results] == [True, True]

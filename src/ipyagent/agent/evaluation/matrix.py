@@ -17,6 +17,7 @@ from ...memory import RunStore, cached_run, estimate_text
 from ..agent import Agent
 from ..compare import provider_keys
 from ..options import RunOptions
+from ..telemetry.tracing import current as current_tracing
 from ..telemetry.trace_spans import cell_attributes, cell_checks, evaluation_span
 from .batch import BatchRunner
 from .cache import CacheClaims, CacheWriter, ClaimQueue
@@ -134,6 +135,8 @@ class _Run(CellRuns, CacheClaims):
                 lane.jobs.append(job)
                 return 0.0
             await self._wait_for(job)
+        if current_tracing() is None:  # no span: nothing of it made per cell (a re-run serves thousands)
+            return await self._run_cell(job)
         with evaluation_span(f"evaluate {cell.provider}", cell_attributes(self.ev.id, cell), cell_checks(cell)):
             return await self._run_cell(job)
 
