@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 import threading
 import weakref
 from typing import Any
@@ -257,6 +258,17 @@ def test_a_cached_rerun_reads_its_runs_in_one_query_and_decodes_each_as_it_serve
     assert len(server.requests) == 6 and all(r.cached for r in again.results) and len(live) == 6
     assert [r.text for r in again.ordered()] == [r.text for r in first.ordered()]
     assert len([s for s in statements if "cache_key IN" in s]) == 1
+
+
+def test_a_cells_outcomes_are_a_list_without_spare_slots(store) -> None:
+    """A matrix keeps a list of outcomes per cell: sized to its checks, first run and cached re-run alike."""
+    with StubServer(responder=answering(capital_of)) as server:
+        run = lambda: evaluate([Agent("openai:m", base_url=server.url)], "Capital of {{ row.country }}?", CAPITALS,
+                               assertions=["contains:{{ row.capital }}", "icontains:a"], store=store)
+        first, again = run(), run()
+    for ev in (first, again):
+        assert all(sys.getsizeof(r.outcomes) == sys.getsizeof([None, None]) for r in ev.results)
+        assert [len(r.outcomes) for r in ev.results] == [2, 2, 2]
 
 
 def test_one_request_in_two_columns_keeps_each_columns_answers_in_the_cache(store) -> None:

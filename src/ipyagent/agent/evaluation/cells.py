@@ -154,7 +154,8 @@ class CellRuns:
         after they start when that is later: a cell ends by then whatever its checks do."""
         if cell.ok:
             end = max(deadline, time.monotonic() + self.check_timeout)
-            cell.outcomes = [await self._outcome(a, cell, row, end) for a in self.assertions]
+            outcomes = [await self._outcome(a, cell, row, end) for a in self.assertions]
+            cell.outcomes = list(outcomes)  # no spare slots (a list grown by appends has): a matrix keeps thousands
             judged = [o.cost for o in cell.outcomes if o.cost is not None]
             cell.judge_cost = sum(judged) if judged else None
             cell.passed = all(o.passed for o in cell.outcomes)
