@@ -524,3 +524,22 @@ def test_batches_are_kept_per_request_until_collected(store: RunStore, store_loc
     assert store.batched(["k1", "k2", "k3", "k4"]) == {"k3": "batch_2", "k4": "batch_2"}
     assert len(store.batched([f"k{n}" for n in range(1200)])) == 2  # past SQLite's bound parameters
     again.close()
+
+
+def test_a_cached_run_is_read_as_a_row_and_decoded_in_one_pass(store: RunStore, monkeypatch) -> None:
+    """A cached re-run reads thousands of runs: each comes as a row of text and numbers, and its usage and
+    metadata are decoded together, in one pass."""
+    store.add_finished_runs([
+        {"run": {"status": "ok", "cache_key": "k", "usage": {"input_tokens": 3}, "metadata": {"text": "t"}},
+         "nodes": []},
+        {"run": {"status": "ok", "cache_key": "n", "metadata": {"text": "u"}}, "nodes": []},
+    ])
+    rows = store.stored_runs(["k", "n", "missing"])
+    assert set(rows) == {"k", "n"} and all(type(row) is tuple for row in rows.values())
+    decoded: list[str] = []
+    real = json.loads
+    monkeypatch.setattr(json, "loads", lambda text: decoded.append(text) or real(text))
+    runs = store.cached_runs(["k", "n"])
+    assert runs["k"]["usage"] == {"input_tokens": 3} and runs["k"]["metadata"] == {"text": "t"}
+    assert runs["n"]["usage"] is None and runs["n"]["metadata"] == {"text": "u"} and runs["n"]["id"]
+    assert len(decoded) == 2  # one decode a run
