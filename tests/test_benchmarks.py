@@ -71,6 +71,10 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
     elif name == "evaluate_matrix":
         results = data["results"]
         assert results["cached_requests"] == 0 and results["cached_s"] < results["first_s"]
+        # memory kept is read once glibc gave back its freed heap; the untrimmed figure is shown beside it
+        beyond = results["kept_bytes_per_cell"] - results["text_bytes_per_cell"]
+        assert results["beyond_text_bytes_per_cell"] == pytest.approx(beyond)
+        assert isinstance(results["kept_untrimmed_bytes_per_cell"], float)
         assert results["first_vs_ideal"] > 0 and results["others_under_429"] > 0 and results["limited_lane_429s"] > 0
         # The floors are measured: the same requests from a bare client, and the kernel's CPU.
         assert results["bare_client_s"] > 0 and results["cpu_s"] > 0 and results["server_cpu_ms_per_request"] > 0
