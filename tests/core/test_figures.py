@@ -9,7 +9,7 @@ from ipyagent.core.transcript import ComparisonRecord, Timings, Transcript, Tran
 
 
 @pytest.mark.parametrize(("amount", "shown"), [
-    (0, "$0"), (-1, "$0"), (1, "$1.00"), (1234.567, "$1,234.57"), (0.99, "$0.99"), (0.5, "$0.5"),
+    (0, "$0"), (-1, "$0"), (1, "$1.00"), (1.5, "$1.50"), (1234.567, "$1,234.57"), (0.99, "$0.99"), (0.5, "$0.5"),
     (0.00117, "$0.00117"), (0.001234, "$0.00123"), (0.1, "$0.1"), (0.999, "$0.999"),
     (0.9996, "$1.00"), (0.99949, "$0.999")])  # rounds up to a whole dollar: shown as one, with cents
 def test_a_price_has_cents_from_a_dollar_up_and_three_significant_digits_below(amount, shown) -> None:

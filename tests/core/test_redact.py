@@ -331,7 +331,7 @@ def test_a_url_password_holding_a_colon_is_read_from_the_first_colon(monkeypatch
     "see https://example.org/x?api_key=abcdefgh12345678",  # a secret-named query value
     "header Bearer abcdefghijklmnopqrstuvwxyz012345",  # a bearer token, capitalised
     "HEADER BEARER ABCDEFGHIJKLMNOPQRSTUVWXYZ012345",  # upper case
-])
+], ids=["url-credentials", "query-secret", "bearer", "bearer-upper"])  # no "/" in a node id mutmut passes to pytest
 def test_redact_json_masks_what_only_one_cheap_pre_check_sees(text: str) -> None:
     """`redact_json` skips redacting when its cheap checks see nothing: each check is the only one that
     sees its kind of text, so a check left out would leak it."""
