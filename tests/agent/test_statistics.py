@@ -184,3 +184,43 @@ def test_repeats_pair_by_row_and_repeat_and_rows_without_a_pair_are_left_out() -
     needed = rows_needed((result.only_baseline + result.only_column) / 146)
     assert result.needed_rows == -(-needed * 49 // 146)  # pairs needed, in rows of about three pairs
     assert compare_paired({}, {}, baseline="A", column="B").sentence() == "no significant difference (n=0)"
+
+
+# -- mutation gaps (issue 27) ---------------------------------------------------------------------
+
+def test_the_bootstraps_pass_their_resamples_and_confidence_on_and_default_to_95_percent() -> None:
+    values, differences = [0.0, 1.0, 1.0, 0.0, 1.0, 1.0], [[1, 0], [0], [-1, 1, 1], [1]]
+    assert bootstrap_mean(values, seed=3) == bootstrap_mean(values, seed=3, confidence=0.95)
+    assert bootstrap_mean(values, seed=3, resamples=7) == row_bootstrap(values, [1] * 6, seed=3, resamples=7)
+    assert bootstrap_mean(values, seed=3, resamples=7) != bootstrap_mean(values, seed=3)
+    sums, counts = [1, 0, 1, 1], [2, 1, 3, 1]
+    assert paired_bootstrap(differences, seed=3, resamples=7, confidence=0.5) == row_bootstrap(
+        sums, counts, seed=3, resamples=7, confidence=0.5)
+    assert paired_bootstrap(differences, seed=3, resamples=7, confidence=0.5) != paired_bootstrap(
+        differences, seed=3, resamples=7)
+
+
+def test_cohen_kappa_reads_the_second_rater_s_passes_from_its_own_column() -> None:
+    # both yes 1, first yes only 2, both no 1: p_o 0.5, first 0.75, second 0.25, p_e 0.375, kappa 0.2.
+    table = [(True, True)] + [(True, False)] * 2 + [(False, False)]
+    assert cohen_kappa(table).kappa == pytest.approx(0.2)
+
+
+def test_p_values_read_below_a_thousandth_or_to_three_decimals() -> None:
+    assert (stats.p_text(0.0009), stats.p_text(0.001), stats.p_text(0.5)) == ("p < 0.001", "p = 0.001", "p = 0.500")
+
+
+def _verdict(verdict: str, difference: float | None, low: float | None, high: float | None) -> stats.Comparison:
+    return stats.Comparison(baseline="A", column="B", pairs=200, rows=200, baseline_rate=0.2, rate=0.8,
+                            difference=difference, low=low, high=high, only_baseline=1, only_column=61,
+                            p_value=0.0001, verdict=verdict, needed_rows=None)
+
+
+def test_a_verdict_s_sentence_names_the_winner_by_its_points_and_interval_either_way() -> None:
+    better = _verdict("better", 0.6, 0.52, 0.68)
+    assert better.sentence() == "B better by 60 points (95% CI 52 to 68; McNemar p < 0.001; n=200)"
+    assert better.to_dict()["winner"] == "B" and better.to_dict()["sentence"] == better.sentence()
+    worse = _verdict("worse", -0.6, -0.68, -0.52)
+    assert worse.sentence() == "A better by 60 points (95% CI 52 to 68; McNemar p < 0.001; n=200)"
+    for half in (_verdict("better", 0.6, None, 0.68), _verdict("better", None, 0.52, 0.68)):
+        assert half.sentence() == "no significant difference (n=200)"  # without a difference and both ends
