@@ -224,3 +224,23 @@ def test_a_verdict_s_sentence_names_the_winner_by_its_points_and_interval_either
     assert worse.sentence() == "A better by 60 points (95% CI 52 to 68; McNemar p < 0.001; n=200)"
     for half in (_verdict("better", 0.6, None, 0.68), _verdict("better", None, 0.52, 0.68)):
         assert half.sentence() == "no significant difference (n=200)"  # without a difference and both ends
+
+
+def test_compare_paired_counts_rows_and_rates_and_passes_its_options_on() -> None:
+    # Row 0: two repeats (B - A: +1, +1), row 1: one (0), row 2: three (+1, 0, -1); key (3, 0) only in A.
+    a = {(0, 0): False, (0, 1): False, (1, 0): True, (2, 0): False, (2, 1): True, (2, 2): True, (3, 0): True}
+    b = {(0, 0): True, (0, 1): True, (1, 0): True, (2, 0): True, (2, 1): True, (2, 2): False}
+    result = compare_paired(a, b, baseline="A", column="B", seed=3, resamples=50, confidence=0.5, gap=0.2)
+    assert (result.pairs, result.rows, result.baseline_rate, result.rate) == (6, 3, 0.5, 5 / 6)
+    assert result.difference == pytest.approx(2 / 6)
+    assert (result.low, result.high) == row_bootstrap([2, 0, 0], [2, 1, 3], seed=3, resamples=50, confidence=0.5)
+    assert result.needed_rows == -(-rows_needed(4 / 6, gap=0.2) * 3 // 6)  # 1 pair only A passed, 3 only B
+    assert compare_paired({}, {}, baseline="A", column="B").needed_rows is None
+
+
+@pytest.mark.parametrize("interval", [(0.0, 0.3), (-0.3, 0.0), (-0.1, 0.3)])
+def test_an_interval_touching_or_holding_zero_is_no_verdict(interval, monkeypatch) -> None:
+    monkeypatch.setattr(stats, "row_bootstrap", lambda *args, **kwargs: interval)
+    monkeypatch.setattr(stats, "mcnemar_exact", lambda b, c: 0.001)
+    a, b = {(0, 0): True, (1, 0): False}, {(0, 0): False, (1, 0): True}
+    assert compare_paired(a, b, baseline="A", column="B").verdict == "no significant difference"
