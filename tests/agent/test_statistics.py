@@ -244,3 +244,13 @@ def test_an_interval_touching_or_holding_zero_is_no_verdict(interval, monkeypatc
     monkeypatch.setattr(stats, "mcnemar_exact", lambda b, c: 0.001)
     a, b = {(0, 0): True, (1, 0): False}, {(0, 0): False, (1, 0): True}
     assert compare_paired(a, b, baseline="A", column="B").verdict == "no significant difference"
+
+
+def test_rows_needed_by_connor_s_formula_and_its_bounds() -> None:
+    # (1.96 sqrt(0.5) + 0.8416 sqrt(0.5 - 0.01))^2 / 0.01 = 390.1: 391 pairs.
+    assert rows_needed(0.5) == 391 and rows_needed(1.0, gap=1.0) == 4  # a gap of the whole share is allowed
+    for gap in (0.0, 1.5):
+        with pytest.raises(ValueError, match=rf"^the gap is a share in \(0, 1\], not {gap}$"):
+            rows_needed(0.5, gap=gap)
+    with pytest.raises(ValueError, match=r"^the discordant share is in \[0, 1\], not 1.5$"):
+        rows_needed(1.5)
