@@ -254,3 +254,21 @@ def test_rows_needed_by_connor_s_formula_and_its_bounds() -> None:
             rows_needed(0.5, gap=gap)
     with pytest.raises(ValueError, match=r"^the discordant share is in \[0, 1\], not 1.5$"):
         rows_needed(1.5)
+
+
+def test_a_wilson_interval_never_passes_one_though_its_float_sum_may() -> None:
+    assert wilson_interval(9, 9)[1] == 1.0  # centre + half is 1.0000000000000002 here
+
+
+def test_no_seed_is_the_fixed_seed_and_the_index_draws_hold_at_their_limit(monkeypatch) -> None:
+    sums, counts = [1.0, 0.0, 2.0, 1.0], [1, 1, 2, 1]
+    assert row_bootstrap(sums, counts, resamples=5) == row_bootstrap(sums, counts, resamples=5, seed=stats.SEED)
+    monkeypatch.setattr(stats, "INDEX_DRAWS", 4 * 5)  # 4 rows x 5 resamples: still drawn by index
+    at_limit = row_bootstrap(sums, counts, resamples=5, confidence=0.5)
+    monkeypatch.setattr(stats, "INDEX_DRAWS", 4 * 5 + 1)
+    assert row_bootstrap(sums, counts, resamples=5, confidence=0.5) == at_limit
+
+
+def test_mcnemar_refuses_a_negative_count_in_words() -> None:
+    with pytest.raises(ValueError, match=r"^counts are 0 or more, not -1 and 2$"):
+        mcnemar_exact(-1, 2)
