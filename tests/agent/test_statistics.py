@@ -272,3 +272,11 @@ def test_no_seed_is_the_fixed_seed_and_the_index_draws_hold_at_their_limit(monke
 def test_mcnemar_refuses_a_negative_count_in_words() -> None:
     with pytest.raises(ValueError, match=r"^counts are 0 or more, not -1 and 2$"):
         mcnemar_exact(-1, 2)
+
+
+@pytest.mark.parametrize("index_draws", [stats.INDEX_DRAWS, 0])
+def test_rows_of_unequal_size_divide_each_draw_by_its_own_count(index_draws, monkeypatch) -> None:
+    """Two rows with the same ratio, one value and two: every draw's ratio is 1, drawn by index or by kinds."""
+    monkeypatch.setattr(stats, "INDEX_DRAWS", index_draws)
+    assert row_bootstrap([1.0, 2.0], [1, 2], resamples=50) == (1.0, 1.0)
+    assert row_bootstrap([1.0, 2.0], [1, 2], resamples=1) == (1.0, 1.0)  # one resample is enough
