@@ -280,3 +280,13 @@ def test_rows_of_unequal_size_divide_each_draw_by_its_own_count(index_draws, mon
     monkeypatch.setattr(stats, "INDEX_DRAWS", index_draws)
     assert row_bootstrap([1.0, 2.0], [1, 2], resamples=50) == (1.0, 1.0)
     assert row_bootstrap([1.0, 2.0], [1, 2], resamples=1) == (1.0, 1.0)  # one resample is enough
+
+
+def test_the_confidence_level_excludes_both_ends_and_errors_say_why() -> None:
+    for level in (0.0, 1.0):
+        with pytest.raises(ValueError, match=rf"^the confidence level is between 0 and 1, not {level}$"):
+            wilson_interval(1, 2, level)
+    with pytest.raises(ValueError, match="^every row has at least one value$"):
+        row_bootstrap([1.0], [0])
+    a, b = {(0, 0): True}, {(0, 0): False}
+    assert compare_paired(a, b, baseline="A", column="B", gap=0.2).gap == 0.2
