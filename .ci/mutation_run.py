@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from mutation_report import RESULTS, ROOT, module_of, source_of, stamp
+from mutation_report import NOT_RUN, RESULTS, ROOT, module_of, read_result, source_of, stamp
 
 
 def save(listing: str, globs: list[str], stamps: dict[str, str], out: Path = RESULTS, root: Path = ROOT) -> list[Path]:
@@ -40,9 +40,25 @@ def save(listing: str, globs: list[str], stamps: dict[str, str], out: Path = RES
     for module, lines in sorted(by_module.items()):
         path = source_of(module, root)
         target = out / f"{module}.txt"
+        kept = _earlier(target, stamps[path], root)
+        lines = [f"{name}: {kept[name]}" if status in NOT_RUN and name in kept else line
+                 for line in lines for name, _, status in [line.rpartition(": ")]]
         target.write_text(f"# sha256 {stamps[path]} {path}\n" + "\n".join(sorted(lines)) + "\n")
         written.append(target)
     return written
+
+
+def _earlier(saved: Path, digest: str, root: Path) -> dict[str, str]:
+    """The run statuses of `saved` when it was made on the source hashing to `digest`, else none: mutmut
+    forgets its results when the test selection changes, and a run of a few mutants then lists the rest
+    as not checked."""
+    if not saved.exists():
+        return {}
+    found, stale = read_result(saved, root)
+    first = saved.read_text().split("\n", 1)[0]
+    if stale or digest not in first:
+        return {}
+    return {name: status for name, status in found.items() if status not in NOT_RUN}
 
 
 def main() -> int:

@@ -79,3 +79,18 @@ def test_a_run_is_saved_a_module_a_file_stamped_with_the_hash_taken_before_it(tr
     assert written.read_text().splitlines() == [f"# sha256 {before} src/ipyagent/m.py",
                                                 "ipyagent.m.x_f__mutmut_1: killed",
                                                 "ipyagent.m.xǁCǁg__mutmut_1: survived"]
+
+
+def test_a_later_run_of_a_few_mutants_keeps_the_module_s_earlier_results_on_the_same_source(tree: Path) -> None:
+    """mutmut forgets its results when the test selection changes: the saved file's statuses stand for
+    the mutants it now lists as not checked, while the source is the one they were found on."""
+    run, report = load("mutation_run"), load("mutation_report")
+    digest = report.stamp(tree / "src" / "ipyagent" / "m.py")
+    first = "ipyagent.m.x_f__mutmut_1: killed\nipyagent.m.x_f__mutmut_2: survived\n"
+    (saved,) = run.save(first, [], {"src/ipyagent/m.py": digest}, tree / "out", tree)
+    later = "ipyagent.m.x_f__mutmut_1: not checked\nipyagent.m.x_f__mutmut_2: killed\n"
+    run.save(later, ["ipyagent.m.x_f__mutmut_2"], {"src/ipyagent/m.py": digest}, tree / "out", tree)
+    assert report.read_result(saved, tree) == ({"ipyagent.m.x_f__mutmut_1": "killed",
+                                                "ipyagent.m.x_f__mutmut_2": "killed"}, None)
+    run.save(later, ["ipyagent.m.x_f__mutmut_2"], {"src/ipyagent/m.py": "0" * 64}, tree / "out", tree)
+    assert report.read_result(saved, tree)[0]["ipyagent.m.x_f__mutmut_1"] == "not checked"  # another source
