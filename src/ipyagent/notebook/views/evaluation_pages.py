@@ -29,7 +29,6 @@ matrix.
 from __future__ import annotations
 
 import bisect
-import statistics
 import threading
 import time
 from collections import defaultdict
@@ -54,10 +53,12 @@ def _no_statistics(ev: Evaluation) -> dict[str, Any]:
 
 
 def _percentile(ordered: list[float], q: float) -> float | None:
-    """`Evaluation.summary_records`' percentile, of values kept in order (sorting them again is linear)."""
+    """`Evaluation.summary_records`' percentile (``statistics.quantiles(n=100, method="inclusive")``,
+    its formula for the one cut asked) of values kept in order: two reads, not a sort of every time."""
     if len(ordered) < 2:
         return ordered[0] if ordered else None
-    return statistics.quantiles(ordered, n=100, method="inclusive")[round(q * 100) - 1]
+    j, delta = divmod(round(q * 100) * (len(ordered) - 1), 100)
+    return (ordered[j] * (100 - delta) + ordered[j + 1] * delta) / 100
 
 
 class LiveSummary:
