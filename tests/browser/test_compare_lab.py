@@ -148,6 +148,7 @@ def test_runs_are_selectable_and_the_table_looks_the_same_live_and_reloaded(lab)
     # The two panes' answers word by word: the runs they show now.
     rendered.locator("details.ipyagent-compare-diff > summary").click()
     diff = rendered.locator(".ipyagent-compare-diff .ipyagent-diff")
+    diff.wait_for(timeout=10000)  # drawn on the details' toggle event, a task after the click
     assert diff.locator("del").all_inner_texts() == ["Alpha"]
     assert diff.locator("ins").all_inner_texts() == ["Beta", ", more slowly"]
 
