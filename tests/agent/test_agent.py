@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 import sys
 import threading
@@ -96,6 +97,26 @@ def test_arun_under_asyncio_run(agent: ipyagent.Agent, server: StubServer) -> No
     assert [m["role"] for m in server.requests[1]["body"]["messages"]] == ["user", "assistant", "user"]
     # The driver still works from sync code afterwards, although asyncio.run closed its loop.
     check_ok(agent.run("three"))
+
+
+def test_a_finished_run_leaves_its_agent_and_run_to_reference_counting(agent: ipyagent.Agent) -> None:
+    """An evaluation makes an agent a run (`Agent.fresh`): neither it nor its run may be in a reference
+    cycle, or each run's ~55 objects wait for the garbage collector (its collections walk them all)."""
+    check_ok(agent.fresh().run("warm-up"))
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what the collector finds stays in gc.garbage, to be named
+    try:
+        fresh = agent.fresh()
+        check_ok(fresh.run("What's the weather?"))
+        del fresh
+        gc.collect()
+        left = {type(o).__name__ for o in gc.garbage}
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not left & {"Agent", "OneRunAtATime", "AgentRun", "Sampler", "AgentResult", "Message", "Thread"}, left
 
 
 def test_failed_turn_is_not_added_to_the_conversation() -> None:

@@ -168,7 +168,15 @@ class AgentRun(ToolSteps):
         self.running: tuple[list[ToolAction], float] | None = None  # the calls being run, and since when (monotonic)
         self.max_tool_calls = DEFAULT_MAX_TOOL_CALLS if options.max_tool_calls is None else options.max_tool_calls
         self.redact_results = options.redact_context is not False
-        self.sampler = Sampler(self)  # MCP servers' sampling requests during this run's tool calls
+        self._sampler: Sampler | None = None
+
+    @property
+    def sampler(self) -> Sampler:
+        """MCP servers' sampling requests during this run's tool calls: made at the first one asked for
+        (it holds the run: a cycle, left to the garbage collector, for a run with tool calls only)."""
+        if self._sampler is None:
+            self._sampler = Sampler(self)
+        return self._sampler
 
     # -- the steps ---------------------------------------------------------------------
 

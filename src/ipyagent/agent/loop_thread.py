@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import weakref
 from collections.abc import Coroutine
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -128,13 +129,20 @@ class OneRunAtATime:
     that asks it to run again is refused at once (`check`) rather than wait for itself."""
 
     def __init__(self, owner: Any) -> None:
-        self.owner = owner
+        # the owner by id and a weak reference, not the owner: it holds this gate, and a cycle would leave
+        # every agent (an evaluation makes one a run) and its results to the garbage collector
+        self.owner_id, self._owner = id(owner), weakref.ref(owner)
         self._lock: asyncio.Lock | None = None
+
+    @property
+    def owner(self) -> Any:
+        """The agent whose runs these are (None once it is gone)."""
+        return self._owner()
 
     def check(self) -> None:
         """Raises:
             RuntimeError: called from a tool of the owner's own run."""
-        if id(self.owner) in RUNNING_AGENTS.get():
+        if self.owner_id in RUNNING_AGENTS.get():
             raise RuntimeError(
                 f"{self.owner!r} is running the tool that tried to run it again; that run would wait for "
                 "itself. A tool can run another Agent (Agent(...).run(...)), not the one calling it"
@@ -149,7 +157,7 @@ class OneRunAtATime:
         except RuntimeError:
             run.close()
             raise
-        token = RUNNING_AGENTS.set(RUNNING_AGENTS.get() | {id(self.owner)})  # seen by this run's tools only
+        token = RUNNING_AGENTS.set(RUNNING_AGENTS.get() | {self.owner_id})  # seen by this run's tools only
         try:
             async with self._lock:
                 return await run
