@@ -8,11 +8,12 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 import ipyagent
-from ipyagent.agent import AgentResult, run_sync
+from ipyagent.agent import AgentResult, loop_thread, run_sync
 from ipyagent.agent.loop_thread import background_loop
 from ipyagent.core import ModelCompleted, ModelStarted, TextDelta
 
@@ -174,24 +175,10 @@ def test_run_sync_rejects_the_background_loop_itself() -> None:
     assert "use await" in run_sync(nested())
 
 
-def test_run_sync_interrupt_cancels_the_coroutine() -> None:
-    """TOOLCHAIN.md §7: SIGINT while a cell waits in run_sync, inside a running loop."""
-    seen: list[str] = []
-    started = threading.Event()
-
-    async def forever() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()  # never set: only the interrupt ends it
-        except asyncio.CancelledError:
-            for _ in range(3):  # cleanup that takes a few turns of the loop, like closing a stream
-                await asyncio.sleep(0)
-            seen.append("cancelled")
-            raise
-
-    async def outer() -> None:
-        run_sync(forever())
-
+def _interrupted_run_sync(coro: Any, started: threading.Event) -> None:
+    """Run `coro` with `run_sync` inside a running loop (as a cell does), and send SIGINT to this thread
+    once `started` is set and the thread waits on run_sync's result; returns when KeyboardInterrupt
+    came out of run_sync (TOOLCHAIN.md §7)."""
     main = threading.get_ident()
 
     def waiting_for_the_result() -> bool:  # the main thread is blocked in run_sync's future.result()
@@ -210,20 +197,66 @@ def test_run_sync_interrupt_cancels_the_coroutine() -> None:
             # and then the main thread's wait on the lock is never interrupted (the test hung).
             signal.pthread_kill(main, signal.SIGINT)
 
+    async def outer() -> None:
+        run_sync(coro)
+
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     loop = asyncio.new_event_loop()
     try:
         threading.Thread(target=interrupt_once_started, daemon=True).start()
         with pytest.raises(KeyboardInterrupt):
             loop.run_until_complete(outer())
-        # run_sync waited for the coroutine's cleanup before re-raising.
-        assert seen == ["cancelled"]
     finally:
         loop.close()
         signal.signal(signal.SIGINT, previous)
     assert started.is_set()
+
+
+def test_run_sync_interrupt_cancels_the_coroutine_and_waits_for_its_cleanup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The bound is not what this test is about: a loaded machine must not make the cleanup look lost.
+    monkeypatch.setattr(loop_thread, "CLEANUP_WAIT_S", 120.0)
+    seen: list[str] = []
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()  # never set: only the interrupt ends it
+        except asyncio.CancelledError:
+            for _ in range(3):  # cleanup that takes a few turns of the loop, like closing a stream
+                await asyncio.sleep(0)
+            seen.append("cancelled")
+            raise
+
+    _interrupted_run_sync(forever(), started)
+    # run_sync waited for the coroutine's cleanup before re-raising.
+    assert seen == ["cancelled"]
+
     # The background loop is still usable afterwards.
     async def answer() -> int:
         return 42
 
     assert run_sync(answer()) == 42
+
+
+def test_an_interrupted_run_sync_stops_waiting_for_a_cleanup_that_hangs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loop_thread, "CLEANUP_WAIT_S", 0.05)
+    started, release, cleaned = threading.Event(), threading.Event(), threading.Event()
+
+    async def hangs_in_cleanup() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            while not release.is_set():  # a cleanup stuck on something that never comes
+                await asyncio.sleep(0.01)
+            cleaned.set()
+            raise
+
+    _interrupted_run_sync(hangs_in_cleanup(), started)
+    # The cell ended while the cleanup still waited: the bound, not the cleanup, ended the wait.
+    assert not cleaned.is_set()
+    release.set()
+    assert cleaned.wait(30)

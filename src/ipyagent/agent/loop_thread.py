@@ -22,6 +22,11 @@ T = TypeVar("T")
 #: an agent asked to run from inside its own run refuses at once rather than wait for itself.
 RUNNING_AGENTS: ContextVar[frozenset[int]] = ContextVar("ipyagent_running_agents", default=frozenset())
 
+#: Seconds an interrupted `run_sync`/`run_in_background` waits for the coroutine's cleanup (the
+#: view marked interrupted, the response closed) before it re-raises: a cleanup that hangs cannot
+#: keep the cell from ending.
+CLEANUP_WAIT_S = 2.0
+
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _thread: threading.Thread | None = None
@@ -73,10 +78,11 @@ class _Tracked:
         finally:
             self.done.set()
 
-    def cancel_and_wait(self, timeout: float = 2.0) -> None:
+    def cancel_and_wait(self) -> None:
+        """Cancel the coroutine and wait up to `CLEANUP_WAIT_S` for its cleanup, if it started."""
         self.future.cancel()
         if self.started.is_set():
-            self.done.wait(timeout=timeout)
+            self.done.wait(timeout=CLEANUP_WAIT_S)
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
@@ -84,7 +90,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
     Works whether or not the calling thread has a running event loop (a
     notebook cell does). A KeyboardInterrupt while waiting cancels the
-    coroutine, waits up to 2 s for it to finish cleaning up, and re-raises.
+    coroutine, waits up to `CLEANUP_WAIT_S` for it to finish cleaning up, and
+    re-raises.
 
     Raises:
         RuntimeError: called from the background loop itself (await instead).
@@ -106,7 +113,7 @@ async def run_in_background(coro: Coroutine[Any, Any, T]) -> T:
 
     While this waits, the caller's loop stays free: ipykernel keeps handling
     widget events (an Approve click). Cancelling the caller (a kernel interrupt
-    of an awaiting cell) cancels `coro` and waits up to 2 s for its cleanup.
+    of an awaiting cell) cancels `coro` and waits up to `CLEANUP_WAIT_S` for its cleanup.
     """
     if in_background_loop():
         return await coro
