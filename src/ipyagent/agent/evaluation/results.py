@@ -14,6 +14,7 @@ from .cache import json_output
 from .export import EvaluationData
 from .analysis import FIGURES, Analysis, column_name, versus
 from .background import Background
+from .cell_store import FloatField, place
 from .checks import Outcome
 from .statistics import SEED
 
@@ -29,11 +30,15 @@ def _tokens(usage: Any) -> tuple[int, int]:
     return usage.input_tokens, usage.output_tokens
 
 
+#: An `EvalResult`'s fields, in order (its constructor's arguments).
+FIELDS = ("row", "provider", "prompt", "fields", "variant", "repeat", "text", "output", "passed", "outcomes", "status",
+          "error_type", "error", "input_tokens", "output_tokens", "cost", "judge_cost", "ttft_s", "total_s", "cached",
+          "run_id", "tool_calls", "human", "human_note")
+
 #: A cell's status: the run answered, the run failed, not run (the budget), or its row could not be rendered.
 STATUSES = ("ok", "failed", "skipped", "template_error")
 
 
-@dataclass(slots=True)
 class EvalResult:
     """One run of the matrix: one row on one column (a provider × a prompt variant), one repeat.
 
@@ -64,30 +69,74 @@ class EvalResult:
             against `run_id`, apart from the automatic `passed`; human_note: what they noted.
     """
 
-    row: int
-    provider: str
-    prompt: str
-    fields: dict[str, Any]
-    variant: str | None = None
-    repeat: int = 0
-    text: str = ""
-    output: Any = None
-    passed: bool | None = None
-    outcomes: list[Outcome] = field(default_factory=list)
-    status: str = "ok"
-    error_type: str | None = None
-    error: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost: float | None = None
-    judge_cost: float | None = None
-    ttft_s: float | None = None
-    total_s: float | None = None
-    cached: bool = False
-    run_id: str | None = None
-    tool_calls: list[dict[str, Any]] | tuple[()] = ()  # () when none: a matrix keeps thousands
-    human: bool | None = None
-    human_note: str = ""
+    __slots__ = ("row", "provider", "prompt", "fields", "variant", "repeat", "text", "output", "passed", "outcomes",
+                 "status", "error_type", "error", "input_tokens", "output_tokens", "cached", "run_id", "tool_calls",
+                 "human", "human_note", "_block", "_at")
+    __hash__ = None  # type: ignore[assignment] - compared by value, as a dataclass is
+    __match_args__ = FIELDS
+    #: the times and prices, kept in the result's block of `cell_store` (no float object per value)
+    cost = FloatField(0)
+    judge_cost = FloatField(1)
+    ttft_s = FloatField(2)
+    total_s = FloatField(3)
+
+    def __init__(
+        self,
+        row: int,
+        provider: str,
+        prompt: str,
+        fields: dict[str, Any],
+        variant: str | None = None,
+        repeat: int = 0,
+        text: str = "",
+        output: Any = None,
+        passed: bool | None = None,
+        outcomes: list[Outcome] | None = None,
+        status: str = "ok",
+        error_type: str | None = None,
+        error: str | None = None,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cost: float | None = None,
+        judge_cost: float | None = None,
+        ttft_s: float | None = None,
+        total_s: float | None = None,
+        cached: bool = False,
+        run_id: str | None = None,
+        tool_calls: list[dict[str, Any]] | tuple[()] = (),  # () when none: a matrix keeps thousands
+        human: bool | None = None,
+        human_note: str = "",
+    ) -> None:
+        self.row, self.provider, self.prompt, self.fields = row, provider, prompt, fields
+        self.variant, self.repeat, self.text, self.output, self.passed = variant, repeat, text, output, passed
+        self.outcomes = [] if outcomes is None else outcomes
+        self.status, self.error_type, self.error = status, error_type, error
+        self.input_tokens, self.output_tokens, self.cached, self.run_id = input_tokens, output_tokens, cached, run_id
+        self.tool_calls, self.human, self.human_note = tool_calls, human, human_note
+        self._block, self._at = place()  # a new place: its floats are None until set
+        if cost is not None:
+            self.cost = cost
+        if judge_cost is not None:
+            self.judge_cost = judge_cost
+        if ttft_s is not None:
+            self.ttft_s = ttft_s
+        if total_s is not None:
+            self.total_s = total_s
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._values() == other._values()  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"EvalResult({', '.join(f'{name}={getattr(self, name)!r}' for name in FIELDS)})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Copied or pickled by its fields: a copy takes a place of its own."""
+        return _result, (self._values(),)
 
     @property
     def column(self) -> str:
@@ -117,12 +166,15 @@ class EvalResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: every attribute and ``column``, the structured output as JSON, outcomes as dicts."""
-        names = self.__slots__  # type: ignore[attr-defined]
-        out = {name: getattr(self, name) for name in names if name not in ("outcomes", "output")}
+        out = {name: getattr(self, name) for name in FIELDS if name not in ("outcomes", "output")}
         out["column"] = self.column
         out["output"] = json_output(self.output)
         out["outcomes"] = [o.to_dict() for o in self.outcomes]
         return out
+
+
+def _result(values: tuple[Any, ...]) -> EvalResult:
+    return EvalResult(*values)
 
 
 def _percentile(values: list[float], q: float) -> float | None:

@@ -1,0 +1,60 @@
+"""Where an `EvalResult` keeps its numbers (`cell_store`): a matrix keeps tens of thousands of results,
+so their times and prices are kept in arrays shared by a block of results, not as a float object each."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from array import array
+from decimal import Decimal
+
+from ipyagent.agent.evaluation.cell_store import SIZE
+from ipyagent.agent.evaluation.results import FIELDS, EvalResult
+
+FLOATS = ("cost", "judge_cost", "ttft_s", "total_s")
+
+
+def test_results_keep_their_times_and_prices_in_one_array_per_block():
+    results = [EvalResult(n, "openai:a", "p", {}, cost=n * 0.001, ttft_s=0.1, total_s=n / 3) for n in range(3 * SIZE)]
+    blocks = {id(r._block) for r in results}
+    assert len(blocks) <= 4  # 192 results: 3 blocks, 4 when the first began in one already in use
+    first = results[0]._block
+    assert isinstance(first.floats, array) and first.floats.typecode == "d"
+    assert not hasattr(results[0], "__dict__")
+    assert not set(FLOATS) & set(EvalResult.__slots__)  # no slot (nor float object) per value
+    for n, r in enumerate(results):
+        assert (r.cost, r.judge_cost, r.ttft_s, r.total_s) == (n * 0.001, None, 0.1, n / 3)
+        assert type(r.cost) is float
+
+
+def test_a_value_reads_back_as_it_was_given():
+    r = EvalResult(0, "openai:a", "p", {})
+    assert (r.cost, r.judge_cost, r.ttft_s, r.total_s) == (None, None, None, None)
+    nan = float("nan")
+    for value in (0.25, 0, 3, Decimal("0.1"), nan, True, None, 1.5):
+        r.cost = value
+        assert r.cost is value or (type(r.cost) is float and r.cost == value), value
+        assert type(r.cost) is type(value)
+    assert r.cost == 1.5 and not r._block.other.get(r._at)
+    other = EvalResult(1, "openai:a", "p", {}, cost=2, ttft_s=nan)
+    assert type(other.cost) is int and other.ttft_s is nan and r.cost == 1.5
+
+
+def test_a_copy_or_a_pickle_takes_a_place_of_its_own():
+    r = EvalResult(0, "openai:a", "p", {"q": 1}, cost=0.5, total_s=2.0, run_id="r1")
+    twin = copy.copy(r)
+    twin.cost, twin.total_s = 9.0, None
+    assert (r.cost, r.total_s) == (0.5, 2.0) and twin == EvalResult(0, "openai:a", "p", {"q": 1}, cost=9.0,
+                                                                        run_id="r1")
+    assert copy.deepcopy(r) == r and pickle.loads(pickle.dumps(r)) == r
+
+
+def test_a_result_compares_shows_and_exports_by_its_fields_in_order():
+    r = EvalResult(3, "openai:a", "say", {"q": 1}, variant="v", cost=0.5, judge_cost=0.25, ttft_s=0.1, total_s=0.2)
+    assert r == EvalResult(3, "openai:a", "say", {"q": 1}, "v", 0, cost=0.5, judge_cost=0.25, ttft_s=0.1, total_s=0.2)
+    assert r != EvalResult(3, "openai:a", "say", {"q": 1}, "v", cost=0.5, judge_cost=0.25, ttft_s=0.1, total_s=0.3)
+    assert repr(r).startswith("EvalResult(row=3, provider='openai:a', prompt='say', fields={'q': 1}, variant='v', ")
+    assert "cost=0.5, judge_cost=0.25, ttft_s=0.1, total_s=0.2, cached=False" in repr(r)
+    plain = [n for n in FIELDS if n not in ("outcomes", "output")]
+    assert list(r.to_dict()) == [*plain, "column", "output", "outcomes"]
+    assert EvalResult.__match_args__ == FIELDS
