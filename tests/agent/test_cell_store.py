@@ -8,7 +8,7 @@ import pickle
 from array import array
 from decimal import Decimal
 
-from ipyagent.agent.evaluation.cell_store import SIZE
+from ipyagent.agent.evaluation.cell_store import SIZE, WIDTH
 from ipyagent.agent.evaluation.results import FIELDS, EvalResult
 
 FLOATS = ("cost", "judge_cost", "ttft_s", "total_s")
@@ -58,3 +58,22 @@ def test_a_result_compares_shows_and_exports_by_its_fields_in_order():
     plain = [n for n in FIELDS if n not in ("outcomes", "output")]
     assert list(r.to_dict()) == [*plain, "column", "output", "outcomes"]
     assert EvalResult.__match_args__ == FIELDS
+
+
+def test_a_run_id_is_kept_as_a_number_and_reads_back_equal():
+    from ipyagent.memory import new_run_id
+
+    assert "run_id" not in EvalResult.__slots__
+    ids = [new_run_id() for _ in range(SIZE)]
+    results = [EvalResult(n, "openai:a", "p", {}, run_id=run_id) for n, run_id in enumerate(ids)]
+    assert [r.run_id for r in results] == ids and all(type(r.run_id) is str for r in results)
+    kept_apart = lambda: [r for r in results if -1 - r._at // WIDTH in r._block.other]  # noqa: E731
+    assert not kept_apart() and results[0]._block.ids.typecode == "Q"
+    r = results[0]
+    for odd in ("r1", "ABCDEF012345", "0x0123456789", "1_2345678901", " 12345678901", "0123456789abc", 12):
+        r.run_id = odd
+        assert r.run_id is odd  # not 12 lowercase hex digits: kept as given
+    for value in ("000000000000", "ffffffffffff", None, "0123456789ab"):
+        r.run_id = value
+        assert r.run_id == value
+    assert not kept_apart() and [x.run_id for x in results[1:]] == ids[1:]

@@ -2,7 +2,8 @@
 the notebook holds the evaluation, and a float object per time and price (24 bytes each, and a slot
 each) was a third of what a result kept beyond its answer. Results are placed, as they are made, in
 blocks of `SIZE`: a block keeps `WIDTH` floats a result in one `array` (8 bytes each), and a result
-keeps its block and its place (a small int, shared). A value an array cannot give back as it was
+keeps its block and its place (a small int, shared); its run id (12 hex digits, a 61-byte str) is a
+number in the block's `ids`. A value an array cannot give back as it was
 given (an int, a float subclass, a NaN, any other object) is kept in the block's `other` instead."""
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ from typing import Any
 SIZE, WIDTH = 64, 4
 _NAN = float("nan")
 _EMPTY = array("d", [_NAN]) * (SIZE * WIDTH)
+_NO_IDS = array("Q", bytes(8 * SIZE))
 
 
 class Block:
-    """The numbers of up to `SIZE` results: `floats` (NaN: None, or the value in `other`), and
-    `other`, place -> a value kept as it was given."""
+    """The numbers of up to `SIZE` results: `floats` (NaN: None, or the value in `other`), `ids` (a
+    run id's number + 1; 0: None, or the id in `other`), and `other`, place -> a value kept as it was
+    given (a run id's place: -1 - its result's place // WIDTH)."""
 
-    __slots__ = ("floats", "other", "used")
+    __slots__ = ("floats", "ids", "other", "used")
 
     def __init__(self) -> None:
         self.floats = array("d", _EMPTY)
+        self.ids = array("Q", _NO_IDS)
         self.other: dict[int, Any] = {}
         self.used = 0
 
@@ -74,3 +78,41 @@ class FloatField:
             block.other.pop(at, None)
         else:
             block.other[at] = value
+
+
+class IdField:
+    """A result's run id, kept in its block: 12 lowercase hex digits (`memory.new_run_id`, the run
+    store's ids) as a number, anything else (None aside) in the block's `other`. It reads back equal,
+    a new str each time."""
+
+    __slots__ = ()
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        block, at = obj._block, obj._at // WIDTH
+        number = block.ids[at]
+        if number:
+            return f"{number - 1:012x}"
+        return block.other.get(-1 - at)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        block, at = obj._block, obj._at // WIDTH
+        number = _id_number(value)
+        block.ids[at] = number
+        if number or value is None:
+            if block.other:
+                block.other.pop(-1 - at, None)
+        else:
+            block.other[-1 - at] = value
+
+
+def _id_number(value: Any) -> int:
+    """The number + 1 of a run id of 12 lowercase hex digits (0: any other value)."""
+    if type(value) is not str or len(value) != 12:
+        return 0
+    try:
+        number = int(value, 16)
+    except ValueError:
+        return 0
+    return number + 1 if f"{number:012x}" == value else 0

@@ -14,7 +14,7 @@ from .cache import json_output
 from .export import EvaluationData
 from .analysis import FIGURES, Analysis, column_name, versus
 from .background import Background
-from .cell_store import FloatField, place
+from .cell_store import FloatField, IdField, place
 from .checks import Outcome
 from .statistics import SEED
 
@@ -70,8 +70,8 @@ class EvalResult:
     """
 
     __slots__ = ("row", "provider", "prompt", "fields", "variant", "repeat", "text", "output", "passed", "outcomes",
-                 "status", "error_type", "error", "input_tokens", "output_tokens", "cached", "run_id", "tool_calls",
-                 "human", "human_note", "_block", "_at")
+                 "status", "error_type", "error", "input_tokens", "output_tokens", "cached", "tool_calls", "human",
+                 "human_note", "_block", "_at")
     __hash__ = None  # type: ignore[assignment] - compared by value, as a dataclass is
     __match_args__ = FIELDS
     #: the times and prices, kept in the result's block of `cell_store` (no float object per value)
@@ -79,6 +79,7 @@ class EvalResult:
     judge_cost = FloatField(1)
     ttft_s = FloatField(2)
     total_s = FloatField(3)
+    run_id = IdField()
 
     def __init__(
         self,
@@ -111,9 +112,11 @@ class EvalResult:
         self.variant, self.repeat, self.text, self.output, self.passed = variant, repeat, text, output, passed
         self.outcomes = [] if outcomes is None else outcomes
         self.status, self.error_type, self.error = status, error_type, error
-        self.input_tokens, self.output_tokens, self.cached, self.run_id = input_tokens, output_tokens, cached, run_id
+        self.input_tokens, self.output_tokens, self.cached = input_tokens, output_tokens, cached
         self.tool_calls, self.human, self.human_note = tool_calls, human, human_note
-        self._block, self._at = place()  # a new place: its floats are None until set
+        self._block, self._at = place()  # a new place: its numbers are None until set
+        if run_id is not None:
+            self.run_id = run_id
         if cost is not None:
             self.cost = cost
         if judge_cost is not None:
