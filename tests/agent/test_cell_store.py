@@ -77,3 +77,22 @@ def test_a_run_id_is_kept_as_a_number_and_reads_back_equal():
         r.run_id = value
         assert r.run_id == value
     assert not kept_apart() and [x.run_id for x in results[1:]] == ids[1:]
+
+
+def test_the_fields_almost_always_unset_take_no_slot_and_read_back_as_set():
+    rare = {"error_type": None, "error": None, "human": None, "human_note": ""}
+    assert not set(rare) & set(EvalResult.__slots__)
+    r = EvalResult(0, "openai:a", "p", {}, status="failed", error_type="rate_limit", error="429", human=False,
+                   human_note="meh")
+    quiet = EvalResult(1, "openai:a", "p", {})
+    assert (r.error_type, r.error, r.human, r.human_note) == ("rate_limit", "429", False, "meh")
+    assert [getattr(quiet, name) for name in rare] == list(rare.values())
+    note = "".join(["no", "ted"])
+    quiet.human_note, quiet.human = note, True
+    assert quiet.human_note is note and quiet.human is True and r.human is False
+    places = lambda cell: {key for key in cell._block.other if key % 1000 == cell._at and key >= 1000}  # noqa: E731
+    assert len(places(quiet)) == 2
+    for name, default in rare.items():
+        setattr(r, name, default)
+        setattr(quiet, name, default)
+    assert not places(r) and not places(quiet) and r == EvalResult(0, "openai:a", "p", {}, status="failed", human=None)

@@ -3,7 +3,8 @@ the notebook holds the evaluation, and a float object per time and price (24 byt
 each) was a third of what a result kept beyond its answer. Results are placed, as they are made, in
 blocks of `SIZE`: a block keeps `WIDTH` floats a result in one `array` (8 bytes each), and a result
 keeps its block and its place (a small int, shared); its run id (12 hex digits, a 61-byte str) is a
-number in the block's `ids`. A value an array cannot give back as it was
+number in the block's `ids`; the fields almost always left as they were made (an error, a person's
+grade) are kept, when set, in the block's `other`, taking no slot. A value an array cannot give back as it was
 given (an int, a float subclass, a NaN, any other object) is kept in the block's `other` instead."""
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ _NO_IDS = array("Q", bytes(8 * SIZE))
 class Block:
     """The numbers of up to `SIZE` results: `floats` (NaN: None, or the value in `other`), `ids` (a
     run id's number + 1; 0: None, or the id in `other`), and `other`, place -> a value kept as it was
-    given (a run id's place: -1 - its result's place // WIDTH)."""
+    given (a run id's place: -1 - its result's place // WIDTH; a `RareField`'s: its `key` + the
+    result's place)."""
 
     __slots__ = ("floats", "ids", "other", "used")
 
@@ -116,3 +118,27 @@ def _id_number(value: Any) -> int:
     except ValueError:
         return 0
     return number + 1 if f"{number:012x}" == value else 0
+
+
+class RareField:
+    """A field of a result almost always left at its `default` (None, ""): kept, once set to another
+    value, in the block's `other` (under `key` + the result's place, `key` >= 1000: apart from the
+    floats' and the ids' places)."""
+
+    __slots__ = ("default", "key")
+
+    def __init__(self, key: int, default: Any) -> None:
+        self.key, self.default = key, default
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        return obj._block.other.get(self.key + obj._at, self.default)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        other, default = obj._block.other, self.default
+        if value is default or (type(value) is type(default) and value == default):
+            if other:
+                other.pop(self.key + obj._at, None)
+        else:
+            other[self.key + obj._at] = value

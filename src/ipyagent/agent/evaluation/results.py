@@ -14,7 +14,7 @@ from .cache import json_output
 from .export import EvaluationData
 from .analysis import FIGURES, Analysis, column_name, versus
 from .background import Background
-from .cell_store import FloatField, IdField, place
+from .cell_store import FloatField, IdField, RareField, place
 from .checks import Outcome
 from .statistics import SEED
 
@@ -70,8 +70,7 @@ class EvalResult:
     """
 
     __slots__ = ("row", "provider", "prompt", "fields", "variant", "repeat", "text", "output", "passed", "outcomes",
-                 "status", "error_type", "error", "input_tokens", "output_tokens", "cached", "tool_calls", "human",
-                 "human_note", "_block", "_at")
+                 "status", "input_tokens", "output_tokens", "cached", "tool_calls", "_block", "_at")
     __hash__ = None  # type: ignore[assignment] - compared by value, as a dataclass is
     __match_args__ = FIELDS
     #: the times and prices, kept in the result's block of `cell_store` (no float object per value)
@@ -80,6 +79,11 @@ class EvalResult:
     ttft_s = FloatField(2)
     total_s = FloatField(3)
     run_id = IdField()
+    #: set on few results (a failed run, a person's grade): kept in the block only when set
+    error_type = RareField(1000, None)
+    error = RareField(2000, None)
+    human = RareField(3000, None)
+    human_note = RareField(4000, "")
 
     def __init__(
         self,
@@ -111,12 +115,13 @@ class EvalResult:
         self.row, self.provider, self.prompt, self.fields = row, provider, prompt, fields
         self.variant, self.repeat, self.text, self.output, self.passed = variant, repeat, text, output, passed
         self.outcomes = [] if outcomes is None else outcomes
-        self.status, self.error_type, self.error = status, error_type, error
-        self.input_tokens, self.output_tokens, self.cached = input_tokens, output_tokens, cached
-        self.tool_calls, self.human, self.human_note = tool_calls, human, human_note
-        self._block, self._at = place()  # a new place: its numbers are None until set
+        self.status, self.input_tokens, self.output_tokens = status, input_tokens, output_tokens
+        self.cached, self.tool_calls = cached, tool_calls
+        self._block, self._at = place()  # a new place: its numbers are None and its rare fields unset until set
         if run_id is not None:
             self.run_id = run_id
+        if error_type is not None or error is not None or human is not None or human_note != "":
+            self.error_type, self.error, self.human, self.human_note = error_type, error, human, human_note
         if cost is not None:
             self.cost = cost
         if judge_cost is not None:
