@@ -7,6 +7,9 @@ its mutants are named and left out (not counted as killed) until it is run again
 mutants count as killed; mutants listed in ``.ci/mutation_equivalent.txt`` (one name a line, ``#``
 comments: mutants that change no behaviour, with the reason) are left out of the rate. Exits 1 when the
 rate of non-equivalent mutants killed is under ``--target`` (default 90).
+
+The report covers `SCOPE` (issue 27: ``core/`` and ``agent/evaluation/``): a module there without a saved
+result is named **NOT RUN**, and the last line says how many of the scope's modules have results.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ RESULTS = Path(__file__).with_name("mutation-results")
 #: Statuses of a mutant a run did not test (a run of other modules lists them so).
 NOT_RUN = ("skipped", "not checked")
 STAMP = re.compile(r"# sha256 ([0-9a-f]{64}) (\S+)$")
+#: The packages the report covers (under ``src/``): every module there should have a saved result.
+SCOPE = ("ipyagent/core", "ipyagent/agent/evaluation")
 
 
 def stamp(source: Path) -> str:
@@ -76,6 +81,19 @@ def equivalents(path: Path = EQUIVALENT) -> set[str]:
     return {line.split("#")[0].strip() for line in path.read_text().splitlines()} - {""} if path.exists() else set()
 
 
+def scope_modules(root: Path = ROOT, scope: tuple[str, ...] = SCOPE) -> list[str]:
+    """The modules under `scope` mutmut makes mutants of: every ``.py`` file, a package's ``__init__`` only
+    when it defines a function (re-exports give no mutant)."""
+    found = []
+    for package in scope:
+        for path in sorted((root / "src" / package).rglob("*.py")):
+            if path.name == "__init__.py" and not re.search(r"^\s*(async )?def ", path.read_text(), re.M):
+                continue
+            parts = path.relative_to(root / "src").with_suffix("").parts
+            found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return found
+
+
 def report(saved: list[Path], equivalent: set[str], target: float, root: Path = ROOT) -> tuple[float, list[str]]:
     """The rate of fresh, non-equivalent, run mutants killed, and the report's lines."""
     out: list[str] = []
@@ -104,7 +122,11 @@ def report(saved: list[Path], equivalent: set[str], target: float, root: Path = 
             if found.get(name) in ("killed", "timeout") or (name not in found and module_of(name) in fresh)]
     out += [f"  {module}: {k}/{n} killed, {100.0 * k / n:.1f}%"
             for module, (k, n) in sorted(per_module(counted).items())]
-    out.append(f"kill rate: {rate:.1f}% of non-equivalent mutants (target {target:g}%)")
+    scope = scope_modules(root)
+    kept = {path.stem for path in saved}
+    out += [f"  NOT RUN (no saved result): {module}" for module in scope if module not in kept]
+    out.append(f"kill rate: {rate:.1f}% of non-equivalent mutants (target {target:g}%); "
+               f"{sum(module in kept for module in scope)} of the scope's {len(scope)} modules run")
     return rate, out
 
 

@@ -94,3 +94,21 @@ def test_a_later_run_of_a_few_mutants_keeps_the_module_s_earlier_results_on_the_
                                                 "ipyagent.m.x_f__mutmut_2": "killed"}, None)
     run.save(later, ["ipyagent.m.x_f__mutmut_2"], {"src/ipyagent/m.py": "0" * 64}, tree / "out", tree)
     assert report.read_result(saved, tree)[0]["ipyagent.m.x_f__mutmut_1"] == "not checked"  # another source
+
+
+def test_a_module_of_the_scope_without_a_saved_result_is_named_not_run(tree: Path) -> None:
+    report = load("mutation_report")
+    core = tree / "src" / "ipyagent" / "core"
+    (core / "sub").mkdir(parents=True)
+    (core / "__init__.py").write_text("from .a import f\n")  # re-exports only: no mutant
+    (core / "sub" / "__init__.py").write_text("def g():\n    return 1\n")
+    (core / "a.py").write_text("def f():\n    return 2\n")
+    (core / "b.py").write_text("def h():\n    return 3\n")
+    assert report.scope_modules(tree) == ["ipyagent.core.a", "ipyagent.core.b", "ipyagent.core.sub"]
+    path = tree / "ipyagent.core.a.txt"
+    path.write_text(f"# sha256 {report.stamp(core / 'a.py')} src/ipyagent/core/a.py\n"
+                    "    ipyagent.core.a.x_f__mutmut_1: killed\n")
+    rate, lines = report.report([path], set(), 90.0, tree)
+    assert rate == 100.0 and lines[-3:] == [
+        "  NOT RUN (no saved result): ipyagent.core.b", "  NOT RUN (no saved result): ipyagent.core.sub",
+        "kill rate: 100.0% of non-equivalent mutants (target 90%); 1 of the scope's 3 modules run"]
