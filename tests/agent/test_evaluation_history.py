@@ -4,13 +4,15 @@ matches by column and by repeat, and the word each change gets."""
 
 from __future__ import annotations
 
+import datetime
+import hashlib
 from typing import Any
 
 import pytest
 
 from ipyagent.agent import EvalResult, Evaluation
 from ipyagent.agent.evaluation.export import document
-from ipyagent.agent.evaluation.history import _kept, changes, compare_kept, diff_records, keep, row_key
+from ipyagent.agent.evaluation.history import _kept, answer_digest, changes, compare_kept, diff_records, keep, row_key
 from ipyagent.memory import RunStore
 
 
@@ -23,6 +25,23 @@ def built(runs: list[tuple[int, str, int, str, bool | None, str]], *, rows: int 
         ev.results.append(EvalResult(row=row, provider=provider, prompt=f"q{row}", fields=fields[row], repeat=repeat,
                                      status=status, passed=passed, text=text, run_id=f"run-{row}-{provider}-{repeat}"))
     return ev
+
+
+def test_a_rows_key_is_the_digest_of_its_compact_json_with_keys_sorted() -> None:
+    fields = {"b": "é", "a": [1, 2], "d": datetime.date(2026, 12, 7)}
+    text = '{"a":[1,2],"b":"é","d":"2026-12-07"}'
+    assert row_key(fields) == hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def test_an_answers_digest_is_of_its_text_or_of_its_error() -> None:
+    def digest(text: str) -> str:
+        return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+    ok = EvalResult(row=0, provider="openai:a", prompt="", fields={}, text="Paris", error="ignored")
+    failed = EvalResult(row=0, provider="openai:a", prompt="", fields={}, status="failed", text="partial",
+                        error_type="rate_limit", error="slow down")
+    assert answer_digest(ok) == digest("Paris")
+    assert answer_digest(failed) == digest("failed\x00rate_limit\x00slow down")
 
 
 def test_every_newly_failing_and_every_fixed_run_is_counted() -> None:
@@ -56,6 +75,21 @@ def test_diff_matches_runs_by_column_and_by_repeat() -> None:
     assert (record["output"], record["other_output"]) == ("y", "z")
 
 
+def test_diff_gives_a_run_only_one_side_has_whole_and_renames_fields_named_like_its_keys() -> None:
+    ev = built([(0, "openai:a", 0, "ok", True, "x"), (1, "openai:a", 0, "ok", True, "mine")])
+    other = built([(0, "openai:a", 0, "ok", True, "x")], rows=1)
+    other.rows = [{"q": 0}, {"q": 2}]
+    other.results.append(EvalResult(row=1, provider="openai:a", prompt="q2", fields={"q": 2, "status": "s"},
+                                    status="failed", passed=False, text=""))
+    new, gone = diff_records(ev, other)
+    assert new == {"row": 1, "other_row": None, "q": 1, "column": "openai:a", "repeat": 0, "change": "new",
+                   "status": "ok", "other_status": None, "passed": True, "other_passed": None, "output": "mine",
+                   "other_output": None}
+    assert gone == {"row": None, "other_row": 1, "q": 2, "row.status": "s", "column": "openai:a", "repeat": 0,
+                    "change": "gone", "status": None, "other_status": "failed", "passed": None,
+                    "other_passed": False, "output": None, "other_output": ""}
+
+
 @pytest.mark.parametrize(("before", "now", "change"), [
     (("ok", True, "x"), ("ok", False, "y"), "newly failing"),
     (("ok", True, "x"), ("failed", False, ""), "newly failing"),
@@ -87,6 +121,8 @@ def test_keep_reads_the_grades_back_and_compares_a_named_finished_run_with_the_l
                                "rows": [1], "sentence": "since the last run: 1 newly failing"}
     kept = store.evaluation(second.id)
     assert kept["name"] == "cell-1" and kept["outcomes"]["cells"] == [list(k) for k in _kept(second.results)]
+    keep(second, store, finished=True)  # kept again (graded since): still against the one before it
+    assert second.changes["previous"] == first.id
     archive, whole = kept["outcomes"]["archive"], document(second)
     assert archive.keys() == whole.keys() and archive["meta"]["id"] == whole["meta"]["id"] == second.id
 

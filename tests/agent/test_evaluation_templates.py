@@ -40,6 +40,7 @@ def test_without_redacting_values_go_in_as_they_are() -> None:
     assert render_cell("{{ api_key }} {{ cfg.password }} {{ d['token'] }} {{ d }}", namespace) == (
         f"{KEY} {KEY} {KEY} {{'token': '{KEY}'}}", 0)
     assert render_template("{{ api_key }} {{ row.token }}", {"token": KEY}, namespace) == f"{KEY} {KEY}"
+    assert render_template("{{ row | context }}", {"password": KEY}) == summarize({"password": KEY}).text
 
 
 def test_redacting_masks_and_counts_names_attributes_items_mappings_and_secrets_in_text() -> None:
@@ -74,6 +75,16 @@ def test_the_context_filter_summarizes_within_a_budget_and_masks_while_redacting
     assert render_cell("{{ cfg | context }}", {"cfg": cfg}, redacting=True) == (
         'dict with 2 keys:\n{\n  "password": "[redacted]",\n  "user": "bob"\n}', 1)
     assert KEY in render_cell("{{ cfg | context }}", {"cfg": cfg})[0]
+
+
+def test_the_context_filter_masks_entries_before_summarizing_and_adds_to_the_count() -> None:
+    # Masked as an entry (quoted), not by the text rule after (which would leave it bare), and counted
+    # even when the summary is cut before it; the count goes on from the values masked before.
+    assert render_cell("{{ cfg | context }}", {"cfg": {"token": b"abcdefghijkl"}}, redacting=True) == (
+        'dict with 1 keys:\n{\n  "token": "[redacted]"\n}', 1)
+    assert render_cell("{{ cfg | context(20) }}", {"cfg": {"password": "a" * 400}}, redacting=True)[1] == 1
+    assert render_cell("{{ api_key }} {{ cfg | context }}", {"api_key": KEY, "cfg": {"password": KEY}},
+                       redacting=True)[1] == 2
 
 
 def test_the_environment_is_strict_unescaped_and_keeps_the_trailing_newline() -> None:
@@ -138,8 +149,8 @@ def test_rows_from_dataframes_lists_and_iterables() -> None:
                                  "(df.columns = [...]) so each row field has one value")
 
 
-@pytest.mark.parametrize("rows", ["text", b"bytes", {"q": 1}, 42])
-def test_text_a_mapping_or_a_scalar_is_not_rows(rows: Any) -> None:
+@pytest.mark.parametrize("rows", ["text", b"bytes", {"q": 1}, 42, pl.DataFrame({"q": [1]}).lazy()])
+def test_text_a_mapping_a_scalar_or_a_lazy_frame_is_not_rows(rows: Any) -> None:
     with pytest.raises(TypeError) as caught:
         normalize_rows(rows)
     assert str(caught.value) == (f"--over needs a DataFrame, a list of dicts or a list of strings, "
