@@ -64,6 +64,8 @@ def test_redacting_a_prompt_masks_the_row_and_the_namespace() -> None:
     assert render_template("{{ row.password }} {{ row.q }} {{ token }}", row, {"token": KEY, "other": 1},
                            redacting=True) == "[redacted] why [redacted]"
     assert render_template("{{ row }}", "as given", {"row": "not this"}) == "as given"
+    error = {"error": "failed with sk-abcdefghijklmnopqrstuvwxyz0123"}
+    assert render_template("{{ row.error }}", error, redacting=True) == "failed with [redacted]"
 
 
 def test_the_context_filter_summarizes_within_a_budget_and_masks_while_redacting() -> None:
