@@ -79,6 +79,14 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
         # The floors are measured: the same requests from a bare client, and the kernel's CPU.
         assert results["bare_client_s"] > 0 and results["cpu_s"] > 0 and results["server_cpu_ms_per_request"] > 0
         assert results["floor_s"] == max(results["ideal_s"], results["bare_client_s"], results["cpu_s"])
+        # the kernel's round: the floor its CPU allows adds a run's own CPU to each run's wait (one loop)
+        kernel = results["kernel"]
+        cpu_s = kernel["api_cpu_ms_per_run"] / 1000
+        assert kernel["api_run_floor_s"] == pytest.approx(max(kernel["ideal_s"] * (1 + cpu_s / 0.05),
+                                                              cpu_s * kernel["rows"] * 3))
+        assert kernel["api_vs_run_floor"] == pytest.approx(kernel["api_wall_s"] / kernel["api_run_floor_s"])
+        assert kernel["api_waited_ms_per_run"] == pytest.approx(
+            (kernel["api_wall_s"] * 24 / (kernel["rows"] * 3) - 0.05 - cpu_s) * 1000)
         assert data["meets_targets"]["first_vs_ideal"] == (
             results["first_vs_ideal"] <= data["targets"]["first_vs_ideal"]
         )
