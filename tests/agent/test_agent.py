@@ -120,6 +120,25 @@ def test_a_finished_run_leaves_its_agent_and_run_to_reference_counting(agent: ip
     assert not left & {"Agent", "OneRunAtATime", "AgentRun", "Sampler", "AgentResult", "Message", "Thread"}, left
 
 
+def test_an_empty_conversation_is_not_fitted_to_the_window(
+    agent: ipyagent.Agent, server: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh agent (an evaluation's every run) has no turns to fit: no estimate of the prompt's tokens;
+    a conversation with turns is fitted as before."""
+    import ipyagent.agent.agent as agent_module
+
+    fitted: list[int] = []
+    history_for = agent_module.history_for
+    monkeypatch.setattr(agent_module, "history_for", lambda thread, *a: fitted.append(1) or history_for(thread, *a))
+    check_ok(agent.run("What's the weather?"))
+    assert fitted == [] and server.requests[0]["body"]["messages"] == [
+        {"role": "user", "content": "What's the weather?"}]
+    check_ok(agent.run("And tomorrow?"))
+    assert fitted == [1]
+    assert [m["content"] for m in server.requests[1]["body"]["messages"]] == [
+        "What's the weather?", expected_from(TEXT).text, "And tomorrow?"]
+
+
 def test_failed_turn_is_not_added_to_the_conversation() -> None:
     error = Reply.error_file(ERROR_401, ERROR_401_HTTP)
     with StubServer(error, Reply.sse_file(TEXT), error, Reply.sse_file(TEXT)) as server:

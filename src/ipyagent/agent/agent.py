@@ -178,7 +178,10 @@ class Agent:
 
     def _composed(self, user: Message, options: RunOptions, emit: Callable[[Event], Any]) -> RunOptions:
         """`options` with this agent's conversation as the history (`conversation.history_for`); a
-        `HistoryTrimmed` notice goes to `emit` when turns were left out."""
+        `HistoryTrimmed` notice goes to `emit` when turns were left out. An empty conversation (a fresh
+        agent: an evaluation's every run) has nothing to fit: no estimate of the prompt's tokens."""
+        if not self.thread.turns:
+            return replace(options, history=[])
         composition = history_for(self.thread, user, options, options.context_window or self.driver.context_window)
         notice = composition.notice(self.thread.name)
         if notice is not None:
