@@ -8,10 +8,15 @@ import pickle
 from array import array
 from decimal import Decimal
 
-from ipyagent.agent.evaluation.cell_store import SIZE, WIDTH
+from ipyagent.agent.evaluation.cell_store import SIZE
 from ipyagent.agent.evaluation.results import FIELDS, EvalResult
 
 FLOATS = ("cost", "judge_cost", "ttft_s", "total_s")
+
+
+def apart(result: EvalResult, *names: str) -> set[str]:
+    """The fields of `result` kept as given in its block's `other` (not in its arrays)."""
+    return {name for name in names if vars(EvalResult)[name].key + result._at in result._block.other}
 
 
 def test_results_keep_their_times_and_prices_in_one_array_per_block():
@@ -35,7 +40,7 @@ def test_a_value_reads_back_as_it_was_given():
         r.cost = value
         assert r.cost is value or (type(r.cost) is float and r.cost == value), value
         assert type(r.cost) is type(value)
-    assert r.cost == 1.5 and not r._block.other.get(r._at)
+    assert r.cost == 1.5 and not apart(r, "cost")
     other = EvalResult(1, "openai:a", "p", {}, cost=2, ttft_s=nan)
     assert type(other.cost) is int and other.ttft_s is nan and r.cost == 1.5
 
@@ -67,7 +72,7 @@ def test_a_run_id_is_kept_as_a_number_and_reads_back_equal():
     ids = [new_run_id() for _ in range(SIZE)]
     results = [EvalResult(n, "openai:a", "p", {}, run_id=run_id) for n, run_id in enumerate(ids)]
     assert [r.run_id for r in results] == ids and all(type(r.run_id) is str for r in results)
-    kept_apart = lambda: [r for r in results if -1 - r._at // WIDTH in r._block.other]  # noqa: E731
+    kept_apart = lambda: [r for r in results if apart(r, "run_id")]  # noqa: E731
     assert not kept_apart() and results[0]._block.ids.typecode == "Q"
     r = results[0]
     for odd in ("r1", "ABCDEF012345", "0x0123456789", "1_2345678901", " 12345678901", "0123456789abc", 12):
@@ -90,9 +95,20 @@ def test_the_fields_almost_always_unset_take_no_slot_and_read_back_as_set():
     note = "".join(["no", "ted"])
     quiet.human_note, quiet.human = note, True
     assert quiet.human_note is note and quiet.human is True and r.human is False
-    places = lambda cell: {key for key in cell._block.other if key % 1000 == cell._at and key >= 1000}  # noqa: E731
+    places = lambda cell: apart(cell, *rare)  # noqa: E731
     assert len(places(quiet)) == 2
     for name, default in rare.items():
         setattr(r, name, default)
         setattr(quiet, name, default)
     assert not places(r) and not places(quiet) and r == EvalResult(0, "openai:a", "p", {}, status="failed", human=None)
+
+
+def test_a_block_of_results_adds_few_objects_for_the_collector_to_visit():
+    import gc
+
+    gc.collect()
+    before = len(gc.get_objects())
+    results = [EvalResult(n, "openai:a", "p", {}, cost=0.5, run_id="0123456789ab") for n in range(4 * SIZE)]
+    added = len(gc.get_objects()) - before
+    # each result and its outcomes list; a block and its two arrays per SIZE (256) results, not per 64
+    assert added <= 2 * len(results) + 5 * 3 + 5

@@ -78,12 +78,12 @@ class EvalResult:
     judge_cost = FloatField(1)
     ttft_s = FloatField(2)
     total_s = FloatField(3)
-    run_id = IdField()
+    run_id = IdField(4)
     #: set on few results (a failed run, a person's grade): kept in the block only when set
-    error_type = RareField(1000, None)
-    error = RareField(2000, None)
-    human = RareField(3000, None)
-    human_note = RareField(4000, "")
+    error_type = RareField(5, None)
+    error = RareField(6, None)
+    human = RareField(7, None)
+    human_note = RareField(8, "")
 
     def __init__(
         self,
