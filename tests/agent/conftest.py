@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,3 +16,19 @@ def store(tmp_path: Path) -> Iterator[RunStore]:
     s = RunStore(tmp_path / "runs.sqlite")
     yield s
     s.close()
+
+
+@pytest.fixture
+def open_store() -> Iterator[Callable[[Path], RunStore]]:
+    """Opens run stores for a test (`open_store(path)`, as a new kernel would) and closes them after
+    it: a store left to the collector warns "unclosed database" on Python 3.13, in whichever test
+    runs when it is collected."""
+    opened: list[RunStore] = []
+
+    def open_one(path: Path) -> RunStore:
+        opened.append(RunStore(path))
+        return opened[-1]
+
+    yield open_one
+    for one in opened:
+        one.close()

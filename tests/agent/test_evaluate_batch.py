@@ -48,8 +48,9 @@ def _batch_price(api: str) -> float:
 
 
 @pytest.mark.parametrize("api", sorted(APIS))
-def test_a_200_row_matrix_completes_through_the_batch_api_at_the_batch_price(api, tmp_path) -> None:
-    store = RunStore(tmp_path / "runs.sqlite")
+def test_a_200_row_matrix_completes_through_the_batch_api_at_the_batch_price(api, tmp_path,
+                                                                            open_store) -> None:
+    store = open_store(tmp_path / "runs.sqlite")
     lines = []
     with BatchServer(polls=3) as server:
         ev = evaluate([_agent(api, server.url)], "{{ row }}", ROWS, store=store,
@@ -72,17 +73,18 @@ def test_a_200_row_matrix_completes_through_the_batch_api_at_the_batch_price(api
 
 
 @pytest.mark.parametrize("api", sorted(APIS))
-def test_a_restarted_kernel_collects_the_batch_it_sent_instead_of_sending_it_again(api, tmp_path) -> None:
+def test_a_restarted_kernel_collects_the_batch_it_sent_instead_of_sending_it_again(api, tmp_path,
+                                                                                  open_store) -> None:
     path = tmp_path / "runs.sqlite"
     with BatchServer(polls=10**9) as server:  # the batch runs until the test lets it end
         submitted = threading.Event()
-        first = evaluate([_agent(api, server.url)], "{{ row }}", ROWS, store=RunStore(path),
+        first = evaluate([_agent(api, server.url)], "{{ row }}", ROWS, store=open_store(path),
                          background=True, batch={"poll_s": 0.0, "on_progress": lambda p: submitted.set()})
         assert submitted.wait(60)
         assert first.cancel()  # the kernel goes away while the batch runs
         assert server.created == 1 and not first.results and not server.cancelled
         server.polls = 0  # the batch ends at its next look
-        store = RunStore(path)  # a new kernel: its own store connection
+        store = open_store(path)  # a new kernel: its own store connection
         assert len(_keys(store)) == 200 and len(set(store.batched(_keys(store)).values())) == 1
         second = evaluate([_agent(api, server.url)], "{{ row }}", ROWS, batch=NOW, store=store)
         assert server.created == 1  # collected, not sent again
@@ -96,8 +98,9 @@ def _keys(store: RunStore) -> list[str]:
 
 
 @pytest.mark.parametrize("api", sorted(APIS))
-def test_a_failed_request_fails_its_cell_and_an_expired_batch_is_sent_again_next_time(api, tmp_path) -> None:
-    store = RunStore(tmp_path / "runs.sqlite")
+def test_a_failed_request_fails_its_cell_and_an_expired_batch_is_sent_again_next_time(api, tmp_path,
+                                                                                     open_store) -> None:
+    store = open_store(tmp_path / "runs.sqlite")
     rows = ROWS[:6]
     with BatchServer(answer=lambda q: None if q == "question 2" else f"answer to {q}") as server:
         ev = evaluate([_agent(api, server.url)], "{{ row }}", rows, batch=NOW, store=store)
@@ -114,7 +117,7 @@ def test_a_failed_request_fails_its_cell_and_an_expired_batch_is_sent_again_next
         assert server.created == 2
 
 
-def test_a_provider_without_a_batch_api_runs_live_with_a_note(tmp_path) -> None:
+def test_a_provider_without_a_batch_api_runs_live_with_a_note(tmp_path, open_store) -> None:
     def respond(request):
         if request["method"] == "GET":  # GET /v1/batches: this server has no batch API
             return Reply(status=404, headers={"Content-Type": "application/json"}, pieces=[b'{"error": "no"}'])
@@ -122,17 +125,18 @@ def test_a_provider_without_a_batch_api_runs_live_with_a_note(tmp_path) -> None:
 
     with StubServer(respond=respond) as server:
         agent = Agent("openai:local-model", base_url=server.url + "/v1")
-        ev = evaluate([agent], "{{ row }}", ROWS[:3], batch=NOW, store=RunStore(tmp_path / "r.sqlite"))
+        ev = evaluate([agent], "{{ row }}", ROWS[:3], batch=NOW, store=open_store(tmp_path / "r.sqlite"))
     assert [r.text for r in ev.results] == ["live answer"] * 3
     assert any(n.startswith("batch: openai:local-model runs live: openai has no batch API at") for n in ev.notes)
     assert sum(1 for r in server.requests if r["method"] == "POST") == 3
 
 
-def test_an_interrupt_leaves_the_batch_running_and_says_how_to_collect_it_or_cancels_it(tmp_path,
-                                                                                         monkeypatch) -> None:
+def test_an_interrupt_leaves_the_batch_running_and_says_how_to_collect_it_or_cancels_it(
+        tmp_path, monkeypatch, open_store) -> None:
     with BatchServer(polls=10**9) as server:
         submitted = threading.Event()
-        ev = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:5], store=RunStore(tmp_path / "r.sqlite"),
+        ev = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:5],
+                      store=open_store(tmp_path / "r.sqlite"),
                       background=True, batch={"poll_s": 0.0, "on_progress": lambda p: submitted.set()})
         assert submitted.wait(60) and ev.cancel()
         [(_, batch_id)] = ev.pending_batches
@@ -148,16 +152,17 @@ def test_an_interrupt_leaves_the_batch_running_and_says_how_to_collect_it_or_can
         assert server.cancelled == [batch_id] and not ev.pending_batches
 
 
-def test_a_batch_the_provider_no_longer_knows_fails_its_runs_and_is_sent_again_next_time(tmp_path) -> None:
+def test_a_batch_the_provider_no_longer_knows_fails_its_runs_and_is_sent_again_next_time(tmp_path,
+                                                                                       open_store) -> None:
     path = tmp_path / "runs.sqlite"
     with BatchServer(polls=10**9) as server:
         submitted = threading.Event()
-        first = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:4], store=RunStore(path),
+        first = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:4], store=open_store(path),
                          background=True, batch={"poll_s": 0.0, "on_progress": lambda p: submitted.set()})
         assert submitted.wait(60) and first.cancel()
         server.batches.clear()  # deleted at the provider (or past its retention)
         server.polls = 0
-        gone = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:4], batch=NOW, store=RunStore(path))
+        gone = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:4], batch=NOW, store=open_store(path))
         assert all(not r.ok and "unknown to the provider" in r.error for r in gone.results), gone.notes
-        again = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:4], batch=NOW, store=RunStore(path))
+        again = evaluate([_agent("openai", server.url)], "{{ row }}", ROWS[:4], batch=NOW, store=open_store(path))
         assert server.created == 2 and all(r.ok for r in again.results)

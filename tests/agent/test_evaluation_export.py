@@ -18,7 +18,6 @@ from ipyagent import Evaluation, load_evaluation
 from ipyagent.agent.evaluation import stored_evaluations
 from ipyagent.agent.evaluation.export import PYARROW_MISSING
 from ipyagent.drivers.registry import BUILTIN
-from ipyagent.memory.store import RunStore
 
 from ..support.exported import MIXED, capital, failing_on_peru, run_matrix
 from ..support.stub_server import StubServer
@@ -125,10 +124,10 @@ def test_parquet_without_pyarrow_names_the_extra(ev: Evaluation, tmp_path: Path,
     assert not (tmp_path / "r.parquet").exists()
 
 
-def test_the_store_gives_an_evaluation_back_by_its_id_or_a_prefix(ev: Evaluation, tmp_path: Path) -> None:
+def test_the_store_gives_an_evaluation_back_by_its_id_or_a_prefix(ev: Evaluation, tmp_path: Path, open_store) -> None:
     store = tmp_path / "runs.sqlite"
     assert_same(load_evaluation(ev.id, store=store), ev)
-    assert_same(load_evaluation(ev.id[:6], store=RunStore(store)), ev)
+    assert_same(load_evaluation(ev.id[:6], store=open_store(store)), ev)
     with pytest.raises(KeyError, match="no evaluation 'nope'"):
         load_evaluation("nope", store=store)
 
@@ -145,10 +144,10 @@ def test_a_grade_given_after_the_run_comes_back_from_the_store(ev: Evaluation, t
     assert loaded.cell(1, "openai:m2/plain").human is True and loaded.cell(1, "openai:m2/plain").human_note == "fine"
 
 
-def test_the_store_lists_its_evaluations_newest_first(ev: Evaluation, tmp_path: Path) -> None:
+def test_the_store_lists_its_evaluations_newest_first(ev: Evaluation, tmp_path: Path, open_store) -> None:
     with StubServer(responder=capital) as a, StubServer(responder=capital) as b:
         second = run_matrix(tmp_path / "runs.sqlite", a.url, b.url)
-    store = RunStore(tmp_path / "runs.sqlite")
+    store = open_store(tmp_path / "runs.sqlite")
     listed = stored_evaluations(store)
     assert [e["id"] for e in listed] == [second.id, ev.id]
     first = listed[1]
@@ -158,8 +157,8 @@ def test_the_store_lists_its_evaluations_newest_first(ev: Evaluation, tmp_path: 
     assert first["pass_rates"] == rates and rates["openai:m2/plain"] == 0.0 and rates["openai:m1/plain"] == 1.0
 
 
-def test_the_runs_an_evaluation_keeps_are_not_pruned(ev: Evaluation, tmp_path: Path) -> None:
-    store = RunStore(tmp_path / "runs.sqlite")
+def test_the_runs_an_evaluation_keeps_are_not_pruned(ev: Evaluation, tmp_path: Path, open_store) -> None:
+    store = open_store(tmp_path / "runs.sqlite")
     assert {r.run_id for r in ev.results if r.run_id} <= store.referenced_runs()
 
 
