@@ -33,7 +33,8 @@ figures issue 25 started from (1,000 rows then: 1.057×, 1.64 ms, 3.1 kB):
   (``ipyagent.evaluate``) and then through ``%%compare --over`` (its live view, its saved output):
   each one's wall time against the ideal ``rows x 0.05 s / 8`` (target <= 1.05 where its CPU allows),
   and against the floor its CPU allows (a run's own CPU cannot overlap its own wait: ``ideal x (1 + CPU
-  a run / 0.05 s)``, or all the CPU when that is more), with what a run waited beyond both,
+  a run / 0.05 s)``, or all the CPU when that is more), with what a run waited beyond both and the
+  loop thread's wait for a core (the machine's other load: at most that much of a run's wait is the machine's),
   the kernel's CPU per run (API: target <= 1 ms), the magic's CPU against the API's (target <= 1.1),
   the magic's saved output (target <= 1 MB) and its bytes per row at a tenth of the rows and at all.
 
@@ -392,6 +393,11 @@ def kernel_figures(kernel: dict, rows_n: int, columns: int) -> dict:
         "api_run_floor_s": run_floor(api["cpu_s"]), "api_vs_run_floor": api["wall_s"] / run_floor(api["cpu_s"]),
         "magic_vs_run_floor": magic["wall_s"] / run_floor(magic["cpu_s"]),
         "api_waited_ms_per_run": waited_ms(api), "magic_waited_ms_per_run": waited_ms(magic),
+        # while the loop waits for a core (the machine's other load) every lane waiting on it waits: at most
+        # this much of a run's wait is the machine's (a lane in its server wait is not delayed by it)
+        "api_core_wait_s": api.get("core_wait_s"), "magic_core_wait_s": magic.get("core_wait_s"),
+        "api_core_wait_ms_per_run": None if api.get("core_wait_s") is None
+        else api["core_wait_s"] * slots / runs * 1000,
         "api_cpu_ms_per_run": api["cpu_s"] / runs * 1000, "magic_cpu_ms_per_run": magic["cpu_s"] / runs * 1000,
         "magic_vs_api_cpu": magic["cpu_s"] / api["cpu_s"],
         "saved_mb": kernel["saved_bytes"] / 1e6, "saved_bytes_per_row": kernel["saved_bytes"] / rows_n,
@@ -473,12 +479,15 @@ def report_kernel(figures: dict) -> None:
                     row("API: floor the CPU allows, max(ideal x (1 + CPU a run / wait), CPU) (s)", "api_run_floor_s"),
                     row("API: wall / that floor", "api_vs_run_floor"),
                     row("API: a run's wait beyond the server's and its own CPU (ms)", "api_waited_ms_per_run"),
+                    row("API: the loop's wait for a core (s): the machine's other load", "api_core_wait_s"),
+                    row("  of a run's wait, at most (ms)", "api_core_wait_ms_per_run"),
                     row("API: kernel CPU per run (ms)", "api_cpu_ms_per_run"),
                     row("magic: wall (s)", "magic_wall_s"),
                     row("magic: wall / ideal", "magic_vs_ideal"),
                     row("magic: wall / max(ideal, its CPU)", "magic_vs_floor"),
                     row("magic: wall / the floor its CPU allows", "magic_vs_run_floor"),
                     row("magic: a run's wait beyond the server's and its own CPU (ms)", "magic_waited_ms_per_run"),
+                    row("magic: the loop's wait for a core (s)", "magic_core_wait_s"),
                     row("magic: kernel CPU per run (ms)", "magic_cpu_ms_per_run"),
                     row("magic / API, kernel CPU", "magic_vs_api_cpu"),
                     row("magic: saved output (MB)", "saved_mb"),

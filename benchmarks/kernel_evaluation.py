@@ -32,12 +32,27 @@ rows = [{{"id": n, "question": f"What is {{n}} + {{n}}?"}} for n in range({rows}
 warm = rows[:2]
 ipyagent.evaluate({ids!r}, "warm-up {{{{ row }}}}", ["a"], store={warm_store!r})
 """
-_MARK = "_times, _wall = os.times(), time.perf_counter()"
+#: The ipyagent loop thread's time waiting for a core so far (Linux's schedstat; None elsewhere): the machine's
+#: load, which a wall time measured on a busy machine includes.
+_CORE_WAIT = """\
+import threading
+def _core_wait():
+    for thread in threading.enumerate():
+        if thread.name == "ipyagent-loop":
+            try:
+                with open(f"/proc/self/task/{thread.native_id}/schedstat") as stat:
+                    return int(stat.read().split()[1]) / 1e9
+            except (OSError, IndexError, ValueError):
+                return None
+    return None
+"""
+_MARK = "_times, _wall, _waited = os.times(), time.perf_counter(), _core_wait()"
 #: The API's evaluation is counted, then let go before the magic's run: otherwise the magic's garbage
 #: collections walk its 30,000 results too (8-13 % of either path's CPU is the collector's).
 _FREE = "ok_api = sum(r.ok for r in ev_api.results)\ndel ev_api\ngc.collect()"
 _READ = ("_t = os.times(); print(json.dumps({{'name': {name!r}, 'cpu_s': _t.user + _t.system - _times.user "
-         "- _times.system, 'wall_s': time.perf_counter() - _wall}}))")
+         "- _times.system, 'wall_s': time.perf_counter() - _wall, "
+         "'core_wait_s': None if _waited is None else _core_wait() - _waited}}))")
 
 
 def _magic(ids: list[str], over: str, concurrency: int, out: str) -> str:
@@ -53,6 +68,7 @@ def cells(base: str, folder: Path, ids: list[str], rows: int, small: int, concur
     return [
         _SETUP.format(base=base, magic_store=str(folder / "magic.sqlite"), rows=rows, ids=ids,
                       warm_store=str(folder / "warm.sqlite")),
+        _CORE_WAIT,
         _magic(ids, "warm", concurrency, "ev_warm"),
         f"small = rows[:{small}]",
         _MARK, api, _READ.format(name="api"),
@@ -65,7 +81,8 @@ def cells(base: str, folder: Path, ids: list[str], rows: int, small: int, concur
 
 def run_in_kernel(base: str, folder: Path, ids: list[str], rows: int, small: int, concurrency: int) -> dict[str, Any]:
     """Execute the cells in a fresh ``python3`` kernel (nbclient, widget state stored as a front end
-    would keep it); returns each reading (``cpu_s``, ``wall_s``), the runs that succeeded, and the
+    would keep it); returns each reading (``cpu_s``, ``wall_s``, ``core_wait_s``: the time the loop
+    thread waited for a core, None where it cannot be read), the runs that succeeded, and the
     saved bytes of the two magic cells (``saved_bytes``, ``saved_small_bytes``)."""
     import nbformat
     from nbclient import NotebookClient
