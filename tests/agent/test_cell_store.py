@@ -112,3 +112,32 @@ def test_a_block_of_results_adds_few_objects_for_the_collector_to_visit():
     added = len(gc.get_objects()) - before
     # each result and its outcomes list; a block and its two arrays per SIZE (256) results, not per 64
     assert added <= 2 * len(results) + 5 * 3 + 5
+
+
+def test_keeping_an_evaluation_reads_each_run_id_once_for_the_grades_and_once_for_the_document(tmp_path, monkeypatch):
+    from ipyagent.agent.evaluation import cell_store
+    from ipyagent.agent.evaluation.export import document
+    from ipyagent.agent.evaluation.history import keep
+    from ipyagent.agent.evaluation.results import Evaluation
+    from ipyagent.memory import RunStore, new_run_id
+
+    ev = Evaluation(["openai:a"], [{"q": n} for n in range(5)], assertions=[])
+    ev.results = [EvalResult(n, "openai:a", "p", {"q": n}, run_id=new_run_id()) for n in range(5)]
+    reads = []
+    plain = cell_store.IdField.__get__
+
+    def counted(self, obj, owner=None):
+        if obj is not None:
+            reads.append(obj)
+        return plain(self, obj, owner)
+
+    monkeypatch.setattr(cell_store.IdField, "__get__", counted)
+    document(ev)
+    assert len(reads) == 5  # a run id is a new str at each read
+    reads.clear()
+    store = RunStore(tmp_path / "runs.sqlite")
+    try:
+        keep(ev, store, finished=True)
+    finally:
+        store.close()
+    assert len(reads) == 10

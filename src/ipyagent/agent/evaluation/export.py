@@ -179,8 +179,9 @@ def document(ev: Evaluation) -> dict[str, Any]:
         if r.ran and column in tally:
             tally[column][0] += bool(r.passed)
             tally[column][1] += 1
-        runs.append([r.row, index.get(column, 0), r.repeat, r.status, r.passed, r.run_id, r.cached, r.error_type,
-                     r.error, r.judge_cost, _compact_outcomes(r, ev.assertions), None if r.run_id else r.prompt])
+        run_id = r.run_id  # read once: a result makes its run id's str on each read
+        runs.append([r.row, index.get(column, 0), r.repeat, r.status, r.passed, run_id, r.cached, r.error_type,
+                     r.error, r.judge_cost, _compact_outcomes(r, ev.assertions), None if run_id else r.prompt])
     return {"meta": {**meta(ev), "pass": tally}, "rows": rows, "runs": runs}
 
 

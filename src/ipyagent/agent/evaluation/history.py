@@ -138,9 +138,10 @@ def keep(ev: Evaluation, store: Any, *, finished: bool) -> str | None:
     failed (the evaluation is not lost for it)."""
     ev.store_path = str(store.path)
     try:
-        grades = store.grades([r.run_id for r in ev.results if r.run_id])
-        for r in ev.results:
-            grade = grades.get(r.run_id) if r.run_id else None
+        ids = [r.run_id for r in ev.results]  # each read once: a result makes its run id's str on each read
+        grades = store.grades([run_id for run_id in ids if run_id])
+        for r, run_id in zip(ev.results, ids) if grades else ():
+            grade = grades.get(run_id) if run_id else None
             if grade is not None:
                 r.human, r.human_note = grade["passed"], grade["note"]
         kept: dict[str, Any] = {}
