@@ -115,14 +115,15 @@ def test_the_baseline_has_no_figures_against_itself() -> None:
 
 def test_the_short_summary_sums_tokens_and_shows_cost_only_when_some_is_known() -> None:
     records = [{"column": "a", "pass_rate": 1.0, "input_tokens": 3, "output_tokens": 4, "cost": None, "extra": 1},
-               {"column": "b", "output_tokens": 2, "cost": None}]
-    assert short_summary(records) == [
+               {"column": "b", "output_tokens": 2, "cost": None}, {"column": "c", "input_tokens": 5}]
+    assert short_summary(records)[2]["tokens"] == 5
+    assert short_summary(records)[:2] == [
         {"column": "a", "pass_rate": 1.0, "pass_low": None, "pass_high": None, "passed": None, "failed": None,
          "errors": None, "total_p50_s": None, "tokens": 7},
         {"column": "b", "pass_rate": None, "pass_low": None, "pass_high": None, "passed": None, "failed": None,
          "errors": None, "total_p50_s": None, "tokens": 2}]
     records[1]["cost"] = 0.5
-    assert [r["cost"] for r in short_summary(records)] == [None, 0.5]
+    assert [r["cost"] for r in short_summary(records)] == [None, 0.5, None]
 
 
 def test_a_grade_needs_a_run_that_was_sent(store: RunStore) -> None:

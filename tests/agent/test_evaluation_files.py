@@ -1,0 +1,60 @@
+"""An evaluation written to a file (`agent/evaluation/export.py`), on evaluations built by hand: the JSON
+columns (structured output, tool calls) as JSON text in CSV and Parquet, a row field of several types
+in Parquet, and the header of an evaluation without runs."""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ipyagent.agent import EvalResult, Evaluation
+
+CALL = {"name": "lookup", "input": {"q": "é"}, "output": "found"}
+
+
+def with_outputs() -> Evaluation:
+    """Two rows on one column: row 0 with a structured output and a tool call, row 1 with neither;
+    its ``when`` field a date then text (two types)."""
+    rows: list[dict[str, Any]] = [{"when": datetime.date(2026, 12, 7)}, {"when": "later"}]
+    ev = Evaluation(["openai:a"], rows)
+    ev.results.append(EvalResult(row=0, provider="openai:a", prompt="p0", fields=rows[0], text="a",
+                                 output={"city": "Paris"}, passed=True, tool_calls=[CALL]))
+    ev.results.append(EvalResult(row=1, provider="openai:a", prompt="p1", fields=rows[1], text="b", passed=True))
+    return ev
+
+
+def test_csv_writes_the_json_columns_as_json_text_and_nothing_for_none(tmp_path: Path) -> None:
+    path = with_outputs().export(tmp_path / "r.csv")
+    with path.open(newline="", encoding="utf-8") as handle:
+        first, second = csv.DictReader(handle)
+    assert first["structured"] == '{"city": "Paris"}' and json.loads(first["tool_calls"]) == [CALL]
+    assert first["tool_calls"] == json.dumps([CALL], ensure_ascii=False)  # UTF-8 text, not \\u escapes
+    assert (second["structured"], second["tool_calls"]) == ("", "")
+
+
+def test_an_evaluation_without_runs_writes_a_csv_header_of_row_and_provider(tmp_path: Path) -> None:
+    path = Evaluation(["openai:a"], []).export(tmp_path / "r.csv")
+    assert path.read_bytes() == b"row,provider\r\n"
+
+
+def test_parquet_keeps_json_columns_and_a_field_of_several_types_as_json_text(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet  # noqa: F401 - loads pa.parquet
+
+    path = with_outputs().export(tmp_path / "r.parquet")
+    table = pa.parquet.read_table(path)
+    columns = table.to_pydict()
+    assert columns["structured"] == ['{"city": "Paris"}', None]
+    assert columns["tool_calls"] == [json.dumps([CALL], ensure_ascii=False), None]
+    assert columns["when"] == ['"2026-12-07"', '"later"']  # two types: JSON text, the date as its text
+    info = json.loads(table.schema.metadata[b"ipyagent_evaluation"])
+    assert info["json_columns"] == ["when"] and info["rows"] == 2
+    mixed = Evaluation(["openai:a"], [{"n": 1}, {"n": None}, {"n": "x"}])
+    mixed.results.extend(EvalResult(row=n, provider="openai:a", prompt="", fields=row, passed=True)
+                         for n, row in enumerate(mixed.rows))
+    assert pa.parquet.read_table(mixed.export(tmp_path / "m.parquet")).to_pydict()["n"] == ["1", None, '"x"']
