@@ -12,6 +12,7 @@ from ipyagent.agent import EvalResult, Evaluation
 from ipyagent.agent.evaluation.analysis import (
     by_column,
     column_figures,
+    compare_columns,
     judge_agreement,
     pass_fail,
     row_flags,
@@ -96,6 +97,15 @@ def test_the_baseline_is_the_one_asked_for_else_the_evaluations_else_the_first()
     assert [c["column"] for c in found["columns"]] == ["openai:a", "openai:b"]
     empty = Evaluation([], [])
     assert statistics(empty) == {"baseline": None, "columns": [], "comparisons": [], "agreement": []}
+
+
+def test_compare_takes_its_seed_else_the_evaluations() -> None:
+    runs = [run(n, "openai:a", passed=n % 2 == 0) for n in range(30)] + [run(n, "openai:b", passed=n % 3 > 0)
+                                                                            for n in range(30)]
+    ev = evaluation(runs, rows=30, seed=11)
+    seeded = compare_columns(ev, "openai:a", "openai:b", seed=123)  # an interval other seeds do not give
+    assert ev.compare("openai:a", "openai:b", seed=123) == seeded
+    assert ev.compare("openai:a", "openai:b") == compare_columns(ev, "openai:a", "openai:b", seed=11) != seeded
 
 
 def test_only_a_python_check_makes_the_figures_look_for_scores() -> None:

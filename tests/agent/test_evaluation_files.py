@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 
+from pydantic import BaseModel
+
 from ipyagent.agent import EvalResult, Evaluation
+from ipyagent.agent.evaluation.checks import Outcome
+from ipyagent.agent.evaluation.export import export_records, json_text
 
 CALL = {"name": "lookup", "input": {"q": "é"}, "output": "found"}
 
@@ -58,3 +62,23 @@ def test_parquet_keeps_json_columns_and_a_field_of_several_types_as_json_text(tm
     mixed.results.extend(EvalResult(row=n, provider="openai:a", prompt="", fields=row, passed=True)
                          for n, row in enumerate(mixed.rows))
     assert pa.parquet.read_table(mixed.export(tmp_path / "m.parquet")).to_pydict()["n"] == ["1", None, '"x"']
+
+
+class City(BaseModel):
+    name: str
+
+
+def test_a_record_holds_each_checks_reason_and_score_and_the_output_as_json() -> None:
+    ev = Evaluation(["openai:a"], [{"q": 0}], assertions=["python:f", "contains:x"])
+    ev.results.append(EvalResult(row=0, provider="openai:a", prompt="", fields={"q": 0}, output=City(name="Lima"),
+                                 passed=False, outcomes=[Outcome("python:f", False, score=0.5, reason="half")]))
+    (rec,) = export_records(ev)
+    assert (rec["python:f reason"], rec["python:f score"]) == ("half", 0.5)
+    assert (rec["contains:x reason"], rec["contains:x score"]) == (None, None)  # not checked
+    assert rec["structured"] == {"name": "Lima"} and rec["evaluation"] == ev.id and rec["tool_calls"] == []
+
+
+def test_json_text_is_utf_8_json_with_dates_as_text_and_nothing_for_none_or_no_calls() -> None:
+    assert json_text(None) is None and json_text([]) is None
+    assert json_text({}) == "{}" and json_text([0]) == "[0]"
+    assert json_text({"d": datetime.date(2026, 12, 7), "s": "é"}) == '{"d": "2026-12-07", "s": "é"}'
