@@ -82,3 +82,12 @@ def test_json_text_is_utf_8_json_with_dates_as_text_and_nothing_for_none_or_no_c
     assert json_text(None) is None and json_text([]) is None
     assert json_text({}) == "{}" and json_text([0]) == "[0]"
     assert json_text({"d": datetime.date(2026, 12, 7), "s": "é"}) == '{"d": "2026-12-07", "s": "é"}'
+
+
+def test_jsonl_is_utf_8_text_and_writes_what_json_cannot_hold_as_its_text(tmp_path: Path) -> None:
+    ev = with_outputs()
+    ev.name, ev.seed = "café", datetime.date(2026, 1, 2)  # type: ignore[assignment] - a value JSON has no type for
+    head, first, second = ev.export(tmp_path / "r.jsonl").read_text(encoding="utf-8").splitlines()
+    assert '"name": "café"' in head and json.loads(head)["ipyagent_evaluation"]["seed"] == "2026-01-02"
+    assert '"input": {"q": "é"}' in first and json.loads(first)["when"] == "2026-12-07"
+    assert json.loads(second)["when"] == "later"
