@@ -91,3 +91,16 @@ def test_jsonl_is_utf_8_text_and_writes_what_json_cannot_hold_as_its_text(tmp_pa
     assert '"name": "café"' in head and json.loads(head)["ipyagent_evaluation"]["seed"] == "2026-01-02"
     assert '"input": {"q": "é"}' in first and json.loads(first)["when"] == "2026-12-07"
     assert json.loads(second)["when"] == "later"
+
+
+def test_the_json_document_names_each_part() -> None:
+    ev = with_outputs()
+    ev.assertions, ev.interrupted, ev.budget_stopped, ev.notes = ["json"], True, True, ["a note"]
+    doc = ev.to_json()
+    assert list(doc) == ["id", "providers", "columns", "variants", "repeat", "assertions", "total", "wall_s",
+                         "interrupted", "budget", "budget_stopped", "spent", "reserved", "skipped", "notes", "aliases",
+                         "summary", "baseline", "comparisons", "agreement", "changes", "row_flags", "flaky", "results",
+                         "field_order"]
+    assert (doc["providers"], doc["assertions"], doc["total"], doc["notes"]) == (["openai:a"], ["json"], 2, ["a note"])
+    assert doc["interrupted"] is True and doc["budget_stopped"] is True
+    assert doc["summary"] == ev.summary_records() and doc["field_order"] == ["when"]
