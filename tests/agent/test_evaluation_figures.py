@@ -162,9 +162,17 @@ def test_the_matrix_filters_show_failing_rows_and_rows_the_columns_disagree_on()
             run(2, status="template_error", passed=None), run(2, "openai:b", status="skipped", passed=None),
             run(3), run(3, repeat=1, passed=False), run(3, "openai:b", passed=False),  # 1/2 against 0/1
             run(4), run(4, repeat=1, passed=False), run(4, "openai:b"), run(4, "openai:b", repeat=1, passed=False),
-            run(5, "openai:b", status="skipped", passed=None), run(5)]  # one column ran
-    assert row_flags(evaluation(runs, rows=6)) == {"failed": [1, 2, 3, 4], "disagree": [1, 3]}
-    ev = evaluation(runs, rows=6)
+            run(5, "openai:b", status="skipped", passed=None), run(5),  # one column ran
+            run(6), run(6, repeat=1), run(6, "openai:b"), run(6, "openai:b", repeat=1, status="skipped", passed=None)]
+    assert row_flags(evaluation(runs, rows=7)) == {"failed": [1, 2, 3, 4], "disagree": [1, 3]}  # row 6: 2/2, 1/1
+    ev = evaluation(runs, rows=7)
     ev.changes = {"rows": [4, 1]}
-    flags = ev.analysis_json(ev.statistics())["row_flags"]
-    assert flags == {"failed": [1, 2, 3, 4], "disagree": [1, 3], "changed": [1, 4]}
+    found = ev.analysis_json(ev.statistics())
+    assert found["row_flags"] == {"failed": [1, 2, 3, 4], "disagree": [1, 3], "changed": [1, 4]}
+    assert found["changes"] == {"rows": [4, 1]}
+
+
+def test_the_summary_compares_with_the_baseline_asked_for() -> None:
+    ev = evaluation([run(n, p, passed=n % 2 == 0) for n in range(4) for p in ("openai:a", "openai:b")])
+    assert list(ev.summary(full=True)["verdict"]) == ["baseline", "no significant difference"]
+    assert list(ev.summary("openai:b", full=True)["verdict"]) == ["no significant difference", "baseline"]
