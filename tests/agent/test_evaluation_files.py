@@ -104,3 +104,14 @@ def test_the_json_document_names_each_part() -> None:
     assert (doc["providers"], doc["assertions"], doc["total"], doc["notes"]) == (["openai:a"], ["json"], 2, ["a note"])
     assert doc["interrupted"] is True and doc["budget_stopped"] is True
     assert doc["summary"] == ev.summary_records() and doc["field_order"] == ["when"]
+
+
+def test_a_record_checks_a_failed_run_as_failing_and_a_skipped_one_as_unchecked() -> None:
+    ev = Evaluation(["openai:a"], [{"q": n} for n in range(3)], assertions=["contains:x"])
+    ev.results += [EvalResult(row=0, provider="openai:a", prompt="", fields={"q": 0}, passed=True, cost=0.01,
+                              judge_cost=0.002, outcomes=[Outcome("contains:x", True)]),
+                   EvalResult(row=1, provider="openai:a", prompt="", fields={"q": 1}, status="failed", passed=False),
+                   EvalResult(row=2, provider="openai:a", prompt="", fields={"q": 2}, status="skipped")]
+    ok, failed, skipped = ev.records()
+    assert (ok["contains:x"], failed["contains:x"], skipped["contains:x"]) == (True, False, None)
+    assert (ok["cost"], ok["judge_cost"]) == (0.01, 0.002)
