@@ -108,10 +108,16 @@ def test_the_json_document_names_each_part() -> None:
 
 def test_a_record_checks_a_failed_run_as_failing_and_a_skipped_one_as_unchecked() -> None:
     ev = Evaluation(["openai:a"], [{"q": n} for n in range(3)], assertions=["contains:x"])
-    ev.results += [EvalResult(row=0, provider="openai:a", prompt="", fields={"q": 0}, passed=True, cost=0.01,
-                              judge_cost=0.002, outcomes=[Outcome("contains:x", True)]),
+    ev.results += [EvalResult(row=0, provider="openai:a", prompt="p", fields={"q": 0, "row": "r", "cost": "c"},
+                              passed=True, cost=0.01, judge_cost=0.002, outcomes=[Outcome("contains:x", True)],
+                              text="x", input_tokens=3, output_tokens=4, ttft_s=0.1, total_s=0.2, cached=True,
+                              run_id="r0", human=True, human_note="fine"),
                    EvalResult(row=1, provider="openai:a", prompt="", fields={"q": 1}, status="failed", passed=False),
                    EvalResult(row=2, provider="openai:a", prompt="", fields={"q": 2}, status="skipped")]
     ok, failed, skipped = ev.records()
     assert (ok["contains:x"], failed["contains:x"], skipped["contains:x"]) == (True, False, None)
-    assert (ok["cost"], ok["judge_cost"]) == (0.01, 0.002)
+    assert ok == {"row": 0, "q": 0, "row.row": "r", "row.cost": "c", "column": "openai:a", "provider": "openai:a",
+                  "alias": None, "variant": None, "repeat": 0, "prompt": "p", "output": "x", "structured": None,
+                  "passed": True, "contains:x": True, "failures": "", "status": "ok", "error_type": None,
+                  "error": None, "input_tokens": 3, "output_tokens": 4, "cost": 0.01, "judge_cost": 0.002,
+                  "ttft_s": 0.1, "total_s": 0.2, "cached": True, "run_id": "r0", "human": True, "human_note": "fine"}
