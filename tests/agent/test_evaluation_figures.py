@@ -22,7 +22,7 @@ from ipyagent.agent.evaluation.analysis import (
     versus,
 )
 from ipyagent.agent.evaluation.checks import Outcome
-from ipyagent.agent.evaluation.statistics import cohen_kappa, row_bootstrap, wilson_interval
+from ipyagent.agent.evaluation.statistics import cohen_kappa, compare_paired, row_bootstrap, wilson_interval
 from ipyagent.memory import RunStore
 
 
@@ -100,12 +100,19 @@ def test_the_baseline_is_the_one_asked_for_else_the_evaluations_else_the_first()
 
 
 def test_compare_takes_its_seed_else_the_evaluations() -> None:
-    runs = [run(n, "openai:a", passed=n % 2 == 0) for n in range(30)] + [run(n, "openai:b", passed=n % 3 > 0)
-                                                                            for n in range(30)]
-    ev = evaluation(runs, rows=30, seed=11)
-    seeded = compare_columns(ev, "openai:a", "openai:b", seed=123)  # an interval other seeds do not give
-    assert ev.compare("openai:a", "openai:b", seed=123) == seeded
-    assert ev.compare("openai:a", "openai:b") == compare_columns(ev, "openai:a", "openai:b", seed=11) != seeded
+    a, b = ({(n, 0): n % 2 == 0 for n in range(30)}, {(n, 0): n % 3 > 0 for n in range(30)})
+    runs = [run(n, "openai:a", passed=a[n, 0]) for n in range(30)] + [run(n, "openai:b", passed=b[n, 0])
+                                                                      for n in range(30)]
+    ev = evaluation(runs, rows=30, seed=123)  # seed 123 gives an interval seeds 0 to 11 do not
+    by_seed = {seed: compare_paired(a, b, baseline="openai:a", column="openai:b", seed=seed) for seed in (11, 123)}
+    assert by_seed[11] != by_seed[123]
+    assert ev.compare("openai:a", "openai:b") == compare_columns(ev, "openai:a", "openai:b") == by_seed[123]
+    assert ev.compare("openai:a", "openai:b", seed=11) == by_seed[11]
+
+
+def test_a_column_with_no_run_sent_compares_on_no_pairs() -> None:
+    ev = evaluation([run(0), run(0, "openai:b", status="skipped", passed=None)], rows=1)
+    assert ev.compare("openai:a", "openai:b").pairs == 0
 
 
 def test_only_a_python_check_makes_the_figures_look_for_scores() -> None:
