@@ -121,3 +121,20 @@ def test_a_record_checks_a_failed_run_as_failing_and_a_skipped_one_as_unchecked(
                   "passed": True, "contains:x": True, "failures": "", "status": "ok", "error_type": None,
                   "error": None, "input_tokens": 3, "output_tokens": 4, "cost": 0.01, "judge_cost": 0.002,
                   "ttft_s": 0.1, "total_s": 0.2, "cached": True, "run_id": "r0", "human": True, "human_note": "fine"}
+
+
+def test_the_json_file_is_the_document_as_utf_8_json_indented_by_one(tmp_path: Path) -> None:
+    ev = with_outputs()
+    text = ev.to_json(tmp_path / "r.json").read_text(encoding="utf-8")
+    assert text == json.dumps(ev.to_json(), ensure_ascii=False, indent=1, default=str)
+    assert '\n "id": ' in text and '"q": "é"' in text and '"when": "2026-12-07"' in text
+
+
+def test_parquet_metadata_writes_what_json_cannot_hold_as_its_text(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet  # noqa: F401 - loads pa.parquet
+
+    ev = with_outputs()
+    ev.seed = datetime.date(2026, 1, 2)  # type: ignore[assignment] - a value JSON has no type for
+    info = json.loads(pa.parquet.read_table(ev.export(tmp_path / "r.parquet")).schema.metadata[b"ipyagent_evaluation"])
+    assert info["seed"] == "2026-01-02"
