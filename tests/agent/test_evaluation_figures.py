@@ -161,6 +161,8 @@ def test_a_grade_needs_a_run_that_was_sent(store: RunStore) -> None:
     assert (cell.human, cell.human_note) == (False, "no") and store.grades(["r0"])["r0"]["note"] == "no"
     ev.grade(0, "openai:a", None, "ignored")
     assert (cell.human, cell.human_note) == (None, "") and store.grades(["r0"]) == {}
+    unstored = evaluation([run(0, run_id="r1")])
+    assert unstored.grade(0, "openai:a", True).human is True  # no store: the grade stays in the evaluation
 
 
 def test_the_matrix_filters_show_failing_rows_and_rows_the_columns_disagree_on() -> None:

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from ipyagent.agent import EvalResult, Evaluation
 from ipyagent.agent.evaluation.checks import Outcome
-from ipyagent.agent.evaluation.export import export_records, json_text
+from ipyagent.agent.evaluation.export import _compact_outcomes, export_records, json_text
 
 CALL = {"name": "lookup", "input": {"q": "é"}, "output": "found"}
 
@@ -138,3 +138,24 @@ def test_parquet_metadata_writes_what_json_cannot_hold_as_its_text(tmp_path: Pat
     ev.seed = datetime.date(2026, 1, 2)  # type: ignore[assignment] - a value JSON has no type for
     info = json.loads(pa.parquet.read_table(ev.export(tmp_path / "r.parquet")).schema.metadata[b"ipyagent_evaluation"])
     assert info["seed"] == "2026-01-02"
+
+
+@pytest.mark.parametrize(("outcomes", "kept"), [
+    ([Outcome("a", True), Outcome("b", True)], 1),  # every check passed, nothing to say: 1
+    ([Outcome("a", True), Outcome("b", False)], [[True, None, None], [False, None, None]]),
+    ([Outcome("a", True, score=0.5), Outcome("b", True)], [[True, 0.5, None], [True, None, None]]),
+    ([Outcome("a", True, reason="why"), Outcome("b", True)], [[True, None, "why"], [True, None, None]]),
+    ([Outcome("b", True)], [None, [True, None, None]]),  # a not checked
+])
+def test_the_store_keeps_a_runs_outcomes_whole_unless_every_check_simply_passed(outcomes: list[Outcome],
+                                                                                kept: Any) -> None:
+    result = EvalResult(row=0, provider="openai:a", prompt="", fields={}, outcomes=outcomes)
+    assert _compact_outcomes(result, ["a", "b"]) == kept
+    assert _compact_outcomes(result, []) == []
+
+
+def test_a_records_failures_are_joined_by_semicolons() -> None:
+    ev = Evaluation(["openai:a"], [{"q": 0}], assertions=["a", "b"])
+    ev.results.append(EvalResult(row=0, provider="openai:a", prompt="", fields={"q": 0}, passed=False,
+                                 outcomes=[Outcome("a", False, reason="no"), Outcome("b", False)]))
+    assert ev.records()[0]["failures"] == "a: no; b: failed"
