@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from ipyagent.agent import EvalResult, Evaluation
 from ipyagent.agent.evaluation.checks import Outcome
-from ipyagent.agent.evaluation.export import _compact_outcomes, export_records, json_text
+from ipyagent.agent.evaluation.export import _compact_outcomes, document, export_records, json_text
 
 CALL = {"name": "lookup", "input": {"q": "é"}, "output": "found"}
 
@@ -159,3 +159,15 @@ def test_a_records_failures_are_joined_by_semicolons() -> None:
     ev.results.append(EvalResult(row=0, provider="openai:a", prompt="", fields={"q": 0}, passed=False,
                                  outcomes=[Outcome("a", False, reason="no"), Outcome("b", False)]))
     assert ev.records()[0]["failures"] == "a: no; b: failed"
+
+
+def test_the_store_keeps_each_run_its_columns_tally_and_a_prompt_only_without_a_run_id() -> None:
+    ev = Evaluation(["openai:a", "openai:b"], [{"q": 0}, {"q": 1}], assertions=["a"])
+    ev.results += [EvalResult(row=0, provider="openai:b", prompt="p0", fields={"q": 0}, passed=True, run_id="r0",
+                              outcomes=[Outcome("a", True)]),
+                   EvalResult(row=1, provider="openai:b", prompt="p1", fields={"q": 1}, status="skipped",
+                              error_type="budget", error="over")]
+    doc = document(ev)
+    assert doc["meta"]["pass"] == {"openai:a": [0, 0], "openai:b": [1, 1]} and doc["rows"] == [{"q": 0}, {"q": 1}]
+    assert doc["runs"] == [[0, 1, 0, "ok", True, "r0", False, None, None, None, 1, None],
+                           [1, 1, 0, "skipped", None, None, False, "budget", "over", None, [None], "p1"]]
