@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from ipyagent.agent import EvalResult, Evaluation
 from ipyagent.agent.evaluation.checks import Outcome
-from ipyagent.agent.evaluation.export import _compact_outcomes, document, export_records, json_text
+from ipyagent.agent.evaluation.export import _compact_outcomes, document, export_records, json_text, meta
 
 CALL = {"name": "lookup", "input": {"q": "é"}, "output": "found"}
 
@@ -171,3 +171,15 @@ def test_the_store_keeps_each_run_its_columns_tally_and_a_prompt_only_without_a_
     assert doc["meta"]["pass"] == {"openai:a": [0, 0], "openai:b": [1, 1]} and doc["rows"] == [{"q": 0}, {"q": 1}]
     assert doc["runs"] == [[0, 1, 0, "ok", True, "r0", False, None, None, None, 1, None],
                            [1, 1, 0, "skipped", None, None, False, "budget", "over", None, [None], "p1"]]
+
+
+def test_meta_holds_the_evaluations_settings_and_when_it_was_kept() -> None:
+    ev = Evaluation(["openai:a"], [{"q": 0}, {"q": 1}], assertions=["a"], variants=["x"], repeat=2,
+                    labels={"openai:a": "good"}, baseline="openai:a/x", seed=3, name="cell", wall_s=1.5,
+                    interrupted=True, budget=2.0, budget_stopped=True, spent=0.5, reserved=0.25, notes=["n"])
+    found = meta(ev)
+    assert isinstance(found.pop("created_at"), float)
+    assert found == {"v": 1, "id": ev.id, "name": "cell", "providers": ["openai:a"], "variants": ["x"], "repeat": 2,
+                     "assertions": ["a"], "labels": {"openai:a": "good"}, "baseline": "openai:a/x", "seed": 3,
+                     "rows": 2, "wall_s": 1.5, "interrupted": True, "budget": 2.0, "budget_stopped": True,
+                     "spent": 0.5, "reserved": 0.25, "notes": ["n"]}
