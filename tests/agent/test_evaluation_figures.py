@@ -110,6 +110,19 @@ def test_compare_takes_its_seed_else_the_evaluations() -> None:
     assert ev.compare("openai:a", "openai:b", seed=11) == by_seed[11]
 
 
+def test_the_statistics_take_their_seed_else_the_evaluations() -> None:
+    a, b = ({(n, 0): n % 2 == 0 for n in range(30)}, {(n, 0): n % 3 > 0 for n in range(30)})
+    scores = [(n * 5 % 11) / 10 for n in range(30)]  # intervals that differ by seed: 123, 11 and none
+    runs = [run(n, "openai:a", passed=a[n, 0], outcomes=[Outcome("python:f", a[n, 0], score=scores[n])])
+            for n in range(30)] + [run(n, "openai:b", passed=b[n, 0]) for n in range(30)]
+    ev = evaluation(runs, rows=30, assertions=["python:f"], seed=123)
+    for found, seed in ((ev.statistics(), 123), (ev.statistics(seed=11), 11), (statistics(ev, seed=11), 11)):
+        assert found["comparisons"] == [compare_paired(a, b, baseline="openai:a", column="openai:b", seed=seed)]
+        low, high = row_bootstrap(scores, [1] * 30, seed=seed)
+        assert (found["columns"][0]["score_low"], found["columns"][0]["score_high"]) == (low, high)
+    assert ev.statistics()["columns"][0]["score_low"] != ev.statistics(seed=11)["columns"][0]["score_low"]
+
+
 def test_a_column_with_no_run_sent_compares_on_no_pairs() -> None:
     ev = evaluation([run(0), run(0, "openai:b", status="skipped", passed=None)], rows=1)
     assert ev.compare("openai:a", "openai:b").pairs == 0
