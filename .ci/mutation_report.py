@@ -87,7 +87,7 @@ def scope_modules(root: Path = ROOT, scope: tuple[str, ...] = SCOPE) -> list[str
     found = []
     for package in scope:
         for path in sorted((root / "src" / package).rglob("*.py")):
-            if path.name == "__init__.py" and not re.search(r"^\s*(async )?def ", path.read_text(), re.M):
+            if path.name == "__init__.py" and not re.search(r"^\s*(async )?def ", path.read_text(), re.MULTILINE):
                 continue
             parts = path.relative_to(root / "src").with_suffix("").parts
             found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))

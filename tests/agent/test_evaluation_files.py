@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from pydantic import BaseModel
 
 from ipyagent.agent import EvalResult, Evaluation

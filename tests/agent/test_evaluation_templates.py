@@ -119,8 +119,8 @@ def test_a_cell_template_says_what_failed_and_how_to_send_it_raw() -> None:
 
 
 @pytest.mark.parametrize(("template", "message"), [
-    ("{{ row.x", "the template does not parse: unexpected end of template, expected 'end of print statement'. "
-                 "(line 1)"),
+    ("{{ row.x", ("the template does not parse: unexpected end of template, expected 'end of print statement'. "
+                  "(line 1)")),
     ("a\n{% if %}", "the template does not parse: Expected an expression, got 'end of statement block' (line 2)"),
     ("{{ row.x }}", "the template: 'dict object' has no attribute 'x'"),
     ("{{ nope }}", "the template: 'nope' is undefined"),
