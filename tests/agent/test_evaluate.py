@@ -606,14 +606,24 @@ def test_settings_go_into_every_request_and_into_the_cache_key(store) -> None:
 
 
 def test_a_run_past_its_timeout_is_a_cell_with_the_error(store) -> None:
+    held: list[Reply] = []
+
     def reply(body: dict[str, Any]) -> Reply:
-        slow = last_user_text(body) == "slow"
-        return openai_text_reply("an answer " * 10, piece=4, delay=0.3 if slow else 0.0)
+        if last_user_text(body) != "slow":
+            return openai_text_reply("an answer " * 10, piece=4)
+        # Two pieces, then nothing until the test ends: past any timeout, whatever the machine's load
+        # (a quick run still has the whole timeout to answer).
+        held.append(openai_text_reply("an answer " * 10, piece=4, hold_after=3))
+        return held[-1]
 
     with StubServer(responder=reply) as server:
-        ev = evaluate(
-            [Agent("openai:m", base_url=server.url)], "{{ row }}", ["quick", "slow"], timeout=0.5, store=store
-        )
+        try:
+            ev = evaluate(
+                [Agent("openai:m", base_url=server.url)], "{{ row }}", ["quick", "slow"], timeout=3.0, store=store
+            )
+        finally:
+            for one in held:
+                one.release.set()
     quick, slow = ev.ordered()
     assert quick.ok and slow.status == "failed" and slow.error_type == "timeout"
     assert slow.text  # the partial answer is kept
