@@ -4,6 +4,7 @@ better), the bootstrap's two ways of drawing, the verdict's rule and its words."
 from __future__ import annotations
 
 import random
+import statistics as std_statistics
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from ipyagent.agent.evaluation.statistics import (
     compare_paired,
     mcnemar_exact,
     paired_bootstrap,
+    percentile,
     row_bootstrap,
     rows_needed,
     wilson_interval,
@@ -290,3 +292,17 @@ def test_the_confidence_level_excludes_both_ends_and_errors_say_why() -> None:
         row_bootstrap([1.0], [0])
     a, b = {(0, 0): True}, {(0, 0): False}
     assert compare_paired(a, b, baseline="A", column="B", gap=0.2).gap == 0.2
+
+
+@pytest.mark.parametrize("size", [2, 3, 7, 10, 101, 1000])
+@pytest.mark.parametrize("q", [0.01, 0.1, 0.5, 0.9, 0.99])
+def test_percentile_is_the_stdlib_s_inclusive_cut_to_the_last_bit(size, q) -> None:
+    draw = random.Random(size)
+    ordered = sorted(draw.lognormvariate(0, 1) for _ in range(size))
+    expected = std_statistics.quantiles(ordered, n=100, method="inclusive")[round(q * 100) - 1]
+    assert percentile(ordered, q) == expected
+
+
+def test_percentile_of_one_value_is_it_and_of_none_is_none() -> None:
+    assert percentile([2.5], 0.9) == 2.5
+    assert percentile([], 0.5) is None

@@ -12,7 +12,7 @@ __getattr__ = lazy_exports(__name__, {
     "compare": ("Comparison", "acompare", "COLUMNS", "NUMERIC", "RunFigures", "Stat", "summarize", "provider_keys"),
     "evaluation": ("Evaluation", "EvalResult", "TemplateError", "aevaluate", "make_variants", "normalize_rows",
                    "render_template", "render_cell", "parse_assertion", "load_evaluation", "stored_evaluations",
-                   "leave_or_cancel", "row_fields"),
+                   "leave_or_cancel", "row_fields", "percentile"),
     "conversation": ("DEFAULT_THREAD", "Composition", "Thread", "ThreadStore", "Turn", "result_turn"),
     "defaults": ("DEFAULT_MAX_TOOL_CALLS", "DEFAULT_PROVIDER", "MAX_TOOL_CALLS_CEILING", "check_max_tool_calls",
                  "current_default", "reset_default", "session_default", "set_default"),

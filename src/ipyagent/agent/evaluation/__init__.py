@@ -20,6 +20,7 @@ __getattr__ = lazy_exports(__name__, {
     "runner": ("aevaluate", "evaluate", "evaluation_run", "make_variants"),
     "background": ("Progress",),
     "batch": ("BatchProgress", "leave_or_cancel"),
+    "statistics": ("percentile",),
     "templates": ("TemplateError", "normalize_rows", "render_cell", "render_template", "row_fields"),
 })
 

@@ -4,7 +4,6 @@ DataFrame, CSV, JSON)."""
 
 from __future__ import annotations
 
-import statistics
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from .analysis import FIGURES, Analysis, column_name, versus
 from .background import Background
 from .cell_store import FloatField, IdField, RareField, place
 from .checks import Outcome
-from .statistics import SEED
+from .statistics import SEED, percentile
 
 
 def _tokens(usage: Any) -> tuple[int, int]:
@@ -185,14 +184,6 @@ def _result(values: tuple[Any, ...]) -> EvalResult:
     return EvalResult(*values)
 
 
-def _percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
-
-
 @dataclass
 class Evaluation(Analysis, Background, EvaluationData):
     """The outcome of `evaluate`: one `EvalResult` per finished run (while a background run goes
@@ -345,8 +336,8 @@ class Evaluation(Analysis, Background, EvaluationData):
             mine = by_column.get(column, [])
             ran = [r for r in mine if r.ran]
             ok = [r for r in ran if r.ok]
-            ttft = [r.ttft_s for r in ok if r.ttft_s is not None]
-            total = [r.total_s for r in ok if r.total_s is not None]
+            ttft = sorted(r.ttft_s for r in ok if r.ttft_s is not None)
+            total = sorted(r.total_s for r in ok if r.total_s is not None)
             costs = [r.cost for r in ran if r.cost is not None]
             judges = [r.judge_cost for r in ran if r.judge_cost is not None]
             passed = sum(bool(r.passed) for r in ran)
@@ -364,10 +355,10 @@ class Evaluation(Analysis, Background, EvaluationData):
                     "cached": sum(r.cached for r in ran),
                     "pass_rate": passed / len(ran) if ran else None,
                     "flaky": flaky.count(column),
-                    "ttft_p50_s": _percentile(ttft, 0.5),
-                    "ttft_p90_s": _percentile(ttft, 0.9),
-                    "total_p50_s": _percentile(total, 0.5),
-                    "total_p90_s": _percentile(total, 0.9),
+                    "ttft_p50_s": percentile(ttft, 0.5),
+                    "ttft_p90_s": percentile(ttft, 0.9),
+                    "total_p50_s": percentile(total, 0.5),
+                    "total_p90_s": percentile(total, 0.9),
                     "input_tokens": sum(r.input_tokens for r in ran),
                     "output_tokens": sum(r.output_tokens for r in ran),
                     "cost": sum(costs) if costs else None,

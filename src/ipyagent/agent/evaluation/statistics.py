@@ -8,6 +8,8 @@
   (``scipy.stats.binomtest(b, b + c, 0.5).pvalue``).
 * `cohen_kappa`: agreement of two raters on pass / fail beyond chance (Cohen 1960).
 * `rows_needed`: pairs needed to detect a gap in paired pass rates (Connor 1987).
+* `percentile`: one cut of values kept in order, as ``statistics.quantiles(n=100,
+  method="inclusive")`` gives it (the summary's p50 and p90 times).
 * `compare_paired`: all of it for two columns, with a verdict in words (`Comparison`).
 
 Every formula is written here and checked against scipy in the tests; scipy is not needed
@@ -65,6 +67,17 @@ def wilson_interval(passed: int, n: int, confidence: float = 0.95) -> tuple[floa
     centre = (p + z2 / (2 * n)) / (1 + z2 / n)
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def percentile(ordered: Sequence[float], q: float) -> float | None:
+    """The ``q`` cut (0.01 .. 0.99, in hundredths) of ``ordered`` (ascending), or None when empty.
+
+    ``statistics.quantiles(ordered, n=100, method="inclusive")[round(q * 100) - 1]``, the same float,
+    for the one cut asked: two reads and no list of 99 cuts. One value is its own percentile."""
+    if len(ordered) < 2:
+        return ordered[0] if ordered else None
+    j, delta = divmod(round(q * 100) * (len(ordered) - 1), 100)
+    return (ordered[j] * (100 - delta) + ordered[j + 1] * delta) / 100
 
 
 def _rng(seed: int | None) -> Any:

@@ -34,7 +34,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from ...agent import EvalResult, Evaluation, row_fields
+from ...agent import EvalResult, Evaluation, percentile, row_fields
 from ...core import redact_data
 from ..render.evaluation import PAGE
 from ..render.evaluation_saved import preview
@@ -50,15 +50,6 @@ def _no_statistics(ev: Evaluation) -> dict[str, Any]:
     not bootstrap an interval every frame (the saved output does, once)."""
     return {"baseline": None, "comparisons": [], "agreement": [],
             "columns": [defaultdict(lambda: None, column=c) for c in ev.columns]}
-
-
-def _percentile(ordered: list[float], q: float) -> float | None:
-    """`Evaluation.summary_records`' percentile (``statistics.quantiles(n=100, method="inclusive")``,
-    its formula for the one cut asked) of values kept in order: two reads, not a sort of every time."""
-    if len(ordered) < 2:
-        return ordered[0] if ordered else None
-    j, delta = divmod(round(q * 100) * (len(ordered) - 1), 100)
-    return (ordered[j] * (100 - delta) + ordered[j + 1] * delta) / 100
 
 
 class LiveSummary:
@@ -117,8 +108,8 @@ class LiveSummary:
             row.update(tally["counts"])
             runs, costs, judges = row["runs"], tally["costs"], tally["judges"]
             row.update(pass_rate=row["passed"] / runs if runs else None, flaky=tally["flaky"],
-                       ttft_p50_s=_percentile(tally["ttft"], 0.5), ttft_p90_s=_percentile(tally["ttft"], 0.9),
-                       total_p50_s=_percentile(tally["total"], 0.5), total_p90_s=_percentile(tally["total"], 0.9),
+                       ttft_p50_s=percentile(tally["ttft"], 0.5), ttft_p90_s=percentile(tally["ttft"], 0.9),
+                       total_p50_s=percentile(tally["total"], 0.5), total_p90_s=percentile(tally["total"], 0.9),
                        cost=sum(costs) if costs else None, judge_cost=sum(judges) if judges else None)
         return rows
 
