@@ -16,6 +16,7 @@ masked.
 
 from __future__ import annotations
 
+import re
 from contextvars import ContextVar
 from functools import lru_cache
 from typing import Any
@@ -164,6 +165,10 @@ def render_template(template: str, row: Any, namespace: dict[str, Any] | None = 
 
     token = _masked_count.set([0] if redacting else None)  # `_finalize` masks while a count is kept
     try:
+        parts = _fields_only(template)
+        text = _render_fields(parts, row, redacting) if parts is not None else None
+        if text is not None:
+            return text
         compiled = _compiled(template, redacting)
         used = _names_used(template) if namespace else None
         if used is not None:
@@ -178,6 +183,49 @@ def render_template(template: str, row: Any, namespace: dict[str, Any] | None = 
         raise TemplateError(f"the template: {type(exc).__name__}: {exc}") from None
     finally:
         _masked_count.reset(token)
+
+
+
+#: ``{{ row.NAME }}``, as Jinja2's lexer reads it (whitespace, newlines too, inside the braces).
+_ROW_FIELD = re.compile(r"\{\{\s*row\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+_DICT_NAMES = frozenset(dir(dict))
+
+
+@lru_cache(maxsize=32)
+def _fields_only(template: str) -> tuple[str, ...] | None:
+    """(text, NAME, text, NAME, ..., text) when `template` is only text and ``{{ row.NAME }}``s, the
+    text as Jinja2 gives it back (no ``{{``, ``{%``, ``{#``, no ``{`` before a field, no ``\\r``: its
+    lexer would read those otherwise); else None. A matrix renders such a template per row."""
+    parts = tuple(_ROW_FIELD.split(template))
+    texts = parts[0::2]
+    if any("{{" in t or "{%" in t or "{#" in t or "\r" in t for t in texts) or any(t.endswith("{") for t in texts[:-1]):
+        return None
+    return parts
+
+
+def _render_fields(parts: tuple[str, ...], row: Any, redacting: bool) -> str | None:
+    """What Jinja2 renders for `parts` (`_fields_only`) and `row`, without its per-render context: each
+    field read as its ``Environment.getattr`` does (an attribute, else an item), through `_finalize`
+    when `redacting`, then ``str``. None when a field is undefined or a read raises: the render says why."""
+    from jinja2 import Undefined
+
+    env, plain = environment(redacting), type(row) is dict
+    out = [parts[0]]
+    try:
+        for n in range(1, len(parts), 2):
+            name = parts[n]
+            if plain and name not in _DICT_NAMES:  # a dict has no such attribute: Jinja2 reads the item
+                value = row.get(name, Undefined)
+                value = _named(name, value) if redacting else value
+            else:
+                value = env.getattr(row, name)
+            if value is Undefined or isinstance(value, Undefined):
+                return None
+            out.append(str(_finalize(value)) if redacting else str(value))
+            out.append(parts[n + 1])
+    except Exception:  # noqa: BLE001 - the render raises it again, as a TemplateError
+        return None
+    return "".join(out)
 
 
 def normalize_rows(rows: Any) -> list[Any]:
