@@ -1,0 +1,157 @@
+"""The matrix in progress (`agent/evaluation/matrix.py`) built by hand, without a server: a lane per
+provider (a failing factory fails its lane only; agents built from names are owned), the columns named by
+what was built, a run's cost estimate, a skipped run's error, and a run never sent."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ipyagent.agent import EvalResult, Evaluation
+from ipyagent.agent.evaluation import matrix
+from ipyagent.agent.evaluation.checks import CallableAssertion, Outcome, parse_assertion
+from ipyagent.agent.evaluation.matrix import DEFAULT_OUTPUT_TOKENS, _Cell, _Lane, _Run
+from ipyagent.agent.evaluation.plan import Variant
+from ipyagent.core import ModelSettings
+
+
+def make_run(providers: list[str] | None = None, *, budget: float | None = 1.0, **more: Any) -> _Run:
+    options: dict[str, Any] = {
+        "variants": [Variant(None, "{{ row }}")], "repeat": 1, "check_timeout": 1.0, "assertions": [],
+        "concurrency": 3, "budget": budget, "cache": False, "store": None, "factory": lambda name: name,
+        "judge_factory": lambda name: name, "run_options": {}, "namespace": None, "raw": False,
+        "redacting": False, "on_start": None, "on_result": None,
+    }
+    options.update(more)
+    return _Run(Evaluation(providers or ["openai:a"], [{"q": 0}]), **options)
+
+
+def prototype(provider: str = "openai:a", system: Any = None, **settings: Any) -> SimpleNamespace:
+    return SimpleNamespace(provider=provider, system=system, settings=ModelSettings(**settings))
+
+
+def job(lane: _Lane, prompt: str = "x" * 40, hit: Any = None) -> _Cell:
+    return _Cell(lane, EvalResult(0, lane.name, prompt, {}), {"q": 0}, Variant(None, ""), hit=hit)
+
+
+def test_the_run_sets_its_checks_limit_and_threads() -> None:
+    function = CallableAssertion(lambda result, row: True)
+    text = parse_assertion("contains:a")
+    run = make_run(assertions=[function, text], check_timeout=0.25, batch={"poll_s": 1})
+    assert function.timeout == 0.25 and text.timeout == 0.25 and function.threads is run.threads
+    assert run.batch == {"poll_s": 1} and make_run(batch=True).batch == {} and make_run().batch is None
+    assert run.budget.limit == 1.0 and run.claims is None and run.owned == [] and run.writer.session == run.ev.id
+
+
+def test_a_lane_built_from_a_name_is_owned_and_a_failing_factory_fails_its_lane_only() -> None:
+    built = object()
+
+    def factory(name: str) -> Any:
+        if name == "bad":
+            raise KeyError("no key")
+        return built
+
+    run = make_run(factory=factory)
+    lane = run._lane("openai:a", "openai:a")
+    assert lane.prototype is built and lane.error is None and run.owned == [built] and lane.concurrency == 3
+    given = object()
+    assert run._lane("b", given).prototype is given and run.owned == [built]  # given: not closed by us
+    failed = run._lane("bad", "bad")
+    assert failed.prototype is None and isinstance(failed.error, KeyError) and run.owned == [built]
+
+
+def test_the_lanes_are_named_by_what_was_built() -> None:
+    run = make_run(["x", "y", "z"])
+    made = {"x": prototype("openai:m"), "y": prototype("openai:m")}
+
+    def factory(name: str) -> Any:
+        return made[name]
+
+    run.factory = factory
+    lanes = run._lanes(["x", "y", "z"])
+    assert run.ev.providers == ["openai:m", "openai:m #2", "z"] and [lane.name for lane in lanes] == run.ev.providers
+    assert lanes[2].prototype is None and lanes[2].error is not None
+
+
+def test_no_estimate_for_a_stored_run_no_limit_or_no_agent() -> None:
+    run = make_run()
+    lane = _Lane("a", 1, prototype=prototype())
+    lane.costs.append(0.5)
+    assert run.estimate(job(lane, hit={"text": "x"})) == 0.0
+    assert run.estimate(job(_Lane("a", 1))) == 0.0
+    assert make_run(budget=None).estimate(job(lane)) == 0.0
+    assert run.estimate(job(lane)) == 0.5
+
+
+def test_the_estimate_is_the_lanes_mean_cost_once_a_run_has_one() -> None:
+    lane = _Lane("a", 1, prototype=prototype())
+    lane.costs.extend([0.1, 0.2, 0.6])
+    assert make_run().estimate(job(lane)) == pytest.approx(0.3)
+
+
+def test_before_any_cost_the_estimate_prices_the_prompt_and_the_longest_reply(monkeypatch) -> None:
+    rates = []
+
+    def priced(agent: Any) -> tuple[float, float]:
+        rates.append(agent)
+        return (0.001, 0.01)
+
+    monkeypatch.setattr(matrix, "_rates", priced)
+    run = make_run()
+    lane = _Lane("a", 1, prototype=prototype(system="s" * 8))
+    # 40 chars of prompt and 8 of system: 12 tokens in; no max_output_tokens: DEFAULT_OUTPUT_TOKENS out.
+    assert run.estimate(job(lane)) == pytest.approx(12 * 0.001 + DEFAULT_OUTPUT_TOKENS * 0.01)
+    assert DEFAULT_OUTPUT_TOKENS == 256 and lane.rates == (0.001, 0.01)
+    assert run.estimate(job(lane)) > 0 and rates == [lane.prototype]  # the rates are asked once a lane
+    capped = _Lane("a", 1, prototype=prototype(max_output_tokens=100), rates=(0.001, 0.01))
+    assert run.estimate(job(capped)) == pytest.approx(10 * 0.001 + 100 * 0.01)
+    capped.outputs.extend([10, 30])  # finished runs: their mean, within the cap
+    assert run.estimate(job(capped)) == pytest.approx(10 * 0.001 + 20 * 0.01)
+    capped.outputs[:] = [500, 700]
+    assert run.estimate(job(capped)) == pytest.approx(10 * 0.001 + 100 * 0.01)
+    free = _Lane("a", 1, prototype=prototype(), outputs=[50])
+    assert run.estimate(job(free)) == pytest.approx(10 * 0.001 + 50 * 0.01)
+
+
+def test_the_run_options_settings_cap_the_reply_and_an_unknown_price_estimates_nothing() -> None:
+    run = make_run(run_options={"settings": {"max_output_tokens": 4}})
+    lane = _Lane("a", 1, prototype=prototype(max_output_tokens=100), rates=(0.5, 1.0))
+    assert run.estimate(job(lane, prompt="abcd")) == pytest.approx(1 * 0.5 + 4 * 1.0)
+    unknown = _Lane("a", 1, prototype=prototype(), rates=(0.0, 0.0))
+    assert run.estimate(job(unknown)) == 0.0
+
+
+def test_a_skipped_run_says_why_and_a_budget_skip_stops_the_evaluation() -> None:
+    seen = []
+    run = make_run(budget=0.5, on_result=seen.append)
+    lane = _Lane("openai:a", 1)
+    first = job(lane)
+    run.skip(first, "budget")
+    cell = first.result
+    assert (cell.status, cell.error_type, cell.passed) == ("skipped", "budget", None)
+    assert cell.error == "not run: it would take the spending past the budget of $0.5" and run.ev.budget_stopped
+    assert run.ev.results == [cell] and seen == [cell]
+    other = make_run()
+    second = job(lane)
+    other.skip(second, "interrupted")
+    assert second.result.error == "not run: interrupted" and second.result.error_type == "interrupted"
+    assert other.ev.budget_stopped is False
+    other.ev.budget_stopped = True
+    other.skip(job(lane), "interrupted")
+    assert other.ev.budget_stopped is True
+
+
+def test_a_run_never_sent_is_a_template_error_or_a_failed_run_unchecked() -> None:
+    run = make_run(assertions=[parse_assertion("contains:a"), parse_assertion("json")])
+    template = EvalResult(0, "openai:a", "", {})
+    run._unsent(template, "row 0: bad", KeyError("ignored"))
+    assert (template.status, template.error_type, template.error) == ("template_error", "template", "row 0: bad")
+    assert template.outcomes == [] and template.passed is None
+    failed = EvalResult(1, "openai:a", "q", {})
+    run._unsent(failed, None, KeyError("no key"))
+    assert failed.status == "failed" and failed.passed is False and "no key" in (failed.error or "")
+    assert failed.outcomes == [Outcome("contains:a", False, reason="not checked: the run failed"),
+                               Outcome("json", False, reason="not checked: the run failed")]
+    assert run.ev.results == [template, failed]
