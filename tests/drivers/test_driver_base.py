@@ -23,7 +23,7 @@ from ipyagent.drivers import StreamMeta, http, turn
 from ipyagent.drivers.catalog import models, pricing
 from ipyagent.drivers.base import BasePromptDriver, Capabilities, error_excerpt, parse_retry_after
 
-from ..support.toy_driver import JSON, Coded, Scripted, Toy, assert_error, hi_stack, run_turn
+from ..support.toy_driver import JSON, NDJSON, Coded, Scripted, Toy, assert_error, hi_stack, ndjson, run_turn
 from ..support.virtual_clock import VirtualClockLoop
 
 
@@ -128,6 +128,38 @@ def test_one_client_per_driver_with_its_timeouts_and_no_environment_proxy() -> N
         await quick.aclose()
 
     asyncio.run(main())
+
+
+def test_a_request_is_built_without_the_client_while_its_cookie_jar_is_empty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client's headers are merged with the driver's once, and each request is built directly:
+    the same request `build_request` gives. Once the provider sets a cookie, the client builds
+    each request again, so the cookie is sent as it always was."""
+    body = ndjson({"text": "hi"}, {"stop": "end_turn"})
+    transport = Scripted((200, NDJSON, body), (200, {**NDJSON, "set-cookie": "__cf_bm=c00k1e; Path=/"}, body))
+    driver = Toy("m", api_key="sk-toy-0b6e44", transport=transport)
+    built: list[httpx2.Request] = []
+
+    async def main() -> None:
+        client = driver._client_for()
+        monkeypatch.setattr(client, "build_request", lambda *a, **k: built.append(
+            httpx2.AsyncClient.build_request(client, *a, **k)) or built[-1])
+        for _ in range(3):
+            [event async for event in driver.stream(hi_stack())]
+        await driver.close()
+
+    asyncio.run(main())
+    first, second, third = transport.requests
+    assert built == [third]  # the first two were built directly: no cookie yet when each was sent
+    assert "cookie" not in first.headers and "cookie" not in second.headers
+    assert third.headers["cookie"] == "__cf_bm=c00k1e"  # the second reply's
+    expected = httpx2.AsyncClient(timeout=httpx2.Timeout(60, connect=10.0)).build_request(
+        "POST", first.url, json=json.loads(first.content), headers=driver.headers())
+    assert first.headers.multi_items() == expected.headers.multi_items()
+    assert (first.method, first.url, first.content, first.extensions) == (
+        expected.method, expected.url, expected.content, expected.extensions)
+    assert first.extensions["timeout"] is not driver._sent_headers[3]  # each request its own, as the client gives
 
 
 def test_close_all_drivers_counts_what_it_closed_and_forgets_what_cannot_close() -> None:

@@ -46,7 +46,7 @@ from .capabilities import Capabilities, CapabilityChecks
 from .decode import StreamDecoder, body_frames, stream_json
 from .errors import STATUS_TYPES, ErrorMapping, as_duration, error_excerpt
 from .http import (_OPEN, RESPONSE_TIMEOUT, _Deadlined, _parsed_url, aclose, close_all_drivers, new_client,
-                   parse_retry_after)
+                   parse_retry_after, post_request)
 from .catalog.lifecycle import example_id
 from .catalog.models import ModelLists
 from .structured import with_rule_instruction
@@ -153,6 +153,8 @@ class BasePromptDriver(TurnSteps, CapabilityChecks, ErrorMapping, ModelLists, AB
         add_secret(self._api_key)  # the one redactor knows this key whatever its variable is called
         add_url(self.base_url)
         self._client: httpx2.AsyncClient | None = None
+        #: (client, the driver's headers, merged with the client's, its timeouts): `post_request`'s memo
+        self._sent_headers: tuple[httpx2.AsyncClient, dict[str, str], httpx2.Headers, dict[str, Any]] | None = None
 
     # -- translation: what a concrete driver implements ---------------------------------
 
@@ -209,9 +211,7 @@ class BasePromptDriver(TurnSteps, CapabilityChecks, ErrorMapping, ModelLists, AB
         if self.output_strategy(prompt_stack) == "rule":
             prompt_stack = with_rule_instruction(prompt_stack)
         path, body = self.build_request(prompt_stack)
-        request = self._client_for().build_request(
-            "POST", _parsed_url(f"{self.base_url}{path}"), json=body, headers=self.headers()
-        )
+        request = post_request(self, _parsed_url(f"{self.base_url}{path}"), body)
         start = _turn_start(prompt_stack, bool(getattr(self.transport, "replays", False)))
         reply = Aggregator()  # the turn's one record of its deltas: every reader asks it (ModelStarted.reply)
         sent: Sent | None = None

@@ -119,6 +119,22 @@ def _parsed_url(url: str) -> httpx2.URL:
     return httpx2.URL(url)
 
 
+def post_request(driver: BasePromptDriver, url: httpx2.URL, body: Any) -> httpx2.Request:
+    """The POST of `body` to `url` that ``client.build_request`` would give, built directly while
+    the client's cookie jar is empty: the client's headers merged with the driver's once, while
+    they stay the same (half the CPU of `build_request`, which merges and parses them for every
+    request). Once a provider has set a cookie (Cloudflare's ``__cf_bm``), the client builds it."""
+    client, headers = driver._client_for(), driver.headers()
+    if client.cookies:
+        return client.build_request("POST", url, json=body, headers=headers)
+    sent = driver._sent_headers
+    if sent is None or sent[0] is not client or sent[1] != headers:
+        merged = httpx2.Headers(client.headers)
+        merged.update(headers)
+        sent = driver._sent_headers = (client, dict(headers), merged, client.timeout.as_dict())
+    return httpx2.Request("POST", url, json=body, headers=sent[2], extensions={"timeout": dict(sent[3])})
+
+
 def new_client(driver: BasePromptDriver) -> httpx2.AsyncClient:
     """`driver`'s HTTP client (its transport, `read_timeout` to connect, at most 10 s, and
     between two bytes; no proxy from the environment), noted open for `close_all_drivers`."""
