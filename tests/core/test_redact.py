@@ -265,6 +265,24 @@ def test_mask_named_masks_secret_entries_at_any_depth_and_keeps_the_rest():
     assert value["api_key"] == "k"  # a copy: the user's value is untouched
 
 
+def test_mask_named_leaves_no_reference_cycle_to_the_garbage_collector():
+    """An evaluation masks every row's context: its walk is no nested function calling itself
+    (a cycle a call, left to the cyclic collector)."""
+    import gc
+
+    value = {"api_key": "k", "rows": [{"token": "t"}, ("x", {"n": 1})]}
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        assert mask_named(value)[1] == 2
+        gc.collect()
+        left = [o for o in gc.garbage if callable(o) and getattr(o, "__module__", None) == "ipyagent.core.redact"]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert left == []
+
+
 def test_mask_named_leaves_what_is_too_big_to_walk_to_the_text_rules():
     from ipyagent.core.redact import MASK_NODES
 

@@ -383,33 +383,34 @@ def mask_named(value: Any) -> tuple[Any, int]:
     """(`value` with every secret-named entry of its mappings masked, how many were): mappings
     (``os.environ`` too) become dicts, lists and tuples keep their type, the rest is kept as it
     is. A value of more than `MASK_NODES` containers and items is returned unchanged (0)."""
-    budget = [MASK_NODES]
-
-    def walk(item: Any) -> tuple[Any, int]:
-        budget[0] -= 1
-        if budget[0] < 0:
-            raise OverflowError
-        if isinstance(item, Mapping):
-            out, count = {}, 0
-            for key, inner in item.items():
-                if isinstance(key, str) and secret_name(key) and _masks(inner):
-                    out[key], count = MASK, count + 1
-                else:
-                    out[key], n = walk(inner)
-                    count += n
-            return out, count
-        if isinstance(item, (list, tuple)):
-            pairs = [walk(inner) for inner in item]
-            return type(item)(v for v, _ in pairs) if isinstance(item, tuple) else [v for v, _ in pairs], sum(
-                n for _, n in pairs)
-        return item, 0
-
     if not isinstance(value, (Mapping, list, tuple)):
         return value, 0
     try:
-        return walk(value)
+        return _masked(value, [MASK_NODES])
     except (OverflowError, RecursionError):
         return value, 0
+
+
+def _masked(item: Any, budget: list[int]) -> tuple[Any, int]:
+    """`mask_named`'s walk, at module level: a nested function that calls itself is a reference
+    cycle, left to the garbage collector at every call (one a row of an evaluation)."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise OverflowError
+    if isinstance(item, Mapping):
+        out, count = {}, 0
+        for key, inner in item.items():
+            if isinstance(key, str) and secret_name(key) and _masks(inner):
+                out[key], count = MASK, count + 1
+            else:
+                out[key], n = _masked(inner, budget)
+                count += n
+        return out, count
+    if isinstance(item, (list, tuple)):
+        pairs = [_masked(inner, budget) for inner in item]
+        return type(item)(v for v, _ in pairs) if isinstance(item, tuple) else [v for v, _ in pairs], sum(
+            n for _, n in pairs)
+    return item, 0
 
 
 def _mask_value(match: re.Match[str]) -> str:
