@@ -76,3 +76,24 @@ def test_a_footer_line_names_each_setting_set_as_its_option_does() -> None:
 
 def test_settings_are_true_when_any_is_set() -> None:
     assert not ModelSettings() and ModelSettings(seed=0) and ModelSettings(parallel_tool_calls=False)
+
+
+def test_settings_and_usages_read_their_field_names_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`as_dict` and ``Usage + Usage`` run a few times a run: they read the field names kept at
+    import, not pydantic's ``model_fields`` (a descriptor that costs a call a read)."""
+    from pydantic import BaseModel
+
+    from ipyagent.core import Usage
+
+    settings = ModelSettings(temperature=0, stop=("x",), cache=False)
+    one, two = Usage(input_tokens=1, output_tokens=2), Usage(input_tokens=3, output_tokens=4, reasoning_tokens=1)
+
+    class Unread:
+        def __get__(self, obj: object, cls: type) -> None:
+            raise AssertionError("model_fields read")
+
+    monkeypatch.setattr(BaseModel, "model_fields", Unread())
+    assert settings.as_dict() == {"temperature": 0, "stop": ["x"], "cache": False}
+    assert list(settings.as_dict()) == ["temperature", "stop", "cache"]  # field order
+    total = one + two
+    assert (total.input_tokens, total.output_tokens, total.total_tokens, total.reasoning_tokens) == (4, 6, 10, 1)

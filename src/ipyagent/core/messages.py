@@ -60,6 +60,10 @@ class TokenCounts(BaseModel):
             self.total_tokens = self.input_tokens + self.output_tokens
 
 
+#: `TokenCounts`' field names, read once: ``model_fields`` is a descriptor that costs a call a read.
+_COUNT_NAMES = tuple(TokenCounts.model_fields)
+
+
 class Usage(TokenCounts):
     """Token counts as billed by the provider (see `TokenCounts`); `raw` is the provider's own usage object.
 
@@ -79,7 +83,7 @@ class Usage(TokenCounts):
         calls = dict(self.server_tool_calls)
         for kind, count in other.server_tool_calls.items():
             calls[kind] = calls.get(kind, 0) + count
-        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in TokenCounts.model_fields},
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in _COUNT_NAMES},
                      server_tool_calls=calls)
 
 

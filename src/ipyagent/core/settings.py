@@ -120,8 +120,7 @@ class ModelSettings(BaseModel):
         """The fields that are set, ``{name: value}`` (``stop`` as a list), in field order: what
         ``model_dump(exclude_none=True)`` gives for these scalar fields, without building the
         serializer (no settings: a first ``%provider`` builds no pydantic model)."""
-        data = {name: getattr(self, name) for name in type(self).model_fields}
-        data = {name: value for name, value in data.items() if value is not None}
+        data = {name: value for name in _SETTING_NAMES if (value := getattr(self, name)) is not None}
         if "stop" in data:
             data["stop"] = list(data["stop"])
         return data
@@ -140,6 +139,10 @@ class ModelSettings(BaseModel):
     def __bool__(self) -> bool:
         return bool(self.as_dict())
 
+
+#: The settings' field names in order, read once: ``model_fields`` is a descriptor that costs a
+#: call a read, and `ModelSettings.as_dict` runs a few times a run.
+_SETTING_NAMES = tuple(ModelSettings.model_fields)
 
 #: No settings: equal to ``ModelSettings()``, made without the validator (there is nothing to validate),
 #: so a session that sets none builds no pydantic model for them (issue 29: the first magic of a session).
