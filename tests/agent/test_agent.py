@@ -139,6 +139,26 @@ def test_an_empty_conversation_is_not_fitted_to_the_window(
         "What's the weather?", expected_from(TEXT).text, "And tomorrow?"]
 
 
+def test_a_run_without_off_prompt_tools_copies_no_options(
+    agent: ipyagent.Agent, server: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An evaluation's every run is a fresh agent's, with no off-prompt tool: its options, made for
+    the run (`Agent.options`), are used as they are, not copied for the task memory nor for an
+    empty history; a conversation with turns gets its history in a copy."""
+    import ipyagent.agent.agent as agent_module
+
+    copied: list[set[str]] = []
+    replace = agent_module.replace
+    monkeypatch.setattr(agent_module, "replace", lambda obj, **changes: copied.append(set(changes)) or replace(
+        obj, **changes))
+    check_ok(agent.run("What's the weather?"))
+    assert copied == [] and server.requests[0]["body"]["messages"] == [
+        {"role": "user", "content": "What's the weather?"}]
+    check_ok(agent.run("And tomorrow?"))
+    assert copied == [{"history"}]
+    assert len(server.requests[1]["body"]["messages"]) == 3
+
+
 def test_failed_turn_is_not_added_to_the_conversation() -> None:
     error = Reply.error_file(ERROR_401, ERROR_401_HTTP)
     with StubServer(error, Reply.sse_file(TEXT), error, Reply.sse_file(TEXT)) as server:

@@ -179,9 +179,10 @@ class Agent:
     def _composed(self, user: Message, options: RunOptions, emit: Callable[[Event], Any]) -> RunOptions:
         """`options` with this agent's conversation as the history (`conversation.history_for`); a
         `HistoryTrimmed` notice goes to `emit` when turns were left out. An empty conversation (a fresh
-        agent: an evaluation's every run) has nothing to fit: no estimate of the prompt's tokens."""
+        agent: an evaluation's every run) has nothing to fit: no estimate of the prompt's tokens, and
+        `options` as they are when their history is empty already."""
         if not self.thread.turns:
-            return replace(options, history=[])
+            return options if options.history == [] else replace(options, history=[])  # `filled` gave [] already
         composition = history_for(self.thread, user, options, options.context_window or self.driver.context_window)
         notice = composition.notice(self.thread.name)
         if notice is not None:
@@ -191,7 +192,9 @@ class Agent:
     async def _arun(self, prompt: str | Message, options: RunOptions,
                     on_event: Callable[[Event], Any] | None) -> AgentResult:
         resolved, memory, emit = self.options(options), self._memory(), on_event or _ignore
-        resolved = replace(resolved, tools=with_task_memory(resolved.tools, memory, self.driver, resolved.ledger))
+        tools = with_task_memory(resolved.tools, memory, self.driver, resolved.ledger)
+        if tools is not resolved.tools:  # most runs have no off-prompt tool: the options are not copied
+            resolved = replace(resolved, tools=tools)
         user = prompt if isinstance(prompt, Message) else self.user_message(prompt, resolved)
         own = options.history is None  # the agent's own conversation: the run's turn joins it
         if own:
