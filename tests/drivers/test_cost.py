@@ -6,6 +6,7 @@ model each recording reports.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import io
 import re
@@ -137,6 +138,41 @@ def test_a_usage_already_priced_is_not_computed_again(monkeypatch) -> None:
     assert other > first
     assert price("openai", "no-such-model-xyz", Usage(input_tokens=1)) is None
     assert price("openai", "no-such-model-xyz", Usage(input_tokens=1)) is None and calls.count("no-such-model-xyz") == 1
+
+
+@pytest.mark.parametrize("options, hops, priced", [
+    ({}, 1, True),  # the provider's own host: the first price reads the tables, off the loop
+    ({"price_known": False}, 0, False),  # a local server: no price, nothing to read
+    ({"price_known": False, "price_as": "openai:gpt-4.1-mini"}, 1, True),
+])
+def test_a_turn_is_priced_off_the_loop_only_when_the_price_reads_the_tables(
+    monkeypatch: pytest.MonkeyPatch, options: dict, hops: int, priced: bool
+) -> None:
+    """Before genai-prices' tables are loaded, a turn's price is computed in a thread, so the
+    first one (~0.15 s) does not stall the other streams; a turn that has no price to read
+    (a host other than the provider's own) is priced on the loop, never a thread hop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ipyagent.drivers import turn
+    from ipyagent.drivers.aggregate import StreamMeta
+    from ipyagent.drivers.catalog import pricing
+
+    submitted: list[object] = []
+
+    class Counted(ThreadPoolExecutor):
+        def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+            submitted.append(fn)
+            return super().submit(fn, *args, **kwargs)
+
+    executor = Counted(1)
+    monkeypatch.setattr(turn, "_pricing_executor", lambda: executor)
+    monkeypatch.setattr(pricing, "_PRICED", {})  # the tables not loaded yet
+    driver = OpenAIChatPromptDriver("gpt-4.1-mini", base_url="http://127.0.0.1:9/v1", api_key="sk-test", **options)
+    try:
+        cost = asyncio.run(driver._bill(StreamMeta(), Usage(input_tokens=1000, output_tokens=10), "gpt-4.1-mini"))
+    finally:
+        executor.shutdown()
+    assert (len(submitted), cost is not None) == (hops, priced)
 
 
 def test_a_ledger_keeps_its_turns_as_numbers_not_an_object_per_turn() -> None:

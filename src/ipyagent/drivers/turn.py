@@ -439,10 +439,21 @@ class TurnSteps:
         (`StreamMeta.usage_error`)."""
         if meta.usage_error is not None:
             return None
-        if pricing.loaded():  # ~0.1 ms at most, usually a lookup: no thread hop
+        if pricing.loaded() or not self._prices_from_tables():  # ~0.1 ms at most, usually a lookup: no thread hop
             return self.price(usage, model)
         # off the loop: the first price loads genai-prices' tables (~0.15 s), which must not stall other streams
         return await asyncio.get_running_loop().run_in_executor(_pricing_executor(), self.price, usage, model)
+
+    def _prices_from_tables(self) -> bool:
+        """Whether `price` may read genai-prices' tables (or be a driver's own, which may be slow).
+        Ours does not for a host other than the provider's own (a local server: no price) nor for a
+        provider genai-prices does not list: those turns are priced on the loop even before the
+        tables are loaded (`price` never loads them, so `pricing.loaded` would stay False, and
+        every turn would hop to a thread and back for nothing)."""
+        if type(self).price is not TurnSteps.price or self.price_as is not None:
+            return True
+        listed = pricing.price_provider_of(self.provider, getattr(self, "price_provider", None)) is not None
+        return self.price_known and listed
 
     async def _failed(self, error: ProviderError, start: TurnStart, sent: Sent | None, reply: Aggregator,
                       ttft_s: float | None) -> ModelFailed:

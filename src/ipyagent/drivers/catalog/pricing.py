@@ -101,6 +101,12 @@ def loaded() -> bool:
     return bool(_PRICED)
 
 
+def price_provider_of(provider: str, price_provider: str | None = None) -> str | None:
+    """genai-prices' id for our `provider` (`price_provider` when a plug-in driver names one); None:
+    genai-prices does not list it, and `price` is None without reading its tables."""
+    return price_provider or PRICE_PROVIDERS.get(provider)
+
+
 def price(provider: str, model: str, usage: Usage, *, price_provider: str | None = None,
           batch: bool = False) -> Cost | None:
     """The price of one model turn, or None when genai-prices does not know the provider or model.
@@ -114,7 +120,7 @@ def price(provider: str, model: str, usage: Usage, *, price_provider: str | None
         batch: the turn went through the provider's batch API: genai-prices' batch price
             (``price_context={"processing": "batch"}``), else the live price times `BATCH_DISCOUNT`.
     """
-    provider_id = price_provider or PRICE_PROVIDERS.get(provider)
+    provider_id = price_provider_of(provider, price_provider)
     if provider_id is None or not model:
         return None
     output = usage.output_tokens + (usage.reasoning_tokens if provider in REASONING_OUTSIDE_OUTPUT else 0)
