@@ -71,9 +71,10 @@ class CacheWriter:
     in one turn of the loop goes into one transaction, written by a callback scheduled for the
     loop's next turn (no thread: a writer thread would take the GIL from the loop at each run).
     So a run is in the store a transaction after it ended (milliseconds; `COMMIT_S` at most
-    under load), and the caller may wait for it (`add`'s future): an evaluation's lane starts no
-    run before its last one is committed, so a killed kernel loses no more finished runs than it
-    had in flight.
+    under load), and the caller may wait for it (`add`'s future): an evaluation's worker awaits its
+    last run's commit before its next run counts as finished, and that commit goes before the next
+    run's claim (both queued for the same turn), so a killed kernel loses no more finished runs
+    than it had in flight.
 
     Never raises: a store that fails stops the writing and keeps the reason in `error`.
     """

@@ -96,6 +96,7 @@ class _Run(CellRuns, CacheClaims):
         self.digests: dict[tuple[int, str | None], str | None] = {}  # (id(agent), variant) -> digest (`_key`)
         self.twins: dict[str, int] = {}  # a request's digest -> the columns that send it so far (`_key`)
         self.claimed: set[str] = set()  # cache keys this evaluation claimed in the store (`_claim`)
+        self.uncommitted: dict[asyncio.Task[Any] | None, asyncio.Future[None]] = {}  # a worker's last commit
         self.threads = Stoppable()  # synchronous python: checks run there
         for check in assertions:
             check.timeout = check_timeout
@@ -120,10 +121,10 @@ class _Run(CellRuns, CacheClaims):
         return prototype.fresh()
 
     async def run_cell(self, job: _Cell) -> float | None:
-        """Run (or serve from the cache) one cell, check it, record it; returns the USD spent once the
-        run is committed to the store (so the lane starts no run while a finished one is not). With
-        tracing on, inside the cell's span, the run's own spans its children (`trace_spans`).
-
+        """Run (or serve from the cache) one cell, check it, record it; returns the USD spent. With
+        tracing on, inside the cell's span, the run's own spans its children (`trace_spans`). A run's
+        commit (the loop's next turn) goes before the worker's next claim and request, and is awaited
+        before that next run counts as finished: one finished run a worker at most is not in the store.
         A cell whose request another process sends now (the same matrix on a shared store) is put back
         at the end of its lane's queue while the lane has other work, else waits for that run."""
         cell, lane = job.result, job.lane
@@ -182,9 +183,13 @@ class _Run(CellRuns, CacheClaims):
                 usage=result.usage.model_dump() if result is not None else None,
             )
         await self._check(cell, job.row, deadline)
+        worker = asyncio.current_task()  # its last run committed before this one counts as finished
+        before = self.uncommitted.pop(worker, None)
+        if before is not None and not before.done():
+            await before
         self._finish(cell)
         if committed is not None:
-            await committed
+            self.uncommitted[worker] = committed
         return spent
 
     def estimate(self, job: _Cell) -> float:
@@ -313,6 +318,7 @@ class _Run(CellRuns, CacheClaims):
                 lane.prototype.driver.rate_gate = gate  # type: ignore[union-attr]
             ev.spent, ev.reserved = self.budget.spent, self.budget.reserved
             self.writer.close()  # what finished is committed, an interrupt too
+            self.uncommitted.clear()
             if self.writer.error:
                 ev.notes.append(self.writer.error)
             self._release()
