@@ -19,9 +19,11 @@ messages (those are in the run store, under the cell's ``run_id``).
 from __future__ import annotations
 
 import asyncio
+import gc
 import sys
 import time
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +93,31 @@ def _run_options(
     return options
 
 
+#: Evaluations running under `frozen_heap`'s freeze (all run on ipyagent's loop thread).
+_frozen_for = [0]
+
+
+@contextmanager
+def frozen_heap() -> Iterator[bool]:
+    """The heap from before the evaluations that run now, frozen while they run (``gc.freeze``): their
+    full collections do not go over the notebook's data and earlier evaluations again and again. Thawed
+    when the last one ends (a nested or background evaluation shares the freeze); only garbage of the
+    old heap waits for the thaw. A freeze the user made is left as it is (``gc.unfreeze`` would undo
+    it): nothing is done. Yields whether the freeze is this module's."""
+    if not _frozen_for[0] and gc.get_freeze_count():
+        yield False
+        return
+    if not _frozen_for[0]:
+        gc.freeze()
+    _frozen_for[0] += 1
+    try:
+        yield True
+    finally:
+        _frozen_for[0] -= 1
+        if not _frozen_for[0]:
+            gc.unfreeze()
+
+
 async def _run_matrix(
     ev: Evaluation,
     entries: list[Agent | str],
@@ -100,8 +127,9 @@ async def _run_matrix(
     cache: bool,
     **run: Any,
 ) -> Evaluation:
-    """`aevaluate`'s work on ipyagent's loop: open the store, run the matrix, and whatever happens
-    (an interrupt included) note the wall time, close the agents built here and the store opened here."""
+    """`aevaluate`'s work on ipyagent's loop: open the store, run the matrix (the heap before it frozen:
+    `frozen_heap`), and whatever happens (an interrupt included) note the wall time, close the agents
+    built here and the store opened here."""
     opened, owned, note = _open_store(store, cache)
     if note:
         ev.notes.append(note)
@@ -110,9 +138,10 @@ async def _run_matrix(
     matrix = _Run(ev, store=opened, cache=cache, **run)
     ev.started = time.monotonic()
     try:
-        with evaluation_span("evaluation", {"gen_ai.operation.name": "evaluate", "ipyagent.evaluation.id": ev.id,
-                                            "ipyagent.evaluation.rows": len(rows),
-                                            "ipyagent.evaluation.columns": list(ev.providers)}):
+        with frozen_heap(), evaluation_span("evaluation", {"gen_ai.operation.name": "evaluate",
+                                                           "ipyagent.evaluation.id": ev.id,
+                                                           "ipyagent.evaluation.rows": len(rows),
+                                                           "ipyagent.evaluation.columns": list(ev.providers)}):
             return await matrix.run(entries, rows)
     except asyncio.CancelledError:
         ev.interrupted = True
