@@ -142,8 +142,9 @@ def test_json_accepts_a_whole_value_or_one_fenced_block() -> None:
     assert check(json_check, ' {"a": 1} ').passed and check(json_check, "[1, 2]").passed
     assert check(json_check, '```json\n{"a": 1}\n```').passed and check(json_check, "```\n[1]```").passed
     assert check(json_check, '```my-lang_2 \n{"a": 1}\n```').passed
+    assert check(json_check, '```JSON\n{"a": 1}\n```') == Outcome("json", True)  # the tag in any case
     assert check(json_check, '```json\n{"a":\n 1}\n```').passed  # the block spans lines
-    assert not check(json_check, 'Answer: {"a": 1}').passed
+    assert check(json_check, 'Answer: {"a": 1}').passed is False
     assert not check(json_check, 'x```json\n{"a": 1}\n```').passed
     failed = check(json_check, None)
     assert failed.reason == "not JSON: Expecting value: line 1 column 1 (char 0)" and failed.name == "json"
@@ -273,9 +274,10 @@ def test_a_judge_s_reply_error_and_cost_make_its_outcome() -> None:
         sent.append(prompt)
         return next(replies)
 
-    judge.run = run
-    assert check(judge, "Paris", prompt="Capital?") == Outcome("judge:openai:m", True, reason="fine", cost=0.01)
-    assert sent[0] == judge.prompt_for(result("Paris", prompt="Capital?"), None)
+    judge.run, judge.rubric = run, "Names {{ row.city }}."
+    assert check(judge, "Paris", {"city": "Rome"}, prompt="Capital?") == Outcome("judge:openai:m", True, reason="fine", cost=0.01)
+    assert sent[0] == judge.prompt_for(result("Paris", prompt="Capital?"), {"city": "Rome"}) and "Rome" in sent[0]
+    judge.rubric = DEFAULT_RUBRIC
     assert check(judge, "x") == Outcome("judge:openai:m", True, reason=None, cost=None)
     assert check(judge, "x") == Outcome("judge:openai:m", False, reason="the judge failed: HTTP 500", cost=0.02)
     assert check(judge, "x") == Outcome(
@@ -294,8 +296,8 @@ def test_parse_assertion_reads_each_spec() -> None:
     assert isinstance(text, TextAssertion) and text.kind == "contains" and text.value == "Paris:x"
     assert isinstance(parse_assertion("json"), JsonAssertion)
     assert isinstance(parse_assertion("schema", has_schema=True), SchemaAssertion)
-    made = parse_assertion("python: fn ", namespace={"fn": fn})
-    assert isinstance(made, CallableAssertion) and made.name == "python:fn" and made.function is fn
+    made = parse_assertion("python: mine ", namespace={"mine": fn})
+    assert isinstance(made, CallableAssertion) and made.name == "python:mine" and made.function is fn
     judge = parse_assertion("judge: openai:m ", rubric="Be right.")
     assert isinstance(judge, JudgeAssertion) and judge.provider == "openai:m" and judge.rubric == "Be right."
 

@@ -105,6 +105,7 @@ def test_hold_and_release_work_sent_outside_the_lanes() -> None:
     budget = Budget(1.0)
     assert budget.hold(0.6) is True and budget.reserved == 0.6 and budget.in_flight == 0
     assert budget.hold(0.5) is False and budget.refused == 1 and budget.reserved == 0.6
+    assert budget.hold(0.45) is False and budget.refused == 2  # each refusal counts
     assert budget.hold(0.4) is True and budget.reserved == pytest.approx(1.0)
     budget.release(0.6, 0.1)
     assert budget.reserved == pytest.approx(0.4) and budget.spent == 0.1
