@@ -186,7 +186,7 @@ def test_a_function_gets_the_result_and_the_row_and_its_error_is_the_reason() ->
         raise KeyError("gone")
 
     outcome = check(CallableAssertion(look), "answer", {"r": 1})
-    assert seen == [("answer", {"r": 1})] and outcome.reason == "raised KeyError: 'gone'" and not outcome.passed
+    assert seen == [("answer", {"r": 1})] and outcome == Outcome("python:look", False, reason="raised KeyError: 'gone'")
 
     class Scorer:
         def __call__(self, result: Any, row: Any) -> float:
@@ -209,14 +209,14 @@ def test_an_async_function_is_awaited_and_a_sync_one_runs_in_the_threads() -> No
             return await super().call(function, *args)
 
     def sync(result: Any, row: Any) -> bool:
-        return True
+        return result.text == "yes" and row == {"r": 1}
 
     awaited = CallableAssertion(later)
     awaited.threads = Threads()
     assert check(awaited, "") == Outcome("python:later", True, score=0.6) and threads == []
     threaded = CallableAssertion(sync)
     threaded.threads = Threads()
-    assert check(threaded, "").passed and threads == ["sync"]
+    assert check(threaded, "yes", {"r": 1}).passed and threads == ["sync"]
     threaded.threads.close()
     # A sync function returning an awaitable (a coroutine) is awaited too.
     assert check(CallableAssertion(lambda r, row: later(r, row)), "").score == 0.6
@@ -275,7 +275,8 @@ def test_a_judge_s_reply_error_and_cost_make_its_outcome() -> None:
         return next(replies)
 
     judge.run, judge.rubric = run, "Names {{ row.city }}."
-    assert check(judge, "Paris", {"city": "Rome"}, prompt="Capital?") == Outcome("judge:openai:m", True, reason="fine", cost=0.01)
+    outcome = check(judge, "Paris", {"city": "Rome"}, prompt="Capital?")
+    assert outcome == Outcome("judge:openai:m", True, reason="fine", cost=0.01)
     assert sent[0] == judge.prompt_for(result("Paris", prompt="Capital?"), {"city": "Rome"}) and "Rome" in sent[0]
     judge.rubric = DEFAULT_RUBRIC
     assert check(judge, "x") == Outcome("judge:openai:m", True, reason=None, cost=None)

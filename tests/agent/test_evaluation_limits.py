@@ -128,13 +128,17 @@ def test_two_calls_at_once_take_two_threads() -> None:
 
 def test_a_call_given_up_stops_its_thread_and_is_not_kept() -> None:
     stoppable = Stoppable()
-    entered, threads = threading.Event(), []
+    entered, threads, got = threading.Event(), [], []
 
     def spin() -> None:
         threads.append(threading.current_thread())
         entered.set()
-        while True:
-            pass
+        try:
+            while True:
+                pass
+        except BaseException as exc:
+            got.append(type(exc))
+            raise
 
     async def go() -> None:
         task = asyncio.ensure_future(stoppable.call(spin))
@@ -146,7 +150,7 @@ def test_a_call_given_up_stops_its_thread_and_is_not_kept() -> None:
     asyncio.run(go())
     (thread,) = threads
     thread.join(10)
-    assert not thread.is_alive() and thread.retired and stoppable._idle == []
+    assert not thread.is_alive() and thread.retired and stoppable._idle == [] and got == [limits.CheckStopped]
 
 
 def test_a_worker_woken_without_a_job_waits_for_the_next() -> None:
