@@ -155,17 +155,42 @@ def test_a_call_given_up_stops_its_thread_and_is_not_kept() -> None:
 
 def test_a_worker_woken_without_a_job_waits_for_the_next() -> None:
     worker = limits._Worker()
-    worker.start()
-    done = threading.Event()
+    assert worker.job is None and worker.retired is False and not worker.wake.is_set()
     answers = []
-    worker.wake.set()  # no job: it waits again
-    worker.job = (lambda: 7, lambda value, error: (answers.append((value, error)), done.set()))
+
+    class Wake(threading.Event):
+        """Woken at once each time; the second time, a job is there (run on this thread)."""
+
+        waits = 0
+
+        def wait(self, timeout: float | None = None) -> bool:
+            self.waits += 1
+            if self.waits == 2:
+                worker.job = (lambda: 7, lambda value, error: answers.append((value, error)))
+            if self.waits == 3:
+                worker.retired = True
+            return True
+
+    worker.wake = Wake()
+    worker.run()  # not started: the loop runs here until it is retired
+    assert answers == [(7, None)] and worker.wake.waits == 3 and worker.job is None
+
+
+def test_a_worker_passes_on_a_check_s_error_and_ends_on_a_late_stop() -> None:
+    worker = limits._Worker()
+    answers = []
+
+    def fail() -> None:
+        raise KeyError("x")
+
+    def late(value: Any, error: BaseException | None) -> None:
+        answers.append((value, type(error)))
+        raise limits.CheckStopped  # the stop came after the call: the thread ends quietly
+
+    worker.job = (fail, late)
     worker.wake.set()
-    assert done.wait(10) and answers == [(7, None)]
-    worker.retired = True
-    worker.wake.set()
-    worker.join(10)
-    assert not worker.is_alive()
+    worker.run()
+    assert answers == [(None, KeyError)]
 
 
 def test_stopping_a_worker_never_started_only_retires_it() -> None:
