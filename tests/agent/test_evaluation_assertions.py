@@ -65,7 +65,10 @@ def test_each_text_kind_passes_and_fails_with_its_reason() -> None:
     equals, regex = TextAssertion("equals", " Paris "), TextAssertion("regex", "Par.s$")
     assert contains.name == "contains:Paris" and contains.kind == "contains" and contains.value == "Paris"
     assert contains.bounded and contains.instant and equals.instant and icontains.instant and not regex.instant
-    assert check(contains, "in Paris today").passed and not check(contains, "in paris").passed
+    assert check(contains, "in Paris today") == Outcome("contains:Paris", True)
+    assert not check(contains, "in paris").passed
+    assert check(contains, "x") == Outcome("contains:Paris", False, reason="the answer does not contain 'Paris'")
+    assert check(TextAssertion("regex", "^$"), None).passed  # no answer is an empty one
     assert check(icontains, "in paris").passed and not check(icontains, "in Lyon").passed
     assert check(icontains, "STRASSE", None).passed is False
     assert TextAssertion("icontains", "straße").check_now("STRASSE", None).passed  # casefold, not lower
@@ -108,7 +111,8 @@ def test_a_timed_out_pattern_fails_naming_its_limit(monkeypatch) -> None:
 def test_a_templated_value_is_rendered_once_per_row() -> None:
     contains = TextAssertion("contains", "{{ row.city }}")
     static = TextAssertion("contains", "{ row.city }")
-    assert contains.templated and not static.templated and TextAssertion("contains", "{% if 1 %}x{% endif %}").templated
+    statement = TextAssertion("contains", "{% if 1 %}x{% endif %}")
+    assert contains.templated and not static.templated and statement.templated and statement.want({}) == "x"
     assert static.want({"city": "Rome"}) == "{ row.city }"
     row = {"city": "Rome"}
     contains.prepare(row)
@@ -262,6 +266,10 @@ def test_a_judge_needs_a_model_and_renders_its_rubric() -> None:
                       '{"pass": true or false, "reason": "one short sentence"}\n\nRubric:\nNames Rome.\n\n'
                       'Question:\nCapital?\n\nAnswer:\n')
     assert "Answer:\nParis" in graded.prompt_for(result("Paris"), {"city": "Rome"})
+    # A rubric is a template only with {{ or {%: a {# #} in plain text stays as written.
+    assert "Rubric:\nBe {# kind #} right.\n" in JudgeAssertion("openai:m", "Be {# kind #} right.").prompt_for(
+        result("x"), None)
+    assert "Rubric:\nyes\n" in JudgeAssertion("openai:m", "{% if 1 %}yes{% endif %}").prompt_for(result("x"), None)
 
 
 def test_a_judge_s_reply_error_and_cost_make_its_outcome() -> None:
