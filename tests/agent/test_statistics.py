@@ -109,6 +109,9 @@ def test_cohen_kappa_on_the_textbook_table_and_its_edges() -> None:
     assert cohen_kappa([(True, False), (False, True)]).kappa == -1.0
     assert cohen_kappa([(True, True)] * 4) == stats.Agreement(4, 100.0, None)  # one answer throughout: undefined
     assert cohen_kappa([]) == stats.Agreement(0, None, None)
+    # The first rater off 0.5, so the second's rate counts: p_o 5/6, rates 4/6 and 5/6, p_e 22/36, kappa 8/14.
+    uneven = [(True, True)] * 4 + [(False, True), (False, False)]
+    assert cohen_kappa(uneven).kappa == pytest.approx(8 / 14)
 
 
 def _exact_mcnemar_power(n: int, discordant: float, gap: float) -> float:
