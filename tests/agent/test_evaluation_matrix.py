@@ -151,7 +151,8 @@ def test_a_run_never_sent_is_a_template_error_or_a_failed_run_unchecked() -> Non
     assert template.outcomes == [] and template.passed is None
     failed = EvalResult(1, "openai:a", "q", {})
     run._unsent(failed, None, KeyError("no key"))
-    assert failed.status == "failed" and failed.passed is False and "no key" in (failed.error or "")
+    assert failed.status == "failed" and failed.passed is False and failed.error == "'no key'"
+    assert (failed.error_type, failed.total_s, failed.ttft_s) == ("KeyError", 0.0, None)  # it took no time
     assert failed.outcomes == [Outcome("contains:a", False, reason="not checked: the run failed"),
                                Outcome("json", False, reason="not checked: the run failed")]
     assert run.ev.results == [template, failed]
