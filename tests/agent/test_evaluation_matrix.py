@@ -4,6 +4,7 @@ what was built, a run's cost estimate, a skipped run's error, and a run never se
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 
@@ -156,3 +157,78 @@ def test_a_run_never_sent_is_a_template_error_or_a_failed_run_unchecked() -> Non
     assert failed.outcomes == [Outcome("contains:a", False, reason="not checked: the run failed"),
                                Outcome("json", False, reason="not checked: the run failed")]
     assert run.ev.results == [template, failed]
+
+
+def cell_runner(run: _Run, claims: list[bool]) -> list[str]:
+    """Replace the claim, the wait and the run of a cell by recorders; the claims answer in turn."""
+    calls: list[str] = []
+
+    async def claim(job: _Cell) -> bool:
+        calls.append("claim")
+        return claims.pop(0)
+
+    async def wait_for(job: _Cell) -> None:
+        calls.append("wait")
+
+    async def run_cell(job: _Cell) -> float | None:
+        calls.append("run")
+        return 0.25
+
+    run._claim, run._wait_for, run._run_cell = claim, wait_for, run_cell  # type: ignore[method-assign]
+    return calls
+
+
+def test_a_cell_another_process_sends_is_put_back_while_its_lane_has_other_work() -> None:
+    run = make_run()
+    calls = cell_runner(run, [False, False, True])
+    lane = _Lane("openai:a", 1, prototype=prototype())
+    first, other = job(lane), job(lane)
+    lane.jobs.append(other)
+    assert asyncio.run(run.run_cell(first)) == 0.0  # put back at the end, not run
+    assert first.deferred is True and lane.deferred == 1 and list(lane.jobs) == [other, first]
+    assert calls == ["claim"]
+    # `other` ran meanwhile and another cell was put back: the lane has only deferred work, so this one
+    # waits for the other process's run (then serves it), and is no longer counted as put back.
+    lane.jobs.clear()
+    second = job(lane)
+    second.deferred = True
+    lane.jobs.append(second)
+    lane.deferred = 2
+    assert asyncio.run(run.run_cell(first)) == 0.25
+    assert first.deferred is False and lane.deferred == 1 and calls == ["claim", "claim", "wait", "run"]
+    assert list(lane.jobs) == [second]
+    assert asyncio.run(run.run_cell(job(lane))) == 0.25 and lane.deferred == 1  # claimed: it runs
+    assert calls[-2:] == ["claim", "run"]
+
+
+def test_a_batch_api_that_fails_leaves_a_note_and_the_runs_go_live(monkeypatch) -> None:
+    from ipyagent.core import ProviderError
+
+    steps: list[str] = []
+
+    class Batches:
+        def __init__(self, owner: Any, **options: Any) -> None:
+            steps.append(f"made {options}")
+
+        async def take(self, lanes: list[_Lane]) -> None:
+            steps.append("take")
+            raise ProviderError("server_error", "the batch API is down")
+
+        async def collect(self) -> None:
+            steps.append("collect")
+
+    class Live:
+        async def run(self) -> None:
+            steps.append("live")
+
+    monkeypatch.setattr(matrix, "BatchRunner", Batches)
+    run = make_run(batch={"poll_s": 2})
+    asyncio.run(run._batched([], Live()))  # type: ignore[arg-type]
+    assert steps == ["made {'poll_s': 2}", "take", "live"]
+    note = ("batch: the batch API is down; run the same evaluation again (batch=True, the same run store) to "
+            "collect the batches sent")
+    assert run.ev.notes == [note]
+    steps.clear()
+    Batches.take = lambda self, lanes: asyncio.sleep(0)  # type: ignore[method-assign]
+    asyncio.run(run._batched([], Live()))  # type: ignore[arg-type]
+    assert sorted(steps) == ["collect", "live", "made {'poll_s': 2}"]
