@@ -232,3 +232,26 @@ def test_a_batch_api_that_fails_leaves_a_note_and_the_runs_go_live(monkeypatch) 
     Batches.take = lambda self, lanes: asyncio.sleep(0)  # type: ignore[method-assign]
     asyncio.run(run._batched([], Live()))  # type: ignore[arg-type]
     assert sorted(steps) == ["collect", "live", "made {'poll_s': 2}"]
+
+
+def test_a_stored_run_is_served_spending_nothing_checked_by_its_deadline(monkeypatch) -> None:
+    monkeypatch.setattr(matrix, "time", SimpleNamespace(monotonic=lambda: 100.0))
+    run = make_run(run_options={"timeout": 7})
+    checked = []
+
+    async def check(cell: EvalResult, row: Any, deadline: float) -> None:
+        checked.append((cell.text, row, deadline))
+
+    run._check = check  # type: ignore[method-assign]
+    lane = _Lane("openai:a", 1, prototype=SimpleNamespace(timeout=30))
+    stored = (7, "key", '{"input_tokens": 3, "output_tokens": 4}', 0.5, 1.25, '{"text": "Paris"}')
+    served = job(lane, hit=stored)
+    assert asyncio.run(run._run_cell(served)) == 0.0  # served from the store: nothing spent
+    cell = served.result
+    assert (cell.cached, cell.run_id, cell.text, cell.cost, cell.total_s) == (True, 7, "Paris", 0.5, 1.25)
+    assert checked == [("Paris", {"q": 0}, 107.0)] and run.ev.results == [cell]
+    # Without a timeout in the run options, the agent's own.
+    make = make_run()
+    make._check = check  # type: ignore[method-assign]
+    asyncio.run(make._run_cell(job(lane, hit={"id": 8, "metadata": {"text": "Rome"}})))
+    assert checked[-1] == ("Rome", {"q": 0}, 130.0)
