@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
@@ -148,7 +149,14 @@ def test_responses_citations_of_a_whole_response_object():
     whole = wire[-1]["response"]
     with StubServer(Reply(headers={"Content-Type": "application/json"}, pieces=[json.dumps(whole).encode()])) as server:
         driver = OpenAIResponsesPromptDriver("gpt-6-luna", api_key=KEY, base_url=server.url)
-        turn = asyncio.run(driver.run(stack("web_search")))
+
+        async def main() -> Any:
+            try:
+                return await driver.run(stack("web_search"))
+            finally:
+                await driver.close()  # its connection closed here, not by the collector in a later test
+
+        turn = asyncio.run(main())
     assert [(c.start, c.end, c.url) for c in turn.message.content[-1].citations] == [c[:3] for c in CITED]
 
 
