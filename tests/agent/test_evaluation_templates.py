@@ -163,3 +163,10 @@ def test_a_rows_fields_are_its_items_or_its_value() -> None:
     row = {"q": 1}
     assert row_fields(row) == row and row_fields(row) is not row
     assert row_fields("text") == {"value": "text"} and row_fields(["a"]) == {"value": ["a"]}
+
+
+def test_a_field_named_like_a_secret_is_masked_without_jinja2s_render_too() -> None:
+    # Only text and {{ row.NAME }}: rendered without Jinja2's per-render context, the same masks.
+    for row in ({"password": "hunter2"}, SimpleNamespace(password="hunter2")):
+        assert render_template("{{ row.password }}!", row, redacting=True) == "[redacted]!"
+        assert render_template("{{ row.password }}!", row) == "hunter2!"
