@@ -159,6 +159,37 @@ def test_a_run_never_sent_is_a_template_error_or_a_failed_run_unchecked() -> Non
     assert run.ev.results == [template, failed]
 
 
+def test_a_run_never_sent_ends_once_per_repeat_and_a_stored_run_is_keyed_by_its_variant() -> None:
+    run = make_run(repeat=2)
+    variant = Variant("terse", "{{ row }}")
+    plan = SimpleNamespace(variants=[variant], prompts={"terse": ["p0", None]}, errors={"terse": [None, "bad"]})
+    broken = _Lane("openai:b", 1, error=KeyError("no key"))
+    keyed = []
+    run.store = SimpleNamespace()  # type: ignore[assignment]
+    run._key = lambda prototype, prompt, variant, repeat: keyed.append((prompt, variant.name, repeat))  # type: ignore
+    assert run._queue([_Lane("openai:a", 1, prototype=prototype()), broken], [{"q": 0}, {"q": 1}], plan) == []
+    assert [(r.provider, r.row, r.repeat, r.status) for r in run.ev.results] == [
+        ("openai:a", 1, 0, "template_error"), ("openai:a", 1, 1, "template_error"), ("openai:b", 0, 0, "failed"),
+        ("openai:b", 0, 1, "failed"), ("openai:b", 1, 0, "template_error"), ("openai:b", 1, 1, "template_error")]
+    assert keyed == [("p0", "terse", 0), ("p0", "terse", 1)]
+
+
+def test_the_plan_is_made_with_the_runs_variants_rows_checks_namespace_raw_and_redaction(monkeypatch) -> None:
+    made: dict[str, Any] = {}
+
+    def make_plan(variants: Any, rows: Any, assertions: Any, **options: Any) -> Any:
+        made.update(options, variants=variants, rows=rows, assertions=assertions)
+        raise LookupError("stop here")
+
+    monkeypatch.setattr(matrix, "make_plan", make_plan)
+    check = parse_assertion("contains:a")
+    run = make_run(namespace={"x": 1}, raw=True, redacting=True, assertions=[check])
+    with pytest.raises(LookupError):
+        asyncio.run(run.run(["openai:a"], [{"q": 0}]))
+    assert made == {"namespace": {"x": 1}, "raw": True, "redacting": True, "variants": run.variants,
+                    "rows": [{"q": 0}], "assertions": [check]}
+
+
 def cell_runner(run: _Run, claims: list[bool]) -> list[str]:
     """Replace the claim, the wait and the run of a cell by recorders; the claims answer in turn."""
     calls: list[str] = []
@@ -208,10 +239,10 @@ def test_a_batch_api_that_fails_leaves_a_note_and_the_runs_go_live(monkeypatch) 
 
     class Batches:
         def __init__(self, owner: Any, **options: Any) -> None:
-            steps.append(f"made {options}")
+            steps.append(f"made {options} by the run: {owner is run}")
 
         async def take(self, lanes: list[_Lane]) -> None:
-            steps.append("take")
+            steps.append(f"take {lanes}")
             raise ProviderError("server_error", "the batch API is down")
 
         async def collect(self) -> None:
@@ -223,15 +254,15 @@ def test_a_batch_api_that_fails_leaves_a_note_and_the_runs_go_live(monkeypatch) 
 
     monkeypatch.setattr(matrix, "BatchRunner", Batches)
     run = make_run(batch={"poll_s": 2})
-    asyncio.run(run._batched([], Live()))  # type: ignore[arg-type]
-    assert steps == ["made {'poll_s': 2}", "take", "live"]
+    asyncio.run(run._batched(["lane"], Live()))  # type: ignore[list-item, arg-type]
+    assert steps == ["made {'poll_s': 2} by the run: True", "take ['lane']", "live"]
     note = ("batch: the batch API is down; run the same evaluation again (batch=True, the same run store) to "
             "collect the batches sent")
     assert run.ev.notes == [note]
     steps.clear()
     Batches.take = lambda self, lanes: asyncio.sleep(0)  # type: ignore[method-assign]
     asyncio.run(run._batched([], Live()))  # type: ignore[arg-type]
-    assert sorted(steps) == ["collect", "live", "made {'poll_s': 2}"]
+    assert sorted(steps) == ["collect", "live", "made {'poll_s': 2} by the run: True"]
 
 
 def test_a_stored_run_is_served_spending_nothing_checked_by_its_deadline(monkeypatch) -> None:
