@@ -14,12 +14,16 @@ writes it (its display output and widget state).
 from __future__ import annotations
 
 import json
+import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 #: The cell's checks, as the API and the magic take them.
 CHECKS = ("contains:{{ row.id }}", "icontains:the")
 TEMPLATE = "Answer briefly. {{ row.question }}"
+#: The round: the local server's 0.05 s, 8 runs in flight per provider (its ideal: rows / 8 x 0.05 s).
+WAIT_S, CONCURRENCY = 0.05, 8
 
 _SETUP = """\
 import gc, json, os, time
@@ -31,28 +35,50 @@ import ipyagent
 rows = [{{"id": n, "question": f"What is {{n}} + {{n}}?"}} for n in range({rows})]
 warm = rows[:2]
 ipyagent.evaluate({ids!r}, "warm-up {{{{ row }}}}", ["a"], store={warm_store!r})
+ok_api, ok_magic = [], []
 """
-#: The ipyagent loop thread's time waiting for a core so far (Linux's schedstat; None elsewhere): the machine's
-#: load, which a wall time measured on a busy machine includes.
-_CORE_WAIT = """\
+#: What the kernel reads around each evaluation, beside its CPU (`os.times`) and wall time: the ipyagent loop
+#: thread's time on a core and waiting for one (Linux's schedstat; None elsewhere: the machine's load, which a
+#: wall time measured on a busy machine includes), the garbage collector's time and collections, the server's
+#: CPU, and the machine's busy and stolen CPU (``/proc/stat``: what other processes and the host took).
+_PROBE = """\
 import threading
-def _core_wait():
-    for thread in threading.enumerate():
-        if thread.name == "ipyagent-loop":
-            try:
-                with open(f"/proc/self/task/{thread.native_id}/schedstat") as stat:
-                    return int(stat.read().split()[1]) / 1e9
-            except (OSError, IndexError, ValueError):
-                return None
-    return None
+_gc = {{"s": 0.0, "t": 0.0, "n": [0, 0, 0]}}
+def _gc_timed(phase, info):
+    if phase == "start":
+        _gc["t"] = time.perf_counter()
+    else:
+        _gc["s"] += time.perf_counter() - _gc["t"]
+        _gc["n"][info["generation"]] += 1
+gc.callbacks.append(_gc_timed)
+def _ticks(path, first, last):
+    try:
+        with open(path) as stat:
+            return [int(v) for v in stat.read().rsplit(")", 1)[-1].split()[first:last]]
+    except (OSError, ValueError):
+        return None
+def _probe():
+    loop = next((t for t in threading.enumerate() if t.name == "ipyagent-loop"), None)
+    sched = None if loop is None else _ticks(f"/proc/self/task/{{loop.native_id}}/schedstat", 0, 2)
+    machine, server = _ticks("/proc/stat", 1, 9), _ticks("/proc/{server_pid}/stat", 11, 13)
+    tick, t = os.sysconf("SC_CLK_TCK"), os.times()
+    return {{"cpu_s": t.user + t.system, "wall_s": time.perf_counter(), "gc_s": _gc["s"], "gc_n": list(_gc["n"]),
+            "loop_cpu_s": sched and sched[0] / 1e9, "core_wait_s": sched and sched[1] / 1e9,
+            "server_cpu_s": server and sum(server) / tick, "steal_s": machine and machine[7] / tick,
+            "machine_busy_s": machine and (sum(machine) - machine[3] - machine[4]) / tick}}
+def _read(name, before):
+    after = _probe()
+    found = {{k: None if v is None or before[k] is None else v - before[k] for k, v in after.items() if k != "gc_n"}}
+    found["gc_n"] = [a - b for a, b in zip(after["gc_n"], before["gc_n"])]
+    print(json.dumps({{"name": name, "objects": _objects, **found}}))
 """
-_MARK = "_times, _wall, _waited = os.times(), time.perf_counter(), _core_wait()"
-#: The API's evaluation is counted, then let go before the magic's run: otherwise the magic's garbage
-#: collections walk its 30,000 results too (8-13 % of either path's CPU is the collector's).
-_FREE = "ok_api = sum(r.ok for r in ev_api.results)\ndel ev_api\ngc.collect()"
-_READ = ("_t = os.times(); print(json.dumps({{'name': {name!r}, 'cpu_s': _t.user + _t.system - _times.user "
-         "- _times.system, 'wall_s': time.perf_counter() - _wall, "
-         "'core_wait_s': None if _waited is None else _core_wait() - _waited}}))")
+#: The heap's objects before each evaluation (outside its times): does the heap grow from round to round?
+_MARK = "_objects = len(gc.get_objects())\n_before = _probe()"
+#: Each evaluation is counted, then let go before the next one: otherwise the next one's garbage collections
+#: walk its 30,000 results too (8-13 % of either path's CPU is the collector's).
+_FREE = "{ok}.append(sum(r.ok for r in {ev}.results))\ndel {ev}\ngc.collect()"
+#: A path's reading: its CPU, wall time and the probe's other figures over the evaluation.
+_READ = "_read({name!r}, _before)"
 
 
 def _magic(ids: list[str], over: str, concurrency: int, out: str) -> str:
@@ -60,45 +86,60 @@ def _magic(ids: list[str], over: str, concurrency: int, out: str) -> str:
     return f"%%compare {' '.join(ids)} --over {over} --concurrency {concurrency} {checks} -o {out}\n{TEMPLATE}"
 
 
-def cells(base: str, folder: Path, ids: list[str], rows: int, small: int, concurrency: int) -> list[str]:
-    """The notebook's code cells: set-up (a warm-up through both paths), then for each path a mark,
-    the evaluation, a reading; the magic once more over the first `small` rows (bytes per row)."""
-    api = (f"ev_api = ipyagent.evaluate({ids!r}, {TEMPLATE!r}, rows, concurrency={concurrency}, "
-           f"store={str(folder / 'api.sqlite')!r}, assertions={list(CHECKS)!r}, redact_context=True)")
+def cells(base: str, folder: Path, ids: list[str], rows: int, small: int, concurrency: int, repeats: int = 1,
+          server_pid: int = 0) -> list[str]:
+    """The notebook's code cells: set-up (a warm-up through both paths), then `repeats` rounds, each the API's
+    evaluation then the magic's (A/B/A/B: a slow stretch of the machine falls on both), each with a run store of
+    its own (nothing served from a cache), marked, read and let go; the magic once more over the first `small`
+    rows (bytes per row)."""
+    def api(n: int) -> str:
+        return (f"ev_api = ipyagent.evaluate({ids!r}, {TEMPLATE!r}, rows, concurrency={concurrency}, "
+                f"store={str(folder / f'api-{n}.sqlite')!r}, assertions={list(CHECKS)!r}, redact_context=True)")
+
+    rounds = []
+    for n in range(repeats):
+        magic_store = f"%agent store {folder / f'magic-{n}.sqlite'}"
+        rounds += [_MARK, api(n), _READ.format(name="api"), _FREE.format(ok="ok_api", ev="ev_api"),
+                   magic_store, _MARK, _magic(ids, "rows", concurrency, "ev_magic"), _READ.format(name="magic"),
+                   _FREE.format(ok="ok_magic", ev="ev_magic")]
     return [
         _SETUP.format(base=base, magic_store=str(folder / "magic.sqlite"), rows=rows, ids=ids,
                       warm_store=str(folder / "warm.sqlite")),
-        _CORE_WAIT,
+        _PROBE.format(server_pid=server_pid),
         _magic(ids, "warm", concurrency, "ev_warm"),
         f"small = rows[:{small}]",
-        _MARK, api, _READ.format(name="api"),
-        _FREE,
-        _MARK, _magic(ids, "rows", concurrency, "ev_magic"), _READ.format(name="magic"),
+        *rounds,
         _MARK, _magic(ids, "small", concurrency, "ev_small"), _READ.format(name="magic_small"),
-        "print(json.dumps({'ok': [ok_api, *(sum(r.ok for r in e.results) for e in (ev_magic, ev_small))]}))",
+        "print(json.dumps({'ok': [ok_api, ok_magic, sum(r.ok for r in ev_small.results)]}))",
     ]
 
 
-def run_in_kernel(base: str, folder: Path, ids: list[str], rows: int, small: int, concurrency: int) -> dict[str, Any]:
+def run_in_kernel(base: str, folder: Path, ids: list[str], rows: int, small: int, concurrency: int,
+                  repeats: int = 1, server_pid: int = 0) -> dict[str, Any]:
     """Execute the cells in a fresh ``python3`` kernel (nbclient, widget state stored as a front end
-    would keep it); returns each reading (``cpu_s``, ``wall_s``, ``core_wait_s``: the time the loop
-    thread waited for a core, None where it cannot be read), the runs that succeeded, and the
-    saved bytes of the two magic cells (``saved_bytes``, ``saved_small_bytes``)."""
+    would keep it); returns each path's readings in order (``api``, ``magic``: a list of `repeats`, each with
+    ``cpu_s``, ``wall_s``, ``core_wait_s``: the time the loop thread waited for a core, None where it cannot be
+    read, and the probe's other figures), the runs that succeeded, and the saved bytes of the first magic cell
+    over all the rows and of the one over `small` rows (``saved_bytes``, ``saved_small_bytes``)."""
     import nbformat
     from nbclient import NotebookClient
 
-    sources = cells(base, folder, ids, rows, small, concurrency)
+    sources = cells(base, folder, ids, rows, small, concurrency, repeats, server_pid)
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
     NotebookClient(nb, timeout=3600, kernel_name="python3", store_widget_state=True,
                    resources={"metadata": {"path": str(folder)}}).execute()
-    found: dict[str, Any] = {}
+    found: dict[str, Any] = {"api": [], "magic": []}
     for cell in nb.cells:
         for output in cell.get("outputs", []):
             if output.get("output_type") == "stream" and output.get("name") == "stdout":
                 for line in output["text"].splitlines():
                     if line.startswith("{"):
                         reading = json.loads(line)
-                        found[reading.pop("name", "runs")] = reading
+                        name = reading.pop("name", "runs")
+                        if name in ("api", "magic"):
+                            found[name].append(reading)
+                        else:
+                            found[name] = reading
     magic = [i for i, s in enumerate(sources) if s.startswith("%%compare") and " -o ev_warm" not in s]
 
     empty = len(nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("")])).encode())
@@ -107,6 +148,70 @@ def run_in_kernel(base: str, folder: Path, ids: list[str], rows: int, small: int
         cell = nbformat.v4.new_code_cell("", outputs=nb.cells[index].outputs)
         return len(nbformat.writes(nbformat.v4.new_notebook(cells=[cell])).encode()) - empty
 
-    found["saved_bytes"], found["saved_small_bytes"] = saved(magic[0]), saved(magic[1])
+    found["saved_bytes"], found["saved_small_bytes"] = saved(magic[0]), saved(magic[-1])
     found["widget_state_bytes"] = len(json.dumps(nb.metadata.get("widgets", {})).encode())
     return found
+
+
+def spread(values: Sequence[float | None]) -> dict[str, float] | None:
+    """A figure over the rounds: its median (what the verdict reads), its least and its most; None when a
+    round could not read it."""
+    if not values or any(value is None for value in values):
+        return None
+    ordered = sorted(values)  # type: ignore[type-var]
+    return {"median": statistics.median(ordered), "min": ordered[0], "max": ordered[-1]}
+
+
+def _path_figures(found: dict, runs: int, ideal: float, slots: int) -> dict[str, float | None]:
+    """One path's figures from one reading (`run_in_kernel`): its wall time against the ideal, against
+    max(ideal, its CPU), and against the floor its CPU allows; a lane's runs follow one another, and a run's
+    own CPU (on the one loop) cannot overlap its own wait, so each lane needs rows / concurrency x (wait +
+    CPU a run), and the loop needs all the CPU. A run's wait beyond the server's and its own CPU: waiting for
+    the loop (the other lanes' CPU, the garbage collector, the commits), for a core, for the server (ms)."""
+    cpu, wall, waited = found["cpu_s"], found["wall_s"], found.get("core_wait_s")
+    floor = max(ideal * (1 + cpu / runs / WAIT_S), cpu)
+    busy, server = found.get("machine_busy_s"), found.get("server_cpu_s")
+    return {
+        "wall_s": wall, "vs_ideal": wall / ideal, "vs_floor": wall / max(ideal, cpu), "run_floor_s": floor,
+        "vs_run_floor": wall / floor, "waited_ms_per_run": (wall * slots / runs - WAIT_S - cpu / runs) * 1000,
+        # while the loop waits for a core (the machine's other load) every lane waiting on it waits: at most
+        # this much of a run's wait is the machine's (a lane in its server wait is not delayed by it)
+        "core_wait_s": waited, "core_wait_ms_per_run": None if waited is None else waited * slots / runs * 1000,
+        "cpu_ms_per_run": cpu / runs * 1000,
+        "loop_cpu_ms_per_run": None if found.get("loop_cpu_s") is None else found["loop_cpu_s"] / runs * 1000,
+        "gc_s": found.get("gc_s"), "server_cpu_ms_per_run": None if server is None else server / runs * 1000,
+        # the CPU the machine spent on anything but the kernel and the server: other engineers, the host
+        "others_cpu_s": None if busy is None or server is None else busy - cpu - server,
+        "steal_s": found.get("steal_s"),
+    }
+
+
+def kernel_figures(kernel: dict, rows_n: int, columns: int) -> dict[str, Any]:
+    """Issue 33's figures from the kernel's rounds (`run_in_kernel`): each round's (``rounds``: the API's
+    figures as ``api_*``, the magic's as ``magic_*``, and ``magic_vs_api_cpu`` of the pair), their spread over
+    the rounds (``spread``: median, min, max), and each figure's median, which the verdict reads."""
+    runs, small = rows_n * columns, rows_n // 10
+    ideal = rows_n * WAIT_S / CONCURRENCY
+    repeats = len(kernel["api"])
+    assert kernel["runs"]["ok"] == [[runs] * repeats, [runs] * repeats, small * columns], kernel["runs"]
+    slots = columns * CONCURRENCY  # runs in flight on the kernel's one loop
+    rounds = []
+    for api, magic in zip(kernel["api"], kernel["magic"]):
+        figures = {f"api_{k}": v for k, v in _path_figures(api, runs, ideal, slots).items()}
+        figures.update({f"magic_{k}": v for k, v in _path_figures(magic, runs, ideal, slots).items()})
+        rounds.append({**figures, "magic_vs_api_cpu": magic["cpu_s"] / api["cpu_s"]})
+    spreads = {key: spread([figures[key] for figures in rounds]) for key in rounds[0]}
+    return {
+        "rows": rows_n, "small_rows": small, "ideal_s": ideal, "repeats": repeats, "rounds": rounds,
+        "spread": spreads, **{key: None if found is None else found["median"] for key, found in spreads.items()},
+        "saved_mb": kernel["saved_bytes"] / 1e6, "saved_bytes_per_row": kernel["saved_bytes"] / rows_n,
+        "saved_small_bytes": kernel["saved_small_bytes"],
+        "saved_small_bytes_per_row": kernel["saved_small_bytes"] / small,
+        "widget_state_bytes": kernel["widget_state_bytes"],
+    }
+
+
+def kernel_verdict(figures: dict[str, Any], targets: dict[str, float]) -> dict[str, bool]:
+    """Each target met or not, by the figure's median over the rounds (one round cannot decide a line that
+    swings more than its margin from one run of the same code to the next)."""
+    return {name: figures[name] <= target for name, target in targets.items()}
