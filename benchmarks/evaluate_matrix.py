@@ -39,7 +39,8 @@ figures issue 25 started from (1,000 rows then: 1.057×, 1.64 ms, 3.1 kB):
   the kernel's CPU per run (API: target <= 1 ms), the magic's CPU against the API's (target <= 1.1),
   the magic's saved output (target <= 1 MB) and its bytes per row at a tenth of the rows and at all; and
   what may explain a round's CPU: the loop thread's share, the garbage collector's time, the server's CPU,
-  the other processes' CPU and the host's steal meanwhile.
+  the other processes' CPU and the host's steal meanwhile, and the machine's speed (the CPU of a fixed piece
+  of Python timed meanwhile: CPU per run in those pieces, less the speed's swings).
 
 The machine's load average at the start is reported too: other processes on its two cores
 take CPU the kernel needs (the first run's ratio follows the CPU it gets).
@@ -456,8 +457,11 @@ def report_kernel(figures: dict) -> None:
                         ("  the garbage collector's time (s)", "gc_s"),
                         ("server CPU per run (ms)", "server_cpu_ms_per_run"),
                         ("other processes' CPU meanwhile (s)", "others_cpu_s"),
-                        ("CPU stolen by the host (s)", "steal_s"))),
+                        ("CPU stolen by the host (s)", "steal_s"),
+                        ("the machine's speed: a fixed piece of Python meanwhile (CPU ms)", "speed_ms"),
+                        ("kernel CPU per run in those pieces", "cpu_pieces_per_run"))),
                     row("magic / API, kernel CPU (each round's pair)", "magic_vs_api_cpu"),
+                    row("magic / API, in pieces: at the same machine speed", "magic_vs_api_pieces"),
                     row("magic: saved output (MB)", "saved_mb"),
                     row("magic: saved bytes per row", "saved_bytes_per_row"),
                     [f"magic over {figures['small_rows']:,} rows: saved bytes", figures["saved_small_bytes"], "", "",

@@ -40,7 +40,10 @@ ok_api, ok_magic = [], []
 #: What the kernel reads around each evaluation, beside its CPU (`os.times`) and wall time: the ipyagent loop
 #: thread's time on a core and waiting for one (Linux's schedstat; None elsewhere: the machine's load, which a
 #: wall time measured on a busy machine includes), the garbage collector's time and collections, the server's
-#: CPU, and the machine's busy and stolen CPU (``/proc/stat``: what other processes and the host took).
+#: CPU, and the machine's busy and stolen CPU (``/proc/stat``: what other processes and the host took); and the
+#: machine's speed: a thread times a fixed piece of pure Python every 0.25 s (its CPU is taken off the kernel's).
+#: On this two-core VM that piece's CPU swung 1.76-3.04 ms between 5 s windows under others' load, so CPU time is
+#: read against it too.
 _PROBE = """\
 import threading
 _gc = {{"s": 0.0, "t": 0.0, "n": [0, 0, 0]}}
@@ -51,6 +54,16 @@ def _gc_timed(phase, info):
         _gc["s"] += time.perf_counter() - _gc["t"]
         _gc["n"][info["generation"]] += 1
 gc.callbacks.append(_gc_timed)
+_speed = {{"s": 0.0, "n": 0}}
+def _calibrate():
+    while True:
+        start, x = time.thread_time(), 0
+        for i in range(20_000):
+            x += i * i
+        _speed["s"] += time.thread_time() - start
+        _speed["n"] += 1
+        time.sleep(0.25)
+threading.Thread(target=_calibrate, daemon=True, name="bench-speed").start()
 def _ticks(path, first, last):
     try:
         with open(path) as stat:
@@ -65,11 +78,13 @@ def _probe():
     return {{"cpu_s": t.user + t.system, "wall_s": time.perf_counter(), "gc_s": _gc["s"], "gc_n": list(_gc["n"]),
             "loop_cpu_s": sched and sched[0] / 1e9, "core_wait_s": sched and sched[1] / 1e9,
             "server_cpu_s": server and sum(server) / tick, "steal_s": machine and machine[7] / tick,
-            "machine_busy_s": machine and (sum(machine) - machine[3] - machine[4]) / tick}}
+            "machine_busy_s": machine and (sum(machine) - machine[3] - machine[4]) / tick,
+            "speed_s": _speed["s"], "speed_n": _speed["n"]}}
 def _read(name, before):
     after = _probe()
     found = {{k: None if v is None or before[k] is None else v - before[k] for k, v in after.items() if k != "gc_n"}}
     found["gc_n"] = [a - b for a, b in zip(after["gc_n"], before["gc_n"])]
+    found["cpu_s"] -= found["speed_s"]
     print(json.dumps({{"name": name, "objects": _objects, **found}}))
 """
 #: The heap's objects before each evaluation (outside its times): does the heap grow from round to round?
@@ -171,6 +186,7 @@ def _path_figures(found: dict, runs: int, ideal: float, slots: int) -> dict[str,
     cpu, wall, waited = found["cpu_s"], found["wall_s"], found.get("core_wait_s")
     floor = max(ideal * (1 + cpu / runs / WAIT_S), cpu)
     busy, server = found.get("machine_busy_s"), found.get("server_cpu_s")
+    speed = found["speed_s"] / found["speed_n"] * 1000 if found.get("speed_n") else None
     return {
         "wall_s": wall, "vs_ideal": wall / ideal, "vs_floor": wall / max(ideal, cpu), "run_floor_s": floor,
         "vs_run_floor": wall / floor, "waited_ms_per_run": (wall * slots / runs - WAIT_S - cpu / runs) * 1000,
@@ -183,6 +199,8 @@ def _path_figures(found: dict, runs: int, ideal: float, slots: int) -> dict[str,
         # the CPU the machine spent on anything but the kernel and the server: other engineers, the host
         "others_cpu_s": None if busy is None or server is None else busy - cpu - server,
         "steal_s": found.get("steal_s"),
+        # a run's CPU in pieces of the fixed calibration's CPU meanwhile: the work, less the machine's speed
+        "speed_ms": speed, "cpu_pieces_per_run": None if speed is None else cpu / runs * 1000 / speed,
     }
 
 
@@ -199,7 +217,9 @@ def kernel_figures(kernel: dict, rows_n: int, columns: int) -> dict[str, Any]:
     for api, magic in zip(kernel["api"], kernel["magic"]):
         figures = {f"api_{k}": v for k, v in _path_figures(api, runs, ideal, slots).items()}
         figures.update({f"magic_{k}": v for k, v in _path_figures(magic, runs, ideal, slots).items()})
-        rounds.append({**figures, "magic_vs_api_cpu": magic["cpu_s"] / api["cpu_s"]})
+        pieces = (figures["api_cpu_pieces_per_run"], figures["magic_cpu_pieces_per_run"])
+        rounds.append({**figures, "magic_vs_api_cpu": magic["cpu_s"] / api["cpu_s"],
+                       "magic_vs_api_pieces": None if None in pieces else pieces[1] / pieces[0]})
     spreads = {key: spread([figures[key] for figures in rounds]) for key in rounds[0]}
     return {
         "rows": rows_n, "small_rows": small, "ideal_s": ideal, "repeats": repeats, "rounds": rounds,

@@ -135,9 +135,10 @@ def test_a_figure_over_the_kernel_rounds_is_its_median_and_its_range():
     assert spread([1.0, None, 2.0]) is None and spread([]) is None  # a round that could not read it
 
 
-def _reading(cpu_s: float, wall_s: float) -> dict:
+def _reading(cpu_s: float, wall_s: float, speed_s: float = 0.004) -> dict:
     return {"cpu_s": cpu_s, "wall_s": wall_s, "core_wait_s": 0.1, "loop_cpu_s": cpu_s * 0.9, "gc_s": 0.2,
-            "server_cpu_s": 1.0, "machine_busy_s": cpu_s + 1.5, "steal_s": 0.0, "objects": 1, "gc_n": [1, 0, 0]}
+            "server_cpu_s": 1.0, "machine_busy_s": cpu_s + 1.5, "steal_s": 0.0, "objects": 1, "gc_n": [1, 0, 0],
+            "speed_s": speed_s, "speed_n": 4}
 
 
 def test_the_kernel_round_s_verdict_reads_each_figure_s_median_not_one_round():
@@ -159,3 +160,19 @@ def test_the_kernel_round_s_verdict_reads_each_figure_s_median_not_one_round():
     found["magic"][2] = _reading(0.6, 0.8)  # the median round now reads 1.2
     assert module.kernel_verdict(module.kernel_figures(found, 100, 3), {"magic_vs_api_cpu": 1.1}) == {
         "magic_vs_api_cpu": False}
+
+
+def test_a_round_s_cpu_is_also_read_in_pieces_of_the_machine_s_speed_meanwhile():
+    """The same work on a slower machine: the API's round ran while the fixed piece took 1.25 ms (1.0 before), so
+    its 1.25x CPU is 1x in pieces, and the pair's ratio in pieces is the one at the same speed."""
+    module = _kernel_evaluation()
+    found = {"api": [_reading(0.625, 0.7, speed_s=0.005)], "magic": [_reading(0.55, 0.8, speed_s=0.004)],
+             "runs": {"ok": [[300], [300], 30]}, "saved_bytes": 9_000, "saved_small_bytes": 900,
+             "widget_state_bytes": 10}
+    [one] = module.kernel_figures(found, 100, 3)["rounds"]
+    assert (one["api_speed_ms"], one["magic_speed_ms"]) == pytest.approx((1.25, 1.0))
+    assert one["api_cpu_pieces_per_run"] == pytest.approx(0.625 / 300 * 1000 / 1.25)
+    assert one["magic_vs_api_cpu"] == pytest.approx(0.88)
+    assert one["magic_vs_api_pieces"] == pytest.approx(1.1)
+    found["api"][0]["speed_n"] = 0  # no piece timed (a round shorter than the first): no figure
+    assert module.kernel_figures(found, 100, 3)["rounds"][0]["magic_vs_api_pieces"] is None
