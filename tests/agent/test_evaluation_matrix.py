@@ -286,3 +286,82 @@ def test_a_stored_run_is_served_spending_nothing_checked_by_its_deadline(monkeyp
     make._check = check  # type: ignore[method-assign]
     asyncio.run(make._run_cell(job(lane, hit={"id": 8, "metadata": {"text": "Rome"}})))
     assert checked[-1] == ("Rome", {"q": 0}, 130.0)
+
+
+class PricedDriver:
+    """A prototype's driver: USD per token (None: an unknown price) and the rate gate it holds."""
+
+    def __init__(self, per_token: float | None) -> None:
+        self.per_token, self.rate_gate = per_token, "its own gate"
+
+    def price(self, usage: Any) -> float | None:
+        return None if self.per_token is None else self.per_token * (usage.input_tokens + usage.output_tokens)
+
+
+def whole_run(monkeypatch, *, fail: BaseException | None = None, store: Any = "store", writer_error: str | None = None,
+              **options: Any) -> tuple[_Run, dict[str, Any]]:
+    """`_Run.run` over lanes a (priced), b and c (unknown prices) and d (its agent not built), with the scheduler,
+    `keep` and the writer replaced by recorders (`seen`); the live scheduler raises `fail` when given."""
+    seen: dict[str, Any] = {"kept": [], "batched": []}
+    made = {name: SimpleNamespace(provider=f"openai:{name}", driver=PricedDriver(1e-6 if name == "a" else None))
+            for name in "abc"}
+
+    class Live:
+        def __init__(self, lanes: list[_Lane], budget: Any, **hooks: Any) -> None:
+            seen["live"], seen["lanes"] = self, lanes
+
+        async def run(self) -> None:
+            seen["gates"] = [lane.prototype.driver.rate_gate is lane.gate for lane in seen["lanes"] if lane.prototype]
+            if fail is not None:
+                raise fail
+
+    def keep(ev: Evaluation, kept_in: Any, *, finished: bool) -> str | None:
+        seen["kept"].append((kept_in, finished))
+        return "what changed"
+
+    monkeypatch.setattr(matrix, "Scheduler", Live)
+    monkeypatch.setattr(matrix, "keep", keep)
+    run = make_run(list("abcd"), factory=lambda name: made[name], **options)
+    run.store = store
+    run.ev.baseline = "c"
+    run._key = lambda *args: None  # type: ignore[method-assign]
+    run.writer = SimpleNamespace(close=lambda: seen.setdefault("closed", True), error=writer_error)  # type: ignore
+
+    async def batched(lanes: list[_Lane], live: Any) -> None:
+        seen["batched"].append(([lane.name for lane in lanes], live is seen["live"]))
+        await live.run()
+
+    run._batched = batched  # type: ignore[method-assign]
+    seen["drivers"] = [made[name].driver for name in "abc"]
+    return run, seen
+
+
+def test_the_whole_run_renames_the_baseline_lends_the_lanes_gates_and_keeps_the_evaluation(monkeypatch) -> None:
+    run, seen = whole_run(monkeypatch)
+    ev = asyncio.run(run.run(list("abcd"), [{"q": 0}]))
+    assert ev.baseline == "openai:c" and ev.providers == ["openai:a", "openai:b", "openai:c", "d"]
+    assert seen["gates"] == [True, True, True] and [d.rate_gate for d in seen["drivers"]] == ["its own gate"] * 3
+    assert ev.notes == ["budget: no known price for openai:b, openai:c; their runs count only when they report a cost",
+                        "what changed"]
+    assert seen["kept"] == [("store", True)] and seen["closed"] and seen["batched"] == []
+    assert [r.provider for r in ev.results] == ["d"]  # its agent could not be built: failed at once
+
+
+def test_a_batched_run_hands_over_the_lanes_built_and_the_live_scheduler(monkeypatch) -> None:
+    run, seen = whole_run(monkeypatch, batch=True, budget=None)
+    ev = asyncio.run(run.run(list("abcd"), [{"q": 0}]))
+    assert seen["batched"] == [(["openai:a", "openai:b", "openai:c"], True)] and seen["gates"] == [True] * 3
+    assert ev.notes == ["what changed"]  # no budget: no note on prices
+
+
+def test_an_interrupted_run_is_kept_unfinished_and_a_failing_store_is_not_kept(monkeypatch) -> None:
+    run, seen = whole_run(monkeypatch, fail=KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(run.run(list("abcd"), [{"q": 0}]))
+    assert seen["kept"] == [("store", False)] and [d.rate_gate for d in seen["drivers"]] == ["its own gate"] * 3
+    failing, seen = whole_run(monkeypatch, writer_error="the run store failed: disk full")
+    ev = asyncio.run(failing.run(list("abcd"), [{"q": 0}]))
+    assert seen["kept"] == [] and ev.notes[-1] == "the run store failed: disk full"
+    unstored, seen = whole_run(monkeypatch, store=None)
+    asyncio.run(unstored.run(list("abcd"), [{"q": 0}]))
+    assert seen["kept"] == []
