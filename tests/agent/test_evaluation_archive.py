@@ -157,9 +157,9 @@ def test_a_records_column_is_typed_by_what_it_holds(name: str, values: list[str]
 
 
 def test_typed_csv_types_each_column_reading_a_missing_cell_as_empty() -> None:
-    rows = [{"row": "0", "c": "True", "c reason": "", "q": "1"}, {"row": "1", "c": "", "c reason": "r", "q": None}]
-    assert typed_csv(rows) == [{"row": 0, "c": True, "c reason": None, "q": 1},
-                               {"row": 1, "c": None, "c reason": "r", "q": None}]
+    rows = [{"row": "0", "c": "True", "c reason": "", "q": "1"}, {"row": "1", "c": "false", "c reason": "r", "q": None}]
+    assert typed_csv(rows) == [{"row": 0, "c": True, "c reason": None, "q": 1},  # c: a check (it has a reason)
+                               {"row": 1, "c": False, "c reason": "r", "q": None}]
     assert typed_csv([]) == []
 
 

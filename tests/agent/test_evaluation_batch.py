@@ -124,6 +124,7 @@ class Run:
         self.writer = SimpleNamespace(flush=lambda: self.log.append("flush"), error=None)
 
     def _key(self, prototype: Any, prompt: str, variant: Variant, repeat: int) -> str | None:
+        self.log.append(("key", prompt, prototype.provider, variant.system))
         return None if prompt == "keyless" else f"k-{prompt}-{repeat}"
 
     def skip(self, job: _Cell, reason: str) -> None:
@@ -131,6 +132,7 @@ class Run:
 
     def _record(self, key: str, provider: str, prompt: str, cell: EvalResult, result: Any, meta: dict[str, Any],
                 **more: Any) -> Any:
+        assert cell.prompt == prompt
         self.log.append(("record", key, provider, prompt, result, meta, more))
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         done.add_done_callback(lambda _: self.log.append(("committed", key)))
@@ -145,7 +147,8 @@ class Run:
 
 
 def stack_of(prompt: str, options: Any, tools: tuple[Any, ...] = (), builtin: tuple[Any, ...] = ()) -> Any:
-    return SimpleNamespace(prompt=prompt, options=options, messages=[SimpleNamespace(content=["text"])],
+    return SimpleNamespace(prompt=prompt, options=options,
+                           messages=[SimpleNamespace(content=["system"]), SimpleNamespace(content=["text"])],
                            tools=list(tools), builtin_tools=list(builtin))
 
 
@@ -243,21 +246,25 @@ def test_take_batches_the_runs_it_can_build_and_leaves_the_rest_to_the_live_lane
         monkeypatch: pytest.MonkeyPatch) -> None:
     run, api = Run(), Api()
     runner = runner_on(run, api, monkeypatch)
+    monkeypatch.setattr(batch, "batch_api", lambda driver: None if getattr(driver, "none", False) else api)
     lane = lane_of("a", "keyless", "refused", "b", "c")
     lane.jobs[3].key = "given"
-    idle, failed = _Lane("idle", 1, prototype=prototype()), _Lane("failed", 1)
+    idle, failed, unbatched = _Lane("idle", 1, prototype=prototype()), _Lane("failed", 1), lane_of("u", name="u")
     failed.jobs.append(lane.jobs[0])
-    asyncio.run(runner.take([idle, failed, lane]))
+    unbatched.prototype.driver.none = True
+    asyncio.run(runner.take([idle, failed, unbatched, lane, lane_of("s", name="openai:s")]))
     assert [job.result.prompt for job in lane.jobs] == ["keyless", "refused"] and len(failed.jobs) == 1
-    (batched,) = runner.lanes
+    assert len(unbatched.jobs) == 1 and ("key", "a", "openai:m", "sys") in run.log
+    batched, second = runner.lanes
     assert list(batched.jobs) == ["k-a-1", "given", "k-c-1"] and batched.jobs["given"].key == "given"
     assert batched.bodies == {"k-a-1": {"prompt": "a"}, "given": {"prompt": "b"}, "k-c-1": {"prompt": "c"}}
     assert batched.stacks["k-a-1"].prompt == "a" and lane.jobs[1].key is None
-    assert [[line["custom_id"] for line in chunk] for chunk in api.sent] == [["k-a-1", "given"], ["k-c-1"]]
-    assert run.ev.batch_progress is runner.progress and runner.progress.batches == ["b1", "b2"]
-    assert run.ev.pending_batches == [(api, "b1"), (api, "b2")]
-    assert (runner.progress.submitted, runner.progress.in_progress) == (3, 3)
-    assert runner.progress.estimate == pytest.approx(0.003)
+    assert [[line["custom_id"] for line in chunk] for chunk in api.sent] == [["k-a-1", "given"], ["k-c-1"],
+                                                                              ["k-s-1"]]
+    assert run.ev.batch_progress is runner.progress and runner.progress.batches == ["b1", "b2", "b3"]
+    assert run.ev.pending_batches == [(api, "b1"), (api, "b2"), (api, "b3")] and list(second.jobs) == ["k-s-1"]
+    assert (runner.progress.submitted, runner.progress.in_progress) == (4, 4)  # both lanes
+    assert runner.progress.estimate == pytest.approx(0.004)
     nothing = Run()
     asyncio.run(runner_on(nothing, Api(available=False), monkeypatch).take([lane_of("a")]))
     assert nothing.ev.batch_progress is None
@@ -273,10 +280,11 @@ def test_submit_collects_the_stored_batches_and_skips_the_runs_past_the_budget(
     (batched,) = runner.lanes
     assert batched.batches == {"old": ["k-a-1", "k-b-1"], "b1": ["k-c-1", "k-d-1"]}
     assert store.added == [("b1", "openai:a", ["k-c-1", "k-d-1"])]
-    assert run.log == [("skip", "e", "budget")] and list(batched.jobs) == ["k-a-1", "k-b-1", "k-c-1", "k-d-1"]
+    assert run.log[-1:] == [("skip", "e", "budget")] and list(batched.jobs) == ["k-a-1", "k-b-1", "k-c-1", "k-d-1"]
     assert run.budget.reserved == pytest.approx(0.002) and run.budget.refused == 1
     assert batched.estimates == {"k-c-1": 0.001, "k-d-1": 0.001, "k-e-1": 0.001}  # the stored ones: none
     assert runner.progress.estimate == pytest.approx(0.004)  # the stored batches' runs estimated too
+    assert len(lane.prototype.driver.priced) == 5  # each run priced once
     assert runner.progress.batches == ["old", "b1"] and runner.progress.submitted == 4
     assert run.ev.pending_batches == [(api, "b1")]  # only what this process sent, until collect
 
@@ -318,7 +326,7 @@ def test_collect_polls_until_every_batch_ends_and_fills_its_runs_from_the_answer
     records = [entry for entry in run.log if entry[0] == "record"]
     key, provider, prompt, result, meta, more = records[1][1:]
     assert (key, provider, prompt) == ("k-a-1", "openai:m", "a")
-    assert [m.text if hasattr(m, "text") else m.content for m in result.messages] == [["text"], "Paris"]
+    assert [m.text if hasattr(m, "text") else m.content for m in result.messages] == [["text"], "Paris"]  # the last
     assert meta == {"evaluation": run.ev.id, "row": 0, "provider_key": "openai:a", "variant": None, "repeat": 1,
                     "batch": "b1"}
     assert more == {"text": "Paris", "output": None, "ok": True, "cost": 0.002, "seconds": 10.0, "ttft": None,
@@ -351,16 +359,18 @@ def test_a_batch_gone_from_the_provider_asks_for_no_answers_and_an_unknown_key_i
     store = Store()
     run, api = Run(store=store, budget=None), Api()
     runner = runner_on(run, api, monkeypatch, poll_s=0)
-    asyncio.run(runner.take([lane_of("a")]))
+    asyncio.run(runner.take([lane_of("a", "b")]))
     (batched,) = runner.lanes
     batched.batches["b1"].insert(0, "not-ours")
     del batched.estimates["k-a-1"]  # a run a stored batch held: no estimate held for it
+    batched.estimates["k-b-1"] = 0.0005
     run.writer.error = "the store failed"
     asyncio.run(runner._finish(batched, BatchState("b1", GONE, True)))
     assert api.asked == [] and store.dropped == []  # kept: the commit failed
     assert batched.jobs["k-a-1"].result.error == f"the batch ended ({GONE}) without an answer for this request"
-    assert runner.progress.estimate == pytest.approx(0.001 - 0.001)
-    assert len([e for e in run.log if e[0] == "record"]) == 1
+    assert runner.progress.estimate == pytest.approx(0.002 - 0.001 - 0.0005)  # a: estimated now; b: as held
+    assert run.budget.reserved == pytest.approx(0.002 - 0.0005)  # nothing held for a: nothing released
+    assert len([e for e in run.log if e[0] == "record"]) == 2
 
 
 def test_after_an_interrupt_the_batches_are_left_running_or_cancelled_when_the_person_says_yes(
