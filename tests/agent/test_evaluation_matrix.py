@@ -365,3 +365,95 @@ def test_an_interrupted_run_is_kept_unfinished_and_a_failing_store_is_not_kept(m
     unstored, seen = whole_run(monkeypatch, store=None)
     asyncio.run(unstored.run(list("abcd"), [{"q": 0}]))
     assert seen["kept"] == []
+
+
+def live_cell(monkeypatch, result: Any, exc: BaseException | None = None, **options: Any) -> tuple[_Run, list[Any]]:
+    """A run whose agent runs, record, checks and finish are recorders (`log`), on a clock at 100 s."""
+    monkeypatch.setattr(matrix, "time", SimpleNamespace(monotonic=lambda: 100.0))
+    log: list[Any] = []
+    run = make_run(on_start=lambda cell: log.append(("start", cell.prompt)), **options)
+
+    async def agent_run(agent: Any, prompt: str, given: dict[str, Any]) -> Any:
+        log.append(("send", agent, prompt, given))
+        return result, exc, 2.5, 0.5
+
+    def record(key: Any, provider: str, prompt: str, cell: EvalResult, got: Any, meta: dict[str, Any],
+               **more: Any) -> Any:
+        log.append(("record", key, provider, prompt, cell, got, meta, more))
+        return asyncio.get_running_loop().create_future()
+
+    async def check(cell: EvalResult, row: Any, deadline: float) -> None:
+        log.append(("check", cell.prompt, row, deadline))
+
+    run._agent_run, run._record, run._check = agent_run, record, check  # type: ignore[method-assign]
+    run._fresh = lambda prototype: f"fresh {prototype.provider}"  # type: ignore[method-assign]
+    run._finish = lambda cell: log.append(("finish", cell.prompt))  # type: ignore[method-assign]
+    return run, log
+
+
+def answered(text: str = "Paris", cost: float | None = 0.25, note: str | None = None) -> SimpleNamespace:
+    from ipyagent.core import Usage
+
+    return SimpleNamespace(text=text, output=None, usage=Usage(input_tokens=3, output_tokens=4), cost=cost,
+                           tool_calls=[], error=None, interrupted=False,
+                           metadata={"price_note": note} if note else None)
+
+
+def test_a_live_run_is_sent_fresh_with_its_variants_system_filled_recorded_checked_and_finished(monkeypatch) -> None:
+    result = answered()
+    run, log = live_cell(monkeypatch, result, run_options={"timeout": 7})
+    lane = _Lane("openai:a", 1, prototype=SimpleNamespace(provider="openai:m", timeout=30))
+    cell = _Cell(lane, EvalResult(0, "openai:a", "q0", {}, variant="terse", repeat=1), {"q": 0},
+                 Variant("terse", "", system="be terse"), key="k0")
+    assert asyncio.run(run._run_cell(cell)) == 0.25
+    start, send, record, check, finish = log
+    assert start == ("start", "q0") and send[:3] == ("send", "fresh openai:m", "q0")
+    assert send[3]["timeout"] == 7 and send[3]["options"].system == "be terse"
+    assert record[1:6] == ("k0", "openai:m", "q0", cell.result, result)
+    assert record[6] == {"evaluation": run.ev.id, "row": 0, "provider_key": "openai:a", "variant": "terse", "repeat": 1}
+    assert record[7] == {"text": "Paris", "output": None, "ok": True, "cost": 0.25, "seconds": 2.5, "ttft": 0.5,
+                         "error": None, "usage": result.usage.model_dump()}
+    assert check == ("check", "q0", {"q": 0}, 107.0) and finish == ("finish", "q0")
+    assert (lane.outputs, lane.costs) == ([4], [0.25]) and run.ev.notes == []
+    assert (cell.result.text, cell.result.total_s, cell.result.ttft_s) == ("Paris", 2.5, 0.5)
+
+
+def test_a_failed_run_is_recorded_with_its_error_and_an_unknown_price_noted_once(monkeypatch) -> None:
+    from ipyagent.core import ProviderError
+
+    run, log = live_cell(monkeypatch, None, ProviderError("rate_limit", "slow down"))
+    lane = _Lane("openai:a", 1, prototype=SimpleNamespace(provider="openai:m", timeout=30))
+    failed = job(lane, "q1")
+    assert asyncio.run(run._run_cell(failed)) is None
+    send, record = log[1], log[2]
+    assert send[3] == {} and "options" not in send[3]  # no system of its own: the run options as they are
+    assert record[5] is None and record[7]["ok"] is False and record[7]["usage"] is None
+    assert record[7]["error"] == {"type": "rate_limit", "message": "slow down"} and log[3][3] == 130.0
+    assert (lane.outputs, lane.costs) == ([0], [])
+    for _ in range(2):
+        noted, _log = live_cell(monkeypatch, answered(cost=None, note="no price for m"))
+        noted.ev = run.ev
+        assert asyncio.run(noted._run_cell(job(lane))) is None
+    assert run.ev.notes == ["no price for m"]
+    priced, _log = live_cell(monkeypatch, answered(cost=0.5, note="ignored: the cost is known"))
+    asyncio.run(priced._run_cell(job(lane)))
+    assert priced.ev.notes == []
+
+
+def test_a_workers_run_counts_as_finished_only_after_its_last_run_is_committed(monkeypatch) -> None:
+    run, log = live_cell(monkeypatch, answered())
+    lane = _Lane("openai:a", 1, prototype=SimpleNamespace(provider="openai:m", timeout=30))
+
+    async def two_runs() -> None:
+        await run._run_cell(job(lane, "first"))
+        (worker, first_commit), = run.uncommitted.items()
+        assert worker is asyncio.current_task() and not first_commit.done()
+        asyncio.get_running_loop().call_soon(lambda: (log.append("committed"), first_commit.set_result(None)))
+        await run._run_cell(job(lane, "second"))
+        assert run.uncommitted[worker] is not first_commit
+
+    asyncio.run(two_runs())
+    steps = [entry if isinstance(entry, str) else entry[:2] for entry in log]
+    assert steps[steps.index(("start", "second")):] == [("start", "second"), ("send", "fresh openai:m"),
+                                                        ("record", None), ("check", "second"), "committed",
+                                                        ("finish", "second")]
