@@ -273,7 +273,7 @@ STORED = {"prompt": "stored prompt", "usage": {"input_tokens": 3, "output_tokens
 def test_the_documents_runs_come_back_on_their_columns_with_their_checks() -> None:
     runs = [[0, 3, 1, "ok", False, None, True, None, None, 0.25, [[True, 0.5, "fine"], None], "sent"],
             [1, 0, 0, "ok", True, None, False, None, None, None, 1, None],
-            [5, 1, 0, "failed", False, None, False, "rate_limit", "slow", None, None, None]]
+            [2, 1, 0, "failed", False, None, False, "rate_limit", "slow", None, None, None]]
     store = FakeStore()
     ev = from_document(document(runs), store)
     first, second, third = ev.results
@@ -281,7 +281,7 @@ def test_the_documents_runs_come_back_on_their_columns_with_their_checks() -> No
                                outcomes=[Outcome("c", True, score=0.5, reason="fine")], judge_cost=0.25, cached=True)
     assert second == EvalResult(1, "openai:a", "", {}, variant="v", passed=True,
                                 outcomes=[Outcome("c", True), Outcome("d", True)])
-    assert third == EvalResult(5, "openai:a", "", {}, variant="w", status="failed", passed=False,
+    assert third == EvalResult(2, "openai:a", "", {}, variant="w", status="failed", passed=False,
                                error_type="rate_limit", error="slow")
     assert ev.rows == [{"q": 0}, {}] and ev.id == "e1" and ev.repeat == 2 and ev.store_path == "kept.sqlite"
     assert store.asked == [("runs", []), ("grades", [])]
@@ -293,7 +293,9 @@ def test_a_stored_run_gives_its_answer_and_a_grade_given_since() -> None:
             [1, 0, 0, "ok", True, "r3", False, None, None, None, [], None]]
     bare = {"prompt": None, "metadata": None, "usage": None}
     store = FakeStore(runs={"r1": STORED, "r2": bare}, grades={"r1": {"passed": False, "note": "no"}})
-    first, second, third = from_document(document(runs, variants=None, assertions=None), store).results
+    ev = from_document(document(runs, variants=None, assertions=None, repeat=None), store)
+    first, second, third = ev.results
+    assert ev.repeat == 1 and ev.variants == [] and ev.assertions == []
     assert store.asked == [("runs", ["r1", "r2", "r3"]), ("grades", ["r1", "r2", "r3"])]
     assert first == EvalResult(0, "openai:a", "stored prompt", {"q": 0}, passed=True, text="Paris", output={"c": 1},
                                input_tokens=3, output_tokens=4, cost=0.5, total_s=2.0, ttft_s=0.1,

@@ -176,12 +176,14 @@ def lane_of(*prompts: str, proto: Any = None, name: str = "openai:a") -> _Lane:
 
 
 def test_the_first_request_carries_the_variants_system_the_run_options_and_the_images() -> None:
-    run, lane = Run(settings={"temperature": 0}, output_strategy="tool", images=["img"]), lane_of("hi")
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    run = Run(settings={"temperature": 0}, output_strategy="tool", images=["img"], output_schema=schema)
+    lane = lane_of("hi")
     stack = _stack(run, lane.jobs[0])  # type: ignore[arg-type]
     assert stack.prompt == "hi" and stack.messages[-1].content == ["text", "img"]
     options = stack.options
     assert (options.system, options.settings, options.output_strategy, options.output_schema) == \
-        ("sys", {"temperature": 0}, "tool", None)
+        ("sys", {"temperature": 0}, "tool", schema)
     assert _stack(Run(), lane.jobs[0]).messages[-1].content == ["text"]  # type: ignore[arg-type]
 
 

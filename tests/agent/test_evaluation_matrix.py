@@ -12,7 +12,7 @@ import pytest
 
 from ipyagent.agent import EvalResult, Evaluation
 from ipyagent.agent.evaluation import matrix
-from ipyagent.agent.evaluation.checks import CallableAssertion, Outcome, parse_assertion
+from ipyagent.agent.evaluation.checks import CallableAssertion, Outcome, Stoppable, parse_assertion
 from ipyagent.agent.evaluation.matrix import DEFAULT_OUTPUT_TOKENS, _Cell, _Lane, _Run
 from ipyagent.agent.evaluation.plan import Variant
 from ipyagent.core import ModelSettings
@@ -44,6 +44,11 @@ def test_the_run_sets_its_checks_limit_and_threads() -> None:
     assert function.timeout == 0.25 and text.timeout == 0.25 and function.threads is run.threads
     assert run.batch == {"poll_s": 1} and make_run(batch=True).batch == {} and make_run().batch is None
     assert run.budget.limit == 1.0 and run.claims is None and run.owned == [] and run.writer.session == run.ev.id
+    assert isinstance(run.threads, Stoppable) and make_run(judge_factory=str).judge_factory is str
+    assert (run.judge_lanes, run.digests, run.twins, run.claimed, run.uncommitted) == ({}, {}, {}, set(), {})
+    store = object()
+    stored = make_run(store=store)
+    assert stored.writer.store is store and stored.claims.store is store  # type: ignore[union-attr]
 
 
 def test_a_lane_built_from_a_name_is_owned_and_a_failing_factory_fails_its_lane_only() -> None:
