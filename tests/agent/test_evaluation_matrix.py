@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from ipyagent.agent import EvalResult, Evaluation
 from ipyagent.agent.evaluation import matrix
@@ -200,13 +201,16 @@ def cell_runner(run: _Run, claims: list[bool]) -> list[str]:
     calls: list[str] = []
 
     async def claim(job: _Cell) -> bool:
+        assert isinstance(job, _Cell)
         calls.append("claim")
         return claims.pop(0)
 
     async def wait_for(job: _Cell) -> None:
+        assert isinstance(job, _Cell)
         calls.append("wait")
 
     async def run_cell(job: _Cell) -> float | None:
+        assert isinstance(job, _Cell)
         calls.append("run")
         return 0.25
 
@@ -399,7 +403,7 @@ def live_cell(monkeypatch, result: Any, exc: BaseException | None = None, **opti
 def answered(text: str = "Paris", cost: float | None = 0.25, note: str | None = None) -> SimpleNamespace:
     from ipyagent.core import Usage
 
-    return SimpleNamespace(text=text, output=None, usage=Usage(input_tokens=3, output_tokens=4), cost=cost,
+    return SimpleNamespace(text=text, output={"city": text}, usage=Usage(input_tokens=3, output_tokens=4), cost=cost,
                            tool_calls=[], error=None, interrupted=False,
                            metadata={"price_note": note} if note else None)
 
@@ -416,8 +420,8 @@ def test_a_live_run_is_sent_fresh_with_its_variants_system_filled_recorded_check
     assert send[3]["timeout"] == 7 and send[3]["options"].system == "be terse"
     assert record[1:6] == ("k0", "openai:m", "q0", cell.result, result)
     assert record[6] == {"evaluation": run.ev.id, "row": 0, "provider_key": "openai:a", "variant": "terse", "repeat": 1}
-    assert record[7] == {"text": "Paris", "output": None, "ok": True, "cost": 0.25, "seconds": 2.5, "ttft": 0.5,
-                         "error": None, "usage": result.usage.model_dump()}
+    assert record[7] == {"text": "Paris", "output": {"city": "Paris"}, "ok": True, "cost": 0.25, "seconds": 2.5,
+                         "ttft": 0.5, "error": None, "usage": result.usage.model_dump()}
     assert check == ("check", "q0", {"q": 0}, 107.0) and finish == ("finish", "q0")
     assert (lane.outputs, lane.costs) == ([4], [0.25]) and run.ev.notes == []
     assert (cell.result.text, cell.result.total_s, cell.result.ttft_s) == ("Paris", 2.5, 0.5)
@@ -462,3 +466,44 @@ def test_a_workers_run_counts_as_finished_only_after_its_last_run_is_committed(m
     assert steps[steps.index(("start", "second")):] == [("start", "second"), ("send", "fresh openai:m"),
                                                         ("record", None), ("check", "second"), "committed",
                                                         ("finish", "second")]
+
+
+def test_with_tracing_on_a_cell_runs_inside_its_span(monkeypatch) -> None:
+    import contextlib
+
+    spans = []
+
+    @contextlib.contextmanager
+    def span(name: str, attributes: dict[str, Any], finish: Any) -> Any:
+        spans.append((name, attributes, finish))
+        yield None
+
+    monkeypatch.setattr(matrix, "current_tracing", lambda: object())
+    monkeypatch.setattr(matrix, "evaluation_span", span)
+    monkeypatch.setattr(matrix, "cell_checks", lambda cell: ("the checks of", cell))
+    run = make_run()
+    calls = cell_runner(run, [True])
+    lane = _Lane("openai:a", 1)
+    cell = job(lane)
+    cell.result.variant = "terse"
+    assert asyncio.run(run.run_cell(cell)) == 0.25 and calls == ["claim", "run"]
+    attributes = matrix.cell_attributes(run.ev.id, cell.result)
+    assert spans == [("evaluate openai:a", attributes, ("the checks of", cell.result))]
+    assert spans[0][1]["ipyagent.evaluation.id"] == run.ev.id and spans[0][1]["ipyagent.evaluation.variant"] == "terse"
+
+
+class City(BaseModel):
+    name: str
+
+
+def test_a_stored_runs_output_is_read_with_the_runs_schema(monkeypatch) -> None:
+    run = make_run(run_options={"output_schema": City})
+
+    async def check(cell: EvalResult, row: Any, deadline: float) -> None:
+        pass
+
+    run._check = check  # type: ignore[method-assign]
+    lane = _Lane("openai:a", 1, prototype=SimpleNamespace(timeout=30))
+    served = job(lane, hit={"id": 8, "metadata": {"text": "Lima", "output": {"name": "Lima"}}})
+    asyncio.run(run._run_cell(served))
+    assert served.result.output == City(name="Lima")
