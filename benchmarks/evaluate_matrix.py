@@ -28,8 +28,8 @@ figures issue 25 started from (1,000 rows then: 1.057×, 1.64 ms, 3.1 kB):
   answers the rest ``429, Retry-After: 1``. The other two providers' throughput against a
   run where the third is not limited (target >= 0.90).
 
-* issue 33's round, in one IPython kernel (`kernel_evaluation`, nbclient): a fifth of the rows x 3 at the
-  local server's 0.05 s with 8 runs in flight per provider, through the Python API
+* issue 33's round, in one IPython kernel (`kernel_evaluation`, nbclient): a fifth of the rows x 3 (1,000 at
+  least) at the local server's 0.05 s with 8 runs in flight per provider, through the Python API
   (``ipyagent.evaluate``) and then through ``%%compare --over`` (its live view, its saved output), five
   times in turn; each figure is the median of the five rounds, shown with its range:
   each one's wall time against the ideal ``rows x 0.05 s / 8`` (target <= 1.05 where its CPU allows),
@@ -65,7 +65,8 @@ from pathlib import Path
 from common import ByteServer, fmt, options, print_table, versions, write_json
 from kernel_evaluation import CONCURRENCY as KERNEL_CONCURRENCY
 from kernel_evaluation import WAIT_S as KERNEL_WAIT_S
-from kernel_evaluation import kernel_figures, kernel_verdict, run_in_kernel
+from kernel_evaluation import REPEATS as KERNEL_REPEATS
+from kernel_evaluation import kernel_figures, kernel_verdict, round_rows, run_in_kernel
 from payloads import openai_text
 
 WAIT_S = 0.2
@@ -75,11 +76,6 @@ TARGETS = {"first_vs_ideal": 1.05, "cpu_ms_per_run": 1.0, "beyond_text_bytes_per
            "statistics_s": 0.2, "max_commit_lag_s": 0.25, "others_under_429": 0.90}
 #: Issue 25's starting point (1,000 rows x 3 providers): first run / ideal, kernel CPU per run, memory per cell.
 TODAY = {"first_vs_ideal": 1.057, "cpu_ms_per_run": 1.64, "beyond_text_bytes_per_cell": 3100.0}
-#: Issue 33's round runs this many times in one kernel, the API and the magic in turn (A/B/A/B), each over this
-#: share of the rows (48 at least): the verdict reads each figure's median. One round of the same code read the
-#: API's CPU per run 1.87 and 2.30 ms, and magic / API 0.86-1.21; five rounds of 2,000 rows take about the time
-#: one of 10,000 did (the saved output is capped near 1 MB at either size).
-KERNEL_REPEATS, KERNEL_ROWS_SHARE = 5, 0.2
 #: ``*_vs_floor`` is the first reading of "1.05x the ideal where the CPU allows"; ``*_vs_run_floor`` the floor
 #: that a run's own CPU allows (`kernel_figures`), printed beside it.
 KERNEL_TARGETS = {"magic_vs_api_cpu": 1.1, "api_cpu_ms_per_run": 1.0, "saved_mb": 1.0, "api_vs_floor": 1.05,
@@ -346,7 +342,7 @@ def main() -> int:
             others = ["openai:q0", "openai:q1"]
             under_429 = throughput(limited, others) / throughput(base, others)
             server_stats = stats(server.url)
-            kernel_rows = max(48, int(rows_n * KERNEL_ROWS_SHARE))
+            kernel_rows = round_rows(rows_n)
             kernel = run_in_kernel(f"{server.url}/v1", Path(folder), ["openai:k0", "openai:k1", "openai:k2"],
                                    kernel_rows, kernel_rows // 10, KERNEL_CONCURRENCY, KERNEL_REPEATS, server.pid)
     runs = rows_n * len(PROVIDERS)

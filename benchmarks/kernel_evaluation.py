@@ -24,6 +24,14 @@ CHECKS = ("contains:{{ row.id }}", "icontains:the")
 TEMPLATE = "Answer briefly. {{ row.question }}"
 #: The round: the local server's 0.05 s, 8 runs in flight per provider (its ideal: rows / 8 x 0.05 s).
 WAIT_S, CONCURRENCY = 0.05, 8
+#: The round runs this many times in one kernel, the API and the magic in turn (A/B/A/B), and the verdict reads
+#: each figure's median: one round of the same code read the API's CPU per run 1.87 and 2.30 ms, and magic / API
+#: 0.86-1.21. Five rounds of 2,000 rows take about the time one of 10,000 did (the saved output is capped near
+#: 1 MB at either size).
+REPEATS, ROWS_SHARE = 5, 0.2
+#: The fewest rows a round takes unless the run has fewer: the magic's end (its saved output, 0.14-0.24 s of the
+#: kernel's main thread, about the same at 100 rows as at 1,000) would weigh on its CPU per run in short rounds.
+ROUND_ROWS_LEAST = 1_000
 
 _SETUP = """\
 import gc, json, os, time
@@ -166,6 +174,12 @@ def run_in_kernel(base: str, folder: Path, ids: list[str], rows: int, small: int
     found["saved_bytes"], found["saved_small_bytes"] = saved(magic[0]), saved(magic[-1])
     found["widget_state_bytes"] = len(json.dumps(nb.metadata.get("widgets", {})).encode())
     return found
+
+
+def round_rows(rows: int) -> int:
+    """The rows of each round of a run over `rows`: a fifth (`ROWS_SHARE`), but `ROUND_ROWS_LEAST` at least, and
+    never more than `rows` (10,000: 2,000; ``--medium``'s 1,000: 1,000; ``--quick``'s 48: 48)."""
+    return min(rows, max(ROUND_ROWS_LEAST, int(rows * ROWS_SHARE)))
 
 
 def spread(values: Sequence[float | None]) -> dict[str, float] | None:

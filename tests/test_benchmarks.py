@@ -176,3 +176,8 @@ def test_a_round_s_cpu_is_also_read_in_pieces_of_the_machine_s_speed_meanwhile()
     assert one["magic_vs_api_pieces"] == pytest.approx(1.1)
     found["api"][0]["speed_n"] = 0  # no piece timed (a round shorter than the first): no figure
     assert module.kernel_figures(found, 100, 3)["rounds"][0]["magic_vs_api_pieces"] is None
+
+
+def test_a_kernel_round_takes_a_fifth_of_the_rows_but_not_so_few_that_the_magic_s_end_weighs():
+    round_rows = _kernel_evaluation().round_rows
+    assert [round_rows(n) for n in (10_000, 20_000, 1_000, 3_000, 48)] == [2_000, 4_000, 1_000, 1_000, 48]
