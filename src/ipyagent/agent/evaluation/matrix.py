@@ -21,8 +21,8 @@ from ..telemetry.tracing import current as current_tracing
 from ..telemetry.trace_spans import cell_attributes, cell_checks, evaluation_span
 from .batch import BatchRunner
 from .cache import CacheClaims, CacheWriter, ClaimQueue
-from .cells import CellRuns, _fill, _from_cache, _rates
-from .checks import Assertion, CallableAssertion, JudgeAssertion, Outcome, Stoppable
+from .cells import CellRuns, _fill, _from_cache, _rates, checked_at_once
+from .checks import Assertion, CallableAssertion, JudgeAssertion, Stoppable
 from .history import keep
 from .plan import Plan, Variant, make_plan
 from .results import EvalResult, Evaluation
@@ -98,6 +98,7 @@ class _Run(CellRuns, CacheClaims):
         self.claimed: set[str] = set()  # cache keys this evaluation claimed in the store (`_claim`)
         self.uncommitted: dict[asyncio.Task[Any] | None, asyncio.Future[None]] = {}  # a worker's last commit
         self.threads = Stoppable()  # synchronous python: checks run there
+        self.checked_at_once = checked_at_once(assertions)  # a cell from the store served without a coroutine
         for check in assertions:
             check.timeout = check_timeout
             if isinstance(check, CallableAssertion):
@@ -267,16 +268,6 @@ class _Run(CellRuns, CacheClaims):
                 job.lane.jobs.append(job)
         return [job for job in cells if job.hit is not None]
 
-    def _unsent(self, cell: EvalResult, template_error: str | None, lane_error: BaseException | None) -> None:
-        """A run that is never sent: its row could not be rendered, or its provider could not be built."""
-        if template_error is not None:
-            cell.status, cell.error_type, cell.error = "template_error", "template", template_error
-        else:
-            _fill(cell, None, lane_error, 0.0, None)
-            cell.outcomes = [Outcome(a.name, False, reason="not checked: the run failed") for a in self.assertions]
-            cell.passed = False
-        self._finish(cell)
-
     async def run(self, entries: list[Agent | str], rows: list[Any]) -> Evaluation:
         ev = self.ev
         plan = make_plan(self.variants, rows, self.assertions, namespace=self.namespace, raw=self.raw,
@@ -305,8 +296,14 @@ class _Run(CellRuns, CacheClaims):
         finished = False
         try:
             cached.reverse()
+            at_once = self.checked_at_once and current_tracing() is None  # else each cell in its span (`run_cell`)
             while cached:  # served from the store: no request, no lane; each let go once served
-                await self.run_cell(cached.pop())
+                job = cached.pop()
+                if at_once:  # the decoded run let go with the call
+                    hit: Any = job.hit
+                    self._serve(job.result, hit if isinstance(hit, dict) else cached_run(hit), job.row)
+                else:
+                    await self.run_cell(job)
             live = Scheduler(lanes, self.budget, estimate=self.estimate, run=self.run_cell, skip=self.skip)
             if self.batch is None:
                 await live.run()
