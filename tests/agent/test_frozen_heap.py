@@ -49,3 +49,31 @@ def test_an_evaluation_runs_with_the_heap_frozen(store) -> None:
                       on_result=lambda r: seen.append(gc.get_freeze_count()))
     assert len(ev.results) == 2 and len(seen) == 2 and all(seen)
     assert gc.get_freeze_count() == 0
+
+
+
+def _queued_cells_frozen(store) -> list[bool]:
+    """Whether each result of an evaluation of 3 rows x 2 was frozen when it was given (tracked, yet in
+    none of the collector's generations: `gc.get_objects` leaves the frozen out)."""
+    seen: list[bool] = []
+
+    def frozen(result) -> None:
+        seen.append(gc.is_tracked(result) and not any(o is result for o in gc.get_objects()))
+
+    with StubServer(responder=answering(lambda q: "ok")) as server:
+        evaluate([Agent("openai:m", base_url=server.url), Agent("openai:n", base_url=server.url)], "{{ row }}",
+                 ["a", "b", "c"], store=store, on_result=frozen)
+    return seen
+
+
+def test_the_matrix_queued_is_frozen_with_the_heap(store) -> None:
+    """Its cells live till the end: the evaluation's full collections need not go over them."""
+    assert _queued_cells_frozen(store) == [True] * 6
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_freeze_the_user_made_is_not_added_to(store) -> None:
+    gc.freeze()
+    theirs = gc.get_freeze_count()
+    assert _queued_cells_frozen(store) == [False] * 6
+    assert gc.get_freeze_count() <= theirs  # some of what they froze may have died since

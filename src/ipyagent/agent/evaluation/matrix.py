@@ -6,6 +6,7 @@ cache key and claim are `cache`."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import statistics
 import time
 from collections.abc import Callable, Coroutine
@@ -268,7 +269,8 @@ class _Run(CellRuns, CacheClaims):
                 job.lane.jobs.append(job)
         return [job for job in cells if job.hit is not None]
 
-    async def run(self, entries: list[Agent | str], rows: list[Any]) -> Evaluation:
+    async def run(self, entries: list[Agent | str], rows: list[Any], *, frozen: bool = False) -> Evaluation:
+        """`frozen`: the heap before it is frozen (`runner.frozen_heap`); then so is the matrix queued (it lives on)."""
         ev = self.ev
         plan = make_plan(self.variants, rows, self.assertions, namespace=self.namespace, raw=self.raw,
                          redacting=self.redacting)
@@ -282,6 +284,8 @@ class _Run(CellRuns, CacheClaims):
         if base is not None:  # the columns are named by what was built (a cassette by its recorded model)
             ev.baseline = ev.columns[base]
         cached = self._queue(lanes, rows, plan)
+        if frozen:
+            gc.freeze()
         built = [lane for lane in lanes if lane.prototype is not None]
         previous = [lane.prototype.driver.rate_gate for lane in built]  # type: ignore[union-attr]
         for lane in built:

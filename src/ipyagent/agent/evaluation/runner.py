@@ -138,11 +138,10 @@ async def _run_matrix(
     matrix = _Run(ev, store=opened, cache=cache, **run)
     ev.started = time.monotonic()
     try:
-        with frozen_heap(), evaluation_span("evaluation", {"gen_ai.operation.name": "evaluate",
-                                                           "ipyagent.evaluation.id": ev.id,
-                                                           "ipyagent.evaluation.rows": len(rows),
-                                                           "ipyagent.evaluation.columns": list(ev.providers)}):
-            return await matrix.run(entries, rows)
+        attributes = {"gen_ai.operation.name": "evaluate", "ipyagent.evaluation.id": ev.id,
+                      "ipyagent.evaluation.rows": len(rows), "ipyagent.evaluation.columns": list(ev.providers)}
+        with frozen_heap() as frozen, evaluation_span("evaluation", attributes):
+            return await matrix.run(entries, rows, frozen=frozen)
     except asyncio.CancelledError:
         ev.interrupted = True
         raise
