@@ -70,3 +70,29 @@ def test_a_worker_sends_its_next_request_before_its_last_run_is_committed(store,
     assert at["commit q0"] < at["finish q1"], log  # nor counts the next run as finished before it
     assert at["finish q0"] < at["send q1"], log
     assert sorted(row["prompt"] for row in store._db.execute("SELECT prompt FROM runs")) == ["q0", "q1", "q2"]
+
+
+def test_without_the_cache_a_workers_next_request_waits_for_its_last_commit(store, monkeypatch) -> None:
+    """With ``cache=False`` no claim is taken (whose turn comes after the commit's): the worker waits for its
+    last run's commit before it sends the next request, so a killed kernel has sent at most one finished run a
+    worker that is not in the store, as with the cache on."""
+    log: list[tuple[str, str]] = []
+    flush, agent_run = cache.CacheWriter.flush, cells.CellRuns._agent_run
+
+    def logged(self: cache.CacheWriter) -> None:
+        log.extend(("commit", record["run"]["prompt"]) for _, record, _ in self.pending)
+        flush(self)
+
+    async def run(self: Any, agent: Any, prompt: str, options: Any) -> Any:
+        log.append(("send", prompt))
+        return await agent_run(self, agent, prompt, options)
+
+    monkeypatch.setattr(cache.CacheWriter, "flush", logged)
+    monkeypatch.setattr(cache.CacheWriter, "close", logged)
+    monkeypatch.setattr(matrix._Run, "_agent_run", run)
+    with StubServer(responder=answering(lambda q: "ok")) as server:
+        ev = evaluate([Agent("openai:m", base_url=server.url)], "{{ row }}", ["q0", "q1", "q2"], concurrency=1,
+                      store=store, cache=False)
+    assert [r.status for r in ev.ordered()] == ["ok"] * 3
+    at = {f"{event} {prompt}": n for n, (event, prompt) in enumerate(log)}
+    assert at["commit q0"] < at["send q1"] and at["commit q1"] < at["send q2"], log

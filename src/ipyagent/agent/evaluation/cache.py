@@ -206,7 +206,7 @@ CLAIM_MARGIN_S = 60.0
 class CacheClaims:
     """A mixin of `matrix._Run`: each cell's cache key, and the claims by which processes sharing a
     store send each request once. Uses the run's `run_options`, `cache`, `store`, `claims`, `digests`,
-    `twins` and `claimed`."""
+    `twins`, `claimed` and `uncommitted`."""
 
     def _key(self, prototype: Agent, prompt: str, variant: Variant | None = None, repeat: int = 0) -> str | None:
         """The cache key of the `repeat`-th run of `prompt` on `prototype` in `variant` (its system
@@ -257,6 +257,16 @@ class CacheClaims:
         self.claimed.add(job.key)
         job.hit = hit  # stored since the matrix was queued
         return True
+
+    async def _after_last_commit(self) -> None:
+        """Before a run's request: the worker's last run committed. A claim's turn comes after that commit's
+        (both queued in the same turn, the commit first); with the cache off no claim is taken (`_claim`
+        returns at once), so the commit is awaited here: a killed kernel has sent at most one finished run a
+        worker that is not in the store."""
+        if not self.cache and self.store is not None:
+            last = self.uncommitted.get(asyncio.current_task())
+            if last is not None and not last.done():
+                await last
 
     async def _wait_for(self, job: _Cell) -> None:
         """While another process sends the cell's request: its run once stored (`job.hit`), or the claim

@@ -153,6 +153,7 @@ class _Run(CellRuns, CacheClaims):
             hit = job.hit if isinstance(job.hit, dict) else cached_run(job.hit)
             _from_cache(cell, hit, self.run_options.get("output_schema"))
         else:
+            await self._after_last_commit()
             if self.on_start is not None:
                 self.on_start(cell)
             options = self.run_options
@@ -270,7 +271,6 @@ class _Run(CellRuns, CacheClaims):
         return [job for job in cells if job.hit is not None]
 
     async def run(self, entries: list[Agent | str], rows: list[Any], *, frozen: bool = False) -> Evaluation:
-        """`frozen`: the heap before it is frozen (`runner.frozen_heap`); then so is the matrix queued (it lives on)."""
         ev = self.ev
         plan = make_plan(self.variants, rows, self.assertions, namespace=self.namespace, raw=self.raw,
                          redacting=self.redacting)
@@ -284,7 +284,7 @@ class _Run(CellRuns, CacheClaims):
         if base is not None:  # the columns are named by what was built (a cassette by its recorded model)
             ev.baseline = ev.columns[base]
         cached = self._queue(lanes, rows, plan)
-        if frozen:
+        if frozen:  # the heap before it is (`runner.frozen_heap`): so is the matrix queued, which lives on
             gc.freeze()
         built = [lane for lane in lanes if lane.prototype is not None]
         previous = [lane.prototype.driver.rate_gate for lane in built]  # type: ignore[union-attr]
