@@ -318,7 +318,8 @@ def test_an_id_is_looked_up_in_the_store_given_and_a_store_opened_for_it_is_clos
                                     "evaluations were kept whole); run its cell again")
     store.evaluation("e1")  # the store given is left open
     closed = []
-    monkeypatch.setattr(RunStore, "close", lambda self: closed.append(self.path))
+    close = RunStore.close
+    monkeypatch.setattr(RunStore, "close", lambda self: (closed.append(self.path), close(self))[0])
     assert load_evaluation("e1", store=tmp_path / "runs.sqlite").id == "e1" and len(closed) == 1
     with pytest.raises(KeyError):
         load_evaluation("old", store=str(tmp_path / "runs.sqlite"))
