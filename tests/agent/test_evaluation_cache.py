@@ -1,0 +1,172 @@
+"""The evaluation cache's keys and its group commits and claims (`agent/evaluation/cache.py`), with a
+hand-made driver and store: a request's key and each prompt's and repeat's, the runs that end in one turn
+of the loop committed in one transaction, a store that fails, and the claims of one turn taken together
+(one at a time when the store fails)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ipyagent.agent.evaluation import cache
+from ipyagent.agent.evaluation.cache import CacheWriter, ClaimQueue, json_output, prompt_key, request_key
+from ipyagent.core import Message
+from ipyagent.core.prompt_stack import to_blocks
+from ipyagent.memory import message_json
+
+
+class Driver:
+    provider, model, base_url = "openai", "m1", "http://host/v1"
+
+    def __init__(self, strategy: str = "native", refuse: bool = False) -> None:
+        self.strategy, self.refuse = strategy, refuse
+
+    def check_capabilities(self, stack: Any) -> None:
+        if self.refuse:
+            raise ValueError("no tools on this model")
+
+    def output_strategy(self, stack: Any) -> str:
+        return self.strategy
+
+    def build_request(self, stack: Any) -> tuple[str, dict[str, Any]]:
+        return "/chat/completions", {"stack": stack, "é": 1}
+
+
+def test_a_requests_key_is_the_digest_of_its_first_request_and_what_shapes_the_run(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    doc = {"v": 1, "provider": "openai", "model": "m1", "base_url": "http://host/v1", "path": "/chat/completions",
+           "body": {"stack": "s", "é": 1}, "max_steps": 3}
+    text = json.dumps(doc, sort_keys=True, default=str, separators=(",", ":"))
+    assert request_key(Driver(), "s", {"max_steps": 3}) == hashlib.sha256(text.encode()).hexdigest()
+    monkeypatch.setattr(cache, "with_rule_instruction", lambda stack: f"{stack} with the rule")
+    assert request_key(Driver("rule"), "s", {}) == request_key(Driver(), "s with the rule", {})
+    assert request_key(Driver(refuse=True), "s", {}) is None
+
+
+def test_each_prompt_and_repeat_has_its_own_key_and_no_digest_none() -> None:
+    assert prompt_key("d", "p") == hashlib.sha256(b"d\x00p").hexdigest() == prompt_key("d", "p", 0)
+    assert prompt_key("d", "p", 2) == hashlib.sha256(b"d\x00p\x002").hexdigest()
+    assert prompt_key(None, "p") is None
+
+
+def test_a_structured_output_is_dumped_as_json_data() -> None:
+    assert json_output(SimpleNamespace(model_dump=lambda mode: {"mode": mode})) == {"mode": "json"}
+    assert json_output({"a": 1}) == {"a": 1} and json_output(None) is None
+
+
+class Store:
+    def __init__(self, fail: BaseException | None = None) -> None:
+        self.fail, self.commits = fail, []
+
+    def add_finished_runs(self, records: list[dict[str, Any]]) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.commits.append(records)
+
+
+def add(writer: CacheWriter, status: str = "ok", result: Any = None) -> Any:
+    return writer.add(key="k", provider="openai:m1", prompt="p", status=status, result=result,
+                      figures={"cost": 0.5}, metadata={"text": "Paris"}, run_id="r1", claim="k")
+
+
+def test_a_run_is_recorded_with_its_messages_and_its_key_only_when_ok() -> None:
+    store = Store()
+    writer = CacheWriter(store, session="e1")  # type: ignore[arg-type]
+    messages = [Message(role="user", content=to_blocks("q")), Message(role="assistant", content=to_blocks("Paris"))]
+    assert add(writer, result=SimpleNamespace(messages=messages)) is None  # no loop: kept for flush
+    assert add(writer, "failed") is None and store.commits == []
+    writer.close()
+    ok, failed = store.commits[0]
+    assert ok["run"] == {"id": "r1", "thread": "evaluation", "session": "e1", "provider": "openai", "model": "m1",
+                         "status": "ok", "prompt": "p", "cache_key": "k", "metadata": {"text": "Paris"}, "cost": 0.5}
+    assert ok["nodes"] == [{"kind": "message", "role": "user", "data": message_json(messages[0]), "provider": None},
+                           {"kind": "message", "role": "assistant", "data": message_json(messages[1]),
+                            "provider": "openai"}]
+    assert ok["claim"] == "k" and failed["run"]["cache_key"] is None and failed["nodes"] == []
+    assert (writer.written, writer.commits, writer.pending) == (2, 1, [])
+    writer.flush()
+    assert writer.commits == 1  # nothing queued: no transaction
+
+
+def test_the_runs_ending_in_one_turn_are_committed_together_the_next_turn() -> None:
+    store = Store()
+    writer = CacheWriter(store)  # type: ignore[arg-type]
+
+    async def turns() -> list[bool]:
+        first, second = add(writer), add(writer)
+        seen = [first.done(), len(store.commits) == 0]
+        await first
+        seen += [second.done(), len(store.commits[0]) == 2]
+        await add(writer)
+        return seen
+
+    assert asyncio.run(turns()) == [False, True, True, True]
+    assert [len(records) for records in store.commits] == [2, 1] and writer.commits == 2 and writer.max_lag_s >= 0
+
+
+def test_a_store_that_fails_stops_the_writing_and_says_why_and_no_store_writes_nothing() -> None:
+    writer = CacheWriter(Store(OSError("disk full")))  # type: ignore[arg-type]
+
+    async def fail() -> Any:
+        done = add(writer)
+        await done
+        return done
+
+    assert asyncio.run(fail()).result() is None
+    assert writer.error == "the run store stopped recording the evaluation: OSError: disk full"
+    assert add(writer) is None and writer.pending == [] and writer.written == 0
+    assert add(CacheWriter(None)) is None
+
+
+class ClaimStore:
+    def __init__(self, taken: set[str], stored: dict[str, Any], fail_many: bool = False) -> None:
+        self.taken, self.stored, self.fail_many, self.asked = taken, stored, fail_many, []
+
+    def claim_many(self, claims: list[tuple[str, float]]) -> set[str]:
+        self.asked.append(("many", claims))
+        if self.fail_many:
+            raise ConnectionError("lost")
+        return {key for key, _ in claims if key in self.taken}
+
+    def claim(self, key: str, lease: float) -> bool:
+        self.asked.append(("one", key, lease))
+        if key == "broken":
+            raise ConnectionError("gone")
+        return key in self.taken
+
+    def cached_runs(self, keys: list[str]) -> dict[str, Any]:
+        self.asked.append(("runs", keys))
+        return {k: self.stored[k] for k in keys if k in self.stored}
+
+
+def claims(store: ClaimStore, *keys: str) -> list[Any]:
+    queue = ClaimQueue(store)  # type: ignore[arg-type]
+
+    async def take() -> list[Any]:
+        futures = [queue.claim(key, 30.0) for key in keys]
+        return list(await asyncio.gather(*futures, return_exceptions=True))
+
+    out = asyncio.run(take())
+    out.append(queue.transactions)
+    return out
+
+
+def test_the_claims_of_one_turn_are_taken_together_with_the_runs_stored_under_those_taken() -> None:
+    store = ClaimStore({"a", "c"}, {"c": {"id": "r9"}})
+    assert claims(store, "a", "b", "c") == [(True, None), (False, None), (True, {"id": "r9"}), 1]
+    assert store.asked == [("many", [("a", 30.0), ("b", 30.0), ("c", 30.0)]), ("runs", ["a", "c"])]
+    none = ClaimStore(set(), {})
+    assert claims(none, "b") == [(False, None), 1] and none.asked == [("many", [("b", 30.0)])]
+
+
+def test_a_failing_batch_of_claims_is_taken_one_at_a_time_and_a_failing_one_raises() -> None:
+    store = ClaimStore({"a"}, {"a": {"id": "r1"}}, fail_many=True)
+    a, b, broken, transactions = claims(store, "a", "b", "broken")
+    assert (a, b, transactions) == ((True, {"id": "r1"}), (False, None), 0)
+    assert isinstance(broken, ConnectionError) and str(broken) == "gone"
+    assert store.asked[1:] == [("one", "a", 30.0), ("runs", ["a"]), ("one", "b", 30.0), ("one", "broken", 30.0)]
