@@ -6,6 +6,7 @@ of the loop committed in one transaction, a store that fails, and the claims of 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import hashlib
 import json
 from types import SimpleNamespace
@@ -27,10 +28,12 @@ class Driver:
         self.strategy, self.refuse = strategy, refuse
 
     def check_capabilities(self, stack: Any) -> None:
+        assert stack is not None
         if self.refuse:
             raise ValueError("no tools on this model")
 
     def output_strategy(self, stack: Any) -> str:
+        assert stack is not None
         return self.strategy
 
     def build_request(self, stack: Any) -> tuple[str, dict[str, Any]]:
@@ -40,9 +43,10 @@ class Driver:
 def test_a_requests_key_is_the_digest_of_its_first_request_and_what_shapes_the_run(
         monkeypatch: pytest.MonkeyPatch) -> None:
     doc = {"v": 1, "provider": "openai", "model": "m1", "base_url": "http://host/v1", "path": "/chat/completions",
-           "body": {"stack": "s", "é": 1}, "max_steps": 3}
-    text = json.dumps(doc, sort_keys=True, default=str, separators=(",", ":"))
-    assert request_key(Driver(), "s", {"max_steps": 3}) == hashlib.sha256(text.encode()).hexdigest()
+           "body": {"stack": "s", "é": 1}, "max_steps": 3, "when": "2026-12-07"}  # what JSON cannot hold: its str
+    text = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    extra = {"max_steps": 3, "when": datetime.date(2026, 12, 7)}
+    assert request_key(Driver(), "s", extra) == hashlib.sha256(text.encode()).hexdigest()
     monkeypatch.setattr(cache, "with_rule_instruction", lambda stack: f"{stack} with the rule")
     assert request_key(Driver("rule"), "s", {}) == request_key(Driver(), "s with the rule", {})
     assert request_key(Driver(refuse=True), "s", {}) is None
@@ -69,8 +73,8 @@ class Store:
         self.commits.append(records)
 
 
-def add(writer: CacheWriter, status: str = "ok", result: Any = None) -> Any:
-    return writer.add(key="k", provider="openai:m1", prompt="p", status=status, result=result,
+def add(writer: CacheWriter, status: str = "ok", result: Any = None, provider: str = "openai:m1") -> Any:
+    return writer.add(key="k", provider=provider, prompt="p", status=status, result=result,
                       figures={"cost": 0.5}, metadata={"text": "Paris"}, run_id="r1", claim="k")
 
 
@@ -88,9 +92,12 @@ def test_a_run_is_recorded_with_its_messages_and_its_key_only_when_ok() -> None:
                            {"kind": "message", "role": "assistant", "data": message_json(messages[1]),
                             "provider": "openai"}]
     assert ok["claim"] == "k" and failed["run"]["cache_key"] is None and failed["nodes"] == []
-    assert (writer.written, writer.commits, writer.pending) == (2, 1, [])
+    add(writer, provider="ollama:llama3:8b")
     writer.flush()
-    assert writer.commits == 1  # nothing queued: no transaction
+    assert (store.commits[1][0]["run"]["provider"], store.commits[1][0]["run"]["model"]) == ("ollama", "llama3:8b")
+    assert (writer.written, writer.commits, writer.pending) == (3, 2, [])
+    writer.flush()
+    assert writer.commits == 2  # nothing queued: no transaction
 
 
 def test_the_runs_ending_in_one_turn_are_committed_together_the_next_turn() -> None:
@@ -144,10 +151,12 @@ class ClaimStore:
         return {k: self.stored[k] for k in keys if k in self.stored}
 
 
-def claims(store: ClaimStore, *keys: str) -> list[Any]:
+def claims(store: ClaimStore, *keys: str, turns: int = 1) -> list[Any]:
     queue = ClaimQueue(store)  # type: ignore[arg-type]
 
     async def take() -> list[Any]:
+        for _ in range(turns - 1):
+            await queue.claim(keys[0], 30.0)
         futures = [queue.claim(key, 30.0) for key in keys]
         return list(await asyncio.gather(*futures, return_exceptions=True))
 
@@ -162,6 +171,7 @@ def test_the_claims_of_one_turn_are_taken_together_with_the_runs_stored_under_th
     assert store.asked == [("many", [("a", 30.0), ("b", 30.0), ("c", 30.0)]), ("runs", ["a", "c"])]
     none = ClaimStore(set(), {})
     assert claims(none, "b") == [(False, None), 1] and none.asked == [("many", [("b", 30.0)])]
+    assert claims(none, "b", turns=3)[-1] == 3  # one transaction a turn
 
 
 def test_a_failing_batch_of_claims_is_taken_one_at_a_time_and_a_failing_one_raises() -> None:
