@@ -180,3 +180,75 @@ def test_a_failing_batch_of_claims_is_taken_one_at_a_time_and_a_failing_one_rais
     assert (a, b, transactions) == ((True, {"id": "r1"}), (False, None), 0)
     assert isinstance(broken, ConnectionError) and str(broken) == "gone"
     assert store.asked[1:] == [("one", "a", 30.0), ("runs", ["a"]), ("one", "b", 30.0), ("one", "broken", 30.0)]
+
+
+class Claims(cache.CacheClaims):
+    """What `CacheClaims` reads of `matrix._Run`."""
+
+    def __init__(self, claims: Any = None, cache_on: bool = True, **run_options: Any) -> None:
+        self.run_options, self.cache, self.claims = run_options, cache_on, claims
+        self.digests, self.twins, self.claimed = {}, {}, set()
+
+
+def test_a_column_sending_the_very_same_request_again_gets_a_digest_of_its_own() -> None:
+    host = Claims()
+    assert host._own_digest(None) is None and host.twins == {}
+    assert host._own_digest("d") == "d"
+    assert host._own_digest("d") == hashlib.sha256(b"d\x00column 2").hexdigest()
+    assert host._own_digest("d") == hashlib.sha256(b"d\x00column 3").hexdigest() and host.twins == {"d": 3}
+
+
+def test_a_cells_key_hashes_its_prompt_with_the_request_built_once_per_agent_and_system() -> None:
+    built: list[Any] = []
+
+    def prompt_stack(prompt: str, options: Any) -> Any:
+        built.append((prompt, options))
+        return SimpleNamespace(messages=[SimpleNamespace(content=["text"])], prompt=prompt)
+
+    agent = SimpleNamespace(prompt_stack=prompt_stack, driver=Driver(), max_steps=4, uses_react=False)
+    host = Claims(settings={"temperature": 0}, output_strategy="tool", images=["img"])
+    variant = SimpleNamespace(system="be terse")
+    first = host._key(agent, "q1", variant)  # type: ignore[arg-type]
+    assert host._key(agent, "q2", variant, 1) == prompt_key(host.digests[(id(agent), "be terse")], "q2", 1)
+    assert len(built) == 1 and built[0][0] == cache.PLACEHOLDER
+    options = built[0][1]
+    assert (options.system, options.settings, options.output_strategy) == ("be terse", {"temperature": 0}, "tool")
+    stack = SimpleNamespace(messages=[SimpleNamespace(content=["text", "img"])], prompt=cache.PLACEHOLDER)
+    digest = request_key(Driver(), stack, {"max_steps": 4, "react": False})
+    assert first == prompt_key(digest, "q1")
+    host._key(agent, "q1")  # no variant: the agent's own system, another request
+    assert len(built) == 2 and built[1][1].system is None and len(host.digests) == 2
+
+
+def claim_job(key: str | None = "k", hit: Any = None, timeout: float | None = 30.0) -> Any:
+    return SimpleNamespace(key=key, hit=hit, lane=SimpleNamespace(prototype=SimpleNamespace(timeout=timeout)))
+
+
+def test_a_cell_is_claimed_for_its_deadline_and_a_margin_and_served_when_stored_meanwhile() -> None:
+    leases: list[Any] = []
+
+    class Queue:
+        def __init__(self, answer: Any) -> None:
+            self.answer = answer
+
+        async def claim(self, key: str, lease: float) -> Any:
+            leases.append((key, lease))
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    async def claimed(host: Claims, job: Any) -> bool:
+        return await host._claim(job)
+
+    ours = Claims(Queue((True, {"id": "r1"})))
+    job = claim_job()
+    assert asyncio.run(claimed(ours, job)) is True and job.hit == {"id": "r1"} and ours.claimed == {"k"}
+    assert leases == [("k", 30.0 + 60.0)]
+    theirs = Claims(Queue((False, None)), timeout=5)
+    assert asyncio.run(claimed(theirs, claim_job())) is False and theirs.claimed == set() and leases[-1][1] == 65.0
+    assert asyncio.run(claimed(Claims(Queue((True, None))), claim_job(timeout=None))) and leases[-1][1] == 660.0
+    assert asyncio.run(claimed(Claims(Queue(OSError("down"))), claim_job())) is True  # a failing store: sent
+    for host, job in ((Claims(Queue((False, None))), claim_job(hit={"id": 1})), (ours, claim_job(key=None)),
+                      (Claims(Queue((False, None)), cache_on=False), claim_job()), (Claims(None), claim_job())):
+        assert asyncio.run(claimed(host, job)) is True
+    assert len(leases) == 4
