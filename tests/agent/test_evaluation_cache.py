@@ -252,3 +252,36 @@ def test_a_cell_is_claimed_for_its_deadline_and_a_margin_and_served_when_stored_
                       (Claims(Queue((False, None)), cache_on=False), claim_job()), (Claims(None), claim_job())):
         assert asyncio.run(claimed(host, job)) is True
     assert len(leases) == 4
+
+
+def test_the_writer_keeps_the_longest_wait_from_a_runs_end_to_its_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = SimpleNamespace(monotonic=lambda: 10.0)
+    monkeypatch.setattr(cache, "time", clock)
+    writer = CacheWriter(Store())  # type: ignore[arg-type]
+    add(writer)
+    clock.monotonic = lambda: 10.25
+    add(writer)
+    clock.monotonic = lambda: 10.5
+    writer.flush()
+    assert writer.max_lag_s == 0.5  # from the first run queued
+    add(writer)
+    clock.monotonic = lambda: 10.75
+    writer.flush()
+    assert writer.max_lag_s == 0.5 and CacheWriter(None).max_lag_s == 0.0
+
+
+def test_the_claims_left_are_given_up_at_the_end_whatever_the_store_says() -> None:
+    released: list[Any] = []
+
+    def release(keys: list[str]) -> None:
+        released.append(keys)
+        raise OSError("gone")  # they run out with their lease
+
+    host = Claims()
+    host.store, host.claimed = SimpleNamespace(release=release), {"b", "a"}
+    host._release()
+    assert released == [["a", "b"]] and host.claimed == set()
+    host._release()  # nothing left: the store is not asked
+    host.store, host.claimed = None, {"c"}
+    host._release()
+    assert released == [["a", "b"]] and host.claimed == {"c"}
