@@ -206,13 +206,15 @@ def test_a_cells_key_hashes_its_prompt_with_the_request_built_once_per_agent_and
         return SimpleNamespace(messages=[SimpleNamespace(content=["text"])], prompt=prompt)
 
     agent = SimpleNamespace(prompt_stack=prompt_stack, driver=Driver(), max_steps=4, uses_react=False)
-    host = Claims(settings={"temperature": 0}, output_strategy="tool", images=["img"])
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    host = Claims(settings={"temperature": 0}, output_strategy="tool", images=["img"], output_schema=schema)
     variant = SimpleNamespace(system="be terse")
     first = host._key(agent, "q1", variant)  # type: ignore[arg-type]
     assert host._key(agent, "q2", variant, 1) == prompt_key(host.digests[(id(agent), "be terse")], "q2", 1)
     assert len(built) == 1 and built[0][0] == cache.PLACEHOLDER
     options = built[0][1]
     assert (options.system, options.settings, options.output_strategy) == ("be terse", {"temperature": 0}, "tool")
+    assert options.output_schema == schema
     stack = SimpleNamespace(messages=[SimpleNamespace(content=["text", "img"])], prompt=cache.PLACEHOLDER)
     digest = request_key(Driver(), stack, {"max_steps": 4, "react": False})
     assert first == prompt_key(digest, "q1")
@@ -247,11 +249,44 @@ def test_a_cell_is_claimed_for_its_deadline_and_a_margin_and_served_when_stored_
     theirs = Claims(Queue((False, None)), timeout=5)
     assert asyncio.run(claimed(theirs, claim_job())) is False and theirs.claimed == set() and leases[-1][1] == 65.0
     assert asyncio.run(claimed(Claims(Queue((True, None))), claim_job(timeout=None))) and leases[-1][1] == 660.0
+    no_agent = claim_job()
+    no_agent.lane.prototype = None
+    assert asyncio.run(claimed(Claims(Queue((True, None))), no_agent)) and leases[-1][1] == 660.0
     assert asyncio.run(claimed(Claims(Queue(OSError("down"))), claim_job())) is True  # a failing store: sent
     for host, job in ((Claims(Queue((False, None))), claim_job(hit={"id": 1})), (ours, claim_job(key=None)),
                       (Claims(Queue((False, None)), cache_on=False), claim_job()), (Claims(None), claim_job())):
         assert asyncio.run(claimed(host, job)) is True
-    assert len(leases) == 4
+    assert len(leases) == 5
+
+
+def test_a_cell_another_process_sends_waits_for_its_run_or_its_claim(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cache, "CLAIM_POLL_S", 0)
+    looks: list[Any] = []
+
+    def waiting(answers: list[Any], claims: list[bool]) -> tuple[Claims, Any]:
+        def cached_runs(keys: list[str]) -> dict[str, Any]:
+            looks.append(keys)
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+        async def claim(job: Any) -> bool:
+            return claims.pop(0)
+
+        host = Claims()
+        host.store, host._claim = SimpleNamespace(cached_runs=cached_runs), claim  # type: ignore[method-assign]
+        return host, claim_job()
+
+    host, job = waiting([{}, {}, {"k": {"id": "r1"}}], [False, False])
+    asyncio.run(host._wait_for(job))
+    assert job.hit == {"id": "r1"} and looks == [["k"]] * 3
+    host, job = waiting([{}, {}], [False, True])
+    asyncio.run(host._wait_for(job))
+    assert job.hit is None and len(looks) == 5  # its claim given up: sent here
+    host, job = waiting([OSError("down")], [])
+    asyncio.run(host._wait_for(job))
+    assert job.hit is None and len(looks) == 6
 
 
 def test_the_writer_keeps_the_longest_wait_from_a_runs_end_to_its_commit(monkeypatch: pytest.MonkeyPatch) -> None:
