@@ -272,6 +272,7 @@ def test_a_cell_another_process_sends_waits_for_its_run_or_its_claim(monkeypatch
             return answer
 
         async def claim(job: Any) -> bool:
+            assert job is not None
             return claims.pop(0)
 
         host = Claims()
