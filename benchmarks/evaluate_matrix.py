@@ -106,6 +106,12 @@ def trimmed_rss_bytes() -> int:
     return rss_bytes()
 
 
+def cpu_s_between(before: os.times_result, after: os.times_result) -> float:
+    """User + system CPU seconds of this process between two ``os.times()`` readings: each clock's difference
+    first, so equal readings give exactly 0.0 (``u1 + s1 - u0 - s0`` can round to -3.5e-18)."""
+    return (after.user - before.user) + (after.system - before.system)
+
+
 def process_cpu_s(pid: int) -> float:
     """User + system CPU seconds of process `pid` so far (Linux ``/proc``)."""
     with open(f"/proc/{pid}/stat") as handle:
@@ -325,7 +331,7 @@ def main() -> int:
             again = ipyagent.evaluate(ids, template, rows, concurrency=concurrency, store=store,
                                       assertions=["contains:{{ row.id }}", "icontains:the"])
             cached_s, times1 = time.perf_counter() - t0, os.times()
-            cached_cpu_s = times1.user + times1.system - times0.user - times0.system  # what of its wall was CPU
+            cached_cpu_s = cpu_s_between(times0, times1)  # what of its wall was CPU
             cached_requests = sum(stats(server.url)["served"].values()) - before
             assert all(r.cached for r in again.results)
             del again

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -119,13 +121,25 @@ def test_benchmark_runs_in_quick_mode(name, tmp_path):
         assert data["median"]["compare_s"] < data["median"]["sum_s"]
 
 
-def _kernel_evaluation():
+def _benchmark(name: str):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
-        import kernel_evaluation
+        return importlib.import_module(name)
     finally:
         sys.path.remove(str(ROOT / "benchmarks"))
-    return kernel_evaluation
+
+
+def _kernel_evaluation():
+    return _benchmark("kernel_evaluation")
+
+
+def test_the_cpu_between_two_equal_readings_is_zero_not_a_rounding_below_it():
+    cpu_s_between = _benchmark("evaluate_matrix").cpu_s_between
+    reading = os.times_result((0.01, 0.02, 0.0, 0.0, 5.0))
+    assert 0.01 + 0.02 - 0.01 - 0.02 < 0  # the sum-first formula this replaces
+    assert cpu_s_between(reading, reading) == 0.0
+    later = os.times_result((0.04, 0.02, 0.0, 0.0, 6.0))
+    assert cpu_s_between(reading, later) == pytest.approx(0.03)
 
 
 def test_a_figure_over_the_kernel_rounds_is_its_median_and_its_range():
