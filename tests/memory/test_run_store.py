@@ -499,6 +499,7 @@ def test_runs_are_read_by_id_past_sqlites_limit_on_parameters(store: RunStore) -
     found = store.runs_by_id([f"r{n}" for n in range(0, 1200, 3)] + ["nope", None])
     assert len(found) == 400 and found["r600"]["metadata"] == {"text": "a600"} and "r601" not in found
     assert found["r3"]["usage"] == {"input_tokens": 3} and found["r3"]["prompt"] == "q3" and "nope" not in found
+    assert len(store.runs_by_id([f"r{n}" for n in range(1200)])) == 1200  # more than 500, and no grade in the store
 
 
 def test_a_store_of_schema_2_gains_the_grades_and_evaluations_tables(tmp_path: Path) -> None:
