@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
-from ipyagent import Evaluation, load_evaluation
+from ipyagent import Agent, Evaluation, evaluate, load_evaluation
 from ipyagent.agent.evaluation import stored_evaluations
 from ipyagent.agent.evaluation.export import PYARROW_MISSING
 from ipyagent.drivers.registry import BUILTIN
 
+from ..support.evaluation import answering
 from ..support.exported import MIXED, capital, failing_on_peru, run_matrix
 from ..support.stub_server import StubServer
 
@@ -130,6 +131,17 @@ def test_the_store_gives_an_evaluation_back_by_its_id_or_a_prefix(ev: Evaluation
     assert_same(load_evaluation(ev.id[:6], store=open_store(store)), ev)
     with pytest.raises(KeyError, match="no evaluation 'nope'"):
         load_evaluation("nope", store=store)
+
+
+def test_an_evaluation_past_500_runs_comes_back_whole_from_a_store_never_graded(tmp_path: Path) -> None:
+    """The store reads runs by id 500 at a time; with no grade in the store every run's answer, usage
+    and cost still come back (a shortcut for grades, copied to the runs' read, once lost them all)."""
+    rows = [{"n": n} for n in range(260)]
+    with StubServer(responder=answering(lambda q: f"answer to {q}", usage=(7, 3))) as a:
+        ev = evaluate([Agent("openai:m1", base_url=a.url)], "Question {{ row.n }}?", rows, repeat=2,
+                      store=tmp_path / "runs.sqlite", concurrency=8)
+    assert len(ev.results) == 520 and {r.text for r in ev.results} == {f"answer to Question {n}?" for n in range(260)}
+    assert_same(load_evaluation(ev.id, store=tmp_path / "runs.sqlite"), ev)
 
 
 def test_either_back_end_gives_the_evaluation_back_by_its_id(store_location: Any) -> None:  # SQLite, PostgreSQL

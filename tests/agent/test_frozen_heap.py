@@ -51,7 +51,6 @@ def test_an_evaluation_runs_with_the_heap_frozen(store) -> None:
     assert gc.get_freeze_count() == 0
 
 
-
 def _queued_cells_frozen(store) -> list[bool]:
     """Whether each result of an evaluation of 3 rows x 2 was frozen when it was given (tracked, yet in
     none of the collector's generations: `gc.get_objects` leaves the frozen out)."""
