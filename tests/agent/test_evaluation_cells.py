@@ -278,27 +278,30 @@ class WaitFor:
         return await awaitable
 
 
-def outcome(monkeypatch, check: Assertion, end: float, *, now: float = 100.0, times_out: bool = False) -> Any:
-    monkeypatch.setattr(cells, "time", Clock(now))
+ROW = {"q": 0}
+
+
+def outcome(monkeypatch, check: Assertion, end: float, *, times_out: bool = False, of: Any = None) -> Any:
+    """(`check`'s outcome on the cell `of` at 100 s on the clock, the limits `wait_for` was given)."""
+    monkeypatch.setattr(cells, "time", Clock(100.0))
     waits = WaitFor(times_out)
     monkeypatch.setattr(cells, "asyncio", waits)
-    c = cell()
-    got = asyncio.run(Host()._outcome(check, c, {"q": 0}, end))
+    got = asyncio.run(Host()._outcome(check, of or cell(), ROW, end))
     return got, waits.limits
 
 
 def test_an_instant_check_runs_even_past_the_deadline_without_a_limit(monkeypatch) -> None:
-    check = Check("i", instant=True)
-    got, limits = outcome(monkeypatch, check, 50.0)
-    assert got == Outcome("i", True) and limits == [] and len(check.seen) == 1
-    assert check.seen[0][1] == {"q": 0}
+    check, c = Check("i", instant=True), cell()
+    got, limits = outcome(monkeypatch, check, 50.0, of=c)
+    assert got == Outcome("i", True) and limits == [] and check.seen == [(c, ROW)]
 
 
 def test_a_bounded_check_keeps_its_own_limit_while_it_fits_else_the_deadline_stops_it(monkeypatch) -> None:
-    check = Check("b", bounded=True)
-    assert outcome(monkeypatch, check, 105.0) == (Outcome("b", True), [])  # exactly one check timeout left
-    assert outcome(monkeypatch, check, 104.5) == (Outcome("b", True), [4.5])
-    assert len(check.seen) == 2
+    check, c = Check("b", bounded=True), cell()
+    assert outcome(monkeypatch, check, 105.0, of=c) == (Outcome("b", True), [])  # exactly one check timeout left
+    assert check.seen == [(c, ROW)]
+    assert outcome(monkeypatch, check, 104.5, of=c) == (Outcome("b", True), [4.5])
+    assert check.seen == [(c, ROW)] * 2
 
 
 def test_a_check_with_no_time_left_fails_unrun_and_one_past_its_time_fails_timed_out(monkeypatch) -> None:
@@ -370,7 +373,7 @@ def test_a_stored_run_is_served_and_checked_at_once(monkeypatch) -> None:
     assert told == [c] and c.cached and c.output == Answer(city="Paris") and c.run_id == RUN_ID
     assert [o.passed for o in c.outcomes] == [True, False] and c.passed is False
     blank = cell()
-    host._serve(blank, {"id": RUN_ID, "metadata": {"text": None}}, {"q": "None"})
+    host._serve(blank, {"id": RUN_ID, "metadata": {"text": None}}, {"q": "X"})  # no text: none contains X
     assert [o.passed for o in blank.outcomes] == [False, False] and blank.text == ""
     failed = cell()
     failed.status = "failed"
@@ -519,9 +522,15 @@ class Store:
 
 
 def judged(monkeypatch, result: Any = None, error: BaseException | None = None, **host: Any) -> tuple[Host, Agent, Any]:
+    """(the host, its judge, the judge's run of "grade"): the judge streams a delta at 11 s, ends at 12 s."""
     monkeypatch.setattr(cells, "time", Clock(10.0, step=1.0))
-    agent = Agent("openai:j", result=result, error=error)
-    run = Host(judge_factory=lambda provider: agent, **host)
+    agent = Agent("openai:j", result=result, error=error, events=(TextDelta(0, "P"),))
+
+    def factory(provider: str) -> Agent:
+        assert provider == "openai:j"
+        return agent
+
+    run = Host(judge_factory=factory, **host)
     got = asyncio.run(run._judge_run(JudgeAssertion("openai:j"), "grade"))
     return run, agent, got
 
@@ -535,9 +544,9 @@ def test_a_judges_run_is_recorded_and_spent(monkeypatch) -> None:
     (added,) = host.writer.added
     assert added["key"] == "openai:j|grade" and added["provider"] == "openai:j" and added["prompt"] == "grade"
     assert added["run_id"] is None and added["status"] == "ok" and added["result"] is result
-    assert added["figures"] == {"duration_s": 1.0, "usage": result.usage.model_dump(), "cost": 0.5, "error": None}
+    assert added["figures"] == {"duration_s": 2.0, "usage": result.usage.model_dump(), "cost": 0.5, "error": None}
     assert added["metadata"] == {"evaluation": host.ev.id, "judge": True, "text": "PASS", "output": None,
-                                 "ttft_s": None, "tool_calls": []}
+                                 "ttft_s": 1.0, "tool_calls": []}
 
 
 def test_a_judges_stored_run_is_served_and_without_a_store_or_the_cache_it_is_sent(monkeypatch) -> None:
