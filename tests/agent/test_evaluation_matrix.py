@@ -128,6 +128,9 @@ def test_the_run_options_settings_cap_the_reply_and_an_unknown_price_estimates_n
     assert run.estimate(job(lane, prompt="abcd")) == pytest.approx(1 * 0.5 + 4 * 1.0)
     unknown = _Lane("a", 1, prototype=prototype(), rates=(0.0, 0.0))
     assert run.estimate(job(unknown)) == 0.0
+    # An unknown price estimates nothing without reading the agent's settings or the prompt.
+    bare = _Lane("a", 1, prototype=SimpleNamespace(provider="openai:a"), rates=(0.0, 0.0))
+    assert run.estimate(job(bare)) == 0.0
 
 
 def test_a_skipped_run_says_why_and_a_budget_skip_stops_the_evaluation() -> None:
@@ -290,6 +293,7 @@ def test_a_stored_run_is_served_spending_nothing_checked_by_its_deadline(monkeyp
     cell = served.result
     assert (cell.cached, cell.run_id, cell.text, cell.cost, cell.total_s) == (True, 7, "Paris", 0.5, 1.25)
     assert checked == [("Paris", {"q": 0}, 107.0)] and run.ev.results == [cell]
+    assert run.uncommitted == {}  # nothing was sent: no commit for the worker's next run to wait for
     # Without a timeout in the run options, the agent's own.
     make = make_run()
     make._check = check  # type: ignore[method-assign]
@@ -317,7 +321,7 @@ def whole_run(monkeypatch, *, fail: BaseException | None = None, store: Any = "s
 
     class Live:
         def __init__(self, lanes: list[_Lane], budget: Any, **hooks: Any) -> None:
-            seen["live"], seen["lanes"] = self, lanes
+            seen["live"], seen["lanes"], seen["budget"], seen["hooks"] = self, lanes, budget, hooks
 
         async def run(self) -> None:
             seen["gates"] = [lane.prototype.driver.rate_gate is lane.gate for lane in seen["lanes"] if lane.prototype]
@@ -325,6 +329,7 @@ def whole_run(monkeypatch, *, fail: BaseException | None = None, store: Any = "s
                 raise fail
 
     def keep(ev: Evaluation, kept_in: Any, *, finished: bool) -> str | None:
+        assert ev is run.ev
         seen["kept"].append((kept_in, finished))
         return "what changed"
 
@@ -354,6 +359,8 @@ def test_the_whole_run_renames_the_baseline_lends_the_lanes_gates_and_keeps_the_
                         "what changed"]
     assert seen["kept"] == [("store", True)] and seen["closed"] and seen["batched"] == []
     assert [r.provider for r in ev.results] == ["d"]  # its agent could not be built: failed at once
+    assert seen["budget"] is run.budget and [lane.name for lane in seen["lanes"]] == ev.providers
+    assert seen["hooks"] == {"estimate": run.estimate, "run": run.run_cell, "skip": run.skip}
 
 
 def test_a_batched_run_hands_over_the_lanes_built_and_the_live_scheduler(monkeypatch) -> None:
@@ -507,3 +514,116 @@ def test_a_stored_runs_output_is_read_with_the_runs_schema(monkeypatch) -> None:
     served = job(lane, hit={"id": 8, "metadata": {"text": "Lima", "output": {"name": "Lima"}}})
     asyncio.run(run._run_cell(served))
     assert served.result.output == City(name="Lima")
+
+
+class Store:
+    """A run store whose `stored_runs` answers from `runs` (key -> stored run) and records the keys asked."""
+
+    def __init__(self, runs: dict[str, Any]) -> None:
+        self.runs, self.asked = runs, []
+
+    def stored_runs(self, keys: list[str]) -> dict[str, Any]:
+        self.asked.append(list(keys))
+        return {key: self.runs[key] for key in keys if key in self.runs}
+
+
+def test_each_run_is_queued_in_its_lane_unless_the_store_has_it(monkeypatch) -> None:
+    run = make_run(repeat=2, cache=True)
+    run.store = Store({"p1 terse 0": {"id": 3}})  # type: ignore[assignment]
+    keyed = []
+
+    def key(agent: Any, prompt: str, variant: Variant, repeat: int) -> str | None:
+        keyed.append(agent)
+        return None if prompt == "p0" and repeat == 1 else f"{prompt} {variant.name} {repeat}"
+
+    run._key = key  # type: ignore[method-assign]
+    variant = Variant("terse", "{{ row }}")
+    plan = SimpleNamespace(variants=[variant], prompts={"terse": ["p0", "p1"]}, errors={"terse": [None, None]})
+    lane = _Lane("openai:a", 1, prototype=prototype())
+    rows = [{"q": 0}, 5]
+    served = run._queue([lane], rows, plan)
+    assert keyed == [lane.prototype] * 4
+    assert run.store.asked == [["p0 terse 0", "p1 terse 0", "p1 terse 1"]]  # the keyless run is not asked for
+    assert [(j.key, j.hit) for j in served] == [("p1 terse 0", {"id": 3})]
+    queued = list(lane.jobs)
+    assert [(j.key, j.hit) for j in queued] == [("p0 terse 0", None), (None, None), ("p1 terse 1", None)]
+    for job_, n, repeat in zip([*queued[:2], served[0], queued[2]], [0, 0, 1, 1], [0, 1, 0, 1]):
+        cell = job_.result
+        assert (cell.row, cell.provider, cell.prompt, cell.variant, cell.repeat) == (n, "openai:a", f"p{n}", "terse",
+                                                                                      repeat)
+        assert cell.fields == ({"q": 0} if n == 0 else {"value": 5})
+        assert job_.lane is lane and job_.row is rows[n] and job_.variant is variant
+    # The cache off: every run queued, none asked for.
+    off = make_run(cache=False)
+    off.store, off._key = Store({"k": {"id": 3}}), lambda *args: "k"  # type: ignore[assignment, method-assign]
+    other = _Lane("openai:a", 1, prototype=prototype())
+    assert off._queue([other], [0], plan) == [] and off.store.asked == [] and len(other.jobs) == 1
+
+
+def served_run(monkeypatch, assertions: list[Any], runs: dict[str, Any]) -> tuple[_Run, dict[str, Any], list[Any]]:
+    """`whole_run` with the cache on, each lane's run keyed by its provider in a `Store` of `runs`, and the
+    two ways of serving a stored run (`_serve`, `run_cell`) recorders (`log`)."""
+    run, seen = whole_run(monkeypatch, store=Store(runs), cache=True, assertions=assertions)
+    run._key = lambda agent, prompt, variant, repeat: agent.provider  # type: ignore[method-assign]
+    log: list[Any] = []
+    run._serve = lambda cell, hit, row: log.append(("serve", cell.provider, hit, row))  # type: ignore[method-assign]
+
+    async def run_cell(job: _Cell) -> float:
+        log.append(("run_cell", job.result.provider, job.hit, job.row))
+        return 0.0
+
+    run.run_cell = run_cell  # type: ignore[method-assign]
+    monkeypatch.setattr(matrix, "cached_run", lambda row: ("decoded", row))
+    return run, seen, log
+
+
+def test_stored_runs_checked_without_waiting_are_served_at_once_in_queue_order(monkeypatch) -> None:
+    runs = {"openai:a": {"id": 1}, "openai:b": ("row", 2)}  # decoded (a claim's) or the store's row
+    run, seen, log = served_run(monkeypatch, [parse_assertion("contains:a")], runs)
+    assert run.checked_at_once is True
+    asyncio.run(run.run(list("abcd"), [{"q": 0}]))
+    assert log == [("serve", "openai:a", {"id": 1}, {"q": 0}), ("serve", "openai:b", ("decoded", ("row", 2)), {"q": 0})]
+    assert [job_.result.provider for job_ in seen["lanes"][2].jobs] == ["openai:c"]  # not stored: live
+
+
+def test_stored_runs_go_through_run_cell_when_a_check_waits_or_tracing_is_on(monkeypatch) -> None:
+    runs = {"openai:a": {"id": 1}, "openai:b": ("row", 2)}
+    regex, _seen, log = served_run(monkeypatch, [parse_assertion("regex:a")], runs)
+    assert regex.checked_at_once is False
+    asyncio.run(regex.run(list("abcd"), [{"q": 0}]))
+    assert log == [("run_cell", "openai:a", {"id": 1}, {"q": 0}), ("run_cell", "openai:b", ("row", 2), {"q": 0})]
+    traced, _seen, log = served_run(monkeypatch, [parse_assertion("contains:a")], runs)
+    monkeypatch.setattr(matrix, "current_tracing", lambda: object())
+    asyncio.run(traced.run(list("abcd"), [{"q": 0}]))
+    assert [entry[:2] for entry in log] == [("run_cell", "openai:a"), ("run_cell", "openai:b")]
+
+
+def test_the_plans_note_the_judges_runs_no_baseline_and_a_frozen_heap(monkeypatch) -> None:
+    from ipyagent.agent.evaluation.checks import JudgeAssertion
+
+    judge = JudgeAssertion("openai:judge")
+    run, seen = whole_run(monkeypatch, assertions=[judge], budget=None)
+    run.ev.baseline = None
+    frozen: list[str] = []
+    monkeypatch.setattr(matrix, "gc", SimpleNamespace(freeze=lambda: frozen.append("frozen")))
+    real = matrix.make_plan
+
+    def noted(*args: Any, **options: Any) -> Any:
+        plan = real(*args, **options)
+        plan.note = lambda: "1 row could not be rendered"
+        return plan
+
+    monkeypatch.setattr(matrix, "make_plan", noted)
+    judged = []
+
+    async def judge_run(given: Any, prompt: str) -> tuple[str, float, None]:
+        judged.append((given, prompt))
+        return "PASS", 0.01, None
+
+    run._judge_run = judge_run  # type: ignore[method-assign]
+    ev = asyncio.run(run.run(list("abcd"), [{"q": 0}]))
+    assert ev.baseline is None and ev.notes == ["1 row could not be rendered", "what changed"] and frozen == []
+    assert asyncio.run(judge.run("grade this")) == ("PASS", 0.01, None) and judged == [(judge, "grade this")]
+    again, _seen = whole_run(monkeypatch)
+    asyncio.run(again.run(list("abcd"), [{"q": 0}], frozen=True))
+    assert frozen == ["frozen"]
