@@ -321,3 +321,40 @@ def test_the_claims_left_are_given_up_at_the_end_whatever_the_store_says() -> No
     host.store, host.claimed = None, {"c"}
     host._release()
     assert released == [["a", "b"]] and host.claimed == {"c"}
+
+
+def test_with_the_cache_off_a_run_is_sent_only_after_the_workers_last_commit() -> None:
+    def order(host: Claims, whose: str = "this worker") -> list[str]:
+        log: list[str] = []
+
+        async def worker() -> None:
+            commit = asyncio.get_running_loop().create_future()
+            other = asyncio.get_running_loop().create_future()  # another worker's: never waited for here
+            host.uncommitted = {asyncio.current_task() if whose == "this worker" else None: commit}
+            host.uncommitted.setdefault(None, other)
+            asyncio.get_running_loop().call_soon(lambda: (log.append("committed"), commit.set_result(None)))
+            await host._after_last_commit()
+            log.append("sent")
+            await commit
+
+        asyncio.run(worker())
+        return log
+
+    off = Claims(cache_on=False)
+    off.store = object()
+    assert order(off) == ["committed", "sent"]
+    assert order(off, "another worker") == ["sent", "committed"]
+    on = Claims()  # a claim is taken first: its turn comes after the commit's
+    on.store = object()
+    assert order(on) == ["sent", "committed"]
+    unstored = Claims(cache_on=False)
+    unstored.store = None
+    assert order(unstored) == ["sent", "committed"]
+
+    async def done() -> None:  # a commit already made: nothing to wait for
+        commit = asyncio.get_running_loop().create_future()
+        commit.set_result(None)
+        off.uncommitted = {asyncio.current_task(): commit}
+        await off._after_last_commit()
+
+    asyncio.run(done())
