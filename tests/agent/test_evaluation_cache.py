@@ -329,9 +329,7 @@ def test_with_the_cache_off_a_run_is_sent_only_after_the_workers_last_commit() -
 
         async def worker() -> None:
             commit = asyncio.get_running_loop().create_future()
-            other = asyncio.get_running_loop().create_future()  # another worker's: never waited for here
             host.uncommitted = {asyncio.current_task() if whose == "this worker" else None: commit}
-            host.uncommitted.setdefault(None, other)
             asyncio.get_running_loop().call_soon(lambda: (log.append("committed"), commit.set_result(None)))
             await host._after_last_commit()
             log.append("sent")
