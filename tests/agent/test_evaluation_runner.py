@@ -332,17 +332,28 @@ def test_analysis_options_set_only_what_is_given_and_check_the_baseline() -> Non
 
 # _show_batch
 
+class Line:
+    """A batch progress line: its text, batches in progress."""
+
+    def __init__(self, text: str, in_progress: int) -> None:
+        self.text, self.in_progress = text, in_progress
+
+    def __str__(self) -> str:
+        return self.text
+
+
 def test_the_batch_line_is_rewritten_in_place_and_ends_when_no_batch_runs(capsys: pytest.CaptureFixture) -> None:
-    class Line:
-        def __init__(self, text: str, in_progress: int) -> None:
-            self.text, self.in_progress = text, in_progress
-
-        def __str__(self) -> str:
-            return self.text
-
     _show_batch(Line("2 batches", 2))
     _show_batch(Line("done", 0))
     assert capsys.readouterr().err == "\r2 batches" + " " * 8 + "\rdone" + " " * 8 + "\n"
+
+
+def test_the_batch_line_is_flushed_each_time_even_without_its_line_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A notebook's stderr shows what was written only when flushed (or at a line's end)."""
+    log: list[str] = []
+    monkeypatch.setattr(runner.sys, "stderr", SimpleNamespace(write=log.append, flush=lambda: log.append("FLUSH")))
+    _show_batch(Line("1 batch", 1))
+    assert log[-1] == "FLUSH" and "".join(log[:-1]) == "\r1 batch" + " " * 8
 
 
 # evaluation_run
@@ -382,6 +393,23 @@ def test_evaluation_run_hands_the_matrix_its_plan_and_default_factories() -> Non
     assert got == {"store": False, "cache": False, "repeat": 2, "check_timeout": 2.0, "concurrency": 5,
                    "budget": 1.0, "run_options": {"timeout": 3.0}, "namespace": {"n": 1}, "raw": True,
                    "redacting": True, "on_start": None, "on_result": None, "batch": {"poll_s": 1}}
+
+
+@pytest.mark.usefixtures("handed")
+def test_evaluation_run_hands_every_run_option_and_parses_checks_with_its_names(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "coerce_settings", lambda s: ("settings", s))
+    monkeypatch.setattr(runner, "image_blocks", lambda i: ("blocks", i))
+    parsed: list[Any] = []
+    monkeypatch.setattr(runner, "parse_assertion", lambda a, **kw: parsed.append((a, kw)) or SimpleNamespace(name=a))
+    got = runner.evaluation_run(["openai:m"], "{{ row }}", ["x"], assertions=["a", "b"], rubric="be right",
+                                namespace={"n": 1}, output_schema={"type": "object"}, output_strategy="tool",
+                                images=["i.png"], settings={"temperature": 0}, timeout=2.0)
+    assert got["run_options"] == {"output_schema": {"type": "object"}, "output_strategy": "tool",
+                                  "images": ("blocks", ["i.png"]), "settings": ("settings", {"temperature": 0}),
+                                  "timeout": 2.0}
+    options = {"namespace": {"n": 1}, "rubric": "be right", "has_schema": True}
+    assert parsed == [("a", options), ("b", options)]
 
 
 @pytest.mark.usefixtures("handed")
