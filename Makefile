@@ -108,10 +108,11 @@ bench: $(VENV)/.installed-bench
 ## link ./shared -> ../shared is made for it.
 ## It runs on Python 3.12 or later (its own virtualenv, build/mutation-venv): on Python 3.11.7 mutmut's test
 ## statistics crashed the process (SIGSEGV in ContextVar.set, in the evaluation tests' threads), on 3.12 not.
-## MUTATION_PYTHON=/path/to/python3.12 chooses it. It runs niced, two workers: the machine is shared.
+## A python3.12 on PATH that does not run (a pyenv shim for a version not selected) is passed over for
+## pyenv's own. MUTATION_PYTHON=/path/to/python3.12 chooses it. It runs niced, two workers: the machine is shared.
 MUTANTS ?=
 TESTS ?=
-MUTATION_PYTHON ?= $(shell for v in 3.12 3.13 3.14; do p=$$(command -v python$$v) \
+MUTATION_PYTHON ?= $(shell for v in 3.12 3.13 3.14; do p=$$(command -v python$$v) && "$$p" -c '' 2>/dev/null \
   || p=$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V | tail -n 1); \
   [ -n "$$p" ] && { echo $$p; break; }; done)
 MUT_VENV := $(BUILD)/mutation-venv
