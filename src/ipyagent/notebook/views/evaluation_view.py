@@ -15,7 +15,6 @@ the same way (`regrade`), so the saved notebook keeps the grades too.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 import threading
 import time
@@ -32,7 +31,7 @@ from ..render.text.records import print_rendered
 from . import live_widget
 from .evaluation_pages import Pager
 from .live_widget import close_widgets
-from .terminal import colour_enabled
+from .terminal import StatusLine, colour_enabled, tty_of
 from .transcript_output import keep_saved_output, show_live
 
 #: Seconds between two redraws of the progress table at most.
@@ -44,8 +43,7 @@ def show_in_terminal(data: dict[str, Any], metadata: dict[str, Any], stream: Any
     (`render.text.evaluation`: summary, matrix one line per row, failures with their reasons),
     coloured unless ``NO_COLOR``; elsewhere (a pipe, a file) its plain text, as displayed."""
     stream = stream or sys.stdout
-    isatty = getattr(stream, "isatty", None)
-    if not (isatty and isatty()):
+    if tty_of(stream) is None:
         return display(data, raw=True, metadata=metadata)
     print_rendered(stream, evaluation_renderables(data[MIME_TYPE]), colour=colour_enabled(stream))
 
@@ -76,7 +74,6 @@ class EvaluationView:
         self.widget: Any = None
         self.display_id: str | None = None
         self.tty: Any = None  # the terminal the progress line is drawn on
-        self._width = 0  # the progress line's length on screen
         self.frames = 0
         self._lock = threading.Lock()
         self._scheduled = False
@@ -87,9 +84,8 @@ class EvaluationView:
             self.widget = self._live_widget()
             self.display_id = show_live(self)  # marked live: a page that misses the end asks for it
         elif not background:
-            stream = stream or sys.stdout
-            isatty = getattr(stream, "isatty", None)
-            self.tty = stream if callable(isatty) and isatty() else None
+            self.tty = tty_of(stream or sys.stdout)
+        self.status = StatusLine(self.tty) if self.tty is not None else None
 
     def _live_widget(self) -> Any:
         """The live matrix, a page at a time (`evaluation_pages`), gradable on any page; without the
@@ -142,16 +138,9 @@ class EvaluationView:
         batches = self.ev.batch_progress
         return f"{self.ev.progress} · {batches}" if batches is not None else str(self.ev.progress)
 
-    def _draw_line(self, erase: bool = False) -> None:
-        """The terminal's progress line, rewritten in place with spaces over the last one (no escape
-        code: ``NO_COLOR`` terminals too), cut to the width (a wrapped line could not be rewritten);
-        `erase`: rub it out, the cursor back at its start."""
-        room = max(shutil.get_terminal_size().columns - 1, 10)
-        line = "" if erase else f"evaluating · {self._line()}"
-        line = line if len(line) <= room else line[: room - 1] + "…"
-        self.tty.write("\r" + line.ljust(self._width) + ("\r" if erase else ""))
-        self.tty.flush()
-        self._width = len(line)
+    def _draw_line(self) -> None:
+        """The terminal's progress line, rewritten in place (`terminal.StatusLine`)."""
+        self.status.draw(f"evaluating · {self._line()}")  # type: ignore[union-attr]
 
     def update(self, result: EvalResult | Any = None) -> None:
         """A cell ended (or started), or the batches moved on: redraw now if the last frame is `FRAME_S`
@@ -213,8 +202,8 @@ class EvaluationView:
         """Replace the progress with the saved matrix and summary (or print them in a terminal)."""
         with self._lock:
             self._closed = True
-            if self.tty is not None and self._width:
-                self._draw_line(erase=True)
+            if self.status is not None:
+                self.status.erase()
         shown(self.ev, limit=self.limit, name=self.name)  # gradable from its matrix, and %agent grade's default
         self.ev.listeners.append(self.regrade)
         data, metadata = bundle(self.ev, self.gates, limit=self.limit, name=self.name)

@@ -40,6 +40,36 @@ from ..render.text.terminal import (  # noqa: F401 - the names this view's tests
 DIM, RESET = "\x1b[2m", "\x1b[0m"
 
 
+def tty_of(stream: Any) -> Any:
+    """`stream` when it is a terminal (where a line can be rewritten in place), else None: a
+    pipe, a file or a notebook gets no progress line."""
+    isatty = getattr(stream, "isatty", None)
+    return stream if callable(isatty) and isatty() else None
+
+
+class StatusLine:
+    """One line of progress on a terminal, rewritten in place with spaces over the last one (no
+    escape code: ``NO_COLOR`` terminals too), cut to the screen's width less one (a wrapped line
+    could not be rewritten); `erase` rubs it out, the cursor back at its start."""
+
+    def __init__(self, tty: TextIO) -> None:
+        self.tty = tty
+        self.width = 0  # the line's length on screen (0: none shown)
+
+    def draw(self, line: str) -> None:
+        room = max(shutil.get_terminal_size().columns - 1, 10)
+        line = line if len(line) <= room else line[: room - 1] + "…"
+        self.tty.write("\r" + line.ljust(self.width))
+        self.tty.flush()
+        self.width = len(line)
+
+    def erase(self) -> None:
+        if self.width:
+            self.tty.write("\r" + " " * self.width + "\r")
+            self.tty.flush()
+            self.width = 0
+
+
 class TerminalOutput:
     """What a `TextView` writes to: answer text, reasoning, notes (tool lines, errors), the footer.
 

@@ -43,7 +43,7 @@ from ...core import (
 from ...memory import describe_size
 from ..render.citations import TOOL_TITLES, source_key, sources_text
 from .run_state import RunState, Segment
-from .terminal import TerminalOutput
+from .terminal import TerminalOutput, tty_of
 from .terminal_asks import ask_elicitation, ask_sampling
 
 
@@ -103,8 +103,7 @@ class TextView(EventHandler):
         self._tool_index: int | None = None
         self._input_shown = False  # the current provider-side call's input is on screen
         self._cited: list[tuple[Segment, Citation]] = []  # the answer's citations and the text each is in
-        isatty = getattr(inner, "isatty", None)
-        self._wait = _WaitLine(inner, self.state) if callable(isatty) and isatty() else None
+        self._wait = _WaitLine(inner, self.state) if tty_of(inner) is not None else None
 
     def feed(self, event: Event) -> None:
         self.state.add(event)
