@@ -233,6 +233,8 @@ class CompareMagics(Magics):
                 return await acompare(entries, prompt, runs=runs, factory=failed, on_start=view.start,
                                       on_event=view.feed, on_finish=view.finish, on_stop=stopped, options=run_options)
             finally:
+                if isinstance(view, CompareTextView):
+                    view.close()  # its status line, whatever ended the comparison
                 for agent in built:
                     try:
                         await agent.aclose()

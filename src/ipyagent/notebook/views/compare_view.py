@@ -7,7 +7,9 @@ Every method is called on ipyagent's background loop (the callbacks of
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 from typing import Any, TextIO
 
 from IPython.display import display
@@ -20,6 +22,7 @@ from ...core import (
     Message,
     ModelFailed,
     ProviderError,
+    TextDelta,
     ToolAction,
     redact,
     redact_data,
@@ -43,6 +46,10 @@ from ..render.text.terminal import colour_enabled
 from ..render.transcript import price_notes
 from .live_widget import close_widgets, end_message, live_widget
 from .run_view import RunState, TextView, WidgetView
+from .terminal import StatusLine, tty_of
+
+#: Seconds between two redraws of a terminal comparison's status line.
+FRAME_S = 0.25
 
 _DECIMALS = {"ttft_s": 2, "total_s": 2, "input_tokens": 0, "output_tokens": 0, "tokens_per_s": 1, "cost": 6}
 
@@ -319,7 +326,12 @@ class CompareTextView:
 
     On a colour terminal (`terminal.colour_enabled`) drawn with rich (render/text/records.py):
     each run's transcript (the answer as Markdown, tool lines, its coloured footer) under a
-    header naming the provider and run, then one table of the figures."""
+    header naming the provider and run, then one table of the figures.
+
+    While runs stream, a TTY shows one status line (`terminal.StatusLine`): per provider the
+    characters so far, or done / failed, and the seconds since the first run started; redrawn
+    every `FRAME_S` seconds on the loop (a delta only counts its characters), erased before a
+    run's block, an approval prompt, the interrupt marker or the table is written."""
 
     def __init__(self, providers: list[str], runs: int, stream: TextIO | None = None,
                  titles: list[str] | None = None) -> None:
@@ -331,18 +343,89 @@ class CompareTextView:
         self.colour = colour_enabled(self.stream)
         self.figures: list[RunFigures] = []
         self.states = [RunState(p) for p in self.providers]
+        tty = tty_of(self.stream)
+        self.status = StatusLine(tty) if tty is not None else None
+        self.chars = [0] * len(self.providers)  # the current run's answer so far, per provider
+        self.started: float | None = None  # when the first run started (the status line's clock)
+        self.frames = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._asking = 0  # approval prompts on screen: no status line meanwhile
 
     def start(self, index: int, run: int) -> None:
         self.states[index] = RunState(self.providers[index])
+        self.chars[index] = 0
+        if self.started is None:
+            self.started = time.monotonic()
+        if self.status is not None and self._timer is None:
+            self._frame()
 
     def feed(self, index: int, run: int, event: Event) -> None:
         self.states[index].add(event)
+        if isinstance(event, TextDelta):
+            self.chars[index] += len(event.text)
+
+    def status_text(self) -> str:
+        """``comparing · small 1234 chars · openai:b done 3.1 s · 12 s``: each provider's current
+        run (its characters so far, or how it ended and its time), then the seconds so far."""
+        parts = []
+        for index, title in enumerate(self.titles[: len(self.providers)]):
+            ended = [f for f in self.figures if f.index == index]
+            if len(ended) == self.runs:
+                failed = sum(not f.ok for f in ended)
+                took = ended[-1].total_s
+                shown = ("failed" if failed and self.runs == 1 else f"done, {failed} failed" if failed
+                         else f"done {took:.1f} s" if took is not None else "done")
+            else:
+                shown = f"{self.chars[index]} chars" if self.chars[index] else "waiting"
+                shown = f"run {len(ended) + 1}/{self.runs} {shown}" if self.runs > 1 else shown
+            parts.append(f"{title} {shown}")
+        elapsed = time.monotonic() - (self.started if self.started is not None else time.monotonic())
+        return visible_controls(redact(" · ".join(["comparing", *parts, f"{elapsed:.0f} s"])))
+
+    def _running(self) -> bool:
+        return len(self.figures) < len(self.providers) * self.runs
+
+    def _frame(self) -> None:
+        """Draw the status line and, while runs go on, again in `FRAME_S` seconds on the loop
+        (fed outside a loop: drawn at each start only)."""
+        self._timer = None
+        if self.status is None or not self._running():
+            return
+        if not self._asking:
+            self.frames += 1
+            self.status.draw(self.status_text())
+        try:
+            self._timer = asyncio.get_running_loop().call_later(FRAME_S, self._frame)
+        except RuntimeError:
+            pass
+
+    def _erase(self) -> None:
+        if self.status is not None:
+            self.status.erase()
+
+    def close(self) -> None:
+        """The comparison is over (ended, failed or stopped): no more status line."""
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._erase()
 
     async def request_approval(self, index: int, action: ToolAction) -> bool:
-        return await TextView(self.providers[index], self.stream).request_approval(action)
+        self._asking += 1
+        self._erase()
+        try:
+            return await TextView(self.providers[index], self.stream).request_approval(action)
+        finally:
+            self._asking -= 1
 
     def finish(self, fig: RunFigures) -> None:
+        self._erase()  # the next frame draws it again under the block, while runs go on
         self.figures.append(fig)
+        if not self._running():
+            self._stop()
         if self.colour:
             return self._draw_run(fig)
         run = f" · run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
@@ -352,6 +435,7 @@ class CompareTextView:
         self.stream.flush()
 
     def mark_interrupted(self) -> None:
+        self._stop()
         self.stream.write("[interrupted]\n")
 
     def _draw_run(self, fig: RunFigures) -> None:
@@ -370,6 +454,7 @@ class CompareTextView:
         return f"{title} · {fig.provider}" if title != fig.provider else str(fig.provider)
 
     def show_table(self) -> None:
+        self._stop()
         if self.colour:
             from rich.text import Text
 
