@@ -3,6 +3,8 @@ escaping), and the one-prompt compare's DataFrame columns."""
 
 from __future__ import annotations
 
+import decimal
+import json
 import re
 from html.parser import HTMLParser
 
@@ -57,6 +59,27 @@ def test_over_rows_with_assertions_binds_the_evaluation_and_prints_the_summary(i
     good = next(line for line in out.splitlines() if line.startswith("good (openai:m1)"))  # the alias, then the id
     # pass rate (95% CI), passed, failed, errors, median s, tokens in / out (no cost: no price known)
     assert re.match(r"good \(openai:m1\)\s+100% \(44%–100%\)\s+3\s+0\s+0\s+0\.\d\d\s+30 / 12$", good)
+
+
+def test_rows_with_dates_decimals_and_numpy_numbers_are_shown_and_bound(ip, capsys) -> None:
+    """A date column (or a Decimal, a numpy number, bytes, a set) once failed the matrix's display after
+    every run was sent and paid: a traceback, nothing bound, and the same on every re-run."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"country": ["France", "Japan"], "when": pd.to_datetime(["2020-01-01", "2021-06-30"]),
+                          "price": [decimal.Decimal("1.5"), decimal.Decimal("2")], "n": [1, 2],
+                          "raw": [b"a", b"b"], "tags": [{"x"}, {"y"}], "gap": pd.to_timedelta(["1D", "2h"])})
+    with StubServer(responder=answering(lambda question: question)) as server:
+        ip.run_line_magic("provider", f"--alias dated openai:m --base-url {server.url}")
+        ip.user_ns["frame"] = frame
+        ip.run_cell_magic("compare", "dated --over frame --assert 'contains:{{ row.country }}' -o ev",
+                          "Capital of {{ row.country }} on {{ row.when }}?")
+    ev = ip.user_ns["ev"]
+    assert [r.passed for r in ev.ordered()] == [True, True] and len(server.requests) == 2
+    assert ev.ordered()[1].text == "Capital of Japan on 2021-06-30 00:00:00?"
+    assert "1 provider × 2 rows: 2 of 2 runs, 2 passed" in capsys.readouterr().out
+    data, _ = bundle(ev)
+    doc = json.loads(json.dumps(data[MIME_TYPE], allow_nan=False))
+    assert doc["results"][1]["fields"]["when"] == "2021-06-30 00:00:00" and doc["results"][1]["fields"]["n"] == 2
 
 
 def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) -> None:

@@ -4,13 +4,15 @@ whole, the matrix's rows chosen failing first, then disagreeing, flaky, changed,
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import json
 
 import nbformat
 import pytest
 
 from ipyagent.notebook.render.evaluation import MIME_TYPE, bundle, headline, saved_output
-from ipyagent.notebook.render.evaluation_saved import (DEFAULT_OUTPUT_MAX, FIRST_GUESS, PREVIEW, preview,
+from ipyagent.notebook.render.evaluation_saved import (DEFAULT_OUTPUT_MAX, FIRST_GUESS, PREVIEW, plain, preview,
                                                        row_order, stored_size)
 
 from ..support.evaluation import finished_evaluation
@@ -27,6 +29,23 @@ def test_rows_are_chosen_failing_then_disagreeing_flaky_changed_then_the_rest_in
     assert row_order(_doc(disagree=[5], changed=[1]))[:2] == [5, 1]
     assert row_order(_doc(flaky=[[3, "a"]], changed=[1]))[:2] == [3, 1]
     assert row_order(_doc()) == list(range(8))
+
+
+def test_what_json_cannot_hold_is_made_plain_and_the_kernels_data_is_left_as_it_is() -> None:
+    """A DataFrame's row brings dates, Decimals, numpy numbers, sets, bytes and NaN: the saved output and
+    the live pages take them as text, numbers, lists and null (json.dumps once raised on a date)."""
+    np = pytest.importorskip("numpy")
+    row = {"when": datetime.datetime(2020, 1, 2, 3, 4), "day": datetime.date(2020, 1, 2),
+           "price": decimal.Decimal("1.50"), "n": np.int64(3), "x": np.float64(2.5), "flag": np.bool_(True),
+           "tags": {"b", "a"}, "raw": b"xy", "gap": float("nan"), "far": float("inf"), "nested": [{"d": np.int32(1)}],
+           "text": "plain", "none": None}
+    got = plain({"fields": row})["fields"]
+    assert got == {"when": "2020-01-02 03:04:00", "day": "2020-01-02", "price": "1.50", "n": 3, "x": 2.5, "flag": True,
+                   "tags": ["a", "b"], "raw": "b'xy'", "gap": None, "far": None, "nested": [{"d": 1}],
+                   "text": "plain", "none": None}
+    assert type(got["n"]) is int and type(got["flag"]) is bool
+    json.dumps(got, allow_nan=False)
+    assert isinstance(row["when"], datetime.datetime) and row["tags"] == {"a", "b"}  # the kernel's own, untouched
 
 
 def test_an_answer_is_kept_as_its_first_300_characters_with_its_length() -> None:

@@ -22,7 +22,7 @@ from .evaluation_stats import _interval, _md, _percent, column_title, title_html
 from .evaluation_stats import judgement_html, stats_table_html
 from .evaluation_stats import column_label, grade_detail_html, grade_mark_html, id_html  # noqa: F401 - names it had
 from .evaluation_stats import statistics_markdown, statistics_text
-from .evaluation_saved import DEFAULT_OUTPUT_MAX, counts, fit, preview
+from .evaluation_saved import DEFAULT_OUTPUT_MAX, counts, fit, plain, preview
 from .html import escape, sanitize
 from .evaluation_matrix import (  # noqa: F401 - the names this module had
     _MARK,
@@ -331,15 +331,15 @@ def bundle(ev: Any, gates: list[str] | None = None, *, limit: int = DEFAULT_OUTP
     `gates` the cell's ``--gate`` options (what ``ipyagent eval`` checks), left out when there are none."""
     doc = ev.to_json()
     forms = current_forms()  # the secrets in play, read once
-    head = redact_data({key: value for key, value in doc.items() if key != "results"}, forms)
+    head = plain(redact_data({key: value for key, value in doc.items() if key != "results"}, forms))
     doc = {key: doc["results"] if key == "results" else head[key] for key in doc}
     done: dict[int, dict[str, Any]] = {}
 
     def kept(run: dict[str, Any]) -> dict[str, Any]:
-        """A run the saved matrix shows: redacted (the runs not shown never are), then previewed; once,
-        however many renders `fit` tries."""
+        """A run the saved matrix shows: redacted (the runs not shown never are), made `plain`, then
+        previewed; once, however many renders `fit` tries."""
         if id(run) not in done:
-            done[id(run)] = preview(redact_data(run, forms))
+            done[id(run)] = preview(plain(redact_data(run, forms)))
         return done[id(run)]
 
     data = fit(doc, render_data, limit, name, kept)

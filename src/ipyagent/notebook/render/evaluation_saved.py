@@ -41,6 +41,27 @@ _CUT = (("text", "text_chars"), ("prompt", "prompt_chars"), ("error", "error_cha
 FIRST_GUESS, GUESSES, MARGIN = 50, 10, 0.98
 
 
+def _text_of(value: Any) -> Any:
+    """What JSON cannot hold, as `plain` writes it: a numpy scalar as the Python number it holds, a set
+    as a list, anything else (a date, a Decimal, bytes, a Timedelta) as its ``str``."""
+    if type(value).__module__ == "numpy" and callable(getattr(value, "item", None)):
+        return value.item()
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    return str(value)
+
+
+_PLAIN = json.JSONEncoder(ensure_ascii=False, default=_text_of).encode
+
+
+def plain(value: Any) -> Any:
+    """`value` as JSON gives it back: the row fields a DataFrame brings (dates, Decimals, numpy
+    numbers, sets, bytes) as `_text_of` writes them, NaN and the infinities as None. A saved output,
+    its `stored_size` and a widget's message take it whatever the rows held (a row's date once
+    failed the whole matrix's display after every run was paid for)."""
+    return json.loads(_PLAIN(value), parse_constant=lambda _: None)
+
+
 def stored_size(data: dict[str, Any]) -> int:
     """Bytes `data` (a display's MIME bundle) takes in a notebook file, as nbformat writes it:
     JSON indented by one, keys sorted, non-ASCII as UTF-8, a ``text/*`` value split into its

@@ -37,7 +37,7 @@ from typing import Any
 from ...agent import EvalResult, Evaluation, percentile, row_fields
 from ...core import redact_data
 from ..render.evaluation import PAGE
-from ..render.evaluation_saved import preview
+from ..render.evaluation_saved import plain, preview
 
 #: The matrix's filters, as labextension/src/matrix_filters.ts names them.
 FILTERS = ("all", "failed", "disagree", "changed")
@@ -238,7 +238,7 @@ class Pager:
         return message
 
     def _fields(self, rows: tuple[int, ...]) -> dict[str, Any]:
-        return {str(n): redact_data(row_fields(self.ev.rows[n])) for n in rows if n < len(self.ev.rows)}
+        return {str(n): plain(redact_data(row_fields(self.ev.rows[n]))) for n in rows if n < len(self.ev.rows)}
 
     def _doc(self, rows: tuple[int, ...], flags: dict[str, list[int]], summary: list[dict[str, Any]]) -> dict[str, Any]:
         """The page's document (the module doc's ``DOC``)."""
@@ -261,7 +261,7 @@ class Pager:
             "changes": ev.changes,
             "row_flags": {f: [n for n in flags[f] if n in keep] for f in ("failed", "disagree", "changed")},
             "flaky": [[n, c] for (n, c), seen in flaky.items() if len(seen) > 1],
-            "results": [preview(redact_data(r.to_dict())) for r in mine],
+            "results": [preview(plain(redact_data(r.to_dict()))) for r in mine],
             "field_order": list(dict.fromkeys(k for r in mine for k in r.fields)),
             "saved": {"results": progress.finished, "done": sum(s["runs"] for s in summary),
                       "cached": sum(s["cached"] for s in summary), "passed": sum(s["passed"] for s in summary),
