@@ -9,7 +9,7 @@
  */
 
 import { comparisonDiff } from './compare_diff';
-import { el, isObject, list, num, renderTranscript, str } from './transcript';
+import { el, isObject, list, num, priceNoteNodes, priceNotes, renderTranscript, str } from './transcript';
 import type { ComparisonRecord, ComparisonTable, PaneTitle, Unchecked } from './wire';
 
 interface Pane {
@@ -27,6 +27,8 @@ export class ComparisonFrame {
   readonly runs: number;
   private panes: Pane[];
   private tableHolder: HTMLElement;
+  /** Why the runs' prices are unknown, once under the table (not in each pane). */
+  private notesHolder: HTMLElement;
   private footer: HTMLElement;
   private table: Unchecked<ComparisonTable> | null = null;
   /** Each pane's title as the user typed it (an alias), naming its provider's row in the table. */
@@ -42,8 +44,9 @@ export class ComparisonFrame {
     this.panes = titles.map((title, index) => this.pane(title, index));
     grid.append(...this.panes.map(p => p.node));
     this.tableHolder = el('div', 'ipyagent-compare-figures');
+    this.notesHolder = el('div', 'ipyagent-price-notes');
     this.footer = el('div', 'ipyagent-footer ipyagent-compare-footer', '\u00a0');
-    this.nodes = [grid, this.tableHolder, this.footer];
+    this.nodes = [grid, this.tableHolder, this.notesHolder, this.footer];
   }
 
   private pane(title: PaneTitle, index: number): Pane {
@@ -129,6 +132,11 @@ export class ComparisonFrame {
     const node = figuresTable(table, (index, run) => this.select(index, run, true), this.titles);
     this.tableHolder.replaceChildren(...(node ? [node] : []));
     this.markRows();
+  }
+
+  /** The price notes of the runs' transcripts, each once, under the table. */
+  setPriceNotes(transcripts: Iterable<unknown>): void {
+    this.notesHolder.replaceChildren(...priceNoteNodes(priceNotes(transcripts)));
   }
 
   setFooter(text: string): void {
@@ -248,7 +256,7 @@ export function renderComparison(data: unknown, selected?: number[]): HTMLElemen
       continue;
     }
     const run = num(entry.run) ?? 0;
-    frame.body(index, run).append(...renderTranscript(entry.transcript));
+    frame.body(index, run).append(...renderTranscript(entry.transcript, false)); // its price note: under the table
     last.set(index, Math.max(run, last.get(index) ?? 0));
     runs.add(`${index}/${run}`);
   }
@@ -258,6 +266,7 @@ export function renderComparison(data: unknown, selected?: number[]): HTMLElemen
     frame.select(index, choice !== null && runs.has(`${index}/${choice}`) ? choice : run);
   });
   frame.setTable(data.table);
+  frame.setPriceNotes(list(data.entries).map(entry => (isObject(entry) ? entry.transcript : null)));
   frame.setFooter(list(data.footer).map(str).join(' · ')); // computed by the Python side (core/figures.py)
   return [...frame.nodes, ...comparisonDiff(data, paneTitles(data).map(t => t.title), () => frame.selected)];
 }

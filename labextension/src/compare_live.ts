@@ -58,6 +58,9 @@ export class CompareDoc {
   receive(msg: CompareMessage | KeyedRunMessage): void {
     if (isRunMessage(msg)) {
       this.run(msg.key).receive(msg); // the run's own views redraw themselves
+      if (msg.type === 'end') {
+        this.listeners.forEach(listener => listener()); // the price notes under the table
+      }
       return;
     }
     if (msg.type === 'compare') {
@@ -163,7 +166,7 @@ export class CompareLiveView {
       if (this.views.has(key) || pane < 0 || pane >= doc.panes.length) {
         continue;
       }
-      this.views.set(key, new LiveView(frame.body(pane, run), doc.run(key)));
+      this.views.set(key, new LiveView(frame.body(pane, run), doc.run(key), false)); // price note: under the table
       frame.select(pane, run); // follow the newest run, unless the user picked one
     }
     if (doc.table !== this.table) {
@@ -171,6 +174,7 @@ export class CompareLiveView {
       frame.setTable(doc.table);
     }
     markRunStates(this.el, doc);
+    frame.setPriceNotes([...doc.docs.values()].map(run => run.final));
     frame.setFooter(doc.footer);
   }
 }

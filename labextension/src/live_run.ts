@@ -182,9 +182,13 @@ export class LiveView {
   /** Animation frames that changed the DOM (tests read this as data-frames). */
   frames = 0;
 
-  constructor(el: HTMLElement, doc: LiveDoc) {
+  /** Draw the ended run's price note (false in a comparison's pane: it is said under the table). */
+  private priceNote: boolean;
+
+  constructor(el: HTMLElement, doc: LiveDoc, priceNote = true) {
     this.el = el;
     this.doc = doc;
+    this.priceNote = priceNote;
     el.classList.add('ipyagent-transcript', 'ipyagent-live');
     this.ticker = window.setInterval(() => this.tick(), 200);
     this.scheduler = new FrameScheduler(() => this.draw(), doc.listeners);
@@ -206,7 +210,7 @@ export class LiveView {
     if (this.doc.final) {
       this.ended = true;
       this.el.classList.remove('ipyagent-live');
-      this.el.replaceChildren(...renderTranscript(this.doc.final));
+      this.el.replaceChildren(...renderTranscript(this.doc.final, this.priceNote));
       window.clearInterval(this.ticker);
       performance.measure('ipyagent-render', { start, detail: { live: true } });
       return;

@@ -277,7 +277,27 @@ function lastTextPart(data: Json): unknown {
   return texts.length ? texts[texts.length - 1] : null;
 }
 
-export function renderTranscript(data: unknown): HTMLElement[] {
+/**
+ * Why the runs' prices are unknown, each note once: a run's `price_note` when it has no cost.
+ * A comparison shows them under its table (once per cell), not in each pane.
+ */
+export function priceNotes(transcripts: Iterable<unknown>): string[] {
+  const notes = new Set<string>();
+  for (const t of transcripts) {
+    if (isObject(t) && t.price_note && t.cost == null) {
+      notes.add(str(t.price_note));
+    }
+  }
+  return [...notes];
+}
+
+/** The price notes as nodes (under a run's footer, or under a comparison's table). */
+export function priceNoteNodes(notes: string[]): HTMLElement[] {
+  return notes.map(note => el('div', 'ipyagent-meta ipyagent-price-note', note));
+}
+
+/** A transcript's nodes; `priceNote` false: without its price note (a comparison's pane). */
+export function renderTranscript(data: unknown, priceNote = true): HTMLElement[] {
   if (!isObject(data) || data.format !== 'ipyagent.transcript') {
     return [el('div', 'ipyagent-error', '⚠ this output is not an ipyagent transcript')];
   }
@@ -351,8 +371,8 @@ export function renderTranscript(data: unknown): HTMLElement[] {
     .map(p => str((p as Json).text))
     .join('');
   nodes.push(footerNode(footerText(data), () => answer));
-  if (data.price_note && data.cost == null) {  // why no cost is shown, and how to set it (the driver's note)
-    nodes.push(el('div', 'ipyagent-meta ipyagent-price-note', str(data.price_note)));
+  if (priceNote) {  // why no cost is shown, and how to set it (the driver's note), under the output
+    nodes.push(...priceNoteNodes(priceNotes([data])));
   }
   return nodes;
 }
