@@ -201,6 +201,32 @@ def test_a_function_gets_the_result_and_the_row_and_its_error_is_the_reason() ->
         CallableAssertion(3)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("stop", [SystemExit, KeyboardInterrupt])
+@pytest.mark.parametrize("where", ["inline", "async", "thread"])
+def test_a_check_raising_systemexit_or_keyboardinterrupt_fails_and_the_loop_goes_on(stop, where) -> None:
+    """Such a check once hung the evaluation (or killed its loop thread with a traceback)."""
+    def sync(result: Any, row: Any) -> bool:
+        raise stop("bye")
+
+    async def later(result: Any, row: Any) -> bool:
+        raise stop("bye")
+
+    assertion = CallableAssertion(later if where == "async" else sync, name="python:c")
+    if where == "thread":
+        assertion.threads = Stoppable()
+    assert check(assertion, "x") == Outcome("python:c", False, reason=f"raised {stop.__name__}: bye")
+    if assertion.threads is not None:
+        assertion.threads.close()
+
+
+def test_a_cancelled_check_is_not_a_failed_check_but_goes_on_cancelled() -> None:
+    async def later(result: Any, row: Any) -> bool:
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        check(CallableAssertion(later), "x")
+
+
 def test_an_async_function_is_awaited_and_a_sync_one_runs_in_the_threads() -> None:
     async def later(result: Any, row: Any) -> float:
         return 0.6

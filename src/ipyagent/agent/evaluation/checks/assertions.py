@@ -25,6 +25,7 @@ that failed fails every assertion unchecked.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
@@ -252,7 +253,10 @@ class CallableAssertion(Assertion):
                 value = await self.threads.call(self.function, result, row)
             if inspect.isawaitable(value):
                 value = await value
-        except Exception as exc:  # noqa: BLE001 - a failing check is a failed assertion, not a crash
+        except asyncio.CancelledError:  # the run's deadline or an interrupt: it goes on
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a failing check is a failed assertion, not a crash:
+            # SystemExit or KeyboardInterrupt raised by a check once stopped the evaluation's loop
             return Outcome(self.name, False, reason=f"raised {type(exc).__name__}: {exc}")
         if isinstance(value, bool) or value is None:
             return Outcome(self.name, bool(value), reason=None if value else "returned False")
