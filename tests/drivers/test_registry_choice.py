@@ -55,6 +55,13 @@ REFUSED = [
     ("nope:m", {}, "unknown provider 'nope'"),
     ("openai", {}, "expected PROVIDER:MODEL"),
     ("openai:m", {"base_url": "localhost:8000/v1"}, "--base-url must start with http:// or https://"),
+    # what the HTTP client cannot parse is refused here, not by a traceback at the first request
+    ("openai:m", {"base_url": "http://[::1"}, r"--base-url 'http://\[::1' is not a valid URL \(Invalid IPv6"),
+    ("openai:m", {"base_url": "http://h:abc/v1"}, r"is not a valid URL \(Port could not be cast"),
+    ("openai:m", {"base_url": "http://h:99999/v1"}, r"is not a valid URL \(Port out of range"),
+    ("openai:m", {"base_url": "http://[zz]/v1"}, r"is not a valid URL .*e\.g\. http://localhost:8000/v1"),
+    ("openai:m", {"base_url": "http:///v1"}, "--base-url 'http:///v1' names no host"),
+    ("openai:m", {"base_url": "http://h/v\t1"}, "holds a control character"),
     ("anthropic:m", {"api_key_env": "UNSET_VARIABLE_0"}, "UNSET_VARIABLE_0 is not set"),
 ]
 
@@ -90,3 +97,7 @@ def test_a_replay_is_made_from_its_cassette_not_chosen() -> None:
 def test_the_choice_keeps_no_key() -> None:
     choice = choose_provider("openai:m")
     assert KEYS["OPENAI_API_KEY"] not in repr(choice) and choice.api_key() == KEYS["OPENAI_API_KEY"]
+
+
+def test_an_ipv6_base_url_with_its_port_is_taken() -> None:
+    assert choose_provider("openai:m", base_url="http://[::1]:8000/v1").base_url == "http://[::1]:8000/v1"

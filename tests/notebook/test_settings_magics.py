@@ -129,6 +129,21 @@ def test_base_url_default_goes_back_to_the_providers_own_root(ip, openai_server,
     assert "base_url" not in defaults.session_default().driver_options
 
 
+def test_a_base_url_the_client_cannot_parse_is_one_line_and_sets_nothing(ip, openai_server, capsys) -> None:
+    """Not accepted, then a traceback at the next cell's request (the HTTP client's InvalidURL)."""
+    ip.run_line_magic("provider", f"openai:m --base-url {openai_server.url}")
+    capsys.readouterr()
+    ip.run_line_magic("provider", "openai:x --base-url http://[::1")
+    out, err = capsys.readouterr()
+    assert out == "" and err.splitlines() == [
+        "ipyagent: --base-url 'http://[::1' is not a valid URL (Invalid IPv6 URL); "
+        "e.g. http://localhost:8000/v1 or http://[::1]:8000/v1"]
+    ip.run_line_magic("provider", "--alias bad openai:x --base-url http://h:abc/v1")
+    assert "is not a valid URL (Port could not be cast" in capsys.readouterr().err
+    ip.run_cell_magic("agent", "-o result", "hi")  # the provider before the refused one
+    assert ip.user_ns["result"].ok and openai_server.requests[0]["body"]["model"] == "m"
+
+
 # -- the default you can switch for a block ---------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from ..core import ConfigurationError, ModelSettings, add_secret, add_url
 from .catalog.lifecycle import example_id
@@ -321,6 +322,28 @@ class ProviderChoice:
         return os.environ.get(self.key_env) if self.key_env else None
 
 
+def check_base_url(base_url: str) -> None:
+    """Refuse, in one line, a base URL the HTTP client could not send to (it would fail at the
+    first request, with its own traceback): not http(s), a port that is not a number in 0-65535,
+    an IPv6 address not closed by ``]``, no host, a control character.
+
+    Raises:
+        ConfigurationError: what is wrong, and an example of what to type.
+    """
+    example = "e.g. http://localhost:8000/v1 or http://[::1]:8000/v1"
+    if not base_url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"--base-url must start with http:// or https://, {example} (got {base_url!r})")
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 - reading it checks it
+    except ValueError as exc:
+        raise ConfigurationError(f"--base-url {base_url!r} is not a valid URL ({exc}); {example}") from None
+    if not parts.hostname:
+        raise ConfigurationError(f"--base-url {base_url!r} names no host; {example}")
+    if any(ord(c) < 32 or ord(c) == 127 for c in base_url):
+        raise ConfigurationError(f"--base-url {base_url!r} holds a control character; {example}")
+
+
 def choose_provider(provider_id: str, *, base_url: str | None = None, api_key_env: str | None = None,
                     price_as: str | None = None) -> ProviderChoice:
     """Check ``provider:model`` and its options as `create_driver` does, without making the driver
@@ -341,10 +364,8 @@ def choose_provider(provider_id: str, *, base_url: str | None = None, api_key_en
         raise ConfigurationError("replay:CASSETTE has no provider to choose: create_driver reads the cassette")
     spec = provider_spec(name)
     assert spec is not None  # parse_provider_id refused unknown names
-    if base_url is not None and not base_url.startswith(("http://", "https://")):
-        raise ConfigurationError(
-            f"--base-url must start with http:// or https://, e.g. http://localhost:8000/v1 (got {base_url!r})"
-        )
+    if base_url is not None:
+        check_base_url(base_url)
     if price_as is not None and ":" not in price_as:
         raise ConfigurationError(f"price_as takes PROVIDER:MODEL ({example_id()}), not {price_as!r}")
     other_host = base_url is not None and base_url.rstrip("/") != (spec.base_url or "").rstrip("/")

@@ -20,6 +20,7 @@ from ...drivers import (
     ALIASES,
     KEY_FALLBACKS,
     ProviderChoice,
+    check_base_url,
     choose_provider,
     create_driver,
     driver_notice,
@@ -195,6 +196,8 @@ class ProviderMagics(Magics):
             raise UsageError(f"--alias NAME needs the id it stands for: %provider --alias fast {DEFAULT_PROVIDER}")
         options = self._given_options(args)
         try:
+            if options.get("base_url") not in (None, "default"):  # checked now, not at its first request
+                check_base_url(options["base_url"])
             target = set_alias(args.alias, args.provider_id)
         except ConfigurationError as exc:
             print_error(str(exc))
