@@ -70,3 +70,39 @@ def test_an_agent_cell_run_by_an_alias_names_it_in_its_footer(ip, capsys) -> Non
         second = capsys.readouterr().out
     assert "[local · openai:qwen · " in first
     assert "[openai:qwen · " in second and "local" not in second
+
+
+def test_an_alias_of_an_alias_takes_all_its_options(ip, capsys, monkeypatch) -> None:
+    """Its base URL above all: without it the prompt, and the provider's own key, would go to the
+    provider's own host (here api.openai.com) instead of the server the user named."""
+    monkeypatch.setenv("CORP_KEY", "sk-corp-123456")
+    with StubServer(openai_text_reply("ok")) as server:
+        ip.run_line_magic("provider", f"--alias local openai:qwen --base-url {server.url}/v1 --api-key-env CORP_KEY "
+                                      "--price-as openai:gpt-4o")
+        ip.run_line_magic("provider", "--alias l2 local")
+        assert capsys.readouterr().out.splitlines()[-1] == f"alias: l2 = openai:qwen at {server.url}/v1"
+        assert ip.magics_manager.registry["ProviderMagics"].alias_options["l2"] == {
+            "base_url": f"{server.url}/v1", "api_key_env": "CORP_KEY", "price_as": "openai:gpt-4o"}
+        ip.run_cell_magic("agent", "-p l2 -o result", "secret company data")
+    assert ip.user_ns["result"].ok, ip.user_ns["result"].error
+    assert [r["headers"]["Authorization"] for r in server.requests] == ["Bearer sk-corp-123456"]
+
+
+def test_an_alias_of_an_alias_keeps_the_options_given_over_the_ones_it_takes(ip) -> None:
+    ip.run_line_magic("provider", "--alias local openai:qwen --base-url http://127.0.0.1:9/v1 --api-key-env CORP_KEY")
+    ip.run_line_magic("provider", "--alias l2 local --base-url http://127.0.0.1:10/v1")
+    assert ip.magics_manager.registry["ProviderMagics"].alias_options["l2"] == {
+        "base_url": "http://127.0.0.1:10/v1", "api_key_env": "CORP_KEY"}
+
+
+def test_an_alias_set_as_the_provider_with_an_option_keeps_its_base_url(ip, capsys, monkeypatch) -> None:
+    """``%provider local --api-key-env VAR`` adds the variable to the alias's options, not instead
+    of them (its base URL lost, the key would go to the provider's own host)."""
+    monkeypatch.setenv("CORP_KEY", "sk-corp-123456")
+    with StubServer(openai_text_reply("ok")) as server:
+        ip.run_line_magic("provider", f"--alias local openai:qwen --base-url {server.url}/v1")
+        ip.run_line_magic("provider", "local --api-key-env CORP_KEY")
+        assert f"provider: openai:qwen at {server.url}/v1" in capsys.readouterr().out
+        ip.run_cell_magic("agent", "-o result", "hi")
+    assert ip.user_ns["result"].ok, ip.user_ns["result"].error
+    assert [r["headers"]["Authorization"] for r in server.requests] == ["Bearer sk-corp-123456"]

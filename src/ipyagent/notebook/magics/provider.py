@@ -191,10 +191,12 @@ class ProviderMagics(Magics):
         }
 
     def _set_alias(self, args: Any) -> None:
-        """``%provider --alias NAME PROVIDER:MODEL [options]``: NAME stands for the id, with those options."""
+        """``%provider --alias NAME PROVIDER:MODEL [options]``: NAME stands for the id, with those options.
+        An alias of an alias takes all the options of the one it names (its ``--base-url``: else its
+        prompts, and the provider's key, would go to the provider's own host), those given going over."""
         if not args.provider_id:
             raise UsageError(f"--alias NAME needs the id it stands for: %provider --alias fast {DEFAULT_PROVIDER}")
-        options = self._given_options(args)
+        options = {**self.alias_options.get(args.provider_id.strip(), {}), **self._given_options(args)}
         try:
             if options.get("base_url") not in (None, "default"):  # checked now, not at its first request
                 check_base_url(options["base_url"])
@@ -210,9 +212,8 @@ class ProviderMagics(Magics):
         """``%provider PROVIDER:MODEL [options]``: the session's default, once checked as a driver would
         be (`choose_provider`: the provider, the key, the base URL); the driver itself is made at the
         first request, and with it the HTTP stack (a first ``%provider`` imports neither)."""
-        options = self._given_options(args)
-        if not options and args.provider_id in self.alias_options:
-            options = dict(self.alias_options[args.provider_id])
+        # an alias's options, with those given over them (not instead: its base URL stays)
+        options = {**self.alias_options.get(args.provider_id, {}), **self._given_options(args)}
         resolved = resolve_alias(args.provider_id)
         options = {**session_default().options_for(resolved), **options}
         if options.get("base_url") == "default":  # back to the provider's own API root
