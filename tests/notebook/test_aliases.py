@@ -106,3 +106,17 @@ def test_an_alias_set_as_the_provider_with_an_option_keeps_its_base_url(ip, caps
         ip.run_cell_magic("agent", "-o result", "hi")
     assert ip.user_ns["result"].ok, ip.user_ns["result"].error
     assert [r["headers"]["Authorization"] for r in server.requests] == ["Bearer sk-corp-123456"]
+
+
+def test_python_s_agent_named_by_an_alias_goes_where_the_alias_says(ip, monkeypatch) -> None:
+    """``Agent("local")`` in the notebook that declared ``local``: its base URL, not api.openai.com
+    with the provider's key (Python read only the id the alias stands for)."""
+    from ipyagent import Agent
+
+    monkeypatch.setenv("CORP_KEY", "sk-corp-123456")
+    ip.run_line_magic("provider", "--alias local openai:qwen --base-url http://127.0.0.1:9/v1 --api-key-env CORP_KEY")
+    ip.run_line_magic("provider", "--alias l2 local")
+    for name in ("local", "l2"):
+        driver = Agent(name).driver
+        assert (driver.id, driver.base_url, driver.key_env) == ("openai:qwen", "http://127.0.0.1:9/v1", "CORP_KEY")
+    assert Agent("local", base_url="http://127.0.0.1:10/v1").driver.base_url == "http://127.0.0.1:10/v1"

@@ -25,7 +25,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..core import ModelSettings, coerce_settings
-from ..drivers import Ledger, example_id, resolve_alias
+from ..drivers import Ledger, alias_options, example_id, resolve_alias
 
 #: The provider used when nothing else says which: OpenAI's current model in the shipped lifecycle
 #: table (``drivers/catalog/lifecycle.json``, the one place that choice is made).
@@ -75,7 +75,11 @@ class Defaults:
     def options_for(self, provider_id: str) -> dict[str, Any]:
         """The driver options another id gets from this default: all of them for the same
         id, the provider-scoped ones (base URL, key variable) for another model of the
-        same provider, none for another provider."""
+        same provider, none for another provider; an alias's own (`alias_options`: its base
+        URL, not the provider's host, gets its prompts)."""
+        declared = alias_options(provider_id)
+        if declared is not None:
+            return declared
         if provider_id == self.provider:
             return dict(self.driver_options)
         if _provider_name(provider_id) == _provider_name(self.provider):

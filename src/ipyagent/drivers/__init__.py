@@ -4,11 +4,13 @@ from .._lazy import lazy_exports
 from .catalog.lifecycle import Lifecycle, current_model, driver_notice, example_id, lifecycle, shutdown_notice
 from .catalog.pricing import Cost, Ledger, format_usd, total_cost
 from .registry import (
+    ALIAS_OPTIONS,
     ALIASES,
     BUILTIN,
     KEY_FALLBACKS,
     ProviderChoice,
     ProviderSpec,
+    alias_options,
     check_base_url,
     choose_provider,
     create_driver,
@@ -44,6 +46,8 @@ __all__ = [
     "set_alias",
     "resolve_alias",
     "ALIASES",
+    "ALIAS_OPTIONS",
+    "alias_options",
     "KEY_FALLBACKS",
     "Cost",
     "total_cost",

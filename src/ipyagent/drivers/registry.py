@@ -145,11 +145,15 @@ KEY_FALLBACKS = {"GEMINI_API_KEY": "GOOGLE_API_KEY"}
 
 #: Short names for provider ids (``%provider --alias fast openai:gpt-6-luna``): name -> ``provider:model``.
 ALIASES: dict[str, str] = {}
+#: The driver options each alias brings (``base_url``, ``api_key_env``...): name -> options.
+ALIAS_OPTIONS: dict[str, dict[str, Any]] = {}
 _ALIAS_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*$")
 
 
-def set_alias(name: str, provider_id: str) -> str:
-    """Make `name` stand for `provider_id` wherever a provider id is taken; returns the id.
+def set_alias(name: str, provider_id: str, options: dict[str, Any] | None = None) -> str:
+    """Make `name` stand for `provider_id` wherever a provider id is taken, with driver `options`
+    (`alias_options`); returns the id. An alias of an alias brings that one's options, `options`
+    over them: its base URL lost, its prompts and the provider's key would go to the provider's host.
 
     Raises:
         ConfigurationError: `name` is not letters, digits, ``-``, ``_``, ``.`` (starting
@@ -161,6 +165,7 @@ def set_alias(name: str, provider_id: str) -> str:
         )
     target = resolve_alias(provider_id.strip())
     parse_provider_id(target)
+    ALIAS_OPTIONS[name] = {**ALIAS_OPTIONS.get(provider_id.strip(), {}), **(options or {})}
     ALIASES[name] = target
     return target
 
@@ -168,6 +173,12 @@ def set_alias(name: str, provider_id: str) -> str:
 def resolve_alias(provider_id: str) -> str:
     """The ``provider:model`` an alias stands for; any other id unchanged."""
     return ALIASES.get(provider_id.strip(), provider_id)
+
+
+def alias_options(provider_id: str) -> dict[str, Any] | None:
+    """The driver options alias `provider_id` brings (a copy; `set_alias`); None: not an alias."""
+    found = ALIAS_OPTIONS.get(provider_id.strip()) if provider_id.strip() in ALIASES else None
+    return None if found is None else dict(found)
 
 
 #: (the import path's state, the plug-ins found there): scanning every installed package's entry

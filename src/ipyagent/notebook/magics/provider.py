@@ -17,6 +17,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from ...agent import DEFAULT_PROVIDER, current_default, run_sync, session_default, set_default
 from ...core import ConfigurationError, ProviderError, redact
 from ...drivers import (
+    ALIAS_OPTIONS,
     ALIASES,
     KEY_FALLBACKS,
     ProviderChoice,
@@ -54,7 +55,6 @@ class ProviderMagics(Magics):
         super().__init__(shell)
         self._provider_set = False  # %provider named one (else the built-in default is in force)
         self._model_lists: dict[tuple[str, str], list[Any]] = {}  # (provider, base URL) -> its models, per session
-        self.alias_options: dict[str, dict[str, Any]] = {}  # alias -> the options it was declared with
         self._noticed: set[tuple[str, str]] = set()  # models whose shutdown notice was printed this session
 
     @property
@@ -63,6 +63,11 @@ class ProviderMagics(Magics):
         or None while no provider was set and the built-in default is in force."""
         current = session_default().provider
         return current if self._provider_set or current != DEFAULT_PROVIDER else None
+
+    @property
+    def alias_options(self) -> dict[str, dict[str, Any]]:
+        """Alias -> the options it brings (`ALIAS_OPTIONS`: Python's ``Agent(NAME)`` reads them too)."""
+        return ALIAS_OPTIONS
 
     @property
     def provider_options(self) -> dict[str, Any]:
@@ -196,15 +201,15 @@ class ProviderMagics(Magics):
         prompts, and the provider's key, would go to the provider's own host), those given going over."""
         if not args.provider_id:
             raise UsageError(f"--alias NAME needs the id it stands for: %provider --alias fast {DEFAULT_PROVIDER}")
-        options = {**self.alias_options.get(args.provider_id.strip(), {}), **self._given_options(args)}
+        given = self._given_options(args)
         try:
-            if options.get("base_url") not in (None, "default"):  # checked now, not at its first request
-                check_base_url(options["base_url"])
-            target = set_alias(args.alias, args.provider_id)
+            if given.get("base_url") not in (None, "default"):  # checked now, not at its first request
+                check_base_url(given["base_url"])
+            target = set_alias(args.alias, args.provider_id, given)
         except ConfigurationError as exc:
             print_error(str(exc))
             return
-        self.alias_options[args.alias] = options
+        options = self.alias_options[args.alias]
         where = f" at {options['base_url']}" if options.get("base_url") else ""
         print(f"alias: {args.alias} = {target}{where}")
 
