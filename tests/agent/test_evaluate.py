@@ -529,6 +529,22 @@ def test_a_row_that_cannot_be_rendered_is_a_template_error_and_the_others_run(st
     assert (summary["runs"], summary["template_errors"], summary["pass_rate"]) == (1, 2, 1.0)
 
 
+def test_a_missing_value_in_a_dataframe_is_its_rows_template_error_not_a_failed_answer(store) -> None:
+    """A None/NaN in the column a check reads was the text "nan": a right answer failed its check and the
+    NaN made the evaluation's JSON invalid for the notebook (jupyter_client warned in the cell)."""
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"country": ["France", "Japan"], "capital": ["Paris", None], "size": [1.5, float("nan")]})
+    with StubServer(responder=answering(capital_of)) as server:
+        ev = evaluate([Agent("openai:m", base_url=server.url)], "Capital of {{ row.country }}?", frame,
+                      assertions=["contains:{{ row.capital }}"], store=store)
+    assert [last_user_text(r["body"]) for r in server.requests] == ["Capital of France?"]
+    france, japan = ev.ordered()
+    assert france.passed and (japan.status, japan.passed) == ("template_error", None)
+    assert japan.error == ("row 1: check contains:{{ row.capital }}: the template: "
+                           "'dict object' has no attribute 'capital'")
+    json.dumps(ev.to_json(), allow_nan=False, default=str)  # no NaN left anywhere
+
+
 def test_a_prompt_that_cannot_be_rendered_names_its_row_and_no_row_rendered_sends_nothing(store) -> None:
     rows = [{"country": "a"}, {"land": "b"}, {"country": "  "}]
     with StubServer(responder=answering(lambda q: "x")) as server:

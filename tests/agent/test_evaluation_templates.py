@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import polars as pl
 import pytest
@@ -137,6 +138,32 @@ def test_a_render_after_a_failure_is_not_left_redacting() -> None:
         render_template("{{ nope }}", {}, redacting=True)
     assert render_template("{{ row }}", KEY) == KEY
     assert render_cell("{{ x }}", {"x": KEY}) == (KEY, 0)
+
+
+def test_a_field_without_a_value_is_none_and_a_template_reading_it_fails() -> None:
+    """NaN, pandas' NA and NaT are None in the row (JSON holds it); a template reading a None field is the
+    row's error, never the text "nan"; other falsy values are values; a row with every value is the same."""
+    frame = pd.DataFrame({"q": ["a", None, "c"], "x": [1.5, np.nan, 0.0],
+                          "n": pd.array([1, None, 0], dtype="Int64"),
+                          "t": pd.to_datetime(["2020-01-01", None, "2021-01-01"])})
+    first, second, third = normalize_rows(frame)
+    assert first == {"q": "a", "x": 1.5, "n": 1, "t": pd.Timestamp("2020-01-01")}
+    assert second == {"q": None, "x": None, "n": None, "t": None} and (third["x"], third["n"]) == (0.0, 0)
+    assert normalize_rows(pl.DataFrame({"q": ["a", None], "x": [float("nan"), 1.0]})) == [
+        {"q": "a", "x": None}, {"q": None, "x": 1.0}]
+    whole = {"q": "", "n": 0, "b": False, "l": [], "none": None}
+    listed = [whole, {"x": float("nan"), "y": np.float64("nan"), "z": pd.NA, "t": pd.NaT, "k": 1}, "nan"]
+    got = normalize_rows(listed)
+    assert got == [whole, {"x": None, "y": None, "z": None, "t": None, "k": 1}, "nan"] and got[0] is whole
+    assert listed[1]["z"] is pd.NA  # the user's row is left as it is
+    for template in ("contains:{{ row.q }}", "{{ row.q | upper }}"):  # the fields-only path and Jinja's
+        with pytest.raises(TemplateError, match="has no attribute 'q'"):
+            render_template(template, {"q": None, "k": 1})
+    assert render_template("{{ row.q | default('none') }} {{ row.k }}", {"q": None, "k": 1}) == "none 1"
+    assert render_template("{{ row.k }}", {"q": None, "k": 1}) == "1"
+    with pytest.raises(TemplateError, match="has no attribute 'q'"):  # a row with no value at all
+        render_template("{{ row.q | upper }}", {"q": None})
+    assert render_template("{{ row }}", "plain") == "plain"
 
 
 def test_rows_from_dataframes_lists_and_iterables() -> None:

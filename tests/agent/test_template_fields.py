@@ -4,6 +4,7 @@ and a cached re-run does little else. It must give Jinja2's string, or Jinja2's 
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -60,12 +61,16 @@ TEMPLATES = [
 ]
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-f]+")
+
+
 def _jinja(template: str, row: Any, redacting: bool) -> tuple[str, Any]:
-    """What Jinja2 itself renders, or the type of what it raises."""
+    """What Jinja2 itself renders for the row as a template reads it (`templates._present`: a None field
+    is missing), or the type of what it raises."""
     try:
         with_count = templates._masked_count.set([0] if redacting else None)
         try:
-            return "text", templates.environment(redacting).from_string(template).render(row=row)
+            return "text", templates.environment(redacting).from_string(template).render(row=templates._present(row))
         finally:
             templates._masked_count.reset(with_count)
     except Exception as exc:  # noqa: BLE001 - compared as a kind
@@ -85,6 +90,8 @@ def test_a_template_of_row_fields_renders_as_jinja2_does(template: str, redactin
     for row in ROWS:
         kind, value = _jinja(template, row, redacting)
         ours = _ours(template, row, redacting)
+        if kind == "text" and ours[0] == "text":  # `_present` copies a row with a None field: another address
+            value, ours = _ADDRESS.sub("", value), ("text", _ADDRESS.sub("", ours[1]))
         assert ours == (kind, value if kind == "text" else TemplateError), (template, row)
         assert ours[0] == "error" or type(ours[1]) is str
 

@@ -16,6 +16,7 @@ masked.
 
 from __future__ import annotations
 
+import math
 import re
 from contextvars import ContextVar
 from functools import lru_cache
@@ -174,7 +175,7 @@ def render_template(template: str, row: Any, namespace: dict[str, Any] | None = 
         if used is not None:
             namespace = {name: namespace[name] for name in used if name in namespace}  # type: ignore[index]
         names = {name: _named(name, value) for name, value in (namespace or {}).items()} if redacting else namespace
-        return compiled.render({**(names or {}), "row": row})
+        return compiled.render({**(names or {}), "row": _present(row)})
     except jinja2.TemplateSyntaxError as exc:
         raise TemplateError(f"the template does not parse: {exc.message} (line {exc.lineno})") from None
     except jinja2.UndefinedError as exc:
@@ -219,7 +220,7 @@ def _render_fields(parts: tuple[str, ...], row: Any, redacting: bool) -> str | N
                 value = _named(name, value) if redacting else value
             else:
                 value = env.getattr(row, name)
-            if value is Undefined or isinstance(value, Undefined):
+            if value is Undefined or value is None or isinstance(value, Undefined):  # None: `_present`
                 return None
             out.append(str(_finalize(value)) if redacting else str(value))
             out.append(parts[n + 1])
@@ -230,7 +231,9 @@ def _render_fields(parts: tuple[str, ...], row: Any, redacting: bool) -> str | N
 
 def normalize_rows(rows: Any) -> list[Any]:
     """The rows as a list: a pandas or polars DataFrame gives one dict per row; a list (or
-    any iterable that is not text) of dicts or strings is kept as it is.
+    any iterable that is not text) of dicts or strings is kept as it is. A field without a
+    value (NaN, pandas' NA or NaT) is None in its row (`_plain_missing`): JSON can hold it, and a
+    template that reads a None field fails (`render_template`), never rendering "nan".
 
     Raises:
         TypeError: text, a mapping, something that is not a sequence of rows, or a DataFrame
@@ -242,12 +245,38 @@ def normalize_rows(rows: Any) -> list[Any]:
         if twice:
             raise TypeError(f"--over: the DataFrame's columns {', '.join(map(repr, twice))} appear more than once; "
                             "rename them (df.columns = [...]) so each row field has one value")
-        return rows.to_dict("records")
-    if hasattr(rows, "to_dicts") and hasattr(rows, "columns"):  # polars
-        return rows.to_dicts()
-    if isinstance(rows, (str, bytes, dict)) or not hasattr(rows, "__iter__"):
+        listed = rows.to_dict("records")
+    elif hasattr(rows, "to_dicts") and hasattr(rows, "columns"):  # polars
+        listed = rows.to_dicts()
+    elif isinstance(rows, (str, bytes, dict)) or not hasattr(rows, "__iter__"):
         raise TypeError(f"--over needs a DataFrame, a list of dicts or a list of strings, not {type(rows).__name__}")
-    return list(rows)
+    else:
+        listed = list(rows)
+    return [_plain_missing(row) if type(row) is dict else row for row in listed]
+
+
+#: The types of pandas' missing values (``pd.NA``, ``pd.NaT``), known by name: pandas is not imported here.
+_MISSING_TYPES = frozenset({"NAType", "NaTType"})
+
+
+def _missing(value: Any) -> bool:
+    """Whether a row's field has no value: None, a float NaN (numpy's too), ``pd.NA`` or ``pd.NaT``."""
+    return value is None or isinstance(value, float) and math.isnan(value) or type(value).__name__ in _MISSING_TYPES
+
+
+def _plain_missing(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with None for each field that has no value (`_missing`); `row` itself when all have one."""
+    if not any(value is not None and _missing(value) for value in row.values()):
+        return row
+    return {name: None if _missing(value) else value for name, value in row.items()}
+
+
+def _present(row: Any) -> Any:
+    """What a template reads as ``row``: a dict without its None fields (so reading one is undefined,
+    the row's template error, and ``| default(...)`` applies), any other row as it is."""
+    if type(row) is not dict or not any(value is None for value in row.values()):
+        return row
+    return {name: value for name, value in row.items() if value is not None}
 
 
 def row_fields(row: Any) -> dict[str, Any]:
