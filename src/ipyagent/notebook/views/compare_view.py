@@ -379,7 +379,7 @@ class CompareTextView:
                 shown = f"{self.chars[index]} chars" if self.chars[index] else "waiting"
                 shown = f"run {len(ended) + 1}/{self.runs} {shown}" if self.runs > 1 else shown
             parts.append(f"{title} {shown}")
-        elapsed = time.monotonic() - (self.started if self.started is not None else time.monotonic())
+        elapsed = 0.0 if self.started is None else time.monotonic() - self.started
         return visible_controls(redact(" · ".join(["comparing", *parts, f"{elapsed:.0f} s"])))
 
     def _running(self) -> bool:
@@ -404,10 +404,7 @@ class CompareTextView:
             self.status.erase()
 
     def close(self) -> None:
-        """The comparison is over (ended, failed or stopped): no more status line."""
-        self._stop()
-
-    def _stop(self) -> None:
+        """The comparison is over (ended, failed or stopped), or its table is next: no more status line."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -425,7 +422,7 @@ class CompareTextView:
         self._erase()  # the next frame draws it again under the block, while runs go on
         self.figures.append(fig)
         if not self._running():
-            self._stop()
+            self.close()
         if self.colour:
             return self._draw_run(fig)
         run = f" · run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
@@ -435,7 +432,7 @@ class CompareTextView:
         self.stream.flush()
 
     def mark_interrupted(self) -> None:
-        self._stop()
+        self.close()
         self.stream.write("[interrupted]\n")
 
     def _draw_run(self, fig: RunFigures) -> None:
@@ -454,7 +451,7 @@ class CompareTextView:
         return f"{title} · {fig.provider}" if title != fig.provider else str(fig.provider)
 
     def show_table(self) -> None:
-        self._stop()
+        self.close()
         if self.colour:
             from rich.text import Text
 

@@ -73,7 +73,7 @@ class EvaluationView:
         self.name = out or "ev"  # the cell's -o variable, which the saved output's note names
         self.widget: Any = None
         self.display_id: str | None = None
-        self.tty: Any = None  # the terminal the progress line is drawn on
+        self.status: StatusLine | None = None  # the terminal's progress line
         self.frames = 0
         self._lock = threading.Lock()
         self._scheduled = False
@@ -83,9 +83,8 @@ class EvaluationView:
         if widgets:
             self.widget = self._live_widget()
             self.display_id = show_live(self)  # marked live: a page that misses the end asks for it
-        elif not background:
-            self.tty = tty_of(stream or sys.stdout)
-        self.status = StatusLine(self.tty) if self.tty is not None else None
+        elif not background and (tty := tty_of(stream or sys.stdout)) is not None:
+            self.status = StatusLine(tty)
 
     def _live_widget(self) -> Any:
         """The live matrix, a page at a time (`evaluation_pages`), gradable on any page; without the
@@ -138,14 +137,10 @@ class EvaluationView:
         batches = self.ev.batch_progress
         return f"{self.ev.progress} · {batches}" if batches is not None else str(self.ev.progress)
 
-    def _draw_line(self) -> None:
-        """The terminal's progress line, rewritten in place (`terminal.StatusLine`)."""
-        self.status.draw(f"evaluating · {self._line()}")  # type: ignore[union-attr]
-
     def update(self, result: EvalResult | Any = None) -> None:
         """A cell ended (or started), or the batches moved on: redraw now if the last frame is `FRAME_S`
         old, else once later."""
-        if self.widget is None and self.tty is None:
+        if self.widget is None and self.status is None:
             return
         if self.pager is not None and isinstance(result, EvalResult):
             self.pager.changed(result.row)
@@ -165,9 +160,9 @@ class EvaluationView:
             self._last = time.monotonic()
             if not self._drawing():
                 return
-            if self.tty is not None:  # drawn under the lock: `finish` rubs out the last one
+            if self.status is not None:  # drawn under the lock: `finish` rubs out the last one
                 self.frames += 1
-                self._draw_line()
+                self.status.draw(f"evaluating · {self._line()}")
                 return
         self.frames += 1
         if self.pager is not None:
