@@ -29,6 +29,7 @@ export class ComparisonFrame {
   private tableHolder: HTMLElement;
   /** Why the runs' prices are unknown, once under the table (not in each pane). */
   private notesHolder: HTMLElement;
+  private notesKey = '[]';
   private footer: HTMLElement;
   private table: Unchecked<ComparisonTable> | null = null;
   /** Each pane's title as the user typed it (an alias), naming its provider's row in the table. */
@@ -134,9 +135,15 @@ export class ComparisonFrame {
     this.markRows();
   }
 
-  /** The price notes of the runs' transcripts, each once, under the table. */
+  /** The price notes of the runs' transcripts, each once, under the table (redrawn only when they change:
+   * a live comparison calls this on every frame). */
   setPriceNotes(transcripts: Iterable<unknown>): void {
-    this.notesHolder.replaceChildren(...priceNoteNodes(priceNotes(transcripts)));
+    const notes = priceNotes(transcripts);
+    const key = JSON.stringify(notes);
+    if (key !== this.notesKey) {
+      this.notesKey = key;
+      this.notesHolder.replaceChildren(...priceNoteNodes(notes));
+    }
   }
 
   setFooter(text: string): void {

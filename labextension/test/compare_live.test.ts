@@ -80,11 +80,13 @@ test('a live comparison says it once under its table as its runs end, not in eac
     await nextFrame();
     await nextFrame();
     assert.deepEqual(notes(root), ['note before ipyagent-footer ipyagent-compare-footer']);  // no table message yet
+    const drawn = root.querySelector('.ipyagent-price-note');
     doc.receive({ type: 'end', key: '1/0', doc: run('x:b') } as never);
     doc.receive({ type: 'table', table: table([['x:a', '0.1', '0.5'], ['x:b', '0.2', '0.6']]) } as never);
     await nextFrame();
     await nextFrame();
     assert.deepEqual(notes(root), ['note before ipyagent-footer ipyagent-compare-footer']);
+    assert.equal(root.querySelector('.ipyagent-price-note'), drawn);  // the same notes: not drawn again
   } finally {
     view.dispose();
   }
