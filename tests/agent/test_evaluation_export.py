@@ -133,6 +133,15 @@ def test_the_store_gives_an_evaluation_back_by_its_id_or_a_prefix(ev: Evaluation
         load_evaluation("nope", store=store)
 
 
+def test_the_store_gives_back_the_wall_time_as_the_file_does(ev: Evaluation, tmp_path: Path) -> None:
+    """The store keeps the evaluation as its matrix ends, before the runner notes the wall time: it
+    keeps the time so far (a loaded evaluation once read ``wall 0.00 s`` where the file said 8.32 s)."""
+    stored = load_evaluation(ev.id, store=tmp_path / "runs.sqlite")
+    exported = load_evaluation(ev.export(tmp_path / "r.jsonl"))
+    assert exported.wall_s == ev.wall_s and 0 < stored.wall_s <= ev.wall_s
+    assert f"wall {ev.wall_s:.2f} s" in repr(exported) and "wall 0.00 s" not in repr(stored)
+
+
 def test_an_evaluation_past_500_runs_comes_back_whole_from_a_store_never_graded(tmp_path: Path) -> None:
     """The store reads runs by id 500 at a time; with no grade in the store every run's answer, usage
     and cost still come back (a shortcut for grades, copied to the runs' read, once lost them all)."""

@@ -14,6 +14,7 @@ import pytest
 from pydantic import BaseModel
 
 from ipyagent.agent import EvalResult, Evaluation
+from ipyagent.agent.evaluation import export
 from ipyagent.agent.evaluation.checks import Outcome
 from ipyagent.agent.evaluation.export import _compact_outcomes, document, export_records, json_text, meta
 
@@ -170,6 +171,14 @@ def test_the_store_keeps_each_run_its_columns_tally_and_a_prompt_only_without_a_
     assert doc["meta"]["pass"] == {"openai:a": [0, 0], "openai:b": [1, 1]} and doc["rows"] == [{"q": 0}, {"q": 1}]
     assert doc["runs"] == [[0, 1, 0, "ok", True, "r0", False, None, None, None, 1, None],
                            [1, 1, 0, "skipped", None, None, False, "budget", "over", None, [None], "p1"]]
+
+
+def test_the_store_keeps_the_wall_time_so_far_until_the_runner_notes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    ev = Evaluation(["openai:a"], [{"q": 0}], started=100.0)
+    monkeypatch.setattr(export.time, "monotonic", lambda: 105.25)
+    assert document(ev)["meta"]["wall_s"] == 5.25 and meta(ev)["wall_s"] == 0.0
+    ev.wall_s = 8.32
+    assert document(ev)["meta"]["wall_s"] == 8.32
 
 
 def test_meta_holds_the_evaluations_settings_and_when_it_was_kept() -> None:

@@ -168,7 +168,9 @@ def document(ev: Evaluation) -> dict[str, Any]:
     kernel is gone: META (with each column's ``[passed, ran]``), the rows' fields and per run
     ``[row, column (its index), repeat, status, passed, run id, cached, error type, error, judges'
     USD, outcomes, prompt (only for a run the store has no row of)]``; the answers, tokens, costs
-    and times stay in the store's runs (``runs.metadata``), named by their ids."""
+    and times stay in the store's runs (``runs.metadata``), named by their ids. It is kept as the
+    matrix ends, before its runner notes the wall time: META's ``wall_s`` is the time since it
+    started then (an evaluation loaded by id read ``wall 0.00 s``)."""
     index = {c: i for i, c in enumerate(ev.columns)}
     rows: list[Any] = [None] * len(ev.rows)
     tally: dict[str, list[int]] = {c: [0, 0] for c in ev.columns}
@@ -182,7 +184,8 @@ def document(ev: Evaluation) -> dict[str, Any]:
         run_id = r.run_id  # read once: a result makes its run id's str on each read
         runs.append([r.row, index.get(column, 0), r.repeat, r.status, r.passed, run_id, r.cached, r.error_type,
                      r.error, r.judge_cost, _compact_outcomes(r, ev.assertions), None if run_id else r.prompt])
-    return {"meta": {**meta(ev), "pass": tally}, "rows": rows, "runs": runs}
+    wall_s = ev.wall_s or time.monotonic() - ev.started
+    return {"meta": {**meta(ev), "wall_s": wall_s, "pass": tally}, "rows": rows, "runs": runs}
 
 
 class EvaluationData:
