@@ -200,6 +200,9 @@ def test_transport_errors_are_typed_and_say_where() -> None:
         "(not retried: the same request would get the same reply)", retryable=False)
     assert_error(driver._transport_error(httpx2.ReadTimeout("slow"), url), "timeout",
         f"toy did not answer within 7.5 s ({redact(url)})", retryable=True)
+    assert_error(driver._as_provider_error(httpx2.ReadTimeout("idle"), url, answering=True), "timeout",
+        f"toy began its answer, then sent nothing for 7.5 s (read_timeout); the text so far is kept ({redact(url)})",
+        retryable=True)
     assert key not in redact(url)
     assert_error(driver._transport_error(httpx2.ConnectError(""), "http://h"), "connection",
         "could not connect to http://h: connection refused "

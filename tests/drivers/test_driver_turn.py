@@ -431,6 +431,18 @@ def test_a_connection_that_fails_before_the_first_delta_is_tried_again(no_sleep:
     assert events[1].error.message == events[-1].metadata["last_error"]  # the RetryScheduled notice
 
 
+def test_a_read_timeout_says_whether_the_answer_had_begun(no_sleep: list[float]) -> None:
+    stalled = Scripted((200, NDJSON, [ndjson({"text": "Hel"}), httpx2.ReadTimeout("idle")]))
+    failed = run_turn(Toy("m", read_timeout=7.5, transport=stalled))[-1]
+    assert_error(failed.error, "timeout", "toy began its answer, then sent nothing for 7.5 s (read_timeout); "
+                 "the text so far is kept (http://toy.invalid/v1/chat)", retryable=True)
+    assert failed.partial.text == "Hel" and len(stalled.requests) == 1
+    silent = Scripted((200, NDJSON, [ndjson({"model": "m-1"}), httpx2.ReadTimeout("idle")]))
+    failed = run_turn(Toy("m", read_timeout=7.5, max_attempts=1, transport=silent))[-1]  # no delta yet
+    assert_error(failed.error, "timeout", "toy did not answer within 7.5 s (http://toy.invalid/v1/chat)",
+                 retryable=True)
+
+
 def test_a_refused_connection_names_the_url() -> None:
     class Down(httpx2.AsyncBaseTransport):
         async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:

@@ -239,7 +239,9 @@ class BasePromptDriver(TurnSteps, CapabilityChecks, ErrorMapping, ModelLists, AB
                 await opened.response.stream.drain()
             completed = await self._complete(start, sent, reply, ttft_s)
         except Exception as exc:  # a reply of the wrong shape may trip anything (a number where text goes)
-            yield await self._failed(self._as_provider_error(exc, str(request.url)), start, sent, reply, ttft_s)
+            answering = sent is not None and sent.opened is not None  # a stall mid-answer, not silence
+            error = self._as_provider_error(exc, str(request.url), answering)
+            yield await self._failed(error, start, sent, reply, ttft_s)
         else:
             yield completed
         finally:

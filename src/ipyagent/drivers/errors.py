@@ -126,7 +126,9 @@ class ErrorMapping:
             status=status, retryable=False,
         )
 
-    def _transport_error(self, exc: Exception, url: str) -> ProviderError:
+    def _transport_error(self, exc: Exception, url: str, answering: bool = False) -> ProviderError:
+        """`exc` as a `ProviderError`; `answering`: the reply had begun (a read timeout is then a
+        stall in the middle of the answer, not a server that did not answer)."""
         url = redact(url)  # a key may sit in the URL (user-info, a query parameter)
         if isinstance(exc, httpx2.SSEError):  # an event over the size limit: the same reply again would be too
             return ProviderError(
@@ -136,6 +138,9 @@ class ErrorMapping:
                 retryable=False,
             )
         if isinstance(exc, httpx2.TimeoutException):
+            if answering:
+                return ProviderError("timeout", f"{self.provider} began its answer, then sent nothing for "
+                                     f"{self.read_timeout:g} s (read_timeout); the text so far is kept ({url})")
             return ProviderError("timeout", f"{self.provider} did not answer within {self.read_timeout:g} s ({url})")
         if isinstance(exc, httpx2.ConnectError):
             return ProviderError(
@@ -150,14 +155,15 @@ class ErrorMapping:
             "invalid_response", f"{self.provider} sent a reply ipyagent could not read ({detail})", retryable=False
         )
 
-    def _as_provider_error(self, exc: Exception, url: str) -> ProviderError:
-        """Any failure while sending or reading, as the `ProviderError` it means."""
+    def _as_provider_error(self, exc: Exception, url: str, answering: bool = False) -> ProviderError:
+        """Any failure while sending or reading, as the `ProviderError` it means (`answering`:
+        the reply had begun, see `_transport_error`)."""
         if isinstance(exc, ProviderError):
             return exc
         if isinstance(exc, TimeoutError):  # the response's own deadline (`http._Deadlined`), not a network timeout
             return self._too_slow()
         if isinstance(exc, httpx2.TransportError):
-            return self._transport_error(exc, url)
+            return self._transport_error(exc, url, answering)
         return self._unreadable(exc)  # JSON of the wrong shape: a translation that cannot read it
 
     def _too_slow(self) -> ProviderError:
