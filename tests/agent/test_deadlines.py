@@ -412,12 +412,15 @@ def _run_a_tool_that_never_returns(stop: str, tmp_path, monkeypatch):
             await task
         return agent.results[-1]
 
-    result, _ = _on_virtual_clock(monkeypatch, main)
-    if stop == "timeout":
-        recorder.finish(result)
-    else:
-        recorder.interrupted()
-    return result, events, store.nodes(recorder.run_id)
+    try:
+        result, _ = _on_virtual_clock(monkeypatch, main)
+        if stop == "timeout":
+            recorder.finish(result)
+        else:
+            recorder.interrupted()
+        return result, events, store.nodes(recorder.run_id)
+    finally:
+        store.close()  # Python 3.13 warns of an SQLite connection left open (ResourceWarning)
 
 
 @pytest.mark.parametrize("stop, words", [("interrupted", "interrupted"), ("timeout", "stopped at the deadline")])
