@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -100,6 +101,19 @@ def test_base_url_from_the_providers_own_variable_gets_the_key(clean_env):
     clean_env.setenv("OPENAI_API_KEY", "sk-configured-456")
     clean_env.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     assert create_driver("openai:m").headers()["Authorization"] == "Bearer sk-configured-456"
+
+
+@pytest.mark.parametrize("url, why", [("notaurl", "must start with http:// or https://"),
+                                      ("http://[::1", "is not a valid URL")])
+def test_a_base_url_variable_is_checked_as_base_url_is(clean_env, url, why):
+    """Else the first request fails with the HTTP client's traceback (issue break-s12 section 8)."""
+    clean_env.setenv("OPENAI_API_KEY", "sk-configured-456")
+    clean_env.setenv("OPENAI_BASE_URL", url)
+    with pytest.raises(ConfigurationError, match=f"^the variable OPENAI_BASE_URL .*{why}"):
+        create_driver("openai:m")
+    assert create_driver("openai:m", base_url="http://127.0.0.1:9/v1").base_url == "http://127.0.0.1:9/v1"
+    clean_env.setenv("OPENAI_BASE_URL", "")  # empty: the provider's own
+    assert create_driver("openai:m").base_url == "https://api.openai.com/v1"
 
 
 def test_custom_base_url_needs_no_key(clean_env):
@@ -315,3 +329,33 @@ def test_recorded_error_is_replayed(tmp_path, clean_env):
         assert events[-1].error.type == "not_found"
         assert json.loads(body.read_text())["error"]["message"] in events[-1].error.message
     assert SECRET not in cassette.read_text()
+
+
+# -- a cassette that cannot be written ---------------------------------------------------------
+
+
+def test_a_record_path_that_cannot_be_written_is_refused_before_sending(tmp_path, clean_env):
+    (tmp_path / "file").write_text("x")
+    for bad, why in ((tmp_path / "file" / "c.jsonl", "is a file, not a folder"), (tmp_path, "is a folder")):
+        with pytest.raises(ConfigurationError, match=why):
+            create_driver("openai:m", base_url="http://127.0.0.1:9/v1", record=bad)
+    new_folder = tmp_path / "new" / "c.jsonl"  # missing folders are made at the first request
+    assert create_driver("openai:m", base_url="http://127.0.0.1:9/v1", record=new_folder).transport.path == new_folder
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root may write anywhere")
+def test_a_record_path_in_a_folder_not_writable_is_refused(tmp_path, clean_env):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    with pytest.raises(ConfigurationError, match="cannot be written"):
+        create_driver("openai:m", base_url="http://127.0.0.1:9/v1", record=locked / "c.jsonl")
+
+
+def test_a_cassette_that_fails_to_write_warns_and_keeps_the_answer(tmp_path, clean_env):
+    cassette = tmp_path / "gone" / "c.jsonl"
+    with StubServer(reply_for(TEXT_STREAM)) as server:
+        driver = create_driver("openai:m", base_url=server.url, record=cassette)
+        (tmp_path / "gone").write_text("now a file")  # after the check: the write fails
+        with pytest.warns(RuntimeWarning, match="could not record to .*the answer is kept"):
+            events = collect(driver)
+    assert isinstance(events[-1], ModelCompleted) and events[-1].message.text == expected_from(TEXT_STREAM).text

@@ -89,6 +89,15 @@ def test_price_as_needs_a_provider_and_a_model() -> None:
     assert not choose_provider("openai:m", base_url=LOCAL, price_as="openai:gpt-4o").price_known  # another host
 
 
+def test_price_as_a_model_without_a_price_is_refused() -> None:
+    """Else every turn reads "price unknown" with nothing said when it was set."""
+    with pytest.raises(ConfigurationError, match=r"--price-as 'nosuch:model': genai-prices has no price for it"):
+        choose_provider("openai:m", base_url=LOCAL, price_as="nosuch:model")
+    with pytest.raises(ConfigurationError, match="has no price for it"):
+        choose_provider("openai:m", base_url=LOCAL, price_as="openai:no-such-model-0")
+    assert choose_provider("openai:m", base_url=LOCAL, price_as="openai:gpt-4o").id == "openai:m"
+
+
 def test_a_replay_is_made_from_its_cassette_not_chosen() -> None:
     with pytest.raises(ConfigurationError, match="create_driver reads the cassette"):
         choose_provider("replay:somewhere.jsonl")

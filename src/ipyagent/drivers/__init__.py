@@ -2,7 +2,7 @@
 
 from .._lazy import lazy_exports
 from .catalog.lifecycle import Lifecycle, current_model, driver_notice, example_id, lifecycle, shutdown_notice
-from .catalog.pricing import Cost, Ledger, format_usd, total_cost
+from .catalog.pricing import Cost, Ledger, check_price_as, format_usd, total_cost
 from .registry import (
     ALIAS_OPTIONS,
     ALIASES,
@@ -12,6 +12,7 @@ from .registry import (
     ProviderSpec,
     alias_options,
     check_base_url,
+    check_record,
     choose_provider,
     create_driver,
     otel_provider_name,
@@ -38,6 +39,8 @@ __all__ = [
     "ProviderChoice",
     "ProviderSpec",
     "check_base_url",
+    "check_price_as",
+    "check_record",
     "choose_provider",
     "create_driver",
     "otel_provider_name",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import warnings
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -85,9 +86,13 @@ class RecordingTransport(httpx2.AsyncBaseTransport):
                     "body": redact(content.decode("utf-8", "replace")),
                 },
             }
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(entry) + "\n")
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a", encoding="utf-8") as f:
+                    f.write(json.dumps(entry) + "\n")
+            except OSError as exc:  # a full disk, a folder gone: the answer is kept, the cassette misses it
+                warnings.warn(f"ipyagent: could not record to {self.path}: {exc}; the answer is kept, "
+                              "the cassette misses this exchange", RuntimeWarning, stacklevel=1)
 
         return httpx2.Response(
             response.status_code,

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 from ..core import ConfigurationError, ModelSettings, add_secret, add_url
 from .catalog.lifecycle import example_id
+from .catalog.pricing import check_price_as
 
 if TYPE_CHECKING:  # the drivers, httpx2 and the cassettes load with the first driver made, not with the registry
     from .base import BasePromptDriver
@@ -333,26 +334,47 @@ class ProviderChoice:
         return os.environ.get(self.key_env) if self.key_env else None
 
 
-def check_base_url(base_url: str) -> None:
+def check_base_url(base_url: str, what: str = "--base-url") -> None:
     """Refuse, in one line, a base URL the HTTP client could not send to (it would fail at the
     first request, with its own traceback): not http(s), a port that is not a number in 0-65535,
-    an IPv6 address not closed by ``]``, no host, a control character.
+    an IPv6 address not closed by ``]``, no host, a control character. `what`: where it came from,
+    as the message names it (the option, or the provider's variable).
 
     Raises:
         ConfigurationError: what is wrong, and an example of what to type.
     """
     example = "e.g. http://localhost:8000/v1 or http://[::1]:8000/v1"
     if not base_url.startswith(("http://", "https://")):
-        raise ConfigurationError(f"--base-url must start with http:// or https://, {example} (got {base_url!r})")
+        raise ConfigurationError(f"{what} must start with http:// or https://, {example} (got {base_url!r})")
     try:
         parts = urlsplit(base_url)
         parts.port  # noqa: B018 - reading it checks it
     except ValueError as exc:
-        raise ConfigurationError(f"--base-url {base_url!r} is not a valid URL ({exc}); {example}") from None
+        raise ConfigurationError(f"{what} {base_url!r} is not a valid URL ({exc}); {example}") from None
     if not parts.hostname:
-        raise ConfigurationError(f"--base-url {base_url!r} names no host; {example}")
+        raise ConfigurationError(f"{what} {base_url!r} names no host; {example}")
     if any(ord(c) < 32 or ord(c) == 127 for c in base_url):
-        raise ConfigurationError(f"--base-url {base_url!r} holds a control character; {example}")
+        raise ConfigurationError(f"{what} {base_url!r} holds a control character; {example}")
+
+
+def check_record(path: str | Path) -> None:
+    """Refuse a cassette path (``--record``) that cannot be written: a folder, a file not writable, or
+    one under a file or a folder not writable (the nearest that exists: missing ones are made).
+
+    Raises:
+        ConfigurationError: what is wrong with the path, and what to give instead.
+    """
+    target, shown = Path(path).expanduser(), f"--record {str(path)!r}"
+    if target.is_dir():
+        raise ConfigurationError(f"{shown} is a folder: name a file in it (e.g. {target / 'run.jsonl'})")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigurationError(f"{shown}: {folder} is a file, not a folder; name a file in a folder")
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise ConfigurationError(f"{shown} cannot be written (no permission in {folder}); "
+                                 "name a file in a folder you can write")
 
 
 def choose_provider(provider_id: str, *, base_url: str | None = None, api_key_env: str | None = None,
@@ -363,12 +385,14 @@ def choose_provider(provider_id: str, *, base_url: str | None = None, api_key_en
     credentials are given to the one redactor (`core.redact`).
 
     A `base_url` named here that is not the provider's own gets no key unless `api_key_env` names
-    one; a base URL from the provider's own variable (``OPENAI_BASE_URL``) gets the key.
+    one; a base URL from the provider's own variable (``OPENAI_BASE_URL``) gets the key, and is
+    checked as `base_url` is.
 
     Raises:
         ConfigurationError: ``replay:`` (a cassette is read by `create_driver`), unknown provider,
             no ``provider:model`` shape, a base URL not http(s), the key variable unset, no endpoint
-            where the provider has no default one (Azure), `price_as` not ``PROVIDER:MODEL``.
+            where the provider has no default one (Azure), `price_as` not ``PROVIDER:MODEL`` or a
+            model genai-prices has no price for.
     """
     name, model = parse_provider_id(provider_id)
     if name == "replay":
@@ -379,8 +403,10 @@ def choose_provider(provider_id: str, *, base_url: str | None = None, api_key_en
         check_base_url(base_url)
     if price_as is not None and ":" not in price_as:
         raise ConfigurationError(f"price_as takes PROVIDER:MODEL ({example_id()}), not {price_as!r}")
+    if price_as is not None:
+        check_price_as(price_as)
     other_host = base_url is not None and base_url.rstrip("/") != (spec.base_url or "").rstrip("/")
-    base_url = base_url or (os.environ.get(spec.base_url_env) if spec.base_url_env else None) or spec.base_url
+    base_url = base_url or _base_url_from_env(spec) or spec.base_url
     own_env, default = spec.api_key_env, spec.default_base_url
     if default is None:  # a plug-in: its class says
         cls = spec.driver_class()
@@ -399,6 +425,15 @@ def choose_provider(provider_id: str, *, base_url: str | None = None, api_key_en
     add_url(root)
     key_env = (env if os.environ.get(env) else KEY_FALLBACKS.get(env)) if api_key and env else None
     return ProviderChoice(spec, model, root, key_env, other_host)
+
+
+def _base_url_from_env(spec: ProviderSpec) -> str | None:
+    """The provider's base URL variable (``OPENAI_BASE_URL``), checked as ``--base-url`` is; None: unset
+    or empty."""
+    url = os.environ.get(spec.base_url_env) if spec.base_url_env else None
+    if url:
+        check_base_url(url, f"the variable {spec.base_url_env}")
+    return url or None
 
 
 def create_driver(
@@ -421,11 +456,14 @@ def create_driver(
     (``OPENAI_BASE_URL``) is the user's configuration, and gets the key.
 
     Raises:
-        ConfigurationError: unknown provider, or the API key variable is unset (`choose_provider`).
+        ConfigurationError: unknown provider, or the API key variable is unset (`choose_provider`);
+            a `record` path that cannot be written (`check_record`).
     """
     name, model = parse_provider_id(provider_id)
     if name == "replay":
         return _replay_driver(model, **kwargs)
+    if record:
+        check_record(record)
     choice = choose_provider(provider_id, base_url=base_url, api_key_env=api_key_env)
     cls = choice.spec.driver_class()
     _check_options(cls, name, kwargs)

@@ -13,7 +13,7 @@ import time
 from array import array
 from typing import TYPE_CHECKING, Any
 
-from ...core import ProviderError, format_usd
+from ...core import ConfigurationError, ProviderError, format_usd
 
 if TYPE_CHECKING:
     from ...core import Usage
@@ -139,6 +139,23 @@ def price(provider: str, model: str, usage: Usage, *, price_provider: str | None
         _PRICED[key] = _batch_calc(provider_id, model, tokens) if batch else _calc(provider_id, model, tokens)
     found = _PRICED[key]
     return None if found is None else Cost(*found)
+
+
+def check_price_as(price_as: str) -> None:
+    """Refuse a ``PROVIDER:MODEL`` to price turns as (``--price-as``) that genai-prices has no
+    price for: every turn would read "price unknown" with nothing said when it was set.
+
+    Raises:
+        ConfigurationError: no price is known for it, naming how to find one that is.
+    """
+    provider, _, model = price_as.partition(":")
+    provider_id = price_provider_of(provider)
+    tokens = {"input_tokens": 1000, "output_tokens": 1000}
+    if provider_id is None or not model or _calc(provider_id, model, tokens) is None:
+        raise ConfigurationError(
+            f"--price-as {price_as!r}: genai-prices has no price for it; name a model it prices "
+            "(%provider --models PROVIDER lists them with their prices)"
+        )
 
 
 def _batch_calc(provider_id: str, model: str, tokens: dict[str, int]) -> tuple[float, float, float] | None:

@@ -22,6 +22,8 @@ from ...drivers import (
     KEY_FALLBACKS,
     ProviderChoice,
     check_base_url,
+    check_price_as,
+    check_record,
     choose_provider,
     create_driver,
     driver_notice,
@@ -44,6 +46,21 @@ from .options import (
 
 if TYPE_CHECKING:
     from ...drivers import BasePromptDriver
+
+
+def check_given(options: dict[str, Any]) -> None:
+    """Refuse what would fail at the first request: a base URL the client cannot send to, a
+    ``--price-as`` model without a price, a ``--record`` path that cannot be written.
+
+    Raises:
+        ConfigurationError: the first of those, in one line.
+    """
+    if options.get("base_url") is not None:
+        check_base_url(options["base_url"])
+    if options.get("price_as"):
+        check_price_as(options["price_as"])
+    if options.get("record"):
+        check_record(options["record"])
 
 
 @magics_class
@@ -169,7 +186,7 @@ class ProviderMagics(Magics):
             given = {k: v for k, v in (("base_url", args.base_url), ("api_key_env", args.api_key_env)) if v}
             self._list_models(args.provider_id, given)
         elif args.alias is not None:  # an empty name too: set_alias refuses it, nothing is set
-            self._set_alias(args)
+            self._set_alias(args, bool(settings) or args.clear_settings or args.timeout is not None)
         elif not args.provider_id:
             if any((args.base_url, args.api_key_env, args.record, args.price_as)):
                 raise UsageError("give PROVIDER:MODEL with --base-url/--api-key-env/--record/--price-as, "
@@ -195,16 +212,24 @@ class ProviderMagics(Magics):
             if v
         }
 
-    def _set_alias(self, args: Any) -> None:
+    def _set_alias(self, args: Any, with_settings: bool) -> None:
         """``%provider --alias NAME PROVIDER:MODEL [options]``: NAME stands for the id, with those options.
         An alias of an alias takes all the options of the one it names (its ``--base-url``: else its
-        prompts, and the provider's key, would go to the provider's own host), those given going over."""
+        prompts, and the provider's key, would go to the provider's own host), those given going over;
+        ``--base-url default`` is the provider's own API root. An alias keeps no generation settings
+        or timeout (`with_settings`): refused, not dropped without a word."""
         if not args.provider_id:
             raise UsageError(f"--alias NAME needs the id it stands for: %provider --alias fast {DEFAULT_PROVIDER}")
+        if with_settings:
+            raise UsageError(
+                "an alias keeps a provider and its options, not settings or a timeout: set them for the session "
+                f"(%provider --temperature 0) or in a cell (%%agent -p {args.alias} --temperature 0)"
+            )
         given = self._given_options(args)
+        if given.get("base_url") == "default":  # the provider's own, over an aliased alias's too
+            given["base_url"] = None
         try:
-            if given.get("base_url") not in (None, "default"):  # checked now, not at its first request
-                check_base_url(given["base_url"])
+            check_given(given)  # now, not at its first request (after it was paid for)
             target = set_alias(args.alias, args.provider_id, given)
         except ConfigurationError as exc:
             print_error(str(exc))
@@ -224,6 +249,8 @@ class ProviderMagics(Magics):
         if options.get("base_url") == "default":  # back to the provider's own API root
             options["base_url"] = None
         try:
+            if options.get("record"):
+                check_record(options["record"])
             if parse_provider_id(args.provider_id)[0] == "replay":  # the cassette names its provider
                 driver: BasePromptDriver | ProviderChoice = create_driver(args.provider_id, **options)
             else:
