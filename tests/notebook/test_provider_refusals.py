@@ -67,3 +67,25 @@ def test_a_base_url_variable_that_cannot_be_sent_to_is_one_line(ip, capsys, monk
     assert out == "" and err.splitlines() == [
         "ipyagent: the variable OPENAI_BASE_URL must start with http:// or https://, e.g. http://localhost:8000/v1 "
         "or http://[::1]:8000/v1 (got 'localhost:8000/v1')"]
+
+
+@pytest.mark.parametrize("sub", ["cost", "last", "threads", "memory", "evals"])
+def test_a_subcommand_without_arguments_refuses_one(ip, sub) -> None:
+    with pytest.raises(UsageError, match=rf"^%agent {sub} takes no argument \(given '--bogus'\): type %agent {sub}$"):
+        ip.run_line_magic("agent", f"{sub} --bogus")
+
+
+def test_a_long_argument_is_cut_in_the_refusal(ip) -> None:
+    with pytest.raises(UsageError) as refused:
+        ip.run_line_magic("agent", "cost " + "b" * 10_000)
+    assert str(refused.value) == f"%agent cost takes no argument (given '{'b' * 40}…'): type %agent cost"
+
+
+@pytest.mark.parametrize("sub", ["replay", "inspect"])
+def test_a_run_id_of_10000_characters_is_not_echoed_whole(ip, sub) -> None:
+    with pytest.raises(UsageError) as refused:
+        ip.run_line_magic("agent", f"{sub} {'a' * 10_000}")
+    assert str(refused.value) == (f"%agent: '{'a' * 24}'… (10,000 characters) is not a run id "
+                                  "(ids are 12 characters; %agent runs lists them)")
+    with pytest.raises(UsageError, match=f"no run '{'a' * 64}'"):  # up to 64: looked up
+        ip.run_line_magic("agent", f"{sub} {'a' * 64}")

@@ -53,6 +53,9 @@ from .settings import parse_duration, parse_size
 
 #: What a new run store's file name ends with (an existing SQLite file may be called anything).
 STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
+#: The longest id ``%agent inspect/replay`` look up (a run's is 12 characters, `memory.new_run_id`;
+#: a prefix is shorter): a longer one is refused, not echoed whole in the error.
+RUN_ID_MAX = 64
 
 
 def _check_new_store_name(path: str) -> None:
@@ -88,6 +91,11 @@ class RunStoreCommands:
         return store
 
     def _run_id(self, given: str | None) -> str:
+        """`given`, or the session's last run. An id longer than `RUN_ID_MAX` is refused, its start
+        shown (the store's "no run" would echo it whole)."""
+        if given and len(given) > RUN_ID_MAX:
+            raise UsageError(f"%agent: {given[:24]!r}… ({len(given):,} characters) is not a run id (ids are "
+                             "12 characters; %agent runs lists them)")
         if given:
             return given
         if not self.session.run_ids:

@@ -55,6 +55,8 @@ from .tracing import trace_command
 
 SUBCOMMANDS = ("last", "threads", "history", "reset", "memory", "runs", "evals", "inspect", "replay", "store", "fix",
                "cost", "settings", "grade", "trace", "serve-mcp")
+#: The subcommands that take no argument: one given is refused, not ignored (``%agent cost --bogus``).
+NO_ARGUMENT = ("last", "threads", "memory", "evals", "cost")
 
 
 def turn_transcript(turn: Any, number: int) -> Transcript:
@@ -112,6 +114,9 @@ class SessionMagics(RunStoreCommands, Magics):
             return trace_command(rest)
         if sub == "serve-mcp":  # the notebook's tools for an outside agent (serve_mcp.py)
             return serve_command(self.shell, self.agent_magics, rest)
+        if rest and sub in NO_ARGUMENT:
+            given = rest[0] if len(rest[0]) <= 40 else f"{rest[0][:40]}…"
+            raise UsageError(f"%agent {sub} takes no argument (given {given!r}): type %agent {sub}")
         if len(rest) > 1:
             raise UsageError(f"%agent {sub} takes at most one argument, not {len(rest)}")
         arg = rest[0] if rest else None
