@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ....core import DeltaMessage, ProviderError, redact_head
-from ...base import StreamMeta
+from ...base import StreamMeta, read_usage
 from ...decode import StreamDecoder, not_json
 from .errors import stream_error
-from .response import GeminiResponseParser
+from .response import GeminiResponseParser, usage_from_gemini
 
 #: A JSON string on one line (JSON strings hold no raw line break): skipped when counting brackets.
 _JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -41,6 +41,7 @@ class GeminiDecoder(StreamDecoder):
         self.depth = 0  # brackets open in the bare JSON
         self.level = 0  # the depth at which a value is whole: 1 inside a top-level array
         self.sse = False  # a ``data:`` line came: other lines are SSE fields, ignored unless JSON
+        self.noted_usage: dict[str, Any] | None = None  # the parser's usage block last noted
 
     def feed(self, line: str) -> Sequence[DeltaMessage]:
         if line.startswith("data:"):
@@ -48,7 +49,19 @@ class GeminiDecoder(StreamDecoder):
             self.data.append(line[6:] if line.startswith("data: ") else line[5:])
             return ()
         chunk = self._line(line)
-        return list(self.parser.feed(chunk)) if chunk is not None else ()
+        return self._read(chunk) if chunk is not None else ()
+
+    def _read(self, chunk: Any) -> list[DeltaMessage]:
+        """The deltas of one parsed chunk (or array of them); the usage it carried noted even when
+        reading it raises: Gemini sends `usageMetadata` on every chunk, and a turn that fails
+        after one still cost those tokens (`StreamDecoder`)."""
+        try:
+            return list(self.parser.feed(chunk))
+        finally:
+            usage = self.parser.usage
+            if usage is not None and usage is not self.noted_usage:
+                self.noted_usage = usage
+                self.note(read_usage(usage_from_gemini, usage))
 
     def finish(self) -> list[DeltaMessage]:
         """The last event (its blank line missing), a still-open call; usage, stop reason and ids noted.
@@ -58,7 +71,7 @@ class GeminiDecoder(StreamDecoder):
                 lines that are neither SSE nor JSON, outside an SSE stream.
         """
         chunk = self._line("")
-        deltas = list(self.parser.feed(chunk)) if chunk is not None else []
+        deltas = self._read(chunk) if chunk is not None else []
         if self.bare and not self.sse:  # in an SSE stream, lines that are not JSON are fields to ignore
             text = "\n".join(self.bare).strip()
             raise ProviderError(

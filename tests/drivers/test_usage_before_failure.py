@@ -1,0 +1,53 @@
+"""Usage a provider sent before its stream failed is the failed turn's usage (`StreamDecoder`: "a usage that
+arrives in the same frame as an error still counts"): the tokens were billed, so the run's cost and budgets
+count them. Each driver notes a usage block as it arrives, never only at the stream's end, which a failure skips.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ipyagent.core import ModelFailed
+from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
+
+from ..support.recordings import check_shape
+from ..support.stub_server import FIXTURES
+from ..support.toy_driver import Scripted, run_turn
+
+GEMINI_FIRST = json.loads(
+    (FIXTURES / "gemini" / "stream-text.sse").read_text().split("\n\n")[0].removeprefix("data: ")
+)
+GEMINI_ERROR = {"error": {"code": 500, "message": "Internal error encountered.", "status": "INTERNAL"}}
+
+
+def _failed(cls: Any, body: bytes) -> ModelFailed:
+    driver = cls("m", api_key="k-usage", transport=Scripted((200, {"content-type": cls.stream_types[0]}, body)),
+                 max_attempts=1)
+    end = check_shape(run_turn(driver))
+    assert isinstance(end, ModelFailed), end
+    return end
+
+
+def _sse(*events: dict[str, Any]) -> bytes:
+    return b"".join(f"data: {json.dumps(event)}\n\n".encode() for event in events)
+
+
+@pytest.mark.parametrize(
+    "then",
+    [
+        GEMINI_ERROR,  # the stream's own error, the next frame
+        {**GEMINI_FIRST, "candidates": [{"content": {"parts": [{"text": 5}]}}]},  # a later frame unreadable
+        {**GEMINI_FIRST, "candidates": [None]},  # unreadable, its usage in the same frame
+    ],
+    ids=["error", "unreadable-text", "unreadable-candidate"],
+)
+def test_gemini_usage_received_counts_when_the_stream_then_fails(then: dict[str, Any]) -> None:
+    """Real Gemini streams carry ``usageMetadata`` on every chunk; it was read only at the stream's
+    end, so a turn that failed after the first chunk cost 0 tokens."""
+    end = _failed(GeminiPromptDriver, _sse(GEMINI_FIRST, then))
+    assert end.partial.text == "The"
+    assert end.partial.usage.input_tokens == GEMINI_FIRST["usageMetadata"]["promptTokenCount"] == 15
+
