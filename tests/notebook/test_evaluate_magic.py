@@ -116,7 +116,12 @@ def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) ->
         ("openai:m --over rows --assert schema", "{{ row.country }}", "give the model with --schema MODEL"),
         ("openai:m --assert contains:x", "hi", "--assert goes with --over VAR"),
         ("openai:m --over rows --concurrency 0", "{{ row.country }}", "--concurrency must be 1 or more"),
-        ("openai:m --over rows --budget -1", "{{ row.country }}", "--budget must be 0 or more USD"),
+        ("openai:m --over rows --budget -1", "{{ row.country }}", "--budget must be a number of USD, 0 or more "
+         "(leave it out for no limit), not -1.0"),
+        # nan passed every comparison but the one refused (every run then skipped); inf is no budget: leave it out
+        ("openai:m --over rows --budget nan", "{{ row.country }}", "--budget must be a number of USD, 0 or more "
+         "(leave it out for no limit), not nan"),
+        ("openai:m --over rows --budget inf", "{{ row.country }}", "not inf"),
         ("openai:m --over rows --rubric 'be good'", "{{ row.country }}", "--rubric goes with a judge"),
         ("openai:m --over rows", "{{ row.land }}", "row 0: the template: 'dict object' has no attribute 'land'"),
         ("openai:m --over rows --runs 2", "{{ row.country }}", "--runs goes without --over"),

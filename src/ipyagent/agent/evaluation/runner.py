@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
@@ -65,8 +66,8 @@ def _check_arguments(providers: Sequence[Any], concurrency: int, budget: float |
         raise ValueError("evaluate needs at least one provider")
     if concurrency < 1:
         raise ValueError(f"concurrency must be 1 or more, not {concurrency}")
-    if budget is not None and budget < 0:
-        raise ValueError(f"the budget must be 0 or more USD, not {budget}")
+    if budget is not None and not 0 <= budget < math.inf:
+        raise ValueError(f"budget must be a number of USD, 0 or more (leave it out for no limit), not {budget}")
     if not isinstance(repeat, int) or repeat < 1:
         raise ValueError(f"repeat must be a whole number, 1 or more, not {repeat!r}")
     if not check_timeout > 0:

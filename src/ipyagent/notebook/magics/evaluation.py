@@ -11,6 +11,7 @@ cache. An interrupt stops every run, keeps what finished (shown, and bound to
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import re
 import sys
@@ -122,8 +123,8 @@ def _check_options(args: Any) -> None:
         raise UsageError(f"--check-timeout must be more than 0 seconds, not {args.check_timeout}")
     if args.concurrency < 1:
         raise UsageError(f"--concurrency must be 1 or more, not {args.concurrency}")
-    if args.budget is not None and args.budget < 0:
-        raise UsageError(f"--budget must be 0 or more USD, not {args.budget}")
+    if args.budget is not None and not 0 <= args.budget < math.inf:  # nan and inf too: no budget is no --budget
+        raise UsageError(f"--budget must be a number of USD, 0 or more (leave it out for no limit), not {args.budget}")
     if args.max_steps < 1:
         raise UsageError(f"--max-steps must be 1 or more, not {args.max_steps}")
 
