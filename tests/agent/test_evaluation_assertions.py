@@ -171,7 +171,9 @@ def test_a_function_returns_a_bool_or_a_score() -> None:
     assert CallableAssertion(named, "mine").name == "mine"
     assert check(function, "", True) == Outcome("python:named", True)
     assert check(function, "", False) == Outcome("python:named", False, reason="returned False")
-    assert check(function, "", None) == Outcome("python:named", False, reason="returned False")
+    # None (a function without a return) is not False: the reason says what it returned and what to return
+    assert check(function, "", None) == Outcome(
+        "python:named", False, reason="returned None; return a bool or a score in [0, 1]")
     assert check(function, "", 0.5) == Outcome("python:named", True, score=0.5)
     assert check(function, "", 1) == Outcome("python:named", True, score=1.0)
     assert check(function, "", 0) == Outcome("python:named", False, score=0.0, reason="score 0 < 0.5")

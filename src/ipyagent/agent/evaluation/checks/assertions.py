@@ -258,8 +258,8 @@ class CallableAssertion(Assertion):
         except BaseException as exc:  # noqa: BLE001 - a failing check is a failed assertion, not a crash:
             # SystemExit or KeyboardInterrupt raised by a check once stopped the evaluation's loop
             return Outcome(self.name, False, reason=f"raised {type(exc).__name__}: {exc}")
-        if isinstance(value, bool) or value is None:
-            return Outcome(self.name, bool(value), reason=None if value else "returned False")
+        if isinstance(value, bool):
+            return Outcome(self.name, value, reason=None if value else "returned False")
         if isinstance(value, (int, float)) and 0.0 <= float(value) <= 1.0:
             score = float(value)
             ok = score >= PASS_SCORE
