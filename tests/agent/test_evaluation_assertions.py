@@ -275,6 +275,33 @@ def test_parse_verdict_reads_json_or_a_leading_word() -> None:
     assert parse_verdict("Failing:* no") == Verdict(False, "no") and parse_verdict("pass") == Verdict(True, "")
 
 
+def test_the_judges_are_built_once_each_before_the_first_request() -> None:
+    built: list[str] = []
+
+    def factory(provider: str) -> str:
+        built.append(provider)
+        return f"agent {provider}"
+
+    checks = [TextAssertion("contains", "x"), JudgeAssertion("openai:a"), JudgeAssertion("openai:b", "kind"),
+              JudgeAssertion("openai:a", "other rubric")]
+    assert module.build_judges(checks, factory) == {"openai:a": "agent openai:a", "openai:b": "agent openai:b"}
+    assert built == ["openai:a", "openai:b"]
+    assert module.build_judges([JsonAssertion()], factory) == {} and len(built) == 2
+
+
+def test_a_judge_that_cannot_be_built_is_one_line_naming_it() -> None:
+    def factory(provider: str) -> str:
+        if provider == "openai:nokey":
+            raise RuntimeError("OPENAI_API_KEY is not set: set it in the environment")
+        return provider
+
+    with pytest.raises(ValueError) as caught:
+        module.build_judges([JudgeAssertion("openai:ok"), JudgeAssertion("openai:nokey")], factory)
+    assert str(caught.value) == ("judge:openai:nokey: the judge cannot be built: OPENAI_API_KEY is not set: "
+                                 "set it in the environment")
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+
 def test_a_judge_needs_a_model_and_renders_its_rubric() -> None:
     with pytest.raises(ValueError) as caught:
         JudgeAssertion("nomodel")

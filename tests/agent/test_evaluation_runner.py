@@ -378,20 +378,23 @@ def handed(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 @pytest.mark.usefixtures("handed")
 def test_evaluation_run_hands_the_matrix_its_plan_and_default_factories() -> None:
     agent = FakeAgent("anthropic:c")
-    got = runner.evaluation_run(["openai:m", agent, "openai:m"], "{{ row }}", ["x", "y"], assertions=["json"],
-                                system="be brief", tools=["t"], max_steps=4, timeout=3.0, api_key="k", repeat=2,
+    got = runner.evaluation_run(["openai:m", agent, "openai:m"], "{{ row }}", ["x", "y"],
+                                assertions=["json", "judge:openai:j"], system="be brief", tools=["t"], max_steps=4,
+                                timeout=3.0, api_key="k", repeat=2,
                                 concurrency=5, budget=1.0, cache=False, store=False, check_timeout=2.0,
                                 namespace={"n": 1}, raw=True, redact_context=True, batch={"poll_s": 1})
     ev, entries, rows = got.pop("args")
     assert entries == ["openai:m", agent, "openai:m"] and rows == ["x", "y"]
     assert (ev.providers, ev.rows, ev.assertions, ev.repeat, ev.budget) == (
-        ["openai:m", "anthropic:c", "openai:m #2"], ["x", "y"], ["json"], 2, 1.0)
-    assert [type(a).__name__ for a in got.pop("assertions")] == ["JsonAssertion"]
+        ["openai:m", "anthropic:c", "openai:m #2"], ["x", "y"], ["json", "judge:openai:j"], 2, 1.0)
+    assert [type(a).__name__ for a in got.pop("assertions")] == ["JsonAssertion", "JudgeAssertion"]
     assert got.pop("variants") == [Variant(None, "{{ row }}")]
-    made, judge = got.pop("factory")("openai:z"), got.pop("judge_factory")("openai:j")
+    judges = got.pop("judge_factory")
+    made, judge = got.pop("factory")("openai:z"), judges("openai:j")
     assert (made.provider, made.options) == ("openai:z", {"system": "be brief", "tools": ["t"], "max_steps": 4,
                                                             "api_key": "k"})
     assert (judge.provider, judge.options) == ("openai:j", {"api_key": "k"})
+    assert judges("openai:j") is judge  # built once, before the matrix: the matrix is handed it
     assert got == {"store": False, "cache": False, "repeat": 2, "check_timeout": 2.0, "concurrency": 5,
                    "budget": 1.0, "run_options": {"timeout": 3.0}, "namespace": {"n": 1}, "raw": True,
                    "redacting": True, "on_start": None, "on_result": None, "batch": {"poll_s": 1}}
@@ -414,13 +417,28 @@ def test_evaluation_run_hands_every_run_option_and_parses_checks_with_its_names(
     assert parsed == [("a", options), ("b", options)]
 
 
+def test_a_judge_that_cannot_be_built_stops_the_evaluation_before_the_matrix(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner, "_run_matrix", lambda *args, **kwargs: pytest.fail("the matrix was started"))
+
+    def judge_factory(pid: str) -> Any:
+        raise ValueError("OPENAI_API_KEY is not set: set it in the environment")
+
+    with pytest.raises(ValueError) as caught:
+        runner.evaluation_run(["openai:m"], "{{ row }}", ["x"], assertions=["judge:openai:j"],
+                              judge_factory=judge_factory, factory=str)
+    assert str(caught.value) == ("judge:openai:j: the judge cannot be built: OPENAI_API_KEY is not set: "
+                                 "set it in the environment")
+
+
 @pytest.mark.usefixtures("handed")
 def test_evaluation_run_defaults() -> None:
     got = runner.evaluation_run(["openai:m"], "{{ row }}", ["x"])
     ev = got.pop("args")[0]
     made = got.pop("factory")("openai:z")
     assert made.options == {"system": None, "tools": None, "max_steps": 10}
-    assert got.pop("judge_factory")("openai:j").options == {}
+    with pytest.raises(KeyError):  # no judge among the checks: none built
+        got.pop("judge_factory")("openai:j")
     assert got.pop("variants") == [Variant(None, "{{ row }}")]
     assert got == {"store": None, "cache": True, "repeat": 1, "check_timeout": CHECK_TIMEOUT_S, "concurrency": 4,
                    "budget": None, "run_options": {}, "namespace": None, "raw": False, "redacting": False,
@@ -431,14 +449,15 @@ def test_evaluation_run_defaults() -> None:
 @pytest.mark.usefixtures("handed")
 def test_evaluation_run_fills_the_evaluation_given_with_its_variants_and_options() -> None:
     given = Evaluation([], [])
-    factory, judge_factory = (lambda pid: pid), (lambda pid: pid)
+    factory, judge_factory = (lambda pid: pid), (lambda pid: f"judge {pid}")
     start, result = (lambda r: None), (lambda r: None)
     got = runner.evaluation_run(["openai:m"], None, ["x"], prompts={"a": "A", "b": "B"}, systems={"a": "S"},
                                 evaluation=given, baseline="openai:m/a", seed=7, name="cell 3", factory=factory,
-                                judge_factory=judge_factory, on_start=start, on_result=result)
+                                judge_factory=judge_factory, on_start=start, on_result=result,
+                                assertions=["judge:openai:j"])
     ev = got["args"][0]
     assert ev is given and (ev.variants, ev.baseline, ev.seed, ev.name) == (["a", "b"], "openai:m/a", 7, "cell 3")
-    assert got["factory"] is factory and got["judge_factory"] is judge_factory
+    assert got["factory"] is factory and got["judge_factory"]("openai:j") == "judge openai:j"
     assert got["on_start"] is start and got["on_result"] is result
     assert got["variants"] == [Variant("a", "A", "S"), Variant("b", "B")]
 

@@ -122,6 +122,9 @@ def test_a_rerun_is_served_from_the_cache_and_no_cache_runs_again(ip, capsys) ->
         ("openai:m --over rows --budget nan", "{{ row.country }}", "--budget must be a number of USD, 0 or more "
          "(leave it out for no limit), not nan"),
         ("openai:m --over rows --budget inf", "{{ row.country }}", "not inf"),
+        # a judge without its key: one line before any request, not a failed verdict on every row
+        ("openai:m --over rows --assert judge:anthropic:nokey", "{{ row.country }}", "--assert judge:anthropic:nokey: "
+         "the judge cannot be built: ANTHROPIC_API_KEY is not set"),
         ("openai:m --over rows --rubric 'be good'", "{{ row.country }}", "--rubric goes with a judge"),
         ("openai:m --over rows", "{{ row.land }}", "row 0: the template: 'dict object' has no attribute 'land'"),
         ("openai:m --over rows --runs 2", "{{ row.country }}", "--runs goes without --over"),

@@ -15,7 +15,7 @@ from ..._lazy import lazy_exports
 #: Lazy (each module loads on first use): a cell's template needs `templates` alone, not the runner.
 __getattr__ = lazy_exports(__name__, {
     "archive": ("load_evaluation", "stored_evaluations"),
-    "checks": ("parse_assertion",),
+    "checks": ("parse_assertion", "build_judges"),
     "results": ("EvalResult", "Evaluation"),
     "runner": ("aevaluate", "evaluate", "evaluation_run", "make_variants"),
     "background": ("Progress",),

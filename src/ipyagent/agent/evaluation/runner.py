@@ -38,7 +38,7 @@ from ..loop_thread import run_in_background, run_sync
 from ..telemetry.trace_spans import evaluation_span
 from .batch import leave_or_cancel
 from .cache import CLAIM_MARGIN_S, CLAIM_POLL_S  # noqa: F401 - the names this module had
-from .checks import CHECK_TIMEOUT_S, Assertion, parse_assertion
+from .checks import CHECK_TIMEOUT_S, Assertion, build_judges, parse_assertion
 from .matrix import DEFAULT_OUTPUT_TOKENS, _Run  # noqa: F401 - the names this module had
 from .plan import Variant
 from .results import EvalResult, Evaluation
@@ -235,7 +235,7 @@ def evaluation_run(providers: Sequence[Agent | str], template: str | None, rows:
     or raises `TemplateError` (no row rendered: nothing sent), `asyncio.CancelledError` (`evaluation` keeps the rest).
 
     Raises:
-        ValueError: no providers, concurrency or repeat < 1, a negative budget, a bad assertion, variant or baseline.
+        ValueError: no providers, concurrency or repeat < 1, a bad budget, assertion, judge, variant or baseline.
         TypeError: rows of the wrong type.
     """
     _check_arguments(providers, concurrency, budget, repeat, check_timeout)
@@ -249,7 +249,7 @@ def evaluation_run(providers: Sequence[Agent | str], template: str | None, rows:
     return _run_matrix(
         ev, list(providers), rows, store=store, cache=cache, variants=variants, repeat=repeat,
         check_timeout=check_timeout, assertions=checks, concurrency=concurrency, budget=budget, factory=make,
-        judge_factory=judge_factory or (lambda pid: Agent(pid, **driver_options)),
+        judge_factory=build_judges(checks, judge_factory or (lambda pid: Agent(pid, **driver_options))).__getitem__,
         run_options=_run_options(output_schema, output_strategy, images, settings, timeout), namespace=namespace,
         raw=raw, redacting=redact_context, on_start=on_start, on_result=on_result, batch=batch)
 

@@ -23,6 +23,7 @@ from ...agent import (
     Evaluation,
     TemplateError,
     aevaluate,
+    build_judges,
     current_default,
     leave_or_cancel,
     make_variants,
@@ -129,6 +130,22 @@ def _check_options(args: Any) -> None:
         raise UsageError(f"--max-steps must be 1 or more, not {args.max_steps}")
 
 
+def _judges(magics: Any, checks: list[Any]) -> dict[str, Any]:
+    """The agent of each ``--assert judge:ID``, by ID, built now: a judge that cannot be (its API key
+    not set, ...) is one line before any request, not a failed verdict on every row.
+
+    Raises:
+        UsageError: a judge's provider cannot be built; the line names the check and what to set.
+    """
+    def judge(provider_id: str) -> Any:  # a judge gets neither the cell's system prompt nor its tools
+        return magics._build(provider_id, system=None, max_steps=1)
+
+    try:
+        return build_judges(checks, judge)
+    except ValueError as exc:
+        raise UsageError(f"--assert {exc}") from None
+
+
 def _gates(args: Any) -> list[str]:
     """The cell's ``--gate`` options, each checked now (`cli.parse_gate`), as given.
 
@@ -200,11 +217,10 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
     if args.rubric and not any(c.name.startswith("judge:") for c in checks):
         raise UsageError("--rubric goes with a judge: --assert judge:PROVIDER:MODEL")
 
+    judges = _judges(magics, checks)
+
     def factory(provider_id: str) -> Any:
         return magics._build(provider_id, system=args.system, tools=run_options.tools, max_steps=args.max_steps)
-
-    def judge_factory(provider_id: str) -> Any:  # a judge gets neither the cell's system prompt nor its tools
-        return magics._build(provider_id, system=None, max_steps=1)
 
     ev = _analysis_options(Evaluation(provider_keys([*map(resolve_alias, providers)]), rows,
                                       variants=list(dict.fromkeys([*prompts, *systems])), repeat=args.repeat),
@@ -221,7 +237,7 @@ def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
                                    check_timeout=args.check_timeout, assertions=checks, rubric=args.rubric,
                                    concurrency=args.concurrency, budget=args.budget, cache=not args.no_cache,
                                    store=store, namespace=shell.user_ns, raw=args.raw, factory=factory,
-                                   redact_context=redacting, judge_factory=judge_factory, on_result=view.update,
+                                   redact_context=redacting, judge_factory=judges.__getitem__, on_result=view.update,
                                    evaluation=ev, output_schema=run_options.output_schema,
                                    output_strategy=run_options.output_strategy, images=list(run_options.images) or None,
                                    settings=run_options.settings, timeout=run_options.timeout,

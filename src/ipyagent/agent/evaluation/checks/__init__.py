@@ -14,6 +14,7 @@ from .assertions import (
     SchemaAssertion,
     TextAssertion,
     Verdict,
+    build_judges,
     parse_assertion,
     parse_verdict,
 )
@@ -21,4 +22,4 @@ from .limits import CHECK_TIMEOUT_S, Stoppable
 
 __all__ = ["CHECK_TIMEOUT_S", "DEFAULT_RUBRIC", "JUDGE_PROMPT", "PASS_SCORE", "Assertion", "CallableAssertion",
            "JsonAssertion", "JudgeAssertion", "Outcome", "SchemaAssertion", "Stoppable", "TextAssertion", "Verdict",
-           "parse_assertion", "parse_verdict"]
+           "build_judges", "parse_assertion", "parse_verdict"]

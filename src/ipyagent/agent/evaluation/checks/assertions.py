@@ -333,6 +333,24 @@ class JudgeAssertion(Assertion):
         return Outcome(self.name, verdict.passed, reason=verdict.reason or None, cost=cost)
 
 
+def build_judges(checks: list[Assertion], factory: Callable[[str], Any]) -> dict[str, Any]:
+    """The agent of each judge among `checks`, by provider as given, built with `factory` before
+    the first request: a judge that cannot be stops the evaluation, not each row's verdict.
+
+    Raises:
+        ValueError: a judge's provider cannot be built (an API key not set, ...): one line
+            naming the check and the reason.
+    """
+    built: dict[str, Any] = {}
+    for check in checks:
+        if isinstance(check, JudgeAssertion) and check.provider not in built:
+            try:
+                built[check.provider] = factory(check.provider)
+            except Exception as exc:  # noqa: BLE001 - whatever the driver raises: its message says what to set
+                raise ValueError(f"{check.name}: the judge cannot be built: {exc}") from None
+    return built
+
+
 def parse_assertion(
     spec: Any, *, namespace: Mapping[str, Any] | None = None, rubric: str | None = None, has_schema: bool = False
 ) -> Assertion:
