@@ -36,7 +36,7 @@ def test_agent_evals_lists_the_stored_evaluations_and_each_comes_back_by_its_id(
     assert f"evaluation {ev.id}" in out  # the id the output shows, to load it by
     ip.run_line_magic("agent", "evals")
     line, hint = capsys.readouterr().out.strip().splitlines()
-    assert line.startswith(f"{ev.id}  ") and "#-o ev" in line and "3 rows × 2 columns, 6 runs" in line
+    assert line.startswith(f"{ev.id}  ") and "#-o ev --over rows" in line and "3 rows × 2 columns, 6 runs" in line
     # the columns named as the matrix names them
     assert line.endswith("pass: good (openai:m1) 100%, bad (openai:m2) 0%") and "load_evaluation(ID)" in hint
     loaded = load_evaluation(ev.id)

@@ -86,6 +86,34 @@ def test_the_cells_next_run_says_what_changed_since_the_last(ip, capsys) -> None
     assert ip.user_ns["ev"].to_json()["row_flags"] == {"failed": [1], "disagree": [], "changed": [1, 2]}
 
 
+def test_the_same_cell_over_another_variable_is_not_compared_with_the_last_run(ip, capsys) -> None:
+    with StubServer(responder=answering(capital_of)) as server:
+        ip.run_line_magic("provider", f"openai:m --base-url {server.url}")
+        ip.user_ns["rows"], ip.user_ns["others"] = CAPITALS[:2], CAPITALS[2:]
+        for over in ("rows", "others", "rows"):
+            ip.run_cell_magic("compare", f"openai:m --over {over} --assert 'contains:{{{{ row.capital }}}}' -o ev",
+                              "Capital of {{ row.country }}?")
+            out = capsys.readouterr().out
+            if over == "others":  # unrelated rows: no "2 new rows, 2 rows gone"
+                assert "since the last run" not in out and ip.user_ns["ev"].changes is None
+    # over rows again: compared with the run over rows, not with the one over others between them
+    assert "since the last run: no change" in out and ip.user_ns["ev"].name == "#-o ev --over rows"
+
+
+def test_a_cells_name_is_its_notebook_cell_and_dataset(ip, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from ipyagent.notebook.magics.evaluation import cell_name
+
+    args = SimpleNamespace(out=None, over="rows")
+    assert cell_name(ip, args) == "#--over rows"
+    assert cell_name(ip, SimpleNamespace(out="ev", over="df")) == "#-o ev --over df"
+    monkeypatch.setenv("JPY_SESSION_NAME", "nb.ipynb")
+    kernel = SimpleNamespace(get_parent=lambda channel: {"metadata": {"cellId": "c-1"}} if channel == "shell" else {})
+    monkeypatch.setattr(ip, "kernel", kernel, raising=False)
+    assert cell_name(ip, SimpleNamespace(out="ev", over="df")) == "nb.ipynb#c-1 --over df"
+
+
 class _Store:
     def __init__(self) -> None:
         self.grades: list[tuple[str, Any, str]] = []

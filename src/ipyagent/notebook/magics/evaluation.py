@@ -192,12 +192,15 @@ def _analysis_options(ev: Evaluation, providers: list[str], args: Any, shell: An
 
 def cell_name(shell: Any, args: Any) -> str:
     """What the run store keeps this cell's evaluation under, so its next run says what changed:
-    the notebook and the cell's id (JupyterLab sends it), else the ``-o`` or ``--over`` variable."""
+    the notebook, the cell's id (JupyterLab sends it; else the ``-o`` variable) and the ``--over``
+    variable. The dataset is part of it: the same cell over another variable is another series
+    (it once said "2 new rows, 2 rows gone" of unrelated rows); a prompt, check or column edited
+    is the same series, its changes the point of the comparison."""
     kernel = getattr(shell, "kernel", None)
     parent = kernel.get_parent("shell") if kernel is not None and hasattr(kernel, "get_parent") else None
-    cell_id = ((parent or {}).get("metadata") or {}).get("cellId")
+    cell = ((parent or {}).get("metadata") or {}).get("cellId") or (f"-o {args.out}" if args.out else "")
     notebook = os.environ.get("JPY_SESSION_NAME") or ""
-    return f"{notebook}#{cell_id or (f'-o {args.out}' if args.out else f'--over {args.over}')}"
+    return f"{notebook}#{cell} --over {args.over}" if cell else f"{notebook}#--over {args.over}"
 
 
 def run_evaluation(magics: Any, args: Any, cell: str) -> Any:
