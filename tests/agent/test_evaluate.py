@@ -199,6 +199,28 @@ def test_a_judge_grades_each_answer_and_its_cost_is_counted_apart(store) -> None
         parse_verdict("maybe")
 
 
+def test_a_judge_without_a_verdict_is_an_error_of_its_cell_not_a_failure(store) -> None:
+    replies = iter(["I am not sure.", '{"pass": true, "reason": "fine"}', '{"pass": true, "reason": "fine"}'])
+    with StubServer(responder=answering(capital_of)) as model, \
+            StubServer(responder=answering(lambda prompt: next(replies))) as judge:
+        def once() -> Any:
+            return evaluate(["openai:m"], "Capital of {{ row.country }}?", CAPITALS[:2],
+                            assertions=["judge:openai:j"], factory=lambda pid: Agent(pid, base_url=model.url),
+                            judge_factory=lambda pid: Agent(pid, base_url=judge.url), store=store, concurrency=1)
+
+        ev = once()
+        first, second = ev.ordered()
+        assert (first.status, first.error_type, first.text) == ("failed", "check", "The capital is Paris.")
+        assert first.error == "judge:openai:j: the judge's reply is not a verdict: 'I am not sure.'"
+        assert second.passed and second.ok
+        summary = ev.summary_records()[0]
+        assert (summary["passed"], summary["failed"], summary["errors"]) == (1, 0, 1)  # not "the model failed"
+        again = once()  # the answers and the judge's replies from the store: the same error, no request
+        assert len(model.requests) == 2 and len(judge.requests) == 2
+        assert [(r.status, r.error_type) for r in again.ordered()] == [("failed", "check"), ("ok", None)]
+        assert again.summary_records()[0]["errors"] == 1
+
+
 def test_the_cache_serves_a_rerun_without_requests_and_survives_a_new_store(store_location) -> None:
     path = store_location  # a SQLite file, a PostgreSQL database
     with StubServer(responder=answering(capital_of)) as server:

@@ -343,9 +343,14 @@ def test_a_judge_s_reply_error_and_cost_make_its_outcome() -> None:
     assert sent[0] == judge.prompt_for(result("Paris", prompt="Capital?"), {"city": "Rome"}) and "Rome" in sent[0]
     judge.rubric = DEFAULT_RUBRIC
     assert check(judge, "x") == Outcome("judge:openai:m", True, reason=None, cost=None)
-    assert check(judge, "x") == Outcome("judge:openai:m", False, reason="the judge failed: HTTP 500", cost=0.02)
-    assert check(judge, "x") == Outcome(
-        "judge:openai:m", False, reason="the judge's reply is not a verdict: 'hmm'", cost=0.03)
+    # No verdict is no failure of the answer: a CheckError, with what the judge's run cost
+    with pytest.raises(module.CheckError) as failed:
+        check(judge, "x")
+    assert (str(failed.value), failed.value.cost) == ("the judge failed: HTTP 500", 0.02)
+    with pytest.raises(module.CheckError) as unreadable:
+        check(judge, "x")
+    assert (str(unreadable.value), unreadable.value.cost) == ("the judge's reply is not a verdict: 'hmm'", 0.03)
+    assert unreadable.value.__suppress_context__ and module.CheckError("m").cost is None
 
 
 def test_parse_assertion_reads_each_spec() -> None:

@@ -14,7 +14,14 @@ from pydantic import BaseModel
 from ipyagent.agent import EvalResult, Evaluation
 from ipyagent.agent.evaluation import cells
 from ipyagent.agent.evaluation.cells import CellRuns
-from ipyagent.agent.evaluation.checks import Assertion, JsonAssertion, JudgeAssertion, Outcome, TextAssertion
+from ipyagent.agent.evaluation.checks import (
+    Assertion,
+    CheckError,
+    JsonAssertion,
+    JudgeAssertion,
+    Outcome,
+    TextAssertion,
+)
 from ipyagent.core import ProviderError, Usage
 from ipyagent.core.events import TextDelta
 
@@ -335,6 +342,33 @@ def test_a_cells_checks_end_by_the_deadline_or_one_check_timeout_after_they_star
     assert [o.name for o in c.outcomes] == ["a", "b"] and c.passed is False
     assert first.seen == [(c, {"q": 0})]
     assert checked(monkeypatch, host, cell(), 102.0) == [5.0, 5.0]  # the deadline is before one check timeout
+
+
+class NoVerdict(Assertion):
+    """A check whose judge gives no verdict (`CheckError`, with what its run cost)."""
+
+    def __init__(self, name: str, cost: float | None) -> None:
+        self.name, self.cost = name, cost
+
+    async def check(self, result: Any, row: Any) -> Outcome:
+        raise CheckError(f"the judge failed: HTTP 500 ({self.name})", self.cost)
+
+
+def test_a_check_that_gives_no_verdict_makes_its_cell_an_error_not_a_failure(monkeypatch) -> None:
+    host = Host([Check("a"), NoVerdict("judge:x", 0.25), Check("b", False), NoVerdict("judge:y", None)])
+    c = cell()
+    c.text = "Paris"
+    checked(monkeypatch, host, c, 110.0)
+    assert c.outcomes == [Outcome("a", True), Outcome("judge:x", False, reason="the judge failed: HTTP 500 (judge:x)",
+                                                      cost=0.25), Outcome("b", False),
+                          Outcome("judge:y", False, reason="the judge failed: HTTP 500 (judge:y)")]
+    assert (c.status, c.error_type, c.passed, c.judge_cost, c.text) == ("failed", "check", False, 0.25, "Paris")
+    assert c.error == ("judge:x: the judge failed: HTTP 500 (judge:x); "
+                       "judge:y: the judge failed: HTTP 500 (judge:y)")
+    assert c.ran and not c.ok and c.failures() == [f"check: {c.error}"]  # counted with the errors
+    fine = cell()
+    checked(monkeypatch, Host([Check("a"), Check("b", False)]), fine, 110.0)
+    assert (fine.status, fine.error_type, fine.error, fine.passed) == ("ok", None, None, False)
 
 
 def test_a_failed_run_is_not_checked(monkeypatch) -> None:

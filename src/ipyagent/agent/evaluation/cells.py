@@ -13,7 +13,7 @@ from ...core import DeltaMessage, Event, ProviderError, Usage
 from ...memory import new_run_id
 from ..agent import Agent, AgentResult
 from .cache import json_output
-from .checks import Assertion, JudgeAssertion, Outcome, TextAssertion
+from .checks import Assertion, CheckError, JudgeAssertion, Outcome, TextAssertion
 from .results import EvalResult, _tokens
 from .scheduler import Lane
 
@@ -151,12 +151,23 @@ class CellRuns:
 
     async def _check(self, cell: EvalResult, row: Any, deadline: float) -> None:
         """Run every check of `cell`; together they end by the run's `deadline`, or one check timeout
-        after they start when that is later: a cell ends by then whatever its checks do."""
-        if cell.ok:
-            end = max(deadline, time.monotonic() + self.check_timeout)
-            _conclude(cell, [await self._outcome(a, cell, row, end) for a in self.assertions])
-        else:
+        after they start when that is later: a cell ends by then whatever its checks do. A check that
+        gives no verdict (`CheckError`: its judge failed) fails, and makes the cell an error (``failed``,
+        ``check``): the summary counts it with the errors, not against the answer."""
+        if not cell.ok:
             self._unchecked(cell)
+            return
+        end = max(deadline, time.monotonic() + self.check_timeout)
+        outcomes, errors = [], []
+        for check in self.assertions:
+            try:
+                outcomes.append(await self._outcome(check, cell, row, end))
+            except CheckError as exc:
+                outcomes.append(Outcome(check.name, False, reason=str(exc), cost=exc.cost))
+                errors.append(f"{check.name}: {exc}")
+        _conclude(cell, outcomes)
+        if errors:  # the answer is kept (its run stored as answered); a judge's failed request is not
+            cell.status, cell.error_type, cell.error = "failed", "check", "; ".join(errors)
 
     def _unchecked(self, cell: EvalResult) -> None:
         cell.outcomes = [Outcome(a.name, False, reason="not checked: the run failed") for a in self.assertions]

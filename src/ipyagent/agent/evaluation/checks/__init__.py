@@ -8,6 +8,7 @@ from .assertions import (
     PASS_SCORE,
     Assertion,
     CallableAssertion,
+    CheckError,
     JsonAssertion,
     JudgeAssertion,
     Outcome,
@@ -21,5 +22,5 @@ from .assertions import (
 from .limits import CHECK_TIMEOUT_S, Stoppable
 
 __all__ = ["CHECK_TIMEOUT_S", "DEFAULT_RUBRIC", "JUDGE_PROMPT", "PASS_SCORE", "Assertion", "CallableAssertion",
-           "JsonAssertion", "JudgeAssertion", "Outcome", "SchemaAssertion", "Stoppable", "TextAssertion", "Verdict",
-           "build_judges", "parse_assertion", "parse_verdict"]
+           "CheckError", "JsonAssertion", "JudgeAssertion", "Outcome", "SchemaAssertion", "Stoppable", "TextAssertion",
+           "Verdict", "build_judges", "parse_assertion", "parse_verdict"]

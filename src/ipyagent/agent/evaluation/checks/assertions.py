@@ -20,7 +20,8 @@ limit (`limits`). A function (``python:NAME``, or a callable given directly) ret
 bool, or a score in [0, 1] that passes at 0.5 or more; it may be async; a synchronous one
 runs in a thread that a deadline or an interrupt stops. Any assertion that raises fails
 with the exception as its reason, one that runs past its limit fails "timed out"; a run
-that failed fails every assertion unchecked.
+that failed fails every assertion unchecked. A judge that gives no verdict (its request
+failed, its reply is not one) raises `CheckError`: its cell is an error, not a failure.
 """
 
 from __future__ import annotations
@@ -54,6 +55,16 @@ Question:
 
 Answer:
 {answer}"""
+
+
+class CheckError(Exception):
+    """A check that gave no verdict: its judge's request failed, or the judge's reply is no verdict.
+    The evaluation makes it its cell's error, not a failure of the answer. `cost`: the judge's run
+    (USD; None: unknown or none)."""
+
+    def __init__(self, message: str, cost: float | None = None) -> None:
+        super().__init__(message)
+        self.cost = cost
 
 
 @dataclass(slots=True)
@@ -325,11 +336,11 @@ class JudgeAssertion(Assertion):
             raise RuntimeError("a judge assertion runs inside an evaluation")
         text, cost, error = await self.run(self.prompt_for(result, row))
         if error is not None:
-            return Outcome(self.name, False, reason=f"the judge failed: {error}", cost=cost)
+            raise CheckError(f"the judge failed: {error}", cost)
         try:
             verdict = parse_verdict(text)
         except ValueError as exc:
-            return Outcome(self.name, False, reason=str(exc), cost=cost)
+            raise CheckError(str(exc), cost) from None
         return Outcome(self.name, verdict.passed, reason=verdict.reason or None, cost=cost)
 
 
