@@ -29,9 +29,9 @@ SCRIPT = Path(sys.executable).parent / "ipyagent"  # the console script of pypro
 ROWS, COLUMNS = 20, 4  # evaluate.ipynb: 20 countries x 2 providers x 2 prompt variants
 
 
-def _run(*args: str | Path, module: bool = False) -> subprocess.CompletedProcess:
+def _run(*args: str | Path, module: bool = False, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "ipyagent"] if module else [str(SCRIPT)]
-    env = {k: v for k, v in os.environ.items() if k != "IPYAGENT_RUN_STORE"}
+    env = {**{k: v for k, v in os.environ.items() if k != "IPYAGENT_RUN_STORE"}, **(env or {})}
     return subprocess.run([*command, "eval", *map(str, args)], capture_output=True, text=True, env=env, timeout=300)
 
 
@@ -112,20 +112,30 @@ def test_a_high_gate_and_a_cells_own_gate_fail_naming_the_figure(evaluated, tmp_
 
 
 @pytest.mark.notebook
-def test_a_cell_error_exits_2_naming_the_cell_after_the_parameters(tmp_path) -> None:
+def test_a_cell_error_exits_2_naming_the_cell_after_the_parameters_its_secrets_redacted(tmp_path) -> None:
+    """The cell's exception quotes a secret of the environment and a key-shaped string: the last line,
+    every report and the saved notebook's outputs have neither."""
+    secret, key_shaped = "zz_EvalCli_Secret4242", "sk-proj-" + "K" * 24
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# a failing notebook"), nbformat.v4.new_code_cell("divisor = 1"),
-                nbformat.v4.new_code_cell("value = 10 / divisor"),
-                nbformat.v4.new_code_cell("raise ValueError(f'stopped at {value}')\n"),
+                nbformat.v4.new_code_cell("import os\nvalue = 10 / divisor"),
+                nbformat.v4.new_code_cell("raise ValueError(f'stopped at {value} ' + os.environ['EVAL_CLI_API_KEY']"
+                                          " + ' sk-proj-' + 'K' * 24)\n"),
                 nbformat.v4.new_code_cell("print('never')")]
     nb.cells[1].metadata["tags"] = ["parameters"]
     nbformat.write(nb, tmp_path / "fails.ipynb")
-    done = _run(tmp_path / "fails.ipynb", "-p", "divisor=4", "--output", tmp_path / "out.ipynb")
+    reports = [tmp_path / name for name in ("out.ipynb", "r.json", "r.xml", "r.md")]
+    done = _run(tmp_path / "fails.ipynb", "-p", "divisor=4", "--output", reports[0], "--json", reports[1],
+                "--junit", reports[2], "--markdown", reports[3], env={"EVAL_CLI_API_KEY": secret})
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
-        "ipyagent eval: fails.ipynb did not run to its end: cell 4: ValueError: stopped at 2.5")
-    executed = nbformat.read(tmp_path / "out.ipynb", as_version=4)  # saved as far as it ran
+        "ipyagent eval: fails.ipynb did not run to its end: cell 4: ValueError: stopped at 2.5 [redacted] [redacted]")
+    for text in [done.stdout, done.stderr, *(path.read_text() for path in reports)]:
+        assert secret not in text and secret.replace("_", "\\_") not in text and key_shaped not in text
+    assert "stopped at 2.5 \\[redacted\\] \\[redacted\\]" in reports[3].read_text()  # Markdown-escaped
+    executed = nbformat.read(reports[0], as_version=4)  # saved as far as it ran
     assert executed.cells[2].source.startswith("# Parameters") and executed.cells[5].outputs == []
+    assert executed.cells[4].outputs[0]["evalue"] == "stopped at 2.5 [redacted] [redacted]"
 
 
 @pytest.mark.parametrize(("argv", "says"), [
@@ -140,6 +150,11 @@ def test_bad_arguments_are_one_line_and_exit_2(argv, says, capsys) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and err.startswith(says), err
+
+
+def test_a_bad_arguments_line_is_redacted(capsys) -> None:
+    assert main(["eval", "sk-proj-" + "K" * 24 + ".ipynb"]) == 2
+    assert capsys.readouterr().err == "ipyagent eval: [redacted].ipynb: no such notebook\n"
 
 
 def test_a_notebook_nbformat_cannot_read_is_one_line(tmp_path, capsys) -> None:

@@ -4,7 +4,9 @@ notebook headless, collect its evaluations and comparisons, report them and gate
 One module per job: `arguments` (the command line), `run` (nbclient), `collect` (the saved outputs),
 `gates`, `reports` (terminal, JSON, JUnit, Markdown). Exit codes (`arguments`): 0 every gate passed, 1 a
 gate failed (each named with its figure), 2 the notebook could not run (the cell and its error's one line)
-or an argument is wrong. nbclient and rich are imported when the command runs, never by ``import ipyagent``.
+or an argument is wrong. Everything it prints or writes (stdout, stderr, the reports, the executed notebook's
+outputs) passes the one redactor (`core.redact`) first. nbclient and rich are imported when the command runs,
+never by ``import ipyagent``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
+from ...core import redact
 from .arguments import GATE_FAILED, NOT_RUN, OK, UsageFailure, parse
 
 USAGE = "usage: ipyagent eval NOTEBOOK.ipynb [options] (ipyagent eval --help)"
@@ -29,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return evaluate(argv[1:])
     except UsageFailure as exc:
-        print(f"ipyagent eval: {exc}", file=sys.stderr)
+        print(f"ipyagent eval: {redact(str(exc))}", file=sys.stderr)
         return NOT_RUN
     except KeyboardInterrupt:
         print("ipyagent eval: interrupted", file=sys.stderr)
@@ -52,7 +55,7 @@ def evaluate(argv: list[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     from .collect import collect
     from .gates import check_all
     from .reports import junit, print_summary, report_json, report_markdown, write
-    from .run import NotebookFailed, execute, inject_parameters, kernel_env, read
+    from .run import NotebookFailed, execute, inject_parameters, kernel_env, read, redact_outputs
 
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     args, values, gates = parse(argv)
@@ -70,6 +73,7 @@ def evaluate(argv: list[str], *, stdout: TextIO | None = None, stderr: TextIO | 
                 kernel=args.kernel, stream=stderr, number=number)
     except NotebookFailed as exc:
         failure = exc
+    redact_outputs(nb)
     if args.output:
         import nbformat
 
@@ -86,7 +90,7 @@ def evaluate(argv: list[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         write(args.junit, junit(found, args.notebook.name))
     if args.markdown:
         write(args.markdown, report_markdown(found, results, notebook=args.notebook.name, outcome=outcome))
-    print(f"ipyagent eval: {outcome}", file=stderr)  # the last line, whatever the code
+    print(f"ipyagent eval: {redact(outcome)}", file=stderr)  # the last line, whatever the code
     return code
 
 

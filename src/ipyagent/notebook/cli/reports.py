@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from xml.etree import ElementTree as ET
 
-from ...core import redact_data
+from ...core import redact, redact_data
 from ..render.evaluation import (cells_of, columns_of, headline, outcome_class, saved_note, summary_cells,
                                 summary_columns)
 from ..render.evaluation_stats import _md, column_label, statistics_markdown
@@ -141,7 +141,7 @@ def _md_table(columns: list[str], rows: list[list[str]]) -> list[str]:
 def report_markdown(found: list[Found], gates: list[GateResult], *, notebook: str, outcome: str) -> str:
     """A Markdown summary for a CI job's page: the outcome, each gate, then per evaluation its headline,
     summary table, statistics and verdicts, and its first failures; per comparison its figures table."""
-    lines = [f"## ipyagent eval {_md(notebook)}", "", _md(outcome), ""]
+    lines = [f"## ipyagent eval {_md(notebook)}", "", _md(redact(outcome)), ""]  # redacted before escaped
     lines += [f"- {'✅' if g.passed else '❌'} {_md(g.line())}" for g in gates]
     for f in found:
         lines += ["", f"### {_md(f.name)} (cell {f.cell})", ""]
@@ -195,6 +195,11 @@ def _width(stream: TextIO) -> int | None:
 
 
 def write(path: Path, text: str) -> None:
+    """`text` into `path` (its folder made when missing).
+
+    Raises:
+        OSError: `path` cannot be written.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
 

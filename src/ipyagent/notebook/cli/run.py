@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from ...core import redact_data
 from ...drivers import BUILTIN, KEY_FALLBACKS
 from ...memory import STORE_ENV, is_url
 from ..render.text.records import clean
@@ -22,7 +23,7 @@ PARAMETERS_TAG, INJECTED_TAG = "parameters", "injected-parameters"
 
 class NotebookFailed(Exception):
     """The notebook did not run to its end: `cell` (1-based, as in the notebook file; None before any cell)
-    and the error's one line."""
+    and the error's one line (as the cell's exception says it: redacted where it is shown)."""
 
     def __init__(self, cell: int | None, line: str) -> None:
         super().__init__(f"cell {cell}: {line}" if cell is not None else line)
@@ -42,6 +43,16 @@ def read(path: Path) -> Any:
     except Exception as exc:  # nbformat raises JSON, validation and OS errors alike
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise NotebookFailed(None, f"{path} is not a notebook nbformat can read: {first}") from None
+
+
+def redact_outputs(nb: Any) -> None:
+    """Every output of `nb`'s cells through the one redactor, in place (a traceback, a printed key): what
+    the command shows, reports and saves (``-o``) is read from them. The cells' sources are kept."""
+    import nbformat
+
+    for cell in nb.cells:
+        if cell.get("outputs"):
+            cell.outputs = nbformat.from_dict(redact_data(list(cell.outputs)))
 
 
 def inject_parameters(nb: Any, values: dict[str, Any]) -> int | None:
