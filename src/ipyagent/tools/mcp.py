@@ -65,7 +65,10 @@ def log_dir() -> Path:
             _log_dir = Path(tempfile.mkdtemp(prefix=f"ipyagent-mcp-{os.getpid()}-"))
             handler = _ServerLogHandler()
             handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s: %(message)s"))
-            logging.getLogger("mcp").addHandler(handler)  # the SDK's records never reach the kernel's stderr
+            sdk = logging.getLogger("mcp")
+            sdk.addHandler(handler)  # the SDK's records never reach the kernel's stderr (or a root handler)
+            sdk.propagate = False
+            logging.getLogger("client").addFilter(_SessionRecords(handler))
             atexit.register(close_all_at_exit)
         return _log_dir
 
@@ -82,6 +85,21 @@ class _ServerLogHandler(logging.Handler):
         except Exception:  # logging must never break a call
             pass
 
+
+class _SessionRecords(logging.Filter):
+    """On the ``client`` logger: the SDK's client session logs there (mcp 2.x), not under ``mcp``,
+    e.g. "Failed to validate notification" with a traceback quoting the server's data. Its records
+    go to `handler` (the server's log, redacted) and no further; other ``client`` records pass."""
+
+    def __init__(self, handler: logging.Handler) -> None:
+        super().__init__()
+        self.handler = handler
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if f"{os.sep}mcp{os.sep}" not in record.pathname:
+            return True
+        self.handler.handle(record)
+        return False
 
 
 

@@ -1,0 +1,57 @@
+"""An MCP server that breaks the protocol (tests/support/mcp_raw_server.py, raw JSON-RPC over stdio):
+what the SDK cannot read or validate goes to the server's log, redacted, never to the kernel's
+streams; what the server answers wrongly is one line for the model; a live server is not restarted."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+from ipyagent.agent import run_sync
+from ipyagent.core import ErrorArtifact, TextArtifact
+from ipyagent.tools.mcp import MCPServer
+
+from ..support.waiting import wait_until
+
+RAW_SERVER = [sys.executable, str(Path(__file__).parents[1] / "support" / "mcp_raw_server.py")]
+SECRET = "zzRAWSECRETtoken4242"
+
+
+def raw(servers: list[MCPServer], tmp_path: Path, mode: str = "normal", **kw: object) -> MCPServer:
+    env = {"RAW_SECRET": SECRET, "RAW_MODE": mode, "RAW_RECORD": str(tmp_path / "requests.jsonl")}
+    server = MCPServer("raw", RAW_SERVER, env=env, **kw)  # type: ignore[arg-type]
+    servers.append(server)
+    return server
+
+
+def initializes(tmp_path: Path) -> int:
+    lines = (tmp_path / "requests.jsonl").read_text().splitlines()
+    return sum(json.loads(line)["method"] == "initialize" for line in lines)
+
+
+def test_notifications_the_sdk_cannot_validate_go_to_the_servers_log_redacted(
+    servers: list[MCPServer], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = raw(servers, tmp_path)
+    caplog.set_level(logging.DEBUG)  # what reaches the root logger would reach the kernel's stderr
+    result = run_sync(server.call("leak", {}))
+    assert result == TextArtifact(value="leaked?")
+    assert wait_until(lambda: server.log().count("Failed to validate notification") == 2)
+    log = server.log()
+    assert "notifications/message" in log and "notifications/progress" in log and "[redacted]" in log
+    assert SECRET not in server.log_path.read_text()  # redacted before it is written
+    assert [r.getMessage() for r in caplog.records if "validate" in r.getMessage()] == []
+    assert SECRET not in caplog.text
+
+
+def test_other_libraries_client_logger_is_left_alone(caplog: pytest.LogCaptureFixture) -> None:
+    from ipyagent.tools import mcp as mcp_module
+
+    mcp_module.log_dir()  # the SDK's loggers are routed
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("client").info("a record of some other library")
+    assert [r.getMessage() for r in caplog.records] == ["a record of some other library"]
