@@ -1,6 +1,7 @@
 """An MCP server that breaks the protocol on purpose, written without the SDK: raw JSON-RPC lines
 over stdio. Each tool answers in one wrong way (its name says how); `RAW_MODE=deep_schema` lists a
-tool whose input schema nests deeper than the SDK's JSON parser allows. `RAW_SECRET` is a secret
+tool whose input schema nests deeper than the SDK's JSON parser allows, `RAW_MODE=refuse`
+refuses ``initialize`` with an error of its own. `RAW_SECRET` is a secret
 the server puts into what it sends (the tests check it never shows). Every request it receives is
 appended as a JSON line to `RAW_RECORD` (when set), so a test can count its ``initialize`` calls.
 
@@ -76,7 +77,9 @@ def answer(message: dict) -> None:
     method, id_, params = message.get("method"), message.get("id"), message.get("params") or {}
     if id_ is None:
         return  # a notification
-    if method == "initialize":
+    if method == "initialize" and os.environ.get("RAW_MODE") == "refuse":  # its own error; it stays up
+        send({"jsonrpc": "2.0", "id": id_, "error": {"code": -32000, "message": f"not today: token={SECRET}"}})
+    elif method == "initialize":
         send({"jsonrpc": "2.0", "id": id_, "result": {
             "protocolVersion": params.get("protocolVersion", "2025-11-25"),
             "capabilities": {"tools": {}, "logging": {}}, "serverInfo": {"name": "raw", "version": "1"}}})

@@ -13,7 +13,7 @@ import pytest
 
 from ipyagent.agent import run_sync
 from ipyagent.core import ErrorArtifact, TextArtifact
-from ipyagent.tools.mcp import MCPServer
+from ipyagent.tools.mcp import MCPServer, MCPServerError
 
 from ..support.waiting import wait_until
 
@@ -55,3 +55,22 @@ def test_other_libraries_client_logger_is_left_alone(caplog: pytest.LogCaptureFi
     with caplog.at_level(logging.INFO):
         logging.getLogger("client").info("a record of some other library")
     assert [r.getMessage() for r in caplog.records] == ["a record of some other library"]
+
+
+def test_a_live_servers_own_32000_error_is_a_failed_call_not_a_restart(
+    servers: list[MCPServer], tmp_path: Path
+) -> None:
+    server = raw(servers, tmp_path)
+    for _ in range(2):
+        failed = run_sync(server.call("rpc_error", {}))
+        assert isinstance(failed, ErrorArtifact) and failed.value == "MCP server 'raw': internal: token=[redacted]"
+    assert run_sync(server.call("echo", {"text": "still here"})) == TextArtifact(value="still here")
+    assert server.state == "running" and server.restarts == 0 and initializes(tmp_path) == 1
+
+
+def test_a_start_refused_with_32000_says_the_servers_reason(servers: list[MCPServer], tmp_path: Path) -> None:
+    server = raw(servers, tmp_path, "refuse")
+    with pytest.raises(MCPServerError) as raised:
+        run_sync(server.start())
+    assert "failed: MCPError: not today: token=[redacted]" in str(raised.value)
+    assert "exited" not in str(raised.value) and SECRET not in str(raised.value)

@@ -243,6 +243,6 @@ class ServerConnection:
             return f"cannot connect to {self.shown_url}: {text}"
         if name == "HTTPStatusError":
             return f"{self.shown_url} answered {text}"
-        if getattr(exc, "code", None) == -32000 or text == "Connection closed":  # the SDK's CONNECTION_CLOSED
+        if text == "Connection closed":  # the SDK's CONNECTION_CLOSED (a server's own -32000 error is its error)
             return "exited during start-up" if self.transport == "stdio" else f"{self.shown_url} closed the connection"
         return f"failed: {name}: {text}"

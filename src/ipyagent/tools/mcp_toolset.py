@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..core import BaseArtifact, ErrorArtifact, InfoArtifact, ListArtifact, ToolAction, ToolDefinition
+from ..core import BaseArtifact, ErrorArtifact, InfoArtifact, ListArtifact, ToolAction, ToolDefinition, redact
 from .base_tool import BaseTool
 from .call_context import CallContext, current_call
 from .mcp_connection import MCPServerError, _leaf, _server_of_task
@@ -18,9 +18,12 @@ from .mcp_content import description, input_schema, result_artifact
 if TYPE_CHECKING:  # the server imports this module
     from .mcp import MCPServer
 
+#: The SDK's code for "the connection closed" (``mcp_types.CONNECTION_CLOSED``; the SDK is imported on first start).
+CONNECTION_CLOSED = -32000
+
 
 class ToolCalls:
-    """A mixin of `MCPServer`: calls of its tools. Uses the server's `name`, `state`, `tools`,
+    """A mixin of `MCPServer`: calls of its tools. Uses the server's `name`, `transport`, `state`, `tools`,
     `requests`, `restarts`, `last_error`, `_client`, `_can_restart`, `_note`, `_owned`,
     `_start_once` and `_halt`."""
 
@@ -46,6 +49,18 @@ class ToolCalls:
         dropped) while no call was waiting. Reads the SDK's dispatcher state; False if unknown."""
         session = getattr(self._client, "_session", None)
         return self.state == "running" and bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
+
+    def _closed_by(self, error: BaseException) -> bool:
+        """`error` (a call's) says the connection ended: the SDK's dispatcher has closed (the
+        process's stdout ended, the HTTP session dropped), or it is the SDK's own CONNECTION_CLOSED
+        (``Connection closed``; over HTTP also ``SSE stream …``). A live server's own error with
+        that code (-32000 opens JSON-RPC's "server error" range) is not: it is the call's result."""
+        if self._connection_closed():
+            return True
+        message = str(getattr(error, "message", ""))
+        if getattr(error, "code", None) != CONNECTION_CLOSED:
+            return False
+        return message == "Connection closed" or (self.transport != "stdio" and message.startswith("SSE stream "))
 
     async def _call(self, tool: str, arguments: dict[str, Any], context: CallContext | None) -> BaseArtifact:
         _server_of_task.set(self)
@@ -89,7 +104,7 @@ class ToolCalls:
             result = await self._client.call_tool(tool, arguments, progress_callback=self.requests.progress(context))
         except Exception as exc:  # noqa: BLE001 - a failed call is an error result for the model
             leaf = _leaf(exc)
-            if getattr(leaf, "code", None) == -32000:  # CONNECTION_CLOSED: it died during the call; not re-sent
+            if self._closed_by(leaf):  # it died during the call; not re-sent
                 self._note(f"stopped during a call of {tool}")
                 await self._halt()
                 self.state = "exited"
@@ -99,7 +114,7 @@ class ToolCalls:
                     exception_type="MCPServerError",
                 )
             return ErrorArtifact(
-                value=f"MCP server {self.name!r}: {getattr(leaf, 'message', None) or leaf}",
+                value=f"MCP server {self.name!r}: {redact(str(getattr(leaf, 'message', None) or leaf))}",
                 exception_type=type(leaf).__name__,
             )
         finally:
