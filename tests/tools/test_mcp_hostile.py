@@ -4,6 +4,7 @@ streams; what the server answers wrongly is one line for the model; a live serve
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -19,6 +20,8 @@ from ..support.waiting import wait_until
 
 RAW_SERVER = [sys.executable, str(Path(__file__).parents[1] / "support" / "mcp_raw_server.py")]
 SECRET = "zzRAWSECRETtoken4242"
+#: Seconds after which a test that would hang fails instead (a guard, not a measure).
+GUARD = 60
 
 
 def raw(servers: list[MCPServer], tmp_path: Path, mode: str = "normal", **kw: object) -> MCPServer:
@@ -74,3 +77,35 @@ def test_a_start_refused_with_32000_says_the_servers_reason(servers: list[MCPSer
         run_sync(server.start())
     assert "failed: MCPError: not today: token=[redacted]" in str(raised.value)
     assert "exited" not in str(raised.value) and SECRET not in str(raised.value)
+
+
+@pytest.mark.parametrize("tool, cause", [
+    ("deep", "its answer could not be read: Invalid JSON: recursion limit exceeded"),
+    ("null", "its answer could not be read: result: Input should be an object"),
+])
+def test_an_answer_the_sdk_cannot_read_fails_the_call_at_once(
+    servers: list[MCPServer], tmp_path: Path, tool: str, cause: str
+) -> None:
+    server = raw(servers, tmp_path)
+    failed = run_sync(asyncio.wait_for(server.call(tool, {}), GUARD))  # before: it waited for the run's deadline
+    assert isinstance(failed, ErrorArtifact) and failed.value.startswith(f"MCP server 'raw': {cause}")
+    assert "\n" not in failed.value and SECRET not in failed.value
+    assert run_sync(server.call("echo", {"text": "next"})) == TextArtifact(value="next")
+    assert server.restarts == 0 and initializes(tmp_path) == 1
+
+
+def test_garbage_lines_are_logged_and_the_answer_after_them_is_read(servers: list[MCPServer], tmp_path: Path) -> None:
+    server = raw(servers, tmp_path)
+    assert run_sync(server.call("garbage", {})) == TextArtifact(value="after garbage")
+    assert "transport error" in server.log()
+
+
+def test_a_tool_list_the_sdk_cannot_read_fails_the_start_at_once_naming_it(
+    servers: list[MCPServer], tmp_path: Path
+) -> None:
+    server = raw(servers, tmp_path, "deep_schema", start_timeout=GUARD)
+    with pytest.raises(MCPServerError) as raised:
+        run_sync(server.start())
+    message = str(raised.value)
+    assert "its answer could not be read: Invalid JSON: recursion limit exceeded" in message
+    assert "initialize" not in message and "start timeout" not in message

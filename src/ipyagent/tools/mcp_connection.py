@@ -126,6 +126,7 @@ class ServerConnection:
             list_roots_callback=requests.list_roots,
             client_info=Implementation(name="ipyagent", version=__version__),
         )
+        requests.client = client  # a reply it cannot read fails the request waiting for it
         return await stack.enter_async_context(client)
 
     async def _transport(self, stack: AsyncExitStack) -> Any:

@@ -13,6 +13,7 @@ Nothing here imports the SDK at module level.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,7 @@ class ClientRequests:
         self.updates: dict[str, int] = {}
         self.tools_changed = False
         self.lists_changed: set[str] = set()
+        self.client: Any = None  # the server's `mcp.Client`, from before its handshake
 
     def _call(self) -> CallContext | None:
         return self.calls[-1] if self.calls else None
@@ -170,6 +172,7 @@ class ClientRequests:
         (`tools_changed`, `lists_changed`, `updates`), transport errors go to the log."""
         if isinstance(message, Exception):
             self.server._note(f"transport error: {type(message).__name__}: {redact(str(message))[:300]}")
+            self._fail_unread(message)
             return
         method = getattr(getattr(message, "root", message), "method", "")
         if method == "notifications/tools/list_changed":
@@ -180,6 +183,65 @@ class ClientRequests:
             uri = str(getattr(getattr(getattr(message, "root", message), "params", None), "uri", ""))
             self.updates[uri] = self.updates.get(uri, 0) + 1
             self.server._note(f"resource updated: {uri} (at {time.strftime('%H:%M:%S')})")
+
+
+    def _fail_unread(self, error: Exception) -> None:
+        """A reply the SDK could not read (invalid JSON, nested deeper than its parser allows, a
+        wrong shape such as ``"result": null``) is dropped by the SDK, and the request it answers
+        would wait for the run's deadline or the start timeout: fail that request now (its caller
+        gets an ``MCPError``: ``its answer could not be read: CAUSE``). The request is found by
+        the reply's ``id`` (`unread_reply`); a line with none (garbage) is only logged."""
+        unread = unread_reply(error)
+        dispatcher = getattr(getattr(self.client, "_session", None), "_dispatcher", None)
+        pending, resolve = getattr(dispatcher, "_pending", None), getattr(dispatcher, "_resolve_pending", None)
+        if unread is None or not isinstance(pending, dict) or resolve is None:
+            return
+        request_id, cause = unread
+        if request_id not in pending and str(request_id) not in map(str, pending):
+            return
+        from mcp.types import PARSE_ERROR, ErrorData
+
+        self.server._note(f"request {request_id} failed: its answer could not be read: {cause}")
+        resolve(request_id, ErrorData(code=PARSE_ERROR, message=f"its answer could not be read: {cause}"))
+
+
+#: The start of a JSON object up to its first nested value, and a top-level ``"id"`` at its end.
+_HEAD = re.compile(r"\s*\{([^{}\[\]]*)")
+_ID = re.compile(r'"id"\s*:\s*(-?\d+|"[^"\\]*")')
+_TAIL_ID = re.compile(r'"id"\s*:\s*(-?\d+|"[^"\\]*")\s*\}\s*$')
+
+
+def unread_reply(error: Exception) -> tuple[int | str, str] | None:
+    """The ``id`` of the reply a transport's parse error (pydantic's ``ValidationError``) was
+    about, and the cause in one line (pydantic's message, which does not quote the data); None
+    for a line that is no reply (garbage, a notification, a request of the server's).
+
+    Invalid JSON is not parsed: its ``id`` is read where a reply has it, among the keys before
+    the first nested value, else as the last key."""
+    try:
+        details = error.errors(include_url=False)  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - not pydantic's
+        return None
+    if not details:
+        return None
+    value = details[0].get("input")
+    if isinstance(value, dict):
+        request_id = value.get("id")
+        if "method" in value or not isinstance(request_id, (int, str)) or isinstance(request_id, bool):
+            return None
+        shape = "JSONRPCError" if "error" in value else "JSONRPCResponse"
+        detail = next((d for d in details if d["loc"][:1] == (shape,)), details[0])
+        where = ".".join(map(str, detail["loc"][1:]))
+        return request_id, redact(f"{where}: {detail['msg']}" if where else detail["msg"])[:200]
+    if not isinstance(value, str) or (head := _HEAD.match(value)) is None:
+        return None
+    if '"method"' in head.group(1) or '"method"' in value[-300:]:
+        return None
+    found = _ID.search(head.group(1)) or _TAIL_ID.search(value[-300:])
+    if found is None:
+        return None
+    token = found.group(1)
+    return (token[1:-1] if token.startswith('"') else int(token)), redact(str(details[0]["msg"]))[:200]
 
 
 def _emit(context: CallContext, event: Any) -> None:
