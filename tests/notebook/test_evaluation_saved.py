@@ -179,3 +179,99 @@ def test_the_runs_of_rows_no_render_tries_are_not_redacted(monkeypatch) -> None:
     shown = {r["row"] for r in data[MIME_TYPE]["results"]}
     # The rows shown, and those of the first guess (`FIRST_GUESS` rows) that did not fit; not 3,000.
     assert 0 < len(shown) < FIRST_GUESS and shown <= redacted and len(redacted) <= FIRST_GUESS
+
+
+def _mixed(rows: int) -> object:
+    """2 providers × 2 variants × 2 repeats over `rows` rows, built without a server: failing and
+    disagreeing rows, flaky cells, errors, skipped and unrendered runs, cached runs, grades,
+    changed rows, long answers (some quoting `KEY`), a date among the fields, unicode."""
+    from ipyagent.agent import EvalResult, Evaluation
+    from ipyagent.agent.evaluation.checks import Outcome
+
+    check = "contains:{{ row.want }}"
+    providers, variants = ["openai:m0", "openai:m1"], ["terse", "steps"]
+    fields = [{"n": n, "want": f"It is {n}.", "when": datetime.date(2026, 1, 1 + n % 28), "é": "ü"}
+              for n in range(rows)]
+    ev = Evaluation(providers, fields, assertions=[check], variants=variants, repeat=2, seed=7)
+    for n, row in enumerate(fields):
+        for c, (provider, variant) in enumerate((p, v) for p in providers for v in variants):
+            for repeat in range(2):
+                ok = not (n % 4 == 1 and c == 3) and not (n % 5 == 3 and c == 0 and repeat == 1)
+                text = (f"It is {n}." if ok else "No idea.").ljust(40 + 37 * (n % 13), "·")
+                text = f"{text[:150]}{KEY}{text[150:]}" if n % 5 == 0 and len(text) > 150 else text
+                r = EvalResult(row=n, provider=provider, variant=variant, repeat=repeat, prompt=f"What is {n}?",
+                               fields=row, text=text, passed=ok, cached=n % 3 == 0, run_id=f"r{n}-{c}-{repeat}",
+                               outcomes=[Outcome(check, ok, reason=None if ok else "not there " * (n % 40))],
+                               total_s=0.05, input_tokens=10, output_tokens=5, cost=0.001)
+                if n % 6 == 2 and c == 1:
+                    r.status, r.passed, r.text, r.outcomes = "failed", False, "", []
+                    r.error_type, r.error = "RateLimitError", "429 " * 100
+                elif n % 7 == 4 and c == 2 and repeat:
+                    r.status, r.passed, r.error_type, r.error = "skipped", None, "budget", "over the budget"
+                elif n % 9 == 5 and c == 0:
+                    r.status, r.passed, r.error_type, r.error = "template_error", None, "TemplateError", "no field"
+                if n % 3 == 0 and repeat == 0:
+                    r.human, r.human_note = n % 2 == 0, "looked at it"
+                ev.results.append(r)
+    ev.results.reverse()  # in the order they ended: not the matrix's
+    ev.changes = {"newly_failing": 2, "fixed": 1, "new_rows": 0, "removed_rows": 0, "previous": "e0",
+                  "sentence": "since the last run: 2 newly failing, 1 fixed", "rows": [4, 6, 8]}
+    return ev
+
+
+def _bundle_before(ev, limit: int, name: str = "ev") -> tuple[dict, dict]:
+    """`bundle` as it was before it asked for the runs of the rows it keeps only: from `to_json`."""
+    from ipyagent.core import redact_data
+    from ipyagent.core.redact import current_forms
+    from ipyagent.notebook.render.evaluation import render_data
+    from ipyagent.notebook.render.evaluation_saved import fit
+
+    doc = ev.to_json()
+    forms = current_forms()
+    head = plain(redact_data({key: value for key, value in doc.items() if key != "results"}, forms))
+    doc = {key: doc["results"] if key == "results" else head[key] for key in doc}
+    done: dict[int, dict] = {}
+
+    def kept(run: dict) -> dict:
+        if id(run) not in done:
+            done[id(run)] = preview(plain(redact_data(run, forms)))
+        return done[id(run)]
+
+    return fit(doc, render_data, limit, name, kept), {"ipyagent": {"evaluation": {"id": doc["id"]}}}
+
+
+@pytest.mark.parametrize("rows, limit, shown", [(12, DEFAULT_OUTPUT_MAX, 12), (400, DEFAULT_OUTPUT_MAX, 50),
+                                                (400, 120_000, 5), (400, 10_000, 0)])
+def test_the_saved_output_is_what_the_whole_document_made_byte_for_byte(rows, limit, shown, monkeypatch) -> None:
+    """The saved output builds the runs of the rows it keeps only (issue 33): what it saves is what
+    it saved when it built every run's dict then kept the rows that fit, to the byte."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    ev = _mixed(rows)
+    data, metadata = bundle(ev, limit=limit, name="mixed")
+    before, before_metadata = _bundle_before(ev, limit, "mixed")
+    assert json.dumps(data) == json.dumps(before) and metadata == before_metadata
+    doc = data[MIME_TYPE]
+    assert KEY not in json.dumps(data) and doc["row_flags"]["changed"] == [4, 6, 8] and doc["flaky"]
+    statuses = {r["status"] for r in doc["results"]}
+    assert statuses == {"ok", "failed", "skipped", "template_error"} if shown >= 12 else len(statuses) < 4
+    assert doc["saved"]["rows_shown"] == shown and doc["saved"]["rows"] == rows
+
+
+def test_only_the_runs_of_the_rows_renders_try_are_built(monkeypatch) -> None:
+    """At 3,000 × 2 with room for a few rows, the runs' dicts are made for the rows the renders try
+    (the first guess's `FIRST_GUESS` rows at most), each once: not all 6,000 (`to_json` made them all)."""
+    from ipyagent.agent import EvalResult
+
+    ev = finished_evaluation(3000, failing=set(range(0, 3000, 7)), answer=400)
+    made: list[int] = []
+    whole = EvalResult.to_dict
+
+    def to_dict(self):
+        made.append(self.row)
+        return whole(self)
+
+    monkeypatch.setattr(EvalResult, "to_dict", to_dict)
+    data, _ = bundle(ev, limit=60_000)
+    shown = {r["row"] for r in data[MIME_TYPE]["results"]}
+    assert 0 < len(shown) < FIRST_GUESS and shown <= set(made)
+    assert len(made) == len(set(made)) * 2 <= FIRST_GUESS * 2

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import json
 import time
+from collections.abc import Container
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -268,16 +269,11 @@ class EvaluationData:
         write_csv(export_records(self), path)
         return path
 
-    def to_json(self, path: str | Path | None = None) -> Any:
-        """The evaluation as JSON data (``providers``, ``columns``, ``variants``, ``repeat``,
-        ``assertions``, ``total``, the budget's ``budget``, ``spent``, ``reserved``, ``skipped``,
-        ``summary``, ``flaky`` (``[row, column]`` pairs), ``results``: each run's
-        `EvalResult.to_dict`, with its row's fields, and ``field_order``: those fields' names in
-        the rows' order); written to `path` when given (then the
-        path is returned). Then the statistics (`Analysis.analysis_json`): ``baseline``,
-        ``comparisons``, ``agreement``, ``changes``, ``row_flags``."""
+    def json_head(self) -> dict[str, Any]:
+        """`to_json`'s document without its runs: ``results`` is [] (`json_results` gives them).
+        A saved output asks for the runs of the rows it keeps only (issue 33)."""
         stats = self.statistics()
-        doc = {
+        return {
             "id": self.id,
             "providers": self.providers,
             "columns": self.columns,
@@ -297,10 +293,29 @@ class EvaluationData:
             "summary": self.summary_records(stats=stats),
             **self.analysis_json(stats),
             "flaky": [list(k) for k in self.flaky()],
-            "results": [r.to_dict() for r in self.ordered()],
+            "results": [],
             # the rows' field names as the rows gave them: a saved notebook's JSON has its keys sorted
             "field_order": list(dict.fromkeys(k for r in self.ordered() for k in r.fields)),
         }
+
+    def json_results(self, rows: Container[int] | None = None) -> list[dict[str, Any]]:
+        """`to_json`'s ``results``: each run's `EvalResult.to_dict`, by row, column and repeat (as
+        `ordered`); only the runs of `rows` when given."""
+        order = {c: i for i, c in enumerate(self.columns)}
+        runs = self.results if rows is None else [r for r in self.results if r.row in rows]
+        return [r.to_dict() for r in sorted(runs, key=lambda r: (r.row, order.get(r.column, 0), r.repeat))]
+
+    def to_json(self, path: str | Path | None = None) -> Any:
+        """The evaluation as JSON data (``providers``, ``columns``, ``variants``, ``repeat``,
+        ``assertions``, ``total``, the budget's ``budget``, ``spent``, ``reserved``, ``skipped``,
+        ``summary``, ``flaky`` (``[row, column]`` pairs), ``results``: each run's
+        `EvalResult.to_dict`, with its row's fields, and ``field_order``: those fields' names in
+        the rows' order); written to `path` when given (then the
+        path is returned). Then the statistics (`Analysis.analysis_json`): ``baseline``,
+        ``comparisons``, ``agreement``, ``changes``, ``row_flags``. Made of `json_head` and
+        `json_results`."""
+        doc = self.json_head()
+        doc["results"] = self.json_results()
         if path is None:
             return doc
         path = Path(path)

@@ -129,12 +129,18 @@ def note(shown: int, total: int, cut: int, evaluation_id: str, name: str = "ev")
     return f"{head}{', ' + answers if cut else ''}: {where}"
 
 
+#: The runs a saved matrix shows of some rows (a set of row numbers), in the document's order.
+Runs = Callable[[set[int]], list[dict[str, Any]]]
+
+
 def saved_doc(doc: dict[str, Any], order: list[int], shown: int, name: str = "ev",
-              kept: Callable[[dict[str, Any]], dict[str, Any]] = preview) -> dict[str, Any]:
+              kept: Callable[[dict[str, Any]], dict[str, Any]] = preview, runs: Runs | None = None) -> dict[str, Any]:
     """`doc` with the runs of its first `shown` rows of `order` only, each `kept` (a `preview`), and
-    ``saved``: `counts` of the whole, ``rows_shown``, ``preview`` (characters) and ``note``."""
+    ``saved``: `counts` of the whole, ``rows_shown``, ``preview`` (characters) and ``note``. `runs`:
+    the runs shown of those rows, made apart (then `doc`'s ``results`` need only what `counts`
+    and `row_order` read: each run's ``row``, ``status``, ``cached``, ``passed``)."""
     keep = set(order[:shown])
-    results = [kept(r) for r in doc["results"] if r["row"] in keep]
+    results = runs(keep) if runs is not None else [kept(r) for r in doc["results"] if r["row"] in keep]
     cut = sum(any(length in r for _, length in _CUT) for r in results)
     whole = counts(doc)
     saved = {**whole, "rows_shown": len(keep), "preview": PREVIEW,
@@ -143,12 +149,13 @@ def saved_doc(doc: dict[str, Any], order: list[int], shown: int, name: str = "ev
 
 
 def fit(doc: dict[str, Any], render: Callable[[dict[str, Any]], dict[str, Any]], limit: int,
-        name: str = "ev", kept: Callable[[dict[str, Any]], dict[str, Any]] = preview) -> dict[str, Any]:
+        name: str = "ev", kept: Callable[[dict[str, Any]], dict[str, Any]] = preview,
+        runs: Runs | None = None) -> dict[str, Any]:
     """The display data `render` (a document -> its MIME bundle) makes of `doc` cut to the most
     rows of `row_order` that keep it within `limit` bytes (`stored_size`): every row when they
     all fit; none (the summary, statistics and verdicts whole, and the note) when the summary
     alone passes `limit`. `kept`: what a run shown becomes (`preview`; `bundle`'s also redacts it,
-    once, whichever render shows it).
+    once, whichever render shows it); `runs`: the runs shown of some rows, made apart (`saved_doc`).
 
     The rows are counted by the secant: from the bytes a guess takes, the bytes per row, then
     the rows that fit, never more than a guess found too many; a few renders, each of at most
@@ -156,7 +163,7 @@ def fit(doc: dict[str, Any], render: Callable[[dict[str, Any]], dict[str, Any]],
     order = row_order(doc)
 
     def build(shown: int) -> tuple[dict[str, Any], int]:
-        data = render(saved_doc(doc, order, shown, name, kept))
+        data = render(saved_doc(doc, order, shown, name, kept, runs))
         return data, stored_size(data)
 
     shown = min(len(order), FIRST_GUESS)
