@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import datetime
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -191,3 +192,68 @@ def test_meta_holds_the_evaluations_settings_and_when_it_was_kept() -> None:
                      "assertions": ["a"], "labels": {"openai:a": "good"}, "baseline": "openai:a/x", "seed": 3,
                      "rows": 2, "wall_s": 1.5, "interrupted": True, "budget": 2.0, "budget_stopped": True,
                      "spent": 0.5, "reserved": 0.25, "notes": ["n"]}
+
+
+def test_a_suffix_export_does_not_know_is_named_and_json_is_the_document(tmp_path: Path) -> None:
+    ev = with_outputs()
+    with pytest.raises(ValueError, match=r"'r\.txt' has no suffix it knows; end it in \.jsonl, \.csv, \.parquet"):
+        ev.export(tmp_path / "r.txt")
+    path = ev.export(tmp_path / "r.JSON")  # a suffix is read in either case
+    assert path == tmp_path / "r.JSON" and json.loads(path.read_text(encoding="utf-8"))["results"][1]["text"] == "b"
+
+
+def test_to_csv_writes_other_columns_as_they_are_and_a_failed_runs_error(tmp_path: Path) -> None:
+    ev = with_outputs()
+    ev.results[1].status, ev.results[1].error_type, ev.results[1].error = "failed", "RateLimitError", "429 slow"
+    path = ev.to_csv(tmp_path / "r.csv")
+    assert path == tmp_path / "r.csv"
+    with path.open(newline="", encoding="utf-8") as handle:
+        first, second = csv.DictReader(handle)
+    assert (first["output"], first["when"], second["output"]) == ("a", "2026-12-07", "b")  # not JSON text
+    assert (second["error_type"], second["error"]) == ("RateLimitError", "429 slow")
+
+
+def test_parquet_without_pyarrow_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow raises ImportError
+    with pytest.raises(ImportError) as raised:
+        export.load_pyarrow()
+    assert str(raised.value) == export.PYARROW_MISSING and "ipyagent[parquet]" in str(raised.value)
+
+
+def test_the_store_tallies_every_run_of_a_column() -> None:
+    ev = Evaluation(["openai:a"], [{"q": n} for n in range(3)])
+    ev.results += [EvalResult(row=n, provider="openai:a", prompt="", fields={"q": n}, passed=n != 1) for n in range(3)]
+    assert document(ev)["meta"]["pass"] == {"openai:a": [2, 3]}
+
+
+def test_the_documents_head_is_every_part_but_the_runs() -> None:
+    ev = Evaluation(["openai:a", "openai:b"], [{"q": 0, "é": 1}, {"q": 1}], assertions=["contains:x"], repeat=2,
+                    labels={"openai:a": "fast"}, wall_s=8.32, interrupted=True, budget=2.0, budget_stopped=True,
+                    spent=0.5, reserved=0.25, notes=["a note"])
+    for n, (row, provider, repeat, passed) in enumerate(((1, "openai:b", 0, True), (0, "openai:b", 1, False),
+                                                         (0, "openai:b", 0, True), (0, "openai:a", 0, True))):
+        ev.results.append(EvalResult(row=row, provider=provider, repeat=repeat, prompt="", fields=ev.rows[row],
+                                     passed=passed, outcomes=[Outcome("contains:x", passed)], cost=0.01 * n))
+    ev.results.append(EvalResult(row=1, provider="openai:a", repeat=1, prompt="", fields=ev.rows[1],
+                                 status="skipped", error_type="budget", error="over"))
+    head, stats = ev.json_head(), ev.statistics()
+    assert head == {"id": ev.id, "providers": ["openai:a", "openai:b"], "columns": ["openai:a", "openai:b"],
+                    "variants": [], "repeat": 2, "assertions": ["contains:x"], "total": 8, "wall_s": 8.32,
+                    "interrupted": True, "budget": 2.0, "budget_stopped": True, "spent": 0.5, "reserved": 0.25,
+                    "skipped": 1, "notes": ["a note"], "aliases": {"openai:a": "fast"},
+                    "summary": ev.summary_records(stats=stats), **ev.analysis_json(stats),
+                    "flaky": [[0, "openai:b"]], "results": [], "field_order": ["q", "é"]}
+    assert list(head) == list(ev.to_json()) and ev.to_json() == {**head, "results": ev.json_results()}
+
+
+def test_the_documents_runs_are_by_row_column_and_repeat_for_the_rows_asked() -> None:
+    """As `ordered`: a column the evaluation does not list ranks first (its index read as 0)."""
+    ev = Evaluation(["openai:b", "openai:a"], [{}, {}, {}], repeat=2)
+    for row, provider in ((2, "openai:a"), (0, "openai:a"), (0, "openai:z"), (0, "openai:b"), (1, "openai:a")):
+        ev.results += [EvalResult(row=row, provider=provider, prompt="", fields={}, passed=True, repeat=repeat)
+                       for repeat in (1, 0)]
+    assert ev.json_results() == [r.to_dict() for r in ev.ordered()]
+    assert [(r["row"], r["provider"], r["repeat"]) for r in ev.json_results({0, 2})] == [
+        (0, "openai:z", 0), (0, "openai:b", 0), (0, "openai:z", 1), (0, "openai:b", 1), (0, "openai:a", 0),
+        (0, "openai:a", 1), (2, "openai:a", 0), (2, "openai:a", 1)]
+    assert ev.json_results(set()) == [] and [r["row"] for r in ev.json_results([1])] == [1, 1]
