@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..core import Message, ProviderError, PromptStack, Usage
+from ..core import Message, ProviderError, PromptStack, Usage, redact
 from . import Cost  # the package face: where pricing lives may change
 from .aggregate import Aggregator
 from .structured import with_rule_instruction
@@ -57,12 +57,19 @@ class BatchState:
 @dataclass(slots=True)
 class BatchAnswer:
     """One request's outcome in an ended batch: `body` the provider's response object (a
-    ``chat.completion``, a ``message``, a ``GenerateContentResponse``), or `error` with its type."""
+    ``chat.completion``, a ``message``, a ``GenerateContentResponse``), or `error` with its type.
+
+    `error` is set through the one redactor (`core.redact`) when the answer is built, as a live
+    `ProviderError`'s message is: the provider's error text may echo the key back."""
 
     custom_id: str
     body: dict[str, Any] | None = None
     error: str | None = None
     error_type: str = "provider_error"
+
+    def __post_init__(self) -> None:
+        if self.error is not None:
+            self.error = redact(self.error)
 
 
 @dataclass(slots=True)
