@@ -27,10 +27,26 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import httpx2
+
 from ..core import Message, ProviderError, PromptStack, Usage, redact
 from . import Cost  # the package face: where pricing lives may change
 from .aggregate import Aggregator
 from .structured import with_rule_instruction
+
+
+def origin(url: str) -> tuple[str, str, int | None] | None:
+    """`url`'s origin: (scheme, host, port, the scheme's default port when none is written), as the
+    HTTP client reads it; None when it cannot read it (never the same origin as another)."""
+    try:
+        parsed = httpx2.URL(url)
+    except Exception:  # noqa: BLE001 - an address the client cannot read is no origin
+        return None
+    scheme = parsed.scheme.lower()
+    return (scheme, parsed.host.lower(), parsed.port or _DEFAULT_PORTS.get(scheme)) if parsed.host else None
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 @dataclass(slots=True)
@@ -154,13 +170,17 @@ class BatchAPI:
 
     async def call(self, method: str, path: str, **options: Any) -> Any:
         """One request to the batch API at `path` (relative to the driver's base URL, or absolute):
-        its JSON reply (or its text with ``text=True``).
+        its JSON reply (or its text with ``text=True``). The key goes only to the base URL's `origin`.
 
         Raises:
-            ProviderError: a transport error or a reply other than 2xx (the driver's error mapping).
+            ProviderError: a transport error or a reply other than 2xx (the driver's error mapping);
+                `elsewhere` for an absolute `path` at another origin (nothing sent).
         """
         text = options.pop("text", False)
         url = path if "://" in path else f"{self.driver.base_url}{path}"
+        here = origin(url)
+        if here is None or here != origin(self.driver.base_url):
+            raise self.elsewhere(url)
         client = self.driver._client_for()
         try:
             response = await client.request(method, url, headers={**self.headers(), **options.pop("headers", {})},
@@ -176,6 +196,17 @@ class BatchAPI:
         except ValueError:
             raise ProviderError("invalid_response", f"{self.name} sent a reply that is not JSON: "
                                 f"{response.text[:200]!r}", retryable=False) from None
+
+    def elsewhere(self, url: str) -> ProviderError:
+        """``invalid_response`` for an address the provider handed over (Anthropic's ``results_url``)
+        at another origin than the base URL's: not fetched, as a redirect there is not followed (the
+        driver's `redirected`), so the API key stays with the base URL; the batch stays at the provider."""
+        base = redact(self.driver.base_url)
+        return ProviderError(
+            "invalid_response",
+            f"{self.name} named {redact(url)}, another address than {base}: not fetched, so the API key "
+            f"stays with {base} (the batch is kept at the provider; if that address is the API's, make it "
+            "the base URL: --base-url)", retryable=False)
 
     async def submit(self, lines: list[dict[str, Any]]) -> str:
         """Create one batch of `lines` (one of `chunks`); its id."""
