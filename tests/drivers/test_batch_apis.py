@@ -4,14 +4,17 @@ the one redactor, the key kept to the provider's own origin, a malformed answer 
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 
 from ipyagent.core import ProviderError
 from ipyagent.drivers import BatchAnswer, BatchState, create_driver
 from ipyagent.drivers.batch import origin
+from ipyagent.drivers import batch_apis
 from ipyagent.drivers.batch_apis import AnthropicBatch, GeminiBatch, OpenAIBatch
 
 KEY = "zzBATCHsecretKEY4242"
@@ -108,3 +111,104 @@ def test_the_key_goes_to_a_results_url_only_at_the_base_urls_origin() -> None:
 ])
 def test_an_origin_is_the_scheme_host_and_port_as_the_client_reads_them(url: str, same: bool) -> None:
     assert (origin(url) == origin("https://api.anthropic.com/v1") and origin(url) is not None) is same
+
+
+def _ok(custom_id: str) -> str:
+    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]}
+    return json.dumps({"custom_id": custom_id, "response": {"status_code": 200, "body": body}})
+
+
+def test_a_line_that_cannot_be_read_is_its_runs_error_and_the_others_are_kept() -> None:
+    text = "\n".join([_ok("a"), '{"custom_id": "b", oops', "{not json", "[1]",
+                      json.dumps({"custom_id": "c", "response": "a string"}),
+                      json.dumps({"custom_id": "d", "response": {"status_code": 200, "body": "just text"}}),
+                      json.dumps({"custom_id": "e", "response": {"status_code": 200, "body": None}}),
+                      json.dumps({"custom_id": "f", "error": "a plain string error"}), "", _ok("g")]) + "\n"
+    answers = batch_apis._answers(text, OpenAIBatch._answer)
+    assert [a.custom_id for a in answers] == ["a", "b", "", "", "c", "d", "e", "f", "g"]
+    assert answers[0].body is not None and answers[-1].body is not None and answers[0].error is None
+    unread = {a.custom_id or str(n): a for n, a in enumerate(answers) if a.error_type == "invalid_response"}
+    assert sorted(unread) == ["2", "3", "b", "c", "d", "e"]
+    assert unread["b"].error.startswith("batch answer 2 could not be read: JSONDecodeError: ")  # type: ignore
+    assert unread["3"].error == "batch answer 4 could not be read: TypeError: it is an array, not an object"
+    assert unread["d"].error.endswith("its body is a string, not an object")  # type: ignore[union-attr]
+    assert unread["e"].error.endswith("its body is null, not an object")  # type: ignore[union-attr]
+    assert (answers[7].error, answers[7].error_type) == ("a plain string error", "provider_error")
+
+
+def test_an_anthropic_or_gemini_answer_of_another_shape_is_its_runs_error() -> None:
+    text = "\n".join([json.dumps({"custom_id": "a", "result": "x"}),
+                      json.dumps({"custom_id": "b", "result": {"type": "succeeded", "message": [1]}})])
+    assert [a.error for a in batch_apis._answers(text, AnthropicBatch._answer)] == [
+        "batch answer 1 could not be read: AttributeError: 'str' object has no attribute 'get'",
+        "batch answer 2 could not be read: TypeError: its body is an array, not an object"]
+    state = BatchState("b", "JOB_STATE_SUCCEEDED", True, handle=["x", {"response": 3}, {"response": {}}])
+    answers = asyncio.run(GeminiBatch(None).answers(state, ["k1", "k2", "k3"]))
+    assert [(a.custom_id, a.error_type) for a in answers] == [
+        ("k1", "invalid_response"), ("k2", "invalid_response"), ("k3", "provider_error")]
+    assert answers[1].error == "batch answer 2 could not be read: TypeError: its body is a number, not an object"
+
+
+def _polled(api_class: type, reply: object) -> BatchState:
+    api = api_class(SimpleNamespace(_model_path=lambda: "/models/m"))
+
+    async def call(*args: object, **options: object) -> object:
+        return reply
+
+    api.call = call
+    return asyncio.run(api.poll("b1"))
+
+
+@pytest.mark.parametrize("api_class, reply, total", [
+    (OpenAIBatch, {"status": "completed", "request_counts": {"total": "abc", "completed": 2.5}}, 0),
+    (OpenAIBatch, {"status": "completed", "request_counts": {"total": "7", "failed": True}}, 7),
+    (AnthropicBatch, {"processing_status": "ended", "request_counts": {"succeeded": "x", "errored": 3}}, 3),
+    (GeminiBatch, {"done": True, "metadata": {"batchStats": {"requestCount": [2]}}}, 0),
+])
+def test_a_count_that_is_not_a_whole_number_reads_as_zero_and_the_batch_is_read(api_class: type, reply: object,
+                                                                                 total: int) -> None:
+    state = _polled(api_class, reply)
+    assert state.ended and state.total == total and state.succeeded == 0
+
+
+@pytest.mark.parametrize("api_class, reply", [
+    (OpenAIBatch, ["completed"]), (OpenAIBatch, {"status": "completed", "request_counts": "x"}),
+    (OpenAIBatch, {"status": "completed", "output_file_id": {"id": "f"}}),
+    (AnthropicBatch, {"processing_status": "ended", "results_url": 5}), (AnthropicBatch, "ended"),
+    (GeminiBatch, {"done": True, "response": {"inlinedResponses": "x"}}), (GeminiBatch, {"metadata": 3}),
+])
+def test_a_poll_reply_of_another_shape_is_one_line_saying_so(api_class: type, reply: object) -> None:
+    with pytest.raises(ProviderError) as raised:
+        _polled(api_class, reply)
+    assert raised.value.type == "invalid_response" and "\n" not in raised.value.message
+    assert raised.value.message.startswith(f"{api_class.name} described batch b1 in a shape ipyagent cannot read (")
+
+
+@pytest.mark.parametrize("body", [
+    {"choices": [{"index": 0, "message": {"role": "assistant", "content": 5}}]},
+    {"choices": [{"message": "x"}]}, "just text", None,
+])
+def test_an_answer_the_decoder_cannot_read_raises_the_live_turns_error(body: object) -> None:
+    api = OpenAIBatch(create_driver("openai:gpt-4o-mini", base_url="http://127.0.0.1:9/v1"))
+    with pytest.raises(ProviderError) as raised:
+        api.decode(body)  # type: ignore[arg-type]
+    assert raised.value.type == "invalid_response"
+    assert raised.value.message.startswith("openai sent a reply ipyagent could not read (")
+
+
+@pytest.mark.parametrize("api_class, replies", [
+    (OpenAIBatch, [["file-1"]]), (OpenAIBatch, [{"id": "file-1"}, {"status": "validating"}]),
+    (AnthropicBatch, ["msgbatch_1"]), (GeminiBatch, [{"done": False}]),
+])
+def test_a_submit_reply_of_another_shape_is_one_line_saying_so(api_class: type, replies: list[object]) -> None:
+    api = api_class(SimpleNamespace(_model_path=lambda: "/models/m"))
+    answers = iter(replies)
+
+    async def call(*args: object, **options: object) -> object:
+        return next(answers)
+
+    api.call = call
+    with pytest.raises(ProviderError) as raised:
+        asyncio.run(api.submit([api.line("c", {})]))
+    assert raised.value.type == "invalid_response"
+    assert raised.value.message.startswith(f"{api_class.name} described the ")

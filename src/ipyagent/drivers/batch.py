@@ -24,6 +24,8 @@ driver's own decoder (`StreamDecoder.whole`): no second request builder, no seco
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -208,6 +210,21 @@ class BatchAPI:
             f"stays with {base} (the batch is kept at the provider; if that address is the API's, make it "
             "the base URL: --base-url)", retryable=False)
 
+    @contextmanager
+    def reading(self, what: str) -> Iterator[None]:
+        """Reading a reply about `what` (``batch ID``): a reply of another shape than the API's
+        (a list for an object, a string for a number...) raises ``invalid_response`` saying so.
+
+        Raises:
+            ProviderError: the reply could not be read.
+        """
+        try:
+            yield
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
+            detail = redact(" ".join(f"{type(exc).__name__}: {exc}".split()))[:200]
+            raise ProviderError("invalid_response", f"{self.name} described {what} in a shape ipyagent cannot "
+                                f"read ({detail})", retryable=False) from None
+
     async def submit(self, lines: list[dict[str, Any]]) -> str:
         """Create one batch of `lines` (one of `chunks`); its id."""
         raise NotImplementedError
@@ -233,14 +250,19 @@ class BatchAPI:
             ProviderError: an error object in place of the answer, or an answer of another shape.
         """
         decoder = self.driver.decoder()
-        deltas = decoder.whole(body)
-        if deltas is None:
-            raise ProviderError("invalid_response", f"{self.driver.protocol} has no reading of a whole reply")
-        reply = Aggregator()
-        for delta in deltas:
-            reply.add(delta)
+        try:
+            deltas = decoder.whole(body)
+            if deltas is None:
+                raise ProviderError("invalid_response", f"{self.driver.protocol} has no reading of a whole reply")
+            reply = Aggregator()
+            for delta in deltas:
+                reply.add(delta)
+            message = reply.message()
+        except ProviderError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a reply of another shape: the live turn's error
+            raise self.driver._unreadable(exc) from None
         meta = decoder.meta
-        message = reply.message()
         usage = meta.usage or Usage()
         model = meta.model or self.driver.model
         cost = self.driver.price(usage, model, batch=True)
