@@ -47,11 +47,16 @@ def test_gemini_inline_errors_pass_the_redactor() -> None:
     assert _clean(answer.error) == "no [redacted]"
 
 
-class Recorder:
-    """A server on 127.0.0.1 answering every GET with `text`, recording each request's path and key."""
+Reply = tuple[int, dict[str, str], str]
 
-    def __init__(self, text: str = "") -> None:
+
+class Recorder:
+    """A server on 127.0.0.1 answering each request with the next of `replies` (a text: 200 with it;
+    or (status, headers, text)), the last one again once they run out; `seen`: each request's path and key."""
+
+    def __init__(self, *replies: str | Reply) -> None:
         seen = self.seen = []  # type: list[tuple[str, str | None]]
+        script = [r if isinstance(r, tuple) else (200, {}, r) for r in replies or ("",)]
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args: object) -> None:
@@ -59,11 +64,15 @@ class Recorder:
 
             def do_GET(self) -> None:
                 seen.append((self.path, self.headers.get("x-api-key")))
+                status, headers, text = script[min(len(seen), len(script)) - 1]
                 data = text.encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(data)))
+                self.send_response(status)
+                for name, value in {**headers, "Content-Length": str(len(data))}.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
+
+            do_POST = do_GET
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
@@ -212,3 +221,46 @@ def test_a_submit_reply_of_another_shape_is_one_line_saying_so(api_class: type, 
         asyncio.run(api.submit([api.line("c", {})]))
     assert raised.value.type == "invalid_response"
     assert raised.value.message.startswith(f"{api_class.name} described the ")
+
+
+def _called(server: Recorder, method: str) -> object:
+    async def go() -> object:
+        driver = create_driver("openai:gpt-4o-mini", base_url=f"{server.url}/v1", api_key_env="IPYAGENT_TEST_KEY")
+        try:
+            return await OpenAIBatch(driver).call(method, "/batches/b1")
+        finally:
+            await driver.close()
+
+    return asyncio.run(go())
+
+
+GATEWAY: Reply = (502, {}, '{"error": {"message": "bad gateway"}}')
+
+
+@pytest.mark.parametrize("first, wait", [(GATEWAY, OpenAIBatch.RETRY_WAIT_S), ((429, {"Retry-After": "2"}, ""), 2.0)])
+def test_a_look_at_a_batch_answered_with_a_transient_error_is_sent_once_more(
+        first: Reply, wait: float, no_sleep: list[float]) -> None:
+    with Recorder(first, '{"status": "completed"}') as server:
+        assert _called(server, "GET") == {"status": "completed"}
+    assert len(server.seen) == 2 and no_sleep == [wait]
+
+
+@pytest.mark.parametrize("method, replies", [
+    ("GET", [GATEWAY, GATEWAY]),  # once more only
+    ("POST", [GATEWAY, "{}"]),  # a batch created twice would run (and cost) twice
+    ("GET", [(404, {}, "{}"), "{}"]),  # not transient
+    ("GET", [(503, {"Retry-After": "3600"}, ""), "{}"]),  # a wait over max_retry_wait
+])
+def test_other_errors_and_a_second_one_are_not_tried_again(method: str, replies: list[str | Reply],
+                                                          no_sleep: list[float]) -> None:
+    with Recorder(*replies) as server, pytest.raises(ProviderError):
+        _called(server, method)
+    assert len(server.seen) == (2 if replies[1] == GATEWAY else 1) and len(no_sleep) == len(server.seen) - 1
+
+
+def test_a_connection_refused_is_not_tried_again(no_sleep: list[float]) -> None:
+    server = Recorder()  # its port, free again once closed: nothing listens there
+    server._httpd.server_close()
+    with pytest.raises(ProviderError) as raised:
+        _called(server, "GET")
+    assert raised.value.type == "connection" and no_sleep == []

@@ -33,6 +33,7 @@ import httpx2
 
 from ..core import Message, ProviderError, PromptStack, Usage, redact
 from . import Cost  # the package face: where pricing lives may change
+from . import turn  # its `retry_sleep`, as tests record it
 from .aggregate import Aggregator
 from .structured import with_rule_instruction
 
@@ -113,6 +114,8 @@ class BatchAPI:
     #: The provider ids whose own host serves it; another host is asked `probe` (`available`).
     providers: ClassVar[frozenset[str]] = frozenset()
     probe: ClassVar[str] = "/batches"
+    #: Seconds before a ``GET`` that failed with a retryable HTTP error is sent again (`call`).
+    RETRY_WAIT_S: ClassVar[float] = 5.0
 
     def __init__(self, driver: Any) -> None:
         self.driver = driver
@@ -173,11 +176,25 @@ class BatchAPI:
     async def call(self, method: str, path: str, **options: Any) -> Any:
         """One request to the batch API at `path` (relative to the driver's base URL, or absolute):
         its JSON reply (or its text with ``text=True``). The key goes only to the base URL's `origin`.
+        A ``GET`` (a look at a batch, its answers) answered with a retryable HTTP error (a 5xx, a 429)
+        is sent once more, after its ``Retry-After`` or `RETRY_WAIT_S` (a batch runs for hours: one
+        gateway error must not end its collection); a wait over the driver's `max_retry_wait` is not.
 
         Raises:
             ProviderError: a transport error or a reply other than 2xx (the driver's error mapping);
                 `elsewhere` for an absolute `path` at another origin (nothing sent).
         """
+        try:
+            return await self._send(method, path, dict(options))
+        except ProviderError as exc:
+            wait = exc.retry_after if exc.retry_after is not None else self.RETRY_WAIT_S
+            if method != "GET" or not exc.retryable or exc.status is None or wait > self.driver.max_retry_wait:
+                raise
+        await turn.retry_sleep(wait)
+        return await self._send(method, path, options)
+
+    async def _send(self, method: str, path: str, options: dict[str, Any]) -> Any:
+        """`call`'s one try."""
         text = options.pop("text", False)
         url = path if "://" in path else f"{self.driver.base_url}{path}"
         here = origin(url)
