@@ -264,3 +264,29 @@ def test_a_connection_refused_is_not_tried_again(no_sleep: list[float]) -> None:
     with pytest.raises(ProviderError) as raised:
         _called(server, "GET")
     assert raised.value.type == "connection" and no_sleep == []
+
+
+def test_a_request_answered_twice_keeps_the_first_answer() -> None:
+    second = json.dumps({"custom_id": "a", "response": {"status_code": 500, "body": {"message": "again"}}})
+    both = "\n".join([_ok("a"), _ok("b"), second]) + "\n"
+    answers = asyncio.run(_openai_answers(both, json.dumps({"custom_id": "b", "error": {"code": "x"}})))
+    assert [(a.custom_id, a.error) for a in answers] == [("a", None), ("b", None)]
+    twice = "\n".join([json.dumps({"custom_id": "a", "result": {"type": "expired"}}),
+                       json.dumps({"custom_id": "a", "result": {"type": "errored", "error": {"message": "x"}}})])
+    with Recorder(twice) as server:
+        (answer,) = _results(server.url, f"{server.url}/results")
+    assert answer.error_type == "timeout"
+    inline = [{"metadata": {"key": "k"}, "error": {"message": "first"}}, {"metadata": {"key": "k"}, "response": {}}]
+    state = BatchState("b", "JOB_STATE_SUCCEEDED", True, handle=inline)
+    assert [a.error for a in asyncio.run(GeminiBatch(None).answers(state, ["k", "j"]))] == ["first"]
+
+
+async def _openai_answers(output: str, errors: str) -> list[BatchAnswer]:
+    api = OpenAIBatch(None)
+    files = {"out": output, "err": errors}
+
+    async def call(method: str, path: str, **options: object) -> str:
+        return files[path.split("/")[2]]
+
+    api.call = call  # type: ignore[method-assign]
+    return await api.answers(BatchState("b", "completed", True, handle=("out", "err", None)), ["a", "b"])

@@ -50,6 +50,15 @@ def _unreadable(n: int, custom_id: str, exc: Exception) -> BatchAnswer:
     return BatchAnswer(custom_id, error=f"batch answer {n} could not be read: {detail}", error_type="invalid_response")
 
 
+def _first(answers: list[BatchAnswer]) -> list[BatchAnswer]:
+    """`answers` with the first answer to each custom id only: a reply that answers a request twice
+    (or the error file once more) does not replace the answer read first."""
+    first: dict[str, BatchAnswer] = {}
+    for answer in answers:
+        first.setdefault(answer.custom_id, answer)
+    return list(first.values())
+
+
 def _json_type(value: Any) -> str:
     """The JSON name of `value`'s type (``a string``, ``null``...)."""
     names = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
@@ -136,7 +145,7 @@ class OpenAIBatch(BatchAPI):
             if file_id:
                 text = await self.call("GET", f"/files/{file_id}/content", text=True)
                 found.extend(_answers(text, self._answer))
-        return found
+        return _first(found)
 
     @staticmethod
     def _answer(line: dict[str, Any]) -> BatchAnswer:
@@ -190,7 +199,7 @@ class AnthropicBatch(BatchAPI):
         if not state.handle:
             return []
         text = await self.call("GET", state.handle, text=True)
-        return _answers(text, self._answer)
+        return _first(_answers(text, self._answer))
 
     @staticmethod
     def _answer(line: dict[str, Any]) -> BatchAnswer:
@@ -259,7 +268,7 @@ class GeminiBatch(BatchAPI):
                     found.append(BatchAnswer(key, body=_body(item.get("response"))))
             except (AttributeError, TypeError) as exc:
                 found.append(_unreadable(n + 1, key, exc))
-        return found
+        return _first(found)
 
     async def cancel(self, batch_id: str) -> None:
         await self.call("POST", f"/{batch_id}:cancel")
