@@ -243,15 +243,29 @@ class BatchAPI:
                                 f"read ({detail})", retryable=False) from None
 
     async def submit(self, lines: list[dict[str, Any]]) -> str:
-        """Create one batch of `lines` (one of `chunks`); its id."""
+        """Create one batch of `lines` (one of `chunks`); its id.
+
+        Raises:
+            ProviderError: `call`'s errors; ``invalid_response`` for a reply of another shape (`reading`).
+        """
         raise NotImplementedError
 
     async def poll(self, batch_id: str) -> BatchState:
-        """The batch as it is now."""
+        """The batch as it is now (a request count that is not a whole number reads as 0).
+
+        Raises:
+            ProviderError: `call`'s errors; ``invalid_response`` for a reply of another shape (`reading`).
+        """
         raise NotImplementedError
 
     async def answers(self, state: BatchState, ids: list[str]) -> list[BatchAnswer]:
-        """Every request's outcome of an ended batch; `ids`: its custom ids in the order sent."""
+        """Every request's outcome of an ended batch, the first answer to each custom id; `ids`: its
+        custom ids in the order sent. An answer that cannot be read (a line not JSON, a body not an
+        object) is its run's error, ``batch answer N could not be read: ...``: the others are kept.
+
+        Raises:
+            ProviderError: `call`'s errors (fetching the answers).
+        """
         raise NotImplementedError
 
     async def cancel(self, batch_id: str) -> None:
