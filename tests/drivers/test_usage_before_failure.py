@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 
 from ipyagent.core import ModelFailed
+from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver
 from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
+from ipyagent.drivers.protocols.ollama import OllamaPromptDriver
 
 from ..support.recordings import check_shape
 from ..support.stub_server import FIXTURES
@@ -51,3 +53,22 @@ def test_gemini_usage_received_counts_when_the_stream_then_fails(then: dict[str,
     assert end.partial.text == "The"
     assert end.partial.usage.input_tokens == GEMINI_FIRST["usageMetadata"]["promptTokenCount"] == 15
 
+
+def test_ollama_counts_in_an_unreadable_final_object_count() -> None:
+    """The counts ride on the ``done`` object; its message was read first, so one that could not be read
+    (a tool call that is no object) lost them."""
+    first = {"model": "m", "message": {"role": "assistant", "content": "Hi"}, "done": False}
+    last = {"model": "m", "message": {"role": "assistant", "content": "", "tool_calls": [None]}, "done": True,
+            "done_reason": "stop", "prompt_eval_count": 16, "eval_count": 22}
+    end = _failed(OllamaPromptDriver, f"{json.dumps(first)}\n{json.dumps(last)}\n".encode())
+    assert end.partial.text == "Hi" and (end.partial.usage.input_tokens, end.partial.usage.output_tokens) == (16, 22)
+
+
+def test_anthropic_counts_in_an_unreadable_message_delta_count() -> None:
+    """message_delta's cumulative counts were read after its ``delta``; a ``delta`` of another shape lost them."""
+    start = {"type": "message_start", "message": {"id": "msg_1", "model": "m", "usage": {"input_tokens": 15}}}
+    text = [{"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}}]
+    delta = {"type": "message_delta", "delta": ["end_turn"], "usage": {"output_tokens": 9}}
+    end = _failed(AnthropicPromptDriver, _sse(start, *text, delta))
+    assert end.partial.text == "Hi" and (end.partial.usage.input_tokens, end.partial.usage.output_tokens) == (15, 9)

@@ -47,7 +47,7 @@ from ...core import (
     Usage,
 )
 from ..catalog.models import parse_ollama
-from ..base import BasePromptDriver, BlockIndex, Capabilities, read_usage, wire_usage
+from ..base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
 from ..decode import StreamDecoder, stream_json
 from .openai_chat_request import system_message
 from ..structured import output_tool
@@ -119,16 +119,18 @@ class OllamaDecoder(StreamDecoder):
         error = chunk.get("error")
         if error:
             raise _stream_error(error)
+        done = chunk.get("done") is True  # a boolean on the wire: "false", a string, is not the end
+        if done:  # the counts noted first: billed, they count even when the rest of the object is unreadable
+            self.note(read_usage(usage_from_ollama, chunk, model=chunk.get("model") or None))
         message = chunk.get("message")
         deltas = self._message(message) if message else self._generated(chunk)
-        if chunk.get("done") is True:  # a boolean on the wire: "false", a string, is not the end
+        if done:
             reason = chunk.get("done_reason") or None
             if self.calls and reason in (None, "stop"):
                 kind = StopKind.tool_use  # Ollama says "stop" after tool calls too
             else:
                 kind = DONE_REASONS.get(reason or "stop", StopKind.end_turn)
-            model = chunk.get("model") or None
-            self.note(read_usage(usage_from_ollama, chunk, stop_raw=reason, stop_kind=kind, model=model))
+            self.note(StreamMeta(stop_raw=reason, stop_kind=kind))
             self.done = True
         return deltas
 

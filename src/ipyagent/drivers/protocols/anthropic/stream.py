@@ -210,6 +210,9 @@ class MessagesDecoder(StreamDecoder):
         return ()
 
     def message_delta(self, event: dict[str, Any]) -> Sequence[DeltaMessage]:
+        counts = event.get("usage")
+        if counts:  # first: billed, the counts count even when the rest of the event is unreadable
+            self.note(read_usage(self._cumulative, counts))
         delta = event.get("delta") or {}
         reason = delta.get("stop_reason")
         if reason:
@@ -217,9 +220,6 @@ class MessagesDecoder(StreamDecoder):
                                  extra={"paused": True} if reason == "pause_turn" else None))
         if isinstance(delta.get("container"), dict):  # code ran in a container: the next request may reuse it
             self.note(StreamMeta(extra={"container": delta["container"]}))
-        counts = event.get("usage")
-        if counts:
-            self.note(read_usage(self._cumulative, counts))
         return ()
 
     def _cumulative(self, counts: Any) -> Usage:
