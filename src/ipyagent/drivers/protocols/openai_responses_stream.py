@@ -18,7 +18,9 @@ events" (typed `event:` names, no ``[DONE]``):
   item's ``encrypted_content``;
 * ``response.completed`` / ``response.incomplete`` (with
   ``incomplete_details.reason``) carry the status and usage;
-  ``response.failed`` (``response.error``) and an ``error`` event are errors.
+  ``response.failed`` (``response.error``) and an ``error`` event are errors, and so is
+  a ``response.completed`` whose response's ``status`` is ``failed`` or ``cancelled``
+  (a non-conforming server's); a failed response's usage still counts.
 
 Each output item becomes content blocks in arrival order (`BlockIndex` keyed by
 output index and content index). A reasoning item is one `ReasoningBlock`:
@@ -113,7 +115,8 @@ class ResponsesDecoder(StreamDecoder):
     """One Responses stream: each SSE event one typed event (its ``type`` field, else the SSE
     event name), turned into deltas (`handle`); ids, usage and the stop reason noted. A whole
     Response object (a server that ignored ``stream: true``) reads as the events it stands for.
-    ``response.failed`` and ``error`` events raise `ProviderError`.
+    ``response.failed`` and ``error`` events (and a response whose status is failed or cancelled)
+    raise `ProviderError`.
     """
 
     def __init__(self, provider: str) -> None:
@@ -192,9 +195,12 @@ class ResponsesDecoder(StreamDecoder):
             response = event.get("response") or {}
             self.note(StreamMeta(request_id=response.get("id") or None, model=response.get("model") or None))
             return ()
-        if etype == "response.completed":  # some servers end an incomplete reply with this event too
+        if etype == "response.completed":  # some servers end an incomplete or failed reply with this event too
             response = event.get("response") or {}
-            self.note(self._finished(response, "incomplete" if response.get("status") == "incomplete" else "completed"))
+            status = response.get("status")
+            if status in ("failed", "cancelled"):
+                raise self._failed(response, status)
+            self.note(self._finished(response, "incomplete" if status == "incomplete" else "completed"))
             self.done = True  # the reply's last event: nothing after it is read
             return ()
         if etype == "response.incomplete":
@@ -202,8 +208,7 @@ class ResponsesDecoder(StreamDecoder):
             self.done = True
             return ()
         if etype == "response.failed":
-            response = event.get("response") or {}
-            raise error_from_object(response.get("error") or {"message": "the response failed", "code": None})
+            raise self._failed(event.get("response") or {}, "failed")
         if etype == "error":
             error = event.get("error")
             raise error_from_object(error if isinstance(error, dict) else event)
@@ -316,6 +321,19 @@ class ResponsesDecoder(StreamDecoder):
             out += [CitationDelta(self.index((oi, ci)), c) for c in map(annotation, part.get("annotations") or ()) if c]
         return out
 
+    def _failed(self, response: dict[str, Any], status: str) -> ProviderError:
+        """The error a response that ended `status` (``"failed"``, ``"cancelled"``) stands for: its
+        ``error`` object, else one line saying so; its usage and ids noted first (billed, they count)."""
+        usage = response.get("usage")
+        ids = {"request_id": response.get("id") or None, "model": response.get("model") or None}
+        self.note(read_usage(usage_from_responses, usage, **ids) if usage else StreamMeta(**ids))
+        error = response.get("error")
+        if error:
+            return error_from_object(error)
+        if status == "cancelled":
+            return ProviderError("cancelled", f"{self.provider} cancelled the response before it ended")
+        return ProviderError("server", f"{self.provider} says the response failed, without saying why")
+
     def _finished(self, response: dict[str, Any], status: str) -> StreamMeta:
         usage = response.get("usage")
         ids = {"request_id": response.get("id") or None, "model": response.get("model") or None}
@@ -340,7 +358,7 @@ def response_object_events(response: dict[str, Any]) -> Iterator[dict[str, Any]]
         yield {"type": "response.failed", "response": response}
     elif status == "incomplete":
         yield {"type": "response.incomplete", "response": response}
-    elif status == "completed":
+    elif status in ("completed", "cancelled"):  # the completed event reads a cancelled response's status
         yield {"type": "response.completed", "response": response}
     else:
         raise ProviderError(
