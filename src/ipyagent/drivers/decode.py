@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any, TypeVar
@@ -19,7 +20,16 @@ from typing import Any, TypeVar
 import httpx2
 from pydantic import BaseModel, ValidationError
 
-from ..core import DeltaMessage, ProviderError, ReasoningDelta, ServerToolDelta, TextDelta, ToolCallDelta, redact_head
+from ..core import (
+    MAX_ARGUMENT_DEPTH,
+    DeltaMessage,
+    ProviderError,
+    ReasoningDelta,
+    ServerToolDelta,
+    TextDelta,
+    ToolCallDelta,
+    redact_head,
+)
 from .aggregate import StreamMeta, merge_meta
 from .http import _Replayed
 
@@ -109,6 +119,54 @@ def lenient(model: type[_Model], **fields: Any) -> _Model:
         return model(**{name: value for name, value in fields.items() if name not in wrong})
 
 
+#: How deep a frame's JSON is read (objects and arrays): past it, each deeper value is read as ``[]``.
+#: Twice a call's own limit (`MAX_ARGUMENT_DEPTH`), so arguments inside a frame that are cut here
+#: still nest deeper than the call may, and the call gets that error (`parse_arguments`).
+FRAME_DEPTH = 2 * MAX_ARGUMENT_DEPTH
+#: A JSON string (unrolled, no backtracking), or one bracket: what `frame_json` counts depth by.
+_BRACKETS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def frame_json(text: str | bytes) -> Any:
+    """`text` (a frame: an SSE ``data`` field, an NDJSON line) parsed as JSON, each object or array
+    deeper than `FRAME_DEPTH` read as ``[]``: a frame may carry a tool call's arguments as JSON (Ollama,
+    Gemini), and arguments 3,000 levels deep made `json.loads` raise RecursionError, failing the turn.
+    Frames the parser reads whole (the usual ones) cost nothing more.
+
+    Raises:
+        ValueError: not JSON (`json.JSONDecodeError`), as `json.loads`.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        pass
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return json.loads(_cut_deep(text))
+
+
+def _cut_deep(text: str) -> str:
+    """`text` with each object or array opened deeper than `FRAME_DEPTH` (outside strings) written ``[]``."""
+    pieces: list[str] = []
+    depth = kept = 0  # brackets open; where the text kept so far ends
+    cut_at = -1  # the depth at which the value being dropped opened, while one is
+    for match in _BRACKETS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > FRAME_DEPTH and cut_at < 0:
+                pieces.append(text[kept:match.start()])
+                pieces.append("[]")
+                cut_at = depth
+        elif token in "]}":
+            if depth == cut_at:
+                kept, cut_at = match.end(), -1
+            depth -= 1
+    if cut_at < 0:
+        pieces.append(text[kept:])
+    return "".join(pieces)
+
+
 def not_json(provider: str, line: str) -> ProviderError:
     """The ``invalid_response`` error for a stream line that is not JSON, quoting its first 200 characters."""
     return ProviderError("invalid_response", f"{provider} sent a stream line that is not JSON: {redact_head(line)!r}")
@@ -119,7 +177,7 @@ def stream_json(provider: str, line: str) -> Any:
 
     Raises `ProviderError` ``invalid_response`` (`not_json`)."""
     try:
-        return json.loads(line)
+        return frame_json(line)
     except ValueError:
         raise not_json(provider, line) from None
 

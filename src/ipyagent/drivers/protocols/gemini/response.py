@@ -28,6 +28,7 @@ from ....core import (
     Usage,
 )
 from ...base import BlockIndex, StreamMeta, read_usage, wire_usage
+from ...decode import FRAME_DEPTH
 from .errors import stream_error
 from .tools import code_call, code_result, grounding_citations, search_blocks, url_blocks
 
@@ -93,6 +94,10 @@ def _make_room(items: list[Any], index: int) -> None:
 def _set_path(root: dict[str, Any], path: str, value: Any, append: bool) -> None:
     """Set (or append to, for a continuing string) the value at a JSONPath like ``$.a[0].b``.
 
+    A path deeper than `FRAME_DEPTH` keys is cut there, its value ``[]``: the arguments still nest
+    deeper than a call may (`parse_arguments` gives the call that error), and no deeper, so writing
+    them as JSON raises no RecursionError.
+
     Raises:
         ValueError: a list index past the next item (`_make_room`)."""
     keys: list[str | int] = []
@@ -100,6 +105,8 @@ def _set_path(root: dict[str, Any], path: str, value: Any, append: bool) -> None
         keys.append(int(number) if number else (name or single or double))
     if not keys:
         return
+    if len(keys) > FRAME_DEPTH:
+        keys, value, append = keys[:FRAME_DEPTH], [], False
     node: Any = root
     for key, nxt in zip(keys, keys[1:]):
         empty: Any = [] if isinstance(nxt, int) else {}

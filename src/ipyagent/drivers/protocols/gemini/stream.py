@@ -8,14 +8,13 @@ its SDKs do) raises `ProviderError`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from ....core import DeltaMessage, ProviderError, redact_head
 from ...base import StreamMeta, read_usage
-from ...decode import StreamDecoder, not_json
+from ...decode import StreamDecoder, frame_json, not_json
 from .errors import stream_error
 from .response import GeminiResponseParser, usage_from_gemini
 
@@ -137,7 +136,7 @@ class GeminiDecoder(StreamDecoder):
         if not text.strip():
             return None
         try:
-            values = json.loads(f"[{text}]")
+            values = frame_json(f"[{text}]")
         except ValueError:
             if self.sse:
                 return None
@@ -151,7 +150,7 @@ class GeminiDecoder(StreamDecoder):
 
     def _json(self, payload: str) -> Any:
         try:
-            chunk = json.loads(payload)
+            chunk = frame_json(payload)
         except ValueError:
             raise not_json(self.provider, payload) from None
         if isinstance(chunk, dict) and chunk.get("error"):
