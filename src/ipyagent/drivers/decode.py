@@ -167,6 +167,13 @@ def _cut_deep(text: str) -> str:
     return "".join(pieces)
 
 
+def reason_text(value: Any) -> str:
+    """A stop reason as the wire gave it, as text: one that is not text (a broken proxy's list or
+    object) is its JSON, cut to 100 characters; it still ends the reply (an unknown reason is the
+    end of the turn) rather than failing the lookup of its kind with TypeError."""
+    return value if isinstance(value, str) else json.dumps(value)[:100]
+
+
 def not_json(provider: str, line: str) -> ProviderError:
     """The ``invalid_response`` error for a stream line that is not JSON, quoting its first 200 characters."""
     return ProviderError("invalid_response", f"{provider} sent a stream line that is not JSON: {redact_head(line)!r}")

@@ -48,7 +48,7 @@ from ...core import (
 )
 from ..catalog.models import parse_ollama
 from ..base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
-from ..decode import StreamDecoder, stream_json
+from ..decode import StreamDecoder, reason_text, stream_json
 from .openai_chat_request import system_message
 from ..structured import output_tool
 from ..tool_media import caption, result_text, tool_media
@@ -125,7 +125,8 @@ class OllamaDecoder(StreamDecoder):
         message = chunk.get("message")
         deltas = self._message(message) if message else self._generated(chunk)
         if done:
-            reason = chunk.get("done_reason") or None
+            reason = chunk.get("done_reason")
+            reason = reason_text(reason) if reason else None
             if self.calls and reason in (None, "stop"):
                 kind = StopKind.tool_use  # Ollama says "stop" after tool calls too
             else:

@@ -55,7 +55,7 @@ from ...core import (
     Usage,
 )
 from ..base import BlockIndex, StreamMeta, read_usage, wire_usage
-from ..decode import StreamDecoder, not_json
+from ..decode import StreamDecoder, not_json, reason_text
 from ..error_types import error_type_for
 from .openai_server import ITEM_TOOLS, PROGRESS, annotation, item_blocks
 
@@ -340,6 +340,7 @@ class ResponsesDecoder(StreamDecoder):
         meta = read_usage(usage_from_responses, usage, **ids) if usage else StreamMeta(**ids)
         if status == "incomplete":
             reason = (response.get("incomplete_details") or {}).get("reason")
+            reason = reason_text(reason) if reason else None
             meta.stop_raw = reason or "incomplete"
             meta.stop_kind = INCOMPLETE_REASONS.get(reason or "", StopKind.end_turn)
         else:

@@ -28,7 +28,7 @@ from ....core import (
     Usage,
 )
 from ...base import BlockIndex, StreamMeta, read_usage, wire_usage
-from ...decode import FRAME_DEPTH
+from ...decode import FRAME_DEPTH, reason_text
 from .errors import stream_error
 from .tools import code_call, code_result, grounding_citations, search_blocks, url_blocks
 
@@ -196,7 +196,7 @@ class GeminiResponseParser:
                     yield from self._part(part)
             finish = candidate.get("finishReason")
             if finish:
-                self.finish_reason = finish
+                self.finish_reason = reason_text(finish)
             if isinstance(candidate.get("groundingMetadata"), dict):
                 self.grounding = candidate["groundingMetadata"]
             if isinstance(candidate.get("urlContextMetadata"), dict):
