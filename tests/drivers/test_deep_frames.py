@@ -12,8 +12,11 @@ import pytest
 
 from ipyagent.core import MAX_ARGUMENT_DEPTH, ActionCallBlock, ModelCompleted
 from ipyagent.drivers.decode import FRAME_DEPTH, frame_json
+from ipyagent.drivers.protocols.anthropic import AnthropicPromptDriver
 from ipyagent.drivers.protocols.gemini import GeminiPromptDriver
 from ipyagent.drivers.protocols.ollama import OllamaPromptDriver
+from ipyagent.drivers.protocols.openai_chat import OpenAIChatPromptDriver
+from ipyagent.drivers.protocols.openai_responses import OpenAIResponsesPromptDriver
 
 from ..support.recordings import check_shape
 from ..support.toy_driver import Scripted, run_turn
@@ -57,8 +60,9 @@ def _call(end: Any) -> ActionCallBlock:
     return calls[0]
 
 
-def _turn(cls: Any, body: bytes) -> Any:
-    driver = cls("m", api_key="k", transport=Scripted((200, {"content-type": cls.stream_types[0]}, body)))
+def _turn(cls: Any, body: bytes, content_type: str | None = None) -> Any:
+    headers = {"content-type": content_type or cls.stream_types[0]}
+    driver = cls("m", api_key="k", transport=Scripted((200, headers, body)))
     return check_shape(run_turn(driver))
 
 
@@ -100,3 +104,60 @@ def test_arguments_nested_thousands_deep_in_the_frame_give_the_call_its_error(cl
 def test_arguments_of_a_usual_depth_pass_whole(cls: Any, body: bytes) -> None:
     call = _call(_turn(cls, body))
     assert call.error is None and call.action.input == {"a": {"b": [1, 2]}}
+
+
+CALL_USE = '{"type": "tool_use", "id": "toolu_1", "name": "word_count", "input": ' + DEEP + "}"
+WHOLE = {  # a whole JSON reply (a server that ignored ``stream: true``), read through `read_unlabelled`
+    "anthropic": (AnthropicPromptDriver, '{"type": "message", "role": "assistant", "stop_reason": "tool_use", '
+                  '"content": [' + CALL_USE + "]}"),
+    "gemini": (GeminiPromptDriver, '{"candidates": [{"content": {"role": "model", "parts": [{"functionCall": '
+               '{"name": "word_count", "args": ' + DEEP + '}}]}, "finishReason": "STOP"}]}'),
+    "openai-chat": (OpenAIChatPromptDriver, '{"choices": [{"index": 0, "finish_reason": "tool_calls", "message": '
+                    '{"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": '
+                    '{"name": "word_count", "arguments": ' + DEEP + "}}]}}]}"),
+}
+
+
+@pytest.mark.parametrize("name", list(WHOLE))
+def test_a_whole_reply_with_arguments_thousands_deep_gives_the_call_its_error(name: str) -> None:
+    cls, body = WHOLE[name]
+    call = _call(_turn(cls, body.encode(), "application/json"))
+    assert call.error is not None and f"nest deeper than {MAX_ARGUMENT_DEPTH} levels" in call.error
+
+
+def test_an_anthropic_call_opened_with_its_whole_input_thousands_deep_gets_its_error() -> None:
+    start = '{"type": "content_block_start", "index": 0, "content_block": ' + CALL_USE + "}"
+    events = [start, '{"type": "content_block_stop", "index": 0}',
+              '{"type": "message_delta", "delta": {"stop_reason": "tool_use"}}', '{"type": "message_stop"}']
+    call = _call(_turn(AnthropicPromptDriver, "".join(f"data: {e}\n\n" for e in events).encode()))
+    assert call.error is not None and f"nest deeper than {MAX_ARGUMENT_DEPTH} levels" in call.error
+
+
+@pytest.mark.parametrize("cls", [OpenAIChatPromptDriver, OpenAIResponsesPromptDriver])
+def test_a_frame_with_a_field_thousands_deep_is_read(cls: Any) -> None:
+    """Where arguments are text (OpenAI), a frame that deep can only be a field nobody reads: the reply goes on."""
+    if cls is OpenAIChatPromptDriver:
+        events = ['{"id": "c1", "x": ' + DEEP + ', "choices": [{"index": 0, "delta": {"content": "Hi"}}]}',
+                  '{"id": "c1", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}', "[DONE]"]
+    else:
+        events = ['{"type": "response.output_item.added", "output_index": 0, "item": {"type": "message"}, "x": '
+                  + DEEP + "}",
+                  '{"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": "Hi"}',
+                  '{"type": "response.completed", "response": {"status": "completed"}}']
+    end = _turn(cls, "".join(f"data: {e}\n\n" for e in events).encode())
+    assert isinstance(end, ModelCompleted) and end.message.text == "Hi", end
+
+
+def test_an_anthropic_server_tool_input_thousands_deep_is_read() -> None:
+    """A server tool's input streams as text, parsed whole at its block's end: that deep, it is kept cut."""
+    events = [
+        {"type": "content_block_start", "index": 0,
+         "content_block": {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": DEEP}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": "Hi"}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}},
+    ]
+    end = _turn(AnthropicPromptDriver, "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode())
+    assert isinstance(end, ModelCompleted) and end.message.text == "Hi", end

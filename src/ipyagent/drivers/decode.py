@@ -383,7 +383,7 @@ async def read_unlabelled(
     if start[:1] == b"{":
         body = head + b"".join([c async for c in chunks])
         try:
-            data = json.loads(body)
+            data = frame_json(body)
         except ValueError:
             data = None  # several objects (NDJSON, a JSON array stream): parsed as the stream
         if isinstance(data, dict):

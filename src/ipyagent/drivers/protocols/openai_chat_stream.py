@@ -15,7 +15,7 @@ from typing import Any
 
 from ...core import DeltaMessage, ProviderError, ReasoningDelta, StopKind, TextDelta, ToolCallDelta, Usage, redact_head
 from ..base import STATUS_TYPES, BlockIndex, StreamMeta, read_usage, wire_usage
-from ..decode import StreamDecoder, not_json
+from ..decode import StreamDecoder, frame_json, not_json
 from ..error_types import error_type_for
 
 
@@ -100,7 +100,7 @@ class ChatDecoder(StreamDecoder):
                 quoting the chunk (redacted), not Python's words about it.
         """
         try:
-            chunk = json.loads(sse.data)
+            chunk = frame_json(sse.data)
         except ValueError:
             return self._not_json(sse.data)
         try:

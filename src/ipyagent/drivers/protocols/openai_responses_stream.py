@@ -55,7 +55,7 @@ from ...core import (
     Usage,
 )
 from ..base import BlockIndex, StreamMeta, read_usage, wire_usage
-from ..decode import StreamDecoder, not_json, reason_text
+from ..decode import StreamDecoder, frame_json, not_json, reason_text
 from ..error_types import error_type_for
 from .openai_server import ITEM_TOOLS, PROGRESS, annotation, item_blocks
 
@@ -139,7 +139,7 @@ class ResponsesDecoder(StreamDecoder):
             self.done = True
             return ()
         try:
-            event = json.loads(data)
+            event = frame_json(data)
         except ValueError:
             raise not_json(self.provider, data) from None
         if not isinstance(event, dict):

@@ -31,7 +31,7 @@ from ....core import (
     redact_head,
 )
 from ...base import BlockIndex, StreamMeta, check_counts, read_usage, wire_usage
-from ...decode import StreamDecoder, not_json
+from ...decode import StreamDecoder, frame_json, not_json
 from .server import TOOL_KINDS, citation, server_block
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ class MessagesDecoder(StreamDecoder):
 
     def feed(self, sse: Any) -> Sequence[DeltaMessage]:
         try:
-            event = json.loads(sse.data)
+            event = frame_json(sse.data)
         except ValueError:
             if sse.data:
                 raise not_json(self.driver.provider, sse.data) from None
@@ -306,6 +306,6 @@ _NONE: dict[str, Any] = {}  # read only: a delta without fields
 
 def _json_or_none(raw: str) -> Any:
     try:
-        return json.loads(raw)
+        return frame_json(raw)
     except ValueError:
         return None
