@@ -72,3 +72,21 @@ def test_anthropic_counts_in_an_unreadable_message_delta_count() -> None:
     delta = {"type": "message_delta", "delta": ["end_turn"], "usage": {"output_tokens": 9}}
     end = _failed(AnthropicPromptDriver, _sse(start, *text, delta))
     assert end.partial.text == "Hi" and (end.partial.usage.input_tokens, end.partial.usage.output_tokens) == (15, 9)
+
+
+def test_gemini_reads_the_usage_when_the_turn_reads_its_facts_not_each_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a usage block costs about 10 µs (as much as the rest of a chunk's decoding) and Gemini sends
+    one on every chunk: only the last one received is read, when the turn asks for the stream's facts."""
+    from ipyagent.drivers.protocols.gemini import stream
+
+    reads: list[Any] = []
+    real = stream.read_usage
+    monkeypatch.setattr(stream, "read_usage", lambda read, raw, **kw: reads.append(raw) or real(read, raw, **kw))
+    decoder = stream.GeminiDecoder("gemini")
+    chunks = [{**GEMINI_FIRST, "usageMetadata": {"promptTokenCount": 15, "candidatesTokenCount": n}} for n in range(9)]
+    for chunk in chunks:
+        decoder.feed(f"data: {json.dumps(chunk)}")
+        decoder.feed("")
+    assert reads == []
+    assert decoder.meta.usage is not None and decoder.meta.usage.output_tokens == 8
+    assert reads == [chunks[-1]["usageMetadata"]]
