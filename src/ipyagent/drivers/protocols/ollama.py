@@ -45,6 +45,7 @@ from ...core import (
     TextDelta,
     ToolCallDelta,
     Usage,
+    redact_head,
 )
 from ..catalog.models import parse_ollama
 from ..base import BasePromptDriver, BlockIndex, Capabilities, StreamMeta, read_usage, wire_usage
@@ -116,6 +117,14 @@ class OllamaDecoder(StreamDecoder):
         chunk = stream_json(self.provider, line)
         if not isinstance(chunk, dict):
             return ()
+        try:
+            return self._chunk(chunk)
+        except (AttributeError, TypeError, KeyError) as exc:
+            raise ProviderError("invalid_response", f"{self.provider} sent an object of a shape Ollama's stream "
+                                f"does not have ({type(exc).__name__}): {redact_head(line)!r}") from None
+
+    def _chunk(self, chunk: dict[str, Any]) -> Sequence[DeltaMessage]:
+        """The deltas of one parsed line; raises `ProviderError` for the stream's error."""
         error = chunk.get("error")
         if error:
             raise _stream_error(error)

@@ -8,6 +8,7 @@ its SDKs do) raises `ProviderError`.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -64,7 +65,21 @@ class GeminiDecoder(StreamDecoder):
             self.data.append(line[6:] if line.startswith("data: ") else line[5:])
             return ()
         chunk = self._line(line)
-        return list(self.parser.feed(chunk)) if chunk is not None else ()
+        return self._read(chunk) if chunk is not None else ()
+
+    def _read(self, chunk: Any) -> list[DeltaMessage]:
+        """The deltas of one parsed chunk (or array of them).
+
+        Raises:
+            ProviderError: ``invalid_response`` for a chunk of another shape (``"candidates": "x"``,
+                ``"parts": [1]``), quoting it (redacted), not Python's words about it; the stream's error.
+        """
+        try:
+            return list(self.parser.feed(chunk))
+        except (AttributeError, TypeError, KeyError) as exc:
+            quote = redact_head(json.dumps(chunk, ensure_ascii=False)[:1000])
+            raise ProviderError("invalid_response", f"{self.provider} sent a chunk of a shape the Gemini API does "
+                                f"not have ({type(exc).__name__}): {quote!r}") from None
 
     def finish(self) -> list[DeltaMessage]:
         """The last event (its blank line missing), a still-open call; usage, stop reason and ids noted.
@@ -74,7 +89,7 @@ class GeminiDecoder(StreamDecoder):
                 lines that are neither SSE nor JSON, outside an SSE stream.
         """
         chunk = self._line("")
-        deltas = list(self.parser.feed(chunk)) if chunk is not None else []
+        deltas = self._read(chunk) if chunk is not None else []
         if self.bare and not self.sse:  # in an SSE stream, lines that are not JSON are fields to ignore
             text = "\n".join(self.bare).strip()
             raise ProviderError(
