@@ -109,3 +109,12 @@ def test_a_tool_list_the_sdk_cannot_read_fails_the_start_at_once_naming_it(
     message = str(raised.value)
     assert "its answer could not be read: Invalid JSON: recursion limit exceeded" in message
     assert "initialize" not in message and "start timeout" not in message
+
+
+def test_a_result_the_sdk_cannot_validate_is_one_short_line(servers: list[MCPServer], tmp_path: Path) -> None:
+    server = raw(servers, tmp_path)
+    failed = run_sync(server.call("bad_content", {}))
+    assert isinstance(failed, ErrorArtifact) and failed.exception_type == "ValidationError"
+    first = "its result is not a valid CallToolResult: content.0.TextContent.text: Field required (and "
+    assert failed.value.startswith(f"MCP server 'raw': {first}") and failed.value.endswith(" more)")
+    assert "\n" not in failed.value and "pydantic.dev" not in failed.value

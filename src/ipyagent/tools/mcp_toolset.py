@@ -114,7 +114,7 @@ class ToolCalls:
                     exception_type="MCPServerError",
                 )
             return ErrorArtifact(
-                value=f"MCP server {self.name!r}: {redact(str(getattr(leaf, 'message', None) or leaf))}",
+                value=f"MCP server {self.name!r}: {redact(call_error(leaf))}",
                 exception_type=type(leaf).__name__,
             )
         finally:
@@ -122,6 +122,24 @@ class ToolCalls:
                 calls.remove(context)
         self._can_restart = True
         return result_artifact(result)
+
+
+def call_error(error: BaseException) -> str:
+    """What a failed ``tools/call`` says to the model: the server's error message; a result the SDK
+    could not validate (pydantic's ``ValidationError``: dozens of blocks with links) as one line, its
+    first problem and how many more (pydantic's messages quote no data)."""
+    errors = getattr(error, "errors", None)
+    try:
+        details = errors(include_url=False) if callable(errors) else None
+    except Exception:  # noqa: BLE001 - not pydantic's
+        details = None
+    if not details:
+        return str(getattr(error, "message", None) or error or type(error).__name__)
+    first = details[0]
+    where = ".".join(map(str, first.get("loc", ())))
+    more = f" (and {len(details) - 1} more)" if len(details) > 1 else ""
+    kind = getattr(error, "title", None) or "result"
+    return f"its result is not a valid {kind}: {where + ': ' if where else ''}{first.get('msg', '')}{more}"
 
 
 class MCPToolset(BaseTool):
