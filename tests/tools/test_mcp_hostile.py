@@ -109,6 +109,7 @@ def test_a_tool_list_the_sdk_cannot_read_fails_the_start_at_once_naming_it(
     message = str(raised.value)
     assert "its answer could not be read: Invalid JSON: recursion limit exceeded" in message
     assert "initialize" not in message and "start timeout" not in message
+    assert "For further information" not in message  # the last line of pydantic's error in the log
 
 
 def test_a_result_the_sdk_cannot_validate_is_one_short_line(servers: list[MCPServer], tmp_path: Path) -> None:
@@ -118,3 +119,11 @@ def test_a_result_the_sdk_cannot_validate_is_one_short_line(servers: list[MCPSer
     first = "its result is not a valid CallToolResult: content.0.TextContent.text: Field required (and "
     assert failed.value.startswith(f"MCP server 'raw': {first}") and failed.value.endswith(" more)")
     assert "\n" not in failed.value and "pydantic.dev" not in failed.value
+
+
+def test_a_start_error_quotes_the_servers_last_line_not_a_traceback(servers: list[MCPServer]) -> None:
+    script = 'echo "Error: no database" >&2; echo "  detail one" >&2; exit 3'
+    server = MCPServer("gone", ["sh", "-c", script])
+    servers.append(server)
+    with pytest.raises(MCPServerError, match=r"its last log line: 'Error: no database'"):
+        run_sync(server.start())

@@ -81,9 +81,15 @@ class _ServerLogHandler(logging.Handler):
         path = server.log_path if server is not None else log_dir() / "sdk.log"
         try:
             with open(path, "a", encoding="utf-8") as f:
-                f.write(redact(self.format(record)) + "\n")
+                f.write(_one_entry(redact(self.format(record))) + "\n")
         except Exception:  # logging must never break a call
             pass
+
+
+def _one_entry(text: str) -> str:
+    """A log entry of ipyagent's or the SDK's (a traceback, pydantic's errors) with its later lines
+    indented, so they are told from the server's own lines (`MCPServer._failed` quotes its last)."""
+    return "\n    ".join(text.splitlines())
 
 
 class _SessionRecords(logging.Filter):
@@ -251,7 +257,7 @@ class MCPServer(ServerConnection, ToolCalls):
 
     def _note(self, message: str) -> None:
         with open(self.log_path, "a", encoding="utf-8") as f:
-            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ipyagent: {redact(message)}\n")
+            f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} ipyagent: {_one_entry(redact(message))}\n")
 
     # -- start and stop ---------------------------------------------------------------------
 
@@ -313,7 +319,7 @@ class MCPServer(ServerConnection, ToolCalls):
         why = redact(why)
         self.state, self.last_error = "failed", why
         self._note(f"failed: {why}")
-        tail = [line for line in self.log(5).splitlines() if "ipyagent:" not in line]
+        tail = [line for line in self.log(20).splitlines() if "ipyagent:" not in line and not line[:1].isspace()]
         hint = f"; its last log line: {tail[-1].strip()[:200]!r}" if tail else ""
         raise MCPServerError(f"MCP server {self.name!r} {why}{hint} (see %mcp log {self.name})")
 
