@@ -182,6 +182,7 @@ def test_a_count_that_is_not_a_whole_number_reads_as_zero_and_the_batch_is_read(
 
 @pytest.mark.parametrize("api_class, reply", [
     (OpenAIBatch, ["completed"]), (OpenAIBatch, {"status": "completed", "request_counts": "x"}),
+    (OpenAIBatch, {"id": "b1", "request_counts": {}}), (AnthropicBatch, {"processing_status": 3}),
     (OpenAIBatch, {"status": "completed", "output_file_id": {"id": "f"}}),
     (AnthropicBatch, {"processing_status": "ended", "results_url": 5}), (AnthropicBatch, "ended"),
     (GeminiBatch, {"done": True, "response": {"inlinedResponses": "x"}}), (GeminiBatch, {"metadata": 3}),

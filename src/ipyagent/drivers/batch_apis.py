@@ -87,6 +87,17 @@ def _count(value: Any) -> int:
     return int(value) if isinstance(value, str) and value.strip().isdigit() else 0
 
 
+def _status(value: Any) -> str:
+    """A batch's status, which the API always sends: without one the batch would look not ended forever.
+
+    Raises:
+        TypeError: it is missing or not a string.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"its status is {_json_type(value)}, not a string")
+    return value
+
+
 def _error_text(error: Any) -> str:
     """A provider error object's message (``{"message": ...}``, nested ``{"error": {...}}``), a string
     as it is, or its JSON."""
@@ -130,7 +141,7 @@ class OpenAIBatch(BatchAPI):
         batch = await self.call("GET", f"/batches/{batch_id}")
         with self.reading(f"batch {batch_id}"):
             counts = batch.get("request_counts") or {}
-            status = str(batch.get("status"))
+            status = _status(batch.get("status"))
             files = (batch.get("output_file_id"), batch.get("error_file_id"))
             if not all(f is None or isinstance(f, str) for f in files):
                 raise TypeError(f"a file id is not a string: {files!r}"[:200])
@@ -188,7 +199,7 @@ class AnthropicBatch(BatchAPI):
         with self.reading(f"batch {batch_id}"):
             counts = {k: _count(v) for k, v in (batch.get("request_counts") or {}).items()}
             failed = counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0)
-            status = str(batch.get("processing_status"))
+            status = _status(batch.get("processing_status"))
             results = batch.get("results_url")
             if results is not None and not isinstance(results, str):
                 raise TypeError(f"results_url is {_json_type(results)}, not a string")
