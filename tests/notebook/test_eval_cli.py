@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 from xml.etree import ElementTree as ET
@@ -142,6 +143,10 @@ def test_a_cell_error_exits_2_naming_the_cell_after_the_parameters_its_secrets_r
     (["eval", "no-such.ipynb"], "ipyagent eval: no-such.ipynb: no such notebook"),
     (["eval", str(NOTEBOOK), "--gate", "speed>=3"], "ipyagent eval: gate 'speed>=3': unknown metric 'speed'; one of"),
     (["eval", str(NOTEBOOK), "--gate", "pass_rate>=high"], "ipyagent eval: gate 'pass_rate>=high': 'high' is not a"),
+    (["eval", str(NOTEBOOK), "--gate", "pass_rate>=nan"], "ipyagent eval: gate 'pass_rate>=nan': 'nan' is not a fini"),
+    (["eval", str(NOTEBOOK), "--gate", "cost<=inf"], "ipyagent eval: gate 'cost<=inf': 'inf' is not a finite"),
+    (["eval", str(NOTEBOOK), "--timeout", "nan"], "ipyagent eval: --timeout must be a number of seconds more than 0, "
+     "not nan"),
     (["eval", str(NOTEBOOK), "-p", "1x=2"], "ipyagent eval: -p '1x=2': write NAME=VALUE"),
     (["eval", str(NOTEBOOK), "--no-such-option"], "ipyagent eval: unrecognized arguments: --no-such-option"),
     (["evaluate", "x.ipynb"], "ipyagent: unknown command 'evaluate'"),
@@ -155,6 +160,34 @@ def test_bad_arguments_are_one_line_and_exit_2(argv, says, capsys) -> None:
 def test_a_bad_arguments_line_is_redacted(capsys) -> None:
     assert main(["eval", "sk-proj-" + "K" * 24 + ".ipynb"]) == 2
     assert capsys.readouterr().err == "ipyagent eval: [redacted].ipynb: no such notebook\n"
+
+
+@pytest.mark.parametrize("option", ["--json", "--junit", "--markdown", "-o"])
+def test_a_report_path_that_cannot_be_written_is_one_line_before_the_notebook_runs(option, tmp_path, capsys,
+                                                                                   monkeypatch) -> None:
+    monkeypatch.setattr("ipyagent.notebook.cli.run.execute", lambda *a, **k: pytest.fail("the notebook ran"))
+    (tmp_path / "a-file").write_text("")
+    for path, says in ((tmp_path, "is a folder; give a file in it"),
+                       (tmp_path / "a-file" / "report", "its folder cannot be made (")):
+        assert main(["eval", str(NOTEBOOK), option, str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"ipyagent eval: {option} {path}: {says}") and len(err.strip().splitlines()) == 1, err
+    monkeypatch.setattr(os, "access", lambda path, mode: False)  # a folder this user may not write in
+    report = tmp_path / "report"
+    assert main(["eval", str(NOTEBOOK), option, str(report)]) == 2
+    assert capsys.readouterr().err.startswith(f"ipyagent eval: {option} {report}: cannot be written here")
+
+
+def test_a_cell_whose_source_is_not_text_is_one_line(tmp_path, capsys) -> None:
+    cell = {"cell_type": "code", "source": 5, "metadata": {}, "outputs": [], "execution_count": None}
+    (tmp_path / "odd.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4,
+                                                    "nbformat_minor": 5}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nbformat's own warning (no cell id) would be a second line
+        assert main(["eval", str(tmp_path / "odd.ipynb")]) == 2
+    err = capsys.readouterr().err
+    says = "cell 1 cannot run: its source is not text (a string or a list of strings)"
+    assert err == f"ipyagent eval: {tmp_path / 'odd.ipynb'}: {says}\n"
 
 
 def test_a_notebook_nbformat_cannot_read_is_one_line(tmp_path, capsys) -> None:

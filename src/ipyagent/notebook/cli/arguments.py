@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
+import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -88,10 +90,34 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, 
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
     if not args.notebook.is_file():
         raise UsageFailure(f"{args.notebook}: no such notebook")
-    if args.timeout <= 0:
-        raise UsageFailure(f"--timeout must be more than 0 seconds, not {args.timeout:g}")
+    if not math.isfinite(args.timeout) or args.timeout <= 0:
+        raise UsageFailure(f"--timeout must be a number of seconds more than 0, not {args.timeout:g}")
     try:
         gates = [parse_gate(text) for text in args.gate]
     except ValueError as exc:
         raise UsageFailure(str(exc)) from None
+    for option, path in (("--json", args.json), ("--junit", args.junit), ("--markdown", args.markdown),
+                         ("-o", args.output)):
+        if path is not None:
+            writable(option, path)
     return args, parameters(args.parameter), gates
+
+
+def writable(option: str, path: Path) -> None:
+    """Check, before the notebook runs (and is paid for), that `option`'s file `path` can be written when
+    it ends: its folder is made now when missing (as the write would), and neither it nor `path` is in
+    the way.
+
+    Raises:
+        UsageFailure: `path` is a folder, its folder cannot be made (a file in the way, a read-only
+            place) or written in, or `path` cannot be written.
+    """
+    if path.is_dir():
+        raise UsageFailure(f"{option} {path}: is a folder; give a file in it")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageFailure(f"{option} {path}: its folder cannot be made ({exc.strerror or exc}); "
+                           "give a file in a folder you can write") from None
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageFailure(f"{option} {path}: cannot be written here; give a file in a folder you can write")

@@ -12,6 +12,7 @@ column (its name ``openai:gpt-6-luna/terse``, its alias form ``small/terse`` or 
 from __future__ import annotations
 
 import fnmatch
+import math
 import operator
 import re
 from dataclasses import dataclass
@@ -80,8 +81,8 @@ def parse_gate(text: str) -> Gate:
     """`text` (``[WHERE:]METRIC OP VALUE``) as a `Gate`.
 
     Raises:
-        ValueError: not that shape, an unknown metric, or a value that is not a number (one line, naming
-            the metrics known).
+        ValueError: not that shape, an unknown metric, or a value that is not a finite number (one line,
+            naming the metrics known).
     """
     match = _GATE.match(text.strip())
     if not match:
@@ -97,6 +98,8 @@ def parse_gate(text: str) -> Gate:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
         raise ValueError(f"gate {text!r}: {raw!r} is not a number") from None
+    if not math.isfinite(value):  # nan passes no comparison, inf none that can fail
+        raise ValueError(f"gate {text!r}: {raw!r} is not a finite number")
     return Gate(text, column, metric, op, value)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,15 +35,25 @@ def read(path: Path) -> Any:
     """The notebook at `path` (nbformat 4).
 
     Raises:
-        NotebookFailed: it is not a notebook nbformat can read (the reason, one line).
+        NotebookFailed: it is not a notebook nbformat can read, or a cell is not one nbclient can run (its
+            source not text, its metadata not an object): the reason, one line.
     """
     import nbformat
 
     try:
-        return nbformat.read(path, as_version=4)
+        with warnings.catch_warnings():  # nbformat warns (a missing cell id...) on stderr, then goes on
+            warnings.simplefilter("ignore")
+            nb = nbformat.read(path, as_version=4)
     except Exception as exc:  # nbformat raises JSON, validation and OS errors alike
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise NotebookFailed(None, f"{path} is not a notebook nbformat can read: {first}") from None
+    for number, cell in enumerate(nb.cells, 1):  # nbformat only warns about an invalid cell
+        source, metadata = (cell.get("source"), cell.get("metadata", {})) if isinstance(cell, dict) else (0, {})
+        if not isinstance(source, str) or not isinstance(metadata, dict):
+            what = ("its source is not text (a string or a list of strings)" if not isinstance(source, str)
+                    else "its metadata is not an object")
+            raise NotebookFailed(None, f"{path}: cell {number} cannot run: {what}")
+    return nb
 
 
 def redact_outputs(nb: Any) -> None:
