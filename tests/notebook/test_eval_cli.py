@@ -21,7 +21,8 @@ from ipyagent.notebook.cli import main
 from ipyagent.notebook.cli.collect import Found
 from ipyagent.notebook.cli.gates import check, check_all, parse_gate
 from ipyagent.notebook.cli.reports import comparison_cases, evaluation_cases
-from ipyagent.notebook.cli.run import inject_parameters, kernel_env
+from ipyagent.memory import STORE_ENV, RunStore, StoreError
+from ipyagent.notebook.cli.run import check_store, inject_parameters, kernel_env
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "evaluate.ipynb"
@@ -176,6 +177,36 @@ def test_a_report_path_that_cannot_be_written_is_one_line_before_the_notebook_ru
     report = tmp_path / "report"
     assert main(["eval", str(NOTEBOOK), option, str(report)]) == 2
     assert capsys.readouterr().err.startswith(f"ipyagent eval: {option} {report}: cannot be written here")
+
+
+@pytest.mark.parametrize("broken", ["not SQLite", "truncated"])
+def test_a_store_that_cannot_be_opened_is_one_line_before_the_notebook_runs(broken, tmp_path, capsys,
+                                                                            monkeypatch) -> None:
+    """The kernel would turn it off (its line only in a cell's output) and pay for every run again."""
+    monkeypatch.setattr("ipyagent.notebook.cli.run.execute", lambda *a, **k: pytest.fail("the notebook ran"))
+    store = tmp_path / "runs.sqlite"
+    if broken == "truncated":  # as a broken CI cache restore leaves it
+        RunStore(tmp_path / "whole.sqlite").close()
+        store.write_bytes((tmp_path / "whole.sqlite").read_bytes()[:8192])
+    else:
+        store.write_text("root:x:0:0:root:/root:/bin/sh\n")
+    before = store.read_bytes()
+    assert main(["eval", str(NOTEBOOK), "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ipyagent eval: cannot open the run store {str(store)!r}: ") and len(err.splitlines()) == 1
+    assert err.endswith("; give --store another file (or off: no store)\n") and store.read_bytes() == before
+
+
+def test_the_store_checked_is_the_one_the_kernel_opens(tmp_path) -> None:
+    check_store({STORE_ENV: "off"}, tmp_path)
+    check_store({STORE_ENV: "postgresql://u@127.0.0.1:9/none"}, tmp_path)  # checked when the kernel connects
+    assert list(tmp_path.iterdir()) == []
+    check_store({}, tmp_path)  # the kernel's default, in its working folder
+    check_store({STORE_ENV: "sub/runs.sqlite"}, tmp_path)
+    assert (tmp_path / ".ipyagent" / "runs.sqlite").is_file() and (tmp_path / "sub" / "runs.sqlite").is_file()
+    (tmp_path / "bad.sqlite").write_text("not a store")
+    with pytest.raises(StoreError, match="bad.sqlite"):
+        check_store({"IPYAGENT_STORE": "bad.sqlite"}, tmp_path)
 
 
 def test_a_cell_whose_source_is_not_text_is_one_line(tmp_path, capsys) -> None:

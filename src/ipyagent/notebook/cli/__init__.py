@@ -55,7 +55,8 @@ def evaluate(argv: list[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     from .collect import collect
     from .gates import check_all
     from .reports import junit, print_summary, report_json, report_markdown, write
-    from .run import NotebookFailed, execute, inject_parameters, kernel_env, read, redact_outputs
+    from ...memory import StoreError
+    from .run import NotebookFailed, check_store, execute, inject_parameters, kernel_env, read, redact_outputs
 
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     args, values, gates = parse(argv)
@@ -67,10 +68,14 @@ def evaluate(argv: list[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     except NotebookFailed as exc:
         raise UsageFailure(str(exc)) from None
     number = _numbering(inject_parameters(nb, values))
+    env = kernel_env(replay=args.replay, store=args.store)
+    try:  # a store the kernel cannot open would be turned off there, silently: every run paid again
+        check_store(env, args.notebook.parent.resolve())
+    except StoreError as exc:
+        raise UsageFailure(f"{exc}; give --store another file (or off: no store)") from None
     failure = None
     try:
-        execute(nb, args.notebook, env=kernel_env(replay=args.replay, store=args.store), timeout=args.timeout,
-                kernel=args.kernel, stream=stderr, number=number)
+        execute(nb, args.notebook, env=env, timeout=args.timeout, kernel=args.kernel, stream=stderr, number=number)
     except NotebookFailed as exc:
         failure = exc
     redact_outputs(nb)

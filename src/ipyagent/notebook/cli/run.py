@@ -15,9 +15,11 @@ from typing import Any, TextIO
 
 from ...core import redact_data
 from ...drivers import BUILTIN, KEY_FALLBACKS
-from ...memory import STORE_ENV, is_url
+from ...memory import STORE_ENV, STORE_ENV_ALIAS, RunStore, is_url
 from ..render.text.records import clean
 
+#: The run store a kernel opens with no ``$IPYAGENT_RUN_STORE``, in its working folder (the notebook's).
+KERNEL_DEFAULT_STORE = Path(".ipyagent") / "runs.sqlite"
 #: The tag of the cell whose variables ``-p`` overrides (papermill's), and of the cell we add after it.
 PARAMETERS_TAG, INJECTED_TAG = "parameters", "injected-parameters"
 
@@ -99,6 +101,22 @@ def kernel_env(*, replay: bool, store: str | None) -> dict[str, str]:
         env[STORE_ENV] = store if store.lower() in ("off", "none") or is_url(store) \
             else str(Path(store).expanduser().resolve())
     return env
+
+
+def check_store(env: dict[str, str], folder: Path) -> None:
+    """Open the run store the kernel will open, once, and close it: ``$IPYAGENT_RUN_STORE`` (or
+    ``$IPYAGENT_STORE``) of `env`, else `KERNEL_DEFAULT_STORE`, relative to `folder` (the kernel's working
+    folder). A store the kernel cannot open (a file that is not SQLite, a truncated or corrupt one) is
+    otherwise turned off for the whole run, with a line only in a cell's output: every run sent again,
+    none recorded. ``off`` is no store; a ``postgresql://`` URL is checked when the kernel connects.
+
+    Raises:
+        StoreError: the store cannot be opened (`RunStore`'s one line).
+    """
+    configured = (env.get(STORE_ENV) or env.get(STORE_ENV_ALIAS) or "").strip()
+    if configured.lower() in ("off", "none", "0", "false") or is_url(configured):
+        return
+    RunStore(folder / (Path(configured).expanduser() if configured else KERNEL_DEFAULT_STORE)).close()
 
 
 def _first_line(source: str) -> str:
