@@ -20,7 +20,7 @@ import pytest
 from ipyagent.notebook.cli import main
 from ipyagent.notebook.cli.collect import Found
 from ipyagent.notebook.cli.gates import check, check_all, parse_gate
-from ipyagent.notebook.cli.reports import comparison_cases, evaluation_cases
+from ipyagent.notebook.cli.reports import comparison_cases, evaluation_cases, junit, report_json
 from ipyagent.memory import STORE_ENV, RunStore, StoreError
 from ipyagent.notebook.cli.run import check_store, inject_parameters, kernel_env
 
@@ -128,13 +128,21 @@ def test_a_cell_error_exits_2_naming_the_cell_after_the_parameters_its_secrets_r
     nbformat.write(nb, tmp_path / "fails.ipynb")
     reports = [tmp_path / name for name in ("out.ipynb", "r.json", "r.xml", "r.md")]
     done = _run(tmp_path / "fails.ipynb", "-p", "divisor=4", "--output", reports[0], "--json", reports[1],
-                "--junit", reports[2], "--markdown", reports[3], env={"EVAL_CLI_API_KEY": secret})
+                "--junit", reports[2], "--markdown", reports[3], "--gate", "pass_rate>=0.5",
+                env={"EVAL_CLI_API_KEY": secret})
     assert done.returncode == 2
     assert done.stderr.strip().splitlines()[-1] == (
         "ipyagent eval: fails.ipynb did not run to its end: cell 4: ValueError: stopped at 2.5 [redacted] [redacted]")
     for text in [done.stdout, done.stderr, *(path.read_text() for path in reports)]:
         assert secret not in text and secret.replace("_", "\\_") not in text and key_shaped not in text
     assert "stopped at 2.5 \\[redacted\\] \\[redacted\\]" in reports[3].read_text()  # Markdown-escaped
+    report = json.loads(reports[1].read_text())  # the gate listed, unchecked; nothing says "passed"
+    assert report["exit_code"] == 2 and report["passed"] is False
+    assert [g["line"] for g in report["gates"]] == ["pass_rate>=0.5: not checked: the notebook did not run to its end"]
+    junit = ET.parse(reports[2]).getroot()
+    assert junit.get("errors") == "1" and junit.find("testsuite").get("name") == "fails.ipynb"
+    assert junit.find("testsuite/testcase/error").get("message") == "cell 4: ValueError: stopped at 2.5 [redacted] " \
+        "[redacted]"
     executed = nbformat.read(reports[0], as_version=4)  # saved as far as it ran
     assert executed.cells[2].source.startswith("# Parameters") and executed.cells[5].outputs == []
     assert executed.cells[4].outputs[0]["evalue"] == "stopped at 2.5 [redacted] [redacted]"
@@ -145,6 +153,8 @@ def test_a_cell_error_exits_2_naming_the_cell_after_the_parameters_its_secrets_r
     (["eval", str(NOTEBOOK), "--gate", "speed>=3"], "ipyagent eval: gate 'speed>=3': unknown metric 'speed'; one of"),
     (["eval", str(NOTEBOOK), "--gate", "pass_rate>=high"], "ipyagent eval: gate 'pass_rate>=high': 'high' is not a"),
     (["eval", str(NOTEBOOK), "--gate", "pass_rate>=nan"], "ipyagent eval: gate 'pass_rate>=nan': 'nan' is not a fini"),
+    (["eval", str(NOTEBOOK), "--gate", "verdict!=wrose"], "ipyagent eval: gate 'verdict!=wrose': 'wrose' is not a "
+     "verdict; one of better, worse, no significant difference, baseline"),
     (["eval", str(NOTEBOOK), "--gate", "cost<=inf"], "ipyagent eval: gate 'cost<=inf': 'inf' is not a finite"),
     (["eval", str(NOTEBOOK), "--timeout", "nan"], "ipyagent eval: --timeout must be a number of seconds more than 0, "
      "not nan"),
@@ -253,7 +263,7 @@ def test_a_gate_reads_the_summary_of_the_columns_it_names(text, passed) -> None:
 
 def test_a_gate_may_name_an_evaluation_or_one_of_its_columns() -> None:
     other = {**DOC, "summary": [{"column": "p:m/a", "pass_rate": 0.1}, {"column": "p:m/b", "pass_rate": 0.1}]}
-    evaluations = [("ev", DOC, []), ("cell 9", other, [])]
+    evaluations = [("ev", DOC, [], 4), ("cell 9", other, [], 9)]
 
     def checked(text: str) -> list[tuple[str, str, bool]]:
         return [(r.evaluation, r.column, r.passed) for r in check_all([parse_gate(text)], evaluations)]
@@ -262,17 +272,28 @@ def test_a_gate_may_name_an_evaluation_or_one_of_its_columns() -> None:
     assert checked("cell 9:pass_rate>=0.5") == [("cell 9", "small/a", False), ("cell 9", "small/b", False)]
     assert checked("ev:small/a:pass_rate>=0.5") == [("ev", "small/a", True)]
     assert checked("small/a:pass_rate>=0.5") == [("ev", "small/a", True), ("cell 9", "small/a", False)]
+    # ``cell N`` names an evaluation that has an -o name too, as the summary's header "ev (cell 4)" says.
+    assert checked("cell 4:pass_rate>=0.5") == [("ev", "small/a", True), ("ev", "small/b", True)]
+    assert checked("cell 4:small/b:pass_rate>=0.5") == [("ev", "small/b", True)]
 
 
 def test_a_gate_naming_no_column_or_no_evaluation_fails_saying_so() -> None:
-    (missing,) = check_all([parse_gate("big:pass_rate>=0.1")], [("ev", DOC, [])])
+    (missing,) = check_all([parse_gate("big:pass_rate>=0.1")], [("ev", DOC, [], 4)])
     assert not missing.passed and missing.line() == "big:pass_rate>=0.1: no evaluation or column is named 'big'"
     (none,) = check_all([parse_gate("pass_rate>=0.1")], [])
     assert not none.passed and none.line() == "pass_rate>=0.1: the notebook ran no evaluation"
-    (own,) = check_all([], [("ev", DOC, [parse_gate("small/b:pass_rate>=0.9")])])
+    (own,) = check_all([], [("ev", DOC, [parse_gate("small/b:pass_rate>=0.9")], 4)])
     assert own.line() == "small/b:pass_rate>=0.9: ev small/b 50% (needs >= 90%)"
     with pytest.raises(ValueError, match="a verdict is compared with == or !="):
         parse_gate("verdict>=better")
+
+
+def test_reports_of_a_notebook_that_did_not_run_to_its_end_do_not_pass() -> None:
+    report = json.loads(report_json([], [], notebook="x.ipynb", exit_code=2))  # no gate, no evaluation
+    assert report["passed"] is False
+    (suite,) = ET.fromstring(junit([], "x.ipynb", failure="cell 2: ValueError: boom")).findall("testsuite")
+    assert suite.get("errors") == "1" and suite.find("testcase/error").get("message") == "cell 2: ValueError: boom"
+    assert ET.fromstring(junit([], "x.ipynb")).findall("testsuite") == []
 
 
 def test_parameters_go_after_the_parameters_cell_else_at_the_top_replacing_an_injected_one() -> None:

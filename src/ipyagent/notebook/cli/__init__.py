@@ -53,7 +53,7 @@ def evaluate(argv: list[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         UsageFailure: a bad argument (one line; the caller prints it and exits 2).
     """
     from .collect import collect
-    from .gates import check_all
+    from .gates import check_all, not_checked
     from .reports import junit, print_summary, report_json, report_markdown, write
     from ...memory import StoreError
     from .run import NotebookFailed, check_store, execute, inject_parameters, kernel_env, read, redact_outputs
@@ -85,14 +85,15 @@ def evaluate(argv: list[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         args.output.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, args.output)
     found = collect(nb, number)
-    evaluations = [(f.name, f.doc, f.gates) for f in found if f.kind == "evaluation"]
-    results = check_all(gates, evaluations) if failure is None else []
+    evaluations = [(f.name, f.doc, f.gates, f.cell) for f in found if f.kind == "evaluation"]
+    results = check_all(gates, evaluations) if failure is None else not_checked(
+        gates, "the notebook did not run to its end")
     code, outcome = _outcome(failure, results, args.notebook.name)
     print_summary(found, results, stdout)
     if args.json:
         write(args.json, report_json(found, results, notebook=str(args.notebook), exit_code=code))
     if args.junit:
-        write(args.junit, junit(found, args.notebook.name))
+        write(args.junit, junit(found, args.notebook.name, failure=None if failure is None else str(failure)))
     if args.markdown:
         write(args.markdown, report_markdown(found, results, notebook=args.notebook.name, outcome=outcome))
     print(f"ipyagent eval: {redact(outcome)}", file=stderr)  # the last line, whatever the code

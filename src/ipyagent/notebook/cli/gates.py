@@ -32,6 +32,8 @@ METRICS: dict[str, str] = {
     "difference": "paired difference with the baseline (points / 100)", "p_value": "McNemar's p",
     "verdict": "better, worse, no significant difference or baseline",
 }
+#: The verdicts a column's summary has (`verdict==WORD`, `verdict!=WORD`).
+VERDICTS = ("better", "worse", "no significant difference", "baseline")
 OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt}
 #: Rates shown as percentages in what a gate says.
@@ -81,8 +83,8 @@ def parse_gate(text: str) -> Gate:
     """`text` (``[WHERE:]METRIC OP VALUE``) as a `Gate`.
 
     Raises:
-        ValueError: not that shape, an unknown metric, or a value that is not a finite number (one line,
-            naming the metrics known).
+        ValueError: not that shape, an unknown metric, a value that is not a finite number, or a verdict
+            that is not one of `VERDICTS` (one line, naming the metrics or verdicts known).
     """
     match = _GATE.match(text.strip())
     if not match:
@@ -93,6 +95,8 @@ def parse_gate(text: str) -> Gate:
     if metric == "verdict":
         if op not in ("==", "!="):
             raise ValueError(f"gate {text!r}: a verdict is compared with == or !=")
+        if raw not in VERDICTS:  # a typo would be a gate that always passes (!=) or never (==)
+            raise ValueError(f"gate {text!r}: {raw!r} is not a verdict; one of {', '.join(VERDICTS)}")
         return Gate(text, column, metric, op, raw)
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
@@ -108,39 +112,50 @@ def _matches(pattern: str, doc: dict[str, Any], column: str) -> bool:
     return any(name == pattern or fnmatch.fnmatchcase(name, pattern) for name in names)
 
 
-def _columns_named(where: str | None, evaluation: str, doc: dict[str, Any]) -> list[str]:
-    """The columns of `doc` (the evaluation `evaluation`) a gate's qualifier names: all without one, or when it
-    is the evaluation's name; ``EVALUATION:COLUMN`` that evaluation's columns named COLUMN; else the columns
-    named `where` in any evaluation."""
+def _columns_named(where: str | None, names: list[str], doc: dict[str, Any]) -> list[str]:
+    """The columns of `doc` (the evaluation called `names`: its name, and ``cell N`` too when it has an
+    ``-o`` name) a gate's qualifier names: all without one, or when it is one of `names`;
+    ``EVALUATION:COLUMN`` that evaluation's columns named COLUMN; else the columns named `where` in any
+    evaluation."""
     columns = columns_of(doc)
-    if where is None or where == evaluation:
+    if where is None or where in names:
         return columns
-    if where.startswith(evaluation + ":"):
-        where = where[len(evaluation) + 1:]
+    for name in names:
+        if where.startswith(name + ":"):
+            where = where[len(name) + 1:]
+            break
     return [column for column in columns if _matches(where, doc, column)]
 
 
-def check(gate: Gate, evaluation: str, doc: dict[str, Any]) -> list[GateResult]:
-    """`gate` on each column of `doc` (an evaluation's JSON) it names: one result per column."""
+def check(gate: Gate, evaluation: str, doc: dict[str, Any], cell: Any = None) -> list[GateResult]:
+    """`gate` on each column of `doc` (an evaluation's JSON, named `evaluation`, made by cell number `cell`)
+    it names: one result per column."""
     summary = {s.get("column") or s.get("provider"): s for s in doc.get("summary") or []}
     out = []
-    for column in _columns_named(gate.column, evaluation, doc):
+    names = [evaluation] + ([f"cell {cell}"] if cell is not None else [])
+    for column in _columns_named(gate.column, names, doc):
         figure = (summary.get(column) or {}).get(gate.metric)
         passed = figure is not None and OPERATORS[gate.op](figure, gate.value)
         out.append(GateResult(gate, evaluation, column_label(doc, column)[0], figure, passed))
     return out
 
 
-def check_all(gates: list[Gate], evaluations: list[tuple[str, dict[str, Any], list[Gate]]]) -> list[GateResult]:
-    """Every gate on every evaluation ((name, JSON, the cell's own gates)); a gate of the command line
-    naming a column no evaluation has fails (no column checked is no gate passed)."""
+def check_all(gates: list[Gate], evaluations: list[tuple[str, dict[str, Any], list[Gate], Any]]) -> list[GateResult]:
+    """Every gate on every evaluation ((name, JSON, the cell's own gates, its cell number)); a gate of the
+    command line naming a column no evaluation has fails (no column checked is no gate passed)."""
     results: list[GateResult] = []
     for gate in gates:
-        found = [r for name, doc, _ in evaluations for r in check(gate, name, doc)]
+        found = [r for name, doc, _, cell in evaluations for r in check(gate, name, doc, cell)]
         why = f"no evaluation or column is named {gate.column!r}" if gate.column else "the notebook ran no evaluation"
         results += found or [GateResult(gate, "", "", None, False, why)]
-    for name, doc, own in evaluations:
+    for name, doc, own, _ in evaluations:
         for gate in own:
             why = f"{name} has no column {gate.column!r} ({', '.join(columns_of(doc))})"
             results += check(gate, name, doc) or [GateResult(gate, name, "", None, False, why)]
     return results
+
+
+def not_checked(gates: list[Gate], why: str) -> list[GateResult]:
+    """Each of `gates` failed, unchecked, for `why` (the notebook did not run to its end): listed, never
+    left out of a report as though there were none."""
+    return [GateResult(gate, "", "", None, False, f"not checked: {why}") for gate in gates]

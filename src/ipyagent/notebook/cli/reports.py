@@ -95,11 +95,16 @@ def comparison_cases(found: Found) -> ET.Element:
     return suite
 
 
-def junit(found: list[Found], notebook: str) -> str:
-    """The JUnit XML document of every evaluation and comparison."""
+def junit(found: list[Found], notebook: str, *, failure: str | None = None) -> str:
+    """The JUnit XML document of every evaluation and comparison; when the notebook did not run to its end,
+    a suite named `notebook` whose one case is an ``<error>`` with `failure` (``cell N: ...``, redacted)."""
     root = ET.Element("testsuites", name=f"ipyagent eval {notebook}")
     for f in found:
         root.append(evaluation_cases(f) if f.kind == "evaluation" else comparison_cases(f))
+    if failure is not None:  # else a reporter shows green for a notebook that stopped half-way
+        suite = ET.SubElement(root, "testsuite", name=notebook, tests="1", failures="0", errors="1", skipped="0")
+        case = ET.SubElement(suite, "testcase", classname=notebook, name="the notebook runs to its end", time="0.000")
+        ET.SubElement(case, "error", message=redact(failure))
     for key in ("tests", "failures", "errors", "skipped"):
         root.set(key, str(sum(int(s.get(key, 0)) for s in root)))
     ET.indent(root)
@@ -118,8 +123,9 @@ def _comparison_runs(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def report_json(found: list[Found], gates: list[GateResult], *, notebook: str, exit_code: int) -> str:
-    """The JSON report: the notebook, the exit code, each gate checked, each evaluation's summary,
-    statistics, verdicts and failures, each comparison's figures table and runs (secrets redacted)."""
+    """The JSON report: the notebook, the exit code, `passed` (exit code 0: false too when the notebook did
+    not run to its end), each gate checked, each evaluation's summary, statistics, verdicts and failures,
+    each comparison's figures table and runs (secrets redacted)."""
     evaluations = [{"name": f.name, "cell": f.cell, "id": f.doc.get("id"), "headline": headline(f.doc),
                     "summary": f.doc.get("summary"), "comparisons": f.doc.get("comparisons") or [],
                     "failures": [{"row": row, "column": column, "repeat": repeat, "reason": why}
@@ -128,7 +134,7 @@ def report_json(found: list[Found], gates: list[GateResult], *, notebook: str, e
                    for f in found if f.kind == "evaluation"]
     comparisons = [{"name": f.name, "cell": f.cell, "table": f.doc.get("table"), "runs": _comparison_runs(f.doc)}
                    for f in found if f.kind == "comparison"]
-    doc = {"notebook": notebook, "exit_code": exit_code, "passed": all(g.passed for g in gates),
+    doc = {"notebook": notebook, "exit_code": exit_code, "passed": exit_code == 0 and all(g.passed for g in gates),
            "gates": [_gate_json(g) for g in gates], "evaluations": evaluations, "comparisons": comparisons}
     return json.dumps(redact_data(doc), indent=1, ensure_ascii=False) + "\n"
 
