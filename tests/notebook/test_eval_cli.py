@@ -18,7 +18,7 @@ import nbformat
 import pytest
 
 from ipyagent.notebook.cli import main
-from ipyagent.notebook.cli.collect import Found
+from ipyagent.notebook.cli.collect import Found, uncollected
 from ipyagent.notebook.cli.gates import check, check_all, parse_gate
 from ipyagent.notebook.cli.reports import comparison_cases, evaluation_cases, junit, report_json
 from ipyagent.memory import STORE_ENV, RunStore, StoreError
@@ -294,6 +294,35 @@ def test_reports_of_a_notebook_that_did_not_run_to_its_end_do_not_pass() -> None
     (suite,) = ET.fromstring(junit([], "x.ipynb", failure="cell 2: ValueError: boom")).findall("testsuite")
     assert suite.get("errors") == "1" and suite.find("testcase/error").get("message") == "cell 2: ValueError: boom"
     assert ET.fromstring(junit([], "x.ipynb")).findall("testsuite") == []
+
+
+def test_a_background_evaluation_left_as_its_live_view_is_named_not_silently_missing() -> None:
+    widget = {"application/vnd.jupyter.widget-view+json": {"model_id": "m"}, "text/plain": "<LiveWidget>"}
+    live = nbformat.v4.new_output("display_data", data=widget, metadata={"ipyagent": {"live": True}})
+    saved = nbformat.v4.new_output("display_data", data={"application/vnd.ipyagent.evaluation+json": {}})
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%%compare p:m --over rows --background -o ev", outputs=[live]),
+                nbformat.v4.new_code_cell("%%compare p:m --over rows", outputs=[live, saved]),  # replaced in time
+                nbformat.v4.new_code_cell("w", outputs=[nbformat.v4.new_output("display_data", data=widget)])]
+    (line,) = uncollected(nb, lambda index: index + 1)
+    assert line.startswith("cell 1 ran in the background (--background): ipyagent eval cannot collect")
+
+
+def test_the_command_says_which_cell_ran_in_the_background(tmp_path, capsys, monkeypatch) -> None:
+    widget = {"application/vnd.jupyter.widget-view+json": {"model_id": "m"}, "text/plain": "<LiveWidget>"}
+    live = nbformat.v4.new_output("display_data", data=widget, metadata={"ipyagent": {"live": True}})
+
+    def execute(nb, *args, **kwargs) -> None:  # what nbclient leaves of a --background %%compare
+        nb.cells[0].outputs = [live]
+
+    monkeypatch.setattr("ipyagent.notebook.cli.run.execute", execute)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%%compare p:m --over rows --background -o ev\nSay hi")]
+    nbformat.write(nb, tmp_path / "bg.ipynb")
+    assert main(["eval", str(tmp_path / "bg.ipynb"), "--store", "off", "--gate", "pass_rate>=0.8"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2].startswith("ipyagent eval: cell 1 ran in the background (--background)")
+    assert err[-1] == "ipyagent eval: 1 of 1 gate checks failed: pass_rate>=0.8: the notebook ran no evaluation"
 
 
 def test_parameters_go_after_the_parameters_cell_else_at_the_top_replacing_an_injected_one() -> None:

@@ -52,7 +52,7 @@ def evaluate(argv: list[str], *, stdout: TextIO | None = None, stderr: TextIO | 
     Raises:
         UsageFailure: a bad argument (one line; the caller prints it and exits 2).
     """
-    from .collect import collect
+    from .collect import collect, uncollected
     from .gates import check_all, not_checked
     from .reports import junit, print_summary, report_json, report_markdown, write
     from ...memory import StoreError
@@ -90,6 +90,8 @@ def evaluate(argv: list[str], *, stdout: TextIO | None = None, stderr: TextIO | 
         gates, "the notebook did not run to its end")
     code, outcome = _outcome(failure, results, args.notebook.name)
     print_summary(found, results, stdout)
+    for line in uncollected(nb, number):  # else "the notebook ran no evaluation", with no reason
+        print(f"ipyagent eval: {line}", file=stderr)
     if args.json:
         write(args.json, report_json(found, results, notebook=str(args.notebook), exit_code=code))
     if args.junit:

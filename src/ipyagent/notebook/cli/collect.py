@@ -61,3 +61,21 @@ def collect(nb: Any, number: Any) -> list[Found]:
                     gates = _gates(output.get("metadata") or {}) if kind == "evaluation" else []
                     found.append(Found(kind, _name(cell.source, cell_number, taken), cell_number, data[mime], gates))
     return found
+
+
+def _live(output: Any) -> bool:
+    return bool(((output.get("metadata") or {}).get("ipyagent") or {}).get("live"))
+
+
+def uncollected(nb: Any, number: Any) -> list[str]:
+    """One line per cell of `nb` whose output is still a live view (marked `saved_outputs.live_metadata`)
+    with no saved evaluation or comparison: a ``--background`` one, whose result replaces the view after
+    its cell ended, where nbclient no longer reads the cell's messages (`number`: as `collect`)."""
+    lines = []
+    for index, cell in enumerate(nb.cells):
+        outputs = cell.get("outputs", ()) if cell.cell_type == "code" else ()
+        saved = any(mime in (o.get("data") or {}) for o in outputs for mime in (MIME_TYPE, COMPARISON_MIME_TYPE))
+        if not saved and any(map(_live, outputs)):
+            lines.append(f"cell {number(index)} ran in the background (--background): ipyagent eval cannot collect "
+                         "what ends after its cell, even after a wait(); run it without --background to report it")
+    return lines
