@@ -120,7 +120,8 @@ def test_a_cell_error_exits_2_naming_the_cell_after_the_parameters_its_secrets_r
     secret, key_shaped = "zz_EvalCli_Secret4242", "sk-proj-" + "K" * 24
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_markdown_cell("# a failing notebook"), nbformat.v4.new_code_cell("divisor = 1"),
-                nbformat.v4.new_code_cell("import os\nvalue = 10 / divisor"),
+                nbformat.v4.new_code_cell("import os, sys\nvalue = 10 / divisor\n"  # the kernel's own stderr too
+                                          "print('kernel says', os.environ['EVAL_CLI_API_KEY'], file=sys.__stderr__)"),
                 nbformat.v4.new_code_cell("raise ValueError(f'stopped at {value} ' + os.environ['EVAL_CLI_API_KEY']"
                                           " + ' sk-proj-' + 'K' * 24)\n"),
                 nbformat.v4.new_code_cell("print('never')")]
@@ -136,6 +137,7 @@ def test_a_cell_error_exits_2_naming_the_cell_after_the_parameters_its_secrets_r
     for text in [done.stdout, done.stderr, *(path.read_text() for path in reports)]:
         assert secret not in text and secret.replace("_", "\\_") not in text and key_shaped not in text
     assert "stopped at 2.5 \\[redacted\\] \\[redacted\\]" in reports[3].read_text()  # Markdown-escaped
+    assert "kernel says [redacted]\n" in done.stderr
     report = json.loads(reports[1].read_text())  # the gate listed, unchecked; nothing says "passed"
     assert report["exit_code"] == 2 and report["passed"] is False
     assert [g["line"] for g in report["gates"]] == ["pass_rate>=0.5: not checked: the notebook did not run to its end"]

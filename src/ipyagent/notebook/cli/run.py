@@ -8,12 +8,13 @@ nbclient, nbformat and rich are imported when a notebook runs, never by ``import
 from __future__ import annotations
 
 import os
+import threading
 import time
 import warnings
 from pathlib import Path
 from typing import Any, TextIO
 
-from ...core import redact_data
+from ...core import redact, redact_data
 from ...drivers import BUILTIN, KEY_FALLBACKS
 from ...memory import STORE_ENV, STORE_ENV_ALIAS, RunStore, is_url
 from ..render.text.records import clean
@@ -172,6 +173,9 @@ def execute(nb: Any, path: Path, *, env: dict[str, str], timeout: float, kernel:
     """Run every cell of `nb` (read from `path`; in its folder, so relative files resolve) in a fresh kernel
     with `env`, drawing `Progress` on `stream`.
 
+    The kernel's own stderr (a library's log, a traceback it prints itself) reaches `stream` through
+    `KernelStderr`, redacted.
+
     Raises:
         NotebookFailed: a cell raised, timed out or the kernel died (the cell's number by `number`), or the
             kernel did not start.
@@ -183,9 +187,38 @@ def execute(nb: Any, path: Path, *, env: dict[str, str], timeout: float, kernel:
     client = NotebookClient(nb, timeout=int(timeout), kernel_name=kernel, store_widget_state=False,
                             resources={"metadata": {"path": str(path.parent.resolve())}},
                             on_cell_execute=progress.start, on_cell_executed=progress.done)
+    relay = KernelStderr(stream)
     try:
         with progress.bar:
-            client.execute(env=env, cwd=str(path.parent.resolve()))
+            client.execute(env=env, cwd=str(path.parent.resolve()), stderr=relay.write_fd)
     except Exception as exc:  # a cell's error, a timeout, a dead kernel, no such kernel
         cell = number(progress.current) if progress.current is not None else None
         raise NotebookFailed(cell, _error_line(exc)) from None
+    finally:
+        relay.close()
+
+
+class KernelStderr:
+    """A pipe the kernel gets as its stderr (`write_fd`; any process it starts inherits it), read on a
+    thread: each line goes to `stream` through the one redactor, until every writer closed it."""
+
+    #: Seconds `close` waits for the last lines (a process the kernel started may keep the pipe open).
+    WAIT = 5.0
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        read_fd, self.write_fd = os.pipe()
+        self.thread = threading.Thread(target=self._relay, args=(read_fd,), daemon=True,
+                                       name="ipyagent-eval-kernel-stderr")
+        self.thread.start()
+
+    def _relay(self, read_fd: int) -> None:
+        with open(read_fd, "rb") as pipe:
+            for raw in pipe:
+                self.stream.write(redact(raw.decode("utf-8", "replace")))
+                self.stream.flush()
+
+    def close(self) -> None:
+        """Close our end of the pipe; wait (at most `WAIT` seconds) for the lines still in it."""
+        os.close(self.write_fd)
+        self.thread.join(self.WAIT)
