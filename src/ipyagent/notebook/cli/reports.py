@@ -6,7 +6,8 @@ JUnit (the Jenkins / Ant schema CI systems read): one ``<testsuite>`` per evalua
 row x column (classname the evaluation, name ``row N (KEY) / COLUMN``); a case whose runs all passed is a
 pass, one whose failing runs all failed to run is an ``<error>``, else a ``<failure>`` with each run's reason;
 all runs skipped is ``<skipped>``. A comparison is a suite of one case per provider and run (an ``<error>``
-when the run failed).
+when the run failed). A notebook that did not run to its end adds a suite named after it, whose one case
+(``the notebook runs to its end``) is an ``<error>`` with ``cell N: ...``.
 """
 
 from __future__ import annotations
