@@ -22,7 +22,7 @@ from ipyagent.notebook.cli.collect import Found, uncollected
 from ipyagent.notebook.cli.gates import check, check_all, parse_gate
 from ipyagent.notebook.cli.reports import comparison_cases, evaluation_cases, junit, report_json
 from ipyagent.memory import STORE_ENV, RunStore, StoreError
-from ipyagent.notebook.cli.run import check_store, inject_parameters, kernel_env
+from ipyagent.notebook.cli.run import check_store, client_class, inject_parameters, kernel_env
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "evaluate.ipynb"
@@ -307,7 +307,34 @@ def test_a_background_evaluation_left_as_its_live_view_is_named_not_silently_mis
                 nbformat.v4.new_code_cell("%%compare p:m --over rows", outputs=[live, saved]),  # replaced in time
                 nbformat.v4.new_code_cell("w", outputs=[nbformat.v4.new_output("display_data", data=widget)])]
     (line,) = uncollected(nb, lambda index: index + 1)
-    assert line.startswith("cell 1 ran in the background (--background): ipyagent eval cannot collect")
+    assert line.startswith("cell 1 ran in the background (--background) and had not ended when the notebook did")
+
+
+def test_a_display_update_for_an_ended_cell_replaces_its_live_view() -> None:
+    """A --background evaluation ends while a later cell (``ev.wait()``) runs: its saved output, sent to
+    the first cell, replaces the live view there, so it is collected."""
+    import asyncio
+
+    widget = {"application/vnd.jupyter.widget-view+json": {"model_id": "m"}, "text/plain": "<LiveWidget>"}
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%%compare p:m --over rows --background -o ev", outputs=[
+        nbformat.v4.new_output("display_data", data=widget, metadata={"ipyagent": {"live": True}})]),
+        nbformat.v4.new_code_cell("ev.wait()")]
+    saved = {"application/vnd.ipyagent.evaluation+json": {"id": "e1"}, "text/plain": "ev"}
+
+    def message(kind: str, parent: str, content: dict) -> dict:
+        return {"msg_type": kind, "header": {"msg_type": kind}, "parent_header": {"msg_id": parent},
+                "content": content, "metadata": {}}
+
+    messages = iter([message("update_display_data", "cell-1", {"data": saved, "metadata": {},
+                                                                "transient": {"display_id": "d1"}}),
+                     message("status", "cell-2", {"execution_state": "idle"})])
+    client = client_class()(nb)
+    client._display_id_map = {"d1": {0: [0]}}  # as nbclient recorded the live view's display
+    nb.cells[1].metadata["execution"] = {}  # as nbclient starts a cell
+    client.kc = SimpleNamespace(iopub_channel=SimpleNamespace(get_msg=lambda timeout: next(messages)))
+    asyncio.run(client._async_poll_output_msg("cell-2", nb.cells[1], 1))
+    assert nb.cells[0].outputs[0]["data"] == saved and uncollected(nb, lambda index: index + 1) == []
 
 
 def test_the_command_says_which_cell_ran_in_the_background(tmp_path, capsys, monkeypatch) -> None:

@@ -69,13 +69,13 @@ def _live(output: Any) -> bool:
 
 def uncollected(nb: Any, number: Any) -> list[str]:
     """One line per cell of `nb` whose output is still a live view (marked `saved_outputs.live_metadata`)
-    with no saved evaluation or comparison: a ``--background`` one, whose result replaces the view after
-    its cell ended, where nbclient no longer reads the cell's messages (`number`: as `collect`)."""
+    with no saved evaluation or comparison: a ``--background`` one that had not ended when the notebook did
+    (one that ends while a later cell runs is collected: `run.client_class`) (`number`: as `collect`)."""
     lines = []
     for index, cell in enumerate(nb.cells):
         outputs = cell.get("outputs", ()) if cell.cell_type == "code" else ()
         saved = any(mime in (o.get("data") or {}) for o in outputs for mime in (MIME_TYPE, COMPARISON_MIME_TYPE))
         if not saved and any(map(_live, outputs)):
-            lines.append(f"cell {number(index)} ran in the background (--background): ipyagent eval cannot collect "
-                         "what ends after its cell, even after a wait(); run it without --background to report it")
+            lines.append(f"cell {number(index)} ran in the background (--background) and had not ended when the "
+                         "notebook did: ipyagent eval collects it only when a later cell waits for it (VAR.wait())")
     return lines

@@ -180,11 +180,9 @@ def execute(nb: Any, path: Path, *, env: dict[str, str], timeout: float, kernel:
         NotebookFailed: a cell raised, timed out or the kernel died (the cell's number by `number`), or the
             kernel did not start.
     """
-    from nbclient import NotebookClient
-
     kernel = kernel or nb.metadata.get("kernelspec", {}).get("name") or "python3"
     progress = Progress(nb, stream, number)
-    client = NotebookClient(nb, timeout=int(timeout), kernel_name=kernel, store_widget_state=False,
+    client = client_class()(nb, timeout=int(timeout), kernel_name=kernel, store_widget_state=False,
                             resources={"metadata": {"path": str(path.parent.resolve())}},
                             on_cell_execute=progress.start, on_cell_executed=progress.done)
     relay = KernelStderr(stream)
@@ -196,6 +194,32 @@ def execute(nb: Any, path: Path, *, env: dict[str, str], timeout: float, kernel:
         raise NotebookFailed(cell, _error_line(exc)) from None
     finally:
         relay.close()
+
+
+def client_class() -> Any:
+    """nbclient's `NotebookClient`, which also applies a display update sent for a cell that already
+    ended: a ``--background`` evaluation replaces its live view with its saved output when it finishes,
+    addressed to its own cell while a later one (``ev.wait()``) runs, and nbclient reads only the
+    running cell's messages (jupyter messaging: ``update_display_data`` with ``transient.display_id``)."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionComplete
+    from nbclient.util import ensure_async
+
+    class Client(NotebookClient):
+        async def _async_poll_output_msg(self, parent_msg_id: str, cell: Any, cell_index: int) -> None:
+            while True:
+                msg = await ensure_async(self.kc.iopub_channel.get_msg(timeout=None))
+                if msg["parent_header"].get("msg_id") == parent_msg_id:
+                    try:
+                        self.process_message(msg, cell, cell_index)
+                    except CellExecutionComplete:
+                        return
+                elif msg["header"]["msg_type"] == "update_display_data":  # an ended cell's output, replaced
+                    display_id = (msg["content"].get("transient") or {}).get("display_id")
+                    if display_id:
+                        self._update_display_id(display_id, msg)
+
+    return Client
 
 
 class KernelStderr:
