@@ -122,7 +122,7 @@ def test_progress_counts_what_ended_since_last_time_and_reads_as_one_line(monkey
     ev = Evaluation(["openai:m"], [f"r{n}" for n in range(20)], started=100.0)
 
     def ran(cost, cached=False, judge=None):
-        return SimpleNamespace(cost=cost, cached=cached, judge_cost=judge)
+        return SimpleNamespace(cost=cost, cached=cached, judge_cost=judge, status="ok")
 
     ev.results = [ran(0.002), ran(0.004, judge=0.001), ran(None), ran(0.5, cached=True), ran(0.008)]
     p = ev.progress

@@ -38,15 +38,68 @@ def test_progress_has_no_rate_before_a_run_nor_at_no_time_and_nothing_left_at_th
     monkeypatch.setattr(background, "time", now)
     ev = Evaluation(["openai:m"], ["a", "b"], started=100.0)
     assert ev.progress == Progress(0, 2, 0.0, 0.0, None, None)
-    ev.results = [SimpleNamespace(cost=None, cached=False, judge_cost=0.25)]
+    ev.results = [SimpleNamespace(cost=None, cached=False, judge_cost=0.25, status="ok")]
     assert ev.progress == Progress(1, 2, 0.25, 0.0, None, None)  # no time yet: no rate
     now.monotonic = lambda: 90.0  # a clock behind the start reads as no time
     assert ev.progress.elapsed_s == 0.0
     now.monotonic = lambda: 104.0
-    ev.results.append(SimpleNamespace(cost=0.5, cached=True, judge_cost=None))
+    ev.results.append(SimpleNamespace(cost=0.5, cached=True, judge_cost=None, status="ok"))
     assert ev.progress == Progress(2, 2, 0.25, 4.0, 0.5, 0.0)
-    ev.results.append(SimpleNamespace(cost=0.5, cached=False, judge_cost=None))  # more than the matrix
+    ev.results.append(SimpleNamespace(cost=0.5, cached=False, judge_cost=None, status="ok"))  # more than the matrix
     assert ev.progress.eta_s == 0.0 and ev.progress.spent == 0.75
+
+
+def test_progress_shows_as_its_line_in_ipython() -> None:
+    from IPython.lib.pretty import pretty
+
+    p = Progress(12, 300, 0.00312, 3.0, 4.1, 70.0)
+    assert pretty(p) == "12 / 300 runs · 4.1 runs/s · 1 min 10 s left · $0.00312 spent"
+    assert pretty((False, p)) == "(False, 12 / 300 runs · 4.1 runs/s · 1 min 10 s left · $0.00312 spent)"
+
+
+def test_an_ended_evaluation_says_stopped_not_the_time_left() -> None:
+    cancelled = Progress(52, 60, 0.0, 10.0, 5.2, None, ended=True)
+    assert str(cancelled) == "52 / 60 runs · 5.2 runs/s · stopped · $0 spent"
+    assert str(Progress(60, 60, 0.0, 10.0, 6.0, 0.0, ended=True)) == "60 / 60 runs · 6 runs/s · $0 spent"
+    assert str(Progress(0, 60, 0.0, 0.0, None, None, ended=True)) == "0 / 60 runs · stopped · $0 spent"
+
+
+def run(status: str = "ok", cost: float | None = None, judge: float | None = None,
+        cached: bool = False) -> SimpleNamespace:
+    return SimpleNamespace(status=status, cost=cost, judge_cost=judge, cached=cached)
+
+
+def test_cost_unknown_when_runs_ran_and_none_knew_its_price(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(background, "time", SimpleNamespace(monotonic=lambda: 104.0))
+    ev = Evaluation(["openai:m"], ["a", "b", "c", "d"], started=100.0)
+    assert ev.progress.priced and str(ev.progress).endswith("$0 spent")  # nothing ran yet: nothing spent
+    ev.results = [run("skipped"), run("template_error")]  # not sent: no price to know
+    assert ev.progress.priced
+    ev.results.append(run("ok"))
+    assert not ev.progress.priced
+    assert str(ev.progress) == "3 / 4 runs · 0.75 runs/s · 1 s left · cost unknown"
+    ev.results.append(run("failed"))
+    assert not ev.progress.priced and ev.progress.spent == 0.0  # `spent` stays a number
+    ev.results = [run("failed"), run("ok", cost=0.0, cached=True)]  # a cached run's price counts as known
+    assert ev.progress.priced and str(ev.progress).endswith("$0 spent")
+    ev.results = [run("ok", judge=0.01)]  # replaced (shorter): counted anew
+    assert ev.progress.priced and ev.progress.spent == 0.01
+    ev.results.append(run("ok"))  # some prices known: what they cost
+    assert ev.progress.priced and str(ev.progress).endswith("$0.01 spent")
+
+
+def test_progress_of_a_cancelled_or_interrupted_evaluation_has_no_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(background, "time", SimpleNamespace(monotonic=lambda: 110.0))
+    ev = Evaluation(["openai:m"], ["a", "b", "c", "d"], started=100.0)
+    ev.results = [run(cost=0.5)]
+    assert not ev.progress.ended and ev.progress.eta_s == 30.0
+    ev.interrupted = True  # cancelled, its wall time not noted yet
+    assert ev.progress.ended and ev.progress.eta_s is None
+    assert str(ev.progress) == "1 / 4 runs · 0.1 runs/s · stopped · $0.5 spent"
+    ev.interrupted, ev.wall_s = False, 5.0  # ended (an error) before every run did
+    assert ev.progress.ended and ev.progress.eta_s is None and ev.progress.rate == 0.2
+    ev.results = [run(cost=0.5)] * 4
+    assert ev.progress.eta_s == 0.0 and "stopped" not in str(ev.progress)
 
 
 class Job:

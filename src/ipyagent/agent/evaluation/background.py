@@ -32,10 +32,16 @@ class Progress:
     Attributes:
         finished: runs ended (answered, failed, skipped by the budget or not rendered).
         total: runs in the matrix (rows × columns × repeats).
-        spent: USD spent by its new requests so far (runs and judges; a cached run costs nothing).
+        spent: USD spent by its new requests so far (runs and judges; a cached run costs nothing),
+            counting the runs whose price is known (0.0 when none is).
         elapsed_s: seconds since it started (its wall time once it has ended).
         rate: runs ended per second so far (None before the first).
-        eta_s: seconds left at that rate (None: no rate yet; 0 when every run has ended).
+        eta_s: seconds left at that rate (None: no rate yet, or it ended before every run did
+            (cancelled, interrupted); 0 when every run has ended).
+        priced: some run ended knowing its price, or none has run yet (False: runs ran and no
+            price is known, a ``--base-url`` model: the line says "cost unknown", as the summary
+            leaves its cost columns out).
+        ended: the evaluation has ended (finished, cancelled, interrupted): no time left is shown.
     """
 
     finished: int
@@ -44,16 +50,27 @@ class Progress:
     elapsed_s: float
     rate: float | None
     eta_s: float | None
+    priced: bool = True
+    ended: bool = False
 
     def __str__(self) -> str:
-        """One line: ``12 / 300 runs · 4.1 runs/s · 70 s left · $0.00312 spent``."""
+        """One line: ``12 / 300 runs · 4.1 runs/s · 70 s left · $0.00312 spent``; ``stopped`` in
+        place of the time left when it ended before every run did, ``cost unknown`` in place of
+        the money when no run knew its price."""
         parts = [f"{self.finished:,} / {self.total:,} runs"]
         if self.rate is not None:
             parts.append(f"{self.rate:.3g} runs/s")
-        if self.eta_s is not None and self.finished < self.total:
-            parts.append(f"{_seconds(self.eta_s)} left")
-        parts.append(f"{format_usd(self.spent)} spent")
+        if self.finished < self.total:
+            if self.ended:
+                parts.append("stopped")
+            elif self.eta_s is not None:
+                parts.append(f"{_seconds(self.eta_s)} left")
+        parts.append(f"{format_usd(self.spent)} spent" if self.priced else "cost unknown")
         return " · ".join(parts)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython shows it as its line (`ev.progress` in a cell), not as the dataclass."""
+        printer.text(str(self))
 
 
 def _seconds(value: float) -> str:
@@ -77,7 +94,9 @@ class Background:
     #: (`BatchAPI`, batch id) of each batch still running at its provider.
     batch_progress: Any = None
     pending_batches: Any = ()
-    _tally: tuple[int, float] = (0, 0.0)  # (results counted, their USD): `progress` reads only what is new
+    #: (results counted, their USD, runs that knew their price, runs that did not): `progress` reads
+    #: only what is new.
+    _tally: tuple[int, float, int, int] = (0, 0.0, 0, 0)
 
     def run_in_background(self, run: Coroutine[Any, Any, Any]) -> Any:
         """Start `run` (the coroutine that fills this evaluation: `runner.evaluation_run`) on
@@ -95,20 +114,25 @@ class Background:
     def progress(self) -> Progress:
         """How far it is (`Progress`); costs what ended since the last call, not the whole matrix."""
         results: list[Any] = self.results  # type: ignore[attr-defined]
-        counted, spent = self._tally
+        counted, spent, priced, unpriced = self._tally
         if counted > len(results):  # the results were replaced: count again
-            counted, spent = 0, 0.0
+            counted, spent, priced, unpriced = 0, 0.0, 0, 0
         for r in results[counted:]:
             if not r.cached:
                 spent += (r.cost or 0.0) + (r.judge_cost or 0.0)
+            if r.status in ("ok", "failed"):  # ran (as the summary's cost columns count it)
+                known = r.cost is not None or r.judge_cost is not None
+                priced, unpriced = priced + known, unpriced + (not known)
         finished = len(results)
-        self._tally = (finished, spent)
+        self._tally = (finished, spent, priced, unpriced)
         total: int = self.total  # type: ignore[attr-defined]
         wall: float = self.wall_s  # type: ignore[attr-defined]
+        ended = wall > 0 or self.interrupted  # type: ignore[attr-defined]
         elapsed = wall or max(0.0, time.monotonic() - self.started)  # type: ignore[attr-defined]
         rate = finished / elapsed if finished and elapsed > 0 else None
-        eta = 0.0 if finished >= total else (total - finished) / rate if rate else None
-        return Progress(finished, total, max(spent, self.spent), elapsed, rate, eta)  # type: ignore[attr-defined]
+        eta = 0.0 if finished >= total else None if ended or not rate else (total - finished) / rate
+        spent = max(spent, self.spent)  # type: ignore[attr-defined]
+        return Progress(finished, total, spent, elapsed, rate, eta, priced > 0 or not unpriced, ended)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the background run has ended, `timeout` seconds at most (None: no limit);
