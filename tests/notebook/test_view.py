@@ -340,7 +340,7 @@ def test_text_view_interrupted() -> None:
     view.feed(TextDelta(0, "so far"))
     view.mark_interrupted()
     lines = out.getvalue().splitlines()
-    assert lines[:2] == ["so far", "[interrupted]"]
+    assert lines[:2] == ["so far", "[interrupted; the text above is partial]"]  # as %%compare's panes
     assert lines[2].endswith("interrupted]") and " · total " in lines[2]  # timed as the notebook's footer is
 
 

@@ -43,6 +43,7 @@ from ..render.text.records import (
     transcript_renderables,
 )
 from ..render.text.terminal import colour_enabled
+from ..render.text.transcript import INTERRUPTED
 from ..render.transcript import price_notes
 from .live_widget import close_widgets, end_message, live_widget
 from .run_view import RunState, TextView, WidgetView
@@ -427,13 +428,19 @@ class CompareTextView:
             return self._draw_run(fig)
         run = f" · run {fig.run + 1} of {self.runs}" if self.runs > 1 else ""
         state = self.states[fig.index]
-        body = state.text if fig.ok else f"[error] {fig.error_type}: {fig.error}"
+        if _stopped(fig):  # what it had answered, then the one marker (as %%agent's)
+            body = f"{state.text}\n{INTERRUPTED}" if state.text else INTERRUPTED
+        else:
+            body = state.text if fig.ok else f"[error] {fig.error_type}: {fig.error}"
         self.stream.write(visible_controls(redact(f"── {self._named(fig)}{run} ──\n{body}\n")))
         self.stream.flush()
 
     def mark_interrupted(self) -> None:
+        """The status line goes; each stopped pane carries the marker already (`finish`), so it is
+        written here only when no pane was stopped (the interrupt came before any run started)."""
         self.close()
-        self.stream.write("[interrupted]\n")
+        if not any(_stopped(fig) for fig in self.figures):
+            self.stream.write(f"{INTERRUPTED}\n")
 
     def _draw_run(self, fig: RunFigures) -> None:
         from rich.text import Text
@@ -441,8 +448,12 @@ class CompareTextView:
         title = self.titles[fig.index] if fig.index < len(self.titles) else str(fig.provider)
         note = "".join(([f"· {fig.provider} "] if title != fig.provider else [])
                        + ([f"· run {fig.run + 1} of {self.runs}"] if self.runs > 1 else [])).strip()
-        body = (transcript_renderables(fig.transcript) if fig.transcript is not None
-                else [Text(visible_controls(redact(f"[error] {fig.error_type}: {fig.error}")), style="bold red")])
+        if fig.transcript is not None and (fig.transcript.status == "interrupted" or not _stopped(fig)):
+            body = transcript_renderables(fig.transcript)  # a stopped run's text ends with the marker
+        elif _stopped(fig):  # stopped before it had an answer
+            body = [Text(INTERRUPTED, style="bold yellow")]
+        else:
+            body = [Text(visible_controls(redact(f"[error] {fig.error_type}: {fig.error}")), style="bold red")]
         print_rendered(self.stream, [header(title, note), *body])
 
     def _named(self, fig: RunFigures) -> str:
@@ -466,3 +477,8 @@ class CompareTextView:
     def _price_notes(self) -> list[str]:
         """Why the runs' prices are unknown, each note once (under the table: once per cell)."""
         return price_notes(fig.transcript for fig in self.figures if fig.transcript is not None)
+
+
+def _stopped(fig: RunFigures) -> bool:
+    """The run was stopped by an interrupt (`agent.compare`: ``cancelled``), its text partial."""
+    return fig.error_type == "cancelled"

@@ -42,6 +42,7 @@ from ...core import (
 )
 from ...memory import describe_size
 from ..render.citations import TOOL_TITLES, source_key, sources_text
+from ..render.text.transcript import INTERRUPTED
 from .run_state import RunState, Segment
 from .terminal import TerminalOutput, tty_of
 from .terminal_asks import ask_elicitation, ask_sampling
@@ -166,7 +167,7 @@ class TextView(EventHandler):
         self.state.interrupted = True
         if self._wait is not None:
             self._wait.erase()
-        self.out.part("\n[interrupted]", "bold yellow")
+        self.out.part(f"\n{INTERRUPTED}", "bold yellow")
         self.finish()
 
     async def request_approval(self, action: ToolAction, preview: str | None = None) -> bool:

@@ -26,6 +26,10 @@ from ..citations import marked, markers_as_text, numbered_sources, server_text, 
 #: What a card's status line says before the outcome of a call the user approved.
 APPROVAL_WORDS = {"approved": "approved by you · ", "preapproved": "approved in advance · "}
 
+#: The one marker a stopped run gets in the terminal (`%%agent`, each stopped `%%compare` pane), as the
+#: notebook's "■ interrupted; the text above is partial".
+INTERRUPTED = "[interrupted; the text above is partial]"
+
 
 def tool_status(call: ToolCallPart) -> str:
     """``done in 0.01 s`` / ``error in 0.01 s`` / ``not run``; a call that needed approval:
@@ -134,7 +138,7 @@ def text_pieces(t: Transcript) -> list[tuple[str, str]]:
     if t.error is not None:
         pieces.append(("error", f"[error] {t.error.message}"))
     if t.status == "interrupted":
-        pieces.append(("interrupted", "[interrupted; the text above is partial]"))
+        pieces.append(("interrupted", INTERRUPTED))
     if t.next_cell is not None:
         pieces.append(
             (
