@@ -35,9 +35,11 @@ def test_agent_evals_lists_the_stored_evaluations_and_each_comes_back_by_its_id(
     out = capsys.readouterr().out
     assert f"evaluation {ev.id}" in out  # the id the output shows, to load it by
     ip.run_line_magic("agent", "evals")
-    line, hint = capsys.readouterr().out.strip().splitlines()
-    assert line.startswith(f"{ev.id}  ") and "#-o ev --over rows" in line and "3 rows × 2 columns, 6 runs" in line
-    # the columns named as the matrix names them
-    assert line.endswith("pass: good (openai:m1) 100%, bad (openai:m2) 0%") and "load_evaluation(ID)" in hint
+    header, line, good, bad, hint = capsys.readouterr().out.strip().splitlines()
+    assert header.split() == ["id", "when", "cell", "rows", "×", "columns", "×", "repeats", "runs"]
+    assert line.startswith(f"{ev.id}  ") and " ".join(line.split()).endswith(" -o ev 3 × 2 × 1 6")
+    # the columns named as the matrix names them, one per line
+    assert (good, bad) == ("    pass  good (openai:m1)  100%", "    pass  bad (openai:m2)     0%")
+    assert "load_evaluation(ID)" in hint
     loaded = load_evaluation(ev.id)
     pd.testing.assert_frame_equal(loaded.to_dataframe(), ev.to_dataframe())

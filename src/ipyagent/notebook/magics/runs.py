@@ -35,8 +35,8 @@ from ...memory import (
     summary,
 )
 from ..context.masking import OPT_OUT, describe
-from ..render.evaluation_stats import column_title
 from ..render.html import escape
+from ..render.text.evaluations import evaluations_lines
 from ..render.text.session import (
     json_short,
     message_lines,
@@ -160,21 +160,15 @@ class RunStoreCommands:
             )
 
     def _evals(self, _: str | None) -> None:
-        """``%agent evals``: the evaluations the store keeps whole, newest first, one line each: id, when,
-        the cell, rows × columns (× repeats), runs, each column's pass rate (a column named as the
-        matrix names it: ``small (openai:gpt-6-luna)``)."""
+        """``%agent evals``: the evaluations the store keeps whole, newest first, as a small table
+        (`evaluations_lines`): id, when, the cell, rows × columns × repeats, runs, ``interrupted``,
+        and under each its columns' pass rates (named as the matrix names them)."""
         store = self._store_or_fail()
         listed = stored_evaluations(store, limit=20)
         if not listed:
             print(f"no evaluations stored in {store.path}; a %%compare --over cell or ipyagent.evaluate keeps one")
             return
-        for e in listed:
-            repeats = f" × {e['repeat']}" if (e["repeat"] or 1) > 1 else ""
-            rates = ", ".join(f"{column_title(e, column)} {'-' if rate is None else f'{rate:.0%}'}"
-                              for column, rate in e["pass_rates"].items())
-            stopped = " (interrupted)" if e["interrupted"] else ""
-            print(f"{e['id']}  {when_text(e['created_at'])}  {e['name'] or '-'}  {e['rows']:,} rows × "
-                  f"{len(e['columns'])} columns{repeats}, {e['runs']:,} runs{stopped}  pass: {rates}")
+        print("\n".join(evaluations_lines(listed)))
         print("ipyagent.load_evaluation(ID) gives one back (ev.to_dataframe(), ev.summary(), ev.diff(...))")
 
     @staticmethod
