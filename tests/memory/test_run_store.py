@@ -400,7 +400,8 @@ def test_interrupted_run_is_marked_and_skipped_by_the_next_prompt(
         and "skipped in the next prompt" in history
     )
     assert f"run {interrupted['id']}" in inspect and "[partial, failed]" in inspect and "cancelled" in inspect
-    assert "body: " in inspect and '"this one is interrupted"' in inspect and SECRET not in inspect + history
+    assert "body (secrets masked): " in inspect and '"this one is interrupted"' in inspect
+    assert SECRET not in inspect + history
 
 
 @pytest.mark.notebook

@@ -113,3 +113,20 @@ def test_inspect_shows_a_models_escape_sequences_instead_of_running_them(ip, mon
     out = capsys.readouterr().out
     assert "Done␛]52;c;cm0gLXJm␇ and ␛[2J clear" in out and "\x1b" not in out and "\x07" not in out
     ip.run_line_magic("agent", "store off")
+
+
+def test_inspect_says_its_request_is_masked_for_showing_not_as_it_went(ip, model, tmp_path, capsys) -> None:
+    """break-s12 #5: inspect called the masked body "the request as sent" while a key typed in the cell
+    went out as typed. What is sent stays as it is; the listing says what it masks."""
+    typed = "ghp_ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    ip.run_line_magic("agent", f"store {tmp_path / 'runs.sqlite'}")
+    ip.run_cell_magic("agent", "", f"my token {typed} and {{{{ access_token }}}}")
+    assert typed in sent(model) and TOKEN not in sent(model)  # typed: sent as typed; a template value: masked
+    capsys.readouterr()
+    ip.run_line_magic("agent", "inspect")
+    out = capsys.readouterr().out
+    assert typed not in out and TOKEN not in out
+    assert ("requests: secrets are masked in this listing; a {{ }} value was masked before it was sent, "
+            "text typed in the cell was sent as typed") in out
+    assert "\n  body (secrets masked): {" in out and "\n  body: " not in out
+    ip.run_line_magic("agent", "store off")

@@ -51,6 +51,11 @@ from ..views.transcript_output import bundle, draw_artifacts
 from .settings import parse_duration, parse_size
 
 
+#: What `%agent inspect` says of the requests it lists: masked for showing, not as they went out (the
+#: redactor masks a template's values before sending; the cell's own text goes as it was typed).
+MASKED_LISTING = ("secrets are masked in this listing; a {{ }} value was masked before it was sent, "
+                  "text typed in the cell was sent as typed")
+
 #: What a new run store's file name ends with (an existing SQLite file may be called anything).
 STORE_SUFFIXES = (".sqlite", ".sqlite3", ".db")
 #: The longest id ``%agent inspect/replay`` look up (a run's is 12 characters, `memory.new_run_id`;
@@ -219,6 +224,7 @@ class RunStoreCommands:
             print(f"  error: {run['error'].get('type')}: {run['error'].get('message')}")
         metadata = run.get("metadata") or {}
         self._print_context(metadata.get("context") or [], metadata.get("masked"))
+        print(f"requests: {MASKED_LISTING}")
         for node in store.nodes(run["id"]):
             self._print_node(node)
 
@@ -233,7 +239,7 @@ class RunStoreCommands:
         kind = node["kind"]
         if kind == "request":
             print(f"  POST {data.get('url', '?')}  ({node.get('provider')}:{node.get('model')})")
-            print("  body: " + short(json.dumps(data.get("body"), ensure_ascii=False), 4000))
+            print("  body (secrets masked): " + short(json.dumps(data.get("body"), ensure_ascii=False), 4000))
         elif kind == "message":
             message = Message.model_validate({k: v for k, v in data.items() if k in MESSAGE_FIELDS})
             for text in message_lines(message):

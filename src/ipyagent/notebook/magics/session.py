@@ -5,7 +5,7 @@
     %agent reset [NAME]            forget a thread (default: the default thread)
     %agent memory                  the artifacts stored off-prompt (ipyagent.memory["NAMESPACE"])
     %agent runs [THREAD]           the latest runs in the run store
-    %agent inspect [RUN_ID]        a stored run node by node: raw request, response metadata
+    %agent inspect [RUN_ID]        a stored run node by node: request (secrets masked), response metadata
     %agent replay [RUN_ID]         draw a stored run's view again, without calling the model
     %agent store [PATH|off]        show or choose the run store
     %agent cost                    what this session spent, by provider (known prices), and the budget
