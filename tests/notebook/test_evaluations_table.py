@@ -26,14 +26,20 @@ def test_the_cell_is_named_as_read() -> None:
 
 
 def test_one_aligned_line_per_evaluation_and_its_pass_rates_under_it() -> None:
-    stopped = listed(id="f0a499572614", name="#-o ev", rows=30, repeat=None, runs=50, interrupted=True,
+    stopped = listed(id="f0a499572614", name="#-o ev", rows=30, repeat=None, runs=25, interrupted=True,
                      columns=["good"], pass_rates={"good": 1.0}, aliases={"openai:m": "good"})
     lines = evaluations_lines([listed(), stopped])
     assert lines == [
-        "id            when                 cell                      rows × columns × repeats   runs",
-        "c4324b1a7c20  2026-12-07 21:51:20  ux.ipynb · cell 7387ff02  1,200 × 2 × 2             4,800",
+        "id            when                 cell                      rows × columns × repeats      runs",
+        "c4324b1a7c20  2026-12-07 21:51:20  ux.ipynb · cell 7387ff02  1,200 × 2 × 2                4,800",
         "    pass  openai:a/full   88%",
         "    pass  openai:b          -",
-        "f0a499572614  2026-12-07 21:51:20  -o ev                     30 × 1 × 1                   50  interrupted",
+        "f0a499572614  2026-12-07 21:51:20  -o ev                     30 × 1 × 1                25 of 30"
+        "  interrupted",
         "    pass  good  100%",
     ]
+
+
+def test_fewer_runs_than_the_matrix_holds_read_as_so_many_of_all() -> None:
+    lines = evaluations_lines([listed(runs=4799), listed(runs=4801)])  # more: a run the store kept twice
+    assert lines[1].endswith("  4,799 of 4,800") and lines[4].endswith("  4,801")

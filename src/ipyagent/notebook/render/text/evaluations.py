@@ -30,10 +30,18 @@ def _size(e: dict[str, Any]) -> str:
     return f"{e['rows'] or 0:,} × {len(e['columns'])} × {e['repeat'] or 1}"
 
 
+def _runs(e: dict[str, Any]) -> str:
+    """The runs that ran, ``50 of 60`` when fewer than the matrix holds (stopped, skipped by the budget
+    or not rendered: the store does not always know which, a cancelled run is kept before it is marked)."""
+    total = (e["rows"] or 0) * len(e["columns"]) * (e["repeat"] or 1)
+    return f"{e['runs']:,}" if e["runs"] >= total else f"{e['runs']:,} of {total:,}"
+
+
 def evaluations_lines(listed: list[dict[str, Any]]) -> list[str]:
     """The table for `stored_evaluations`'s list (newest first): a header, then per evaluation its
-    line and, indented under it, ``pass  COLUMN  RATE`` per column (``-`` when no run of it ran)."""
-    rows = [HEADER] + [(e["id"], when_text(e["created_at"]), cell_text(e["name"]), _size(e), f"{e['runs']:,}",
+    line (its runs as ``50 of 60`` when fewer ran than the matrix holds) and, indented under it,
+    ``pass  COLUMN  RATE`` per column (``-`` when no run of it ran)."""
+    rows = [HEADER] + [(e["id"], when_text(e["created_at"]), cell_text(e["name"]), _size(e), _runs(e),
                         "interrupted" if e["interrupted"] else "") for e in listed]
     widths = [max(len(row[i]) for row in rows) for i in range(len(HEADER))]
     right = {4}  # numbers to the right
