@@ -37,7 +37,7 @@ def test_agent_evals_lists_the_stored_evaluations_and_each_comes_back_by_its_id(
     ip.run_line_magic("agent", "evals")
     header, line, good, bad, hint = capsys.readouterr().out.strip().splitlines()
     assert header.split() == ["id", "when", "cell", "rows", "×", "columns", "×", "repeats", "runs"]
-    assert line.startswith(f"{ev.id}  ") and " ".join(line.split()).endswith(" -o ev 3 × 2 × 1 6")
+    assert line.startswith(f"{ev.id}  ") and " ".join(line.split()).endswith(" -o ev --over rows 3 × 2 × 1 6")
     # the columns named as the matrix names them, one per line
     assert (good, bad) == ("    pass  good (openai:m1)  100%", "    pass  bad (openai:m2)     0%")
     assert "load_evaluation(ID)" in hint
