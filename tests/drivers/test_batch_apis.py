@@ -291,3 +291,11 @@ async def _openai_answers(output: str, errors: str) -> list[BatchAnswer]:
 
     api.call = call  # type: ignore[method-assign]
     return await api.answers(BatchState("b", "completed", True, handle=("out", "err", None)), ["a", "b"])
+
+
+def test_an_answer_nested_past_the_parser_is_read_cut_deep_not_a_recursion_error() -> None:
+    deep = '{"a": ' * 100_000 + "1" + "}" * 100_000  # past json.loads on 3.11-3.13
+    line = '{"custom_id": "x", "response": {"status_code": 200, "body": {"deep": ' + deep + "}}}"
+    answers = batch_apis._answers(line + "\n" + _ok("y") + "\n", OpenAIBatch._answer)
+    assert [a.custom_id for a in answers] == ["x", "y"] and all(a.error is None for a in answers)
+    assert isinstance(answers[0].body, dict) and "deep" in answers[0].body

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from .batch import BatchAnswer, BatchAPI, BatchState
+from .decode import frame_json
 
 
 #: A custom id written in a line that is not JSON (``"custom_id": "..."``).
@@ -21,11 +22,13 @@ _CUSTOM_ID = re.compile(r'"custom_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
 def _answers(text: str, read: Callable[[dict[str, Any]], BatchAnswer]) -> list[BatchAnswer]:
     """Each line of a JSONL `text` (blank lines skipped) read by `read`; a line that cannot be read
     (not JSON, not an object, a field of another type) is its run's error, ``batch answer N could
-    not be read: ...``, under the custom id it names (the others are kept)."""
+    not be read: ...``, under the custom id it names (the others are kept). Read as a stream's frame
+    (`frame_json`): an answer whose tool-call arguments nest past the parser reads cut deep, not as a
+    RecursionError out of the evaluation."""
     found = []
     for n, line in enumerate((line for line in text.splitlines() if line.strip()), 1):
         try:
-            item = json.loads(line)
+            item = frame_json(line)
         except ValueError as exc:
             named = _CUSTOM_ID.search(line)
             found.append(_unreadable(n, named.group(1) if named else "", exc))
